@@ -1,0 +1,1 @@
+//! Block-device safety checks (being written).

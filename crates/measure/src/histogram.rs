@@ -1,0 +1,169 @@
+//! Latency histogram in nanoseconds (hdrhistogram, 3 significant digits), with an exact mean
+//! kept beside it and a compact serialised form for the store.
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Deserializer as SerdeDe, Serialize, Serializer as SerdeSer};
+
+use crate::model::LatSummary;
+
+/// Latencies of one direction of one pass, in nanoseconds.
+#[derive(Clone, Debug)]
+pub struct LatencyHistogram {
+    hist: Histogram<u64>,
+    /// Exact sum of recorded values (the histogram's own mean is bucket-rounded).
+    sum_ns: u128,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PartialEq for LatencyHistogram {
+    fn eq(&self, other: &Self) -> bool {
+        self.sum_ns == other.sum_ns && self.hist == other.hist
+    }
+}
+
+impl LatencyHistogram {
+    pub fn new() -> Self {
+        // 1 ns .. 60 s, growing on demand beyond that.
+        let mut hist = Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+        hist.auto(true);
+        LatencyHistogram { hist, sum_ns: 0 }
+    }
+
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        let v = ns.max(1);
+        // With auto-resize on, recording cannot fail.
+        let _ = self.hist.record(v);
+        self.sum_ns += v as u128;
+    }
+
+    pub fn merge(&mut self, other: &LatencyHistogram) {
+        let _ = self.hist.add(&other.hist);
+        self.sum_ns += other.sum_ns;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.hist.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+
+    /// Value at a quantile (0..=1) in nanoseconds.
+    pub fn quantile_ns(&self, q: f64) -> u64 {
+        self.hist.value_at_quantile(q)
+    }
+
+    pub fn mean_ns(&self) -> f64 {
+        if self.hist.is_empty() {
+            0.0
+        } else {
+            self.sum_ns as f64 / self.hist.len() as f64
+        }
+    }
+
+    /// Mean, percentiles and extremes in microseconds.
+    pub fn summary_us(&self) -> LatSummary {
+        if self.hist.is_empty() {
+            return LatSummary::default();
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        LatSummary {
+            mean: self.mean_ns() / 1000.0,
+            min: us(self.hist.min()),
+            p50: us(self.hist.value_at_quantile(0.50)),
+            p90: us(self.hist.value_at_quantile(0.90)),
+            p99: us(self.hist.value_at_quantile(0.99)),
+            p999: us(self.hist.value_at_quantile(0.999)),
+            p9999: us(self.hist.value_at_quantile(0.9999)),
+            max: us(self.hist.max()),
+        }
+    }
+
+    /// Percentile curve for plotting: (percentile, microseconds) pairs.
+    pub fn percentile_curve_us(&self) -> Vec<(f64, f64)> {
+        const QS: [f64; 12] = [
+            1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 100.0,
+        ];
+        if self.hist.is_empty() {
+            return Vec::new();
+        }
+        QS.iter()
+            .map(|&p| (p, self.hist.value_at_quantile(p / 100.0) as f64 / 1000.0))
+            .collect()
+    }
+
+    /// Serialised form: the sum, a colon, and base64 of hdrhistogram's V2 encoding.
+    pub fn encode(&self) -> String {
+        let mut buf = Vec::new();
+        V2Serializer::new()
+            .serialize(&self.hist, &mut buf)
+            .expect("serialising to memory cannot fail");
+        format!(
+            "{}:{}",
+            self.sum_ns,
+            base64::engine::general_purpose::STANDARD.encode(buf)
+        )
+    }
+
+    pub fn decode(text: &str) -> Result<Self, String> {
+        let (sum, b64) = text
+            .split_once(':')
+            .ok_or_else(|| "histogram: missing sum".to_string())?;
+        let sum_ns: u128 = sum.parse().map_err(|_| "histogram: bad sum".to_string())?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|e| format!("histogram: {e}"))?;
+        let mut hist: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| format!("histogram: {e:?}"))?;
+        hist.auto(true);
+        Ok(LatencyHistogram { hist, sum_ns })
+    }
+}
+
+impl Serialize for LatencyHistogram {
+    fn serialize<S: SerdeSer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.encode())
+    }
+}
+
+impl<'de> Deserialize<'de> for LatencyHistogram {
+    fn deserialize<D: SerdeDe<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        LatencyHistogram::decode(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_and_roundtrip() {
+        let mut h = LatencyHistogram::new();
+        for v in 1..=10_000u64 {
+            h.record(v * 1000);
+        }
+        let s = h.summary_us();
+        assert!((s.mean - 5000.5).abs() < 1e-9);
+        assert!((s.p50 - 5000.0).abs() / 5000.0 < 0.002);
+        assert!((s.p99 - 9900.0).abs() / 9900.0 < 0.002);
+        assert_eq!(s.min, 1.0);
+        let back = LatencyHistogram::decode(&h.encode()).unwrap();
+        assert_eq!(back, h);
+        assert_eq!(back.summary_us(), s);
+        let mut m = LatencyHistogram::new();
+        m.merge(&h);
+        m.merge(&h);
+        assert_eq!(m.count(), 20_000);
+    }
+}

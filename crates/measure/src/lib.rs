@@ -1,0 +1,17 @@
+//! Measurement: what a pass produced (bytes, I/Os, latency histograms, a throughput time
+//! series, CPU use) and the test and run records that carry passes to statistics, the
+//! store and the reports.
+//!
+//! Everything here is plain data with serde derives; the engine fills it, `iolab-stats`
+//! summarises it, `iolab-store` keeps it and `iolab-report` prints it.
+
+mod cpu;
+mod histogram;
+mod model;
+
+pub use cpu::{CpuSample, CpuUsage};
+pub use histogram::LatencyHistogram;
+pub use model::{
+    DirResult, IoErrorRecord, LatSummary, MetricSummary, PassRecord, RunRecord, SyncStats,
+    TargetInfo, TestRecord, TestSummary, TimeSeries, Warning, MB,
+};

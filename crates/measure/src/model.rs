@@ -1,0 +1,258 @@
+//! Passes, tests and runs: the records every workload produces and every consumer reads.
+
+use iolab_spec::{IoDir, JobSpec, RunSettings};
+use serde::{Deserialize, Serialize};
+
+use crate::cpu::CpuUsage;
+use crate::histogram::LatencyHistogram;
+
+/// Bytes in a megabyte as iolab prints MB/s: 10^6 (CrystalDiskMark's and fio's MB/s).
+pub const MB: f64 = 1_000_000.0;
+
+/// Latency percentiles of a set of I/Os, in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatSummary {
+    pub mean: f64,
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub p9999: f64,
+    pub max: f64,
+}
+
+/// One direction (reads or writes) of a pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirResult {
+    pub bytes: u64,
+    pub ios: u64,
+    pub mb_s: f64,
+    pub iops: f64,
+    pub lat_us: LatSummary,
+    /// Full latency histogram (nanoseconds); serialised compactly.
+    pub histogram: LatencyHistogram,
+}
+
+impl DirResult {
+    pub fn from_histogram(bytes: u64, seconds: f64, histogram: LatencyHistogram) -> Self {
+        let ios = histogram.count();
+        let secs = seconds.max(1e-9);
+        DirResult {
+            bytes,
+            ios,
+            mb_s: bytes as f64 / MB / secs,
+            iops: ios as f64 / secs,
+            lat_us: histogram.summary_us(),
+            histogram,
+        }
+    }
+}
+
+/// Flushes issued by the job (`--fsync N`, `--end-fsync`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SyncStats {
+    pub count: u64,
+    pub lat_us: LatSummary,
+}
+
+/// Bytes completed per interval since the start of the pass.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimeSeries {
+    pub interval_ms: u32,
+    pub bytes: Vec<u64>,
+}
+
+impl TimeSeries {
+    /// MB/s of each interval (the last one may be partial and is scaled by its true length
+    /// only when `seconds` says how long the pass was).
+    pub fn mb_s(&self, seconds: f64) -> Vec<f64> {
+        let iv = self.interval_ms as f64 / 1000.0;
+        let n = self.bytes.len();
+        self.bytes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| {
+                let len = if i + 1 == n {
+                    (seconds - iv * i as f64).clamp(iv * 0.01, iv)
+                } else {
+                    iv
+                };
+                b as f64 / MB / len
+            })
+            .collect()
+    }
+}
+
+/// An I/O error, never swallowed: errno, where and how long.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IoErrorRecord {
+    pub errno: i32,
+    pub message: String,
+    pub dir: IoDir,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// One measured pass of one test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PassRecord {
+    /// 1-based number of the measured pass.
+    pub index: u32,
+    pub bytes: u64,
+    pub ios: u64,
+    pub seconds: f64,
+    pub mb_s: f64,
+    pub iops: f64,
+    /// Latency of all I/Os of the pass.
+    pub lat_us: LatSummary,
+    pub read: Option<DirResult>,
+    pub write: Option<DirResult>,
+    pub sync: Option<SyncStats>,
+    pub cpu: CpuUsage,
+    pub timeseries: TimeSeries,
+    pub errors: Vec<IoErrorRecord>,
+}
+
+impl PassRecord {
+    /// Builds a pass from per-direction results; totals and combined latency derive from them.
+    pub fn new(
+        index: u32,
+        seconds: f64,
+        read: Option<DirResult>,
+        write: Option<DirResult>,
+        sync: Option<SyncStats>,
+        cpu: CpuUsage,
+        timeseries: TimeSeries,
+        errors: Vec<IoErrorRecord>,
+    ) -> Self {
+        let mut all = LatencyHistogram::new();
+        let mut bytes = 0;
+        for d in read.iter().chain(write.iter()) {
+            all.merge(&d.histogram);
+            bytes += d.bytes;
+        }
+        let ios = all.count();
+        let secs = seconds.max(1e-9);
+        PassRecord {
+            index,
+            bytes,
+            ios,
+            seconds,
+            mb_s: bytes as f64 / MB / secs,
+            iops: ios as f64 / secs,
+            lat_us: all.summary_us(),
+            read,
+            write,
+            sync,
+            cpu,
+            timeseries,
+            errors,
+        }
+    }
+}
+
+/// Statistics of one metric over the passes of a test.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MetricSummary {
+    pub n: u32,
+    pub median: f64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    pub stddev: f64,
+    /// Coefficient of variation, stddev / mean (0 for a single pass).
+    pub cv: f64,
+    /// 95% confidence interval of the headline value.
+    pub ci_low: f64,
+    pub ci_high: f64,
+}
+
+/// A test's headline numbers over its passes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TestSummary {
+    pub passes: u32,
+    /// MB/s (10^6 bytes/s): the headline value (median of passes unless `score` says best).
+    pub mb_s: f64,
+    pub iops: f64,
+    pub lat_mean_us: f64,
+    pub lat_p99_us: f64,
+    /// How the headline was chosen: "median" or "best".
+    pub score: String,
+    pub stats_mb_s: MetricSummary,
+    pub stats_iops: MetricSummary,
+    pub stats_lat_mean_us: MetricSummary,
+    pub stats_lat_p99_us: MetricSummary,
+    /// How the confidence intervals were computed.
+    pub ci_method: String,
+}
+
+/// One test of a run with its passes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestRecord {
+    pub name: String,
+    pub group: String,
+    pub job: JobSpec,
+    pub passes: Vec<PassRecord>,
+    pub summary: TestSummary,
+    /// Workload-specific data (dbench's operation table, copy phases...); null for block tests.
+    #[serde(default)]
+    pub extra: serde_json::Value,
+}
+
+/// What was measured: the path given, what it is, and the file or device actually used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    /// The `--target` as the user gave it (absolute).
+    pub path: String,
+    /// "dir", "file" or "device".
+    pub kind: String,
+    /// The file or device the I/O went to.
+    pub io_path: String,
+    /// Filesystem type holding the target ("ext4", "xfs", "tmpfs", ... or "unknown").
+    pub fs_type: String,
+    /// Size of the test region in bytes.
+    pub size: u64,
+}
+
+/// A condition that makes a number suspect, with a stable code and the fix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    pub code: String,
+    pub message: String,
+    pub fix: String,
+    /// The test it concerns, or None for the whole run.
+    pub test: Option<String>,
+}
+
+/// A whole run: what was asked, where, when, and every test's passes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Store row id (None until stored, or with --no-store).
+    pub id: Option<i64>,
+    pub uuid: String,
+    pub iolab_version: String,
+    pub preset: String,
+    /// Workload family: "block" for cdm/atto/custom; later "dbench", "copy", ...
+    pub workload: String,
+    pub target: TargetInfo,
+    pub settings: RunSettings,
+    /// The engine actually used (after any fallback).
+    pub engine: String,
+    pub command_line: Vec<String>,
+    pub label: Option<String>,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// False when the run was interrupted; it then holds the passes it finished.
+    pub complete: bool,
+    /// Remarks on how the run went (fallbacks, adjustments).
+    pub notes: Vec<String>,
+    pub warnings: Vec<Warning>,
+    /// Captured environment (kernel, CPU, device chain); null when not captured.
+    #[serde(default)]
+    pub env: serde_json::Value,
+    pub study: Option<String>,
+    pub config_label: Option<String>,
+    pub tests: Vec<TestRecord>,
+}

@@ -1,0 +1,262 @@
+//! One job's shape in fio's vocabulary (`rw`, `bs`, `iodepth`, `numjobs`, `rwmixread`) and the
+//! settings shared by every test of a run.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::units::{format_size_short, SpecError};
+
+/// Access pattern, named as fio names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rw {
+    Read,
+    Write,
+    RandRead,
+    RandWrite,
+    /// Sequential mixed reads and writes (`rwmixread` % reads).
+    Rw,
+    /// Random mixed reads and writes (`rwmixread` % reads).
+    RandRw,
+}
+
+impl Rw {
+    pub fn is_random(self) -> bool {
+        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
+    }
+    pub fn is_mixed(self) -> bool {
+        matches!(self, Rw::Rw | Rw::RandRw)
+    }
+    pub fn writes(self) -> bool {
+        !matches!(self, Rw::Read | Rw::RandRead)
+    }
+    pub fn reads(self) -> bool {
+        !matches!(self, Rw::Write | Rw::RandWrite)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rw::Read => "read",
+            Rw::Write => "write",
+            Rw::RandRead => "randread",
+            Rw::RandWrite => "randwrite",
+            Rw::Rw => "rw",
+            Rw::RandRw => "randrw",
+        }
+    }
+}
+
+impl fmt::Display for Rw {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Rw {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "read" => Rw::Read,
+            "write" => Rw::Write,
+            "randread" => Rw::RandRead,
+            "randwrite" => Rw::RandWrite,
+            "rw" | "readwrite" => Rw::Rw,
+            "randrw" => Rw::RandRw,
+            _ => {
+                return Err(SpecError::new(
+                    "rw",
+                    s,
+                    "expected read, write, randread, randwrite, rw or randrw",
+                ))
+            }
+        })
+    }
+}
+
+/// Direction of one I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoDir {
+    Read,
+    Write,
+}
+
+/// Which engine issues the I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    IoUring,
+    Psync,
+}
+
+impl EngineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::IoUring => "io_uring",
+            EngineKind::Psync => "psync",
+        }
+    }
+}
+
+impl FromStr for EngineKind {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "io_uring" | "iouring" | "uring" => Ok(EngineKind::IoUring),
+            "psync" | "sync" => Ok(EngineKind::Psync),
+            _ => Err(SpecError::new("engine", s, "expected io_uring or psync")),
+        }
+    }
+}
+
+/// What write buffers contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataPattern {
+    /// Incompressible random bytes, re-stamped before every write so no two blocks repeat.
+    Random,
+    /// All 0x00 (CrystalDiskMark's "All 0x00" test data).
+    Zeros,
+}
+
+impl FromStr for DataPattern {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "random" => Ok(DataPattern::Random),
+            "zeros" | "zero" | "0x00" => Ok(DataPattern::Zeros),
+            _ => Err(SpecError::new("data", s, "expected random or zeros")),
+        }
+    }
+}
+
+/// Which call makes written data durable when `fsync_every`/`end_fsync` ask for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncMode {
+    Fsync,
+    Fdatasync,
+}
+
+/// The shape of one job: what fio calls a job section, minus the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    pub rw: Rw,
+    /// Block size in bytes.
+    pub bs: u64,
+    pub iodepth: u32,
+    pub numjobs: u32,
+    /// Percentage of reads in a mixed job (ignored otherwise).
+    pub rwmixread: u8,
+    /// Sync after every N writes of each job (0 = never).
+    pub fsync_every: u32,
+    pub sync_mode: SyncMode,
+    /// Sync once at the end of a write pass; its time counts in the pass.
+    pub end_fsync: bool,
+    /// Stop a pass after this many bytes in total (ATTO covers its region once per size).
+    pub io_limit: Option<u64>,
+}
+
+impl JobSpec {
+    pub fn new(rw: Rw, bs: u64, iodepth: u32, numjobs: u32) -> Self {
+        JobSpec {
+            rw,
+            bs,
+            iodepth,
+            numjobs,
+            rwmixread: 50,
+            fsync_every: 0,
+            sync_mode: SyncMode::Fsync,
+            end_fsync: false,
+            io_limit: None,
+        }
+    }
+
+    /// Checks the ranges iolab supports: bs 512 B..64 MiB (a multiple of 512), iodepth
+    /// 1..256, numjobs 1..64, rwmixread 0..100.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.bs < 512 || self.bs > 64 << 20 {
+            return Err(SpecError::new(
+                "bs",
+                self.bs.to_string(),
+                "block size must be between 512 B and 64 MiB",
+            ));
+        }
+        if self.bs % 512 != 0 {
+            return Err(SpecError::new(
+                "bs",
+                self.bs.to_string(),
+                "block size must be a multiple of 512 bytes",
+            ));
+        }
+        if !(1..=256).contains(&self.iodepth) {
+            return Err(SpecError::new(
+                "iodepth",
+                self.iodepth.to_string(),
+                "must be between 1 and 256",
+            ));
+        }
+        if !(1..=64).contains(&self.numjobs) {
+            return Err(SpecError::new(
+                "numjobs",
+                self.numjobs.to_string(),
+                "must be between 1 and 64",
+            ));
+        }
+        if self.rwmixread > 100 {
+            return Err(SpecError::new(
+                "rwmixread",
+                self.rwmixread.to_string(),
+                "a percentage between 0 and 100",
+            ));
+        }
+        Ok(())
+    }
+
+    /// CrystalDiskMark-style short name: `SEQ1M Q8T1`, `RND4K Q32T16`.
+    pub fn cdm_name(&self) -> String {
+        let kind = if self.rw.is_random() { "RND" } else { "SEQ" };
+        format!(
+            "{kind}{} Q{}T{}",
+            format_size_short(self.bs),
+            self.iodepth,
+            self.numjobs
+        )
+    }
+}
+
+/// One test of a run: a named job. Tests that share a `group` are shown on one table row
+/// (CrystalDiskMark's read and write of `SEQ1M Q8T1`, ATTO's read and write of one size).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestSpec {
+    /// Unique within the run, e.g. `SEQ1M Q8T1 Read`.
+    pub name: String,
+    /// Row label, e.g. `SEQ1M Q8T1`.
+    pub group: String,
+    pub job: JobSpec,
+}
+
+/// Settings shared by every test of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// Size of the test region (test file size, or the part of a device used).
+    pub size: u64,
+    /// Length of each pass.
+    pub duration: Duration,
+    /// Measured passes per test.
+    pub runs: u32,
+    /// Unscored warm-up passes per test, run before the measured ones.
+    pub warmup_passes: u32,
+    /// Length of each warm-up pass.
+    pub warmup_duration: Duration,
+    pub engine: EngineKind,
+    /// O_DIRECT (true) or through the page cache (false).
+    pub direct: bool,
+    pub data: DataPattern,
+    /// io_uring: register the job's buffers with the kernel.
+    pub fixedbufs: bool,
+    /// io_uring: register the job's file with the kernel.
+    pub registerfiles: bool,
+}
+

@@ -1,0 +1,12 @@
+//! What to run: fio-style job shapes, size and duration parsing, and the built-in presets.
+//!
+//! Nothing in this crate touches a file. It turns user input (`--rw randread --bs 4k`,
+//! `cdm`, `atto`) into a validated list of [`TestSpec`]s that the engine executes.
+
+mod job;
+mod presets;
+mod units;
+
+pub use job::{DataPattern, EngineKind, IoDir, JobSpec, Rw, RunSettings, SyncMode, TestSpec};
+pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
+pub use units::{format_bytes, format_size_short, parse_duration, parse_size, SpecError};

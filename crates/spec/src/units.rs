@@ -1,0 +1,170 @@
+//! Parsing and printing of sizes (`4k`, `1MiB`, `512`) and durations (`5s`, `500ms`, `2m`).
+
+use std::fmt;
+use std::time::Duration;
+
+/// A user-input error: which option, what was given, and why it was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    pub field: String,
+    pub value: String,
+    pub reason: String,
+}
+
+impl SpecError {
+    pub fn new(field: &str, value: impl Into<String>, reason: impl Into<String>) -> Self {
+        SpecError {
+            field: field.to_string(),
+            value: value.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} = '{}': {}", self.field, self.value, self.reason)
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// Parses a byte size. Suffixes are binary, as in fio and CrystalDiskMark: `k`, `KiB` and
+/// `KB` all mean 1024 bytes; `m`/`MiB`/`MB` 1024^2; `g`, `t` likewise. A bare number is bytes.
+pub fn parse_size(field: &str, text: &str) -> Result<u64, SpecError> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(SpecError::new(field, text, "empty size"));
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, suffix) = t.split_at(split);
+    if num.is_empty() {
+        return Err(SpecError::new(field, text, "a size starts with a number, e.g. 4k or 1GiB"));
+    }
+    let mult: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(SpecError::new(
+                field,
+                text,
+                format!("unknown unit '{other}' (use b, k, m, g, t or KiB, MiB, GiB, TiB)"),
+            ))
+        }
+    };
+    let value: f64 = num
+        .parse()
+        .map_err(|_| SpecError::new(field, text, "not a number"))?;
+    let bytes = value * mult as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(SpecError::new(field, text, "out of range"));
+    }
+    if bytes.fract() != 0.0 {
+        return Err(SpecError::new(field, text, "not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Parses a duration: `5s`, `500ms`, `2m`, `1h`, `1.5s`; a bare number is seconds.
+pub fn parse_duration(field: &str, text: &str) -> Result<Duration, SpecError> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, suffix) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| SpecError::new(field, text, "expected a duration such as 5s, 500ms or 2m"))?;
+    let secs = match suffix.trim() {
+        "" | "s" | "sec" => value,
+        "ms" => value / 1e3,
+        "us" => value / 1e6,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(SpecError::new(
+                field,
+                text,
+                format!("unknown unit '{other}' (use us, ms, s, m or h)"),
+            ))
+        }
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(SpecError::new(field, text, "out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Prints a byte count with a binary unit and up to two decimals: `1 GiB`, `1.5 MiB`, `512 B`.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{} {}", v as u64, UNITS[i])
+    } else {
+        let s = format!("{v:.2}");
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        format!("{s} {}", UNITS[i])
+    }
+}
+
+/// Short size as used in test names: `512`, `4K`, `128K`, `1M`, `64M` (CrystalDiskMark style).
+pub fn format_size_short(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+        format!("{}G", bytes >> 30)
+    } else if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{}M", bytes >> 20)
+    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
+        format!("{}K", bytes >> 10)
+    } else {
+        format!("{bytes}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("bs", "512").unwrap(), 512);
+        assert_eq!(parse_size("bs", "4k").unwrap(), 4096);
+        assert_eq!(parse_size("bs", "4K").unwrap(), 4096);
+        assert_eq!(parse_size("bs", "1MiB").unwrap(), 1 << 20);
+        assert_eq!(parse_size("size", "1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("size", "1.5g").unwrap(), 3 << 29);
+        assert!(parse_size("bs", "4q").is_err());
+        assert!(parse_size("bs", "").is_err());
+        assert!(parse_size("bs", "k").is_err());
+        assert!(parse_size("bs", "0.3k").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("d", "5s").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("d", "5").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("d", "250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("d", "2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("d", "fast").is_err());
+    }
+
+    #[test]
+    fn printing() {
+        assert_eq!(format_bytes(1 << 30), "1 GiB");
+        assert_eq!(format_bytes(3 << 19), "1.5 MiB");
+        assert_eq!(format_bytes(512), "512 B");
+        assert_eq!(format_size_short(512), "512");
+        assert_eq!(format_size_short(4096), "4K");
+        assert_eq!(format_size_short(64 << 20), "64M");
+    }
+}

@@ -1,0 +1,162 @@
+//! Statistics over repeated passes: median, mean, spread, 95% confidence intervals, and the
+//! headline summary of a test.
+//!
+//! Confidence intervals use Student's t on the mean of the passes (the passes of a test are
+//! independent repeats of the same job); with one pass the interval is the value itself.
+
+use iolab_measure::{MetricSummary, PassRecord, TestSummary};
+
+/// How a test's headline value is chosen from its passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Score {
+    /// The median of the passes (iolab's default).
+    Median,
+    /// The best pass (CrystalDiskMark's "best of N"): highest MB/s.
+    Best,
+}
+
+impl Score {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Score::Median => "median",
+            Score::Best => "best",
+        }
+    }
+}
+
+pub const CI_METHOD: &str = "95% CI, Student t on the mean of passes";
+
+/// Median of a slice (NaNs excluded); 0 when empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Two-sided 97.5% quantile of Student's t distribution for `df` degrees of freedom.
+pub fn t_975(df: usize) -> f64 {
+    const TABLE: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => TABLE[df - 1],
+        31..=60 => 2.000 + (2.042 - 2.000) * (60 - df) as f64 / 30.0,
+        61..=120 => 1.980 + (2.000 - 1.980) * (120 - df) as f64 / 60.0,
+        _ => 1.960,
+    }
+}
+
+/// Summary statistics of one metric.
+pub fn metric(values: &[f64]) -> MetricSummary {
+    let n = values.len();
+    if n == 0 {
+        return MetricSummary::default();
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let stddev = if n > 1 {
+        (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+    } else {
+        0.0
+    };
+    let half = if n > 1 {
+        t_975(n - 1) * stddev / (n as f64).sqrt()
+    } else {
+        0.0
+    };
+    MetricSummary {
+        n: n as u32,
+        median: median(values),
+        mean,
+        min,
+        max,
+        stddev,
+        cv: if mean != 0.0 { stddev / mean } else { 0.0 },
+        ci_low: mean - half,
+        ci_high: mean + half,
+    }
+}
+
+/// Headline summary of a test over its passes.
+pub fn summarize(passes: &[PassRecord], score: Score) -> TestSummary {
+    let col = |f: fn(&PassRecord) -> f64| passes.iter().map(f).collect::<Vec<f64>>();
+    let stats_mb_s = metric(&col(|p| p.mb_s));
+    let stats_iops = metric(&col(|p| p.iops));
+    let stats_lat_mean_us = metric(&col(|p| p.lat_us.mean));
+    let stats_lat_p99_us = metric(&col(|p| p.lat_us.p99));
+    let (mb_s, iops, lat_mean_us, lat_p99_us) = match score {
+        Score::Median => (
+            stats_mb_s.median,
+            stats_iops.median,
+            stats_lat_mean_us.median,
+            stats_lat_p99_us.median,
+        ),
+        Score::Best => match passes
+            .iter()
+            .max_by(|a, b| a.mb_s.partial_cmp(&b.mb_s).unwrap_or(std::cmp::Ordering::Equal))
+        {
+            Some(best) => (best.mb_s, best.iops, best.lat_us.mean, best.lat_us.p99),
+            None => (0.0, 0.0, 0.0, 0.0),
+        },
+    };
+    TestSummary {
+        passes: passes.len() as u32,
+        mb_s,
+        iops,
+        lat_mean_us,
+        lat_p99_us,
+        score: score.as_str().to_string(),
+        stats_mb_s,
+        stats_iops,
+        stats_lat_mean_us,
+        stats_lat_p99_us,
+        ci_method: CI_METHOD.to_string(),
+    }
+}
+
+/// Relative half-width of the confidence interval, in percent of the mean (0 if unknown).
+pub fn ci_pct(m: &MetricSummary) -> f64 {
+    if m.mean == 0.0 || m.n < 2 {
+        0.0
+    } else {
+        100.0 * (m.ci_high - m.ci_low) / 2.0 / m.mean.abs()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_odd_even() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn metric_against_hand_computation() {
+        // mean 20, sample sd 10, n=3: half = 4.303 * 10 / sqrt(3) = 24.843...
+        let m = metric(&[10.0, 20.0, 30.0]);
+        assert_eq!(m.median, 20.0);
+        assert_eq!(m.mean, 20.0);
+        assert!((m.stddev - 10.0).abs() < 1e-12);
+        assert!((m.cv - 0.5).abs() < 1e-12);
+        assert!((m.ci_high - 20.0 - 4.303 * 10.0 / 3f64.sqrt()).abs() < 1e-9);
+        assert!((ci_pct(&m) - 124.2169).abs() < 1e-3);
+        let one = metric(&[5.0]);
+        assert_eq!((one.ci_low, one.ci_high, one.stddev), (5.0, 5.0, 0.0));
+    }
+}
