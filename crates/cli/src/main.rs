@@ -1,1 +1,23 @@
-fn main() {}
+//! The `iolab` command line: parses arguments and dispatches to the run, listing and
+//! display commands. Measuring lives in iolab-engine, keeping in iolab-store, printing in
+//! iolab-report.
+
+mod args;
+mod commands;
+mod progress;
+mod run;
+mod signals;
+
+use clap::Parser;
+
+fn main() {
+    let cli = args::Cli::parse();
+    let code = match commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("iolab: error: {e}");
+            e.exit_code()
+        }
+    };
+    std::process::exit(code);
+}

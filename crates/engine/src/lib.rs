@@ -1,4 +1,23 @@
 //! The engine: issues I/O for a job (io_uring or psync), prepares and removes test targets,
 //! and turns one timed pass into a [`iolab_measure::PassRecord`].
+//!
+//! Layers, bottom up: `buffers` (aligned, incompressible data), `engines/` (one file per
+//! I/O engine behind the [`engines::Engine`] trait), `worker` (the per-job loop),
+//! `pass` (threads, merging), `target` (test files and devices), `safety` (what may be
+//! written), `mounts` (which filesystem holds a path).
 
+pub mod buffers;
+pub mod engines;
+pub mod mounts;
+pub mod pass;
 pub mod safety;
+pub mod target;
+pub mod worker;
+
+pub use pass::{effective_iodepth, run_pass, PassObserver, PassOutcome};
+pub use target::{prepare, Target, TargetError, TargetRequest};
+
+/// Whether io_uring can be used here; the error says why not.
+pub fn io_uring_available() -> Result<(), std::io::Error> {
+    engines::io_uring::available()
+}

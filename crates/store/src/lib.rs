@@ -1,1 +1,70 @@
-//! placeholder
+//! The result store: every run iolab measures, kept with its tests and passes in one SQLite
+//! database, written as the run goes and read back exactly.
+//!
+//! The database lives at [`default_db_path`] unless the caller chooses another file. Its
+//! schema is versioned (`PRAGMA user_version`) and migrated forward on [`Store::open`]; a
+//! database from a newer iolab is refused untouched. Several iolab processes may share one
+//! database: it runs in WAL mode, every write is a short `BEGIN IMMEDIATE` transaction, and a
+//! writer waits up to [`BUSY_TIMEOUT`] for another to finish. See `docs/store.md`.
+//!
+//! A run is written incrementally so that an interrupted run keeps what it finished:
+//! [`Store::begin_run`], then [`Store::add_test`] and [`Store::add_pass`] as tests and passes
+//! complete, [`Store::update_test_summary`], and [`Store::finish_run`]. [`Store::save_run`]
+//! stores a finished record in one transaction.
+
+mod error;
+mod schema;
+mod store;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+pub use error::StoreError;
+pub use schema::SCHEMA_VERSION;
+pub use store::{RunFilter, RunListing, Store, BUSY_TIMEOUT};
+
+/// Where the result database lives by default: `$XDG_DATA_HOME/iolab/results.db`, or
+/// `$HOME/.local/share/iolab/results.db` when `XDG_DATA_HOME` is unset, empty or relative
+/// (which the XDG base directory specification says to ignore).
+pub fn default_db_path() -> PathBuf {
+    db_path_from(std::env::var_os("XDG_DATA_HOME"), std::env::home_dir())
+}
+
+fn db_path_from(xdg_data_home: Option<OsString>, home: Option<PathBuf>) -> PathBuf {
+    let data_home = xdg_data_home
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| {
+            // Without any home directory, fall back to the current directory.
+            home.unwrap_or_default().join(".local/share")
+        });
+    data_home.join("iolab").join("results.db")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_path_follows_xdg() {
+        let home = Some(PathBuf::from("/home/u"));
+        assert_eq!(
+            db_path_from(Some("/data".into()), home.clone()),
+            PathBuf::from("/data/iolab/results.db")
+        );
+        assert_eq!(
+            db_path_from(None, home.clone()),
+            PathBuf::from("/home/u/.local/share/iolab/results.db")
+        );
+        for ignored in ["", "relative/dir"] {
+            assert_eq!(
+                db_path_from(Some(ignored.into()), home.clone()),
+                PathBuf::from("/home/u/.local/share/iolab/results.db")
+            );
+        }
+        assert_eq!(
+            db_path_from(None, None),
+            PathBuf::from(".local/share/iolab/results.db")
+        );
+    }
+}

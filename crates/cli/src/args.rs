@@ -1,0 +1,158 @@
+//! Command-line grammar. Job-shape options use fio's names (`--rw --bs --iodepth
+//! --numjobs --rwmixread`); test names follow CrystalDiskMark.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "iolab",
+    version,
+    about = "A storage I/O lab: CrystalDiskMark/ATTO/fio-style benchmarks with every result kept",
+    after_help = "MB/s is 10^6 bytes per second everywhere. Results are stored in \
+                  $XDG_DATA_HOME/iolab/results.db unless --no-store or --db is given."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a benchmark preset (default: cdm) on a target and store the result.
+    Run(RunArgs),
+    /// List the presets and the tests each one runs.
+    Presets,
+    /// List stored runs.
+    Results(ResultsArgs),
+    /// Print a stored run again.
+    Show(ShowArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DbArgs {
+    /// Result database (default: $XDG_DATA_HOME/iolab/results.db).
+    #[arg(long, value_name = "PATH", global = true)]
+    pub db: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ResultsArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Only runs of this preset.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Only runs with this label.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Only runs on this target path.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Show at most this many (the newest).
+    #[arg(long)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Run id as listed by `iolab results` ("last" for the newest).
+    pub run_id: String,
+    /// Print the JSON document instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// cdm, cdm-nvme, cdm-peak, cdm-real, atto or custom (see `iolab presets`).
+    #[arg(default_value = "cdm")]
+    pub preset: String,
+    /// Directory (iolab makes and removes its own test file), regular file, or block device.
+    #[arg(long, short = 't', value_name = "PATH", default_value = ".")]
+    pub target: PathBuf,
+    /// Test region size, e.g. 1GiB, 256m (preset default otherwise).
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// Measured passes per test.
+    #[arg(long, value_name = "N")]
+    pub runs: Option<u32>,
+    /// Length of each pass, e.g. 5s, 500ms.
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// Unscored warm-up passes before the measured ones.
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u32>,
+    /// Length of each warm-up pass (default: --duration).
+    #[arg(long, value_name = "TIME")]
+    pub warmup_time: Option<String>,
+    /// I/O engine: io_uring (default) or psync.
+    #[arg(long, default_value = "io_uring")]
+    pub engine: String,
+    /// Go through the page cache (no O_DIRECT).
+    #[arg(long)]
+    pub buffered: bool,
+    /// Write data: random (incompressible, default) or zeros.
+    #[arg(long, default_value = "random")]
+    pub data: String,
+    /// Free-text label stored with the run.
+    #[arg(long)]
+    pub label: Option<String>,
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Do not store the run.
+    #[arg(long)]
+    pub no_store: bool,
+    /// Also write the run as JSON to PATH ("-" for stdout, which then carries only JSON).
+    #[arg(long, value_name = "PATH|-")]
+    pub json: Option<String>,
+    /// Access pattern (custom): read, write, randread, randwrite, rw, randrw.
+    #[arg(long)]
+    pub rw: Option<String>,
+    /// Block size (custom), e.g. 4k, 1m.
+    #[arg(long)]
+    pub bs: Option<String>,
+    /// I/Os in flight per job (custom).
+    #[arg(long)]
+    pub iodepth: Option<u32>,
+    /// Parallel jobs, each with its own thread and ring (custom).
+    #[arg(long)]
+    pub numjobs: Option<u32>,
+    /// Percentage of reads in a mixed job (default 50; cdm's --mix uses 70).
+    #[arg(long)]
+    pub rwmixread: Option<u8>,
+    /// fsync after every N writes of each job.
+    #[arg(long, value_name = "N")]
+    pub fsync: Option<u32>,
+    /// fdatasync after every N writes of each job.
+    #[arg(long, value_name = "N", conflicts_with = "fsync")]
+    pub fdatasync: Option<u32>,
+    /// fsync at the end of every write pass (counted in the pass).
+    #[arg(long)]
+    pub end_fsync: bool,
+    /// Add CrystalDiskMark's 70/30 read/write mix test to each cdm row.
+    #[arg(long)]
+    pub mix: bool,
+    /// Headline value: median of passes (default) or best (CrystalDiskMark's best of N).
+    #[arg(long, default_value = "median")]
+    pub score: String,
+    /// Allow writing to a block device (destroys its contents; refused if it is mounted,
+    /// in use, or carries a filesystem or partition table).
+    #[arg(long)]
+    pub allow_destroy_device: bool,
+    /// Allow writing into an existing regular file iolab did not create.
+    #[arg(long)]
+    pub allow_overwrite_file: bool,
+    /// io_uring: do not register buffers with the kernel.
+    #[arg(long)]
+    pub no_fixedbufs: bool,
+    /// io_uring: do not register the file with the kernel.
+    #[arg(long)]
+    pub no_registerfiles: bool,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}

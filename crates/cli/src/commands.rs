@@ -1,0 +1,159 @@
+//! Dispatch of the subcommands, and the CLI's error type with its exit codes.
+
+use std::fmt;
+
+use iolab_spec::{expand_preset, format_bytes, JobSpec, Rw, PRESETS};
+use iolab_store::{default_db_path, RunFilter, Store};
+
+use crate::args::{Cli, Command, DbArgs, ResultsArgs, ShowArgs};
+use crate::run;
+
+/// Everything that ends a command with a message and a non-zero exit.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad input: exit 2.
+    Usage(String),
+    /// The run was stopped by a signal: exit 130.
+    Interrupted,
+    /// Anything else: exit 1.
+    Failed(String),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) => 2,
+            CliError::Interrupted => 130,
+            CliError::Failed(_) => 1,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Usage(m) | CliError::Failed(m) => f.write_str(m),
+            CliError::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+impl From<iolab_spec::SpecError> for CliError {
+    fn from(e: iolab_spec::SpecError) -> Self {
+        CliError::Usage(format!("--{e}"))
+    }
+}
+
+impl From<iolab_store::StoreError> for CliError {
+    fn from(e: iolab_store::StoreError) -> Self {
+        CliError::Failed(e.to_string())
+    }
+}
+
+pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
+    match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Presets => {
+            print!("{}", presets_text());
+            Ok(0)
+        }
+        Command::Results(args) => results(args),
+        Command::Show(args) => show(args),
+    }
+}
+
+pub fn open_store(db: &DbArgs) -> Result<Store, CliError> {
+    let path = db.db.clone().unwrap_or_else(default_db_path);
+    Ok(Store::open(&path)?)
+}
+
+fn presets_text() -> String {
+    let mut out = String::new();
+    for p in PRESETS {
+        out.push_str(&format!("{}\n  {}\n", p.name, p.summary));
+        out.push_str(&format!(
+            "  defaults: size {}, {} measured pass(es) of {} s, {} warm-up pass(es)\n",
+            format_bytes(p.defaults.size),
+            p.defaults.runs,
+            p.defaults.duration.as_secs_f64(),
+            p.defaults.warmup_passes
+        ));
+        let example = JobSpec::new(Rw::RandRead, 4096, 1, 1);
+        let tests = expand_preset(p.name, Some(&example), false, p.defaults.size)
+            .expect("built-in presets expand");
+        if p.name != "custom" {
+            let mut line = String::from("  tests:");
+            for t in &tests {
+                let item = format!(
+                    " {} ({} bs={} iodepth={} numjobs={});",
+                    t.name,
+                    t.job.rw,
+                    iolab_spec::format_size_short(t.job.bs),
+                    t.job.iodepth,
+                    t.job.numjobs
+                );
+                if line.len() + item.len() > 98 {
+                    out.push_str(&line);
+                    out.push('\n');
+                    line = String::from("        ");
+                }
+                line.push_str(&item);
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    out.push_str("Options: --mix adds CrystalDiskMark's 70/30 read/write mix test to cdm rows.\n");
+    out
+}
+
+fn results(args: ResultsArgs) -> Result<i32, CliError> {
+    let store = open_store(&args.db)?;
+    let filter = RunFilter {
+        preset: args.preset,
+        target: args.target,
+        label: args.label,
+        study: None,
+        limit: args.limit,
+    };
+    let rows: Vec<iolab_report::ListRow> = store
+        .list_runs(&filter)?
+        .into_iter()
+        .map(|r| iolab_report::ListRow {
+            id: r.id,
+            started_at: r.started_at,
+            preset: r.preset,
+            target: r.target,
+            fs_type: r.fs_type,
+            label: r.label,
+            complete: r.complete,
+            tests: r.tests,
+        })
+        .collect();
+    print!("{}", iolab_report::render_list(&rows));
+    Ok(0)
+}
+
+fn show(args: ShowArgs) -> Result<i32, CliError> {
+    let store = open_store(&args.db)?;
+    let id = if args.run_id == "last" {
+        store
+            .latest_run_id()?
+            .ok_or_else(|| CliError::Failed("no runs stored yet".into()))?
+    } else {
+        args.run_id.parse::<i64>().map_err(|_| {
+            CliError::Usage(format!(
+                "run id '{}' is not a number (see `iolab results`)",
+                args.run_id
+            ))
+        })?
+    };
+    let run = store.load_run(id)?;
+    if args.json {
+        println!("{}", iolab_report::to_json_string(&run));
+    } else {
+        print!("{}", iolab_report::render_run(&run));
+    }
+    Ok(0)
+}

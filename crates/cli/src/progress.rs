@@ -1,0 +1,77 @@
+//! The progress bar: current test and pass, live MB/s, and the ETA of the whole run.
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use iolab_engine::PassObserver;
+use iolab_measure::MB;
+
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    /// A bar over `total` of planned time; hidden when `quiet` or stderr is not a terminal.
+    pub fn new(total: Duration, quiet: bool) -> Self {
+        let bar = ProgressBar::with_draw_target(
+            Some(total.as_millis() as u64),
+            if quiet {
+                ProgressDrawTarget::hidden()
+            } else {
+                ProgressDrawTarget::stderr()
+            },
+        );
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix:<28} [{bar:24}] {msg:>14}  ETA {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        Progress { bar }
+    }
+
+    pub fn println(&self, line: &str) {
+        self.bar.println(line);
+    }
+
+    /// Observer for one pass that started at `base` of the planned time.
+    pub fn pass(&self, label: String, base: Duration, planned: Duration) -> PassProgress<'_> {
+        self.bar.set_prefix(label);
+        self.bar.set_message("");
+        self.bar.set_position(base.as_millis() as u64);
+        PassProgress {
+            bar: &self.bar,
+            base,
+            planned,
+        }
+    }
+
+    /// Shows a preparation step with its own percentage.
+    pub fn preparing(&self, done: u64, total: u64) {
+        self.bar.set_prefix("preparing test file");
+        self.bar
+            .set_message(format!("{:.0}%", 100.0 * done as f64 / total.max(1) as f64));
+        self.bar.tick();
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+pub struct PassProgress<'a> {
+    bar: &'a ProgressBar,
+    base: Duration,
+    planned: Duration,
+}
+
+impl PassObserver for PassProgress<'_> {
+    fn tick(&self, bytes: u64, elapsed: Duration) {
+        let secs = elapsed.as_secs_f64().max(1e-3);
+        self.bar
+            .set_position((self.base + elapsed.min(self.planned)).as_millis() as u64);
+        self.bar
+            .set_message(format!("{:.1} MB/s", bytes as f64 / MB / secs));
+    }
+}

@@ -1,0 +1,412 @@
+//! `iolab run`: resolves options against the preset, prepares the target, runs every test's
+//! warm-up and measured passes, stores each pass as it finishes, and prints the result.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use iolab_engine::{prepare, run_pass, Target, TargetError, TargetRequest};
+use iolab_measure::{RunRecord, TestRecord, TestSummary};
+use iolab_spec::{
+    expand_preset, parse_duration, parse_size, preset_info, DataPattern,
+    EngineKind, JobSpec, Rw, RunSettings, SpecError, SyncMode, TestSpec,
+};
+use iolab_stats::{summarize, Score};
+use iolab_store::Store;
+
+use crate::args::RunArgs;
+use crate::commands::{open_store, CliError};
+use crate::progress::Progress;
+use crate::signals;
+
+/// Everything `run` needs, resolved and validated before anything is touched.
+struct Plan {
+    preset: String,
+    settings: RunSettings,
+    tests: Vec<TestSpec>,
+    score: Score,
+    notes: Vec<String>,
+}
+
+fn custom_job(a: &RunArgs) -> Result<JobSpec, SpecError> {
+    let rw: Rw = a.rw.as_deref().unwrap_or("read").parse()?;
+    let bs = match &a.bs {
+        Some(b) => parse_size("bs", b)?,
+        None => 4096,
+    };
+    let mut job = JobSpec::new(rw, bs, a.iodepth.unwrap_or(1), a.numjobs.unwrap_or(1));
+    if let Some(m) = a.rwmixread {
+        job.rwmixread = m;
+    }
+    Ok(job)
+}
+
+fn plan(a: &RunArgs) -> Result<Plan, CliError> {
+    let custom_given = a.rw.is_some() || a.bs.is_some() || a.iodepth.is_some() || a.numjobs.is_some();
+    let preset = if custom_given && a.preset == "cdm" && !std::env::args().any(|x| x == "cdm") {
+        "custom".to_string()
+    } else {
+        a.preset.clone()
+    };
+    let info = preset_info(&preset).ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown preset '{preset}' (known: {})",
+            iolab_spec::preset_names().join(", ")
+        ))
+    })?;
+    if preset != "custom" && custom_given {
+        return Err(CliError::Usage(format!(
+            "--rw/--bs/--iodepth/--numjobs describe a custom job; use `iolab run custom ...` \
+             instead of preset '{preset}'"
+        )));
+    }
+    let d = info.defaults;
+    let size = match &a.size {
+        Some(s) => parse_size("size", s)?,
+        None => d.size,
+    };
+    let duration = match &a.duration {
+        Some(s) => parse_duration("duration", s)?,
+        None => d.duration,
+    };
+    if duration < Duration::from_millis(100) {
+        return Err(CliError::Usage("--duration must be at least 100ms".into()));
+    }
+    let warmup_duration = match &a.warmup_time {
+        Some(s) => parse_duration("warmup-time", s)?,
+        None => duration,
+    };
+    let runs = a.runs.unwrap_or(d.runs);
+    if runs == 0 {
+        return Err(CliError::Usage("--runs must be at least 1".into()));
+    }
+    let engine: EngineKind = a.engine.parse()?;
+    let data: DataPattern = a.data.parse()?;
+    let score = match a.score.as_str() {
+        "median" => Score::Median,
+        "best" => Score::Best,
+        other => {
+            return Err(CliError::Usage(format!(
+                "--score '{other}': expected median or best"
+            )))
+        }
+    };
+    let custom = if preset == "custom" {
+        Some(custom_job(a)?)
+    } else {
+        None
+    };
+    let mut tests = expand_preset(&preset, custom.as_ref(), a.mix, size)?;
+    for t in &mut tests {
+        if let Some(n) = a.fsync {
+            t.job.fsync_every = n;
+            t.job.sync_mode = SyncMode::Fsync;
+        }
+        if let Some(n) = a.fdatasync {
+            t.job.fsync_every = n;
+            t.job.sync_mode = SyncMode::Fdatasync;
+        }
+        if a.end_fsync {
+            t.job.end_fsync = true;
+        }
+        if let Some(m) = a.rwmixread {
+            if t.job.rw.is_mixed() {
+                t.job.rwmixread = m;
+            }
+        }
+        t.job.validate()?;
+    }
+    let mut notes = Vec::new();
+    let mut engine = engine;
+    if engine == EngineKind::IoUring {
+        if let Err(e) = iolab_engine::io_uring_available() {
+            notes.push(format!(
+                "io_uring is not available here ({e}); fell back to psync (queue depth 1)"
+            ));
+            engine = EngineKind::Psync;
+        }
+    }
+    if engine == EngineKind::Psync && tests.iter().any(|t| t.job.iodepth > 1) {
+        notes.push(
+            "psync is synchronous: every test ran at queue depth 1 whatever its Q number says"
+                .into(),
+        );
+    }
+    Ok(Plan {
+        preset,
+        settings: RunSettings {
+            size,
+            duration,
+            runs,
+            warmup_passes: a.warmup.unwrap_or(d.warmup_passes),
+            warmup_duration,
+            engine,
+            direct: !a.buffered,
+            data,
+            fixedbufs: !a.no_fixedbufs,
+            registerfiles: !a.no_registerfiles,
+        },
+        tests,
+        score,
+        notes,
+    })
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Keeps the store in step with the run, or does nothing with --no-store.
+struct Recorder {
+    store: Option<Store>,
+    run_id: Option<i64>,
+    db_path: Option<PathBuf>,
+}
+
+impl Recorder {
+    fn begin(&mut self, run: &mut RunRecord) -> Result<(), CliError> {
+        if let Some(s) = &mut self.store {
+            let id = s.begin_run(run)?;
+            run.id = Some(id);
+            self.run_id = Some(id);
+        }
+        Ok(())
+    }
+}
+
+fn target_error(e: TargetError) -> CliError {
+    match e {
+        TargetError::Interrupted => CliError::Interrupted,
+        TargetError::Safety(_) => CliError::Usage(e.to_string()),
+        TargetError::NotFound(_) | TargetError::Unsupported(..) | TargetError::TooSmall { .. } => {
+            CliError::Usage(e.to_string())
+        }
+        other => CliError::Failed(other.to_string()),
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<i32, CliError> {
+    let mut plan = plan(&a)?;
+    let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
+    let json_to_stdout = a.json.as_deref() == Some("-");
+
+    let mut rec = Recorder {
+        store: None,
+        run_id: None,
+        db_path: None,
+    };
+    if !a.no_store {
+        let path = a.db.db.clone().unwrap_or_else(iolab_store::default_db_path);
+        rec.store = Some(open_store(&a.db)?);
+        rec.db_path = Some(path);
+    }
+
+    let writes = plan.tests.iter().any(|t| t.job.rw.writes());
+    let req = TargetRequest {
+        path: a.target.clone(),
+        size: a.size.as_ref().map(|_| plan.settings.size),
+        default_size: plan.settings.size,
+        writes,
+        direct: plan.settings.direct,
+        data: plan.settings.data,
+        allow_destroy_device: a.allow_destroy_device,
+        allow_overwrite_file: a.allow_overwrite_file,
+    };
+    let planned: Duration = plan
+        .tests
+        .iter()
+        .map(|_| {
+            plan.settings.warmup_duration * plan.settings.warmup_passes
+                + plan.settings.duration * plan.settings.runs
+        })
+        .sum();
+    let progress = Progress::new(planned, a.quiet);
+    let target = prepare(&req, &stop, &mut |d, t| progress.preparing(d, t)).map_err(target_error)?;
+    plan.settings.size = target.info.size;
+
+    // O_DIRECT needs block-aligned I/O: skip (ATTO) or refuse (others) what cannot work.
+    if plan.settings.direct {
+        let lb = target.logical_block;
+        let too_small: Vec<String> = plan
+            .tests
+            .iter()
+            .filter(|t| t.job.bs % lb != 0)
+            .map(|t| t.name.clone())
+            .collect();
+        if !too_small.is_empty() {
+            if plan.preset == "atto" {
+                plan.tests.retain(|t| t.job.bs % lb == 0);
+                plan.notes.push(format!(
+                    "skipped block sizes below the device's {lb}-byte logical block (O_DIRECT \
+                     cannot do them): {}",
+                    too_small.join(", ")
+                ));
+            } else {
+                return Err(CliError::Usage(format!(
+                    "O_DIRECT needs I/O aligned to the device's logical block size ({lb} bytes) \
+                     under {}; test(s) {} use a block size that is not a multiple of it. \
+                     Use a larger --bs or --buffered.",
+                    target.info.io_path,
+                    too_small.join(", ")
+                )));
+            }
+        }
+    }
+
+    let mut run = RunRecord {
+        id: None,
+        uuid: uuid::Uuid::new_v4().to_string(),
+        iolab_version: env!("CARGO_PKG_VERSION").to_string(),
+        preset: plan.preset.clone(),
+        workload: "block".into(),
+        target: target.info.clone(),
+        settings: plan.settings.clone(),
+        engine: plan.settings.engine.as_str().to_string(),
+        command_line: std::env::args().collect(),
+        label: a.label.clone(),
+        started_at: now_rfc3339(),
+        finished_at: None,
+        complete: false,
+        notes: plan.notes.clone(),
+        warnings: Vec::new(),
+        env: serde_json::Value::Null,
+        study: None,
+        config_label: None,
+        tests: Vec::new(),
+    };
+    rec.begin(&mut run)?;
+
+    let outcome = execute(&plan, &target, &mut run, &mut rec, &stop, &progress);
+    progress.finish();
+    run.finished_at = Some(now_rfc3339());
+    run.complete = outcome.is_ok() && !stop.load(Ordering::Relaxed);
+    if let Some(s) = &mut rec.store {
+        if let Some(id) = rec.run_id {
+            s.finish_run(id, &run)?;
+        }
+    }
+    drop(target);
+
+    let text = iolab_report::render_run(&run);
+    if json_to_stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    if let (Some(id), Some(path)) = (rec.run_id, &rec.db_path) {
+        let line = format!("stored as run {id} in {}", path.display());
+        if json_to_stdout {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    }
+    if let Some(dest) = &a.json {
+        let doc = iolab_report::to_json_string(&run);
+        if dest == "-" {
+            println!("{doc}");
+        } else {
+            std::fs::write(dest, doc + "\n")
+                .map_err(|e| CliError::Failed(format!("cannot write JSON to {dest}: {e}")))?;
+        }
+    }
+    let _ = std::io::stdout().flush();
+    match outcome {
+        Ok(()) if run.complete => Ok(0),
+        Ok(()) => Err(CliError::Interrupted),
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs every test; stores each pass as soon as it is measured.
+fn execute(
+    plan: &Plan,
+    target: &Target,
+    run: &mut RunRecord,
+    rec: &mut Recorder,
+    stop: &AtomicBool,
+    progress: &Progress,
+) -> Result<(), CliError> {
+    let s = &plan.settings;
+    let mut elapsed_plan = Duration::ZERO;
+    for (ti, test) in plan.tests.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut record = TestRecord {
+            name: test.name.clone(),
+            group: test.group.clone(),
+            job: test.job.clone(),
+            passes: Vec::new(),
+            summary: TestSummary::default(),
+            extra: serde_json::Value::Null,
+        };
+        let test_id = match (&mut rec.store, rec.run_id) {
+            (Some(st), Some(id)) => Some(st.add_test(id, ti as u32, &record)?),
+            _ => None,
+        };
+        let total = s.warmup_passes + s.runs;
+        for p in 0..total {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let warm = p < s.warmup_passes;
+            let dur = if warm { s.warmup_duration } else { s.duration };
+            let label = if warm {
+                format!("{} warm-up", test.name)
+            } else {
+                format!("{} {}/{}", test.name, p - s.warmup_passes + 1, s.runs)
+            };
+            let obs = progress.pass(label, elapsed_plan, dur);
+            let index = if warm { 0 } else { p - s.warmup_passes + 1 };
+            let out = run_pass(target, test, s, s.engine, index, dur, stop, &obs)
+                .map_err(target_error)?;
+            elapsed_plan += dur;
+            for n in out.notes {
+                if !run.notes.contains(&n) {
+                    run.notes.push(n);
+                }
+            }
+            if out.interrupted {
+                // A pass cut short by Ctrl-C is not a measurement.
+                break;
+            }
+            let errors = out.record.errors.clone();
+            if !warm || !errors.is_empty() {
+                if let (Some(st), Some(tid)) = (&mut rec.store, test_id) {
+                    st.add_pass(tid, &out.record)?;
+                }
+                record.passes.push(out.record);
+            }
+            if let Some(e) = errors.first() {
+                let mut msg = format!(
+                    "{}: I/O error during {}: {} (errno {}) at offset {} length {}",
+                    target.info.io_path, test.name, e.message, e.errno, e.offset, e.len
+                );
+                if e.errno == libc::EINVAL && s.direct {
+                    msg.push_str(
+                        "; O_DIRECT refused this I/O: the block size or offset is not aligned \
+                         to what the device or filesystem needs, or direct I/O is not \
+                         supported here. Use a larger --bs or --buffered.",
+                    );
+                }
+                record.summary = summarize(&record.passes, plan.score);
+                run.tests.push(record);
+                return Err(CliError::Failed(msg));
+            }
+        }
+        record.summary = summarize(&record.passes, plan.score);
+        if let (Some(st), Some(tid)) = (&mut rec.store, test_id) {
+            st.update_test_summary(tid, &record.summary)?;
+        }
+        if !record.passes.is_empty() {
+            progress.println(&format!(
+                "{:<28} {:>10.2} MB/s {:>12.0} IOPS",
+                record.name, record.summary.mb_s, record.summary.iops
+            ));
+            run.tests.push(record);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! io_uring: one ring per job, submissions batched (one io_uring_enter per batch), with
+//! the job's file and buffers optionally registered with the kernel.
+//!
+//! SQPOLL is deliberately not used: on small machines its polling thread competes with the
+//! job threads and distorts latencies.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use io_uring::{opcode, squeue, types, IoUring};
+use iolab_spec::IoDir;
+
+use super::{Completion, Engine};
+use crate::buffers::BufferPool;
+
+/// Whether this kernel lets us create a ring at all (io_uring_disabled, seccomp, old kernel).
+pub fn available() -> Result<(), io::Error> {
+    IoUring::new(2).map(|_| ())
+}
+
+/// What registration actually succeeded, reported back to the run's notes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registration {
+    pub fixed_file: bool,
+    pub fixed_bufs: bool,
+}
+
+pub struct Uring {
+    ring: IoUring,
+    fd: RawFd,
+    reg: Registration,
+    pending: u32,
+}
+
+fn build_ring(entries: u32) -> io::Result<IoUring> {
+    // Single issuer + deferred task running: completions are processed only when we enter
+    // the kernel to wait for them, which is exactly the job loop's rhythm.
+    let fast = IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_coop_taskrun()
+        .build(entries);
+    match fast {
+        Ok(r) => Ok(r),
+        Err(_) => IoUring::builder().build(entries),
+    }
+}
+
+impl Uring {
+    /// Creates a ring sized for `iodepth` and registers what was asked (and works).
+    pub fn new(
+        fd: RawFd,
+        iodepth: u32,
+        bufs: &BufferPool,
+        register_file: bool,
+        register_bufs: bool,
+    ) -> io::Result<Self> {
+        let entries = iodepth.next_power_of_two().max(2);
+        let ring = build_ring(entries)?;
+        let mut reg = Registration {
+            fixed_file: false,
+            fixed_bufs: false,
+        };
+        if register_file && ring.submitter().register_files(&[fd]).is_ok() {
+            reg.fixed_file = true;
+        }
+        if register_bufs {
+            let iov = bufs.iovecs();
+            // SAFETY: the buffers outlive the ring: the worker drops the ring before the pool.
+            if unsafe { ring.submitter().register_buffers(&iov) }.is_ok() {
+                reg.fixed_bufs = true;
+            }
+        }
+        Ok(Uring {
+            ring,
+            fd,
+            reg,
+            pending: 0,
+        })
+    }
+
+    pub fn registration(&self) -> Registration {
+        self.reg
+    }
+
+    fn sqe(&self, ptr: *mut u8, slot: u32, dir: IoDir, offset: u64, len: u32) -> squeue::Entry {
+        macro_rules! build {
+            ($target:expr) => {
+                match (dir, self.reg.fixed_bufs) {
+                    (IoDir::Read, true) => opcode::ReadFixed::new($target, ptr, len, slot as u16)
+                        .offset(offset)
+                        .build(),
+                    (IoDir::Write, true) => opcode::WriteFixed::new($target, ptr, len, slot as u16)
+                        .offset(offset)
+                        .build(),
+                    (IoDir::Read, false) => {
+                        opcode::Read::new($target, ptr, len).offset(offset).build()
+                    }
+                    (IoDir::Write, false) => {
+                        opcode::Write::new($target, ptr, len).offset(offset).build()
+                    }
+                }
+            };
+        }
+        let e = if self.reg.fixed_file {
+            build!(types::Fixed(0))
+        } else {
+            build!(types::Fd(self.fd))
+        };
+        e.user_data(slot as u64)
+    }
+}
+
+impl Engine for Uring {
+    #[inline]
+    fn queue(&mut self, bufs: &BufferPool, slot: u32, dir: IoDir, offset: u64, len: u32) {
+        let sqe = self.sqe(bufs.slot_ptr(slot as usize), slot, dir, offset, len);
+        // SAFETY: the buffer stays valid and untouched until the completion is reaped. The
+        // ring has at least iodepth entries and never more than iodepth I/Os in flight, so
+        // the queue cannot be full.
+        unsafe {
+            self.ring
+                .submission()
+                .push(&sqe)
+                .expect("submission queue sized for iodepth");
+        }
+        self.pending += 1;
+    }
+
+    #[inline]
+    fn submit_and_reap(&mut self, min: u32, out: &mut Vec<Completion>) -> io::Result<()> {
+        loop {
+            match self.ring.submit_and_wait(min as usize) {
+                Ok(_) => break,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    // Completion queue full: drain it below and try again.
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.pending = 0;
+        for cqe in self.ring.completion() {
+            out.push(Completion {
+                slot: cqe.user_data() as u32,
+                result: cqe.result(),
+            });
+        }
+        Ok(())
+    }
+
+    fn fd(&self) -> RawFd {
+        self.fd
+    }
+}

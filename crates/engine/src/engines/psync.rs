@@ -1,0 +1,66 @@
+//! psync: pread/pwrite from the job's thread, one I/O at a time (queue depth 1).
+
+use std::io;
+use std::os::fd::RawFd;
+
+use iolab_spec::IoDir;
+
+use super::{Completion, Engine};
+use crate::buffers::BufferPool;
+
+pub struct Psync {
+    fd: RawFd,
+    done: Vec<Completion>,
+}
+
+impl Psync {
+    pub fn new(fd: RawFd) -> Self {
+        Psync {
+            fd,
+            done: Vec::with_capacity(1),
+        }
+    }
+}
+
+impl Engine for Psync {
+    #[inline]
+    fn queue(&mut self, bufs: &BufferPool, slot: u32, dir: IoDir, offset: u64, len: u32) {
+        let ptr = bufs.slot_ptr(slot as usize);
+        // SAFETY: the slot holds at least `len` bytes (len <= slot_len, checked by the
+        // worker) and stays alive for the duration of the call.
+        let rc = unsafe {
+            match dir {
+                IoDir::Read => libc::pread64(
+                    self.fd,
+                    ptr as *mut libc::c_void,
+                    len as usize,
+                    offset as i64,
+                ),
+                IoDir::Write => libc::pwrite64(
+                    self.fd,
+                    ptr as *const libc::c_void,
+                    len as usize,
+                    offset as i64,
+                ),
+            }
+        };
+        let result = if rc < 0 {
+            -io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO)
+        } else {
+            rc as i32
+        };
+        self.done.push(Completion { slot, result });
+    }
+
+    #[inline]
+    fn submit_and_reap(&mut self, _min: u32, out: &mut Vec<Completion>) -> io::Result<()> {
+        out.append(&mut self.done);
+        Ok(())
+    }
+
+    fn fd(&self) -> RawFd {
+        self.fd
+    }
+}

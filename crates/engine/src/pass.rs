@@ -1,0 +1,254 @@
+//! One timed pass of one test: opens the target once per job, starts `numjobs` threads
+//! (each with its own engine and buffers) together, and merges what they measured into a
+//! [`PassRecord`].
+
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use iolab_measure::{
+    CpuSample, DirResult, IoErrorRecord, LatencyHistogram, PassRecord, SyncStats, TimeSeries,
+};
+use iolab_spec::{format_bytes, DataPattern, EngineKind, RunSettings, TestSpec};
+
+use crate::buffers::BufferPool;
+use crate::engines::{io_uring::Uring, psync::Psync};
+use crate::target::{Target, TargetError};
+use crate::worker::{run_job, JobParams, JobResult, SERIES_INTERVAL};
+
+/// Largest buffer memory a test may pin (iodepth x bs x numjobs).
+pub const MAX_BUFFER_BYTES: u64 = 4 << 30;
+
+/// What the caller sees while a pass runs.
+pub trait PassObserver: Sync {
+    /// Called about every 100 ms with the bytes completed so far in this pass.
+    fn tick(&self, bytes: u64, elapsed: Duration);
+}
+
+impl PassObserver for () {
+    fn tick(&self, _: u64, _: Duration) {}
+}
+
+/// A finished pass and remarks on how it ran (engine fallbacks and the like).
+pub struct PassOutcome {
+    pub record: PassRecord,
+    pub notes: Vec<String>,
+    /// The pass ended early because of a stop request.
+    pub interrupted: bool,
+}
+
+/// Effective queue depth for an engine: psync is synchronous, so 1.
+pub fn effective_iodepth(engine: EngineKind, iodepth: u32) -> u32 {
+    match engine {
+        EngineKind::Psync => 1,
+        EngineKind::IoUring => iodepth,
+    }
+}
+
+/// Runs one pass of `test` for `duration` on `target`.
+pub fn run_pass(
+    target: &Target,
+    test: &TestSpec,
+    settings: &RunSettings,
+    engine: EngineKind,
+    index: u32,
+    duration: Duration,
+    stop: &AtomicBool,
+    observer: &dyn PassObserver,
+) -> Result<PassOutcome, TargetError> {
+    let job = &test.job;
+    let numjobs = job.numjobs.max(1);
+    let iodepth = effective_iodepth(engine, job.iodepth);
+    let mem = job.bs * iodepth as u64 * numjobs as u64;
+    if mem > MAX_BUFFER_BYTES {
+        return Err(TargetError::Unsupported(
+            target.io_path.clone(),
+            format!(
+                "asked to pin {} of buffers (bs x iodepth x numjobs), above the {} limit",
+                format_bytes(mem),
+                format_bytes(MAX_BUFFER_BYTES)
+            ),
+        ));
+    }
+    if target.info.size < job.bs {
+        return Err(TargetError::TooSmall {
+            path: target.io_path.clone(),
+            have: target.info.size,
+            want: job.bs,
+        });
+    }
+    let files = (0..numjobs)
+        .map(|_| target.open(job.rw.writes(), settings.direct))
+        .collect::<Result<Vec<_>, _>>()?;
+    let byte_limit = job
+        .io_limit
+        .map(|l| l.div_ceil(numjobs as u64).div_ceil(job.bs) * job.bs);
+    let progress: Vec<AtomicU64> = (0..numjobs).map(|_| AtomicU64::new(0)).collect();
+    let barrier = Barrier::new(numjobs as usize + 1);
+    let seed_base = fastrand::u64(..);
+
+    let (results, notes, cpu_start, cpu_end) = std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        for (j, file) in files.iter().enumerate() {
+            let params = JobParams {
+                job,
+                index: j as u32,
+                iodepth,
+                region_start: 0,
+                region_len: target.info.size,
+                duration,
+                byte_limit,
+                data: settings.data,
+                seed: seed_base.wrapping_add(j as u64 * 0x9E37_79B9_7F4A_7C15),
+                stop,
+                progress: &progress[j],
+            };
+            let barrier = &barrier;
+            handles.push(
+                s.spawn(move || -> Result<(JobResult, Vec<String>), String> {
+                    let fd = file.as_raw_fd();
+                    let mut bufs = BufferPool::new(iodepth as usize, job.bs as usize);
+                    if settings.data == DataPattern::Random {
+                        bufs.fill_random(&mut fastrand::Rng::with_seed(params.seed ^ 0x5555));
+                    }
+                    let mut notes = Vec::new();
+                    match engine {
+                        EngineKind::IoUring => {
+                            let ring = Uring::new(
+                                fd,
+                                iodepth,
+                                &bufs,
+                                settings.registerfiles,
+                                settings.fixedbufs,
+                            );
+                            let mut ring = match ring {
+                                Ok(r) => r,
+                                Err(e) => {
+                                    barrier.wait();
+                                    return Err(format!("io_uring setup failed: {e}"));
+                                }
+                            };
+                            let reg = ring.registration();
+                            if settings.fixedbufs && !reg.fixed_bufs {
+                                notes.push(
+                                    "io_uring buffer registration failed; used plain buffers"
+                                        .into(),
+                                );
+                            }
+                            if settings.registerfiles && !reg.fixed_file {
+                                notes.push(
+                                    "io_uring file registration failed; used the plain fd".into(),
+                                );
+                            }
+                            barrier.wait();
+                            let r = run_job(&mut ring, &mut bufs, &params);
+                            drop(ring);
+                            Ok((r, notes))
+                        }
+                        EngineKind::Psync => {
+                            let mut eng = Psync::new(fd);
+                            barrier.wait();
+                            Ok((run_job(&mut eng, &mut bufs, &params), notes))
+                        }
+                    }
+                }),
+            );
+        }
+        barrier.wait();
+        let cpu_start = CpuSample::now();
+        let t0 = Instant::now();
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(50));
+            let bytes: u64 = progress.iter().map(|p| p.load(Ordering::Relaxed)).sum();
+            observer.tick(bytes, t0.elapsed());
+        }
+        let cpu_end = CpuSample::now();
+        let mut results = Vec::new();
+        let mut notes = Vec::new();
+        for h in handles {
+            match h.join() {
+                Ok(Ok((r, n))) => {
+                    results.push(r);
+                    notes.extend(n);
+                }
+                Ok(Err(msg)) => notes.push(msg),
+                Err(_) => notes.push("a job thread panicked".into()),
+            }
+        }
+        (results, notes, cpu_start, cpu_end)
+    });
+
+    if results.len() != numjobs as usize {
+        return Err(TargetError::Unsupported(
+            target.io_path.clone(),
+            notes.join("; "),
+        ));
+    }
+    let record = merge(index, &results, cpu_start, cpu_end);
+    let interrupted = stop.load(Ordering::Relaxed);
+    let mut notes = notes;
+    notes.sort();
+    notes.dedup();
+    Ok(PassOutcome {
+        record,
+        notes,
+        interrupted,
+    })
+}
+
+fn merge(index: u32, results: &[JobResult], cpu0: CpuSample, cpu1: CpuSample) -> PassRecord {
+    let start = results
+        .iter()
+        .map(|r| r.start)
+        .min()
+        .expect("at least one job");
+    let end = results
+        .iter()
+        .map(|r| r.end)
+        .max()
+        .expect("at least one job");
+    let seconds = (end - start).as_secs_f64();
+    let mut rh = LatencyHistogram::new();
+    let mut wh = LatencyHistogram::new();
+    let mut sh = LatencyHistogram::new();
+    let (mut rb, mut wb) = (0u64, 0u64);
+    let mut series: Vec<u64> = Vec::new();
+    let mut errors: Vec<IoErrorRecord> = Vec::new();
+    for r in results {
+        rh.merge(&r.read_hist);
+        wh.merge(&r.write_hist);
+        sh.merge(&r.sync_hist);
+        rb += r.read_bytes;
+        wb += r.write_bytes;
+        // Align each job's series to the earliest start.
+        let shift = ((r.start - start).as_nanos() / SERIES_INTERVAL.as_nanos()) as usize;
+        if series.len() < r.series.len() + shift {
+            series.resize(r.series.len() + shift, 0);
+        }
+        for (i, b) in r.series.iter().enumerate() {
+            series[i + shift] += b;
+        }
+        errors.extend(r.errors.iter().cloned());
+    }
+    let ios = rh.count() + wh.count();
+    let read = (!rh.is_empty()).then(|| DirResult::from_histogram(rb, seconds, rh));
+    let write = (!wh.is_empty()).then(|| DirResult::from_histogram(wb, seconds, wh));
+    let sync = (!sh.is_empty()).then(|| SyncStats {
+        count: sh.count(),
+        lat_us: sh.summary_us(),
+    });
+    PassRecord::new(
+        index,
+        seconds,
+        read,
+        write,
+        sync,
+        cpu0.usage_until(&cpu1, ios),
+        TimeSeries {
+            interval_ms: SERIES_INTERVAL.as_millis() as u32,
+            bytes: series,
+        },
+        errors,
+    )
+}

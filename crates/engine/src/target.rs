@@ -1,0 +1,391 @@
+//! Test targets: a directory (iolab creates, fills and later removes its own test file), a
+//! regular file, or a block device. Everything iolab creates is removed when the
+//! [`Target`] is dropped, which also happens after Ctrl-C and SIGTERM (the stop flag makes
+//! every loop return).
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use iolab_measure::TargetInfo;
+use iolab_spec::{format_bytes, DataPattern};
+
+use crate::buffers::{fill_random, stamp, BufferPool};
+use crate::{mounts, safety};
+
+/// How the user wants the target treated.
+#[derive(Debug, Clone)]
+pub struct TargetRequest {
+    pub path: PathBuf,
+    /// `--size`, if given.
+    pub size: Option<u64>,
+    /// Size used when `--size` is absent and the target has no size of its own.
+    pub default_size: u64,
+    /// Some test writes.
+    pub writes: bool,
+    pub direct: bool,
+    pub data: DataPattern,
+    pub allow_destroy_device: bool,
+    pub allow_overwrite_file: bool,
+}
+
+/// Why a target could not be prepared.
+#[derive(Debug)]
+pub enum TargetError {
+    NotFound(PathBuf),
+    Unsupported(PathBuf, String),
+    Safety(safety::SafetyError),
+    TooSmall {
+        path: PathBuf,
+        have: u64,
+        want: u64,
+    },
+    Io {
+        path: PathBuf,
+        action: &'static str,
+        err: io::Error,
+    },
+    DirectUnsupported {
+        path: PathBuf,
+        err: io::Error,
+    },
+    Interrupted,
+}
+
+impl fmt::Display for TargetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TargetError::NotFound(p) => write!(f, "target {} does not exist", p.display()),
+            TargetError::Unsupported(p, what) => {
+                write!(
+                    f,
+                    "target {} is {what}; use a directory, a regular file or a block device",
+                    p.display()
+                )
+            }
+            TargetError::Safety(e) => write!(f, "{e}"),
+            TargetError::TooSmall { path, have, want } => write!(
+                f,
+                "target {} holds {} but --size asks for {}; give a smaller --size",
+                path.display(),
+                format_bytes(*have),
+                format_bytes(*want)
+            ),
+            TargetError::Io { path, action, err } => {
+                write!(f, "cannot {action} {}: {err}", path.display())
+            }
+            TargetError::DirectUnsupported { path, err } => write!(
+                f,
+                "{}: direct I/O (O_DIRECT) was refused ({err}); this filesystem may not \
+                 support it, or the block size/offset is not aligned to the device's \
+                 logical block size; use --buffered to go through the page cache",
+                path.display()
+            ),
+            TargetError::Interrupted => write!(f, "interrupted while preparing the test file"),
+        }
+    }
+}
+
+impl std::error::Error for TargetError {}
+
+/// A prepared target. Dropping it removes the test file iolab created (if any).
+#[derive(Debug)]
+pub struct Target {
+    pub info: TargetInfo,
+    /// The file or device the I/O goes to.
+    pub io_path: PathBuf,
+    /// True when iolab created `io_path` and must remove it.
+    created: bool,
+    /// Logical block size of the device under the target (512 if unknown).
+    pub logical_block: u64,
+}
+
+impl Target {
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    /// Removes the test file now (also done on drop). Returns what was removed.
+    pub fn cleanup(&mut self) -> Option<PathBuf> {
+        if self.created {
+            self.created = false;
+            if std::fs::remove_file(&self.io_path).is_ok() {
+                return Some(self.io_path.clone());
+            }
+        }
+        None
+    }
+
+    /// Opens the target for one job.
+    pub fn open(&self, write: bool, direct: bool) -> Result<File, TargetError> {
+        let mut o = OpenOptions::new();
+        o.read(true).write(write);
+        if direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        o.open(&self.io_path).map_err(|err| {
+            if direct && err.raw_os_error() == Some(libc::EINVAL) {
+                TargetError::DirectUnsupported {
+                    path: self.io_path.clone(),
+                    err,
+                }
+            } else {
+                TargetError::Io {
+                    path: self.io_path.clone(),
+                    action: "open",
+                    err,
+                }
+            }
+        })
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        self.cleanup();
+    }
+}
+
+fn io_err<'a>(path: &'a Path, action: &'static str) -> impl FnOnce(io::Error) -> TargetError + 'a {
+    move |err| TargetError::Io {
+        path: path.to_path_buf(),
+        action,
+        err,
+    }
+}
+
+/// Logical block size of the block device holding `path` (or of `path` itself).
+fn logical_block_size(path: &Path, is_device: bool) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return 512;
+    };
+    let rdev = if is_device { meta.rdev() } else { meta.dev() };
+    let (maj, min) = (libc::major(rdev), libc::minor(rdev));
+    let p = format!("/sys/dev/block/{maj}:{min}/queue/logical_block_size");
+    let p2 = format!("/sys/dev/block/{maj}:{min}/../queue/logical_block_size");
+    std::fs::read_to_string(&p)
+        .or_else(|_| std::fs::read_to_string(&p2))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(512)
+}
+
+/// Writes `size` bytes of test data to a new file, sequentially in 1 MiB blocks, then
+/// flushes it. Checks `stop` between blocks; `progress` gets the bytes written so far.
+fn fill_file(
+    file: &File,
+    path: &Path,
+    size: u64,
+    direct: bool,
+    data: DataPattern,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(), TargetError> {
+    const CHUNK: usize = 1 << 20;
+    let mut pool = BufferPool::new(1, CHUNK);
+    let mut rng = fastrand::Rng::new();
+    if data == DataPattern::Random {
+        fill_random(pool.slot_mut(0), &mut rng);
+    }
+    let mut off = 0u64;
+    while off < size {
+        if stop.load(Ordering::Relaxed) {
+            return Err(TargetError::Interrupted);
+        }
+        let len = (size - off).min(CHUNK as u64) as usize;
+        // Direct I/O needs whole blocks; the last partial chunk is rounded up to 4 KiB
+        // (sizes are validated to be multiples of 4 KiB before we get here).
+        if data == DataPattern::Random {
+            stamp(pool.slot_mut(0), &mut rng);
+        }
+        let buf = &pool.slot(0)[..len];
+        let mut done = 0;
+        while done < len {
+            // SAFETY: buf is a valid, aligned buffer of len bytes.
+            let rc = unsafe {
+                libc::pwrite64(
+                    file.as_raw_fd(),
+                    buf[done..].as_ptr() as *const libc::c_void,
+                    len - done,
+                    (off + done as u64) as i64,
+                )
+            };
+            if rc < 0 {
+                let err = io::Error::last_os_error();
+                if direct && err.raw_os_error() == Some(libc::EINVAL) {
+                    return Err(TargetError::DirectUnsupported {
+                        path: path.to_path_buf(),
+                        err,
+                    });
+                }
+                return Err(TargetError::Io {
+                    path: path.to_path_buf(),
+                    action: "write test data to",
+                    err,
+                });
+            }
+            done += rc as usize;
+        }
+        off += len as u64;
+        progress(off, size);
+    }
+    file.sync_all().map_err(io_err(path, "flush"))?;
+    Ok(())
+}
+
+fn create_and_fill(
+    path: &Path,
+    size: u64,
+    req: &TargetRequest,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(), TargetError> {
+    let mut o = OpenOptions::new();
+    o.write(true).create_new(true);
+    if req.direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    let file = match o.open(path) {
+        Ok(f) => f,
+        Err(e) if req.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+            return Err(TargetError::DirectUnsupported {
+                path: path.to_path_buf(),
+                err: e,
+            })
+        }
+        Err(e) => return Err(io_err(path, "create")(e)),
+    };
+    let res = fill_file(&file, path, size, req.direct, req.data, stop, progress);
+    if res.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    res
+}
+
+/// Resolves the target, checks it is safe to use, and creates and fills the test file
+/// when iolab needs one.
+pub fn prepare(
+    req: &TargetRequest,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Target, TargetError> {
+    let path = std::path::absolute(&req.path).unwrap_or_else(|_| req.path.clone());
+    if let Some(s) = req.size {
+        if s == 0 || s % 4096 != 0 {
+            return Err(TargetError::Unsupported(
+                path,
+                format!("given --size {s}, which is not a positive multiple of 4 KiB"),
+            ));
+        }
+    }
+    let meta = match std::fs::metadata(&path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err(&path, "inspect")(e)),
+    };
+    let size = req.size.unwrap_or(req.default_size);
+    match meta {
+        Some(m) if m.is_dir() => {
+            let name = format!("iolab-{}-{:08x}.dat", std::process::id(), fastrand::u32(..));
+            let io_path = path.join(name);
+            create_and_fill(&io_path, size, req, stop, progress)?;
+            Ok(Target {
+                info: TargetInfo {
+                    path: path.to_string_lossy().into_owned(),
+                    kind: "dir".into(),
+                    io_path: io_path.to_string_lossy().into_owned(),
+                    fs_type: mounts::fs_type_of(&path),
+                    size,
+                },
+                logical_block: logical_block_size(&path, false),
+                io_path,
+                created: true,
+            })
+        }
+        Some(m) if m.file_type().is_block_device() => {
+            let dev_size = safety::device_size(&path).map_err(io_err(&path, "size"))?;
+            let size = req.size.unwrap_or(dev_size);
+            if size > dev_size {
+                return Err(TargetError::TooSmall {
+                    path,
+                    have: dev_size,
+                    want: size,
+                });
+            }
+            if req.writes {
+                safety::check_device_writable(&path, req.allow_destroy_device)
+                    .map_err(TargetError::Safety)?;
+            }
+            Ok(Target {
+                info: TargetInfo {
+                    path: path.to_string_lossy().into_owned(),
+                    kind: "device".into(),
+                    io_path: path.to_string_lossy().into_owned(),
+                    fs_type: "raw device".into(),
+                    size,
+                },
+                logical_block: logical_block_size(&path, true),
+                io_path: path,
+                created: false,
+            })
+        }
+        Some(m) if m.is_file() => {
+            if req.writes {
+                safety::check_regular_file_overwrite(&path, req.allow_overwrite_file)
+                    .map_err(TargetError::Safety)?;
+            }
+            let have = m.len();
+            let size = req.size.unwrap_or(have - have % 4096);
+            if size > have || size == 0 {
+                return Err(TargetError::TooSmall {
+                    path,
+                    have,
+                    want: size.max(4096),
+                });
+            }
+            Ok(Target {
+                info: TargetInfo {
+                    path: path.to_string_lossy().into_owned(),
+                    kind: "file".into(),
+                    io_path: path.to_string_lossy().into_owned(),
+                    fs_type: mounts::fs_type_of(&path),
+                    size,
+                },
+                logical_block: logical_block_size(&path, false),
+                io_path: path,
+                created: false,
+            })
+        }
+        Some(m) => Err(TargetError::Unsupported(
+            path,
+            format!("a {:?}", m.file_type()),
+        )),
+        None => {
+            // A new file: its directory must exist; iolab creates, fills and removes it.
+            let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+            if let Some(parent) = parent {
+                if !parent.is_dir() {
+                    return Err(TargetError::NotFound(parent.to_path_buf()));
+                }
+            }
+            create_and_fill(&path, size, req, stop, progress)?;
+            Ok(Target {
+                info: TargetInfo {
+                    path: path.to_string_lossy().into_owned(),
+                    kind: "file".into(),
+                    io_path: path.to_string_lossy().into_owned(),
+                    fs_type: mounts::fs_type_of(&path),
+                    size,
+                },
+                logical_block: logical_block_size(&path, false),
+                io_path: path,
+                created: true,
+            })
+        }
+    }
+}

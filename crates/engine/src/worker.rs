@@ -1,0 +1,250 @@
+//! The job loop: keeps `iodepth` I/Os in flight on one engine, picks offsets and directions,
+//! times every I/O, flushes when asked, and stops at the deadline, the byte limit or a stop
+//! request. Generic over the engine so the hot path is monomorphised.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use iolab_measure::{IoErrorRecord, LatencyHistogram};
+use iolab_spec::{DataPattern, IoDir, JobSpec, SyncMode};
+
+use crate::buffers::{stamp, BufferPool};
+use crate::engines::{Completion, Engine};
+
+/// Resolution of the throughput time series.
+pub const SERIES_INTERVAL: Duration = Duration::from_millis(100);
+
+/// What one job thread is asked to do in one pass.
+pub struct JobParams<'a> {
+    pub job: &'a JobSpec,
+    /// Index of this job among `job.numjobs`.
+    pub index: u32,
+    /// In-flight I/Os for this job (the job's iodepth, 1 for psync).
+    pub iodepth: u32,
+    pub region_start: u64,
+    pub region_len: u64,
+    pub duration: Duration,
+    /// Stop queuing once this job has issued this many bytes.
+    pub byte_limit: Option<u64>,
+    pub data: DataPattern,
+    pub seed: u64,
+    pub stop: &'a AtomicBool,
+    /// Bytes completed so far, for the progress display.
+    pub progress: &'a AtomicU64,
+}
+
+/// What one job thread measured in one pass.
+pub struct JobResult {
+    pub start: Instant,
+    pub end: Instant,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub read_hist: LatencyHistogram,
+    pub write_hist: LatencyHistogram,
+    pub sync_hist: LatencyHistogram,
+    /// Bytes completed per [`SERIES_INTERVAL`] since `start`.
+    pub series: Vec<u64>,
+    pub errors: Vec<IoErrorRecord>,
+}
+
+fn errno_record(errno: i32, dir: IoDir, offset: u64, len: u64) -> IoErrorRecord {
+    IoErrorRecord {
+        errno,
+        message: std::io::Error::from_raw_os_error(errno).to_string(),
+        dir,
+        offset,
+        len,
+    }
+}
+
+fn do_sync(fd: i32, mode: SyncMode) -> Result<(), i32> {
+    // SAFETY: plain syscalls on a descriptor the job owns.
+    let rc = unsafe {
+        match mode {
+            SyncMode::Fsync => libc::fsync(fd),
+            SyncMode::Fdatasync => libc::fdatasync(fd),
+        }
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO))
+    }
+}
+
+/// Runs one job for one pass on an engine whose buffers are `bufs`.
+pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> JobResult {
+    let job = p.job;
+    let bs = job.bs;
+    let qd = p.iodepth.max(1) as usize;
+    assert!(bs as usize <= bufs.slot_len() && qd <= bufs.count());
+    let nblocks = (p.region_len / bs).max(1);
+    let mut rng = fastrand::Rng::with_seed(p.seed);
+    let mut seq_block = nblocks * p.index as u64 / job.numjobs.max(1) as u64;
+    let random = job.rw.is_random();
+    let mixed = job.rw.is_mixed();
+    let fixed_dir = if job.rw.writes() {
+        IoDir::Write
+    } else {
+        IoDir::Read
+    };
+    let stamp_writes = p.data == DataPattern::Random;
+
+    let mut free: Vec<u32> = (0..qd as u32).rev().collect();
+    let mut slot_dir = vec![IoDir::Read; qd];
+    let mut slot_off = vec![0u64; qd];
+    let start = Instant::now();
+    let mut slot_t = vec![start; qd];
+    let mut done: Vec<Completion> = Vec::with_capacity(qd);
+    let deadline = start + p.duration;
+
+    let mut res = JobResult {
+        start,
+        end: start,
+        read_bytes: 0,
+        write_bytes: 0,
+        read_hist: LatencyHistogram::new(),
+        write_hist: LatencyHistogram::new(),
+        sync_hist: LatencyHistogram::new(),
+        series: Vec::with_capacity((p.duration.as_millis() / 100 + 2) as usize),
+        errors: Vec::new(),
+    };
+    let mut inflight = 0usize;
+    let mut issued: u64 = 0;
+    let mut stopping = false;
+    let mut writes_since_sync = 0u32;
+    let mut need_sync = false;
+    let interval_ns = SERIES_INTERVAL.as_nanos() as u64;
+
+    loop {
+        if !stopping && !need_sync && !free.is_empty() {
+            let t_queue = Instant::now();
+            while let Some(slot) = free.pop() {
+                if let Some(limit) = p.byte_limit {
+                    if issued >= limit {
+                        free.push(slot);
+                        stopping = true;
+                        break;
+                    }
+                }
+                let dir = if mixed {
+                    if rng.u8(0..100) < job.rwmixread {
+                        IoDir::Read
+                    } else {
+                        IoDir::Write
+                    }
+                } else {
+                    fixed_dir
+                };
+                let block = if random {
+                    rng.u64(0..nblocks)
+                } else {
+                    let b = seq_block;
+                    seq_block += 1;
+                    if seq_block >= nblocks {
+                        seq_block = 0;
+                    }
+                    b
+                };
+                let off = p.region_start + block * bs;
+                if dir == IoDir::Write && stamp_writes {
+                    stamp(&mut bufs.slot_mut(slot as usize)[..bs as usize], &mut rng);
+                }
+                eng.queue(bufs, slot, dir, off, bs as u32);
+                let s = slot as usize;
+                slot_dir[s] = dir;
+                slot_off[s] = off;
+                slot_t[s] = t_queue;
+                inflight += 1;
+                issued += bs;
+            }
+        }
+        if inflight == 0 {
+            if need_sync {
+                need_sync = false;
+                let t0 = Instant::now();
+                if let Err(errno) = do_sync(eng.fd(), job.sync_mode) {
+                    res.errors.push(errno_record(errno, IoDir::Write, 0, 0));
+                    break;
+                }
+                let t1 = Instant::now();
+                res.sync_hist.record((t1 - t0).as_nanos() as u64);
+                if t1 >= deadline || p.stop.load(Ordering::Relaxed) {
+                    stopping = true;
+                }
+                continue;
+            }
+            break;
+        }
+        if let Err(e) = eng.submit_and_reap(1, &mut done) {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            res.errors.push(errno_record(errno, IoDir::Read, 0, 0));
+            break;
+        }
+        let t_done = Instant::now();
+        let mut batch_bytes = 0u64;
+        for c in done.drain(..) {
+            let s = c.slot as usize;
+            let lat = (t_done - slot_t[s]).as_nanos() as u64;
+            let dir = slot_dir[s];
+            inflight -= 1;
+            free.push(c.slot);
+            if c.result as i64 != bs as i64 {
+                let mut rec = if c.result < 0 {
+                    errno_record(-c.result, dir, slot_off[s], bs)
+                } else {
+                    let mut r = errno_record(0, dir, slot_off[s], bs);
+                    r.message = format!("short transfer: {} of {} bytes", c.result, bs);
+                    r
+                };
+                if rec.errno == 0 && c.result == 0 && dir == IoDir::Read {
+                    rec.message = format!("read returned end of file at offset {}", slot_off[s]);
+                }
+                res.errors.push(rec);
+                stopping = true;
+                continue;
+            }
+            batch_bytes += bs;
+            match dir {
+                IoDir::Read => {
+                    res.read_bytes += bs;
+                    res.read_hist.record(lat);
+                }
+                IoDir::Write => {
+                    res.write_bytes += bs;
+                    res.write_hist.record(lat);
+                    if job.fsync_every > 0 {
+                        writes_since_sync += 1;
+                        if writes_since_sync >= job.fsync_every {
+                            writes_since_sync = 0;
+                            need_sync = true;
+                        }
+                    }
+                }
+            }
+        }
+        if batch_bytes > 0 {
+            let bucket = ((t_done - start).as_nanos() as u64 / interval_ns) as usize;
+            if res.series.len() <= bucket {
+                res.series.resize(bucket + 1, 0);
+            }
+            res.series[bucket] += batch_bytes;
+            p.progress.fetch_add(batch_bytes, Ordering::Relaxed);
+        }
+        if t_done >= deadline || p.stop.load(Ordering::Relaxed) {
+            stopping = true;
+        }
+    }
+
+    if job.end_fsync && res.write_bytes > 0 && res.errors.is_empty() {
+        let t0 = Instant::now();
+        match do_sync(eng.fd(), job.sync_mode) {
+            Ok(()) => res.sync_hist.record(t0.elapsed().as_nanos() as u64),
+            Err(errno) => res.errors.push(errno_record(errno, IoDir::Write, 0, 0)),
+        }
+    }
+    res.end = Instant::now();
+    res
+}

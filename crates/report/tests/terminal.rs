@@ -1,0 +1,353 @@
+//! The terminal report of cdm-, atto- and custom-shaped runs: layout, values, width.
+
+mod common;
+
+use common::*;
+use iolab_measure::{RunRecord, TestRecord};
+use iolab_report::{render_list, render_run, ListRow, MAX_WIDTH};
+
+fn assert_fits(text: &str) {
+    for line in text.lines() {
+        let n = line.chars().count();
+        assert!(n <= MAX, "line of {n} chars:\n{line}\n---\n{text}");
+    }
+}
+
+/// The numbers of a table row after its label; `12.3 ms` becomes 12300 (µs), `±0.7%` and
+/// `a/b` cells are kept as text.
+fn cells(text: &str, label: &str) -> Vec<String> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(label) && l[label.len()..].starts_with("  "))
+        .unwrap_or_else(|| panic!("no row '{label}' in\n{text}"));
+    let mut out: Vec<String> = Vec::new();
+    for tok in line[label.len()..].split_whitespace() {
+        if tok == "ms" {
+            let v: f64 = out.pop().unwrap().parse().unwrap();
+            out.push((v * 1000.0).to_string());
+        } else {
+            out.push(tok.to_string());
+        }
+    }
+    out
+}
+
+/// Numbers only (no `±` cells).
+fn numbers(text: &str, label: &str) -> Vec<f64> {
+    cells(text, label)
+        .iter()
+        .filter(|c| !c.starts_with('±'))
+        .map(|c| c.parse().unwrap_or_else(|_| panic!("'{c}' in row '{label}'")))
+        .collect()
+}
+
+/// Equal to three significant digits (what the table prints).
+fn close(got: f64, want: f64) -> bool {
+    (got - want).abs() <= want.abs() * 0.005 + 1e-9
+}
+
+fn assert_close_all(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(close(*g, *w), "{what}: got {got:?}, want {want:?}");
+    }
+}
+
+/// All lines joined by spaces with wrap indentation removed.
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn test<'a>(run: &'a RunRecord, name: &str) -> &'a TestRecord {
+    run.tests.iter().find(|t| t.name == name).unwrap()
+}
+
+fn head(t: &TestRecord) -> [f64; 4] {
+    let s = &t.summary;
+    [s.mb_s, s.iops, s.lat_mean_us, s.lat_p99_us]
+}
+
+#[test]
+fn cdm_rows_follow_crystaldiskmark() {
+    let run = cdm_run();
+    let out = render_run(&run);
+    assert_fits(&out);
+    let f = flat(&out);
+    for want in [
+        "iolab 0.1.0",
+        "preset cdm",
+        "#42 · 0b6c1f7e-5d2a-4c1e-9a77-3f1d2e4b5c6d",
+        "/mnt/nvme0 (dir, ext4); I/O on /mnt/nvme0/iolab-test.dat",
+        "Region: 1 GiB",
+        "3 × 5s measured (+1 warm-up × 5s)",
+        "io_uring · direct (O_DIRECT) · data random",
+        "Started: 2025-03-01T10:00:00Z · finished 2025-03-01T10:04:10Z",
+        "Label: nightly",
+    ] {
+        assert!(f.contains(want), "missing '{want}' in\n{out}");
+    }
+    assert!(out.lines().any(|l| l
+        == "MB/s = 10^6 bytes/s; headline = median of 3 passes \
+            (±x% = 95% CI half-width, Student t)"));
+    assert!(!out.contains("incomplete"));
+
+    // Read block before write block.
+    let span = out.lines().find(|l| l.contains("Read") && l.contains("Write")).unwrap();
+    assert!(span.find("Read") < span.find("Write"));
+
+    // One row per group plus the mix row, in run order.
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("SEQ") || l.starts_with("RND"))
+        .map(|l| l.split("  ").next().unwrap())
+        .collect();
+    assert_eq!(
+        rows,
+        ["SEQ1M Q8T1", "SEQ1M Q1T1", "RND4K Q32T1", "RND4K Q32T1 Mix r/w", "RND4K Q1T1"]
+    );
+
+    for group in ["SEQ1M Q8T1", "SEQ1M Q1T1", "RND4K Q32T1", "RND4K Q1T1"] {
+        let r = head(test(&run, &format!("{group} Read")));
+        let w = head(test(&run, &format!("{group} Write")));
+        let want: Vec<f64> = r.iter().chain(w.iter()).copied().collect();
+        assert_close_all(&numbers(&out, group), &want, group);
+        // Three passes 0.3% apart: a CI of ±0.7% on both sides.
+        let c = cells(&out, group);
+        assert_eq!(c.iter().filter(|c| *c == "±0.7%").count(), 2, "{c:?}");
+    }
+    // Exact cells of the first row (medians: 3000 and 2500 IOPS of 1 MiB over 1 s).
+    assert_eq!(&cells(&out, "SEQ1M Q8T1")[..4], ["3146", "±0.7%", "3000", "2500"]);
+    assert_eq!(&cells(&out, "SEQ1M Q8T1")[5..9], ["2621", "±0.7%", "2500", "3000"]);
+
+    // The mixed test's directions: medians of pass.read / pass.write.
+    let mix = numbers(&out, "RND4K Q32T1 Mix r/w");
+    let m = test(&run, "RND4K Q32T1 Mix");
+    let p99r = iolab_stats::median(
+        &m.passes.iter().map(|p| p.read.as_ref().unwrap().lat_us.p99).collect::<Vec<_>>(),
+    );
+    let p99w = iolab_stats::median(
+        &m.passes.iter().map(|p| p.write.as_ref().unwrap().lat_us.p99).collect::<Vec<_>>(),
+    );
+    assert_close_all(
+        &mix,
+        &[286.72, 70_000.0, 450.0, p99r, 122.88, 30_000.0, 600.0, p99w],
+        "mix",
+    );
+    assert_eq!(cells(&out, "RND4K Q32T1 Mix r/w")[0], "287");
+
+    assert!(f.contains("Notes: - io_uring: registered buffers unavailable, using plain buffers"));
+    assert!(f.contains(
+        "Warnings: [CACHE_SMALL_REGION] SEQ1M Q8T1 Write: the 1 GiB region fits in the \
+         drive's SLC cache — fix: use --size 64g to measure sustained writes"
+    ));
+    assert!(!out.contains("I/O errors"));
+}
+
+#[test]
+fn atto_rows_are_sizes_write_before_read() {
+    let run = atto_run();
+    let out = render_run(&run);
+    assert_fits(&out);
+    let header = out.lines().find(|l| l.starts_with("Size")).unwrap();
+    let cols = [
+        "Write MB/s",
+        "Read MB/s",
+        "Write IOPS",
+        "Read IOPS",
+        "Write mean µs",
+        "Read mean µs",
+    ];
+    let pos: Vec<usize> = cols.iter().map(|c| header.find(c).unwrap()).collect();
+    assert!(pos.windows(2).all(|w| w[0] < w[1]), "{header}");
+    // One pass: no confidence interval column, and the legend says so.
+    assert!(!header.contains("±"));
+    assert!(out.contains("headline = median of 1 pass (no confidence interval"));
+    assert!(out.contains("data zeros (all 0x00)"));
+
+    let sizes: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Size"))
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split("  ").next().unwrap())
+        .collect();
+    assert_eq!(sizes, ["512 B", "4 KiB", "64 KiB", "1 MiB", "64 MiB"]);
+
+    assert_eq!(
+        cells(&out, "512 B"),
+        ["51.2", "56.3", "100000", "110000", "30.0", "30.0"]
+    );
+    assert_close_all(
+        &numbers(&out, "64 MiB"),
+        &[2684.35, 3355.44, 40.0, 50.0, 75_000.0, 75_000.0],
+        "64 MiB",
+    );
+    assert!(out.lines().any(|l| l.starts_with("64 MiB") && l.ends_with("75.0 ms")));
+    for size in ["4 KiB", "64 KiB", "1 MiB"] {
+        let bs = match size {
+            "4 KiB" => "4K",
+            "64 KiB" => "64K",
+            _ => "1M",
+        };
+        let w = head(test(&run, &format!("{bs} Write")));
+        let r = head(test(&run, &format!("{bs} Read")));
+        assert_close_all(
+            &numbers(&out, size),
+            &[w[0], r[0], w[1], r[1], w[2], r[2]],
+            size,
+        );
+    }
+}
+
+#[test]
+fn custom_rows_show_tails_cpu_errors_and_the_interruption() {
+    let run = custom_run();
+    let out = render_run(&run);
+    assert_fits(&out);
+    let f = flat(&out);
+    assert!(f.contains("Status: incomplete (interrupted)"), "{out}");
+    assert!(f.contains("(not stored)"));
+    assert!(f.contains("psync (asked for io_uring) · buffered (page cache)"));
+    assert!(out.contains("headline = best of 3 passes (±x% = 95% CI half-width, Student t)"));
+    assert!(!out.contains("Label:"));
+
+    // The long path is wrapped, not cut.
+    let target: String = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Target:"))
+        .take_while(|l| l.starts_with("Target:") || l.starts_with("          "))
+        .map(|l| &l[10..])
+        .collect();
+    assert!(target.contains(&run.target.path), "{target}");
+    assert!(target.contains(&run.target.io_path));
+
+    let header = out.lines().find(|l| l.starts_with("Test")).unwrap();
+    for col in ["rw", "MB/s", "IOPS", "mean µs", "p99 µs", "p99.9 µs", "max µs", "CPU usr/sys %"] {
+        assert!(header.contains(col), "missing {col} in {header}");
+    }
+
+    // Best of 3: the pass with the most I/O (index 2: 140420 reads + 60180 writes in 2 s).
+    let t = test(&run, "RND4K Q32T4 70/30 randrw");
+    let best = &t.passes[1];
+    assert_eq!(t.summary.mb_s, best.mb_s);
+    let c = cells(&out, "RND4K Q32T4 70/30 randrw");
+    assert_eq!(c[0], "randrw");
+    assert_eq!(&c[1..4], ["411", "±0.7%", "100300"]);
+    assert_eq!(c.last().unwrap(), "12.0/22.0");
+    let nums: Vec<f64> = c[4..9].iter().map(|x| x.parse().unwrap()).collect();
+    let max_all = t.passes.iter().map(|p| p.lat_us.max).fold(0.0, f64::max);
+    assert_close_all(
+        &nums,
+        &[best.lat_us.mean, best.lat_us.p99, best.lat_us.p999, max_all],
+        "latencies",
+    );
+    // Its directions, from the same best pass.
+    assert_eq!(&cells(&out, "  read (70%)")[..3], ["288", "±0.7%", "70210"]);
+    assert_eq!(&cells(&out, "  write (30%)")[..3], ["123", "±0.7%", "30090"]);
+    // A single pass has no interval.
+    assert_eq!(
+        &cells(&out, "RND4K Q1T1 randread")[..4],
+        ["randread", "41.0", "10000", "1.00"]
+    );
+
+    assert!(f.contains("Tests with fewer passes than asked: RND4K Q1T1 randread (1 of 3)"));
+    assert!(f.contains(
+        "I/O errors (1): RND4K Q32T4 70/30 randrw, pass 2: errno 5 (Input/output error) on \
+         write at offset 1048576 (1 MiB), length 4096 (4 KiB)"
+    ));
+    assert!(f.contains("- io_uring is not available (EPERM from io_uring_setup); fell back"));
+    assert!(f.contains(
+        "[BUFFERED_IO] buffered I/O measures the page cache as much as the device — fix: \
+         drop --buffered to use O_DIRECT"
+    ));
+    assert!(f.contains("[HIGH_VARIANCE] RND4K Q32T4 70/30 randrw: passes differ by more"));
+    assert!(f.contains("fix: run longer passes (--duration 30s) or more of them (--runs 5)"));
+}
+
+#[test]
+fn extreme_values_and_long_names_still_fit() {
+    let mut run = cdm_run();
+    for t in &mut run.tests {
+        t.group = format!("{} with a group name far too long for any table", t.group);
+        t.summary.mb_s = 12_345_678.9;
+        t.summary.iops = 98_765_432.1;
+        t.summary.lat_mean_us = 123_456_789.0;
+        t.summary.lat_p99_us = 0.0123;
+    }
+    let out = render_run(&run);
+    assert_fits(&out);
+    assert!(out.contains('…'), "long labels are cut:\n{out}");
+    assert!(out.contains("12345679"));
+    assert!(out.contains("123457 ms"));
+    assert!(out.contains("0.0123"));
+
+    let mut custom = custom_run();
+    custom.tests[0].name = "n".repeat(150);
+    custom.preset = "something-new".into();
+    let out = render_run(&custom);
+    assert_fits(&out);
+}
+
+#[test]
+fn missing_passes_and_empty_runs() {
+    let mut run = cdm_run();
+    run.complete = false;
+    run.tests[1].passes.clear(); // SEQ1M Q8T1 Write never ran
+    run.tests[1].summary = Default::default();
+    let out = render_run(&run);
+    assert_fits(&out);
+    let c = cells(&out, "SEQ1M Q8T1");
+    assert_eq!(&c[5..], ["-", "-", "-", "-"], "{out}");
+    assert!(out.contains("SEQ1M Q8T1 Write (0 of 3)"));
+    assert!(out.contains("incomplete (interrupted)"));
+
+    run.tests.clear();
+    let out = render_run(&run);
+    assert_fits(&out);
+    assert!(out.contains("No test finished a pass."));
+}
+
+#[test]
+fn list_fits_and_marks_incomplete_runs() {
+    let rows = vec![
+        ListRow {
+            id: 1,
+            started_at: "2025-03-01T10:00:00.123456Z".into(),
+            preset: "cdm".into(),
+            target: "/mnt/nvme0".into(),
+            fs_type: "ext4".into(),
+            label: Some("baseline".into()),
+            complete: true,
+            tests: 8,
+        },
+        ListRow {
+            id: 1234,
+            started_at: "2025-03-02T11:30:00Z".into(),
+            preset: "custom".into(),
+            target: format!("/srv/{}/data", "deep".repeat(40)),
+            fs_type: "xfs".into(),
+            label: Some("a label that goes on and on and on and on and on".into()),
+            complete: false,
+            tests: 1,
+        },
+    ];
+    let out = render_list(&rows);
+    assert_fits(&out);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("ID"), "{out}");
+    assert!(lines[2].trim_start().starts_with("1  2025-03-01 10:00:00  cdm"));
+    assert!(lines[2].contains("/mnt/nvme0") && lines[2].contains("baseline"));
+    assert!(lines[2].contains("ok"));
+    assert!(lines[3].starts_with("1234  2025-03-02 11:30:00  custom"));
+    assert!(lines[3].contains("incomplete"));
+    assert!(lines[3].contains("…") && lines[3].contains("deep/data"));
+    assert_eq!(*lines.last().unwrap(), "2 runs");
+    assert_eq!(render_list(&[]), "No runs stored.\n");
+}
+
+#[test]
+fn output_ends_with_one_newline() {
+    let out = render_run(&atto_run());
+    assert!(out.ends_with('\n') && !out.ends_with("\n\n"));
+    assert_eq!(MAX_WIDTH, MAX);
+}

@@ -1,0 +1,143 @@
+//! What can go wrong with the result database; every error names the database file.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// An error of the result store. Every variant carries the path of the database it concerns.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The directory that should hold the database could not be created.
+    CreateDir {
+        path: PathBuf,
+        dir: PathBuf,
+        source: io::Error,
+    },
+    /// SQLite refused an operation (I/O error, a locked database after the busy timeout,
+    /// a file that is not a database, a constraint...).
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    /// The database was written by a newer iolab; it is left untouched.
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    /// The file is an SQLite database, but not one of iolab's.
+    NotIolab { path: PathBuf },
+    /// No run has this id.
+    RunNotFound { path: PathBuf, id: i64 },
+    /// No test has this id.
+    TestNotFound { path: PathBuf, id: i64 },
+    /// A run with this uuid is already stored.
+    DuplicateRun { path: PathBuf, uuid: String },
+    /// A structured column could not be encoded, or decoded when read back.
+    Json {
+        path: PathBuf,
+        /// The column and row, e.g. `passes.read_json of pass 12`.
+        what: String,
+        source: serde_json::Error,
+    },
+}
+
+impl StoreError {
+    /// The database file the error concerns.
+    pub fn path(&self) -> &Path {
+        match self {
+            StoreError::CreateDir { path, .. }
+            | StoreError::Sqlite { path, .. }
+            | StoreError::TooNew { path, .. }
+            | StoreError::NotIolab { path }
+            | StoreError::RunNotFound { path, .. }
+            | StoreError::TestNotFound { path, .. }
+            | StoreError::DuplicateRun { path, .. }
+            | StoreError::Json { path, .. } => path,
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::CreateDir { path, dir, source } => write!(
+                f,
+                "cannot create {} for the result database {}: {source}",
+                dir.display(),
+                path.display()
+            ),
+            StoreError::Sqlite { path, source } => {
+                write!(f, "result database {}: {source}", path.display())
+            }
+            StoreError::TooNew {
+                path,
+                found,
+                supported,
+            } => write!(
+                f,
+                "result database {} has schema version {found}, written by a newer iolab \
+                 (this one knows versions up to {supported}); it was left untouched: \
+                 upgrade iolab or use another database",
+                path.display()
+            ),
+            StoreError::NotIolab { path } => write!(
+                f,
+                "{} is an SQLite database but not an iolab result database; it was left untouched",
+                path.display()
+            ),
+            StoreError::RunNotFound { path, id } => {
+                write!(
+                    f,
+                    "run {id} not found in result database {}",
+                    path.display()
+                )
+            }
+            StoreError::TestNotFound { path, id } => {
+                write!(
+                    f,
+                    "test {id} not found in result database {}",
+                    path.display()
+                )
+            }
+            StoreError::DuplicateRun { path, uuid } => write!(
+                f,
+                "run {uuid} is already stored in result database {}",
+                path.display()
+            ),
+            StoreError::Json { path, what, source } => {
+                write!(f, "result database {}: {what}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::CreateDir { source, .. } => Some(source),
+            StoreError::Sqlite { source, .. } => Some(source),
+            StoreError::Json { source, .. } => Some(source),
+            StoreError::TooNew { .. }
+            | StoreError::NotIolab { .. }
+            | StoreError::RunNotFound { .. }
+            | StoreError::TestNotFound { .. }
+            | StoreError::DuplicateRun { .. } => None,
+        }
+    }
+}
+
+/// Attaches the database path to a rusqlite result.
+pub(crate) trait AtPath<T> {
+    fn at(self, path: &Path) -> Result<T, StoreError>;
+}
+
+impl<T> AtPath<T> for Result<T, rusqlite::Error> {
+    fn at(self, path: &Path) -> Result<T, StoreError> {
+        self.map_err(|source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,147 @@
+//! The schema and its migrations, versioned with `PRAGMA user_version`.
+//!
+//! `MIGRATIONS[i]` takes a database from version `i` to version `i + 1`. The list only ever
+//! grows: a step that has shipped is never edited, a change is a new step appended at the end.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::{AtPath, StoreError};
+
+/// `PRAGMA application_id` of an iolab database: "iolb" in ASCII.
+pub(crate) const APPLICATION_ID: i32 = 0x696f_6c62;
+
+/// Ordered migration steps; the schema version is the number of steps applied.
+const MIGRATIONS: &[&str] = &[
+    // v1: runs > tests > passes.
+    "
+    CREATE TABLE runs (
+        id            INTEGER PRIMARY KEY,
+        uuid          TEXT    NOT NULL UNIQUE,
+        started_at    TEXT    NOT NULL,
+        finished_at   TEXT,
+        complete      INTEGER NOT NULL CHECK (complete IN (0, 1)),
+        preset        TEXT    NOT NULL,
+        workload      TEXT    NOT NULL,
+        target_path   TEXT    NOT NULL,
+        target_kind   TEXT    NOT NULL,
+        io_path       TEXT    NOT NULL,
+        fs_type       TEXT    NOT NULL,
+        size          INTEGER NOT NULL,
+        label         TEXT,
+        command_line  TEXT    NOT NULL,
+        iolab_version TEXT    NOT NULL,
+        engine        TEXT    NOT NULL,
+        settings_json TEXT    NOT NULL,
+        notes_json    TEXT    NOT NULL,
+        warnings_json TEXT    NOT NULL,
+        env_json      TEXT,
+        study         TEXT,
+        config_label  TEXT
+    );
+    CREATE INDEX runs_started_at ON runs (started_at);
+    CREATE INDEX runs_study ON runs (study);
+
+    CREATE TABLE tests (
+        id           INTEGER PRIMARY KEY,
+        run_id       INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        idx          INTEGER NOT NULL,
+        name         TEXT    NOT NULL,
+        grp          TEXT    NOT NULL,
+        job_json     TEXT    NOT NULL,
+        summary_json TEXT    NOT NULL,
+        extra_json   TEXT
+    );
+    CREATE UNIQUE INDEX tests_run_id ON tests (run_id, idx);
+
+    CREATE TABLE passes (
+        id              INTEGER PRIMARY KEY,
+        test_id         INTEGER NOT NULL REFERENCES tests (id) ON DELETE CASCADE,
+        idx             INTEGER NOT NULL,
+        bytes           INTEGER NOT NULL,
+        ios             INTEGER NOT NULL,
+        seconds         REAL    NOT NULL,
+        mb_s            REAL    NOT NULL,
+        iops            REAL    NOT NULL,
+        lat_json        TEXT    NOT NULL,
+        read_json       TEXT,
+        write_json      TEXT,
+        sync_json       TEXT,
+        cpu_json        TEXT    NOT NULL,
+        timeseries_json TEXT    NOT NULL,
+        errors_json     TEXT    NOT NULL
+    );
+    CREATE INDEX passes_test_id ON passes (test_id);
+    ",
+];
+
+/// The schema version this build writes and understands.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+}
+
+/// Refuses, without writing anything, a database this build must not touch: one from a
+/// newer iolab, or another program's SQLite file.
+pub(crate) fn check_compatible(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    // One read transaction, so the reads below see one state even if another iolab is
+    // migrating the file right now.
+    let tx = conn.unchecked_transaction().at(path)?;
+    let version = user_version(&tx).at(path)?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let app: i32 = tx
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .at(path)?;
+    let foreign = if version == 0 {
+        // A fresh database is empty; tables without our version mean someone else's file.
+        let objects: i64 = tx
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+            .at(path)?;
+        objects > 0 || app != 0
+    } else {
+        app != APPLICATION_ID
+    };
+    if foreign {
+        return Err(StoreError::NotIolab {
+            path: path.to_path_buf(),
+        });
+    }
+    tx.commit().at(path)
+}
+
+/// Applies the missing migration steps, each in its own `BEGIN IMMEDIATE` transaction. The
+/// version is read again inside each transaction, so concurrent openers apply a step once.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    loop {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(path)?;
+        let version = user_version(&tx).at(path)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if version == SCHEMA_VERSION {
+            return tx.commit().at(path);
+        }
+        if version == 0 {
+            tx.pragma_update(None, "application_id", APPLICATION_ID)
+                .at(path)?;
+        }
+        tx.execute_batch(MIGRATIONS[version as usize]).at(path)?;
+        tx.pragma_update(None, "user_version", version + 1)
+            .at(path)?;
+        tx.commit().at(path)?;
+    }
+}

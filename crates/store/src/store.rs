@@ -1,0 +1,613 @@
+//! [`Store`]: opening the database, writing runs (incrementally or at once) and reading them
+//! back.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use iolab_measure::{PassRecord, RunRecord, TargetInfo, TestRecord, TestSummary};
+use rusqlite::{
+    ffi, named_params, params, Connection, ErrorCode, OptionalExtension, Row, Transaction,
+    TransactionBehavior,
+};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{AtPath, StoreError};
+use crate::schema;
+
+/// How long a write waits for another connection (another iolab) to finish its transaction
+/// before giving up with "database is locked".
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Which runs [`Store::list_runs`] returns. Every field left `None` matches all runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    pub preset: Option<String>,
+    /// The target path exactly as recorded (absolute).
+    pub target: Option<String>,
+    pub label: Option<String>,
+    pub study: Option<String>,
+    /// Only the newest N matching runs (still listed oldest first).
+    pub limit: Option<usize>,
+}
+
+/// One line of a run listing: what identifies a run without loading its passes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunListing {
+    pub id: i64,
+    pub started_at: String,
+    pub preset: String,
+    pub workload: String,
+    /// The target path as the user gave it.
+    pub target: String,
+    pub fs_type: String,
+    pub label: Option<String>,
+    pub complete: bool,
+    /// Number of tests stored for the run.
+    pub tests: usize,
+    pub study: Option<String>,
+    pub config_label: Option<String>,
+}
+
+/// An open result database. Writes take `&mut self`; each is one short `BEGIN IMMEDIATE`
+/// transaction, so several processes (or threads, each with its own `Store`) can write to
+/// one file: they take turns, waiting up to [`BUSY_TIMEOUT`].
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating it and its directory if needed) the database at `path` and brings its
+    /// schema up to date. A database written by a newer iolab, or an SQLite file that is not
+    /// iolab's, is refused before anything is written to it.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: path.to_path_buf(),
+                dir: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let mut conn = Connection::open(path).at(path)?;
+        conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
+        schema::check_compatible(&conn, path)?;
+        // WAL lets readers go on while another iolab writes. Where the filesystem cannot
+        // do WAL, SQLite keeps its rollback journal: slower to share, equally safe.
+        let _mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "wal", |r| r.get(0))
+            .at(path)?;
+        conn.pragma_update(None, "foreign_keys", true).at(path)?;
+        schema::migrate(&mut conn, path)?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits it; any error rolls back.
+    fn write<T>(
+        &mut self,
+        f: impl FnOnce(&Transaction<'_>, &Path) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let path = &self.path;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(path)?;
+        let out = f(&tx, path)?;
+        tx.commit().at(path)?;
+        Ok(out)
+    }
+
+    /// Stores the start of a run: its row, marked incomplete, without finish time or tests.
+    /// Returns the run's id for [`Store::add_test`] and [`Store::finish_run`].
+    pub fn begin_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        self.write(|tx, path| insert_run(tx, path, run, false, None))
+    }
+
+    /// Stores a test of run `run_id` at position `idx` (0-based; tests load in this order).
+    /// Only the test's own fields are stored: its passes go in with [`Store::add_pass`], and
+    /// its summary can be replaced with [`Store::update_test_summary`]. Returns the test's id.
+    pub fn add_test(
+        &mut self,
+        run_id: i64,
+        idx: u32,
+        test: &TestRecord,
+    ) -> Result<i64, StoreError> {
+        self.write(|tx, path| insert_test(tx, path, run_id, idx, test))
+    }
+
+    /// Stores one finished pass of test `test_id`; passes load in the order they were added.
+    /// Returns the pass's id.
+    pub fn add_pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
+        self.write(|tx, path| insert_pass(tx, path, test_id, pass))
+    }
+
+    /// Replaces the summary of test `test_id` (once its passes are in).
+    pub fn update_test_summary(
+        &mut self,
+        test_id: i64,
+        summary: &TestSummary,
+    ) -> Result<(), StoreError> {
+        self.write(|tx, path| {
+            let summary = encode(path, "tests.summary_json", summary)?;
+            let n = tx
+                .prepare_cached("UPDATE tests SET summary_json = ?1 WHERE id = ?2")
+                .and_then(|mut s| s.execute(params![summary, test_id]))
+                .at(path)?;
+            if n == 0 {
+                return Err(StoreError::TestNotFound {
+                    path: path.to_path_buf(),
+                    id: test_id,
+                });
+            }
+            Ok(())
+        })
+    }
+
+    /// Records how run `run_id` ended: `finished_at`, `complete`, `notes`, `warnings` and
+    /// `env` are taken from `run`; everything else stored for the run stays as it is.
+    pub fn finish_run(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
+        self.write(|tx, path| {
+            let notes = encode(path, "runs.notes_json", &run.notes)?;
+            let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
+            let env = encode_value(path, "runs.env_json", &run.env)?;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE runs SET finished_at = :finished_at, complete = :complete,
+                            notes_json = :notes, warnings_json = :warnings, env_json = :env
+                     WHERE id = :id",
+                )
+                .and_then(|mut s| {
+                    s.execute(named_params! {
+                        ":finished_at": run.finished_at,
+                        ":complete": run.complete,
+                        ":notes": notes,
+                        ":warnings": warnings,
+                        ":env": env,
+                        ":id": run_id,
+                    })
+                })
+                .at(path)?;
+            if n == 0 {
+                return Err(StoreError::RunNotFound {
+                    path: path.to_path_buf(),
+                    id: run_id,
+                });
+            }
+            Ok(())
+        })
+    }
+
+    /// Stores a whole run, its tests and their passes in one transaction: all of it or
+    /// nothing. `run.id` is ignored; the new id is returned.
+    pub fn save_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        self.write(|tx, path| {
+            let run_id = insert_run(tx, path, run, run.complete, run.finished_at.as_deref())?;
+            for (idx, test) in run.tests.iter().enumerate() {
+                let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
+                let test_id = insert_test(tx, path, run_id, idx, test)?;
+                for pass in &test.passes {
+                    insert_pass(tx, path, test_id, pass)?;
+                }
+            }
+            Ok(run_id)
+        })
+    }
+
+    /// Reads run `id` back as it was stored, with `id` set, its tests in order and each
+    /// test's passes in order. The reads share one snapshot, so a run another iolab is
+    /// still writing loads consistently.
+    pub fn load_run(&self, id: i64) -> Result<RunRecord, StoreError> {
+        let path = &self.path;
+        let tx = self.conn.unchecked_transaction().at(path)?;
+        let mut run = tx
+            .query_row(
+                "SELECT id, uuid, started_at, finished_at, complete, preset, workload,
+                        target_path, target_kind, io_path, fs_type, size, label, command_line,
+                        iolab_version, engine, settings_json, notes_json, warnings_json,
+                        env_json, study, config_label
+                 FROM runs WHERE id = ?1",
+                [id],
+                |row| Ok(decode_run(path, row, id)),
+            )
+            .optional()
+            .at(path)?
+            .ok_or_else(|| StoreError::RunNotFound {
+                path: path.to_path_buf(),
+                id,
+            })??;
+
+        let mut tests = Vec::new();
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT id, name, grp, job_json, summary_json, extra_json
+                     FROM tests WHERE run_id = ?1 ORDER BY idx",
+                )
+                .at(path)?;
+            let mut rows = stmt.query([id]).at(path)?;
+            while let Some(row) = rows.next().at(path)? {
+                tests.push(decode_test(path, row)?);
+            }
+        }
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT id, idx, bytes, ios, seconds, mb_s, iops, lat_json, read_json,
+                        write_json, sync_json, cpu_json, timeseries_json, errors_json
+                 FROM passes WHERE test_id = ?1 ORDER BY id",
+            )
+            .at(path)?;
+        for (test_id, test) in &mut tests {
+            let mut rows = stmt.query([*test_id]).at(path)?;
+            while let Some(row) = rows.next().at(path)? {
+                test.passes.push(decode_pass(path, row)?);
+            }
+        }
+        drop(stmt);
+        tx.commit().at(path)?;
+        run.tests = tests.into_iter().map(|(_, t)| t).collect();
+        Ok(run)
+    }
+
+    /// Runs matching `filter`, oldest first (by start time); with a limit, the newest N.
+    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunListing>, StoreError> {
+        let path = &self.path;
+        let limit = filter
+            .limit
+            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT * FROM (
+                     SELECT r.id, r.started_at, r.preset, r.workload, r.target_path, r.fs_type,
+                            r.label, r.complete, r.study, r.config_label,
+                            (SELECT count(*) FROM tests t WHERE t.run_id = r.id) AS n_tests
+                     FROM runs r
+                     WHERE (:preset IS NULL OR r.preset = :preset)
+                       AND (:target IS NULL OR r.target_path = :target)
+                       AND (:label IS NULL OR r.label = :label)
+                       AND (:study IS NULL OR r.study = :study)
+                     ORDER BY r.started_at DESC, r.id DESC
+                     LIMIT :limit)
+                 ORDER BY started_at, id",
+            )
+            .at(path)?;
+        let rows = stmt
+            .query_map(
+                named_params! {
+                    ":preset": filter.preset,
+                    ":target": filter.target,
+                    ":label": filter.label,
+                    ":study": filter.study,
+                    ":limit": limit,
+                },
+                |r| {
+                    Ok(RunListing {
+                        id: r.get("id")?,
+                        started_at: r.get("started_at")?,
+                        preset: r.get("preset")?,
+                        workload: r.get("workload")?,
+                        target: r.get("target_path")?,
+                        fs_type: r.get("fs_type")?,
+                        label: r.get("label")?,
+                        complete: r.get("complete")?,
+                        tests: r.get("n_tests")?,
+                        study: r.get("study")?,
+                        config_label: r.get("config_label")?,
+                    })
+                },
+            )
+            .at(path)?;
+        rows.collect::<Result<_, _>>().at(path)
+    }
+
+    /// The id of the most recently started run, if any.
+    pub fn latest_run_id(&self) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .at(&self.path)
+    }
+}
+
+/// The extended result code of a constraint violation, if `e` is one.
+fn constraint(e: &rusqlite::Error) -> Option<i32> {
+    e.sqlite_error()
+        .filter(|f| f.code == ErrorCode::ConstraintViolation)
+        .map(|f| f.extended_code)
+}
+
+fn encode<T: Serialize + ?Sized>(path: &Path, what: &str, value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|source| StoreError::Json {
+        path: path.to_path_buf(),
+        what: what.to_string(),
+        source,
+    })
+}
+
+fn encode_opt<T: Serialize>(
+    path: &Path,
+    what: &str,
+    value: Option<&T>,
+) -> Result<Option<String>, StoreError> {
+    value.map(|v| encode(path, what, v)).transpose()
+}
+
+/// A JSON value column: SQL NULL for JSON null.
+fn encode_value(
+    path: &Path,
+    what: &str,
+    value: &serde_json::Value,
+) -> Result<Option<String>, StoreError> {
+    encode_opt(path, what, Some(value).filter(|v| !v.is_null()))
+}
+
+fn insert_run(
+    tx: &Transaction<'_>,
+    path: &Path,
+    run: &RunRecord,
+    complete: bool,
+    finished_at: Option<&str>,
+) -> Result<i64, StoreError> {
+    let command_line = encode(path, "runs.command_line", &run.command_line)?;
+    let settings = encode(path, "runs.settings_json", &run.settings)?;
+    let notes = encode(path, "runs.notes_json", &run.notes)?;
+    let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
+    let env = encode_value(path, "runs.env_json", &run.env)?;
+    let mut stmt = tx
+        .prepare_cached(
+            "INSERT INTO runs (uuid, started_at, finished_at, complete, preset, workload,
+                 target_path, target_kind, io_path, fs_type, size, label, command_line,
+                 iolab_version, engine, settings_json, notes_json, warnings_json, env_json,
+                 study, config_label)
+             VALUES (:uuid, :started_at, :finished_at, :complete, :preset, :workload,
+                 :target_path, :target_kind, :io_path, :fs_type, :size, :label, :command_line,
+                 :iolab_version, :engine, :settings, :notes, :warnings, :env,
+                 :study, :config_label)",
+        )
+        .at(path)?;
+    let t = &run.target;
+    stmt.insert(named_params! {
+        ":uuid": run.uuid,
+        ":started_at": run.started_at,
+        ":finished_at": finished_at,
+        ":complete": complete,
+        ":preset": run.preset,
+        ":workload": run.workload,
+        ":target_path": t.path,
+        ":target_kind": t.kind,
+        ":io_path": t.io_path,
+        ":fs_type": t.fs_type,
+        ":size": t.size,
+        ":label": run.label,
+        ":command_line": command_line,
+        ":iolab_version": run.iolab_version,
+        ":engine": run.engine,
+        ":settings": settings,
+        ":notes": notes,
+        ":warnings": warnings,
+        ":env": env,
+        ":study": run.study,
+        ":config_label": run.config_label,
+    })
+    .map_err(|e| match constraint(&e) {
+        Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => StoreError::DuplicateRun {
+            path: path.to_path_buf(),
+            uuid: run.uuid.clone(),
+        },
+        _ => StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    })
+}
+
+fn insert_test(
+    tx: &Transaction<'_>,
+    path: &Path,
+    run_id: i64,
+    idx: u32,
+    test: &TestRecord,
+) -> Result<i64, StoreError> {
+    let job = encode(path, "tests.job_json", &test.job)?;
+    let summary = encode(path, "tests.summary_json", &test.summary)?;
+    let extra = encode_value(path, "tests.extra_json", &test.extra)?;
+    let mut stmt = tx
+        .prepare_cached(
+            "INSERT INTO tests (run_id, idx, name, grp, job_json, summary_json, extra_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .at(path)?;
+    stmt.insert(params![
+        run_id, idx, test.name, test.group, job, summary, extra
+    ])
+    .map_err(|e| match constraint(&e) {
+        Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => StoreError::RunNotFound {
+            path: path.to_path_buf(),
+            id: run_id,
+        },
+        _ => StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    })
+}
+
+fn insert_pass(
+    tx: &Transaction<'_>,
+    path: &Path,
+    test_id: i64,
+    pass: &PassRecord,
+) -> Result<i64, StoreError> {
+    let lat = encode(path, "passes.lat_json", &pass.lat_us)?;
+    let read = encode_opt(path, "passes.read_json", pass.read.as_ref())?;
+    let write = encode_opt(path, "passes.write_json", pass.write.as_ref())?;
+    let sync = encode_opt(path, "passes.sync_json", pass.sync.as_ref())?;
+    let cpu = encode(path, "passes.cpu_json", &pass.cpu)?;
+    let timeseries = encode(path, "passes.timeseries_json", &pass.timeseries)?;
+    let errors = encode(path, "passes.errors_json", &pass.errors)?;
+    let mut stmt = tx
+        .prepare_cached(
+            "INSERT INTO passes (test_id, idx, bytes, ios, seconds, mb_s, iops, lat_json,
+                 read_json, write_json, sync_json, cpu_json, timeseries_json, errors_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        )
+        .at(path)?;
+    stmt.insert(params![
+        test_id,
+        pass.index,
+        pass.bytes,
+        pass.ios,
+        pass.seconds,
+        pass.mb_s,
+        pass.iops,
+        lat,
+        read,
+        write,
+        sync,
+        cpu,
+        timeseries,
+        errors,
+    ])
+    .map_err(|e| match constraint(&e) {
+        Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => StoreError::TestNotFound {
+            path: path.to_path_buf(),
+            id: test_id,
+        },
+        _ => StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    })
+}
+
+/// Reads the columns of one row, naming the row in errors (`read_json of pass 12`).
+struct Decoder<'a, 'r> {
+    path: &'a Path,
+    row: &'a Row<'r>,
+    noun: &'static str,
+    id: i64,
+}
+
+impl Decoder<'_, '_> {
+    fn get<T: rusqlite::types::FromSql>(&self, col: &str) -> Result<T, StoreError> {
+        self.row.get(col).at(self.path)
+    }
+
+    fn parse<T: DeserializeOwned>(&self, col: &str, text: &str) -> Result<T, StoreError> {
+        serde_json::from_str(text).map_err(|source| StoreError::Json {
+            path: self.path.to_path_buf(),
+            what: format!("{col} of {} {}", self.noun, self.id),
+            source,
+        })
+    }
+
+    fn json<T: DeserializeOwned>(&self, col: &str) -> Result<T, StoreError> {
+        let text: String = self.get(col)?;
+        self.parse(col, &text)
+    }
+
+    /// A nullable JSON column: `None` for SQL NULL.
+    fn json_opt<T: DeserializeOwned>(&self, col: &str) -> Result<Option<T>, StoreError> {
+        let text: Option<String> = self.get(col)?;
+        text.map(|t| self.parse(col, &t)).transpose()
+    }
+
+    fn json_value(&self, col: &str) -> Result<serde_json::Value, StoreError> {
+        Ok(self.json_opt(col)?.unwrap_or(serde_json::Value::Null))
+    }
+}
+
+/// The run row, without its tests.
+fn decode_run(path: &Path, row: &Row<'_>, id: i64) -> Result<RunRecord, StoreError> {
+    let d = Decoder {
+        path,
+        row,
+        noun: "run",
+        id,
+    };
+    Ok(RunRecord {
+        id: Some(d.get("id")?),
+        uuid: d.get("uuid")?,
+        iolab_version: d.get("iolab_version")?,
+        preset: d.get("preset")?,
+        workload: d.get("workload")?,
+        target: TargetInfo {
+            path: d.get("target_path")?,
+            kind: d.get("target_kind")?,
+            io_path: d.get("io_path")?,
+            fs_type: d.get("fs_type")?,
+            size: d.get("size")?,
+        },
+        settings: d.json("settings_json")?,
+        engine: d.get("engine")?,
+        command_line: d.json("command_line")?,
+        label: d.get("label")?,
+        started_at: d.get("started_at")?,
+        finished_at: d.get("finished_at")?,
+        complete: d.get("complete")?,
+        notes: d.json("notes_json")?,
+        warnings: d.json("warnings_json")?,
+        env: d.json_value("env_json")?,
+        study: d.get("study")?,
+        config_label: d.get("config_label")?,
+        tests: Vec::new(),
+    })
+}
+
+/// A test row (without passes) and its id.
+fn decode_test(path: &Path, row: &Row<'_>) -> Result<(i64, TestRecord), StoreError> {
+    let id: i64 = row.get("id").at(path)?;
+    let d = Decoder {
+        path,
+        row,
+        noun: "test",
+        id,
+    };
+    let test = TestRecord {
+        name: d.get("name")?,
+        group: d.get("grp")?,
+        job: d.json("job_json")?,
+        passes: Vec::new(),
+        summary: d.json("summary_json")?,
+        extra: d.json_value("extra_json")?,
+    };
+    Ok((id, test))
+}
+
+fn decode_pass(path: &Path, row: &Row<'_>) -> Result<PassRecord, StoreError> {
+    let id: i64 = row.get("id").at(path)?;
+    let d = Decoder {
+        path,
+        row,
+        noun: "pass",
+        id,
+    };
+    Ok(PassRecord {
+        index: d.get("idx")?,
+        bytes: d.get("bytes")?,
+        ios: d.get("ios")?,
+        seconds: d.get("seconds")?,
+        mb_s: d.get("mb_s")?,
+        iops: d.get("iops")?,
+        lat_us: d.json("lat_json")?,
+        read: d.json_opt("read_json")?,
+        write: d.json_opt("write_json")?,
+        sync: d.json_opt("sync_json")?,
+        cpu: d.json("cpu_json")?,
+        timeseries: d.json("timeseries_json")?,
+        errors: d.json("errors_json")?,
+    })
+}

@@ -1,0 +1,413 @@
+//! The store against real SQLite files in temporary directories.
+
+mod common;
+
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+
+use iolab_store::{RunFilter, Store, StoreError, SCHEMA_VERSION};
+use rusqlite::Connection;
+use tempfile::TempDir;
+
+fn db(dir: &TempDir) -> std::path::PathBuf {
+    dir.path().join("results.db")
+}
+
+fn with_id(mut run: iolab_measure::RunRecord, id: i64) -> iolab_measure::RunRecord {
+    run.id = Some(id);
+    run
+}
+
+#[test]
+fn round_trip_is_exact() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let run = common::run("0b6f1c2e-round-trip");
+    assert!(
+        run.tests[1].passes[0]
+            .read
+            .as_ref()
+            .unwrap()
+            .histogram
+            .count()
+            >= 3000
+    );
+    assert!(run.tests[1].passes[0].write.is_some());
+    assert!(run.tests[1].passes[0].sync.is_some());
+    assert_eq!(run.tests[1].passes[0].errors.len(), 1);
+
+    let id = {
+        let mut store = Store::open(&path).unwrap();
+        let id = store.save_run(&run).unwrap();
+        assert_eq!(store.load_run(id).unwrap(), with_id(run.clone(), id));
+        id
+    };
+    // And from a fresh connection, as another iolab would read it.
+    let store = Store::open(&path).unwrap();
+    let back = store.load_run(id).unwrap();
+    assert_eq!(back, with_id(run, id));
+    assert_eq!(back.tests.len(), 2);
+    assert!(back.tests.iter().all(|t| t.passes.len() == 3));
+}
+
+#[test]
+fn queried_metrics_are_real_columns() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let run = common::run("columns");
+    Store::open(&path).unwrap().save_run(&run).unwrap();
+
+    let conn = Connection::open(&path).unwrap();
+    let (mb_s, iops, seconds, ty): (f64, f64, f64, String) = conn
+        .query_row(
+            "SELECT mb_s, iops, seconds, typeof(mb_s) FROM passes ORDER BY id LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    let first = &run.tests[0].passes[0];
+    assert_eq!(
+        (mb_s, iops, seconds),
+        (first.mb_s, first.iops, first.seconds)
+    );
+    assert_eq!(ty, "real");
+    let (fs, preset, label, study): (String, String, String, String) = conn
+        .query_row("SELECT fs_type, preset, label, study FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .unwrap();
+    assert_eq!(
+        (fs.as_str(), preset.as_str(), Some(label), Some(study)),
+        ("ext4", "cdm", run.label, run.study)
+    );
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn incremental_writes_rebuild_the_same_record() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = common::run("incremental");
+
+    let mut started = run.clone();
+    started.finished_at = None;
+    started.complete = false;
+    started.notes.clear();
+    started.warnings.clear();
+    started.env = serde_json::Value::Null;
+    let run_id = store.begin_run(&started).unwrap();
+    for (idx, test) in run.tests.iter().enumerate() {
+        let mut bare = test.clone();
+        bare.passes.clear();
+        bare.summary = Default::default();
+        let test_id = store.add_test(run_id, idx as u32, &bare).unwrap();
+        for pass in &test.passes {
+            store.add_pass(test_id, pass).unwrap();
+        }
+        store.update_test_summary(test_id, &test.summary).unwrap();
+    }
+    store.finish_run(run_id, &run).unwrap();
+
+    assert_eq!(store.load_run(run_id).unwrap(), with_id(run, run_id));
+    let listed = store.list_runs(&RunFilter::default()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].complete);
+    assert_eq!(listed[0].tests, 2);
+}
+
+#[test]
+fn interrupted_run_keeps_its_finished_passes() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let run = common::run("interrupted");
+    let (run_id, test_id) = {
+        let mut store = Store::open(&path).unwrap();
+        let run_id = store.begin_run(&run).unwrap();
+        let mut bare = run.tests[0].clone();
+        bare.passes.clear();
+        let test_id = store.add_test(run_id, 0, &bare).unwrap();
+        store.add_pass(test_id, &run.tests[0].passes[0]).unwrap();
+        store.add_pass(test_id, &run.tests[0].passes[1]).unwrap();
+        (run_id, test_id)
+        // Dropped without finish_run, as when iolab is killed.
+    };
+
+    let store = Store::open(&path).unwrap();
+    let listed = store.list_runs(&RunFilter::default()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, run_id);
+    assert!(!listed[0].complete);
+    assert_eq!(listed[0].tests, 1);
+    assert_eq!(store.latest_run_id().unwrap(), Some(run_id));
+
+    let back = store.load_run(run_id).unwrap();
+    assert!(!back.complete);
+    assert_eq!(back.finished_at, None);
+    assert_eq!(back.tests.len(), 1);
+    assert_eq!(back.tests[0].passes, run.tests[0].passes[..2]);
+    assert!(test_id > 0);
+}
+
+#[test]
+fn two_writers_share_one_database() {
+    const RUNS: usize = 40;
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let start = Arc::new(Barrier::new(2));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let path = path.clone();
+            let start = Arc::clone(&start);
+            std::thread::spawn(move || {
+                start.wait();
+                // Both open (and migrate) the brand-new file at the same moment.
+                let mut store = Store::open(&path).unwrap();
+                (0..RUNS)
+                    .map(|i| {
+                        let mut run = common::run(&format!("writer{w}-run{i}"));
+                        run.started_at = format!("2025-03-01T10:{i:02}:0{w}Z");
+                        let id = store.save_run(&run).unwrap();
+                        (id, run)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let saved: Vec<_> = writers
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+
+    let store = Store::open(&path).unwrap();
+    let listed = store.list_runs(&RunFilter::default()).unwrap();
+    assert_eq!(listed.len(), 2 * RUNS);
+    let mut ids: Vec<i64> = listed.iter().map(|l| l.id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 2 * RUNS);
+    for (id, run) in saved {
+        assert_eq!(store.load_run(id).unwrap(), with_id(run, id));
+    }
+}
+
+#[test]
+fn newer_database_is_refused_untouched() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE future (x); PRAGMA user_version = 99;")
+            .unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+
+    let err = Store::open(&path).unwrap_err();
+    assert!(
+        matches!(err, StoreError::TooNew { found: 99, supported, .. } if supported == SCHEMA_VERSION),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("99"), "{msg}");
+    assert_eq!(err.path(), path);
+
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert!(!Path::new(&format!("{}-wal", path.display())).exists());
+}
+
+#[test]
+fn foreign_sqlite_file_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("CREATE TABLE contacts (name TEXT)")
+        .unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::NotIolab { .. }), "{err:?}");
+    assert!(err.to_string().contains(&path.display().to_string()));
+}
+
+#[test]
+fn open_creates_directories_and_is_idempotent() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("a/b/iolab/results.db");
+    let id = Store::open(&path)
+        .unwrap()
+        .save_run(&common::run("x"))
+        .unwrap();
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.path(), path);
+    assert_eq!(store.latest_run_id().unwrap(), Some(id));
+}
+
+#[test]
+fn missing_rows_have_their_own_errors() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let mut store = Store::open(&path).unwrap();
+    let run = common::run("missing");
+
+    let err = store.load_run(42).unwrap_err();
+    assert!(
+        matches!(err, StoreError::RunNotFound { id: 42, .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!("run 42 not found in result database {}", path.display())
+    );
+    assert!(matches!(
+        store.add_test(42, 0, &run.tests[0]).unwrap_err(),
+        StoreError::RunNotFound { id: 42, .. }
+    ));
+    assert!(matches!(
+        store.finish_run(42, &run).unwrap_err(),
+        StoreError::RunNotFound { id: 42, .. }
+    ));
+    assert!(matches!(
+        store.add_pass(7, &run.tests[0].passes[0]).unwrap_err(),
+        StoreError::TestNotFound { id: 7, .. }
+    ));
+    assert!(matches!(
+        store
+            .update_test_summary(7, &run.tests[0].summary)
+            .unwrap_err(),
+        StoreError::TestNotFound { id: 7, .. }
+    ));
+    assert_eq!(store.latest_run_id().unwrap(), None);
+}
+
+#[test]
+fn duplicate_run_is_refused_whole() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = common::run("same-uuid");
+    store.save_run(&run).unwrap();
+    let err = store.save_run(&run).unwrap_err();
+    assert!(matches!(&err, StoreError::DuplicateRun { uuid, .. } if uuid == "same-uuid"));
+    assert_eq!(store.list_runs(&RunFilter::default()).unwrap().len(), 1);
+}
+
+#[test]
+fn list_runs_filters_and_orders() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let mut ids = Vec::new();
+    // Saved out of time order: listing goes by start time.
+    for (i, (preset, target, label, study, started)) in [
+        (
+            "cdm",
+            "/mnt/a",
+            Some("l1"),
+            Some("s1"),
+            "2025-01-03T00:00:00Z",
+        ),
+        ("atto", "/mnt/a", None, Some("s1"), "2025-01-01T00:00:00Z"),
+        ("cdm", "/mnt/b", Some("l1"), None, "2025-01-02T00:00:00Z"),
+        (
+            "cdm",
+            "/mnt/b",
+            Some("l2"),
+            Some("s2"),
+            "2025-01-04T00:00:00Z",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut run = common::run(&format!("filter-{i}"));
+        run.preset = preset.into();
+        run.target.path = target.into();
+        run.label = label.map(Into::into);
+        run.study = study.map(Into::into);
+        run.started_at = started.into();
+        ids.push(store.save_run(&run).unwrap());
+    }
+    let list =
+        |f: RunFilter| -> Vec<i64> { store.list_runs(&f).unwrap().iter().map(|l| l.id).collect() };
+    assert_eq!(list(RunFilter::default()), [ids[1], ids[2], ids[0], ids[3]]);
+    assert_eq!(
+        list(RunFilter {
+            preset: Some("cdm".into()),
+            ..Default::default()
+        }),
+        [ids[2], ids[0], ids[3]]
+    );
+    assert_eq!(
+        list(RunFilter {
+            target: Some("/mnt/b".into()),
+            ..Default::default()
+        }),
+        [ids[2], ids[3]]
+    );
+    assert_eq!(
+        list(RunFilter {
+            label: Some("l1".into()),
+            ..Default::default()
+        }),
+        [ids[2], ids[0]]
+    );
+    assert_eq!(
+        list(RunFilter {
+            study: Some("s1".into()),
+            preset: Some("cdm".into()),
+            ..Default::default()
+        }),
+        [ids[0]]
+    );
+    assert_eq!(
+        list(RunFilter {
+            limit: Some(2),
+            ..Default::default()
+        }),
+        [ids[0], ids[3]]
+    );
+    assert_eq!(
+        list(RunFilter {
+            preset: Some("fio".into()),
+            ..Default::default()
+        }),
+        Vec::<i64>::new()
+    );
+    assert_eq!(store.latest_run_id().unwrap(), Some(ids[3]));
+
+    let l = &store.list_runs(&RunFilter::default()).unwrap()[0];
+    assert_eq!(
+        (l.preset.as_str(), l.workload.as_str(), l.target.as_str()),
+        ("atto", "block", "/mnt/a")
+    );
+    assert_eq!((l.fs_type.as_str(), l.tests, l.complete), ("ext4", 2, true));
+    assert_eq!(l.started_at, "2025-01-01T00:00:00Z");
+    assert_eq!(l.label, None);
+    assert_eq!(l.study.as_deref(), Some("s1"));
+    assert_eq!(l.config_label.as_deref(), Some("discard=async"));
+}
+
+#[test]
+fn corrupt_json_names_the_column_and_row() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let id = Store::open(&path)
+        .unwrap()
+        .save_run(&common::run("corrupt"))
+        .unwrap();
+    Connection::open(&path)
+        .unwrap()
+        .execute("UPDATE runs SET settings_json = '{' WHERE id = ?1", [id])
+        .unwrap();
+    let err = Store::open(&path).unwrap().load_run(id).unwrap_err();
+    assert!(matches!(err, StoreError::Json { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains(&format!("settings_json of run {id}")),
+        "{err}"
+    );
+}
