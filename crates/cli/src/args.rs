@@ -21,7 +21,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a benchmark preset (default: cdm) on a target and store the result.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the presets and the tests each one runs.
     Presets,
     /// List stored runs.

@@ -52,7 +52,7 @@ impl From<iolab_store::StoreError> for CliError {
 
 pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Presets => {
             print!("{}", presets_text());
             Ok(0)

@@ -22,11 +22,9 @@ impl Progress {
             },
         );
         bar.set_style(
-            ProgressStyle::with_template(
-                "{prefix:<28} [{bar:24}] {msg:>14}  ETA {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
+            ProgressStyle::with_template("{prefix:<28} [{bar:24}] {msg:>14}  ETA {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
         );
         Progress { bar }
     }

@@ -9,8 +9,8 @@ use std::time::Duration;
 use iolab_engine::{prepare, run_pass, Target, TargetError, TargetRequest};
 use iolab_measure::{RunRecord, TestRecord, TestSummary};
 use iolab_spec::{
-    expand_preset, parse_duration, parse_size, preset_info, DataPattern,
-    EngineKind, JobSpec, Rw, RunSettings, SpecError, SyncMode, TestSpec,
+    expand_preset, parse_duration, parse_size, preset_info, DataPattern, EngineKind, JobSpec,
+    RunSettings, Rw, SpecError, SyncMode, TestSpec,
 };
 use iolab_stats::{summarize, Score};
 use iolab_store::Store;
@@ -43,7 +43,8 @@ fn custom_job(a: &RunArgs) -> Result<JobSpec, SpecError> {
 }
 
 fn plan(a: &RunArgs) -> Result<Plan, CliError> {
-    let custom_given = a.rw.is_some() || a.bs.is_some() || a.iodepth.is_some() || a.numjobs.is_some();
+    let custom_given =
+        a.rw.is_some() || a.bs.is_some() || a.iodepth.is_some() || a.numjobs.is_some();
     let preset = if custom_given && a.preset == "cdm" && !std::env::args().any(|x| x == "cdm") {
         "custom".to_string()
     } else {
@@ -222,7 +223,8 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         })
         .sum();
     let progress = Progress::new(planned, a.quiet);
-    let target = prepare(&req, &stop, &mut |d, t| progress.preparing(d, t)).map_err(target_error)?;
+    let target =
+        prepare(&req, &stop, &mut |d, t| progress.preparing(d, t)).map_err(target_error)?;
     plan.settings.size = target.info.size;
 
     // O_DIRECT needs block-aligned I/O: skip (ATTO) or refuse (others) what cannot work.
@@ -360,8 +362,7 @@ fn execute(
             };
             let obs = progress.pass(label, elapsed_plan, dur);
             let index = if warm { 0 } else { p - s.warmup_passes + 1 };
-            let out = run_pass(target, test, s, s.engine, index, dur, stop, &obs)
-                .map_err(target_error)?;
+            let out = run_pass(target, test, s, index, dur, stop, &obs).map_err(target_error)?;
             elapsed_plan += dur;
             for n in out.notes {
                 if !run.notes.contains(&n) {

@@ -46,18 +46,18 @@ pub fn effective_iodepth(engine: EngineKind, iodepth: u32) -> u32 {
     }
 }
 
-/// Runs one pass of `test` for `duration` on `target`.
+/// Runs one pass of `test` for `duration` on `target` with the engine of `settings`.
 pub fn run_pass(
     target: &Target,
     test: &TestSpec,
     settings: &RunSettings,
-    engine: EngineKind,
     index: u32,
     duration: Duration,
     stop: &AtomicBool,
     observer: &dyn PassObserver,
 ) -> Result<PassOutcome, TargetError> {
     let job = &test.job;
+    let engine = settings.engine;
     let numjobs = job.numjobs.max(1);
     let iodepth = effective_iodepth(engine, job.iodepth);
     let mem = job.bs * iodepth as u64 * numjobs as u64;
@@ -238,7 +238,7 @@ fn merge(index: u32, results: &[JobResult], cpu0: CpuSample, cpu1: CpuSample) ->
         count: sh.count(),
         lat_us: sh.summary_us(),
     });
-    PassRecord::new(
+    let mut record = PassRecord::new(
         index,
         seconds,
         read,
@@ -249,6 +249,7 @@ fn merge(index: u32, results: &[JobResult], cpu0: CpuSample, cpu1: CpuSample) ->
             interval_ms: SERIES_INTERVAL.as_millis() as u32,
             bytes: series,
         },
-        errors,
-    )
+    );
+    record.errors = errors;
+    record
 }

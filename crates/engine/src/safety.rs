@@ -1,4 +1,4 @@
-//! Write-safety rules for test targets: when iolab may write a block device (flag, mounts, holders, swap, filesystem and partition-table signatures) and when it may overwrite a regular file.
+//! Write-safety checks: whether a block device may be written or a regular file overwritten.
 //!
 //! The rule: a block device is written only with `--allow-destroy-device`, and never while it or
 //! any of its partitions is mounted or otherwise in use (holders such as dm/md, btrfs membership,
@@ -84,9 +84,9 @@ impl fmt::Display for SafetyError {
                 kind,
                 offset,
             } => {
-                write!(f, "{} carries a {kind} signature", device.display())?;
+                write!(f, "{} holds a signature: {kind}", device.display())?;
                 match offset {
-                    Some(off) => write!(f, " at byte offset {off}")?,
+                    Some(off) => write!(f, " (magic at byte offset {off})")?,
                     None => write!(f, " (reported by blkid)")?,
                 }
                 write!(
@@ -1029,6 +1029,6 @@ garbage line
         };
         assert!(e
             .to_string()
-            .contains("xfs filesystem signature at byte offset 0"));
+            .contains("signature: xfs filesystem (magic at byte offset 0)"));
     }
 }

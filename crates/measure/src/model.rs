@@ -116,6 +116,7 @@ pub struct PassRecord {
 
 impl PassRecord {
     /// Builds a pass from per-direction results; totals and combined latency derive from them.
+    /// Errors, if any, are added to `errors` afterwards.
     pub fn new(
         index: u32,
         seconds: f64,
@@ -124,7 +125,6 @@ impl PassRecord {
         sync: Option<SyncStats>,
         cpu: CpuUsage,
         timeseries: TimeSeries,
-        errors: Vec<IoErrorRecord>,
     ) -> Self {
         let mut all = LatencyHistogram::new();
         let mut bytes = 0;
@@ -147,7 +147,7 @@ impl PassRecord {
             sync,
             cpu,
             timeseries,
-            errors,
+            errors: Vec::new(),
         }
     }
 }

@@ -44,7 +44,7 @@ pub fn render_run(run: &RunRecord) -> String {
     s
 }
 
-/// One stored run as `iolab list` shows it; the CLI fills it from the store's listing.
+/// One stored run in a listing of runs; the CLI fills it from the store's listing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListRow {
     /// Store id.
@@ -131,26 +131,39 @@ fn header(run: &RunRecord, out: &mut Vec<String>) {
     key_line(out, "Run", &run_id);
 
     let t = &run.target;
-    let mut target = format!("{} ({}, {})", t.path, t.kind, t.fs_type);
+    let what: Vec<&str> = [t.kind.as_str(), t.fs_type.as_str()]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect();
+    let mut target = t.path.clone();
+    if !what.is_empty() {
+        target.push_str(&format!(" ({})", what.join(", ")));
+    }
     if !t.io_path.is_empty() && t.io_path != t.path {
         target.push_str(&format!("; I/O on {}", t.io_path));
     }
     key_line(out, "Target", &target);
 
-    let size = if t.size > 0 { t.size } else { run.settings.size };
+    let size = if t.size > 0 {
+        t.size
+    } else {
+        run.settings.size
+    };
     key_line(out, "Region", &format_bytes(size));
 
     let s = &run.settings;
-    let mut passes = format!(
-        "{} × {} measured",
-        s.runs,
-        text::duration(s.duration)
-    );
+    let mut passes = format!("{} × {} measured", s.runs, text::duration(s.duration));
     if s.warmup_passes > 0 {
         passes.push_str(&format!(
             " (+{} warm-up × {})",
             s.warmup_passes,
             text::duration(s.warmup_duration)
+        ));
+    }
+    if let Some(limit) = run.tests.iter().find_map(|t| t.job.io_limit) {
+        passes.push_str(&format!(
+            "; a pass also ends after {} of I/O",
+            format_bytes(limit)
         ));
     }
     key_line(out, "Passes", &passes);
@@ -234,9 +247,7 @@ fn is_best(t: &TestRecord) -> bool {
 
 /// The pass a "best of N" headline comes from: the highest MB/s.
 fn best_pass(t: &TestRecord) -> Option<&PassRecord> {
-    t.passes
-        .iter()
-        .max_by(|a, b| a.mb_s.total_cmp(&b.mb_s))
+    t.passes.iter().max_by(|a, b| a.mb_s.total_cmp(&b.mb_s))
 }
 
 /// A per-pass value as the headline shows it: from the best pass under "best", else the
@@ -255,6 +266,9 @@ fn headline(t: &TestRecord, f: impl Fn(&PassRecord) -> f64) -> Option<f64> {
 fn worst(t: &TestRecord, f: impl Fn(&PassRecord) -> f64) -> Option<f64> {
     t.passes.iter().map(f).reduce(f64::max)
 }
+
+/// Selects one direction of a pass (`|p| p.read.as_ref()`).
+type PickDir = fn(&PassRecord) -> Option<&DirResult>;
 
 /// The headline numbers of one direction (or of a whole single-direction test).
 #[derive(Debug, Clone, Copy)]
@@ -288,7 +302,7 @@ impl Head {
 
     /// One direction of a (mixed) test: the median over its passes of that direction, or
     /// the best pass's direction under "best".
-    fn of_dir(t: &TestRecord, pick: fn(&PassRecord) -> Option<&DirResult>) -> Option<Head> {
+    fn of_dir(t: &TestRecord, pick: PickDir) -> Option<Head> {
         let dirs: Vec<&DirResult> = t.passes.iter().filter_map(pick).collect();
         if dirs.is_empty() {
             return None;
@@ -481,9 +495,20 @@ fn atto_table(groups: &[Group<'_>]) -> Table {
 /// One row per test (custom runs and anything without a dedicated layout); a mixed test
 /// gets a row per direction under it.
 fn test_table(run: &RunRecord) -> Table {
+    // Custom test names end with their rw; then the column may go first when space is short.
+    let rw_in_names = run
+        .tests
+        .iter()
+        .all(|t| t.name.split_whitespace().any(|w| w == t.job.rw.as_str()));
+    let rw = Column::left("rw");
+    let rw = if rw_in_names {
+        rw.droppable_early()
+    } else {
+        rw.droppable(1)
+    };
     let mut table = Table::new(vec![
         Column::left("Test").shrink(Shrink::End(12)),
-        Column::left("rw").droppable(2),
+        rw,
         Column::right("MB/s"),
         Column::left("±CI").gap(Gap::Tight).hide_empty(),
         Column::right("IOPS"),
@@ -491,7 +516,7 @@ fn test_table(run: &RunRecord) -> Table {
         Column::right("p99 µs"),
         Column::right("p99.9 µs"),
         Column::right("max µs"),
-        Column::right("CPU usr/sys %").droppable(1),
+        Column::right("CPU usr/sys %").droppable(2),
     ]);
     for t in &run.tests {
         let cpu = match (
@@ -501,10 +526,15 @@ fn test_table(run: &RunRecord) -> Table {
             (Some(u), Some(s)) => format!("{}/{}", pct1(u), pct1(s)),
             _ => DASH.into(),
         };
-        table.row(test_cells(&t.name, t.job.rw.as_str(), Head::of_test(t), cpu));
+        table.row(test_cells(
+            &t.name,
+            t.job.rw.as_str(),
+            Head::of_test(t),
+            cpu,
+        ));
         if t.job.rw.is_mixed() {
             let mix = t.job.rwmixread.min(100);
-            let dirs: [(&str, u8, fn(&PassRecord) -> Option<&DirResult>); 2] = [
+            let dirs: [(&str, u8, PickDir); 2] = [
                 ("read", mix, |p| p.read.as_ref()),
                 ("write", 100 - mix, |p| p.write.as_ref()),
             ];
@@ -584,23 +614,28 @@ fn errors(run: &RunRecord, out: &mut Vec<String>) {
                 iolab_spec::IoDir::Read => "read",
                 iolab_spec::IoDir::Write => "write",
             };
-            let line = format!(
-                "{}, pass {pass}: errno {} ({}) on {dir} at offset {} ({}), length {} ({})",
-                t.name,
-                e.errno,
-                e.message,
-                e.offset,
-                format_bytes(e.offset),
-                e.len,
-                format_bytes(e.len),
-            );
+            let mut line = format!("{}, pass {pass}: ", t.name);
+            if e.errno != 0 {
+                line.push_str(&format!("errno {} ", e.errno));
+            }
+            line.push_str(&format!("({}) on {dir}", e.message));
+            // Flush and submission failures are not tied to one I/O: no offset or length.
+            if e.len > 0 {
+                line.push_str(&format!(
+                    " at offset {} ({}), length {} ({})",
+                    e.offset,
+                    format_bytes(e.offset),
+                    e.len,
+                    format_bytes(e.len),
+                ));
+            }
             out.extend(wrap(&line, MAX_WIDTH, "  ", "      "));
         }
         if errs.len() > MAX_ERRORS_PER_TEST {
             out.push(format!(
                 "  … and {} more in {} (all are in the JSON output)",
                 errs.len() - MAX_ERRORS_PER_TEST,
-                text::truncate_end(&t.name, 40),
+                text::truncate_end(&text::clean(&t.name), 40),
             ));
         }
     }
@@ -640,7 +675,10 @@ mod tests {
 
     #[test]
     fn timestamps_are_shortened_for_the_list() {
-        assert_eq!(compact_time("2025-01-31T10:20:30.123Z"), "2025-01-31 10:20:30");
+        assert_eq!(
+            compact_time("2025-01-31T10:20:30.123Z"),
+            "2025-01-31 10:20:30"
+        );
         assert_eq!(compact_time("yesterday"), "yesterday");
     }
 }

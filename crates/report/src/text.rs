@@ -8,6 +8,14 @@ pub(crate) fn width(s: &str) -> usize {
     s.chars().count()
 }
 
+/// `s` with control characters (newlines, tabs, terminal escapes) replaced by spaces, so
+/// that user-supplied names cannot break a table row or drive the terminal.
+pub(crate) fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 /// A number that stays readable from 0.001 to 10^7 and beyond: at least three significant
 /// digits, no exponent between 0.001 and 10^15, no thousands separators.
 /// `1234567`, `3512`, `123`, `45.6`, `1.23`, `0.0123`; non-finite values print as `-`.
@@ -138,10 +146,14 @@ pub(crate) fn wrap(text: &str, max: usize, first: &str, rest: &str) -> Vec<Strin
     let mut line = first.to_string();
     let mut has_word = false;
     let mut new_line = |line: &mut String, has_word: &mut bool| {
-        lines.push(std::mem::replace(line, rest.to_string()).trim_end().to_string());
+        lines.push(
+            std::mem::replace(line, rest.to_string())
+                .trim_end()
+                .to_string(),
+        );
         *has_word = false;
     };
-    for word in text.split_whitespace() {
+    for word in clean(text).split_whitespace() {
         let mut chars: Vec<char> = word.chars().collect();
         while !chars.is_empty() {
             let cur = width(&line);
@@ -216,6 +228,9 @@ pub(crate) enum Shrink {
     Start(usize),
 }
 
+/// Drop rank of columns given up before gaps are tightened.
+const DROP_EARLY: u8 = u8::MAX;
+
 #[derive(Debug, Clone)]
 pub(crate) struct Column {
     pub header: String,
@@ -249,8 +264,14 @@ impl Column {
         self.gap = gap;
         self
     }
+    /// Dropped when the table does not fit even with tight gaps; higher ranks go first.
     pub fn droppable(mut self, rank: u8) -> Self {
-        self.drop_rank = rank;
+        self.drop_rank = rank.min(DROP_EARLY - 1);
+        self
+    }
+    /// Dropped before gaps are tightened: for columns that repeat what another one says.
+    pub fn droppable_early(mut self) -> Self {
+        self.drop_rank = DROP_EARLY;
         self
     }
     pub fn shrink(mut self, shrink: Shrink) -> Self {
@@ -298,7 +319,7 @@ impl Table {
 
     pub fn row(&mut self, cells: Vec<String>) {
         debug_assert_eq!(cells.len(), self.columns.len());
-        self.rows.push(cells);
+        self.rows.push(cells.iter().map(|c| clean(c)).collect());
     }
 
     fn natural_width(&self, i: usize) -> usize {
@@ -310,59 +331,55 @@ impl Table {
         shown
             .iter()
             .enumerate()
-            .map(|(k, &i)| widths[i] + if k == 0 { 0 } else { self.columns[i].gap.cols(compact) })
+            .map(|(k, &i)| {
+                widths[i]
+                    + if k == 0 {
+                        0
+                    } else {
+                        self.columns[i].gap.cols(compact)
+                    }
+            })
             .sum()
     }
 
     /// The table as lines of at most `max` columns (unless even its fixed columns alone are
-    /// wider). Columns are dropped, gaps tightened and long cells cut, in that order of
-    /// preference: first tighter gaps, then dropping optional columns, then cutting.
+    /// wider). To fit, it drops redundant columns, then tightens the gaps, then drops
+    /// optional columns, then cuts shrinkable cells, stopping as soon as it fits.
     pub fn render(&self, max: usize) -> Vec<String> {
         let n = self.columns.len();
         let mut widths: Vec<usize> = (0..n).map(|i| self.natural_width(i)).collect();
         let mut shown: Vec<usize> = (0..n)
             .filter(|&i| {
                 !self.columns[i].hide_empty
-                    || self.rows.iter().any(|r| r.get(i).is_some_and(|c| !c.is_empty()))
+                    || self
+                        .rows
+                        .iter()
+                        .any(|r| r.get(i).is_some_and(|c| !c.is_empty()))
             })
             .collect();
-        let mut compact = false;
-        if self.total(&shown, &widths, compact) > max {
-            compact = true;
-        }
-        while self.total(&shown, &widths, compact) > max {
-            let victim = shown
-                .iter()
-                .enumerate()
-                .filter(|(_, &i)| self.columns[i].drop_rank > 0)
-                .max_by_key(|(k, &i)| (self.columns[i].drop_rank, *k))
-                .map(|(k, _)| k);
-            match victim {
-                Some(k) => {
-                    shown.remove(k);
-                }
-                None => break,
-            }
-        }
-        // Cut shrinkable columns, widest first, one column at a time.
-        loop {
-            let total = self.total(&shown, &widths, compact);
-            if total <= max {
-                break;
-            }
-            let candidate = shown
+        // Columns that merely repeat what another one says go before anything is tightened.
+        self.drop_while_too_wide(&mut shown, &widths, false, max, DROP_EARLY);
+        let compact = self.total(&shown, &widths, false) > max;
+        self.drop_while_too_wide(&mut shown, &widths, compact, max, 1);
+        // Cut shrinkable columns one character at a time, always the widest, so that long
+        // cells share the room left.
+        let mut excess = self.total(&shown, &widths, compact).saturating_sub(max);
+        while excess > 0 {
+            let widest = shown
                 .iter()
                 .copied()
-                .filter_map(|i| match self.columns[i].shrink {
-                    Shrink::Fixed => None,
+                .filter(|&i| match self.columns[i].shrink {
+                    Shrink::Fixed => false,
                     Shrink::End(min) | Shrink::Start(min) => {
-                        let min = min.max(width(&self.columns[i].header)).max(2);
-                        (widths[i] > min).then_some((i, widths[i] - min))
+                        widths[i] > min.max(width(&self.columns[i].header)).max(2)
                     }
                 })
-                .max_by_key(|&(_, slack)| slack);
-            match candidate {
-                Some((i, slack)) => widths[i] -= slack.min(total - max),
+                .max_by_key(|&i| widths[i]);
+            match widest {
+                Some(i) => {
+                    widths[i] -= 1;
+                    excess -= 1;
+                }
                 None => break,
             }
         }
@@ -415,6 +432,32 @@ impl Table {
             out.push(self.line(row, &shown, &widths, compact));
         }
         out
+    }
+
+    /// Drops droppable columns of at least `min_rank`, highest rank first (the rightmost of
+    /// equal ranks), until the table fits or none is left.
+    fn drop_while_too_wide(
+        &self,
+        shown: &mut Vec<usize>,
+        widths: &[usize],
+        compact: bool,
+        max: usize,
+        min_rank: u8,
+    ) {
+        while self.total(shown, widths, compact) > max {
+            let victim = shown
+                .iter()
+                .enumerate()
+                .filter(|(_, &i)| self.columns[i].drop_rank >= min_rank)
+                .max_by_key(|(k, &i)| (self.columns[i].drop_rank, *k))
+                .map(|(k, _)| k);
+            match victim {
+                Some(k) => {
+                    shown.remove(k);
+                }
+                None => break,
+            }
+        }
     }
 
     fn line(&self, cells: &[String], shown: &[usize], widths: &[usize], compact: bool) -> String {
@@ -499,6 +542,7 @@ mod tests {
         assert_eq!(joined.len(), 250);
         assert_eq!(wrap("", 10, "> ", "  "), vec![">"]);
         assert_eq!(wrap("µµµµ µµ", 6, "", ""), vec!["µµµµ", "µµ"]);
+        assert_eq!(wrap("a\x1b[31mb\nc", 20, "", ""), vec!["a [31mb c"]);
     }
 
     #[test]
@@ -516,8 +560,10 @@ mod tests {
             Column::right("B").droppable(1),
         ]);
         t.row(vec!["x".repeat(30), "1".into(), "22".into()]);
+        t.row(vec!["two\nlines".into(), "\t".into(), String::new()]);
         let wide = t.render(100);
-        assert_eq!(wide.len(), 3);
+        assert_eq!(wide.len(), 4);
+        assert!(wide[3].starts_with("two lines"));
         assert!(wide[2].ends_with("1  22"));
         let narrow = t.render(20);
         assert!(narrow.iter().all(|l| width(l) <= 20), "{narrow:#?}");

@@ -16,9 +16,11 @@ fn assert_fits(text: &str) {
 /// The numbers of a table row after its label; `12.3 ms` becomes 12300 (µs), `±0.7%` and
 /// `a/b` cells are kept as text.
 fn cells(text: &str, label: &str) -> Vec<String> {
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(label) && l[label.len()..].starts_with("  "))
+    // The row whose label is exactly `label` (gaps are two spaces, or one in tight tables).
+    let rows = || text.lines().filter(|l| l.starts_with(label));
+    let line = rows()
+        .find(|l| l[label.len()..].starts_with("  "))
+        .or_else(|| rows().find(|l| l[label.len()..].starts_with(' ')))
         .unwrap_or_else(|| panic!("no row '{label}' in\n{text}"));
     let mut out: Vec<String> = Vec::new();
     for tok in line[label.len()..].split_whitespace() {
@@ -37,7 +39,10 @@ fn numbers(text: &str, label: &str) -> Vec<f64> {
     cells(text, label)
         .iter()
         .filter(|c| !c.starts_with('±'))
-        .map(|c| c.parse().unwrap_or_else(|_| panic!("'{c}' in row '{label}'")))
+        .map(|c| {
+            c.parse()
+                .unwrap_or_else(|_| panic!("'{c}' in row '{label}'"))
+        })
         .collect()
 }
 
@@ -92,7 +97,10 @@ fn cdm_rows_follow_crystaldiskmark() {
     assert!(!out.contains("incomplete"));
 
     // Read block before write block.
-    let span = out.lines().find(|l| l.contains("Read") && l.contains("Write")).unwrap();
+    let span = out
+        .lines()
+        .find(|l| l.contains("Read") && l.contains("Write"))
+        .unwrap();
     assert!(span.find("Read") < span.find("Write"));
 
     // One row per group plus the mix row, in run order.
@@ -103,7 +111,13 @@ fn cdm_rows_follow_crystaldiskmark() {
         .collect();
     assert_eq!(
         rows,
-        ["SEQ1M Q8T1", "SEQ1M Q1T1", "RND4K Q32T1", "RND4K Q32T1 Mix r/w", "RND4K Q1T1"]
+        [
+            "SEQ1M Q8T1",
+            "SEQ1M Q1T1",
+            "RND4K Q32T1",
+            "RND4K Q32T1 Mix r/w",
+            "RND4K Q1T1"
+        ]
     );
 
     for group in ["SEQ1M Q8T1", "SEQ1M Q1T1", "RND4K Q32T1", "RND4K Q1T1"] {
@@ -116,17 +130,29 @@ fn cdm_rows_follow_crystaldiskmark() {
         assert_eq!(c.iter().filter(|c| *c == "±0.7%").count(), 2, "{c:?}");
     }
     // Exact cells of the first row (medians: 3000 and 2500 IOPS of 1 MiB over 1 s).
-    assert_eq!(&cells(&out, "SEQ1M Q8T1")[..4], ["3146", "±0.7%", "3000", "2500"]);
-    assert_eq!(&cells(&out, "SEQ1M Q8T1")[5..9], ["2621", "±0.7%", "2500", "3000"]);
+    assert_eq!(
+        &cells(&out, "SEQ1M Q8T1")[..4],
+        ["3146", "±0.7%", "3000", "2500"]
+    );
+    assert_eq!(
+        &cells(&out, "SEQ1M Q8T1")[5..9],
+        ["2621", "±0.7%", "2500", "3000"]
+    );
 
     // The mixed test's directions: medians of pass.read / pass.write.
     let mix = numbers(&out, "RND4K Q32T1 Mix r/w");
     let m = test(&run, "RND4K Q32T1 Mix");
     let p99r = iolab_stats::median(
-        &m.passes.iter().map(|p| p.read.as_ref().unwrap().lat_us.p99).collect::<Vec<_>>(),
+        &m.passes
+            .iter()
+            .map(|p| p.read.as_ref().unwrap().lat_us.p99)
+            .collect::<Vec<_>>(),
     );
     let p99w = iolab_stats::median(
-        &m.passes.iter().map(|p| p.write.as_ref().unwrap().lat_us.p99).collect::<Vec<_>>(),
+        &m.passes
+            .iter()
+            .map(|p| p.write.as_ref().unwrap().lat_us.p99)
+            .collect::<Vec<_>>(),
     );
     assert_close_all(
         &mix,
@@ -182,7 +208,9 @@ fn atto_rows_are_sizes_write_before_read() {
         &[2684.35, 3355.44, 40.0, 50.0, 75_000.0, 75_000.0],
         "64 MiB",
     );
-    assert!(out.lines().any(|l| l.starts_with("64 MiB") && l.ends_with("75.0 ms")));
+    assert!(out
+        .lines()
+        .any(|l| l.starts_with("64 MiB") && l.ends_with("75.0 ms")));
     for size in ["4 KiB", "64 KiB", "1 MiB"] {
         let bs = match size {
             "4 KiB" => "4K",
@@ -221,20 +249,29 @@ fn custom_rows_show_tails_cpu_errors_and_the_interruption() {
     assert!(target.contains(&run.target.path), "{target}");
     assert!(target.contains(&run.target.io_path));
 
+    // The long mixed test name already ends with "randrw": the rw column gives way.
     let header = out.lines().find(|l| l.starts_with("Test")).unwrap();
-    for col in ["rw", "MB/s", "IOPS", "mean µs", "p99 µs", "p99.9 µs", "max µs", "CPU usr/sys %"] {
+    for col in [
+        "MB/s",
+        "IOPS",
+        "mean µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+        "CPU usr/sys %",
+    ] {
         assert!(header.contains(col), "missing {col} in {header}");
     }
+    assert!(!header.contains(" rw "), "{header}");
 
     // Best of 3: the pass with the most I/O (index 2: 140420 reads + 60180 writes in 2 s).
     let t = test(&run, "RND4K Q32T4 70/30 randrw");
     let best = &t.passes[1];
     assert_eq!(t.summary.mb_s, best.mb_s);
     let c = cells(&out, "RND4K Q32T4 70/30 randrw");
-    assert_eq!(c[0], "randrw");
-    assert_eq!(&c[1..4], ["411", "±0.7%", "100300"]);
+    assert_eq!(&c[..3], ["411", "±0.7%", "100300"]);
     assert_eq!(c.last().unwrap(), "12.0/22.0");
-    let nums: Vec<f64> = c[4..9].iter().map(|x| x.parse().unwrap()).collect();
+    let nums: Vec<f64> = c[3..7].iter().map(|x| x.parse().unwrap()).collect();
     let max_all = t.passes.iter().map(|p| p.lat_us.max).fold(0.0, f64::max);
     assert_close_all(
         &nums,
@@ -243,11 +280,14 @@ fn custom_rows_show_tails_cpu_errors_and_the_interruption() {
     );
     // Its directions, from the same best pass.
     assert_eq!(&cells(&out, "  read (70%)")[..3], ["288", "±0.7%", "70210"]);
-    assert_eq!(&cells(&out, "  write (30%)")[..3], ["123", "±0.7%", "30090"]);
+    assert_eq!(
+        &cells(&out, "  write (30%)")[..3],
+        ["123", "±0.7%", "30090"]
+    );
     // A single pass has no interval.
     assert_eq!(
-        &cells(&out, "RND4K Q1T1 randread")[..4],
-        ["randread", "41.0", "10000", "1.00"]
+        &cells(&out, "RND4K Q1T1 randread")[..3],
+        ["41.0", "10000", "1.00"]
     );
 
     assert!(f.contains("Tests with fewer passes than asked: RND4K Q1T1 randread (1 of 3)"));
@@ -262,6 +302,96 @@ fn custom_rows_show_tails_cpu_errors_and_the_interruption() {
     ));
     assert!(f.contains("[HIGH_VARIANCE] RND4K Q32T4 70/30 randrw: passes differ by more"));
     assert!(f.contains("fix: run longer passes (--duration 30s) or more of them (--runs 5)"));
+}
+
+#[test]
+fn custom_table_keeps_the_rw_column_when_it_fits() {
+    let mut run = custom_run();
+    run.tests.remove(0);
+    let out = render_run(&run);
+    assert_fits(&out);
+    let header = out.lines().find(|l| l.starts_with("Test")).unwrap();
+    let cols = [
+        "rw",
+        "MB/s",
+        "IOPS",
+        "mean µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+        "CPU usr/sys %",
+    ];
+    let pos: Vec<usize> = cols.iter().map(|c| header.find(c).unwrap()).collect();
+    assert!(pos.windows(2).all(|w| w[0] < w[1]), "{header}");
+    // Two spaces between columns when there is room.
+    assert_eq!(
+        cells(&out, "RND4K Q1T1 randread"),
+        [
+            "randread",
+            "41.0",
+            "10000",
+            "1.00",
+            "1.49",
+            "1.50",
+            "1.50",
+            "11.0/21.0"
+        ]
+    );
+    // A workload whose test names do not carry the rw keeps it.
+    let mut run = custom_run();
+    run.workload = "other".into();
+    run.tests[0].name = "mixed job".into();
+    let out = render_run(&run);
+    assert_fits(&out);
+    assert!(out.contains("preset custom (other)"));
+    let header = out.lines().find(|l| l.starts_with("Test")).unwrap();
+    assert!(header.contains(" rw "), "{out}");
+}
+
+#[test]
+fn errors_are_listed_with_their_kind_and_capped() {
+    use iolab_measure::IoErrorRecord;
+    use iolab_spec::IoDir;
+    let mut run = custom_run();
+    let errs = &mut run.tests[1].passes[0].errors;
+    errs.push(IoErrorRecord {
+        errno: 0,
+        message: "short transfer: 512 of 4096 bytes".into(),
+        dir: IoDir::Read,
+        offset: 8192,
+        len: 4096,
+    });
+    errs.push(IoErrorRecord {
+        errno: 28,
+        message: "No space left on device".into(),
+        dir: IoDir::Write,
+        offset: 0,
+        len: 0,
+    });
+    for k in 0..12 {
+        errs.push(IoErrorRecord {
+            errno: 5,
+            message: "Input/output error".into(),
+            dir: IoDir::Read,
+            offset: k * 4096,
+            len: 4096,
+        });
+    }
+    let out = render_run(&run);
+    assert_fits(&out);
+    let f = flat(&out);
+    assert!(f.contains("I/O errors (15):"), "{out}");
+    assert!(f.contains(
+        "RND4K Q1T1 randread, pass 1: (short transfer: 512 of 4096 bytes) on read at offset \
+         8192 (8 KiB), length 4096 (4 KiB)"
+    ));
+    assert!(f.contains("pass 1: errno 28 (No space left on device) on write RND4K"));
+    assert!(f.contains("… and 4 more in RND4K Q1T1 randread (all are in the JSON output)"));
+    let listed = out
+        .lines()
+        .filter(|l| l.starts_with("  RND4K Q1T1 randread, pass"))
+        .count();
+    assert_eq!(listed, 10);
 }
 
 #[test]
@@ -334,13 +464,34 @@ fn list_fits_and_marks_incomplete_runs() {
     let out = render_list(&rows);
     assert_fits(&out);
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("ID"), "{out}");
-    assert!(lines[2].trim_start().starts_with("1  2025-03-01 10:00:00  cdm"));
-    assert!(lines[2].contains("/mnt/nvme0") && lines[2].contains("baseline"));
-    assert!(lines[2].contains("ok"));
-    assert!(lines[3].starts_with("1234  2025-03-02 11:30:00  custom"));
-    assert!(lines[3].contains("incomplete"));
-    assert!(lines[3].contains("…") && lines[3].contains("deep/data"));
+    assert!(
+        lines[0].trim_start().starts_with("ID Started (UTC)"),
+        "{out}"
+    );
+    let words = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        words(lines[2]),
+        [
+            "1",
+            "2025-03-01",
+            "10:00:00",
+            "cdm",
+            "/mnt/nvme0",
+            "ext4",
+            "8",
+            "ok",
+            "baseline"
+        ]
+    );
+    let long = words(lines[3]);
+    assert_eq!(&long[..4], ["1234", "2025-03-02", "11:30:00", "custom"]);
+    assert!(
+        long[4].starts_with('…') && long[4].ends_with("deepdeep/data"),
+        "{out}"
+    );
+    assert!(long[4].chars().count() >= 15, "{out}");
+    assert_eq!(&long[5..8], ["xfs", "1", "incomplete"]);
+    assert!(lines[3].contains("a label that goes on") && lines[3].ends_with('…'));
     assert_eq!(*lines.last().unwrap(), "2 runs");
     assert_eq!(render_list(&[]), "No runs stored.\n");
 }

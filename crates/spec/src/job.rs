@@ -183,7 +183,7 @@ impl JobSpec {
                 "block size must be between 512 B and 64 MiB",
             ));
         }
-        if self.bs % 512 != 0 {
+        if !self.bs.is_multiple_of(512) {
             return Err(SpecError::new(
                 "bs",
                 self.bs.to_string(),
@@ -259,4 +259,3 @@ pub struct RunSettings {
     /// io_uring: register the job's file with the kernel.
     pub registerfiles: bool,
 }
-

@@ -7,6 +7,6 @@ mod job;
 mod presets;
 mod units;
 
-pub use job::{DataPattern, EngineKind, IoDir, JobSpec, Rw, RunSettings, SyncMode, TestSpec};
+pub use job::{DataPattern, EngineKind, IoDir, JobSpec, RunSettings, Rw, SyncMode, TestSpec};
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{format_bytes, format_size_short, parse_duration, parse_size, SpecError};

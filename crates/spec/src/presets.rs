@@ -233,7 +233,10 @@ mod tests {
         assert_eq!(mix.job.rw, Rw::RandRw);
         assert_eq!(mix.job.rwmixread, 70);
         assert_eq!(expand_preset("cdm-peak", None, false, 1).unwrap().len(), 4);
-        assert_eq!(expand_preset("cdm-real", None, false, 1).unwrap()[0].group, "SEQ1M Q1T1");
+        assert_eq!(
+            expand_preset("cdm-real", None, false, 1).unwrap()[0].group,
+            "SEQ1M Q1T1"
+        );
     }
 
     #[test]
@@ -243,7 +246,9 @@ mod tests {
         assert_eq!(t[0].name, "512 Write");
         assert_eq!(t[1].name, "512 Read");
         assert_eq!(t[35].name, "64M Read");
-        assert!(t.iter().all(|t| t.job.iodepth == 4 && !t.job.rw.is_random()));
+        assert!(t
+            .iter()
+            .all(|t| t.job.iodepth == 4 && !t.job.rw.is_random()));
         assert!(t.iter().all(|t| t.job.io_limit == Some(256 << 20)));
     }
 

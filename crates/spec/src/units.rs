@@ -41,7 +41,11 @@ pub fn parse_size(field: &str, text: &str) -> Result<u64, SpecError> {
         .unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
     if num.is_empty() {
-        return Err(SpecError::new(field, text, "a size starts with a number, e.g. 4k or 1GiB"));
+        return Err(SpecError::new(
+            field,
+            text,
+            "a size starts with a number, e.g. 4k or 1GiB",
+        ));
     }
     let mult: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
@@ -120,11 +124,11 @@ pub fn format_bytes(bytes: u64) -> String {
 
 /// Short size as used in test names: `512`, `4K`, `128K`, `1M`, `64M` (CrystalDiskMark style).
 pub fn format_size_short(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
         format!("{}G", bytes >> 30)
-    } else if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    } else if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{}M", bytes >> 20)
-    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
+    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
         format!("{}K", bytes >> 10)
     } else {
         format!("{bytes}")
@@ -153,7 +157,10 @@ mod tests {
     fn durations() {
         assert_eq!(parse_duration("d", "5s").unwrap(), Duration::from_secs(5));
         assert_eq!(parse_duration("d", "5").unwrap(), Duration::from_secs(5));
-        assert_eq!(parse_duration("d", "250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(
+            parse_duration("d", "250ms").unwrap(),
+            Duration::from_millis(250)
+        );
         assert_eq!(parse_duration("d", "2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("d", "fast").is_err());
     }

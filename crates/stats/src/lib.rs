@@ -44,9 +44,9 @@ pub fn median(values: &[f64]) -> f64 {
 /// Two-sided 97.5% quantile of Student's t distribution for `df` degrees of freedom.
 pub fn t_975(df: usize) -> f64 {
     const TABLE: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
     ];
     match df {
         0 => f64::INFINITY,
@@ -103,10 +103,11 @@ pub fn summarize(passes: &[PassRecord], score: Score) -> TestSummary {
             stats_lat_mean_us.median,
             stats_lat_p99_us.median,
         ),
-        Score::Best => match passes
-            .iter()
-            .max_by(|a, b| a.mb_s.partial_cmp(&b.mb_s).unwrap_or(std::cmp::Ordering::Equal))
-        {
+        Score::Best => match passes.iter().max_by(|a, b| {
+            a.mb_s
+                .partial_cmp(&b.mb_s)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        }) {
             Some(best) => (best.mb_s, best.iops, best.lat_us.mean, best.lat_us.p99),
             None => (0.0, 0.0, 0.0, 0.0),
         },

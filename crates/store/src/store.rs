@@ -2,7 +2,7 @@
 //! back.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use iolab_measure::{PassRecord, RunRecord, TargetInfo, TestRecord, TestSummary};
 use rusqlite::{
@@ -73,11 +73,7 @@ impl Store {
         let mut conn = Connection::open(path).at(path)?;
         conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
         schema::check_compatible(&conn, path)?;
-        // WAL lets readers go on while another iolab writes. Where the filesystem cannot
-        // do WAL, SQLite keeps its rollback journal: slower to share, equally safe.
-        let _mode: String = conn
-            .pragma_update_and_check(None, "journal_mode", "wal", |r| r.get(0))
-            .at(path)?;
+        enable_wal(&conn, path)?;
         conn.pragma_update(None, "foreign_keys", true).at(path)?;
         schema::migrate(&mut conn, path)?;
         Ok(Store {
@@ -319,6 +315,38 @@ impl Store {
             )
             .optional()
             .at(&self.path)
+    }
+}
+
+/// Puts the database in WAL mode, so readers go on while another iolab writes.
+///
+/// The conversion needs the file to itself and SQLite does not call the busy handler for it,
+/// so two iolabs opening a new database at once would see "database is locked" whatever the
+/// busy timeout. WAL mode is a property of the file: once it is set there is nothing to do,
+/// and until then the conversion is retried, with backoff, for up to [`BUSY_TIMEOUT`].
+/// Where the filesystem cannot do WAL, SQLite keeps its rollback journal: slower to share,
+/// equally safe.
+fn enable_wal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .at(path)?;
+        if mode.eq_ignore_ascii_case("wal") {
+            return Ok(());
+        }
+        match conn.pragma_update_and_check(None, "journal_mode", "wal", |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            Err(e) => return Err(e).at(path),
+        }
     }
 }
 

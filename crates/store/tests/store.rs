@@ -198,6 +198,40 @@ fn two_writers_share_one_database() {
 }
 
 #[test]
+fn many_openers_race_on_a_new_file() {
+    // Regression: converting a new file to WAL does not wait on the busy timeout, so
+    // simultaneous first opens used to fail with "database is locked".
+    const OPENERS: usize = 8;
+    for round in 0..5 {
+        let dir = TempDir::new().unwrap();
+        let path = db(&dir);
+        let start = Arc::new(Barrier::new(OPENERS));
+        let handles: Vec<_> = (0..OPENERS)
+            .map(|i| {
+                let path = path.clone();
+                let start = Arc::clone(&start);
+                std::thread::spawn(move || {
+                    start.wait();
+                    let mut store = Store::open(&path).unwrap();
+                    let mut run = common::run(&format!("opener{round}-{i}"));
+                    run.tests.truncate(1);
+                    store.save_run(&run).unwrap()
+                })
+            })
+            .collect();
+        let mut ids: Vec<i64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), OPENERS);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(
+            store.list_runs(&RunFilter::default()).unwrap().len(),
+            OPENERS
+        );
+    }
+}
+
+#[test]
 fn newer_database_is_refused_untouched() {
     let dir = TempDir::new().unwrap();
     let path = db(&dir);

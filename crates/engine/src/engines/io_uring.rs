@@ -29,7 +29,6 @@ pub struct Uring {
     ring: IoUring,
     fd: RawFd,
     reg: Registration,
-    pending: u32,
 }
 
 fn build_ring(entries: u32) -> io::Result<IoUring> {
@@ -71,12 +70,7 @@ impl Uring {
                 reg.fixed_bufs = true;
             }
         }
-        Ok(Uring {
-            ring,
-            fd,
-            reg,
-            pending: 0,
-        })
+        Ok(Uring { ring, fd, reg })
     }
 
     pub fn registration(&self) -> Registration {
@@ -124,7 +118,6 @@ impl Engine for Uring {
                 .push(&sqe)
                 .expect("submission queue sized for iodepth");
         }
-        self.pending += 1;
     }
 
     #[inline]
@@ -140,7 +133,6 @@ impl Engine for Uring {
                 Err(e) => return Err(e),
             }
         }
-        self.pending = 0;
         for cqe in self.ring.completion() {
             out.push(Completion {
                 slot: cqe.user_data() as u32,

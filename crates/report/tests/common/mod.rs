@@ -9,7 +9,7 @@ use iolab_measure::{
     CpuUsage, DirResult, IoErrorRecord, LatencyHistogram, PassRecord, RunRecord, SyncStats,
     TargetInfo, TestRecord, TimeSeries, Warning,
 };
-use iolab_spec::{expand_preset, DataPattern, EngineKind, IoDir, JobSpec, Rw, RunSettings};
+use iolab_spec::{expand_preset, DataPattern, EngineKind, IoDir, JobSpec, RunSettings, Rw};
 use iolab_stats::{summarize, Score};
 
 pub const MAX: usize = 100;
@@ -37,7 +37,12 @@ pub fn cpu(usr: f64, sys: f64) -> CpuUsage {
     }
 }
 
-pub fn pass(index: u32, seconds: f64, read: Option<DirResult>, write: Option<DirResult>) -> PassRecord {
+pub fn pass(
+    index: u32,
+    seconds: f64,
+    read: Option<DirResult>,
+    write: Option<DirResult>,
+) -> PassRecord {
     let total: u64 = read.iter().chain(write.iter()).map(|d| d.bytes).sum();
     let ticks = (seconds / 0.5).ceil() as u64;
     let timeseries = TimeSeries {
@@ -52,7 +57,6 @@ pub fn pass(index: u32, seconds: f64, read: Option<DirResult>, write: Option<Dir
         None,
         cpu(10.0 + index as f64, 20.0 + index as f64),
         timeseries,
-        Vec::new(),
     )
 }
 
@@ -61,7 +65,13 @@ pub fn spread(ios: u64) -> [u64; 3] {
     [ios, ios + ios * 3 / 1000, ios - ios * 3 / 1000]
 }
 
-pub fn test_record(name: &str, group: &str, job: JobSpec, passes: Vec<PassRecord>, score: Score) -> TestRecord {
+pub fn test_record(
+    name: &str,
+    group: &str,
+    job: JobSpec,
+    passes: Vec<PassRecord>,
+    score: Score,
+) -> TestRecord {
     let summary = summarize(&passes, score);
     TestRecord {
         name: name.to_string(),
@@ -163,10 +173,17 @@ pub fn cdm_run() -> RunRecord {
                 }
             })
             .collect();
-        tests.push(test_record(&spec.name, &spec.group, spec.job, passes, Score::Median));
+        tests.push(test_record(
+            &spec.name,
+            &spec.group,
+            spec.job,
+            passes,
+            Score::Median,
+        ));
     }
     let mut run = run_record("cdm", settings(3, 1, 1 << 30), tests);
-    run.notes.push("io_uring: registered buffers unavailable, using plain buffers".into());
+    run.notes
+        .push("io_uring: registered buffers unavailable, using plain buffers".into());
     run.warnings.push(Warning {
         code: "CACHE_SMALL_REGION".into(),
         message: "the 1 GiB region fits in the drive's SLC cache".into(),
@@ -199,7 +216,13 @@ pub fn atto_run() -> RunRecord {
             } else {
                 pass(1, 1.0, None, Some(d))
             };
-            tests.push(test_record(&format!("{group} {name}"), &group, job, vec![p], Score::Median));
+            tests.push(test_record(
+                &format!("{group} {name}"),
+                &group,
+                job,
+                vec![p],
+                Score::Median,
+            ));
         }
     }
     let mut s = settings(1, 0, 256 << 20);
@@ -261,8 +284,10 @@ pub fn custom_run() -> RunRecord {
     run.target.io_path = format!("{}/iolab-test.dat", run.target.path);
     run.target.kind = "dir".into();
     run.target.fs_type = "xfs".into();
-    run.notes.push("io_uring is not available (EPERM from io_uring_setup); fell back to psync".into());
-    run.notes.push(format!("a deliberately long note: {}", "word ".repeat(40)));
+    run.notes
+        .push("io_uring is not available (EPERM from io_uring_setup); fell back to psync".into());
+    run.notes
+        .push(format!("a deliberately long note: {}", "word ".repeat(40)));
     run.warnings.push(Warning {
         code: "BUFFERED_IO".into(),
         message: "buffered I/O measures the page cache as much as the device".into(),

@@ -88,16 +88,9 @@ pub fn pass(seed: u64, index: u32, mixed: bool) -> PassRecord {
     } else {
         Vec::new()
     };
-    PassRecord::new(
-        index,
-        seconds,
-        Some(read),
-        write,
-        sync,
-        cpu,
-        timeseries,
-        errors,
-    )
+    let mut record = PassRecord::new(index, seconds, Some(read), write, sync, cpu, timeseries);
+    record.errors = errors;
+    record
 }
 
 pub fn test_record(seed: u64, name: &str, mixed: bool) -> TestRecord {
