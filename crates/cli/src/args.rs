@@ -136,6 +136,16 @@ pub struct RunArgs {
     /// Add CrystalDiskMark's 70/30 read/write mix test to each cdm row.
     #[arg(long)]
     pub mix: bool,
+    /// Keep adding passes until the 95% CI half-width is within PCT% of the median
+    /// (default 3%); --runs is then the minimum (at least 3).
+    #[arg(long, value_name = "PCT", num_args = 0..=1, default_missing_value = "3")]
+    pub until_stable: Option<f64>,
+    /// With --until-stable: most measured passes per test.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub max_runs: u32,
+    /// With --until-stable: most time spent on one test's measured passes.
+    #[arg(long, value_name = "TIME", default_value = "2m")]
+    pub max_time: String,
     /// Headline value: median of passes (default) or best (CrystalDiskMark's best of N).
     #[arg(long, default_value = "median")]
     pub score: String,

@@ -4,10 +4,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use iolab_engine::{prepare, run_pass, Target, TargetError, TargetRequest};
-use iolab_measure::{RunRecord, TestRecord, TestSummary};
+use iolab_measure::{ActivitySample, PassContext, RunRecord, TestRecord, TestSummary};
 use iolab_spec::{
     expand_preset, parse_duration, parse_size, preset_info, DataPattern, EngineKind, JobSpec,
     RunSettings, Rw, SpecError, SyncMode, TestSpec,
@@ -23,6 +23,8 @@ use crate::signals;
 /// Everything `run` needs, resolved and validated before anything is touched.
 struct Plan {
     preset: String,
+    /// `--until-stable`: target CI half-width (% of the median), most passes, most time.
+    until_stable: Option<(f64, u32, Duration)>,
     settings: RunSettings,
     tests: Vec<TestSpec>,
     score: Score,
@@ -118,6 +120,19 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
         }
         t.job.validate()?;
     }
+    let until_stable = match a.until_stable {
+        None => None,
+        Some(pct) if pct > 0.0 && pct < 100.0 => Some((
+            pct,
+            a.max_runs.max(3),
+            parse_duration("max-time", &a.max_time)?,
+        )),
+        Some(pct) => {
+            return Err(CliError::Usage(format!(
+                "--until-stable {pct}: expected a percentage between 0 and 100"
+            )))
+        }
+    };
     let mut notes = Vec::new();
     let mut engine = engine;
     if engine == EngineKind::IoUring {
@@ -136,6 +151,7 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     }
     Ok(Plan {
         preset,
+        until_stable,
         settings: RunSettings {
             size,
             duration,
@@ -227,6 +243,26 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         prepare(&req, &stop, &mut |d, t| progress.preparing(d, t)).map_err(target_error)?;
     plan.settings.size = target.info.size;
 
+    // ATTO sweeps block sizes up to 64 MiB; one larger than the region cannot be placed in it.
+    if plan.preset == "atto" {
+        let region = target.info.size;
+        let too_big: Vec<String> = plan
+            .tests
+            .iter()
+            .filter(|t| t.job.bs > region)
+            .map(|t| t.name.clone())
+            .collect();
+        if !too_big.is_empty() {
+            plan.tests.retain(|t| t.job.bs <= region);
+            plan.notes.push(format!(
+                "skipped block sizes larger than the {} test region (give a larger --size to \
+                 run them): {}",
+                iolab_spec::format_bytes(region),
+                too_big.join(", ")
+            ));
+        }
+    }
+
     // O_DIRECT needs block-aligned I/O: skip (ATTO) or refuse (others) what cannot work.
     if plan.settings.direct {
         let lb = target.logical_block;
@@ -279,7 +315,8 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     };
     rec.begin(&mut run)?;
 
-    let outcome = execute(&plan, &target, &mut run, &mut rec, &stop, &progress);
+    let watch: Vec<String> = Vec::new();
+    let outcome = execute(&plan, &target, &mut run, &mut rec, &stop, &progress, &watch);
     progress.finish();
     run.finished_at = Some(now_rfc3339());
     run.complete = outcome.is_ok() && !stop.load(Ordering::Relaxed);
@@ -329,6 +366,7 @@ fn execute(
     rec: &mut Recorder,
     stop: &AtomicBool,
     progress: &Progress,
+    watch: &[String],
 ) -> Result<(), CliError> {
     let s = &plan.settings;
     let mut elapsed_plan = Duration::ZERO;
@@ -348,22 +386,56 @@ fn execute(
             (Some(st), Some(id)) => Some(st.add_test(id, ti as u32, &record)?),
             _ => None,
         };
-        let total = s.warmup_passes + s.runs;
-        for p in 0..total {
+        let mut p = 0u32;
+        let mut converged = None;
+        let mut measuring_since = Instant::now();
+        loop {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
             let warm = p < s.warmup_passes;
+            let measured = record.passes.len() as u32;
+            if !warm {
+                if measured == 0 {
+                    measuring_since = Instant::now();
+                }
+                match plan.until_stable {
+                    None if measured >= s.runs => break,
+                    None => {}
+                    Some((pct, max_runs, max_time)) => {
+                        let mbs: Vec<f64> = record.passes.iter().map(|p| p.mb_s).collect();
+                        if measured >= s.runs && iolab_stats::is_stable(&mbs, pct) {
+                            converged = Some(true);
+                            break;
+                        }
+                        if measured >= max_runs || measuring_since.elapsed() >= max_time {
+                            converged = Some(false);
+                            break;
+                        }
+                    }
+                }
+            }
             let dur = if warm { s.warmup_duration } else { s.duration };
             let label = if warm {
                 format!("{} warm-up", test.name)
+            } else if plan.until_stable.is_some() {
+                format!("{} {}", test.name, measured + 1)
             } else {
-                format!("{} {}/{}", test.name, p - s.warmup_passes + 1, s.runs)
+                format!("{} {}/{}", test.name, measured + 1, s.runs)
             };
             let obs = progress.pass(label, elapsed_plan, dur);
-            let index = if warm { 0 } else { p - s.warmup_passes + 1 };
+            let index = if warm { 0 } else { measured + 1 };
+            let check_cache = !s.direct && test.job.rw.reads();
+            let cache_before = if check_cache {
+                target.resident_fraction()
+            } else {
+                None
+            };
+            let activity = ActivitySample::now();
             let out = run_pass(target, test, s, index, dur, stop, &obs).map_err(target_error)?;
+            let activity = activity.until(&ActivitySample::now(), watch);
             elapsed_plan += dur;
+            p += 1;
             for n in out.notes {
                 if !run.notes.contains(&n) {
                     run.notes.push(n);
@@ -373,12 +445,22 @@ fn execute(
                 // A pass cut short by Ctrl-C is not a measurement.
                 break;
             }
-            let errors = out.record.errors.clone();
+            let mut pass = out.record;
+            pass.context = PassContext {
+                cache_resident_before: cache_before,
+                cache_resident_after: if check_cache {
+                    target.resident_fraction()
+                } else {
+                    None
+                },
+                activity,
+            };
+            let errors = pass.errors.clone();
             if !warm || !errors.is_empty() {
                 if let (Some(st), Some(tid)) = (&mut rec.store, test_id) {
-                    st.add_pass(tid, &out.record)?;
+                    st.add_pass(tid, &pass)?;
                 }
-                record.passes.push(out.record);
+                record.passes.push(pass);
             }
             if let Some(e) = errors.first() {
                 let mut msg = format!(
@@ -398,6 +480,7 @@ fn execute(
             }
         }
         record.summary = summarize(&record.passes, plan.score);
+        record.summary.converged = converged;
         if let (Some(st), Some(tid)) = (&mut rec.store, test_id) {
             st.update_test_summary(tid, &record.summary)?;
         }

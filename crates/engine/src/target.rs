@@ -389,3 +389,69 @@ pub fn prepare(
         }
     }
 }
+
+impl Target {
+    /// Fraction (0..1) of the test region resident in the page cache, from mincore(2) on a
+    /// read-only mapping (mapping touches no data). None when it cannot be known.
+    pub fn resident_fraction(&self) -> Option<f64> {
+        let file = File::open(&self.io_path).ok()?;
+        let len = self.info.size as usize;
+        if len == 0 {
+            return None;
+        }
+        // SAFETY: a private read-only mapping of `len` bytes of an open file; unmapped below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let mut vec = vec![0u8; len.div_ceil(page)];
+        // SAFETY: vec has one byte per page of the mapping.
+        let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
+        // SAFETY: unmapping exactly what was mapped.
+        unsafe { libc::munmap(addr, len) };
+        if rc != 0 {
+            return None;
+        }
+        let resident = vec.iter().filter(|&&b| b & 1 == 1).count();
+        Some(resident as f64 / vec.len() as f64)
+    }
+
+    /// Whether O_DIRECT is really honoured: a direct read into a misaligned buffer must be
+    /// refused with EINVAL. If it succeeds, the filesystem ignores O_DIRECT (tmpfs, some
+    /// FUSE filesystems) and reads come from memory. None when it cannot be probed.
+    pub fn direct_io_honoured(&self) -> Option<bool> {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&self.io_path)
+            .ok()?;
+        let pool = BufferPool::new(1, 8192);
+        // SAFETY: the pointer is one byte into an 8 KiB buffer and we read 4096 bytes.
+        let rc = unsafe {
+            libc::pread64(
+                file.as_raw_fd(),
+                pool.slot_ptr(0).add(1) as *mut libc::c_void,
+                4096,
+                0,
+            )
+        };
+        if rc >= 0 {
+            Some(false)
+        } else if io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+            Some(true)
+        } else {
+            None
+        }
+    }
+}

@@ -5,13 +5,15 @@
 //! Everything here is plain data with serde derives; the engine fills it, `iolab-stats`
 //! summarises it, `iolab-store` keeps it and `iolab-report` prints it.
 
+mod activity;
 mod cpu;
 mod histogram;
 mod model;
 
+pub use activity::{Activity, ActivitySample, DeviceIo, ProcessCpu};
 pub use cpu::{CpuSample, CpuUsage};
 pub use histogram::LatencyHistogram;
 pub use model::{
-    DirResult, IoErrorRecord, LatSummary, MetricSummary, PassRecord, RunRecord, SyncStats,
-    TargetInfo, TestRecord, TestSummary, TimeSeries, Warning, MB,
+    DirResult, IoErrorRecord, LatSummary, MetricSummary, PassContext, PassRecord, RunRecord,
+    SyncStats, TargetInfo, TestRecord, TestSummary, TimeSeries, Warning, MB,
 };

@@ -3,6 +3,7 @@
 use iolab_spec::{IoDir, JobSpec, RunSettings};
 use serde::{Deserialize, Serialize};
 
+use crate::activity::Activity;
 use crate::cpu::CpuUsage;
 use crate::histogram::LatencyHistogram;
 
@@ -112,6 +113,20 @@ pub struct PassRecord {
     pub cpu: CpuUsage,
     pub timeseries: TimeSeries,
     pub errors: Vec<IoErrorRecord>,
+    /// What surrounded the pass: page-cache residency, device and CPU activity.
+    #[serde(default)]
+    pub context: PassContext,
+}
+
+/// Conditions around a pass that decide whether its numbers can be trusted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PassContext {
+    /// Fraction (0..1) of the test region in the page cache before the pass (mincore).
+    pub cache_resident_before: Option<f64>,
+    /// The same after the pass.
+    pub cache_resident_after: Option<f64>,
+    /// Device bytes and other processes' CPU during the pass.
+    pub activity: Activity,
 }
 
 impl PassRecord {
@@ -148,6 +163,7 @@ impl PassRecord {
             cpu,
             timeseries,
             errors: Vec::new(),
+            context: PassContext::default(),
         }
     }
 }
@@ -185,6 +201,9 @@ pub struct TestSummary {
     pub stats_lat_p99_us: MetricSummary,
     /// How the confidence intervals were computed.
     pub ci_method: String,
+    /// With `--until-stable`: whether the interval reached the target before the limits.
+    #[serde(default)]
+    pub converged: Option<bool>,
 }
 
 /// One test of a run with its passes.

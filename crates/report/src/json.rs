@@ -169,6 +169,7 @@ fn pass(p: &PassRecord) -> Value {
             "mb_s": p.timeseries.mb_s(p.seconds),
         },
         "errors": p.errors.iter().map(error).collect::<Vec<_>>(),
+        "context": serde_json::to_value(&p.context).unwrap_or(Value::Null),
     })
 }
 
@@ -196,6 +197,7 @@ fn summary(s: &TestSummary) -> Value {
         "lat_p99_us": s.lat_p99_us,
         "score": s.score,
         "ci_method": s.ci_method,
+        "converged": s.converged,
         "stats": {
             "mb_s": metric(&s.stats_mb_s),
             "iops": metric(&s.stats_iops),

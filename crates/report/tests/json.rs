@@ -63,6 +63,7 @@ const PASS_KEYS: &[&str] = &[
     "cpu",
     "timeseries",
     "errors",
+    "context",
 ];
 
 /// Parses the pretty string back, so every check also covers serialisation.
@@ -286,6 +287,7 @@ fn assert_document(run: &RunRecord) {
                 "lat_p99_us",
                 "score",
                 "ci_method",
+                "converged",
                 "stats",
             ],
             "summary",

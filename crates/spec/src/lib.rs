@@ -3,6 +3,7 @@
 //! Nothing in this crate touches a file. It turns user input (`--rw randread --bs 4k`,
 //! `cdm`, `atto`) into a validated list of [`TestSpec`]s that the engine executes.
 
+pub mod fio;
 mod job;
 mod presets;
 mod units;

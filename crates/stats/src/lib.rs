@@ -4,6 +4,8 @@
 //! Confidence intervals use Student's t on the mean of the passes (the passes of a test are
 //! independent repeats of the same job); with one pass the interval is the value itself.
 
+pub mod warnings;
+
 use iolab_measure::{MetricSummary, PassRecord, TestSummary};
 
 /// How a test's headline value is chosen from its passes.
@@ -124,6 +126,7 @@ pub fn summarize(passes: &[PassRecord], score: Score) -> TestSummary {
         stats_lat_mean_us,
         stats_lat_p99_us,
         ci_method: CI_METHOD.to_string(),
+        converged: None,
     }
 }
 
@@ -136,9 +139,58 @@ pub fn ci_pct(m: &MetricSummary) -> f64 {
     }
 }
 
+/// Modified z-score threshold above which a pass is an outlier (Iglewicz and Hoaglin).
+pub const OUTLIER_Z: f64 = 3.5;
+
+/// Indices of outliers by modified z-score, 0.6745 * |x - median| / MAD > 3.5. Needs at
+/// least 3 values; with a MAD of zero nothing is flagged.
+pub fn outliers(values: &[f64]) -> Vec<usize> {
+    if values.len() < 3 {
+        return Vec::new();
+    }
+    let med = median(values);
+    let dev: Vec<f64> = values.iter().map(|x| (x - med).abs()).collect();
+    let mad = median(&dev);
+    if mad == 0.0 {
+        return Vec::new();
+    }
+    values
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| 0.6745 * (*x - med).abs() / mad > OUTLIER_Z)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// A first pass is "slow" (still warming a cache or waking a device) when its throughput is
+/// below 80% of the median of the passes after it; needs at least 3 passes.
+pub fn slow_first(values: &[f64]) -> bool {
+    values.len() >= 3 && values[0] < 0.8 * median(&values[1..])
+}
+
+/// The `--until-stable` rule: at least 3 passes, and the 95% CI half-width of the mean is
+/// within `pct` percent of the median.
+pub fn is_stable(values: &[f64], pct: f64) -> bool {
+    if values.len() < 3 {
+        return false;
+    }
+    let m = metric(values);
+    m.median != 0.0 && 100.0 * (m.ci_high - m.ci_low) / 2.0 <= pct * m.median.abs()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outliers_and_slow_first() {
+        // median 100, MAD 1: 0.6745 * 20 / 1 = 13.5 > 3.5.
+        assert_eq!(outliers(&[100.0, 101.0, 99.0, 120.0, 100.0]), vec![3]);
+        assert!(outliers(&[100.0, 100.0, 100.0, 250.0]).is_empty());
+        assert!(outliers(&[1.0, 2.0]).is_empty());
+        assert!(slow_first(&[70.0, 100.0, 101.0]));
+        assert!(!slow_first(&[90.0, 100.0, 101.0]));
+    }
 
     #[test]
     fn median_odd_even() {
@@ -158,6 +210,9 @@ mod tests {
         assert!((m.ci_high - 20.0 - 4.303 * 10.0 / 3f64.sqrt()).abs() < 1e-9);
         assert!((ci_pct(&m) - 124.2169).abs() < 1e-3);
         let one = metric(&[5.0]);
+        assert!(is_stable(&[100.0, 101.0, 99.0, 100.0], 3.0));
+        assert!(!is_stable(&[100.0, 130.0, 70.0], 3.0));
+        assert!(!is_stable(&[100.0, 100.0], 3.0));
         assert_eq!((one.ci_low, one.ci_high, one.stddev), (5.0, 5.0, 0.0));
     }
 }

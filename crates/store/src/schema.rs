@@ -74,6 +74,10 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX passes_test_id ON passes (test_id);
     ",
+    // v2: what surrounded each pass (page-cache residency, device and CPU activity).
+    "
+    ALTER TABLE passes ADD COLUMN context_json TEXT;
+    ",
 ];
 
 /// The schema version this build writes and understands.

@@ -237,7 +237,8 @@ impl Store {
         let mut stmt = tx
             .prepare_cached(
                 "SELECT id, idx, bytes, ios, seconds, mb_s, iops, lat_json, read_json,
-                        write_json, sync_json, cpu_json, timeseries_json, errors_json
+                        write_json, sync_json, cpu_json, timeseries_json, errors_json,
+                        context_json
                  FROM passes WHERE test_id = ?1 ORDER BY id",
             )
             .at(path)?;
@@ -486,11 +487,13 @@ fn insert_pass(
     let cpu = encode(path, "passes.cpu_json", &pass.cpu)?;
     let timeseries = encode(path, "passes.timeseries_json", &pass.timeseries)?;
     let errors = encode(path, "passes.errors_json", &pass.errors)?;
+    let context = encode(path, "passes.context_json", &pass.context)?;
     let mut stmt = tx
         .prepare_cached(
             "INSERT INTO passes (test_id, idx, bytes, ios, seconds, mb_s, iops, lat_json,
-                 read_json, write_json, sync_json, cpu_json, timeseries_json, errors_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 read_json, write_json, sync_json, cpu_json, timeseries_json, errors_json,
+                 context_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )
         .at(path)?;
     stmt.insert(params![
@@ -508,6 +511,7 @@ fn insert_pass(
         cpu,
         timeseries,
         errors,
+        context,
     ])
     .map_err(|e| match constraint(&e) {
         Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => StoreError::TestNotFound {
@@ -637,5 +641,7 @@ fn decode_pass(path: &Path, row: &Row<'_>) -> Result<PassRecord, StoreError> {
         cpu: d.json("cpu_json")?,
         timeseries: d.json("timeseries_json")?,
         errors: d.json("errors_json")?,
+        // Passes stored before schema v2 have no context.
+        context: d.json_opt("context_json")?.unwrap_or_default(),
     })
 }

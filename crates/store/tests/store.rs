@@ -445,3 +445,31 @@ fn corrupt_json_names_the_column_and_row() {
         "{err}"
     );
 }
+
+#[test]
+fn version_1_database_is_migrated_and_old_passes_load() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("r.db");
+    let original = common::run("5d1f3a52-0000-4000-8000-000000000001");
+    let id = Store::open(&path).unwrap().save_run(&original).unwrap();
+    {
+        // Turn the file back into what iolab 0.1 with schema v1 wrote.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("ALTER TABLE passes DROP COLUMN context_json; PRAGMA user_version = 1;")
+            .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let loaded = store.load_run(id).unwrap();
+    for (t, o) in loaded.tests.iter().zip(&original.tests) {
+        assert_eq!(t.passes.len(), o.passes.len());
+        for (p, q) in t.passes.iter().zip(&o.passes) {
+            assert_eq!(p.context, Default::default());
+            assert_eq!(p.mb_s, q.mb_s);
+        }
+    }
+}

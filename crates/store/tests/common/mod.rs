@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use iolab_measure::{
-    CpuUsage, DirResult, IoErrorRecord, LatencyHistogram, MetricSummary, PassRecord, RunRecord,
-    SyncStats, TargetInfo, TestRecord, TestSummary, TimeSeries, Warning,
+    Activity, CpuUsage, DeviceIo, DirResult, IoErrorRecord, LatencyHistogram, MetricSummary,
+    PassContext, PassRecord, ProcessCpu, RunRecord, SyncStats, TargetInfo, TestRecord, TestSummary,
+    TimeSeries, Warning,
 };
 use iolab_spec::{DataPattern, EngineKind, IoDir, JobSpec, RunSettings, Rw, SyncMode};
 use serde_json::json;
@@ -50,6 +51,7 @@ fn summary(seed: f64) -> TestSummary {
         stats_lat_mean_us: m(0.1 + 0.2),
         stats_lat_p99_us: m(seed / 3.0),
         ci_method: "t-distribution".into(),
+        converged: Some(seed > 2.0),
     }
 }
 
@@ -90,6 +92,23 @@ pub fn pass(seed: u64, index: u32, mixed: bool) -> PassRecord {
     };
     let mut record = PassRecord::new(index, seconds, Some(read), write, sync, cpu, timeseries);
     record.errors = errors;
+    record.context = PassContext {
+        cache_resident_before: Some(0.25 + index as f64 / 8.0),
+        cache_resident_after: if mixed { None } else { Some(1.0) },
+        activity: Activity {
+            devices: vec![DeviceIo {
+                device: "loop3".into(),
+                read_bytes: 4096 * seed,
+                write_bytes: 512,
+            }],
+            other_cpu_pct: 3.5,
+            top_processes: vec![ProcessCpu {
+                pid: 42,
+                name: "chromium".into(),
+                cpu_pct: 2.25,
+            }],
+        },
+    };
     record
 }
 

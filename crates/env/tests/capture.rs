@@ -1,0 +1,811 @@
+//! Captures on this machine: host facts, the filesystem under a temp dir, and (as root) loop
+//! devices, a two-device btrfs, a blkio cgroup and a zfs-fuse pool built for the test and
+//! torn down by drop guards even when an assertion fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use iolab_env::{
+    capture, parse_mountinfo, parse_proc_cgroup, render, throttles_along, throttles_of_cgroup,
+    Environment, RelationKind, ThrottleKind,
+};
+
+// ---------------------------------------------------------------------------------------
+// helpers and guards
+
+/// Root tests create loop devices and mounts: one at a time.
+static ROOT_LOCK: Mutex<()> = Mutex::new(());
+
+fn root_lock() -> MutexGuard<'static, ()> {
+    ROOT_LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn sh(program: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{program}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn have(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false)
+}
+
+/// True when running as root with every tool; otherwise prints why the test skips.
+fn root_with(test: &str, tools: &[&str]) -> bool {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: {test} needs root");
+        return false;
+    }
+    if let Some(t) = tools.iter().find(|t| !have(t)) {
+        println!("skipped: {test} needs `{t}`");
+        return false;
+    }
+    true
+}
+
+fn sparse_file(path: &Path, bytes: u64) {
+    std::fs::File::create(path)
+        .and_then(|f| f.set_len(bytes))
+        .expect("sparse file");
+}
+
+/// A loop device, detached on drop.
+struct LoopDev {
+    path: String,
+}
+
+impl LoopDev {
+    fn attach(file: &Path, direct_io: bool) -> LoopDev {
+        let f = file.to_str().unwrap();
+        let mut args = vec!["-f", "--show"];
+        if direct_io {
+            args.push("--direct-io=on");
+        }
+        args.push(f);
+        let path = sh("losetup", &args).expect("losetup");
+        LoopDev { path }
+    }
+
+    fn name(&self) -> String {
+        self.path.trim_start_matches("/dev/").to_string()
+    }
+
+    fn dev(&self) -> String {
+        std::fs::read_to_string(format!("/sys/class/block/{}/dev", self.name()))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if sh("losetup", &["-d", &self.path]).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("warning: could not detach {}", self.path);
+    }
+}
+
+/// Queue settings of a device, put back on drop: a loop device keeps a "write through"
+/// choice after it is detached, and the next user of that loop device would inherit it.
+struct QueueRestore {
+    queue: PathBuf,
+    saved: Vec<(&'static str, String)>,
+}
+
+impl QueueRestore {
+    fn save(device_name: &str) -> QueueRestore {
+        let queue = Path::new("/sys/block").join(device_name).join("queue");
+        let saved = ["write_cache", "read_ahead_kb"]
+            .into_iter()
+            .map(|f| {
+                (
+                    f,
+                    std::fs::read_to_string(queue.join(f))
+                        .unwrap()
+                        .trim()
+                        .to_string(),
+                )
+            })
+            .collect();
+        QueueRestore { queue, saved }
+    }
+}
+
+impl Drop for QueueRestore {
+    fn drop(&mut self) {
+        for (f, v) in &self.saved {
+            if let Err(e) = std::fs::write(self.queue.join(f), v) {
+                eprintln!(
+                    "warning: could not restore {}/{f}: {e}",
+                    self.queue.display()
+                );
+            }
+        }
+    }
+}
+
+/// A mount, unmounted on drop (lazily if it stays busy).
+struct Mount {
+    dir: PathBuf,
+}
+
+impl Mount {
+    fn new(source: &str, dir: &Path, options: Option<&str>) -> Mount {
+        std::fs::create_dir_all(dir).unwrap();
+        let d = dir.to_str().unwrap();
+        let mut args = vec![];
+        if let Some(o) = options {
+            args.extend(["-o", o]);
+        }
+        args.extend([source, d]);
+        sh("mount", &args).expect("mount");
+        Mount {
+            dir: dir.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let d = self.dir.to_str().unwrap();
+        for _ in 0..20 {
+            if sh("umount", &[d]).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = sh("umount", &["-l", d]);
+    }
+}
+
+/// A cgroup directory, removed on drop (once its processes are gone).
+struct Cgroup {
+    dir: PathBuf,
+}
+
+impl Cgroup {
+    fn new(dir: PathBuf) -> Cgroup {
+        std::fs::create_dir(&dir).expect("mkdir cgroup");
+        Cgroup { dir }
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("warning: could not remove {}", self.dir.display());
+    }
+}
+
+fn canon(p: &Path) -> String {
+    std::fs::canonicalize(p).unwrap().display().to_string()
+}
+
+/// "maj:min" of the filesystem holding `path` (st_dev).
+fn st_dev(path: &Path) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let d = std::fs::metadata(path).unwrap().dev();
+    (rustix::fs::major(d), rustix::fs::minor(d))
+}
+
+fn assert_renders(env: &Environment) {
+    let text = render(env);
+    for l in text.lines() {
+        assert!(l.chars().count() <= 100, "line over 100 columns: {l}");
+    }
+    println!("{text}");
+}
+
+// ---------------------------------------------------------------------------------------
+// every machine
+
+#[test]
+fn host_facts() {
+    let env = capture(None);
+    assert!(env.captured_at.is_some());
+    assert!(env.kernel_release.as_deref().is_some_and(|k| !k.is_empty()));
+    assert!(env.kernel_version.is_some());
+    let usable = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(env.cpus_usable, Some(usable));
+    let online = env.cpu_cores.expect("online CPUs");
+    assert!(online >= usable, "{online} online < {usable} usable");
+    assert!(env.memory_total_bytes.unwrap() > 0);
+    assert!(env.memory_available_bytes.unwrap() <= env.memory_total_bytes.unwrap());
+    assert!(env.target.is_none());
+    assert_renders(&env);
+}
+
+#[test]
+fn temp_dir_on_the_root_filesystem() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = capture(Some(dir.path()));
+    let t = env.target.as_ref().unwrap();
+    assert_eq!(t.kind.as_deref(), Some("dir"));
+    assert_eq!(t.resolved_path.as_deref(), Some(canon(dir.path()).as_str()));
+    // What the system's own tools say about the same directory.
+    let (fs_type, majmin) = if have("findmnt") {
+        let d = dir.path().to_str().unwrap();
+        let out = sh("findmnt", &["-n", "-o", "FSTYPE,MAJ:MIN", "-T", d]).unwrap();
+        let mut it = out.split_whitespace();
+        (
+            it.next().unwrap().to_string(),
+            it.next().unwrap().to_string(),
+        )
+    } else {
+        let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let m = parse_mountinfo(&text)
+            .into_iter()
+            .filter(|m| dir.path().starts_with(&m.mount_point))
+            .max_by_key(|m| m.mount_point.len())
+            .unwrap();
+        (m.fs_type, format!("{}:{}", m.dev.0, m.dev.1))
+    };
+    assert_eq!(t.fs_type.as_deref(), Some(fs_type.as_str()));
+    assert_eq!(t.mount_dev.as_deref(), Some(majmin.as_str()));
+    assert!(t.mount_options.is_some() && t.super_options.is_some());
+    if t.devices.is_empty() {
+        println!("skipped: chain check, {fs_type} under the temp dir has no block device");
+    } else {
+        if !majmin.starts_with("0:") {
+            assert_eq!(t.devices[0].dev.as_deref(), Some(majmin.as_str()));
+            assert_eq!(
+                t.devices[0].relation.as_ref().unwrap().kind,
+                RelationKind::Mounted
+            );
+        }
+        let last = t.devices.last().unwrap();
+        assert!(
+            matches!(last.kind.as_deref(), Some("disk") | Some("zram")),
+            "chain ends in {last:?}"
+        );
+        assert!(last.logical_block_size.is_some());
+        assert!(last.scheduler.is_some());
+        assert!(t.chain_complete, "{:?}", t.notes);
+    }
+
+    // A file that does not exist yet: its nearest existing ancestor is examined.
+    let missing = dir.path().join("not/yet/there");
+    let env2 = capture(Some(&missing));
+    let t2 = env2.target.as_ref().unwrap();
+    assert_eq!(t2.kind, None);
+    assert_eq!(t2.resolved_path, t.resolved_path);
+    assert_eq!(t2.fs_type, t.fs_type);
+    assert_eq!(t2.devices, t.devices);
+
+    // Stored as JSON and read back unchanged; an older document missing keys still loads.
+    let json = serde_json::to_string(&env).unwrap();
+    let back: Environment = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, env);
+    let old: Environment =
+        serde_json::from_str(r#"{"hostname":"h","target":{"path":"/x"}}"#).unwrap();
+    assert_eq!(old.hostname.as_deref(), Some("h"));
+    assert_eq!(old.cpu_model, None);
+    assert_renders(&env);
+}
+
+#[test]
+fn proc_cgroup_sample() {
+    let sample = "12:blkio:/iolab-envtest-1\n4:memory:/process_api/x\n1:cpu,cpuacct:/\n0::/\n";
+    let c = parse_proc_cgroup(sample);
+    let blkio = c
+        .iter()
+        .find(|m| m.controllers.iter().any(|c| c == "blkio"))
+        .unwrap();
+    assert_eq!(blkio.path, "/iolab-envtest-1");
+    assert_eq!(blkio.hierarchy_id, 12);
+    // And this process's own file parses into at least one membership.
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    assert!(!parse_proc_cgroup(&own).is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// root: loop devices, btrfs, cgroups, zfs
+
+#[test]
+fn loop_device_with_ext4() {
+    let _lock = root_lock();
+    if !root_with(
+        "loop_device_with_ext4",
+        &["losetup", "mkfs.ext4", "mount", "umount", "blockdev"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("ext4.img");
+    sparse_file(&img, 64 << 20);
+    let lo = LoopDev::attach(&img, true);
+    sh("mkfs.ext4", &["-q", "-F", &lo.path]).expect("mkfs.ext4");
+    let mnt = dir.path().join("mnt");
+    let _mount = Mount::new(&lo.path, &mnt, None);
+    let name = lo.name();
+    let _restore = QueueRestore::save(&name);
+    std::fs::write(
+        format!("/sys/block/{name}/queue/write_cache"),
+        "write through",
+    )
+    .unwrap();
+    sh("blockdev", &["--setra", "256", &lo.path]).unwrap();
+    std::fs::write(mnt.join("data"), b"x").unwrap();
+
+    let env = capture(Some(&mnt));
+    let t = env.target.as_ref().unwrap();
+    assert_eq!(t.fs_type.as_deref(), Some("ext4"));
+    assert_eq!(t.mount_point.as_deref(), Some(canon(&mnt).as_str()));
+    assert_eq!(t.mount_source.as_deref(), Some(lo.path.as_str()));
+    assert_eq!(t.mount_dev.as_deref(), Some(lo.dev().as_str()));
+    assert!(t.chain_complete, "{:?}", t.notes);
+
+    let l = &t.devices[0];
+    assert_eq!(l.name, name);
+    assert_eq!(l.kind.as_deref(), Some("loop"));
+    assert_eq!(l.relation.as_ref().unwrap().kind, RelationKind::Mounted);
+    assert_eq!(l.loop_dio, Some(true));
+    assert_eq!(l.loop_backing_file.as_deref(), Some(canon(&img).as_str()));
+    assert_eq!(l.loop_offset, Some(0));
+    assert_eq!(l.write_cache.as_deref(), Some("write through"));
+    assert_eq!(l.read_ahead_kb, Some(128));
+    assert!(l.logical_block_size.is_some());
+
+    // The next link is the device holding the backing file.
+    assert!(t.devices.len() >= 2, "{:?}", t.devices);
+    let below = &t.devices[1];
+    let rel = below.relation.as_ref().unwrap();
+    assert_eq!(rel.kind, RelationKind::BackingFileOn);
+    assert_eq!(rel.of, name);
+    assert_eq!(rel.detail.as_deref(), Some(canon(&img).as_str()));
+    let (maj, min) = st_dev(&img);
+    if maj != 0 {
+        assert_eq!(below.dev.as_deref(), Some(format!("{maj}:{min}").as_str()));
+    }
+    assert_renders(&env);
+
+    // A file inside: same chain, plus its direct-I/O alignment.
+    let f = capture(Some(&mnt.join("data")));
+    let ft = f.target.as_ref().unwrap();
+    assert_eq!(ft.kind.as_deref(), Some("file"));
+    assert_eq!(ft.devices, t.devices);
+    assert!(
+        ft.dio_offset_align.is_some(),
+        "kernel ≥ 6.1 reports STATX_DIOALIGN"
+    );
+
+    // The loop device itself as the target: the chain starts at it.
+    let d = capture(Some(Path::new(&lo.path)));
+    let dt = d.target.as_ref().unwrap();
+    assert_eq!(dt.kind.as_deref(), Some("device"));
+    assert_eq!(dt.fs_type, None);
+    assert_eq!(dt.devices[0].name, name);
+    assert_eq!(
+        dt.devices[0].relation.as_ref().unwrap().kind,
+        RelationKind::Target
+    );
+    assert_eq!(dt.devices[1..], t.devices[1..]);
+}
+
+#[test]
+fn btrfs_raid1_over_two_loop_devices() {
+    let _lock = root_lock();
+    if !root_with(
+        "btrfs_raid1_over_two_loop_devices",
+        &["losetup", "mkfs.btrfs", "btrfs", "mount"],
+    ) {
+        return;
+    }
+    if !std::fs::read_to_string("/proc/filesystems")
+        .unwrap()
+        .contains("btrfs")
+    {
+        println!("skipped: btrfs_raid1_over_two_loop_devices: kernel has no btrfs");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.img"), dir.path().join("b.img"));
+    sparse_file(&a, 300 << 20);
+    sparse_file(&b, 300 << 20);
+    let la = LoopDev::attach(&a, false);
+    let lb = LoopDev::attach(&b, false);
+    sh(
+        "mkfs.btrfs",
+        &["-q", "-f", "-d", "raid1", "-m", "raid1", &la.path, &lb.path],
+    )
+    .expect("mkfs.btrfs");
+    let _ = sh("btrfs", &["device", "scan", &la.path, &lb.path]);
+    let mnt = dir.path().join("mnt");
+    let _mount = Mount::new(&la.path, &mnt, Some("compress=zstd:3"));
+    let sub = mnt.join("sub");
+    sh("btrfs", &["subvolume", "create", sub.to_str().unwrap()]).unwrap();
+
+    for target in [&mnt, &sub] {
+        let env = capture(Some(target));
+        let t = env.target.as_ref().unwrap();
+        assert_eq!(t.fs_type.as_deref(), Some("btrfs"));
+        assert_eq!(
+            t.mount_point.as_deref(),
+            Some(canon(&mnt).as_str()),
+            "via {target:?}"
+        );
+        let mut members: Vec<&str> = t
+            .devices
+            .iter()
+            .filter(|d| d.relation.as_ref().unwrap().kind == RelationKind::BtrfsMember)
+            .map(|d| d.name.as_str())
+            .collect();
+        members.sort();
+        let mut want = vec![la.name(), lb.name()];
+        want.sort();
+        assert_eq!(members, want);
+        // Each member is followed by the device holding its backing file.
+        for (i, d) in t.devices.iter().enumerate() {
+            if d.kind.as_deref() == Some("loop") {
+                let next = t.devices[i + 1].relation.as_ref().unwrap();
+                assert_eq!(next.kind, RelationKind::BackingFileOn);
+                assert_eq!(next.of, d.name);
+            }
+        }
+        assert_eq!(
+            t.fs_extra.get("data_profile").map(String::as_str),
+            Some("raid1")
+        );
+        assert_eq!(
+            t.fs_extra.get("metadata_profile").map(String::as_str),
+            Some("raid1")
+        );
+        assert!(t
+            .fs_extra
+            .get("compress")
+            .is_some_and(|c| c.starts_with("zstd")));
+        assert!(t.fs_extra.contains_key("fsid"));
+        assert!(t.chain_complete, "{:?}", t.notes);
+        assert_renders(&env);
+    }
+}
+
+/// Writes an MBR with one Linux partition from sector 2048 to the end.
+fn write_mbr(path: &Path, bytes: u64) {
+    use std::os::unix::fs::FileExt;
+    let mut mbr = [0u8; 512];
+    let start: u32 = 2048;
+    let sectors = u32::try_from(bytes / 512).unwrap() - start;
+    let e = &mut mbr[0x1be..0x1ce];
+    e[4] = 0x83;
+    e[8..12].copy_from_slice(&start.to_le_bytes());
+    e[12..16].copy_from_slice(&sectors.to_le_bytes());
+    mbr[510] = 0x55;
+    mbr[511] = 0xaa;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.write_all_at(&mbr, 0))
+        .expect("write MBR");
+}
+
+/// A device-mapper device, removed on drop.
+struct DmDev(String);
+
+impl Drop for DmDev {
+    fn drop(&mut self) {
+        for _ in 0..20 {
+            if sh("dmsetup", &["remove", &self.0]).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("warning: could not remove dm device {}", self.0);
+    }
+}
+
+#[test]
+fn dm_over_a_partition_of_a_loop_device() {
+    let _lock = root_lock();
+    let tools = ["losetup", "dmsetup", "mkfs.ext4", "mount", "blockdev"];
+    if !root_with("dm_over_a_partition_of_a_loop_device", &tools) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("disk.img");
+    sparse_file(&img, 64 << 20);
+    write_mbr(&img, 64 << 20);
+    let lo = {
+        let path = sh("losetup", &["-f", "--show", "-P", img.to_str().unwrap()]).unwrap();
+        LoopDev { path }
+    };
+    let part = format!("{}p1", lo.path);
+    let start = Instant::now();
+    while !Path::new(&part).exists() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if !Path::new(&part).exists() {
+        println!("skipped: dm_over_a_partition_of_a_loop_device: no partition node {part}");
+        return;
+    }
+    let lname = lo.name();
+    let pname = format!("{lname}p1");
+    let mnt = dir.path().join("mnt");
+    // device-mapper, when the kernel has it: a linear dm device over the partition.
+    let dm_ready = std::fs::read_to_string("/proc/devices")
+        .is_ok_and(|d| d.contains("device-mapper"))
+        && sh("dmsetup", &["version"]).is_ok();
+    let dm_name = format!("iolab-envtest-{}", std::process::id());
+    let mut dm = None;
+    let source = if dm_ready {
+        let sectors = sh("blockdev", &["--getsz", &part]).unwrap();
+        let table = format!("0 {sectors} linear {part} 0");
+        sh("dmsetup", &["create", &dm_name, "--table", &table]).expect("dmsetup create");
+        dm = Some(DmDev(dm_name.clone()));
+        format!("/dev/mapper/{dm_name}")
+    } else {
+        println!("skipped: the dm part of dm_over_a_partition_of_a_loop_device: no device-mapper");
+        part.clone()
+    };
+    sh("mkfs.ext4", &["-q", "-F", &source]).expect("mkfs.ext4");
+    let mount = Mount::new(&source, &mnt, None);
+
+    let env = capture(Some(&mnt));
+    let t = env.target.as_ref().unwrap();
+    assert!(t.chain_complete, "{:?}", t.notes);
+    let mut chain: Vec<(String, Option<String>, RelationKind, String)> = t
+        .devices
+        .iter()
+        .map(|d| {
+            let r = d.relation.as_ref().unwrap();
+            (d.name.clone(), d.kind.clone(), r.kind, r.of.clone())
+        })
+        .collect();
+    let mut devices = t.devices.clone();
+    if dm.is_some() {
+        let top = chain.remove(0);
+        assert_eq!(top.1.as_deref(), Some("dm"));
+        assert_eq!(top.2, RelationKind::Mounted);
+        assert_eq!(devices.remove(0).dm_name.as_deref(), Some(dm_name.as_str()));
+        assert_eq!(chain[0].2, RelationKind::Underlying);
+        assert_eq!(chain[0].3, top.0);
+    } else {
+        assert_eq!(chain[0].2, RelationKind::Mounted);
+    }
+    assert_eq!(chain[0].0, pname);
+    assert_eq!(chain[0].1.as_deref(), Some("partition"));
+    assert_eq!(devices[0].partition_start_bytes, Some(2048 * 512));
+    assert_eq!(
+        chain[1],
+        (
+            lname.clone(),
+            Some("loop".to_string()),
+            RelationKind::ParentDisk,
+            pname.clone()
+        )
+    );
+    assert_eq!(chain[2].2, RelationKind::BackingFileOn);
+    assert_eq!(chain[2].3, lname);
+    assert_renders(&env);
+    drop(mount);
+    drop(dm);
+}
+
+/// Runs only as the child of `throttle_of_a_blkio_cgroup`, inside the test cgroup.
+#[test]
+#[ignore = "helper run by throttle_of_a_blkio_cgroup"]
+fn child_capture_in_cgroup() {
+    let (Some(out), Some(target)) = (
+        std::env::var_os("IOLAB_ENV_TEST_OUT"),
+        std::env::var_os("IOLAB_ENV_TEST_TARGET"),
+    ) else {
+        return;
+    };
+    let env = capture(Some(Path::new(&target)));
+    std::fs::write(out, serde_json::to_string(&env).unwrap()).unwrap();
+}
+
+#[test]
+fn throttle_of_a_blkio_cgroup() {
+    let _lock = root_lock();
+    if !root_with("throttle_of_a_blkio_cgroup", &["losetup", "sh"]) {
+        return;
+    }
+    let mounts = parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").unwrap());
+    let Some(blkio) = mounts
+        .iter()
+        .find(|m| m.fs_type == "cgroup" && m.super_options.split(',').any(|o| o == "blkio"))
+    else {
+        println!("skipped: throttle_of_a_blkio_cgroup: no cgroup-v1 blkio hierarchy mounted");
+        return;
+    };
+    let root = PathBuf::from(&blkio.mount_point);
+    if !root.join("blkio.throttle.read_bps_device").exists() {
+        println!("skipped: throttle_of_a_blkio_cgroup: kernel without blk-throttle");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("t.img");
+    sparse_file(&img, 16 << 20);
+    let lo = LoopDev::attach(&img, false);
+    let name = format!("iolab-envtest-{}", std::process::id());
+    let cg = Cgroup::new(root.join(&name));
+    let inner = Cgroup::new(cg.dir.join("inner"));
+    std::fs::write(
+        cg.dir.join("blkio.throttle.read_bps_device"),
+        format!("{} 1048576", lo.dev()),
+    )
+    .expect("set throttle");
+
+    // The cgroup's own files, and the walk from a child cgroup up through its ancestors.
+    let own = throttles_of_cgroup(&cg.dir).unwrap();
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert_eq!(own[0].device, lo.dev());
+    assert_eq!(own[0].device_name.as_deref(), Some(lo.name().as_str()));
+    assert_eq!(own[0].kind, ThrottleKind::ReadBps);
+    assert_eq!(own[0].limit, 1048576);
+    assert_eq!(own[0].cgroup, cg.dir.display().to_string());
+    assert!(throttles_of_cgroup(&inner.dir).unwrap().is_empty());
+    let along = throttles_along(&root, &format!("/{name}/inner")).unwrap();
+    assert!(along.contains(&own[0]), "{along:?}");
+
+    // A real process in the inner cgroup sees its parent's throttle on its target.
+    let out = dir.path().join("child.json");
+    let exe = std::env::current_exe().unwrap();
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg("echo $$ > \"$0\" && exec \"$@\"")
+        .arg(inner.dir.join("cgroup.procs"))
+        .arg(&exe)
+        .args([
+            "--exact",
+            "child_capture_in_cgroup",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env("IOLAB_ENV_TEST_OUT", &out)
+        .env("IOLAB_ENV_TEST_TARGET", &lo.path)
+        .output()
+        .unwrap();
+    assert!(
+        child.status.success(),
+        "child failed: {}\n{}",
+        String::from_utf8_lossy(&child.stdout),
+        String::from_utf8_lossy(&child.stderr)
+    );
+    let env: Environment = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let all = env.blkio_throttles.as_ref().expect("throttles known");
+    assert!(all.contains(&own[0]), "{all:?}");
+    let on_target = env.target_throttles();
+    assert_eq!(on_target.len(), 1);
+    assert_eq!(on_target[0], &own[0]);
+    assert!(render(&env).contains("read_bps 1048576 bytes/s"));
+    // Guards remove inner, then the cgroup, then the loop device.
+    drop(inner);
+    drop(cg);
+}
+
+/// Stops a zfs-fuse daemon this test started.
+struct ZfsDaemon {
+    pid: Option<i32>,
+}
+
+impl Drop for ZfsDaemon {
+    fn drop(&mut self) {
+        let Some(pid) = self.pid.and_then(rustix::process::Pid::from_raw) else {
+            return;
+        };
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        let start = Instant::now();
+        while Path::new(&format!("/proc/{}", pid.as_raw_nonzero())).exists()
+            && start.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Destroys a pool on drop.
+struct Pool(String);
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        for _ in 0..20 {
+            if sh("zpool", &["destroy", "-f", &self.0]).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+#[test]
+fn zfs_fuse_pool_on_files() {
+    let _lock = root_lock();
+    if !root_with("zfs_fuse_pool_on_files", &["zfs-fuse", "zfs", "zpool"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Use a running daemon, or start one (and stop it again) for this test.
+    let mut daemon = ZfsDaemon { pid: None };
+    if sh("zpool", &["list"]).is_err() {
+        let pidfile = dir.path().join("zfs-fuse.pid");
+        if let Err(e) = sh("zfs-fuse", &["--pidfile", pidfile.to_str().unwrap()]) {
+            println!("skipped: zfs_fuse_pool_on_files: zfs-fuse does not start: {e}");
+            return;
+        }
+        let start = Instant::now();
+        while daemon.pid.is_none() && start.elapsed() < Duration::from_secs(10) {
+            daemon.pid = std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        while sh("zpool", &["list"]).is_err() && start.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        if sh("zpool", &["list"]).is_err() {
+            println!("skipped: zfs_fuse_pool_on_files: zfs-fuse daemon not answering");
+            return;
+        }
+    }
+    let (a, b) = (dir.path().join("z1.img"), dir.path().join("z2.img"));
+    sparse_file(&a, 128 << 20);
+    sparse_file(&b, 128 << 20);
+    let pool = format!("iolabenv{}", std::process::id());
+    let mnt = dir.path().join("zmnt");
+    let (a_s, b_s, m_s) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        mnt.to_str().unwrap(),
+    );
+    if let Err(e) = sh("zpool", &["create", "-m", m_s, &pool, "mirror", a_s, b_s]) {
+        println!("skipped: zfs_fuse_pool_on_files: zpool create failed: {e}");
+        return;
+    }
+    let pool_guard = Pool(pool.clone());
+
+    let env = capture(Some(&mnt));
+    let t = env.target.as_ref().unwrap();
+    assert!(
+        matches!(t.fs_type.as_deref(), Some("fuse.zfs") | Some("zfs")),
+        "{t:?}"
+    );
+    assert_eq!(t.mount_source.as_deref(), Some(pool.as_str()));
+    assert!(
+        t.fs_extra.contains_key("compression"),
+        "{:?} {:?}",
+        t.fs_extra,
+        t.notes
+    );
+    assert!(t.fs_extra.contains_key("recordsize"));
+    let details: Vec<&str> = t
+        .devices
+        .iter()
+        .filter_map(|d| d.relation.as_ref())
+        .filter(|r| r.kind == RelationKind::ZfsMember && r.of == pool)
+        .filter_map(|r| r.detail.as_deref())
+        .collect();
+    assert_eq!(
+        details,
+        vec![format!("mirror-0: {a_s}"), format!("mirror-0: {b_s}")]
+    );
+    assert!(t.chain_complete, "{:?}", t.notes);
+    assert_renders(&env);
+    drop(pool_guard);
+    drop(daemon);
+}

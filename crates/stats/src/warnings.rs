@@ -1,0 +1,376 @@
+//! Warnings: every condition that can make a number misleading, with a stable code, one
+//! line of explanation and the fix. Computed from the run's passes and the facts known
+//! about its target (mount options, device settings, throttles), which the caller gathers.
+
+use iolab_measure::{RunRecord, TestRecord, Warning};
+use iolab_spec::{format_bytes, DataPattern};
+
+use crate::{metric, outliers, slow_first};
+
+/// Coefficient of variation of MB/s above which a test is flagged as noisy.
+pub const HIGH_CV: f64 = 0.10;
+/// Fewest I/Os per pass for a p99 latency worth printing.
+pub const MIN_IOS_FOR_P99: u64 = 100;
+/// Share of the page-cache residency above which a buffered read is a cache read.
+pub const CACHE_RESIDENT: f64 = 0.5;
+/// Other processes' CPU use (percent of one CPU) above which the machine was busy.
+pub const BUSY_CPU_PCT: f64 = 25.0;
+/// Device traffic beyond iolab's own, as a share of iolab's, above which it was shared.
+pub const FOREIGN_IO_SHARE: f64 = 0.10;
+/// Mean flush latency below which a rotational device cannot have flushed (µs).
+pub const FSYNC_FLOOR_ROTATIONAL_US: f64 = 1000.0;
+
+/// What is known about the target; `None`/empty means unknown or not applicable.
+#[derive(Debug, Clone, Default)]
+pub struct TargetFacts {
+    /// Mount options of the filesystem holding the target.
+    pub mount_options: Option<String>,
+    /// The filesystem compresses data: the algorithm or property value (btrfs, zfs).
+    pub compression: Option<String>,
+    /// zfs `sync=disabled` on the dataset.
+    pub zfs_sync_disabled: bool,
+    /// Devices of the chain whose write cache reads "write through" in sysfs.
+    pub write_through: Vec<String>,
+    /// The device under the target is rotational.
+    pub rotational: Option<bool>,
+    /// Loop devices in the chain without direct I/O.
+    pub loop_without_dio: Vec<String>,
+    /// blkio throttles that apply to iolab and the target's devices, described.
+    pub throttles: Vec<String>,
+    /// Result of the misaligned O_DIRECT probe.
+    pub direct_honoured: Option<bool>,
+    /// Memory available for the page cache.
+    pub mem_available: Option<u64>,
+    /// Bytes actually allocated to the test file, when it is a pre-existing file.
+    pub allocated_bytes: Option<u64>,
+    /// The device whose traffic is compared with iolab's (the top of the chain).
+    pub top_device: Option<String>,
+}
+
+fn w(code: &str, message: String, fix: &str, test: Option<&TestRecord>) -> Warning {
+    Warning {
+        code: code.to_string(),
+        message,
+        fix: fix.to_string(),
+        test: test.map(|t| t.name.clone()),
+    }
+}
+
+/// All warnings for a run.
+pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
+    let mut out = Vec::new();
+    let s = &run.settings;
+    let any_reads = run.tests.iter().any(|t| t.job.rw.reads());
+    let any_writes = run.tests.iter().any(|t| t.job.rw.writes());
+
+    if s.direct {
+        if f.direct_honoured == Some(false)
+            || matches!(run.target.fs_type.as_str(), "tmpfs" | "ramfs")
+        {
+            out.push(w(
+                "DIRECT_IO_IGNORED",
+                format!(
+                    "{} accepts O_DIRECT but does not bypass its cache (a misaligned direct \
+                     read succeeded): every number is a memory speed",
+                    run.target.fs_type
+                ),
+                "test a filesystem on a real device",
+                None,
+            ));
+        }
+        for l in &f.loop_without_dio {
+            out.push(w(
+                "LOOP_WITHOUT_DIO",
+                format!("{l} has direct I/O off: O_DIRECT stops at the host's page cache"),
+                "attach the loop device with `losetup --direct-io=on`",
+                None,
+            ));
+        }
+    } else if any_reads {
+        let cached: Vec<&TestRecord> = run
+            .tests
+            .iter()
+            .filter(|t| {
+                t.job.rw.reads()
+                    && t.passes.iter().any(|p| {
+                        p.context.cache_resident_before.unwrap_or(0.0) >= CACHE_RESIDENT
+                            || p.context.cache_resident_after.unwrap_or(0.0) >= CACHE_RESIDENT
+                    })
+            })
+            .collect();
+        for t in &cached {
+            let pct = t
+                .passes
+                .iter()
+                .filter_map(|p| p.context.cache_resident_before)
+                .fold(0.0f64, f64::max)
+                * 100.0;
+            out.push(w(
+                "PAGE_CACHE",
+                format!(
+                    "buffered reads served from memory: up to {pct:.0}% of the test file was \
+                     in the page cache during the passes"
+                ),
+                "drop --buffered (O_DIRECT), or use a test file larger than RAM",
+                Some(t),
+            ));
+        }
+        if cached.is_empty() {
+            if let Some(avail) = f.mem_available {
+                if run.target.size < avail {
+                    out.push(w(
+                        "PAGE_CACHE_POSSIBLE",
+                        format!(
+                            "the buffered test file ({}) fits in available memory ({}); \
+                             reads may come from the page cache",
+                            format_bytes(run.target.size),
+                            format_bytes(avail)
+                        ),
+                        "drop --buffered, or use a --size larger than available memory",
+                        None,
+                    ));
+                }
+            }
+        }
+    }
+
+    if any_writes && s.data == DataPattern::Zeros {
+        if let Some(c) = &f.compression {
+            out.push(w(
+                "COMPRESSIBLE_DATA",
+                format!(
+                    "zeros written to a filesystem that compresses ({c}): it stores almost \
+                     nothing"
+                ),
+                "use --data random (the default)",
+                None,
+            ));
+        }
+    }
+    if any_reads && run.target.kind == "file" {
+        if let Some(alloc) = f.allocated_bytes {
+            if (alloc as f64) < 0.9 * run.target.size as f64 {
+                out.push(w(
+                    "SPARSE_READ",
+                    format!(
+                        "only {} of the {} test region is allocated: reads of holes return \
+                         zeros without touching the medium",
+                        format_bytes(alloc),
+                        format_bytes(run.target.size)
+                    ),
+                    "fill the file first, or let iolab create its own test file in a directory",
+                    None,
+                ));
+            }
+        }
+    }
+
+    // Flushes that do not reach stable storage.
+    if any_writes {
+        if let Some(opts) = &f.mount_options {
+            if opts
+                .split(',')
+                .any(|o| o == "nobarrier" || o == "barrier=0")
+            {
+                out.push(w(
+                    "NO_BARRIER",
+                    "the filesystem is mounted without write barriers (nobarrier/barrier=0): \
+                     fsync does not flush the device cache, data can be lost on power failure"
+                        .into(),
+                    "remount with barriers (the default) to measure safe writes",
+                    None,
+                ));
+            }
+        }
+        if f.zfs_sync_disabled {
+            out.push(w(
+                "ZFS_SYNC_DISABLED",
+                "the zfs dataset has sync=disabled: fsync returns before data is stored".into(),
+                "zfs set sync=standard",
+                None,
+            ));
+        }
+        for d in &f.write_through {
+            out.push(w(
+                "WRITE_THROUGH_DROPS_FLUSH",
+                format!(
+                    "{d}'s write_cache reads \"write through\": the block layer drops flush \
+                     requests, which is only safe if the device truly has no volatile cache"
+                ),
+                "echo \"write back\" > /sys/block/DEV/queue/write_cache unless the cache is \
+                 non-volatile",
+                None,
+            ));
+        }
+        if f.rotational == Some(true) {
+            for t in &run.tests {
+                let syncs: Vec<f64> = t
+                    .passes
+                    .iter()
+                    .filter_map(|p| p.sync.as_ref())
+                    .map(|s| s.lat_us.mean)
+                    .collect();
+                if !syncs.is_empty() {
+                    let m = crate::median(&syncs);
+                    if m < FSYNC_FLOOR_ROTATIONAL_US {
+                        out.push(w(
+                            "FSYNC_TOO_FAST",
+                            format!(
+                                "flushes took {m:.0} µs on average on a rotational device; a \
+                                 disk cannot reach its platter that fast, so a volatile cache \
+                                 answered"
+                            ),
+                            "check the device's write cache setting and the mount's barriers",
+                            Some(t),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    for th in &f.throttles {
+        out.push(w(
+            "BLKIO_THROTTLE",
+            format!("a blkio throttle applies to this run: {th}"),
+            "expected for an emulated device; otherwise remove the cgroup limit",
+            None,
+        ));
+    }
+
+    for t in &run.tests {
+        per_test(&mut out, run, t, f);
+    }
+    out
+}
+
+fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetFacts) {
+    let mbs: Vec<f64> = t.passes.iter().map(|p| p.mb_s).collect();
+    let m = metric(&mbs);
+    if m.n >= 2 && m.cv > HIGH_CV {
+        out.push(w(
+            "HIGH_VARIATION",
+            format!(
+                "MB/s varied by {:.0}% (coefficient of variation) across {} passes",
+                m.cv * 100.0,
+                m.n
+            ),
+            "run more or longer passes (--runs, --duration, --until-stable) on a quiet machine",
+            Some(t),
+        ));
+    }
+    for i in outliers(&mbs) {
+        out.push(w(
+            "OUTLIER_PASS",
+            format!(
+                "pass {} ({:.1} MB/s) is an outlier against the median {:.1} MB/s \
+                 (modified z-score > 3.5)",
+                t.passes[i].index, mbs[i], m.median
+            ),
+            "look for other activity during that pass; rerun",
+            Some(t),
+        ));
+    }
+    if slow_first(&mbs) {
+        out.push(w(
+            "SLOW_FIRST_PASS",
+            format!(
+                "the first pass ({:.1} MB/s) was much slower than the rest (median {:.1}): \
+                 a cache or device was still warming up",
+                mbs[0],
+                crate::median(&mbs[1..])
+            ),
+            "add a warm-up pass (--warmup 1)",
+            Some(t),
+        ));
+    }
+    if t.summary.converged == Some(false) {
+        out.push(w(
+            "NOT_CONVERGED",
+            format!(
+                "--until-stable stopped after {} passes without the confidence interval \
+                 reaching its target",
+                t.passes.len()
+            ),
+            "raise --max-runs/--max-time or quiet the machine",
+            Some(t),
+        ));
+    }
+    if let Some(min_ios) = t.passes.iter().map(|p| p.ios).min() {
+        if min_ios < MIN_IOS_FOR_P99 {
+            out.push(w(
+                "FEW_IOS",
+                format!(
+                    "a pass completed only {min_ios} I/Os: its p99 latency is the slowest \
+                     few I/Os, not a percentile"
+                ),
+                "lengthen the passes (--duration) or enlarge the region (--size)",
+                Some(t),
+            ));
+        }
+    }
+    // Someone else's I/O on the device (only meaningful when iolab's I/O goes straight
+    // to it: direct I/O).
+    if run.settings.direct {
+        if let Some(dev) = &f.top_device {
+            let mut worst: Option<(f64, u64)> = None;
+            for p in &t.passes {
+                if let Some(d) = p.context.activity.devices.iter().find(|d| &d.device == dev) {
+                    let dev_bytes = d.read_bytes + d.write_bytes;
+                    let foreign = dev_bytes.saturating_sub(p.bytes);
+                    let share = foreign as f64 / p.bytes.max(1) as f64;
+                    if foreign > 1 << 20
+                        && share > FOREIGN_IO_SHARE
+                        && worst.is_none_or(|(s, _)| share > s)
+                    {
+                        worst = Some((share, foreign));
+                    }
+                }
+            }
+            if let Some((share, foreign)) = worst {
+                out.push(w(
+                    "BUSY_DEVICE",
+                    format!(
+                        "{dev} moved {} more than iolab did during a pass ({:.0}% on top of \
+                         iolab's I/O): the device was shared",
+                        format_bytes(foreign),
+                        share * 100.0
+                    ),
+                    "stop other I/O on the device and rerun",
+                    Some(t),
+                ));
+            }
+        }
+    }
+    let busiest = t.passes.iter().max_by(|a, b| {
+        a.context
+            .activity
+            .other_cpu_pct
+            .total_cmp(&b.context.activity.other_cpu_pct)
+    });
+    if let Some(p) = busiest {
+        let a = &p.context.activity;
+        if a.other_cpu_pct > BUSY_CPU_PCT {
+            let who: Vec<String> = a
+                .top_processes
+                .iter()
+                .map(|p| format!("{} {:.0}%", p.name, p.cpu_pct))
+                .collect();
+            out.push(w(
+                "BUSY_CPU",
+                format!(
+                    "other processes used {:.0}% of a CPU during pass {} ({})",
+                    a.other_cpu_pct,
+                    p.index,
+                    if who.is_empty() {
+                        "many small ones".into()
+                    } else {
+                        who.join(", ")
+                    }
+                ),
+                "close other programs, or accept the number as measured under load",
+                Some(t),
+            ));
+        }
+    }
+}

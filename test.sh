@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole iolab test suite. As root it first installs the Debian packages the tests use
+# (retrying while another process holds the apt lock); without root, tests that need root
+# or a missing tool print why they skip.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES="fio dbench e2fsprogs xfsprogs btrfs-progs util-linux python3"
+
+apt_install() {
+  local missing=()
+  for p in $PACKAGES; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "test.sh: installing ${missing[*]}"
+  for attempt in $(seq 1 30); do
+    if DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=60 install -y -q "${missing[@]}"; then
+      return 0
+    fi
+    # A stale package index or a held lock: refresh and retry.
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=60 update -q || true
+    echo "test.sh: apt-get failed (attempt $attempt), retrying in 10 s"
+    sleep 10
+  done
+  echo "test.sh: could not install ${missing[*]}; tests needing them will skip" >&2
+}
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt_install
+fi
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo test --workspace
