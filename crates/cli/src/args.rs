@@ -28,6 +28,32 @@ pub enum Command {
     Results(ResultsArgs),
     /// Print a stored run again.
     Show(ShowArgs),
+    /// Show what iolab records about the machine and a target's device stack.
+    Env(EnvArgs),
+    /// Write the fio job file equivalent to a preset's tests (see docs/fio.md).
+    ExportFio(Box<ExportFioArgs>),
+    /// Run a preset's tests with iolab and with fio alternately on the same file and
+    /// compare them.
+    Crosscheck(Box<RunArgs>),
+}
+
+#[derive(Args, Debug)]
+pub struct EnvArgs {
+    /// A directory, file or block device whose device stack to describe.
+    #[arg(long, short = 't', value_name = "PATH")]
+    pub target: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportFioArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Write the job file here instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -89,6 +115,10 @@ pub struct RunArgs {
     /// Length of each warm-up pass (default: --duration).
     #[arg(long, value_name = "TIME")]
     pub warmup_time: Option<String>,
+    /// Unmeasured time at the start of every pass, e.g. 500ms (fio's ramp_time): lets a
+    /// device, cache or throttle settle before counting.
+    #[arg(long, value_name = "TIME")]
+    pub ramp: Option<String>,
     /// I/O engine: io_uring (default) or psync.
     #[arg(long, default_value = "io_uring")]
     pub engine: String,

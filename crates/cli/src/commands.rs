@@ -59,6 +59,9 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Results(args) => results(args),
         Command::Show(args) => show(args),
+        Command::Env(args) => crate::environment::env_command(args),
+        Command::ExportFio(args) => crate::crosscheck::export_fio(*args),
+        Command::Crosscheck(args) => crate::crosscheck::crosscheck(*args),
     }
 }
 

@@ -135,8 +135,7 @@ pub fn crosscheck(a: RunArgs) -> Result<i32, CliError> {
             let warm = p < s.warmup_passes;
             let dur = if warm { s.warmup_duration } else { s.duration };
             let obs = progress.pass(format!("{} iolab", test.name), elapsed, dur);
-            let out = run_pass(&target, test, &s, p + 1, dur, &stop, &obs)
-                .map_err(target_error)?;
+            let out = run_pass(&target, test, &s, p + 1, dur, &stop, &obs).map_err(target_error)?;
             elapsed += dur;
             if let Some(e) = out.record.errors.first() {
                 return Err(CliError::Failed(format!(
@@ -157,7 +156,8 @@ pub fn crosscheck(a: RunArgs) -> Result<i32, CliError> {
                 theirs.push(f);
             }
         }
-        let med = |v: &[Sample], f: fn(&Sample) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
+        let med =
+            |v: &[Sample], f: fn(&Sample) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
         rows.push((
             test.name.clone(),
             [
@@ -183,8 +183,15 @@ pub fn crosscheck(a: RunArgs) -> Result<i32, CliError> {
     );
     out.push_str(&format!(
         "{:<22} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6} {:>9} {:>9}\n",
-        "Test", "iolab MB/s", "fio MB/s", "ratio", "iolab IOPS", "fio IOPS", "ratio",
-        "iolab µs", "fio µs"
+        "Test",
+        "iolab MB/s",
+        "fio MB/s",
+        "ratio",
+        "iolab IOPS",
+        "fio IOPS",
+        "ratio",
+        "iolab µs",
+        "fio µs"
     ));
     let mut doc = Vec::new();
     for (name, v) in &rows {

@@ -4,6 +4,8 @@
 
 mod args;
 mod commands;
+mod crosscheck;
+mod environment;
 mod progress;
 mod run;
 mod signals;

@@ -21,14 +21,14 @@ use crate::progress::Progress;
 use crate::signals;
 
 /// Everything `run` needs, resolved and validated before anything is touched.
-struct Plan {
-    preset: String,
+pub(crate) struct Plan {
+    pub preset: String,
     /// `--until-stable`: target CI half-width (% of the median), most passes, most time.
-    until_stable: Option<(f64, u32, Duration)>,
-    settings: RunSettings,
-    tests: Vec<TestSpec>,
-    score: Score,
-    notes: Vec<String>,
+    pub until_stable: Option<(f64, u32, Duration)>,
+    pub settings: RunSettings,
+    pub tests: Vec<TestSpec>,
+    pub score: Score,
+    pub notes: Vec<String>,
 }
 
 fn custom_job(a: &RunArgs) -> Result<JobSpec, SpecError> {
@@ -44,7 +44,7 @@ fn custom_job(a: &RunArgs) -> Result<JobSpec, SpecError> {
     Ok(job)
 }
 
-fn plan(a: &RunArgs) -> Result<Plan, CliError> {
+pub(crate) fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     let custom_given =
         a.rw.is_some() || a.bs.is_some() || a.iodepth.is_some() || a.numjobs.is_some();
     let preset = if custom_given && a.preset == "cdm" && !std::env::args().any(|x| x == "cdm") {
@@ -158,6 +158,10 @@ fn plan(a: &RunArgs) -> Result<Plan, CliError> {
             runs,
             warmup_passes: a.warmup.unwrap_or(d.warmup_passes),
             warmup_duration,
+            ramp: match &a.ramp {
+                Some(r) => parse_duration("ramp", r)?,
+                None => Duration::ZERO,
+            },
             engine,
             direct: !a.buffered,
             data,
@@ -192,7 +196,7 @@ impl Recorder {
     }
 }
 
-fn target_error(e: TargetError) -> CliError {
+pub(crate) fn target_error(e: TargetError) -> CliError {
     match e {
         TargetError::Interrupted => CliError::Interrupted,
         TargetError::Safety(_) => CliError::Usage(e.to_string()),
@@ -203,22 +207,14 @@ fn target_error(e: TargetError) -> CliError {
     }
 }
 
-pub fn run(a: RunArgs) -> Result<i32, CliError> {
-    let mut plan = plan(&a)?;
-    let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
-    let json_to_stdout = a.json.as_deref() == Some("-");
-
-    let mut rec = Recorder {
-        store: None,
-        run_id: None,
-        db_path: None,
-    };
-    if !a.no_store {
-        let path = a.db.db.clone().unwrap_or_else(iolab_store::default_db_path);
-        rec.store = Some(open_store(&a.db)?);
-        rec.db_path = Some(path);
-    }
-
+/// Prepares the target for a plan and drops the tests it cannot run (ATTO sizes that do
+/// not fit the region or the device's logical block), or refuses the plan.
+pub(crate) fn prepare_target(
+    plan: &mut Plan,
+    a: &RunArgs,
+    stop: &AtomicBool,
+    progress: &Progress,
+) -> Result<Target, CliError> {
     let writes = plan.tests.iter().any(|t| t.job.rw.writes());
     let req = TargetRequest {
         path: a.target.clone(),
@@ -230,17 +226,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         allow_destroy_device: a.allow_destroy_device,
         allow_overwrite_file: a.allow_overwrite_file,
     };
-    let planned: Duration = plan
-        .tests
-        .iter()
-        .map(|_| {
-            plan.settings.warmup_duration * plan.settings.warmup_passes
-                + plan.settings.duration * plan.settings.runs
-        })
-        .sum();
-    let progress = Progress::new(planned, a.quiet);
-    let target =
-        prepare(&req, &stop, &mut |d, t| progress.preparing(d, t)).map_err(target_error)?;
+    let target = prepare(&req, stop, &mut |d, t| progress.preparing(d, t)).map_err(target_error)?;
     plan.settings.size = target.info.size;
 
     // ATTO sweeps block sizes up to 64 MiB; one larger than the region cannot be placed in it.
@@ -291,6 +277,35 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
             }
         }
     }
+    Ok(target)
+}
+
+pub fn run(a: RunArgs) -> Result<i32, CliError> {
+    let mut plan = plan(&a)?;
+    let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
+    let json_to_stdout = a.json.as_deref() == Some("-");
+
+    let mut rec = Recorder {
+        store: None,
+        run_id: None,
+        db_path: None,
+    };
+    if !a.no_store {
+        let path = a.db.db.clone().unwrap_or_else(iolab_store::default_db_path);
+        rec.store = Some(open_store(&a.db)?);
+        rec.db_path = Some(path);
+    }
+
+    let planned: Duration = plan
+        .tests
+        .iter()
+        .map(|_| {
+            plan.settings.warmup_duration * plan.settings.warmup_passes
+                + plan.settings.duration * plan.settings.runs
+        })
+        .sum();
+    let progress = Progress::new(planned, a.quiet);
+    let target = prepare_target(&mut plan, &a, &stop, &progress)?;
 
     let mut run = RunRecord {
         id: None,
@@ -315,11 +330,15 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     };
     rec.begin(&mut run)?;
 
-    let watch: Vec<String> = Vec::new();
+    let env = iolab_env::capture(Some(&target.io_path));
+    let watch = crate::environment::top_devices(&env);
+    run.env = serde_json::to_value(&env).unwrap_or(serde_json::Value::Null);
     let outcome = execute(&plan, &target, &mut run, &mut rec, &stop, &progress, &watch);
     progress.finish();
     run.finished_at = Some(now_rfc3339());
     run.complete = outcome.is_ok() && !stop.load(Ordering::Relaxed);
+    let facts = crate::environment::facts(&env, &target, plan.settings.direct);
+    run.warnings = iolab_stats::warnings::analyze(&run, &facts);
     if let Some(s) = &mut rec.store {
         if let Some(id) = rec.run_id {
             s.finish_run(id, &run)?;

@@ -98,6 +98,7 @@ pub fn run_pass(
                 region_start: 0,
                 region_len: target.info.size,
                 duration,
+                ramp: settings.ramp,
                 byte_limit,
                 data: settings.data,
                 seed: seed_base.wrapping_add(j as u64 * 0x9E37_79B9_7F4A_7C15),
@@ -156,6 +157,8 @@ pub fn run_pass(
             );
         }
         barrier.wait();
+        // CPU use is measured over the counted part of the pass only.
+        std::thread::sleep(settings.ramp);
         let cpu_start = CpuSample::now();
         let t0 = Instant::now();
         while !handles.iter().all(|h| h.is_finished()) {

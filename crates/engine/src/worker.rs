@@ -24,6 +24,9 @@ pub struct JobParams<'a> {
     pub region_start: u64,
     pub region_len: u64,
     pub duration: Duration,
+    /// Run this long before measuring (fio's ramp_time): I/O completed in the ramp is not
+    /// counted, so a device's or throttle's initial burst does not inflate the pass.
+    pub ramp: Duration,
     /// Stop queuing once this job has issued this many bytes.
     pub byte_limit: Option<u64>,
     pub data: DataPattern,
@@ -98,11 +101,14 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
     let start = Instant::now();
     let mut slot_t = vec![start; qd];
     let mut done: Vec<Completion> = Vec::with_capacity(qd);
-    let deadline = start + p.duration;
+    let measure_from = start + p.ramp;
+    let cut_at_deadline = !job.end_fsync;
+    let mut deadline_hit = false;
+    let deadline = measure_from + p.duration;
 
     let mut res = JobResult {
-        start,
-        end: start,
+        start: measure_from,
+        end: measure_from,
         read_bytes: 0,
         write_bytes: 0,
         read_hist: LatencyHistogram::new(),
@@ -184,6 +190,10 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
             break;
         }
         let t_done = Instant::now();
+        // Outside the counted window: the ramp, and (for time-based passes without a final
+        // flush) I/Os drained after the deadline, which a throttle or a queue can hold back
+        // for much longer than they took to issue.
+        let ramping = t_done < measure_from || (cut_at_deadline && t_done > deadline);
         let mut batch_bytes = 0u64;
         for c in done.drain(..) {
             let s = c.slot as usize;
@@ -206,6 +216,9 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
                 stopping = true;
                 continue;
             }
+            if ramping {
+                continue;
+            }
             batch_bytes += bs;
             match dir {
                 IoDir::Read => {
@@ -226,14 +239,18 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
             }
         }
         if batch_bytes > 0 {
-            let bucket = ((t_done - start).as_nanos() as u64 / interval_ns) as usize;
+            let bucket = ((t_done - measure_from).as_nanos() as u64 / interval_ns) as usize;
             if res.series.len() <= bucket {
                 res.series.resize(bucket + 1, 0);
             }
             res.series[bucket] += batch_bytes;
             p.progress.fetch_add(batch_bytes, Ordering::Relaxed);
         }
-        if t_done >= deadline || p.stop.load(Ordering::Relaxed) {
+        if t_done >= deadline {
+            stopping = true;
+            deadline_hit = true;
+        }
+        if p.stop.load(Ordering::Relaxed) {
             stopping = true;
         }
     }
@@ -245,6 +262,10 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
             Err(errno) => res.errors.push(errno_record(errno, IoDir::Write, 0, 0)),
         }
     }
-    res.end = Instant::now();
+    res.end = if deadline_hit && cut_at_deadline {
+        deadline
+    } else {
+        Instant::now()
+    };
     res
 }

@@ -48,6 +48,7 @@ fn settings(engine: EngineKind, direct: bool, data: DataPattern) -> RunSettings 
         runs: 1,
         warmup_passes: 0,
         warmup_duration: LONG,
+        ramp: Duration::ZERO,
         engine,
         direct,
         data,

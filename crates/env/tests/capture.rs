@@ -535,7 +535,7 @@ fn dm_over_a_partition_of_a_loop_device() {
     };
     let part = format!("{}p1", lo.path);
     let start = Instant::now();
-    while !Path::new(&part).exists() && start.elapsed() < Duration::from_secs(5) {
+    while !Path::new(&part).exists() && start.elapsed() < Duration::from_secs(1) {
         std::thread::sleep(Duration::from_millis(50));
     }
     if !Path::new(&part).exists() {

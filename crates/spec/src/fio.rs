@@ -46,6 +46,9 @@ pub fn global_section(settings: &RunSettings, filename: &str) -> String {
             g.push_str("scramble_buffers=1\nbuffer_compress_percentage=0\n");
         }
     }
+    if !settings.ramp.is_zero() {
+        let _ = writeln!(g, "ramp_time={}ms", settings.ramp.as_millis());
+    }
     g.push_str("group_reporting=1\nrandrepeat=0\nnorandommap=1\n");
     g
 }
@@ -114,6 +117,7 @@ mod tests {
             runs: 3,
             warmup_passes: 1,
             warmup_duration: Duration::from_secs(5),
+            ramp: Duration::ZERO,
             engine: EngineKind::IoUring,
             direct: true,
             data: DataPattern::Random,

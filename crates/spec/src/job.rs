@@ -250,6 +250,9 @@ pub struct RunSettings {
     pub warmup_passes: u32,
     /// Length of each warm-up pass.
     pub warmup_duration: Duration,
+    /// Unmeasured time at the start of every pass (fio's ramp_time).
+    #[serde(default)]
+    pub ramp: Duration,
     pub engine: EngineKind,
     /// O_DIRECT (true) or through the page cache (false).
     pub direct: bool,

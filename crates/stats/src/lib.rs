@@ -142,8 +142,12 @@ pub fn ci_pct(m: &MetricSummary) -> f64 {
 /// Modified z-score threshold above which a pass is an outlier (Iglewicz and Hoaglin).
 pub const OUTLIER_Z: f64 = 3.5;
 
-/// Indices of outliers by modified z-score, 0.6745 * |x - median| / MAD > 3.5. Needs at
-/// least 3 values; with a MAD of zero nothing is flagged.
+/// Smallest relative distance from the median for a pass to count as an outlier, so that
+/// three nearly equal passes (tiny MAD) do not flag a 2% difference.
+pub const OUTLIER_MIN_REL: f64 = 0.05;
+
+/// Indices of outliers: modified z-score 0.6745 * |x - median| / MAD above 3.5 and at least
+/// 5% away from the median. Needs at least 3 values; with a MAD of zero nothing is flagged.
 pub fn outliers(values: &[f64]) -> Vec<usize> {
     if values.len() < 3 {
         return Vec::new();
@@ -157,7 +161,10 @@ pub fn outliers(values: &[f64]) -> Vec<usize> {
     values
         .iter()
         .enumerate()
-        .filter(|(_, x)| 0.6745 * (*x - med).abs() / mad > OUTLIER_Z)
+        .filter(|(_, x)| {
+            0.6745 * (*x - med).abs() / mad > OUTLIER_Z
+                && (*x - med).abs() > OUTLIER_MIN_REL * med.abs()
+        })
         .map(|(i, _)| i)
         .collect()
 }
@@ -188,6 +195,8 @@ mod tests {
         assert_eq!(outliers(&[100.0, 101.0, 99.0, 120.0, 100.0]), vec![3]);
         assert!(outliers(&[100.0, 100.0, 100.0, 250.0]).is_empty());
         assert!(outliers(&[1.0, 2.0]).is_empty());
+        // z = 0.6745 * 3 / 0.1 = 20, but only 3% from the median.
+        assert!(outliers(&[100.0, 100.1, 103.0]).is_empty());
         assert!(slow_first(&[70.0, 100.0, 101.0]));
         assert!(!slow_first(&[90.0, 100.0, 101.0]));
     }

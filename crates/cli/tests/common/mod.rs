@@ -312,15 +312,20 @@ pub struct Loop {
 impl Loop {
     /// A blank (all-zero) device of `size` bytes, optionally with a 4096-byte logical block.
     pub fn new(size: u64, sector_size: Option<u32>) -> Loop {
+        let ss = sector_size.map(|s| s.to_string());
+        match &ss {
+            Some(s) => Loop::with_options(size, &["--sector-size", s]),
+            None => Loop::with_options(size, &[]),
+        }
+    }
+
+    /// A blank device with extra `losetup` options (e.g. `--direct-io=on`).
+    pub fn with_options(size: u64, options: &[&str]) -> Loop {
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let img = dir.path().join("disk.img");
         File::create(&img).unwrap().set_len(size).unwrap();
-        let ss;
         let mut args = vec!["-f", "--show"];
-        if let Some(s) = sector_size {
-            ss = s.to_string();
-            args.extend_from_slice(&["--sector-size", &ss]);
-        }
+        args.extend_from_slice(options);
         args.push(img.to_str().unwrap());
         let dev = PathBuf::from(sh("losetup", &args));
         Loop { dev, _dir: dir }
@@ -335,6 +340,15 @@ impl Loop {
         let mut v = Vec::new();
         File::open(&self.dev).unwrap().read_to_end(&mut v).unwrap();
         v
+    }
+
+    /// "major:minor" of the device.
+    pub fn majmin(&self) -> String {
+        let name = self.dev.file_name().unwrap().to_str().unwrap();
+        fs::read_to_string(format!("/sys/block/{name}/dev"))
+            .unwrap()
+            .trim()
+            .to_string()
     }
 
     fn backing_file(&self) -> PathBuf {

@@ -90,6 +90,7 @@ pub fn settings(runs: u32, warmups: u32, size: u64) -> RunSettings {
         runs,
         warmup_passes: warmups,
         warmup_duration: Duration::from_secs(5),
+        ramp: Duration::ZERO,
         engine: EngineKind::IoUring,
         direct: true,
         data: DataPattern::Random,

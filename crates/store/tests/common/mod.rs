@@ -158,6 +158,7 @@ pub fn run(uuid: &str) -> RunRecord {
             runs: 3,
             warmup_passes: 1,
             warmup_duration: Duration::from_secs(2),
+            ramp: Duration::from_millis(250),
             engine: EngineKind::IoUring,
             direct: true,
             data: DataPattern::Random,

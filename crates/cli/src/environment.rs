@@ -1,0 +1,131 @@
+//! `iolab env`, and what a run takes from the captured environment: the devices whose
+//! traffic is watched during passes and the facts the warnings are computed from.
+
+use iolab_engine::Target;
+use iolab_env::{Environment, RelationKind};
+use iolab_spec::format_bytes;
+use iolab_stats::warnings::TargetFacts;
+
+use crate::args::EnvArgs;
+use crate::commands::CliError;
+
+pub fn env_command(a: EnvArgs) -> Result<i32, CliError> {
+    if let Some(t) = &a.target {
+        if !t.exists() {
+            return Err(CliError::Usage(format!(
+                "target {} does not exist",
+                t.display()
+            )));
+        }
+    }
+    let env = iolab_env::capture(a.target.as_deref());
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&env).expect("environment serialises")
+        );
+    } else {
+        print!("{}", iolab_env::render(&env));
+    }
+    Ok(0)
+}
+
+/// The block devices at the top of the target's chain: the device the filesystem is
+/// mounted from (every member for btrfs/zfs), or the device itself.
+pub fn top_devices(env: &Environment) -> Vec<String> {
+    let Some(t) = &env.target else {
+        return Vec::new();
+    };
+    let top: Vec<String> = t
+        .devices
+        .iter()
+        .filter(|d| {
+            matches!(
+                d.relation.as_ref().map(|r| r.kind),
+                None | Some(RelationKind::Target)
+                    | Some(RelationKind::Mounted)
+                    | Some(RelationKind::BtrfsMember)
+                    | Some(RelationKind::ZfsMember)
+            )
+        })
+        .map(|d| d.name.clone())
+        .collect();
+    if top.is_empty() {
+        t.devices
+            .first()
+            .map(|d| vec![d.name.clone()])
+            .unwrap_or_default()
+    } else {
+        top
+    }
+}
+
+/// Facts for the warnings, from the environment and probes of the prepared target.
+pub fn facts(env: &Environment, target: &Target, direct: bool) -> TargetFacts {
+    let mut f = TargetFacts {
+        mem_available: env.memory_available_bytes,
+        ..TargetFacts::default()
+    };
+    if let Some(t) = &env.target {
+        f.mount_options = match (&t.mount_options, &t.super_options) {
+            (Some(a), Some(b)) => Some(format!("{a},{b}")),
+            (Some(a), None) => Some(a.clone()),
+            (None, b) => b.clone(),
+        };
+        let compression = t
+            .fs_extra
+            .get("compress")
+            .or_else(|| t.fs_extra.get("compression"))
+            .filter(|v| !matches!(v.as_str(), "off" | "no" | "none" | "(not set)"));
+        f.compression = compression.cloned();
+        f.zfs_sync_disabled = t.fs_extra.get("sync").map(String::as_str) == Some("disabled");
+        for d in &t.devices {
+            if d.write_cache.as_deref() == Some("write through")
+                && d.kind.as_deref() == Some("loop")
+            {
+                // A loop device's medium is the host's page cache: volatile.
+                f.write_through.push(d.name.clone());
+            }
+            if d.loop_dio == Some(false) && d.kind.as_deref() == Some("loop") {
+                f.loop_without_dio.push(d.name.clone());
+            }
+        }
+        let top = top_devices(env);
+        f.rotational = t
+            .devices
+            .iter()
+            .filter(|d| top.contains(&d.name))
+            .find_map(|d| d.rotational);
+        f.top_device = top.first().cloned();
+        if let Some(throttles) = &env.blkio_throttles {
+            let chain: Vec<&str> = t.devices.iter().filter_map(|d| d.dev.as_deref()).collect();
+            for th in throttles {
+                if chain.contains(&th.device.as_str()) {
+                    let value = match th.kind {
+                        iolab_env::ThrottleKind::ReadBps | iolab_env::ThrottleKind::WriteBps => {
+                            format!("{}/s", format_bytes(th.limit))
+                        }
+                        _ => format!("{} IOPS", th.limit),
+                    };
+                    f.throttles.push(format!(
+                        "{} {} = {value} on {} (cgroup {})",
+                        th.device_name.as_deref().unwrap_or(&th.device),
+                        th.kind.as_str(),
+                        th.device,
+                        th.cgroup
+                    ));
+                }
+            }
+        }
+    }
+    if direct {
+        f.direct_honoured = target.direct_io_honoured();
+    }
+    if target.info.kind == "file" && !target.created() {
+        use std::os::unix::fs::MetadataExt;
+        f.allocated_bytes = std::fs::metadata(&target.io_path)
+            .ok()
+            .map(|m| m.blocks() * 512);
+    }
+    f
+}
