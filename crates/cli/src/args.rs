@@ -39,6 +39,9 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct EnvArgs {
+    /// Accepted for uniformity with the other commands; `env` stores nothing.
+    #[command(flatten)]
+    pub db: DbArgs,
     /// A directory, file or block device whose device stack to describe.
     #[arg(long, short = 't', value_name = "PATH")]
     pub target: Option<PathBuf>,

@@ -73,7 +73,19 @@ pub fn open_store(db: &DbArgs) -> Result<Store, CliError> {
 fn presets_text() -> String {
     let mut out = String::new();
     for p in PRESETS {
-        out.push_str(&format!("{}\n  {}\n", p.name, p.summary));
+        out.push_str(&format!("{}\n", p.name));
+        let mut line = String::from(" ");
+        for word in p.summary.split_whitespace() {
+            if line.len() + word.len() + 1 > 98 {
+                out.push_str(&line);
+                out.push('\n');
+                line = String::from(" ");
+            }
+            line.push(' ');
+            line.push_str(word);
+        }
+        out.push_str(&line);
+        out.push('\n');
         out.push_str(&format!(
             "  defaults: size {}, {} measured pass(es) of {} s, {} warm-up pass(es)\n",
             format_bytes(p.defaults.size),
@@ -115,7 +127,12 @@ fn results(args: ResultsArgs) -> Result<i32, CliError> {
     let store = open_store(&args.db)?;
     let filter = RunFilter {
         preset: args.preset,
-        target: args.target,
+        // Runs record absolute paths.
+        target: args.target.map(|t| {
+            std::path::absolute(&t)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or(t)
+        }),
         label: args.label,
         study: None,
         limit: args.limit,
@@ -157,6 +174,12 @@ fn show(args: ShowArgs) -> Result<i32, CliError> {
         println!("{}", iolab_report::to_json_string(&run));
     } else {
         print!("{}", iolab_report::render_run(&run));
+        if !run.env.is_null() {
+            match serde_json::from_value::<iolab_env::Environment>(run.env.clone()) {
+                Ok(env) => print!("\n{}", iolab_env::render(&env)),
+                Err(e) => println!("\n(environment stored in an unreadable form: {e})"),
+            }
+        }
     }
     Ok(0)
 }

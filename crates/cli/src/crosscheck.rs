@@ -46,8 +46,10 @@ struct Sample {
     lat_mean_us: f64,
 }
 
-/// Runs fio on one test and reads its JSON: read and write summed (mixed tests).
-fn run_fio(job_file: &str) -> Result<Sample, CliError> {
+/// Runs fio on one test and reads its JSON: read and write summed (mixed tests). IOPS are
+/// derived from fio's bandwidth and the block size: fio's own `iops` field is computed over
+/// a different interval when `ramp_time` is set and then disagrees with its bandwidth.
+fn run_fio(job_file: &str, bs: u64) -> Result<Sample, CliError> {
     let dir = std::env::temp_dir().join(format!("iolab-crosscheck-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", dir.display())))?;
@@ -77,8 +79,9 @@ fn run_fio(job_file: &str) -> Result<Sample, CliError> {
     let mut ios = 0.0;
     for dir in ["read", "write"] {
         let d = &job[dir];
-        s.mb_s += d["bw_bytes"].as_f64().unwrap_or(0.0) / 1e6;
-        s.iops += d["iops"].as_f64().unwrap_or(0.0);
+        let bw = d["bw_bytes"].as_f64().unwrap_or(0.0);
+        s.mb_s += bw / 1e6;
+        s.iops += bw / bs as f64;
         let n = d["total_ios"].as_f64().unwrap_or(0.0);
         lat_sum += d["lat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0 * n;
         ios += n;
@@ -144,7 +147,7 @@ pub fn crosscheck(a: RunArgs) -> Result<i32, CliError> {
                 )));
             }
             let _ = progress.pass(format!("{} fio", test.name), elapsed, dur);
-            let f = run_fio(if warm { &warm_job } else { &job })?;
+            let f = run_fio(if warm { &warm_job } else { &job }, test.job.bs)?;
             elapsed += dur;
             if !warm {
                 let r = &out.record;

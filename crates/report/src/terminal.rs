@@ -211,7 +211,7 @@ fn header(run: &RunRecord, out: &mut Vec<String>) {
         key_line(
             out,
             "Status",
-            "incomplete (interrupted): only the passes that finished are shown",
+            "incomplete (interrupted or failed): only the passes that finished are shown",
         );
     }
     out.push(String::new());

@@ -441,5 +441,5 @@ fn non_finite_numbers_become_null_and_format_renders() {
     assert!(!to_json_string(&run).ends_with('\n'));
     assert!(Format::Terminal
         .render(&run)
-        .contains("incomplete (interrupted)"));
+        .contains("incomplete (interrupted or failed)"));
 }

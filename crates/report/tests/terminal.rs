@@ -233,7 +233,10 @@ fn custom_rows_show_tails_cpu_errors_and_the_interruption() {
     let out = render_run(&run);
     assert_fits(&out);
     let f = flat(&out);
-    assert!(f.contains("Status: incomplete (interrupted)"), "{out}");
+    assert!(
+        f.contains("Status: incomplete (interrupted or failed)"),
+        "{out}"
+    );
     assert!(f.contains("(not stored)"));
     assert!(f.contains("psync (asked for io_uring) · buffered (page cache)"));
     assert!(out.contains("headline = best of 3 passes (±x% = 95% CI half-width, Student t)"));
@@ -429,7 +432,7 @@ fn missing_passes_and_empty_runs() {
     let c = cells(&out, "SEQ1M Q8T1");
     assert_eq!(&c[5..], ["-", "-", "-", "-"], "{out}");
     assert!(out.contains("SEQ1M Q8T1 Write (0 of 3)"));
-    assert!(out.contains("incomplete (interrupted)"));
+    assert!(out.contains("incomplete (interrupted or failed)"));
 
     run.tests.clear();
     let out = render_run(&run);

@@ -185,12 +185,18 @@ impl std::fmt::Display for Out {
 }
 
 /// The table part of a run's terminal output: everything before the "stored as run" line.
+/// The run's report: what `run` prints before "stored as run", and what `show` prints
+/// before the environment section it adds.
 pub fn table_part(stdout: &str) -> String {
-    stdout
+    let lines: Vec<&str> = stdout
         .lines()
-        .take_while(|l| !l.starts_with("stored as run"))
-        .map(|l| format!("{l}\n"))
-        .collect()
+        .take_while(|l| !l.starts_with("stored as run") && !l.starts_with("Environment captured"))
+        .collect();
+    let end = lines
+        .iter()
+        .rposition(|l| !l.trim().is_empty())
+        .map_or(0, |i| i + 1);
+    lines[..end].iter().map(|l| format!("{l}\n")).collect()
 }
 
 pub fn read_json(path: &Path) -> Value {
