@@ -112,9 +112,10 @@ pub struct RunArgs {
     /// Length of each pass, e.g. 5s, 500ms.
     #[arg(long, value_name = "TIME")]
     pub duration: Option<String>,
-    /// Unscored warm-up passes before the measured ones.
-    #[arg(long, value_name = "N")]
-    pub warmup: Option<u32>,
+    /// Unscored warm-up passes before the measured ones (dbench: warm-up time, default
+    /// --time/5).
+    #[arg(long, value_name = "N|TIME")]
+    pub warmup: Option<String>,
     /// Length of each warm-up pass (default: --duration).
     #[arg(long, value_name = "TIME")]
     pub warmup_time: Option<String>,
@@ -198,4 +199,55 @@ pub struct RunArgs {
     /// No progress bar.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+
+    /// fsync probe: write sizes, comma-separated (default 512,4k,8k,16k).
+    #[arg(long, value_name = "LIST", help_heading = "Workload options")]
+    pub sizes: Option<String>,
+    /// fsync probe: methods, comma-separated, from none, fdatasync, fsync, O_DSYNC,
+    /// O_SYNC, O_DIRECT+O_DSYNC (default all).
+    #[arg(long, value_name = "LIST", help_heading = "Workload options")]
+    pub methods: Option<String>,
+    /// dbench: number of clients, each replaying the loadfile in its own directory.
+    #[arg(long, value_name = "N", help_heading = "Workload options")]
+    pub clients: Option<u32>,
+    /// dbench: measured time (default 60s).
+    #[arg(long, value_name = "TIME", help_heading = "Workload options")]
+    pub time: Option<String>,
+    /// dbench: the loadfile (default /usr/share/dbench/client.txt; .gz accepted).
+    #[arg(long, value_name = "FILE", help_heading = "Workload options")]
+    pub loadfile: Option<PathBuf>,
+    /// dbench: open files with O_SYNC.
+    #[arg(long, help_heading = "Workload options")]
+    pub sync: bool,
+    /// dbench: fsync after every write.
+    #[arg(long, help_heading = "Workload options")]
+    pub fsync_every_write: bool,
+    /// copy: what to copy (a file or a directory tree); default: a generated random file of
+    /// --size.
+    #[arg(long, value_name = "PATH", help_heading = "Workload options")]
+    pub source: Option<PathBuf>,
+    /// streams: number of concurrent sequential streams.
+    #[arg(long, value_name = "N", help_heading = "Workload options")]
+    pub streams: Option<u32>,
+    /// streams: all streams use one file (readers started --stagger apart).
+    #[arg(long, help_heading = "Workload options")]
+    pub same_file: bool,
+    /// streams: delay between stream starts with --same-file (e.g. 10s).
+    #[arg(long, value_name = "TIME", help_heading = "Workload options")]
+    pub stagger: Option<String>,
+    /// streams, copy: empty the page cache before measuring (root).
+    #[arg(long, help_heading = "Workload options")]
+    pub drop_caches: bool,
+    /// metadata: number of files.
+    #[arg(long, value_name = "N", help_heading = "Workload options")]
+    pub files: Option<u64>,
+    /// metadata: number of directories the files are spread over.
+    #[arg(long, value_name = "N", help_heading = "Workload options")]
+    pub dirs: Option<u64>,
+    /// metadata: worker threads.
+    #[arg(long, value_name = "N", help_heading = "Workload options")]
+    pub threads: Option<u32>,
+    /// metadata: bytes written into each file.
+    #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
+    pub file_size: Option<String>,
 }

@@ -120,6 +120,22 @@ fn presets_text() -> String {
         out.push('\n');
     }
     out.push_str("Options: --mix adds CrystalDiskMark's 70/30 read/write mix test to cdm rows.\n");
+    out.push_str("\nWorkloads (iolab run NAME --target DIR; see docs/workloads.md):\n");
+    for (name, summary) in crate::workloads::WORKLOADS {
+        out.push_str(&format!("{name}\n"));
+        let mut line = String::from(" ");
+        for word in summary.split_whitespace() {
+            if line.len() + word.len() + 1 > 98 {
+                out.push_str(&line);
+                out.push('\n');
+                line = String::from(" ");
+            }
+            line.push(' ');
+            line.push_str(word);
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
     out
 }
 

@@ -61,7 +61,7 @@ pub fn top_devices(env: &Environment) -> Vec<String> {
 }
 
 /// Facts for the warnings, from the environment and probes of the prepared target.
-pub fn facts(env: &Environment, target: &Target, direct: bool) -> TargetFacts {
+pub fn facts(env: &Environment, target: Option<&Target>, direct: bool) -> TargetFacts {
     let mut f = TargetFacts {
         mem_available: env.memory_available_bytes,
         ..TargetFacts::default()
@@ -118,6 +118,9 @@ pub fn facts(env: &Environment, target: &Target, direct: bool) -> TargetFacts {
             }
         }
     }
+    let Some(target) = target else {
+        return f;
+    };
     if direct {
         f.direct_honoured = target.direct_io_honoured();
     }

@@ -9,6 +9,7 @@ mod environment;
 mod progress;
 mod run;
 mod signals;
+mod workloads;
 
 use clap::Parser;
 

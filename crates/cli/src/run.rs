@@ -133,6 +133,14 @@ pub(crate) fn plan(a: &RunArgs) -> Result<Plan, CliError> {
             )))
         }
     };
+    let warmup_passes = match &a.warmup {
+        None => d.warmup_passes,
+        Some(w) => w.parse().map_err(|_| {
+            CliError::Usage(format!(
+                "--warmup '{w}': for preset {preset} this is a number of passes"
+            ))
+        })?,
+    };
     let mut notes = Vec::new();
     let mut engine = engine;
     if engine == EngineKind::IoUring {
@@ -156,7 +164,7 @@ pub(crate) fn plan(a: &RunArgs) -> Result<Plan, CliError> {
             size,
             duration,
             runs,
-            warmup_passes: a.warmup.unwrap_or(d.warmup_passes),
+            warmup_passes,
             warmup_duration,
             ramp: match &a.ramp {
                 Some(r) => parse_duration("ramp", r)?,
@@ -179,14 +187,14 @@ fn now_rfc3339() -> String {
 }
 
 /// Keeps the store in step with the run, or does nothing with --no-store.
-struct Recorder {
+pub(crate) struct Recorder {
     store: Option<Store>,
     run_id: Option<i64>,
     db_path: Option<PathBuf>,
 }
 
 impl Recorder {
-    fn begin(&mut self, run: &mut RunRecord) -> Result<(), CliError> {
+    pub(crate) fn begin(&mut self, run: &mut RunRecord) -> Result<(), CliError> {
         if let Some(s) = &mut self.store {
             let id = s.begin_run(run)?;
             run.id = Some(id);
@@ -280,11 +288,8 @@ pub(crate) fn prepare_target(
     Ok(target)
 }
 
-pub fn run(a: RunArgs) -> Result<i32, CliError> {
-    let mut plan = plan(&a)?;
-    let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
-    let json_to_stdout = a.json.as_deref() == Some("-");
-
+/// Opens the store unless `--no-store`.
+pub(crate) fn recorder(a: &RunArgs) -> Result<Recorder, CliError> {
     let mut rec = Recorder {
         store: None,
         run_id: None,
@@ -295,58 +300,77 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         rec.store = Some(open_store(&a.db)?);
         rec.db_path = Some(path);
     }
+    Ok(rec)
+}
 
-    let planned: Duration = plan
-        .tests
-        .iter()
-        .map(|_| {
-            plan.settings.warmup_duration * plan.settings.warmup_passes
-                + plan.settings.duration * plan.settings.runs
-        })
-        .sum();
-    let progress = Progress::new(planned, a.quiet);
-    let target = prepare_target(&mut plan, &a, &stop, &progress)?;
-
-    let mut run = RunRecord {
+/// A new, empty run record for `a`'s command line.
+pub(crate) fn new_run(
+    a: &RunArgs,
+    preset: &str,
+    workload: &str,
+    target: iolab_measure::TargetInfo,
+    settings: RunSettings,
+    notes: Vec<String>,
+) -> RunRecord {
+    RunRecord {
         id: None,
         uuid: uuid::Uuid::new_v4().to_string(),
         iolab_version: env!("CARGO_PKG_VERSION").to_string(),
-        preset: plan.preset.clone(),
-        workload: "block".into(),
-        target: target.info.clone(),
-        settings: plan.settings.clone(),
-        engine: plan.settings.engine.as_str().to_string(),
+        preset: preset.to_string(),
+        workload: workload.to_string(),
+        target,
+        engine: settings.engine.as_str().to_string(),
+        settings,
         command_line: std::env::args().collect(),
         label: a.label.clone(),
         started_at: now_rfc3339(),
         finished_at: None,
         complete: false,
-        notes: plan.notes.clone(),
+        notes,
         warnings: Vec::new(),
         env: serde_json::Value::Null,
         study: None,
         config_label: None,
         tests: Vec::new(),
-    };
-    rec.begin(&mut run)?;
+    }
+}
 
-    let env = iolab_env::capture(Some(&target.io_path));
-    let watch = crate::environment::top_devices(&env);
-    run.env = serde_json::to_value(&env).unwrap_or(serde_json::Value::Null);
-    let outcome = execute(&plan, &target, &mut run, &mut rec, &stop, &progress, &watch);
-    progress.finish();
-    run.finished_at = Some(now_rfc3339());
-    run.complete = outcome.is_ok() && !stop.load(Ordering::Relaxed);
-    let facts = crate::environment::facts(&env, &target, plan.settings.direct);
-    run.warnings = iolab_stats::warnings::analyze(&run, &facts);
-    if let Some(s) = &mut rec.store {
-        if let Some(id) = rec.run_id {
-            s.finish_run(id, &run)?;
+/// Stores whole tests of a workload that produces them at the end.
+pub(crate) fn store_tests(
+    rec: &mut Recorder,
+    first_index: u32,
+    tests: &[TestRecord],
+) -> Result<(), CliError> {
+    if let (Some(st), Some(id)) = (&mut rec.store, rec.run_id) {
+        for (i, t) in tests.iter().enumerate() {
+            let tid = st.add_test(id, first_index + i as u32, t)?;
+            for p in &t.passes {
+                st.add_pass(tid, p)?;
+            }
+            st.update_test_summary(tid, &t.summary)?;
         }
     }
-    drop(target);
+    Ok(())
+}
 
-    let text = iolab_report::render_run(&run);
+/// Finishes the stored run, prints the report (and JSON), and turns the outcome into the
+/// exit status.
+pub(crate) fn conclude(
+    run: &mut RunRecord,
+    rec: &mut Recorder,
+    a: &RunArgs,
+    stop: &AtomicBool,
+    outcome: Result<(), CliError>,
+) -> Result<i32, CliError> {
+    run.finished_at = Some(now_rfc3339());
+    run.complete = outcome.is_ok() && !stop.load(Ordering::Relaxed);
+    if let Some(s) = &mut rec.store {
+        if let Some(id) = rec.run_id {
+            s.finish_run(id, run)?;
+        }
+    }
+    let json_to_stdout = a.json.as_deref() == Some("-");
+    let text = iolab_report::render_run(run);
     if json_to_stdout {
         eprint!("{text}");
     } else {
@@ -361,7 +385,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         }
     }
     if let Some(dest) = &a.json {
-        let doc = iolab_report::to_json_string(&run);
+        let doc = iolab_report::to_json_string(run);
         if dest == "-" {
             println!("{doc}");
         } else {
@@ -375,6 +399,46 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         Ok(()) => Err(CliError::Interrupted),
         Err(e) => Err(e),
     }
+}
+
+pub fn run(a: RunArgs) -> Result<i32, CliError> {
+    if crate::workloads::is_workload(&a.preset) {
+        return crate::workloads::run(a);
+    }
+    let mut plan = plan(&a)?;
+    let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
+    let mut rec = recorder(&a)?;
+
+    let planned: Duration = plan
+        .tests
+        .iter()
+        .map(|_| {
+            plan.settings.warmup_duration * plan.settings.warmup_passes
+                + plan.settings.duration * plan.settings.runs
+        })
+        .sum();
+    let progress = Progress::new(planned, a.quiet);
+    let target = prepare_target(&mut plan, &a, &stop, &progress)?;
+
+    let mut run = new_run(
+        &a,
+        &plan.preset,
+        "block",
+        target.info.clone(),
+        plan.settings.clone(),
+        plan.notes.clone(),
+    );
+    rec.begin(&mut run)?;
+
+    let env = iolab_env::capture(Some(&target.io_path));
+    let watch = crate::environment::top_devices(&env);
+    run.env = serde_json::to_value(&env).unwrap_or(serde_json::Value::Null);
+    let outcome = execute(&plan, &target, &mut run, &mut rec, &stop, &progress, &watch);
+    progress.finish();
+    let facts = crate::environment::facts(&env, Some(&target), plan.settings.direct);
+    run.warnings = iolab_stats::warnings::analyze(&run, &facts);
+    drop(target);
+    conclude(&mut run, &mut rec, &a, &stop, outcome)
 }
 
 /// Runs every test; stores each pass as soon as it is measured.

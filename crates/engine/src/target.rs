@@ -430,12 +430,26 @@ impl Target {
     /// Whether O_DIRECT is really honoured: a direct read into a misaligned buffer must be
     /// refused with EINVAL. If it succeeds, the filesystem ignores O_DIRECT (tmpfs, some
     /// FUSE filesystems) and reads come from memory. None when it cannot be probed.
+    ///
+    /// The read goes to the first allocated block: filesystems answer a direct read of a
+    /// hole (or of an unwritten extent) with zeros without checking alignment, so a probe
+    /// of a hole would wrongly say O_DIRECT is ignored. A file with no data cannot be probed.
     pub fn direct_io_honoured(&self) -> Option<bool> {
         let file = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECT)
             .open(&self.io_path)
             .ok()?;
+        // SAFETY: lseek on an open descriptor has no memory-safety preconditions.
+        let data = unsafe { libc::lseek64(file.as_raw_fd(), 0, libc::SEEK_DATA) };
+        let offset = if data >= 0 {
+            data & !4095
+        } else if io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
+            return None;
+        } else {
+            // SEEK_DATA unsupported (block devices, some filesystems): probe the start.
+            0
+        };
         let pool = BufferPool::new(1, 8192);
         // SAFETY: the pointer is one byte into an 8 KiB buffer and we read 4096 bytes.
         let rc = unsafe {
@@ -443,7 +457,7 @@ impl Target {
                 file.as_raw_fd(),
                 pool.slot_ptr(0).add(1) as *mut libc::c_void,
                 4096,
-                0,
+                offset,
             )
         };
         if rc >= 0 {

@@ -1,0 +1,190 @@
+//! `iolab run WORKLOAD` for the workloads shaped like real jobs (iolab-workloads): each is
+//! configured from the run options, run with the same stop flag, store, warnings and
+//! report as the block presets.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use iolab_measure::TargetInfo;
+use iolab_spec::{parse_duration, parse_size, DataPattern, EngineKind, RunSettings};
+use iolab_workloads::fsync::{self, FsyncConfig, SyncMethod};
+
+use crate::args::RunArgs;
+use crate::commands::CliError;
+use crate::progress::Progress;
+use crate::run::{conclude, new_run, recorder, store_tests};
+use crate::signals;
+
+/// Workload names `iolab run` accepts besides the block presets.
+pub const WORKLOADS: &[(&str, &str)] = &[(
+    "fsync",
+    "sync-method probe (pg_test_fsync-style): write sizes x none, write+fdatasync, \
+     write+fsync, O_DSYNC, O_SYNC, O_DIRECT+O_DSYNC; ops/s, latency, and a verdict on \
+     whether flushes reach stable storage",
+)];
+
+pub fn is_workload(name: &str) -> bool {
+    WORKLOADS.iter().any(|(n, _)| *n == name)
+}
+
+/// The directory a workload works in: --target must be an existing directory.
+fn target_dir(a: &RunArgs) -> Result<PathBuf, CliError> {
+    let p = std::path::absolute(&a.target).unwrap_or_else(|_| a.target.clone());
+    if !p.is_dir() {
+        return Err(CliError::Usage(format!(
+            "--target {}: workload {} needs an existing directory",
+            p.display(),
+            a.preset
+        )));
+    }
+    Ok(p)
+}
+
+fn dir_info(dir: &std::path::Path, size: u64) -> TargetInfo {
+    let env_fs = iolab_env::capture(Some(dir))
+        .target
+        .and_then(|t| t.fs_type)
+        .unwrap_or_else(|| "unknown".into());
+    TargetInfo {
+        path: dir.to_string_lossy().into_owned(),
+        kind: "dir".into(),
+        io_path: dir.to_string_lossy().into_owned(),
+        fs_type: env_fs,
+        size,
+    }
+}
+
+fn settings(
+    size: u64,
+    duration: Duration,
+    runs: u32,
+    engine: EngineKind,
+    direct: bool,
+) -> RunSettings {
+    RunSettings {
+        size,
+        duration,
+        runs,
+        warmup_passes: 0,
+        warmup_duration: Duration::ZERO,
+        ramp: Duration::ZERO,
+        engine,
+        direct,
+        data: DataPattern::Random,
+        fixedbufs: false,
+        registerfiles: false,
+    }
+}
+
+fn list<T>(
+    field: &str,
+    text: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    expected: &str,
+) -> Result<Vec<T>, CliError> {
+    text.split(',')
+        .map(|item| {
+            parse(item.trim())
+                .ok_or_else(|| CliError::Usage(format!("--{field} '{item}': expected {expected}")))
+        })
+        .collect()
+}
+
+pub fn run(a: RunArgs) -> Result<i32, CliError> {
+    match a.preset.as_str() {
+        "fsync" => run_fsync(a),
+        other => Err(CliError::Usage(format!("unknown workload '{other}'"))),
+    }
+}
+
+fn run_fsync(a: RunArgs) -> Result<i32, CliError> {
+    let dir = target_dir(&a)?;
+    let mut cfg = FsyncConfig::new(dir.clone());
+    if let Some(s) = &a.sizes {
+        cfg.sizes = list(
+            "sizes",
+            s,
+            |x| parse_size("sizes", x).ok(),
+            "sizes such as 512,4k,8k",
+        )?;
+        if let Some(bad) = cfg.sizes.iter().find(|&&s| s == 0 || s > 64 << 20) {
+            return Err(CliError::Usage(format!(
+                "--sizes: {bad} is outside 1 B .. 64 MiB"
+            )));
+        }
+    }
+    if let Some(m) = &a.methods {
+        cfg.methods = list(
+            "methods",
+            m,
+            SyncMethod::parse,
+            "none, fdatasync, fsync, O_DSYNC, O_SYNC or O_DIRECT+O_DSYNC",
+        )?;
+    }
+    if let Some(d) = &a.duration {
+        cfg.duration = parse_duration("duration", d)?;
+    }
+    if let Some(r) = a.runs {
+        cfg.runs = r.max(1);
+    }
+    if let Some(s) = &a.size {
+        cfg.file_size = parse_size("size", s)?;
+    }
+    if let Some(max) = cfg.sizes.iter().max() {
+        cfg.file_size = cfg.file_size.max(*max);
+    }
+    let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
+    let mut rec = recorder(&a)?;
+    let planned = cfg.duration * cfg.runs * (cfg.sizes.len() * cfg.methods.len()) as u32;
+    let progress = Progress::new(planned, a.quiet);
+    let mut run = new_run(
+        &a,
+        "fsync",
+        "fsync",
+        dir_info(&dir, cfg.file_size),
+        settings(
+            cfg.file_size,
+            cfg.duration,
+            cfg.runs,
+            EngineKind::Psync,
+            false,
+        ),
+        Vec::new(),
+    );
+    rec.begin(&mut run)?;
+    let env = iolab_env::capture(Some(&dir));
+    run.env = serde_json::to_value(&env).unwrap_or(serde_json::Value::Null);
+    let mut step = Duration::ZERO;
+    let per_test = cfg.duration * cfg.runs;
+    let result = fsync::run(&cfg, &stop, &mut |label| {
+        let _ = progress.pass(label.to_string(), step, per_test);
+        step += per_test;
+    });
+    progress.finish();
+    let outcome = match result {
+        Ok(report) => {
+            store_tests(&mut rec, 0, &report.tests)?;
+            run.tests = report.tests;
+            run.notes
+                .extend(report.skipped.iter().map(|s| format!("skipped {s}")));
+            run.notes
+                .push(format!("verdict: {}", report.verdict.reason));
+            if report.verdict.flushes_reach_storage == Some(false) {
+                run.warnings.push(iolab_measure::Warning {
+                    code: "FLUSH_NO_EFFECT".into(),
+                    message: report.verdict.reason.clone(),
+                    fix: "check the mount's barriers and the device's write cache mode; only a \
+                          non-volatile cache makes this safe"
+                        .into(),
+                    test: None,
+                });
+            }
+            Ok(())
+        }
+        Err(e) => Err(CliError::Failed(e.to_string())),
+    };
+    let facts = crate::environment::facts(&env, None, false);
+    let mut warnings = iolab_stats::warnings::analyze(&run, &facts);
+    run.warnings.append(&mut warnings);
+    conclude(&mut run, &mut rec, &a, &stop, outcome)
+}

@@ -1,0 +1,6 @@
+//! Workloads shaped like real jobs rather than synthetic block tests: dbench loadfile
+//! replay, file copies, dd-style streams, the sync-method probe and metadata rates. Each
+//! produces iolab's ordinary test records, so statistics, the store, reports and warnings
+//! treat them like any other run.
+
+pub mod fsync;
