@@ -200,6 +200,16 @@ pub struct RunArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
+    /// iometer: built-in access specification: file-server (default), database,
+    /// workstation.
+    #[arg(long, value_name = "NAME", help_heading = "Workload options")]
+    pub pattern: Option<String>,
+    /// iometer: access specification from a TOML file (see docs/iometer.md).
+    #[arg(long, value_name = "FILE", help_heading = "Workload options")]
+    pub spec: Option<PathBuf>,
+    /// iometer: run the queue-depth ladder 1, 2, 4, ... 64 outstanding I/Os per worker.
+    #[arg(long, help_heading = "Workload options")]
+    pub qd_ladder: bool,
     /// fsync probe: write sizes, comma-separated (default 512,4k,8k,16k).
     #[arg(long, value_name = "LIST", help_heading = "Workload options")]
     pub sizes: Option<String>,

@@ -31,6 +31,49 @@ pub(crate) struct Plan {
     pub notes: Vec<String>,
 }
 
+/// The tests of `iolab run iometer`: a built-in pattern or a TOML spec, at --iodepth
+/// outstanding I/Os (default 1) per worker (--numjobs, default 1), or over the ladder.
+fn iometer_tests(a: &RunArgs) -> Result<Vec<TestSpec>, CliError> {
+    use iolab_spec::iometer;
+    let (name, lines) = match (&a.spec, &a.pattern) {
+        (Some(_), Some(_)) => {
+            return Err(CliError::Usage("give --pattern or --spec, not both".into()))
+        }
+        (Some(path), None) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::Usage(format!("--spec {}: {e}", path.display())))?;
+            let file = path.display().to_string();
+            let (name, lines) = iometer::parse_spec(&file, &text)
+                .map_err(|e| CliError::Usage(format!("{}: {}: {}", e.value, e.field, e.reason)))?;
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "spec".into());
+            (name.unwrap_or(stem), lines)
+        }
+        (None, p) => {
+            let name = p.as_deref().unwrap_or("file-server");
+            let lines = iometer::pattern(name).ok_or_else(|| {
+                CliError::Usage(format!(
+                    "--pattern '{name}': expected file-server, database or workstation"
+                ))
+            })?;
+            (name.to_string(), lines)
+        }
+    };
+    let tests = iometer::tests(
+        &name,
+        &lines,
+        a.numjobs.unwrap_or(1),
+        a.iodepth.unwrap_or(1),
+        a.qd_ladder,
+    );
+    for t in &tests {
+        t.job.validate()?;
+    }
+    Ok(tests)
+}
+
 fn custom_job(a: &RunArgs) -> Result<JobSpec, SpecError> {
     let rw: Rw = a.rw.as_deref().unwrap_or("read").parse()?;
     let bs = match &a.bs {
@@ -58,7 +101,12 @@ pub(crate) fn plan(a: &RunArgs) -> Result<Plan, CliError> {
             iolab_spec::preset_names().join(", ")
         ))
     })?;
-    if preset != "custom" && custom_given {
+    let job_shape_given = if preset == "iometer" {
+        a.rw.is_some() || a.bs.is_some()
+    } else {
+        custom_given
+    };
+    if preset != "custom" && job_shape_given {
         return Err(CliError::Usage(format!(
             "--rw/--bs/--iodepth/--numjobs describe a custom job; use `iolab run custom ...` \
              instead of preset '{preset}'"
@@ -100,7 +148,16 @@ pub(crate) fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     } else {
         None
     };
-    let mut tests = expand_preset(&preset, custom.as_ref(), a.mix, size)?;
+    let mut tests = if preset == "iometer" {
+        iometer_tests(a)?
+    } else {
+        if a.pattern.is_some() || a.spec.is_some() || a.qd_ladder {
+            return Err(CliError::Usage(
+                "--pattern, --spec and --qd-ladder belong to `iolab run iometer`".into(),
+            ));
+        }
+        expand_preset(&preset, custom.as_ref(), a.mix, size)?
+    };
     for t in &mut tests {
         if let Some(n) = a.fsync {
             t.job.fsync_every = n;
@@ -263,7 +320,13 @@ pub(crate) fn prepare_target(
         let too_small: Vec<String> = plan
             .tests
             .iter()
-            .filter(|t| t.job.bs % lb != 0)
+            .filter(|t| {
+                t.job.bs % lb != 0
+                    || t.job
+                        .access
+                        .iter()
+                        .any(|l| l.size % lb != 0 || l.align % lb != 0)
+            })
             .map(|t| t.name.clone())
             .collect();
         if !too_small.is_empty() {
@@ -527,6 +590,21 @@ fn execute(
             if out.interrupted {
                 // A pass cut short by Ctrl-C is not a measurement.
                 break;
+            }
+            if !warm && !out.access_ios.is_empty() {
+                let counts = record.extra["access_ios"]
+                    .as_array()
+                    .map(|v| v.iter().filter_map(|x| x.as_u64()).collect::<Vec<u64>>())
+                    .unwrap_or_else(|| vec![0; out.access_ios.len()]);
+                let sum: Vec<u64> = counts
+                    .iter()
+                    .zip(&out.access_ios)
+                    .map(|(a, b)| a + b)
+                    .collect();
+                record.extra = serde_json::json!({
+                    "access": test.job.access,
+                    "access_ios": sum,
+                });
             }
             let mut pass = out.record;
             pass.context = PassContext {

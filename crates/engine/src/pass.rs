@@ -36,6 +36,8 @@ pub struct PassOutcome {
     pub notes: Vec<String>,
     /// The pass ended early because of a stop request.
     pub interrupted: bool,
+    /// Counted I/Os per line of the job's access specification (empty without one).
+    pub access_ios: Vec<u64>,
 }
 
 /// Effective queue depth for an engine: psync is synchronous, so 1.
@@ -189,6 +191,12 @@ pub fn run_pass(
         ));
     }
     let record = merge(index, &results, cpu_start, cpu_end);
+    let mut access_ios = vec![0u64; job.access.len()];
+    for r in &results {
+        for (total, n) in access_ios.iter_mut().zip(&r.access_ios) {
+            *total += n;
+        }
+    }
     let interrupted = stop.load(Ordering::Relaxed);
     let mut notes = notes;
     notes.sort();
@@ -197,6 +205,7 @@ pub fn run_pass(
         record,
         notes,
         interrupted,
+        access_ios,
     })
 }
 

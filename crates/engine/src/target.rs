@@ -428,8 +428,10 @@ impl Target {
     }
 
     /// Whether O_DIRECT is really honoured: a direct read into a misaligned buffer must be
-    /// refused with EINVAL. If it succeeds, the filesystem ignores O_DIRECT (tmpfs, some
-    /// FUSE filesystems) and reads come from memory. None when it cannot be probed.
+    /// refused with EINVAL. If it succeeds, either the filesystem ignores O_DIRECT (tmpfs,
+    /// some FUSE filesystems) and reads come from memory, or it only falls back to the page
+    /// cache for misaligned I/O (btrfs): an aligned direct read then tells them apart by
+    /// whether it leaves the page cached. None when it cannot be probed.
     ///
     /// The read goes to the first allocated block: filesystems answer a direct read of a
     /// hole (or of an unwritten extent) with zeros without checking alignment, so a probe
@@ -461,11 +463,50 @@ impl Target {
             )
         };
         if rc >= 0 {
-            Some(false)
+            // btrfs serves a misaligned direct read through the page cache but bypasses it
+            // for aligned ones: O_DIRECT is ignored only if an aligned read is cached too.
+            Some(!aligned_direct_read_cached(&file, offset).unwrap_or(true))
         } else if io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
             Some(true)
         } else {
             None
         }
     }
+}
+
+/// Evicts the page at `offset` (4 KiB aligned), reads it with an aligned direct read and
+/// says whether it is in the page cache afterwards (mincore). None when it cannot be told.
+fn aligned_direct_read_cached(file: &File, offset: i64) -> Option<bool> {
+    let fd = file.as_raw_fd();
+    // SAFETY: plain syscalls on an open descriptor; dirty pages must be written to be evicted.
+    unsafe {
+        libc::fdatasync(fd);
+        libc::posix_fadvise(fd, offset, 4096, libc::POSIX_FADV_DONTNEED);
+    }
+    let pool = BufferPool::new(1, 4096);
+    // SAFETY: an aligned 4 KiB buffer, read into with 4096 bytes.
+    let rc = unsafe { libc::pread64(fd, pool.slot_ptr(0) as *mut libc::c_void, 4096, offset) };
+    if rc <= 0 {
+        return None;
+    }
+    // SAFETY: a shared read-only mapping of one page of an open file; unmapped below.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd,
+            offset,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return None;
+    }
+    let mut vec = [0u8; 1];
+    // SAFETY: one byte for the one page mapped; then unmapping exactly what was mapped.
+    let rc = unsafe { libc::mincore(addr, 4096, vec.as_mut_ptr()) };
+    // SAFETY: as above.
+    unsafe { libc::munmap(addr, 4096) };
+    (rc == 0).then_some(vec[0] & 1 == 1)
 }

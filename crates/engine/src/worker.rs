@@ -47,6 +47,8 @@ pub struct JobResult {
     pub sync_hist: LatencyHistogram,
     /// Bytes completed per [`SERIES_INTERVAL`] since `start`.
     pub series: Vec<u64>,
+    /// Counted I/Os per line of the job's access specification (empty without one).
+    pub access_ios: Vec<u64>,
     pub errors: Vec<IoErrorRecord>,
 }
 
@@ -98,6 +100,18 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
     let mut free: Vec<u32> = (0..qd as u32).rev().collect();
     let mut slot_dir = vec![IoDir::Read; qd];
     let mut slot_off = vec![0u64; qd];
+    // Transfer size and access line of each slot (they vary only with an access spec).
+    let mut slot_len = vec![bs; qd];
+    let mut slot_line = vec![0usize; qd];
+    let access = &job.access;
+    // Per access line: cumulative share, and its sequential cursor.
+    let mut cum_share: Vec<u8> = Vec::with_capacity(access.len());
+    let mut acc = 0u8;
+    for l in access {
+        acc = acc.saturating_add(l.share);
+        cum_share.push(acc);
+    }
+    let mut line_cursor: Vec<u64> = access.iter().map(|_| p.region_start).collect();
     let start = Instant::now();
     let mut slot_t = vec![start; qd];
     let mut done: Vec<Completion> = Vec::with_capacity(qd);
@@ -115,6 +129,7 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
         write_hist: LatencyHistogram::new(),
         sync_hist: LatencyHistogram::new(),
         series: Vec::with_capacity((p.duration.as_millis() / 100 + 2) as usize),
+        access_ios: vec![0; job.access.len()],
         errors: Vec::new(),
     };
     let mut inflight = 0usize;
@@ -135,36 +150,62 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
                         break;
                     }
                 }
-                let dir = if mixed {
-                    if rng.u8(0..100) < job.rwmixread {
+                let (dir, off, len, line) = if access.is_empty() {
+                    let dir = if mixed {
+                        if rng.u8(0..100) < job.rwmixread {
+                            IoDir::Read
+                        } else {
+                            IoDir::Write
+                        }
+                    } else {
+                        fixed_dir
+                    };
+                    let block = if random {
+                        rng.u64(0..nblocks)
+                    } else {
+                        let b = seq_block;
+                        seq_block += 1;
+                        if seq_block >= nblocks {
+                            seq_block = 0;
+                        }
+                        b
+                    };
+                    (dir, p.region_start + block * bs, bs, 0)
+                } else {
+                    let pick = rng.u8(0..100);
+                    let line = cum_share.iter().position(|&c| pick < c).unwrap_or(0);
+                    let l = &access[line];
+                    let dir = if rng.u8(0..100) < l.read_pct {
                         IoDir::Read
                     } else {
                         IoDir::Write
-                    }
-                } else {
-                    fixed_dir
+                    };
+                    let end = p.region_start + p.region_len;
+                    let slots = ((p.region_len.saturating_sub(l.size)) / l.align) + 1;
+                    let off = if rng.u8(0..100) < l.random_pct {
+                        p.region_start + rng.u64(0..slots) * l.align
+                    } else {
+                        let mut o = line_cursor[line];
+                        if o + l.size > end {
+                            o = p.region_start;
+                        }
+                        line_cursor[line] = o + l.size;
+                        o
+                    };
+                    (dir, off, l.size, line)
                 };
-                let block = if random {
-                    rng.u64(0..nblocks)
-                } else {
-                    let b = seq_block;
-                    seq_block += 1;
-                    if seq_block >= nblocks {
-                        seq_block = 0;
-                    }
-                    b
-                };
-                let off = p.region_start + block * bs;
                 if dir == IoDir::Write && stamp_writes {
-                    stamp(&mut bufs.slot_mut(slot as usize)[..bs as usize], &mut rng);
+                    stamp(&mut bufs.slot_mut(slot as usize)[..len as usize], &mut rng);
                 }
-                eng.queue(bufs, slot, dir, off, bs as u32);
+                eng.queue(bufs, slot, dir, off, len as u32);
                 let s = slot as usize;
                 slot_dir[s] = dir;
                 slot_off[s] = off;
+                slot_len[s] = len;
+                slot_line[s] = line;
                 slot_t[s] = t_queue;
                 inflight += 1;
-                issued += bs;
+                issued += len;
             }
         }
         if inflight == 0 {
@@ -201,12 +242,13 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
             let dir = slot_dir[s];
             inflight -= 1;
             free.push(c.slot);
-            if c.result as i64 != bs as i64 {
+            let len = slot_len[s];
+            if c.result as i64 != len as i64 {
                 let mut rec = if c.result < 0 {
-                    errno_record(-c.result, dir, slot_off[s], bs)
+                    errno_record(-c.result, dir, slot_off[s], len)
                 } else {
-                    let mut r = errno_record(0, dir, slot_off[s], bs);
-                    r.message = format!("short transfer: {} of {} bytes", c.result, bs);
+                    let mut r = errno_record(0, dir, slot_off[s], len);
+                    r.message = format!("short transfer: {} of {} bytes", c.result, len);
                     r
                 };
                 if rec.errno == 0 && c.result == 0 && dir == IoDir::Read {
@@ -219,14 +261,17 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
             if ramping {
                 continue;
             }
-            batch_bytes += bs;
+            batch_bytes += len;
+            if !access.is_empty() {
+                res.access_ios[slot_line[s]] += 1;
+            }
             match dir {
                 IoDir::Read => {
-                    res.read_bytes += bs;
+                    res.read_bytes += len;
                     res.read_hist.record(lat);
                 }
                 IoDir::Write => {
-                    res.write_bytes += bs;
+                    res.write_bytes += len;
                     res.write_hist.record(lat);
                     if job.fsync_every > 0 {
                         writes_since_sync += 1;

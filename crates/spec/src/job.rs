@@ -139,6 +139,22 @@ pub enum SyncMode {
     Fdatasync,
 }
 
+/// One line of an Iometer access specification: this share of the I/Os has this transfer
+/// size, read percentage, random percentage and alignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessLine {
+    /// Percent of all I/Os (the lines of a spec add up to 100).
+    pub share: u8,
+    /// Transfer size in bytes.
+    pub size: u64,
+    /// Percent of this line's I/Os that read.
+    pub read_pct: u8,
+    /// Percent of this line's I/Os at random offsets (the rest continue sequentially).
+    pub random_pct: u8,
+    /// Offsets are multiples of this (bytes).
+    pub align: u64,
+}
+
 /// The shape of one job: what fio calls a job section, minus the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
@@ -156,6 +172,10 @@ pub struct JobSpec {
     pub end_fsync: bool,
     /// Stop a pass after this many bytes in total (ATTO covers its region once per size).
     pub io_limit: Option<u64>,
+    /// An Iometer access specification; when not empty it replaces `rw`, `bs` and
+    /// `rwmixread` per I/O (`bs` is then the largest transfer size).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<AccessLine>,
 }
 
 impl JobSpec {
@@ -170,6 +190,7 @@ impl JobSpec {
             sync_mode: SyncMode::Fsync,
             end_fsync: false,
             io_limit: None,
+            access: Vec::new(),
         }
     }
 
@@ -203,6 +224,39 @@ impl JobSpec {
                 self.numjobs.to_string(),
                 "must be between 1 and 64",
             ));
+        }
+        if !self.access.is_empty() {
+            let total: u32 = self.access.iter().map(|l| l.share as u32).sum();
+            if total != 100 {
+                return Err(SpecError::new(
+                    "access",
+                    total.to_string(),
+                    "the shares of an access specification must add up to 100",
+                ));
+            }
+            for l in &self.access {
+                if l.size < 512 || l.size > 64 << 20 || !l.size.is_multiple_of(512) {
+                    return Err(SpecError::new(
+                        "size",
+                        l.size.to_string(),
+                        "transfer sizes must be multiples of 512 B up to 64 MiB",
+                    ));
+                }
+                if l.read_pct > 100 || l.random_pct > 100 {
+                    return Err(SpecError::new(
+                        "read/random",
+                        format!("{}/{}", l.read_pct, l.random_pct),
+                        "percentages between 0 and 100",
+                    ));
+                }
+                if l.align == 0 || !l.align.is_multiple_of(512) {
+                    return Err(SpecError::new(
+                        "align",
+                        l.align.to_string(),
+                        "alignment must be a positive multiple of 512 bytes",
+                    ));
+                }
+            }
         }
         if self.rwmixread > 100 {
             return Err(SpecError::new(

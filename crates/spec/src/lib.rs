@@ -4,10 +4,13 @@
 //! `cdm`, `atto`) into a validated list of [`TestSpec`]s that the engine executes.
 
 pub mod fio;
+pub mod iometer;
 mod job;
 mod presets;
 mod units;
 
-pub use job::{DataPattern, EngineKind, IoDir, JobSpec, RunSettings, Rw, SyncMode, TestSpec};
+pub use job::{
+    AccessLine, DataPattern, EngineKind, IoDir, JobSpec, RunSettings, Rw, SyncMode, TestSpec,
+};
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{format_bytes, format_size_short, parse_duration, parse_size, SpecError};

@@ -69,6 +69,19 @@ pub const PRESETS: &[PresetInfo] = &[
         },
     },
     PresetInfo {
+        name: "iometer",
+        summary: "Iometer access specification (--pattern file-server|database|workstation, or \
+                  --spec FILE.toml): weighted transfer sizes, read % and random % per I/O; \
+                  --numjobs workers x --iodepth outstanding I/Os, or --qd-ladder 1..64",
+        defaults: PresetDefaults {
+            size: 1 << 30,
+            duration: Duration::from_secs(5),
+            runs: 3,
+            warmup_passes: 0,
+            cover_region_once: false,
+        },
+    },
+    PresetInfo {
         name: "custom",
         summary: "one fio-style job from --rw --bs --iodepth --numjobs --rwmixread",
         defaults: PresetDefaults {
@@ -165,6 +178,10 @@ pub fn expand_preset(
                 }
                 bs *= 2;
             }
+        }
+        "iometer" => {
+            let lines = crate::iometer::pattern("file-server").expect("built in");
+            tests = crate::iometer::tests("file-server", &lines, 1, 1, false);
         }
         "custom" => {
             let job = custom

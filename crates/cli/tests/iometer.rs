@@ -1,0 +1,143 @@
+//! `iolab run iometer`: access specifications drive the size, direction and offset of
+//! every I/O.
+
+mod common;
+
+use common::Sandbox;
+
+#[test]
+fn file_server_mix_matches_its_shares() {
+    let sb = Sandbox::new();
+    let doc = sb
+        .run(&[
+            "iometer",
+            "--size",
+            "32MiB",
+            "--iodepth",
+            "8",
+            "--duration",
+            "400ms",
+            "--runs",
+            "2",
+            "--json",
+            "-",
+        ])
+        .ok()
+        .json();
+    let t = &doc["tests"][0];
+    assert_eq!(t["name"], "file-server Q8W1");
+    let counts: Vec<f64> = t["extra"]["access_ios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    let n: f64 = counts.iter().sum();
+    assert!(n > 5000.0, "too few I/Os for a share check: {n}");
+    let shares = [10.0, 5.0, 5.0, 60.0, 2.0, 4.0, 4.0, 10.0];
+    for (i, (c, s)) in counts.iter().zip(shares).enumerate() {
+        let got = 100.0 * c / n;
+        // Binomial standard deviation of a share over n draws, times 4.
+        let tol = 4.0 * (s * (100.0 - s) / n).sqrt() + 0.2;
+        assert!(
+            (got - s).abs() <= tol,
+            "line {i}: {got:.2}% vs {s}% (±{tol:.2})"
+        );
+    }
+    // The I/Os counted per line add up to the passes' I/Os.
+    let ios: u64 = t["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["ios"].as_u64().unwrap())
+        .sum();
+    assert_eq!(ios as f64, n);
+    // 80% reads overall.
+    let p = &t["passes"][0];
+    let r = p["read"]["ios"].as_f64().unwrap();
+    let w = p["write"]["ios"].as_f64().unwrap();
+    let share = r / (r + w);
+    assert!((share - 0.8).abs() < 0.03, "read share {share}");
+    // Bytes agree with the mix: mean transfer between 512 B and 64 KiB.
+    let mean = p["bytes"].as_f64().unwrap() / p["ios"].as_f64().unwrap();
+    assert!(mean > 4096.0 && mean < 16384.0, "mean transfer {mean}");
+}
+
+#[test]
+fn ladder_and_spec_files() {
+    let sb = Sandbox::new();
+    let doc = sb
+        .run(&[
+            "iometer",
+            "--pattern",
+            "database",
+            "--qd-ladder",
+            "--size",
+            "16MiB",
+            "--duration",
+            "100ms",
+            "--runs",
+            "1",
+            "--json",
+            "-",
+        ])
+        .ok()
+        .json();
+    let names: Vec<&str> = doc["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "database Q1W1",
+            "database Q2W1",
+            "database Q4W1",
+            "database Q8W1",
+            "database Q16W1",
+            "database Q32W1",
+            "database Q64W1"
+        ]
+    );
+    let spec = sb.path("mail.toml");
+    std::fs::write(
+        &spec,
+        "name = \"mail\"\n[[line]]\nshare = 100\nsize = \"16k\"\nread = 0\nrandom = 0\n",
+    )
+    .unwrap();
+    let doc = sb
+        .run(&[
+            "iometer",
+            "--spec",
+            spec.to_str().unwrap(),
+            "--size",
+            "16MiB",
+            "--duration",
+            "100ms",
+            "--runs",
+            "1",
+            "--json",
+            "-",
+        ])
+        .ok()
+        .json();
+    let p = &doc["tests"][0]["passes"][0];
+    assert_eq!(doc["tests"][0]["name"], "mail Q1W1");
+    assert!(p["read"].is_null(), "all writes: {p}");
+    assert_eq!(
+        p["bytes"].as_u64().unwrap(),
+        p["ios"].as_u64().unwrap() * 16384
+    );
+    // A bad key names the file and line.
+    std::fs::write(
+        &spec,
+        "[[line]]\nshare = 100\nsize = \"16k\"\nread = 0\nrandum = 0\n",
+    )
+    .unwrap();
+    let out = sb
+        .run(&["iometer", "--spec", spec.to_str().unwrap()])
+        .code(2);
+    out.stderr_has(&["mail.toml:5", "randum"]);
+}
