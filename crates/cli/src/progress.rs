@@ -53,6 +53,13 @@ impl Progress {
         self.bar.tick();
     }
 
+    /// Shows a workload phase and a detail (e.g. a count) without moving the bar.
+    pub fn phase(&self, label: &str, detail: String) {
+        self.bar.set_prefix(label.to_string());
+        self.bar.set_message(detail);
+        self.bar.tick();
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }

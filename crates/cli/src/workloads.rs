@@ -16,12 +16,29 @@ use crate::run::{conclude, new_run, recorder, store_tests};
 use crate::signals;
 
 /// Workload names `iolab run` accepts besides the block presets.
-pub const WORKLOADS: &[(&str, &str)] = &[(
-    "fsync",
-    "sync-method probe (pg_test_fsync-style): write sizes x none, write+fdatasync, \
-     write+fsync, O_DSYNC, O_SYNC, O_DIRECT+O_DSYNC; ops/s, latency, and a verdict on \
-     whether flushes reach stable storage",
-)];
+pub const WORKLOADS: &[(&str, &str)] = &[
+    (
+        "fsync",
+        "sync-method probe (pg_test_fsync-style): write sizes x none, write+fdatasync, \
+         write+fsync, O_DSYNC, O_SYNC, O_DIRECT+O_DSYNC; ops/s, latency, and a verdict on \
+         whether flushes reach stable storage",
+    ),
+    (
+        "copy",
+        "copy a file or tree (--source, or a generated random file of --size) the way a \
+         user's copy does; MB/s before and including the final fsync, verified identical",
+    ),
+    (
+        "streams",
+        "dd-shaped sequential streams: --streams N --bs --rw read|write, one file with \
+         --same-file --stagger TIME, or one file each; per-stream and aggregate MB/s",
+    ),
+    (
+        "metadata",
+        "mdtest-shaped: create, stat, read, rename, delete of --files N in --dirs M with \
+         --threads T; ops/s per phase and the space each small file really uses",
+    ),
+];
 
 pub fn is_workload(name: &str) -> bool {
     WORKLOADS.iter().any(|(n, _)| *n == name)
@@ -93,6 +110,9 @@ fn list<T>(
 pub fn run(a: RunArgs) -> Result<i32, CliError> {
     match a.preset.as_str() {
         "fsync" => run_fsync(a),
+        "copy" => run_copy(a),
+        "streams" => run_streams(a),
+        "metadata" => run_metadata(a),
         other => Err(CliError::Usage(format!("unknown workload '{other}'"))),
     }
 }
@@ -187,4 +207,153 @@ fn run_fsync(a: RunArgs) -> Result<i32, CliError> {
     let mut warnings = iolab_stats::warnings::analyze(&run, &facts);
     run.warnings.append(&mut warnings);
     conclude(&mut run, &mut rec, &a, &stop, outcome)
+}
+
+/// Runs a workload that returns whole tests at the end: store, warnings, report.
+fn drive(
+    a: &RunArgs,
+    dir: &std::path::Path,
+    size: u64,
+    settings: RunSettings,
+    work: impl FnOnce(
+        &std::sync::atomic::AtomicBool,
+        &Progress,
+    ) -> Result<Vec<iolab_measure::TestRecord>, String>,
+) -> Result<i32, CliError> {
+    let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
+    let mut rec = recorder(a)?;
+    let progress = Progress::new(Duration::ZERO, a.quiet);
+    let direct = settings.direct;
+    let mut run = new_run(
+        a,
+        &a.preset,
+        &a.preset,
+        dir_info(dir, size),
+        settings,
+        Vec::new(),
+    );
+    rec.begin(&mut run)?;
+    let env = iolab_env::capture(Some(dir));
+    run.env = serde_json::to_value(&env).unwrap_or(serde_json::Value::Null);
+    let result = work(&stop, &progress);
+    progress.finish();
+    let outcome = match result {
+        Ok(tests) => {
+            store_tests(&mut rec, 0, &tests)?;
+            run.tests = tests;
+            Ok(())
+        }
+        Err(e) => Err(CliError::Failed(e)),
+    };
+    let facts = crate::environment::facts(&env, None, direct);
+    run.warnings = iolab_stats::warnings::analyze(&run, &facts);
+    conclude(&mut run, &mut rec, a, &stop, outcome)
+}
+
+fn opt_size(field: &str, v: &Option<String>, default: u64) -> Result<u64, CliError> {
+    Ok(match v {
+        Some(s) => parse_size(field, s)?,
+        None => default,
+    })
+}
+
+fn opt_duration(field: &str, v: &Option<String>) -> Result<Option<Duration>, CliError> {
+    Ok(match v {
+        Some(s) => Some(parse_duration(field, s)?),
+        None => None,
+    })
+}
+
+fn run_copy(a: RunArgs) -> Result<i32, CliError> {
+    use iolab_workloads::copy::{self, CopyConfig};
+    let dir = target_dir(&a)?;
+    let mut cfg = CopyConfig::new(dir.clone());
+    if let Some(src) = &a.source {
+        if !src.exists() {
+            return Err(CliError::Usage(format!(
+                "--source {} does not exist",
+                src.display()
+            )));
+        }
+        cfg.source = Some(std::path::absolute(src).unwrap_or_else(|_| src.clone()));
+    }
+    cfg.generate_size = opt_size("size", &a.size, cfg.generate_size)?;
+    cfg.buffer_size = opt_size("bs", &a.bs, cfg.buffer_size as u64)? as usize;
+    cfg.runs = a.runs.unwrap_or(cfg.runs).max(1);
+    cfg.drop_caches = a.drop_caches;
+    let s = settings(
+        cfg.generate_size,
+        Duration::ZERO,
+        cfg.runs,
+        EngineKind::Psync,
+        false,
+    );
+    drive(&a, &dir, cfg.generate_size, s, |stop, progress| {
+        copy::run(&cfg, stop, &mut |label, n| {
+            progress.phase(label, iolab_spec::format_bytes(n))
+        })
+        .map_err(|e| e.to_string())
+    })
+}
+
+fn run_streams(a: RunArgs) -> Result<i32, CliError> {
+    use iolab_workloads::streams::{self, StreamsConfig};
+    let dir = target_dir(&a)?;
+    let mut cfg = StreamsConfig::new(dir.clone());
+    cfg.streams = a.streams.unwrap_or(cfg.streams).max(1);
+    cfg.bs = opt_size("bs", &a.bs, cfg.bs as u64)? as usize;
+    cfg.rw = match a.rw.as_deref() {
+        None | Some("read") => iolab_spec::Rw::Read,
+        Some("write") => iolab_spec::Rw::Write,
+        Some(other) => {
+            return Err(CliError::Usage(format!(
+                "--rw '{other}': streams are sequential: read or write"
+            )))
+        }
+    };
+    cfg.same_file = a.same_file;
+    if let Some(st) = opt_duration("stagger", &a.stagger)? {
+        if !a.same_file {
+            return Err(CliError::Usage("--stagger applies with --same-file".into()));
+        }
+        cfg.stagger = st;
+    }
+    cfg.file_size = opt_size("size", &a.size, cfg.file_size)?;
+    cfg.duration = opt_duration("duration", &a.duration)?;
+    cfg.drop_caches = a.drop_caches;
+    cfg.end_fsync = a.end_fsync;
+    let s = settings(
+        cfg.file_size,
+        cfg.duration.unwrap_or(Duration::ZERO),
+        1,
+        EngineKind::Psync,
+        false,
+    );
+    drive(&a, &dir, cfg.file_size, s, |stop, progress| {
+        streams::run(&cfg, stop, &mut |label, n| {
+            progress.phase(label, iolab_spec::format_bytes(n))
+        })
+        .map_err(|e| e.to_string())
+    })
+}
+
+fn run_metadata(a: RunArgs) -> Result<i32, CliError> {
+    use iolab_workloads::metadata::{self, MetadataConfig};
+    let dir = target_dir(&a)?;
+    let mut cfg = MetadataConfig::new(dir.clone());
+    cfg.files = a.files.unwrap_or(cfg.files).max(1);
+    if let Some(d) = a.dirs {
+        cfg.dirs = u32::try_from(d.max(1))
+            .map_err(|_| CliError::Usage(format!("--dirs {d}: too many")))?;
+    }
+    cfg.threads = a.threads.unwrap_or(cfg.threads).max(1);
+    cfg.file_size = opt_size("file-size", &a.file_size, cfg.file_size)?;
+    cfg.fsync = a.fsync.is_some() || a.fsync_every_write;
+    let s = settings(cfg.file_size, Duration::ZERO, 1, EngineKind::Psync, false);
+    drive(&a, &dir, cfg.file_size * cfg.files, s, |stop, progress| {
+        metadata::run(&cfg, stop, &mut |label, n| {
+            progress.phase(label, format!("{n} ops"))
+        })
+        .map_err(|e| e.to_string())
+    })
 }

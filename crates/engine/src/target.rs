@@ -391,40 +391,11 @@ pub fn prepare(
 }
 
 impl Target {
-    /// Fraction (0..1) of the test region resident in the page cache, from mincore(2) on a
-    /// read-only mapping (mapping touches no data). None when it cannot be known.
+    /// Fraction (0..1) of the test region resident in the page cache (mincore). None when
+    /// it cannot be known.
     pub fn resident_fraction(&self) -> Option<f64> {
-        let file = File::open(&self.io_path).ok()?;
-        let len = self.info.size as usize;
-        if len == 0 {
-            return None;
-        }
-        // SAFETY: a private read-only mapping of `len` bytes of an open file; unmapped below.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return None;
-        }
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        let mut vec = vec![0u8; len.div_ceil(page)];
-        // SAFETY: vec has one byte per page of the mapping.
-        let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
-        // SAFETY: unmapping exactly what was mapped.
-        unsafe { libc::munmap(addr, len) };
-        if rc != 0 {
-            return None;
-        }
-        let resident = vec.iter().filter(|&&b| b & 1 == 1).count();
-        Some(resident as f64 / vec.len() as f64)
+        let (resident, len) = page_cache_residency(&self.io_path, Some(self.info.size))?;
+        (len > 0).then(|| resident as f64 / len as f64)
     }
 
     /// Whether O_DIRECT is really honoured: a direct read into a misaligned buffer must be
@@ -509,4 +480,45 @@ fn aligned_direct_read_cached(file: &File, offset: i64) -> Option<bool> {
     // SAFETY: as above.
     unsafe { libc::munmap(addr, 4096) };
     (rc == 0).then_some(vec[0] & 1 == 1)
+}
+
+/// Bytes of a file (its first `len` bytes, or all of it) resident in the page cache, and the
+/// length examined: mincore(2) on a shared read-only mapping, which reads nothing. None when
+/// it cannot be known.
+pub fn page_cache_residency(path: &Path, len: Option<u64>) -> Option<(u64, u64)> {
+    let file = File::open(path).ok()?;
+    let len = match len {
+        Some(l) => l,
+        None => file.metadata().ok()?.len(),
+    };
+    if len == 0 {
+        return Some((0, 0));
+    }
+    let len = usize::try_from(len).ok()?;
+    // SAFETY: a shared read-only mapping of `len` bytes of an open file; unmapped below.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+    let mut vec = vec![0u8; len.div_ceil(page)];
+    // SAFETY: vec has one byte per page of the mapping.
+    let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
+    // SAFETY: unmapping exactly what was mapped.
+    unsafe { libc::munmap(addr, len) };
+    if rc != 0 {
+        return None;
+    }
+    let resident = vec.iter().filter(|&&b| b & 1 == 1).count() as u64;
+    Some(((resident * page as u64).min(len as u64), len as u64))
 }

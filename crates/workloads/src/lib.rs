@@ -3,4 +3,10 @@
 //! produces iolab's ordinary test records, so statistics, the store, reports and warnings
 //! treat them like any other run.
 
+pub mod dbench;
 pub mod fsync;
+
+mod common;
+pub mod copy;
+pub mod metadata;
+pub mod streams;

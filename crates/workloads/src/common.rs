@@ -1,0 +1,464 @@
+//! What the copy, streams and metadata workloads share: their error type, the 100 ms
+//! throughput series, CPU and activity sampling around a pass, page-cache residency and
+//! dropping, random test files, and the removal of everything a workload created.
+
+use std::ffi::CString;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use iolab_engine::buffers::{fill_random, stamp};
+use iolab_measure::{
+    Activity, ActivitySample, CpuSample, CpuUsage, PassRecord, TestRecord, TimeSeries,
+};
+use iolab_spec::JobSpec;
+use iolab_stats::{summarize, Score};
+
+/// Length of one interval of the throughput series.
+pub const SERIES_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How often a waiting thread looks at the stop flag, and how often progress is reported.
+pub(crate) const POLL: Duration = Duration::from_millis(100);
+
+/// Why a workload could not run or finish. Everything it had created is removed before
+/// the error reaches the caller.
+#[derive(Debug)]
+pub enum WorkloadError {
+    /// A system call on `path` failed.
+    Io {
+        path: PathBuf,
+        /// What was being done, as in "cannot {action}".
+        action: String,
+        err: io::Error,
+    },
+    /// The configuration cannot run: the option, and why.
+    Invalid { option: String, reason: String },
+    /// Something the workload wrote did not read back as it should (a copy that differs
+    /// from its source, a file with the wrong size, a count that does not add up).
+    Mismatch { path: PathBuf, detail: String },
+}
+
+impl fmt::Display for WorkloadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkloadError::Io { path, action, err } => {
+                write!(f, "{}: cannot {action}: {err}", path.display())
+            }
+            WorkloadError::Invalid { option, reason } => write!(f, "{option}: {reason}"),
+            WorkloadError::Mismatch { path, detail } => {
+                write!(f, "{}: verification failed: {detail}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for WorkloadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WorkloadError::Io { err, .. } => Some(err),
+            _ => None,
+        }
+    }
+}
+
+impl WorkloadError {
+    pub(crate) fn invalid(option: &str, reason: impl Into<String>) -> Self {
+        WorkloadError::Invalid {
+            option: option.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn mismatch(path: &Path, detail: impl Into<String>) -> Self {
+        WorkloadError::Mismatch {
+            path: path.to_path_buf(),
+            detail: detail.into(),
+        }
+    }
+
+    pub(crate) fn io(path: &Path, action: impl Into<String>, err: io::Error) -> Self {
+        WorkloadError::Io {
+            path: path.to_path_buf(),
+            action: action.into(),
+            err,
+        }
+    }
+}
+
+/// `map_err` helper: an I/O error on `path` while doing `action`.
+pub(crate) fn io_err<'a>(
+    path: &'a Path,
+    action: &'a str,
+) -> impl FnOnce(io::Error) -> WorkloadError + 'a {
+    move |err| WorkloadError::io(path, action, err)
+}
+
+/// A name no other run uses: `iolab-<what>-<pid>-<random>`.
+pub(crate) fn unique_name(what: &str) -> String {
+    format!(
+        "iolab-{what}-{}-{:08x}",
+        std::process::id(),
+        fastrand::u32(..)
+    )
+}
+
+/// Whether the process may drop the page cache.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Writes dirty data back (sync) and drops the page cache, dentries and inodes
+/// (`echo 3 > /proc/sys/vm/drop_caches`). Needs root.
+pub fn drop_caches() -> Result<(), WorkloadError> {
+    if !is_root() {
+        return Err(WorkloadError::invalid(
+            "drop-caches",
+            "dropping the page cache needs root (run as root or leave the option out)",
+        ));
+    }
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    let p = Path::new("/proc/sys/vm/drop_caches");
+    let mut f = OpenOptions::new()
+        .write(true)
+        .open(p)
+        .map_err(io_err(p, "open"))?;
+    f.write_all(b"3\n").map_err(io_err(p, "write 3 to"))?;
+    Ok(())
+}
+
+/// Asks the kernel to forget the cached pages of one file iolab wrote (clean pages only,
+/// so the file is flushed first). Needs no privileges and touches no other file.
+pub(crate) fn evict_file(path: &Path) -> Result<(), WorkloadError> {
+    let f = File::open(path).map_err(io_err(path, "open"))?;
+    f.sync_all().map_err(io_err(path, "flush"))?;
+    // SAFETY: plain advice on our own descriptor; len 0 means "to the end".
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(WorkloadError::io(
+            path,
+            "evict from the page cache",
+            io::Error::from_raw_os_error(rc),
+        ));
+    }
+    Ok(())
+}
+
+/// Fraction (0..1) of the bytes of `paths` in the page cache; None if unknown or empty.
+pub(crate) fn resident_fraction<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Option<f64> {
+    let (mut res, mut total) = (0u64, 0u64);
+    for p in paths {
+        let (r, t) = iolab_engine::target::page_cache_residency(p, None)?;
+        res += r;
+        total += t;
+    }
+    (total > 0).then(|| res as f64 / total as f64)
+}
+
+/// The block device holding `path`, named as /proc/diskstats names it ("vda", "sda1",
+/// "dm-0"); None for filesystems without one (tmpfs, overlay, network).
+pub(crate) fn device_of(path: &Path) -> Option<String> {
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let link = std::fs::read_link(format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(dev),
+        libc::minor(dev)
+    ))
+    .ok()?;
+    link.file_name().map(|n| n.to_string_lossy().into_owned())
+}
+
+/// CPU and machine activity sampled at the start of a pass.
+pub(crate) struct Watch {
+    cpu: CpuSample,
+    activity: ActivitySample,
+    devices: Vec<String>,
+}
+
+impl Watch {
+    /// Starts watching; `devices` are the block devices whose traffic is reported.
+    pub(crate) fn start(devices: &[String]) -> Self {
+        Watch {
+            activity: ActivitySample::now(),
+            devices: devices.to_vec(),
+            cpu: CpuSample::now(),
+        }
+    }
+
+    /// CPU use for a pass of `ios` operations, and what else the machine did meanwhile.
+    pub(crate) fn finish(&self, ios: u64) -> (CpuUsage, Activity) {
+        let cpu = self.cpu.usage_until(&CpuSample::now(), ios);
+        let activity = self.activity.until(&ActivitySample::now(), &self.devices);
+        (cpu, activity)
+    }
+}
+
+/// Bytes (or operations) per 100 ms interval since `start`.
+#[derive(Debug, Clone)]
+pub(crate) struct Series {
+    start: Instant,
+    buckets: Vec<u64>,
+}
+
+impl Series {
+    pub(crate) fn new(start: Instant) -> Self {
+        Series {
+            start,
+            buckets: Vec::new(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn add(&mut self, at: Instant, amount: u64) {
+        let i = (at.saturating_duration_since(self.start).as_nanos() / SERIES_INTERVAL.as_nanos())
+            as usize;
+        if self.buckets.len() <= i {
+            self.buckets.resize(i + 1, 0);
+        }
+        self.buckets[i] += amount;
+    }
+
+    /// Makes the series cover the pass up to `end` (a final flush adds empty intervals).
+    pub(crate) fn extend_to(&mut self, end: Instant) {
+        let n =
+            end.saturating_duration_since(self.start).as_nanos() / SERIES_INTERVAL.as_nanos() + 1;
+        if self.buckets.len() < n as usize {
+            self.buckets.resize(n as usize, 0);
+        }
+    }
+
+    pub(crate) fn buckets(&self) -> &[u64] {
+        &self.buckets
+    }
+
+    /// Adds `other` into `self`, aligned on the intervals of `self`'s start.
+    pub(crate) fn merge(&mut self, other: &Series) {
+        let shift = (other.start.saturating_duration_since(self.start).as_nanos()
+            / SERIES_INTERVAL.as_nanos()) as usize;
+        if self.buckets.len() < other.buckets.len() + shift {
+            self.buckets.resize(other.buckets.len() + shift, 0);
+        }
+        for (i, b) in other.buckets.iter().enumerate() {
+            self.buckets[i + shift] += b;
+        }
+    }
+
+    pub(crate) fn into_timeseries(self) -> TimeSeries {
+        TimeSeries {
+            interval_ms: SERIES_INTERVAL.as_millis() as u32,
+            bytes: self.buckets,
+        }
+    }
+}
+
+/// A test record with the median summary of its passes.
+pub(crate) fn test_record(
+    name: String,
+    group: String,
+    job: JobSpec,
+    passes: Vec<PassRecord>,
+    extra: serde_json::Value,
+) -> TestRecord {
+    let summary = summarize(&passes, Score::Median);
+    TestRecord {
+        name,
+        group,
+        job,
+        passes,
+        summary,
+        extra,
+    }
+}
+
+/// Rounds to 6 significant decimals for the JSON extras (seconds, MB/s, fractions).
+pub(crate) fn round6(x: f64) -> f64 {
+    if x.is_finite() {
+        (x * 1e6).round() / 1e6
+    } else {
+        0.0
+    }
+}
+
+/// Creates `path` (which must not exist) and fills it with `size` bytes of incompressible
+/// random data, 1 MiB per write, then flushes it. Returns false when `stop` was raised
+/// first; the caller removes the partial file.
+pub(crate) fn write_random_file(
+    path: &Path,
+    size: u64,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<bool, WorkloadError> {
+    const CHUNK: usize = 1 << 20;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io_err(path, "create"))?;
+    let mut rng = fastrand::Rng::new();
+    let mut buf = vec![0u8; CHUNK];
+    fill_random(&mut buf, &mut rng);
+    let mut done = 0u64;
+    let mut last = Instant::now();
+    while done < size {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        stamp(&mut buf, &mut rng);
+        let n = (size - done).min(CHUNK as u64) as usize;
+        f.write_all(&buf[..n])
+            .map_err(io_err(path, "write test data to"))?;
+        done += n as u64;
+        if last.elapsed() >= POLL {
+            progress(done);
+            last = Instant::now();
+        }
+    }
+    f.sync_all().map_err(io_err(path, "flush"))?;
+    progress(done);
+    Ok(true)
+}
+
+/// Flushes a directory's entries (fsync on the directory itself).
+pub(crate) fn fsync_dir(path: &Path) -> io::Result<()> {
+    File::open(path)?.sync_all()
+}
+
+/// statvfs(3) of the filesystem holding `path`.
+pub(crate) fn statvfs(path: &Path) -> Result<libc::statvfs, WorkloadError> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| WorkloadError::invalid("dir", "path contains a NUL byte"))?;
+    // SAFETY: zeroed statvfs is a valid out-parameter; c is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if rc != 0 {
+        return Err(WorkloadError::io(
+            path,
+            "statvfs",
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(st)
+}
+
+/// Writes back the whole filesystem holding `path` (syncfs(2)), so block counts settle.
+pub(crate) fn syncfs(path: &Path) -> Result<(), WorkloadError> {
+    let f = File::open(path).map_err(io_err(path, "open"))?;
+    // SAFETY: syncfs on an open descriptor.
+    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+        return Err(WorkloadError::io(
+            path,
+            "syncfs",
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+/// Sleeps until `at`, waking every 100 ms to look at `stop`. Returns false if stopped.
+pub(crate) fn sleep_until(at: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= at {
+            return true;
+        }
+        std::thread::sleep((at - now).min(POLL));
+    }
+}
+
+/// Paths iolab created, removed in reverse order of creation: files and symlinks with
+/// unlink, directories with rmdir (so a directory that holds anything iolab did not put
+/// there stays, and the removal reports it). Dropping it removes what is left.
+#[derive(Debug, Default)]
+pub(crate) struct Created {
+    entries: Vec<(PathBuf, bool)>,
+}
+
+impl Created {
+    pub(crate) fn file(&mut self, p: PathBuf) {
+        self.entries.push((p, false));
+    }
+
+    pub(crate) fn dir(&mut self, p: PathBuf) {
+        self.entries.push((p, true));
+    }
+
+    /// Removes everything registered. Entries already gone are fine; the first failure is
+    /// returned after trying all the others.
+    pub(crate) fn remove_all(&mut self) -> Result<(), WorkloadError> {
+        let mut first: Option<WorkloadError> = None;
+        while let Some((p, is_dir)) = self.entries.pop() {
+            let r = if is_dir {
+                std::fs::remove_dir(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+            match r {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    if first.is_none() {
+                        first = Some(WorkloadError::io(&p, "remove", e));
+                    }
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove_all() {
+            eprintln!("iolab: could not remove what it created: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_merge_aligns_on_intervals() {
+        let t0 = Instant::now();
+        let mut a = Series::new(t0);
+        a.add(t0, 10);
+        a.add(t0 + Duration::from_millis(150), 5);
+        let mut b = Series::new(t0 + Duration::from_millis(210));
+        b.add(t0 + Duration::from_millis(220), 7);
+        a.merge(&b);
+        assert_eq!(a.buckets(), &[10, 5, 7]);
+        a.extend_to(t0 + Duration::from_millis(450));
+        assert_eq!(a.buckets(), &[10, 5, 7, 0, 0]);
+    }
+
+    #[test]
+    fn created_removes_in_reverse_and_keeps_foreign_files() {
+        let base = std::env::temp_dir().join(unique_name("common-test"));
+        let mut c = Created::default();
+        std::fs::create_dir(&base).unwrap();
+        c.dir(base.clone());
+        let f = base.join("ours");
+        std::fs::write(&f, b"x").unwrap();
+        c.file(f.clone());
+        c.remove_all().unwrap();
+        assert!(!base.exists());
+
+        std::fs::create_dir(&base).unwrap();
+        c.dir(base.clone());
+        std::fs::write(base.join("foreign"), b"x").unwrap();
+        assert!(c.remove_all().is_err());
+        assert!(base.join("foreign").exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}

@@ -1,0 +1,758 @@
+//! One dbench client: replays the loadfile in a loop inside `clients/clientN`, mapping each
+//! operation to the POSIX calls dbench's fileio backend makes, timing it, and checking the
+//! outcome against the status the loadfile expects.
+
+use std::collections::HashMap;
+use std::ffi::{CString, OsStr};
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use iolab_measure::LatencyHistogram;
+
+use super::loadfile::{Action, Base, Loadfile, OpKind, NO_TIME};
+use super::MismatchSample;
+
+/// NTCreateX create_disposition values (SMB).
+const FILE_SUPERSEDE: u32 = 0;
+const FILE_CREATE: u32 = 2;
+const FILE_OPEN_IF: u32 = 3;
+const FILE_OVERWRITE: u32 = 4;
+const FILE_OVERWRITE_IF: u32 = 5;
+/// NTCreateX create_options bit: the object is a directory.
+const FILE_DIRECTORY_FILE: u32 = 0x1;
+
+/// Mismatch samples each client keeps (the run keeps the earliest of all of them).
+pub(crate) const SAMPLES_PER_CLIENT: usize = 16;
+
+/// Live counters of one client, read by the progress loop.
+#[repr(align(64))]
+#[derive(Default)]
+pub(crate) struct Live {
+    pub bytes: AtomicU64,
+    pub ops: AtomicU64,
+}
+
+/// The start line: clients report ready and wait; the run opens the gate with the start
+/// time, or with None to send them home (a client thread could not be started).
+#[derive(Default)]
+pub(crate) struct Gate {
+    state: Mutex<GateState>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    ready: u32,
+    opened: bool,
+    start: Option<Instant>,
+}
+
+impl Gate {
+    /// A client is set up; waits for the start time (None: do not run).
+    fn arrive(&self) -> Option<Instant> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.ready += 1;
+        self.cv.notify_all();
+        while !st.opened {
+            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st.start
+    }
+
+    /// Waits until `n` clients are ready.
+    pub fn wait_ready(&self, n: u32) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while st.ready < n {
+            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    pub fn open(&self, start: Option<Instant>) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.opened = true;
+        st.start = start;
+        self.cv.notify_all();
+    }
+
+    pub fn start(&self) -> Option<Instant> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).start
+    }
+}
+
+/// What every client shares.
+pub(crate) struct Shared<'a> {
+    pub lf: &'a Loadfile,
+    pub clients_dir: PathBuf,
+    /// Where Qfsinfo's statvfs looks (the run directory, as dbench's `-D`).
+    pub fs_dir: CString,
+    pub sync_open: bool,
+    pub fsync_every_write: bool,
+    pub max_loops: Option<u64>,
+    pub warmup: Duration,
+    pub time: Duration,
+    pub stop: &'a AtomicBool,
+    pub gate: Gate,
+    pub live: Vec<Live>,
+    pub finished: AtomicU32,
+    /// Zeros that WriteX writes (dbench writes calloc'ed buffers).
+    pub zeros: Vec<u8>,
+}
+
+/// Latencies and mismatches of one operation kind.
+pub(crate) struct OpAcc {
+    pub hist: LatencyHistogram,
+    pub max_ns: u64,
+    pub mismatches: u64,
+}
+
+/// What a client hands back when it is done.
+pub(crate) struct Outcome {
+    /// Indexed by `OpKind::index()`; None for kinds the loadfile does not use.
+    pub ops: Vec<Option<OpAcc>>,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Measured bytes per whole second after the warm-up.
+    pub buckets: Vec<u64>,
+    pub loops: u64,
+    /// (time since start, sample) of the first mismatches.
+    pub samples: Vec<(Duration, MismatchSample)>,
+    pub short_reads: u64,
+    pub cleanup_error: Option<String>,
+    /// When the client stopped replaying (before its cleanup).
+    pub finished_at: Instant,
+}
+
+/// Why an operation did not succeed.
+enum Fail {
+    Os(i32),
+    NoHandle(u32),
+    ShortWrite {
+        wrote: usize,
+        want: u32,
+    },
+    /// Find: the directory holds nothing matching the pattern.
+    NoMatch,
+    /// Qpathinfo / Find without wildcards: the name does not resolve.
+    NotFound,
+}
+
+impl From<io::Error> for Fail {
+    fn from(e: io::Error) -> Fail {
+        Fail::Os(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+}
+
+impl Fail {
+    fn describe(&self, kind: OpKind) -> String {
+        match self {
+            Fail::Os(errno) => {
+                let nt = if matches!(kind, OpKind::LockX | OpKind::UnlockX)
+                    && (*errno == libc::EAGAIN || *errno == libc::EACCES)
+                {
+                    "NT_STATUS_LOCK_NOT_GRANTED"
+                } else {
+                    nt_status(*errno)
+                };
+                format!("{nt} ({})", io::Error::from_raw_os_error(*errno))
+            }
+            Fail::NoHandle(f) => format!("no open file for fnum {f}"),
+            Fail::ShortWrite { wrote, want } => format!("wrote {wrote} of {want} bytes"),
+            Fail::NoMatch => "NT_STATUS_NO_SUCH_FILE (nothing matches)".into(),
+            Fail::NotFound => "NT_STATUS_OBJECT_NAME_NOT_FOUND".into(),
+        }
+    }
+}
+
+/// The NT status a Windows server would answer for an errno.
+fn nt_status(errno: i32) -> &'static str {
+    match errno {
+        libc::ENOENT => "NT_STATUS_OBJECT_NAME_NOT_FOUND",
+        libc::ENOTDIR => "NT_STATUS_OBJECT_PATH_NOT_FOUND",
+        libc::EEXIST => "NT_STATUS_OBJECT_NAME_COLLISION",
+        libc::EACCES | libc::EPERM | libc::EROFS => "NT_STATUS_ACCESS_DENIED",
+        libc::EISDIR => "NT_STATUS_FILE_IS_A_DIRECTORY",
+        libc::ENOTEMPTY => "NT_STATUS_DIRECTORY_NOT_EMPTY",
+        libc::ENOSPC | libc::EDQUOT => "NT_STATUS_DISK_FULL",
+        libc::EBADF => "NT_STATUS_INVALID_HANDLE",
+        libc::ENAMETOOLONG => "NT_STATUS_OBJECT_NAME_INVALID",
+        libc::EMFILE | libc::ENFILE => "NT_STATUS_TOO_MANY_OPENED_FILES",
+        libc::EIO => "NT_STATUS_UNEXPECTED_IO_ERROR",
+        _ => "NT_STATUS_UNSUCCESSFUL",
+    }
+}
+
+/// Bytes an operation moved.
+#[derive(Default)]
+struct Moved {
+    read: u64,
+    written: u64,
+}
+
+struct Client<'s, 'a> {
+    sh: &'s Shared<'a>,
+    id: u32,
+    root: PathBuf,
+    handles: HashMap<u32, File>,
+    read_buf: Vec<u8>,
+    short_reads: u64,
+}
+
+/// Runs client `id` until the measured phase is over or `stop` is set, then removes its
+/// directory.
+pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
+    let max_read = sh
+        .lf
+        .entries
+        .iter()
+        .filter_map(|e| match e.action {
+            Action::Read { size, .. } => Some(size as usize),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let mut c = Client {
+        sh,
+        id,
+        root: sh.clients_dir.join(format!("client{id}")),
+        handles: HashMap::new(),
+        read_buf: vec![0u8; max_read],
+        short_reads: 0,
+    };
+    let mut ops: Vec<Option<OpAcc>> = (0..OpKind::ALL.len()).map(|_| None).collect();
+    for (k, _) in sh.lf.op_counts() {
+        if k.is_timed() {
+            ops[k.index()] = Some(OpAcc {
+                hist: LatencyHistogram::new(),
+                max_ns: 0,
+                mismatches: 0,
+            });
+        }
+    }
+    let mut out = Outcome {
+        ops,
+        bytes_read: 0,
+        bytes_written: 0,
+        buckets: Vec::new(),
+        loops: 0,
+        samples: Vec::new(),
+        short_reads: 0,
+        cleanup_error: None,
+        finished_at: Instant::now(),
+    };
+
+    let Some(start) = sh.gate.arrive() else {
+        sh.finished.fetch_add(1, Ordering::SeqCst);
+        return out;
+    };
+    let measure_start = start + sh.warmup;
+    let end = measure_start + sh.time;
+    let live = &sh.live[id as usize];
+
+    'run: loop {
+        let loop_start = Instant::now();
+        for e in &sh.lf.entries {
+            if sh.stop.load(Ordering::Relaxed) {
+                break 'run;
+            }
+            if e.at_us != NO_TIME
+                && !pause_until(sh, loop_start + Duration::from_micros(e.at_us), end)
+            {
+                break 'run;
+            }
+            if let Action::Sleep { micros } = e.action {
+                if !pause_until(
+                    sh,
+                    Instant::now() + Duration::from_micros(micros as u64),
+                    end,
+                ) {
+                    break 'run;
+                }
+                continue;
+            }
+            let kind = e.action.kind();
+            let status = &sh.lf.statuses[e.status as usize];
+            let t0 = Instant::now();
+            let result = c.exec(&e.action, status.ok);
+            let t1 = Instant::now();
+            if t1 >= end {
+                break 'run;
+            }
+            let acc = out.ops[kind.index()]
+                .as_mut()
+                .expect("every kind of the loadfile has an accumulator");
+            let moved = match result {
+                Ok(m) => {
+                    if !status.ok {
+                        acc.mismatches += 1;
+                        c.sample(&mut out.samples, t1 - start, e, "NT_STATUS_OK".into());
+                    }
+                    m
+                }
+                Err(f) => {
+                    if status.ok {
+                        acc.mismatches += 1;
+                        c.sample(&mut out.samples, t1 - start, e, f.describe(kind));
+                    }
+                    Moved::default()
+                }
+            };
+            let bytes = moved.read + moved.written;
+            if bytes > 0 {
+                live.bytes.fetch_add(bytes, Ordering::Relaxed);
+            }
+            live.ops.fetch_add(1, Ordering::Relaxed);
+            if t1 >= measure_start {
+                let ns = (t1 - t0).as_nanos().min(u64::MAX as u128) as u64;
+                acc.hist.record(ns);
+                acc.max_ns = acc.max_ns.max(ns);
+                if bytes > 0 {
+                    out.bytes_read += moved.read;
+                    out.bytes_written += moved.written;
+                    let sec = (t1 - measure_start).as_secs() as usize;
+                    if out.buckets.len() <= sec {
+                        out.buckets.resize(sec + 1, 0);
+                    }
+                    out.buckets[sec] += bytes;
+                }
+            }
+        }
+        // fnums are reused by the next pass: whatever the file left open is closed here.
+        c.handles.clear();
+        out.loops += 1;
+        if sh.max_loops.is_some_and(|m| out.loops >= m) {
+            break;
+        }
+    }
+    out.finished_at = Instant::now();
+    c.handles.clear();
+    out.short_reads = c.short_reads;
+    out.cleanup_error = remove_tree(&c.root)
+        .err()
+        .map(|e| format!("could not remove {}: {e}", c.root.display()));
+    sh.finished.fetch_add(1, Ordering::SeqCst);
+    out
+}
+
+/// Sleeps until `when`, in slices so that the stop flag and the end of the run are noticed;
+/// false when the client should stop instead.
+fn pause_until(sh: &Shared<'_>, when: Instant, end: Instant) -> bool {
+    loop {
+        let now = Instant::now();
+        if sh.stop.load(Ordering::Relaxed) || now >= end {
+            return false;
+        }
+        if now >= when {
+            return true;
+        }
+        std::thread::sleep((when - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// Removes a client's directory tree (files and directories), if it exists.
+pub(crate) fn remove_tree(p: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(p),
+        Ok(_) => fs::remove_file(p),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+impl Client<'_, '_> {
+    fn sample(
+        &self,
+        samples: &mut Vec<(Duration, MismatchSample)>,
+        at: Duration,
+        e: &super::loadfile::Entry,
+        got: String,
+    ) {
+        if samples.len() >= SAMPLES_PER_CLIENT {
+            return;
+        }
+        let lf = self.sh.lf;
+        let path = e.action.path().map(|p| lf.paths[p as usize].display());
+        samples.push((
+            at,
+            MismatchSample {
+                client: self.id,
+                line: e.line,
+                op: e.action.kind(),
+                path,
+                fnum: e.action.fnum(),
+                expected: lf.statuses[e.status as usize].text.to_string(),
+                got,
+            },
+        ));
+    }
+
+    /// The file system path of loadfile path `id` for this client.
+    fn path(&self, id: u32) -> PathBuf {
+        let lp = &self.sh.lf.paths[id as usize];
+        let base = match lp.base {
+            Base::Clients => &self.sh.clients_dir,
+            Base::Client => &self.root,
+        };
+        if lp.rel.is_empty() {
+            base.clone()
+        } else {
+            base.join(&*lp.rel)
+        }
+    }
+
+    fn handle(&self, fnum: u32) -> Result<&File, Fail> {
+        self.handles.get(&fnum).ok_or(Fail::NoHandle(fnum))
+    }
+
+    fn exec(&mut self, action: &Action, expect_ok: bool) -> Result<Moved, Fail> {
+        match *action {
+            Action::Create {
+                path,
+                options,
+                disposition,
+                fnum,
+            } => {
+                let p = self.path(path);
+                let file = self.create(&p, options, disposition)?;
+                if expect_ok {
+                    self.handles.insert(fnum, file);
+                }
+                // Opened against expectation: closed again (dropped) and reported.
+                Ok(Moved::default())
+            }
+            Action::Close { fnum } => {
+                let file = self.handles.remove(&fnum).ok_or(Fail::NoHandle(fnum))?;
+                // SAFETY: the descriptor was just taken out of its File and is closed once.
+                if unsafe { libc::close(file.into_raw_fd()) } != 0 {
+                    return Err(io::Error::last_os_error().into());
+                }
+                Ok(Moved::default())
+            }
+            Action::Rename { from, to } => {
+                let (a, b) = (self.path(from), self.path(to));
+                resolve_name(&a);
+                resolve_name(&b);
+                fs::rename(&a, &b)?;
+                Ok(Moved::default())
+            }
+            Action::Unlink { path } => {
+                let p = self.path(path);
+                resolve_name(&p);
+                fs::remove_file(&p)?;
+                Ok(Moved::default())
+            }
+            Action::Deltree { path } => {
+                remove_tree(&self.path(path))?;
+                Ok(Moved::default())
+            }
+            Action::Rmdir { path } => {
+                let p = self.path(path);
+                resolve_name(&p);
+                fs::remove_dir(&p)?;
+                Ok(Moved::default())
+            }
+            Action::Mkdir { path } => {
+                let p = self.path(path);
+                resolve_name(&p);
+                match DirBuilder::new().mode(0o777).create(&p) {
+                    Ok(()) => Ok(Moved::default()),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && p.is_dir() => {
+                        Ok(Moved::default())
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Action::Qpathinfo { path } => {
+                if resolve_name(&self.path(path)) {
+                    Ok(Moved::default())
+                } else {
+                    Err(Fail::NotFound)
+                }
+            }
+            Action::Qfileinfo { fnum } => {
+                self.handle(fnum)?.metadata()?;
+                Ok(Moved::default())
+            }
+            Action::Qfsinfo => {
+                let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+                // SAFETY: a valid C string and a buffer of the right type.
+                if unsafe { libc::statvfs(self.sh.fs_dir.as_ptr(), st.as_mut_ptr()) } != 0 {
+                    return Err(io::Error::last_os_error().into());
+                }
+                Ok(Moved::default())
+            }
+            Action::Sfileinfo { fnum } => {
+                let f = self.handle(fnum)?;
+                set_times_back(f)?;
+                Ok(Moved::default())
+            }
+            Action::Find { path, max_count } => {
+                find(&self.path(path), max_count)?;
+                Ok(Moved::default())
+            }
+            Action::Write {
+                fnum,
+                offset,
+                size,
+                ret,
+            } => {
+                let f = self.handle(fnum)?;
+                let n = f.write_at(&self.sh.zeros[..size as usize], offset)?;
+                if n != ret as usize {
+                    return Err(Fail::ShortWrite {
+                        wrote: n,
+                        want: ret,
+                    });
+                }
+                if self.sh.fsync_every_write {
+                    f.sync_all()?;
+                }
+                Ok(Moved {
+                    read: 0,
+                    written: size as u64,
+                })
+            }
+            Action::Read {
+                fnum,
+                offset,
+                size,
+                ret,
+            } => {
+                let f = self.handles.get(&fnum).ok_or(Fail::NoHandle(fnum))?;
+                let n = f.read_at(&mut self.read_buf[..size as usize], offset)?;
+                if n != ret as usize {
+                    self.short_reads += 1;
+                }
+                Ok(Moved {
+                    read: size as u64,
+                    written: 0,
+                })
+            }
+            Action::Lock { fnum, offset, size } => {
+                byte_lock(self.handle(fnum)?, libc::F_WRLCK, offset, size)?;
+                Ok(Moved::default())
+            }
+            Action::Unlock { fnum, offset, size } => {
+                byte_lock(self.handle(fnum)?, libc::F_UNLCK, offset, size)?;
+                Ok(Moved::default())
+            }
+            Action::Flush { fnum } => {
+                self.handle(fnum)?.sync_all()?;
+                Ok(Moved::default())
+            }
+            Action::Sleep { .. } => Ok(Moved::default()),
+        }
+    }
+
+    /// NTCreateX as dbench's fileio maps it: O_RDWR (+O_SYNC with --sync); create for
+    /// FILE_CREATE / FILE_OPEN_IF, create+truncate for the overwrite and supersede
+    /// dispositions; a directory request mkdirs first and opens O_RDONLY|O_DIRECTORY; a
+    /// plain open that hits a directory is retried as a directory open.
+    fn create(&self, p: &Path, options: u32, disposition: u32) -> Result<File, Fail> {
+        resolve_name(p);
+        let dir_only = || {
+            OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY)
+                .open(p)
+        };
+        if options & FILE_DIRECTORY_FILE != 0 {
+            // Not strictly SMB (an existing directory is fine whatever the disposition), but
+            // what dbench does.
+            let _ = DirBuilder::new().mode(0o700).create(p);
+            return Ok(dir_only()?);
+        }
+        let mut oo = OpenOptions::new();
+        oo.read(true).write(true).mode(0o600);
+        if self.sh.sync_open {
+            oo.custom_flags(libc::O_SYNC);
+        }
+        match disposition {
+            FILE_CREATE | FILE_OPEN_IF => {
+                oo.create(true);
+            }
+            FILE_SUPERSEDE | FILE_OVERWRITE | FILE_OVERWRITE_IF => {
+                oo.create(true).truncate(true);
+            }
+            _ => {}
+        }
+        match oo.open(p) {
+            Ok(f) => Ok(f),
+            Err(e) if e.raw_os_error() == Some(libc::EISDIR) => Ok(dir_only()?),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// dbench's simulation of a case-insensitive server's name lookup: stat the name, and when
+/// that fails scan the parent directory for a case-insensitive match. True when found.
+fn resolve_name(p: &Path) -> bool {
+    if fs::metadata(p).is_ok() {
+        return true;
+    }
+    let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+        return false;
+    };
+    let Ok(rd) = fs::read_dir(parent) else {
+        return false;
+    };
+    let name = name.as_bytes();
+    rd.flatten()
+        .any(|d| d.file_name().as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// FIND_FIRST: with wildcards, list the directory (up to max_count entries, as dbench reads
+/// them) and succeed when an entry (`.` and `..` included, as SMB lists them) matches the
+/// pattern; without wildcards the name itself must resolve.
+fn find(p: &Path, max_count: u32) -> Result<(), Fail> {
+    let found = resolve_name(p);
+    let (Some(dir), Some(pattern)) = (p.parent(), p.file_name()) else {
+        return Err(Fail::NotFound);
+    };
+    let pattern = pattern.as_bytes();
+    if !pattern.iter().any(|b| b"<>*?\"".contains(b)) {
+        return if found { Ok(()) } else { Err(Fail::NotFound) };
+    }
+    let rd = fs::read_dir(dir)?;
+    let mut matched = dos_match(pattern, b".") || dos_match(pattern, b"..");
+    let mut budget = max_count.saturating_sub(2);
+    for d in rd {
+        if budget == 0 {
+            break;
+        }
+        budget -= 1;
+        let d = d?;
+        if !matched && dos_match(pattern, d.file_name().as_bytes()) {
+            matched = true;
+        }
+    }
+    if matched {
+        Ok(())
+    } else {
+        Err(Fail::NoMatch)
+    }
+}
+
+/// Case-insensitive DOS wildcard match: `*` any run, `?` one character, and the DOS forms
+/// `<` (any run), `>` (one character, or none before a dot or at the end) and `"` (a dot,
+/// or nothing at the end).
+pub(crate) fn dos_match(pat: &[u8], name: &[u8]) -> bool {
+    match pat.split_first() {
+        None => name.is_empty(),
+        Some((&c, rest)) => match c {
+            b'*' | b'<' => (0..=name.len()).any(|i| dos_match(rest, &name[i..])),
+            b'?' => !name.is_empty() && dos_match(rest, &name[1..]),
+            b'>' => {
+                (!name.is_empty() && dos_match(rest, &name[1..]))
+                    || ((name.is_empty() || name[0] == b'.') && dos_match(rest, name))
+            }
+            b'"' => {
+                (name.first() == Some(&b'.') && dos_match(rest, &name[1..]))
+                    || (name.is_empty() && dos_match(rest, name))
+            }
+            _ => name
+                .split_first()
+                .is_some_and(|(&n, nrest)| n.eq_ignore_ascii_case(&c) && dos_match(rest, nrest)),
+        },
+    }
+}
+
+/// SET_FILE_INFORMATION as dbench does it: read the times and set them back a little
+/// (access 10 s, modification 12 s earlier).
+fn set_times_back(f: &File) -> io::Result<()> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fd is open; st is a buffer of the right type.
+    if unsafe { libc::fstat(f.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fstat succeeded and filled it.
+    let st = unsafe { st.assume_init() };
+    let times = [
+        libc::timespec {
+            tv_sec: st.st_atime - 10,
+            tv_nsec: st.st_atime_nsec,
+        },
+        libc::timespec {
+            tv_sec: st.st_mtime - 12,
+            tv_nsec: st.st_mtime_nsec,
+        },
+    ];
+    // SAFETY: fd is open; times points to two timespecs.
+    if unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A POSIX byte-range lock or unlock (fcntl F_SETLK; not the waiting F_SETLKW, so a lock
+/// held elsewhere shows as a failure instead of hanging the client).
+fn byte_lock(f: &File, kind: i32, offset: u64, size: u64) -> io::Result<()> {
+    // SAFETY: flock is plain old data; zero is a valid starting value.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = offset as libc::off_t;
+    fl.l_len = size as libc::off_t;
+    // SAFETY: fd is open and fl is a valid flock.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &fl) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Checks that an existing client directory holds nothing but directories (what dbench 4.0
+/// leaves behind), so replacing it destroys nothing of anyone's.
+pub(crate) fn only_directories(p: &Path) -> Result<(), String> {
+    let m = match fs::symlink_metadata(p) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", p.display())),
+    };
+    if !m.is_dir() {
+        return Err(format!("{} exists and is not a directory", p.display()));
+    }
+    let rd = fs::read_dir(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    for d in rd {
+        let d = d.map_err(|e| format!("{}: {e}", p.display()))?;
+        let child = d.path();
+        let ft = d
+            .file_type()
+            .map_err(|e| format!("{}: {e}", child.display()))?;
+        if ft.is_dir() {
+            only_directories(&child)?;
+        } else {
+            return Err(format!(
+                "{} holds {}, which iolab did not create",
+                p.display(),
+                Path::new(OsStr::from_bytes(d.file_name().as_bytes())).display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dos_match;
+
+    #[test]
+    fn wildcards() {
+        assert!(dos_match(b"*", b"anything"));
+        assert!(dos_match(b"*", b"."));
+        assert!(dos_match(b"FILLER.*", b"filler.000"));
+        assert!(!dos_match(b"FILLER.*", b"fill.000"));
+        assert!(dos_match(b"<.JNK", b"x.jnk"));
+        assert!(!dos_match(b"<.JNK", b"x.doc"));
+        assert!(dos_match(b"a?c", b"abc"));
+        assert!(!dos_match(b"a?c", b"ac"));
+        assert!(dos_match(b"a>>", b"a"));
+        assert!(dos_match(b"a\"", b"a"));
+        assert!(dos_match(b"a\"b", b"a.b"));
+    }
+}

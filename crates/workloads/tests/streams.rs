@@ -1,0 +1,263 @@
+//! The dd-shaped streams end to end on a small directory of the normal filesystem.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use iolab_measure::TestRecord;
+use iolab_spec::Rw;
+use iolab_workloads::streams::{self, StreamsConfig};
+
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+/// The tests look at page-cache residency, and one of them drops the whole page cache:
+/// they run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn is_empty(dir: &Path) -> bool {
+    std::fs::read_dir(dir).unwrap().next().is_none()
+}
+
+fn by_name<'a>(tests: &'a [TestRecord], name: &str) -> &'a TestRecord {
+    tests.iter().find(|t| t.name == name).unwrap()
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap()
+}
+
+#[test]
+fn same_file_staggered_readers_read_one_file() {
+    let _serial = serial();
+    let t = scratch();
+    let mut cfg = StreamsConfig::new(t.path().to_path_buf());
+    cfg.streams = 3;
+    cfg.same_file = true;
+    cfg.stagger = Duration::from_millis(300);
+    cfg.file_size = 4 << 20;
+    cfg.bs = 64 << 10;
+    let stop = AtomicBool::new(false);
+    let tests = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap();
+    let names: Vec<&str> = tests.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["stream 1", "stream 2", "stream 3", "aggregate"]);
+
+    let inodes: Vec<u64> = tests[..3]
+        .iter()
+        .map(|t| t.extra["inode"].as_u64().unwrap())
+        .collect();
+    assert!(inodes.iter().all(|&i| i == inodes[0]), "{inodes:?}");
+    let files: Vec<&str> = tests[..3]
+        .iter()
+        .map(|t| t.extra["file"].as_str().unwrap())
+        .collect();
+    assert!(files.iter().all(|&p| p == files[0]), "{files:?}");
+    let agg = by_name(&tests, "aggregate");
+    assert_eq!(agg.extra["files"].as_array().unwrap().len(), 1);
+    assert_eq!(agg.job.numjobs, 3);
+
+    // Started 300 ms apart.
+    let starts: Vec<f64> = tests[..3].iter().map(|t| f(&t.extra["start_s"])).collect();
+    for w in starts.windows(2) {
+        let gap = w[1] - w[0];
+        assert!((0.25..0.45).contains(&gap), "starts {starts:?}");
+    }
+    for t in &tests[..3] {
+        assert_eq!(t.job.rw, Rw::Read);
+        assert_eq!(t.job.iodepth, 1);
+        let p = &t.passes[0];
+        assert_eq!(p.bytes, 4 << 20);
+        assert_eq!(p.read.as_ref().unwrap().ios, 64);
+        assert!(p.write.is_none());
+        assert_eq!(t.extra["ended_by"], "end of file");
+        assert_eq!(t.extra["start_offset"], 0);
+        assert!(t.summary.mb_s > 0.0);
+    }
+    // The first reader found the prepared file evicted from the page cache.
+    let first = &tests[0].passes[0].context;
+    assert!(first.cache_resident_before.unwrap() < 0.5, "{first:?}");
+    assert!(first.cache_resident_after.unwrap() > 0.9, "{first:?}");
+    let p = &agg.passes[0];
+    assert_eq!(p.bytes, 3 * (4 << 20));
+    assert_eq!(p.read.as_ref().unwrap().ios, 3 * 64);
+    // Aggregate time spans first start to last end, so it includes the stagger.
+    let wall = f(&agg.extra["wall_seconds"]);
+    assert!(
+        wall > 0.5 && (wall - p.seconds).abs() < 1e-3,
+        "{wall} {}",
+        p.seconds
+    );
+    assert_eq!(p.timeseries.bytes.iter().sum::<u64>(), 3 * (4 << 20));
+    assert!(is_empty(t.path()));
+}
+
+#[test]
+fn different_files_start_together_and_are_distinct() {
+    let _serial = serial();
+    let t = scratch();
+    let mut cfg = StreamsConfig::new(t.path().to_path_buf());
+    cfg.streams = 3;
+    cfg.file_size = 1 << 20;
+    cfg.bs = 512;
+    let stop = AtomicBool::new(false);
+    let tests = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap();
+    assert_eq!(tests.len(), 4);
+    let mut inodes: Vec<u64> = tests[..3]
+        .iter()
+        .map(|t| t.extra["inode"].as_u64().unwrap())
+        .collect();
+    inodes.sort();
+    inodes.dedup();
+    assert_eq!(inodes.len(), 3, "three streams, three files");
+    let starts: Vec<f64> = tests[..3].iter().map(|t| f(&t.extra["start_s"])).collect();
+    let spread = starts.iter().cloned().fold(f64::MIN, f64::max)
+        - starts.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(spread < 0.1, "all at once: {starts:?}");
+    for t in &tests[..3] {
+        assert_eq!(t.passes[0].read.as_ref().unwrap().ios, 2048);
+        assert_eq!(t.job.bs, 512);
+    }
+    let agg = by_name(&tests, "aggregate");
+    assert_eq!(agg.extra["files"].as_array().unwrap().len(), 3);
+    assert_eq!(agg.passes[0].bytes, 3 << 20);
+    assert!(agg.group.contains("own files"), "{}", agg.group);
+    assert!(is_empty(t.path()));
+}
+
+#[test]
+fn writers_with_end_fsync() {
+    let _serial = serial();
+    let t = scratch();
+    let mut cfg = StreamsConfig::new(t.path().to_path_buf());
+    cfg.streams = 2;
+    cfg.rw = Rw::Write;
+    cfg.file_size = 3 << 20;
+    cfg.bs = 1 << 20;
+    cfg.end_fsync = true;
+    let stop = AtomicBool::new(false);
+    let tests = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap();
+    for t in &tests[..2] {
+        let p = &t.passes[0];
+        assert_eq!(p.write.as_ref().unwrap().bytes, 3 << 20);
+        assert_eq!(p.write.as_ref().unwrap().ios, 3);
+        assert_eq!(p.sync.as_ref().unwrap().count, 1);
+        assert!(t.job.end_fsync);
+    }
+    assert_eq!(
+        by_name(&tests, "aggregate").passes[0]
+            .sync
+            .as_ref()
+            .unwrap()
+            .count,
+        2
+    );
+    assert!(is_empty(t.path()));
+}
+
+#[test]
+fn direct_reads_and_time_limit() {
+    let _serial = serial();
+    let t = scratch();
+    let mut cfg = StreamsConfig::new(t.path().to_path_buf());
+    cfg.direct = true;
+    cfg.file_size = 2 << 20;
+    cfg.bs = 64 << 10;
+    let stop = AtomicBool::new(false);
+    let tests = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap();
+    assert_eq!(tests[0].passes[0].bytes, 2 << 20);
+    assert_eq!(tests[1].extra["direct"], true);
+
+    // A duration limit ends a slow stream (512-byte direct reads) early.
+    cfg.bs = 512;
+    cfg.file_size = 32 << 20;
+    cfg.duration = Some(Duration::from_millis(150));
+    let tests = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap();
+    let s = &tests[0];
+    let secs = s.passes[0].seconds;
+    assert!(secs < 1.0, "{secs}");
+    if s.extra["ended_by"] == "duration" {
+        assert!(s.passes[0].bytes < 32 << 20);
+        assert!(secs >= 0.15, "{secs}");
+    } else {
+        assert_eq!(s.passes[0].bytes, 32 << 20);
+    }
+    assert!(is_empty(t.path()));
+}
+
+#[test]
+fn keeping_prepared_pages_shows_as_cache_residency() {
+    let _serial = serial();
+    let t = scratch();
+    let mut cfg = StreamsConfig::new(t.path().to_path_buf());
+    cfg.file_size = 2 << 20;
+    cfg.evict_prepared = false;
+    let stop = AtomicBool::new(false);
+    let tests = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap();
+    let c = &tests[0].passes[0].context;
+    assert!(c.cache_resident_before.unwrap() > 0.9, "{c:?}");
+    assert_eq!(tests[1].extra["evicted_after_prepare"], false);
+}
+
+#[test]
+fn stop_during_stagger_returns_quickly_and_cleans_up() {
+    let _serial = serial();
+    let t = scratch();
+    let mut cfg = StreamsConfig::new(t.path().to_path_buf());
+    cfg.streams = 2;
+    cfg.same_file = true;
+    cfg.stagger = Duration::from_secs(30);
+    cfg.file_size = 1 << 20;
+    let stop = AtomicBool::new(false);
+    let started = Instant::now();
+    let tests = streams::run(&cfg, &stop, &mut |l, _| {
+        if l == "streams" && started.elapsed() > Duration::from_millis(500) {
+            stop.store(true, Ordering::Relaxed);
+        }
+    })
+    .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // Stream 1 finished its 1 MiB; stream 2 never started; no aggregate.
+    let names: Vec<&str> = tests.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["stream 1"]);
+    assert!(is_empty(t.path()));
+}
+
+#[test]
+fn drop_caches_and_bad_options() {
+    let _serial = serial();
+    let t = scratch();
+    let stop = AtomicBool::new(false);
+    let mut bad = StreamsConfig::new(t.path().to_path_buf());
+    bad.rw = Rw::RandRead;
+    assert!(streams::run(&bad, &stop, &mut |_, _| {}).is_err());
+    bad.rw = Rw::Read;
+    bad.streams = 0;
+    assert!(streams::run(&bad, &stop, &mut |_, _| {}).is_err());
+
+    let mut cfg = StreamsConfig::new(t.path().to_path_buf());
+    cfg.streams = 2;
+    cfg.file_size = 1 << 20;
+    cfg.drop_caches = true;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        let e = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap_err();
+        assert!(e.to_string().contains("root"), "{e}");
+        println!("skipped: dropping the page cache needs root");
+        return;
+    }
+    let mut labels = Vec::new();
+    let tests = streams::run(&cfg, &stop, &mut |l, _| labels.push(l.to_string())).unwrap();
+    assert!(labels.iter().any(|l| l == "drop caches"));
+    assert_eq!(tests[2].extra["drop_caches"], true);
+    for t in &tests[..2] {
+        let c = &t.passes[0].context;
+        assert!(c.cache_resident_before.unwrap() < 0.5, "{c:?}");
+    }
+    assert!(is_empty(t.path()));
+}
