@@ -97,9 +97,11 @@ pub struct ShowArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// cdm, cdm-nvme, cdm-peak, cdm-real, atto or custom (see `iolab presets`).
-    #[arg(default_value = "cdm")]
-    pub preset: String,
+    /// cdm (default), cdm-nvme, cdm-peak, cdm-real, atto, iometer, custom, or a workload:
+    /// fsync, copy, streams, metadata, dbench (see `iolab presets`). Giving --rw, --bs,
+    /// --iodepth or --numjobs without a preset means custom.
+    #[arg(value_name = "PRESET")]
+    pub preset_arg: Option<String>,
     /// Directory (iolab makes and removes its own test file), regular file, or block device.
     #[arg(long, short = 't', value_name = "PATH", default_value = ".")]
     pub target: PathBuf,
@@ -260,4 +262,22 @@ pub struct RunArgs {
     /// metadata: bytes written into each file.
     #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
     pub file_size: Option<String>,
+}
+
+impl RunArgs {
+    /// The preset or workload to run: as given, else `custom` when a job shape was given,
+    /// else `cdm`.
+    pub fn preset(&self) -> &str {
+        match &self.preset_arg {
+            Some(p) => p,
+            None if self.rw.is_some()
+                || self.bs.is_some()
+                || self.iodepth.is_some()
+                || self.numjobs.is_some() =>
+            {
+                "custom"
+            }
+            None => "cdm",
+        }
+    }
 }

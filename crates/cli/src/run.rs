@@ -90,11 +90,7 @@ fn custom_job(a: &RunArgs) -> Result<JobSpec, SpecError> {
 pub(crate) fn plan(a: &RunArgs) -> Result<Plan, CliError> {
     let custom_given =
         a.rw.is_some() || a.bs.is_some() || a.iodepth.is_some() || a.numjobs.is_some();
-    let preset = if custom_given && a.preset == "cdm" && !std::env::args().any(|x| x == "cdm") {
-        "custom".to_string()
-    } else {
-        a.preset.clone()
-    };
+    let preset = a.preset().to_string();
     let info = preset_info(&preset).ok_or_else(|| {
         CliError::Usage(format!(
             "unknown preset '{preset}' (known: {})",
@@ -465,7 +461,7 @@ pub(crate) fn conclude(
 }
 
 pub fn run(a: RunArgs) -> Result<i32, CliError> {
-    if crate::workloads::is_workload(&a.preset) {
+    if crate::workloads::is_workload(a.preset()) {
         return crate::workloads::run(a);
     }
     let mut plan = plan(&a)?;

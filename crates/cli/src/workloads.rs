@@ -51,7 +51,7 @@ fn target_dir(a: &RunArgs) -> Result<PathBuf, CliError> {
         return Err(CliError::Usage(format!(
             "--target {}: workload {} needs an existing directory",
             p.display(),
-            a.preset
+            a.preset()
         )));
     }
     Ok(p)
@@ -108,7 +108,7 @@ fn list<T>(
 }
 
 pub fn run(a: RunArgs) -> Result<i32, CliError> {
-    match a.preset.as_str() {
+    match a.preset() {
         "fsync" => run_fsync(a),
         "copy" => run_copy(a),
         "streams" => run_streams(a),
@@ -226,8 +226,8 @@ fn drive(
     let direct = settings.direct;
     let mut run = new_run(
         a,
-        &a.preset,
-        &a.preset,
+        a.preset(),
+        a.preset(),
         dir_info(dir, size),
         settings,
         Vec::new(),
