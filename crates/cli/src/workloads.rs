@@ -24,6 +24,12 @@ pub const WORKLOADS: &[(&str, &str)] = &[
          whether flushes reach stable storage",
     ),
     (
+        "dbench",
+        "replay of a dbench loadfile (default Debian's client.txt): --clients N --time T \
+         [--warmup T] [--sync] [--fsync-every-write]; dbench's throughput and its operation \
+         table with p99, expected statuses checked",
+    ),
+    (
         "copy",
         "copy a file or tree (--source, or a generated random file of --size) the way a \
          user's copy does; MB/s before and including the final fsync, verified identical",
@@ -113,6 +119,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         "copy" => run_copy(a),
         "streams" => run_streams(a),
         "metadata" => run_metadata(a),
+        "dbench" => run_dbench(a),
         other => Err(CliError::Usage(format!("unknown workload '{other}'"))),
     }
 }
@@ -356,4 +363,121 @@ fn run_metadata(a: RunArgs) -> Result<i32, CliError> {
         })
         .map_err(|e| e.to_string())
     })
+}
+
+/// Debian's dbench package installs its client loadfile here.
+pub const DEFAULT_LOADFILE: &str = "/usr/share/dbench/client.txt";
+
+fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
+    use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, TimeSeries};
+    use iolab_workloads::dbench::{self, DbenchConfig, OpKind};
+    let dir = target_dir(&a)?;
+    let loadfile = a.loadfile.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_LOADFILE));
+    if !loadfile.exists() {
+        return Err(CliError::Usage(format!(
+            "loadfile {} not found (Debian: apt-get install dbench, or give --loadfile)",
+            loadfile.display()
+        )));
+    }
+    let parsed = dbench::parse_loadfile(&loadfile).map_err(|e| CliError::Usage(e.to_string()))?;
+    let time = opt_duration("time", &a.time)?.unwrap_or(Duration::from_secs(60));
+    let mut cfg = DbenchConfig::new(dir.clone(), loadfile.clone(), a.clients.unwrap_or(1), time);
+    if let Some(w) = &a.warmup {
+        cfg.warmup = parse_duration("warmup", w)?;
+    }
+    cfg.sync_open = a.sync;
+    cfg.fsync_every_write = a.fsync_every_write;
+    let runs = a.runs.unwrap_or(1).max(1);
+    let clients = cfg.clients;
+    let s = settings(0, time, runs, EngineKind::Psync, false);
+    let show_table = a.json.as_deref() != Some("-");
+    let mut tables = Vec::new();
+    let code = drive(&a, &dir, 0, s, |stop, progress| {
+        let mut passes = Vec::new();
+        let mut extra = serde_json::Value::Null;
+        for index in 1..=runs {
+            let cpu0 = iolab_measure::CpuSample::now();
+            let r = dbench::run(&cfg, &parsed, stop, &mut |p| {
+                progress.phase(
+                    &format!("dbench {index}/{runs} {:?}", p.phase).to_lowercase(),
+                    format!("{:.1} MB/s", p.mb_s),
+                )
+            })
+            .map_err(|e| e.to_string())?;
+            if r.interrupted {
+                break;
+            }
+            let hist = |k: OpKind| -> LatencyHistogram {
+                r.ops
+                    .iter()
+                    .find(|o| o.op == k)
+                    .map(|o| o.histogram.clone())
+                    .unwrap_or_default()
+            };
+            let secs = r.measured_seconds;
+            let read = (r.bytes_read > 0)
+                .then(|| DirResult::from_histogram(r.bytes_read, secs, hist(OpKind::ReadX)));
+            let write = (r.bytes_written > 0)
+                .then(|| DirResult::from_histogram(r.bytes_written, secs, hist(OpKind::WriteX)));
+            let flush = hist(OpKind::Flush);
+            let sync = (!flush.is_empty()).then(|| SyncStats {
+                count: flush.count(),
+                lat_us: flush.summary_us(),
+            });
+            let series = TimeSeries {
+                interval_ms: 1000,
+                bytes: r.per_second_mb_s.iter().map(|m| (m * 1e6) as u64).collect(),
+            };
+            let cpu = cpu0.usage_until(&iolab_measure::CpuSample::now(), 0);
+            passes.push(PassRecord::new(index, secs, read, write, sync, cpu, series));
+            tables.push(r.op_table());
+            extra = serde_json::json!({
+                "loadfile": loadfile,
+                "clients": clients,
+                "throughput_mb_s": r.mb_s,
+                "warmup_seconds": r.warmup_seconds,
+                "loops_completed": r.loops_completed,
+                "status_mismatches": r.status_mismatches,
+                "mismatch_samples": r.mismatches,
+                "short_reads": r.short_reads,
+                "notes": r.notes,
+                "ops": r.ops.iter().map(|o| serde_json::json!({
+                    "op": o.op.name(),
+                    "count": o.count,
+                    "avg_ms": o.avg_ms,
+                    "max_ms": o.max_ms,
+                    "p99_ms": o.p99_ms,
+                    "status_mismatches": o.status_mismatches,
+                })).collect::<Vec<_>>(),
+            });
+        }
+        if passes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut job = iolab_spec::JobSpec::new(iolab_spec::Rw::Rw, 4096, 1, clients);
+        // The share of ReadX bytes, so the mixed-test rows read like dbench's traffic.
+        let (rb, wb) = passes.iter().fold((0u64, 0u64), |(r, w), p| {
+            (
+                r + p.read.as_ref().map_or(0, |d| d.bytes),
+                w + p.write.as_ref().map_or(0, |d| d.bytes),
+            )
+        });
+        job.rwmixread = (100 * rb / (rb + wb).max(1)) as u8;
+        job.fsync_every = u32::from(cfg.fsync_every_write);
+        let summary = iolab_stats::summarize(&passes, iolab_stats::Score::Median);
+        Ok(vec![TestRecord {
+            name: format!("dbench {clients} client{}", if clients == 1 { "" } else { "s" }),
+            group: "dbench".into(),
+            job,
+            passes,
+            summary,
+            extra,
+        }])
+    });
+    if show_table {
+        if let Some(t) = tables.last() {
+            println!("\nOperation table of the last pass (latencies in ms):\n{t}");
+        }
+    }
+    code
 }

@@ -273,6 +273,21 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
 }
 
 fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetFacts) {
+    // A replay (dbench) whose operations did not end with the status the loadfile expects
+    // is not the workload it claims to be.
+    if let Some(n) = t.extra.get("status_mismatches").and_then(|v| v.as_u64()) {
+        if n > 0 {
+            out.push(w(
+                "STATUS_MISMATCH",
+                format!(
+                    "{n} operations ended with a different status than the loadfile expects \
+                     (see mismatch_samples in the JSON)"
+                ),
+                "check the loadfile and that the target directory was empty",
+                Some(t),
+            ));
+        }
+    }
     let mbs: Vec<f64> = t.passes.iter().map(|p| p.mb_s).collect();
     let m = metric(&mbs);
     if m.n >= 2 && m.cv > HIGH_CV {

@@ -204,9 +204,23 @@ struct Client<'s, 'a> {
     short_reads: u64,
 }
 
+/// Counts a client as finished when it returns or unwinds, so the progress loop never waits
+/// for a client that panicked.
+struct Finished<'a>(&'a AtomicU32);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// Runs client `id` until the measured phase is over or `stop` is set, then removes its
 /// directory.
 pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
+    let _finished = Finished(&sh.finished);
+    // At the start line before anything that could fail, so the run never waits for a
+    // client that will not come; the setup below takes microseconds.
+    let start = sh.gate.arrive();
     let max_read = sh
         .lf
         .entries
@@ -247,8 +261,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         finished_at: Instant::now(),
     };
 
-    let Some(start) = sh.gate.arrive() else {
-        sh.finished.fetch_add(1, Ordering::SeqCst);
+    let Some(start) = start else {
         return out;
     };
     let measure_start = start + sh.warmup;
@@ -336,7 +349,6 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
     out.cleanup_error = remove_tree(&c.root)
         .err()
         .map(|e| format!("could not remove {}: {e}", c.root.display()));
-    sh.finished.fetch_add(1, Ordering::SeqCst);
     out
 }
 
@@ -420,6 +432,8 @@ impl Client<'_, '_> {
             } => {
                 let p = self.path(path);
                 let file = self.create(&p, options, disposition)?;
+                // dbench fstat()s every handle it opens (to tell files from directories).
+                file.metadata()?;
                 if expect_ok {
                     self.handles.insert(fnum, file);
                 }

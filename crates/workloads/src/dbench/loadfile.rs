@@ -891,6 +891,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn entries_stay_compact() {
+        // Debian's client.txt has 458k lines: 40 bytes each keeps it under 20 MB.
+        assert!(
+            std::mem::size_of::<Entry>() <= 40,
+            "{}",
+            std::mem::size_of::<Entry>()
+        );
+    }
+
+    #[test]
     fn numbers_like_strtol() {
         assert_eq!(parse_number("65536"), Some(65536));
         assert_eq!(parse_number("0x40"), Some(64));
