@@ -56,34 +56,18 @@ fi
 # MB/s from output: dbench's and the example's closing "Throughput X MB/sec" line.
 throughput_line() { awk '/^Throughput/ { v = $2 } END { if (v == "") exit 1; print v }'; }
 
-# MB/s from iolab's JSON: the dbench result (in extra) or the test's headline.
+# MB/s from iolab's JSON (iolab.run/1): the dbench result in the test's extra, else the
+# test's headline.
 throughput_json() {
   python3 -c '
 import json, sys
-doc = json.load(sys.stdin)
-def find(d):
-    if isinstance(d, dict):
-        for k in ("extra", "dbench"):
-            if isinstance(d.get(k), dict):
-                v = find(d[k])
-                if v is not None:
-                    return v
-        if isinstance(d.get("mb_s"), (int, float)) and "ops" in d:
-            return d["mb_s"]
-        for k in ("tests", "summary"):
-            if k in d:
-                v = find(d[k])
-                if v is not None:
-                    return v
-        if isinstance(d.get("mb_s"), (int, float)):
-            return d["mb_s"]
-    if isinstance(d, list) and d:
-        return find(d[0])
-    return None
-v = find(doc)
-if v is None:
-    sys.exit("no mb_s in the JSON")
-print(v)'
+test = json.load(sys.stdin)["tests"][0]
+extra = test.get("extra") or {}
+for v in (extra.get("throughput_mb_s"), extra.get("mb_s"), test["summary"]["mb_s"]):
+    if isinstance(v, (int, float)):
+        print(v)
+        sys.exit(0)
+sys.exit("no MB/s in the JSON")'
 }
 
 run_dbench() {
