@@ -1,0 +1,43 @@
+//! Testbeds: builds the storage configurations a study compares (a directory, or loop devices
+//! with ext4, xfs, btrfs or zfs-fuse on them, queue knobs and blkio throttles), describes them,
+//! and tears them down again, even after a crash.
+//!
+//! A [`TestbedSpec`] (deserialised from TOML, unknown keys refused) is checked by [`validate`]
+//! (no side effects), shown by [`plan`] (the exact commands, for `--dry-run`) and built by
+//! [`build`], which returns a [`Testbed`]: where workloads run ([`Testbed::work_dir`]), the
+//! devices, the throttle cgroup a workload joins, and [`Testbed::describe`] for the results.
+//!
+//! Teardown is the point of the design. Every resource is appended to a JSON-lines
+//! [`StateFile`] before it is created (and confirmed after), so a process killed at any
+//! moment leaves a journal from which [`cleanup_all`] removes exactly what iolab created and
+//! nothing else. A failed or interrupted build removes its partial work; [`Testbed::teardown`]
+//! and `Drop` remove everything in reverse order and restore the sysfs knobs (loop devices keep
+//! them after detach). The format and the rules are described in `docs/testbeds.md`.
+//!
+//! Modules: `spec` (the TOML shape and validation), `commands` (every command line, shared by
+//! plan and build), `build`, `testbed` (the built object, describe, teardown), `state` (the
+//! journal), `remove` (removing one resource, idempotently), `cleanup` (dead owners), `sys`
+//! (tools, sysfs, mountinfo, /proc).
+
+mod build;
+mod cleanup;
+mod commands;
+mod error;
+mod remove;
+mod spec;
+mod state;
+mod sys;
+mod testbed;
+
+pub use build::build;
+pub use cleanup::{cleanup_all, Report};
+pub use commands::plan;
+pub use error::TestbedError;
+pub use spec::{
+    validate, ByteRate, Fs, Kind, PropValue, Raid, TestbedSpec, Throttle, Vdevs, WriteCache,
+    ZfsDaemonSpec, MAX_DEVICES,
+};
+pub use state::{Resource, StateFile, STATE_VERSION};
+pub use testbed::{
+    Description, Device, DeviceFacts, KnobChange, MountFacts, Testbed, ZfsFacts, ZfsInfo,
+};

@@ -1,0 +1,552 @@
+//! The state file: a JSON-lines journal of every resource a testbed creates, written before
+//! each resource is created, so that whatever a killed process leaves behind can be found and
+//! removed by [`crate::cleanup_all`].
+//!
+//! Lines (one JSON object each, `event` says which):
+//! - `{"event":"header","version":1,"pid":P,"start_time":T,"created_unix":S}` first;
+//! - `{"event":"intent","id":N,"resource":{...}}` before resource N is created;
+//! - `{"event":"done","id":N,"resource":{...}}` once it exists (with what was learnt, e.g. the
+//!   loop device name or the daemon pid);
+//! - `{"event":"removed","id":N}` once it is gone again;
+//! - `{"event":"cancelled","id":N}` when the creation failed without creating anything.
+//!
+//! Resources are removed in reverse `id` order. The owner holds an exclusive `flock` on its
+//! file for its whole life; the file is deleted when nothing in it is left.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::TestbedError;
+use crate::sys;
+
+/// Version of the state-file format.
+pub const STATE_VERSION: u32 = 1;
+
+/// Something a testbed created, as recorded in the state file. Removing a resource only ever
+/// touches what the record names, and checks it is still iolab's (a loop device must still be
+/// backed by the recorded image; a process must have the recorded start time or marker).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Resource {
+    /// A directory iolab created. Removed with `rmdir` only (never recursively).
+    Dir { path: PathBuf },
+    /// A file iolab created (image, log).
+    File { path: PathBuf },
+    /// A loop device over `image`. `device` is unknown in the intent record: removal then
+    /// detaches every loop device backed by `image`.
+    LoopDevice {
+        image: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        device: Option<PathBuf>,
+    },
+    /// A sysfs attribute of `device` (e.g. `queue/write_cache`) iolab changed; `previous` is
+    /// written back while `device` is still backed by `image`.
+    Knob {
+        device: PathBuf,
+        image: PathBuf,
+        attr: String,
+        previous: String,
+    },
+    /// A blkio cgroup directory.
+    Cgroup { path: PathBuf },
+    /// A mount on `target` (a directory iolab created); `source` is the device, or the
+    /// directory itself for the shared bind mount of a zfs testbed.
+    Mount { target: PathBuf, source: String },
+    /// btrfs member devices (attached to `images`, in the same order) registered with the
+    /// kernel by mkfs; removal runs `btrfs device scan --forget` on those still attached.
+    BtrfsDevices {
+        devices: Vec<PathBuf>,
+        images: Vec<PathBuf>,
+    },
+    /// A zfs-fuse daemon. `marker` is an argument only iolab's daemon has on its command line;
+    /// pid and start time are recorded once it runs.
+    ZfsDaemon {
+        marker: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_time: Option<u64>,
+    },
+    /// A zfs pool (created with cachefile=none: it vanishes with the daemon).
+    ZfsPool { name: String },
+    /// The zfs dataset workloads run in, mounted on `mountpoint`.
+    ZfsDataset { name: String, mountpoint: PathBuf },
+    /// The user's teardown hook (empty `command`: no hook, only a setup hook ran).
+    Hook {
+        command: String,
+        cwd: PathBuf,
+        env: Vec<(String, String)>,
+    },
+}
+
+impl Resource {
+    /// One line for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            Resource::Dir { path } => format!("directory {}", path.display()),
+            Resource::File { path } => format!("file {}", path.display()),
+            Resource::LoopDevice { image, device } => match device {
+                Some(d) => format!("loop device {} ({})", d.display(), image.display()),
+                None => format!("loop device for {}", image.display()),
+            },
+            Resource::Knob {
+                device,
+                attr,
+                previous,
+                ..
+            } => format!(
+                "{attr} of {} (previous value '{previous}')",
+                device.display()
+            ),
+            Resource::Cgroup { path } => format!("cgroup {}", path.display()),
+            Resource::Mount { target, source } => {
+                format!("mount of {source} on {}", target.display())
+            }
+            Resource::BtrfsDevices { devices, .. } => format!(
+                "btrfs registration of {}",
+                devices
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Resource::ZfsDaemon { pid, .. } => match pid {
+                Some(p) => format!("zfs-fuse daemon (pid {p})"),
+                None => "zfs-fuse daemon".to_string(),
+            },
+            Resource::ZfsPool { name } => format!("zfs pool {name}"),
+            Resource::ZfsDataset { name, .. } => format!("zfs dataset {name}"),
+            Resource::Hook { command, .. } => format!("teardown hook `{command}`"),
+        }
+    }
+}
+
+/// One line of a state file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub(crate) enum Line {
+    Header {
+        version: u32,
+        pid: i32,
+        #[serde(default)]
+        start_time: Option<u64>,
+        created_unix: u64,
+    },
+    Intent {
+        id: u64,
+        resource: Resource,
+    },
+    Done {
+        id: u64,
+        resource: Resource,
+    },
+    Removed {
+        id: u64,
+    },
+    Cancelled {
+        id: u64,
+    },
+}
+
+/// What a state file says: its owner and the resources not yet removed (by id).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Journal {
+    pub version: Option<u32>,
+    pub pid: Option<i32>,
+    pub start_time: Option<u64>,
+    pub open: BTreeMap<u64, Resource>,
+    /// Lines that could not be parsed (a write cut short by a kill).
+    pub bad_lines: usize,
+}
+
+impl Journal {
+    pub(crate) fn apply(&mut self, line: Line) {
+        match line {
+            Line::Header {
+                version,
+                pid,
+                start_time,
+                ..
+            } => {
+                self.version = Some(version);
+                self.pid = Some(pid);
+                self.start_time = start_time;
+            }
+            Line::Intent { id, resource } | Line::Done { id, resource } => {
+                self.open.insert(id, resource);
+            }
+            Line::Removed { id } | Line::Cancelled { id } => {
+                self.open.remove(&id);
+            }
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Journal {
+        let mut j = Journal::default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str::<Line>(line) {
+                Ok(l) => j.apply(l),
+                Err(_) => j.bad_lines += 1,
+            }
+        }
+        j
+    }
+}
+
+/// A state file: the journal of one testbed. Cheap to clone (shared).
+#[derive(Debug, Clone)]
+pub struct StateFile {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    path: PathBuf,
+    file: File,
+    next_id: u64,
+    open: BTreeMap<u64, Resource>,
+    claimed: bool,
+    deleted: bool,
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl StateFile {
+    /// Where state files go: /run/iolab for root, else $XDG_RUNTIME_DIR/iolab.
+    pub fn default_dir() -> Result<PathBuf, TestbedError> {
+        if sys::is_root() && Path::new("/run").is_dir() {
+            return Ok(PathBuf::from("/run/iolab"));
+        }
+        match std::env::var_os("XDG_RUNTIME_DIR") {
+            Some(d) if !d.is_empty() => Ok(PathBuf::from(d).join("iolab")),
+            _ => Err(TestbedError::State {
+                message: "no state directory: not root and $XDG_RUNTIME_DIR is not set".into(),
+            }),
+        }
+    }
+
+    /// Creates a new state file `testbed-PID-N.jsonl` in `dir` (created 0700 if missing),
+    /// locks it and writes the header.
+    pub fn create(dir: &Path) -> Result<StateFile, TestbedError> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| TestbedError::io(format!("creating {}", dir.display()), e))?;
+        let (pid, start_time) = sys::self_identity();
+        let (path, file) = loop {
+            let n = SEQ.fetch_add(1, Ordering::Relaxed);
+            let path = dir.join(format!("testbed-{pid}-{n}.jsonl"));
+            match OpenOptions::new()
+                .create_new(true)
+                .append(true)
+                .read(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(f) => break (path, f),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(TestbedError::io(format!("creating {}", path.display()), e)),
+            }
+        };
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+            |e| TestbedError::State {
+                message: format!("cannot lock {}: {e}", path.display()),
+            },
+        )?;
+        let created_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let state = StateFile {
+            inner: Arc::new(Mutex::new(Inner {
+                path,
+                file,
+                next_id: 1,
+                open: BTreeMap::new(),
+                claimed: false,
+                deleted: false,
+            })),
+        };
+        state.append(&Line::Header {
+            version: STATE_VERSION,
+            pid,
+            start_time,
+            created_unix,
+        })?;
+        Ok(state)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> PathBuf {
+        self.lock().path.clone()
+    }
+
+    /// Resources recorded and not yet removed, in creation order.
+    pub fn open_resources(&self) -> Vec<(u64, Resource)> {
+        self.lock()
+            .open
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks the file as used by a testbed (one testbed per state file).
+    pub(crate) fn claim(&self) -> Result<(), TestbedError> {
+        let mut i = self.lock();
+        if i.claimed || i.deleted {
+            return Err(TestbedError::State {
+                message: format!(
+                    "{} already belongs to a testbed; create one StateFile per testbed",
+                    i.path.display()
+                ),
+            });
+        }
+        i.claimed = true;
+        Ok(())
+    }
+
+    fn append(&self, line: &Line) -> Result<(), TestbedError> {
+        let mut i = self.lock();
+        Self::append_locked(&mut i, line)
+    }
+
+    fn append_locked(i: &mut Inner, line: &Line) -> Result<(), TestbedError> {
+        if i.deleted {
+            return Err(TestbedError::State {
+                message: format!("{} was already finished", i.path.display()),
+            });
+        }
+        let mut text = serde_json::to_string(line).map_err(|e| TestbedError::State {
+            message: e.to_string(),
+        })?;
+        text.push('\n');
+        // One write() per line, O_APPEND: a kill leaves at worst one cut line at the end.
+        i.file
+            .write_all(text.as_bytes())
+            .map_err(|e| TestbedError::io(format!("writing {}", i.path.display()), e))
+    }
+
+    /// Records that `resource` is about to be created; returns its id.
+    pub(crate) fn intent(&self, resource: &Resource) -> Result<u64, TestbedError> {
+        let mut i = self.lock();
+        let id = i.next_id;
+        Self::append_locked(
+            &mut i,
+            &Line::Intent {
+                id,
+                resource: resource.clone(),
+            },
+        )?;
+        i.next_id += 1;
+        i.open.insert(id, resource.clone());
+        Ok(id)
+    }
+
+    /// Records that resource `id` exists, as `resource` describes it now.
+    pub(crate) fn done(&self, id: u64, resource: &Resource) -> Result<(), TestbedError> {
+        let mut i = self.lock();
+        Self::append_locked(
+            &mut i,
+            &Line::Done {
+                id,
+                resource: resource.clone(),
+            },
+        )?;
+        i.open.insert(id, resource.clone());
+        Ok(())
+    }
+
+    /// Records that resource `id` is gone (removed, or never created).
+    pub(crate) fn removed(&self, id: u64, cancelled: bool) -> Result<(), TestbedError> {
+        let mut i = self.lock();
+        let line = if cancelled {
+            Line::Cancelled { id }
+        } else {
+            Line::Removed { id }
+        };
+        Self::append_locked(&mut i, &line)?;
+        i.open.remove(&id);
+        Ok(())
+    }
+
+    /// Deletes the file if nothing is left in it; true if it was deleted.
+    pub(crate) fn finish(&self) -> bool {
+        let mut i = self.lock();
+        if i.deleted {
+            return true;
+        }
+        if !i.open.is_empty() {
+            return false;
+        }
+        if fs::remove_file(&i.path).is_ok() {
+            i.deleted = true;
+        }
+        i.deleted
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // An unused or fully cleaned journal is noise; a journal with open resources stays for
+        // cleanup_all.
+        if !self.deleted && self.open.is_empty() {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A dead owner's state file, opened and locked by a cleaner.
+pub(crate) struct ForeignState {
+    pub path: PathBuf,
+    file: File,
+    pub journal: Journal,
+}
+
+/// Why a state file was not taken over.
+pub(crate) enum Skip {
+    /// Its owner is alive (pid with the recorded start time, or the lock is held).
+    Live(Option<i32>),
+    /// Not a state file or unreadable.
+    Unreadable(String),
+}
+
+impl ForeignState {
+    /// Opens `path` for cleaning: takes the lock (fails while the owner lives) and checks the
+    /// owner's pid is gone.
+    pub(crate) fn open(path: &Path) -> Result<ForeignState, Skip> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Skip::Unreadable(e.to_string()))?;
+        let text = fs::read_to_string(path).map_err(|e| Skip::Unreadable(e.to_string()))?;
+        let journal = Journal::parse(&text);
+        if let Some(v) = journal.version.filter(|v| *v > STATE_VERSION) {
+            return Err(Skip::Unreadable(format!(
+                "state format version {v} is newer than this iolab's ({STATE_VERSION})"
+            )));
+        }
+        let pid = journal.pid.or_else(|| pid_from_name(path));
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            return Err(Skip::Live(pid));
+        }
+        if let Some(p) = pid {
+            if p == std::process::id() as i32 || sys::proc_is(p, journal.start_time) {
+                return Err(Skip::Live(Some(p)));
+            }
+        }
+        // Re-read under the lock: the owner may have written more before dying.
+        let text = fs::read_to_string(path).map_err(|e| Skip::Unreadable(e.to_string()))?;
+        let journal = Journal::parse(&text);
+        Ok(ForeignState {
+            path: path.to_path_buf(),
+            file,
+            journal,
+        })
+    }
+
+    /// Appends a `removed` line for `id`.
+    pub(crate) fn removed(&mut self, id: u64) -> Result<(), TestbedError> {
+        let mut text =
+            serde_json::to_string(&Line::Removed { id }).map_err(|e| TestbedError::State {
+                message: e.to_string(),
+            })?;
+        text.push('\n');
+        self.file
+            .write_all(text.as_bytes())
+            .map_err(|e| TestbedError::io(format!("writing {}", self.path.display()), e))?;
+        self.journal.open.remove(&id);
+        Ok(())
+    }
+}
+
+/// The pid in a `testbed-PID-N.jsonl` file name.
+pub(crate) fn pid_from_name(path: &Path) -> Option<i32> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_prefix("testbed-")?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Whether `path` looks like a state file.
+pub(crate) fn is_state_file_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("testbed-") && n.ends_with(".jsonl"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_folds_events_and_ignores_a_cut_line() {
+        let text = r#"{"event":"header","version":1,"pid":42,"start_time":7,"created_unix":1}
+{"event":"intent","id":1,"resource":{"type":"dir","path":"/var/tmp/x"}}
+{"event":"done","id":1,"resource":{"type":"dir","path":"/var/tmp/x"}}
+{"event":"intent","id":2,"resource":{"type":"loop_device","image":"/var/tmp/x/a.img"}}
+{"event":"done","id":2,"resource":{"type":"loop_device","image":"/var/tmp/x/a.img","device":"/dev/loop3"}}
+{"event":"intent","id":3,"resource":{"type":"file","path":"/var/tmp/x/b"}}
+{"event":"cancelled","id":3}
+{"event":"intent","id":4,"resource":{"type":"mount","target":"/var/tmp/x/mnt","source":"/dev/loop3"}}
+{"event":"removed","id":4}
+{"event":"intent","id":5,"resource":{"type":"cgr"#;
+        let j = Journal::parse(text);
+        assert_eq!(j.pid, Some(42));
+        assert_eq!(j.start_time, Some(7));
+        assert_eq!(j.bad_lines, 1);
+        assert_eq!(j.open.len(), 2);
+        assert_eq!(
+            j.open[&2],
+            Resource::LoopDevice {
+                image: "/var/tmp/x/a.img".into(),
+                device: Some("/dev/loop3".into())
+            }
+        );
+    }
+
+    #[test]
+    fn state_file_lifecycle() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = StateFile::create(dir.path()).unwrap();
+        let path = s.path();
+        assert!(is_state_file_name(&path));
+        assert_eq!(pid_from_name(&path), Some(std::process::id() as i32));
+        s.claim().unwrap();
+        assert!(s.claim().is_err());
+        let r = Resource::Dir {
+            path: "/nonexistent/x".into(),
+        };
+        let id = s.intent(&r).unwrap();
+        s.done(id, &r).unwrap();
+        // A live owner's file is not taken over.
+        assert!(matches!(ForeignState::open(&path), Err(Skip::Live(_))));
+        assert!(!s.finish());
+        s.removed(id, false).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 4);
+        assert!(Journal::parse(&text).open.is_empty());
+        assert!(s.finish());
+        assert!(!path.exists());
+        // An unused state file disappears when dropped.
+        let s2 = StateFile::create(dir.path()).unwrap();
+        let p2 = s2.path();
+        assert!(p2.exists());
+        drop(s2);
+        assert!(!p2.exists());
+    }
+}
