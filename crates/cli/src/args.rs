@@ -35,6 +35,14 @@ pub enum Command {
     /// Run a preset's tests with iolab and with fio alternately on the same file and
     /// compare them.
     Crosscheck(Box<RunArgs>),
+    /// Write a report of stored runs or of a study: HTML with charts, Markdown tables, CSV
+    /// (one row per pass), JSON (see docs/reports.md).
+    Report(ReportArgs),
+    /// Stored runs side by side: each metric's medians, the change and whether it is
+    /// significant given the passes.
+    Compare(CompareArgs),
+    /// Stored runs over time with their headline numbers, marking changes beyond the noise.
+    History(HistoryArgs),
 }
 
 #[derive(Args, Debug)]
@@ -280,4 +288,76 @@ impl RunArgs {
             None => "cdm",
         }
     }
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Runs to report on, as listed by `iolab results` ("last" for the newest). Give them
+    /// before the format options.
+    #[arg(
+        value_name = "RUN_ID",
+        required_unless_present = "study",
+        conflicts_with = "study"
+    )]
+    pub run_ids: Vec<String>,
+    /// Every run of this study, one configuration per config label.
+    #[arg(long, value_name = "NAME")]
+    pub study: Option<String>,
+    /// The configuration the others are compared with (default: the first).
+    #[arg(long, value_name = "LABEL")]
+    pub baseline: Option<String>,
+    /// Write the self-contained HTML report to FILE ("-" or no FILE: standard output).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub html: Option<String>,
+    /// Write Markdown tables to FILE ("-" or no FILE: standard output; the default format).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub markdown: Option<String>,
+    /// Write CSV, one row per pass, to FILE ("-" or no FILE: standard output).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub csv: Option<String>,
+    /// Write JSON to FILE ("-" or no FILE: standard output): the run document for one
+    /// run, the study document (iolab.study/1) for several or a study.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub json: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Runs to compare; the first is the reference (A).
+    #[arg(value_name = "RUN_ID")]
+    pub run_ids: Vec<String>,
+    /// Compare the runs carrying these labels instead (repeat: --label before --label
+    /// after); runs sharing a label have their passes pooled.
+    #[arg(long, value_name = "LABEL", conflicts_with = "run_ids")]
+    pub label: Vec<String>,
+    /// Print the comparison document (iolab.comparison/1) instead of the table, or write
+    /// it to FILE.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub json: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Only runs on this target path.
+    #[arg(long, value_name = "PATH")]
+    pub target: Option<String>,
+    /// Only runs of this preset or workload.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// Only runs with this label.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Only the newest N runs.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Print the history document (iolab.history/1) instead of the tables, or write it to
+    /// FILE.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub json: Option<String>,
 }

@@ -62,6 +62,9 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Env(args) => crate::environment::env_command(args),
         Command::ExportFio(args) => crate::crosscheck::export_fio(*args),
         Command::Crosscheck(args) => crate::crosscheck::crosscheck(*args),
+        Command::Report(args) => crate::report_cmd::report(args),
+        Command::Compare(args) => crate::report_cmd::compare(args),
+        Command::History(args) => crate::report_cmd::history(args),
     }
 }
 

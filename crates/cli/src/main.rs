@@ -7,6 +7,7 @@ mod commands;
 mod crosscheck;
 mod environment;
 mod progress;
+mod report_cmd;
 mod run;
 mod signals;
 mod workloads;

@@ -369,10 +369,15 @@ fn run_metadata(a: RunArgs) -> Result<i32, CliError> {
 pub const DEFAULT_LOADFILE: &str = "/usr/share/dbench/client.txt";
 
 fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
-    use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, TimeSeries};
+    use iolab_measure::{
+        DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, TimeSeries,
+    };
     use iolab_workloads::dbench::{self, DbenchConfig, OpKind};
     let dir = target_dir(&a)?;
-    let loadfile = a.loadfile.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_LOADFILE));
+    let loadfile = a
+        .loadfile
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_LOADFILE));
     if !loadfile.exists() {
         return Err(CliError::Usage(format!(
             "loadfile {} not found (Debian: apt-get install dbench, or give --loadfile)",
@@ -466,7 +471,10 @@ fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
         job.fsync_every = u32::from(cfg.fsync_every_write);
         let summary = iolab_stats::summarize(&passes, iolab_stats::Score::Median);
         Ok(vec![TestRecord {
-            name: format!("dbench {clients} client{}", if clients == 1 { "" } else { "s" }),
+            name: format!(
+                "dbench {clients} client{}",
+                if clients == 1 { "" } else { "s" }
+            ),
             group: "dbench".into(),
             job,
             passes,

@@ -206,3 +206,167 @@ fn summary(s: &TestSummary) -> Value {
         },
     })
 }
+
+/// Identifies the layout of [`study_document`].
+pub const STUDY_SCHEMA: &str = "iolab.study/1";
+
+fn finite(x: Option<f64>) -> Value {
+    match x {
+        Some(v) if v.is_finite() => json!(v),
+        _ => Value::Null,
+    }
+}
+
+/// The JSON document of several runs shown together (`"schema": "iolab.study/1"`): the
+/// configurations, each test's values per configuration with its ratio to the baseline
+/// and to the best configuration and its significance against the baseline, the ranked
+/// score, the warnings, and every run's own document. Described in `docs/reports.md`.
+pub fn study_document(set: &crate::set::RunSet) -> Value {
+    use crate::set::{self, Metric};
+    let score = set.score();
+    let configs: Vec<Value> = set
+        .configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({
+                "index": i,
+                "label": c.label,
+                "baseline": i == set.baseline,
+                "run_ids": c.run_ids(),
+            })
+        })
+        .collect();
+    let tests: Vec<Value> = set
+        .test_names()
+        .iter()
+        .map(|name| {
+            let aligned = set.aligned(name);
+            let first = aligned.iter().flatten().next().copied();
+            let m = set::primary_metric(aligned.iter().flatten().copied());
+            let base = aligned[set.baseline];
+            let best = aligned
+                .iter()
+                .flatten()
+                .filter_map(|t| m.headline(t))
+                .filter(|v| *v > 0.0)
+                .reduce(|a, b| {
+                    if m.higher_is_better() {
+                        a.max(b)
+                    } else {
+                        a.min(b)
+                    }
+                });
+            let values: Vec<Value> = aligned
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let Some(t) = t else {
+                        return json!({ "config": i, "present": false });
+                    };
+                    let metrics: serde_json::Map<String, Value> = Metric::ALL
+                        .iter()
+                        .map(|mm| {
+                            let s = mm.stats(t);
+                            (
+                                mm.key().to_string(),
+                                json!({
+                                    "headline": finite(mm.headline(t)),
+                                    "median": finite(mm.median(t)),
+                                    "mean": s.mean,
+                                    "ci_low": s.ci_low,
+                                    "ci_high": s.ci_high,
+                                    "ci_pct": iolab_stats::ci_pct(&s),
+                                }),
+                            )
+                        })
+                        .collect();
+                    let v = m.headline(t);
+                    let ratio_baseline = base
+                        .and_then(|b| m.headline(b))
+                        .filter(|b| *b > 0.0)
+                        .zip(v)
+                        .map(|(b, v)| v / b);
+                    let ratio_best = best.zip(v).map(|(b, v)| {
+                        if m.higher_is_better() {
+                            v / b
+                        } else if v > 0.0 {
+                            b / v
+                        } else {
+                            f64::NAN
+                        }
+                    });
+                    let w = base
+                        .filter(|_| i != set.baseline)
+                        .and_then(|b| set::welch(m, b, t));
+                    json!({
+                        "config": i,
+                        "present": true,
+                        "passes": t.passes.len(),
+                        "metrics": metrics,
+                        "ratio_to_baseline": finite(ratio_baseline),
+                        "ratio_to_best": finite(ratio_best),
+                        "vs_baseline": w.map(|w| json!({
+                            "p": w.p,
+                            "t": finite(Some(w.t)),
+                            "df": w.df,
+                            "significant": w.significant(),
+                        })),
+                    })
+                })
+                .collect();
+            json!({
+                "name": name,
+                "group": first.map(|t| t.group.clone()),
+                "rw": first.map(|t| t.job.rw.as_str()),
+                "access": first.map(|t| set::access(t).as_str()),
+                "metric": m.key(),
+                "values": values,
+            })
+        })
+        .collect();
+    let warnings: Vec<Value> = set
+        .configs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| {
+            c.runs.iter().flat_map(move |r| {
+                r.warnings.iter().map(move |w| {
+                    json!({
+                        "config": i,
+                        "run_id": r.id,
+                        "code": w.code,
+                        "message": w.message,
+                        "fix": w.fix,
+                        "test": w.test,
+                    })
+                })
+            })
+        })
+        .collect();
+    json!({
+        "schema": STUDY_SCHEMA,
+        "iolab_version": set.runs().next().map(|r| r.iolab_version.clone()),
+        "study": set.study,
+        "baseline": set.baseline,
+        "configurations": configs,
+        "significance": crate::compare::METHOD,
+        "tests": tests,
+        "score": {
+            "method": "geometric mean of each test's ratio to the best configuration, over \
+                       the random tests, the sequential tests and all tests, divided by the \
+                       best configuration's mean (best = 1)",
+            "ranked": score.ranked.iter().map(|c| json!({
+                "rank": c.rank,
+                "config": c.config,
+                "label": set.configs[c.config].label,
+                "random": finite(c.random),
+                "sequential": finite(c.sequential),
+                "total": finite(c.total),
+            })).collect::<Vec<_>>(),
+            "excluded": score.excluded,
+        },
+        "warnings": warnings,
+        "runs": set.runs().map(run_document).collect::<Vec<_>>(),
+    })
+}

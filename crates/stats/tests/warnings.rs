@@ -736,7 +736,11 @@ fn few_ios_below_100_in_any_pass() {
 #[test]
 fn status_mismatch_when_a_replay_disagrees_with_its_loadfile() {
     let f = TargetFacts::default();
-    let mut run = run_of(vec![test_of("dbench 2 clients", Rw::Rw, &[100.0, 101.0, 99.0])]);
+    let mut run = run_of(vec![test_of(
+        "dbench 2 clients",
+        Rw::Rw,
+        &[100.0, 101.0, 99.0],
+    )]);
     run.tests[0].extra = serde_json::json!({ "status_mismatches": 0 });
     none(&analyze(&run, &f));
     run.tests[0].extra = serde_json::json!({ "status_mismatches": 7 });

@@ -138,6 +138,13 @@ pub fn run_record(preset: &str, settings: RunSettings, tests: Vec<TestRecord>) -
 /// - RND4K Q1T1: read 12000 IOPS (49.2 MB/s), mean 80 µs; write 30000 (122.9), mean 33 µs
 /// - Mix: read 70000 IOPS (286.7 MB/s), mean 450 µs; write 30000 IOPS (122.9 MB/s), mean 600 µs
 pub fn cdm_run() -> RunRecord {
+    cdm_run_with(&|_| 1.0)
+}
+
+/// [`cdm_run`] with every test's I/O counts multiplied by `scale(test name)`: MB/s and
+/// IOPS scale by exactly that factor (the medians are the unscaled counts times it), the
+/// latencies stay.
+pub fn cdm_run_with(scale: &dyn Fn(&str) -> f64) -> RunRecord {
     let specs = expand_preset("cdm", None, true, 1 << 30).unwrap();
     // (read ios, read lat lo/hi, write ios, write lat lo/hi) per group.
     let shape = |group: &str| -> (u64, f64, f64, u64, f64, f64) {
@@ -156,6 +163,9 @@ pub fn cdm_run() -> RunRecord {
             continue;
         }
         let (ri, rlo, rhi, wi, wlo, whi) = shape(&spec.group);
+        let f = scale(&spec.name);
+        let sc = |ios: u64| (ios as f64 * f).round() as u64;
+        let (ri, wi) = (sc(ri), sc(wi));
         let bs = spec.job.bs;
         let passes: Vec<PassRecord> = (0..3)
             .map(|k| {
@@ -164,8 +174,8 @@ pub fn cdm_run() -> RunRecord {
                     pass(
                         idx,
                         1.0,
-                        Some(dir(bs, spread(70_000)[k], 1.0, 100.0, 800.0)),
-                        Some(dir(bs, spread(30_000)[k], 1.0, 200.0, 1000.0)),
+                        Some(dir(bs, spread(sc(70_000))[k], 1.0, 100.0, 800.0)),
+                        Some(dir(bs, spread(sc(30_000))[k], 1.0, 200.0, 1000.0)),
                     )
                 } else if rw.reads() {
                     pass(idx, 1.0, Some(dir(bs, spread(ri)[k], 1.0, rlo, rhi)), None)
@@ -302,4 +312,198 @@ pub fn custom_run() -> RunRecord {
         test: Some(name.into()),
     });
     run
+}
+
+/// A run of a workload other than block I/O: one test per (name, group, rw), two passes
+/// of 1 s whose MB/s and IOPS come from `ios` I/Os of `bs` bytes, and `extra` as given.
+pub fn workload_run(
+    workload: &str,
+    tests: &[(&str, &str, Rw, u64, u64, serde_json::Value)],
+) -> RunRecord {
+    let records = tests
+        .iter()
+        .map(|(name, group, rw, bs, ios, extra)| {
+            let passes = (0..2)
+                .map(|k| {
+                    let d = dir(*bs, spread(*ios)[k], 1.0, 5.0, 500.0);
+                    if rw.reads() {
+                        pass(k as u32 + 1, 1.0, Some(d), None)
+                    } else {
+                        pass(k as u32 + 1, 1.0, None, Some(d))
+                    }
+                })
+                .collect();
+            let mut t = test_record(
+                name,
+                group,
+                JobSpec::new(*rw, *bs, 1, 1),
+                passes,
+                Score::Median,
+            );
+            t.extra = extra.clone();
+            t
+        })
+        .collect();
+    let mut run = run_record(workload, settings(2, 0, 64 << 20), records);
+    run.workload = workload.to_string();
+    run
+}
+
+/// A dbench run with the operation table in `extra.ops`, as `iolab run dbench` stores it.
+pub fn dbench_run() -> RunRecord {
+    let ops = serde_json::json!([
+        {"op": "NTCreateX", "count": 21590, "avg_ms": 0.0097, "max_ms": 4.128, "p99_ms": 0.059, "status_mismatches": 0},
+        {"op": "WriteX", "count": 11032, "avg_ms": 0.0087, "max_ms": 0.653, "p99_ms": 0.032, "status_mismatches": 0},
+        {"op": "ReadX", "count": 33760, "avg_ms": 0.0022, "max_ms": 0.460, "p99_ms": 0.012, "status_mismatches": 0},
+        {"op": "Flush", "count": 1523, "avg_ms": 0.644, "max_ms": 7.899, "p99_ms": 4.016, "status_mismatches": 0}
+    ]);
+    let mut run = workload_run(
+        "dbench",
+        &[(
+            "dbench 2 clients",
+            "dbench",
+            Rw::Rw,
+            4096,
+            20_000,
+            serde_json::json!({"clients": 2, "ops": ops, "throughput_mb_s": 81.9}),
+        )],
+    );
+    // A mixed test carries both directions.
+    for p in &mut run.tests[0].passes {
+        *p = pass(
+            p.index,
+            1.0,
+            Some(dir(4096, 12_000 + p.index as u64, 1.0, 2.0, 50.0)),
+            Some(dir(4096, 8_000 + p.index as u64, 1.0, 4.0, 90.0)),
+        );
+    }
+    run.tests[0].summary = summarize(&run.tests[0].passes, Score::Median);
+    run
+}
+
+/// One run of every workload family besides the block presets.
+pub fn workload_runs() -> Vec<RunRecord> {
+    use serde_json::json;
+    vec![
+        workload_run(
+            "fsync",
+            &[
+                (
+                    "none 4K",
+                    "none",
+                    Rw::Write,
+                    4096,
+                    500_000,
+                    json!({"method": "none", "open_flags": ""}),
+                ),
+                (
+                    "write+fsync 4K",
+                    "write+fsync",
+                    Rw::Write,
+                    4096,
+                    1_800,
+                    json!({"method": "fsync", "open_flags": ""}),
+                ),
+                (
+                    "O_DIRECT+O_DSYNC 4K",
+                    "O_DIRECT+O_DSYNC",
+                    Rw::Write,
+                    4096,
+                    2_000,
+                    json!({"method": "direct_dsync", "open_flags": "O_DIRECT|O_DSYNC"}),
+                ),
+            ],
+        ),
+        workload_run(
+            "copy",
+            &[(
+                "copy generated 64 MiB",
+                "COPY 1M",
+                Rw::Write,
+                1 << 20,
+                300,
+                json!({"workload": "copy", "verified": true, "fsync_seconds": 0.01}),
+            )],
+        ),
+        workload_run(
+            "streams",
+            &[
+                (
+                    "stream 1",
+                    "dd 1M read x2",
+                    Rw::Read,
+                    1 << 20,
+                    400,
+                    json!({"workload": "streams", "stream": 1}),
+                ),
+                (
+                    "stream 2",
+                    "dd 1M read x2",
+                    Rw::Read,
+                    1 << 20,
+                    380,
+                    json!({"workload": "streams", "stream": 2}),
+                ),
+                (
+                    "aggregate",
+                    "dd 1M read x2",
+                    Rw::Read,
+                    1 << 20,
+                    780,
+                    json!({"workload": "streams", "streams": 2}),
+                ),
+            ],
+        ),
+        workload_run(
+            "metadata",
+            &[
+                (
+                    "create",
+                    "metadata 1000 files",
+                    Rw::Write,
+                    100,
+                    20_000,
+                    json!({"workload": "metadata", "phase": "create", "ops": 1000}),
+                ),
+                (
+                    "stat",
+                    "metadata 1000 files",
+                    Rw::Read,
+                    0,
+                    400_000,
+                    json!({"workload": "metadata", "phase": "stat", "ops": 1000}),
+                ),
+            ],
+        ),
+        dbench_run(),
+    ]
+}
+
+/// Three configurations of a study of `cdm_run`s: random tests scaled 0.90 / 1.00 / 0.96
+/// and sequential ones 1.00 / 0.98 / 0.95, labelled 16KB, 32KB and 64KB.
+pub fn study_runs() -> Vec<RunRecord> {
+    let configs: [(&str, f64, f64); 3] = [
+        ("16KB", 0.90, 1.00),
+        ("32KB", 1.00, 0.98),
+        ("64KB", 0.96, 0.95),
+    ];
+    configs
+        .iter()
+        .enumerate()
+        .map(|(i, (label, random, seq))| {
+            let mut run = cdm_run_with(&|name: &str| {
+                if name.starts_with("RND") {
+                    *random
+                } else {
+                    *seq
+                }
+            });
+            run.id = Some(100 + i as i64);
+            run.uuid = format!("00000000-0000-4000-8000-00000000010{i}");
+            run.study = Some("strip size".into());
+            run.config_label = Some(label.to_string());
+            run.label = None;
+            run
+        })
+        .collect()
 }

@@ -1,0 +1,256 @@
+//! `iolab report`, `iolab compare` and `iolab history`: load stored runs, hand them to
+//! iolab-report, and write what it renders to files or standard output.
+
+use std::path::Path;
+
+use iolab_measure::RunRecord;
+use iolab_report::set::RunSet;
+use iolab_report::{compare as cmp, csv, history as hist, html, json, markdown};
+use iolab_store::{RunFilter, Store};
+
+use crate::args::{CompareArgs, HistoryArgs, ReportArgs};
+use crate::commands::{open_store, CliError};
+
+/// Parses a run id as `iolab results` lists it, or `last`.
+fn run_id(store: &Store, s: &str) -> Result<i64, CliError> {
+    if s == "last" {
+        return store
+            .latest_run_id()?
+            .ok_or_else(|| CliError::Failed("no runs stored yet: run 'last' not found".into()));
+    }
+    s.parse::<i64>().map_err(|_| {
+        CliError::Usage(format!(
+            "run id '{s}' is not a number (see `iolab results`)"
+        ))
+    })
+}
+
+fn load_ids(store: &Store, ids: &[String]) -> Result<Vec<RunRecord>, CliError> {
+    ids.iter()
+        .map(|s| {
+            let id = run_id(store, s)?;
+            Ok(store.load_run(id)?)
+        })
+        .collect()
+}
+
+fn load_filtered(store: &Store, filter: &RunFilter) -> Result<Vec<RunRecord>, CliError> {
+    store
+        .list_runs(filter)?
+        .into_iter()
+        .map(|l| Ok(store.load_run(l.id)?))
+        .collect()
+}
+
+/// Where one output goes: a file, or standard output for `-`.
+struct Output<'a> {
+    dest: &'a str,
+    text: String,
+}
+
+/// Checks destinations before anything is computed: at most one on standard output, and
+/// none that looks like a run id swallowed by an option (`--csv 12`).
+fn check_destinations(dests: &[(&str, &Option<String>)]) -> Result<(), CliError> {
+    let mut stdout = Vec::new();
+    for (opt, d) in dests {
+        let Some(d) = d else { continue };
+        if d == "-" {
+            stdout.push(*opt);
+        } else if (d == "last" || d.parse::<i64>().is_ok()) && !Path::new(d).exists() {
+            return Err(CliError::Usage(format!(
+                "--{opt} {d}: '{d}' looks like a run id; put run ids before --{opt} \
+                 (or write ./{d} to mean a file)"
+            )));
+        }
+    }
+    if stdout.len() > 1 {
+        return Err(CliError::Usage(format!(
+            "only one format can go to standard output (--{} all have no FILE)",
+            stdout.join(", --")
+        )));
+    }
+    Ok(())
+}
+
+fn write_outputs(outputs: Vec<Output<'_>>) -> Result<(), CliError> {
+    for o in outputs {
+        if o.dest == "-" {
+            print!("{}", o.text);
+        } else {
+            std::fs::write(o.dest, &o.text)
+                .map_err(|e| CliError::Failed(format!("cannot write {}: {e}", o.dest)))?;
+            eprintln!("wrote {}", o.dest);
+        }
+    }
+    Ok(())
+}
+
+fn ensure_newline(mut s: String) -> String {
+    if !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s
+}
+
+pub fn report(a: ReportArgs) -> Result<i32, CliError> {
+    let mut markdown_dest = a.markdown.clone();
+    if a.html.is_none() && a.csv.is_none() && a.json.is_none() && markdown_dest.is_none() {
+        markdown_dest = Some("-".into());
+    }
+    check_destinations(&[
+        ("html", &a.html),
+        ("markdown", &markdown_dest),
+        ("csv", &a.csv),
+        ("json", &a.json),
+    ])?;
+    let store = open_store(&a.db)?;
+    let set = match &a.study {
+        Some(study) => {
+            let runs = load_filtered(
+                &store,
+                &RunFilter {
+                    study: Some(study.clone()),
+                    ..RunFilter::default()
+                },
+            )?;
+            if runs.is_empty() {
+                return Err(CliError::Failed(format!(
+                    "study '{study}' not found in {}: no stored run belongs to it",
+                    store.path().display()
+                )));
+            }
+            RunSet::study(study, runs)
+        }
+        None => RunSet::per_run(load_ids(&store, &a.run_ids)?),
+    };
+    let mut set = set;
+    if let Some(b) = &a.baseline {
+        set.set_baseline(b).map_err(CliError::Usage)?;
+    }
+    let mut outputs = Vec::new();
+    if let Some(d) = &a.html {
+        outputs.push(Output {
+            dest: d,
+            text: html::render(&set),
+        });
+    }
+    if let Some(d) = &markdown_dest {
+        outputs.push(Output {
+            dest: d,
+            text: markdown::render(&set),
+        });
+    }
+    if let Some(d) = &a.csv {
+        outputs.push(Output {
+            dest: d,
+            text: csv::render(&set),
+        });
+    }
+    if let Some(d) = &a.json {
+        let runs: Vec<&RunRecord> = set.runs().collect();
+        let doc = if runs.len() == 1 && set.study.is_none() {
+            json::run_document(runs[0])
+        } else {
+            json::study_document(&set)
+        };
+        let text = serde_json::to_string_pretty(&doc).expect("a Value serialises");
+        outputs.push(Output {
+            dest: d,
+            text: ensure_newline(text),
+        });
+    }
+    write_outputs(outputs)?;
+    Ok(0)
+}
+
+pub fn compare(a: CompareArgs) -> Result<i32, CliError> {
+    check_destinations(&[("json", &a.json)])?;
+    let store = open_store(&a.db)?;
+    let groups: Vec<(String, Vec<RunRecord>)> = if !a.label.is_empty() {
+        let mut g = Vec::new();
+        for label in &a.label {
+            let runs = load_filtered(
+                &store,
+                &RunFilter {
+                    label: Some(label.clone()),
+                    ..RunFilter::default()
+                },
+            )?;
+            if runs.is_empty() {
+                return Err(CliError::Failed(format!(
+                    "label '{label}' not found in {}: no stored run carries it",
+                    store.path().display()
+                )));
+            }
+            g.push((format!("label {label}"), runs));
+        }
+        g
+    } else {
+        load_ids(&store, &a.run_ids)?
+            .into_iter()
+            .map(|r| {
+                let mut name = r.id.map_or("run".to_string(), |id| format!("run {id}"));
+                if let Some(l) = r.config_label.as_ref().or(r.label.as_ref()) {
+                    name.push_str(&format!(" ({l})"));
+                }
+                (name, vec![r])
+            })
+            .collect()
+    };
+    if groups.len() < 2 {
+        return Err(CliError::Usage(
+            "compare needs at least two sides: two or more run ids, or --label twice".into(),
+        ));
+    }
+    let set = RunSet::groups(groups);
+    let c = cmp::compare(&set);
+    match &a.json {
+        Some(d) => {
+            let version = set
+                .runs()
+                .next()
+                .map_or(env!("CARGO_PKG_VERSION").to_string(), |r| {
+                    r.iolab_version.clone()
+                });
+            let text = serde_json::to_string_pretty(&cmp::document(&c, &version))
+                .expect("a Value serialises");
+            write_outputs(vec![Output {
+                dest: d,
+                text: ensure_newline(text),
+            }])?;
+        }
+        None => print!("{}", cmp::render(&c)),
+    }
+    Ok(0)
+}
+
+pub fn history(a: HistoryArgs) -> Result<i32, CliError> {
+    check_destinations(&[("json", &a.json)])?;
+    let store = open_store(&a.db)?;
+    let filter = RunFilter {
+        preset: a.preset,
+        // Runs record absolute paths.
+        target: a.target.map(|t| {
+            std::path::absolute(&t)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or(t)
+        }),
+        label: a.label,
+        study: None,
+        limit: a.limit,
+    };
+    let runs = load_filtered(&store, &filter)?;
+    match &a.json {
+        Some(d) => {
+            let text =
+                serde_json::to_string_pretty(&hist::document(&runs, env!("CARGO_PKG_VERSION")))
+                    .expect("a Value serialises");
+            write_outputs(vec![Output {
+                dest: d,
+                text: ensure_newline(text),
+            }])?;
+        }
+        None => print!("{}", hist::render(&runs)),
+    }
+    Ok(0)
+}

@@ -1,0 +1,909 @@
+//! `iolab report`, `compare` and `history` on a database of real runs of every workload
+//! type (small sizes, short passes), plus a study and a pair with a known difference made
+//! from a real run. The HTML is opened in headless Chromium: no console errors, nothing
+//! fetched, every chart drawn, a screenshot kept in `target/test-artifacts/`. Markdown and
+//! CSV are parsed back and checked against `iolab show --json`.
+
+mod common;
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::{Out, MIB};
+use iolab_measure::{PassRecord, RunRecord};
+use iolab_stats::{summarize, Score};
+use iolab_store::Store;
+use serde_json::Value;
+
+/// The fixture database and the ids of its runs.
+struct Fixture {
+    root: PathBuf,
+    db: PathBuf,
+    target: PathBuf,
+    /// Real runs by workload (`cdm` is labelled "before", `cdm-after` "after").
+    ids: HashMap<&'static str, i64>,
+    /// The study "strip size": configurations 16KB, 32KB, 64KB.
+    study: Vec<i64>,
+    /// A pair made from the cdm run: SEQ1M Q8T1 Read at exactly 1000/1010 MB/s in A and
+    /// 1500/1515 MB/s in B, everything else identical.
+    pair: (i64, i64),
+}
+
+impl Fixture {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_iolab"));
+        c.args(args)
+            .arg("--db")
+            .arg(&self.db)
+            .env("XDG_DATA_HOME", &self.root)
+            .env("HOME", &self.root)
+            .current_dir(&self.root)
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn iolab(&self, args: &[&str]) -> Out {
+        let start = Instant::now();
+        let out = self.cmd(args).output().unwrap();
+        Out::new(args, out, start.elapsed())
+    }
+
+    fn run(&self, args: &[&str]) -> i64 {
+        let mut v = vec!["run"];
+        v.extend_from_slice(args);
+        v.extend_from_slice(&["--target", self.target.to_str().unwrap(), "--quiet"]);
+        let out = self.iolab(&v).ok();
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("stored as run "))
+            .unwrap_or_else(|| panic!("no run id: {out}"));
+        line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    }
+
+    fn show(&self, id: i64) -> Value {
+        self.iolab(&["show", &id.to_string(), "--json"]).ok().json()
+    }
+
+    fn all_ids(&self) -> Vec<String> {
+        let mut ids: Vec<i64> = self.ids.values().copied().collect();
+        ids.sort_unstable();
+        ids.iter().map(|i| i.to_string()).collect()
+    }
+}
+
+const TINY_LOADFILE: &str = r#"Deltree "\clients\client1" NT_STATUS_OK
+Mkdir "\clients" NT_STATUS_OK
+Mkdir "\clients\client1" NT_STATUS_OK
+NTCreateX "\clients\client1\a.dat" 0x40 0x2 3 NT_STATUS_OK
+WriteX 3 0 65536 65536 NT_STATUS_OK
+ReadX 3 0 4096 4096 NT_STATUS_OK
+Flush 3 NT_STATUS_OK
+Close 3 NT_STATUS_OK
+QUERY_PATH_INFORMATION "\clients\client1\a.dat" 1004 NT_STATUS_OK
+Unlink "\clients\client1\a.dat" 0x6 NT_STATUS_OK
+Deltree "\clients\client1" NT_STATUS_OK
+"#;
+
+/// Multiplies a pass's throughput (bytes, I/Os, MB/s, IOPS, time series) by `f`.
+fn scale_pass(p: &mut PassRecord, f: f64) {
+    let sc = |x: u64| (x as f64 * f).round() as u64;
+    p.bytes = sc(p.bytes);
+    p.ios = sc(p.ios);
+    p.mb_s *= f;
+    p.iops *= f;
+    for d in [p.read.as_mut(), p.write.as_mut()].into_iter().flatten() {
+        d.bytes = sc(d.bytes);
+        d.ios = sc(d.ios);
+        d.mb_s *= f;
+        d.iops *= f;
+    }
+    for b in &mut p.timeseries.bytes {
+        *b = sc(*b);
+    }
+}
+
+/// A copy of `run` as a new run, each test's passes scaled by `f(test name, pass)`.
+fn derived(run: &RunRecord, f: &dyn Fn(&str, &PassRecord) -> f64) -> RunRecord {
+    let mut r = run.clone();
+    r.id = None;
+    r.uuid = format!("{}{:08x}", &run.uuid[..28], fastrand_u32());
+    for t in &mut r.tests {
+        for p in &mut t.passes {
+            let k = f(&t.name, p);
+            scale_pass(p, k);
+        }
+        t.summary = summarize(&t.passes, Score::Median);
+    }
+    r
+}
+
+fn fastrand_u32() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(1);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        // One fixed directory, replaced on every test run, rather than a temporary one a
+        // static would never remove.
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reports-fixture");
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("t")).unwrap();
+        let f0 = Fixture {
+            db: root.join("r.db"),
+            target: root.join("t"),
+            root: root.clone(),
+            ids: HashMap::new(),
+            study: Vec::new(),
+            pair: (0, 0),
+        };
+        let loadfile = root.join("tiny-loadfile.txt");
+        fs::write(&loadfile, TINY_LOADFILE).unwrap();
+        let short = ["--runs", "2", "--duration", "150ms", "--warmup", "0"];
+        let with = |extra: &[&'static str]| -> Vec<&'static str> {
+            let mut v = extra.to_vec();
+            v.extend_from_slice(&short);
+            v
+        };
+        let mut ids = HashMap::new();
+        ids.insert(
+            "cdm",
+            f0.run(&with(&["cdm", "--size", "8MiB", "--label", "before"])),
+        );
+        ids.insert(
+            "cdm-after",
+            f0.run(&with(&["cdm", "--size", "8MiB", "--label", "after"])),
+        );
+        ids.insert(
+            "atto",
+            f0.run(&["atto", "--size", "2MiB", "--duration", "100ms"]),
+        );
+        ids.insert(
+            "custom",
+            f0.run(&with(&[
+                "custom",
+                "--rw",
+                "randrw",
+                "--bs",
+                "4k",
+                "--iodepth",
+                "4",
+                "--size",
+                "8MiB",
+            ])),
+        );
+        ids.insert("iometer", f0.run(&with(&["iometer", "--size", "8MiB"])));
+        ids.insert(
+            "fsync",
+            f0.run(&with(&[
+                "fsync",
+                "--sizes",
+                "4k",
+                "--methods",
+                "none,fdatasync",
+            ])),
+        );
+        ids.insert("copy", f0.run(&["copy", "--size", "4MiB", "--runs", "2"]));
+        ids.insert(
+            "streams",
+            f0.run(&["streams", "--streams", "2", "--size", "4MiB", "--bs", "1M"]),
+        );
+        ids.insert(
+            "metadata",
+            f0.run(&[
+                "metadata",
+                "--files",
+                "200",
+                "--dirs",
+                "2",
+                "--threads",
+                "1",
+            ]),
+        );
+        let lf = loadfile.to_str().unwrap();
+        ids.insert(
+            "dbench",
+            f0.run(&[
+                "dbench",
+                "--loadfile",
+                lf,
+                "--clients",
+                "2",
+                "--time",
+                "1s",
+                "--warmup",
+                "0s",
+            ]),
+        );
+
+        // A study and a known difference, made from the real cdm run.
+        let mut store = Store::open(&f0.db).unwrap();
+        let base = store.load_run(ids["cdm"]).unwrap();
+        let mut study = Vec::new();
+        for (label, random, seq) in [
+            ("16KB", 0.90, 1.00),
+            ("32KB", 1.00, 0.98),
+            ("64KB", 0.96, 0.95),
+        ] {
+            let mut r = derived(&base, &|name, _| {
+                if name.starts_with("RND") {
+                    random
+                } else {
+                    seq
+                }
+            });
+            r.study = Some("strip size".into());
+            r.config_label = Some(label.into());
+            r.label = None;
+            study.push(store.save_run(&r).unwrap());
+        }
+        let exact = |mbs: [f64; 2]| {
+            move |name: &str, p: &PassRecord| {
+                if name == "SEQ1M Q8T1 Read" {
+                    mbs[p.index as usize - 1] / p.mb_s
+                } else {
+                    1.0
+                }
+            }
+        };
+        let mut a = derived(&base, &exact([1000.0, 1010.0]));
+        a.label = Some("pair-a".into());
+        let mut b = derived(&base, &exact([1500.0, 1515.0]));
+        b.label = Some("pair-b".into());
+        // B's other tests are A's passes exactly.
+        for (tb, ta) in b.tests.iter_mut().zip(&a.tests) {
+            if tb.name != "SEQ1M Q8T1 Read" {
+                *tb = ta.clone();
+            }
+        }
+        let pair = (store.save_run(&a).unwrap(), store.save_run(&b).unwrap());
+        Fixture {
+            ids,
+            study,
+            pair,
+            ..f0
+        }
+    })
+}
+
+fn artifacts() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("test-artifacts");
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+// --- Markdown and CSV parsed back -----------------------------------------------------
+
+fn split_row(line: &str) -> Vec<String> {
+    let inner = line.trim().trim_start_matches('|');
+    let inner = inner.strip_suffix('|').unwrap_or(inner);
+    let mut cells = vec![String::new()];
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => cells.last_mut().unwrap().extend(chars.next()),
+            '|' => cells.push(String::new()),
+            c => cells.last_mut().unwrap().push(c),
+        }
+    }
+    cells.into_iter().map(|c| c.trim().to_string()).collect()
+}
+
+/// Tables of a Markdown document as (title line, header, rows).
+fn md_tables(md: &str) -> Vec<(String, Vec<String>, Vec<Vec<String>>)> {
+    let lines: Vec<&str> = md.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 1 < lines.len() {
+        if lines[i].starts_with('|') && lines[i + 1].starts_with("|:-") {
+            let title = lines[..i]
+                .iter()
+                .rev()
+                .find(|l| l.starts_with("**"))
+                .map(|l| l.to_string())
+                .unwrap_or_default();
+            let header = split_row(lines[i]);
+            let mut rows = Vec::new();
+            i += 2;
+            while i < lines.len() && lines[i].starts_with('|') {
+                rows.push(split_row(lines[i]));
+                i += 1;
+            }
+            out.push((title, header, rows));
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+fn first_number(cell: &str) -> f64 {
+    cell.split_whitespace()
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no number in {cell:?}"))
+}
+
+/// A value printed with three significant digits (whole numbers from 100 up).
+fn printed_as(printed: f64, stored: f64) -> bool {
+    let tol = if stored.abs() >= 100.0 {
+        0.5
+    } else {
+        stored.abs() * 0.005 + 1e-9
+    };
+    (printed - stored).abs() <= tol
+}
+
+#[test]
+fn markdown_tables_match_the_stored_numbers() {
+    let f = fixture();
+    for (kind, id) in &f.ids {
+        let md = f
+            .iolab(&["report", &id.to_string(), "--markdown"])
+            .ok()
+            .stdout;
+        let doc = f.show(*id);
+        let tests = doc["tests"].as_array().unwrap();
+        let tables = md_tables(&md);
+        assert!(!tables.is_empty(), "{kind}: {md}");
+        let mut checked = 0;
+        for (title, header, rows) in &tables {
+            let key = match title.as_str() {
+                "**Throughput, MB/s**" => "mb_s",
+                "**I/O operations per second**" => "iops",
+                "**99th-percentile latency, µs**" => "lat_p99_us",
+                _ => continue,
+            };
+            for row in rows {
+                for (col, kindcol) in header.iter().enumerate().skip(1) {
+                    let cell = &row[col];
+                    if cell == "-" {
+                        continue;
+                    }
+                    // The test is the row, or the row and the column ("SEQ1M Q8T1" "Read").
+                    let name = if tests.iter().any(|t| t["name"] == row[0].as_str()) {
+                        row[0].clone()
+                    } else {
+                        format!("{} {kindcol}", row[0])
+                    };
+                    let t = tests
+                        .iter()
+                        .find(|t| t["name"] == name.as_str())
+                        .unwrap_or_else(|| panic!("{kind}: no test {name:?}"));
+                    let stored = t["summary"][key].as_f64().unwrap();
+                    let v = first_number(cell);
+                    assert!(
+                        printed_as(v, stored),
+                        "{kind} {name} {key}: {v} vs {stored}"
+                    );
+                    if t["passes"].as_array().unwrap().len() >= 2 && stored > 0.0 {
+                        let ci = t["summary"]["stats"][key]["ci_pct"].as_f64().unwrap();
+                        let printed: f64 = cell
+                            .split('±')
+                            .nth(1)
+                            .unwrap_or_else(|| panic!("{kind} {name}: no ± in {cell:?}"))
+                            .trim_end_matches('%')
+                            .parse()
+                            .unwrap();
+                        assert!(
+                            (printed - ci).abs() <= 0.05 + 0.05 * ci,
+                            "{name} CI {printed} vs {ci}"
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        let n: usize = tests.len();
+        assert!(checked >= n, "{kind}: only {checked} cells for {n} tests");
+        // Every warning of the run is listed.
+        for w in doc["warnings"].as_array().unwrap() {
+            assert!(
+                md.contains(&format!("`{}`", w["code"].as_str().unwrap())),
+                "{kind}"
+            );
+        }
+    }
+}
+
+#[test]
+fn study_markdown_scores_the_configurations() {
+    let f = fixture();
+    let md = f
+        .iolab(&["report", "--study", "strip size", "--markdown"])
+        .ok()
+        .stdout;
+    let tables = md_tables(&md);
+    let (_, header, _) = &tables[0];
+    assert_eq!(header[1..4], ["Read 16KB", "Read 32KB", "Read 64KB"]);
+    // Random tests scaled 0.90/1.00/0.96, sequential 1.00/0.98/0.95 (4 of each): totals
+    // sqrt(0.9) = 0.9487, sqrt(0.98) = 0.9899, sqrt(0.96 · 0.95) = 0.9550, over the best:
+    // 0.958, 1.000, 0.965.
+    let (_, _, score) = tables.iter().find(|t| t.0.starts_with("**Score")).unwrap();
+    assert_eq!(
+        score,
+        &[
+            ["1", "32KB", "1.00", "0.98", "1.00"],
+            ["2", "64KB", "0.96", "0.95", "0.96"],
+            ["3", "16KB", "0.90", "1.00", "0.96"],
+        ]
+    );
+    // --baseline changes the ratio table's reference.
+    let md = f
+        .iolab(&["report", "--study", "strip size", "--baseline", "32KB"])
+        .ok()
+        .stdout;
+    assert!(md.contains("**Ratio to the baseline (32KB)**"), "{md}");
+    f.iolab(&["report", "--study", "strip size", "--baseline", "8KB"])
+        .code(2)
+        .stderr_has(&["no configuration labelled '8KB'"]);
+}
+
+#[test]
+fn csv_rows_match_the_stored_passes() {
+    let f = fixture();
+    let out = f.root.join("all.csv");
+    let mut args = vec!["report".to_string()];
+    args.extend(f.all_ids());
+    args.extend(["--csv".into(), out.to_str().unwrap().into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    f.iolab(&args).ok();
+    let mut reader = csv::Reader::from_path(&out).unwrap();
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(header, iolab_report::csv::COLUMNS);
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+    let mut expected = 0;
+    for id in f.ids.values() {
+        let doc = f.show(*id);
+        for t in doc["tests"].as_array().unwrap() {
+            for p in t["passes"].as_array().unwrap() {
+                expected += 1;
+                let row = rows
+                    .iter()
+                    .find(|r| {
+                        r[col("run_id")] == id.to_string()
+                            && r[col("test")] == *t["name"].as_str().unwrap()
+                            && r[col("pass")].parse::<u64>().ok() == p["index"].as_u64()
+                    })
+                    .unwrap_or_else(|| {
+                        panic!("no row for run {id} {} pass {}", t["name"], p["index"])
+                    });
+                for (c, key) in [("mb_s", "mb_s"), ("iops", "iops"), ("seconds", "seconds")] {
+                    let v: f64 = row[col(c)].parse().unwrap();
+                    assert_eq!(v, p[key].as_f64().unwrap(), "run {id} {} {c}", t["name"]);
+                }
+                assert_eq!(row[col("bytes")], p["bytes"].to_string());
+                let lat: f64 = row[col("lat_p99_us")].parse().unwrap();
+                assert_eq!(lat, p["lat_us"]["p99"].as_f64().unwrap());
+                assert_eq!(row[col("workload")], *doc["workload"].as_str().unwrap());
+            }
+        }
+    }
+    assert_eq!(rows.len(), expected);
+}
+
+#[test]
+fn compare_finds_the_known_difference() {
+    let f = fixture();
+    let (a, b) = (f.pair.0.to_string(), f.pair.1.to_string());
+    let text = f.iolab(&["compare", &a, &b]).ok().stdout;
+    assert!(text.contains("Welch's t-test"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("SEQ1M Q8T1 Read"))
+        .unwrap_or_else(|| panic!("{text}"));
+    // Medians 1005 and 1507.5: +50%; passes 1% apart, so far beyond the noise.
+    assert!(line.contains("1005") && line.contains("1508"), "{line}");
+    assert!(
+        line.contains("+50%") && line.contains("yes, better"),
+        "{line}"
+    );
+    // The other tests have the same passes on both sides.
+    for l in text.lines().filter(|l| l.starts_with("RND4K")) {
+        assert!(l.contains("0.0%") && l.contains("no (p=1.00)"), "{l}");
+    }
+    let doc = f.iolab(&["compare", &a, &b, "--json"]).ok().json();
+    assert_eq!(doc["schema"], "iolab.comparison/1");
+    let t = doc["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "SEQ1M Q8T1 Read")
+        .unwrap();
+    let cell = &t["metrics"]["mb_s"][1];
+    assert_eq!(cell["verdict"], "better");
+    assert!((cell["change_pct"].as_f64().unwrap() - 50.0).abs() < 1e-6);
+    assert!(cell["p"].as_f64().unwrap() < 0.05);
+    // Warnings from either side are listed with the side.
+    if !f.show(f.pair.0)["warnings"].as_array().unwrap().is_empty() {
+        assert!(
+            text.contains("\nA: [") || text.contains("\n  A: ["),
+            "{text}"
+        );
+    }
+    // By label: the two real cdm runs.
+    let text = f
+        .iolab(&["compare", "--label", "before", "--label", "after"])
+        .ok()
+        .stdout;
+    assert!(
+        text.contains("A = label before") && text.contains("B = label after"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("SEQ1M Q8T1 Read")),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+}
+
+#[test]
+fn history_lists_runs_with_their_headlines() {
+    let f = fixture();
+    let target = f.target.to_str().unwrap();
+    let text = f
+        .iolab(&["history", "--target", target, "--preset", "cdm"])
+        .ok()
+        .stdout;
+    assert!(text.contains("preset cdm · 7 runs"), "{text}");
+    assert!(
+        text.contains("first → last") && text.contains("trend"),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    // The pair's B run is 50% faster at SEQ1M Q8T1 Read than A just before it.
+    let b = f.pair.1.to_string();
+    let row = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(b.as_str()))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("1508↑"), "{row}");
+    let doc = f
+        .iolab(&["history", "--preset", "fsync", "--json"])
+        .ok()
+        .json();
+    assert_eq!(doc["schema"], "iolab.history/1");
+    assert_eq!(doc["series"][0]["runs"].as_array().unwrap().len(), 1);
+    let none = f.iolab(&["history", "--preset", "nope"]).ok().stdout;
+    assert_eq!(none, "No runs match.\n");
+}
+
+#[test]
+fn json_documents_for_a_run_and_a_study() {
+    let f = fixture();
+    let id = f.ids["cdm"].to_string();
+    let doc = f.iolab(&["report", &id, "--json"]).ok().json();
+    assert_eq!(doc, f.show(f.ids["cdm"]));
+    let study = f
+        .iolab(&["report", "--study", "strip size", "--json"])
+        .ok()
+        .json();
+    assert_eq!(study["schema"], "iolab.study/1");
+    assert_eq!(study["study"], "strip size");
+    assert_eq!(study["configurations"].as_array().unwrap().len(), 3);
+    assert_eq!(study["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(study["score"]["ranked"][0]["label"], "32KB");
+    assert_eq!(study["score"]["ranked"][0]["total"], 1.0);
+    let t = &study["tests"][0];
+    assert_eq!(t["name"], "SEQ1M Q8T1 Read");
+    assert_eq!(t["access"], "sequential");
+    assert!((t["values"][1]["ratio_to_baseline"].as_f64().unwrap() - 0.98).abs() < 1e-9);
+    let ids: Vec<i64> = study["configurations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["run_ids"][0].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, f.study);
+    // Several runs without a study: the same document, study null.
+    let two = f
+        .iolab(&["report", &id, &f.ids["cdm-after"].to_string(), "--json"])
+        .ok()
+        .json();
+    assert_eq!(two["schema"], "iolab.study/1");
+    assert_eq!(two["study"], Value::Null);
+}
+
+#[test]
+fn bad_input_and_missing_runs() {
+    let f = fixture();
+    f.iolab(&["report", "999999", "--markdown"])
+        .code(1)
+        .stderr_has(&["not found"]);
+    f.iolab(&["report", "twelve"])
+        .code(2)
+        .stderr_has(&["not a number"]);
+    f.iolab(&["report"]).code(2);
+    f.iolab(&["report", "--study", "no such study"])
+        .code(1)
+        .stderr_has(&["not found"]);
+    f.iolab(&["report", "1", "--csv", "--markdown"])
+        .code(2)
+        .stderr_has(&["only one format"]);
+    f.iolab(&["report", "1", "--csv", "12"])
+        .code(2)
+        .stderr_has(&["looks like a run id"]);
+    f.iolab(&["compare", "1"])
+        .code(2)
+        .stderr_has(&["two sides"]);
+    f.iolab(&["compare", "1", "999999"])
+        .code(1)
+        .stderr_has(&["not found"]);
+    f.iolab(&["compare", "--label", "before", "--label", "nobody"])
+        .code(1)
+        .stderr_has(&["not found"]);
+}
+
+// --- HTML in a real browser -------------------------------------------------------------
+
+/// Chromium, installed with apt-get when missing and running as root.
+fn chromium() -> Option<PathBuf> {
+    let find = || common::tool("chromium").or_else(|| common::tool("chromium-browser"));
+    if let Some(p) = find() {
+        return Some(p);
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || common::tool("apt-get").is_none() {
+        return None;
+    }
+    for attempt in 0..10 {
+        let ok = Command::new("apt-get")
+            .args([
+                "-o",
+                "DPkg::Lock::Timeout=120",
+                "install",
+                "-y",
+                "-q",
+                "chromium",
+            ])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            break;
+        }
+        let _ = Command::new("apt-get")
+            .args(["-o", "DPkg::Lock::Timeout=60", "update", "-q"])
+            .stdout(Stdio::null())
+            .status();
+        std::thread::sleep(Duration::from_secs(5 + attempt * 5));
+    }
+    find()
+}
+
+/// Runs headless Chromium with a fresh profile on `page`; returns (stdout, stderr).
+fn browse(chrome: &Path, page: &Path, extra: &[&str]) -> (String, String) {
+    let profile = tempfile::tempdir().unwrap();
+    let mut child = Command::new(chrome)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--disable-extensions",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read both pipes on threads so a full pipe cannot stall the browser.
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let t1 = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut so, &mut s).ok();
+        s
+    });
+    let t2 = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut se, &mut s).ok();
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish on {}", page.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (t1.join().unwrap(), t2.join().unwrap())
+}
+
+/// A copy of the report with a probe: it records script errors and policy violations,
+/// counts resources the page fetched, and measures every chart, then writes its findings
+/// into the DOM for `--dump-dom`. The copy's policy allows only that inline script.
+fn probe_copy(html: &str, path: &Path) {
+    let policy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
+    assert!(html.contains(policy));
+    let early = "<script>window.__errs=[];\
+        window.addEventListener('error',function(e){__errs.push('error: '+e.message)});\
+        document.addEventListener('securitypolicyviolation',function(e){__errs.push('csp: '+e.blockedURI+' '+e.violatedDirective)});\
+        </script>";
+    let late = "<script>(function(){var out={errors:window.__errs,charts:{},empty:0,\
+        resources:performance.getEntriesByType('resource').length};\
+        document.querySelectorAll('[data-chart]').forEach(function(el){\
+          var k=el.getAttribute('data-chart');var r=el.getBoundingClientRect();\
+          var svg=el.querySelector('svg');var s=svg?svg.getBoundingClientRect():r;\
+          if(s.width>50&&s.height>50){out.charts[k]=(out.charts[k]||0)+1}else{out.empty++}});\
+        var pre=document.createElement('pre');pre.id='probe';pre.textContent=JSON.stringify(out);\
+        document.body.appendChild(pre);})();</script>";
+    let relaxed = format!("{policy}; script-src 'unsafe-inline'");
+    let copy = html
+        .replacen(policy, &relaxed, 1)
+        .replacen(
+            "<meta charset=\"utf-8\">",
+            &format!("<meta charset=\"utf-8\">{early}"),
+            1,
+        )
+        .replacen("</body>", &format!("{late}</body>"), 1);
+    fs::write(path, copy).unwrap();
+}
+
+/// Console messages and refused loads in Chromium's log.
+fn console_errors(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Refused to") || l.contains("Uncaught"))
+        .collect()
+}
+
+fn check_in_browser(chrome: &Path, name: &str, html_path: &Path, want: &[(&str, usize)]) {
+    let html = fs::read_to_string(html_path).unwrap();
+    let art = artifacts();
+    fs::copy(html_path, art.join(format!("{name}.html"))).unwrap();
+    // 1. The probe.
+    let probe = html_path.with_extension("probe.html");
+    probe_copy(&html, &probe);
+    let (dom, log) = browse(
+        chrome,
+        &probe,
+        &["--dump-dom", "--virtual-time-budget=3000"],
+    );
+    let start = dom
+        .find("<pre id=\"probe\">")
+        .unwrap_or_else(|| panic!("{name}: the probe did not run; log:\n{log}"));
+    let json = &dom[start + 16..];
+    let json = &json[..json.find("</pre>").unwrap()];
+    let found: Value = serde_json::from_str(&json.replace("&quot;", "\"")).unwrap();
+    assert_eq!(found["errors"], serde_json::json!([]), "{name}: {found}");
+    assert_eq!(found["resources"], 0, "{name} fetched something: {found}");
+    assert_eq!(found["empty"], 0, "{name}: a chart has no size: {found}");
+    for (kind, n) in want {
+        let got = found["charts"][kind].as_u64().unwrap_or(0) as usize;
+        assert!(
+            got >= *n,
+            "{name}: {got} {kind} charts drawn, want {n}: {found}"
+        );
+    }
+    assert!(
+        console_errors(&log).is_empty(),
+        "{name}: {:?}",
+        console_errors(&log)
+    );
+    // 2. The unmodified page: no console message at all, and a screenshot.
+    let shot = art.join(format!("{name}.png"));
+    let _ = fs::remove_file(&shot);
+    let (_, log) = browse(
+        chrome,
+        html_path,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,2000",
+            "--hide-scrollbars",
+        ],
+    );
+    assert!(
+        console_errors(&log).is_empty(),
+        "{name}: {:?}",
+        console_errors(&log)
+    );
+    let png = fs::read(&shot).unwrap_or_else(|_| panic!("{name}: no screenshot; log:\n{log}"));
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
+    assert_eq!(width, 1280);
+    assert!(
+        png.len() > 20_000,
+        "{name}: a blank screenshot? {} bytes",
+        png.len()
+    );
+    println!("{name}: screenshot at {}", shot.display());
+}
+
+#[test]
+fn html_reports_open_in_chromium() {
+    let f = fixture();
+    let all = f.root.join("all.html");
+    let mut args = vec!["report".to_string()];
+    args.extend(f.all_ids());
+    args.extend(["--html".into(), all.to_str().unwrap().into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    f.iolab(&args).ok();
+    let study = f.root.join("study.html");
+    f.iolab(&[
+        "report",
+        "--study",
+        "strip size",
+        "--html",
+        study.to_str().unwrap(),
+    ])
+    .ok();
+    let html = fs::read_to_string(&all).unwrap();
+    // Offline: no URL but the SVG namespace, no script, a policy that forbids fetching.
+    let stripped = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    assert!(!stripped.contains("http://") && !stripped.contains("https://"));
+    assert!(!html.contains("<script"));
+    // Every run has its section, and the workload-specific views are there.
+    for id in f.ids.values() {
+        assert!(html.contains(&format!("<section class=\"run\" id=\"run-{id}\">")));
+    }
+    let count = |s: &str| html.matches(s).count();
+    assert_eq!(count("data-chart=\"atto\""), 1);
+    assert_eq!(count("data-chart=\"cdm\""), 2);
+    assert_eq!(count("data-table=\"ops\""), 1, "dbench's operation table");
+    assert!(html.contains(">Flush</td>") && html.contains(">p99 ms</th>"));
+    // The two cdm runs share tests: a comparison section.
+    assert_eq!(count("data-table=\"score\""), 1);
+    assert!(count("data-chart=\"throughput\"") >= 10);
+    assert!(count("data-chart=\"latency\"") >= 10);
+    let s = fs::read_to_string(&study).unwrap();
+    assert_eq!(s.matches("data-chart=\"study-bars\"").count(), 4);
+
+    let Some(chrome) = chromium() else {
+        println!("skipped: chromium not installed");
+        return;
+    };
+    check_in_browser(
+        &chrome,
+        "report-all",
+        &all,
+        &[
+            ("cdm", 2),
+            ("atto", 1),
+            ("latency", 10),
+            ("throughput", 10),
+            ("study-bars", 4),
+        ],
+    );
+    check_in_browser(
+        &chrome,
+        "report-study",
+        &study,
+        &[("study-bars", 4), ("cdm", 3)],
+    );
+}
+
+#[test]
+fn fixture_sizes_stay_small() {
+    // The fixture's runs are meant to take seconds: make sure nothing was left behind
+    // in the target directory and the database is small.
+    let f = fixture();
+    assert!(fs::read_dir(&f.target).unwrap().next().is_none());
+    assert!(fs::metadata(&f.db).unwrap().len() < 64 * MIB);
+}

@@ -1,0 +1,1183 @@
+//! HTML report: one self-contained file (inline CSS and SVG charts, no script, no network
+//! fetch — a Content-Security-Policy forbids them) that reads on a laptop screen and
+//! prints. Per run: facts, the results table with the warnings beside it, a
+//! CrystalDiskMark-style panel or ATTO's block-size chart, workload tables (an `ops` table
+//! such as dbench's), latency percentile curves, throughput over time for every pass, and
+//! the captured environment. Several runs or a study add the comparison: grouped bars with
+//! confidence intervals, the ratio-to-baseline table and the ranked score.
+//!
+//! Every piece of user or measured text goes through [`esc`].
+
+use std::fmt::Write as _;
+
+use iolab_measure::{DirResult, LatencyHistogram, PassRecord, RunRecord, TestRecord};
+use iolab_spec::format_size_short;
+use serde_json::Value;
+
+use crate::charts::{self, BarSeries, Line, Scale, XLabels};
+use crate::compare::p_text;
+use crate::facts;
+use crate::set::{self, RunSet};
+use crate::text::{ci, lat, num, pct1};
+
+/// Escapes text for HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if c.is_control() && c != '\n' && c != '\t' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const CSS: &str = r#"
+:root{--fg:#1d2430;--muted:#5b6472;--line:#d8dde5;--soft:#f3f5f8;--warn:#7a4d00;--warnbg:#fff5dc;--warnline:#eccb7a;--read:#2ea043;--write:#d53e30;--readbg:#dff3e4;--writebg:#fbe3e0;--mixbg:#e1ecf8}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--fg);background:#fff}
+main{max-width:1180px;margin:0 auto;padding:20px 24px 40px}
+h1{font-size:24px;margin:0 0 4px}
+h2{font-size:20px;margin:34px 0 8px;padding-top:10px;border-top:2px solid var(--fg)}
+h3{font-size:15px;margin:22px 0 8px}
+p{margin:6px 0}
+a{color:#0b5cad}
+.muted,.sub{color:var(--muted)}
+nav.toc{margin:10px 0;font-size:13px}
+nav.toc a{margin-right:12px;white-space:nowrap}
+table{border-collapse:collapse;font-variant-numeric:tabular-nums;margin:6px 0 12px}
+th,td{padding:3px 7px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
+table[data-table=results]{font-size:13px}
+th{background:var(--soft);font-weight:600}
+td.n,th.n{text-align:right;white-space:nowrap}
+td.sub-row{padding-left:22px;color:var(--muted)}
+td.name{white-space:nowrap}
+.ci{color:var(--muted);font-size:12px;margin-left:3px}
+.wide{overflow-x:auto}
+dl.facts{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:1px 14px;margin:8px 0}
+dl.facts dt{color:var(--muted)}
+dl.facts dd{margin:0;overflow-wrap:anywhere}
+.cols{display:grid;grid-template-columns:minmax(0,1fr) 340px;gap:20px;align-items:start;margin-top:8px}
+section.run>aside.warnings{margin:8px 0;max-width:900px}
+@media (max-width:980px){.cols{grid-template-columns:1fr}}
+aside.warnings{background:var(--warnbg);border:1px solid var(--warnline);border-radius:6px;padding:8px 12px;font-size:13px}
+aside.warnings.none{background:var(--soft);border-color:var(--line)}
+aside.warnings h3{margin:2px 0 6px}
+aside.warnings ul{margin:0;padding-left:18px}
+aside.warnings li{margin:4px 0}
+.code{font:600 11px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+a.badge,span.badge{display:inline-block;font:600 10px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;padding:0 4px;border-radius:3px;background:var(--warnbg);color:var(--warn);border:1px solid var(--warnline);text-decoration:none;margin:1px}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:14px}
+figure{margin:0 0 10px;break-inside:avoid;page-break-inside:avoid}
+figcaption{font-size:12px;color:var(--muted)}
+svg.chart{width:100%;height:auto;display:block}
+.cdm{display:grid;gap:6px;margin:8px 0 14px;max-width:760px}
+.cdm .hd{font-weight:600;text-align:center;padding:2px}
+.cdm .lbl{display:flex;align-items:center;font-weight:600;padding:6px 10px;background:#2f3a4a;color:#fff;border-radius:4px;white-space:pre-line}
+.tile{border:1px solid var(--line);border-radius:4px;padding:6px 10px;text-align:right;background:linear-gradient(90deg,var(--tc) var(--fill),#fff var(--fill))}
+.tile.read{--tc:var(--readbg)}.tile.write{--tc:var(--writebg)}.tile.mix{--tc:var(--mixbg)}
+.tile .big{display:block;font-size:26px;font-weight:600;line-height:1.1}
+.tile .small{font-size:12px;color:var(--muted)}
+.tile.empty{background:var(--soft);color:var(--muted);text-align:center}
+tr.best td.v{font-weight:700}
+.sig{color:#0b5cad;font-weight:700}
+.worse{color:#b3261e}
+details{margin:8px 0}
+summary{cursor:pointer;color:var(--muted)}
+table.kv td:first-child{color:var(--muted);white-space:nowrap}
+table.kv table.kv{margin:0}
+footer{margin-top:30px;color:var(--muted);font-size:12px}
+@media print{
+ main{max-width:none;padding:0}
+ body{font-size:11px}
+ section.run,section.comparison{break-before:page}
+ .cols{grid-template-columns:minmax(0,1fr) 230px}
+ .grid{grid-template-columns:repeat(2,minmax(0,1fr))}
+ a{color:inherit;text-decoration:none}
+ nav.toc{display:none}
+ .tile,.cdm .lbl,th{-webkit-print-color-adjust:exact;print-color-adjust:exact}
+}
+"#;
+
+/// The HTML report of a set of runs (one run is a set of one).
+pub fn render(set: &RunSet) -> String {
+    let mut h = String::new();
+    let title = title(set);
+    h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    h.push_str(
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+         style-src 'unsafe-inline'; img-src data:\">\n",
+    );
+    h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    let _ = writeln!(h, "<meta name=\"generator\" content=\"iolab\">");
+    let _ = writeln!(h, "<title>{}</title>", esc(&title));
+    let _ = writeln!(h, "<style>{CSS}</style>\n</head>\n<body>\n<main>");
+    let _ = writeln!(h, "<header><h1>{}</h1>", esc(&title));
+    let version = set
+        .runs()
+        .next()
+        .map(|r| r.iolab_version.clone())
+        .unwrap_or_default();
+    let n_runs = set.runs().count();
+    let _ = writeln!(
+        h,
+        "<p class=\"sub\">iolab {} · {n_runs} run{} · MB/s = 10<sup>6</sup> bytes/s · \
+         headline = median of the passes (or the best pass where a run asked for it) · \
+         ±x% = half-width of the 95% confidence interval of the mean (Student t)</p>",
+        esc(&version),
+        if n_runs == 1 { "" } else { "s" }
+    );
+    // Table of contents.
+    h.push_str("<nav class=\"toc\">");
+    let families: Vec<RunSet> = set
+        .families()
+        .into_iter()
+        .filter(|f| f.configs.len() > 1 && !f.shared_test_names().is_empty())
+        .collect();
+    for (i, f) in families.iter().enumerate() {
+        let _ = writeln!(
+            h,
+            "<a href=\"#{}\">{}</a>",
+            comparison_anchor(i),
+            esc(&comparison_heading(f, families.len()))
+        );
+    }
+    for r in set.runs() {
+        let _ = writeln!(
+            h,
+            "<a href=\"#{}\">{}</a>",
+            run_anchor(r),
+            esc(&run_title(r))
+        );
+    }
+    h.push_str("</nav></header>\n");
+
+    if n_runs > 1 {
+        overview(set, &mut h);
+    }
+    for (i, f) in families.iter().enumerate() {
+        comparison(f, i, families.len(), &mut h);
+    }
+    for c in &set.configs {
+        for r in &c.runs {
+            run_section(r, set.configs.len() > 1, &c.label, &mut h);
+        }
+    }
+    let _ = writeln!(
+        h,
+        "<footer>Generated by iolab {} from its result database. Charts are inline SVG; \
+         this file loads nothing from the network.</footer>",
+        esc(&version)
+    );
+    h.push_str("</main>\n</body>\n</html>\n");
+    h
+}
+
+fn title(set: &RunSet) -> String {
+    if let Some(s) = &set.study {
+        return format!("iolab study: {s}");
+    }
+    let runs: Vec<&RunRecord> = set.runs().collect();
+    match runs.as_slice() {
+        [r] => format!("iolab: {}", run_title(r)),
+        _ => format!("iolab: {} runs", runs.len()),
+    }
+}
+
+fn run_title(r: &RunRecord) -> String {
+    let id =
+        r.id.map_or("unstored run".to_string(), |i| format!("Run #{i}"));
+    format!("{id} · {} · {}", r.preset, r.target.path)
+}
+
+fn run_anchor(r: &RunRecord) -> String {
+    match r.id {
+        Some(id) => format!("run-{id}"),
+        None => format!("run-{}", esc(&r.uuid)),
+    }
+}
+
+fn test_anchor(r: &RunRecord, i: usize) -> String {
+    format!("{}-t{i}", run_anchor(r))
+}
+
+fn warning_anchor(r: &RunRecord, i: usize) -> String {
+    format!("{}-w{i}", run_anchor(r))
+}
+
+fn overview(set: &RunSet, h: &mut String) {
+    h.push_str("<section class=\"overview\"><h2 id=\"runs\">Runs</h2><div class=\"wide\">");
+    h.push_str(
+        "<table data-table=\"runs\"><tr><th>Run</th><th>Configuration</th><th>Preset</th>\
+         <th>Target</th><th>Started (UTC)</th><th>Passes</th><th class=\"n\">Tests</th>\
+         <th class=\"n\">Warnings</th><th>Status</th></tr>\n",
+    );
+    for c in &set.configs {
+        for r in &c.runs {
+            let _ = writeln!(
+                h,
+                "<tr><td><a href=\"#{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td class=\"name\">{}</td><td class=\"name\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                run_anchor(r),
+                r.id.map_or("-".into(), |i| format!("#{i}")),
+                esc(&c.label),
+                esc(&r.preset),
+                esc(&facts::target(r)),
+                esc(&r.started_at),
+                esc(&facts::passes(r)),
+                r.tests.len(),
+                r.warnings.len(),
+                if r.complete { "complete" } else { "incomplete" }
+            );
+        }
+    }
+    h.push_str("</table></div></section>\n");
+}
+
+// ---------------------------------------------------------------------------------------
+// Comparison of configurations
+
+fn comparison_anchor(i: usize) -> String {
+    if i == 0 {
+        "comparison".to_string()
+    } else {
+        format!("comparison-{}", i + 1)
+    }
+}
+
+/// `Study NAME`, `Comparison`, or `Comparison: cdm runs` when there are several.
+fn comparison_heading(set: &RunSet, families: usize) -> String {
+    match &set.study {
+        Some(s) => format!("Study {s}"),
+        None if families > 1 => {
+            let preset = set
+                .runs()
+                .next()
+                .map(|r| r.preset.clone())
+                .unwrap_or_default();
+            format!("Comparison: {preset} runs")
+        }
+        None => "Comparison".to_string(),
+    }
+}
+
+fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
+    let _ = writeln!(
+        h,
+        "<section class=\"comparison\"><h2 id=\"{}\">{}</h2>",
+        comparison_anchor(index),
+        esc(&comparison_heading(set, families))
+    );
+    let base = &set.configs[set.baseline];
+    let _ = writeln!(
+        h,
+        "<p>{} configurations; baseline <b>{}</b>. Bars show each test's headline with the \
+         95% confidence interval of the mean as an error bar; runs sharing a configuration \
+         have their passes pooled.</p>",
+        set.configs.len(),
+        esc(&base.label)
+    );
+
+    // Grouped bars: one panel per row of the results table.
+    let names = set.test_names();
+    let unique: Vec<&TestRecord> = names
+        .iter()
+        .filter_map(|n| set.aligned(n).into_iter().flatten().next())
+        .collect();
+    let (rows, kinds) = set::rows_and_kinds(&unique);
+    h.push_str("<div class=\"grid\">");
+    for row in &rows {
+        let in_row: Vec<&str> = kinds
+            .iter()
+            .filter(|k| set::test_at(&unique, row, k).is_some())
+            .map(String::as_str)
+            .collect();
+        let tests_of = |k: &str| -> Vec<Option<&TestRecord>> {
+            set.configs
+                .iter()
+                .map(|c| {
+                    let ts: Vec<&TestRecord> = c.tests.iter().collect();
+                    set::test_at(&ts, row, k)
+                })
+                .collect()
+        };
+        let all: Vec<&TestRecord> = in_row.iter().flat_map(|k| tests_of(k)).flatten().collect();
+        let configs_in_row = (0..set.configs.len())
+            .filter(|&c| in_row.iter().any(|k| tests_of(k)[c].is_some()))
+            .count();
+        if configs_in_row < 2 {
+            continue;
+        }
+        let m = set::primary_metric(all.iter().copied());
+        let clusters: Vec<String> = in_row
+            .iter()
+            .map(|k| {
+                if k.is_empty() {
+                    m.label().to_string()
+                } else {
+                    k.to_string()
+                }
+            })
+            .collect();
+        let series: Vec<BarSeries> = set
+            .configs
+            .iter()
+            .enumerate()
+            .map(|(ci_, c)| {
+                let ts: Vec<&TestRecord> = c.tests.iter().collect();
+                let picked: Vec<Option<&TestRecord>> =
+                    in_row.iter().map(|k| set::test_at(&ts, row, k)).collect();
+                BarSeries {
+                    name: c.label.clone(),
+                    // A configuration keeps its colour in every panel.
+                    color: charts::color(ci_),
+                    values: picked
+                        .iter()
+                        .map(|t| t.and_then(|t| m.headline(t)))
+                        .collect(),
+                    ci: picked
+                        .iter()
+                        .map(|t| {
+                            t.filter(|t| t.passes.len() >= 2).map(|t| {
+                                let s = m.stats(t);
+                                (s.ci_low, s.ci_high)
+                            })
+                        })
+                        .collect(),
+                }
+            })
+            .filter(|s: &BarSeries| s.values.iter().any(Option::is_some))
+            .collect();
+        let svg = charts::vbars(row, &clusters, &series, m.label());
+        let _ = write!(
+            h,
+            "<figure data-chart=\"study-bars\">{svg}<figcaption>{} by configuration, 95% CI \
+             error bars</figcaption></figure>",
+            esc(m.label())
+        );
+    }
+    h.push_str("</div>\n");
+
+    // Ratio to the baseline.
+    let _ = writeln!(
+        h,
+        "<h3>Ratio to the baseline ({})</h3><p class=\"muted\">Headline values (MB/s, or \
+         IOPS for tests that move no bytes) and their ratio to the baseline. \
+         <span class=\"sig\">●</span> significant at 95% (Welch's t-test on the passes, \
+         two-sided); bold: the best configuration for the test.</p><div class=\"wide\">\
+         <table data-table=\"ratio\"><tr><th>Test</th><th>Metric</th>",
+        esc(&base.label)
+    );
+    for c in &set.configs {
+        let _ = write!(h, "<th class=\"n\">{}</th>", esc(&c.label));
+    }
+    h.push_str("</tr>\n");
+    for name in set.shared_test_names() {
+        let tests = set.aligned(&name);
+        let m = set::primary_metric(tests.iter().flatten().copied());
+        let vals: Vec<Option<f64>> = tests
+            .iter()
+            .map(|t| t.and_then(|t| m.headline(t)))
+            .collect();
+        let best = vals.iter().flatten().copied().reduce(|a, b| {
+            if m.higher_is_better() {
+                a.max(b)
+            } else {
+                a.min(b)
+            }
+        });
+        let _ = write!(h, "<tr><td>{}</td><td>{}</td>", esc(&name), esc(m.label()));
+        let b = tests[set.baseline];
+        for (i, t) in tests.iter().enumerate() {
+            let Some(v) = vals[i] else {
+                h.push_str("<td class=\"n\">-</td>");
+                continue;
+            };
+            let is_best = Some(v) == best;
+            let mut cell = num(v);
+            if let (Some(b), Some(t)) = (b, t) {
+                if let Some(bv) = m.headline(b).filter(|x| *x > 0.0) {
+                    let _ = write!(cell, " <span class=\"ci\">{:.2}×</span>", v / bv);
+                }
+                if i != set.baseline {
+                    match set::welch(m, b, t) {
+                        Some(w) if w.significant() => {
+                            let _ = write!(
+                                cell,
+                                " <span class=\"sig\" title=\"{}\">●</span>",
+                                esc(&format!("significant, {}", p_text(w.p)))
+                            );
+                        }
+                        Some(w) => {
+                            let _ = write!(
+                                cell,
+                                " <span class=\"ci\" title=\"{}\">○</span>",
+                                esc(&format!("not significant, {}", p_text(w.p)))
+                            );
+                        }
+                        None => {}
+                    }
+                }
+            }
+            let style = if is_best {
+                " style=\"font-weight:700\""
+            } else {
+                ""
+            };
+            let _ = write!(h, "<td class=\"n\"{style}>{cell}</td>");
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table></div>\n");
+
+    // Ranked score.
+    let s = set.score();
+    h.push_str(
+        "<h3>Score</h3><p class=\"muted\">Each test's headline as a ratio to the best \
+         configuration for that test; the geometric mean of those ratios over the random \
+         tests, the sequential tests and all tests, divided by the best configuration's, so \
+         the best scores 1.00 in each column. Ranked by total.</p>\
+         <table data-table=\"score\"><tr><th class=\"n\">Rank</th><th>Configuration</th>\
+         <th class=\"n\">Random</th><th class=\"n\">Sequential</th><th class=\"n\">Total</th></tr>\n",
+    );
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+    for c in &s.ranked {
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\"><b>{}</b></td></tr>",
+            c.rank,
+            esc(&set.configs[c.config].label),
+            f(c.random),
+            f(c.sequential),
+            f(c.total)
+        );
+    }
+    h.push_str("</table>\n");
+    if !s.excluded.is_empty() {
+        let _ = writeln!(
+            h,
+            "<p class=\"muted\">Not scored (missing in some configuration): {}</p>",
+            esc(&s.excluded.join(", "))
+        );
+    }
+    // Warnings of every configuration, linked to their runs.
+    let warned: Vec<(&str, &RunRecord)> = set
+        .configs
+        .iter()
+        .flat_map(|c| c.runs.iter().map(move |r| (c.label.as_str(), r)))
+        .filter(|(_, r)| !r.warnings.is_empty())
+        .collect();
+    if !warned.is_empty() {
+        h.push_str("<aside class=\"warnings\"><h3>Warnings in these runs</h3><ul>");
+        for (label, r) in warned {
+            let mut codes: Vec<&str> = r.warnings.iter().map(|w| w.code.as_str()).collect();
+            codes.sort_unstable();
+            codes.dedup();
+            let _ = write!(
+                h,
+                "<li><b>{}</b>: <a href=\"#{}\">{} warning{}</a> ({})</li>",
+                esc(label),
+                run_anchor(r),
+                r.warnings.len(),
+                if r.warnings.len() == 1 { "" } else { "s" },
+                esc(&codes.join(", "))
+            );
+        }
+        h.push_str("</ul></aside>\n");
+    }
+    h.push_str("</section>\n");
+}
+
+// ---------------------------------------------------------------------------------------
+// One run
+
+fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
+    let _ = writeln!(
+        h,
+        "<section class=\"run\" id=\"{}\"><h2>{}</h2>",
+        run_anchor(r),
+        esc(&run_title(r))
+    );
+    if in_set {
+        let _ = writeln!(h, "<p class=\"muted\">Configuration: {}</p>", esc(config));
+    }
+    h.push_str("<dl class=\"facts\">");
+    for (k, v) in facts::run_facts(r) {
+        let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(&v));
+    }
+    h.push_str("</dl>\n");
+
+    // The results, each row with its warnings' codes; then the headline view (the
+    // CrystalDiskMark panel or ATTO's chart) with the warnings panel beside it.
+    if r.tests.is_empty() {
+        h.push_str("<p>No test finished a pass.</p>");
+    } else {
+        results_table(r, h);
+    }
+    let tests: Vec<&TestRecord> = r.tests.iter().filter(|t| !t.passes.is_empty()).collect();
+    let (rows, kinds) = set::rows_and_kinds(&tests);
+    let mut view = String::new();
+    if r.preset == "atto" {
+        atto_chart(r, &tests, &rows, &mut view);
+    } else if (r.preset == "cdm" || r.preset.starts_with("cdm-"))
+        && kinds.iter().any(|k| k == "Read" || k == "Write")
+    {
+        cdm_panel(r, &tests, &rows, &kinds, &mut view);
+    }
+    if view.is_empty() {
+        warnings_panel(r, h);
+    } else {
+        h.push_str("<div class=\"cols\"><div>");
+        h.push_str(&view);
+        h.push_str("</div>");
+        warnings_panel(r, h);
+        h.push_str("</div>\n");
+    }
+    ops_tables(r, h);
+    workload_details(r, h);
+    latency_curves(&tests, &rows, &kinds, h);
+    throughput_over_time(&tests, &rows, &kinds, h);
+    errors(r, h);
+    if !r.notes.is_empty() {
+        h.push_str("<h3>Notes</h3><ul>");
+        for n in &r.notes {
+            let _ = write!(h, "<li>{}</li>", esc(n));
+        }
+        h.push_str("</ul>\n");
+    }
+    environment(r, h);
+    h.push_str("</section>\n");
+}
+
+fn badges(r: &RunRecord, test: &str) -> String {
+    let mut s = String::new();
+    for (i, w) in r.warnings.iter().enumerate() {
+        if w.test.as_deref() == Some(test) {
+            let _ = write!(
+                s,
+                "<a class=\"badge\" href=\"#{}\" title=\"{}\">⚠ {}</a>",
+                warning_anchor(r, i),
+                esc(&w.message),
+                esc(&w.code)
+            );
+        }
+    }
+    s
+}
+
+/// Selects one direction of a pass (`|p| p.read.as_ref()`).
+type PickDir = fn(&PassRecord) -> Option<&DirResult>;
+
+fn dir_median(t: &TestRecord, pick: PickDir) -> Option<[f64; 4]> {
+    let d: Vec<&DirResult> = t.passes.iter().filter_map(pick).collect();
+    if d.is_empty() {
+        return None;
+    }
+    let col =
+        |f: fn(&DirResult) -> f64| iolab_stats::median(&d.iter().map(|x| f(x)).collect::<Vec<_>>());
+    Some([
+        col(|x| x.mb_s),
+        col(|x| x.iops),
+        col(|x| x.lat_us.mean),
+        col(|x| x.lat_us.p99),
+    ])
+}
+
+fn results_table(r: &RunRecord, h: &mut String) {
+    h.push_str(
+        "<div class=\"wide\"><table data-table=\"results\"><tr><th>Test</th><th>rw</th>\
+         <th class=\"n\">bs</th><th class=\"n\">QD×T</th><th class=\"n\">Passes</th>\
+         <th class=\"n\">MB/s</th><th class=\"n\">IOPS</th><th class=\"n\">mean µs</th>\
+         <th class=\"n\">p99 µs</th><th class=\"n\">p99.9 µs</th><th class=\"n\">max µs</th>\
+         <th class=\"n\">CPU usr/sys %</th><th>Warnings</th></tr>\n",
+    );
+    for (i, t) in r.tests.iter().enumerate() {
+        let j = &t.job;
+        let _ = write!(
+            h,
+            "<tr id=\"{}\"><td class=\"name\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}×{}</td>\
+             <td class=\"n\">{}</td>",
+            test_anchor(r, i),
+            esc(&t.name),
+            esc(j.rw.as_str()),
+            esc(&format_size_short(j.bs)),
+            j.iodepth,
+            j.numjobs,
+            t.passes.len()
+        );
+        if t.passes.is_empty() {
+            h.push_str(&"<td class=\"n\">-</td>".repeat(7));
+        } else {
+            let s = &t.summary;
+            let c = ci(&s.stats_mb_s);
+            let p999 =
+                iolab_stats::median(&t.passes.iter().map(|p| p.lat_us.p999).collect::<Vec<_>>());
+            let max = t.passes.iter().map(|p| p.lat_us.max).fold(0.0, f64::max);
+            let usr =
+                iolab_stats::median(&t.passes.iter().map(|p| p.cpu.usr_pct).collect::<Vec<_>>());
+            let sys =
+                iolab_stats::median(&t.passes.iter().map(|p| p.cpu.sys_pct).collect::<Vec<_>>());
+            let _ = write!(
+                h,
+                "<td class=\"n\">{}<span class=\"ci\">{}</span></td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}/{}</td>",
+                num(s.mb_s),
+                esc(&c),
+                num(s.iops),
+                lat(s.lat_mean_us),
+                lat(s.lat_p99_us),
+                lat(p999),
+                lat(max),
+                pct1(usr),
+                pct1(sys)
+            );
+        }
+        let _ = writeln!(h, "<td>{}</td></tr>", badges(r, &t.name));
+        if j.rw.is_mixed() {
+            let mix = j.rwmixread.min(100);
+            let dirs: [(&str, u8, PickDir); 2] = [
+                ("read", mix, |p| p.read.as_ref()),
+                ("write", 100 - mix, |p| p.write.as_ref()),
+            ];
+            for (name, share, pick) in dirs {
+                if let Some([mb, iops, mean, p99]) = dir_median(t, pick) {
+                    let _ = writeln!(
+                        h,
+                        "<tr><td class=\"sub-row\" colspan=\"5\">{name} ({share}%)</td>\
+                         <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                         <td class=\"n\">{}</td><td colspan=\"4\"></td></tr>",
+                        num(mb),
+                        num(iops),
+                        lat(mean),
+                        lat(p99)
+                    );
+                }
+            }
+        }
+    }
+    h.push_str("</table></div>\n");
+}
+
+fn warnings_panel(r: &RunRecord, h: &mut String) {
+    if r.warnings.is_empty() {
+        h.push_str(
+            "<aside class=\"warnings none\" data-panel=\"warnings\"><h3>Warnings</h3>\
+             <p>None: no cache, compression, throttle, flush or noise condition was detected.</p></aside>",
+        );
+        return;
+    }
+    let _ = write!(
+        h,
+        "<aside class=\"warnings\" data-panel=\"warnings\"><h3>Warnings ({})</h3><ul>",
+        r.warnings.len()
+    );
+    for (i, w) in r.warnings.iter().enumerate() {
+        let _ = write!(
+            h,
+            "<li id=\"{}\"><span class=\"code\">{}</span> ",
+            warning_anchor(r, i),
+            esc(&w.code)
+        );
+        if let Some(t) = &w.test {
+            match r.tests.iter().position(|x| &x.name == t) {
+                Some(k) => {
+                    let _ = write!(h, "<a href=\"#{}\">{}</a>: ", test_anchor(r, k), esc(t));
+                }
+                None => {
+                    let _ = write!(h, "{}: ", esc(t));
+                }
+            }
+        }
+        let _ = write!(h, "{}", esc(&w.message));
+        if !w.fix.is_empty() {
+            let _ = write!(h, " <i>Fix: {}</i>", esc(&w.fix));
+        }
+        h.push_str("</li>");
+    }
+    h.push_str("</ul></aside>");
+}
+
+fn kind_class(kind: &str) -> &'static str {
+    match kind {
+        "Read" => "read",
+        "Write" => "write",
+        _ => "mix",
+    }
+}
+
+fn cdm_panel(
+    r: &RunRecord,
+    tests: &[&TestRecord],
+    rows: &[String],
+    kinds: &[String],
+    h: &mut String,
+) {
+    let max = tests.iter().map(|t| t.summary.mb_s).fold(0.0, f64::max);
+    let _ = write!(
+        h,
+        "<h3>CrystalDiskMark view</h3><div class=\"cdm\" data-chart=\"cdm\" \
+         style=\"grid-template-columns:max-content repeat({},minmax(150px,1fr))\"><div></div>",
+        kinds.len()
+    );
+    for k in kinds {
+        let _ = write!(h, "<div class=\"hd\">{} (MB/s)</div>", esc(k));
+    }
+    for row in rows {
+        let _ = write!(
+            h,
+            "<div class=\"lbl\">{}</div>",
+            esc(&row.replacen(' ', "\n", 1))
+        );
+        for k in kinds {
+            match set::test_at(tests, row, k) {
+                Some(t) => {
+                    let fill = if max > 0.0 {
+                        100.0 * t.summary.mb_s / max
+                    } else {
+                        0.0
+                    };
+                    let c = ci(&t.summary.stats_mb_s);
+                    let _ = write!(
+                        h,
+                        "<div class=\"tile {}\" style=\"--fill:{fill:.1}%\"><span class=\"big\">{}</span>\
+                         <span class=\"small\">{}{} IOPS · p99 {} µs</span> {}</div>",
+                        kind_class(k),
+                        num(t.summary.mb_s),
+                        if c.is_empty() { String::new() } else { format!("{} · ", esc(&c)) },
+                        num(t.summary.iops),
+                        lat(t.summary.lat_p99_us),
+                        badges(r, &t.name)
+                    );
+                }
+                None => h.push_str("<div class=\"tile empty\">-</div>"),
+            }
+        }
+    }
+    h.push_str("</div>\n");
+}
+
+fn atto_chart(r: &RunRecord, tests: &[&TestRecord], rows: &[String], h: &mut String) {
+    let pick = |row: &str, kind: &str| set::test_at(tests, row, kind);
+    let cats: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            pick(row, "Write")
+                .or(pick(row, "Read"))
+                .map_or(row.clone(), |t| iolab_spec::format_bytes(t.job.bs))
+        })
+        .collect();
+    let series = |kind: &str, color| BarSeries {
+        name: kind.to_string(),
+        color,
+        values: rows
+            .iter()
+            .map(|row| pick(row, kind).map(|t| t.summary.mb_s))
+            .collect(),
+        ci: rows
+            .iter()
+            .map(|row| {
+                pick(row, kind)
+                    .filter(|t| t.passes.len() >= 2)
+                    .map(|t| (t.summary.stats_mb_s.ci_low, t.summary.stats_mb_s.ci_high))
+            })
+            .collect(),
+    };
+    let svg = charts::hbars(
+        "Transfer rate by block size",
+        &cats,
+        &[series("Write", charts::WRITE), series("Read", charts::READ)],
+        "MB/s",
+    );
+    let qd = tests.first().map_or(0, |t| t.job.iodepth);
+    let _ = writeln!(
+        h,
+        "<h3>ATTO view</h3><figure data-chart=\"atto\">{svg}<figcaption>Write (red) and read \
+         (green) MB/s per block size, queue depth {qd}; error bars: 95% CI where a size had \
+         two or more passes. Run {}.</figcaption></figure>",
+        esc(&r.id.map_or(r.uuid.clone(), |i| format!("#{i}")))
+    );
+}
+
+/// Tables found in a test's `extra.ops` (an array of objects, such as dbench's operation
+/// table), rendered generically.
+fn ops_tables(r: &RunRecord, h: &mut String) {
+    for t in &r.tests {
+        let Some(ops) = t.extra.get("ops").and_then(Value::as_array) else {
+            continue;
+        };
+        if ops.is_empty() || !ops.iter().all(Value::is_object) {
+            continue;
+        }
+        // The operation's name and count first (JSON objects may come with sorted keys),
+        // the other columns in order of appearance.
+        let mut keys: Vec<&str> = Vec::new();
+        for first in ["op", "operation", "name", "count"] {
+            if ops.iter().any(|o| o.get(first).is_some()) {
+                keys.push(first);
+            }
+        }
+        for o in ops {
+            for k in o.as_object().expect("checked").keys() {
+                if !keys.contains(&k.as_str()) {
+                    keys.push(k);
+                }
+            }
+        }
+        let _ = write!(
+            h,
+            "<h3>Operations: {}</h3><div class=\"wide\"><table data-table=\"ops\"><tr>",
+            esc(&t.name)
+        );
+        for k in &keys {
+            let _ = write!(h, "<th>{}</th>", esc(&pretty_key(k)));
+        }
+        h.push_str("</tr>\n");
+        for o in ops {
+            h.push_str("<tr>");
+            for k in &keys {
+                let v = o.get(*k).unwrap_or(&Value::Null);
+                let class = if v.is_number() { " class=\"n\"" } else { "" };
+                // Milliseconds with three decimals, as dbench prints its table.
+                let text = match v.as_f64() {
+                    Some(ms) if k.ends_with("_ms") => format!("{ms:.3}"),
+                    _ => scalar(v),
+                };
+                let _ = write!(h, "<td{class}>{text}</td>");
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</table></div>\n");
+    }
+}
+
+fn pretty_key(k: &str) -> String {
+    let k = k
+        .replace("_ms", " ms")
+        .replace("_us", " µs")
+        .replace("_pct", " %")
+        .replace("_s", " s")
+        .replace('_', " ");
+    if k == "p99 ms" {
+        "p99 ms".into()
+    } else {
+        k
+    }
+}
+
+/// A JSON scalar as escaped HTML text; arrays and objects as compact JSON.
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() => num(f),
+            _ => n.to_string(),
+        },
+        Value::String(s) => esc(s),
+        other => esc(&other.to_string()),
+    }
+}
+
+/// The scalar facts workloads keep in `extra` (copy phases, stream offsets, metadata
+/// counts...), keys as rows and tests as columns.
+fn workload_details(r: &RunRecord, h: &mut String) {
+    let tests: Vec<&TestRecord> = r.tests.iter().filter(|t| t.extra.is_object()).collect();
+    if tests.is_empty() {
+        return;
+    }
+    let mut keys: Vec<&str> = Vec::new();
+    for t in &tests {
+        for (k, v) in t.extra.as_object().expect("checked") {
+            if !(v.is_array() || v.is_object() || keys.contains(&k.as_str())) {
+                keys.push(k);
+            }
+        }
+    }
+    if keys.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<details data-table=\"workload\"><summary>Workload details (what each test \
+         recorded besides its passes)</summary><div class=\"wide\"><table class=\"kv\"><tr><th></th>",
+    );
+    for t in &tests {
+        let _ = write!(h, "<th>{}</th>", esc(&t.name));
+    }
+    h.push_str("</tr>\n");
+    for k in keys {
+        let _ = write!(h, "<tr><td>{}</td>", esc(k));
+        for t in &tests {
+            let _ = write!(
+                h,
+                "<td>{}</td>",
+                scalar(t.extra.get(k).unwrap_or(&Value::Null))
+            );
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table></div></details>\n");
+}
+
+fn merged(t: &TestRecord, pick: PickDir) -> LatencyHistogram {
+    let mut hist = LatencyHistogram::new();
+    for d in t.passes.iter().filter_map(pick) {
+        hist.merge(&d.histogram);
+    }
+    hist
+}
+
+/// Points of a percentile curve: x in nines from 0 (the minimum) to what the I/O count
+/// supports, at most 99.999%.
+fn curve(hist: &LatencyHistogram) -> Vec<(f64, f64)> {
+    let n = hist.count();
+    if n == 0 {
+        return Vec::new();
+    }
+    let top = (n as f64).log10().clamp(0.5, 5.0);
+    let steps = (top / 0.05).ceil() as usize;
+    (0..=steps)
+        .map(|i| {
+            let x = (i as f64 * 0.05).min(top);
+            let q = if i == 0 { 0.0 } else { 1.0 - 10f64.powf(-x) };
+            (x, hist.quantile_ns(q) as f64 / 1000.0)
+        })
+        .collect()
+}
+
+fn kind_color(kind: &str, i: usize) -> plotters::style::RGBColor {
+    match kind {
+        "Read" => charts::READ,
+        "Write" => charts::WRITE,
+        _ => charts::color(i),
+    }
+}
+
+fn latency_curves(tests: &[&TestRecord], rows: &[String], kinds: &[String], h: &mut String) {
+    let mut figs = Vec::new();
+    for row in rows {
+        let mut series = Vec::new();
+        for (ki, k) in kinds.iter().enumerate() {
+            let Some(t) = set::test_at(tests, row, k) else {
+                continue;
+            };
+            let base = if k.is_empty() {
+                t.name.clone()
+            } else {
+                k.clone()
+            };
+            let picks: [(&str, PickDir); 2] = [
+                ("read", |p| p.read.as_ref()),
+                ("write", |p| p.write.as_ref()),
+            ];
+            let mixed = t.job.rw.is_mixed();
+            for (di, (dname, pick)) in picks.into_iter().enumerate() {
+                let pts = curve(&merged(t, pick));
+                if pts.is_empty() {
+                    continue;
+                }
+                let name = if mixed {
+                    format!("{base} {dname}")
+                } else {
+                    base.clone()
+                };
+                // A mixed test's directions get colours of their own, not the read and
+                // write tests' green and red.
+                let color = if mixed {
+                    charts::color(if di == 0 { 0 } else { 3 })
+                } else {
+                    kind_color(k, ki + series.len())
+                };
+                series.push(Line {
+                    name,
+                    color,
+                    points: pts,
+                });
+            }
+        }
+        if series.is_empty() {
+            continue;
+        }
+        let svg = charts::lines(
+            row,
+            &series,
+            "percentile (%)",
+            "latency µs",
+            Scale::Log,
+            XLabels::Nines,
+        );
+        figs.push(format!("<figure data-chart=\"latency\">{svg}</figure>"));
+    }
+    if figs.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<h3>Latency percentiles</h3><p class=\"muted\">All passes of a test together; x is \
+         the percentile on a scale of nines (90, 99, 99.9...), y the latency on a log scale. \
+         A curve ends where the I/O count stops supporting finer percentiles.</p><div class=\"grid\">",
+    );
+    h.push_str(&figs.join("\n"));
+    h.push_str("</div>\n");
+}
+
+fn throughput_over_time(tests: &[&TestRecord], rows: &[String], kinds: &[String], h: &mut String) {
+    let mut figs = Vec::new();
+    for row in rows {
+        let mut series = Vec::new();
+        for k in kinds {
+            let Some(t) = set::test_at(tests, row, k) else {
+                continue;
+            };
+            for p in &t.passes {
+                let ts = &p.timeseries;
+                if ts.bytes.is_empty() || ts.interval_ms == 0 {
+                    continue;
+                }
+                let iv = ts.interval_ms as f64 / 1000.0;
+                let pts: Vec<(f64, f64)> = ts
+                    .mb_s(p.seconds)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        let end = ((i + 1) as f64 * iv).min(p.seconds.max(i as f64 * iv));
+                        ((i as f64 * iv + end) / 2.0, v)
+                    })
+                    .collect();
+                let name = if k.is_empty() {
+                    format!("pass {}", p.index)
+                } else {
+                    format!("{k} pass {}", p.index)
+                };
+                let i = series.len();
+                series.push(Line {
+                    name,
+                    color: charts::color(i),
+                    points: pts,
+                });
+            }
+        }
+        if series.is_empty() {
+            continue;
+        }
+        let svg = charts::lines(
+            row,
+            &series,
+            "time in the pass (s)",
+            "MB/s",
+            Scale::Linear,
+            XLabels::Plain,
+        );
+        figs.push(format!("<figure data-chart=\"throughput\">{svg}</figure>"));
+    }
+    if figs.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<h3>Throughput over time</h3><p class=\"muted\">Every measured pass, MB/s per \
+         interval; a stall or a cache running out shows as a drop.</p><div class=\"grid\">",
+    );
+    h.push_str(&figs.join("\n"));
+    h.push_str("</div>\n");
+}
+
+fn errors(r: &RunRecord, h: &mut String) {
+    let errs: Vec<(&TestRecord, u32, &iolab_measure::IoErrorRecord)> = r
+        .tests
+        .iter()
+        .flat_map(|t| {
+            t.passes
+                .iter()
+                .flat_map(move |p| p.errors.iter().map(move |e| (t, p.index, e)))
+        })
+        .collect();
+    if errs.is_empty() {
+        return;
+    }
+    let _ = write!(
+        h,
+        "<h3>I/O errors ({})</h3><div class=\"wide\"><table data-table=\"errors\"><tr><th>Test</th>\
+         <th class=\"n\">Pass</th><th class=\"n\">errno</th><th>Message</th><th>Dir</th>\
+         <th class=\"n\">Offset</th><th class=\"n\">Length</th></tr>",
+        errs.len()
+    );
+    for (t, pass, e) in errs.iter().take(200) {
+        let dir = match e.dir {
+            iolab_spec::IoDir::Read => "read",
+            iolab_spec::IoDir::Write => "write",
+        };
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td class=\"n\">{pass}</td><td class=\"n\">{}</td><td>{}</td>\
+             <td>{dir}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&t.name),
+            e.errno,
+            esc(&e.message),
+            e.offset,
+            e.len
+        );
+    }
+    h.push_str("</table></div>\n");
+    if errs.len() > 200 {
+        let _ = write!(
+            h,
+            "<p>… and {} more (all are in the JSON export).</p>",
+            errs.len() - 200
+        );
+    }
+}
+
+fn environment(r: &RunRecord, h: &mut String) {
+    h.push_str("<h3>Environment</h3>");
+    if !r.env.is_object() {
+        h.push_str("<p class=\"muted\">Not captured for this run.</p>\n");
+        return;
+    }
+    h.push_str("<dl class=\"facts\" data-panel=\"environment\">");
+    for (k, v) in facts::env_summary(&r.env) {
+        let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", esc(&k), esc(&v));
+    }
+    h.push_str("</dl><details><summary>Everything captured</summary>");
+    json_html(&r.env, h);
+    h.push_str("</details>\n");
+}
+
+/// Nested key/value tables for a JSON value; nulls and empty collections are left out.
+fn json_html(v: &Value, h: &mut String) {
+    match v {
+        Value::Object(map) => {
+            h.push_str("<table class=\"kv\">");
+            for (k, x) in map {
+                let empty = match x {
+                    Value::Null => true,
+                    Value::Array(a) => a.is_empty(),
+                    Value::Object(o) => o.is_empty(),
+                    Value::String(s) => s.is_empty(),
+                    _ => false,
+                };
+                if empty {
+                    continue;
+                }
+                let _ = write!(h, "<tr><td>{}</td><td>", esc(k));
+                json_html(x, h);
+                h.push_str("</td></tr>");
+            }
+            h.push_str("</table>");
+        }
+        Value::Array(a) if a.iter().all(|x| !(x.is_object() || x.is_array())) => {
+            let parts: Vec<String> = a.iter().map(scalar).collect();
+            h.push_str(&parts.join(", "));
+        }
+        Value::Array(a) => {
+            for x in a {
+                json_html(x, h);
+            }
+        }
+        other => h.push_str(&scalar(other)),
+    }
+}

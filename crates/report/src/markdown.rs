@@ -1,0 +1,335 @@
+//! Markdown export: paste-ready tables shaped like the field reports' hand-typed ones —
+//! tests as rows, configurations (and directions) as columns — with the spread, the
+//! warnings and a line of environment under them.
+//!
+//! Cells hold the headline value with three significant digits and, with two or more passes,
+//! the 95% confidence interval as `±x%`: `1095 ±3.5%`. A missing value is `-`.
+
+use iolab_measure::TestRecord;
+
+use crate::facts;
+use crate::set::{self, Metric, RunSet};
+use crate::text::{ci, num};
+
+/// Escapes text for a Markdown table cell or line: the table's `|`, HTML's `<` and `>`,
+/// emphasis and code markers; newlines become spaces.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '|' | '\\' | '*' | '`' | '[' | ']' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn table(out: &mut String, header: &[String], align_right_from: usize, rows: &[Vec<String>]) {
+    out.push_str(&format!("| {} |\n", header.join(" | ")));
+    let seps: Vec<&str> = (0..header.len())
+        .map(|i| if i < align_right_from { ":--" } else { "--:" })
+        .collect();
+    out.push_str(&format!("|{}|\n", seps.join("|")));
+    for r in rows {
+        out.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    out.push('\n');
+}
+
+/// `1095 ±3.5%`, or `-`.
+fn cell(t: Option<&TestRecord>, m: Metric) -> String {
+    match t.and_then(|t| m.headline(t).map(|v| (t, v))) {
+        Some((t, v)) => {
+            let c = ci(&m.stats(t));
+            if c.is_empty() {
+                num(v)
+            } else {
+                format!("{} {c}", num(v))
+            }
+        }
+        None => "-".to_string(),
+    }
+}
+
+fn title(set: &RunSet) -> String {
+    if let Some(s) = &set.study {
+        return format!("Study {}", escape(s));
+    }
+    let runs: Vec<_> = set.runs().collect();
+    match runs.as_slice() {
+        [r] => format!("{} on {}", escape(&r.preset), escape(&facts::target(r))),
+        _ => format!("{} runs compared", runs.len()),
+    }
+}
+
+fn metric_title(m: Metric) -> &'static str {
+    match m {
+        Metric::MbS => "Throughput, MB/s",
+        Metric::Iops => "I/O operations per second",
+        Metric::LatMean => "Mean latency, µs",
+        Metric::LatP99 => "99th-percentile latency, µs",
+    }
+}
+
+/// The Markdown report of a set of runs (one run is a set of one). Runs of different
+/// presets outside a study get a section each. Ends with a newline.
+pub fn render(set: &RunSet) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("## iolab: {}\n\n", title(set)));
+    let families = set.families();
+    if families.len() == 1 {
+        body(set, &mut out);
+    } else {
+        for f in &families {
+            let preset = f
+                .runs()
+                .next()
+                .map(|r| r.preset.clone())
+                .unwrap_or_default();
+            out.push_str(&format!("### {}\n\n", escape(&preset)));
+            body(f, &mut out);
+        }
+    }
+    let version = set
+        .runs()
+        .next()
+        .map(|r| r.iolab_version.clone())
+        .unwrap_or_default();
+    out.push_str(&format!("_Measured with iolab {}._\n", escape(&version)));
+    out
+}
+
+fn body(set: &RunSet, out: &mut String) {
+    let multi = set.configs.len() > 1;
+
+    // What was measured.
+    if multi {
+        for c in &set.configs {
+            let runs: Vec<String> = c
+                .runs
+                .iter()
+                .map(|r| {
+                    let id =
+                        r.id.map_or("unstored run".to_string(), |i| format!("run #{i}"));
+                    format!(
+                        "{id} ({}, {}, {}, {})",
+                        escape(&r.preset),
+                        escape(&facts::target(r)),
+                        escape(&facts::passes(r)),
+                        escape(&r.started_at)
+                    )
+                })
+                .collect();
+            let base = if set.configs.len() > 1 && std::ptr::eq(c, &set.configs[set.baseline]) {
+                " (baseline)"
+            } else {
+                ""
+            };
+            out.push_str(&format!(
+                "- **{}**{base}: {}\n",
+                escape(&c.label),
+                runs.join("; ")
+            ));
+        }
+        out.push('\n');
+    } else if let Some(r) = set.runs().next() {
+        let facts = facts::run_facts(r);
+        let keep = ["Run", "Passes", "Engine", "Started", "Status", "Label"];
+        let line: Vec<String> = facts
+            .iter()
+            .filter(|(k, _)| keep.contains(k))
+            .map(|(k, v)| format!("{k}: {}", escape(v)))
+            .collect();
+        out.push_str(&line.join(" · "));
+        out.push_str("\n\n");
+    }
+
+    let names = set.test_names();
+    let all: Vec<&TestRecord> = set.configs.iter().flat_map(|c| c.tests.iter()).collect();
+    // Rows and columns from every configuration's tests, in order of appearance.
+    let mut unique: Vec<&TestRecord> = Vec::new();
+    for n in &names {
+        if let Some(t) = all.iter().find(|t| &t.name == n) {
+            unique.push(t);
+        }
+    }
+    let (rows, kinds) = set::rows_and_kinds(&unique);
+    let moves_bytes = all.iter().any(|t| t.passes.iter().any(|p| p.mb_s > 0.0));
+    let metrics: Vec<Metric> = [Metric::MbS, Metric::Iops, Metric::LatP99]
+        .into_iter()
+        .filter(|m| *m != Metric::MbS || moves_bytes)
+        .collect();
+    if unique.is_empty() {
+        out.push_str("No test finished a pass.\n\n");
+    }
+    for m in metrics.iter().copied().filter(|_| !unique.is_empty()) {
+        out.push_str(&format!("**{}**\n\n", metric_title(m)));
+        let mut header = vec!["Test".to_string()];
+        for k in &kinds {
+            for c in &set.configs {
+                let h = match (k.is_empty(), multi) {
+                    (true, false) => m.label().to_string(),
+                    (true, true) => escape(&c.label),
+                    (false, false) => escape(k),
+                    (false, true) => format!("{} {}", escape(k), escape(&c.label)),
+                };
+                header.push(h);
+            }
+        }
+        let body: Vec<Vec<String>> = rows
+            .iter()
+            .map(|row| {
+                let mut r = vec![escape(row)];
+                for k in &kinds {
+                    for c in &set.configs {
+                        let tests: Vec<&TestRecord> = c.tests.iter().collect();
+                        r.push(cell(set::test_at(&tests, row, k), m));
+                    }
+                }
+                r
+            })
+            .collect();
+        table(out, &header, 1, &body);
+    }
+    if !unique.is_empty() {
+        let score = all
+            .iter()
+            .map(|t| t.summary.score.as_str())
+            .find(|s| *s == "best")
+            .unwrap_or("median");
+        out.push_str(&format!(
+            "Headline = {score} of the passes; ±x% = half-width of the 95% confidence \
+             interval of the mean (Student t) over the passes. MB/s = 10^6 bytes/s.\n\n"
+        ));
+    }
+
+    if multi && !set.shared_test_names().is_empty() {
+        ratio_table(set, out);
+        score_table(set, out);
+    }
+
+    // Warnings, next to the tables they qualify.
+    let mut warnings = Vec::new();
+    for c in &set.configs {
+        for r in &c.runs {
+            for w in &r.warnings {
+                let mut line = String::from("- ⚠ ");
+                if multi {
+                    line.push_str(&format!("{}: ", escape(&c.label)));
+                }
+                line.push_str(&format!("`{}` ", w.code.replace('`', "'")));
+                if let Some(t) = &w.test {
+                    line.push_str(&format!("{}: ", escape(t)));
+                }
+                line.push_str(&escape(&w.message));
+                if !w.fix.is_empty() {
+                    line.push_str(&format!(" — fix: {}", escape(&w.fix)));
+                }
+                warnings.push(line);
+            }
+        }
+    }
+    if !warnings.is_empty() {
+        out.push_str("**Warnings**\n\n");
+        out.push_str(&warnings.join("\n"));
+        out.push_str("\n\n");
+    }
+
+    // The environment in one line per configuration.
+    for c in &set.configs {
+        let Some(r) = c.runs.first() else { continue };
+        let env = facts::env_summary(&r.env);
+        if env.is_empty() {
+            continue;
+        }
+        let parts: Vec<String> = env
+            .iter()
+            .map(|(k, v)| format!("{k} {}", escape(v)))
+            .collect();
+        let who = if multi {
+            format!(" ({})", escape(&c.label))
+        } else {
+            String::new()
+        };
+        out.push_str(&format!("Environment{who}: {}\n\n", parts.join(" · ")));
+    }
+}
+
+fn ratio_table(set: &RunSet, out: &mut String) {
+    let base = &set.configs[set.baseline];
+    out.push_str(&format!(
+        "**Ratio to the baseline ({})** on each test's headline MB/s (IOPS where no bytes \
+         move); `*` = significant at 95% (Welch's t-test on the passes)\n\n",
+        escape(&base.label)
+    ));
+    let mut header = vec!["Test".to_string()];
+    header.extend(set.configs.iter().map(|c| escape(&c.label)));
+    let rows: Vec<Vec<String>> = set
+        .shared_test_names()
+        .iter()
+        .map(|name| {
+            let tests = set.aligned(name);
+            let m = set::primary_metric(tests.iter().flatten().copied());
+            let b = tests[set.baseline];
+            let mut r = vec![escape(name)];
+            for t in &tests {
+                r.push(match (b, t) {
+                    (Some(b), Some(t)) => match (m.headline(b), m.headline(t)) {
+                        (Some(bv), Some(tv)) if bv > 0.0 => {
+                            let sig = set::welch(m, b, t).is_some_and(|w| w.significant())
+                                && !std::ptr::eq(*t, b);
+                            format!("{:.2}{}", tv / bv, if sig { "\\*" } else { "" })
+                        }
+                        _ => "-".into(),
+                    },
+                    _ => "-".into(),
+                });
+            }
+            r
+        })
+        .collect();
+    table(out, &header, 1, &rows);
+}
+
+fn score_table(set: &RunSet, out: &mut String) {
+    let s = set.score();
+    out.push_str(
+        "**Score**: each test's ratio to the best configuration, geometric mean over the \
+         random tests, the sequential tests and all of them; best = 1.00\n\n",
+    );
+    let header: Vec<String> = ["Rank", "Configuration", "Random", "Sequential", "Total"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+    let rows: Vec<Vec<String>> = s
+        .ranked
+        .iter()
+        .map(|c| {
+            vec![
+                c.rank.to_string(),
+                escape(&set.configs[c.config].label),
+                f(c.random),
+                f(c.sequential),
+                f(c.total),
+            ]
+        })
+        .collect();
+    table(out, &header, 2, &rows);
+    if !s.excluded.is_empty() {
+        out.push_str(&format!(
+            "Not scored (missing in some configuration): {}\n\n",
+            s.excluded
+                .iter()
+                .map(|n| escape(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+}

@@ -1,0 +1,200 @@
+//! The HTML report built from hand-made runs of every workload type and from a study: one
+//! self-contained document, every chart and table where it belongs, user text escaped.
+//! (The CLI tests open reports of real runs in headless Chromium.)
+
+mod common;
+
+use iolab_measure::{RunRecord, Warning};
+use iolab_report::html::{esc, render};
+use iolab_report::set::RunSet;
+
+/// Keeps a report under `target/test-artifacts/` for a person to open.
+fn save(name: &str, html: &str) {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), html).unwrap();
+}
+
+fn count(haystack: &str, needle: &str) -> usize {
+    haystack.matches(needle).count()
+}
+
+/// Every element that must be closed is closed as often as opened.
+fn assert_balanced(html: &str) {
+    for tag in [
+        "section", "table", "figure", "div", "aside", "details", "svg", "ul", "dl", "main",
+    ] {
+        let open = count(html, &format!("<{tag}>")) + count(html, &format!("<{tag} "));
+        let close = count(html, &format!("</{tag}>"));
+        assert_eq!(open, close, "<{tag}> opened {open} times, closed {close}");
+    }
+}
+
+/// No URL outside the SVG namespace declaration, and a policy that forbids loading any.
+fn assert_offline(html: &str) {
+    let stripped = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for scheme in ["http://", "https://", "//cdn", "src=\"", "@import", "url("] {
+        assert!(!stripped.contains(scheme), "found {scheme:?}");
+    }
+    assert!(html.contains("Content-Security-Policy"));
+    assert!(html.contains("default-src 'none'"));
+    assert!(!html.contains("<script"));
+}
+
+fn one(run: RunRecord) -> String {
+    let html = render(&RunSet::per_run(vec![run]));
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert_balanced(&html);
+    assert_offline(&html);
+    html
+}
+
+#[test]
+fn cdm_run_has_the_panel_curves_time_series_and_warnings_beside_the_numbers() {
+    let html = one(common::cdm_run());
+    save("report-lib-cdm.html", &html);
+    assert_eq!(count(&html, "data-chart=\"cdm\""), 1);
+    // One latency panel and one throughput panel per row: 4 CrystalDiskMark rows.
+    assert_eq!(count(&html, "data-chart=\"latency\""), 4);
+    assert_eq!(count(&html, "data-chart=\"throughput\""), 4);
+    assert_eq!(count(&html, "<svg class=\"chart\""), 8);
+    // The warning's code sits on its test's row and in the panel with its message.
+    let row = html
+        .find("<td class=\"name\">SEQ1M Q8T1 Write</td>")
+        .unwrap();
+    let row_end = row + html[row..].find("</tr>").unwrap();
+    assert!(html[row..row_end].contains("CACHE_SMALL_REGION"));
+    assert!(html.contains("data-panel=\"warnings\""));
+    assert!(html.contains("fits in the drive&#39;s SLC cache"));
+    // Headline numbers: SEQ1M Q8T1 Read is 3000 IOPS of 1 MiB = 3146 MB/s.
+    assert!(html.contains("<span class=\"big\">3146</span>"), "CDM tile");
+    // The mixed test gets its directions as sub-rows.
+    assert!(html.contains("read (70%)") && html.contains("write (30%)"));
+    // The environment.
+    assert!(html.contains("data-panel=\"environment\""));
+    assert!(html.contains("6.8.0"));
+}
+
+#[test]
+fn atto_run_has_the_block_size_chart() {
+    let html = one(common::atto_run());
+    assert_eq!(count(&html, "data-chart=\"atto\""), 1);
+    assert_eq!(count(&html, "data-chart=\"cdm\""), 0);
+    let atto = &html[html.find("data-chart=\"atto\"").unwrap()..];
+    let atto = &atto[..atto.find("</figure>").unwrap()];
+    for size in ["512 B", "4 KiB", "64 KiB", "1 MiB", "64 MiB"] {
+        assert!(atto.contains(&format!(">\n{size}\n<")), "no {size} label");
+    }
+    assert!(atto.contains("Write") && atto.contains("Read"));
+    // Bars are drawn by plotters as rectangles, two per size.
+    assert!(count(atto, "<rect") >= 10);
+}
+
+#[test]
+fn every_workload_type_renders_with_its_own_tables() {
+    for run in common::workload_runs()
+        .into_iter()
+        .chain([common::custom_run()])
+    {
+        let workload = run.workload.clone();
+        let html = one(run);
+        assert!(
+            html.contains("data-table=\"results\""),
+            "{workload}: no results"
+        );
+        assert!(
+            count(&html, "data-chart=\"latency\"") >= 1,
+            "{workload}: no latency curve"
+        );
+        assert!(
+            count(&html, "data-chart=\"throughput\"") >= 1,
+            "{workload}: no time series"
+        );
+        match workload.as_str() {
+            "dbench" => {
+                let ops = &html[html.find("data-table=\"ops\"").expect("ops table")..];
+                let ops = &ops[..ops.find("</table>").unwrap()];
+                let header = &ops[..ops.find("</tr>").unwrap()];
+                // The operation first, then the count, then the other columns.
+                let op = header.find(">op<").unwrap();
+                let cnt = header.find(">count<").unwrap();
+                let p99 = header.find(">p99 ms<").unwrap();
+                assert!(op < cnt && cnt < p99, "{header}");
+                assert!(ops.contains("NTCreateX") && ops.contains("4.016"));
+            }
+            "metadata" => {
+                // A scalar `ops` count is not a table.
+                assert!(!html.contains("data-table=\"ops\""));
+                assert!(html.contains("data-table=\"workload\""));
+            }
+            "block" => assert!(html.contains("data-table=\"errors\"")),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn user_text_is_escaped_everywhere() {
+    let mut run = common::cdm_run();
+    let evil = "<script>alert(\"x\")</script> & 'q'";
+    run.label = Some(evil.into());
+    run.target.path = format!("/mnt/{evil}");
+    run.notes.push(evil.into());
+    run.tests[0].name = evil.into();
+    run.warnings.push(Warning {
+        code: "X<Y".into(),
+        message: evil.into(),
+        fix: evil.into(),
+        test: Some(evil.into()),
+    });
+    run.env = serde_json::json!({"kernel_release": evil, "nested": {"k<": [evil]}});
+    let html = one(run);
+    assert!(!html.contains("<script>"));
+    assert!(html.contains(&esc(evil)));
+    assert_eq!(
+        esc(evil),
+        "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;q&#39;"
+    );
+}
+
+#[test]
+fn a_study_adds_grouped_bars_ratios_and_the_ranked_score() {
+    let set = RunSet::study("strip size", common::study_runs());
+    let html = render(&set);
+    save("report-lib-study.html", &html);
+    assert_balanced(&html);
+    assert_offline(&html);
+    assert!(html.contains("<h1>iolab study: strip size</h1>"));
+    // One grouped-bar panel per CrystalDiskMark row, bars per configuration.
+    assert_eq!(count(&html, "data-chart=\"study-bars\""), 4);
+    for t in [
+        "data-table=\"ratio\"",
+        "data-table=\"score\"",
+        "data-table=\"runs\"",
+    ] {
+        assert_eq!(count(&html, t), 1, "{t}");
+    }
+    // Every run keeps its own section.
+    assert_eq!(count(&html, "<section class=\"run\""), 3);
+    // Score: totals 0.95 / 1.00 / 0.96 (hand computation in stats' and markdown's tests),
+    // ranked 32KB, 64KB, 16KB.
+    let score = &html[html.find("data-table=\"score\"").unwrap()..];
+    let score = &score[..score.find("</table>").unwrap()];
+    let a = score.find("<td>32KB</td>").unwrap();
+    let b = score.find("<td>64KB</td>").unwrap();
+    let c = score.find("<td>16KB</td>").unwrap();
+    assert!(a < b && b < c, "{score}");
+    // Ratios to the baseline (16KB): random tests of 32KB are 1/0.9 = 1.11×.
+    let ratio = &html[html.find("data-table=\"ratio\"").unwrap()..];
+    let row = &ratio[ratio.find("<td>RND4K Q1T1 Read</td>").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains("1.00×") && row.contains("1.11×") && row.contains("1.07×"),
+        "{row}"
+    );
+    // The passes differ by ±0.3%: a 10% difference is significant.
+    assert!(row.contains("class=\"sig\""), "{row}");
+}

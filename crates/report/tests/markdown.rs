@@ -1,0 +1,254 @@
+//! Markdown export: tables parsed back and checked against the records' numbers; the study
+//! layout (directions × configurations as columns) and its score table checked by hand.
+
+mod common;
+
+use iolab_report::markdown::{escape, render};
+use iolab_report::set::RunSet;
+
+/// A parsed Markdown table: header cells and body rows, cells unescaped and trimmed.
+#[derive(Debug)]
+struct MdTable {
+    title: String,
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+fn split_row(line: &str) -> Vec<String> {
+    let inner = line.trim().trim_start_matches('|');
+    let inner = inner.strip_suffix('|').unwrap_or(inner);
+    let mut cells = Vec::new();
+    let mut cur = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            '|' => cells.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    cells.push(cur);
+    cells
+        .into_iter()
+        .map(|c| c.trim().replace("&lt;", "<").replace("&gt;", ">"))
+        .collect()
+}
+
+/// Every table of the document with the bold title line above it.
+fn tables(md: &str) -> Vec<MdTable> {
+    let lines: Vec<&str> = md.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].starts_with('|')
+            && lines
+                .get(i + 1)
+                .is_some_and(|l| l.starts_with("|:-") || l.starts_with("|--"))
+        {
+            let title = lines[..i]
+                .iter()
+                .rev()
+                .find(|l| l.starts_with("**"))
+                .map(|l| l.to_string())
+                .unwrap_or_default();
+            let header = split_row(lines[i]);
+            let mut rows = Vec::new();
+            i += 2;
+            while i < lines.len() && lines[i].starts_with('|') {
+                rows.push(split_row(lines[i]));
+                i += 1;
+            }
+            out.push(MdTable {
+                title,
+                header,
+                rows,
+            });
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `1095 ±3.5%` as (1095, Some(3.5)); `-` as None.
+fn value(cell: &str) -> Option<(f64, Option<f64>)> {
+    if cell == "-" {
+        return None;
+    }
+    let mut it = cell.split_whitespace();
+    let v: f64 = it
+        .next()?
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number: {cell}"));
+    let ci = it.next().map(|c| {
+        c.trim_start_matches('±')
+            .trim_end_matches('%')
+            .parse()
+            .unwrap()
+    });
+    Some((v, ci))
+}
+
+/// Three significant digits (or whole numbers from 100 up), as the table prints them.
+fn close(printed: f64, stored: f64) -> bool {
+    let tol = if stored.abs() >= 100.0 {
+        0.5
+    } else {
+        stored.abs() * 0.005 + 1e-9
+    };
+    (printed - stored).abs() <= tol
+}
+
+#[test]
+fn cdm_tables_parse_back_to_the_stored_numbers() {
+    let run = common::cdm_run();
+    let md = render(&RunSet::per_run(vec![run.clone()]));
+    let t = tables(&md);
+    assert_eq!(t.len(), 3, "{md}");
+    assert_eq!(t[0].title, "**Throughput, MB/s**");
+    assert_eq!(t[0].header, ["Test", "Read", "Write", "Mix"]);
+    assert_eq!(
+        t[0].rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
+        ["SEQ1M Q8T1", "SEQ1M Q1T1", "RND4K Q32T1", "RND4K Q1T1"]
+    );
+    let mut checked = 0;
+    for (table, metric) in t.iter().zip(["mb_s", "iops", "p99"]) {
+        for row in &table.rows {
+            for (col, kind) in table.header.iter().enumerate().skip(1) {
+                let name = format!("{} {kind}", row[0]);
+                let stored = run.tests.iter().find(|x| x.name == name);
+                let Some(stored) = stored else {
+                    assert_eq!(row[col], "-", "{name}");
+                    continue;
+                };
+                let (v, ci) = value(&row[col]).unwrap();
+                let (want, stats) = match metric {
+                    "mb_s" => (stored.summary.mb_s, stored.summary.stats_mb_s),
+                    "iops" => (stored.summary.iops, stored.summary.stats_iops),
+                    _ => (stored.summary.lat_p99_us, stored.summary.stats_lat_p99_us),
+                };
+                assert!(close(v, want), "{name} {metric}: {v} vs {want}");
+                let want_ci = iolab_stats::ci_pct(&stats);
+                let got_ci = ci.expect("3 passes give an interval");
+                assert!(
+                    (got_ci - want_ci).abs() <= 0.05 + want_ci * 0.05,
+                    "{name} CI {got_ci} vs {want_ci}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 3 * 9);
+    // The fixture's numbers by hand: SEQ1M Q8T1 Read 3000 × 1 MiB/s, RND4K Q1T1 Read
+    // 12000 × 4 KiB/s.
+    assert_eq!(t[0].rows[0][1].split(' ').next(), Some("3146"));
+    assert_eq!(t[0].rows[3][1].split(' ').next(), Some("49.2"));
+    assert!(md.contains("`CACHE_SMALL_REGION` SEQ1M Q8T1 Write:"));
+    assert!(md.contains("Environment: "));
+}
+
+#[test]
+fn workloads_without_bytes_get_iops_and_sizes_become_columns() {
+    for run in common::workload_runs() {
+        let md = render(&RunSet::per_run(vec![run.clone()]));
+        let t = tables(&md);
+        match run.workload.as_str() {
+            "metadata" => {
+                // stat moves no bytes; create does, so MB/s stays, with stat at 0.
+                assert_eq!(t[1].title, "**I/O operations per second**");
+                let stat = t[1].rows.iter().find(|r| r[0] == "stat").unwrap();
+                assert!(close(value(&stat[1]).unwrap().0, run.tests[1].summary.iops));
+            }
+            "fsync" => {
+                // "none 4K" in group "none": methods are rows, sizes columns.
+                assert_eq!(t[0].header, ["Test", "4K"]);
+                assert_eq!(t[0].rows[2][0], "O_DIRECT+O_DSYNC");
+            }
+            _ => assert!(!t.is_empty(), "{}", run.workload),
+        }
+    }
+}
+
+#[test]
+fn study_columns_are_directions_by_configuration_with_the_score() {
+    let set = RunSet::study("strip size", common::study_runs());
+    let md = render(&set);
+    let t = tables(&md);
+    assert!(md.starts_with("## iolab: Study strip size"));
+    assert_eq!(
+        t[0].header,
+        [
+            "Test",
+            "Read 16KB",
+            "Read 32KB",
+            "Read 64KB",
+            "Write 16KB",
+            "Write 32KB",
+            "Write 64KB",
+            "Mix 16KB",
+            "Mix 32KB",
+            "Mix 64KB"
+        ]
+    );
+    // RND4K Q1T1 Read: 12000, 10800 (0.9), 12000 (1.0), 11520 (0.96) × 4096 B/s.
+    let row = t[0].rows.iter().find(|r| r[0] == "RND4K Q1T1").unwrap();
+    for (col, ios) in [(1, 10_800.0), (2, 12_000.0), (3, 11_520.0)] {
+        let (v, _) = value(&row[col]).unwrap();
+        assert!(close(v, ios * 4096.0 / 1e6), "{row:?}");
+    }
+    let ratio = t.iter().find(|x| x.title.starts_with("**Ratio")).unwrap();
+    let r = ratio
+        .rows
+        .iter()
+        .find(|r| r[0] == "RND4K Q1T1 Read")
+        .unwrap();
+    assert_eq!(&r[1..], ["1.00", "1.11*", "1.07*"]);
+    // Score by hand: random 0.90/1.00/0.96; sequential 1.00/0.98/0.95; total is the
+    // geometric mean over 5 random and 4 sequential tests: 16KB 0.9^(5/9) = 0.9432,
+    // 32KB 0.98^(4/9) = 0.9911, 64KB (0.96^5 · 0.95^4)^(1/9) = 0.9555; over the best:
+    // 0.9517, 1.0000, 0.9642.
+    let score = t.iter().find(|x| x.title.starts_with("**Score")).unwrap();
+    assert_eq!(
+        score.header,
+        ["Rank", "Configuration", "Random", "Sequential", "Total"]
+    );
+    assert_eq!(
+        score.rows,
+        [
+            ["1", "32KB", "1.00", "0.98", "1.00"],
+            ["2", "64KB", "0.96", "0.95", "0.96"],
+            ["3", "16KB", "0.90", "1.00", "0.95"],
+        ]
+    );
+    let s = set.score();
+    let total = |label: &str| {
+        let i = set.configs.iter().position(|c| c.label == label).unwrap();
+        s.ranked
+            .iter()
+            .find(|c| c.config == i)
+            .unwrap()
+            .total
+            .unwrap()
+    };
+    assert!((total("16KB") - 0.9517).abs() < 1e-4);
+    assert!((total("64KB") - 0.9642).abs() < 1e-4);
+}
+
+#[test]
+fn markdown_text_is_escaped() {
+    assert_eq!(escape("a|b <c> *d*"), "a\\|b &lt;c&gt; \\*d\\*");
+    let mut run = common::cdm_run();
+    run.tests[0].name = "SEQ1M Q8T1 Re|ad".into();
+    let md = render(&RunSet::per_run(vec![run]));
+    let t = tables(&md);
+    // The pipe stays inside its cell: every row keeps the header's width.
+    assert!(t
+        .iter()
+        .all(|t| t.rows.iter().all(|r| r.len() == t.header.len())));
+    // Its name extends its group, so its suffix became a column of its own.
+    assert!(t[0].header.iter().any(|h| h == "Re|ad"), "{md}");
+}
