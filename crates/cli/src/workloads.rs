@@ -395,8 +395,6 @@ fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
     let runs = a.runs.unwrap_or(1).max(1);
     let clients = cfg.clients;
     let s = settings(0, time, runs, EngineKind::Psync, false);
-    let show_table = a.json.as_deref() != Some("-");
-    let mut tables = Vec::new();
     let code = drive(&a, &dir, 0, s, |stop, progress| {
         let mut passes = Vec::new();
         let mut extra = serde_json::Value::Null;
@@ -435,7 +433,6 @@ fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
             };
             let cpu = cpu0.usage_until(&iolab_measure::CpuSample::now(), 0);
             passes.push(PassRecord::new(index, secs, read, write, sync, cpu, series));
-            tables.push(r.op_table());
             extra = serde_json::json!({
                 "loadfile": loadfile,
                 "clients": clients,
@@ -482,10 +479,5 @@ fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
             extra,
         }])
     });
-    if show_table {
-        if let Some(t) = tables.last() {
-            println!("\nOperation table of the last pass (latencies in ms):\n{t}");
-        }
-    }
     code
 }

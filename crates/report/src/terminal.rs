@@ -35,6 +35,7 @@ pub fn render_run(run: &RunRecord) -> String {
         };
         out.extend(table.render(MAX_WIDTH));
     }
+    op_tables(run, &mut out);
     short_tests(run, &mut out);
     errors(run, &mut out);
     notes(run, &mut out);
@@ -574,6 +575,43 @@ fn test_cells(label: &str, rw: &str, h: Option<Head>, cpu: String) -> Vec<String
 fn section(out: &mut Vec<String>, title: &str) {
     out.push(String::new());
     out.push(format!("{title}:"));
+}
+
+/// Per-operation tables a workload keeps in `extra.ops` (dbench: Count, AvgLat, MaxLat,
+/// P99Lat in ms, status mismatches), from the last measured pass.
+fn op_tables(run: &RunRecord, out: &mut Vec<String>) {
+    for t in &run.tests {
+        let Some(ops) = t.extra.get("ops").and_then(|v| v.as_array()) else {
+            continue;
+        };
+        if ops.is_empty() {
+            continue;
+        }
+        section(out, &format!("{}: operations (latencies in ms)", t.name));
+        let mut table = Table::new(vec![
+            Column::left("Operation"),
+            Column::right("Count"),
+            Column::right("AvgLat"),
+            Column::right("MaxLat"),
+            Column::right("P99Lat"),
+            Column::right("Mismatch"),
+        ]);
+        let num = |o: &serde_json::Value, k: &str| o.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+        for o in ops {
+            table.row(vec![
+                o.get("op")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("?")
+                    .to_string(),
+                format!("{:.0}", num(o, "count")),
+                format!("{:.3}", num(o, "avg_ms")),
+                format!("{:.3}", num(o, "max_ms")),
+                format!("{:.3}", num(o, "p99_ms")),
+                format!("{:.0}", num(o, "status_mismatches")),
+            ]);
+        }
+        out.extend(table.render(MAX_WIDTH));
+    }
 }
 
 /// Tests with fewer measured passes than asked (interrupted runs).
