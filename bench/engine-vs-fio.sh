@@ -112,6 +112,7 @@ echo "engine-vs-fio: $(fio --version), iolab $("$IOLAB" --version | awk "{print 
   done
 } | report "(b) O_DIRECT 4K randread QD32, io_uring, loop device (direct-io=on) on tmpfs"
 
+cat "$FILE" >/dev/null   # back in the page cache, whatever (b) evicted
 {
   for _ in $(seq "$REPEATS"); do
     echo "fio $(fio_run "$FILE" --ioengine=psync --iodepth=1 --direct=0 --invalidate=0)"
