@@ -198,8 +198,8 @@ fn fill_file(
             return Err(TargetError::Interrupted);
         }
         let len = (size - off).min(CHUNK as u64) as usize;
-        // Direct I/O needs whole blocks; the last partial chunk is rounded up to 4 KiB
-        // (sizes are validated to be multiples of 4 KiB before we get here).
+        // Direct I/O needs whole blocks: sizes are validated to be multiples of 4 KiB before
+        // we get here, so the last, shorter chunk is still a whole number of blocks.
         if data == DataPattern::Random {
             stamp(pool.slot_mut(0), &mut rng);
         }
