@@ -4,11 +4,10 @@
 //! Layers, bottom up: `buffers` (aligned, incompressible data), `engines/` (one file per
 //! I/O engine behind the [`engines::Engine`] trait), `worker` (the per-job loop),
 //! `pass` (threads, merging), `target` (test files and devices), `safety` (what may be
-//! written), `mounts` (which filesystem holds a path).
+//! written). Mount tables come from iolab-env.
 
 pub mod buffers;
 pub mod engines;
-pub mod mounts;
 pub mod pass;
 pub mod safety;
 pub mod target;

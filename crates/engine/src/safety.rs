@@ -333,79 +333,23 @@ fn member_for_path<'a>(members: &'a [Member], path: &str) -> Option<&'a Member> 
 // ---------------------------------------------------------------------------------------------
 // In-use checks.
 
-/// Undoes the octal escapes (`\040` etc.) the kernel uses in /proc/self/mountinfo and /proc/swaps.
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
-            if let Ok(v) = u8::try_from(v) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[derive(Debug, PartialEq)]
-struct MountEntry {
-    dev: u64,
-    mountpoint: PathBuf,
-    source: String,
-}
-
-fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        // id parent maj:min root mountpoint options [optional…] - fstype source superoptions
-        let Some(dev) = fields.get(2).and_then(|f| parse_majmin(f)) else {
-            continue;
-        };
-        let Some(mountpoint) = fields.get(4) else {
-            continue;
-        };
-        let source = fields
-            .iter()
-            .skip(6)
-            .position(|f| *f == "-")
-            .and_then(|sep| fields.get(6 + sep + 2))
-            .map(|s| unescape_octal(s))
-            .unwrap_or_default();
-        out.push(MountEntry {
-            dev,
-            mountpoint: PathBuf::from(unescape_octal(mountpoint)),
-            source,
-        });
-    }
-    out
-}
+use iolab_env::unescape_octal;
 
 fn check_mounts(members: &[Member]) -> Result<(), SafetyError> {
     let path = Path::new("/proc/self/mountinfo");
     let text = fs::read_to_string(path).map_err(io_at(path))?;
-    for m in parse_mountinfo(&text) {
+    for m in iolab_env::parse_mountinfo(&text) {
         // Block-backed filesystems report their device's number; btrfs (and others) report an
         // anonymous 0:N number, so the mount source is checked too.
+        let dev = rustix::fs::makedev(m.dev.0, m.dev.1);
         let hit = members
             .iter()
-            .find(|mem| mem.rdev == m.dev)
+            .find(|mem| mem.rdev == dev)
             .or_else(|| member_for_path(members, &m.source));
         if let Some(mem) = hit {
             return Err(SafetyError::Mounted {
                 device: mem.path.clone(),
-                mountpoint: m.mountpoint,
+                mountpoint: PathBuf::from(m.mount_point),
             });
         }
     }
@@ -984,32 +928,6 @@ mod tests {
         // A bare partition: only PART_ENTRY_* details, no signature.
         let part = "DEVNAME=/dev/loop0p1\nPART_ENTRY_SCHEME=dos\nPART_ENTRY_TYPE=0x83\n";
         assert_eq!(parse_blkid_export(part), Blkid::Nothing);
-    }
-
-    #[test]
-    fn mountinfo_parsing() {
-        let text = "\
-22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
-36 22 7:0 / /mnt/my\\040disk rw,noatime shared:2 master:1 - ext4 /dev/loop0 rw
-40 22 0:45 / /mnt/b rw - btrfs /dev/loop3 rw,space_cache=v2
-41 22 0:46 / /tmp rw - tmpfs tmpfs rw
-garbage line
-";
-        let m = parse_mountinfo(text);
-        assert_eq!(m.len(), 4);
-        assert_eq!(m[0].dev, rustix::fs::makedev(254, 0));
-        assert_eq!(m[1].mountpoint, Path::new("/mnt/my disk"));
-        assert_eq!(m[1].source, "/dev/loop0");
-        assert_eq!(m[2].dev, rustix::fs::makedev(0, 45));
-        assert_eq!(m[2].source, "/dev/loop3");
-        assert_eq!(m[3].source, "tmpfs");
-    }
-
-    #[test]
-    fn octal_unescape() {
-        assert_eq!(unescape_octal(r"/a\040b\011c\134d"), "/a b\tc\\d");
-        assert_eq!(unescape_octal(r"/x\04"), r"/x\04");
-        assert_eq!(unescape_octal(r"/x\9999"), r"/x\9999");
     }
 
     #[test]

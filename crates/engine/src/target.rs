@@ -15,7 +15,7 @@ use iolab_measure::TargetInfo;
 use iolab_spec::{format_bytes, DataPattern};
 
 use crate::buffers::{fill_random, stamp, BufferPool};
-use crate::{mounts, safety};
+use crate::safety;
 
 /// How the user wants the target treated.
 #[derive(Debug, Clone)]
@@ -299,7 +299,7 @@ pub fn prepare(
                     path: path.to_string_lossy().into_owned(),
                     kind: "dir".into(),
                     io_path: io_path.to_string_lossy().into_owned(),
-                    fs_type: mounts::fs_type_of(&path),
+                    fs_type: fs_type_of(&path),
                     size,
                 },
                 logical_block: logical_block_size(&path, false),
@@ -353,7 +353,7 @@ pub fn prepare(
                     path: path.to_string_lossy().into_owned(),
                     kind: "file".into(),
                     io_path: path.to_string_lossy().into_owned(),
-                    fs_type: mounts::fs_type_of(&path),
+                    fs_type: fs_type_of(&path),
                     size,
                 },
                 logical_block: logical_block_size(&path, false),
@@ -379,7 +379,7 @@ pub fn prepare(
                     path: path.to_string_lossy().into_owned(),
                     kind: "file".into(),
                     io_path: path.to_string_lossy().into_owned(),
-                    fs_type: mounts::fs_type_of(&path),
+                    fs_type: fs_type_of(&path),
                     size,
                 },
                 logical_block: logical_block_size(&path, false),
@@ -521,4 +521,11 @@ pub fn page_cache_residency(path: &Path, len: Option<u64>) -> Option<(u64, u64)>
     }
     let resident = vec.iter().filter(|&&b| b & 1 == 1).count() as u64;
     Some(((resident * page as u64).min(len as u64), len as u64))
+}
+
+/// Filesystem type of the mount holding `path`, or "unknown".
+fn fs_type_of(path: &Path) -> String {
+    iolab_env::mount_of(path)
+        .map(|m| m.fs_type)
+        .unwrap_or_else(|| "unknown".to_string())
 }

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 pub use cgroup::{
     parse_proc_cgroup, throttles_along, throttles_of_cgroup, CgroupMembership, ThrottleKind,
 };
-pub use mounts::{parse_mountinfo, MountEntry};
+pub use mounts::{mount_of, parse_mountinfo, unescape_octal, MountEntry};
 pub use render::render;
 
 /// Everything iolab records about where a run happened.

@@ -36,17 +36,21 @@ fn parse_line(line: &str) -> Option<MountEntry> {
         mount_id: fields[0].parse().ok()?,
         parent_id: fields[1].parse().ok()?,
         dev: crate::util::parse_dev(fields[2])?,
-        root: unescape(fields[3]),
-        mount_point: unescape(fields[4]),
+        root: unescape_octal(fields[3]),
+        mount_point: unescape_octal(fields[4]),
         mount_options: fields[5].to_string(),
-        fs_type: unescape(fields[sep + 1]),
-        source: unescape(fields[sep + 2]),
-        super_options: fields.get(sep + 3).map(|s| unescape(s)).unwrap_or_default(),
+        fs_type: unescape_octal(fields[sep + 1]),
+        source: unescape_octal(fields[sep + 2]),
+        super_options: fields
+            .get(sep + 3)
+            .map(|s| unescape_octal(s))
+            .unwrap_or_default(),
     })
 }
 
-/// Decodes the kernel's `\ooo` escapes (space, tab, newline, backslash).
-fn unescape(s: &str) -> String {
+/// Decodes the kernel's `\ooo` escapes (space, tab, newline, backslash) used in
+/// /proc/self/mountinfo and /proc/swaps.
+pub fn unescape_octal(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -112,6 +116,19 @@ pub(crate) fn find_mount<'a>(
     deepest(&|_: &MountEntry| true)
 }
 
+/// The mount holding an existing `path` (symlinks resolved): the deepest mount covering it
+/// whose device number matches the path's, else the deepest covering mount.
+pub fn mount_of(path: &Path) -> Option<MountEntry> {
+    use std::os::unix::fs::MetadataExt;
+    let canon = std::fs::canonicalize(path).ok()?;
+    let dev = std::fs::metadata(&canon).ok().map(|m| {
+        let d = m.dev();
+        (rustix::fs::major(d), rustix::fs::minor(d))
+    });
+    let mounts = read_self()?;
+    find_mount(&mounts, &canon, None, dev).cloned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +178,13 @@ garbage line
             find_mount(&m, sub, None, Some((0, 77))).unwrap().mount_id,
             43
         );
+    }
+
+    #[test]
+    fn octal_escapes_and_the_root_mount() {
+        assert_eq!(unescape_octal(r"/a\040b\011c\134d"), "/a b\tc\\d");
+        assert_eq!(unescape_octal(r"/x\04"), r"/x\04");
+        assert_eq!(unescape_octal(r"/x\9999"), r"/x\9999");
+        assert!(mount_of(Path::new("/")).is_some());
     }
 }
