@@ -70,9 +70,14 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
             out.push(w(
                 "DIRECT_IO_IGNORED",
                 format!(
-                    "{} accepts O_DIRECT but does not bypass its cache (a misaligned direct \
-                     read succeeded): every number is a memory speed",
-                    run.target.fs_type
+                    "{} accepts O_DIRECT but does not bypass its cache ({}): every number is \
+                     a memory speed",
+                    run.target.fs_type,
+                    if f.direct_honoured == Some(false) {
+                        "the direct-I/O probe was served from the page cache"
+                    } else {
+                        "a memory filesystem has no device to go to"
+                    }
                 ),
                 "test a filesystem on a real device",
                 None,

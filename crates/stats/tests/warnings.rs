@@ -278,7 +278,12 @@ fn direct_io_ignored_on_tmpfs_or_when_the_probe_succeeds() {
         ..TargetFacts::default()
     };
     let ws = analyze(&read_run(), &ignored);
-    fired(&ws, "DIRECT_IO_IGNORED", None, &["ext4", "misaligned"]);
+    fired(
+        &ws,
+        "DIRECT_IO_IGNORED",
+        None,
+        &["ext4", "probe was served from the page cache"],
+    );
     assert_eq!(codes(&ws), ["DIRECT_IO_IGNORED"]);
 
     for fs in ["tmpfs", "ramfs"] {
@@ -289,7 +294,7 @@ fn direct_io_ignored_on_tmpfs_or_when_the_probe_succeeds() {
             &analyze(&run, &TargetFacts::default()),
             "DIRECT_IO_IGNORED",
             None,
-            &[fs],
+            &[fs, "memory filesystem"],
         );
         // Buffered I/O did not ask for O_DIRECT.
         none(&analyze(&buffered(run), &ignored));
