@@ -73,22 +73,29 @@ pub fn open_store(db: &DbArgs) -> Result<Store, CliError> {
     Ok(Store::open(&path)?)
 }
 
+/// `text` word-wrapped to 98 columns, every line indented by two spaces.
+fn indented(text: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::from(" ");
+    for word in text.split_whitespace() {
+        if line.len() + word.len() + 1 > 98 {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from(" ");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
 fn presets_text() -> String {
     let mut out = String::new();
     for p in PRESETS {
         out.push_str(&format!("{}\n", p.name));
-        let mut line = String::from(" ");
-        for word in p.summary.split_whitespace() {
-            if line.len() + word.len() + 1 > 98 {
-                out.push_str(&line);
-                out.push('\n');
-                line = String::from(" ");
-            }
-            line.push(' ');
-            line.push_str(word);
-        }
-        out.push_str(&line);
-        out.push('\n');
+        out.push_str(&indented(p.summary));
         out.push_str(&format!(
             "  defaults: size {}, {} measured pass(es) of {} s, {} warm-up pass(es)\n",
             format_bytes(p.defaults.size),
@@ -126,18 +133,7 @@ fn presets_text() -> String {
     out.push_str("\nWorkloads (iolab run NAME --target DIR; see docs/workloads.md):\n");
     for (name, summary) in crate::workloads::WORKLOADS {
         out.push_str(&format!("{name}\n"));
-        let mut line = String::from(" ");
-        for word in summary.split_whitespace() {
-            if line.len() + word.len() + 1 > 98 {
-                out.push_str(&line);
-                out.push('\n');
-                line = String::from(" ");
-            }
-            line.push(' ');
-            line.push_str(word);
-        }
-        out.push_str(&line);
-        out.push('\n');
+        out.push_str(&indented(summary));
     }
     out
 }

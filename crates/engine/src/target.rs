@@ -105,6 +105,30 @@ pub struct Target {
 }
 
 impl Target {
+    /// A target whose I/O goes to `io_path`; `created` says whether iolab made (and must
+    /// remove) that file.
+    fn new(
+        path: &Path,
+        kind: &str,
+        io_path: PathBuf,
+        fs_type: String,
+        size: u64,
+        created: bool,
+    ) -> Self {
+        Target {
+            info: TargetInfo {
+                path: path.to_string_lossy().into_owned(),
+                kind: kind.into(),
+                io_path: io_path.to_string_lossy().into_owned(),
+                fs_type,
+                size,
+            },
+            logical_block: logical_block_size(&io_path, kind == "device"),
+            io_path,
+            created,
+        }
+    }
+
     pub fn created(&self) -> bool {
         self.created
     }
@@ -294,18 +318,8 @@ pub fn prepare(
             let name = format!("iolab-{}-{:08x}.dat", std::process::id(), fastrand::u32(..));
             let io_path = path.join(name);
             create_and_fill(&io_path, size, req, stop, progress)?;
-            Ok(Target {
-                info: TargetInfo {
-                    path: path.to_string_lossy().into_owned(),
-                    kind: "dir".into(),
-                    io_path: io_path.to_string_lossy().into_owned(),
-                    fs_type: fs_type_of(&path),
-                    size,
-                },
-                logical_block: logical_block_size(&path, false),
-                io_path,
-                created: true,
-            })
+            let fs_type = fs_type_of(&path);
+            Ok(Target::new(&path, "dir", io_path, fs_type, size, true))
         }
         Some(m) if m.file_type().is_block_device() => {
             let dev_size = safety::device_size(&path).map_err(io_err(&path, "size"))?;
@@ -321,18 +335,14 @@ pub fn prepare(
                 safety::check_device_writable(&path, req.allow_destroy_device)
                     .map_err(TargetError::Safety)?;
             }
-            Ok(Target {
-                info: TargetInfo {
-                    path: path.to_string_lossy().into_owned(),
-                    kind: "device".into(),
-                    io_path: path.to_string_lossy().into_owned(),
-                    fs_type: "raw device".into(),
-                    size,
-                },
-                logical_block: logical_block_size(&path, true),
-                io_path: path,
-                created: false,
-            })
+            Ok(Target::new(
+                &path,
+                "device",
+                path.clone(),
+                "raw device".into(),
+                size,
+                false,
+            ))
         }
         Some(m) if m.is_file() => {
             if req.writes {
@@ -348,18 +358,15 @@ pub fn prepare(
                     want: size.max(4096),
                 });
             }
-            Ok(Target {
-                info: TargetInfo {
-                    path: path.to_string_lossy().into_owned(),
-                    kind: "file".into(),
-                    io_path: path.to_string_lossy().into_owned(),
-                    fs_type: fs_type_of(&path),
-                    size,
-                },
-                logical_block: logical_block_size(&path, false),
-                io_path: path,
-                created: false,
-            })
+            let fs_type = fs_type_of(&path);
+            Ok(Target::new(
+                &path,
+                "file",
+                path.clone(),
+                fs_type,
+                size,
+                false,
+            ))
         }
         Some(m) => Err(TargetError::Unsupported(
             path,
@@ -374,18 +381,15 @@ pub fn prepare(
                 }
             }
             create_and_fill(&path, size, req, stop, progress)?;
-            Ok(Target {
-                info: TargetInfo {
-                    path: path.to_string_lossy().into_owned(),
-                    kind: "file".into(),
-                    io_path: path.to_string_lossy().into_owned(),
-                    fs_type: fs_type_of(&path),
-                    size,
-                },
-                logical_block: logical_block_size(&path, false),
-                io_path: path,
-                created: true,
-            })
+            let fs_type = fs_type_of(&path);
+            Ok(Target::new(
+                &path,
+                "file",
+                path.clone(),
+                fs_type,
+                size,
+                true,
+            ))
         }
     }
 }

@@ -201,47 +201,17 @@ pub(crate) struct MountEntry {
     pub options: String,
 }
 
-/// Undoes the octal escapes of mountinfo (`\040` for a space).
-pub(crate) fn unescape_mount(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Parses mountinfo text.
+/// Parses mountinfo text (with iolab-env's parser, the one every crate shares).
 pub(crate) fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let l: Vec<&str> = left.split(' ').collect();
-        let r: Vec<&str> = right.split(' ').collect();
-        if l.len() < 6 || r.len() < 3 {
-            continue;
-        }
-        out.push(MountEntry {
-            mount_point: PathBuf::from(unescape_mount(l[4])),
-            fstype: r[0].to_string(),
-            source: unescape_mount(r[1]),
-            options: format!("{},{}", l[5], r[2]),
-        });
-    }
-    out
+    iolab_env::parse_mountinfo(text)
+        .into_iter()
+        .map(|m| MountEntry {
+            mount_point: PathBuf::from(m.mount_point),
+            fstype: m.fs_type,
+            source: m.source,
+            options: format!("{},{}", m.mount_options, m.super_options),
+        })
+        .collect()
 }
 
 /// The mounts of this process's namespace, in mount order.
