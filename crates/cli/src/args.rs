@@ -43,6 +43,41 @@ pub enum Command {
     Compare(CompareArgs),
     /// Stored runs over time with their headline numbers, marking changes beyond the noise.
     History(HistoryArgs),
+    /// Build the configurations a study file describes, run its workloads on each
+    /// (interleaved), tear them down, and print the ranked comparison (see docs/studies.md).
+    Study(StudyArgs),
+    /// Remove what killed studies left behind: mounts, loop devices, images, cgroups,
+    /// zfs-fuse daemons (from the state files in /run/iolab).
+    Cleanup(CleanupArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StudyArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The study file (TOML; see docs/studies.md and studies/).
+    #[arg(value_name = "FILE", required_unless_present = "list_testbeds")]
+    pub file: Option<PathBuf>,
+    /// Check the file, expand the matrix and print the plan (configurations, the commands
+    /// each build runs, the order of the runs); build and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// List the testbed kinds and knobs, and which of them this machine can build.
+    #[arg(long, conflicts_with_all = ["file", "dry_run"])]
+    pub list_testbeds: bool,
+    /// Compare against this configuration instead of the file's baseline.
+    #[arg(long, value_name = "LABEL")]
+    pub baseline: Option<String>,
+    /// Also write the HTML report of the study to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CleanupArgs {
+    /// Where the state files are (default: /run/iolab as root, else $XDG_RUNTIME_DIR/iolab).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -87,6 +122,9 @@ pub struct ResultsArgs {
     /// Only runs on this target path.
     #[arg(long)]
     pub target: Option<String>,
+    /// Only runs of this study (every invocation).
+    #[arg(long, value_name = "NAME")]
+    pub study: Option<String>,
     /// Show at most this many (the newest).
     #[arg(long)]
     pub limit: Option<usize>,
@@ -270,6 +308,15 @@ pub struct RunArgs {
     /// metadata: bytes written into each file.
     #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
     pub file_size: Option<String>,
+    /// Set by `iolab study` for the runs it starts: the study's name.
+    #[arg(long, hide = true, requires = "config")]
+    pub study: Option<String>,
+    /// Set by `iolab study`: the configuration's label.
+    #[arg(long, hide = true, requires = "study")]
+    pub config: Option<String>,
+    /// Set by `iolab study`: a JSON file describing the configuration (stored with the run).
+    #[arg(long, hide = true, value_name = "FILE", requires = "study")]
+    pub study_meta: Option<PathBuf>,
 }
 
 impl RunArgs {
@@ -302,9 +349,12 @@ pub struct ReportArgs {
         conflicts_with = "study"
     )]
     pub run_ids: Vec<String>,
-    /// Every run of this study, one configuration per config label.
+    /// The runs of this study's newest invocation, one configuration per config label.
     #[arg(long, value_name = "NAME")]
     pub study: Option<String>,
+    /// With --study: pool the runs of every invocation of the study, not just the newest.
+    #[arg(long, requires = "study")]
+    pub all_invocations: bool,
     /// The configuration the others are compared with (default: the first).
     #[arg(long, value_name = "LABEL")]
     pub baseline: Option<String>,

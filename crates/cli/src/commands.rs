@@ -65,6 +65,8 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Report(args) => crate::report_cmd::report(args),
         Command::Compare(args) => crate::report_cmd::compare(args),
         Command::History(args) => crate::report_cmd::history(args),
+        Command::Study(args) => crate::study::study(args),
+        Command::Cleanup(args) => crate::study::cleanup(args),
     }
 }
 
@@ -149,7 +151,7 @@ fn results(args: ResultsArgs) -> Result<i32, CliError> {
                 .unwrap_or(t)
         }),
         label: args.label,
-        study: None,
+        study: args.study,
         limit: args.limit,
     };
     let rows: Vec<iolab_report::ListRow> = store

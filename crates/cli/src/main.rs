@@ -10,6 +10,7 @@ mod progress;
 mod report_cmd;
 mod run;
 mod signals;
+mod study;
 mod workloads;
 
 use clap::Parser;

@@ -92,6 +92,22 @@ fn ensure_newline(mut s: String) -> String {
     s
 }
 
+/// The runs of the study invocation the newest run belongs to (runs stored without an
+/// invocation, by hand with a study name, are kept together).
+fn newest_invocation(runs: Vec<RunRecord>) -> Vec<RunRecord> {
+    let invocation = |r: &RunRecord| r.study_meta["invocation"].as_str().map(str::to_string);
+    let Some(newest) = runs
+        .iter()
+        .max_by_key(|r| r.started_at.clone())
+        .map(invocation)
+    else {
+        return runs;
+    };
+    runs.into_iter()
+        .filter(|r| invocation(r) == newest)
+        .collect()
+}
+
 pub fn report(a: ReportArgs) -> Result<i32, CliError> {
     let mut markdown_dest = a.markdown.clone();
     if a.html.is_none() && a.csv.is_none() && a.json.is_none() && markdown_dest.is_none() {
@@ -119,7 +135,20 @@ pub fn report(a: ReportArgs) -> Result<i32, CliError> {
                     store.path().display()
                 )));
             }
-            RunSet::study(study, runs)
+            let runs = if a.all_invocations {
+                runs
+            } else {
+                newest_invocation(runs)
+            };
+            let baseline = runs
+                .last()
+                .and_then(|r| r.study_meta["baseline"].as_str().map(str::to_string));
+            let mut set = RunSet::study(study, runs);
+            if let (Some(b), None) = (baseline, &a.baseline) {
+                // The study file's baseline, when it has runs.
+                let _ = set.set_baseline(&b);
+            }
+            set
         }
         None => RunSet::per_run(load_ids(&store, &a.run_ids)?),
     };

@@ -362,6 +362,17 @@ pub(crate) fn recorder(a: &RunArgs) -> Result<Recorder, CliError> {
     Ok(rec)
 }
 
+/// The study fields of a run started by `iolab study` (hidden options), or none.
+fn study_fields(a: &RunArgs) -> (Option<String>, Option<String>, serde_json::Value) {
+    let meta = a
+        .study_meta
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (a.study.clone(), a.config.clone(), meta)
+}
+
 /// A new, empty run record for `a`'s command line.
 pub(crate) fn new_run(
     a: &RunArgs,
@@ -371,6 +382,7 @@ pub(crate) fn new_run(
     settings: RunSettings,
     notes: Vec<String>,
 ) -> RunRecord {
+    let (study, config_label, study_meta) = study_fields(a);
     RunRecord {
         id: None,
         uuid: uuid::Uuid::new_v4().to_string(),
@@ -388,8 +400,9 @@ pub(crate) fn new_run(
         notes,
         warnings: Vec::new(),
         env: serde_json::Value::Null,
-        study: None,
-        config_label: None,
+        study,
+        config_label,
+        study_meta,
         tests: Vec::new(),
     }
 }

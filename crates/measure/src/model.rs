@@ -273,5 +273,9 @@ pub struct RunRecord {
     pub env: serde_json::Value,
     pub study: Option<String>,
     pub config_label: Option<String>,
+    /// For runs of a study: the invocation, the configuration's matrix values, its testbed
+    /// spec and what the build reported (knobs, mount, devices); null otherwise.
+    #[serde(default)]
+    pub study_meta: serde_json::Value,
     pub tests: Vec<TestRecord>,
 }

@@ -443,19 +443,24 @@ fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
          tests, the sequential tests and all tests, divided by the best configuration's, so \
          the best scores 1.00 in each column. Ranked by total.</p>\
          <table data-table=\"score\"><tr><th class=\"n\">Rank</th><th>Configuration</th>\
-         <th class=\"n\">Random</th><th class=\"n\">Sequential</th><th class=\"n\">Total</th></tr>\n",
+         <th class=\"n\">Random</th><th class=\"n\">Sequential</th><th class=\"n\">Total</th>\
+         <th>Caveats</th></tr>\n",
     );
     let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
     for c in &s.ranked {
         let _ = writeln!(
             h,
             "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\"><b>{}</b></td></tr>",
+             <td class=\"n\"><b>{}</b></td><td>{}</td></tr>",
             c.rank,
             esc(&set.configs[c.config].label),
             f(c.random),
             f(c.sequential),
-            f(c.total)
+            f(c.total),
+            match set.configs[c.config].caveat_text() {
+                t if t.is_empty() => "-".to_string(),
+                t => format!("⚠ {}", esc(&t)),
+            }
         );
     }
     h.push_str("</table>\n");

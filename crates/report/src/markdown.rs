@@ -217,8 +217,9 @@ fn body(set: &RunSet, out: &mut String) {
     // Warnings, next to the tables they qualify.
     let mut warnings = Vec::new();
     for c in &set.configs {
-        for r in &c.runs {
-            for w in &r.warnings {
+        let runs = c.runs.len();
+        for (w, n) in c.warnings() {
+            {
                 let mut line = String::from("- ⚠ ");
                 if multi {
                     line.push_str(&format!("{}: ", escape(&c.label)));
@@ -230,6 +231,9 @@ fn body(set: &RunSet, out: &mut String) {
                 line.push_str(&escape(&w.message));
                 if !w.fix.is_empty() {
                     line.push_str(&format!(" — fix: {}", escape(&w.fix)));
+                }
+                if runs > 1 {
+                    line.push_str(&format!(" ({n} of {runs} runs)"));
                 }
                 warnings.push(line);
             }
@@ -301,12 +305,21 @@ fn score_table(set: &RunSet, out: &mut String) {
     let s = set.score();
     out.push_str(
         "**Score**: each test's ratio to the best configuration, geometric mean over the \
-         random tests, the sequential tests and all of them; best = 1.00\n\n",
+         random tests, the sequential tests and all of them; best = 1.00. Caveats: warnings \
+         that change what the numbers mean (unsafe = flushes do not reach stable storage; \
+         cache = served from a cache or compressed)\n\n",
     );
-    let header: Vec<String> = ["Rank", "Configuration", "Random", "Sequential", "Total"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let header: Vec<String> = [
+        "Rank",
+        "Configuration",
+        "Random",
+        "Sequential",
+        "Total",
+        "Caveats",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
     let rows: Vec<Vec<String>> = s
         .ranked
@@ -318,6 +331,10 @@ fn score_table(set: &RunSet, out: &mut String) {
                 f(c.random),
                 f(c.sequential),
                 f(c.total),
+                match set.configs[c.config].caveat_text() {
+                    t if t.is_empty() => "-".to_string(),
+                    t => format!("⚠ {}", escape(&t)),
+                },
             ]
         })
         .collect();

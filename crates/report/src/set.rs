@@ -2,8 +2,9 @@
 //! share a `config_label`, their passes pooled), tests aligned by name, the four headline
 //! metrics, and the study's ratio and score tables shared by every format.
 
-use iolab_measure::{MetricSummary, PassRecord, RunRecord, TestRecord};
+use iolab_measure::{MetricSummary, PassRecord, RunRecord, TestRecord, Warning};
 use iolab_stats::score::{self, Access, ScoreInput, StudyScore, Welch};
+use iolab_stats::warnings::{caveat, Caveat};
 use iolab_stats::{median, metric, summarize, Score};
 
 /// A headline metric of a test, computed per pass.
@@ -161,6 +162,64 @@ impl Config {
         self.tests.iter().find(|t| t.name == name)
     }
 
+    /// The warnings of every run, each (code, test) once, with the number of runs that
+    /// raised it; in order of first appearance.
+    pub fn warnings(&self) -> Vec<(Warning, usize)> {
+        let mut out: Vec<(Warning, usize)> = Vec::new();
+        for r in &self.runs {
+            let mut seen: Vec<(&str, Option<&str>)> = Vec::new();
+            for w in &r.warnings {
+                let key = (w.code.as_str(), w.test.as_deref());
+                if seen.contains(&key) {
+                    continue;
+                }
+                seen.push(key);
+                match out
+                    .iter_mut()
+                    .find(|(x, _)| x.code == w.code && x.test == w.test)
+                {
+                    Some((_, n)) => *n += 1,
+                    None => out.push((w.clone(), 1)),
+                }
+            }
+        }
+        out
+    }
+
+    /// Warning codes of this configuration's runs that change what its numbers mean:
+    /// unsafe ones (flushes not reaching stable storage) first, then cache artifacts.
+    pub fn caveats(&self) -> Vec<(Caveat, String)> {
+        let mut out: Vec<(Caveat, String)> = Vec::new();
+        for (w, _) in self.warnings() {
+            if let Some(c) = caveat(&w.code) {
+                if !out.iter().any(|(_, code)| *code == w.code) {
+                    out.push((c, w.code.clone()));
+                }
+            }
+        }
+        out.sort_by_key(|(c, _)| *c != Caveat::Unsafe);
+        out
+    }
+
+    /// [`Config::caveats`] for a score table: `unsafe: NO_BARRIER; cache: PAGE_CACHE`, or
+    /// empty.
+    pub fn caveat_text(&self) -> String {
+        let caveats = self.caveats();
+        let part = |kind: Caveat, word: &str| {
+            let codes: Vec<&str> = caveats
+                .iter()
+                .filter(|(c, _)| *c == kind)
+                .map(|(_, code)| code.as_str())
+                .collect();
+            (!codes.is_empty()).then(|| format!("{word}: {}", codes.join(", ")))
+        };
+        [part(Caveat::Unsafe, "unsafe"), part(Caveat::Cache, "cache")]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// Ids of the runs (stored runs only).
     pub fn run_ids(&self) -> Vec<i64> {
         self.runs.iter().filter_map(|r| r.id).collect()
@@ -216,6 +275,30 @@ impl RunSet {
     /// A study: runs grouped by `config_label` (runs without one are their own
     /// configuration), configurations in order of their first run.
     pub fn study(name: &str, runs: Vec<RunRecord>) -> RunSet {
+        // Several workloads in one study: their tests are told apart by the workload's
+        // label (two ATTO sweeps, direct and buffered, share every test name).
+        let mut labels: Vec<Option<String>> = Vec::new();
+        for r in &runs {
+            if !labels.contains(&r.label) {
+                labels.push(r.label.clone());
+            }
+        }
+        let mut runs = runs;
+        if labels.len() > 1 {
+            for r in &mut runs {
+                if let Some(l) = r.label.clone() {
+                    for t in &mut r.tests {
+                        t.name = format!("{l}: {}", t.name);
+                        t.group = format!("{l}: {}", t.group);
+                    }
+                    for w in &mut r.warnings {
+                        if let Some(t) = &mut w.test {
+                            *t = format!("{l}: {t}");
+                        }
+                    }
+                }
+            }
+        }
         let mut groups: Vec<(String, Vec<RunRecord>)> = Vec::new();
         for run in runs {
             let label = run_label(&run);

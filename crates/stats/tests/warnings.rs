@@ -117,6 +117,7 @@ fn run_of(tests: Vec<TestRecord>) -> RunRecord {
         env: Default::default(),
         study: None,
         config_label: None,
+        study_meta: serde_json::Value::Null,
         tests,
     }
 }

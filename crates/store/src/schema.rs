@@ -78,6 +78,10 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE passes ADD COLUMN context_json TEXT;
     ",
+    // v3: a study run's invocation, matrix values and testbed description.
+    "
+    ALTER TABLE runs ADD COLUMN study_json TEXT;
+    ",
 ];
 
 /// The schema version this build writes and understands.

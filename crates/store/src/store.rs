@@ -209,7 +209,7 @@ impl Store {
                 "SELECT id, uuid, started_at, finished_at, complete, preset, workload,
                         target_path, target_kind, io_path, fs_type, size, label, command_line,
                         iolab_version, engine, settings_json, notes_json, warnings_json,
-                        env_json, study, config_label
+                        env_json, study, config_label, study_json
                  FROM runs WHERE id = ?1",
                 [id],
                 |row| Ok(decode_run(path, row, id)),
@@ -395,16 +395,17 @@ fn insert_run(
     let notes = encode(path, "runs.notes_json", &run.notes)?;
     let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
     let env = encode_value(path, "runs.env_json", &run.env)?;
+    let study_meta = encode_value(path, "runs.study_json", &run.study_meta)?;
     let mut stmt = tx
         .prepare_cached(
             "INSERT INTO runs (uuid, started_at, finished_at, complete, preset, workload,
                  target_path, target_kind, io_path, fs_type, size, label, command_line,
                  iolab_version, engine, settings_json, notes_json, warnings_json, env_json,
-                 study, config_label)
+                 study, config_label, study_json)
              VALUES (:uuid, :started_at, :finished_at, :complete, :preset, :workload,
                  :target_path, :target_kind, :io_path, :fs_type, :size, :label, :command_line,
                  :iolab_version, :engine, :settings, :notes, :warnings, :env,
-                 :study, :config_label)",
+                 :study, :config_label, :study_json)",
         )
         .at(path)?;
     let t = &run.target;
@@ -430,6 +431,7 @@ fn insert_run(
         ":env": env,
         ":study": run.study,
         ":config_label": run.config_label,
+        ":study_json": study_meta,
     })
     .map_err(|e| match constraint(&e) {
         Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => StoreError::DuplicateRun {
@@ -595,6 +597,7 @@ fn decode_run(path: &Path, row: &Row<'_>, id: i64) -> Result<RunRecord, StoreErr
         env: d.json_value("env_json")?,
         study: d.get("study")?,
         config_label: d.get("config_label")?,
+        study_meta: d.json_value("study_json")?,
         tests: Vec::new(),
     })
 }

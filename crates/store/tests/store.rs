@@ -455,8 +455,11 @@ fn version_1_database_is_migrated_and_old_passes_load() {
     {
         // Turn the file back into what iolab 0.1 with schema v1 wrote.
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch("ALTER TABLE passes DROP COLUMN context_json; PRAGMA user_version = 1;")
-            .unwrap();
+        conn.execute_batch(
+            "ALTER TABLE passes DROP COLUMN context_json; \
+             ALTER TABLE runs DROP COLUMN study_json; PRAGMA user_version = 1;",
+        )
+        .unwrap();
     }
     let store = Store::open(&path).unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
@@ -465,6 +468,7 @@ fn version_1_database_is_migrated_and_old_passes_load() {
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
     let loaded = store.load_run(id).unwrap();
+    assert!(loaded.study_meta.is_null(), "{:?}", loaded.study_meta);
     for (t, o) in loaded.tests.iter().zip(&original.tests) {
         assert_eq!(t.passes.len(), o.passes.len());
         for (p, q) in t.passes.iter().zip(&o.passes) {

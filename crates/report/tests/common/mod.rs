@@ -125,6 +125,7 @@ pub fn run_record(preset: &str, settings: RunSettings, tests: Vec<TestRecord>) -
         env: serde_json::json!({"kernel": "6.8.0", "cpu": "test cpu"}),
         study: None,
         config_label: None,
+        study_meta: serde_json::Value::Null,
         tests,
     }
 }

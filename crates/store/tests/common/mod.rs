@@ -201,6 +201,7 @@ pub fn run(uuid: &str) -> RunRecord {
         }),
         study: Some("trim-study".into()),
         config_label: Some("discard=async".into()),
+        study_meta: serde_json::json!({"invocation": "0f1e", "matrix": {"discard": "async"}}),
         tests: vec![
             test_record(1, "SEQ1M Q8T1 Read", false),
             test_record(2, "RND4K Q32T1 Mix", true),

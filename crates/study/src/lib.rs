@@ -1,0 +1,23 @@
+//! Studies: the study file (configurations, a cartesian `[matrix]`, workloads, repeats,
+//! order), its validation with `FILE:LINE: KEY: message` errors, and the order of the runs.
+//!
+//! A study file is parsed by [`parse`] into a [`Study`]: every configuration has its final
+//! label and a validated [`iolab_testbed::TestbedSpec`] (the study's `[testbed]` merged with
+//! the configuration's own `testbed` table and its matrix values); every workload has the
+//! `iolab run` arguments it stands for, checked by a caller-supplied validator (the CLI
+//! parses them with its own grammar). [`schedule`] gives the order in which configurations
+//! are built and measured. Nothing here builds or runs anything: `iolab study` in the CLI
+//! does, with `iolab-testbed`. The file format is described in `docs/studies.md`.
+//!
+//! Modules: `file` (the TOML shape, spans and errors), `matrix` (merging tables and the
+//! cartesian expansion), `schedule` (interleaved or grouped order).
+
+mod error;
+mod file;
+mod matrix;
+mod schedule;
+
+pub use error::StudyError;
+pub use file::{parse, Config, Order, Study, Workload, WorkloadProblem, RESERVED_OPTIONS};
+pub use matrix::{expand, merge_tables, set_dotted, value_text};
+pub use schedule::{schedule, Step};
