@@ -175,7 +175,21 @@ fn workloads_without_bytes_get_iops_and_sizes_become_columns() {
 
 #[test]
 fn study_columns_are_directions_by_configuration_with_the_score() {
-    let set = RunSet::study("strip size", common::study_runs());
+    let mut runs = common::study_runs();
+    // One configuration's runs dropped flushes; the score table must say so.
+    let i = runs
+        .iter()
+        .position(|r| r.config_label.as_deref() == Some("64KB"))
+        .unwrap();
+    for (code, test) in [("NO_BARRIER", None), ("PAGE_CACHE", Some("RND4K Q1T1 Read"))] {
+        runs[i].warnings.push(iolab_measure::Warning {
+            code: code.into(),
+            message: "test".into(),
+            fix: String::new(),
+            test: test.map(str::to_string),
+        });
+    }
+    let set = RunSet::study("strip size", runs);
     let md = render(&set);
     let t = tables(&md);
     assert!(md.starts_with("## iolab: Study strip size"));
@@ -214,14 +228,28 @@ fn study_columns_are_directions_by_configuration_with_the_score() {
     let score = t.iter().find(|x| x.title.starts_with("**Score")).unwrap();
     assert_eq!(
         score.header,
-        ["Rank", "Configuration", "Random", "Sequential", "Total"]
+        [
+            "Rank",
+            "Configuration",
+            "Random",
+            "Sequential",
+            "Total",
+            "Caveats"
+        ]
     );
     assert_eq!(
         score.rows,
         [
-            ["1", "32KB", "1.00", "0.98", "1.00"],
-            ["2", "64KB", "0.96", "0.95", "0.96"],
-            ["3", "16KB", "0.90", "1.00", "0.95"],
+            ["1", "32KB", "1.00", "0.98", "1.00", "-"],
+            [
+                "2",
+                "64KB",
+                "0.96",
+                "0.95",
+                "0.96",
+                "⚠ unsafe: NO_BARRIER; cache: PAGE_CACHE"
+            ],
+            ["3", "16KB", "0.90", "1.00", "0.95", "-"],
         ]
     );
     let s = set.score();
