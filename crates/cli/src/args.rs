@@ -75,6 +75,9 @@ pub struct StudyArgs {
 
 #[derive(Args, Debug)]
 pub struct CleanupArgs {
+    /// Accepted for uniformity with the other commands; `cleanup` stores nothing.
+    #[command(flatten)]
+    pub db: DbArgs,
     /// Where the state files are (default: /run/iolab as root, else $XDG_RUNTIME_DIR/iolab).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,

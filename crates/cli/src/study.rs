@@ -75,7 +75,7 @@ fn check_workload(w: &Workload) -> Result<(), WorkloadProblem> {
         });
     }
     if crate::workloads::is_workload(a.preset()) {
-        return Ok(());
+        return check_workload_values(w);
     }
     crate::run::plan(&a).map(|_| ()).map_err(|e| {
         let message = e.to_string();
@@ -85,6 +85,51 @@ fn check_workload(w: &Workload) -> Result<(), WorkloadProblem> {
             .map(key_of);
         WorkloadProblem { key, message }
     })
+}
+
+/// The values a workload parses when it starts, checked now so a typo fails the dry run
+/// rather than a run in the middle of a study.
+fn check_workload_values(w: &Workload) -> Result<(), WorkloadProblem> {
+    let problem = |key: &str, message: String| WorkloadProblem {
+        key: Some(key.to_string()),
+        message,
+    };
+    for (key, value) in &w.options {
+        let flag = key.replace('_', "-");
+        match key.as_str() {
+            "size" | "bs" | "file_size" => {
+                iolab_spec::parse_size(&flag, value).map_err(|e| problem(key, format!("--{e}")))?;
+            }
+            "duration" | "time" | "stagger" | "warmup" | "warmup_time" | "ramp" => {
+                iolab_spec::parse_duration(&flag, value)
+                    .map_err(|e| problem(key, format!("--{e}")))?;
+            }
+            "sizes" => {
+                for item in value.split(',') {
+                    iolab_spec::parse_size("sizes", item.trim())
+                        .map_err(|e| problem(key, format!("--{e}")))?;
+                }
+            }
+            "methods" => {
+                for item in value.split(',') {
+                    if iolab_workloads::fsync::SyncMethod::parse(item.trim()).is_none() {
+                        return Err(problem(
+                            key,
+                            format!(
+                                "'{item}': expected none, fdatasync, fsync, O_DSYNC, O_SYNC or \
+                                 O_DIRECT+O_DSYNC"
+                            ),
+                        ));
+                    }
+                }
+            }
+            "rw" if w.kind == "streams" && value != "read" && value != "write" => {
+                return Err(problem(key, format!("'{value}': streams read or write")));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn load(file: &Path) -> Result<Study, CliError> {

@@ -66,7 +66,12 @@ fn parse_diskstats(text: &str) -> HashMap<String, DiskCounters> {
 /// PF_KTHREAD in /proc/PID/stat's flags field.
 const PF_KTHREAD: u64 = 0x0020_0000;
 
-/// (name, utime + stime in clock ticks) of every user-space process but `skip`.
+/// User-space filesystems whose CPU time is the I/O being measured (a zfs-fuse daemon does
+/// the checksums and the device I/O of a run on zfs), not competition for the CPU.
+const STORAGE_DAEMONS: &[&str] = &["zfs-fuse"];
+
+/// (name, utime + stime in clock ticks) of every user-space process but `skip` and the
+/// storage daemons.
 fn read_process_times(skip: u32) -> HashMap<u32, (String, u64)> {
     let mut out = HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -83,7 +88,7 @@ fn read_process_times(skip: u32) -> HashMap<u32, (String, u64)> {
             continue;
         };
         if let Some(parsed) = parse_stat(&stat) {
-            if parsed.2 & PF_KTHREAD == 0 {
+            if parsed.2 & PF_KTHREAD == 0 && !STORAGE_DAEMONS.contains(&parsed.0.as_str()) {
                 out.insert(pid, (parsed.0, parsed.1));
             }
         }

@@ -34,6 +34,7 @@ pub fn run_document(run: &RunRecord) -> Value {
         "label": run.label,
         "study": run.study,
         "config_label": run.config_label,
+        "study_meta": run.study_meta,
         "engine": run.engine,
         "settings": settings(&run.settings),
         "command_line": run.command_line,

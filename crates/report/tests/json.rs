@@ -25,6 +25,7 @@ const RUN_KEYS: &[&str] = &[
     "label",
     "study",
     "config_label",
+    "study_meta",
     "engine",
     "settings",
     "command_line",

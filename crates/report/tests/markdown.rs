@@ -181,7 +181,10 @@ fn study_columns_are_directions_by_configuration_with_the_score() {
         .iter()
         .position(|r| r.config_label.as_deref() == Some("64KB"))
         .unwrap();
-    for (code, test) in [("NO_BARRIER", None), ("PAGE_CACHE", Some("RND4K Q1T1 Read"))] {
+    for (code, test) in [
+        ("NO_BARRIER", None),
+        ("PAGE_CACHE", Some("RND4K Q1T1 Read")),
+    ] {
         runs[i].warnings.push(iolab_measure::Warning {
             code: code.into(),
             message: "test".into(),

@@ -1,0 +1,415 @@
+//! `iolab study`, `--dry-run`, `--list-testbeds` and `iolab cleanup` with the real binary:
+//! the shipped studies validate, bad files name file, line and key, and (as root) studies
+//! build real loop-device testbeds, run inside their throttle, interleave, and leave
+//! nothing behind after success, a failed build, SIGTERM, or kill -9 plus `iolab cleanup`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{device_test, Sandbox};
+use serde_json::Value;
+
+fn studies_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../studies")
+}
+
+fn write(sb: &Sandbox, name: &str, text: &str) -> String {
+    let p = sb.path(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn every_shipped_study_passes_the_dry_run() {
+    let sb = Sandbox::new();
+    let mut seen = 0;
+    for e in std::fs::read_dir(studies_dir()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().and_then(|x| x.to_str()) != Some("toml") {
+            continue;
+        }
+        seen += 1;
+        let out = sb.iolab(&["study", "--dry-run", p.to_str().unwrap()]).ok();
+        assert!(out.stdout.contains("Configurations"), "{}", out.stdout);
+        assert!(out.stdout.contains("Order:"), "{}", out.stdout);
+    }
+    assert!(seen >= 5, "expected the five shipped studies, found {seen}");
+    // The matrix of raid5-cache: 5 base configurations x 2 write-cache modes.
+    let p = studies_dir().join("raid5-cache.toml");
+    let out = sb.iolab(&["study", "--dry-run", p.to_str().unwrap()]).ok();
+    assert!(
+        out.stdout.contains("10 configuration(s) x 1 workload(s)"),
+        "{}",
+        out.stdout
+    );
+    assert!(out
+        .stdout
+        .contains("raidz rs=128K, write_cache=write through"));
+    // Nothing was stored by a dry run.
+    assert!(!sb.db.exists() || sb.result_rows().is_empty());
+}
+
+#[test]
+fn study_errors_name_file_line_and_key() {
+    let sb = Sandbox::new();
+    let base = "name = \"e\"\n[testbed]\nkind = \"dir\"\npath = \"/tmp\"\n\n[[workload]]\n\
+                kind = \"custom\"\nrw = \"read\"\n";
+    // An option `iolab run` does not have.
+    let f = write(&sb, "opt.toml", &format!("{base}blocksize = \"4k\"\n"));
+    sb.iolab(&["study", "--dry-run", &f])
+        .code(2)
+        .stderr_has(&["opt.toml:9: workload[1].blocksize: not an option of `iolab run custom`"]);
+    // A value the preset rejects.
+    let f = write(&sb, "val.toml", &format!("{base}size = \"lots\"\n"));
+    sb.iolab(&["study", "--dry-run", &f])
+        .code(2)
+        .stderr_has(&["val.toml:9: workload[1].size:"]);
+    // A workload value checked before anything is built.
+    let f = write(
+        &sb,
+        "wl.toml",
+        &base.replace(
+            "kind = \"custom\"\nrw = \"read\"",
+            "kind = \"streams\"\nstagger = \"soon\"",
+        ),
+    );
+    sb.iolab(&["study", "--dry-run", &f])
+        .code(2)
+        .stderr_has(&["wl.toml:8: workload[1].stagger:"]);
+    // A testbed key that does not exist.
+    let f = write(
+        &sb,
+        "tb.toml",
+        &base.replace("path = \"/tmp\"", "pth = \"/tmp\""),
+    );
+    sb.iolab(&["study", "--dry-run", &f])
+        .code(2)
+        .stderr_has(&["tb.toml:4: testbed.pth: unknown field `pth`"]);
+    // An unknown workload kind.
+    let f = write(&sb, "kind.toml", &base.replace("\"custom\"", "\"crystal\""));
+    sb.iolab(&["study", "--dry-run", &f])
+        .code(2)
+        .stderr_has(&["kind.toml:7: workload[1].kind: unknown workload 'crystal'"]);
+    // Syntax errors have a line too; a missing file is named.
+    let f = write(&sb, "syntax.toml", "name = \"x\"\n[[config]\n");
+    sb.iolab(&["study", "--dry-run", &f])
+        .code(2)
+        .stderr_has(&["syntax.toml:2:"]);
+    sb.iolab(&["study", "--dry-run", "/nonexistent/s.toml"])
+        .code(2)
+        .stderr_has(&["/nonexistent/s.toml:"]);
+}
+
+#[test]
+fn list_testbeds_names_every_kind() {
+    let sb = Sandbox::new();
+    let out = sb.iolab(&["study", "--list-testbeds"]).ok();
+    for needle in [
+        "dir",
+        "loop + fs=ext4",
+        "loop + fs=btrfs",
+        "loop + fs=zfs",
+        "throttle",
+        "read_ahead_kb",
+    ] {
+        assert!(out.stdout.contains(needle), "{needle}: {}", out.stdout);
+    }
+}
+
+// --- root: real testbeds ------------------------------------------------------------------
+
+/// Everything a study process `pid` could have left: mounts, loop devices, cgroups, state
+/// files, directories, and `iolab run` children. Testbed names contain the owner's pid.
+fn leftovers(pid: u32) -> Vec<String> {
+    let tag = format!("iolab-testbed-{pid}-");
+    let mut out = Vec::new();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    out.extend(
+        mountinfo
+            .lines()
+            .filter(|l| l.contains(&tag))
+            .map(|l| format!("mount: {l}")),
+    );
+    let loops = common::sh("losetup", &["-a"]);
+    out.extend(
+        loops
+            .lines()
+            .filter(|l| l.contains(&tag))
+            .map(|l| format!("loop: {l}")),
+    );
+    for (dir, what) in [
+        ("/sys/fs/cgroup/blkio", "cgroup"),
+        ("/var/tmp", "dir"),
+        ("/run/iolab", "state"),
+    ] {
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.contains(&tag) || n.starts_with(&format!("testbed-{pid}-")) {
+                    out.push(format!("{what}: {dir}/{n}"));
+                }
+            }
+        }
+    }
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(&tag) {
+                out.push(format!(
+                    "process {}: {cmd}",
+                    e.file_name().to_string_lossy()
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn spawn_study(sb: &Sandbox, file: &str) -> Child {
+    sb.cmd(&["study", file])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the study's workload is running (its child `iolab run` exists inside a
+/// mounted testbed).
+fn wait_until_measuring(pid: u32) {
+    let tag = format!("iolab-testbed-{pid}-");
+    wait_for("a running workload", Duration::from_secs(60), || {
+        leftovers(pid)
+            .iter()
+            .any(|l| l.starts_with("process") && l.contains(" run ") && l.contains(&tag))
+    });
+    std::thread::sleep(Duration::from_millis(800));
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        assert!(start.elapsed() < limit, "the study did not exit");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// 20 MiB/s in MB/s (10^6 bytes), the cap the interleaved study's reads run under.
+const CAP_MB_S: f64 = 20.0 * 1_048_576.0 / 1e6;
+
+#[test]
+fn interleaved_study_runs_throttled_and_leaves_nothing() {
+    let Some(_g) = device_test(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let f = write(
+        &sb,
+        "ra.toml",
+        r#"name = "t-interleaved"
+repeats = 2
+[testbed]
+kind = "loop"
+size = "64MiB"
+fs = "ext4"
+[testbed.throttle]
+read_bps = "20MiB"
+[matrix]
+read_ahead_kb = [0, 256]
+[[workload]]
+kind = "custom"
+rw = "read"
+bs = "128k"
+size = "16MiB"
+duration = "1s"
+ramp = "300ms"
+runs = 1
+warmup = 0
+"#,
+    );
+    let child = spawn_study(&sb, &f);
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+
+    // Four runs, configurations alternating, each inside the throttle.
+    let ids: Vec<i64> = sb.result_rows().iter().map(|r| r.0).collect();
+    assert_eq!(ids.len(), 4, "{}", sb.results());
+    let mut labels = Vec::new();
+    for id in &ids {
+        let doc: Value = sb.iolab(&["show", &id.to_string(), "--json"]).ok().json();
+        assert_eq!(doc["study"], "t-interleaved");
+        labels.push(doc["config_label"].as_str().unwrap().to_string());
+        let meta = &doc["study_meta"];
+        assert_eq!(meta["workload"]["label"], "custom");
+        let ra = meta["matrix"]["read_ahead_kb"].as_str().unwrap();
+        assert_eq!(doc["config_label"], format!("read_ahead_kb={ra}"));
+        // The testbed as built: the knob was changed, and restored after (checked above).
+        let knobs = meta["built"]["knob_changes"].as_array().unwrap();
+        assert!(
+            knobs
+                .iter()
+                .any(|k| k.to_string().contains("read_ahead_kb")),
+            "{knobs:?}"
+        );
+        let mb_s = doc["tests"][0]["summary"]["mb_s"].as_f64().unwrap();
+        assert!(
+            (mb_s / CAP_MB_S - 1.0).abs() < 0.03,
+            "run {id}: {mb_s} MB/s, the throttle allows {CAP_MB_S}"
+        );
+    }
+    assert_eq!(
+        labels,
+        [
+            "read_ahead_kb=0",
+            "read_ahead_kb=256",
+            "read_ahead_kb=0",
+            "read_ahead_kb=256"
+        ]
+    );
+    let rounds: Vec<u64> = ids
+        .iter()
+        .map(|id| {
+            let doc: Value = sb.iolab(&["show", &id.to_string(), "--json"]).ok().json();
+            doc["study_meta"]["round"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(rounds, [1, 1, 2, 2]);
+    // The comparison was printed, and can be printed again from the store.
+    assert!(stdout.contains("**Score**"), "{stdout}");
+    let listed = sb.iolab(&["results", "--study", "t-interleaved"]).ok();
+    let rows = listed
+        .stdout
+        .lines()
+        .filter(|l| l.contains("iolab-testbed-"))
+        .count();
+    assert_eq!(rows, 4, "{}", listed.stdout);
+    let report = sb.iolab(&["report", "--study", "t-interleaved"]).ok();
+    assert!(
+        report.stdout.contains("read_ahead_kb=256"),
+        "{}",
+        report.stdout
+    );
+    assert!(
+        report.stdout.contains("BLKIO_THROTTLE"),
+        "{}",
+        report.stdout
+    );
+}
+
+#[test]
+fn a_failed_build_is_torn_down_and_the_other_configurations_still_run() {
+    let Some(_g) = device_test(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let f = write(
+        &sb,
+        "fail.toml",
+        r#"name = "t-fail"
+[[config]]
+label = "good"
+testbed = { kind = "loop", size = "32MiB", fs = "ext4" }
+[[config]]
+label = "bad"
+testbed = { kind = "loop", size = "32MiB", fs = "ext4", setup = "exit 3" }
+[[workload]]
+kind = "custom"
+rw = "read"
+bs = "64k"
+size = "8MiB"
+duration = "300ms"
+runs = 1
+warmup = 0
+"#,
+    );
+    let child = spawn_study(&sb, &f);
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bad: building the testbed failed"),
+        "{stderr}"
+    );
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    let rows = sb.result_rows();
+    assert_eq!(rows.len(), 1, "{}", sb.results());
+}
+
+const LONG: &str = r#"name = "t-long"
+[testbed]
+kind = "loop"
+size = "64MiB"
+fs = "ext4"
+[testbed.throttle]
+read_iops = 100
+[[workload]]
+kind = "custom"
+rw = "randread"
+bs = "4k"
+size = "16MiB"
+duration = "60s"
+runs = 1
+warmup = 0
+"#;
+
+#[test]
+fn sigterm_stops_the_run_and_tears_down() {
+    let Some(_g) = device_test(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let f = write(&sb, "long.toml", LONG);
+    let mut child = spawn_study(&sb, &f);
+    let pid = child.id();
+    wait_until_measuring(pid);
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let code = wait_exit(&mut child, Duration::from_secs(30));
+    assert_eq!(code, Some(130));
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+}
+
+#[test]
+fn cleanup_removes_what_a_killed_study_left() {
+    let Some(_g) = device_test(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let f = write(&sb, "long.toml", LONG);
+    let mut child = spawn_study(&sb, &f);
+    let pid = child.id();
+    wait_until_measuring(pid);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The testbed is still there: a kill -9 gives no chance to tear down.
+    assert!(
+        leftovers(pid).iter().any(|l| l.starts_with("mount")),
+        "{:?}",
+        leftovers(pid)
+    );
+    // The run child was told (parent-death signal) and leaves the mount.
+    wait_for("the run to exit", Duration::from_secs(20), || {
+        !leftovers(pid).iter().any(|l| l.starts_with("process"))
+    });
+    let out = sb.iolab(&["cleanup"]).ok();
+    assert!(out.stdout.contains("removed mount"), "{}", out.stdout);
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+}
