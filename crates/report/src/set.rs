@@ -3,8 +3,8 @@
 //! metrics, and the study's ratio and score tables shared by every format.
 
 use iolab_measure::{MetricSummary, PassRecord, RunRecord, TestRecord, Warning};
+use iolab_stats::caveats::{caveat, Caveat};
 use iolab_stats::score::{self, Access, ScoreInput, StudyScore, Welch};
-use iolab_stats::warnings::{caveat, Caveat};
 use iolab_stats::{median, metric, summarize, Score};
 
 /// A headline metric of a test, computed per pass.

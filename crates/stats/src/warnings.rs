@@ -20,32 +20,6 @@ pub const FOREIGN_IO_SHARE: f64 = 0.10;
 /// Mean flush latency below which a rotational device cannot have flushed (µs).
 pub const FSYNC_FLOOR_ROTATIONAL_US: f64 = 1000.0;
 
-/// What a warning says about the number it qualifies, for a comparison of configurations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Caveat {
-    /// The configuration is faster because data may not reach stable storage when the
-    /// application asks for it (flushes dropped or never sent): unsafe, not a clean win.
-    Unsafe,
-    /// The number may come from a cache or from compression rather than the device.
-    Cache,
-}
-
-/// The caveat of a warning code, if it is one that changes what a number means.
-pub fn caveat(code: &str) -> Option<Caveat> {
-    match code {
-        "NO_BARRIER" | "WRITE_THROUGH_DROPS_FLUSH" | "ZFS_SYNC_DISABLED" | "FLUSH_NO_EFFECT" => {
-            Some(Caveat::Unsafe)
-        }
-        "PAGE_CACHE"
-        | "PAGE_CACHE_POSSIBLE"
-        | "DIRECT_IO_IGNORED"
-        | "LOOP_WITHOUT_DIO"
-        | "COMPRESSIBLE_DATA"
-        | "SPARSE_READ" => Some(Caveat::Cache),
-        _ => None,
-    }
-}
-
 /// What is known about the target; `None`/empty means unknown or not applicable.
 #[derive(Debug, Clone, Default)]
 pub struct TargetFacts {
@@ -122,10 +96,16 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
             .tests
             .iter()
             .filter(|t| {
+                // A random reader revisits blocks, so a pass that fills the cache serves
+                // itself; a sequential reader reads each block once, so a file resident
+                // only after its pass was filled by the reading (readahead), not read
+                // from memory.
+                let revisits = t.job.rw.is_random();
                 t.job.rw.reads()
                     && t.passes.iter().any(|p| {
                         p.context.cache_resident_before.unwrap_or(0.0) >= CACHE_RESIDENT
-                            || p.context.cache_resident_after.unwrap_or(0.0) >= CACHE_RESIDENT
+                            || (revisits
+                                && p.context.cache_resident_after.unwrap_or(0.0) >= CACHE_RESIDENT)
                     })
             })
             .collect();

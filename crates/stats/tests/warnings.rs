@@ -211,6 +211,14 @@ fn page_cache_at_half_residency() {
     let run = buffered(with_residency(read_run(), Some(0.0), Some(0.97)));
     fired(&analyze(&run, &f), "PAGE_CACHE", Some("RR"), &["97%"]);
 
+    // A sequential reader that filled the cache itself (resident only after) read from
+    // the device.
+    let seq = run_of(vec![test_of("SEQ", Rw::Read, &STEADY)]);
+    let run = buffered(with_residency(seq.clone(), Some(0.02), Some(1.0)));
+    none(&analyze(&run, &f));
+    let run = buffered(with_residency(seq, Some(0.9), Some(1.0)));
+    fired(&analyze(&run, &f), "PAGE_CACHE", Some("SEQ"), &["100%"]);
+
     // One resident pass is enough.
     let mut run = buffered(read_run());
     run.tests[0].passes[2].context.cache_resident_before = Some(1.0);
