@@ -213,6 +213,9 @@ fn body(set: &RunSet, out: &mut String) {
         ratio_table(set, out);
         score_table(set, out);
     }
+    if multi {
+        space_table(set, out);
+    }
 
     // Warnings, next to the tables they qualify.
     let mut warnings = Vec::new();
@@ -263,6 +266,47 @@ fn body(set: &RunSet, out: &mut String) {
         };
         out.push_str(&format!("Environment{who}: {}\n\n", parts.join(" · ")));
     }
+}
+
+/// Space each small file really takes (the metadata workload's `extra.space`), per
+/// configuration: what an allocation-unit comparison is about.
+fn space_table(set: &RunSet, out: &mut String) {
+    let space = |t: &TestRecord| {
+        let s = &t.extra["space"];
+        Some((
+            s["bytes_per_file"].as_f64()?,
+            s["allocated_bytes_per_file"].as_f64(),
+        ))
+    };
+    let names: Vec<String> = set
+        .test_names()
+        .into_iter()
+        .filter(|n| set.aligned(n).iter().flatten().any(|t| space(t).is_some()))
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    out.push_str(
+        "**Space per small file**, bytes: filesystem space used (statvfs, before and after \
+         creating them) / blocks allocated to the file (st_blocks)\n\n",
+    );
+    let mut header = vec!["Test".to_string()];
+    header.extend(set.configs.iter().map(|c| escape(&c.label)));
+    let rows: Vec<Vec<String>> = names
+        .iter()
+        .map(|name| {
+            let mut r = vec![escape(name)];
+            for t in set.aligned(name) {
+                r.push(match t.and_then(space) {
+                    Some((used, Some(alloc))) => format!("{} / {}", num(used), num(alloc)),
+                    Some((used, None)) => num(used),
+                    None => "-".into(),
+                });
+            }
+            r
+        })
+        .collect();
+    table(out, &header, 1, &rows);
 }
 
 fn ratio_table(set: &RunSet, out: &mut String) {

@@ -283,3 +283,66 @@ fn markdown_text_is_escaped() {
     // Its name extends its group, so its suffix became a column of its own.
     assert!(t[0].header.iter().any(|h| h == "Re|ad"), "{md}");
 }
+
+/// A study with two workloads on two configurations: test names carry the workload's label,
+/// warnings repeated across runs are listed once with their count, and the space each small
+/// file takes gets its own table.
+#[test]
+fn study_of_several_workloads_labels_tests_and_shows_space() {
+    use iolab_spec::Rw;
+    use serde_json::json;
+    let mut runs = Vec::new();
+    for (config, per_file) in [("ext4 1K", 1060.0f64), ("bigalloc 64K", 65536.0)] {
+        let mut meta = common::workload_run(
+            "metadata",
+            &[(
+                "create",
+                "create",
+                Rw::Write,
+                1024,
+                20_000,
+                json!({"phase": "create", "space": {"bytes_per_file": per_file,
+                       "allocated_bytes_per_file": per_file.max(1024.0)}}),
+            )],
+        );
+        meta.label = Some("tiny files".into());
+        let mut block = common::cdm_run();
+        block.label = Some("cdm".into());
+        for (i, r) in [&mut meta, &mut block].into_iter().enumerate() {
+            r.study = Some("au".into());
+            r.config_label = Some(config.into());
+            r.id = Some(runs.len() as i64 + i as i64 + 1);
+        }
+        // The same warning in two runs of one configuration.
+        for r in [&mut meta, &mut block] {
+            r.warnings.push(iolab_measure::Warning {
+                code: "BUSY_CPU".into(),
+                message: "busy".into(),
+                fix: String::new(),
+                test: None,
+            });
+        }
+        runs.push(meta);
+        runs.push(block);
+    }
+    let set = RunSet::study("au", runs);
+    let md = render(&set);
+    let t = tables(&md);
+    let names: Vec<&str> = t[0].rows.iter().map(|r| r[0].as_str()).collect();
+    assert!(names.contains(&"tiny files: create"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("cdm: SEQ1M")),
+        "{names:?}"
+    );
+    let space = t
+        .iter()
+        .find(|x| x.title.starts_with("**Space per small file"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert_eq!(space.header, ["Test", "ext4 1K", "bigalloc 64K"]);
+    assert_eq!(
+        space.rows,
+        [["tiny files: create", "1060 / 1060", "65536 / 65536"]]
+    );
+    assert_eq!(md.matches("`BUSY_CPU`").count(), 2, "{md}");
+    assert!(md.contains("busy (2 of 2 runs)"), "{md}");
+}
