@@ -123,6 +123,18 @@ pub fn facts(env: &Environment, target: Option<&Target>, direct: bool) -> Target
     };
     if direct {
         f.direct_honoured = target.direct_io_honoured();
+        // btrfs falls back to buffered I/O for direct I/O not aligned to its sector size.
+        if env.target.as_ref().and_then(|t| t.fs_type.as_deref()) == Some("btrfs") {
+            let dir = if target.info.kind == "dir" {
+                std::path::PathBuf::from(&target.info.path)
+            } else {
+                std::path::Path::new(&target.io_path)
+                    .parent()
+                    .map(|p| p.to_path_buf())
+                    .unwrap_or_default()
+            };
+            f.direct_io_sector = rustix::fs::statvfs(&dir).ok().map(|s| s.f_bsize);
+        }
     }
     if target.info.kind == "file" && !target.created() {
         use std::os::unix::fs::MetadataExt;

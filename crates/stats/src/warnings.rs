@@ -39,6 +39,9 @@ pub struct TargetFacts {
     pub throttles: Vec<String>,
     /// Result of the misaligned O_DIRECT probe.
     pub direct_honoured: Option<bool>,
+    /// O_DIRECT I/O whose size is not a multiple of this goes through the page cache
+    /// (btrfs: its sector size, the `f_bsize` of statvfs).
+    pub direct_io_sector: Option<u64>,
     /// Memory available for the page cache.
     pub mem_available: Option<u64>,
     /// Bytes actually allocated to the test file, when it is a pre-existing file.
@@ -82,6 +85,23 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                 "test a filesystem on a real device",
                 None,
             ));
+        }
+        if let Some(sector) = f.direct_io_sector.filter(|&s| s > 0) {
+            for t in run.tests.iter().filter(|t| {
+                t.job.bs % sector != 0 || t.job.access.iter().any(|l| l.size % sector != 0)
+            }) {
+                out.push(w(
+                    "DIRECT_IO_IGNORED",
+                    format!(
+                        "{} serves O_DIRECT I/O that is not a multiple of its {sector}-byte \
+                         sector through the page cache: this test's I/Os were buffered, and \
+                         its reads can be memory speeds",
+                        run.target.fs_type
+                    ),
+                    "compare block sizes from the sector size up, or use another filesystem",
+                    Some(t),
+                ));
+            }
         }
         for l in &f.loop_without_dio {
             out.push(w(

@@ -311,6 +311,30 @@ fn direct_io_ignored_on_tmpfs_or_when_the_probe_succeeds() {
 }
 
 #[test]
+fn direct_io_below_the_btrfs_sector_is_flagged_per_test() {
+    let f = TargetFacts {
+        direct_honoured: Some(true),
+        direct_io_sector: Some(4096),
+        ..TargetFacts::default()
+    };
+    let mut small = test_of("512", Rw::Read, &STEADY);
+    small.job.bs = 512;
+    let mut run = run_of(vec![small, test_of("4K", Rw::Read, &STEADY)]);
+    run.tests[1].job.bs = 4096;
+    run.target.fs_type = "btrfs".into();
+    let ws = analyze(&run, &f);
+    fired(
+        &ws,
+        "DIRECT_IO_IGNORED",
+        Some("512"),
+        &["btrfs", "4096-byte sector"],
+    );
+    assert_eq!(codes(&ws), ["DIRECT_IO_IGNORED"], "only the 512-byte test");
+    // Buffered runs asked for the page cache.
+    none(&analyze(&buffered(run), &f));
+}
+
+#[test]
 fn loop_without_dio_only_with_direct_io() {
     let f = TargetFacts {
         loop_without_dio: vec!["loop3".into()],
