@@ -412,4 +412,22 @@ fn cleanup_removes_what_a_killed_study_left() {
     let out = sb.iolab(&["cleanup"]).ok();
     assert!(out.stdout.contains("removed mount"), "{}", out.stdout);
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+
+    // Killed at other moments: while building (mkfs, mount, knobs) and just after.
+    for ms in [150, 400, 900, 1600] {
+        let mut child = spawn_study(&sb, &f);
+        let pid = child.id();
+        std::thread::sleep(Duration::from_millis(ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        wait_for("the run to exit", Duration::from_secs(20), || {
+            !leftovers(pid).iter().any(|l| l.starts_with("process"))
+        });
+        sb.iolab(&["cleanup"]).ok();
+        assert!(
+            leftovers(pid).is_empty(),
+            "killed after {ms} ms: {:?}",
+            leftovers(pid)
+        );
+    }
 }
