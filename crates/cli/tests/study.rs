@@ -119,6 +119,61 @@ fn list_testbeds_names_every_kind() {
     }
 }
 
+#[test]
+fn a_study_of_directories_needs_no_root_and_compares() {
+    let sb = Sandbox::new();
+    let a = sb.path("a");
+    let b = sb.path("b");
+    std::fs::create_dir(&a).unwrap();
+    let f = write(
+        &sb,
+        "dirs.toml",
+        &format!(
+            r#"name = "t-dirs"
+repeats = 2
+baseline = "b"
+[[config]]
+label = "a"
+testbed = {{ kind = "dir", path = "{}" }}
+[[config]]
+label = "b"
+testbed = {{ kind = "dir", path = "{}" }}
+[[workload]]
+kind = "custom"
+rw = "write"
+bs = "64k"
+size = "4MiB"
+duration = "200ms"
+runs = 2
+warmup = 0
+buffered = true
+[[workload]]
+kind = "metadata"
+files = 50
+"#,
+            a.display(),
+            b.display()
+        ),
+    );
+    let out = sb.iolab(&["study", &f]).ok();
+    assert!(out
+        .stdout
+        .contains("2 configuration(s) x 2 workload(s) x 2 repeat(s) = 8 runs"));
+    assert!(
+        out.stdout.contains("**Ratio to the baseline (b)**"),
+        "{}",
+        out.stdout
+    );
+    // Test names carry the workload's label; both workloads are compared.
+    assert!(out.stdout.contains("| custom: "), "{}", out.stdout);
+    assert!(out.stdout.contains("| metadata: create"), "{}", out.stdout);
+    assert_eq!(sb.result_rows().len(), 8);
+    // The directory that existed stays; the one the study created is removed (empty).
+    assert!(a.is_dir());
+    assert!(!b.exists(), "b was created by the study and is empty");
+    assert!(std::fs::read_dir(&a).unwrap().next().is_none());
+}
+
 // --- root: real testbeds ------------------------------------------------------------------
 
 /// Everything a study process `pid` could have left: mounts, loop devices, cgroups, state
