@@ -3,3 +3,5 @@
 //! and the scrub test on redundant testbeds (`scrub`).
 
 pub mod block;
+pub mod journal;
+pub mod verified;
