@@ -4,4 +4,5 @@
 
 pub mod block;
 pub mod journal;
+pub mod scrub;
 pub mod verified;
