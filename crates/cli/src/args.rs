@@ -43,6 +43,39 @@ pub enum Command {
     Compare(CompareArgs),
     /// Stored runs over time with their headline numbers, marking changes beyond the noise.
     History(HistoryArgs),
+    /// Check data written by `iolab run verify --keep` (or, with --journal, what survived a
+    /// crash); reads only. Exit 3 when a block does not hold what was written.
+    Verify(VerifyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// Accepted for uniformity with the other commands; `verify` stores nothing.
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The data file or device the run wrote.
+    #[arg(long, short = 't', value_name = "PATH")]
+    pub target: PathBuf,
+    /// The run's journal: every acknowledged block is checked, blocks in flight are
+    /// reported separately.
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<PathBuf>,
+    /// Run id (hex, as the run printed it); checked against the sidecar or journal, needed
+    /// without either when the first block is damaged.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Block size, when there is neither a sidecar nor a readable first block.
+    #[arg(long, value_name = "SIZE")]
+    pub bs: Option<String>,
+    /// Expect every block at this generation (default: the sidecar's).
+    #[arg(long, value_name = "N")]
+    pub generation: Option<u64>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -117,7 +150,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
     /// Measured passes per test.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", alias = "passes")]
     pub runs: Option<u32>,
     /// Length of each pass, e.g. 5s, 500ms.
     #[arg(long, value_name = "TIME")]
@@ -168,8 +201,8 @@ pub struct RunArgs {
     /// Percentage of reads in a mixed job (default 50; cdm's --mix uses 70).
     #[arg(long)]
     pub rwmixread: Option<u8>,
-    /// fsync after every N writes of each job.
-    #[arg(long, value_name = "N")]
+    /// fsync after every N writes of each job (verify: fdatasync every N blocks).
+    #[arg(long, value_name = "N", alias = "fsync-every")]
     pub fsync: Option<u32>,
     /// fdatasync after every N writes of each job.
     #[arg(long, value_name = "N", conflicts_with = "fsync")]
@@ -270,6 +303,20 @@ pub struct RunArgs {
     /// metadata: bytes written into each file.
     #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
     pub file_size: Option<String>,
+    /// verify: when blocks are read back: inline (every --verify-every blocks as they are
+    /// written), after (the whole region after each pass; default), both, none.
+    #[arg(long, value_name = "MODE", help_heading = "Workload options")]
+    pub verify_mode: Option<String>,
+    /// verify: read back every Nth block written (inline mode; default 16).
+    #[arg(long, value_name = "N", help_heading = "Workload options")]
+    pub verify_every: Option<u64>,
+    /// verify: keep the data file and its sidecar for a later `iolab verify`.
+    #[arg(long, help_heading = "Workload options")]
+    pub keep: bool,
+    /// verify: intent/ack journal, on another filesystem than the target, for `iolab verify
+    /// --journal` after a crash (see docs/integrity.md).
+    #[arg(long, value_name = "PATH", help_heading = "Workload options")]
+    pub journal: Option<PathBuf>,
 }
 
 impl RunArgs {

@@ -65,6 +65,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Report(args) => crate::report_cmd::report(args),
         Command::Compare(args) => crate::report_cmd::compare(args),
         Command::History(args) => crate::report_cmd::history(args),
+        Command::Verify(args) => crate::verify_cmd::verify(args),
     }
 }
 

@@ -10,6 +10,7 @@ mod progress;
 mod report_cmd;
 mod run;
 mod signals;
+mod verify_cmd;
 mod workloads;
 
 use clap::Parser;

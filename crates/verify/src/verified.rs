@@ -210,6 +210,8 @@ pub fn sidecar_path(data: &Path) -> PathBuf {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Sidecar {
     pub format: String,
+    /// Written as 16 hex digits, as printed everywhere (a JSON number would lose bits).
+    #[serde(with = "hex_id")]
     pub run_id: u64,
     pub block_size: u64,
     pub size: u64,
@@ -219,6 +221,19 @@ pub struct Sidecar {
     pub generation_writing: u64,
     pub complete: bool,
     pub journal: Option<PathBuf>,
+}
+
+mod hex_id {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(id: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{id:016x}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let text = String::deserialize(d)?;
+        u64::from_str_radix(&text, 16).map_err(serde::de::Error::custom)
+    }
 }
 
 impl Sidecar {
