@@ -293,6 +293,40 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
             ));
         }
     }
+    // Verified writes (iolab-verify) that read back as something else: the speed is that of
+    // a target that does not keep data.
+    if t.extra.get("workload").and_then(|v| v.as_str()) == Some("verify") {
+        let n = t
+            .extra
+            .get("failures")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        if n > 0 {
+            let classes = t
+                .extra
+                .get("classes")
+                .and_then(|c| c.as_object())
+                .map(|c| {
+                    c.iter()
+                        .filter(|(k, _)| k.as_str() != "ok")
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            let checked = t.extra.get("checked").and_then(|v| v.as_u64()).unwrap_or(0);
+            out.push(w(
+                "DATA_MISMATCH",
+                format!(
+                    "{n} of {checked} blocks read back did not hold what was written ({classes}; \
+                     offsets in failure_samples of the JSON)"
+                ),
+                "do not trust this target with data: check the device (SMART, dmesg), cables, \
+                 RAM and the write cache before measuring speed",
+                Some(t),
+            ));
+        }
+    }
     let mbs: Vec<f64> = t.passes.iter().map(|p| p.mb_s).collect();
     let m = metric(&mbs);
     if m.n >= 2 && m.cv > HIGH_CV {

@@ -760,6 +760,38 @@ fn status_mismatch_when_a_replay_disagrees_with_its_loadfile() {
 }
 
 #[test]
+fn data_mismatch_when_verified_blocks_read_back_wrong() {
+    let f = TargetFacts::default();
+    let mut run = run_of(vec![test_of(
+        "verify randwrite 4K",
+        Rw::RandWrite,
+        &[100.0, 101.0, 99.0],
+    )]);
+    let extra = |failures: u64| {
+        serde_json::json!({
+            "workload": "verify",
+            "checked": 2048,
+            "failures": failures,
+            "classes": { "ok": 2048 - failures, "stale": failures },
+        })
+    };
+    run.tests[0].extra = extra(0);
+    none(&analyze(&run, &f));
+    // The same count from another workload is not a verification result.
+    run.tests[0].extra = serde_json::json!({ "workload": "copy", "failures": 3 });
+    none(&analyze(&run, &f));
+    run.tests[0].extra = extra(3);
+    let ws = analyze(&run, &f);
+    fired(
+        &ws,
+        "DATA_MISMATCH",
+        Some("verify randwrite 4K"),
+        &["3 of 2048 blocks", "stale 3"],
+    );
+    assert_eq!(codes(&ws), ["DATA_MISMATCH"]);
+}
+
+#[test]
 fn every_code_analyze_raises_is_documented_and_covered_here() {
     let doc = include_str!("../../../docs/warnings.md");
     let documented: Vec<&str> = doc
