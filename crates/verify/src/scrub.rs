@@ -191,13 +191,6 @@ pub fn run(
 }
 
 fn preflight(target: &ScrubTarget, cfg: &ScrubConfig) -> Result<(), ScrubError> {
-    if !iolab_workloads::common::is_root() {
-        return Err(ScrubError::Invalid(
-            "the scrub test needs root: it writes to member devices, drops the page cache \
-             and runs the filesystem's scrub"
-                .into(),
-        ));
-    }
     if !target.members_created_by_iolab && !cfg.allow_corrupt_members {
         return Err(ScrubError::Invalid(format!(
             "{} is on an existing {} filesystem whose members ({}) iolab did not create. The \
@@ -214,6 +207,13 @@ fn preflight(target: &ScrubTarget, cfg: &ScrubConfig) -> Result<(), ScrubError> 
                 .collect::<Vec<_>>()
                 .join(", ")
         )));
+    }
+    if !iolab_workloads::common::is_root() {
+        return Err(ScrubError::Invalid(
+            "the scrub test needs root: it writes to member devices, drops the page cache \
+             and runs the filesystem's scrub"
+                .into(),
+        ));
     }
     let b = BLOCK as u64;
     if cfg.corrupt_size == 0
