@@ -377,3 +377,74 @@ fn tampered_acknowledged_blocks_are_lost_acknowledged_writes() {
         "{text}"
     );
 }
+
+#[test]
+fn a_run_whose_data_changes_underneath_is_stored_with_data_mismatch() {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let sb = Sandbox::new();
+    let data = sb.path("data");
+    // Another writer keeps zeroing the last block while iolab writes and verifies.
+    let done = Arc::new(AtomicBool::new(false));
+    let corrupter = {
+        let (done, data) = (Arc::clone(&done), data.clone());
+        std::thread::spawn(move || {
+            let zeros = iolab_engine::buffers::BufferPool::new(1, 4096);
+            let mut hits = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(&data);
+                if let Ok(f) = f {
+                    if f.write_all_at(&zeros.slot(0)[..4096], 255 * 4096).is_ok() {
+                        hits += 1;
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            hits
+        })
+    };
+    let out = run_verify(
+        &sb,
+        &data,
+        &[
+            "--size",
+            "1MiB",
+            "--bs",
+            "4k",
+            "--runs",
+            "3",
+            "--verify-mode",
+            "after",
+        ],
+    );
+    done.store(true, Ordering::Relaxed);
+    assert!(corrupter.join().unwrap() > 0, "the corrupter never wrote");
+    let out = out.code(3);
+    let doc = out.json();
+    let extra = &doc["tests"][0]["extra"];
+    assert!(uint(extra, "failures") >= 1, "{extra}");
+    let sample = &arr(extra, "failure_samples")[0];
+    assert_eq!(uint(sample, "offset"), 255 * 4096, "{sample}");
+    assert_eq!(string(sample, "class"), "zeroed", "{sample}");
+    let w: Vec<&Value> = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["code"] == "DATA_MISMATCH")
+        .collect();
+    assert_eq!(w.len(), 1, "{}", doc["warnings"]);
+    assert!(out.stderr.contains("stored as run 1"), "{out}");
+    assert!(out.stderr.contains("offset 1044480 [zeroed]"), "{out}");
+    // The stored run carries the warning too, and the data file is gone (no --keep).
+    let shown = sb.iolab(&["show", "1", "--json"]).ok().json();
+    assert!(shown["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["code"] == "DATA_MISMATCH"));
+    assert!(!data.exists());
+}
