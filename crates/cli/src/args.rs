@@ -317,6 +317,38 @@ pub struct RunArgs {
     /// --journal` after a crash (see docs/integrity.md).
     #[arg(long, value_name = "PATH", help_heading = "Workload options")]
     pub journal: Option<PathBuf>,
+    /// scrub-test: build this loop testbed, run on it and remove it (root): btrfs-raid1,
+    /// btrfs-raid5, zfs-mirror, zfs-raidz. Without it, --target must be a directory on a
+    /// redundant btrfs or zfs.
+    #[arg(long, value_name = "LAYOUT", help_heading = "Workload options")]
+    pub testbed: Option<String>,
+    /// scrub-test: size of each loop device of --testbed (default 512MiB).
+    #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
+    pub device_size: Option<String>,
+    /// scrub-test: bytes of verified blocks to write (default 128MiB; 3/4 in large files,
+    /// 1/4 in files of 4-64 KiB).
+    #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
+    pub dataset_size: Option<String>,
+    /// scrub-test: corruptions to inject on one member (default 32).
+    #[arg(long, value_name = "N", help_heading = "Workload options")]
+    pub corrupt: Option<u32>,
+    /// scrub-test: bytes per corruption, a multiple of 4KiB up to 64KiB (default 4KiB).
+    #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
+    pub corrupt_size: Option<String>,
+    /// scrub-test: corrupt the same data on every member holding it (must be uncorrectable).
+    #[arg(long, help_heading = "Workload options")]
+    pub all_copies: bool,
+    /// scrub-test: measure a sequential reader on other data during the scrub against the
+    /// same reader without one.
+    #[arg(long, help_heading = "Workload options")]
+    pub foreground: bool,
+    /// scrub-test: with --target on an existing filesystem, allow overwriting blocks of
+    /// iolab's own files directly on its member devices.
+    #[arg(long, help_heading = "Workload options")]
+    pub allow_corrupt_members: bool,
+    /// scrub-test: seed for file sizes and the blocks chosen (printed in the results).
+    #[arg(long, value_name = "N", help_heading = "Workload options")]
+    pub seed: Option<u64>,
 }
 
 impl RunArgs {

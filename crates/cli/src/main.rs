@@ -9,6 +9,7 @@ mod environment;
 mod progress;
 mod report_cmd;
 mod run;
+mod scrub_cmd;
 mod signals;
 mod verify_cmd;
 mod workloads;

@@ -51,6 +51,14 @@ pub const WORKLOADS: &[(&str, &str)] = &[
          inline|after|both|none; --journal PATH for `iolab verify` after a crash; exit 3 on \
          any mismatch",
     ),
+    (
+        "scrub-test",
+        "corrupt known blocks on one member of a btrfs raid1/raid5 or zfs mirror/raidz \
+         (--testbed LAYOUT, or --target DIR with --allow-corrupt-members), run the \
+         filesystem's scrub, compare detected/repaired/uncorrectable with what was injected, \
+         verify every block; --corrupt N --corrupt-size --all-copies --foreground; exit 3 if \
+         data was not repaired, 4 if only the counts are wrong",
+    ),
 ];
 
 pub fn is_workload(name: &str) -> bool {
@@ -128,6 +136,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         "metadata" => run_metadata(a),
         "dbench" => run_dbench(a),
         "verify" => crate::verify_cmd::run_verify(a),
+        "scrub-test" => crate::scrub_cmd::run(a),
         other => Err(CliError::Usage(format!("unknown workload '{other}'"))),
     }
 }

@@ -295,16 +295,6 @@ fn run_in(
     let mut notes = Vec::new();
     commit(target, &mut notes)?;
     tools::drop_caches()?;
-    let baseline = match cfg.foreground {
-        Some(_) => {
-            progress("foreground read (no scrub)", fg_path.display().to_string());
-            Some(dataset::read_sequential(fg_path, true, &|| {
-                stop.load(Ordering::Relaxed)
-            })?)
-        }
-        None => None,
-    };
-    check_stop()?;
     progress(
         "locating and corrupting",
         format!(
@@ -323,7 +313,16 @@ fn run_in(
         }
         FsKind::Btrfs => None,
     };
-    let injections = inject(target, cfg, files, run_id, record_size, rng, stop)?;
+    let injections = inject(
+        target,
+        cfg,
+        files,
+        run_id,
+        record_size,
+        rng,
+        stop,
+        &mut notes,
+    )?;
     if (injections.len() as u32) < cfg.corrupt {
         return Err(ScrubError::Failed(format!(
             "found only {} of {} places to corrupt on {} (a larger --dataset-size helps)",
@@ -346,7 +345,7 @@ fn run_in(
             r
         });
         let during = cfg.foreground.map(|_| {
-            dataset::read_sequential(fg_path, false, &|| {
+            dataset::read_sequential(fg_path, &|| {
                 scrub_done.load(Ordering::SeqCst) || stop.load(Ordering::Relaxed)
             })
         });
@@ -360,6 +359,23 @@ fn run_in(
         scrub.bytes = zfs_bytes_scrubbed(target, &mut scrub.bytes_source);
     }
     check_stop()?;
+    // What the scrub wrote back: the overwritten copies, read raw from the members.
+    let restored = locate::restored(&injections, run_id)?;
+    // The same reader without a scrub, for as long as it ran during the scrub, from a cold
+    // cache as then. It reads only the foreground file, never the dataset.
+    let baseline = match &during {
+        Some(d) => {
+            progress("foreground read (no scrub)", fg_path.display().to_string());
+            tools::drop_caches()?;
+            let limit = Duration::from_secs_f64(d.seconds);
+            let start = Instant::now();
+            Some(dataset::read_sequential(fg_path, &|| {
+                start.elapsed() >= limit || stop.load(Ordering::Relaxed)
+            })?)
+        }
+        None => None,
+    };
+    check_stop()?;
     progress("verifying", format!("{} files", files.len()));
     tools::drop_caches()?;
     let verify = dataset::verify(files, run_id, stop)?;
@@ -369,6 +385,7 @@ fn run_in(
         files,
         written,
         injections,
+        restored,
         scrub,
         baseline,
         during,
@@ -398,6 +415,7 @@ fn commit(target: &ScrubTarget, notes: &mut Vec<String>) -> Result<(), ScrubErro
 }
 
 /// Chooses and overwrites `cfg.corrupt` ranges.
+#[allow(clippy::too_many_arguments)]
 fn inject(
     target: &ScrubTarget,
     cfg: &ScrubConfig,
@@ -406,6 +424,7 @@ fn inject(
     record_size: Option<u64>,
     rng: &mut fastrand::Rng,
     stop: &AtomicBool,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<Injection>, ScrubError> {
     let len = cfg.corrupt_size;
     // One corruption per 128 KiB region (btrfs) or per zfs record, so zfs counts one
@@ -433,6 +452,7 @@ fn inject(
         }
     };
     let mut extents_cache: BTreeMap<usize, Vec<locate::Extent>> = BTreeMap::new();
+    let mut map_failures = Vec::new();
     for (fi, at) in locate::candidates(files, len, unit, rng) {
         if out.len() as u32 >= cfg.corrupt {
             break;
@@ -466,8 +486,13 @@ fn inject(
                 let Some(logical) = locate::logical_of(extents, at, len) else {
                     continue;
                 };
-                let Some(copies) = locate::btrfs_copies(logical, len, victim)? else {
-                    continue;
+                let copies = match locate::btrfs_copies(logical, len, &target.members) {
+                    Ok(Some(c)) => c,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        map_failures.push(e);
+                        continue;
+                    }
                 };
                 match btrfs_places(target, cfg, &copies) {
                     Some(p) => p,
@@ -493,6 +518,12 @@ fn inject(
             record,
             overwrites,
         });
+    }
+    if let Some(first) = map_failures.first() {
+        notes.push(format!(
+            "btrfs-map-logical failed for {} candidate range(s), which were skipped; first: {first}",
+            map_failures.len()
+        ));
     }
     Ok(out)
 }

@@ -177,9 +177,13 @@ fn btrfs_raid1_detects_and_repairs_exactly_the_injected_blocks() {
         "{:?}",
         r.scrub.bytes
     );
+    // The reader without a scrub ran as long as the one during it.
     let (b, d) = (r.baseline.as_ref().unwrap(), r.during.as_ref().unwrap());
-    assert_eq!(b.bytes, 32 << 20);
-    assert!(b.mb_s > 0.0 && d.seconds > 0.0);
+    let (bs, ds) = (b.seconds, d.seconds);
+    assert!(b.mb_s > 0.0 && d.bytes > 0, "{bs} s, {ds} s");
+    assert!((bs - ds).abs() < 0.3 + ds / 10.0, "{bs} s vs {ds} s");
+    // The scrub rewrote every corrupted copy: iolab reads them back intact from the member.
+    assert_eq!(r.reported.restored, Some(16));
     assert!(r.passed(), "{}", r.render());
     let tests = r.tests();
     let names: Vec<&str> = tests.iter().map(|t| t.name.as_str()).collect();
@@ -217,6 +221,7 @@ fn btrfs_raid1_all_copies_is_uncorrectable_and_reads_fail_there() {
     assert_eq!(r.reported.uncorrectable, Some(16));
     assert_eq!(r.reported.repaired, Some(0));
     assert_eq!(r.scrub.exit_code, Some(3));
+    assert_eq!(r.reported.restored, Some(0), "nothing to restore from");
     let mut injected: Vec<u64> = r.injections.iter().map(|j| j.offset).collect();
     injected.sort_unstable();
     let mut eio = r.verify.read_errors.clone();
@@ -246,8 +251,37 @@ fn zfs_mirror_repairs_every_corrupted_record() {
     let records: u64 = r.injections.iter().map(|j| j.record.unwrap().1).sum();
     assert_eq!(r.reported.repaired_bytes, Some(records));
     assert_eq!(r.scrub.devices[1].1["cksum"], 0);
+    assert_eq!(r.reported.restored, Some(8));
     assert!(r.verify.mismatches.is_empty() && r.verify.read_errors.is_empty());
     assert!(r.passed(), "{}", r.render());
+}
+
+#[test]
+fn btrfs_raid5_rebuilds_every_block_from_parity() {
+    let test = "btrfs_raid5_rebuilds_every_block_from_parity";
+    if !usable(test, Layout::BtrfsRaid5) {
+        return;
+    }
+    let _g = device_lock();
+    let Some(r) = run_on(test, Layout::BtrfsRaid5, &small(12)) else {
+        return;
+    };
+    // Each corruption hit a data strip on the first member; parity was left alone.
+    for j in &r.injections {
+        assert_eq!(j.overwrites.len(), 1);
+        assert_eq!(j.overwrites[0].member, r.target.members[0]);
+    }
+    // The data comes back whole: iolab reads every corrupted copy intact from the member
+    // and every block through the filesystem. (What btrfs counts for raid5 is another
+    // matter: on Linux 6.18 it reports only some of the errors it fixes, which the report
+    // marks as MISCOUNTED, exit 4; see docs/scrub.md.)
+    assert_eq!(r.reported.restored, Some(12), "{}", r.render());
+    assert!(r.problems.is_empty(), "{}", r.render());
+    assert_eq!(r.verify.ok, r.verify.blocks);
+    assert_eq!(r.reported.uncorrectable, Some(0));
+    let detected = r.reported.detected.unwrap();
+    assert!((1..=12).contains(&detected), "{}", r.render());
+    assert_eq!(r.exit_code(), if detected == 12 { 0 } else { 4 });
 }
 
 #[test]

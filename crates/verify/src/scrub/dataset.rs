@@ -191,11 +191,10 @@ impl ReadOutcome {
 }
 
 /// Reads `path` sequentially in 1 MiB reads, starting over from the beginning (after
-/// evicting the file from the page cache) at its end, until `done` returns true — or once
-/// when `once`. The file was written by iolab, so evicting it touches no one else's data.
+/// evicting the file from the page cache) at its end, until `done` returns true. The file
+/// was written by iolab, so evicting it touches no one else's data.
 pub(crate) fn read_sequential(
     path: &Path,
-    once: bool,
     done: &dyn Fn() -> bool,
 ) -> Result<ReadOutcome, ScrubError> {
     let file = File::open(path).map_err(io_err(path, "open"))?;
@@ -220,7 +219,7 @@ pub(crate) fn read_sequential(
             out.bytes += n as u64;
         }
         out.passes += 1;
-        if once || done() {
+        if done() {
             break;
         }
     }

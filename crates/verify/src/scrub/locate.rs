@@ -128,25 +128,53 @@ pub(crate) fn logical_of(extents: &[Extent], offset: u64, len: u64) -> Option<u6
 }
 
 /// Every copy of btrfs logical range `[logical, logical+len)`: one location per mirror
-/// number, or None when the range is split (crosses a stripe) or the tool fails.
+/// number; `Ok(None)` when the range is split (crosses a stripe); `Err` with the tool's
+/// message when `btrfs-map-logical` fails.
+///
+/// `btrfs-map-logical` reads the trees through the members' buffer cache while the
+/// filesystem is mounted, so the cache is flushed first (BLKFLSBUF): after a transaction
+/// commit (an atime update is enough) a cached old superblock points at freed tree blocks.
 pub(crate) fn btrfs_copies(
     logical: u64,
     len: u64,
-    any_member: &Path,
-) -> Result<Option<Vec<MirrorLocation>>, ScrubError> {
+    members: &[PathBuf],
+) -> Result<Option<Vec<MirrorLocation>>, String> {
+    for m in members {
+        flush_buffers(m);
+    }
     let l = logical.to_string();
     let b = len.to_string();
-    let dev = any_member.to_string_lossy();
-    let text = tools::run(&["btrfs-map-logical", "-l", &l, "-b", &b, &dev])?;
+    let dev = members[0].to_string_lossy();
+    let out = tools::output(&["btrfs-map-logical", "-l", &l, "-b", &b, &dev])
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
     let locs = tools::parse_map_logical(&text);
+    if !out.status.success() || locs.is_empty() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        let why = why.trim();
+        return Err(format!(
+            "btrfs-map-logical -l {l} -b {b} {dev}: {}",
+            if why.is_empty() { text.trim() } else { why }
+        ));
+    }
     let mut mirrors: Vec<u32> = locs.iter().map(|m| m.mirror).collect();
     mirrors.sort_unstable();
     let n = mirrors.len();
     mirrors.dedup();
-    if locs.is_empty() || mirrors.len() != n {
+    if mirrors.len() != n {
         return Ok(None);
     }
     Ok(Some(locs))
+}
+
+/// Drops the buffer cache of a block device (the BLKFLSBUF ioctl of `blockdev --flushbufs`).
+fn flush_buffers(dev: &Path) {
+    const BLKFLSBUF: libc::c_ulong = 0x1261;
+    if let Ok(f) = File::open(dev) {
+        // SAFETY: an argument-less ioctl on our own descriptor; failure (not a block
+        // device) leaves the cache as it was.
+        unsafe { libc::ioctl(f.as_raw_fd(), BLKFLSBUF as _, 0) };
+    }
 }
 
 /// Where intact blocks of run `run_id` sit on one member: dataset offset -> member offsets
@@ -308,6 +336,33 @@ pub(crate) fn overwrite(
         len,
         checked_content: expect.is_some(),
     })
+}
+
+/// How many injections have every overwritten data copy back intact: read raw (O_DIRECT)
+/// from the members after the scrub, so this counts what the scrub really rewrote, whatever
+/// it reported. Parity strips are not checked (they hold no blocks).
+pub(crate) fn restored(injections: &[super::Injection], run_id: u64) -> Result<u64, ScrubError> {
+    let mut n = 0;
+    for j in injections {
+        let mut all = true;
+        for o in j.overwrites.iter().filter(|o| o.checked_content) {
+            let file = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&o.member)
+                .map_err(|e| ScrubError::Failed(format!("{}: open: {e}", o.member.display())))?;
+            let mut buf = Aligned::new(o.len as usize);
+            file.read_exact_at(buf.as_mut_slice(), o.member_offset)
+                .map_err(|e| ScrubError::Failed(format!("{}: read: {e}", o.member.display())))?;
+            all &= buf
+                .as_slice()
+                .chunks_exact(BLOCK)
+                .enumerate()
+                .all(|(i, b)| block::check(b, j.offset + (i * BLOCK) as u64, run_id, None).is_ok());
+        }
+        n += u64::from(all);
+    }
+    Ok(n)
 }
 
 /// Candidate places to corrupt, in the order they are tried: `len`-byte ranges aligned to

@@ -20,6 +20,9 @@ pub struct Counts {
     pub uncorrectable: Option<u64>,
     /// zfs: bytes the scrub rewrote (sum of the members' "repaired").
     pub repaired_bytes: Option<u64>,
+    /// Injections whose overwritten copies read back intact from the members after the
+    /// scrub (read raw by iolab, not reported by the filesystem).
+    pub restored: Option<u64>,
 }
 
 /// Per counter of one member: (expected, reported).
@@ -48,8 +51,12 @@ pub struct ScrubReport {
     pub verify: VerifyOutcome,
     /// Dataset offsets where iolab's read must fail with EIO (all copies corrupted).
     pub expected_read_errors: Vec<u64>,
-    /// Why the filesystem failed the test; empty when it passed.
+    /// Where the data is not what a correct filesystem leaves (a copy not restored, a bad
+    /// block read back, a read error missing or unexpected): exit status 3.
     pub problems: Vec<String>,
+    /// Where the filesystem's own counts differ from what was injected, while the data is
+    /// as it should be: exit status 4.
+    pub miscounts: Vec<String>,
     pub notes: Vec<String>,
 }
 
@@ -90,6 +97,7 @@ pub(crate) struct Inputs<'a> {
     pub files: &'a [DataFile],
     pub written: WriteOutcome,
     pub injections: Vec<Injection>,
+    pub restored: u64,
     pub scrub: ScrubRun,
     pub baseline: Option<ReadOutcome>,
     pub during: Option<ReadOutcome>,
@@ -125,7 +133,7 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
         |inj: &Injection| inj.overwrites.iter().filter(|o| o.checked_content).count() as u64;
     let mut device_expectations = Vec::new();
     let mut expected_read_errors = Vec::new();
-    let (units, expected, reported) = match &i.target.kind {
+    let (units, mut expected, mut reported) = match &i.target.kind {
         FsKind::Btrfs => {
             let sector = btrfs_sector(&i.target);
             let per = i.cfg.corrupt_size.div_ceil(sector);
@@ -135,6 +143,7 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
                 repaired: Some(if all { 0 } else { bad }),
                 uncorrectable: Some(if all { bad } else { 0 }),
                 repaired_bytes: None,
+                restored: None,
             };
             let r = &i.scrub.btrfs;
             let g = |k: &str| r.get(k).copied().unwrap_or(0);
@@ -143,6 +152,7 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
                 repaired: Some(g("corrected_errors")),
                 uncorrectable: Some(g("uncorrectable_errors")),
                 repaired_bytes: None,
+                restored: None,
             };
             for (m, c) in &i.scrub.devices {
                 let want: u64 = i
@@ -194,24 +204,22 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
                 // With every copy bad, the count per copy is not fixed (zfs retries), so only
                 // the uncorrectable records are compared.
                 detected: (!all).then_some(n),
-                repaired: Some(if all { 0 } else { n }),
+                repaired: None,
                 uncorrectable: Some(if all { n } else { 0 }),
                 // A mirror rewrites the whole bad record; raidz only the bad column.
-                repaired_bytes: (mirror && !all).then_some(record_bytes),
+                repaired_bytes: mirror.then_some(if all { 0 } else { record_bytes }),
+                restored: None,
             };
             let detected: u64 = if all {
                 i.target.members.iter().map(|m| leaf(m, "cksum")).sum()
             } else {
                 leaf(victim, "cksum")
             };
-            let uncorrectable = z.scrub_errors.unwrap_or(0);
             let reported = Counts {
                 detected: Some(detected),
-                repaired: Some(if all {
-                    0
-                } else {
-                    detected.saturating_sub(uncorrectable)
-                }),
+                // zfs counts no repaired records: "repaired bytes" and iolab's own reading of
+                // the member say what was rewritten.
+                repaired: None,
                 uncorrectable: z.scrub_errors,
                 repaired_bytes: Some(
                     i.target
@@ -220,6 +228,7 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
                         .map(|m| leaf(m, "repaired_bytes"))
                         .sum(),
                 ),
+                restored: None,
             };
             if !all {
                 for m in &i.target.members {
@@ -248,11 +257,25 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
             )
         }
     };
+    expected.restored = Some(if all { 0 } else { n });
+    reported.restored = Some(i.restored);
     expected_read_errors.sort_unstable();
     expected_read_errors.dedup();
+    // Data problems: what iolab itself reads differs from what a correct filesystem leaves.
     let mut problems = Vec::new();
+    // Report problems: the filesystem's own counts differ from what was injected.
+    let mut miscounts = Vec::new();
     if n < u64::from(i.cfg.corrupt) {
         problems.push(format!("injected {n} of {} corruptions", i.cfg.corrupt));
+    }
+    if expected.restored != reported.restored {
+        problems.push(format!(
+            "{} of {} corrupted copies read back intact from the members after the scrub \
+             ({} expected)",
+            i.restored,
+            n,
+            expected.restored.unwrap_or(0)
+        ));
     }
     for (what, e, r) in [
         ("detected", expected.detected, reported.detected),
@@ -270,7 +293,7 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
     ] {
         if let Some(e) = e {
             if r != Some(e) {
-                problems.push(format!(
+                miscounts.push(format!(
                     "{what}: expected {e}, the filesystem reported {}",
                     r.map_or("nothing".to_string(), |r| r.to_string())
                 ));
@@ -280,7 +303,7 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
     for (m, e) in &device_expectations {
         for (k, (want, got)) in e {
             if want != got {
-                problems.push(format!(
+                miscounts.push(format!(
                     "{}: {k} expected {want}, reported {got}",
                     m.display()
                 ));
@@ -345,6 +368,7 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
         verify: i.verify,
         expected_read_errors,
         problems,
+        miscounts,
         notes: i.notes,
     }
 }
@@ -353,7 +377,19 @@ impl ScrubReport {
     /// True when the filesystem detected (and, with a good copy left, repaired) exactly what
     /// was injected and iolab's verify agrees.
     pub fn passed(&self) -> bool {
-        self.problems.is_empty()
+        self.problems.is_empty() && self.miscounts.is_empty()
+    }
+
+    /// 0 passed, 3 a data problem ([`ScrubReport::problems`]), 4 only the filesystem's
+    /// counts are wrong ([`ScrubReport::miscounts`]).
+    pub fn exit_code(&self) -> i32 {
+        if !self.problems.is_empty() {
+            3
+        } else if !self.miscounts.is_empty() {
+            4
+        } else {
+            0
+        }
     }
 
     /// Scrub rate in MB/s (10^6 bytes/s) of the bytes the scrub read.
@@ -463,6 +499,11 @@ impl ScrubReport {
                 self.expected.repaired_bytes,
                 self.reported.repaired_bytes,
             ),
+            (
+                "restored (iolab)",
+                self.expected.restored,
+                self.reported.restored,
+            ),
         ] {
             if e.is_none() && r.is_none() {
                 continue;
@@ -536,8 +577,16 @@ impl ScrubReport {
                 }
             );
         } else {
-            let _ = writeln!(s, "result: FAIL");
-            for p in &self.problems {
+            if self.problems.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "result: MISCOUNTED: the data is as it should be, but the filesystem's \
+                     report differs"
+                );
+            } else {
+                let _ = writeln!(s, "result: FAIL");
+            }
+            for p in self.problems.iter().chain(&self.miscounts) {
                 let _ = writeln!(s, "  - {p}");
             }
         }
@@ -655,6 +704,7 @@ impl ScrubReport {
             json!({
                 "detected": c.detected, "repaired": c.repaired,
                 "uncorrectable": c.uncorrectable, "repaired_bytes": c.repaired_bytes,
+                "restored_on_member": c.restored,
             })
         };
         let t = &self.target;
@@ -693,6 +743,7 @@ impl ScrubReport {
             "slowdown_pct": self.slowdown_pct(),
             "passed": self.passed(),
             "problems": self.problems,
+            "miscounts": self.miscounts,
             "notes": self.notes,
         })
     }
