@@ -128,6 +128,8 @@ pub struct ScrubRun {
     pub btrfs: BTreeMap<String, u64>,
     /// btrfs: the exit status of `btrfs scrub start -B` (3: uncorrectable errors).
     pub exit_code: Option<i32>,
+    /// The scrub did not run to its end (the tool's message).
+    pub failure: Option<String>,
     /// zfs: `zpool status` when the scrub had finished.
     pub zfs: Option<PoolStatusFacts>,
     /// Per member: counters after minus before (btrfs device stats; zfs READ/WRITE/CKSUM and
@@ -573,13 +575,17 @@ fn scrub(target: &ScrubTarget, stop: &AtomicBool) -> Result<ScrubRun, ScrubError
             run.exit_code = out.status.code();
             let text = String::from_utf8_lossy(&out.stdout);
             run.btrfs = tools::parse_btrfs_scrub_raw(&text);
-            // Exit 3 means "uncorrectable errors", a result, not a failure of the tool.
-            if !matches!(run.exit_code, Some(0) | Some(3)) || run.btrfs.is_empty() {
-                return Err(ScrubError::Failed(format!(
+            // Exit 3 means "uncorrectable errors", a result. Any other failure (a device's
+            // scrub aborting with EIO) is a result of the test too: it is reported, and the
+            // verify still runs.
+            if !matches!(run.exit_code, Some(0) | Some(3)) {
+                run.failure = Some(format!(
                     "`btrfs scrub start -B -R {m}` failed ({}): {}",
                     out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )));
+                    String::from_utf8_lossy(&out.stderr)
+                        .trim()
+                        .replace('\n', "; ")
+                ));
             }
             run.bytes = Some(
                 run.btrfs.get("data_bytes_scrubbed").copied().unwrap_or(0)

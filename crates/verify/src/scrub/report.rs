@@ -207,7 +207,12 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
                 repaired: None,
                 uncorrectable: Some(if all { n } else { 0 }),
                 // A mirror rewrites the whole bad record; raidz only the bad column.
-                repaired_bytes: mirror.then_some(if all { 0 } else { record_bytes }),
+                // Compared as zpool status rounds it (3 significant digits).
+                repaired_bytes: mirror.then_some(if all {
+                    0
+                } else {
+                    super::tools::zfs_displayed(record_bytes)
+                }),
                 restored: None,
             };
             let detected: u64 = if all {
@@ -267,6 +272,9 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
     let mut miscounts = Vec::new();
     if n < u64::from(i.cfg.corrupt) {
         problems.push(format!("injected {n} of {} corruptions", i.cfg.corrupt));
+    }
+    if let Some(f) = &i.scrub.failure {
+        problems.push(format!("the scrub failed: {f}"));
     }
     if expected.restored != reported.restored {
         problems.push(format!(
@@ -516,7 +524,12 @@ impl ScrubReport {
         }
         let _ = writeln!(s, "units: {}", self.units);
         if let Some(z) = &self.scrub.zfs {
-            let _ = writeln!(s, "zpool status: {}; errors: {}", z.scan, z.errors);
+            let errors = if z.error_files.is_empty() {
+                z.errors.clone()
+            } else {
+                format!("permanent errors in {} file(s)", z.error_files.len())
+            };
+            let _ = writeln!(s, "zpool status: {}; errors: {errors}", z.scan);
         }
         // Per-device counters.
         let keys: BTreeSet<&String> = self
@@ -735,6 +748,7 @@ impl ScrubReport {
             "mb_s": self.scrub_mb_s(),
             "btrfs_counters": self.scrub.btrfs,
             "btrfs_exit_code": self.scrub.exit_code,
+            "failure": self.scrub.failure,
             "zpool_status": self.scrub.zfs.as_ref().map(|z| json!({
                 "scan": z.scan, "scrub_errors": z.scrub_errors, "errors": z.errors,
                 "error_files": z.error_files,

@@ -176,6 +176,35 @@ pub(crate) fn parse_zfs_size(text: &str) -> Option<u64> {
     (v.is_finite() && v >= 0.0).then(|| (v * mult as f64).round() as u64)
 }
 
+/// A byte count as zfs prints it (its `nicenum`): 3 significant digits, at most 5
+/// characters, binary units ("598K", "1.31M", "4M").
+pub(crate) fn zfs_nicenum(num: u64) -> String {
+    let mut n = num;
+    let mut index = 0;
+    while n >= 1024 {
+        n = (n + 512) / 1024;
+        index += 1;
+    }
+    if index == 0 {
+        return n.to_string();
+    }
+    let unit = [' ', 'K', 'M', 'G', 'T', 'P', 'E'][index];
+    if num & ((1u64 << (10 * index)) - 1) == 0 {
+        return format!("{n}{unit}");
+    }
+    let v = num as f64 / (1u64 << (10 * index)) as f64;
+    (0..=2)
+        .rev()
+        .map(|p| format!("{v:.p$}{unit}"))
+        .find(|t| t.len() <= 5)
+        .unwrap_or_else(|| format!("{v:.0}{unit}"))
+}
+
+/// `num` as it reads back from zfs's display of it (rounded to what `zpool status` shows).
+pub(crate) fn zfs_displayed(num: u64) -> u64 {
+    parse_zfs_size(&zfs_nicenum(num)).unwrap_or(num)
+}
+
 /// Parses `zpool status -v POOL` (zfs-fuse 0.7 and later OpenZFS wording).
 pub(crate) fn parse_zpool_status(text: &str) -> PoolStatus {
     let mut st = PoolStatus::default();
@@ -424,6 +453,12 @@ errors: Permanent errors have been detected in the following files:
         assert_eq!(parse_zfs_size("1.50M"), Some(1572864));
         assert_eq!(parse_zfs_size("0"), Some(0));
         assert_eq!(parse_zfs_size("x"), None);
+        assert_eq!(zfs_nicenum(598016), "584K");
+        assert_eq!(zfs_nicenum(4 << 20), "4M");
+        assert_eq!(zfs_nicenum(1373635), "1.31M");
+        assert_eq!(zfs_nicenum(1000), "1000");
+        assert_eq!(zfs_nicenum(150 << 20 | 1), "150M");
+        assert_eq!(zfs_displayed(1373635), parse_zfs_size("1.31M").unwrap());
         let list = "NAME   SIZE   USED  AVAIL    CAP  HEALTH  ALTROOT\n\
                     zsx    254M  3.09M   251M     1%  ONLINE  -\n";
         assert_eq!(
