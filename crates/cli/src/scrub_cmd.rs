@@ -50,6 +50,7 @@ fn scrub_error(e: ScrubError) -> CliError {
 
 pub fn run(a: RunArgs) -> Result<i32, CliError> {
     let cfg = config(&a)?;
+    scrub::check_config(&cfg).map_err(scrub_error)?;
     let device_size = a
         .device_size
         .clone()
@@ -91,6 +92,8 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
             (None, ScrubTarget::discover(&dir).map_err(scrub_error)?)
         }
     };
+    // Refusals (consent, root, sizes, tools) come before a run is started and stored.
+    scrub::preflight(&target, &cfg).map_err(scrub_error)?;
     let info = TargetInfo {
         path: target.work_dir.to_string_lossy().into_owned(),
         kind: "dir".into(),

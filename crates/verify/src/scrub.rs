@@ -192,7 +192,33 @@ pub fn run(
     Ok(report)
 }
 
-fn preflight(target: &ScrubTarget, cfg: &ScrubConfig) -> Result<(), ScrubError> {
+/// Checks the sizes and counts of `cfg` (before anything is built).
+pub fn check_config(cfg: &ScrubConfig) -> Result<(), ScrubError> {
+    let b = BLOCK as u64;
+    if cfg.corrupt_size == 0
+        || !cfg.corrupt_size.is_multiple_of(b)
+        || cfg.corrupt_size > MAX_CORRUPT_SIZE
+    {
+        return Err(ScrubError::Invalid(format!(
+            "--corrupt-size {}: must be a multiple of 4 KiB, at most 64 KiB",
+            cfg.corrupt_size
+        )));
+    }
+    if cfg.corrupt == 0 {
+        return Err(ScrubError::Invalid("--corrupt must be at least 1".into()));
+    }
+    if cfg.dataset_size < 1 << 20 {
+        return Err(ScrubError::Invalid(
+            "--dataset-size must be at least 1 MiB".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks, without touching anything, that the test may and can run on `target` with
+/// `cfg`: consent for members iolab did not create, root, sizes, the tools. [`run`] checks
+/// the same first.
+pub fn preflight(target: &ScrubTarget, cfg: &ScrubConfig) -> Result<(), ScrubError> {
     if !target.members_created_by_iolab && !cfg.allow_corrupt_members {
         return Err(ScrubError::Invalid(format!(
             "{} is on an existing {} filesystem whose members ({}) iolab did not create. The \
@@ -217,24 +243,7 @@ fn preflight(target: &ScrubTarget, cfg: &ScrubConfig) -> Result<(), ScrubError> 
                 .into(),
         ));
     }
-    let b = BLOCK as u64;
-    if cfg.corrupt_size == 0
-        || !cfg.corrupt_size.is_multiple_of(b)
-        || cfg.corrupt_size > MAX_CORRUPT_SIZE
-    {
-        return Err(ScrubError::Invalid(format!(
-            "--corrupt-size {}: must be a multiple of 4 KiB, at most 64 KiB",
-            cfg.corrupt_size
-        )));
-    }
-    if cfg.corrupt == 0 {
-        return Err(ScrubError::Invalid("--corrupt must be at least 1".into()));
-    }
-    if cfg.dataset_size < 1 << 20 {
-        return Err(ScrubError::Invalid(
-            "--dataset-size must be at least 1 MiB".into(),
-        ));
-    }
+    check_config(cfg)?;
     if cfg.all_copies
         && matches!(target.kind, FsKind::Zfs { .. })
         && target.redundancy == Redundancy::Parity

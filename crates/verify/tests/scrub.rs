@@ -192,8 +192,8 @@ fn btrfs_raid1_detects_and_repairs_exactly_the_injected_blocks() {
         [
             "write dataset",
             "scrub",
-            "foreground read (no scrub)",
             "foreground read (during scrub)",
+            "foreground read (no scrub)",
             "verify"
         ]
     );

@@ -659,8 +659,8 @@ impl ScrubReport {
             self.scrub_extra(),
         ));
         for (name, r) in [
-            ("foreground read (no scrub)", &self.baseline),
             ("foreground read (during scrub)", &self.during),
+            ("foreground read (no scrub)", &self.baseline),
         ] {
             if let Some(r) = r {
                 out.push(record(
