@@ -325,10 +325,13 @@ pub struct RunArgs {
     /// scrub-test: size of each loop device of --testbed (default 512MiB).
     #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
     pub device_size: Option<String>,
-    /// scrub-test: bytes of verified blocks to write (default 128MiB; 3/4 in large files,
-    /// 1/4 in files of 4-64 KiB).
+    /// scrub-test: bytes of verified blocks to write (default 128MiB).
     #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
     pub dataset_size: Option<String>,
+    /// scrub-test: percent of the dataset in small files of 4-64 KiB (default 25; 0 or 100
+    /// for one class only, e.g. to compare their scrub rates).
+    #[arg(long, value_name = "PCT", help_heading = "Workload options")]
+    pub small_files: Option<u8>,
     /// scrub-test: corruptions to inject on one member (default 32).
     #[arg(long, value_name = "N", help_heading = "Workload options")]
     pub corrupt: Option<u32>,

@@ -24,6 +24,9 @@ fn config(a: &RunArgs) -> Result<ScrubConfig, CliError> {
     if let Some(s) = &a.dataset_size {
         cfg.dataset_size = parse_size("dataset-size", s)?;
     }
+    if let Some(p) = a.small_files {
+        cfg.small_files_pct = p;
+    }
     if let Some(n) = a.corrupt {
         cfg.corrupt = n;
     }

@@ -44,8 +44,11 @@ pub const DEFAULT_DEVICE_SIZE: &str = "512MiB";
 /// How the scrub test runs.
 #[derive(Debug, Clone)]
 pub struct ScrubConfig {
-    /// Bytes of verified blocks written (three quarters in large files, a quarter in small).
+    /// Bytes of verified blocks written.
     pub dataset_size: u64,
+    /// Share of the dataset in small files (4..64 KiB), in percent; the rest is in 8 MiB
+    /// files. 0 or 100 gives one class only, for per-class scrub rates. Default 25.
+    pub small_files_pct: u8,
     /// Corruptions injected.
     pub corrupt: u32,
     /// Bytes per corruption: a multiple of 4 KiB, at most 64 KiB.
@@ -66,6 +69,7 @@ impl Default for ScrubConfig {
     fn default() -> Self {
         ScrubConfig {
             dataset_size: DEFAULT_DATASET_SIZE,
+            small_files_pct: 25,
             corrupt: DEFAULT_CORRUPT,
             corrupt_size: BLOCK as u64,
             all_copies: false,
@@ -175,7 +179,7 @@ pub fn run(
     ));
     std::fs::create_dir(&dir)
         .map_err(|e| ScrubError::Failed(format!("{}: create: {e}", dir.display())))?;
-    let files = dataset::plan(&dir, cfg.dataset_size, &mut rng);
+    let files = dataset::plan(&dir, cfg.dataset_size, cfg.small_files_pct, &mut rng);
     let fg_path = dir.join("foreground.dat");
     let result = run_in(
         target, cfg, stop, progress, &files, &fg_path, run_id, &mut rng,
@@ -202,6 +206,12 @@ pub fn check_config(cfg: &ScrubConfig) -> Result<(), ScrubError> {
         return Err(ScrubError::Invalid(format!(
             "--corrupt-size {}: must be a multiple of 4 KiB, at most 64 KiB",
             cfg.corrupt_size
+        )));
+    }
+    if cfg.small_files_pct > 100 {
+        return Err(ScrubError::Invalid(format!(
+            "--small-files {}: a percentage, 0..100",
+            cfg.small_files_pct
         )));
     }
     if cfg.corrupt == 0 {

@@ -79,10 +79,14 @@ fn traces(name: &str) -> Vec<String> {
     if Path::new("/sys/fs/cgroup/blkio").join(name).exists() {
         out.push(format!("cgroup {name}"));
     }
+    let me = std::process::id().to_string();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if e.file_name().to_string_lossy() == me {
+            continue;
+        }
         if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
             let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(name) && !cmd.contains("scrub-") {
+            if cmd.contains(name) {
                 out.push(format!(
                     "process {}: {cmd}",
                     e.file_name().to_string_lossy()

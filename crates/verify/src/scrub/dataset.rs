@@ -52,11 +52,11 @@ pub(crate) struct DataFile {
     pub size: u64,
 }
 
-/// The files of a dataset of about `size` bytes under `dir`: three quarters in large files,
-/// one quarter in small files of 4..64 KiB (sizes drawn from `rng`).
-pub(crate) fn plan(dir: &Path, size: u64, rng: &mut fastrand::Rng) -> Vec<DataFile> {
+/// The files of a dataset of about `size` bytes under `dir`: `small_pct` percent in small
+/// files of 4..64 KiB (sizes drawn from `rng`), the rest in large files.
+pub(crate) fn plan(dir: &Path, size: u64, small_pct: u8, rng: &mut fastrand::Rng) -> Vec<DataFile> {
     let b = BLOCK as u64;
-    let small_bytes = (size / 4) / b * b;
+    let small_bytes = (u128::from(size) * u128::from(small_pct.min(100)) / 100) as u64 / b * b;
     let large_bytes = (size - small_bytes) / b * b;
     let large_file = LARGE_FILE.min((large_bytes / 4).max(b)) / b * b;
     let mut files = Vec::new();
@@ -364,7 +364,7 @@ mod tests {
     #[test]
     fn plan_splits_classes_and_offsets_are_contiguous() {
         let mut rng = fastrand::Rng::with_seed(7);
-        let files = plan(Path::new("/x"), 128 << 20, &mut rng);
+        let files = plan(Path::new("/x"), 128 << 20, 25, &mut rng);
         let large: u64 = files
             .iter()
             .filter(|f| f.class == Class::Large)
@@ -388,16 +388,22 @@ mod tests {
             next += f.size;
         }
         // A tiny dataset still gets both classes.
-        let tiny = plan(Path::new("/x"), 1 << 20, &mut rng);
+        let tiny = plan(Path::new("/x"), 1 << 20, 25, &mut rng);
         assert!(tiny.iter().any(|f| f.class == Class::Large));
         assert!(tiny.iter().any(|f| f.class == Class::Small));
+        // One class only, for per-class scrub rates.
+        let only_small = plan(Path::new("/x"), 4 << 20, 100, &mut rng);
+        assert!(only_small.iter().all(|f| f.class == Class::Small));
+        assert_eq!(only_small.iter().map(|f| f.size).sum::<u64>(), 4 << 20);
+        let only_large = plan(Path::new("/x"), 4 << 20, 0, &mut rng);
+        assert!(only_large.iter().all(|f| f.class == Class::Large));
     }
 
     #[test]
     fn verify_finds_each_damaged_block() {
         let dir = tempfile::tempdir().unwrap();
         let mut rng = fastrand::Rng::with_seed(3);
-        let files = plan(dir.path(), 2 << 20, &mut rng);
+        let files = plan(dir.path(), 2 << 20, 25, &mut rng);
         let stop = AtomicBool::new(false);
         let w = write(&files, 42, &stop).unwrap();
         assert_eq!(w.bytes, files.iter().map(|f| f.size).sum::<u64>());

@@ -493,7 +493,7 @@ mod tests {
     #[test]
     fn candidates_alternate_classes_one_per_region() {
         let mut rng = fastrand::Rng::with_seed(1);
-        let files = dataset::plan(Path::new("/x"), 16 << 20, &mut rng);
+        let files = dataset::plan(Path::new("/x"), 16 << 20, 25, &mut rng);
         let c = candidates(&files, 4096, 128 << 10, &mut rng);
         assert_eq!(files[c[0].0].class, Class::Large);
         assert_eq!(files[c[1].0].class, Class::Small);
