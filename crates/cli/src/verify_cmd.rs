@@ -267,8 +267,7 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
                 e.run_id,
                 format_bytes(e.block_size),
                 match e.generations {
-                    Some((lo, hi)) if lo == hi => format!("generation {lo}"),
-                    Some((lo, hi)) => format!("generation {lo} or {hi}"),
+                    Some((lo, hi)) => verified::expected_text(lo, hi),
                     None => "any generation of the run".into(),
                 },
                 e.source

@@ -321,9 +321,11 @@ impl Tally {
     }
 }
 
-fn expected_text(lo: u64, hi: u64) -> String {
+/// How a generation range reads in reports.
+pub fn expected_text(lo: u64, hi: u64) -> String {
     match (lo, hi) {
-        (0, h) => format!("unwritten or generation 1..={h}"),
+        (0, 1) => "unwritten (zeros) or generation 1".into(),
+        (0, h) => format!("unwritten (zeros) or generation 1..={h}"),
         (l, h) if l == h => format!("generation {l}"),
         (l, h) => format!("generation {l}..={h}"),
     }
@@ -696,7 +698,7 @@ pub fn expectation(
                 if s.complete {
                     ""
                 } else {
-                    " (run did not finish)"
+                    ", whose run did not finish"
                 }
             ),
         }
