@@ -223,17 +223,24 @@ fn bad_input_is_refused_before_anything_is_written() {
         .stderr_has(&["--target", "does not exist"]);
 }
 
-/// A directory for the journal on another filesystem than the sandbox, or why not.
-fn journal_dir(sb: &Sandbox) -> Result<tempfile::TempDir, String> {
+/// The data file in the sandbox and a journal in a directory on another filesystem
+/// (/dev/shm); None, with the reason printed, when there is no second filesystem.
+fn data_and_journal(sb: &Sandbox) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
     let shm = Path::new("/dev/shm");
     let sdev = std::fs::metadata(sb.dir.path()).unwrap().dev();
-    match std::fs::metadata(shm) {
-        Ok(m) if m.is_dir() && m.dev() != sdev => {
-            tempfile::tempdir_in(shm).map_err(|e| format!("/dev/shm: {e}"))
+    let dir = match std::fs::metadata(shm) {
+        Ok(m) if m.is_dir() && m.dev() != sdev => tempfile::tempdir_in(shm).unwrap(),
+        Ok(_) => {
+            println!("skipped: /dev/shm is on the same filesystem as the build directory");
+            return None;
         }
-        Ok(_) => Err("/dev/shm is on the same filesystem as the build directory".into()),
-        Err(e) => Err(format!("no /dev/shm ({e}); need two filesystems")),
-    }
+        Err(e) => {
+            println!("skipped: no /dev/shm ({e}); the journal needs a second filesystem");
+            return None;
+        }
+    };
+    let journal = dir.path().join("journal");
+    Some((dir, sb.path("data"), journal))
 }
 
 fn journal_file_len(p: &PathBuf) -> u64 {
@@ -243,11 +250,9 @@ fn journal_file_len(p: &PathBuf) -> u64 {
 #[test]
 fn sigkill_mid_run_loses_no_acknowledged_write() {
     let sb = Sandbox::new();
-    let jdir = match journal_dir(&sb) {
-        Ok(d) => d,
-        Err(why) => return println!("skipped: {why}"),
+    let Some((_jdir, data, journal)) = data_and_journal(&sb) else {
+        return;
     };
-    let (data, journal) = (sb.path("data"), jdir.path().join("journal"));
     let mut child = sb
         .cmd(&[
             "run",
@@ -319,11 +324,9 @@ fn sigkill_mid_run_loses_no_acknowledged_write() {
 #[test]
 fn tampered_acknowledged_blocks_are_lost_acknowledged_writes() {
     let sb = Sandbox::new();
-    let jdir = match journal_dir(&sb) {
-        Ok(d) => d,
-        Err(why) => return println!("skipped: {why}"),
+    let Some((_jdir, data, journal)) = data_and_journal(&sb) else {
+        return;
     };
-    let (data, journal) = (sb.path("data"), jdir.path().join("journal"));
     run_verify(
         &sb,
         &data,
