@@ -80,17 +80,20 @@ fn scrub_test_on_a_btrfs_raid1_testbed_is_stored_with_its_phases() {
         [
             "write dataset",
             "scrub",
+            "scrub (no foreground)",
             "foreground read (during scrub)",
             "foreground read (no scrub)",
             "verify"
         ]
     );
     let scrub = get(&tests[1], "extra");
+    let alone = get(&tests[2], "extra");
+    assert!(uint(alone, "bytes_scrubbed") > 2 * 16 * common::MIB);
     assert_eq!(uint(scrub, "injected"), 6);
     assert_eq!(uint(get(scrub, "reported"), "repaired"), 6);
     assert_eq!(uint(get(scrub, "reported"), "restored_on_member"), 6);
     assert_eq!(get(scrub, "passed"), &serde_json::Value::Bool(true));
-    let verify = get(&tests[4], "extra");
+    let verify = get(&tests[5], "extra");
     assert_eq!(uint(verify, "blocks"), 4096);
     assert_eq!(uint(verify, "ok"), 4096);
     // The table went to stderr (stdout carries only JSON) and the run is stored complete.

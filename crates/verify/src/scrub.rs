@@ -396,6 +396,20 @@ fn run_in(
         }
         None => None,
     };
+    // And the scrub without the reader: a second scrub of the same (now repaired) data, so
+    // the report shows what the reader cost the scrub as well.
+    let scrub_alone = match &during {
+        Some(_) => {
+            progress("scrubbing again, alone", target.mount.display().to_string());
+            tools::drop_caches()?;
+            let mut again = self::scrub(target, stop)?;
+            if let FsKind::Zfs { .. } = &target.kind {
+                again.bytes = zfs_bytes_scrubbed(target, &mut again.bytes_source);
+            }
+            Some(again)
+        }
+        None => None,
+    };
     check_stop()?;
     progress("verifying", format!("{} files", files.len()));
     tools::drop_caches()?;
@@ -408,6 +422,7 @@ fn run_in(
         injections,
         restored,
         scrub,
+        scrub_alone,
         baseline,
         during,
         verify,

@@ -196,12 +196,17 @@ fn btrfs_raid1_detects_and_repairs_exactly_the_injected_blocks() {
         [
             "write dataset",
             "scrub",
+            "scrub (no foreground)",
             "foreground read (during scrub)",
             "foreground read (no scrub)",
             "verify"
         ]
     );
     assert_eq!(tests[1].extra["reported"]["repaired"], 16);
+    // The second scrub, alone, read as much and found nothing left to repair.
+    let alone = r.scrub_alone.as_ref().unwrap();
+    assert_eq!(alone.bytes, r.scrub.bytes);
+    assert_eq!(alone.btrfs["csum_errors"], 0);
 }
 
 #[test]

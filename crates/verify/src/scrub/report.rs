@@ -46,6 +46,8 @@ pub struct ScrubReport {
     /// Per member: counter -> (expected, reported); only counters with an expectation.
     pub device_expectations: Vec<(PathBuf, DeviceExpectation)>,
     pub scrub: ScrubRun,
+    /// With a foreground reader: a second scrub of the repaired data without it.
+    pub scrub_alone: Option<ScrubRun>,
     pub baseline: Option<ReadSummary>,
     pub during: Option<ReadSummary>,
     pub verify: VerifyOutcome,
@@ -99,6 +101,7 @@ pub(crate) struct Inputs<'a> {
     pub injections: Vec<Injection>,
     pub restored: u64,
     pub scrub: ScrubRun,
+    pub scrub_alone: Option<ScrubRun>,
     pub baseline: Option<ReadOutcome>,
     pub during: Option<ReadOutcome>,
     pub verify: VerifyOutcome,
@@ -371,6 +374,7 @@ pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {
         reported,
         device_expectations,
         scrub: i.scrub,
+        scrub_alone: i.scrub_alone,
         baseline: i.baseline.map(ReadSummary::from),
         during: i.during.map(ReadSummary::from),
         verify: i.verify,
@@ -492,6 +496,16 @@ impl ScrubReport {
                 ""
             }
         );
+        if let Some(a) = &self.scrub_alone {
+            let _ = writeln!(
+                s,
+                "{:<18}{:.2} s without the foreground reader (a second scrub): the reader made \
+                 the scrub {:.1}x longer",
+                "scrub alone",
+                a.seconds,
+                self.scrub.seconds / a.seconds.max(1e-9)
+            );
+        }
         let _ = writeln!(s, "\n{:<16}{:>10}{:>10}", "", "expected", "reported");
         let cell = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
         for (name, e, r) in [
@@ -643,21 +657,24 @@ impl ScrubReport {
             "scrub",
             Rw::Read,
             BLOCK as u64,
-            PassRecord::new(
-                1,
-                sc.seconds,
-                Some(DirResult::from_histogram(
-                    sc.bytes.unwrap_or(0),
-                    sc.seconds,
-                    LatencyHistogram::new(),
-                )),
-                None,
-                None,
-                CpuUsage::default(),
-                TimeSeries::default(),
-            ),
+            read_pass(sc.bytes.unwrap_or(0), sc.seconds, LatencyHistogram::new()),
             self.scrub_extra(),
         ));
+        if let Some(a) = &self.scrub_alone {
+            out.push(record(
+                "scrub (no foreground)",
+                Rw::Read,
+                BLOCK as u64,
+                read_pass(a.bytes.unwrap_or(0), a.seconds, LatencyHistogram::new()),
+                json!({
+                    "seconds": a.seconds,
+                    "bytes_scrubbed": a.bytes,
+                    "bytes_source": a.bytes_source,
+                    "failure": a.failure,
+                    "scrub_slowdown_factor": self.scrub.seconds / a.seconds.max(1e-9),
+                }),
+            ));
+        }
         for (name, r) in [
             ("foreground read (during scrub)", &self.during),
             ("foreground read (no scrub)", &self.baseline),
@@ -667,15 +684,7 @@ impl ScrubReport {
                     name,
                     Rw::Read,
                     1 << 20,
-                    PassRecord::new(
-                        1,
-                        r.seconds,
-                        Some(DirResult::from_histogram(r.bytes, r.seconds, r.reads.clone())),
-                        None,
-                        None,
-                        CpuUsage::default(),
-                        TimeSeries::default(),
-                    ),
+                    read_pass(r.bytes, r.seconds, r.reads.clone()),
                     json!({
                         "passes_over_file": r.passes,
                         "slowdown_pct": (name.contains("during")).then(|| self.slowdown_pct()).flatten(),
@@ -688,15 +697,7 @@ impl ScrubReport {
             "verify",
             Rw::Read,
             1 << 20,
-            PassRecord::new(
-                1,
-                v.seconds,
-                Some(DirResult::from_histogram(v.bytes, v.seconds, v.reads.clone())),
-                None,
-                None,
-                CpuUsage::default(),
-                TimeSeries::default(),
-            ),
+            read_pass(v.bytes, v.seconds, v.reads.clone()),
             json!({
                 "blocks": v.blocks,
                 "ok": v.ok,
@@ -761,6 +762,19 @@ impl ScrubReport {
             "notes": self.notes,
         })
     }
+}
+
+/// A one-pass read of `bytes` in `seconds`.
+fn read_pass(bytes: u64, seconds: f64, hist: LatencyHistogram) -> PassRecord {
+    PassRecord::new(
+        1,
+        seconds,
+        Some(DirResult::from_histogram(bytes, seconds, hist)),
+        None,
+        None,
+        CpuUsage::default(),
+        TimeSeries::default(),
+    )
 }
 
 fn record(name: &str, rw: Rw, bs: u64, pass: PassRecord, extra: serde_json::Value) -> TestRecord {
