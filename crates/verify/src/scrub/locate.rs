@@ -152,9 +152,15 @@ pub(crate) fn btrfs_copies(
     if !out.status.success() || locs.is_empty() {
         let why = String::from_utf8_lossy(&out.stderr);
         let why = why.trim();
+        let why = if why.is_empty() { text.trim() } else { why };
         return Err(format!(
-            "btrfs-map-logical -l {l} -b {b} {dev}: {}",
-            if why.is_empty() { text.trim() } else { why }
+            "btrfs-map-logical -l {l} -b {b} {dev}: {}{}",
+            out.status,
+            if why.is_empty() {
+                " (no output)".to_string()
+            } else {
+                format!(": {why}")
+            }
         ));
     }
     let mut mirrors: Vec<u32> = locs.iter().map(|m| m.mirror).collect();
