@@ -70,6 +70,10 @@ pub struct VerifyArgs {
     /// Expect every block at this generation (default: the sidecar's).
     #[arg(long, value_name = "N")]
     pub generation: Option<u64>,
+    /// Bytes to check from the start (default: the sidecar's region, else the whole file
+    /// or device).
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,

@@ -7,7 +7,7 @@ use iolab_measure::TargetInfo;
 use iolab_spec::{format_bytes, parse_size, EngineKind};
 use iolab_verify::journal::{check_separate_filesystems, Journal};
 use iolab_verify::verified::{
-    self, check_file, check_with_journal, expectation, CheckReport, DataTarget, Failure,
+    self, check_file, check_with_journal, expectation, CheckReport, DataTarget, Failure, Given,
     VerifyConfig, VerifyMode,
 };
 
@@ -261,7 +261,18 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
             )
         }
         None => {
-            let e = expectation(&path, run_id, bs, args.generation).map_err(usage)?;
+            let size = args
+                .size
+                .as_deref()
+                .map(|s| parse_size("size", s))
+                .transpose()?;
+            let given = Given {
+                run_id,
+                bs,
+                generation: args.generation,
+                size,
+            };
+            let e = expectation(&path, given).map_err(usage)?;
             text.push_str(&format!(
                 "Expected: run {:016x}, {} blocks, {} (from {})\n",
                 e.run_id,

@@ -451,3 +451,57 @@ fn a_run_whose_data_changes_underneath_is_stored_with_data_mismatch() {
         .any(|w| w["code"] == "DATA_MISMATCH"));
     assert!(!data.exists());
 }
+
+#[test]
+fn a_block_device_is_written_only_when_allowed_and_verified_from_its_first_header() {
+    let Some(_serial) = common::device_test(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dev = common::Loop::new(8 * common::MIB, None);
+    let args = ["--size", "4MiB", "--bs", "4k", "--runs", "2"];
+    let mut refused = vec!["run", "verify", "--target", dev.s(), "--quiet"];
+    refused.extend_from_slice(&args);
+    sb.iolab(&refused)
+        .code(2)
+        .stderr_has(&["--allow-destroy-device"]);
+    assert!(
+        dev.contents().iter().all(|&b| b == 0),
+        "written without the flag"
+    );
+    let mut allowed = refused.clone();
+    allowed.push("--allow-destroy-device");
+    sb.iolab(&allowed).ok();
+
+    // No sidecar for a device: the first block's header names the run and block size.
+    let out = sb
+        .iolab(&[
+            "verify",
+            "--target",
+            dev.s(),
+            "--size",
+            "4MiB",
+            "--generation",
+            "2",
+        ])
+        .ok();
+    assert!(
+        out.stdout.contains("from the header of the first block"),
+        "{out}"
+    );
+    assert!(out.stdout.contains("1024 blocks: 1024 ok"), "{out}");
+    // The half iolab did not write is zeros, and is reported as such when included.
+    let doc = verify(&sb, &dev.dev, &[]).code(3).json();
+    let t = &doc["report"]["tally"];
+    assert_eq!(
+        (uint(t, "ok"), uint(t, "failure_count")),
+        (1024, 1024),
+        "{t}"
+    );
+    assert_eq!(uint(&t["classes"], "zeroed"), 1024);
+    // An older generation is stale once the expected one is given.
+    let doc = verify(&sb, &dev.dev, &["--size", "4MiB", "--generation", "3"])
+        .code(3)
+        .json();
+    assert_eq!(uint(&doc["report"]["tally"]["classes"], "stale"), 1024);
+}

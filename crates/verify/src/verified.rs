@@ -675,14 +675,24 @@ pub struct Expectation {
     pub source: String,
 }
 
+/// What the user said on `iolab verify`'s command line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Given {
+    pub run_id: Option<u64>,
+    pub bs: Option<u64>,
+    pub generation: Option<u64>,
+    pub size: Option<u64>,
+}
+
 /// Decides what `path` must hold: its sidecar, else the header of its first block (any
-/// generation is then accepted), checked against `--run-id`/`--bs`/`--generation` if given.
-pub fn expectation(
-    path: &Path,
-    run_id: Option<u64>,
-    bs: Option<u64>,
-    generation: Option<u64>,
-) -> Result<Expectation, String> {
+/// generation is then accepted), checked against and narrowed by what was `given`.
+pub fn expectation(path: &Path, given: Given) -> Result<Expectation, String> {
+    let Given {
+        run_id,
+        bs,
+        generation,
+        size: region,
+    } = given;
     let size = data_size(path)?;
     let side = sidecar_path(path);
     let mut e = if side.exists() {
@@ -753,11 +763,19 @@ pub fn expectation(
     if let Some(g) = generation {
         e.generations = Some((g, g));
     }
+    if let Some(r) = region {
+        if r == 0 || !r.is_multiple_of(e.block_size) {
+            return Err(format!(
+                "--size {r}: not a positive multiple of the {}-byte blocks",
+                e.block_size
+            ));
+        }
+        e.size = r;
+    }
     if e.size > size {
         return Err(format!(
-            "--target {}: holds {size} bytes but {} describes {}",
+            "--target {}: holds {size} bytes, fewer than the {} to check",
             path.display(),
-            e.source,
             e.size
         ));
     }
@@ -997,7 +1015,7 @@ mod tests {
         assert_eq!(out.test.passes[0].write.as_ref().unwrap().ios, 256);
         let side = Sidecar::read(&t.sidecar().unwrap()).unwrap();
         assert_eq!((side.generation_done, side.complete), (2, true));
-        let e = expectation(&t.path, None, None, None).unwrap();
+        let e = expectation(&t.path, Given::default()).unwrap();
         assert_eq!((e.run_id, e.generations), (0xfeed, Some((2, 2))));
         let r = check_file(&t.path, &e, &stop, &mut |_| {}).unwrap();
         assert_eq!((r.tally.checked, r.tally.failure_count), (256, 0));
