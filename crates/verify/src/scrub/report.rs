@@ -499,11 +499,8 @@ impl ScrubReport {
         if let Some(a) = &self.scrub_alone {
             let _ = writeln!(
                 s,
-                "{:<18}{:.2} s without the foreground reader (a second scrub): the reader made \
-                 the scrub {:.1}x longer",
-                "scrub alone",
-                a.seconds,
-                self.scrub.seconds / a.seconds.max(1e-9)
+                "{:<18}{:.2} s: a second scrub, without the foreground reader ({:.2} s with it)",
+                "scrub alone", a.seconds, self.scrub.seconds
             );
         }
         let _ = writeln!(s, "\n{:<16}{:>10}{:>10}", "", "expected", "reported");
