@@ -74,18 +74,11 @@ fn scrub_test_on_a_btrfs_raid1_testbed_is_stored_with_its_phases() {
         .ok();
     let doc = out.json();
     let tests = arr(&doc, "tests");
-    let names: Vec<&str> = tests.iter().map(|t| string(t, "name")).collect();
-    assert_eq!(
-        names,
-        [
-            "write dataset",
-            "scrub",
-            "scrub (no foreground)",
-            "foreground read (during scrub)",
-            "foreground read (no scrub)",
-            "verify"
-        ]
-    );
+    // Six phases (their order is checked in crates/verify/tests/scrub.rs); the scrub's
+    // record carries the counts, the last one the verify.
+    assert_eq!(tests.len(), 6);
+    assert_eq!(string(&tests[1], "name"), "scrub");
+    assert_eq!(string(&tests[5], "name"), "verify");
     let scrub = get(&tests[1], "extra");
     let alone = get(&tests[2], "extra");
     assert!(uint(alone, "bytes_scrubbed") > 2 * 16 * common::MIB);

@@ -101,9 +101,13 @@ fn traces(name: &str) -> Vec<String> {
 }
 
 /// Builds `layout`, runs the scrub test with `cfg`, tears the testbed down and checks that
-/// nothing of it is left. `None` (after printing why) when a zfs daemon of someone else
-/// stayed in the way.
+/// nothing of it is left. `None` (after printing why) when the layout cannot be tested here
+/// or a zfs daemon of someone else stayed in the way.
 fn run_on(test: &str, layout: Layout, cfg: &ScrubConfig) -> Option<ScrubReport> {
+    if !usable(test, layout) {
+        return None;
+    }
+    let _g = device_lock();
     let stop = AtomicBool::new(false);
     let mut tries = 0;
     let (tb, target) = loop {
@@ -146,10 +150,6 @@ fn small(corrupt: u32) -> ScrubConfig {
 #[test]
 fn btrfs_raid1_detects_and_repairs_exactly_the_injected_blocks() {
     let test = "btrfs_raid1_detects_and_repairs_exactly_the_injected_blocks";
-    if !usable(test, Layout::BtrfsRaid1) {
-        return;
-    }
-    let _g = device_lock();
     let mut cfg = small(16);
     cfg.foreground = Some(32 << 20);
     let Some(r) = run_on(test, Layout::BtrfsRaid1, &cfg) else {
@@ -212,10 +212,6 @@ fn btrfs_raid1_detects_and_repairs_exactly_the_injected_blocks() {
 #[test]
 fn btrfs_raid1_all_copies_is_uncorrectable_and_reads_fail_there() {
     let test = "btrfs_raid1_all_copies_is_uncorrectable_and_reads_fail_there";
-    if !usable(test, Layout::BtrfsRaid1) {
-        return;
-    }
-    let _g = device_lock();
     let mut cfg = small(8);
     cfg.all_copies = true;
     let Some(r) = run_on(test, Layout::BtrfsRaid1, &cfg) else {
@@ -243,10 +239,6 @@ fn btrfs_raid1_all_copies_is_uncorrectable_and_reads_fail_there() {
 #[test]
 fn zfs_mirror_repairs_every_corrupted_record() {
     let test = "zfs_mirror_repairs_every_corrupted_record";
-    if !usable(test, Layout::ZfsMirror) {
-        return;
-    }
-    let _g = device_lock();
     let cfg = small(8);
     let Some(r) = run_on(test, Layout::ZfsMirror, &cfg) else {
         return;
@@ -273,10 +265,6 @@ fn zfs_mirror_repairs_every_corrupted_record() {
 #[test]
 fn btrfs_raid5_rebuilds_every_block_from_parity() {
     let test = "btrfs_raid5_rebuilds_every_block_from_parity";
-    if !usable(test, Layout::BtrfsRaid5) {
-        return;
-    }
-    let _g = device_lock();
     let Some(r) = run_on(test, Layout::BtrfsRaid5, &small(12)) else {
         return;
     };
