@@ -243,13 +243,23 @@ impl Sidecar {
         serde_json::from_str(&text).map_err(|e| format!("{}: not a sidecar: {e}", path.display()))
     }
 
+    /// Replaces the sidecar atomically (a new file, fsynced, renamed over the old one), so
+    /// a crash leaves the old or the new one, never a torn one.
     fn write(&self, path: &Path) -> Result<(), String> {
         let text = serde_json::to_string_pretty(self).expect("sidecar serializes");
-        let f = File::create(path).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".new");
+        let tmp = PathBuf::from(tmp);
+        let err = |e: io::Error| format!("{}: cannot write: {e}", path.display());
+        let f = File::create(&tmp).map_err(err)?;
         f.write_all_at(text.as_bytes(), 0)
-            .and_then(|_| f.set_len(text.len() as u64))
             .and_then(|_| f.sync_all())
-            .map_err(|e| format!("{}: cannot write: {e}", path.display()))
+            .and_then(|_| std::fs::rename(&tmp, path))
+            .map_err(err)?;
+        match path.parent() {
+            Some(dir) => File::open(dir).and_then(|d| d.sync_all()).map_err(err),
+            None => Ok(()),
+        }
     }
 }
 
