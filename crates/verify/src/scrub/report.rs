@@ -720,6 +720,7 @@ impl ScrubReport {
         };
         let t = &self.target;
         json!({
+            "workload": "scrub-test",
             "fs": t.fs_name(),
             "profile": t.profile,
             "members": t.members,
