@@ -314,6 +314,10 @@ pub struct RunArgs {
     /// verify: read back every Nth block written (inline mode; default 16).
     #[arg(long, value_name = "N", help_heading = "Workload options")]
     pub verify_every: Option<u64>,
+    /// streams --rw write: write self-describing blocks and check every file before it is
+    /// removed; exit 3 on a mismatch (`run copy` always verifies; see docs/integrity.md).
+    #[arg(long, help_heading = "Workload options")]
+    pub verify: bool,
     /// verify: keep the data file and its sidecar for a later `iolab verify`.
     #[arg(long, help_heading = "Workload options")]
     pub keep: bool,

@@ -1,6 +1,8 @@
 //! `iolab run verify` (verified writes, stored like any workload) and `iolab verify` (the
 //! later check from the sidecar or, after a crash, from the journal; it only reads).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use iolab_measure::TargetInfo;
@@ -406,4 +408,58 @@ fn report_lines(r: &CheckReport, journal: bool) -> String {
         out.push_str("Result:   OK: every checked block holds what was written\n");
     }
     out
+}
+
+/// `--verify` on `run streams --rw write`: the streams write verified blocks, every file is
+/// checked before removal, and a mismatch turns the exit status into 3.
+pub struct StreamsCheck {
+    failures: Arc<AtomicU64>,
+}
+
+impl StreamsCheck {
+    pub fn new(
+        a: &RunArgs,
+        cfg: &mut iolab_workloads::streams::StreamsConfig,
+    ) -> Result<StreamsCheck, CliError> {
+        let failures = Arc::new(AtomicU64::new(0));
+        if !a.verify {
+            return Ok(StreamsCheck { failures });
+        }
+        if cfg.rw != iolab_spec::Rw::Write {
+            return Err(usage(
+                "--verify checks what streams write: give --rw write".into(),
+            ));
+        }
+        let st = verified::Stamper::new(fastrand::u64(1..), cfg.bs as u64, cfg.file_size)
+            .ok_or_else(|| {
+                usage(format!(
+                    "--verify: --bs ({}) and --size ({}) must be multiples of 512 bytes",
+                    cfg.bs, cfg.file_size
+                ))
+            })?;
+        let counted = Arc::clone(&failures);
+        cfg.verify = Some(iolab_workloads::streams::VerifyHook {
+            fill: Arc::new(move |buf, offset| st.fill(buf, offset)),
+            check: Arc::new(move |path| {
+                let v = st.check(path)?;
+                let n = v["failures"].as_u64().unwrap_or(0);
+                counted.fetch_add(n, Ordering::Relaxed);
+                Ok(v)
+            }),
+        });
+        Ok(StreamsCheck { failures })
+    }
+
+    /// `code`, or `EXIT_INTEGRITY` (with a message) when a block did not verify.
+    pub fn exit_code(&self, code: i32) -> i32 {
+        let n = self.failures.load(Ordering::Relaxed);
+        if n == 0 {
+            return code;
+        }
+        eprintln!(
+            "iolab: integrity: {n} verified block(s) of the streams' files did not read back \
+             as written (offsets in the tests' extra.verify.failure_samples)"
+        );
+        EXIT_INTEGRITY
+    }
 }

@@ -357,6 +357,7 @@ fn run_streams(a: RunArgs) -> Result<i32, CliError> {
     cfg.duration = opt_duration("duration", &a.duration)?;
     cfg.drop_caches = a.drop_caches;
     cfg.end_fsync = a.end_fsync;
+    let check = crate::verify_cmd::StreamsCheck::new(&a, &mut cfg)?;
     let s = settings(
         cfg.file_size,
         cfg.duration.unwrap_or(Duration::ZERO),
@@ -364,12 +365,13 @@ fn run_streams(a: RunArgs) -> Result<i32, CliError> {
         EngineKind::Psync,
         false,
     );
-    drive(&a, &dir, cfg.file_size, s, |stop, progress| {
+    let code = drive(&a, &dir, cfg.file_size, s, |stop, progress| {
         streams::run(&cfg, stop, &mut |label, n| {
             progress.phase(label, iolab_spec::format_bytes(n))
         })
         .map_err(|e| e.to_string())
-    })
+    })?;
+    Ok(check.exit_code(code))
 }
 
 fn run_metadata(a: RunArgs) -> Result<i32, CliError> {

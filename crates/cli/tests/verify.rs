@@ -505,3 +505,80 @@ fn a_block_device_is_written_only_when_allowed_and_verified_from_its_first_heade
         .json();
     assert_eq!(uint(&doc["report"]["tally"]["classes"], "stale"), 1024);
 }
+
+#[test]
+fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let sb = Sandbox::new();
+    let args = [
+        "streams",
+        "--rw",
+        "write",
+        "--streams",
+        "2",
+        "--bs",
+        "64k",
+        "--size",
+        "2MiB",
+        "--verify",
+        "--json",
+        "-",
+    ];
+    let doc = sb.run(&args).ok().json();
+    for t in &arr(&doc, "tests")[..2] {
+        let v = &t["extra"]["verify"];
+        assert_eq!((uint(v, "checked"), uint(v, "failures")), (512, 0), "{t}");
+        assert_eq!(uint(v, "block_size"), 4096);
+    }
+    assert!(sb.target_entries().is_empty(), "files left behind");
+    sb.run(&["cdm", "--verify"])
+        .code(2)
+        .stderr_has(&["--verify applies to `run streams --rw write`"]);
+    sb.run(&["streams", "--verify"])
+        .code(2)
+        .stderr_has(&["--verify", "--rw write"]);
+
+    // Another writer keeps zeroing the first block of every stream file.
+    let done = Arc::new(AtomicBool::new(false));
+    let corrupter = {
+        let (done, dir) = (Arc::clone(&done), sb.target.clone());
+        std::thread::spawn(move || {
+            let mut hits = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                    if let Ok(f) = OpenOptions::new().write(true).open(e.path()) {
+                        if f.metadata().map(|m| m.len() >= 4096).unwrap_or(false)
+                            && f.write_all_at(&[0u8; 4096], 0).is_ok()
+                        {
+                            hits += 1;
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            hits
+        })
+    };
+    let out = sb.run(&args);
+    done.store(true, Ordering::Relaxed);
+    assert!(corrupter.join().unwrap() > 0, "the corrupter never wrote");
+    let out = out.code(3);
+    out.stderr_has(&["integrity:"]);
+    let doc = out.json();
+    for t in &arr(&doc, "tests")[..2] {
+        let v = &t["extra"]["verify"];
+        assert!(uint(v, "failures") >= 1, "{t}");
+        let first = &arr(v, "failure_samples")[0];
+        assert_eq!(
+            (uint(first, "offset"), string(first, "class")),
+            (0, "zeroed")
+        );
+    }
+    assert!(doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["code"] == "DATA_MISMATCH"));
+    assert!(sb.target_entries().is_empty(), "files left behind");
+}

@@ -293,17 +293,18 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
             ));
         }
     }
-    // Verified writes (iolab-verify) that read back as something else: the speed is that of
-    // a target that does not keep data.
-    if t.extra.get("workload").and_then(|v| v.as_str()) == Some("verify") {
-        let n = t
-            .extra
-            .get("failures")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
+    // Verified writes (iolab-verify: `run verify`, or `extra.verify` of a workload run with
+    // --verify) that read back as something else: the speed is that of a target that does
+    // not keep data.
+    let counts = if t.extra.get("workload").and_then(|v| v.as_str()) == Some("verify") {
+        Some(&t.extra)
+    } else {
+        t.extra.get("verify").filter(|v| v.is_object())
+    };
+    if let Some(c) = counts {
+        let n = c.get("failures").and_then(|v| v.as_u64()).unwrap_or(0);
         if n > 0 {
-            let classes = t
-                .extra
+            let classes = c
                 .get("classes")
                 .and_then(|c| c.as_object())
                 .map(|c| {
@@ -314,7 +315,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
                         .join(", ")
                 })
                 .unwrap_or_default();
-            let checked = t.extra.get("checked").and_then(|v| v.as_u64()).unwrap_or(0);
+            let checked = c.get("checked").and_then(|v| v.as_u64()).unwrap_or(0);
             out.push(w(
                 "DATA_MISMATCH",
                 format!(

@@ -791,6 +791,17 @@ fn data_mismatch_when_verified_blocks_read_back_wrong() {
         &["3 of 2048 blocks", "stale 3"],
     );
     assert_eq!(codes(&ws), ["DATA_MISMATCH"]);
+    // A streams test written with --verify carries the same counts under `verify`.
+    run.tests[0].extra = serde_json::json!({ "workload": "streams", "verify": extra(0) });
+    none(&analyze(&run, &f));
+    run.tests[0].extra = serde_json::json!({ "workload": "streams", "verify": extra(2) });
+    let ws = analyze(&run, &f);
+    fired(
+        &ws,
+        "DATA_MISMATCH",
+        Some("verify randwrite 4K"),
+        &["2 of 2048 blocks"],
+    );
 }
 
 #[test]

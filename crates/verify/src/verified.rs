@@ -970,6 +970,61 @@ pub fn check_with_journal(
     Ok(r)
 }
 
+/// Verified blocks inside another workload's writes (`--verify` on `run streams`): every
+/// `granule` bytes of a file is one block of generation 1 for its offset.
+#[derive(Debug, Clone, Copy)]
+pub struct Stamper {
+    pub run_id: u64,
+    pub granule: usize,
+}
+
+impl Stamper {
+    /// For writes of `bs` bytes into files of `size` bytes: blocks of the largest power of
+    /// two up to 4 KiB that divides both; None when that is below 512 bytes.
+    pub fn new(run_id: u64, bs: u64, size: u64) -> Option<Stamper> {
+        let granule = (9..=12)
+            .rev()
+            .map(|b| 1u64 << b)
+            .find(|g| bs.is_multiple_of(*g) && size.is_multiple_of(*g))?;
+        Some(Stamper {
+            run_id,
+            granule: granule as usize,
+        })
+    }
+
+    /// Fills the buffer of a write going to `offset` (a multiple of the granule).
+    pub fn fill(&self, buf: &mut [u8], offset: u64) {
+        for (i, b) in buf.chunks_exact_mut(self.granule).enumerate() {
+            block::stamp(b, offset + (i * self.granule) as u64, self.run_id, 1);
+        }
+    }
+
+    /// Checks what was written to `path` (its length, down to a whole block): the counts,
+    /// classes and first failures as JSON.
+    pub fn check(&self, path: &Path) -> Result<serde_json::Value, String> {
+        let len = data_size(path)?;
+        let e = Expectation {
+            run_id: self.run_id,
+            block_size: self.granule as u64,
+            size: len - len % self.granule as u64,
+            generations: Some((1, 1)),
+            source: "the workload".into(),
+        };
+        let r = check_file(path, &e, &AtomicBool::new(false), &mut |_| {})?;
+        Ok(serde_json::json!({
+            "run_id": format!("{:016x}", self.run_id),
+            "block_size": self.granule,
+            "bytes": r.bytes,
+            "direct": r.direct,
+            "seconds": round6(r.seconds),
+            "checked": r.tally.checked,
+            "failures": r.tally.failure_count,
+            "classes": r.tally.classes,
+            "failure_samples": r.tally.failures,
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1034,6 +1089,29 @@ mod tests {
         let (p, s) = (t.path.clone(), t.sidecar().unwrap());
         drop(t);
         assert!(!p.exists() && !s.exists());
+    }
+
+    #[test]
+    fn stamper_blocks_fit_the_writes_and_check_back() {
+        assert_eq!(Stamper::new(1, 1 << 20, 1 << 30).unwrap().granule, 4096);
+        assert_eq!(Stamper::new(1, 1536, 3072).unwrap().granule, 512);
+        assert!(Stamper::new(1, 1000, 4096).is_none());
+        let st = Stamper::new(9, 8192, 24576).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let mut data = vec![0u8; 24576];
+        for (i, w) in data.chunks_exact_mut(8192).enumerate() {
+            st.fill(w, (i * 8192) as u64);
+        }
+        data[5000] ^= 1;
+        std::fs::write(&p, &data).unwrap();
+        let v = st.check(&p).unwrap();
+        assert_eq!(
+            (v["checked"].as_u64(), v["failures"].as_u64()),
+            (Some(6), Some(1))
+        );
+        assert_eq!(v["failure_samples"][0]["offset"], 4096);
+        assert_eq!(v["failure_samples"][0]["class"], "bit-corruption");
     }
 
     #[test]
