@@ -87,7 +87,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
                 );
             }
             let (tb, target) =
-                scrub::build_testbed(layout, &device_size, &stop).map_err(scrub_error)?;
+                scrub::build_testbed(layout, &device_size, &cfg, &stop).map_err(scrub_error)?;
             (Some(tb), target)
         }
         None => {

@@ -604,7 +604,10 @@ fn scrub(target: &ScrubTarget, stop: &AtomicBool) -> Result<ScrubRun, ScrubError
     match &target.kind {
         FsKind::Btrfs => {
             let m = target.mount.to_string_lossy();
-            let out = tools::output(&["btrfs", "scrub", "start", "-B", "-R", &m])?;
+            let out = btrfs_scrub_until_done(&m, stop)?;
+            if stop.load(Ordering::Relaxed) {
+                return Err(ScrubError::Interrupted);
+            }
             run.seconds = start.elapsed().as_secs_f64();
             run.exit_code = out.status.code();
             let text = String::from_utf8_lossy(&out.stdout);
@@ -645,6 +648,36 @@ fn scrub(target: &ScrubTarget, stop: &AtomicBool) -> Result<ScrubRun, ScrubError
         }
     }
     Ok(run)
+}
+
+/// `btrfs scrub start -B -R MNT`, cancelled (`btrfs scrub cancel`) when `stop` is raised:
+/// on a large existing filesystem a scrub can take hours, and a SIGTERM sent to iolab alone
+/// does not reach the tool.
+fn btrfs_scrub_until_done(
+    mnt: &str,
+    stop: &AtomicBool,
+) -> Result<std::process::Output, ScrubError> {
+    use std::process::{Command, Stdio};
+    let child = Command::new("btrfs")
+        .args(["scrub", "start", "-B", "-R", mnt])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| ScrubError::Failed(format!("cannot run `btrfs scrub start`: {e}")))?;
+    let waiter = std::thread::spawn(move || child.wait_with_output());
+    let mut cancelled = false;
+    while !waiter.is_finished() {
+        if !cancelled && stop.load(Ordering::Relaxed) {
+            let _ = tools::output(&["btrfs", "scrub", "cancel", mnt]);
+            cancelled = true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    waiter
+        .join()
+        .map_err(|_| ScrubError::Failed("waiting for `btrfs scrub start` panicked".into()))?
+        .map_err(|e| ScrubError::Failed(format!("`btrfs scrub start`: {e}")))
 }
 
 /// zfs-fuse prints no byte count for a scrub: it reads every allocated block of every copy,

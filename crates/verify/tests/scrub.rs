@@ -111,7 +111,7 @@ fn run_on(test: &str, layout: Layout, cfg: &ScrubConfig) -> Option<ScrubReport> 
     let stop = AtomicBool::new(false);
     let mut tries = 0;
     let (tb, target) = loop {
-        match build_testbed(layout, "256MiB", &stop) {
+        match build_testbed(layout, "256MiB", cfg, &stop) {
             Ok(x) => break x,
             Err(ScrubError::Testbed(TestbedError::ZfsDaemonBusy { pid })) if tries < 12 => {
                 tries += 1;

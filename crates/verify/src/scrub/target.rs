@@ -35,6 +35,15 @@ impl Layout {
         }
     }
 
+    /// Bytes of data the layout holds on devices of `each` bytes: one device's worth for a
+    /// two-way mirror, two for parity over three devices.
+    pub fn usable_bytes(self, each: u64) -> u64 {
+        match self {
+            Layout::BtrfsRaid1 | Layout::ZfsMirror => each,
+            Layout::BtrfsRaid5 | Layout::ZfsRaidz => 2 * each,
+        }
+    }
+
     pub fn parse(text: &str) -> Option<Layout> {
         Layout::ALL.into_iter().find(|l| l.name() == text)
     }
@@ -256,6 +265,7 @@ impl ScrubTarget {
 pub fn build_testbed(
     layout: Layout,
     device_size: &str,
+    cfg: &super::ScrubConfig,
     stop: &AtomicBool,
 ) -> Result<(Testbed, ScrubTarget), ScrubError> {
     if !iolab_workloads::common::is_root() {
@@ -267,6 +277,24 @@ pub fn build_testbed(
     }
     let spec = layout.spec(device_size);
     iolab_testbed::validate(&spec).map_err(ScrubError::Testbed)?;
+    let each = spec.size_bytes().map_err(ScrubError::Testbed)?;
+    let needed = cfg.dataset_size + cfg.foreground.unwrap_or(0);
+    let usable = layout.usable_bytes(each);
+    // Metadata, chunk allocation (btrfs) and the pool's own reserve (zfs) need room too.
+    if needed > usable / 10 * 7 {
+        return Err(ScrubError::Invalid(format!(
+            "{} of data (dataset{}) does not fit well on {} with {device_size} devices \
+             ({} usable); give a larger --device-size or a smaller --dataset-size",
+            iolab_spec::format_bytes(needed),
+            if cfg.foreground.is_some() {
+                " and foreground file"
+            } else {
+                ""
+            },
+            layout.name(),
+            iolab_spec::format_bytes(usable)
+        )));
+    }
     let dir = StateFile::default_dir().map_err(ScrubError::Testbed)?;
     let state = StateFile::create(&dir).map_err(ScrubError::Testbed)?;
     let tb = iolab_testbed::build(&spec, &state, stop).map_err(|e| match e {
