@@ -8,6 +8,8 @@ mod common;
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{arr, get, string, uint, Out, Sandbox};
@@ -82,6 +84,35 @@ fn failures(doc: &Value) -> Vec<(u64, String, String)> {
             )
         })
         .collect()
+}
+
+/// Another writer that clobbers data every 200 µs while iolab runs.
+struct Corrupter {
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Corrupter {
+    /// Calls `clobber` (true when it wrote) on its own thread until `stop`.
+    fn start(clobber: impl Fn() -> bool + Send + 'static) -> Corrupter {
+        let done = Arc::new(AtomicBool::new(false));
+        let d = Arc::clone(&done);
+        let thread = std::thread::spawn(move || {
+            let mut hits = 0;
+            while !d.load(Ordering::Relaxed) {
+                hits += u64::from(clobber());
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            hits
+        });
+        Corrupter { done, thread }
+    }
+
+    /// Stops it; panics if it never wrote (the test would then prove nothing).
+    fn stop(self) {
+        self.done.store(true, Ordering::Relaxed);
+        assert!(self.thread.join().unwrap() > 0, "the corrupter never wrote");
+    }
 }
 
 #[test]
@@ -384,30 +415,18 @@ fn tampered_acknowledged_blocks_are_lost_acknowledged_writes() {
 #[test]
 fn a_run_whose_data_changes_underneath_is_stored_with_data_mismatch() {
     use std::os::unix::fs::OpenOptionsExt;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
     let sb = Sandbox::new();
     let data = sb.path("data");
     // Another writer keeps zeroing the last block while iolab writes and verifies.
-    let done = Arc::new(AtomicBool::new(false));
     let corrupter = {
-        let (done, data) = (Arc::clone(&done), data.clone());
-        std::thread::spawn(move || {
-            let zeros = iolab_engine::buffers::BufferPool::new(1, 4096);
-            let mut hits = 0u64;
-            while !done.load(Ordering::Relaxed) {
-                let f = OpenOptions::new()
-                    .write(true)
-                    .custom_flags(libc::O_DIRECT)
-                    .open(&data);
-                if let Ok(f) = f {
-                    if f.write_all_at(&zeros.slot(0)[..4096], 255 * 4096).is_ok() {
-                        hits += 1;
-                    }
-                }
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            hits
+        let data = data.clone();
+        let zeros = iolab_engine::buffers::BufferPool::new(1, 4096);
+        Corrupter::start(move || {
+            let f = OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&data);
+            f.is_ok_and(|f| f.write_all_at(&zeros.slot(0)[..4096], 255 * 4096).is_ok())
         })
     };
     let out = run_verify(
@@ -424,8 +443,7 @@ fn a_run_whose_data_changes_underneath_is_stored_with_data_mismatch() {
             "after",
         ],
     );
-    done.store(true, Ordering::Relaxed);
-    assert!(corrupter.join().unwrap() > 0, "the corrupter never wrote");
+    corrupter.stop();
     let out = out.code(3);
     let doc = out.json();
     let extra = &doc["tests"][0]["extra"];
@@ -508,8 +526,6 @@ fn a_block_device_is_written_only_when_allowed_and_verified_from_its_first_heade
 
 #[test]
 fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
     let sb = Sandbox::new();
     let args = [
         "streams",
@@ -540,29 +556,19 @@ fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
         .stderr_has(&["--verify", "--rw write"]);
 
     // Another writer keeps zeroing the first block of every stream file.
-    let done = Arc::new(AtomicBool::new(false));
-    let corrupter = {
-        let (done, dir) = (Arc::clone(&done), sb.target.clone());
-        std::thread::spawn(move || {
-            let mut hits = 0u64;
-            while !done.load(Ordering::Relaxed) {
-                for e in std::fs::read_dir(&dir).unwrap().flatten() {
-                    if let Ok(f) = OpenOptions::new().write(true).open(e.path()) {
-                        if f.metadata().map(|m| m.len() >= 4096).unwrap_or(false)
-                            && f.write_all_at(&[0u8; 4096], 0).is_ok()
-                        {
-                            hits += 1;
-                        }
-                    }
-                }
-                std::thread::sleep(Duration::from_micros(200));
+    let dir = sb.target.clone();
+    let corrupter = Corrupter::start(move || {
+        let mut hit = false;
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            if let Ok(f) = OpenOptions::new().write(true).open(e.path()) {
+                hit |= f.metadata().is_ok_and(|m| m.len() >= 4096)
+                    && f.write_all_at(&[0u8; 4096], 0).is_ok();
             }
-            hits
-        })
-    };
+        }
+        hit
+    });
     let out = sb.run(&args);
-    done.store(true, Ordering::Relaxed);
-    assert!(corrupter.join().unwrap() > 0, "the corrupter never wrote");
+    corrupter.stop();
     let out = out.code(3);
     out.stderr_has(&["integrity:"]);
     let doc = out.json();
