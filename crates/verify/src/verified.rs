@@ -1115,6 +1115,64 @@ mod tests {
     }
 
     #[test]
+    fn journal_rules_for_acknowledged_and_in_flight_blocks() {
+        use crate::journal::{JournalWriter, Kind};
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("d");
+        let bs = 4096usize;
+        std::fs::write(&data, vec![0u8; 4 * bs]).unwrap();
+        let meta = std::fs::metadata(&data).unwrap();
+        let jp = dir.path().join("j");
+        let mut j = JournalWriter::create(&jp, 7, bs as u64, 4 * bs as u64, 4, &meta).unwrap();
+        // Blocks 0 and 1 acked at generation 1; block 0 then in flight at 2; block 2 in
+        // flight at 1 (never acked); block 3 never written.
+        for (kind, off, g) in [
+            (Kind::Intent, 0, 1),
+            (Kind::Intent, 1, 1),
+            (Kind::Ack, 0, 1),
+            (Kind::Ack, 1, 1),
+            (Kind::Intent, 0, 2),
+            (Kind::Intent, 2, 1),
+        ] {
+            j.push(kind, off * bs as u64, g);
+        }
+        j.commit().unwrap();
+        let stamped = |off: usize, g: u64| {
+            let mut b = vec![0u8; bs];
+            block::stamp(&mut b, off as u64, 7, g);
+            b
+        };
+        let write = |blocks: &[Vec<u8>]| std::fs::write(&data, blocks.concat()).unwrap();
+        let check = || {
+            let journal = Journal::read(&jp).unwrap();
+            check_with_journal(&data, &journal, &AtomicBool::new(false), &mut |_| {}).unwrap()
+        };
+        // Block 0 torn between its acked and its in-flight generation, block 2 still zero.
+        let mut torn = stamped(0, 2);
+        torn[2048..].copy_from_slice(&stamped(0, 1)[2048..]);
+        write(&[torn, stamped(bs, 1), vec![0; bs], vec![0; bs]]);
+        let r = check();
+        assert_eq!((r.acked, r.in_flight, r.in_flight_torn), (2, 2, 1));
+        assert_eq!((r.in_flight_old, r.tally.failure_count), (1, 0));
+        // In flight but older than its ack, and an acked block zeroed: both lost.
+        write(&[vec![0; bs], vec![0; bs], stamped(2 * bs, 1), vec![0; bs]]);
+        let r = check();
+        assert_eq!((r.lost_acked, r.in_flight, r.in_flight_new), (2, 1, 1));
+        let offsets: Vec<u64> = r.tally.failures.iter().map(|f| f.offset).collect();
+        assert_eq!(offsets, [0, bs as u64]);
+        assert!(r.tally.failures.iter().all(|f| f.class == "lost-ack"));
+        // A block 3 nobody intended is not looked at, whatever it holds.
+        write(&[
+            stamped(0, 2),
+            stamped(bs, 1),
+            stamped(2 * bs, 1),
+            vec![9; bs],
+        ]);
+        let r = check();
+        assert_eq!((r.tally.checked, r.tally.failure_count), (3, 0));
+    }
+
+    #[test]
     fn an_existing_file_is_not_overwritten_without_permission() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("someone-elses");
