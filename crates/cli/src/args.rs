@@ -143,7 +143,7 @@ pub struct ShowArgs {
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// cdm (default), cdm-nvme, cdm-peak, cdm-real, atto, iometer, custom, or a workload:
-    /// fsync, copy, streams, metadata, dbench (see `iolab presets`). Giving --rw, --bs,
+    /// fsync, copy, streams, metadata, dbench, verify (see `iolab presets`). Giving --rw, --bs,
     /// --iodepth or --numjobs without a preset means custom.
     #[arg(value_name = "PRESET")]
     pub preset_arg: Option<String>,
