@@ -287,6 +287,38 @@ fn btrfs_raid5_rebuilds_every_block_from_parity() {
 }
 
 #[test]
+fn zfs_mirror_all_copies_fails_the_whole_records() {
+    let test = "zfs_mirror_all_copies_fails_the_whole_records";
+    let mut cfg = small(4);
+    cfg.all_copies = true;
+    let Some(r) = run_on(test, Layout::ZfsMirror, &cfg) else {
+        return;
+    };
+    for j in &r.injections {
+        assert_eq!(j.overwrites.len(), 2, "both sides of the mirror");
+    }
+    // Four records with no good copy: "with 4 errors", nothing repaired or restored.
+    assert_eq!(r.reported.uncorrectable, Some(4), "{}", r.render());
+    assert_eq!(r.reported.repaired_bytes, Some(0));
+    assert_eq!(r.reported.restored, Some(0));
+    // zfs fails every block of a bad record, not only the corrupted 4 KiB.
+    let blocks: u64 = r
+        .injections
+        .iter()
+        .map(|j| j.record.unwrap().1 / scrub::BLOCK as u64)
+        .sum();
+    let mut eio = r.verify.read_errors.clone();
+    eio.sort_unstable();
+    assert_eq!(eio.len() as u64, blocks);
+    assert_eq!(eio, r.expected_read_errors);
+    for j in &r.injections {
+        assert!(eio.binary_search(&j.offset).is_ok());
+    }
+    assert!(r.verify.mismatches.is_empty());
+    assert!(r.passed(), "{}", r.render());
+}
+
+#[test]
 fn corrupting_members_of_an_existing_filesystem_needs_consent() {
     let target = ScrubTarget {
         kind: FsKind::Btrfs,
