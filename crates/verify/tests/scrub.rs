@@ -287,6 +287,24 @@ fn btrfs_raid5_rebuilds_every_block_from_parity() {
 }
 
 #[test]
+fn zfs_raidz_rebuilds_the_bad_columns() {
+    let test = "zfs_raidz_rebuilds_the_bad_columns";
+    let Some(r) = run_on(test, Layout::ZfsRaidz, &small(8)) else {
+        return;
+    };
+    assert_eq!(r.target.redundancy, Redundancy::Parity);
+    assert_eq!(r.reported.detected, Some(8), "{}", r.render());
+    assert_eq!(r.reported.uncorrectable, Some(0));
+    assert_eq!(r.reported.restored, Some(8));
+    // raidz rewrites only the bad column, so the bytes are reported but not compared.
+    assert_eq!(r.expected.repaired_bytes, None);
+    assert!(r.reported.repaired_bytes.unwrap() > 0);
+    assert!(r.scrub.devices[1..].iter().all(|(_, c)| c["cksum"] == 0));
+    assert_eq!(r.verify.ok, r.verify.blocks);
+    assert!(r.passed(), "{}", r.render());
+}
+
+#[test]
 fn zfs_mirror_all_copies_fails_the_whole_records() {
     let test = "zfs_mirror_all_copies_fails_the_whole_records";
     let mut cfg = small(4);
