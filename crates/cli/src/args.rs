@@ -49,6 +49,9 @@ pub enum Command {
     /// Remove what killed studies left behind: mounts, loop devices, images, cgroups,
     /// zfs-fuse daemons (from the state files in /run/iolab).
     Cleanup(CleanupArgs),
+    /// Check data written by `iolab run verify --keep` (or, with --journal, what survived a
+    /// crash); reads only. Exit 3 when a block does not hold what was written.
+    Verify(VerifyArgs),
 }
 
 #[derive(Args, Debug)]
@@ -81,6 +84,40 @@ pub struct CleanupArgs {
     /// Where the state files are (default: /run/iolab as root, else $XDG_RUNTIME_DIR/iolab).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// Accepted for uniformity with the other commands; `verify` stores nothing.
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The data file or device the run wrote.
+    #[arg(long, short = 't', value_name = "PATH")]
+    pub target: PathBuf,
+    /// The run's journal: every acknowledged block is checked, blocks in flight are
+    /// reported separately.
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<PathBuf>,
+    /// Run id (hex, as the run printed it); checked against the sidecar or journal, needed
+    /// without either when the first block is damaged.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Block size, when there is neither a sidecar nor a readable first block.
+    #[arg(long, value_name = "SIZE")]
+    pub bs: Option<String>,
+    /// Expect every block at this generation (default: the sidecar's).
+    #[arg(long, value_name = "N")]
+    pub generation: Option<u64>,
+    /// Bytes to check from the start (default: the sidecar's region, else the whole file
+    /// or device).
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -147,7 +184,7 @@ pub struct ShowArgs {
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// cdm (default), cdm-nvme, cdm-peak, cdm-real, atto, iometer, custom, or a workload:
-    /// fsync, copy, streams, metadata, dbench (see `iolab presets`). Giving --rw, --bs,
+    /// fsync, copy, streams, metadata, dbench, verify (see `iolab presets`). Giving --rw, --bs,
     /// --iodepth or --numjobs without a preset means custom.
     #[arg(value_name = "PRESET")]
     pub preset_arg: Option<String>,
@@ -158,7 +195,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
     /// Measured passes per test.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", alias = "passes")]
     pub runs: Option<u32>,
     /// Length of each pass, e.g. 5s, 500ms.
     #[arg(long, value_name = "TIME")]
@@ -209,8 +246,8 @@ pub struct RunArgs {
     /// Percentage of reads in a mixed job (default 50; cdm's --mix uses 70).
     #[arg(long)]
     pub rwmixread: Option<u8>,
-    /// fsync after every N writes of each job.
-    #[arg(long, value_name = "N")]
+    /// fsync after every N writes of each job (verify: fdatasync every N blocks).
+    #[arg(long, value_name = "N", alias = "fsync-every")]
     pub fsync: Option<u32>,
     /// fdatasync after every N writes of each job.
     #[arg(long, value_name = "N", conflicts_with = "fsync")]
@@ -320,6 +357,59 @@ pub struct RunArgs {
     /// Set by `iolab study`: a JSON file describing the configuration (stored with the run).
     #[arg(long, hide = true, value_name = "FILE", requires = "study")]
     pub study_meta: Option<PathBuf>,
+    /// verify: when blocks are read back: inline (every --verify-every blocks as they are
+    /// written), after (the whole region after each pass; default), both, none.
+    #[arg(long, value_name = "MODE", help_heading = "Workload options")]
+    pub verify_mode: Option<String>,
+    /// verify: read back every Nth block written (inline mode; default 16).
+    #[arg(long, value_name = "N", help_heading = "Workload options")]
+    pub verify_every: Option<u64>,
+    /// streams --rw write: write self-describing blocks and check every file before it is
+    /// removed; exit 3 on a mismatch (`run copy` always verifies; see docs/integrity.md).
+    #[arg(long, help_heading = "Workload options")]
+    pub verify: bool,
+    /// verify: keep the data file and its sidecar for a later `iolab verify`.
+    #[arg(long, help_heading = "Workload options")]
+    pub keep: bool,
+    /// verify: intent/ack journal, on another filesystem than the target, for `iolab verify
+    /// --journal` after a crash (see docs/integrity.md).
+    #[arg(long, value_name = "PATH", help_heading = "Workload options")]
+    pub journal: Option<PathBuf>,
+    /// scrub-test: build this loop testbed, run on it and remove it (root): btrfs-raid1,
+    /// btrfs-raid5, zfs-mirror, zfs-raidz. Without it, --target must be a directory on a
+    /// redundant btrfs or zfs.
+    #[arg(long, value_name = "LAYOUT", help_heading = "Workload options")]
+    pub testbed: Option<String>,
+    /// scrub-test: size of each loop device of --testbed (default 512MiB).
+    #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
+    pub device_size: Option<String>,
+    /// scrub-test: bytes of verified blocks to write (default 128MiB).
+    #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
+    pub dataset_size: Option<String>,
+    /// scrub-test: percent of the dataset in small files of 4-64 KiB (default 25; 0 or 100
+    /// for one class only, e.g. to compare their scrub rates).
+    #[arg(long, value_name = "PCT", help_heading = "Workload options")]
+    pub small_files: Option<u8>,
+    /// scrub-test: corruptions to inject on one member (default 32).
+    #[arg(long, value_name = "N", help_heading = "Workload options")]
+    pub corrupt: Option<u32>,
+    /// scrub-test: bytes per corruption, a multiple of 4KiB up to 64KiB (default 4KiB).
+    #[arg(long, value_name = "SIZE", help_heading = "Workload options")]
+    pub corrupt_size: Option<String>,
+    /// scrub-test: corrupt the same data on every member holding it (must be uncorrectable).
+    #[arg(long, help_heading = "Workload options")]
+    pub all_copies: bool,
+    /// scrub-test: measure a sequential reader on other data during the scrub against the
+    /// same reader without one.
+    #[arg(long, help_heading = "Workload options")]
+    pub foreground: bool,
+    /// scrub-test: with --target on an existing filesystem, allow overwriting blocks of
+    /// iolab's own files directly on its member devices.
+    #[arg(long, help_heading = "Workload options")]
+    pub allow_corrupt_members: bool,
+    /// scrub-test: seed for file sizes and the blocks chosen (printed in the results).
+    #[arg(long, value_name = "N", help_heading = "Workload options")]
+    pub seed: Option<u64>,
 }
 
 impl RunArgs {

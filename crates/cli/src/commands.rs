@@ -67,6 +67,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::History(args) => crate::report_cmd::history(args),
         Command::Study(args) => crate::study::study(args),
         Command::Cleanup(args) => crate::study::cleanup(args),
+        Command::Verify(args) => crate::verify_cmd::verify(args),
     }
 }
 

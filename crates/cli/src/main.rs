@@ -9,8 +9,10 @@ mod environment;
 mod progress;
 mod report_cmd;
 mod run;
+mod scrub_cmd;
 mod signals;
 mod study;
+mod verify_cmd;
 mod workloads;
 
 use clap::Parser;

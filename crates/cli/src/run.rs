@@ -474,6 +474,13 @@ pub(crate) fn conclude(
 }
 
 pub fn run(a: RunArgs) -> Result<i32, CliError> {
+    if a.verify && a.preset() != "streams" {
+        return Err(CliError::Usage(format!(
+            "--verify applies to `run streams --rw write`, not {}; `run copy` always verifies, \
+             `run verify` is the verified-write workload",
+            a.preset()
+        )));
+    }
     if crate::workloads::is_workload(a.preset()) {
         return crate::workloads::run(a);
     }

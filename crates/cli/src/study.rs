@@ -196,9 +196,9 @@ fn execute(study: &Study, args: &StudyArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::Failed(format!("cannot find the iolab binary: {e}")))?;
     let invocation = uuid::Uuid::new_v4().to_string();
     let steps = schedule(study);
-    let total = steps.len() * study.workloads.len();
+    let total = study.run_count();
     println!(
-        "Study {} ({}): {} configuration(s) x {} workload(s) x {} repeat(s) = {total} runs, \
+        "Study {} ({}): {} configuration(s), {} workload(s), {} repeat(s): {total} runs, \
          {} order",
         study.name,
         study.file,
@@ -237,7 +237,11 @@ fn execute(study: &Study, args: &StudyArgs) -> Result<i32, CliError> {
                 let msg = format!("{}: building the testbed failed: {e}", cfg.label);
                 eprintln!("iolab: {msg}");
                 out.failures.push(msg);
-                done += study.workloads.len();
+                done += study
+                    .workloads
+                    .iter()
+                    .filter(|w| w.applies_to(&cfg.label))
+                    .count();
                 continue;
             }
         };
@@ -250,7 +254,7 @@ fn execute(study: &Study, args: &StudyArgs) -> Result<i32, CliError> {
             db: &db_path,
             stop: &stop,
         };
-        for w in &study.workloads {
+        for w in study.workloads.iter().filter(|w| w.applies_to(&cfg.label)) {
             if stop.load(Ordering::Relaxed) {
                 out.interrupted = true;
                 break;
@@ -571,9 +575,9 @@ fn wait_forwarding(mut child: Child, stop: &AtomicBool, who: &str) -> Result<Chi
 /// lines and the order of the runs.
 fn dry_run_text(study: &Study) -> String {
     let mut s = String::new();
-    let runs = study.configs.len() * study.workloads.len() * study.repeats as usize;
+    let runs = study.run_count();
     s.push_str(&format!(
-        "Study {} ({}): {} configuration(s) x {} workload(s) x {} repeat(s) = {runs} runs, {} \
+        "Study {} ({}): {} configuration(s), {} workload(s), {} repeat(s): {runs} runs, {} \
          order{}\n",
         study.name,
         study.file,
@@ -605,11 +609,16 @@ fn dry_run_text(study: &Study) -> String {
     s.push_str("\nWorkloads (run on every configuration, in this order):\n");
     for w in &study.workloads {
         s.push_str(&format!(
-            "  {}: iolab run {} {}--target <testbed> --label '{}'\n",
+            "  {}: iolab run {} {}--target <testbed> --label '{}'{}\n",
             w.label,
             w.kind,
             w.args.iter().map(|a| format!("{a} ")).collect::<String>(),
-            w.label
+            w.label,
+            if w.only.is_empty() {
+                String::new()
+            } else {
+                format!("  (only on: {})", w.only.join(", "))
+            }
         ));
     }
     s.push_str("\nOrder:\n");

@@ -44,6 +44,21 @@ pub const WORKLOADS: &[(&str, &str)] = &[
         "mdtest-shaped: create, stat, read, rename, delete of --files N in --dirs M with \
          --threads T; ops/s per phase and the space each small file really uses",
     ),
+    (
+        "verify",
+        "verified writes: self-describing blocks (offset, run id, generation, crc32c) over \
+         --size in --bs blocks, --rw write|randwrite, --runs passes, read back --verify-mode \
+         inline|after|both|none; --journal PATH for `iolab verify` after a crash; exit 3 on \
+         any mismatch",
+    ),
+    (
+        "scrub-test",
+        "corrupt known blocks on one member of a btrfs raid1/raid5 or zfs mirror/raidz \
+         (--testbed LAYOUT, or --target DIR with --allow-corrupt-members), run the \
+         filesystem's scrub, compare detected/repaired/uncorrectable with what was injected, \
+         verify every block; --corrupt N --corrupt-size --all-copies --foreground; exit 3 if \
+         data was not repaired, 4 if only the counts are wrong",
+    ),
 ];
 
 pub fn is_workload(name: &str) -> bool {
@@ -77,7 +92,7 @@ fn dir_info(dir: &std::path::Path, size: u64) -> TargetInfo {
     }
 }
 
-fn settings(
+pub(crate) fn settings(
     size: u64,
     duration: Duration,
     runs: u32,
@@ -120,6 +135,8 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         "streams" => run_streams(a),
         "metadata" => run_metadata(a),
         "dbench" => run_dbench(a),
+        "verify" => crate::verify_cmd::run_verify(a),
+        "scrub-test" => crate::scrub_cmd::run(a),
         other => Err(CliError::Usage(format!("unknown workload '{other}'"))),
     }
 }
@@ -216,6 +233,13 @@ fn run_fsync(a: RunArgs) -> Result<i32, CliError> {
     conclude(&mut run, &mut rec, &a, &stop, outcome)
 }
 
+/// A workload that returns whole tests at the end.
+type Work<'a> = dyn FnOnce(
+        &std::sync::atomic::AtomicBool,
+        &Progress,
+    ) -> Result<Vec<iolab_measure::TestRecord>, String>
+    + 'a;
+
 /// Runs a workload that returns whole tests at the end: store, warnings, report.
 fn drive(
     a: &RunArgs,
@@ -227,20 +251,24 @@ fn drive(
         &Progress,
     ) -> Result<Vec<iolab_measure::TestRecord>, String>,
 ) -> Result<i32, CliError> {
+    drive_target(a, dir_info(dir, size), dir, settings, Box::new(work))
+}
+
+/// `drive` for a target described by `info`, whose environment is read at `env_path`.
+pub(crate) fn drive_target(
+    a: &RunArgs,
+    info: TargetInfo,
+    env_path: &std::path::Path,
+    settings: RunSettings,
+    work: Box<Work<'_>>,
+) -> Result<i32, CliError> {
     let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
     let mut rec = recorder(a)?;
     let progress = Progress::new(Duration::ZERO, a.quiet);
     let direct = settings.direct;
-    let mut run = new_run(
-        a,
-        a.preset(),
-        a.preset(),
-        dir_info(dir, size),
-        settings,
-        Vec::new(),
-    );
+    let mut run = new_run(a, a.preset(), a.preset(), info, settings, Vec::new());
     rec.begin(&mut run)?;
-    let env = iolab_env::capture(Some(dir));
+    let env = iolab_env::capture(Some(env_path));
     run.env = serde_json::to_value(&env).unwrap_or(serde_json::Value::Null);
     let result = work(&stop, &progress);
     progress.finish();
@@ -329,6 +357,7 @@ fn run_streams(a: RunArgs) -> Result<i32, CliError> {
     cfg.duration = opt_duration("duration", &a.duration)?;
     cfg.drop_caches = a.drop_caches;
     cfg.end_fsync = a.end_fsync;
+    let check = crate::verify_cmd::StreamsCheck::new(&a, &mut cfg)?;
     let s = settings(
         cfg.file_size,
         cfg.duration.unwrap_or(Duration::ZERO),
@@ -336,12 +365,13 @@ fn run_streams(a: RunArgs) -> Result<i32, CliError> {
         EngineKind::Psync,
         false,
     );
-    drive(&a, &dir, cfg.file_size, s, |stop, progress| {
+    let code = drive(&a, &dir, cfg.file_size, s, |stop, progress| {
         streams::run(&cfg, stop, &mut |label, n| {
             progress.phase(label, iolab_spec::format_bytes(n))
         })
         .map_err(|e| e.to_string())
-    })
+    })?;
+    Ok(check.exit_code(code))
 }
 
 fn run_metadata(a: RunArgs) -> Result<i32, CliError> {

@@ -41,7 +41,8 @@ fn every_shipped_study_passes_the_dry_run() {
     let p = studies_dir().join("raid5-cache.toml");
     let out = sb.iolab(&["study", "--dry-run", p.to_str().unwrap()]).ok();
     assert!(
-        out.stdout.contains("10 configuration(s) x 1 workload(s)"),
+        out.stdout
+            .contains("10 configuration(s), 1 workload(s), 1 repeat(s): 10 runs"),
         "{}",
         out.stdout
     );
@@ -158,7 +159,7 @@ files = 50
     let out = sb.iolab(&["study", &f]).ok();
     assert!(out
         .stdout
-        .contains("2 configuration(s) x 2 workload(s) x 2 repeat(s) = 8 runs"));
+        .contains("2 configuration(s), 2 workload(s), 2 repeat(s): 8 runs"));
     assert!(
         out.stdout.contains("**Ratio to the baseline (b)**"),
         "{}",

@@ -319,6 +319,79 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
             ));
         }
     }
+    // Verified writes (iolab-verify: `run verify`, or `extra.verify` of a workload run with
+    // --verify) that read back as something else: the speed is that of a target that does
+    // not keep data.
+    let counts = if t.extra.get("workload").and_then(|v| v.as_str()) == Some("verify") {
+        Some(&t.extra)
+    } else {
+        t.extra.get("verify").filter(|v| v.is_object())
+    };
+    if let Some(c) = counts {
+        let n = c.get("failures").and_then(|v| v.as_u64()).unwrap_or(0);
+        if n > 0 {
+            let classes = c
+                .get("classes")
+                .and_then(|c| c.as_object())
+                .map(|c| {
+                    c.iter()
+                        .filter(|(k, _)| k.as_str() != "ok")
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            let checked = c.get("checked").and_then(|v| v.as_u64()).unwrap_or(0);
+            out.push(w(
+                "DATA_MISMATCH",
+                format!(
+                    "{n} of {checked} blocks read back did not hold what was written ({classes}; \
+                     offsets in failure_samples of the JSON)"
+                ),
+                "do not trust this target with data: check the device (SMART, dmesg), cables, \
+                 RAM and the write cache before measuring speed",
+                Some(t),
+            ));
+        }
+    }
+    // The scrub test (iolab-verify): the filesystem left data unrepaired or wrong, or
+    // repaired it but counted something else.
+    if t.extra.get("workload").and_then(|v| v.as_str()) == Some("scrub-test") {
+        let list = |key: &str| -> Vec<String> {
+            t.extra
+                .get(key)
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let (problems, miscounts) = (list("problems"), list("miscounts"));
+        if let Some(first) = problems.first() {
+            out.push(w(
+                "SCRUB_NOT_REPAIRED",
+                format!(
+                    "{} problem(s) with the data after the scrub; first: {first}",
+                    problems.len()
+                ),
+                "do not count on this configuration's scrub to keep the copies good: check \
+                 the kernel's known issues for the RAID profile (btrfs raid5/6) and the devices",
+                Some(t),
+            ));
+        } else if let Some(first) = miscounts.first() {
+            out.push(w(
+                "SCRUB_MISCOUNTED",
+                format!(
+                    "the data was repaired, but the scrub's counts differ from what was \
+                     injected: {first}"
+                ),
+                "do not monitor this configuration by the scrub's error counts alone",
+                Some(t),
+            ));
+        }
+    }
     let mbs: Vec<f64> = t.passes.iter().map(|p| p.mb_s).collect();
     let m = metric(&mbs);
     if m.n >= 2 && m.cv > HIGH_CV {
@@ -370,7 +443,9 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
             Some(t),
         ));
     }
-    if let Some(min_ios) = t.passes.iter().map(|p| p.ios).min() {
+    // A pass timed as a whole, without per-I/O latencies (a filesystem's scrub), has no
+    // percentiles to doubt.
+    if let Some(min_ios) = t.passes.iter().map(|p| p.ios).filter(|&n| n > 0).min() {
         if min_ios < MIN_IOS_FOR_P99 {
             out.push(w(
                 "FEW_IOS",

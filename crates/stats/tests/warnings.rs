@@ -766,6 +766,8 @@ fn few_ios_below_100_in_any_pass() {
         run_of(vec![record("SEQ", Rw::Read, passes)])
     };
     none(&analyze(&with_ios(100), &f));
+    // A pass with no per-I/O latencies at all (timed as a whole) has no p99 to doubt.
+    none(&analyze(&with_ios(0), &f));
     let ws = analyze(&with_ios(99), &f);
     fired(&ws, "FEW_IOS", Some("SEQ"), &["only 99 I/Os"]);
     assert_eq!(codes(&ws), ["FEW_IOS"]);
@@ -790,6 +792,93 @@ fn status_mismatch_when_a_replay_disagrees_with_its_loadfile() {
         &["7 operations"],
     );
     assert_eq!(codes(&ws), ["STATUS_MISMATCH"]);
+}
+
+#[test]
+fn data_mismatch_when_verified_blocks_read_back_wrong() {
+    let f = TargetFacts::default();
+    let mut run = run_of(vec![test_of(
+        "verify randwrite 4K",
+        Rw::RandWrite,
+        &[100.0, 101.0, 99.0],
+    )]);
+    let extra = |failures: u64| {
+        serde_json::json!({
+            "workload": "verify",
+            "checked": 2048,
+            "failures": failures,
+            "classes": { "ok": 2048 - failures, "stale": failures },
+        })
+    };
+    run.tests[0].extra = extra(0);
+    none(&analyze(&run, &f));
+    // The same count from another workload is not a verification result.
+    run.tests[0].extra = serde_json::json!({ "workload": "copy", "failures": 3 });
+    none(&analyze(&run, &f));
+    run.tests[0].extra = extra(3);
+    let ws = analyze(&run, &f);
+    fired(
+        &ws,
+        "DATA_MISMATCH",
+        Some("verify randwrite 4K"),
+        &["3 of 2048 blocks", "stale 3"],
+    );
+    assert_eq!(codes(&ws), ["DATA_MISMATCH"]);
+    // A streams test written with --verify carries the same counts under `verify`.
+    run.tests[0].extra = serde_json::json!({ "workload": "streams", "verify": extra(0) });
+    none(&analyze(&run, &f));
+    run.tests[0].extra = serde_json::json!({ "workload": "streams", "verify": extra(2) });
+    let ws = analyze(&run, &f);
+    fired(
+        &ws,
+        "DATA_MISMATCH",
+        Some("verify randwrite 4K"),
+        &["2 of 2048 blocks"],
+    );
+}
+
+#[test]
+fn scrub_not_repaired_and_miscounted_from_the_scrub_test() {
+    let f = TargetFacts::default();
+    let mut run = run_of(vec![test_of("scrub", Rw::Read, &[800.0])]);
+    let extra = |problems: &[&str], miscounts: &[&str]| {
+        serde_json::json!({
+            "workload": "scrub-test",
+            "passed": problems.is_empty() && miscounts.is_empty(),
+            "problems": problems,
+            "miscounts": miscounts,
+        })
+    };
+    run.tests[0].extra = extra(&[], &[]);
+    none(&analyze(&run, &f));
+    // The same lists from another workload are not a scrub verdict.
+    run.tests[0].extra = serde_json::json!({ "problems": ["x"], "miscounts": ["y"] });
+    none(&analyze(&run, &f));
+    run.tests[0].extra = extra(&[], &["detected: expected 32, the filesystem reported 20"]);
+    let ws = analyze(&run, &f);
+    fired(
+        &ws,
+        "SCRUB_MISCOUNTED",
+        Some("scrub"),
+        &["expected 32, the filesystem reported 20"],
+    );
+    assert_eq!(codes(&ws), ["SCRUB_MISCOUNTED"]);
+    // A data problem outranks a miscount: one warning, about the data.
+    run.tests[0].extra = extra(
+        &[
+            "4 of 8 corrupted copies read back intact",
+            "iolab's verify found 4 bad block(s)",
+        ],
+        &["detected: expected 8, the filesystem reported 6"],
+    );
+    let ws = analyze(&run, &f);
+    fired(
+        &ws,
+        "SCRUB_NOT_REPAIRED",
+        Some("scrub"),
+        &["2 problem(s)", "4 of 8 corrupted copies"],
+    );
+    assert_eq!(codes(&ws), ["SCRUB_NOT_REPAIRED"]);
 }
 
 #[test]

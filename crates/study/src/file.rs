@@ -86,7 +86,39 @@ pub struct Workload {
     pub options: Vec<(String, String)>,
     /// `iolab run` arguments after the kind: `--key value` per option.
     pub args: Vec<String>,
+    /// `only = [...]`: the configurations it runs on (a label, or the label of a
+    /// `[[config]]` before its matrix values); empty: every configuration.
+    pub only: Vec<String>,
     pub line: usize,
+}
+
+impl Workload {
+    /// Whether this workload runs on the configuration labelled `label`.
+    pub fn applies_to(&self, label: &str) -> bool {
+        self.only.is_empty()
+            || self
+                .only
+                .iter()
+                .any(|o| label == o || label.starts_with(&format!("{o}, ")))
+    }
+}
+
+impl Study {
+    /// How many runs the study makes: repeats x the (configuration, workload) pairs that
+    /// apply.
+    pub fn run_count(&self) -> usize {
+        let pairs: usize = self
+            .configs
+            .iter()
+            .map(|c| {
+                self.workloads
+                    .iter()
+                    .filter(|w| w.applies_to(&c.label))
+                    .count()
+            })
+            .sum();
+        pairs * self.repeats as usize
+    }
 }
 
 /// What a workload validator found wrong: the option (its TOML key), if it can tell which.
@@ -314,6 +346,28 @@ pub fn parse(
             })?,
     };
     let workloads = workloads(&src, &raw, check_workload)?;
+    for (i, w) in workloads.iter().enumerate() {
+        for o in &w.only {
+            if !configs
+                .iter()
+                .any(|c| c.label == *o || c.label.starts_with(&format!("{o}, ")))
+            {
+                return Err(src.key_err(
+                    &raw.workload[i].span(),
+                    "only",
+                    &format!("workload[{}].only", i + 1),
+                    format!(
+                        "'{o}' is not a configuration (labels: {})",
+                        configs
+                            .iter()
+                            .map(|c| c.label.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        }
+    }
     Ok(Study {
         file: file.to_string(),
         name,
@@ -618,10 +672,25 @@ fn workloads(
                 ),
             ));
         }
+        let only = match t.get("only") {
+            None => Vec::new(),
+            Some(Value::Array(a)) if !a.is_empty() && a.iter().all(|x| x.is_str()) => a
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect(),
+            Some(_) => {
+                return Err(src.key_err(
+                    &span,
+                    "only",
+                    &format!("{key}.only"),
+                    "must be a list of configuration labels",
+                ))
+            }
+        };
         let mut args = Vec::new();
         let mut options = Vec::new();
         for (k, v) in t {
-            if k == "kind" || k == "label" {
+            if k == "kind" || k == "label" || k == "only" {
                 continue;
             }
             let full = format!("{key}.{k}");
@@ -674,6 +743,7 @@ fn workloads(
             label,
             options,
             args,
+            only,
             line: src.line_of(span.start),
         };
         check(&wl).map_err(|p| match &p.key {
@@ -870,6 +940,27 @@ kind = "cdm"
         assert_eq!((e.line, e.key.as_str()), (Some(2), "repeats"), "{e}");
         let e = parse_err(&BARRIERS.replace("repeats = 2", "order = \"random\""));
         assert_eq!((e.line, e.key.as_str()), (Some(2), "order"), "{e}");
+    }
+
+    #[test]
+    fn only_limits_a_workload_to_some_configurations() {
+        let text = format!("{BARRIERS}\n[[workload]]\nkind = \"cdm\"\nonly = [\"barrier=0\"]\n");
+        let s = parse_ok(&text);
+        let w = &s.workloads[2];
+        assert!(w.applies_to("barrier=0") && !w.applies_to("barrier=1"));
+        assert!(s.workloads[0].applies_to("barrier=1"));
+        assert_eq!(s.run_count(), 2 * (2 + 2 + 1));
+        let e = parse_err(&text.replace("[\"barrier=0\"]", "[\"barrier=9\"]"));
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(33), "workload[3].only"),
+            "{e}"
+        );
+        // A [[config]] label also names its matrix expansions.
+        let m = "[[config]]\nlabel = \"ext4\"\ntestbed = { kind = \"loop\", size = \"64MiB\", \
+                 fs = \"ext4\" }\n[matrix]\nread_ahead_kb = [0, 128]\n[[workload]]\n\
+                 kind = \"cdm\"\nonly = [\"ext4\"]\n";
+        assert_eq!(parse_ok(m).run_count(), 2);
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! What the copy, streams and metadata workloads share: their error type, the 100 ms
-//! throughput series, CPU and activity sampling around a pass, page-cache residency and
-//! dropping, random test files, and the removal of everything a workload created.
+//! What the copy, streams and metadata workloads (and iolab-verify's workload) share: their
+//! error type, the 100 ms throughput series, CPU and activity sampling around a pass,
+//! page-cache residency and dropping, random test files, and the removal of everything a
+//! workload created.
 
 use std::ffi::CString;
 use std::fmt;
@@ -100,7 +101,7 @@ pub(crate) fn io_err<'a>(
 }
 
 /// A name no other run uses: `iolab-<what>-<pid>-<random>`.
-pub(crate) fn unique_name(what: &str) -> String {
+pub fn unique_name(what: &str) -> String {
     format!(
         "iolab-{what}-{}-{:08x}",
         std::process::id(),
@@ -164,7 +165,7 @@ pub(crate) fn resident_fraction<'a>(paths: impl IntoIterator<Item = &'a Path>) -
 
 /// The block device holding `path`, named as /proc/diskstats names it ("vda", "sda1",
 /// "dm-0"); None for filesystems without one (tmpfs, overlay, network).
-pub(crate) fn device_of(path: &Path) -> Option<String> {
+pub fn device_of(path: &Path) -> Option<String> {
     let dev = std::fs::metadata(path).ok()?.dev();
     let link = std::fs::read_link(format!(
         "/sys/dev/block/{}:{}",
@@ -176,7 +177,7 @@ pub(crate) fn device_of(path: &Path) -> Option<String> {
 }
 
 /// CPU and machine activity sampled at the start of a pass.
-pub(crate) struct Watch {
+pub struct Watch {
     cpu: CpuSample,
     activity: ActivitySample,
     devices: Vec<String>,
@@ -184,7 +185,7 @@ pub(crate) struct Watch {
 
 impl Watch {
     /// Starts watching; `devices` are the block devices whose traffic is reported.
-    pub(crate) fn start(devices: &[String]) -> Self {
+    pub fn start(devices: &[String]) -> Self {
         Watch {
             activity: ActivitySample::now(),
             devices: devices.to_vec(),
@@ -193,7 +194,7 @@ impl Watch {
     }
 
     /// CPU use for a pass of `ios` operations, and what else the machine did meanwhile.
-    pub(crate) fn finish(&self, ios: u64) -> (CpuUsage, Activity) {
+    pub fn finish(&self, ios: u64) -> (CpuUsage, Activity) {
         let cpu = self.cpu.usage_until(&CpuSample::now(), ios);
         let activity = self.activity.until(&ActivitySample::now(), &self.devices);
         (cpu, activity)
@@ -202,13 +203,13 @@ impl Watch {
 
 /// Bytes (or operations) per 100 ms interval since `start`.
 #[derive(Debug, Clone)]
-pub(crate) struct Series {
+pub struct Series {
     start: Instant,
     buckets: Vec<u64>,
 }
 
 impl Series {
-    pub(crate) fn new(start: Instant) -> Self {
+    pub fn new(start: Instant) -> Self {
         Series {
             start,
             buckets: Vec::new(),
@@ -216,7 +217,7 @@ impl Series {
     }
 
     #[inline]
-    pub(crate) fn add(&mut self, at: Instant, amount: u64) {
+    pub fn add(&mut self, at: Instant, amount: u64) {
         let i = (at.saturating_duration_since(self.start).as_nanos() / SERIES_INTERVAL.as_nanos())
             as usize;
         if self.buckets.len() <= i {
@@ -226,7 +227,7 @@ impl Series {
     }
 
     /// Makes the series cover the pass up to `end` (a final flush adds empty intervals).
-    pub(crate) fn extend_to(&mut self, end: Instant) {
+    pub fn extend_to(&mut self, end: Instant) {
         let n =
             end.saturating_duration_since(self.start).as_nanos() / SERIES_INTERVAL.as_nanos() + 1;
         if self.buckets.len() < n as usize {
@@ -234,12 +235,12 @@ impl Series {
         }
     }
 
-    pub(crate) fn buckets(&self) -> &[u64] {
+    pub fn buckets(&self) -> &[u64] {
         &self.buckets
     }
 
     /// Adds `other` into `self`, aligned on the intervals of `self`'s start.
-    pub(crate) fn merge(&mut self, other: &Series) {
+    pub fn merge(&mut self, other: &Series) {
         let shift = (other.start.saturating_duration_since(self.start).as_nanos()
             / SERIES_INTERVAL.as_nanos()) as usize;
         if self.buckets.len() < other.buckets.len() + shift {
@@ -250,7 +251,7 @@ impl Series {
         }
     }
 
-    pub(crate) fn into_timeseries(self) -> TimeSeries {
+    pub fn into_timeseries(self) -> TimeSeries {
         TimeSeries {
             interval_ms: SERIES_INTERVAL.as_millis() as u32,
             bytes: self.buckets,
@@ -259,7 +260,7 @@ impl Series {
 }
 
 /// A test record with the median summary of its passes.
-pub(crate) fn test_record(
+pub fn test_record(
     name: String,
     group: String,
     job: JobSpec,
@@ -278,7 +279,7 @@ pub(crate) fn test_record(
 }
 
 /// Rounds to 6 significant decimals for the JSON extras (seconds, MB/s, fractions).
-pub(crate) fn round6(x: f64) -> f64 {
+pub fn round6(x: f64) -> f64 {
     if x.is_finite() {
         (x * 1e6).round() / 1e6
     } else {

@@ -6,7 +6,7 @@
 pub mod dbench;
 pub mod fsync;
 
-mod common;
+pub mod common;
 pub mod copy;
 pub mod metadata;
 pub mod streams;

@@ -10,6 +10,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iolab_engine::buffers::{stamp, BufferPool};
@@ -62,6 +63,29 @@ pub struct StreamsConfig {
     /// Write streams: fsync the file at the end, counted in the stream's time (dd's
     /// `conv=fsync`).
     pub end_fsync: bool,
+    /// Write streams: write verifiable data and check every file before it is removed.
+    pub verify: Option<VerifyHook>,
+}
+
+/// Fills the buffer of the write that goes to the given file offset.
+pub type FillFn = dyn Fn(&mut [u8], u64) + Send + Sync;
+/// Checks a file after the streams ended: its result as JSON, or why it could not be read.
+pub type CheckFn = dyn Fn(&Path) -> Result<serde_json::Value, String> + Send + Sync;
+
+/// How write streams write verifiable data and check it (supplied by the caller, e.g.
+/// iolab-verify's self-describing blocks).
+#[derive(Clone)]
+pub struct VerifyHook {
+    pub fill: Arc<FillFn>,
+    /// The result goes into the `extra` of the first stream that wrote the file, as
+    /// `verify`.
+    pub check: Arc<CheckFn>,
+}
+
+impl std::fmt::Debug for VerifyHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VerifyHook")
+    }
 }
 
 impl StreamsConfig {
@@ -81,6 +105,7 @@ impl StreamsConfig {
             drop_caches: false,
             evict_prepared: true,
             end_fsync: false,
+            verify: None,
         }
     }
 
@@ -218,7 +243,10 @@ fn stream(a: StreamArgs<'_>) -> Result<Option<StreamOutcome>, WorkloadError> {
                 ended_by = "end of file";
                 break;
             }
-            stamp(&mut pool.slot_mut(0)[..bs], &mut rng);
+            match &cfg.verify {
+                Some(v) => (v.fill)(&mut pool.slot_mut(0)[..bs], bytes),
+                None => stamp(&mut pool.slot_mut(0)[..bs], &mut rng),
+            }
             (cfg.file_size - bytes).min(bs as u64) as usize
         };
         let t0 = Instant::now();
@@ -437,6 +465,13 @@ pub fn run(
     } else {
         None
     };
+    // Each file's check, for the first stream that wrote it.
+    let mut checks: Vec<Option<serde_json::Value>> = vec![None; n];
+    if let (Some(v), false) = (&cfg.verify, reading) {
+        for (i, f) in files.iter().enumerate() {
+            checks[i] = Some((v.check)(f).map_err(|e| WorkloadError::mismatch(f, e))?);
+        }
+    }
     created.remove_all()?;
 
     let group = format!(
@@ -497,6 +532,7 @@ pub fn run(
                 "mb_s": round6(o.bytes as f64 / MB / seconds.max(1e-9)),
                 "ended_by": o.ended_by,
                 "direct": cfg.direct,
+                "verify": checks[i],
             }),
         ));
     }

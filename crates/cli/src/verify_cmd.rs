@@ -1,0 +1,465 @@
+//! `iolab run verify` (verified writes, stored like any workload) and `iolab verify` (the
+//! later check from the sidecar or, after a crash, from the journal; it only reads).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use iolab_measure::TargetInfo;
+use iolab_spec::{format_bytes, parse_size, EngineKind};
+use iolab_verify::journal::{check_separate_filesystems, Journal};
+use iolab_verify::verified::{
+    self, check_file, check_with_journal, expectation, CheckReport, DataTarget, Failure, Given,
+    VerifyConfig, VerifyMode,
+};
+
+use crate::args::{RunArgs, VerifyArgs};
+use crate::commands::CliError;
+use crate::progress::Progress;
+use crate::signals;
+use crate::workloads::{drive_target, settings};
+
+/// Exit status when a block does not hold what was written (or an acknowledged write
+/// was lost).
+pub const EXIT_INTEGRITY: i32 = 3;
+/// Default region and block size of `iolab run verify`.
+const DEFAULT_SIZE: u64 = 256 << 20;
+const DEFAULT_BS: u64 = 4096;
+/// Default blocks between fdatasyncs when a journal is kept.
+const DEFAULT_JOURNAL_FSYNC_EVERY: u64 = 64;
+/// Failures printed one by one.
+const PRINTED_FAILURES: usize = 20;
+
+fn usage(e: String) -> CliError {
+    CliError::Usage(e)
+}
+
+fn block_size(field: &str, text: &str) -> Result<u64, CliError> {
+    let bs = parse_size(field, text)?;
+    if bs < 512 || bs % 512 != 0 || bs > 64 << 20 {
+        return Err(usage(format!(
+            "--{field} {text}: verified blocks are a multiple of 512 bytes, 512 B .. 64 MiB"
+        )));
+    }
+    Ok(bs)
+}
+
+/// The resolved configuration of `iolab run verify`, before anything is created.
+fn config(a: &RunArgs) -> Result<VerifyConfig, CliError> {
+    let bs = match &a.bs {
+        Some(b) => block_size("bs", b)?,
+        None => DEFAULT_BS,
+    };
+    let size = match &a.size {
+        Some(s) => parse_size("size", s)?,
+        None => DEFAULT_SIZE,
+    };
+    if size < bs || size % bs != 0 {
+        return Err(usage(format!(
+            "--size {size}: must be a positive multiple of --bs ({bs} bytes)"
+        )));
+    }
+    let random = match a.rw.as_deref() {
+        None | Some("write") => false,
+        Some("randwrite") => true,
+        Some(other) => {
+            return Err(usage(format!(
+                "--rw '{other}': verify writes: write or randwrite"
+            )))
+        }
+    };
+    let passes = a.runs.unwrap_or(1);
+    if passes == 0 {
+        return Err(usage("--runs must be at least 1".into()));
+    }
+    let mode = match (a.verify_mode.as_deref(), a.verify_every) {
+        (Some(m), _) => VerifyMode::parse(m).ok_or_else(|| {
+            usage(format!(
+                "--verify-mode '{m}': expected inline, after, both or none"
+            ))
+        })?,
+        // Asking for a read-back interval asks for inline checks.
+        (None, Some(_)) => VerifyMode::Both,
+        (None, None) => VerifyMode::After,
+    };
+    if a.verify_every == Some(0) {
+        return Err(usage("--verify-every must be at least 1".into()));
+    }
+    if let Some(j) = &a.journal {
+        if j.exists() {
+            return Err(usage(format!(
+                "--journal {}: already exists; iolab creates a new journal for every run",
+                j.display()
+            )));
+        }
+        check_separate_filesystems(j, &a.target).map_err(usage)?;
+    }
+    let fsync_every = match a.fsync.or(a.fdatasync) {
+        Some(n) => u64::from(n),
+        None if a.journal.is_some() => DEFAULT_JOURNAL_FSYNC_EVERY,
+        None => 0,
+    };
+    if a.journal.is_some() && fsync_every == 0 {
+        return Err(usage(
+            "--fsync-every 0 with --journal: acknowledgements need fsyncs".into(),
+        ));
+    }
+    Ok(VerifyConfig {
+        size,
+        bs: bs as usize,
+        random,
+        passes,
+        mode,
+        verify_every: a.verify_every.unwrap_or(16),
+        fsync_every,
+        journal: a
+            .journal
+            .as_ref()
+            .map(|j| std::path::absolute(j).unwrap_or_else(|_| j.clone())),
+        direct: !a.buffered,
+        run_id: fastrand::u64(1..),
+    })
+}
+
+fn failure_line(f: &Failure) -> String {
+    let mut line = format!(
+        "  offset {} [{}] {}; expected {} ({})",
+        f.offset, f.class, f.found, f.expected, f.phase
+    );
+    if let Some(s) = f.acked_before_end_s {
+        line.push_str(&format!(
+            "; acknowledged {s:.3} s before the journal's last record"
+        ));
+    }
+    line
+}
+
+fn print_failures(out: &mut String, count: u64, failures: &[Failure]) {
+    for f in failures.iter().take(PRINTED_FAILURES) {
+        out.push_str(&failure_line(f));
+        out.push('\n');
+    }
+    if count > PRINTED_FAILURES as u64 {
+        out.push_str(&format!(
+            "  ... and {} more (see failure_samples in the JSON)\n",
+            count - PRINTED_FAILURES as u64
+        ));
+    }
+}
+
+pub fn run_verify(a: RunArgs) -> Result<i32, CliError> {
+    let mut cfg = config(&a)?;
+    let mut target = DataTarget::prepare(
+        &a.target,
+        cfg.size,
+        a.size.is_some(),
+        a.allow_overwrite_file,
+        a.allow_destroy_device,
+    )
+    .map_err(usage)?;
+    // A journal describes the data: both stay for `iolab verify --journal`.
+    target.keep = a.keep || a.journal.is_some() || !target.created;
+    cfg.size = target.size - target.size % cfg.bs as u64;
+    let info = TargetInfo {
+        path: std::path::absolute(&a.target)
+            .unwrap_or_else(|_| a.target.clone())
+            .to_string_lossy()
+            .into_owned(),
+        // As the engine names targets: what the user gave, not what iolab made in it.
+        kind: if a.target.is_dir() {
+            "dir"
+        } else {
+            target.kind
+        }
+        .into(),
+        io_path: target.path.to_string_lossy().into_owned(),
+        fs_type: iolab_env::capture(Some(&target.path))
+            .target
+            .and_then(|t| t.fs_type)
+            .unwrap_or_else(|| "unknown".into()),
+        size: cfg.size,
+    };
+    let s = settings(
+        cfg.size,
+        Duration::ZERO,
+        cfg.passes,
+        EngineKind::Psync,
+        cfg.direct,
+    );
+    let mut tally = None;
+    let code = drive_target(
+        &a,
+        info,
+        &target.path,
+        s,
+        Box::new(|stop, progress| {
+            let out = verified::run(&cfg, &target, stop, &mut |label, n| {
+                progress.phase(label, format_bytes(n))
+            })?;
+            tally = Some(out.tally);
+            // Stopped before a pass finished: nothing was measured.
+            Ok(if out.test.passes.is_empty() {
+                Vec::new()
+            } else {
+                vec![out.test]
+            })
+        }),
+    )?;
+    let mut text = String::new();
+    if target.created && target.keep {
+        text.push_str(&format!(
+            "data kept: {} (run id {:016x}); check it later with `iolab verify --target {}{}`\n",
+            target.path.display(),
+            cfg.run_id,
+            target.path.display(),
+            cfg.journal
+                .as_ref()
+                .map(|j| format!(" --journal {}", j.display()))
+                .unwrap_or_default()
+        ));
+    }
+    let failed = tally.as_ref().is_some_and(|t| t.failure_count > 0);
+    if let Some(t) = tally.as_ref().filter(|_| failed) {
+        text.push_str(&format!(
+            "integrity: {} of {} checked blocks do not hold what was written:\n",
+            t.failure_count, t.checked
+        ));
+        print_failures(&mut text, t.failure_count, &t.failures);
+    }
+    if a.json.as_deref() == Some("-") {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    Ok(if failed { EXIT_INTEGRITY } else { code })
+}
+
+fn parse_run_id(text: &str) -> Result<u64, CliError> {
+    let t = text.trim_start_matches("0x");
+    u64::from_str_radix(t, 16)
+        .map_err(|_| usage(format!("--run-id '{text}': expected a hexadecimal run id")))
+}
+
+pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
+    let path = std::path::absolute(&args.target).unwrap_or_else(|_| args.target.clone());
+    if !path.exists() {
+        return Err(usage(format!("--target {} does not exist", path.display())));
+    }
+    let run_id = args.run_id.as_deref().map(parse_run_id).transpose()?;
+    let bs = args
+        .bs
+        .as_deref()
+        .map(|b| block_size("bs", b))
+        .transpose()?;
+    let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
+    let progress = Progress::new(Duration::ZERO, args.quiet || args.json);
+    let mut on_progress = |n: u64| progress.phase("verify", format_bytes(n));
+    let mut text = format!("iolab verify · {}\n", path.display());
+    let (report, source, expected_run, block) = match &args.journal {
+        Some(jp) => {
+            let j = Journal::read(jp).map_err(usage)?;
+            if let Some(r) = run_id.filter(|r| *r != j.run_id) {
+                return Err(usage(format!(
+                    "--run-id {r:016x}: the journal is of run {:016x}",
+                    j.run_id
+                )));
+            }
+            text.push_str(&journal_lines(&j));
+            let r = check_with_journal(&path, &j, &stop, &mut on_progress).map_err(usage)?;
+            (
+                r,
+                format!("journal {}", jp.display()),
+                j.run_id,
+                j.block_size,
+            )
+        }
+        None => {
+            let size = args
+                .size
+                .as_deref()
+                .map(|s| parse_size("size", s))
+                .transpose()?;
+            let given = Given {
+                run_id,
+                bs,
+                generation: args.generation,
+                size,
+            };
+            let e = expectation(&path, given).map_err(usage)?;
+            text.push_str(&format!(
+                "Expected: run {:016x}, {} blocks, {} (from {})\n",
+                e.run_id,
+                format_bytes(e.block_size),
+                match e.generations {
+                    Some((lo, hi)) => verified::expected_text(lo, hi),
+                    None => "any generation of the run".into(),
+                },
+                e.source
+            ));
+            let r = check_file(&path, &e, &stop, &mut on_progress).map_err(usage)?;
+            (r, e.source, e.run_id, e.block_size)
+        }
+    };
+    progress.finish();
+    if report.interrupted {
+        return Err(CliError::Interrupted);
+    }
+    let code = if report.tally.failure_count > 0 {
+        EXIT_INTEGRITY
+    } else {
+        0
+    };
+    if args.json {
+        let doc = serde_json::json!({
+            "format": "iolab.verify-check/1",
+            "target": path,
+            "source": source,
+            "run_id": format!("{expected_run:016x}"),
+            "block_size": block,
+            "journal": args.journal,
+            "report": report,
+            "exit": code,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("report serializes")
+        );
+    } else {
+        text.push_str(&report_lines(&report, args.journal.is_some()));
+        print!("{text}");
+    }
+    Ok(code)
+}
+
+fn journal_lines(j: &Journal) -> String {
+    format!(
+        "Journal:  {}: run {:016x}, {} blocks, {} records over {:.3} s, {}{}\n",
+        j.path.display(),
+        j.run_id,
+        format_bytes(j.block_size),
+        j.records,
+        j.last_ns.saturating_sub(j.first_ns) as f64 / 1e9,
+        match j.ended {
+            Some(n) => format!("ended normally after {n} pass(es)"),
+            None => "no end record (the writer stopped or crashed)".into(),
+        },
+        if j.torn_tail > 0 {
+            format!("; a {}-byte partial record at its end ignored", j.torn_tail)
+        } else {
+            String::new()
+        }
+    )
+}
+
+fn report_lines(r: &CheckReport, journal: bool) -> String {
+    let t = &r.tally;
+    let mut out = format!(
+        "Read:     {} in {:.3} s ({:.0} MB/s){}\n",
+        format_bytes(r.bytes),
+        r.seconds,
+        r.bytes as f64 / 1e6 / r.seconds.max(1e-9),
+        if r.direct {
+            ", O_DIRECT"
+        } else {
+            ", buffered (the filesystem refused O_DIRECT)"
+        }
+    );
+    let classes: Vec<String> = t
+        .classes
+        .iter()
+        .filter(|(k, _)| **k != "ok")
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    out.push_str(&format!(
+        "Checked:  {} blocks: {} ok, {} failed{}\n",
+        t.checked,
+        t.ok,
+        t.failure_count,
+        if classes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", classes.join(", "))
+        }
+    ));
+    if journal {
+        out.push_str(&format!(
+            "Acked:    {} acknowledged blocks checked; {} lost acknowledged write(s)\n",
+            r.acked, r.lost_acked
+        ));
+        out.push_str(&format!(
+            "In flight: {} blocks with an intent but no ack (old or new, not failures): {} \
+             new, {} old, {} torn between them\n",
+            r.in_flight, r.in_flight_new, r.in_flight_old, r.in_flight_torn
+        ));
+    }
+    if t.failure_count > 0 {
+        out.push_str("Failures:\n");
+        print_failures(&mut out, t.failure_count, &t.failures);
+        out.push_str(&format!(
+            "Result:   FAILED: {} block(s) do not hold what was written{} (exit {EXIT_INTEGRITY})\n",
+            t.failure_count,
+            if r.lost_acked > 0 {
+                format!(", {} of them lost acknowledged writes", r.lost_acked)
+            } else {
+                String::new()
+            }
+        ));
+    } else {
+        out.push_str("Result:   OK: every checked block holds what was written\n");
+    }
+    out
+}
+
+/// `--verify` on `run streams --rw write`: the streams write verified blocks, every file is
+/// checked before removal, and a mismatch turns the exit status into 3.
+pub struct StreamsCheck {
+    failures: Arc<AtomicU64>,
+}
+
+impl StreamsCheck {
+    pub fn new(
+        a: &RunArgs,
+        cfg: &mut iolab_workloads::streams::StreamsConfig,
+    ) -> Result<StreamsCheck, CliError> {
+        let failures = Arc::new(AtomicU64::new(0));
+        if !a.verify {
+            return Ok(StreamsCheck { failures });
+        }
+        if cfg.rw != iolab_spec::Rw::Write {
+            return Err(usage(
+                "--verify checks what streams write: give --rw write".into(),
+            ));
+        }
+        let st = verified::Stamper::new(fastrand::u64(1..), cfg.bs as u64, cfg.file_size)
+            .ok_or_else(|| {
+                usage(format!(
+                    "--verify: --bs ({}) and --size ({}) must be multiples of 512 bytes",
+                    cfg.bs, cfg.file_size
+                ))
+            })?;
+        let counted = Arc::clone(&failures);
+        cfg.verify = Some(iolab_workloads::streams::VerifyHook {
+            fill: Arc::new(move |buf, offset| st.fill(buf, offset)),
+            check: Arc::new(move |path| {
+                let v = st.check(path)?;
+                let n = v["failures"].as_u64().unwrap_or(0);
+                counted.fetch_add(n, Ordering::Relaxed);
+                Ok(v)
+            }),
+        });
+        Ok(StreamsCheck { failures })
+    }
+
+    /// `code`, or `EXIT_INTEGRITY` (with a message) when a block did not verify.
+    pub fn exit_code(&self, code: i32) -> i32 {
+        let n = self.failures.load(Ordering::Relaxed);
+        if n == 0 {
+            return code;
+        }
+        eprintln!(
+            "iolab: integrity: {n} verified block(s) of the streams' files did not read back \
+             as written (offsets in the tests' extra.verify.failure_samples)"
+        );
+        EXIT_INTEGRITY
+    }
+}

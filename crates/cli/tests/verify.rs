@@ -1,0 +1,590 @@
+//! `iolab run verify` and `iolab verify` on real files through the built binary: every
+//! corruption class injected into a kept data file is found with its class and offset,
+//! a writer killed with SIGKILL loses no acknowledged write, and tampering with
+//! acknowledged blocks after a clean run is reported as lost acknowledged writes.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{arr, get, string, uint, Out, Sandbox};
+use iolab_verify::block;
+use iolab_verify::journal::Journal;
+use serde_json::Value;
+
+const BS: u64 = 8192;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `iolab run verify --target FILE <args> --quiet --json -`.
+fn run_verify(sb: &Sandbox, data: &Path, args: &[&str]) -> Out {
+    let mut v = vec![
+        "run",
+        "verify",
+        "--target",
+        s(data),
+        "--quiet",
+        "--json",
+        "-",
+    ];
+    v.extend_from_slice(args);
+    sb.iolab(&v)
+}
+
+/// `iolab verify --target FILE <args> --json`.
+fn verify(sb: &Sandbox, data: &Path, args: &[&str]) -> Out {
+    let mut v = vec!["verify", "--target", s(data), "--json"];
+    v.extend_from_slice(args);
+    sb.iolab(&v)
+}
+
+fn read_block(path: &Path, index: u64) -> Vec<u8> {
+    let mut b = vec![0u8; BS as usize];
+    std::fs::File::open(path)
+        .unwrap()
+        .read_exact_at(&mut b, index * BS)
+        .unwrap();
+    b
+}
+
+fn write_at(path: &Path, offset: u64, bytes: &[u8]) {
+    let f = OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(bytes, offset).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// What generation `generation` of block `index` of run `run_id` looks like: exactly
+/// what that pass wrote there, but for the write time in the header.
+fn old_generation(run_id: u64, index: u64, generation: u64) -> Vec<u8> {
+    let mut b = vec![0u8; BS as usize];
+    block::stamp(&mut b, index * BS, run_id, generation);
+    b
+}
+
+fn run_id_of(doc: &Value) -> u64 {
+    u64::from_str_radix(string(doc, "run_id"), 16).unwrap()
+}
+
+/// Failures of a check, by offset: (class, found text).
+fn failures(doc: &Value) -> Vec<(u64, String, String)> {
+    arr(&doc["report"]["tally"], "failures")
+        .iter()
+        .map(|f| {
+            (
+                uint(f, "offset"),
+                string(f, "class").to_string(),
+                string(f, "found").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Another writer that clobbers data every 200 µs while iolab runs.
+struct Corrupter {
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Corrupter {
+    /// Calls `clobber` (true when it wrote) on its own thread until `stop`.
+    fn start(clobber: impl Fn() -> bool + Send + 'static) -> Corrupter {
+        let done = Arc::new(AtomicBool::new(false));
+        let d = Arc::clone(&done);
+        let thread = std::thread::spawn(move || {
+            let mut hits = 0;
+            while !d.load(Ordering::Relaxed) {
+                hits += u64::from(clobber());
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            hits
+        });
+        Corrupter { done, thread }
+    }
+
+    /// Stops it; panics if it never wrote (the test would then prove nothing).
+    fn stop(self) {
+        self.done.store(true, Ordering::Relaxed);
+        assert!(self.thread.join().unwrap() > 0, "the corrupter never wrote");
+    }
+}
+
+#[test]
+fn every_injected_corruption_class_is_found_with_its_offset() {
+    let sb = Sandbox::new();
+    let data = sb.path("data");
+    let run = run_verify(
+        &sb,
+        &data,
+        &[
+            "--size",
+            "4MiB",
+            "--bs",
+            "8k",
+            "--rw",
+            "randwrite",
+            "--runs",
+            "2",
+            "--keep",
+            "--verify-mode",
+            "both",
+            "--verify-every",
+            "8",
+        ],
+    )
+    .ok()
+    .json();
+    let extra = &run["tests"][0]["extra"];
+    assert_eq!(uint(extra, "failures"), 0, "{extra}");
+    // 512 blocks: one in 8 read back inline, and the whole region after each of 2 passes.
+    assert_eq!(uint(extra, "inline_checked"), 2 * 512 / 8, "{extra}");
+    assert_eq!(uint(extra, "after_checked"), 2 * 512, "{extra}");
+    assert_eq!(run["tests"][0]["passes"].as_array().unwrap().len(), 2);
+    assert!(run["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|w| w["code"] != "DATA_MISMATCH"));
+
+    // A clean file verifies from a separate process.
+    let clean = verify(&sb, &data, &[]).ok().json();
+    assert_eq!(uint(&clean["report"]["tally"], "checked"), 512);
+    assert_eq!(uint(&clean["report"]["tally"], "failure_count"), 0);
+    let run_id = run_id_of(&clean);
+    assert_eq!(format!("{run_id:016x}"), string(extra, "run_id"));
+
+    // Inject one of each class.
+    let flip = 3;
+    let mut b = read_block(&data, flip);
+    b[1000] ^= 0x08;
+    write_at(&data, flip * BS, &b);
+    let stale = 7;
+    write_at(&data, stale * BS, &old_generation(run_id, stale, 1));
+    let (from, misdirected) = (12, 13);
+    write_at(&data, misdirected * BS, &read_block(&data, from));
+    let zeroed = 20..23;
+    write_at(&data, zeroed.start * BS, &vec![0u8; (3 * BS) as usize]);
+    let torn = 30;
+    let mut b = read_block(&data, torn);
+    b[(BS / 2) as usize..].copy_from_slice(&old_generation(run_id, torn, 1)[(BS / 2) as usize..]);
+    write_at(&data, torn * BS, &b);
+
+    let out = verify(&sb, &data, &[]).code(3);
+    let doc = out.json();
+    assert_eq!(doc["exit"], 3);
+    let mut expected: Vec<(u64, &str, String)> = vec![
+        (
+            flip * BS,
+            "bit-corruption",
+            "1 bit(s) differ from generation 2, first at byte 1000".into(),
+        ),
+        (stale * BS, "stale", "found generation 1, expected 2".into()),
+        (
+            misdirected * BS,
+            "misdirected",
+            format!("written for offset {}", from * BS),
+        ),
+        (
+            torn * BS,
+            "torn",
+            format!(
+                "generation 2 up to byte {} of the block, generation 1 from there",
+                BS / 2
+            ),
+        ),
+    ];
+    for z in zeroed {
+        expected.push((z * BS, "zeroed", "every byte is zero".into()));
+    }
+    expected.sort();
+    let found = failures(&doc);
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for ((off, class, text), (eoff, eclass, etext)) in found.iter().zip(&expected) {
+        assert_eq!((off, class.as_str()), (eoff, *eclass), "{found:#?}");
+        assert!(text.contains(etext.as_str()), "{text} lacks {etext}");
+    }
+    assert_eq!(uint(&doc["report"]["tally"], "checked"), 512);
+    assert_eq!(uint(&doc["report"]["tally"], "ok"), 512 - 7);
+
+    // The text report names the offsets and the exit status.
+    let text = sb.iolab(&["verify", "--target", s(&data)]).code(3);
+    assert!(
+        text.stdout
+            .contains(&format!("offset {} [stale]", stale * BS)),
+        "{text}"
+    );
+    assert!(text.stdout.contains("FAILED: 7 block(s)"), "{text}");
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_is_written() {
+    let sb = Sandbox::new();
+    // A file iolab did not create stays as it was.
+    let foreign = sb.path("foreign");
+    std::fs::write(&foreign, vec![0x5a; 65536]).unwrap();
+    run_verify(&sb, &foreign, &["--size", "64k"])
+        .code(2)
+        .stderr_has(&["--allow-overwrite-file"]);
+    assert_eq!(std::fs::read(&foreign).unwrap(), vec![0x5a; 65536]);
+    // A journal on the target's filesystem.
+    let data = sb.path("data");
+    run_verify(&sb, &data, &["--journal", s(&sb.path("j"))])
+        .code(2)
+        .stderr_has(&["--journal", "same filesystem"]);
+    assert!(!data.exists() && !sb.path("j").exists());
+    run_verify(&sb, &data, &["--bs", "1000"])
+        .code(2)
+        .stderr_has(&["--bs 1000", "multiple of 512"]);
+    run_verify(&sb, &data, &["--verify-mode", "sometimes"])
+        .code(2)
+        .stderr_has(&["--verify-mode 'sometimes'"]);
+    assert!(!data.exists());
+    // `iolab verify` on something that is not iolab's data.
+    sb.iolab(&["verify", "--target", s(&foreign)])
+        .code(2)
+        .stderr_has(&["--target", "not an iolab block", "--run-id"]);
+    sb.iolab(&["verify", "--target", s(&sb.path("missing"))])
+        .code(2)
+        .stderr_has(&["--target", "does not exist"]);
+}
+
+/// The data file in the sandbox and a journal in a directory on another filesystem
+/// (/dev/shm); None, with the reason printed, when there is no second filesystem.
+fn data_and_journal(sb: &Sandbox) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
+    let shm = Path::new("/dev/shm");
+    let sdev = std::fs::metadata(sb.dir.path()).unwrap().dev();
+    let dir = match std::fs::metadata(shm) {
+        Ok(m) if m.is_dir() && m.dev() != sdev => tempfile::tempdir_in(shm).unwrap(),
+        Ok(_) => {
+            println!("skipped: /dev/shm is on the same filesystem as the build directory");
+            return None;
+        }
+        Err(e) => {
+            println!("skipped: no /dev/shm ({e}); the journal needs a second filesystem");
+            return None;
+        }
+    };
+    let journal = dir.path().join("journal");
+    Some((dir, sb.path("data"), journal))
+}
+
+fn journal_file_len(p: &PathBuf) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+#[test]
+fn sigkill_mid_run_loses_no_acknowledged_write() {
+    let sb = Sandbox::new();
+    let Some((_jdir, data, journal)) = data_and_journal(&sb) else {
+        return;
+    };
+    let mut child = sb
+        .cmd(&[
+            "run",
+            "verify",
+            "--target",
+            s(&data),
+            "--size",
+            "32MiB",
+            "--bs",
+            "8k",
+            "--rw",
+            "randwrite",
+            "--runs",
+            "1000",
+            "--fsync-every",
+            "32",
+            "--journal",
+            s(&journal),
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kill it once it is well into its second pass (4096 blocks per pass, two records each).
+    let t = Instant::now();
+    while journal_file_len(&journal) < 32 * 3 * 4096 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the writer made no progress"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the writer ended early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let j = Journal::read(&journal).unwrap();
+    assert_eq!(j.ended, None);
+    let in_flight = j.blocks.iter().filter(|b| b.in_flight()).count() as u64;
+    assert!(
+        in_flight <= 32,
+        "{in_flight} blocks in flight, more than one fsync batch"
+    );
+
+    let doc = verify(&sb, &data, &["--journal", s(&journal)]).ok().json();
+    let r = &doc["report"];
+    assert_eq!(uint(&r["tally"], "failure_count"), 0, "{r}");
+    assert_eq!(uint(r, "lost_acked"), 0);
+    assert_eq!(uint(r, "in_flight"), in_flight, "{r}");
+    assert_eq!(
+        uint(r, "in_flight_new") + uint(r, "in_flight_old") + uint(r, "in_flight_torn"),
+        in_flight
+    );
+    assert!(uint(r, "acked") >= 4096, "{r}");
+    let text = sb
+        .iolab(&["verify", "--target", s(&data), "--journal", s(&journal)])
+        .ok();
+    assert!(
+        text.stdout
+            .contains(&format!("In flight: {in_flight} blocks")),
+        "{text}"
+    );
+    assert!(text.stdout.contains("no end record"), "{text}");
+}
+
+#[test]
+fn tampered_acknowledged_blocks_are_lost_acknowledged_writes() {
+    let sb = Sandbox::new();
+    let Some((_jdir, data, journal)) = data_and_journal(&sb) else {
+        return;
+    };
+    run_verify(
+        &sb,
+        &data,
+        &[
+            "--size",
+            "2MiB",
+            "--bs",
+            "8k",
+            "--runs",
+            "2",
+            "--journal",
+            s(&journal),
+            "--verify-mode",
+            "none",
+        ],
+    )
+    .ok();
+    let doc = verify(&sb, &data, &["--journal", s(&journal)]).ok().json();
+    assert_eq!(uint(&doc["report"], "acked"), 256);
+    assert_eq!(uint(&doc["report"], "in_flight"), 0);
+    let run_id = run_id_of(&doc);
+
+    let (stale, zeroed) = (5u64, 200u64);
+    write_at(&data, stale * BS, &old_generation(run_id, stale, 1));
+    write_at(&data, zeroed * BS, &vec![0u8; BS as usize]);
+    let doc = verify(&sb, &data, &["--journal", s(&journal)])
+        .code(3)
+        .json();
+    let r = &doc["report"];
+    assert_eq!(uint(r, "lost_acked"), 2, "{r}");
+    let f = arr(&r["tally"], "failures");
+    assert_eq!(f.len(), 2, "{r}");
+    for (f, off, what) in [(&f[0], stale * BS, "stale"), (&f[1], zeroed * BS, "zeroed")] {
+        assert_eq!(uint(f, "offset"), off);
+        assert_eq!(string(f, "class"), "lost-ack");
+        assert!(string(f, "found").starts_with(what), "{f}");
+        assert_eq!(string(f, "expected"), "acknowledged generation 2");
+        let before = get(f, "acked_before_end_s").as_f64().unwrap();
+        assert!((0.0..60.0).contains(&before), "{f}");
+    }
+    let text = sb
+        .iolab(&["verify", "--target", s(&data), "--journal", s(&journal)])
+        .code(3);
+    assert!(
+        text.stdout.contains("2 lost acknowledged write(s)"),
+        "{text}"
+    );
+    assert!(
+        text.stdout
+            .contains(&format!("offset {} [lost-ack]", stale * BS)),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_run_whose_data_changes_underneath_is_stored_with_data_mismatch() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let sb = Sandbox::new();
+    let data = sb.path("data");
+    // Another writer keeps zeroing the last block while iolab writes and verifies.
+    let corrupter = {
+        let data = data.clone();
+        let zeros = iolab_engine::buffers::BufferPool::new(1, 4096);
+        Corrupter::start(move || {
+            let f = OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&data);
+            f.is_ok_and(|f| f.write_all_at(&zeros.slot(0)[..4096], 255 * 4096).is_ok())
+        })
+    };
+    let out = run_verify(
+        &sb,
+        &data,
+        &[
+            "--size",
+            "1MiB",
+            "--bs",
+            "4k",
+            "--runs",
+            "3",
+            "--verify-mode",
+            "after",
+        ],
+    );
+    corrupter.stop();
+    let out = out.code(3);
+    let doc = out.json();
+    let extra = &doc["tests"][0]["extra"];
+    assert!(uint(extra, "failures") >= 1, "{extra}");
+    let sample = &arr(extra, "failure_samples")[0];
+    assert_eq!(uint(sample, "offset"), 255 * 4096, "{sample}");
+    assert_eq!(string(sample, "class"), "zeroed", "{sample}");
+    let w: Vec<&Value> = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["code"] == "DATA_MISMATCH")
+        .collect();
+    assert_eq!(w.len(), 1, "{}", doc["warnings"]);
+    assert!(out.stderr.contains("stored as run 1"), "{out}");
+    assert!(out.stderr.contains("offset 1044480 [zeroed]"), "{out}");
+    // The stored run carries the warning too, and the data file is gone (no --keep).
+    let shown = sb.iolab(&["show", "1", "--json"]).ok().json();
+    assert!(shown["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["code"] == "DATA_MISMATCH"));
+    assert!(!data.exists());
+}
+
+#[test]
+fn a_block_device_is_written_only_when_allowed_and_verified_from_its_first_header() {
+    let Some(_serial) = common::device_test(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dev = common::Loop::new(8 * common::MIB, None);
+    let args = ["--size", "4MiB", "--bs", "4k", "--runs", "2"];
+    let mut refused = vec!["run", "verify", "--target", dev.s(), "--quiet"];
+    refused.extend_from_slice(&args);
+    sb.iolab(&refused)
+        .code(2)
+        .stderr_has(&["--allow-destroy-device"]);
+    assert!(
+        dev.contents().iter().all(|&b| b == 0),
+        "written without the flag"
+    );
+    let mut allowed = refused.clone();
+    allowed.push("--allow-destroy-device");
+    sb.iolab(&allowed).ok();
+
+    // No sidecar for a device: the first block's header names the run and block size.
+    let out = sb
+        .iolab(&[
+            "verify",
+            "--target",
+            dev.s(),
+            "--size",
+            "4MiB",
+            "--generation",
+            "2",
+        ])
+        .ok();
+    assert!(
+        out.stdout.contains("from the header of the first block"),
+        "{out}"
+    );
+    assert!(out.stdout.contains("1024 blocks: 1024 ok"), "{out}");
+    // The half iolab did not write is zeros, and is reported as such when included.
+    let doc = verify(&sb, &dev.dev, &[]).code(3).json();
+    let t = &doc["report"]["tally"];
+    assert_eq!(
+        (uint(t, "ok"), uint(t, "failure_count")),
+        (1024, 1024),
+        "{t}"
+    );
+    assert_eq!(uint(&t["classes"], "zeroed"), 1024);
+    // An older generation is stale once the expected one is given.
+    let doc = verify(&sb, &dev.dev, &["--size", "4MiB", "--generation", "3"])
+        .code(3)
+        .json();
+    assert_eq!(uint(&doc["report"]["tally"]["classes"], "stale"), 1024);
+}
+
+#[test]
+fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
+    let sb = Sandbox::new();
+    let args = [
+        "streams",
+        "--rw",
+        "write",
+        "--streams",
+        "2",
+        "--bs",
+        "64k",
+        "--size",
+        "2MiB",
+        "--verify",
+        "--json",
+        "-",
+    ];
+    let doc = sb.run(&args).ok().json();
+    for t in &arr(&doc, "tests")[..2] {
+        let v = &t["extra"]["verify"];
+        assert_eq!((uint(v, "checked"), uint(v, "failures")), (512, 0), "{t}");
+        assert_eq!(uint(v, "block_size"), 4096);
+    }
+    assert!(sb.target_entries().is_empty(), "files left behind");
+    sb.run(&["cdm", "--verify"])
+        .code(2)
+        .stderr_has(&["--verify applies to `run streams --rw write`"]);
+    sb.run(&["streams", "--verify"])
+        .code(2)
+        .stderr_has(&["--verify", "--rw write"]);
+
+    // Another writer keeps zeroing the first block of every stream file.
+    let dir = sb.target.clone();
+    let corrupter = Corrupter::start(move || {
+        let mut hit = false;
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            if let Ok(f) = OpenOptions::new().write(true).open(e.path()) {
+                hit |= f.metadata().is_ok_and(|m| m.len() >= 4096)
+                    && f.write_all_at(&[0u8; 4096], 0).is_ok();
+            }
+        }
+        hit
+    });
+    let out = sb.run(&args);
+    corrupter.stop();
+    let out = out.code(3);
+    out.stderr_has(&["integrity:"]);
+    let doc = out.json();
+    for t in &arr(&doc, "tests")[..2] {
+        let v = &t["extra"]["verify"];
+        assert!(uint(v, "failures") >= 1, "{t}");
+        let first = &arr(v, "failure_samples")[0];
+        assert_eq!(
+            (uint(first, "offset"), string(first, "class")),
+            (0, "zeroed")
+        );
+    }
+    assert!(doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["code"] == "DATA_MISMATCH"));
+    assert!(sb.target_entries().is_empty(), "files left behind");
+}
