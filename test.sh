@@ -26,8 +26,27 @@ apt_install() {
   echo "test.sh: could not install ${missing[*]}; tests needing them will skip" >&2
 }
 
+# zfs-fuse is optional (the zfs testbeds, studies and scrub tests skip without it). Its
+# package may start a daemon; zfs-fuse allows one per machine and a testbed never shares
+# one it did not start, so a running daemon is stopped.
+zfs_fuse() {
+  if ! dpkg -s zfs-fuse >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q zfs-fuse \
+      || { echo "test.sh: zfs-fuse not installed; zfs tests will skip" >&2; return 0; }
+  fi
+  if pgrep -x zfs-fuse >/dev/null 2>&1; then
+    echo "test.sh: stopping the zfs-fuse daemon the package started"
+    service zfs-fuse stop >/dev/null 2>&1 || pkill -x zfs-fuse || true
+    for _ in $(seq 1 30); do
+      pgrep -x zfs-fuse >/dev/null 2>&1 || break
+      sleep 0.5
+    done
+  fi
+}
+
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt_install
+  zfs_fuse
 fi
 
 cargo fmt --all -- --check

@@ -215,6 +215,7 @@ fn body(set: &RunSet, out: &mut String) {
     }
     if multi {
         space_table(set, out);
+        scrub_table(set, out);
     }
 
     // Warnings, next to the tables they qualify.
@@ -307,6 +308,68 @@ fn space_table(set: &RunSet, out: &mut String) {
         })
         .collect();
     table(out, &header, 1, &rows);
+}
+
+/// What each configuration's scrub test found (the scrub-test workload's `extra`):
+/// corruptions injected, and detected / repaired / uncorrectable / restored as the
+/// filesystem reported them, with what was expected where the two differ.
+fn scrub_table(set: &RunSet, out: &mut String) {
+    fn scrub(t: &TestRecord) -> Option<&serde_json::Value> {
+        t.extra["injected"].as_u64().map(|_| &t.extra)
+    }
+    let names: Vec<String> = set
+        .test_names()
+        .into_iter()
+        .filter(|n| set.aligned(n).iter().flatten().any(|t| scrub(t).is_some()))
+        .collect();
+    for name in names {
+        out.push_str(&format!(
+            "**{}**: corruptions injected on one member and what the scrub reported \
+             (expected in brackets where it differs)\n\n",
+            escape(&name)
+        ));
+        let mut header = vec![String::new()];
+        header.extend(set.configs.iter().map(|c| escape(&c.label)));
+        let extras: Vec<Option<&serde_json::Value>> = set
+            .aligned(&name)
+            .iter()
+            .map(|t| t.and_then(scrub))
+            .collect();
+        let count = |e: &serde_json::Value, key: &str| -> String {
+            let r = &e["reported"][key];
+            let x = &e["expected"][key];
+            match (r.as_u64(), x.as_u64()) {
+                (Some(r), Some(x)) if r != x => format!("{r} ({x})"),
+                (Some(r), _) => r.to_string(),
+                (None, Some(x)) => format!("? ({x})"),
+                (None, None) => "-".into(),
+            }
+        };
+        let mut rows = Vec::new();
+        let mut row = |label: &str, f: &dyn Fn(&serde_json::Value) -> String| {
+            let mut r = vec![label.to_string()];
+            r.extend(extras.iter().map(|e| e.map_or("-".to_string(), f)));
+            rows.push(r);
+        };
+        row("injected", &|e| e["injected"].to_string());
+        for key in [
+            "detected",
+            "repaired",
+            "repaired_bytes",
+            "uncorrectable",
+            "restored_on_member",
+        ] {
+            row(&key.replace('_', " "), &|e| count(e, key));
+        }
+        row("verdict", &|e| {
+            if e["passed"].as_bool() == Some(true) {
+                "pass".into()
+            } else {
+                "⚠ FAIL".into()
+            }
+        });
+        table(out, &header, 1, &rows);
+    }
 }
 
 fn ratio_table(set: &RunSet, out: &mut String) {

@@ -346,3 +346,41 @@ fn study_of_several_workloads_labels_tests_and_shows_space() {
     assert_eq!(md.matches("`BUSY_CPU`").count(), 2, "{md}");
     assert!(md.contains("busy (2 of 2 runs)"), "{md}");
 }
+
+/// The scrub test's counts get a table of their own, with the expected value beside a
+/// reported one that differs and the verdict.
+#[test]
+fn scrub_counts_are_tabulated_per_configuration() {
+    use iolab_spec::Rw;
+    use serde_json::json;
+    let mut runs = Vec::new();
+    for (config, repaired, passed) in [("raid1", 32, true), ("raid5", 11, false)] {
+        let mut r = common::workload_run(
+            "scrub-test",
+            &[(
+                "scrub",
+                "scrub",
+                Rw::Read,
+                4096,
+                1000,
+                json!({"injected": 32, "passed": passed,
+                       "expected": {"detected": 32, "repaired": 32, "uncorrectable": 0},
+                       "reported": {"detected": 32, "repaired": repaired, "uncorrectable": 0}}),
+            )],
+        );
+        r.study = Some("s".into());
+        r.config_label = Some(config.into());
+        runs.push(r);
+    }
+    let md = render(&RunSet::study("s", runs));
+    let t = tables(&md);
+    let s = t
+        .iter()
+        .find(|x| x.title.contains("corruptions injected"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert_eq!(s.header, ["", "raid1", "raid5"]);
+    let row = |name: &str| s.rows.iter().find(|r| r[0] == name).unwrap().clone();
+    assert_eq!(row("injected"), ["injected", "32", "32"]);
+    assert_eq!(row("repaired"), ["repaired", "32", "11 (32)"]);
+    assert_eq!(row("verdict"), ["verdict", "pass", "⚠ FAIL"]);
+}
