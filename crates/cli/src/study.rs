@@ -261,15 +261,21 @@ fn execute(study: &Study, args: &StudyArgs) -> Result<i32, CliError> {
             }
             done += 1;
             match visit.run_workload(&tb, w, done, total) {
-                Ok(Some((id, secs))) => {
-                    let run = store.load_run(id)?;
+                Ok(Some(r)) => {
+                    let run = store.load_run(r.id)?;
                     println!(
-                        "  [{done}/{total}] {} · {}: run #{id} ({secs:.1} s){}",
+                        "  [{done}/{total}] {} · {}: run #{} ({:.1} s){}",
                         cfg.label,
                         w.label,
+                        r.id,
+                        r.secs,
                         run_summary(&run)
                     );
-                    out.run_ids.push(id);
+                    out.run_ids.push(r.id);
+                    if let Some(msg) = r.integrity {
+                        eprintln!("iolab: {msg}");
+                        out.failures.push(msg);
+                    }
                 }
                 Ok(None) => out.interrupted = true,
                 Err(msg) => {
@@ -341,6 +347,13 @@ fn execute(study: &Study, args: &StudyArgs) -> Result<i32, CliError> {
     }
 }
 
+/// A run that finished and was stored; `integrity` says what failed when it exited 3 or 4.
+struct Stored {
+    id: i64,
+    secs: f64,
+    integrity: Option<String>,
+}
+
 /// One configuration built for one round.
 struct Visit<'a> {
     study: &'a Study,
@@ -384,7 +397,7 @@ impl Visit<'_> {
         w: &Workload,
         n: usize,
         total: usize,
-    ) -> Result<Option<(i64, f64)>, String> {
+    ) -> Result<Option<Stored>, String> {
         let cfg = &self.study.configs[self.config];
         let who = format!("{} · {}", cfg.label, w.label);
         let (target, extra): (PathBuf, Vec<&str>) = match tb.work_dir() {
@@ -467,9 +480,28 @@ impl Visit<'_> {
             .and_then(|r| r.split_whitespace().next())
             .and_then(|id| id.parse::<i64>().ok());
         match status.code() {
-            Some(0) => run_id.map(|id| Some((id, secs))).ok_or_else(|| {
-                format!("{who}: the run finished but did not say where it was stored")
-            }),
+            Some(0) => run_id
+                .map(|id| {
+                    Some(Stored {
+                        id,
+                        secs,
+                        integrity: None,
+                    })
+                })
+                .ok_or_else(|| {
+                    format!("{who}: the run finished but did not say where it was stored")
+                }),
+            // An integrity failure is a result: the run is stored and compared, and the
+            // study reports the failure.
+            Some(code @ (3 | 4)) if run_id.is_some() => Ok(Some(Stored {
+                id: run_id.expect("checked"),
+                secs,
+                integrity: Some(format!(
+                    "{who}: `iolab run {}` found an integrity failure (exit {code}; see its \
+                     warnings)",
+                    w.kind
+                )),
+            })),
             Some(130) => {
                 println!("  [{n}/{total}] {who}: interrupted");
                 Ok(None)

@@ -175,6 +175,42 @@ files = 50
     assert!(std::fs::read_dir(&a).unwrap().next().is_none());
 }
 
+#[test]
+fn an_integrity_failure_is_compared_and_fails_the_study() {
+    let sb = Sandbox::new();
+    let dir = sb.path("d");
+    // The setup hook starts a vandal that zeroes 4 KiB at offset 64 KiB of every data file
+    // in the directory, over and over; the teardown hook stops it.
+    let f = write(
+        &sb,
+        "vandal.toml",
+        &format!(
+            r#"name = "t-vandal"
+[[config]]
+label = "vandalised"
+[config.testbed]
+kind = "dir"
+path = "{}"
+setup = "(while true; do for f in *.dat; do [ -f \"$f\" ] && dd if=/dev/zero of=\"$f\" bs=4096 count=1 seek=16 conv=notrunc status=none; done; sleep 0.05; done) >/dev/null 2>&1 & echo $! > ../vandal.pid"
+teardown = "kill $(cat ../vandal.pid) 2>/dev/null; rm -f ../vandal.pid"
+[[workload]]
+kind = "verify"
+size = "4MiB"
+bs = "4k"
+runs = 1
+verify_mode = "after"
+"#,
+            dir.display()
+        ),
+    );
+    let out = sb.iolab(&["study", &f]).code(1);
+    out.stderr_has(&["vandalised · verify: `iolab run verify` found an integrity failure (exit 3"]);
+    // The run is stored and in the comparison, with its warning.
+    assert_eq!(sb.result_rows().len(), 1);
+    assert!(out.stdout.contains("DATA_MISMATCH"), "{}", out.stdout);
+    assert!(!sb.path("vandal.pid").exists(), "the teardown hook ran");
+}
+
 // --- root: real testbeds ------------------------------------------------------------------
 
 /// Everything a study process `pid` could have left: mounts, loop devices, cgroups, state
