@@ -165,6 +165,7 @@ fn results(args: ResultsArgs) -> Result<i32, CliError> {
             target: r.target,
             fs_type: r.fs_type,
             label: r.label,
+            config: r.config_label,
             complete: r.complete,
             tests: r.tests,
         })

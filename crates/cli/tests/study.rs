@@ -389,7 +389,7 @@ warmup = 0
     let rows = listed
         .stdout
         .lines()
-        .filter(|l| l.contains("iolab-testbed-"))
+        .filter(|l| l.contains(" read_ahead_kb="))
         .count();
     assert_eq!(rows, 4, "{}", listed.stdout);
     let report = sb.iolab(&["report", "--study", "t-interleaved"]).ok();

@@ -57,6 +57,8 @@ pub struct ListRow {
     pub target: String,
     pub fs_type: String,
     pub label: Option<String>,
+    /// For a study's run: the configuration it measured.
+    pub config: Option<String>,
     pub complete: bool,
     /// Number of tests in the run.
     pub tests: usize,
@@ -75,6 +77,7 @@ pub fn render_list(rows: &[ListRow]) -> String {
         Column::left("FS").shrink(Shrink::End(6)),
         Column::right("Tests"),
         Column::left("Status"),
+        Column::left("Config").shrink(Shrink::End(8)).hide_empty(),
         Column::left("Label").shrink(Shrink::End(8)).hide_empty(),
     ]);
     for r in rows {
@@ -86,6 +89,7 @@ pub fn render_list(rows: &[ListRow]) -> String {
             r.fs_type.clone(),
             r.tests.to_string(),
             if r.complete { "ok" } else { "incomplete" }.to_string(),
+            r.config.clone().unwrap_or_default(),
             r.label.clone().unwrap_or_default(),
         ]);
     }
