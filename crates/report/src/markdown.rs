@@ -214,8 +214,7 @@ fn body(set: &RunSet, out: &mut String) {
         score_table(set, out);
     }
     if multi {
-        space_table(set, out);
-        scrub_table(set, out);
+        fact_tables(set, out);
     }
 
     // Warnings, next to the tables they qualify.
@@ -269,105 +268,22 @@ fn body(set: &RunSet, out: &mut String) {
     }
 }
 
-/// Space each small file really takes (the metadata workload's `extra.space`), per
-/// configuration: what an allocation-unit comparison is about.
-fn space_table(set: &RunSet, out: &mut String) {
-    let space = |t: &TestRecord| {
-        let s = &t.extra["space"];
-        Some((
-            s["bytes_per_file"].as_f64()?,
-            s["allocated_bytes_per_file"].as_f64(),
-        ))
-    };
-    let names: Vec<String> = set
-        .test_names()
-        .into_iter()
-        .filter(|n| set.aligned(n).iter().flatten().any(|t| space(t).is_some()))
-        .collect();
-    if names.is_empty() {
-        return;
-    }
-    out.push_str(
-        "**Space per small file**, bytes: filesystem space used (statvfs, before and after \
-         creating them) / blocks allocated to the file (st_blocks)\n\n",
-    );
-    let mut header = vec!["Test".to_string()];
-    header.extend(set.configs.iter().map(|c| escape(&c.label)));
-    let rows: Vec<Vec<String>> = names
-        .iter()
-        .map(|name| {
-            let mut r = vec![escape(name)];
-            for t in set.aligned(name) {
-                r.push(match t.and_then(space) {
-                    Some((used, Some(alloc))) => format!("{} / {}", num(used), num(alloc)),
-                    Some((used, None)) => num(used),
-                    None => "-".into(),
-                });
-            }
-            r
-        })
-        .collect();
-    table(out, &header, 1, &rows);
-}
-
-/// What each configuration's scrub test found (the scrub-test workload's `extra`):
-/// corruptions injected, and detected / repaired / uncorrectable / restored as the
-/// filesystem reported them, with what was expected where the two differ.
-fn scrub_table(set: &RunSet, out: &mut String) {
-    fn scrub(t: &TestRecord) -> Option<&serde_json::Value> {
-        t.extra["injected"].as_u64().map(|_| &t.extra)
-    }
-    let names: Vec<String> = set
-        .test_names()
-        .into_iter()
-        .filter(|n| set.aligned(n).iter().flatten().any(|t| scrub(t).is_some()))
-        .collect();
-    for name in names {
-        out.push_str(&format!(
-            "**{}**: corruptions injected on one member and what the scrub reported \
-             (expected in brackets where it differs)\n\n",
-            escape(&name)
-        ));
-        let mut header = vec![String::new()];
+/// The workload facts tables (space per small file, scrub counts): configurations as
+/// columns.
+fn fact_tables(set: &RunSet, out: &mut String) {
+    for t in set.fact_tables() {
+        out.push_str(&format!("**{}**\n\n", escape(&t.title)));
+        let mut header = vec![escape(&t.corner)];
         header.extend(set.configs.iter().map(|c| escape(&c.label)));
-        let extras: Vec<Option<&serde_json::Value>> = set
-            .aligned(&name)
+        let rows: Vec<Vec<String>> = t
+            .rows
             .iter()
-            .map(|t| t.and_then(scrub))
+            .map(|(name, cells)| {
+                let mut r = vec![escape(name)];
+                r.extend(cells.iter().map(|c| escape(c)));
+                r
+            })
             .collect();
-        let count = |e: &serde_json::Value, key: &str| -> String {
-            let r = &e["reported"][key];
-            let x = &e["expected"][key];
-            match (r.as_u64(), x.as_u64()) {
-                (Some(r), Some(x)) if r != x => format!("{r} ({x})"),
-                (Some(r), _) => r.to_string(),
-                (None, Some(x)) => format!("? ({x})"),
-                (None, None) => "-".into(),
-            }
-        };
-        let mut rows = Vec::new();
-        let mut row = |label: &str, f: &dyn Fn(&serde_json::Value) -> String| {
-            let mut r = vec![label.to_string()];
-            r.extend(extras.iter().map(|e| e.map_or("-".to_string(), f)));
-            rows.push(r);
-        };
-        row("injected", &|e| e["injected"].to_string());
-        for key in [
-            "detected",
-            "repaired",
-            "repaired_bytes",
-            "uncorrectable",
-            "restored_on_member",
-        ] {
-            row(&key.replace('_', " "), &|e| count(e, key));
-        }
-        row("verdict", &|e| {
-            if e["passed"].as_bool() == Some(true) {
-                "pass".into()
-            } else {
-                "⚠ FAIL".into()
-            }
-        });
         table(out, &header, 1, &rows);
     }
 }

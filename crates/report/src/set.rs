@@ -7,6 +7,8 @@ use iolab_stats::caveats::{caveat, Caveat};
 use iolab_stats::score::{self, Access, ScoreInput, StudyScore, Welch};
 use iolab_stats::{median, metric, summarize, Score};
 
+use crate::text::num;
+
 /// A headline metric of a test, computed per pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
@@ -428,6 +430,111 @@ impl RunSet {
             })
             .collect();
         score::study_score(self.configs.len(), &inputs)
+    }
+}
+
+/// A table of workload facts, configurations as columns: rows of (name, one cell per
+/// configuration).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactTable {
+    pub title: String,
+    /// The header of the row-name column.
+    pub corner: String,
+    pub rows: Vec<(String, Vec<String>)>,
+}
+
+impl RunSet {
+    /// Facts some workloads record besides their speed, per configuration: the space each
+    /// small file takes (metadata) and what a scrub test injected and the scrub found.
+    pub fn fact_tables(&self) -> Vec<FactTable> {
+        let mut out = Vec::new();
+        let space = |t: &TestRecord| {
+            let s = &t.extra["space"];
+            Some((
+                s["bytes_per_file"].as_f64()?,
+                s["allocated_bytes_per_file"].as_f64(),
+            ))
+        };
+        let names = |has: &dyn Fn(&TestRecord) -> bool| -> Vec<String> {
+            self.test_names()
+                .into_iter()
+                .filter(|n| self.aligned(n).iter().flatten().any(|t| has(t)))
+                .collect()
+        };
+        let space_rows: Vec<(String, Vec<String>)> = names(&|t| space(t).is_some())
+            .into_iter()
+            .map(|name| {
+                let cells = self
+                    .aligned(&name)
+                    .iter()
+                    .map(|t| match t.and_then(|t| space(t)) {
+                        Some((used, Some(alloc))) => format!("{} / {}", num(used), num(alloc)),
+                        Some((used, None)) => num(used),
+                        None => "-".into(),
+                    })
+                    .collect();
+                (name, cells)
+            })
+            .collect();
+        if !space_rows.is_empty() {
+            out.push(FactTable {
+                title: "Space per small file, bytes: filesystem space used (statvfs, before \
+                        and after creating them) / blocks allocated to the file (st_blocks)"
+                    .into(),
+                corner: "Test".into(),
+                rows: space_rows,
+            });
+        }
+        for name in names(&|t| t.extra["injected"].as_u64().is_some()) {
+            let extras: Vec<Option<&serde_json::Value>> = self
+                .aligned(&name)
+                .iter()
+                .map(|t| t.map(|t| &t.extra).filter(|e| e["injected"].is_u64()))
+                .collect();
+            let count = |e: &serde_json::Value, key: &str| -> String {
+                match (e["reported"][key].as_u64(), e["expected"][key].as_u64()) {
+                    (Some(r), Some(x)) if r != x => format!("{r} ({x})"),
+                    (Some(r), _) => r.to_string(),
+                    (None, Some(x)) => format!("? ({x})"),
+                    (None, None) => "-".into(),
+                }
+            };
+            let row = |label: &str, f: &dyn Fn(&serde_json::Value) -> String| {
+                (
+                    label.to_string(),
+                    extras
+                        .iter()
+                        .map(|e| e.map_or("-".to_string(), f))
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let mut rows = vec![row("injected", &|e| e["injected"].to_string())];
+            for key in [
+                "detected",
+                "repaired",
+                "repaired_bytes",
+                "uncorrectable",
+                "restored_on_member",
+            ] {
+                rows.push(row(&key.replace('_', " "), &|e| count(e, key)));
+            }
+            rows.push(row("verdict", &|e| {
+                if e["passed"].as_bool() == Some(true) {
+                    "pass".into()
+                } else {
+                    "⚠ FAIL".into()
+                }
+            }));
+            out.push(FactTable {
+                title: format!(
+                    "{name}: corruptions injected on one member and what the scrub reported \
+                     (expected in brackets where it differs)"
+                ),
+                corner: String::new(),
+                rows,
+            });
+        }
+        out
     }
 }
 

@@ -198,3 +198,17 @@ fn a_study_adds_grouped_bars_ratios_and_the_ranked_score() {
     // The passes differ by ±0.3%: a 10% difference is significant.
     assert!(row.contains("class=\"sig\""), "{row}");
 }
+
+#[test]
+fn a_study_with_a_scrub_test_shows_its_counts() {
+    let html = render(&RunSet::study("s", common::scrub_study_runs()));
+    assert_balanced(&html);
+    assert_offline(&html);
+    assert_eq!(count(&html, "data-table=\"facts\""), 1);
+    let t = &html[html.find("data-table=\"facts\"").unwrap()..];
+    let t = &t[..t.find("</table>").unwrap()];
+    let row = &t[t.find("<td>repaired</td>").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains(">32<") && row.contains(">11 (32)<"), "{row}");
+    assert!(t.contains("⚠ FAIL"), "{t}");
+}

@@ -351,27 +351,7 @@ fn study_of_several_workloads_labels_tests_and_shows_space() {
 /// reported one that differs and the verdict.
 #[test]
 fn scrub_counts_are_tabulated_per_configuration() {
-    use iolab_spec::Rw;
-    use serde_json::json;
-    let mut runs = Vec::new();
-    for (config, repaired, passed) in [("raid1", 32, true), ("raid5", 11, false)] {
-        let mut r = common::workload_run(
-            "scrub-test",
-            &[(
-                "scrub",
-                "scrub",
-                Rw::Read,
-                4096,
-                1000,
-                json!({"injected": 32, "passed": passed,
-                       "expected": {"detected": 32, "repaired": 32, "uncorrectable": 0},
-                       "reported": {"detected": 32, "repaired": repaired, "uncorrectable": 0}}),
-            )],
-        );
-        r.study = Some("s".into());
-        r.config_label = Some(config.into());
-        runs.push(r);
-    }
+    let runs = common::scrub_study_runs();
     let md = render(&RunSet::study("s", runs));
     let t = tables(&md);
     let s = t

@@ -508,3 +508,31 @@ pub fn study_runs() -> Vec<RunRecord> {
         })
         .collect()
 }
+
+/// Two configurations of a study whose scrub test found 32 corruptions each; the second
+/// repaired only 11 (as btrfs raid5 counts here) and failed.
+pub fn scrub_study_runs() -> Vec<RunRecord> {
+    use serde_json::json;
+    [("raid1", 32, true), ("raid5", 11, false)]
+        .iter()
+        .map(|(config, repaired, passed)| {
+            let mut r = workload_run(
+                "scrub-test",
+                &[(
+                    "scrub",
+                    "scrub",
+                    Rw::Read,
+                    4096,
+                    1000,
+                    json!({"injected": 32, "passed": passed,
+                           "expected": {"detected": 32, "repaired": 32, "uncorrectable": 0},
+                           "reported": {"detected": 32, "repaired": repaired,
+                                        "uncorrectable": 0}}),
+                )],
+            );
+            r.study = Some("s".into());
+            r.config_label = Some(config.to_string());
+            r
+        })
+        .collect()
+}
