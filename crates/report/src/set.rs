@@ -467,7 +467,7 @@ impl RunSet {
                 let cells = self
                     .aligned(&name)
                     .iter()
-                    .map(|t| match t.and_then(|t| space(t)) {
+                    .map(|t| match t.and_then(&space) {
                         Some((used, Some(alloc))) => format!("{} / {}", num(used), num(alloc)),
                         Some((used, None)) => num(used),
                         None => "-".into(),
