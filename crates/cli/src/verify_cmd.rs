@@ -9,8 +9,8 @@ use iolab_measure::TargetInfo;
 use iolab_spec::{format_bytes, parse_size, EngineKind};
 use iolab_verify::journal::{check_separate_filesystems, Journal};
 use iolab_verify::verified::{
-    self, check_file, check_with_journal, expectation, CheckReport, DataTarget, Failure, Given,
-    VerifyConfig, VerifyMode,
+    self, check_file, check_with_journal, expectation, CheckError, CheckReport, DataTarget,
+    Failure, Given, VerifyConfig, VerifyMode,
 };
 
 use crate::args::{RunArgs, VerifyArgs};
@@ -234,6 +234,14 @@ pub fn run_verify(a: RunArgs) -> Result<i32, CliError> {
     Ok(if failed { EXIT_INTEGRITY } else { code })
 }
 
+/// Bad input exits 2, a read error of the target 1 (docs/integrity.md, exit status).
+fn check_error(e: CheckError) -> CliError {
+    match e {
+        CheckError::Input(m) => CliError::Usage(m),
+        CheckError::Io(m) => CliError::Failed(m),
+    }
+}
+
 fn parse_run_id(text: &str) -> Result<u64, CliError> {
     let t = text.trim_start_matches("0x");
     u64::from_str_radix(t, 16)
@@ -265,7 +273,7 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
                 )));
             }
             text.push_str(&journal_lines(&j));
-            let r = check_with_journal(&path, &j, &stop, &mut on_progress).map_err(usage)?;
+            let r = check_with_journal(&path, &j, &stop, &mut on_progress).map_err(check_error)?;
             (
                 r,
                 format!("journal {}", jp.display()),
@@ -296,7 +304,7 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
                 },
                 e.source
             ));
-            let r = check_file(&path, &e, &stop, &mut on_progress).map_err(usage)?;
+            let r = check_file(&path, &e, &stop, &mut on_progress).map_err(check_error)?;
             (r, e.source, e.run_id, e.block_size)
         }
     };

@@ -588,3 +588,44 @@ fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
         .any(|w| w["code"] == "DATA_MISMATCH"));
     assert!(sb.target_entries().is_empty(), "files left behind");
 }
+
+/// Unmounts on drop, so a failing test leaves no mount behind.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_read_error_exits_1_and_names_the_unreadable_block() {
+    let Some(_serial) = common::device_test(&["mkfs.btrfs"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dev = common::Loop::new(256 * common::MIB, None);
+    common::sh("mkfs.btrfs", &["-q", "-f", "-d", "single", dev.s()]);
+    let mnt = tempfile::tempdir().unwrap();
+    common::sh("mount", &[dev.s(), s(mnt.path())]);
+    let mounted = Mounted(mnt.path().to_path_buf());
+    let data = mnt.path().join("data");
+    let args = ["--size", "1MiB", "--bs", "4k", "--keep", "--no-store"];
+    let doc = run_verify(&sb, &data, &args).ok().json();
+    let run_id = u64::from_str_radix(string(&doc["tests"][0]["extra"], "run_id"), 16).unwrap();
+    drop(mounted);
+    // Damage block 10 of the file on the device itself: btrfs's data checksum then fails
+    // and the read returns EIO.
+    let bad = 10 * 4096u64;
+    let image = dev.contents();
+    let at = image
+        .chunks_exact(4096)
+        .position(|b| block::parse_header(b).is_some_and(|h| h.run_id == run_id && h.offset == bad))
+        .expect("block 10 found on the device") as u64
+        * 4096;
+    write_at(&dev.dev, at + 1000, &[0x5a; 16]);
+    common::sh("mount", &[dev.s(), s(mnt.path())]);
+    let _mounted = Mounted(mnt.path().to_path_buf());
+    let out = sb.iolab(&["verify", "--target", s(&data)]).code(1);
+    out.stderr_has(&["Input/output error", &format!("offset {bad}")]);
+}

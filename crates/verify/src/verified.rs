@@ -399,8 +399,20 @@ fn scan(
         }
         let n = (size - off).min(chunk as u64) as usize;
         let buf = &mut pool.slot_mut(0)[..n];
-        file.read_exact_at(buf, off)
-            .map_err(|e| format!("{}: cannot read at offset {off}: {e}", path.display()))?;
+        if let Err(e) = file.read_exact_at(buf, off) {
+            // Name the block that fails, not the start of the chunk: read it again block by
+            // block up to the first one that does not read.
+            let bad = buf
+                .chunks_exact_mut(bs)
+                .enumerate()
+                .map(|(i, b)| (off + (i * bs) as u64, b))
+                .find_map(|(at, b)| file.read_exact_at(b, at).err().map(|e| (at, e)));
+            let (at, e) = bad.unwrap_or((off, e));
+            return Err(format!(
+                "{}: cannot read the block at offset {at}: {e}",
+                path.display()
+            ));
+        }
         for (i, b) in buf.chunks_exact(bs).enumerate() {
             each(off + (i * bs) as u64, b);
         }
@@ -814,6 +826,22 @@ fn data_size(path: &Path) -> Result<u64, String> {
     }
 }
 
+/// Why a later check could not give a verdict: bad input (what to check against does not
+/// fit the target) or an I/O error while reading the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckError {
+    Input(String),
+    Io(String),
+}
+
+impl std::fmt::Display for CheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckError::Input(m) | CheckError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
 /// The result of a later check.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CheckReport {
@@ -841,15 +869,16 @@ pub fn check_file(
     e: &Expectation,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64),
-) -> Result<CheckReport, String> {
-    let (file, direct) = open(path, false, true, true)?;
+) -> Result<CheckReport, CheckError> {
+    let (file, direct) = open(path, false, true, true).map_err(CheckError::Input)?;
     let (lo, hi) = e.generations.unwrap_or((1, u64::MAX));
     let bs = e.block_size as usize;
     let mut tally = Tally::default();
     let t = Instant::now();
     let finished = scan(&file, path, e.size, bs, stop, progress, &mut |off, b| {
         tally.judge(b, off, e.run_id, lo, hi, "verify")
-    })?;
+    })
+    .map_err(CheckError::Io)?;
     Ok(CheckReport {
         tally,
         bytes: e.size,
@@ -869,11 +898,12 @@ pub fn check_with_journal(
     j: &Journal,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64),
-) -> Result<CheckReport, String> {
+) -> Result<CheckReport, CheckError> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).map_err(|e| format!("--target {}: {e}", path.display()))?;
+    let m = std::fs::metadata(path)
+        .map_err(|e| CheckError::Input(format!("--target {}: {e}", path.display())))?;
     if (m.dev(), m.ino()) != (j.target_dev, j.target_ino) {
-        return Err(format!(
+        return Err(CheckError::Input(format!(
             "--journal {}: written for another file (device {}:{} inode {}), not --target {} \
              (device {}:{} inode {})",
             j.path.display(),
@@ -884,17 +914,17 @@ pub fn check_with_journal(
             libc::major(m.dev()),
             libc::minor(m.dev()),
             m.ino()
-        ));
+        )));
     }
-    let size = data_size(path)?;
+    let size = data_size(path).map_err(CheckError::Input)?;
     if size < j.region {
-        return Err(format!(
+        return Err(CheckError::Input(format!(
             "--target {}: holds {size} bytes, the journal describes {}",
             path.display(),
             j.region
-        ));
+        )));
     }
-    let (file, direct) = open(path, false, true, true)?;
+    let (file, direct) = open(path, false, true, true).map_err(CheckError::Input)?;
     let bs = j.block_size as usize;
     let mut r = CheckReport {
         direct,
@@ -964,7 +994,8 @@ pub fn check_with_journal(
             acked_before_end_s: (h.acked > 0)
                 .then(|| round6(j.last_ns.saturating_sub(h.acked_ns) as f64 / 1e9)),
         });
-    })?;
+    })
+    .map_err(CheckError::Io)?;
     r.seconds = t.elapsed().as_secs_f64();
     r.interrupted = !finished;
     Ok(r)
@@ -1010,7 +1041,8 @@ impl Stamper {
             generations: Some((1, 1)),
             source: "the workload".into(),
         };
-        let r = check_file(path, &e, &AtomicBool::new(false), &mut |_| {})?;
+        let r = check_file(path, &e, &AtomicBool::new(false), &mut |_| {})
+            .map_err(|e| e.to_string())?;
         Ok(serde_json::json!({
             "run_id": format!("{:016x}", self.run_id),
             "block_size": self.granule,
