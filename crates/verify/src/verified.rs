@@ -334,6 +334,9 @@ impl Tally {
 /// How a generation range reads in reports.
 pub fn expected_text(lo: u64, hi: u64) -> String {
     match (lo, hi) {
+        // `check_file` without a known generation accepts any.
+        (_, u64::MAX) => "any generation of the run".into(),
+        (0, 0) => "unwritten (zeros)".into(),
         (0, 1) => "unwritten (zeros) or generation 1".into(),
         (0, h) => format!("unwritten (zeros) or generation 1..={h}"),
         (l, h) if l == h => format!("generation {l}"),
@@ -1060,6 +1063,14 @@ impl Stamper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expected_text_reads_well_at_the_ends_of_the_range() {
+        assert_eq!(expected_text(1, u64::MAX), "any generation of the run");
+        assert_eq!(expected_text(0, 0), "unwritten (zeros)");
+        assert_eq!(expected_text(2, 3), "generation 2..=3");
+        assert_eq!(expected_text(0, 3), "unwritten (zeros) or generation 1..=3");
+    }
 
     #[test]
     fn judge_accepts_the_range_and_zeros_only_for_unwritten() {
