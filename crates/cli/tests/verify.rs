@@ -254,6 +254,38 @@ fn bad_input_is_refused_before_anything_is_written() {
         .stderr_has(&["--target", "does not exist"]);
 }
 
+#[test]
+fn a_sidecar_path_iolab_did_not_create_is_neither_replaced_nor_removed() {
+    let sb = Sandbox::new();
+    // Someone else's file where the sidecar of a new data file would go: without --keep
+    // the run used to remove it at the end, with --keep replace it.
+    for keep in [false, true] {
+        let data = sb.path(&format!("data-{keep}"));
+        let side = sb.path(&format!("data-{keep}.iolab-verify.json"));
+        std::fs::write(&side, b"precious").unwrap();
+        let mut args = vec!["--size", "64k"];
+        if keep {
+            args.push("--keep");
+        }
+        run_verify(&sb, &data, &args).code(2).stderr_has(&[
+            "--target",
+            "iolab-verify.json",
+            "exists",
+        ]);
+        assert_eq!(std::fs::read(&side).unwrap(), b"precious");
+        assert!(!data.exists());
+    }
+    // A symlink where the sidecar's temporary file goes: iolab used to write through it.
+    let victim = sb.path("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let data = sb.path("linked");
+    std::os::unix::fs::symlink(&victim, sb.path("linked.iolab-verify.json.new")).unwrap();
+    run_verify(&sb, &data, &["--size", "64k", "--keep"])
+        .code(2)
+        .stderr_has(&["--target", "iolab-verify.json.new", "exists"]);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+}
+
 /// The data file in the sandbox and a journal in a directory on another filesystem
 /// (/dev/shm); None, with the reason printed, when there is no second filesystem.
 fn data_and_journal(sb: &Sandbox) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {

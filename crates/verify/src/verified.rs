@@ -22,6 +22,8 @@ use crate::journal::{Journal, JournalWriter, Kind};
 
 /// Suffix of the sidecar that describes a kept data file.
 pub const SIDECAR_SUFFIX: &str = ".iolab-verify.json";
+/// Appended to the sidecar's name for the file that atomically replaces it.
+const SIDECAR_TMP_SUFFIX: &str = ".new";
 /// Failures described one by one; beyond this only the counts grow.
 pub const MAX_DETAILS: usize = 100;
 /// Bytes per read when a whole region is checked.
@@ -125,6 +127,21 @@ impl DataTarget {
                     p.display(),
                     parent.display()
                 ));
+            }
+            // The sidecar and its temporary file are replaced during the run and removed
+            // with the data: refuse to start when either already exists, as iolab did not
+            // make it for this file (also not a symlink to follow).
+            let side = sidecar_path(&p);
+            let mut tmp = side.clone().into_os_string();
+            tmp.push(SIDECAR_TMP_SUFFIX);
+            for q in [side, PathBuf::from(tmp)] {
+                if std::fs::symlink_metadata(&q).is_ok() {
+                    return Err(format!(
+                        "--target {}: {} already exists; iolab writes the sidecar of a new data                          file there and removes it with the file: move it away or choose                          another --target",
+                        p.display(),
+                        q.display()
+                    ));
+                }
             }
             OpenOptions::new()
                 .write(true)
@@ -248,10 +265,17 @@ impl Sidecar {
     fn write(&self, path: &Path) -> Result<(), String> {
         let text = serde_json::to_string_pretty(self).expect("sidecar serializes");
         let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".new");
+        tmp.push(SIDECAR_TMP_SUFFIX);
         let tmp = PathBuf::from(tmp);
         let err = |e: io::Error| format!("{}: cannot write: {e}", path.display());
-        let f = File::create(&tmp).map_err(err)?;
+        // Never through a symlink someone put there.
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(err)?;
         f.write_all_at(text.as_bytes(), 0)
             .and_then(|_| f.sync_all())
             .and_then(|_| std::fs::rename(&tmp, path))
