@@ -661,3 +661,32 @@ fn a_read_error_exits_1_and_names_the_unreadable_block() {
     let out = sb.iolab(&["verify", "--target", s(&data)]).code(1);
     out.stderr_has(&["Input/output error", &format!("offset {bad}")]);
 }
+
+#[test]
+fn a_journal_in_another_subvolume_of_the_targets_btrfs_is_refused() {
+    let Some(_serial) = common::device_test(&["mkfs.btrfs", "btrfs"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dev = common::Loop::new(256 * common::MIB, None);
+    common::sh("mkfs.btrfs", &["-q", "-f", dev.s()]);
+    let mnt = tempfile::tempdir().unwrap();
+    common::sh("mount", &[dev.s(), s(mnt.path())]);
+    let _mounted = Mounted(mnt.path().to_path_buf());
+    let sv = mnt.path().join("sv");
+    common::sh("btrfs", &["subvolume", "create", s(&sv)]);
+    // A subvolume has an st_dev of its own, but it is the same filesystem.
+    assert_ne!(
+        std::fs::metadata(&sv).unwrap().dev(),
+        std::fs::metadata(mnt.path()).unwrap().dev()
+    );
+    let data = mnt.path().join("data");
+    run_verify(
+        &sb,
+        &data,
+        &["--size", "64k", "--journal", s(&sv.join("j"))],
+    )
+    .code(2)
+    .stderr_has(&["--journal", "same filesystem"]);
+    assert!(!data.exists() && !sv.join("j").exists());
+}

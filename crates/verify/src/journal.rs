@@ -115,19 +115,45 @@ pub fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// st_dev of `path`, or of its parent directory when it does not exist yet.
+/// The filesystem holding `path` (or its parent directory when it does not exist yet), as
+/// a device number. st_dev is not enough: every btrfs subvolume has its own st_dev, so a
+/// journal in another subvolume of the target's filesystem would pass. The device number
+/// of the mount the path is on (`/proc/self/mountinfo`, found through the mount id in
+/// fdinfo) names the filesystem itself; st_dev is the fallback when /proc does not answer.
 fn device_of_path(path: &Path) -> io::Result<u64> {
-    match std::fs::metadata(path) {
-        Ok(m) => Ok(m.dev()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let parent = path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            Ok(std::fs::metadata(parent)?.dev())
-        }
-        Err(e) => Err(e),
-    }
+    let existing = match std::fs::symlink_metadata(path) {
+        Ok(_) => path,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+        Err(e) => return Err(e),
+    };
+    let dev = std::fs::metadata(existing)?.dev();
+    Ok(mount_device(existing).unwrap_or(dev))
+}
+
+/// The device number /proc/self/mountinfo gives the mount that holds `path`.
+fn mount_device(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)
+        .ok()?;
+    let fdinfo = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", f.as_raw_fd())).ok()?;
+    let mnt_id = fdinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))?
+        .trim()
+        .to_string();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let line = mountinfo
+        .lines()
+        .find(|l| l.split(' ').next() == Some(mnt_id.as_str()))?;
+    let (major, minor) = line.split(' ').nth(2)?.split_once(':')?;
+    Some(libc::makedev(major.parse().ok()?, minor.parse().ok()?))
 }
 
 /// Refuses a journal on the filesystem that holds the target: it must outlive what the
