@@ -361,7 +361,12 @@ fn journal_lines(j: &Journal) -> String {
 
 fn report_lines(r: &CheckReport, journal: bool) -> String {
     let t = &r.tally;
-    let mut out = format!(
+    let mut out = r
+        .note
+        .as_ref()
+        .map(|n| format!("Note:     {n}\n"))
+        .unwrap_or_default();
+    out.push_str(&format!(
         "Read:     {} in {:.3} s ({:.0} MB/s){}\n",
         format_bytes(r.bytes),
         r.seconds,
@@ -371,7 +376,7 @@ fn report_lines(r: &CheckReport, journal: bool) -> String {
         } else {
             ", buffered (the filesystem refused O_DIRECT)"
         }
-    );
+    ));
     let classes: Vec<String> = t
         .classes
         .iter()

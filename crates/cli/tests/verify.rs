@@ -690,3 +690,31 @@ fn a_journal_in_another_subvolume_of_the_targets_btrfs_is_refused() {
     .stderr_has(&["--journal", "same filesystem"]);
     assert!(!data.exists() && !sv.join("j").exists());
 }
+
+#[test]
+fn a_journal_checks_its_data_after_the_device_number_or_inode_changed_but_not_another_runs() {
+    let sb = Sandbox::new();
+    let Some((_jdir, data, journal)) = data_and_journal(&sb) else {
+        return;
+    };
+    let args = ["--size", "256k", "--bs", "8k", "--journal", s(&journal)];
+    run_verify(&sb, &data, &args).ok();
+    // A copy has another inode, as the data has another device number once its disk is
+    // attached elsewhere after a reboot: its blocks still name the journal's run.
+    let copy = sb.path("copy");
+    std::fs::copy(&data, &copy).unwrap();
+    let out = sb
+        .iolab(&["verify", "--target", s(&copy), "--journal", s(&journal)])
+        .ok();
+    assert!(
+        out.stdout.contains("Note:") && out.stdout.contains("same data"),
+        "{out}"
+    );
+    assert!(out.stdout.contains("32 blocks: 32 ok"), "{out}");
+    // The data of another run is still refused.
+    let other = sb.path("other");
+    run_verify(&sb, &other, &["--size", "256k", "--bs", "8k", "--keep"]).ok();
+    sb.iolab(&["verify", "--target", s(&other), "--journal", s(&journal)])
+        .code(2)
+        .stderr_has(&["--journal", "written for another file"]);
+}

@@ -137,7 +137,9 @@ impl DataTarget {
             for q in [side, PathBuf::from(tmp)] {
                 if std::fs::symlink_metadata(&q).is_ok() {
                     return Err(format!(
-                        "--target {}: {} already exists; iolab writes the sidecar of a new data                          file there and removes it with the file: move it away or choose                          another --target",
+                        "--target {}: {} already exists; iolab writes the sidecar of a new data \
+                         file there and removes it with the file: move it away or choose \
+                         another --target",
                         p.display(),
                         q.display()
                     ));
@@ -888,6 +890,22 @@ pub struct CheckReport {
     /// Acknowledged writes not found (stale, zeroed or torn): durability failures.
     pub lost_acked: u64,
     pub interrupted: bool,
+    /// Something the reader of the report should know (e.g. the target was identified by
+    /// its content, not by the device and inode the journal recorded).
+    pub note: Option<String>,
+}
+
+/// The offset of the first acknowledged block of the journal, if `path` holds there an
+/// intact header of the journal's run written for that offset.
+fn acked_block_of_run(path: &Path, j: &Journal) -> Option<u64> {
+    let index = j.blocks.iter().position(|b| b.acked > 0)?;
+    let at = index as u64 * j.block_size;
+    let (file, _) = open(path, false, false, true).ok()?;
+    let mut head = [0u8; block::HEADER_LEN];
+    file.read_exact_at(&mut head, at).ok()?;
+    block::parse_header(&head)
+        .filter(|h| h.run_id == j.run_id && h.offset == at)
+        .map(|_| at)
 }
 
 /// `iolab verify` without a journal: every block of the region against `e`.
@@ -929,7 +947,28 @@ pub fn check_with_journal(
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path)
         .map_err(|e| CheckError::Input(format!("--target {}: {e}", path.display())))?;
+    let mut note = None;
     if (m.dev(), m.ino()) != (j.target_dev, j.target_ino) {
+        // Device numbers are not stable across a reboot or a re-attached disk (loop devices
+        // renumber, disks enumerate in another order, a device node gets a new inode), and
+        // after a crash is when the journal is needed. The data itself says whose it is:
+        // an acknowledged block carrying the journal's run id and its own offset.
+        if let Some(at) = acked_block_of_run(path, j) {
+            note = Some(format!(
+                "the target is not the device and inode the journal recorded ({}:{} inode {}, \
+                 now {}:{} inode {}), but its acknowledged block at offset {at} is of run \
+                 {:016x}: checked as the same data",
+                libc::major(j.target_dev),
+                libc::minor(j.target_dev),
+                j.target_ino,
+                libc::major(m.dev()),
+                libc::minor(m.dev()),
+                m.ino(),
+                j.run_id
+            ));
+        }
+    }
+    if (m.dev(), m.ino()) != (j.target_dev, j.target_ino) && note.is_none() {
         return Err(CheckError::Input(format!(
             "--journal {}: written for another file (device {}:{} inode {}), not --target {} \
              (device {}:{} inode {})",
@@ -956,6 +995,7 @@ pub fn check_with_journal(
     let mut r = CheckReport {
         direct,
         bytes: j.region,
+        note,
         ..Default::default()
     };
     let t = Instant::now();
