@@ -1009,9 +1009,9 @@ pub fn check_with_journal(
             && match &v {
                 Verdict::Stale { found, .. } => *found < h.acked,
                 Verdict::Zeroed => true,
-                Verdict::Torn { before, after, .. } => {
-                    !h.in_flight() || before.unwrap_or(0) < h.acked || after.unwrap_or(0) < h.acked
-                }
+                // `Torn` names only the first change; a tear can hold more than two
+                // generations (new, acked, then zeros), so every sector is looked at.
+                Verdict::Torn { .. } => !h.in_flight() || torn_generations(b).any(|g| g < h.acked),
                 _ => false,
             };
         if h.acked > 0 {
@@ -1066,6 +1066,19 @@ pub fn check_with_journal(
     r.seconds = t.elapsed().as_secs_f64();
     r.interrupted = !finished;
     Ok(r)
+}
+
+/// The generation of every sector of a block `block::check` found torn (each sector is then
+/// intact on its own or all zero): the one its tag names, 0 for a zero sector.
+fn torn_generations(buf: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    buf.chunks_exact(block::SECTOR).map(|s| {
+        if s.iter().all(|&b| b == 0) {
+            0
+        } else {
+            let at = block::SECTOR - block::TAG_LEN;
+            u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"))
+        }
+    })
 }
 
 /// Verified blocks inside another workload's writes (`--verify` on `run streams`): every
@@ -1268,6 +1281,15 @@ mod tests {
         let offsets: Vec<u64> = r.tally.failures.iter().map(|f| f.offset).collect();
         assert_eq!(offsets, [0, bs as u64]);
         assert!(r.tally.failures.iter().all(|f| f.class == "lost-ack"));
+        // A tear from the in-flight generation to the acked one and then to zeros: the
+        // acknowledged data in the zeroed tail is lost, though the first change is harmless.
+        let mut torn = stamped(0, 2);
+        torn[1024..].copy_from_slice(&stamped(0, 1)[1024..]);
+        torn[3072..].fill(0);
+        write(&[torn, stamped(bs, 1), vec![0; bs], vec![0; bs]]);
+        let r = check();
+        assert_eq!((r.lost_acked, r.in_flight_torn), (1, 0));
+        assert_eq!(r.tally.failures[0].offset, 0);
         // A block 3 nobody intended is not looked at, whatever it holds.
         write(&[
             stamped(0, 2),
