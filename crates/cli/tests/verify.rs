@@ -718,3 +718,26 @@ fn a_journal_checks_its_data_after_the_device_number_or_inode_changed_but_not_an
         .code(2)
         .stderr_has(&["--journal", "written for another file"]);
 }
+
+#[test]
+fn a_size_beyond_the_free_space_is_refused_before_writing() {
+    let Some(_serial) = common::device_test(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dev = common::Loop::new(32 * common::MIB, None);
+    common::sh("mkfs.ext4", &["-q", "-F", dev.s()]);
+    let mnt = tempfile::tempdir().unwrap();
+    common::sh("mount", &[dev.s(), s(mnt.path())]);
+    let _mounted = Mounted(mnt.path().to_path_buf());
+    let data = mnt.path().join("data");
+    let t = Instant::now();
+    run_verify(&sb, &data, &["--size", "64MiB"])
+        .code(2)
+        .stderr_has(&["--size", "free"]);
+    assert!(!data.exists());
+    assert!(t.elapsed() < Duration::from_secs(5));
+    sb.iolab(&["run", "verify", "--target", "/dev/null", "--size", "4k"])
+        .code(2)
+        .stderr_has(&["/dev/null: a character device"]);
+}

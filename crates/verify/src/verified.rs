@@ -145,6 +145,17 @@ impl DataTarget {
                     ));
                 }
             }
+            // Blocks are written sparse-file first: without this a --size beyond the free
+            // space would fill the filesystem before failing with ENOSPC.
+            if let Some(free) = free_bytes(parent) {
+                if size > free {
+                    return Err(format!(
+                        "--size {size}: more than the {free} bytes free on the filesystem of \
+                         {}",
+                        parent.display()
+                    ));
+                }
+            }
             OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -192,11 +203,22 @@ impl DataTarget {
                     keep: true,
                 })
             }
-            Some(m) => Err(format!(
-                "--target {}: a {:?}, not a directory, regular file or block device",
-                path.display(),
-                m.file_type()
-            )),
+            Some(m) => {
+                let t = m.file_type();
+                let kind = if t.is_char_device() {
+                    "a character device"
+                } else if t.is_fifo() {
+                    "a FIFO"
+                } else if t.is_socket() {
+                    "a socket"
+                } else {
+                    "a special file"
+                };
+                Err(format!(
+                    "--target {}: {kind}, not a directory, regular file or block device",
+                    path.display()
+                ))
+            }
         }
     }
 
@@ -215,6 +237,18 @@ impl Drop for DataTarget {
             }
         }
     }
+}
+
+/// Bytes an unprivileged writer may still allocate on the filesystem holding `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes into the zeroed struct we own; c is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 /// `<data file>.iolab-verify.json`.
