@@ -265,11 +265,28 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
     let mut text = format!("iolab verify · {}\n", path.display());
     let (report, source, expected_run, block) = match &args.journal {
         Some(jp) => {
+            // The journal says what every block must hold and which blocks to read.
+            for (given, name) in [
+                (args.generation.is_some(), "--generation"),
+                (args.size.is_some(), "--size"),
+            ] {
+                if given {
+                    return Err(usage(format!(
+                        "{name}: not with --journal, which says what every block must hold"
+                    )));
+                }
+            }
             let j = Journal::read(jp).map_err(usage)?;
             if let Some(r) = run_id.filter(|r| *r != j.run_id) {
                 return Err(usage(format!(
                     "--run-id {r:016x}: the journal is of run {:016x}",
                     j.run_id
+                )));
+            }
+            if let Some(b) = bs.filter(|b| *b != j.block_size) {
+                return Err(usage(format!(
+                    "--bs {b}: the journal says blocks of {} bytes",
+                    j.block_size
                 )));
             }
             text.push_str(&journal_lines(&j));

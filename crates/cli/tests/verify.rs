@@ -711,6 +711,16 @@ fn a_journal_checks_its_data_after_the_device_number_or_inode_changed_but_not_an
         "{out}"
     );
     assert!(out.stdout.contains("32 blocks: 32 ok"), "{out}");
+    // What the journal says is not overridden from the command line.
+    for (extra, needle) in [
+        (["--bs", "4k"], "--bs 4096"),
+        (["--generation", "5"], "--generation"),
+        (["--size", "8k"], "--size"),
+    ] {
+        let mut v = vec!["verify", "--target", s(&data), "--journal", s(&journal)];
+        v.extend_from_slice(&extra);
+        sb.iolab(&v).code(2).stderr_has(&[needle]);
+    }
     // The data of another run is still refused.
     let other = sb.path("other");
     run_verify(&sb, &other, &["--size", "256k", "--bs", "8k", "--keep"]).ok();
