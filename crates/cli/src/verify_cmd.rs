@@ -369,7 +369,10 @@ fn journal_lines(j: &Journal) -> String {
             None => "no end record (the writer stopped or crashed)".into(),
         },
         if j.torn_tail > 0 {
-            format!("; a {}-byte partial record at its end ignored", j.torn_tail)
+            format!(
+                "; {} byte(s) after the last whole record ignored (an append cut by the crash)",
+                j.torn_tail
+            )
         } else {
             String::new()
         }

@@ -308,9 +308,17 @@ impl Journal {
         let mut records = Vec::with_capacity(chunks.len());
         let mut torn_tail = 0;
         for (i, c) in chunks.iter().enumerate() {
+            let rest = &data[i * RECORD_LEN..];
             match Record::decode(c) {
                 Some(r) => records.push(r),
                 None if i + 1 == chunks.len() => torn_tail = c.len(),
+                // A crash after the file grew but before its new data reached the disk
+                // (e.g. XFS, or ext4 with delayed allocation) leaves zeros at the end: the
+                // unsynced part of the last append, not damage.
+                None if rest.iter().all(|&b| b == 0) => {
+                    torn_tail = rest.len();
+                    break;
+                }
                 None => {
                     return Err(fail(format!(
                         "record {i} (byte {}) is damaged; the journal cannot be trusted",
@@ -439,6 +447,35 @@ mod tests {
         assert!(!r.blocks[1].in_flight());
         assert_eq!(r.blocks[2], BlockHistory::default());
         assert_eq!(r.ended, None);
+    }
+
+    #[test]
+    fn zeros_after_the_last_record_are_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j");
+        let meta = std::fs::metadata(dir.path()).unwrap();
+        let mut j = JournalWriter::create(&p, 1, 512, 1024, 1, &meta).unwrap();
+        j.push(Kind::Intent, 0, 1);
+        j.push(Kind::Ack, 0, 1);
+        j.commit().unwrap();
+        drop(j);
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(&[0u8; 3 * RECORD_LEN + 7]).unwrap();
+        let r = Journal::read(&p).unwrap();
+        assert_eq!((r.records, r.torn_tail), (5, 3 * RECORD_LEN + 7));
+        assert_eq!(r.blocks[0].acked, 1);
+        // A damaged record with a valid one after it is still an error.
+        f.write_all(
+            &Record {
+                kind: Kind::Ack,
+                a: 512,
+                b: 1,
+                time_ns: 1,
+            }
+            .encode(),
+        )
+        .unwrap();
+        assert!(Journal::read(&p).unwrap_err().contains("damaged"));
     }
 
     #[test]
