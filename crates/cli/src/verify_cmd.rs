@@ -9,8 +9,8 @@ use iolab_measure::TargetInfo;
 use iolab_spec::{format_bytes, parse_size, EngineKind};
 use iolab_verify::journal::{check_separate_filesystems, Journal};
 use iolab_verify::verified::{
-    self, check_file, check_with_journal, expectation, CheckReport, DataTarget, Failure, Given,
-    VerifyConfig, VerifyMode,
+    self, check_file, check_with_journal, expectation, CheckError, CheckReport, DataTarget,
+    Failure, Given, VerifyConfig, VerifyMode,
 };
 
 use crate::args::{RunArgs, VerifyArgs};
@@ -234,6 +234,14 @@ pub fn run_verify(a: RunArgs) -> Result<i32, CliError> {
     Ok(if failed { EXIT_INTEGRITY } else { code })
 }
 
+/// Bad input exits 2, a read error of the target 1 (docs/integrity.md, exit status).
+fn check_error(e: CheckError) -> CliError {
+    match e {
+        CheckError::Input(m) => CliError::Usage(m),
+        CheckError::Io(m) => CliError::Failed(m),
+    }
+}
+
 fn parse_run_id(text: &str) -> Result<u64, CliError> {
     let t = text.trim_start_matches("0x");
     u64::from_str_radix(t, 16)
@@ -257,6 +265,17 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
     let mut text = format!("iolab verify · {}\n", path.display());
     let (report, source, expected_run, block) = match &args.journal {
         Some(jp) => {
+            // The journal says what every block must hold and which blocks to read.
+            for (given, name) in [
+                (args.generation.is_some(), "--generation"),
+                (args.size.is_some(), "--size"),
+            ] {
+                if given {
+                    return Err(usage(format!(
+                        "{name}: not with --journal, which says what every block must hold"
+                    )));
+                }
+            }
             let j = Journal::read(jp).map_err(usage)?;
             if let Some(r) = run_id.filter(|r| *r != j.run_id) {
                 return Err(usage(format!(
@@ -264,8 +283,14 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
                     j.run_id
                 )));
             }
+            if let Some(b) = bs.filter(|b| *b != j.block_size) {
+                return Err(usage(format!(
+                    "--bs {b}: the journal says blocks of {} bytes",
+                    j.block_size
+                )));
+            }
             text.push_str(&journal_lines(&j));
-            let r = check_with_journal(&path, &j, &stop, &mut on_progress).map_err(usage)?;
+            let r = check_with_journal(&path, &j, &stop, &mut on_progress).map_err(check_error)?;
             (
                 r,
                 format!("journal {}", jp.display()),
@@ -296,7 +321,7 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
                 },
                 e.source
             ));
-            let r = check_file(&path, &e, &stop, &mut on_progress).map_err(usage)?;
+            let r = check_file(&path, &e, &stop, &mut on_progress).map_err(check_error)?;
             (r, e.source, e.run_id, e.block_size)
         }
     };
@@ -344,7 +369,10 @@ fn journal_lines(j: &Journal) -> String {
             None => "no end record (the writer stopped or crashed)".into(),
         },
         if j.torn_tail > 0 {
-            format!("; a {}-byte partial record at its end ignored", j.torn_tail)
+            format!(
+                "; {} byte(s) after the last whole record ignored (an append cut by the crash)",
+                j.torn_tail
+            )
         } else {
             String::new()
         }
@@ -353,7 +381,12 @@ fn journal_lines(j: &Journal) -> String {
 
 fn report_lines(r: &CheckReport, journal: bool) -> String {
     let t = &r.tally;
-    let mut out = format!(
+    let mut out = r
+        .note
+        .as_ref()
+        .map(|n| format!("Note:     {n}\n"))
+        .unwrap_or_default();
+    out.push_str(&format!(
         "Read:     {} in {:.3} s ({:.0} MB/s){}\n",
         format_bytes(r.bytes),
         r.seconds,
@@ -363,7 +396,7 @@ fn report_lines(r: &CheckReport, journal: bool) -> String {
         } else {
             ", buffered (the filesystem refused O_DIRECT)"
         }
-    );
+    ));
     let classes: Vec<String> = t
         .classes
         .iter()

@@ -254,6 +254,38 @@ fn bad_input_is_refused_before_anything_is_written() {
         .stderr_has(&["--target", "does not exist"]);
 }
 
+#[test]
+fn a_sidecar_path_iolab_did_not_create_is_neither_replaced_nor_removed() {
+    let sb = Sandbox::new();
+    // Someone else's file where the sidecar of a new data file would go: without --keep
+    // the run used to remove it at the end, with --keep replace it.
+    for keep in [false, true] {
+        let data = sb.path(&format!("data-{keep}"));
+        let side = sb.path(&format!("data-{keep}.iolab-verify.json"));
+        std::fs::write(&side, b"precious").unwrap();
+        let mut args = vec!["--size", "64k"];
+        if keep {
+            args.push("--keep");
+        }
+        run_verify(&sb, &data, &args).code(2).stderr_has(&[
+            "--target",
+            "iolab-verify.json",
+            "exists",
+        ]);
+        assert_eq!(std::fs::read(&side).unwrap(), b"precious");
+        assert!(!data.exists());
+    }
+    // A symlink where the sidecar's temporary file goes: iolab used to write through it.
+    let victim = sb.path("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let data = sb.path("linked");
+    std::os::unix::fs::symlink(&victim, sb.path("linked.iolab-verify.json.new")).unwrap();
+    run_verify(&sb, &data, &["--size", "64k", "--keep"])
+        .code(2)
+        .stderr_has(&["--target", "iolab-verify.json.new", "exists"]);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+}
+
 /// The data file in the sandbox and a journal in a directory on another filesystem
 /// (/dev/shm); None, with the reason printed, when there is no second filesystem.
 fn data_and_journal(sb: &Sandbox) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
@@ -587,4 +619,135 @@ fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
         .iter()
         .any(|w| w["code"] == "DATA_MISMATCH"));
     assert!(sb.target_entries().is_empty(), "files left behind");
+}
+
+/// Unmounts on drop, so a failing test leaves no mount behind.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_read_error_exits_1_and_names_the_unreadable_block() {
+    let Some(_serial) = common::device_test(&["mkfs.btrfs"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dev = common::Loop::new(256 * common::MIB, None);
+    common::sh("mkfs.btrfs", &["-q", "-f", "-d", "single", dev.s()]);
+    let mnt = tempfile::tempdir().unwrap();
+    common::sh("mount", &[dev.s(), s(mnt.path())]);
+    let mounted = Mounted(mnt.path().to_path_buf());
+    let data = mnt.path().join("data");
+    let args = ["--size", "1MiB", "--bs", "4k", "--keep", "--no-store"];
+    let doc = run_verify(&sb, &data, &args).ok().json();
+    let run_id = u64::from_str_radix(string(&doc["tests"][0]["extra"], "run_id"), 16).unwrap();
+    drop(mounted);
+    // Damage block 10 of the file on the device itself: btrfs's data checksum then fails
+    // and the read returns EIO.
+    let bad = 10 * 4096u64;
+    let image = dev.contents();
+    let at = image
+        .chunks_exact(4096)
+        .position(|b| block::parse_header(b).is_some_and(|h| h.run_id == run_id && h.offset == bad))
+        .expect("block 10 found on the device") as u64
+        * 4096;
+    write_at(&dev.dev, at + 1000, &[0x5a; 16]);
+    common::sh("mount", &[dev.s(), s(mnt.path())]);
+    let _mounted = Mounted(mnt.path().to_path_buf());
+    let out = sb.iolab(&["verify", "--target", s(&data)]).code(1);
+    out.stderr_has(&["Input/output error", &format!("offset {bad}")]);
+}
+
+#[test]
+fn a_journal_in_another_subvolume_of_the_targets_btrfs_is_refused() {
+    let Some(_serial) = common::device_test(&["mkfs.btrfs", "btrfs"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dev = common::Loop::new(256 * common::MIB, None);
+    common::sh("mkfs.btrfs", &["-q", "-f", dev.s()]);
+    let mnt = tempfile::tempdir().unwrap();
+    common::sh("mount", &[dev.s(), s(mnt.path())]);
+    let _mounted = Mounted(mnt.path().to_path_buf());
+    let sv = mnt.path().join("sv");
+    common::sh("btrfs", &["subvolume", "create", s(&sv)]);
+    // A subvolume has an st_dev of its own, but it is the same filesystem.
+    assert_ne!(
+        std::fs::metadata(&sv).unwrap().dev(),
+        std::fs::metadata(mnt.path()).unwrap().dev()
+    );
+    let data = mnt.path().join("data");
+    run_verify(
+        &sb,
+        &data,
+        &["--size", "64k", "--journal", s(&sv.join("j"))],
+    )
+    .code(2)
+    .stderr_has(&["--journal", "same filesystem"]);
+    assert!(!data.exists() && !sv.join("j").exists());
+}
+
+#[test]
+fn a_journal_checks_its_data_after_the_device_number_or_inode_changed_but_not_another_runs() {
+    let sb = Sandbox::new();
+    let Some((_jdir, data, journal)) = data_and_journal(&sb) else {
+        return;
+    };
+    let args = ["--size", "256k", "--bs", "8k", "--journal", s(&journal)];
+    run_verify(&sb, &data, &args).ok();
+    // A copy has another inode, as the data has another device number once its disk is
+    // attached elsewhere after a reboot: its blocks still name the journal's run.
+    let copy = sb.path("copy");
+    std::fs::copy(&data, &copy).unwrap();
+    let out = sb
+        .iolab(&["verify", "--target", s(&copy), "--journal", s(&journal)])
+        .ok();
+    assert!(
+        out.stdout.contains("Note:") && out.stdout.contains("same data"),
+        "{out}"
+    );
+    assert!(out.stdout.contains("32 blocks: 32 ok"), "{out}");
+    // What the journal says is not overridden from the command line.
+    for (extra, needle) in [
+        (["--bs", "4k"], "--bs 4096"),
+        (["--generation", "5"], "--generation"),
+        (["--size", "8k"], "--size"),
+    ] {
+        let mut v = vec!["verify", "--target", s(&data), "--journal", s(&journal)];
+        v.extend_from_slice(&extra);
+        sb.iolab(&v).code(2).stderr_has(&[needle]);
+    }
+    // The data of another run is still refused.
+    let other = sb.path("other");
+    run_verify(&sb, &other, &["--size", "256k", "--bs", "8k", "--keep"]).ok();
+    sb.iolab(&["verify", "--target", s(&other), "--journal", s(&journal)])
+        .code(2)
+        .stderr_has(&["--journal", "written for another file"]);
+}
+
+#[test]
+fn a_size_beyond_the_free_space_is_refused_before_writing() {
+    let Some(_serial) = common::device_test(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dev = common::Loop::new(32 * common::MIB, None);
+    common::sh("mkfs.ext4", &["-q", "-F", dev.s()]);
+    let mnt = tempfile::tempdir().unwrap();
+    common::sh("mount", &[dev.s(), s(mnt.path())]);
+    let _mounted = Mounted(mnt.path().to_path_buf());
+    let data = mnt.path().join("data");
+    let t = Instant::now();
+    run_verify(&sb, &data, &["--size", "64MiB"])
+        .code(2)
+        .stderr_has(&["--size", "free"]);
+    assert!(!data.exists());
+    assert!(t.elapsed() < Duration::from_secs(5));
+    sb.iolab(&["run", "verify", "--target", "/dev/null", "--size", "4k"])
+        .code(2)
+        .stderr_has(&["/dev/null: a character device"]);
 }

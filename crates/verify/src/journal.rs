@@ -115,19 +115,45 @@ pub fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// st_dev of `path`, or of its parent directory when it does not exist yet.
+/// The filesystem holding `path` (or its parent directory when it does not exist yet), as
+/// a device number. st_dev is not enough: every btrfs subvolume has its own st_dev, so a
+/// journal in another subvolume of the target's filesystem would pass. The device number
+/// of the mount the path is on (`/proc/self/mountinfo`, found through the mount id in
+/// fdinfo) names the filesystem itself; st_dev is the fallback when /proc does not answer.
 fn device_of_path(path: &Path) -> io::Result<u64> {
-    match std::fs::metadata(path) {
-        Ok(m) => Ok(m.dev()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let parent = path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            Ok(std::fs::metadata(parent)?.dev())
-        }
-        Err(e) => Err(e),
-    }
+    let existing = match std::fs::symlink_metadata(path) {
+        Ok(_) => path,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+        Err(e) => return Err(e),
+    };
+    let dev = std::fs::metadata(existing)?.dev();
+    Ok(mount_device(existing).unwrap_or(dev))
+}
+
+/// The device number /proc/self/mountinfo gives the mount that holds `path`.
+fn mount_device(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)
+        .ok()?;
+    let fdinfo = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", f.as_raw_fd())).ok()?;
+    let mnt_id = fdinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))?
+        .trim()
+        .to_string();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let line = mountinfo
+        .lines()
+        .find(|l| l.split(' ').next() == Some(mnt_id.as_str()))?;
+    let (major, minor) = line.split(' ').nth(2)?.split_once(':')?;
+    Some(libc::makedev(major.parse().ok()?, minor.parse().ok()?))
 }
 
 /// Refuses a journal on the filesystem that holds the target: it must outlive what the
@@ -282,9 +308,17 @@ impl Journal {
         let mut records = Vec::with_capacity(chunks.len());
         let mut torn_tail = 0;
         for (i, c) in chunks.iter().enumerate() {
+            let rest = &data[i * RECORD_LEN..];
             match Record::decode(c) {
                 Some(r) => records.push(r),
                 None if i + 1 == chunks.len() => torn_tail = c.len(),
+                // A crash after the file grew but before its new data reached the disk
+                // (e.g. XFS, or ext4 with delayed allocation) leaves zeros at the end: the
+                // unsynced part of the last append, not damage.
+                None if rest.iter().all(|&b| b == 0) => {
+                    torn_tail = rest.len();
+                    break;
+                }
                 None => {
                     return Err(fail(format!(
                         "record {i} (byte {}) is damaged; the journal cannot be trusted",
@@ -413,6 +447,35 @@ mod tests {
         assert!(!r.blocks[1].in_flight());
         assert_eq!(r.blocks[2], BlockHistory::default());
         assert_eq!(r.ended, None);
+    }
+
+    #[test]
+    fn zeros_after_the_last_record_are_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j");
+        let meta = std::fs::metadata(dir.path()).unwrap();
+        let mut j = JournalWriter::create(&p, 1, 512, 1024, 1, &meta).unwrap();
+        j.push(Kind::Intent, 0, 1);
+        j.push(Kind::Ack, 0, 1);
+        j.commit().unwrap();
+        drop(j);
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(&[0u8; 3 * RECORD_LEN + 7]).unwrap();
+        let r = Journal::read(&p).unwrap();
+        assert_eq!((r.records, r.torn_tail), (5, 3 * RECORD_LEN + 7));
+        assert_eq!(r.blocks[0].acked, 1);
+        // A damaged record with a valid one after it is still an error.
+        f.write_all(
+            &Record {
+                kind: Kind::Ack,
+                a: 512,
+                b: 1,
+                time_ns: 1,
+            }
+            .encode(),
+        )
+        .unwrap();
+        assert!(Journal::read(&p).unwrap_err().contains("damaged"));
     }
 
     #[test]

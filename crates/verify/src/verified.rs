@@ -22,6 +22,8 @@ use crate::journal::{Journal, JournalWriter, Kind};
 
 /// Suffix of the sidecar that describes a kept data file.
 pub const SIDECAR_SUFFIX: &str = ".iolab-verify.json";
+/// Appended to the sidecar's name for the file that atomically replaces it.
+const SIDECAR_TMP_SUFFIX: &str = ".new";
 /// Failures described one by one; beyond this only the counts grow.
 pub const MAX_DETAILS: usize = 100;
 /// Bytes per read when a whole region is checked.
@@ -126,6 +128,34 @@ impl DataTarget {
                     parent.display()
                 ));
             }
+            // The sidecar and its temporary file are replaced during the run and removed
+            // with the data: refuse to start when either already exists, as iolab did not
+            // make it for this file (also not a symlink to follow).
+            let side = sidecar_path(&p);
+            let mut tmp = side.clone().into_os_string();
+            tmp.push(SIDECAR_TMP_SUFFIX);
+            for q in [side, PathBuf::from(tmp)] {
+                if std::fs::symlink_metadata(&q).is_ok() {
+                    return Err(format!(
+                        "--target {}: {} already exists; iolab writes the sidecar of a new data \
+                         file there and removes it with the file: move it away or choose \
+                         another --target",
+                        p.display(),
+                        q.display()
+                    ));
+                }
+            }
+            // Blocks are written sparse-file first: without this a --size beyond the free
+            // space would fill the filesystem before failing with ENOSPC.
+            if let Some(free) = free_bytes(parent) {
+                if size > free {
+                    return Err(format!(
+                        "--size {size}: more than the {free} bytes free on the filesystem of \
+                         {}",
+                        parent.display()
+                    ));
+                }
+            }
             OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -173,11 +203,22 @@ impl DataTarget {
                     keep: true,
                 })
             }
-            Some(m) => Err(format!(
-                "--target {}: a {:?}, not a directory, regular file or block device",
-                path.display(),
-                m.file_type()
-            )),
+            Some(m) => {
+                let t = m.file_type();
+                let kind = if t.is_char_device() {
+                    "a character device"
+                } else if t.is_fifo() {
+                    "a FIFO"
+                } else if t.is_socket() {
+                    "a socket"
+                } else {
+                    "a special file"
+                };
+                Err(format!(
+                    "--target {}: {kind}, not a directory, regular file or block device",
+                    path.display()
+                ))
+            }
         }
     }
 
@@ -196,6 +237,18 @@ impl Drop for DataTarget {
             }
         }
     }
+}
+
+/// Bytes an unprivileged writer may still allocate on the filesystem holding `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes into the zeroed struct we own; c is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 /// `<data file>.iolab-verify.json`.
@@ -248,10 +301,17 @@ impl Sidecar {
     fn write(&self, path: &Path) -> Result<(), String> {
         let text = serde_json::to_string_pretty(self).expect("sidecar serializes");
         let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".new");
+        tmp.push(SIDECAR_TMP_SUFFIX);
         let tmp = PathBuf::from(tmp);
         let err = |e: io::Error| format!("{}: cannot write: {e}", path.display());
-        let f = File::create(&tmp).map_err(err)?;
+        // Never through a symlink someone put there.
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(err)?;
         f.write_all_at(text.as_bytes(), 0)
             .and_then(|_| f.sync_all())
             .and_then(|_| std::fs::rename(&tmp, path))
@@ -334,6 +394,9 @@ impl Tally {
 /// How a generation range reads in reports.
 pub fn expected_text(lo: u64, hi: u64) -> String {
     match (lo, hi) {
+        // `check_file` without a known generation accepts any.
+        (_, u64::MAX) => "any generation of the run".into(),
+        (0, 0) => "unwritten (zeros)".into(),
         (0, 1) => "unwritten (zeros) or generation 1".into(),
         (0, h) => format!("unwritten (zeros) or generation 1..={h}"),
         (l, h) if l == h => format!("generation {l}"),
@@ -399,8 +462,20 @@ fn scan(
         }
         let n = (size - off).min(chunk as u64) as usize;
         let buf = &mut pool.slot_mut(0)[..n];
-        file.read_exact_at(buf, off)
-            .map_err(|e| format!("{}: cannot read at offset {off}: {e}", path.display()))?;
+        if let Err(e) = file.read_exact_at(buf, off) {
+            // Name the block that fails, not the start of the chunk: read it again block by
+            // block up to the first one that does not read.
+            let bad = buf
+                .chunks_exact_mut(bs)
+                .enumerate()
+                .map(|(i, b)| (off + (i * bs) as u64, b))
+                .find_map(|(at, b)| file.read_exact_at(b, at).err().map(|e| (at, e)));
+            let (at, e) = bad.unwrap_or((off, e));
+            return Err(format!(
+                "{}: cannot read the block at offset {at}: {e}",
+                path.display()
+            ));
+        }
         for (i, b) in buf.chunks_exact(bs).enumerate() {
             each(off + (i * bs) as u64, b);
         }
@@ -814,6 +889,22 @@ fn data_size(path: &Path) -> Result<u64, String> {
     }
 }
 
+/// Why a later check could not give a verdict: bad input (what to check against does not
+/// fit the target) or an I/O error while reading the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckError {
+    Input(String),
+    Io(String),
+}
+
+impl std::fmt::Display for CheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckError::Input(m) | CheckError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
 /// The result of a later check.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CheckReport {
@@ -833,6 +924,22 @@ pub struct CheckReport {
     /// Acknowledged writes not found (stale, zeroed or torn): durability failures.
     pub lost_acked: u64,
     pub interrupted: bool,
+    /// Something the reader of the report should know (e.g. the target was identified by
+    /// its content, not by the device and inode the journal recorded).
+    pub note: Option<String>,
+}
+
+/// The offset of the first acknowledged block of the journal, if `path` holds there an
+/// intact header of the journal's run written for that offset.
+fn acked_block_of_run(path: &Path, j: &Journal) -> Option<u64> {
+    let index = j.blocks.iter().position(|b| b.acked > 0)?;
+    let at = index as u64 * j.block_size;
+    let (file, _) = open(path, false, false, true).ok()?;
+    let mut head = [0u8; block::HEADER_LEN];
+    file.read_exact_at(&mut head, at).ok()?;
+    block::parse_header(&head)
+        .filter(|h| h.run_id == j.run_id && h.offset == at)
+        .map(|_| at)
 }
 
 /// `iolab verify` without a journal: every block of the region against `e`.
@@ -841,15 +948,16 @@ pub fn check_file(
     e: &Expectation,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64),
-) -> Result<CheckReport, String> {
-    let (file, direct) = open(path, false, true, true)?;
+) -> Result<CheckReport, CheckError> {
+    let (file, direct) = open(path, false, true, true).map_err(CheckError::Input)?;
     let (lo, hi) = e.generations.unwrap_or((1, u64::MAX));
     let bs = e.block_size as usize;
     let mut tally = Tally::default();
     let t = Instant::now();
     let finished = scan(&file, path, e.size, bs, stop, progress, &mut |off, b| {
         tally.judge(b, off, e.run_id, lo, hi, "verify")
-    })?;
+    })
+    .map_err(CheckError::Io)?;
     Ok(CheckReport {
         tally,
         bytes: e.size,
@@ -869,11 +977,33 @@ pub fn check_with_journal(
     j: &Journal,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64),
-) -> Result<CheckReport, String> {
+) -> Result<CheckReport, CheckError> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).map_err(|e| format!("--target {}: {e}", path.display()))?;
+    let m = std::fs::metadata(path)
+        .map_err(|e| CheckError::Input(format!("--target {}: {e}", path.display())))?;
+    let mut note = None;
     if (m.dev(), m.ino()) != (j.target_dev, j.target_ino) {
-        return Err(format!(
+        // Device numbers are not stable across a reboot or a re-attached disk (loop devices
+        // renumber, disks enumerate in another order, a device node gets a new inode), and
+        // after a crash is when the journal is needed. The data itself says whose it is:
+        // an acknowledged block carrying the journal's run id and its own offset.
+        if let Some(at) = acked_block_of_run(path, j) {
+            note = Some(format!(
+                "the target is not the device and inode the journal recorded ({}:{} inode {}, \
+                 now {}:{} inode {}), but its acknowledged block at offset {at} is of run \
+                 {:016x}: checked as the same data",
+                libc::major(j.target_dev),
+                libc::minor(j.target_dev),
+                j.target_ino,
+                libc::major(m.dev()),
+                libc::minor(m.dev()),
+                m.ino(),
+                j.run_id
+            ));
+        }
+    }
+    if (m.dev(), m.ino()) != (j.target_dev, j.target_ino) && note.is_none() {
+        return Err(CheckError::Input(format!(
             "--journal {}: written for another file (device {}:{} inode {}), not --target {} \
              (device {}:{} inode {})",
             j.path.display(),
@@ -884,21 +1014,22 @@ pub fn check_with_journal(
             libc::major(m.dev()),
             libc::minor(m.dev()),
             m.ino()
-        ));
+        )));
     }
-    let size = data_size(path)?;
+    let size = data_size(path).map_err(CheckError::Input)?;
     if size < j.region {
-        return Err(format!(
+        return Err(CheckError::Input(format!(
             "--target {}: holds {size} bytes, the journal describes {}",
             path.display(),
             j.region
-        ));
+        )));
     }
-    let (file, direct) = open(path, false, true, true)?;
+    let (file, direct) = open(path, false, true, true).map_err(CheckError::Input)?;
     let bs = j.block_size as usize;
     let mut r = CheckReport {
         direct,
         bytes: j.region,
+        note,
         ..Default::default()
     };
     let t = Instant::now();
@@ -912,9 +1043,9 @@ pub fn check_with_journal(
             && match &v {
                 Verdict::Stale { found, .. } => *found < h.acked,
                 Verdict::Zeroed => true,
-                Verdict::Torn { before, after, .. } => {
-                    !h.in_flight() || before.unwrap_or(0) < h.acked || after.unwrap_or(0) < h.acked
-                }
+                // `Torn` names only the first change; a tear can hold more than two
+                // generations (new, acked, then zeros), so every sector is looked at.
+                Verdict::Torn { .. } => !h.in_flight() || torn_generations(b).any(|g| g < h.acked),
                 _ => false,
             };
         if h.acked > 0 {
@@ -964,10 +1095,24 @@ pub fn check_with_journal(
             acked_before_end_s: (h.acked > 0)
                 .then(|| round6(j.last_ns.saturating_sub(h.acked_ns) as f64 / 1e9)),
         });
-    })?;
+    })
+    .map_err(CheckError::Io)?;
     r.seconds = t.elapsed().as_secs_f64();
     r.interrupted = !finished;
     Ok(r)
+}
+
+/// The generation of every sector of a block `block::check` found torn (each sector is then
+/// intact on its own or all zero): the one its tag names, 0 for a zero sector.
+fn torn_generations(buf: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    buf.chunks_exact(block::SECTOR).map(|s| {
+        if s.iter().all(|&b| b == 0) {
+            0
+        } else {
+            let at = block::SECTOR - block::TAG_LEN;
+            u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"))
+        }
+    })
 }
 
 /// Verified blocks inside another workload's writes (`--verify` on `run streams`): every
@@ -1010,7 +1155,8 @@ impl Stamper {
             generations: Some((1, 1)),
             source: "the workload".into(),
         };
-        let r = check_file(path, &e, &AtomicBool::new(false), &mut |_| {})?;
+        let r = check_file(path, &e, &AtomicBool::new(false), &mut |_| {})
+            .map_err(|e| e.to_string())?;
         Ok(serde_json::json!({
             "run_id": format!("{:016x}", self.run_id),
             "block_size": self.granule,
@@ -1028,6 +1174,14 @@ impl Stamper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expected_text_reads_well_at_the_ends_of_the_range() {
+        assert_eq!(expected_text(1, u64::MAX), "any generation of the run");
+        assert_eq!(expected_text(0, 0), "unwritten (zeros)");
+        assert_eq!(expected_text(2, 3), "generation 2..=3");
+        assert_eq!(expected_text(0, 3), "unwritten (zeros) or generation 1..=3");
+    }
 
     #[test]
     fn judge_accepts_the_range_and_zeros_only_for_unwritten() {
@@ -1161,6 +1315,15 @@ mod tests {
         let offsets: Vec<u64> = r.tally.failures.iter().map(|f| f.offset).collect();
         assert_eq!(offsets, [0, bs as u64]);
         assert!(r.tally.failures.iter().all(|f| f.class == "lost-ack"));
+        // A tear from the in-flight generation to the acked one and then to zeros: the
+        // acknowledged data in the zeroed tail is lost, though the first change is harmless.
+        let mut torn = stamped(0, 2);
+        torn[1024..].copy_from_slice(&stamped(0, 1)[1024..]);
+        torn[3072..].fill(0);
+        write(&[torn, stamped(bs, 1), vec![0; bs], vec![0; bs]]);
+        let r = check();
+        assert_eq!((r.lost_acked, r.in_flight_torn), (1, 0));
+        assert_eq!(r.tally.failures[0].offset, 0);
         // A block 3 nobody intended is not looked at, whatever it holds.
         write(&[
             stamped(0, 2),
