@@ -375,7 +375,9 @@ pub fn check(
     });
     if states.contains(&SectorState::Bad) {
         let Some(generation) = reference else {
-            return Verdict::Foreign;
+            // No sector of this block: perhaps the block is here, displaced by whole
+            // sectors (a write that landed 512 bytes off).
+            return displaced(buf, run_id).unwrap_or(Verdict::Foreign);
         };
         return bit_corruption(buf, &states, offset, run_id, generation);
     }
@@ -403,8 +405,54 @@ pub fn check(
     }
 }
 
-/// Locates the damage by rebuilding the block of `generation` (with the write time the
-/// block itself records) and comparing the sectors whose own checksum failed.
+/// A header of this run at a later sector of `buf`: the block it starts was written whole
+/// sectors away from where it belongs, so this location holds misdirected data.
+fn displaced(buf: &[u8], run_id: u64) -> Option<Verdict> {
+    (1..buf.len() / SECTOR).find_map(|k| {
+        let h = parse_header(&buf[k * SECTOR..])?;
+        (h.run_id == run_id && h.len as usize == buf.len()).then_some(Verdict::Misdirected {
+            header_offset: h.offset,
+            generation: h.generation,
+        })
+    })
+}
+
+/// The write time the block was stamped with. It cannot be rebuilt like the other header
+/// fields, so when the header checksum fails the recorded time may be the damaged field:
+/// the time within two flipped bits of it whose header checksum matches is the original.
+/// Falls back to the recorded time (then the checksum itself was hit).
+fn original_time(buf: &[u8], offset: u64, run_id: u64, generation: u64) -> u64 {
+    let recorded = get_u64(buf, 32);
+    let stored = get_u32(buf, HEADER_CRC_AT);
+    let mut hdr = [0u8; HEADER_CRC_AT];
+    hdr[..8].copy_from_slice(&MAGIC);
+    hdr[8..16].copy_from_slice(&offset.to_le_bytes());
+    hdr[16..24].copy_from_slice(&run_id.to_le_bytes());
+    hdr[24..32].copy_from_slice(&generation.to_le_bytes());
+    hdr[40..44].copy_from_slice(&(buf.len() as u32).to_le_bytes());
+    let mut matches = |t: u64| {
+        hdr[32..40].copy_from_slice(&t.to_le_bytes());
+        crc32c::crc32c(&hdr) == stored
+    };
+    if matches(recorded) {
+        return recorded;
+    }
+    for i in 0..64 {
+        if matches(recorded ^ (1 << i)) {
+            return recorded ^ (1 << i);
+        }
+        for j in i + 1..64 {
+            let t = recorded ^ (1 << i) ^ (1 << j);
+            if matches(t) {
+                return t;
+            }
+        }
+    }
+    recorded
+}
+
+/// Locates the damage by rebuilding the block of `generation` (with its original write
+/// time) and comparing the sectors whose own checksum failed.
 fn bit_corruption(
     buf: &[u8],
     states: &[SectorState],
@@ -413,7 +461,8 @@ fn bit_corruption(
     generation: u64,
 ) -> Verdict {
     let mut expected = vec![0u8; buf.len()];
-    stamp_at(&mut expected, offset, run_id, generation, get_u64(buf, 32));
+    let time = original_time(buf, offset, run_id, generation);
+    stamp_at(&mut expected, offset, run_id, generation, time);
     let mut first_byte = None;
     let mut bits = 0u64;
     for (i, state) in states.iter().enumerate() {

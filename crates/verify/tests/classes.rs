@@ -38,10 +38,6 @@ fn every_header_and_tag_bit_and_sampled_payload_bits_are_bit_corruption_at_their
                 b[p] ^= 1 << bit;
                 let v = check(&b, off, RUN, Some(GEN));
                 let want = if (48..52).contains(&p) { 48 } else { p as u64 };
-                // The write time (bytes 32..40) is left out here: see the ignored test below.
-                if (32..40).contains(&p) {
-                    continue;
-                }
                 let got = corruption_at(&v);
                 assert_eq!(
                     got.map(|c| c.0),
@@ -127,8 +123,6 @@ fn partial_zeroing_is_torn_at_a_sector_boundary_and_corruption_inside_one() {
 }
 
 #[test]
-#[ignore = "block.rs rebuilds a damaged block with the write time read from the damaged \
-            header, so a flip in bytes 32..40 is reported at byte 44 with 11-21 bits"]
 fn a_flip_in_the_write_time_is_located_at_its_byte() {
     let good = block(4096, 0, GEN);
     for p in 32..40 {
@@ -149,8 +143,6 @@ fn another_runs_block_is_foreign() {
 }
 
 #[test]
-#[ignore = "block.rs classifies a block of this run shifted by a sector as foreign: every \
-            sector is intact but carries the index of its neighbour"]
 fn a_block_shifted_by_a_sector_is_misdirected() {
     let len = 4096;
     let off = 10 * len as u64;
