@@ -6,6 +6,7 @@
 //! `pass` (threads, merging), `target` (test files and devices), `safety` (what may be
 //! written). Mount tables come from iolab-env.
 
+pub mod block;
 pub mod buffers;
 pub mod engines;
 pub mod pass;
