@@ -16,6 +16,7 @@ use crate::buffers::BufferPool;
 use crate::engines::{io_uring::Uring, psync::Psync};
 use crate::target::{Target, TargetError};
 use crate::worker::{run_job, JobParams, JobResult, SERIES_INTERVAL};
+use crate::written::Written;
 
 /// Largest buffer memory a test may pin (iodepth x bs x numjobs).
 pub const MAX_BUFFER_BYTES: u64 = 4 << 30;
@@ -57,6 +58,23 @@ pub fn run_pass(
     duration: Duration,
     stop: &AtomicBool,
     observer: &dyn PassObserver,
+) -> Result<PassOutcome, TargetError> {
+    run_pass_verified(target, test, settings, index, duration, stop, observer, None)
+}
+
+/// [`run_pass`] that, with `written` (`--verify`), writes self-describing blocks and records
+/// their generations there for a later [`Written::check`] (its granule must divide the
+/// test's transfer sizes and alignments).
+#[allow(clippy::too_many_arguments)]
+pub fn run_pass_verified(
+    target: &Target,
+    test: &TestSpec,
+    settings: &RunSettings,
+    index: u32,
+    duration: Duration,
+    stop: &AtomicBool,
+    observer: &dyn PassObserver,
+    written: Option<&Written>,
 ) -> Result<PassOutcome, TargetError> {
     let job = &test.job;
     let engine = settings.engine;
@@ -106,6 +124,7 @@ pub fn run_pass(
                 seed: seed_base.wrapping_add(j as u64 * 0x9E37_79B9_7F4A_7C15),
                 stop,
                 progress: &progress[j],
+                written,
             };
             let barrier = &barrier;
             handles.push(
