@@ -618,13 +618,10 @@ fn execute(
             _ => None,
         };
         // `--verify`: one write state per test (its own block size), counts over its passes.
-        let written = ctx
-            .verify
-            .filter(|_| test.job.rw.writes())
-            .and_then(|id| {
-                let g = iolab_engine::written::granule_of(&test.job);
-                iolab_engine::written::Written::new(id, g, 0, target.info.size)
-            });
+        let written = ctx.verify.filter(|_| test.job.rw.writes()).and_then(|id| {
+            let g = iolab_engine::written::granule_of(&test.job);
+            iolab_engine::written::Written::new(id, g, 0, target.info.size)
+        });
         let mut tally = iolab_engine::written::CheckTally::default();
         let mut p = 0u32;
         let mut converged = None;

@@ -59,7 +59,9 @@ pub fn run_pass(
     stop: &AtomicBool,
     observer: &dyn PassObserver,
 ) -> Result<PassOutcome, TargetError> {
-    run_pass_verified(target, test, settings, index, duration, stop, observer, None)
+    run_pass_verified(
+        target, test, settings, index, duration, stop, observer, None,
+    )
 }
 
 /// [`run_pass`] that, with `written` (`--verify`), writes self-describing blocks and records

@@ -224,7 +224,12 @@ impl Written {
                     action: "read back for --verify",
                     err,
                 })?;
-            for (i, &e) in expected.iter().enumerate().skip(first).take(last + 1 - first) {
+            for (i, &e) in expected
+                .iter()
+                .enumerate()
+                .skip(first)
+                .take(last + 1 - first)
+            {
                 if e == 0 {
                     continue;
                 }
