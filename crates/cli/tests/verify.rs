@@ -677,7 +677,7 @@ fn block_verify_catches_a_range_zeroed_underneath_the_pass() {
     );
     for m in samples {
         let off = uint(m, "offset");
-        assert!((from..to).contains(&off) && off % 4096 == 0, "{m}");
+        assert!((from..to).contains(&off) && off.is_multiple_of(4096), "{m}");
         assert!(["zeroed", "torn"].contains(&string(m, "class")), "{m}");
     }
     assert!(doc["warnings"]
