@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use iolab_engine::{prepare, run_pass_verified, Target, TargetError, TargetRequest};
+use iolab_engine::{prepare, run_pass, Target, TargetError, TargetRequest};
 use iolab_measure::{ActivitySample, PassContext, RunRecord, TestRecord, TestSummary};
 use iolab_spec::{
     expand_preset, parse_duration, parse_size, preset_info, DataPattern, EngineKind, JobSpec,
@@ -669,7 +669,7 @@ fn execute(
                 None
             };
             let activity = ActivitySample::now();
-            let out = run_pass_verified(target, test, s, index, dur, stop, &obs, written.as_ref())
+            let out = run_pass(target, test, s, index, dur, stop, &obs, written.as_ref())
                 .map_err(target_error)?;
             let activity = activity.until(&ActivitySample::now(), watch);
             if let Some(w) = &written {
@@ -767,12 +767,7 @@ fn verify_line(test: &str, t: &iolab_engine::written::CheckTally) -> String {
     if t.failures == 0 {
         line.push_str("all ok");
     } else {
-        let classes: Vec<String> = t
-            .classes
-            .iter()
-            .filter(|(k, _)| **k != "ok")
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
+        let classes = crate::verify_cmd::failed_classes(&t.classes);
         let first: Vec<String> = t
             .failure_samples
             .iter()

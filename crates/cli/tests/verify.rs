@@ -86,6 +86,10 @@ fn failures(doc: &Value) -> Vec<(u64, String, String)> {
         .collect()
 }
 
+fn has_warning(doc: &Value, code: &str) -> bool {
+    arr(doc, "warnings").iter().any(|w| w["code"] == code)
+}
+
 /// Another writer that clobbers data every 200 µs while iolab runs.
 struct Corrupter {
     done: Arc<AtomicBool>,
@@ -581,11 +585,7 @@ fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
             (0, "zeroed")
         );
     }
-    assert!(doc["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|w| w["code"] == "DATA_MISMATCH"));
+    assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
     assert!(sb.target_entries().is_empty(), "files left behind");
 }
 
@@ -680,10 +680,6 @@ fn block_verify_catches_a_range_zeroed_underneath_the_pass() {
         assert!((from..to).contains(&off) && off.is_multiple_of(4096), "{m}");
         assert!(["zeroed", "torn"].contains(&string(m, "class")), "{m}");
     }
-    assert!(doc["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|w| w["code"] == "DATA_MISMATCH"));
+    assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
     assert!(sb.target_entries().is_empty(), "files left behind");
 }

@@ -15,7 +15,7 @@ pub mod target;
 pub mod worker;
 pub mod written;
 
-pub use pass::{effective_iodepth, run_pass, run_pass_verified, PassObserver, PassOutcome};
+pub use pass::{effective_iodepth, run_pass, PassObserver, PassOutcome};
 pub use target::{prepare, Target, TargetError, TargetRequest};
 
 /// Whether io_uring can be used here; the error says why not.

@@ -49,26 +49,12 @@ pub fn effective_iodepth(engine: EngineKind, iodepth: u32) -> u32 {
     }
 }
 
-/// Runs one pass of `test` for `duration` on `target` with the engine of `settings`.
-pub fn run_pass(
-    target: &Target,
-    test: &TestSpec,
-    settings: &RunSettings,
-    index: u32,
-    duration: Duration,
-    stop: &AtomicBool,
-    observer: &dyn PassObserver,
-) -> Result<PassOutcome, TargetError> {
-    run_pass_verified(
-        target, test, settings, index, duration, stop, observer, None,
-    )
-}
-
-/// [`run_pass`] that, with `written` (`--verify`), writes self-describing blocks and records
-/// their generations there for a later [`Written::check`] (its granule must divide the
-/// test's transfer sizes and alignments).
+/// Runs one pass of `test` for `duration` on `target` with the engine of `settings`. With
+/// `written` (`--verify`) writes are self-describing blocks whose generations are recorded
+/// there for a later [`Written::check`] (its granule must divide the test's transfer sizes
+/// and alignments).
 #[allow(clippy::too_many_arguments)]
-pub fn run_pass_verified(
+pub fn run_pass(
     target: &Target,
     test: &TestSpec,
     settings: &RunSettings,
