@@ -364,8 +364,9 @@ pub struct RunArgs {
     /// verify: read back every Nth block written (inline mode; default 16).
     #[arg(long, value_name = "N", help_heading = "Workload options")]
     pub verify_every: Option<u64>,
-    /// streams --rw write: write self-describing blocks and check every file before it is
-    /// removed; exit 3 on a mismatch (`run copy` always verifies; see docs/integrity.md).
+    /// Write self-describing blocks and check them: block presets (cdm, atto, custom, iometer)
+    /// read the region back after every pass, streams --rw write every file before removal;
+    /// exit 3 on a mismatch (`run copy` always verifies; see docs/integrity.md).
     #[arg(long, help_heading = "Workload options")]
     pub verify: bool,
     /// verify: keep the data file and its sidecar for a later `iolab verify`.

@@ -138,7 +138,8 @@ pub fn crosscheck(a: RunArgs) -> Result<i32, CliError> {
             let warm = p < s.warmup_passes;
             let dur = if warm { s.warmup_duration } else { s.duration };
             let obs = progress.pass(format!("{} iolab", test.name), elapsed, dur);
-            let out = run_pass(&target, test, &s, p + 1, dur, &stop, &obs).map_err(target_error)?;
+            let out =
+                run_pass(&target, test, &s, p + 1, dur, &stop, &obs, None).map_err(target_error)?;
             elapsed += dur;
             if let Some(e) = out.record.errors.first() {
                 return Err(CliError::Failed(format!(

@@ -474,17 +474,20 @@ pub(crate) fn conclude(
 }
 
 pub fn run(a: RunArgs) -> Result<i32, CliError> {
-    if a.verify && a.preset() != "streams" {
-        return Err(CliError::Usage(format!(
-            "--verify applies to `run streams --rw write`, not {}; `run copy` always verifies, \
-             `run verify` is the verified-write workload",
-            a.preset()
-        )));
-    }
     if crate::workloads::is_workload(a.preset()) {
+        if a.verify && a.preset() != "streams" {
+            return Err(CliError::Usage(format!(
+                "--verify applies to the block presets and `run streams --rw write`, not {}; \
+                 `run copy` always verifies, `run verify` is the verified-write workload",
+                a.preset()
+            )));
+        }
         return crate::workloads::run(a);
     }
     let mut plan = plan(&a)?;
+    if a.verify {
+        check_verify(&plan)?;
+    }
     let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
     let mut rec = recorder(&a)?;
 
@@ -512,24 +515,90 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     let env = iolab_env::capture(Some(&target.io_path));
     let watch = crate::environment::top_devices(&env);
     run.env = serde_json::to_value(&env).unwrap_or(serde_json::Value::Null);
-    let outcome = execute(&plan, &target, &mut run, &mut rec, &stop, &progress, &watch);
+    let ctx = Ctx {
+        target: &target,
+        stop: &stop,
+        progress: &progress,
+        watch: &watch,
+        verify: a.verify.then(|| fastrand::u64(1..)),
+    };
+    let outcome = execute(&plan, &ctx, &mut run, &mut rec);
     progress.finish();
     let facts = crate::environment::facts(&env, Some(&target), plan.settings.direct);
     run.warnings = iolab_stats::warnings::analyze(&run, &facts);
     drop(target);
-    conclude(&mut run, &mut rec, &a, &stop, outcome)
+    let code = conclude(&mut run, &mut rec, &a, &stop, outcome)?;
+    let failures: u64 = run
+        .tests
+        .iter()
+        .filter_map(|t| t.extra["verify"]["failures"].as_u64())
+        .sum();
+    if failures > 0 && code == 0 {
+        eprintln!(
+            "iolab: integrity: {failures} written block(s) did not read back as written \
+             (offsets in the tests' extra.verify.failure_samples)"
+        );
+        return Ok(crate::verify_cmd::EXIT_INTEGRITY);
+    }
+    Ok(code)
+}
+
+/// `--verify` on block tests: something must write, in blocks of whole sectors.
+fn check_verify(plan: &Plan) -> Result<(), CliError> {
+    let writers: Vec<&TestSpec> = plan.tests.iter().filter(|t| t.job.rw.writes()).collect();
+    if writers.is_empty() {
+        return Err(CliError::Usage(format!(
+            "--verify checks what the tests write, and every test of {} only reads; \
+             give a write or mixed --rw",
+            plan.preset
+        )));
+    }
+    for t in writers {
+        let g = iolab_engine::written::granule_of(&t.job);
+        if g == 0 || !g.is_multiple_of(iolab_engine::block::SECTOR as u64) {
+            return Err(CliError::Usage(format!(
+                "--verify writes self-describing blocks of whole 512-byte sectors: --bs (and \
+                 every write size and alignment of an access specification) must be a multiple \
+                 of 512, and test {} writes in blocks of {g} bytes",
+                t.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What every test of a block run shares.
+struct Ctx<'a> {
+    target: &'a Target,
+    stop: &'a AtomicBool,
+    progress: &'a Progress,
+    watch: &'a [String],
+    /// `--verify`: the run id stamped into every block.
+    verify: Option<u64>,
+}
+
+/// Reads the region back after a pass of a `--verify` test and adds the counts to `tally`.
+fn verify_pass(
+    ctx: &Ctx,
+    written: &iolab_engine::written::Written,
+    direct: bool,
+    tally: &mut iolab_engine::written::CheckTally,
+) -> Result<(), CliError> {
+    let t = written
+        .check(ctx.target, direct, ctx.stop)
+        .map_err(target_error)?;
+    tally.merge(t);
+    Ok(())
 }
 
 /// Runs every test; stores each pass as soon as it is measured.
 fn execute(
     plan: &Plan,
-    target: &Target,
+    ctx: &Ctx,
     run: &mut RunRecord,
     rec: &mut Recorder,
-    stop: &AtomicBool,
-    progress: &Progress,
-    watch: &[String],
 ) -> Result<(), CliError> {
+    let (target, stop, progress, watch) = (ctx.target, ctx.stop, ctx.progress, ctx.watch);
     let s = &plan.settings;
     let mut elapsed_plan = Duration::ZERO;
     for (ti, test) in plan.tests.iter().enumerate() {
@@ -548,6 +617,12 @@ fn execute(
             (Some(st), Some(id)) => Some(st.add_test(id, ti as u32, &record)?),
             _ => None,
         };
+        // `--verify`: one write state per test (its own block size), counts over its passes.
+        let written = ctx.verify.filter(|_| test.job.rw.writes()).and_then(|id| {
+            let g = iolab_engine::written::granule_of(&test.job);
+            iolab_engine::written::Written::new(id, g, 0, target.info.size)
+        });
+        let mut tally = iolab_engine::written::CheckTally::default();
         let mut p = 0u32;
         let mut converged = None;
         let mut measuring_since = Instant::now();
@@ -594,8 +669,13 @@ fn execute(
                 None
             };
             let activity = ActivitySample::now();
-            let out = run_pass(target, test, s, index, dur, stop, &obs).map_err(target_error)?;
+            let out = run_pass(target, test, s, index, dur, stop, &obs, written.as_ref())
+                .map_err(target_error)?;
             let activity = activity.until(&ActivitySample::now(), watch);
+            if let Some(w) = &written {
+                // After the pass's clock stopped: read-back time is not part of the pass.
+                verify_pass(ctx, w, s.direct, &mut tally)?;
+            }
             elapsed_plan += dur;
             p += 1;
             for n in out.notes {
@@ -656,6 +736,12 @@ fn execute(
                 return Err(CliError::Failed(msg));
             }
         }
+        if written.is_some() {
+            let line = verify_line(&record.name, &tally);
+            progress.println(&line);
+            run.notes.push(line);
+            record.extra["verify"] = serde_json::to_value(&tally).unwrap_or_default();
+        }
         record.summary = summarize(&record.passes, plan.score);
         record.summary.converged = converged;
         if let (Some(st), Some(tid)) = (&mut rec.store, test_id) {
@@ -670,4 +756,30 @@ fn execute(
         }
     }
     Ok(())
+}
+
+/// The run output's line about a `--verify` test.
+fn verify_line(test: &str, t: &iolab_engine::written::CheckTally) -> String {
+    let mut line = format!(
+        "verify {test}: {} blocks checked, {} read-back(s), {:.2} s untimed: ",
+        t.checked, t.read_backs, t.seconds
+    );
+    if t.failures == 0 {
+        line.push_str("all ok");
+    } else {
+        let classes = crate::verify_cmd::failed_classes(&t.classes);
+        let first: Vec<String> = t
+            .failure_samples
+            .iter()
+            .take(5)
+            .map(|m| m.offset.to_string())
+            .collect();
+        line.push_str(&format!(
+            "{} MISMATCH(ES): {} (first at offsets {})",
+            t.failures,
+            classes.join(", "),
+            first.join(", ")
+        ));
+    }
+    line
 }

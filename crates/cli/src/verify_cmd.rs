@@ -397,12 +397,7 @@ fn report_lines(r: &CheckReport, journal: bool) -> String {
             ", buffered (the filesystem refused O_DIRECT)"
         }
     ));
-    let classes: Vec<String> = t
-        .classes
-        .iter()
-        .filter(|(k, _)| **k != "ok")
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
+    let classes = failed_classes(&t.classes);
     out.push_str(&format!(
         "Checked:  {} blocks: {} ok, {} failed{}\n",
         t.checked,
@@ -495,4 +490,15 @@ impl StreamsCheck {
         );
         EXIT_INTEGRITY
     }
+}
+
+/// The failure classes of a count per class (`ok` left out), as `class count` items.
+pub(crate) fn failed_classes(
+    classes: &std::collections::BTreeMap<&'static str, u64>,
+) -> Vec<String> {
+    classes
+        .iter()
+        .filter(|(k, _)| **k != "ok")
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect()
 }

@@ -86,6 +86,10 @@ fn failures(doc: &Value) -> Vec<(u64, String, String)> {
         .collect()
 }
 
+fn has_warning(doc: &Value, code: &str) -> bool {
+    arr(doc, "warnings").iter().any(|w| w["code"] == code)
+}
+
 /// Another writer that clobbers data every 200 µs while iolab runs.
 struct Corrupter {
     done: Arc<AtomicBool>,
@@ -580,9 +584,9 @@ fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
         assert_eq!(uint(v, "block_size"), 4096);
     }
     assert!(sb.target_entries().is_empty(), "files left behind");
-    sb.run(&["cdm", "--verify"])
+    sb.run(&["fsync", "--verify"])
         .code(2)
-        .stderr_has(&["--verify applies to `run streams --rw write`"]);
+        .stderr_has(&["--verify applies to the block presets and `run streams --rw write`"]);
     sb.run(&["streams", "--verify"])
         .code(2)
         .stderr_has(&["--verify", "--rw write"]);
@@ -613,11 +617,102 @@ fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
             (0, "zeroed")
         );
     }
-    assert!(doc["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|w| w["code"] == "DATA_MISMATCH"));
+    assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
+    assert!(sb.target_entries().is_empty(), "files left behind");
+}
+
+/// `run custom --verify` with these extra arguments on a 4 MiB file of 4 KiB blocks.
+fn custom_verify(sb: &Sandbox, rw: &str, extra: &[&str]) -> Out {
+    let mut v = vec![
+        "custom",
+        "--rw",
+        rw,
+        "--bs",
+        "4k",
+        "--size",
+        "4MiB",
+        "--iodepth",
+        "32",
+        "--numjobs",
+        "2",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--verify",
+        "--json",
+        "-",
+    ];
+    v.extend_from_slice(extra);
+    sb.run(&v)
+}
+
+#[test]
+fn block_presets_verify_every_written_block_after_each_pass() {
+    let sb = Sandbox::new();
+    let doc = custom_verify(&sb, "randwrite", &["--runs", "2"])
+        .ok()
+        .json();
+    let v = &arr(&doc, "tests")[0]["extra"]["verify"];
+    // 1024 blocks, tens of thousands of writes per pass: every block is written, and each
+    // read-back checks all of them.
+    assert_eq!(uint(v, "read_backs"), 2, "{v}");
+    assert_eq!(uint(v, "checked"), 2 * 1024, "{v}");
+    assert_eq!((uint(v, "ok"), uint(v, "failures")), (2 * 1024, 0), "{v}");
+    assert_eq!(uint(&v["classes"], "ok"), 2 * 1024);
+    assert!(arr(&doc, "notes").iter().any(|n| n
+        .as_str()
+        .is_some_and(|n| n.starts_with("verify RND4K") && n.ends_with("all ok"))));
+    // Mixed tests check the blocks they wrote.
+    let doc = custom_verify(&sb, "randrw", &["--runs", "1"]).ok().json();
+    let v = &arr(&doc, "tests")[0]["extra"]["verify"];
+    assert!(uint(v, "checked") > 512 && uint(v, "failures") == 0, "{v}");
+
+    // Not whole sectors, or nothing written: refused before anything runs.
+    sb.run(&["custom", "--rw", "randwrite", "--bs", "1000", "--verify"])
+        .code(2)
+        .stderr_has(&["--bs", "512"]);
+    sb.run(&["custom", "--rw", "randread", "--verify"])
+        .code(2)
+        .stderr_has(&["--verify checks what the tests write", "only reads"]);
+    assert!(sb.target_entries().is_empty(), "files left behind");
+}
+
+#[test]
+fn block_verify_catches_a_range_zeroed_underneath_the_pass() {
+    let sb = Sandbox::new();
+    // Another writer keeps zeroing blocks 16..24 of the test file while the pass runs.
+    let (from, to) = (16 * 4096u64, 24 * 4096u64);
+    let dir = sb.target.clone();
+    let corrupter = Corrupter::start(move || {
+        let mut hit = false;
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            if let Ok(f) = OpenOptions::new().write(true).open(e.path()) {
+                hit |= f.metadata().is_ok_and(|m| m.len() >= to)
+                    && f.write_all_at(&vec![0u8; (to - from) as usize], from)
+                        .is_ok();
+            }
+        }
+        hit
+    });
+    let out = custom_verify(&sb, "randwrite", &["--runs", "1"]);
+    corrupter.stop();
+    let out = out.code(3);
+    out.stderr_has(&["integrity:"]);
+    let doc = out.json();
+    let v = &arr(&doc, "tests")[0]["extra"]["verify"];
+    let samples = arr(v, "failure_samples");
+    assert!(uint(v, "failures") >= 1 && !samples.is_empty(), "{v}");
+    assert!(
+        uint(v, "failures") <= 8,
+        "only the 8 zeroed blocks can fail: {v}"
+    );
+    for m in samples {
+        let off = uint(m, "offset");
+        assert!((from..to).contains(&off) && off.is_multiple_of(4096), "{m}");
+        assert!(["zeroed", "torn"].contains(&string(m, "class")), "{m}");
+    }
+    assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
     assert!(sb.target_entries().is_empty(), "files left behind");
 }
 

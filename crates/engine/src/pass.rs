@@ -16,6 +16,7 @@ use crate::buffers::BufferPool;
 use crate::engines::{io_uring::Uring, psync::Psync};
 use crate::target::{Target, TargetError};
 use crate::worker::{run_job, JobParams, JobResult, SERIES_INTERVAL};
+use crate::written::Written;
 
 /// Largest buffer memory a test may pin (iodepth x bs x numjobs).
 pub const MAX_BUFFER_BYTES: u64 = 4 << 30;
@@ -48,7 +49,11 @@ pub fn effective_iodepth(engine: EngineKind, iodepth: u32) -> u32 {
     }
 }
 
-/// Runs one pass of `test` for `duration` on `target` with the engine of `settings`.
+/// Runs one pass of `test` for `duration` on `target` with the engine of `settings`. With
+/// `written` (`--verify`) writes are self-describing blocks whose generations are recorded
+/// there for a later [`Written::check`] (its granule must divide the test's transfer sizes
+/// and alignments).
+#[allow(clippy::too_many_arguments)]
 pub fn run_pass(
     target: &Target,
     test: &TestSpec,
@@ -57,6 +62,7 @@ pub fn run_pass(
     duration: Duration,
     stop: &AtomicBool,
     observer: &dyn PassObserver,
+    written: Option<&Written>,
 ) -> Result<PassOutcome, TargetError> {
     let job = &test.job;
     let engine = settings.engine;
@@ -106,6 +112,7 @@ pub fn run_pass(
                 seed: seed_base.wrapping_add(j as u64 * 0x9E37_79B9_7F4A_7C15),
                 stop,
                 progress: &progress[j],
+                written,
             };
             let barrier = &barrier;
             handles.push(

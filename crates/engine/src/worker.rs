@@ -10,6 +10,7 @@ use iolab_spec::{DataPattern, IoDir, JobSpec, SyncMode};
 
 use crate::buffers::{stamp, BufferPool};
 use crate::engines::{Completion, Engine};
+use crate::written::Written;
 
 /// Resolution of the throughput time series.
 pub const SERIES_INTERVAL: Duration = Duration::from_millis(100);
@@ -34,6 +35,8 @@ pub struct JobParams<'a> {
     pub stop: &'a AtomicBool,
     /// Bytes completed so far, for the progress display.
     pub progress: &'a AtomicU64,
+    /// `--verify`: the region's shared write state (writes are stamped and claimed).
+    pub written: Option<&'a Written>,
 }
 
 /// What one job thread measured in one pass.
@@ -79,8 +82,25 @@ fn do_sync(fd: i32, mode: SyncMode) -> Result<(), i32> {
     }
 }
 
-/// Runs one job for one pass on an engine whose buffers are `bufs`.
+/// Tries to claim a random (or the next sequential) free offset this many times before
+/// leaving a slot idle until a completion.
+const CLAIM_TRIES: u32 = 64;
+
+/// Runs one job for one pass on an engine whose buffers are `bufs`; with `p.written`, writes
+/// are self-describing blocks and never overlap another write in flight.
 pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> JobResult {
+    match p.written {
+        None => run_job_with::<E, false>(eng, bufs, p),
+        Some(_) => run_job_with::<E, true>(eng, bufs, p),
+    }
+}
+
+/// The job loop; `VERIFY` is decided once per job so the plain loop carries no verify code.
+fn run_job_with<E: Engine, const VERIFY: bool>(
+    eng: &mut E,
+    bufs: &mut BufferPool,
+    p: &JobParams,
+) -> JobResult {
     let job = p.job;
     let bs = job.bs;
     let qd = p.iodepth.max(1) as usize;
@@ -103,6 +123,7 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
     // Transfer size and access line of each slot (they vary only with an access spec).
     let mut slot_len = vec![bs; qd];
     let mut slot_line = vec![0usize; qd];
+    let mut slot_gen = vec![0u64; qd];
     let access = &job.access;
     // Per access line: cumulative share, and its sequential cursor.
     let mut cum_share: Vec<u8> = Vec::with_capacity(access.len());
@@ -140,6 +161,7 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
     let interval_ns = SERIES_INTERVAL.as_nanos() as u64;
 
     loop {
+        let mut busy = false;
         if !stopping && !need_sync && !free.is_empty() {
             let t_queue = Instant::now();
             while let Some(slot) = free.pop() {
@@ -150,7 +172,7 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
                         break;
                     }
                 }
-                let (dir, off, len, line) = if access.is_empty() {
+                let (dir, len, line) = if access.is_empty() {
                     let dir = if mixed {
                         if rng.u8(0..100) < job.rwmixread {
                             IoDir::Read
@@ -160,17 +182,7 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
                     } else {
                         fixed_dir
                     };
-                    let block = if random {
-                        rng.u64(0..nblocks)
-                    } else {
-                        let b = seq_block;
-                        seq_block += 1;
-                        if seq_block >= nblocks {
-                            seq_block = 0;
-                        }
-                        b
-                    };
-                    (dir, p.region_start + block * bs, bs, 0)
+                    (dir, bs, 0)
                 } else {
                     let pick = rng.u8(0..100);
                     let line = cum_share.iter().position(|&c| pick < c).unwrap_or(0);
@@ -180,21 +192,57 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
                     } else {
                         IoDir::Write
                     };
-                    let end = p.region_start + p.region_len;
-                    let slots = ((p.region_len.saturating_sub(l.size)) / l.align) + 1;
-                    let off = if rng.u8(0..100) < l.random_pct {
-                        p.region_start + rng.u64(0..slots) * l.align
-                    } else {
-                        let mut o = line_cursor[line];
-                        if o + l.size > end {
-                            o = p.region_start;
-                        }
-                        line_cursor[line] = o + l.size;
-                        o
-                    };
-                    (dir, off, l.size, line)
+                    (dir, l.size, line)
                 };
-                if dir == IoDir::Write && stamp_writes {
+                let mut tries = 0u32;
+                let (off, gen) = loop {
+                    let off = if access.is_empty() {
+                        let block = if random {
+                            rng.u64(0..nblocks)
+                        } else {
+                            let b = seq_block;
+                            seq_block += 1;
+                            if seq_block >= nblocks {
+                                seq_block = 0;
+                            }
+                            b
+                        };
+                        p.region_start + block * bs
+                    } else {
+                        let l = &access[line];
+                        let end = p.region_start + p.region_len;
+                        let slots = ((p.region_len.saturating_sub(l.size)) / l.align) + 1;
+                        if rng.u8(0..100) < l.random_pct {
+                            p.region_start + rng.u64(0..slots) * l.align
+                        } else {
+                            let mut o = line_cursor[line];
+                            if o + l.size > end {
+                                o = p.region_start;
+                            }
+                            line_cursor[line] = o + l.size;
+                            o
+                        }
+                    };
+                    if !VERIFY || dir == IoDir::Read {
+                        break (off, 0);
+                    }
+                    let w = p.written.expect("verify mode has the write state");
+                    if let Some(g) = w.claim(off, len) {
+                        w.stamp(&mut bufs.slot_mut(slot as usize)[..len as usize], off, g);
+                        break (off, g);
+                    }
+                    tries += 1;
+                    if tries == CLAIM_TRIES {
+                        break (off, 0);
+                    }
+                };
+                if VERIFY && dir == IoDir::Write && gen == 0 {
+                    // Every offset tried has a write in flight: wait for a completion.
+                    free.push(slot);
+                    busy = true;
+                    break;
+                }
+                if !VERIFY && dir == IoDir::Write && stamp_writes {
                     stamp(&mut bufs.slot_mut(slot as usize)[..len as usize], &mut rng);
                 }
                 eng.queue(bufs, slot, dir, off, len as u32);
@@ -203,6 +251,9 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
                 slot_off[s] = off;
                 slot_len[s] = len;
                 slot_line[s] = line;
+                if VERIFY {
+                    slot_gen[s] = gen;
+                }
                 slot_t[s] = t_queue;
                 inflight += 1;
                 issued += len;
@@ -221,6 +272,14 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
                 if t1 >= deadline || p.stop.load(Ordering::Relaxed) {
                     stopping = true;
                 }
+                continue;
+            }
+            if VERIFY && busy {
+                // Other jobs hold every block this job tried; let them complete.
+                if Instant::now() >= deadline || p.stop.load(Ordering::Relaxed) {
+                    stopping = true;
+                }
+                std::thread::yield_now();
                 continue;
             }
             break;
@@ -243,6 +302,10 @@ pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> 
             inflight -= 1;
             free.push(c.slot);
             let len = slot_len[s];
+            if VERIFY && dir == IoDir::Write {
+                let w = p.written.expect("verify mode has the write state");
+                w.complete(slot_off[s], len, slot_gen[s], c.result as i64 == len as i64);
+            }
             if c.result as i64 != len as i64 {
                 let mut rec = if c.result < 0 {
                     errno_record(-c.result, dir, slot_off[s], len)

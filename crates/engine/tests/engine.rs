@@ -89,7 +89,7 @@ fn prep(req: &TargetRequest) -> Target {
 /// Runs one pass and checks it had no errors and was not interrupted.
 fn pass(target: &Target, test: &TestSpec, s: &RunSettings) -> PassRecord {
     let stop = AtomicBool::new(false);
-    let out = run_pass(target, test, s, 1, s.duration, &stop, &())
+    let out = run_pass(target, test, s, 1, s.duration, &stop, &(), None)
         .unwrap_or_else(|e| panic!("{} on {:?}: {e}", test.name, s.engine));
     assert!(!out.interrupted);
     assert!(

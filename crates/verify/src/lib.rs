@@ -2,7 +2,7 @@
 //! and its later verification (`verified`), the off-device intent/ack journal (`journal`),
 //! and the scrub test on redundant testbeds (`scrub`).
 
-pub mod block;
+pub use iolab_engine::block;
 pub mod journal;
 pub mod scrub;
 pub mod verified;

@@ -1,0 +1,268 @@
+//! `--verify` for the block tests: which blocks of the test region hold which generation.
+//! Writers claim every block of a transfer before queuing it (so two writes to one block are
+//! never in flight together, across all job threads), stamp it with [`crate::block::stamp`],
+//! and record the generation when the write completes; [`Written::check`] then reads the
+//! region back and checks every written block against its expected generation.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::block::{self, Verdict};
+use crate::buffers::BufferPool;
+use crate::target::{Target, TargetError};
+
+/// Per-block state: bit 0 = a write is in flight, bits 1.. = generation of the last completed
+/// write (0 = never written by this test, or unknown after a failed write).
+const IN_FLIGHT: u64 = 1;
+/// Failures listed with their offsets; the rest are only counted.
+pub const MAX_SAMPLES: usize = 20;
+/// Bytes read per call while checking.
+const READ_CHUNK: u64 = 1 << 20;
+
+/// The shared write state of one test's region.
+pub struct Written {
+    run_id: u64,
+    granule: u64,
+    region_start: u64,
+    next_generation: AtomicU64,
+    blocks: Vec<AtomicU64>,
+}
+
+/// One block that did not read back as written.
+#[derive(Debug, Clone, Serialize)]
+pub struct Mismatch {
+    pub offset: u64,
+    pub class: &'static str,
+    pub expected_generation: u64,
+    pub detail: String,
+}
+
+/// Counts of one or more read-backs.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CheckTally {
+    /// Written blocks read back and checked.
+    pub checked: u64,
+    pub ok: u64,
+    pub failures: u64,
+    /// Count per verdict class (`ok` included).
+    pub classes: BTreeMap<&'static str, u64>,
+    /// The first [`MAX_SAMPLES`] failures.
+    pub failure_samples: Vec<Mismatch>,
+    /// Blocks whose write had not completed when the pass ended (after an I/O error).
+    pub skipped_in_flight: u64,
+    /// Read-backs done, and their total time (not part of any pass's time).
+    pub read_backs: u64,
+    pub seconds: f64,
+}
+
+impl CheckTally {
+    fn record(&mut self, offset: u64, expected: u64, v: Verdict) {
+        self.checked += 1;
+        *self.classes.entry(v.class()).or_default() += 1;
+        if v.is_ok() {
+            self.ok += 1;
+            return;
+        }
+        self.failures += 1;
+        if self.failure_samples.len() < MAX_SAMPLES {
+            self.failure_samples.push(Mismatch {
+                offset,
+                class: v.class(),
+                expected_generation: expected,
+                detail: v.to_string(),
+            });
+        }
+    }
+
+    /// Adds the counts of `other` (a later read-back).
+    pub fn merge(&mut self, other: CheckTally) {
+        self.checked += other.checked;
+        self.ok += other.ok;
+        self.failures += other.failures;
+        for (k, v) in other.classes {
+            *self.classes.entry(k).or_default() += v;
+        }
+        let room = MAX_SAMPLES.saturating_sub(self.failure_samples.len());
+        self.failure_samples
+            .extend(other.failure_samples.into_iter().take(room));
+        self.skipped_in_flight += other.skipped_in_flight;
+        self.read_backs += other.read_backs;
+        self.seconds += other.seconds;
+    }
+}
+
+/// The block size `--verify` stamps and checks for `job`: its `bs`, or with an access
+/// specification the largest size dividing every transfer size and alignment.
+pub fn granule_of(job: &iolab_spec::JobSpec) -> u64 {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    if job.access.is_empty() {
+        return job.bs;
+    }
+    job.access
+        .iter()
+        .filter(|l| l.read_pct < 100)
+        .fold(0, |g, l| gcd(gcd(g, l.size), l.align))
+}
+
+impl Written {
+    /// State for `region_len` bytes from `region_start` in blocks of `granule` bytes (a
+    /// multiple of [`block::SECTOR`]); `None` when the granule is not.
+    pub fn new(run_id: u64, granule: u64, region_start: u64, region_len: u64) -> Option<Written> {
+        if granule == 0 || !granule.is_multiple_of(block::SECTOR as u64) {
+            return None;
+        }
+        let n = region_len / granule;
+        Some(Written {
+            run_id,
+            granule,
+            region_start,
+            next_generation: AtomicU64::new(1),
+            blocks: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+
+    pub fn granule(&self) -> u64 {
+        self.granule
+    }
+
+    fn range(&self, offset: u64, len: u64) -> std::ops::Range<usize> {
+        let first = ((offset - self.region_start) / self.granule) as usize;
+        first..first + (len / self.granule) as usize
+    }
+
+    /// Claims every block of the write `offset..offset+len` and returns its generation, or
+    /// `None` (claiming nothing) when one of them has a write in flight.
+    pub fn claim(&self, offset: u64, len: u64) -> Option<u64> {
+        let r = self.range(offset, len);
+        for i in r.clone() {
+            let prev = self.blocks[i].fetch_or(IN_FLIGHT, Ordering::Acquire);
+            if prev & IN_FLIGHT != 0 {
+                for j in r.start..i {
+                    self.blocks[j].fetch_and(!IN_FLIGHT, Ordering::Release);
+                }
+                return None;
+            }
+        }
+        Some(self.next_generation.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Stamps `buf` (the write of `offset`) as generation `generation`, block by block.
+    pub fn stamp(&self, buf: &mut [u8], offset: u64, generation: u64) {
+        let g = self.granule as usize;
+        for (i, b) in buf.chunks_exact_mut(g).enumerate() {
+            block::stamp(b, offset + (i * g) as u64, self.run_id, generation);
+        }
+    }
+
+    /// The write claimed by [`Written::claim`] ended: it completed (the blocks now hold
+    /// `generation`) or failed (their content is unknown and they are not checked).
+    pub fn complete(&self, offset: u64, len: u64, generation: u64, ok: bool) {
+        let v = if ok { generation << 1 } else { 0 };
+        for i in self.range(offset, len) {
+            self.blocks[i].store(v, Ordering::Release);
+        }
+    }
+
+    /// Reads the region of `target` back (O_DIRECT when `direct`) once no write is running
+    /// and checks every written block against the generation last completed there.
+    pub fn check(
+        &self,
+        target: &Target,
+        direct: bool,
+        stop: &AtomicBool,
+    ) -> Result<CheckTally, TargetError> {
+        let t0 = Instant::now();
+        let file = target.open(false, direct)?;
+        let g = self.granule;
+        let per_chunk = (READ_CHUNK / g).max(1) as usize;
+        let mut pool = BufferPool::new(1, per_chunk * g as usize);
+        let mut tally = CheckTally {
+            read_backs: 1,
+            ..CheckTally::default()
+        };
+        for (c, states) in self.blocks.chunks(per_chunk).enumerate() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let expected: Vec<u64> = states
+                .iter()
+                .map(|s| {
+                    let v = s.load(Ordering::Acquire);
+                    if v & IN_FLIGHT != 0 {
+                        // Left in flight by a job that stopped on an error: unknown now.
+                        s.store(0, Ordering::Release);
+                        tally.skipped_in_flight += 1;
+                        0
+                    } else {
+                        v >> 1
+                    }
+                })
+                .collect();
+            let (Some(first), Some(last)) = (
+                expected.iter().position(|&e| e != 0),
+                expected.iter().rposition(|&e| e != 0),
+            ) else {
+                continue;
+            };
+            let chunk_off = self.region_start + (c * per_chunk) as u64 * g;
+            let from = first as u64 * g;
+            let len = (last + 1 - first) as u64 * g;
+            let buf = &mut pool.slot_mut(0)[..len as usize];
+            file.read_exact_at(buf, chunk_off + from)
+                .map_err(|err| TargetError::Io {
+                    path: target.io_path.clone(),
+                    action: "read back for --verify",
+                    err,
+                })?;
+            for (i, &e) in expected
+                .iter()
+                .enumerate()
+                .skip(first)
+                .take(last + 1 - first)
+            {
+                if e == 0 {
+                    continue;
+                }
+                let at = (i - first) * g as usize;
+                let offset = chunk_off + i as u64 * g;
+                let v = block::check(&buf[at..at + g as usize], offset, self.run_id, Some(e));
+                tally.record(offset, e, v);
+            }
+        }
+        tally.seconds = t0.elapsed().as_secs_f64();
+        Ok(tally)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims_exclude_each_other_and_generations_grow() {
+        let w = Written::new(7, 4096, 0, 8 * 4096).unwrap();
+        let g1 = w.claim(0, 8192).unwrap();
+        assert!(w.claim(4096, 4096).is_none(), "block 1 is in flight");
+        let g3 = w.claim(3 * 4096, 4096).unwrap();
+        // Blocks 2..4: block 2 is free, block 3 busy; the failed claim must release 2.
+        assert!(w.claim(2 * 4096, 2 * 4096).is_none());
+        let g2 = w.claim(2 * 4096, 4096).expect("block 2 released");
+        assert!(g1 < g3 && g3 < g2);
+        w.complete(0, 8192, g1, true);
+        assert_eq!(w.blocks[1].load(Ordering::Relaxed), g1 << 1);
+        assert!(w.claim(4096, 4096).is_some());
+        w.complete(3 * 4096, 4096, g3, false);
+        assert_eq!(w.blocks[3].load(Ordering::Relaxed), 0);
+        assert!(Written::new(1, 1000, 0, 4096).is_none());
+    }
+}
