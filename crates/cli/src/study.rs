@@ -537,17 +537,15 @@ fn run_summary(run: &iolab_measure::RunRecord) -> String {
     if run.tests.len() > 2 {
         parts.push("...".into());
     }
-    let mut codes: Vec<&str> = run.warnings.iter().map(|w| w.code.as_str()).collect();
-    codes.dedup();
+    let mut codes: Vec<&str> = Vec::new();
+    for w in &run.warnings {
+        if !codes.contains(&w.code.as_str()) {
+            codes.push(&w.code);
+        }
+    }
     let mut s = format!(": {}", parts.join(", "));
     if !codes.is_empty() {
-        let mut unique: Vec<&str> = Vec::new();
-        for c in codes {
-            if !unique.contains(&c) {
-                unique.push(c);
-            }
-        }
-        s.push_str(&format!(" — ⚠ {}", unique.join(", ")));
+        s.push_str(&format!(" — ⚠ {}", codes.join(", ")));
     }
     s
 }
@@ -686,17 +684,9 @@ fn dry_run_text(study: &Study) -> String {
     s
 }
 
-/// Whether `tool` is on PATH.
+/// Whether `tool` is installed.
 fn have(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| {
-            let f = d.join(tool);
-            f.is_file()
-                && std::fs::metadata(&f)
-                    .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
-                    .unwrap_or(false)
-        })
-    })
+    iolab_testbed::find_tool(tool).is_some()
 }
 
 /// `--list-testbeds`: the kinds and knobs, and what this machine has of them.

@@ -1040,14 +1040,22 @@ fn latency_curves(tests: &[&TestRecord], rows: &[String], kinds: &[String], h: &
         );
         figs.push(format!("<figure data-chart=\"latency\">{svg}</figure>"));
     }
+    figure_grid(
+        h,
+        "<h3>Latency percentiles</h3><p class=\"muted\">All passes of a test together; x is \
+         the percentile on a scale of nines (90, 99, 99.9...), y the latency on a log scale. \
+         A curve ends where the I/O count stops supporting finer percentiles.</p>",
+        &figs,
+    );
+}
+
+/// `intro` and the figures in a grid; nothing when there are no figures.
+fn figure_grid(h: &mut String, intro: &str, figs: &[String]) {
     if figs.is_empty() {
         return;
     }
-    h.push_str(
-        "<h3>Latency percentiles</h3><p class=\"muted\">All passes of a test together; x is \
-         the percentile on a scale of nines (90, 99, 99.9...), y the latency on a log scale. \
-         A curve ends where the I/O count stops supporting finer percentiles.</p><div class=\"grid\">",
-    );
+    h.push_str(intro);
+    h.push_str("<div class=\"grid\">");
     h.push_str(&figs.join("\n"));
     h.push_str("</div>\n");
 }
@@ -1101,15 +1109,12 @@ fn throughput_over_time(tests: &[&TestRecord], rows: &[String], kinds: &[String]
         );
         figs.push(format!("<figure data-chart=\"throughput\">{svg}</figure>"));
     }
-    if figs.is_empty() {
-        return;
-    }
-    h.push_str(
+    figure_grid(
+        h,
         "<h3>Throughput over time</h3><p class=\"muted\">Every measured pass, MB/s per \
-         interval; a stall or a cache running out shows as a drop.</p><div class=\"grid\">",
+         interval; a stall or a cache running out shows as a drop.</p>",
+        &figs,
     );
-    h.push_str(&figs.join("\n"));
-    h.push_str("</div>\n");
 }
 
 fn errors(r: &RunRecord, h: &mut String) {

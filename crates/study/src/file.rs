@@ -384,16 +384,15 @@ pub fn parse(
 /// The configurations: each `[[config]]` (or the study's `[testbed]` alone) crossed with
 /// every combination of the matrix, each with a validated testbed.
 fn configurations(src: &Source<'_>, raw: &Raw) -> Result<Vec<Config>, StudyError> {
-    struct BaseConfig<'r> {
+    struct BaseConfig {
         label: String,
         description: Option<String>,
         table: Table,
         /// (span, key prefix) of each table that contributed, most specific first.
         sources: Vec<(Range<usize>, String)>,
         line: usize,
-        _raw: Option<&'r RawConfig>,
     }
-    let mut bases: Vec<BaseConfig<'_>> = Vec::new();
+    let mut bases: Vec<BaseConfig> = Vec::new();
     let base_sources: Vec<(Range<usize>, String)> = raw
         .testbed
         .iter()
@@ -414,7 +413,6 @@ fn configurations(src: &Source<'_>, raw: &Raw) -> Result<Vec<Config>, StudyError
             table: t.get_ref().clone(),
             sources: base_sources.clone(),
             line: src.line_of(t.span().start),
-            _raw: None,
         });
     }
     for (i, c) in raw.config.iter().enumerate() {
@@ -458,7 +456,6 @@ fn configurations(src: &Source<'_>, raw: &Raw) -> Result<Vec<Config>, StudyError
             table,
             sources,
             line: src.line_of(c.span().start),
-            _raw: Some(rc),
         });
     }
 

@@ -38,6 +38,7 @@ pub use spec::{
     ZfsDaemonSpec, MAX_DEVICES,
 };
 pub use state::{Resource, StateFile, STATE_VERSION};
+pub use sys::find_tool;
 pub use testbed::{
     Description, Device, DeviceFacts, KnobChange, MountFacts, Testbed, ZfsFacts, ZfsInfo,
 };

@@ -29,8 +29,9 @@ pub(crate) fn package_of(tool: &str) -> &'static str {
     }
 }
 
-/// Finds `tool` in $PATH or the sbin directories.
-pub(crate) fn find_tool(tool: &str) -> Option<PathBuf> {
+/// Finds `tool` in $PATH or the sbin directories (root's sbin directories are often
+/// missing from a user's PATH).
+pub fn find_tool(tool: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(EXTRA_PATH.iter().map(PathBuf::from))

@@ -425,6 +425,39 @@ impl Drop for Created {
     }
 }
 
+/// Runs `work(i)` for every `i` in `0..n` on scoped threads and returns their results in
+/// order. A worker that fails raises `abort`, which the others poll so they stop early;
+/// while they run, `tick` is called every half `POLL` (progress, watching a stop flag).
+pub(crate) fn run_workers<T: Send, E: Send>(
+    n: usize,
+    abort: &AtomicBool,
+    work: impl Fn(usize) -> Result<T, E> + Sync,
+    mut tick: impl FnMut(),
+) -> Vec<Result<T, E>> {
+    std::thread::scope(|s| {
+        let work = &work;
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                s.spawn(move || {
+                    let r = work(i);
+                    if r.is_err() {
+                        abort.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(POLL / 2);
+            tick();
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a worker thread panicked"))
+            .collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

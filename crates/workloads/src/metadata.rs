@@ -18,8 +18,8 @@ use serde_json::json;
 
 pub use crate::common::WorkloadError;
 use crate::common::{
-    device_of, io_err, round6, statvfs, syncfs, test_record, unique_name, Series, Watch, POLL,
-    SERIES_INTERVAL,
+    device_of, io_err, round6, run_workers, statvfs, syncfs, test_record, unique_name, Series,
+    Watch, SERIES_INTERVAL,
 };
 
 /// Default size of each file: smaller than any allocation unit.
@@ -363,43 +363,30 @@ fn run_phase(
     let counters: Vec<Counter> = (0..threads).map(|_| Counter::default()).collect();
     progress(phase.name(), 0);
     let watch = Watch::start(devices);
-    let results: Vec<Result<ThreadResult, WorkloadError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let args = PhaseArgs {
-                    phase,
-                    tree,
-                    cfg,
-                    thread: t,
-                    threads,
-                    barrier: &barrier,
-                    stop,
-                    abort: &abort,
-                    counter: &counters[t as usize],
-                    data: &data,
-                };
-                let abort = &abort;
-                s.spawn(move || {
-                    let r = phase_thread(args);
-                    if r.is_err() {
-                        abort.store(true, Ordering::Relaxed);
-                    }
-                    r
-                })
+    let results: Vec<Result<ThreadResult, WorkloadError>> = run_workers(
+        threads as usize,
+        &abort,
+        |t| {
+            phase_thread(PhaseArgs {
+                phase,
+                tree,
+                cfg,
+                thread: t as u64,
+                threads,
+                barrier: &barrier,
+                stop,
+                abort: &abort,
+                counter: &counters[t],
+                data: &data,
             })
-            .collect();
-        while !handles.iter().all(|h| h.is_finished()) {
-            std::thread::sleep(POLL / 2);
+        },
+        || {
             progress(
                 phase.name(),
                 counters.iter().map(|c| c.0.load(Ordering::Relaxed)).sum(),
-            );
-        }
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("metadata thread panicked"))
-            .collect()
-    });
+            )
+        },
+    );
     let mut done = Vec::with_capacity(results.len());
     for r in results {
         done.push(r?);

@@ -22,8 +22,8 @@ use serde_json::json;
 
 pub use crate::common::WorkloadError;
 use crate::common::{
-    device_of, drop_caches, evict_file, io_err, is_root, resident_fraction, round6, sleep_until,
-    test_record, unique_name, write_random_file, Created, Series, Watch, POLL,
+    device_of, drop_caches, evict_file, io_err, is_root, resident_fraction, round6, run_workers,
+    sleep_until, test_record, unique_name, write_random_file, Created, Series, Watch,
 };
 
 /// Size of each stream's file (or the shared file) unless given.
@@ -417,43 +417,30 @@ pub fn run(
     let watch = Watch::start(&devices);
     // A short lead so every thread exists before the first start.
     let t0 = Instant::now() + Duration::from_millis(20);
-    let results: Vec<Result<Option<StreamOutcome>, WorkloadError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .map(|i| {
-                let args = StreamArgs {
-                    cfg,
-                    path: if cfg.same_file { &files[0] } else { &files[i] },
-                    planned: t0 + cfg.stagger * i as u32,
-                    devices: &devices,
-                    stop,
-                    abort: &abort,
-                    counter: &counters[i],
-                };
-                let abort = &abort;
-                s.spawn(move || {
-                    let r = stream(args);
-                    if r.is_err() {
-                        abort.store(true, Ordering::Relaxed);
-                    }
-                    r
-                })
+    let results: Vec<Result<Option<StreamOutcome>, WorkloadError>> = run_workers(
+        n,
+        &abort,
+        |i| {
+            stream(StreamArgs {
+                cfg,
+                path: if cfg.same_file { &files[0] } else { &files[i] },
+                planned: t0 + cfg.stagger * i as u32,
+                devices: &devices,
+                stop,
+                abort: &abort,
+                counter: &counters[i],
             })
-            .collect();
-        while !handles.iter().all(|h| h.is_finished()) {
+        },
+        || {
             if stop.load(Ordering::Relaxed) {
                 abort.store(true, Ordering::Relaxed);
             }
-            std::thread::sleep(POLL / 2);
             progress(
                 "streams",
                 counters.iter().map(|c| c.0.load(Ordering::Relaxed)).sum(),
-            );
-        }
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("stream thread panicked"))
-            .collect()
-    });
+            )
+        },
+    );
     let mut outcomes: Vec<Option<StreamOutcome>> = Vec::with_capacity(n);
     for r in results {
         outcomes.push(r?);

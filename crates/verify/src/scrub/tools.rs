@@ -8,22 +8,13 @@ use std::process::{Command, Output};
 
 use super::ScrubError;
 
-/// Directories searched for tools besides $PATH (root's sbin directories are often missing
-/// from a user's PATH).
-const EXTRA_PATH: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
-
 /// The full path of `tool`, or an error naming the package that provides it.
 pub(crate) fn find(tool: &str, package: &str) -> Result<PathBuf, ScrubError> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(EXTRA_PATH.iter().map(PathBuf::from))
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
-        .ok_or_else(|| {
-            ScrubError::Invalid(format!(
-                "`{tool}` is not installed (Debian package {package}); the scrub test needs it"
-            ))
-        })
+    iolab_testbed::find_tool(tool).ok_or_else(|| {
+        ScrubError::Invalid(format!(
+            "`{tool}` is not installed (Debian package {package}); the scrub test needs it"
+        ))
+    })
 }
 
 /// Runs `argv`, returning its output whatever the exit status.
