@@ -116,7 +116,19 @@ fn buffered_reads_of_a_small_file_come_from_the_page_cache() {
     let job = ["--rw", "randread", "--size", "8MiB"];
     let mut buffered = job.to_vec();
     buffered.push("--buffered");
-    let doc = doc_of(&sb, &sb.target, &buffered);
+    // The kernel may reclaim the file's clean pages at any moment (these VMs run a DAMON
+    // "pageout" scheme), so a run that found them gone is tried again, twice at most.
+    let mut doc = doc_of(&sb, &sb.target, &buffered);
+    for _ in 0..2 {
+        if codes(&doc).iter().any(|c| c == "PAGE_CACHE") {
+            break;
+        }
+        println!(
+            "pages reclaimed during the run, trying again: {:?}",
+            codes(&doc)
+        );
+        doc = doc_of(&sb, &sb.target, &buffered);
+    }
     let w = warning(&doc, "PAGE_CACHE");
     assert_eq!(w["test"], test_name(&doc), "{w}");
     // The message gives the highest residency measured around the passes.

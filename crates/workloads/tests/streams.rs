@@ -21,6 +21,21 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Runs `attempt` until it returns Ok, at most three times, and fails with every
+/// attempt's complaint. For assertions that pages are still in the page cache: the
+/// kernel may reclaim clean pages at any moment (these VMs run a DAMON "pageout" scheme
+/// that evicts regions it judges idle), so one miss proves nothing, three in a row do.
+fn within_three_tries(mut attempt: impl FnMut() -> Result<(), String>) {
+    let mut misses = Vec::new();
+    for _ in 0..3 {
+        match attempt() {
+            Ok(()) => return,
+            Err(e) => misses.push(e),
+        }
+    }
+    panic!("pages not resident in three tries:\n{}", misses.join("\n"));
+}
+
 fn is_empty(dir: &Path) -> bool {
     std::fs::read_dir(dir).unwrap().next().is_none()
 }
@@ -44,7 +59,19 @@ fn same_file_staggered_readers_read_one_file() {
     cfg.file_size = 4 << 20;
     cfg.bs = 64 << 10;
     let stop = AtomicBool::new(false);
-    let tests = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap();
+    // The first reader found the prepared file evicted from the page cache and left it
+    // resident (a reclaim in between shows as a miss; see within_three_tries).
+    let mut tests = Vec::new();
+    within_three_tries(|| {
+        tests = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap();
+        let first = &tests[0].passes[0].context;
+        assert!(first.cache_resident_before.unwrap() < 0.5, "{first:?}");
+        if first.cache_resident_after.unwrap() > 0.9 {
+            Ok(())
+        } else {
+            Err(format!("{first:?}"))
+        }
+    });
     let names: Vec<&str> = tests.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["stream 1", "stream 2", "stream 3", "aggregate"]);
 
@@ -79,10 +106,6 @@ fn same_file_staggered_readers_read_one_file() {
         assert_eq!(t.extra["start_offset"], 0);
         assert!(t.summary.mb_s > 0.0);
     }
-    // The first reader found the prepared file evicted from the page cache.
-    let first = &tests[0].passes[0].context;
-    assert!(first.cache_resident_before.unwrap() < 0.5, "{first:?}");
-    assert!(first.cache_resident_after.unwrap() > 0.9, "{first:?}");
     let p = &agg.passes[0];
     assert_eq!(p.bytes, 3 * (4 << 20));
     assert_eq!(p.read.as_ref().unwrap().ios, 3 * 64);
@@ -198,10 +221,16 @@ fn keeping_prepared_pages_shows_as_cache_residency() {
     cfg.file_size = 2 << 20;
     cfg.evict_prepared = false;
     let stop = AtomicBool::new(false);
-    let tests = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap();
-    let c = &tests[0].passes[0].context;
-    assert!(c.cache_resident_before.unwrap() > 0.9, "{c:?}");
-    assert_eq!(tests[1].extra["evicted_after_prepare"], false);
+    within_three_tries(|| {
+        let tests = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap();
+        assert_eq!(tests[1].extra["evicted_after_prepare"], false);
+        let c = &tests[0].passes[0].context;
+        if c.cache_resident_before.unwrap() > 0.9 {
+            Ok(())
+        } else {
+            Err(format!("{c:?}"))
+        }
+    });
 }
 
 #[test]
