@@ -354,7 +354,8 @@ pub struct RunArgs {
     /// Set by `iolab study`: the configuration's label.
     #[arg(long, hide = true, requires = "study")]
     pub config: Option<String>,
-    /// Set by `iolab study`: a JSON file describing the configuration (stored with the run).
+    /// Set by `iolab study`: a JSON file describing the configuration (stored with the run);
+    /// "-" reads it from standard input.
     #[arg(long, hide = true, value_name = "FILE", requires = "study")]
     pub study_meta: Option<PathBuf>,
     /// verify: when blocks are read back: inline (every --verify-every blocks as they are

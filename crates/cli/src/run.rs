@@ -367,7 +367,13 @@ fn study_fields(a: &RunArgs) -> (Option<String>, Option<String>, serde_json::Val
     let meta = a
         .study_meta
         .as_ref()
-        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|p| {
+            if p.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin()).ok()
+            } else {
+                std::fs::read_to_string(p).ok()
+            }
+        })
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(serde_json::Value::Null);
     (a.study.clone(), a.config.clone(), meta)

@@ -410,10 +410,9 @@ impl Visit<'_> {
         if self.study.drop_caches {
             drop_caches().map_err(|e| format!("{who}: cannot drop the page cache: {e}"))?;
         }
-        let meta_path =
-            std::env::temp_dir().join(format!("iolab-study-{}-{}.json", std::process::id(), n));
-        std::fs::write(&meta_path, self.meta(tb, w).to_string())
-            .map_err(|e| format!("{who}: cannot write {}: {e}", meta_path.display()))?;
+        // The description goes through the child's standard input: no file to leave behind
+        // if the study is killed.
+        let meta = self.meta(tb, w).to_string();
         let mut cmd = Command::new(self.exe);
         cmd.arg("run")
             .arg(&w.kind)
@@ -430,9 +429,9 @@ impl Visit<'_> {
             .arg("--config")
             .arg(&cfg.label)
             .arg("--study-meta")
-            .arg(&meta_path)
+            .arg("-")
             .arg("--quiet")
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Its own process group: a Ctrl-C reaches the study, which stops the run once.
@@ -470,8 +469,17 @@ impl Visit<'_> {
             .spawn()
             .map_err(|e| format!("{who}: cannot start {}: {e}", self.exe.display()));
         drop(procs);
-        let result = child.and_then(|c| wait_forwarding(c, self.stop, &who));
-        let _ = std::fs::remove_file(&meta_path);
+        let result = child.and_then(|mut c| {
+            // From a thread, so a description larger than the pipe never blocks the study;
+            // a child that exits before reading it makes the write fail harmlessly.
+            if let Some(mut stdin) = c.stdin.take() {
+                std::thread::spawn(move || {
+                    use std::io::Write;
+                    let _ = stdin.write_all(meta.as_bytes());
+                });
+            }
+            wait_forwarding(c, self.stop, &who)
+        });
         let (status, stdout, stderr) = result?;
         let secs = t0.elapsed().as_secs_f64();
         let run_id = stdout

@@ -214,10 +214,18 @@ verify_mode = "after"
 // --- root: real testbeds ------------------------------------------------------------------
 
 /// Everything a study process `pid` could have left: mounts, loop devices, cgroups, state
-/// files, directories, and `iolab run` children. Testbed names contain the owner's pid.
+/// files, directories, temporary files, and `iolab run` children. Testbed names contain
+/// the owner's pid.
 fn leftovers(pid: u32) -> Vec<String> {
     let tag = format!("iolab-testbed-{pid}-");
     let mut out = Vec::new();
+    let tmp = std::env::temp_dir();
+    for e in std::fs::read_dir(&tmp).unwrap().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with("iolab") && n.contains(&format!("-{pid}-")) {
+            out.push(format!("temporary file: {}/{n}", tmp.display()));
+        }
+    }
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     out.extend(
         mountinfo
