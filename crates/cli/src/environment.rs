@@ -62,8 +62,19 @@ pub fn top_devices(env: &Environment) -> Vec<String> {
 
 /// Facts for the warnings, from the environment and probes of the prepared target.
 pub fn facts(env: &Environment, target: Option<&Target>, direct: bool) -> TargetFacts {
+    let headroom = env.memory_limit.as_ref().and_then(|l| l.headroom());
     let mut f = TargetFacts {
-        mem_available: env.memory_available_bytes,
+        mem_available: match (env.memory_available_bytes, headroom) {
+            (Some(a), Some(h)) => Some(a.min(h)),
+            (a, h) => a.or(h),
+        },
+        idle_reclaim: env
+            .page_cache_reclaim
+            .iter()
+            .flatten()
+            .filter(|r| r.evicts_idle_cache())
+            .map(|r| r.describe())
+            .collect(),
         ..TargetFacts::default()
     };
     if let Some(t) = &env.target {

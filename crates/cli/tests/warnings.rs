@@ -147,10 +147,28 @@ fn buffered_reads_of_a_small_file_come_from_the_page_cache() {
     let said = percent_in(string(w, "message"));
     assert_eq!(said, (most * 100.0).round(), "{w}");
     absent(&doc, "PAGE_CACHE_POSSIBLE");
+    // Where the kernel pages out idle memory (the environment says so), buffered reads
+    // carry IDLE_RECLAIM; elsewhere they do not.
+    let pageout = doc["env"]["page_cache_reclaim"]
+        .as_array()
+        .expect("page_cache_reclaim recorded")
+        .iter()
+        .any(|r| r["action"] == "pageout" && r["operations"] != "vaddr");
+    if pageout {
+        let w = warning(&doc, "IDLE_RECLAIM");
+        assert!(string(w, "message").contains("pageout"), "{w}");
+    } else {
+        absent(&doc, "IDLE_RECLAIM");
+    }
 
     // The same reads with O_DIRECT on the same (ext4 or xfs, not tmpfs) filesystem.
     let doc = doc_of(&sb, &sb.target, &job);
-    for code in ["PAGE_CACHE", "PAGE_CACHE_POSSIBLE", "DIRECT_IO_IGNORED"] {
+    for code in [
+        "PAGE_CACHE",
+        "PAGE_CACHE_POSSIBLE",
+        "DIRECT_IO_IGNORED",
+        "IDLE_RECLAIM",
+    ] {
         absent(&doc, code);
     }
     assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());

@@ -178,35 +178,65 @@ pub fn throttles_along(root: &Path, path: &str) -> io::Result<Vec<Throttle>> {
     Ok(out)
 }
 
-/// The throttles that apply to this process, or why they cannot be known.
-pub(crate) fn capture_throttles(mounts: &[MountEntry]) -> Result<Vec<Throttle>, String> {
+/// Where this process's cgroup for one controller lives: the v1 hierarchy that has the
+/// controller when the process is in one, else the unified v2 hierarchy.
+pub(crate) struct OwnCgroup {
+    /// The path `/proc/self/cgroup` gives.
+    pub path: String,
+    /// The mount point of the hierarchy.
+    pub mount_point: PathBuf,
+    /// `path` relative to that mount.
+    pub rel: String,
+    /// A cgroup v1 hierarchy (else v2).
+    pub v1: bool,
+}
+
+/// This process's cgroup for `controller` ("blkio", "memory"), or why it cannot be found.
+pub(crate) fn own_cgroup(mounts: &[MountEntry], controller: &str) -> Result<OwnCgroup, String> {
     let text = std::fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
     let member = parse_proc_cgroup(&text);
     let has_opt = |m: &MountEntry, opt: &str| m.super_options.split(',').any(|o| o == opt);
-
-    if let Some(blkio) = member
+    let (c, mount, v1) = if let Some(c) = member
         .iter()
-        .find(|c| c.hierarchy_id != 0 && c.controllers.iter().any(|c| c == "blkio"))
+        .find(|c| c.hierarchy_id != 0 && c.controllers.iter().any(|c| c == controller))
     {
         let mount = mounts
             .iter()
-            .find(|m| m.fs_type == "cgroup" && has_opt(m, "blkio"))
-            .ok_or("this process is in a blkio cgroup, but no blkio hierarchy is mounted")?;
-        let rel = relative(&blkio.path, &mount.root)?;
-        return throttles_along(Path::new(&mount.mount_point), rel)
-            .map_err(|e| format!("blkio cgroup {}: {e}", blkio.path));
-    }
-    if let Some(unified) = member.iter().find(|c| c.hierarchy_id == 0) {
+            .find(|m| m.fs_type == "cgroup" && has_opt(m, controller))
+            .ok_or_else(|| {
+                format!("this process is in a {controller} cgroup, but no {controller} hierarchy is mounted")
+            })?;
+        (c, mount, true)
+    } else if let Some(c) = member.iter().find(|c| c.hierarchy_id == 0) {
         let mount = mounts
             .iter()
             .find(|m| m.fs_type == "cgroup2")
             .ok_or("this process is in a cgroup v2, but no cgroup2 hierarchy is mounted")?;
-        let rel = relative(&unified.path, &mount.root)?;
-        return throttles_along(Path::new(&mount.mount_point), rel)
-            .map_err(|e| format!("cgroup {}: {e}", unified.path));
-    }
-    Err("no blkio (v1) or unified (v2) cgroup in /proc/self/cgroup".into())
+        (c, mount, false)
+    } else {
+        return Err(format!(
+            "no {controller} (v1) or unified (v2) cgroup in /proc/self/cgroup"
+        ));
+    };
+    Ok(OwnCgroup {
+        path: c.path.clone(),
+        mount_point: PathBuf::from(&mount.mount_point),
+        rel: relative(&c.path, &mount.root)?.to_string(),
+        v1,
+    })
+}
+
+/// The throttles that apply to this process, or why they cannot be known.
+pub(crate) fn capture_throttles(mounts: &[MountEntry]) -> Result<Vec<Throttle>, String> {
+    let own = own_cgroup(mounts, "blkio")?;
+    throttles_along(&own.mount_point, &own.rel).map_err(|e| {
+        format!(
+            "{} cgroup {}: {e}",
+            if own.v1 { "blkio" } else { "v2" },
+            own.path
+        )
+    })
 }
 
 /// A cgroup path relative to a mount of its hierarchy whose root is `mount_root`.

@@ -8,7 +8,8 @@
 //! says where and why, and [`TargetEnv::chain_complete`] is false. [`render`] turns it into the
 //! text of `iolab env`. Where each fact comes from is described in `docs/environment.md`.
 //!
-//! Modules: `host` (kernel, CPU, memory), `mounts` (`/proc/self/mountinfo`), `blockdev` (sysfs
+//! Modules: `host` (kernel, CPU, memory), `reclaim` (DAMON pageout, memory-cgroup limit),
+//! `mounts` (`/proc/self/mountinfo`), `blockdev` (sysfs
 //! device facts and the chain walk), `fsinfo` (btrfs and ZFS specifics), `cgroup` (blkio and
 //! io.max throttles), `render` (text).
 
@@ -17,6 +18,7 @@ mod cgroup;
 mod fsinfo;
 mod host;
 mod mounts;
+mod reclaim;
 mod render;
 mod util;
 
@@ -29,6 +31,9 @@ pub use cgroup::{
     parse_proc_cgroup, throttles_along, throttles_of_cgroup, CgroupMembership, ThrottleKind,
 };
 pub use mounts::{mount_of, parse_mountinfo, unescape_octal, MountEntry};
+pub use reclaim::{
+    damon_reclaimers, memory_limit_along, MemoryLimit, Reclaimer, DAMON_ADMIN, DAMON_RECLAIM_PARAMS,
+};
 pub use render::render;
 
 /// Everything iolab records about where a run happened.
@@ -55,6 +60,13 @@ pub struct Environment {
     pub memory_total_bytes: Option<u64>,
     /// `MemAvailable` from `/proc/meminfo`, in bytes, at capture time.
     pub memory_available_bytes: Option<u64>,
+    /// Mechanisms that page out memory the kernel finds idle (DAMON "pageout" and
+    /// "lru_deprio" schemes, the damon_reclaim module): cached pages can vanish without
+    /// memory pressure. `Some(vec![])` means "looked, none running"; `None`, unreadable.
+    pub page_cache_reclaim: Option<Vec<Reclaimer>>,
+    /// The tightest memory limit of iolab's memory cgroup and its ancestors (page cache is
+    /// charged to it); `None` when it could not be read.
+    pub memory_limit: Option<MemoryLimit>,
     /// The benchmark target, when one was given.
     pub target: Option<TargetEnv>,
     /// Block-I/O throttles of iolab's cgroup and its ancestors (cgroup v1 `blkio.throttle.*`,
@@ -212,6 +224,18 @@ pub fn capture(target: Option<&Path>) -> Environment {
         Err(why) => env
             .notes
             .push(format!("block-I/O throttles unknown: {why}")),
+    }
+    match reclaim::damon_reclaimers(Path::new(DAMON_ADMIN), Path::new(DAMON_RECLAIM_PARAMS)) {
+        Ok(r) => env.page_cache_reclaim = Some(r),
+        Err(why) => env
+            .notes
+            .push(format!("proactive page-cache reclaim unknown: {why}")),
+    }
+    match reclaim::capture_memory_limit(&mounts) {
+        Ok(l) => env.memory_limit = Some(l),
+        Err(why) => env
+            .notes
+            .push(format!("memory cgroup limit unknown: {why}")),
     }
     env.target = target.map(|t| blockdev::target_env(t, &mounts));
     env

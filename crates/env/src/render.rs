@@ -44,6 +44,33 @@ pub fn render(env: &Environment) -> String {
             size(env.memory_available_bytes)
         ),
     );
+    match &env.memory_limit {
+        Some(l) => r.field(
+            "memory cgroup",
+            match (&l.limit_bytes, &l.limited_by) {
+                (Some(b), Some(by)) => format!(
+                    "{}: limit {} (set on {by}), {} charged",
+                    l.cgroup,
+                    size(Some(*b)),
+                    size(l.usage_bytes)
+                ),
+                _ => format!("{}: no limit", l.cgroup),
+            },
+        ),
+        None => r.field("memory cgroup", UNKNOWN.to_string()),
+    }
+    match &env.page_cache_reclaim {
+        Some(v) if v.is_empty() => r.field(
+            "idle reclaim",
+            "none (the page cache shrinks only under memory pressure)".into(),
+        ),
+        Some(v) => {
+            for rc in v {
+                r.field("idle reclaim", rc.describe());
+            }
+        }
+        None => r.field("idle reclaim", UNKNOWN.to_string()),
+    }
     if let Some(t) = &env.target {
         target(&mut r, t);
     }
@@ -265,7 +292,7 @@ fn yes_no(v: Option<bool>) -> &'static str {
     }
 }
 
-fn size(bytes: Option<u64>) -> String {
+pub(crate) fn size(bytes: Option<u64>) -> String {
     let Some(b) = bytes else {
         return format!("size {UNKNOWN}");
     };

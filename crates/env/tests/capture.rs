@@ -239,6 +239,55 @@ fn host_facts() {
     assert_renders(&env);
 }
 
+/// The page-cache policy agrees with what sysfs and /proc/self/cgroup say, read here
+/// independently of the crate.
+#[test]
+fn page_cache_policy() {
+    let env = capture(None);
+    let admin = Path::new(iolab_env::DAMON_ADMIN).join("kdamonds");
+    let mut pageout_running = false;
+    for k in std::fs::read_dir(&admin).into_iter().flatten().flatten() {
+        let on = std::fs::read_to_string(k.path().join("state")).is_ok_and(|s| s.trim() == "on");
+        let ctxs = k.path().join("contexts");
+        for c in std::fs::read_dir(&ctxs).into_iter().flatten().flatten() {
+            let schemes = c.path().join("schemes");
+            for sc in std::fs::read_dir(&schemes).into_iter().flatten().flatten() {
+                let action = std::fs::read_to_string(sc.path().join("action")).unwrap_or_default();
+                pageout_running |= on && action.trim() == "pageout";
+            }
+        }
+    }
+    let reclaim = env.page_cache_reclaim.as_ref().expect("readable here");
+    println!("DAMON pageout running: {pageout_running}; recorded {reclaim:?}");
+    assert_eq!(
+        reclaim
+            .iter()
+            .any(|r| r.action == "pageout" && r.source.starts_with("DAMON")),
+        pageout_running
+    );
+
+    let limit = env
+        .memory_limit
+        .as_ref()
+        .expect("memory cgroup readable here");
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let ours = cgroups
+        .lines()
+        .find(|l| {
+            l.split(':')
+                .nth(1)
+                .is_some_and(|c| c.split(',').any(|c| c == "memory"))
+        })
+        .or_else(|| cgroups.lines().find(|l| l.starts_with("0::")))
+        .and_then(|l| l.splitn(3, ':').nth(2))
+        .unwrap();
+    assert_eq!(limit.cgroup, ours);
+    if let (Some(l), Some(u)) = (limit.limit_bytes, limit.usage_bytes) {
+        assert!(u <= l + (64 << 20), "{limit:?}");
+    }
+    assert_renders(&env);
+}
+
 #[test]
 fn temp_dir_on_the_root_filesystem() {
     let dir = tempfile::tempdir().unwrap();

@@ -42,8 +42,11 @@ pub struct TargetFacts {
     /// O_DIRECT I/O whose size is not a multiple of this goes through the page cache
     /// (btrfs: its sector size, the `f_bsize` of statvfs).
     pub direct_io_sector: Option<u64>,
-    /// Memory available for the page cache.
+    /// Memory available for the page cache (the lower of MemAvailable and the room left
+    /// under iolab's memory-cgroup limit).
     pub mem_available: Option<u64>,
+    /// Mechanisms that page out idle memory, page cache included, described.
+    pub idle_reclaim: Vec<String>,
     /// Bytes actually allocated to the test file, when it is a pre-existing file.
     pub allocated_bytes: Option<u64>,
     /// The device whose traffic is compared with iolab's (the top of the chain).
@@ -152,6 +155,19 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                 ),
                 "drop --buffered (O_DIRECT), or use a test file larger than RAM",
                 Some(t),
+            ));
+        }
+        for r in &f.idle_reclaim {
+            out.push(w(
+                "IDLE_RECLAIM",
+                format!(
+                    "the kernel runs {r}: cached pages are dropped without memory pressure, \
+                     so whether a buffered read hits the cache depends on when its data was \
+                     last touched, and repeats taken minutes apart may not compare"
+                ),
+                "drop --buffered (O_DIRECT) to measure the device, or drop caches before \
+                 every run so each starts cold",
+                None,
             ));
         }
         // Workloads that manage their own files (streams, copy, metadata) report residency

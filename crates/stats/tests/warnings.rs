@@ -272,6 +272,26 @@ fn page_cache_possible_when_the_file_fits_in_memory() {
     assert_eq!(codes(&ws), ["PAGE_CACHE"]);
 }
 
+#[test]
+fn idle_reclaim_for_buffered_reads_only() {
+    let damon = TargetFacts {
+        idle_reclaim: vec!["pageout of memory idle for 30 s (DAMON kdamond 0)".into()],
+        ..TargetFacts::default()
+    };
+    let ws = analyze(&buffered(read_run()), &damon);
+    fired(
+        &ws,
+        "IDLE_RECLAIM",
+        None,
+        &["idle for 30 s", "DAMON kdamond 0"],
+    );
+    assert_eq!(codes(&ws), ["IDLE_RECLAIM"]);
+    // Direct reads, buffered writes, or no such mechanism: nothing.
+    none(&analyze(&read_run(), &damon));
+    none(&analyze(&buffered(write_run()), &damon));
+    none(&analyze(&buffered(read_run()), &TargetFacts::default()));
+}
+
 // --- direct I/O that is not ---------------------------------------------------------------
 
 #[test]
