@@ -45,19 +45,13 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
-/// Two-sided 97.5% quantile of Student's t distribution for `df` degrees of freedom.
+/// The 97.5% quantile of Student's t distribution with `df` degrees of freedom: the factor
+/// of a two-sided 95% confidence interval (statrs' inverse CDF; infinite for `df` 0).
 pub fn t_975(df: usize) -> f64 {
-    const TABLE: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    match df {
-        0 => f64::INFINITY,
-        1..=30 => TABLE[df - 1],
-        31..=60 => 2.000 + (2.042 - 2.000) * (60 - df) as f64 / 30.0,
-        61..=120 => 1.980 + (2.000 - 1.980) * (120 - df) as f64 / 60.0,
-        _ => 1.960,
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    match StudentsT::new(0.0, 1.0, df as f64) {
+        Ok(t) if df > 0 => t.inverse_cdf(0.975),
+        _ => f64::INFINITY,
     }
 }
 
@@ -192,6 +186,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn t_quantiles_match_printed_tables() {
+        // Student's t table, two-sided 95%: df 1, 2, 4, 9, 30, 60, 120.
+        for (df, t) in [
+            (1, 12.706),
+            (2, 4.303),
+            (4, 2.776),
+            (9, 2.262),
+            (30, 2.042),
+            (60, 2.000),
+            (120, 1.980),
+        ] {
+            assert!((t_975(df) - t).abs() < 0.0005, "df {df}: {}", t_975(df));
+        }
+        assert!((t_975(100_000) - 1.960).abs() < 0.0005);
+        assert!(t_975(0).is_infinite());
+    }
+
+    #[test]
     fn outliers_and_slow_first() {
         // median 100, MAD 1: 0.6745 * 20 / 1 = 13.5 > 3.5.
         assert_eq!(outliers(&[100.0, 101.0, 99.0, 120.0, 100.0]), vec![3]);
@@ -212,14 +224,14 @@ mod tests {
 
     #[test]
     fn metric_against_hand_computation() {
-        // mean 20, sample sd 10, n=3: half = 4.303 * 10 / sqrt(3) = 24.843...
+        // mean 20, sample sd 10, n=3: half = t(0.975, 2) * 10 / sqrt(3), t = 4.3026527...
         let m = metric(&[10.0, 20.0, 30.0]);
         assert_eq!(m.median, 20.0);
         assert_eq!(m.mean, 20.0);
         assert!((m.stddev - 10.0).abs() < 1e-12);
         assert!((m.cv - 0.5).abs() < 1e-12);
-        assert!((m.ci_high - 20.0 - 4.303 * 10.0 / 3f64.sqrt()).abs() < 1e-9);
-        assert!((ci_pct(&m) - 124.2169).abs() < 1e-3);
+        assert!((m.ci_high - 20.0 - 4.302_652_73 * 10.0 / 3f64.sqrt()).abs() < 1e-6);
+        assert!((ci_pct(&m) - 124.2069).abs() < 1e-3);
         let one = metric(&[5.0]);
         assert!(is_stable(&[100.0, 101.0, 99.0, 100.0], 3.0));
         assert!(!is_stable(&[100.0, 130.0, 70.0], 3.0));
