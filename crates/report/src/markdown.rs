@@ -11,6 +11,10 @@ use crate::facts;
 use crate::set::{self, Metric, RunSet};
 use crate::text::{ci, num};
 
+/// Most value columns a metric table gets before its directions are split into tables of
+/// their own.
+const MAX_COLUMNS: usize = 12;
+
 /// Escapes text for a Markdown table cell or line: the table's `|`, HTML's `<` and `>`,
 /// emphasis and code markers; newlines become spaces.
 pub fn escape(s: &str) -> String {
@@ -168,34 +172,57 @@ fn body(set: &RunSet, out: &mut String) {
     if unique.is_empty() {
         out.push_str("No test finished a pass.\n\n");
     }
+    // Directions side by side while the table stays narrow; with many configurations one
+    // table per direction, so a row never runs to kinds x configurations columns.
+    let groups: Vec<Vec<&String>> = if multi && kinds.len() * set.configs.len() > MAX_COLUMNS {
+        kinds.iter().map(|k| vec![k]).collect()
+    } else {
+        vec![kinds.iter().collect()]
+    };
     for m in metrics.iter().copied().filter(|_| !unique.is_empty()) {
-        out.push_str(&format!("**{}**\n\n", metric_title(m)));
-        let mut header = vec!["Test".to_string()];
-        for k in &kinds {
-            for c in &set.configs {
-                let h = match (k.is_empty(), multi) {
-                    (true, false) => m.label().to_string(),
-                    (true, true) => escape(&c.label),
-                    (false, false) => escape(k),
-                    (false, true) => format!("{} {}", escape(k), escape(&c.label)),
-                };
-                header.push(h);
-            }
-        }
-        let body: Vec<Vec<String>> = rows
-            .iter()
-            .map(|row| {
-                let mut r = vec![escape(row)];
-                for k in &kinds {
-                    for c in &set.configs {
-                        let tests: Vec<&TestRecord> = c.tests.iter().collect();
-                        r.push(cell(set::test_at(&tests, row, k), m));
-                    }
+        for group in &groups {
+            match group.as_slice() {
+                [k] if groups.len() > 1 => {
+                    out.push_str(&format!("**{}, {}**\n\n", metric_title(m), escape(k)))
                 }
-                r
-            })
-            .collect();
-        table(out, &header, 1, &body);
+                _ => out.push_str(&format!("**{}**\n\n", metric_title(m))),
+            }
+            let split = groups.len() > 1;
+            let mut header = vec!["Test".to_string()];
+            for k in group {
+                for c in &set.configs {
+                    let h = match (k.is_empty() || split, multi) {
+                        (true, false) => m.label().to_string(),
+                        (true, true) => escape(&c.label),
+                        (false, false) => escape(k),
+                        (false, true) => format!("{} {}", escape(k), escape(&c.label)),
+                    };
+                    header.push(h);
+                }
+            }
+            let body: Vec<Vec<String>> = rows
+                .iter()
+                .filter(|row| {
+                    // A per-direction table leaves out tests with nothing in that direction.
+                    !split
+                        || set.configs.iter().any(|c| {
+                            let tests: Vec<&TestRecord> = c.tests.iter().collect();
+                            set::test_at(&tests, row, group[0]).is_some()
+                        })
+                })
+                .map(|row| {
+                    let mut r = vec![escape(row)];
+                    for k in group {
+                        for c in &set.configs {
+                            let tests: Vec<&TestRecord> = c.tests.iter().collect();
+                            r.push(cell(set::test_at(&tests, row, k), m));
+                        }
+                    }
+                    r
+                })
+                .collect();
+            table(out, &header, 1, &body);
+        }
     }
     if !unique.is_empty() {
         let score = all

@@ -270,6 +270,46 @@ fn study_columns_are_directions_by_configuration_with_the_score() {
 }
 
 #[test]
+fn a_wide_study_gets_one_table_per_direction() {
+    // Five configurations x three directions would be 15 value columns: split.
+    let mut runs = common::study_runs();
+    for (i, label) in ["128KB", "256KB"].into_iter().enumerate() {
+        let mut r = runs[0].clone();
+        r.id = Some(200 + i as i64);
+        r.uuid = format!("00000000-0000-4000-8000-00000000020{i}");
+        r.config_label = Some(label.into());
+        runs.push(r);
+    }
+    let set = RunSet::study("strip size", runs);
+    let t = tables(&render(&set));
+    let titles: Vec<&str> = t.iter().map(|x| x.title.as_str()).collect();
+    for title in [
+        "**Throughput, MB/s, Read**",
+        "**Throughput, MB/s, Write**",
+        "**Throughput, MB/s, Mix**",
+        "**I/O operations per second, Read**",
+    ] {
+        assert!(titles.contains(&title), "{title} in {titles:?}");
+    }
+    let read = t
+        .iter()
+        .find(|x| x.title == "**Throughput, MB/s, Read**")
+        .unwrap();
+    assert_eq!(
+        read.header,
+        ["Test", "16KB", "32KB", "64KB", "128KB", "256KB"]
+    );
+    // Only tests that read are rows; 128KB is a copy of 16KB.
+    let rnd = read.rows.iter().find(|r| r[0] == "RND4K Q1T1").unwrap();
+    assert_eq!(rnd[1], rnd[4]);
+    assert!(
+        read.rows.iter().all(|r| r.len() == 6 && r[1] != "-"),
+        "{read:?}"
+    );
+    // Three configurations stay side by side (9 columns), as the other test shows.
+}
+
+#[test]
 fn markdown_text_is_escaped() {
     assert_eq!(escape("a|b <c> *d*"), "a\\|b &lt;c&gt; \\*d\\*");
     let mut run = common::cdm_run();
