@@ -368,9 +368,13 @@ warmup = 0
                 .any(|k| k.to_string().contains("read_ahead_kb")),
             "{knobs:?}"
         );
+        // The cap is a ceiling: never above it (3% for the throttle's 100 ms slices over a
+        // 1 s pass), and a little below it only when the CPU is short (7%; seen at 19.4
+        // MB/s with three compilers running beside the test).
         let mb_s = doc["tests"][0]["summary"]["mb_s"].as_f64().unwrap();
+        let ratio = mb_s / CAP_MB_S;
         assert!(
-            (mb_s / CAP_MB_S - 1.0).abs() < 0.03,
+            (0.93..1.03).contains(&ratio),
             "run {id}: {mb_s} MB/s, the throttle allows {CAP_MB_S}"
         );
     }
