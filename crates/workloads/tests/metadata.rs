@@ -167,50 +167,33 @@ fn verify_of(tests: &[iolab_measure::TestRecord]) -> &serde_json::Value {
     &read.extra["verify"]
 }
 
-#[test]
-fn verify_checks_every_file_in_the_read_phase() {
+/// A `verify` run of `files` files of `file_size` bytes in `dirs` directories by `threads`
+/// threads, with `damage` applied to the work directory after the stat phase; returns its
+/// tests, after checking that every phase ran and the work directory is gone.
+fn verified_run(
+    (files, dirs, threads, file_size): (u64, u32, u32, u64),
+    damage: impl Fn(&Path) + Send + Sync + 'static,
+) -> Vec<iolab_measure::TestRecord> {
     let _serial = serial();
     let t = scratch();
     let mut cfg = MetadataConfig::new(t.path().to_path_buf());
-    cfg.files = 300;
-    cfg.dirs = 7;
-    cfg.threads = 3;
+    (cfg.files, cfg.dirs, cfg.threads, cfg.file_size) = (files, dirs, threads, file_size);
     cfg.verify = Some(0x5eed);
-    let stop = AtomicBool::new(false);
-    let tests = metadata::run(&cfg, &stop, &mut |_, _| {}).unwrap();
-    assert_eq!(tests.len(), 5);
-    let v = verify_of(&tests);
-    assert_eq!(v["checked"], 300, "{v}");
-    assert_eq!(
-        (v["ok"].as_u64(), v["failures"].as_u64()),
-        (Some(300), Some(0))
-    );
-    assert_eq!(v["classes"]["ok"], 300);
-    assert_eq!(v["run_id"], "0000000000005eed");
-    assert_eq!(v["header"], true);
-    assert!(v["failure_samples"].as_array().unwrap().is_empty());
-    assert_eq!(tests[0].extra["content"], "verifiable");
-    assert_eq!(tests[0].passes[0].bytes, 300 * 100);
-    for t in tests.iter().filter(|t| t.name != "read") {
-        assert!(t.extra.get("verify").is_none(), "{}", t.name);
-    }
-    assert!(is_empty(t.path()));
-}
-
-/// Runs `cfg` with `damage` applied to the files after the stat phase; returns the read
-/// test's `extra.verify`.
-fn damaged_run(
-    cfg: &mut MetadataConfig,
-    damage: impl Fn(&Path) + Send + Sync + 'static,
-) -> serde_json::Value {
-    cfg.verify = Some(fastrand::u64(1..));
     cfg.before_read = Some(metadata::BeforeRead(std::sync::Arc::new(damage)));
     let stop = AtomicBool::new(false);
-    let tests = metadata::run(cfg, &stop, &mut |_, _| {}).unwrap();
+    let tests = metadata::run(&cfg, &stop, &mut |_, _| {}).unwrap();
     let names: Vec<&str> = tests.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["create", "stat", "read", "rename", "delete"]);
-    assert!(is_empty(&cfg.dir), "the work directory is gone");
-    verify_of(&tests).clone()
+    assert!(is_empty(t.path()), "the work directory is gone");
+    tests
+}
+
+/// The read test's `extra.verify` of [`verified_run`].
+fn damaged_run(
+    shape: (u64, u32, u32, u64),
+    damage: impl Fn(&Path) + Send + Sync + 'static,
+) -> serde_json::Value {
+    verify_of(&verified_run(shape, damage)).clone()
 }
 
 /// File `i` of a work directory of `dirs` directories.
@@ -247,14 +230,28 @@ fn samples(v: &serde_json::Value) -> Vec<(String, String, u64)> {
 }
 
 #[test]
+fn verify_checks_every_file_in_the_read_phase() {
+    let tests = verified_run((300, 7, 3, 100), |_| {});
+    let v = verify_of(&tests);
+    assert_eq!(v["checked"], 300, "{v}");
+    assert_eq!(
+        (v["ok"].as_u64(), v["failures"].as_u64()),
+        (Some(300), Some(0))
+    );
+    assert_eq!(v["classes"]["ok"], 300);
+    assert_eq!(v["run_id"], "0000000000005eed");
+    assert_eq!(v["header"], true);
+    assert!(v["failure_samples"].as_array().unwrap().is_empty());
+    assert_eq!(tests[0].extra["content"], "verifiable");
+    assert_eq!(tests[0].passes[0].bytes, 300 * 100);
+    for t in tests.iter().filter(|t| t.name != "read") {
+        assert!(t.extra.get("verify").is_none(), "{}", t.name);
+    }
+}
+
+#[test]
 fn verify_names_the_file_offset_and_class_of_each_damage() {
-    let _serial = serial();
-    let t = scratch();
-    let mut cfg = MetadataConfig::new(t.path().to_path_buf());
-    cfg.files = 40;
-    cfg.dirs = 4;
-    cfg.threads = 2;
-    let v = damaged_run(&mut cfg, |work| {
+    let v = damaged_run((40, 4, 2, 100), |work| {
         // File 3 gets file 11's content, file 5 zeros, file 8 loses its last 40 bytes,
         // file 13 one bit at byte 70, file 21 ten bytes more.
         std::fs::copy(file(work, 4, 11), file(work, 4, 3)).unwrap();
@@ -309,13 +306,7 @@ fn verify_names_the_file_offset_and_class_of_each_damage() {
 
 #[test]
 fn verify_without_room_for_a_header_compares_bytes() {
-    let _serial = serial();
-    let t = scratch();
-    let mut cfg = MetadataConfig::new(t.path().to_path_buf());
-    cfg.files = 10;
-    cfg.dirs = 1;
-    cfg.file_size = 20;
-    let v = damaged_run(&mut cfg, |work| {
+    let v = damaged_run((10, 1, 1, 20), |work| {
         std::fs::copy(file(work, 1, 2), file(work, 1, 1)).unwrap();
         flip_bit(&file(work, 1, 4), 19, 0x80);
     });
@@ -333,14 +324,10 @@ fn verify_without_room_for_a_header_compares_bytes() {
 
 #[test]
 fn verify_of_files_larger_than_the_read_buffer() {
-    let _serial = serial();
-    let t = scratch();
-    let mut cfg = MetadataConfig::new(t.path().to_path_buf());
-    cfg.files = 4;
-    cfg.dirs = 2;
-    cfg.file_size = 3 << 20;
     let at = (5 << 20) / 2;
-    let v = damaged_run(&mut cfg, move |work| flip_bit(&file(work, 2, 2), at, 0x01));
+    let v = damaged_run((4, 2, 1, 3 << 20), move |work| {
+        flip_bit(&file(work, 2, 2), at, 0x01)
+    });
     assert_eq!(
         (v["checked"].as_u64(), v["failures"].as_u64()),
         (Some(4), Some(1))
