@@ -481,9 +481,10 @@ pub(crate) fn conclude(
 
 pub fn run(a: RunArgs) -> Result<i32, CliError> {
     if crate::workloads::is_workload(a.preset()) {
-        if a.verify && a.preset() != "streams" {
+        if a.verify && !matches!(a.preset(), "streams" | "metadata") {
             return Err(CliError::Usage(format!(
-                "--verify applies to the block presets and `run streams --rw write`, not {}; \
+                "--verify applies to the block presets, `run streams --rw write` and \
+                 `run metadata`, not {}; \
                  `run copy` always verifies, `run verify` is the verified-write workload",
                 a.preset()
             )));

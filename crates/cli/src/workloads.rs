@@ -42,7 +42,8 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     (
         "metadata",
         "mdtest-shaped: create, stat, read, rename, delete of --files N in --dirs M with \
-         --threads T; ops/s per phase and the space each small file really uses",
+         --threads T; ops/s per phase and the space each small file really uses; --verify \
+         compares every file read with what was written (exit 3 on a mismatch)",
     ),
     (
         "verify",
@@ -275,6 +276,7 @@ pub(crate) fn drive_target(
     let outcome = match result {
         Ok(tests) => {
             store_tests(&mut rec, 0, &tests)?;
+            run.notes.extend(tests.iter().filter_map(verify_note));
             run.tests = tests;
             Ok(())
         }
@@ -283,6 +285,47 @@ pub(crate) fn drive_target(
     let facts = crate::environment::facts(&env, None, direct);
     run.warnings = iolab_stats::warnings::analyze(&run, &facts);
     conclude(&mut run, &mut rec, a, &stop, outcome)
+}
+
+/// The run's note about a test whose `extra.verify` holds the counts of a `--verify`
+/// check (`unit`: what was checked, blocks unless it says otherwise).
+fn verify_note(t: &iolab_measure::TestRecord) -> Option<String> {
+    let v = t.extra.get("verify").filter(|v| v.is_object())?;
+    let checked = v["checked"].as_u64()?;
+    let failures = v["failures"].as_u64().unwrap_or(0);
+    let mut line = format!(
+        "verify {}: {checked} {} checked, {:.3} s comparing: ",
+        t.name,
+        v["unit"].as_str().unwrap_or("blocks"),
+        v["seconds"].as_f64().unwrap_or(0.0)
+    );
+    if failures == 0 {
+        line.push_str("all ok");
+        return Some(line);
+    }
+    let classes: Vec<String> = v["classes"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| *k != "ok")
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    let first: Vec<String> = v["failure_samples"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(5)
+        .map(|s| match s["file"].as_str() {
+            Some(f) => format!("{f} byte {}", s["offset"]),
+            None => format!("offset {}", s["offset"]),
+        })
+        .collect();
+    line.push_str(&format!(
+        "{failures} MISMATCH(ES): {} (first at {})",
+        classes.join(", "),
+        first.join(", ")
+    ));
+    Some(line)
 }
 
 fn opt_size(field: &str, v: &Option<String>, default: u64) -> Result<u64, CliError> {
@@ -386,13 +429,28 @@ fn run_metadata(a: RunArgs) -> Result<i32, CliError> {
     cfg.threads = a.threads.unwrap_or(cfg.threads).max(1);
     cfg.file_size = opt_size("file-size", &a.file_size, cfg.file_size)?;
     cfg.fsync = a.fsync.is_some() || a.fsync_every_write;
+    cfg.verify = a.verify.then(|| fastrand::u64(1..));
     let s = settings(cfg.file_size, Duration::ZERO, 1, EngineKind::Psync, false);
-    drive(&a, &dir, cfg.file_size * cfg.files, s, |stop, progress| {
-        metadata::run(&cfg, stop, &mut |label, n| {
+    let mut failures = 0u64;
+    let code = drive(&a, &dir, cfg.file_size * cfg.files, s, |stop, progress| {
+        let tests = metadata::run(&cfg, stop, &mut |label, n| {
             progress.phase(label, format!("{n} ops"))
         })
-        .map_err(|e| e.to_string())
-    })
+        .map_err(|e| e.to_string())?;
+        failures = tests
+            .iter()
+            .filter_map(|t| t.extra["verify"]["failures"].as_u64())
+            .sum();
+        Ok(tests)
+    })?;
+    if failures > 0 && code == 0 {
+        eprintln!(
+            "iolab: integrity: {failures} file(s) did not read back as written (files and \
+             offsets in the read test's extra.verify.failure_samples)"
+        );
+        return Ok(crate::verify_cmd::EXIT_INTEGRITY);
+    }
+    Ok(code)
 }
 
 /// Debian's dbench package installs its client loadfile here.

@@ -586,7 +586,7 @@ fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
     assert!(sb.target_entries().is_empty(), "files left behind");
     sb.run(&["fsync", "--verify"])
         .code(2)
-        .stderr_has(&["--verify applies to the block presets and `run streams --rw write`"]);
+        .stderr_has(&["--verify applies to the block presets, `run streams --rw write`"]);
     sb.run(&["streams", "--verify"])
         .code(2)
         .stderr_has(&["--verify", "--rw write"]);
@@ -618,6 +618,88 @@ fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
         );
     }
     assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
+    assert!(sb.target_entries().is_empty(), "files left behind");
+}
+
+#[test]
+fn metadata_with_verify_checks_every_file_and_stores_the_run() {
+    let sb = Sandbox::new();
+    let out = sb
+        .run(&[
+            "metadata", "--verify", "--files", "200", "--dirs", "3", "--json", "-",
+        ])
+        .ok();
+    let doc = out.json();
+    let tests = arr(&doc, "tests");
+    let read = tests
+        .iter()
+        .find(|t| t["name"] == "read")
+        .expect("a read test");
+    let v = &read["extra"]["verify"];
+    assert_eq!((uint(v, "checked"), uint(v, "failures")), (200, 0), "{v}");
+    assert_eq!(uint(&v["classes"], "ok"), 200);
+    assert!(arr(&doc, "notes").iter().any(|n| {
+        n.as_str().is_some_and(|n| {
+            n.starts_with("verify read: 200 files checked") && n.ends_with("all ok")
+        })
+    }));
+    assert!(!has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
+    let rows = sb.result_rows();
+    assert_eq!(rows.len(), 1, "{}", sb.results());
+    assert_eq!(rows[0].1, "metadata");
+    assert!(sb.target_entries().is_empty(), "files left behind");
+}
+
+#[test]
+fn metadata_with_verify_exits_3_on_files_zeroed_underneath() {
+    let sb = Sandbox::new();
+    // Another writer keeps zeroing every file that has its 100 bytes (its create is done);
+    // fsync makes the create phase long enough for it to hit files before they are read.
+    let dir = sb.target.clone();
+    let corrupter = Corrupter::start(move || {
+        let mut hit = false;
+        let files = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|work| {
+                std::fs::read_dir(work.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+            })
+            .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten());
+        for e in files {
+            if let Ok(f) = OpenOptions::new().write(true).open(e.path()) {
+                hit |= f.metadata().is_ok_and(|m| m.len() == 100)
+                    && f.write_all_at(&[0u8; 100], 0).is_ok();
+            }
+        }
+        hit
+    });
+    let out = sb.run(&[
+        "metadata", "--verify", "--files", "400", "--dirs", "2", "--fsync", "1", "--json", "-",
+    ]);
+    corrupter.stop();
+    let out = out.code(3);
+    out.stderr_has(&["integrity:", "file(s) did not read back as written"]);
+    let doc = out.json();
+    let read = arr(&doc, "tests")
+        .iter()
+        .find(|t| t["name"] == "read")
+        .expect("a read test");
+    let v = &read["extra"]["verify"];
+    assert_eq!(uint(v, "checked"), 400, "{v}");
+    assert!(uint(v, "failures") >= 1, "{v}");
+    for m in arr(v, "failure_samples") {
+        assert!(["zeroed", "corrupt"].contains(&string(m, "class")), "{m}");
+        assert!(string(m, "file").starts_with('d'), "{m}");
+    }
+    assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
+    assert!(arr(&doc, "notes")
+        .iter()
+        .any(|n| n.as_str().is_some_and(|n| n.contains("MISMATCH(ES): "))));
+    assert_eq!(sb.result_rows().len(), 1, "stored: {}", sb.results());
     assert!(sb.target_entries().is_empty(), "files left behind");
 }
 

@@ -8,5 +8,6 @@ pub mod fsync;
 
 pub mod common;
 pub mod copy;
+pub mod filecheck;
 pub mod metadata;
 pub mod streams;

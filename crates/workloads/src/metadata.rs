@@ -2,13 +2,15 @@
 //! over M directories by T threads, one phase after the other, with operations per second
 //! and per-operation latency for each phase, and the space each small file really takes
 //! (statvfs before and after creating them): the visible effect of the allocation unit.
+//! With `verify`, create writes content derived from the run id and each file's index
+//! ([`crate::filecheck`]) and the read phase compares every file with it.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Barrier;
+use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use iolab_engine::buffers::fill_random;
@@ -21,6 +23,7 @@ use crate::common::{
     device_of, io_err, round6, run_workers, statvfs, syncfs, test_record, unique_name, Series,
     Watch, SERIES_INTERVAL,
 };
+use crate::filecheck::{Comparison, Content, Tally};
 
 /// Default size of each file: smaller than any allocation unit.
 pub const DEFAULT_FILE_SIZE: u64 = 100;
@@ -44,6 +47,24 @@ pub struct MetadataConfig {
     pub file_size: u64,
     /// fsync every file after writing it (the fsync counts in the create operation).
     pub fsync: bool,
+    /// `--verify` with this run id: create writes content derived from it and each file's
+    /// index, and the read phase compares every file with it (its test gets `extra.verify`).
+    pub verify: Option<u64>,
+    /// Test seam: called with the work directory after the stat phase, before the read
+    /// phase (file i is `d<i mod dirs, 4 digits>/f<i, 9 digits>` in it).
+    #[doc(hidden)]
+    pub before_read: Option<BeforeRead>,
+}
+
+/// The callback of [`MetadataConfig::before_read`].
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct BeforeRead(pub Arc<dyn Fn(&Path) + Send + Sync>);
+
+impl std::fmt::Debug for BeforeRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BeforeRead")
+    }
 }
 
 impl MetadataConfig {
@@ -56,7 +77,14 @@ impl MetadataConfig {
             threads: 1,
             file_size: DEFAULT_FILE_SIZE,
             fsync: false,
+            verify: None,
+            before_read: None,
         }
+    }
+
+    /// The content `verify` writes and checks.
+    fn content(&self) -> Option<Content> {
+        self.verify.map(|id| Content::new(id, self.file_size))
     }
 }
 
@@ -120,9 +148,14 @@ impl Tree {
     }
 
     fn path(&self, i: u64, renamed: bool) -> PathBuf {
-        let d = (i % self.dirs as u64) as u32;
+        self.base.join(self.relative(i, renamed))
+    }
+
+    /// The path of file `i` in the work directory.
+    fn relative(&self, i: u64, renamed: bool) -> String {
+        let d = i % self.dirs as u64;
         let p = if renamed { 'r' } else { 'f' };
-        self.subdir(d).join(format!("{p}{i:09}"))
+        format!("d{d:04}/{p}{i:09}")
     }
 
     /// Whether `name` in directory `d` is one of iolab's files.
@@ -200,6 +233,8 @@ struct ThreadResult {
     bytes_series: Series,
     ops_series: Series,
     stopped: bool,
+    /// Read phase with `verify`: the files compared.
+    tally: Option<Tally>,
 }
 
 /// A counter on its own cache line.
@@ -218,10 +253,33 @@ struct PhaseArgs<'a> {
     abort: &'a AtomicBool,
     counter: &'a Counter,
     data: &'a [u8],
+    /// `verify`: what every file holds.
+    content: Option<Content>,
 }
 
-/// One operation of `phase` on file `i`. Returns (bytes moved, bytes allocated, fsync ns).
-fn op(a: &PhaseArgs<'_>, i: u64, buf: &mut [u8]) -> Result<(u64, u64, Option<u64>), WorkloadError> {
+/// What one operation did.
+#[derive(Default)]
+struct OpDone {
+    /// Bytes moved.
+    bytes: u64,
+    /// Bytes allocated to the file (stat).
+    allocated: u64,
+    /// Time of the fsync, if one was done.
+    sync_ns: Option<u64>,
+    /// Read with `verify`: bytes at the start of the buffer still to be compared.
+    pending: usize,
+}
+
+/// One operation of `phase` on file `i`. With `verify`, create writes `buf[..file_size]`,
+/// filled before the operation, when the file fits in `buf` (else it generates the content
+/// chunk by chunk, inside the operation), and read leaves what it read last in `buf` for
+/// `cmp` (feeding `cmp` itself, inside the operation, only when the file overflows `buf`).
+fn op(
+    a: &PhaseArgs<'_>,
+    i: u64,
+    buf: &mut [u8],
+    mut cmp: Option<&mut Comparison>,
+) -> Result<OpDone, WorkloadError> {
     let size = a.cfg.file_size;
     match a.phase {
         Phase::Create => {
@@ -232,62 +290,105 @@ fn op(a: &PhaseArgs<'_>, i: u64, buf: &mut [u8]) -> Result<(u64, u64, Option<u64
                 .mode(0o644)
                 .open(&p)
                 .map_err(io_err(&p, "create"))?;
-            f.write_all(a.data).map_err(io_err(&p, "write"))?;
+            match a.content {
+                None => f.write_all(a.data),
+                Some(_) if size <= buf.len() as u64 => f.write_all(&buf[..size as usize]),
+                Some(c) => (0..size).step_by(buf.len()).try_for_each(|off| {
+                    let n = (size - off).min(buf.len() as u64) as usize;
+                    c.fill(i, &mut buf[..n], off);
+                    f.write_all(&buf[..n])
+                }),
+            }
+            .map_err(io_err(&p, "write"))?;
             let mut sync_ns = None;
             if a.cfg.fsync {
                 let t = Instant::now();
                 f.sync_all().map_err(io_err(&p, "fsync"))?;
                 sync_ns = Some(t.elapsed().as_nanos() as u64);
             }
-            Ok((size, 0, sync_ns))
+            Ok(OpDone {
+                bytes: size,
+                sync_ns,
+                ..OpDone::default()
+            })
         }
         Phase::Stat => {
             let p = a.tree.path(i, false);
             let m = std::fs::symlink_metadata(&p).map_err(io_err(&p, "stat"))?;
-            if !m.is_file() || m.len() != size {
+            // With `verify` a wrong size is left to the read phase, which classifies it.
+            if !m.is_file() || (m.len() != size && a.content.is_none()) {
                 return Err(WorkloadError::mismatch(
                     &p,
                     format!("expected a {size}-byte file, found {} bytes", m.len()),
                 ));
             }
-            Ok((0, m.blocks() * 512, None))
+            Ok(OpDone {
+                allocated: m.blocks() * 512,
+                ..OpDone::default()
+            })
         }
         Phase::Read => {
             let p = a.tree.path(i, false);
             let mut f = File::open(&p).map_err(io_err(&p, "open"))?;
-            let mut got = 0u64;
+            let (mut got, mut fill) = (0u64, 0usize);
             loop {
-                match f.read(buf) {
+                if fill == buf.len() {
+                    if let Some(c) = cmp.as_deref_mut() {
+                        c.feed(buf);
+                    }
+                    fill = 0;
+                }
+                match f.read(&mut buf[fill..]) {
                     Ok(0) => break,
-                    Ok(n) => got += n as u64,
+                    Ok(n) => {
+                        got += n as u64;
+                        fill += n;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(WorkloadError::io(&p, "read", e)),
                 }
             }
-            if got != size {
+            // With `verify` a wrong length is a verdict of the comparison, not an error.
+            if got != size && cmp.is_none() {
                 return Err(WorkloadError::mismatch(
                     &p,
                     format!("read {got} bytes from a {size}-byte file"),
                 ));
             }
-            Ok((got, 0, None))
+            Ok(OpDone {
+                bytes: got,
+                pending: fill,
+                ..OpDone::default()
+            })
         }
         Phase::Rename => {
             let from = a.tree.path(i, false);
             let to = a.tree.path(i, true);
             std::fs::rename(&from, &to).map_err(io_err(&from, "rename"))?;
-            Ok((0, 0, None))
+            Ok(OpDone::default())
         }
         Phase::Delete => {
             let p = a.tree.path(i, true);
             std::fs::remove_file(&p).map_err(io_err(&p, "delete"))?;
-            Ok((0, 0, None))
+            Ok(OpDone::default())
         }
     }
 }
 
 fn phase_thread(a: PhaseArgs<'_>) -> Result<ThreadResult, WorkloadError> {
-    let mut buf = vec![0u8; (a.cfg.file_size as usize).clamp(4096, 1 << 20)];
+    let size = a.cfg.file_size;
+    // With `verify`, one byte more than a file, so that a file of the right length that
+    // fits is compared after its read, never during it.
+    let mut buf =
+        vec![0u8; (size as usize).clamp(4096, 1 << 20) + usize::from(a.content.is_some())];
+    let prefill = a
+        .content
+        .filter(|_| a.phase == Phase::Create && size <= buf.len() as u64);
+    let mut cmp = a
+        .content
+        .filter(|_| a.phase == Phase::Read)
+        .map(Comparison::new);
+    let mut tally = cmp.as_ref().map(|_| Tally::default());
     let mut hist = LatencyHistogram::new();
     let mut sync_hist = LatencyHistogram::new();
     let (mut ops, mut bytes, mut allocated) = (0u64, 0u64, 0u64);
@@ -302,18 +403,33 @@ fn phase_thread(a: PhaseArgs<'_>) -> Result<ThreadResult, WorkloadError> {
             stopped = true;
             break;
         }
+        // Generating the content to write is not part of the operation's latency.
+        if let Some(c) = prefill {
+            c.fill(i, &mut buf[..size as usize], 0);
+        }
+        if let Some(c) = cmp.as_mut() {
+            c.begin(i);
+        }
         let t0 = Instant::now();
-        let (b, alloc, sync_ns) = op(&a, i, &mut buf)?;
+        let done = op(&a, i, &mut buf, cmp.as_mut())?;
         let t1 = Instant::now();
         hist.record((t1 - t0).as_nanos() as u64);
-        if let Some(ns) = sync_ns {
+        if let Some(ns) = done.sync_ns {
             sync_hist.record(ns);
         }
-        bytes_series.add(t1, b);
+        // Nor is comparing what was read (but both are in the phase's time).
+        if let (Some(c), Some(t), Some(content)) = (cmp.as_mut(), tally.as_mut(), a.content) {
+            let t2 = Instant::now();
+            c.feed(&buf[..done.pending]);
+            let v = c.finish();
+            t.record(&content, i, || a.tree.relative(i, false), &v);
+            t.seconds += t2.elapsed().as_secs_f64();
+        }
+        bytes_series.add(t1, done.bytes);
         ops_series.add(t1, 1);
         ops += 1;
-        bytes += b;
-        allocated += alloc;
+        bytes += done.bytes;
+        allocated += done.allocated;
         a.counter.0.store(ops, Ordering::Relaxed);
         i += a.threads;
     }
@@ -331,6 +447,7 @@ fn phase_thread(a: PhaseArgs<'_>) -> Result<ThreadResult, WorkloadError> {
         bytes_series,
         ops_series,
         stopped,
+        tally,
     })
 }
 
@@ -342,6 +459,8 @@ struct PhaseResult {
     seconds: f64,
     allocated: u64,
     ops_series: Vec<u64>,
+    /// Read phase with `verify`.
+    verify: Option<Tally>,
 }
 
 fn run_phase(
@@ -353,8 +472,11 @@ fn run_phase(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str, u64),
 ) -> Result<Option<PhaseResult>, WorkloadError> {
+    let content = cfg.content();
+    // Random bytes shared by every create, unless `verify` writes each file's own content.
     let data = {
-        let mut d = vec![0u8; cfg.file_size as usize];
+        let len = if content.is_some() { 0 } else { cfg.file_size };
+        let mut d = vec![0u8; len as usize];
         fill_random(&mut d, &mut fastrand::Rng::new());
         d
     };
@@ -378,6 +500,7 @@ fn run_phase(
                 abort: &abort,
                 counter: &counters[t],
                 data: &data,
+                content,
             })
         },
         || {
@@ -402,7 +525,11 @@ fn run_phase(
     let mut bytes_series = Series::new(first);
     let mut ops_series = Series::new(first);
     let (mut ops, mut bytes, mut allocated) = (0u64, 0u64, 0u64);
-    for r in &done {
+    let mut verify: Option<Tally> = None;
+    for r in &mut done {
+        if let Some(t) = r.tally.take() {
+            verify.get_or_insert_with(Tally::default).merge(t);
+        }
         hist.merge(&r.hist);
         sync_hist.merge(&r.sync_hist);
         bytes_series.merge(&r.bytes_series);
@@ -449,6 +576,7 @@ fn run_phase(
         seconds,
         allocated,
         ops_series: ops_series.buckets().to_vec(),
+        verify,
     }))
 }
 
@@ -533,6 +661,11 @@ pub fn run(
             let (used, ffree, _) = usage(&tree.base)?;
             space_after = Some((used, ffree));
         }
+        if phase == Phase::Stat {
+            if let Some(hook) = &cfg.before_read {
+                (hook.0)(&tree.base);
+            }
+        }
     }
     let complete = results.len() == Phase::ALL.len();
     if complete {
@@ -599,11 +732,15 @@ pub fn run(
                 "dirs_removed": dirs_removed,
                 "ops_interval_ms": SERIES_INTERVAL.as_millis() as u64,
                 "ops_series": r.ops_series,
+                "content": if cfg.verify.is_some() { "verifiable" } else { "random" },
             });
             if r.phase == Phase::Create {
                 if let Some(s) = &space {
                     extra["space"] = s.clone();
                 }
+            }
+            if let (Some(t), Some(c)) = (&r.verify, cfg.content()) {
+                extra["verify"] = t.to_json(&c, &tree.base);
             }
             test_record(
                 r.phase.name().to_string(),

@@ -157,3 +157,183 @@ fn bad_options_and_missing_dir() {
     assert!(e.to_string().contains("nope"), "{e}");
     assert!(is_empty(t.path()));
 }
+
+/// The read test of a `verify` run: its `extra.verify`.
+fn verify_of(tests: &[iolab_measure::TestRecord]) -> &serde_json::Value {
+    let read = tests
+        .iter()
+        .find(|t| t.name == "read")
+        .expect("a read test");
+    &read.extra["verify"]
+}
+
+/// A `verify` run of `files` files of `file_size` bytes in `dirs` directories by `threads`
+/// threads, with `damage` applied to the work directory after the stat phase; returns its
+/// tests, after checking that every phase ran and the work directory is gone.
+fn verified_run(
+    (files, dirs, threads, file_size): (u64, u32, u32, u64),
+    damage: impl Fn(&Path) + Send + Sync + 'static,
+) -> Vec<iolab_measure::TestRecord> {
+    let _serial = serial();
+    let t = scratch();
+    let mut cfg = MetadataConfig::new(t.path().to_path_buf());
+    (cfg.files, cfg.dirs, cfg.threads, cfg.file_size) = (files, dirs, threads, file_size);
+    cfg.verify = Some(0x5eed);
+    cfg.before_read = Some(metadata::BeforeRead(std::sync::Arc::new(damage)));
+    let stop = AtomicBool::new(false);
+    let tests = metadata::run(&cfg, &stop, &mut |_, _| {}).unwrap();
+    let names: Vec<&str> = tests.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["create", "stat", "read", "rename", "delete"]);
+    assert!(is_empty(t.path()), "the work directory is gone");
+    tests
+}
+
+/// The read test's `extra.verify` of [`verified_run`].
+fn damaged_run(
+    shape: (u64, u32, u32, u64),
+    damage: impl Fn(&Path) + Send + Sync + 'static,
+) -> serde_json::Value {
+    verify_of(&verified_run(shape, damage)).clone()
+}
+
+/// File `i` of a work directory of `dirs` directories.
+fn file(work: &Path, dirs: u64, i: u64) -> std::path::PathBuf {
+    work.join(format!("d{:04}/f{i:09}", i % dirs))
+}
+
+fn flip_bit(path: &Path, offset: u64, mask: u8) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, offset).unwrap();
+    f.write_all_at(&[b[0] ^ mask], offset).unwrap();
+}
+
+/// (file, class, offset) of every failure sample.
+fn samples(v: &serde_json::Value) -> Vec<(String, String, u64)> {
+    v["failure_samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["file"].as_str().unwrap().to_string(),
+                s["class"].as_str().unwrap().to_string(),
+                s["offset"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn verify_checks_every_file_in_the_read_phase() {
+    let tests = verified_run((300, 7, 3, 100), |_| {});
+    let v = verify_of(&tests);
+    assert_eq!(v["checked"], 300, "{v}");
+    assert_eq!(
+        (v["ok"].as_u64(), v["failures"].as_u64()),
+        (Some(300), Some(0))
+    );
+    assert_eq!(v["classes"]["ok"], 300);
+    assert_eq!(v["run_id"], "0000000000005eed");
+    assert_eq!(v["header"], true);
+    assert!(v["failure_samples"].as_array().unwrap().is_empty());
+    assert_eq!(tests[0].extra["content"], "verifiable");
+    assert_eq!(tests[0].passes[0].bytes, 300 * 100);
+    for t in tests.iter().filter(|t| t.name != "read") {
+        assert!(t.extra.get("verify").is_none(), "{}", t.name);
+    }
+}
+
+#[test]
+fn verify_names_the_file_offset_and_class_of_each_damage() {
+    let v = damaged_run((40, 4, 2, 100), |work| {
+        // File 3 gets file 11's content, file 5 zeros, file 8 loses its last 40 bytes,
+        // file 13 one bit at byte 70, file 21 ten bytes more.
+        std::fs::copy(file(work, 4, 11), file(work, 4, 3)).unwrap();
+        std::fs::write(file(work, 4, 5), [0u8; 100]).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(file(work, 4, 8))
+            .unwrap()
+            .set_len(60)
+            .unwrap();
+        flip_bit(&file(work, 4, 13), 70, 0x04);
+        let mut f = std::fs::File::options()
+            .append(true)
+            .open(file(work, 4, 21))
+            .unwrap();
+        std::io::Write::write_all(&mut f, &[7u8; 10]).unwrap();
+    });
+    assert_eq!(v["checked"], 40, "{v}");
+    assert_eq!(
+        (v["ok"].as_u64(), v["failures"].as_u64()),
+        (Some(35), Some(5))
+    );
+    for class in ["misdirected", "zeroed", "short", "corrupt", "long"] {
+        assert_eq!(v["classes"][class], 1, "{class}: {v}");
+    }
+    assert_eq!(
+        samples(&v),
+        [
+            ("d0003/f000000003".to_string(), "misdirected".to_string(), 0),
+            ("d0001/f000000005".into(), "zeroed".into(), 0),
+            ("d0000/f000000008".into(), "short".into(), 60),
+            ("d0001/f000000013".into(), "corrupt".into(), 70),
+            ("d0001/f000000021".into(), "long".into(), 100),
+        ]
+    );
+    let s = &v["failure_samples"];
+    assert!(
+        s[0]["found"]
+            .as_str()
+            .unwrap()
+            .starts_with("file 11 of run"),
+        "{s}"
+    );
+    assert_eq!(
+        (&s[2]["expected"], &s[2]["found"]),
+        (&"100 bytes".into(), &"60 bytes".into())
+    );
+    let detail = s[3]["detail"].as_str().unwrap();
+    assert!(detail.contains("1 bit(s) in 1 byte(s)"), "{detail}");
+    assert_eq!(s[4]["found"], "110 bytes");
+}
+
+#[test]
+fn verify_without_room_for_a_header_compares_bytes() {
+    let v = damaged_run((10, 1, 1, 20), |work| {
+        std::fs::copy(file(work, 1, 2), file(work, 1, 1)).unwrap();
+        flip_bit(&file(work, 1, 4), 19, 0x80);
+    });
+    assert_eq!(v["header"], false);
+    assert_eq!(
+        (v["checked"].as_u64(), v["failures"].as_u64()),
+        (Some(10), Some(2))
+    );
+    let got = samples(&v);
+    assert_eq!(got[0].0, "d0000/f000000001");
+    // No header names file 2, so its bytes are only "not this file's".
+    assert_eq!(got[0].1, "foreign");
+    assert_eq!(got[1], ("d0000/f000000004".into(), "corrupt".into(), 19));
+}
+
+#[test]
+fn verify_of_files_larger_than_the_read_buffer() {
+    let at = (5 << 20) / 2;
+    let v = damaged_run((4, 2, 1, 3 << 20), move |work| {
+        flip_bit(&file(work, 2, 2), at, 0x01)
+    });
+    assert_eq!(
+        (v["checked"].as_u64(), v["failures"].as_u64()),
+        (Some(4), Some(1))
+    );
+    assert_eq!(
+        samples(&v),
+        [("d0000/f000000002".into(), "corrupt".into(), at)]
+    );
+}
