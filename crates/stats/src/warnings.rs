@@ -358,10 +358,12 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
                 })
                 .unwrap_or_default();
             let checked = c.get("checked").and_then(|v| v.as_u64()).unwrap_or(0);
+            // What was counted: blocks unless the check says otherwise (metadata: files).
+            let unit = c.get("unit").and_then(|v| v.as_str()).unwrap_or("blocks");
             out.push(w(
                 "DATA_MISMATCH",
                 format!(
-                    "{n} of {checked} blocks read back did not hold what was written ({classes}; \
+                    "{n} of {checked} {unit} read back did not hold what was written ({classes}; \
                      offsets in failure_samples of the JSON)"
                 ),
                 "do not trust this target with data: check the device (SMART, dmesg), cables, \

@@ -855,6 +855,16 @@ fn data_mismatch_when_verified_blocks_read_back_wrong() {
         Some("verify randwrite 4K"),
         &["2 of 2048 blocks"],
     );
+    // Metadata checks whole files and says so.
+    let mut files = extra(1);
+    files["unit"] = "files".into();
+    run.tests[0].extra = serde_json::json!({ "workload": "metadata", "verify": files });
+    fired(
+        &analyze(&run, &f),
+        "DATA_MISMATCH",
+        Some("verify randwrite 4K"),
+        &["1 of 2048 files"],
+    );
 }
 
 #[test]
