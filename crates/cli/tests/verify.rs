@@ -117,6 +117,44 @@ impl Corrupter {
         self.done.store(true, Ordering::Relaxed);
         assert!(self.thread.join().unwrap() > 0, "the corrupter never wrote");
     }
+
+    /// Keeps zeroing bytes `from..to` of every file in `dir` that is long enough.
+    fn zeroing(dir: PathBuf, from: u64, to: u64) -> Corrupter {
+        Corrupter::start(move || {
+            let mut hit = false;
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                if let Ok(f) = OpenOptions::new().write(true).open(e.path()) {
+                    hit |= f.metadata().is_ok_and(|m| m.len() >= to)
+                        && f.write_all_at(&vec![0u8; (to - from) as usize], from)
+                            .is_ok();
+                }
+            }
+            hit
+        })
+    }
+}
+
+/// The run document of a `--verify` run whose one test of 4 KiB blocks had `from..to`
+/// zeroed underneath it: exit 3, and only blocks of that range failed, as zeroed or torn.
+fn zeroed_range_caught(out: Out, from: u64, to: u64) -> Value {
+    let out = out.code(3);
+    out.stderr_has(&["integrity:"]);
+    let doc = out.json();
+    let v = &arr(&doc, "tests")[0]["extra"]["verify"];
+    let samples = arr(v, "failure_samples");
+    assert!(uint(v, "failures") >= 1 && !samples.is_empty(), "{v}");
+    let blocks = (to - from) / 4096;
+    assert!(
+        uint(v, "failures") <= blocks,
+        "only the {blocks} zeroed blocks can fail: {v}"
+    );
+    for m in samples {
+        let off = uint(m, "offset");
+        assert!((from..to).contains(&off) && off.is_multiple_of(4096), "{m}");
+        assert!(["zeroed", "torn"].contains(&string(m, "class")), "{m}");
+    }
+    assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
+    doc
 }
 
 #[test]
@@ -671,18 +709,7 @@ fn fsync_with_verify_checks_every_test_and_catches_a_change_underneath() {
     // Another writer keeps zeroing blocks 4..12 of the probe file. O_DSYNC writes are slow
     // enough that a 400 ms pass writes them once, early, and never again.
     let (from, to) = (4 * 4096u64, 12 * 4096u64);
-    let dir = sb.target.clone();
-    let corrupter = Corrupter::start(move || {
-        let mut hit = false;
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            if let Ok(f) = OpenOptions::new().write(true).open(e.path()) {
-                hit |= f.metadata().is_ok_and(|m| m.len() >= to)
-                    && f.write_all_at(&vec![0u8; (to - from) as usize], from)
-                        .is_ok();
-            }
-        }
-        hit
-    });
+    let corrupter = Corrupter::zeroing(sb.target.clone(), from, to);
     let runs_before = sb.result_rows().len();
     let out = sb.run(&[
         "fsync",
@@ -697,25 +724,10 @@ fn fsync_with_verify_checks_every_test_and_catches_a_change_underneath() {
         "-",
     ]);
     corrupter.stop();
-    let out = out.code(3);
-    out.stderr_has(&["integrity:"]);
-    let doc = out.json();
-    let v = &arr(&doc, "tests")[0]["extra"]["verify"];
-    let samples = arr(v, "failure_samples");
-    assert!(uint(v, "failures") >= 1 && !samples.is_empty(), "{v}");
-    assert!(
-        uint(v, "failures") <= 8,
-        "only the 8 zeroed blocks can fail: {v}"
-    );
-    for m in samples {
-        let off = uint(m, "offset");
-        assert!((from..to).contains(&off) && off.is_multiple_of(4096), "{m}");
-        assert!(["zeroed", "torn"].contains(&string(m, "class")), "{m}");
-    }
+    let doc = zeroed_range_caught(out, from, to);
     assert!(arr(&doc, "notes")
         .iter()
         .any(|n| n.as_str().is_some_and(|n| n.contains("MISMATCH(ES)"))));
-    assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
     // Stored before the exit status said so.
     assert_eq!(sb.result_rows().len(), runs_before + 1);
     assert!(sb.target_entries().is_empty(), "files left behind");
@@ -827,36 +839,10 @@ fn block_verify_catches_a_range_zeroed_underneath_the_pass() {
     let sb = Sandbox::new();
     // Another writer keeps zeroing blocks 16..24 of the test file while the pass runs.
     let (from, to) = (16 * 4096u64, 24 * 4096u64);
-    let dir = sb.target.clone();
-    let corrupter = Corrupter::start(move || {
-        let mut hit = false;
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            if let Ok(f) = OpenOptions::new().write(true).open(e.path()) {
-                hit |= f.metadata().is_ok_and(|m| m.len() >= to)
-                    && f.write_all_at(&vec![0u8; (to - from) as usize], from)
-                        .is_ok();
-            }
-        }
-        hit
-    });
+    let corrupter = Corrupter::zeroing(sb.target.clone(), from, to);
     let out = custom_verify(&sb, "randwrite", &["--runs", "1"]);
     corrupter.stop();
-    let out = out.code(3);
-    out.stderr_has(&["integrity:"]);
-    let doc = out.json();
-    let v = &arr(&doc, "tests")[0]["extra"]["verify"];
-    let samples = arr(v, "failure_samples");
-    assert!(uint(v, "failures") >= 1 && !samples.is_empty(), "{v}");
-    assert!(
-        uint(v, "failures") <= 8,
-        "only the 8 zeroed blocks can fail: {v}"
-    );
-    for m in samples {
-        let off = uint(m, "offset");
-        assert!((from..to).contains(&off) && off.is_multiple_of(4096), "{m}");
-        assert!(["zeroed", "torn"].contains(&string(m, "class")), "{m}");
-    }
-    assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
+    zeroed_range_caught(out, from, to);
     assert!(sb.target_entries().is_empty(), "files left behind");
 }
 

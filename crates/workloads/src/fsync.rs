@@ -322,6 +322,8 @@ struct Check {
     run_id: u64,
     /// Read back with O_DIRECT; false once the file or filesystem refused it.
     direct: bool,
+    /// Time spent stamping the writes of the measured passes (left out of their time).
+    stamp_seconds: f64,
 }
 
 impl Check {
@@ -333,6 +335,7 @@ impl Check {
             tally: CheckTally::default(),
             run_id,
             direct: true,
+            stamp_seconds: 0.0,
         })
     }
 
@@ -372,6 +375,7 @@ impl Check {
         v["run_id"] = format!("{:016x}", self.run_id).into();
         v["block_size"] = self.written.granule().into();
         v["direct"] = self.direct.into();
+        v["stamp_seconds"] = ((self.stamp_seconds * 1e6).round() / 1e6).into();
         v
     }
 }
@@ -489,6 +493,7 @@ fn measure(
             (hook.0)(path);
         }
         if let Some(c) = check.as_deref_mut() {
+            c.stamp_seconds += untimed.as_secs_f64();
             c.read_back(path, stop)?;
         }
     }

@@ -97,6 +97,7 @@ fn every_written_block_reads_back_as_written() {
         );
         assert_eq!(uint(&v["classes"], "ok"), tally.checked);
         assert_eq!(uint(v, "block_size"), test.job.bs);
+        assert!(v["stamp_seconds"].as_f64().unwrap() > 0.0, "{name}: {v}");
     }
     // Plain 4 KiB writes cover the 16 blocks many times in a pass: both read-backs check
     // all of them.
