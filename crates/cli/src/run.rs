@@ -481,11 +481,11 @@ pub(crate) fn conclude(
 
 pub fn run(a: RunArgs) -> Result<i32, CliError> {
     if crate::workloads::is_workload(a.preset()) {
-        if a.verify && !matches!(a.preset(), "streams" | "metadata") {
+        if a.verify && !matches!(a.preset(), "streams" | "fsync" | "metadata") {
             return Err(CliError::Usage(format!(
-                "--verify applies to the block presets, `run streams --rw write` and \
-                 `run metadata`, not {}; \
-                 `run copy` always verifies, `run verify` is the verified-write workload",
+                "--verify applies to the block presets, `run streams --rw write`, `run fsync` \
+                 and `run metadata`, not {}; `run copy` always verifies, `run verify` is the \
+                 verified-write workload",
                 a.preset()
             )));
         }
@@ -535,6 +535,12 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     run.warnings = iolab_stats::warnings::analyze(&run, &facts);
     drop(target);
     let code = conclude(&mut run, &mut rec, &a, &stop, outcome)?;
+    Ok(integrity_exit(&run, code))
+}
+
+/// `code`, or `EXIT_INTEGRITY` (with a message) when a stored run's tests counted
+/// `--verify` failures in their `extra.verify`.
+pub(crate) fn integrity_exit(run: &RunRecord, code: i32) -> i32 {
     let failures: u64 = run
         .tests
         .iter()
@@ -545,9 +551,9 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
             "iolab: integrity: {failures} written block(s) did not read back as written \
              (offsets in the tests' extra.verify.failure_samples)"
         );
-        return Ok(crate::verify_cmd::EXIT_INTEGRITY);
+        return crate::verify_cmd::EXIT_INTEGRITY;
     }
-    Ok(code)
+    code
 }
 
 /// `--verify` on block tests: something must write, in blocks of whole sectors.
@@ -766,7 +772,7 @@ fn execute(
 }
 
 /// The run output's line about a `--verify` test.
-fn verify_line(test: &str, t: &iolab_engine::written::CheckTally) -> String {
+pub(crate) fn verify_line(test: &str, t: &iolab_engine::written::CheckTally) -> String {
     let mut line = format!(
         "verify {test}: {} blocks checked, {} read-back(s), {:.2} s untimed: ",
         t.checked, t.read_backs, t.seconds

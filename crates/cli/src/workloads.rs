@@ -178,6 +178,16 @@ fn run_fsync(a: RunArgs) -> Result<i32, CliError> {
     if let Some(max) = cfg.sizes.iter().max() {
         cfg.file_size = cfg.file_size.max(*max);
     }
+    if a.verify {
+        let sector = iolab_engine::block::SECTOR as u64;
+        if let Some(bad) = cfg.sizes.iter().find(|s| !s.is_multiple_of(sector)) {
+            return Err(CliError::Usage(format!(
+                "--verify writes every write as a self-describing block of whole {sector}-byte \
+                 sectors: --sizes must be multiples of {sector}, and {bad} is not"
+            )));
+        }
+        cfg.verify = Some(fastrand::u64(1..));
+    }
     let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
     let mut rec = recorder(&a)?;
     let planned = cfg.duration * cfg.runs * (cfg.sizes.len() * cfg.methods.len()) as u32;
@@ -205,6 +215,13 @@ fn run_fsync(a: RunArgs) -> Result<i32, CliError> {
         let _ = progress.pass(label.to_string(), step, per_test);
         step += per_test;
     });
+    if let Ok(report) = &result {
+        for (name, tally) in &report.checks {
+            let line = crate::run::verify_line(name, tally);
+            progress.println(&line);
+            run.notes.push(line);
+        }
+    }
     progress.finish();
     let outcome = match result {
         Ok(report) => {
@@ -231,7 +248,8 @@ fn run_fsync(a: RunArgs) -> Result<i32, CliError> {
     let facts = crate::environment::facts(&env, None, false);
     let mut warnings = iolab_stats::warnings::analyze(&run, &facts);
     run.warnings.append(&mut warnings);
-    conclude(&mut run, &mut rec, &a, &stop, outcome)
+    let code = conclude(&mut run, &mut rec, &a, &stop, outcome)?;
+    Ok(crate::run::integrity_exit(&run, code))
 }
 
 /// A workload that returns whole tests at the end.

@@ -117,6 +117,44 @@ impl Corrupter {
         self.done.store(true, Ordering::Relaxed);
         assert!(self.thread.join().unwrap() > 0, "the corrupter never wrote");
     }
+
+    /// Keeps zeroing bytes `from..to` of every file in `dir` that is long enough.
+    fn zeroing(dir: PathBuf, from: u64, to: u64) -> Corrupter {
+        Corrupter::start(move || {
+            let mut hit = false;
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                if let Ok(f) = OpenOptions::new().write(true).open(e.path()) {
+                    hit |= f.metadata().is_ok_and(|m| m.len() >= to)
+                        && f.write_all_at(&vec![0u8; (to - from) as usize], from)
+                            .is_ok();
+                }
+            }
+            hit
+        })
+    }
+}
+
+/// The run document of a `--verify` run whose one test of 4 KiB blocks had `from..to`
+/// zeroed underneath it: exit 3, and only blocks of that range failed, as zeroed or torn.
+fn zeroed_range_caught(out: Out, from: u64, to: u64) -> Value {
+    let out = out.code(3);
+    out.stderr_has(&["integrity:"]);
+    let doc = out.json();
+    let v = &arr(&doc, "tests")[0]["extra"]["verify"];
+    let samples = arr(v, "failure_samples");
+    assert!(uint(v, "failures") >= 1 && !samples.is_empty(), "{v}");
+    let blocks = (to - from) / 4096;
+    assert!(
+        uint(v, "failures") <= blocks,
+        "only the {blocks} zeroed blocks can fail: {v}"
+    );
+    for m in samples {
+        let off = uint(m, "offset");
+        assert!((from..to).contains(&off) && off.is_multiple_of(4096), "{m}");
+        assert!(["zeroed", "torn"].contains(&string(m, "class")), "{m}");
+    }
+    assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
+    doc
 }
 
 #[test]
@@ -584,9 +622,9 @@ fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
         assert_eq!(uint(v, "block_size"), 4096);
     }
     assert!(sb.target_entries().is_empty(), "files left behind");
-    sb.run(&["fsync", "--verify"])
+    sb.run(&["copy", "--verify"])
         .code(2)
-        .stderr_has(&["--verify applies to the block presets, `run streams --rw write`"]);
+        .stderr_has(&["--verify applies to the block presets", "not copy"]);
     sb.run(&["streams", "--verify"])
         .code(2)
         .stderr_has(&["--verify", "--rw write"]);
@@ -703,6 +741,123 @@ fn metadata_with_verify_exits_3_on_files_zeroed_underneath() {
     assert!(sb.target_entries().is_empty(), "files left behind");
 }
 
+fn fsync_with_verify_checks_every_test_and_catches_a_change_underneath() {
+    let sb = Sandbox::new();
+    let doc = sb
+        .run(&[
+            "fsync",
+            "--verify",
+            "--sizes",
+            "512,4k",
+            "--methods",
+            "none,fdatasync,O_DIRECT+O_DSYNC",
+            "--duration",
+            "100ms",
+            "--json",
+            "-",
+        ])
+        .ok()
+        .json();
+    let tests = arr(&doc, "tests");
+    // O_DIRECT+O_DSYNC 512 is skipped where the device's logical block is larger.
+    assert!(tests.len() >= 5, "{}", doc["notes"]);
+    let notes: Vec<&str> = arr(&doc, "notes")
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    for t in tests {
+        let v = &t["extra"]["verify"];
+        assert!(uint(v, "checked") > 0, "{t}");
+        assert_eq!(
+            (uint(v, "ok"), uint(v, "failures")),
+            (uint(v, "checked"), 0)
+        );
+        assert_eq!(uint(v, "read_backs"), 1);
+        let line = format!("verify {}: ", string(t, "name"));
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with(&line) && n.ends_with("all ok")),
+            "no {line:?} line in {notes:?}"
+        );
+    }
+    assert!(!has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
+    assert!(sb.target_entries().is_empty(), "files left behind");
+    sb.run(&["fsync", "--verify", "--sizes", "4k,1000"])
+        .code(2)
+        .stderr_has(&["--sizes", "512", "1000 is not"]);
+
+    // Another writer keeps zeroing blocks 4..12 of the probe file. O_DSYNC writes are slow
+    // enough that a 400 ms pass writes them once, early, and never again.
+    let (from, to) = (4 * 4096u64, 12 * 4096u64);
+    let corrupter = Corrupter::zeroing(sb.target.clone(), from, to);
+    let runs_before = sb.result_rows().len();
+    let out = sb.run(&[
+        "fsync",
+        "--verify",
+        "--sizes",
+        "4k",
+        "--methods",
+        "O_DSYNC",
+        "--duration",
+        "400ms",
+        "--json",
+        "-",
+    ]);
+    corrupter.stop();
+    let doc = zeroed_range_caught(out, from, to);
+    assert!(arr(&doc, "notes")
+        .iter()
+        .any(|n| n.as_str().is_some_and(|n| n.contains("MISMATCH(ES)"))));
+    // Stored before the exit status said so.
+    assert_eq!(sb.result_rows().len(), runs_before + 1);
+    assert!(sb.target_entries().is_empty(), "files left behind");
+}
+
+#[test]
+fn fsync_verify_reads_back_buffered_where_o_direct_refuses_the_blocks() {
+    let Some(_serial) = common::device_test(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    // 4096-byte logical blocks: O_DIRECT refuses to read 6 KiB of 512-byte blocks.
+    let dev = common::Loop::new(64 * common::MIB, Some(4096));
+    common::sh("mkfs.ext4", &["-q", "-F", dev.s()]);
+    let mnt = tempfile::tempdir().unwrap();
+    common::sh("mount", &[dev.s(), s(mnt.path())]);
+    let _mounted = Mounted(mnt.path().to_path_buf());
+    let doc = sb
+        .iolab(&[
+            "run",
+            "fsync",
+            "--target",
+            s(mnt.path()),
+            "--verify",
+            "--sizes",
+            "512",
+            "--size",
+            "6k",
+            "--methods",
+            "none,fdatasync",
+            "--duration",
+            "100ms",
+            "--quiet",
+            "--json",
+            "-",
+        ])
+        .ok()
+        .json();
+    let tests = arr(&doc, "tests");
+    assert_eq!(tests.len(), 2);
+    for t in tests {
+        let v = &t["extra"]["verify"];
+        assert_eq!(v["direct"], false, "{t}");
+        assert!(uint(v, "checked") > 0 && uint(v, "failures") == 0, "{t}");
+    }
+    // The plain writes cover all 12 blocks.
+    assert_eq!(uint(&tests[0]["extra"]["verify"], "checked"), 12);
+}
+
 /// `run custom --verify` with these extra arguments on a 4 MiB file of 4 KiB blocks.
 fn custom_verify(sb: &Sandbox, rw: &str, extra: &[&str]) -> Out {
     let mut v = vec![
@@ -765,36 +920,10 @@ fn block_verify_catches_a_range_zeroed_underneath_the_pass() {
     let sb = Sandbox::new();
     // Another writer keeps zeroing blocks 16..24 of the test file while the pass runs.
     let (from, to) = (16 * 4096u64, 24 * 4096u64);
-    let dir = sb.target.clone();
-    let corrupter = Corrupter::start(move || {
-        let mut hit = false;
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            if let Ok(f) = OpenOptions::new().write(true).open(e.path()) {
-                hit |= f.metadata().is_ok_and(|m| m.len() >= to)
-                    && f.write_all_at(&vec![0u8; (to - from) as usize], from)
-                        .is_ok();
-            }
-        }
-        hit
-    });
+    let corrupter = Corrupter::zeroing(sb.target.clone(), from, to);
     let out = custom_verify(&sb, "randwrite", &["--runs", "1"]);
     corrupter.stop();
-    let out = out.code(3);
-    out.stderr_has(&["integrity:"]);
-    let doc = out.json();
-    let v = &arr(&doc, "tests")[0]["extra"]["verify"];
-    let samples = arr(v, "failure_samples");
-    assert!(uint(v, "failures") >= 1 && !samples.is_empty(), "{v}");
-    assert!(
-        uint(v, "failures") <= 8,
-        "only the 8 zeroed blocks can fail: {v}"
-    );
-    for m in samples {
-        let off = uint(m, "offset");
-        assert!((from..to).contains(&off) && off.is_multiple_of(4096), "{m}");
-        assert!(["zeroed", "torn"].contains(&string(m, "class")), "{m}");
-    }
-    assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
+    zeroed_range_caught(out, from, to);
     assert!(sb.target_entries().is_empty(), "files left behind");
 }
 

@@ -5,7 +5,9 @@
 //! region back and checks every written block against its expected generation.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -131,6 +133,19 @@ impl Written {
         })
     }
 
+    /// Starts the generation counter at `first` instead of 1: for a caller whose tests
+    /// share one run id and one file, so that a block left by an earlier test never carries
+    /// the generation a later test expects there.
+    pub fn starting_at(self, first: u64) -> Written {
+        self.next_generation.store(first.max(1), Ordering::Relaxed);
+        self
+    }
+
+    /// The generation the next claim gets.
+    pub fn next_generation(&self) -> u64 {
+        self.next_generation.load(Ordering::Relaxed)
+    }
+
     pub fn granule(&self) -> u64 {
         self.granule
     }
@@ -183,6 +198,20 @@ impl Written {
     ) -> Result<CheckTally, TargetError> {
         let t0 = Instant::now();
         let file = target.open(false, direct)?;
+        let mut tally = self.check_file(&file, &target.io_path, stop)?;
+        tally.seconds = t0.elapsed().as_secs_f64();
+        Ok(tally)
+    }
+
+    /// [`Written::check`] on a file the caller opened (`path` names it in errors). The
+    /// region's offsets are offsets in `file`.
+    pub fn check_file(
+        &self,
+        file: &File,
+        path: &Path,
+        stop: &AtomicBool,
+    ) -> Result<CheckTally, TargetError> {
+        let t0 = Instant::now();
         let g = self.granule;
         let per_chunk = (READ_CHUNK / g).max(1) as usize;
         let mut pool = BufferPool::new(1, per_chunk * g as usize);
@@ -220,7 +249,7 @@ impl Written {
             let buf = &mut pool.slot_mut(0)[..len as usize];
             file.read_exact_at(buf, chunk_off + from)
                 .map_err(|err| TargetError::Io {
-                    path: target.io_path.clone(),
+                    path: path.to_path_buf(),
                     action: "read back for --verify",
                     err,
                 })?;
@@ -264,5 +293,19 @@ mod tests {
         w.complete(3 * 4096, 4096, g3, false);
         assert_eq!(w.blocks[3].load(Ordering::Relaxed), 0);
         assert!(Written::new(1, 1000, 0, 4096).is_none());
+    }
+
+    #[test]
+    fn generations_can_continue_from_an_earlier_test() {
+        let w = Written::new(7, 512, 0, 4 * 512).unwrap().starting_at(40);
+        assert_eq!(w.claim(0, 512), Some(40));
+        assert_eq!(w.next_generation(), 41);
+        assert_eq!(
+            Written::new(7, 512, 0, 512)
+                .unwrap()
+                .starting_at(0)
+                .claim(0, 512),
+            Some(1)
+        );
     }
 }

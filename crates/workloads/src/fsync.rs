@@ -2,6 +2,9 @@
 //! and each way of making a write durable (none, write+fdatasync, write+fsync, O_DSYNC,
 //! O_SYNC, O_DIRECT+O_DSYNC), how many durable writes per second the target sustains, with
 //! latency percentiles, and a verdict on whether flushes reach stable storage.
+//!
+//! With `verify`, every write is a self-describing block ([`iolab_engine::block`]) and each
+//! test's written blocks are read back and checked after every pass, outside its timing.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -9,9 +12,13 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use iolab_engine::block::SECTOR;
 use iolab_engine::buffers::{fill_random, stamp, BufferPool};
+use iolab_engine::target::TargetError;
+use iolab_engine::written::{CheckTally, Written};
 use iolab_measure::{
     CpuSample, DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, TimeSeries,
 };
@@ -92,6 +99,24 @@ pub struct FsyncConfig {
     pub runs: u32,
     /// Size of the preallocated file; writes cycle through it.
     pub file_size: u64,
+    /// Stamp every write as a verified block of this run id and check each test's written
+    /// blocks after every pass. Write sizes must then be multiples of 512 bytes.
+    pub verify: Option<u64>,
+    /// Test seam: called after every measured pass, before its read-back, with the probe
+    /// file's path (tests damage the file there as a faulty device would).
+    #[doc(hidden)]
+    pub after_pass: Option<AfterPass>,
+}
+
+/// What [`FsyncConfig::after_pass`] calls.
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct AfterPass(pub Arc<dyn Fn(&Path) + Send + Sync>);
+
+impl std::fmt::Debug for AfterPass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AfterPass")
+    }
 }
 
 impl FsyncConfig {
@@ -103,6 +128,8 @@ impl FsyncConfig {
             duration: Duration::from_secs(2),
             runs: 1,
             file_size: 16 << 20,
+            verify: None,
+            after_pass: None,
         }
     }
 }
@@ -114,6 +141,9 @@ pub struct FsyncReport {
     /// Method/size combinations that could not run, and why.
     pub skipped: Vec<String>,
     pub verdict: Verdict,
+    /// With `verify`: each measured test's name and read-back counts over its passes (also
+    /// in the test's `extra.verify`).
+    pub checks: Vec<(String, CheckTally)>,
 }
 
 /// Whether flushes reach stable storage, judged from the numbers alone (the caller adds
@@ -171,6 +201,16 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str),
 ) -> Result<FsyncReport, FsyncError> {
+    if let (Some(_), Some(bad)) = (cfg.verify, cfg.sizes.iter().find(|s| !is_block_size(**s))) {
+        return Err(FsyncError {
+            path: cfg.dir.clone(),
+            action: "verify".into(),
+            err: io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("write size {bad} is not a multiple of {SECTOR} bytes"),
+            ),
+        });
+    }
     let path = cfg.dir.join(format!(
         "iolab-fsync-{}-{:08x}.dat",
         std::process::id(),
@@ -199,6 +239,10 @@ pub fn run(
 
     let mut tests = Vec::new();
     let mut skipped = Vec::new();
+    let mut checks = Vec::new();
+    // One generation counter for the whole run: a block an earlier test left behind never
+    // holds the generation a later test expects at its offset.
+    let mut next_generation = 1;
     for &method in &cfg.methods {
         for &size in &cfg.sizes {
             if stop.load(Ordering::Relaxed) {
@@ -206,7 +250,14 @@ pub fn run(
             }
             let name = format!("{} {}", method.name(), format_size_short(size));
             progress(&name);
-            match measure(cfg, &path, method, size, stop) {
+            let mut check = cfg
+                .verify
+                .and_then(|id| Check::new(id, size, cfg.file_size, next_generation));
+            let result = measure(cfg, &path, method, size, stop, check.as_mut());
+            if let Some(c) = &check {
+                next_generation = c.written.next_generation();
+            }
+            match result {
                 Ok(passes) if !passes.is_empty() => {
                     let mut job = JobSpec::new(Rw::Write, size, 1, 1);
                     if matches!(method, SyncMethod::Fdatasync | SyncMethod::Fsync) {
@@ -218,16 +269,21 @@ pub fn run(
                         };
                     }
                     let summary = summarize(&passes, Score::Median);
+                    let mut extra = serde_json::json!({
+                        "method": method,
+                        "open_flags": method_flags_text(method),
+                    });
+                    if let Some(c) = check {
+                        extra["verify"] = c.to_json();
+                        checks.push((name.clone(), c.tally));
+                    }
                     tests.push(TestRecord {
                         name,
                         group: method.name().to_string(),
                         job,
                         passes,
                         summary,
-                        extra: serde_json::json!({
-                            "method": method,
-                            "open_flags": method_flags_text(method),
-                        }),
+                        extra,
                     });
                 }
                 Ok(_) => {}
@@ -250,7 +306,78 @@ pub fn run(
         tests,
         skipped,
         verdict,
+        checks,
     })
+}
+
+fn is_block_size(size: u64) -> bool {
+    size > 0 && size.is_multiple_of(SECTOR as u64)
+}
+
+/// `verify` state of one test: the generation last written to each block of the file, and
+/// the counts of its read-backs.
+struct Check {
+    written: Written,
+    tally: CheckTally,
+    run_id: u64,
+    /// Read back with O_DIRECT; false once the file or filesystem refused it.
+    direct: bool,
+    /// Time spent stamping the writes of the measured passes (left out of their time).
+    stamp_seconds: f64,
+}
+
+impl Check {
+    /// For writes of `size` bytes cycling through `file_size`; generations from `first`.
+    fn new(run_id: u64, size: u64, file_size: u64, first: u64) -> Option<Check> {
+        let slots = (file_size / size).max(1);
+        Some(Check {
+            written: Written::new(run_id, size, 0, slots * size)?.starting_at(first),
+            tally: CheckTally::default(),
+            run_id,
+            direct: true,
+            stamp_seconds: 0.0,
+        })
+    }
+
+    /// Reads back every block written so far in this test and adds the counts to the tally:
+    /// O_DIRECT (so what is read comes from the device, after the kernel writes back any
+    /// dirty pages of the range), buffered when O_DIRECT is refused.
+    fn read_back(&mut self, path: &Path, stop: &AtomicBool) -> io::Result<()> {
+        let t0 = Instant::now();
+        let mut result = self.read_with(path, self.direct, stop);
+        if self.direct && matches!(&result, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
+            self.direct = false;
+            result = self.read_with(path, false, stop);
+        }
+        let mut tally =
+            result.map_err(|e| io::Error::other(format!("read back for --verify: {e}")))?;
+        tally.seconds = t0.elapsed().as_secs_f64();
+        self.tally.merge(tally);
+        Ok(())
+    }
+
+    fn read_with(&self, path: &Path, direct: bool, stop: &AtomicBool) -> io::Result<CheckTally> {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(if direct { libc::O_DIRECT } else { 0 })
+            .open(path)?;
+        self.written
+            .check_file(&file, path, stop)
+            .map_err(|e| match e {
+                TargetError::Io { err, .. } => err,
+                other => io::Error::other(other.to_string()),
+            })
+    }
+
+    /// The test's `extra.verify`: the tally, plus how the blocks were stamped and read.
+    fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(&self.tally).unwrap_or_default();
+        v["run_id"] = format!("{:016x}", self.run_id).into();
+        v["block_size"] = self.written.granule().into();
+        v["direct"] = self.direct.into();
+        v["stamp_seconds"] = ((self.stamp_seconds * 1e6).round() / 1e6).into();
+        v
+    }
 }
 
 fn method_flags_text(m: SyncMethod) -> &'static str {
@@ -269,6 +396,7 @@ fn measure(
     method: SyncMethod,
     size: u64,
     stop: &AtomicBool,
+    mut check: Option<&mut Check>,
 ) -> io::Result<Vec<PassRecord>> {
     let file: File = OpenOptions::new()
         .write(true)
@@ -292,57 +420,56 @@ fn measure(
         let start = Instant::now();
         let deadline = start + cfg.duration;
         let mut bytes = 0u64;
+        // Time spent preparing write buffers: not part of the pass (its seconds, rate and
+        // series), which runs `duration` of the rest.
+        let mut untimed = Duration::ZERO;
         loop {
-            stamp(&mut pool.slot_mut(0)[..size as usize], &mut rng);
             let off = slot * size;
             slot = (slot + 1) % slots;
+            let prepare = Instant::now();
+            let buf = &mut pool.slot_mut(0)[..size as usize];
+            let generation = match check.as_deref() {
+                Some(c) => {
+                    let g = c
+                        .written
+                        .claim(off, size)
+                        .expect("one writer has no write in flight");
+                    c.written.stamp(buf, off, g);
+                    g
+                }
+                None => {
+                    stamp(buf, &mut rng);
+                    0
+                }
+            };
             let t0 = Instant::now();
-            // SAFETY: the slot holds `size` aligned bytes.
-            let rc = unsafe {
-                libc::pwrite64(
-                    fd,
-                    pool.slot_ptr(0) as *const libc::c_void,
-                    size as usize,
-                    off as i64,
-                )
-            };
-            if rc < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if rc as u64 != size {
-                return Err(io::Error::other(format!(
-                    "short write: {rc} of {size} bytes"
-                )));
-            }
+            untimed += t0 - prepare;
+            let wrote = write_at(fd, &pool.slot(0)[..size as usize], off);
             let t1 = Instant::now();
-            let rc = match method {
-                // SAFETY: plain syscalls on our descriptor.
-                SyncMethod::Fdatasync => unsafe { libc::fdatasync(fd) },
-                SyncMethod::Fsync => unsafe { libc::fsync(fd) },
-                _ => 0,
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            let synced = wrote.and_then(|()| flush(fd, method));
             let t2 = Instant::now();
+            if let Some(c) = check.as_deref() {
+                c.written.complete(off, size, generation, synced.is_ok());
+            }
+            synced?;
             op_hist.record((t2 - t0).as_nanos() as u64);
             if matches!(method, SyncMethod::Fdatasync | SyncMethod::Fsync) {
                 sync_hist.record((t2 - t1).as_nanos() as u64);
             }
             bytes += size;
-            let bucket = ((t2 - start).as_millis() / 100) as usize;
+            let bucket = ((t2 - start - untimed).as_millis() / 100) as usize;
             if series.len() <= bucket {
                 series.resize(bucket + 1, 0);
             }
             series[bucket] += size;
-            if t2 >= deadline || stop.load(Ordering::Relaxed) {
+            if t2 >= deadline + untimed || stop.load(Ordering::Relaxed) {
                 break;
             }
         }
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let seconds = start.elapsed().as_secs_f64();
+        let seconds = (start.elapsed() - untimed).as_secs_f64();
         let ops = op_hist.count();
         let cpu = cpu0.usage_until(&CpuSample::now(), ops);
         let sync = (!sync_hist.is_empty()).then(|| SyncStats {
@@ -361,12 +488,50 @@ fn measure(
                 bytes: series,
             },
         ));
+        // After the pass's clock stopped: the read-back is not part of it.
+        if let Some(hook) = &cfg.after_pass {
+            (hook.0)(path);
+        }
+        if let Some(c) = check.as_deref_mut() {
+            c.stamp_seconds += untimed.as_secs_f64();
+            c.read_back(path, stop)?;
+        }
     }
     // A plain write is flushed at the end so the next method starts from a clean state.
     if !method.flushes() {
         file.sync_all()?;
     }
     Ok(passes)
+}
+
+/// One `pwrite` of `buf` at `off`; a short write is an error.
+fn write_at(fd: i32, buf: &[u8], off: u64) -> io::Result<()> {
+    // SAFETY: `buf` is `buf.len()` readable bytes for the whole call.
+    let rc = unsafe { libc::pwrite64(fd, buf.as_ptr().cast(), buf.len(), off as i64) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let size = buf.len();
+    if rc as usize != size {
+        return Err(io::Error::other(format!(
+            "short write: {rc} of {size} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// The flush `method` makes after each write (none for the others).
+fn flush(fd: i32, method: SyncMethod) -> io::Result<()> {
+    let rc = match method {
+        // SAFETY: plain syscalls on our descriptor.
+        SyncMethod::Fdatasync => unsafe { libc::fdatasync(fd) },
+        SyncMethod::Fsync => unsafe { libc::fsync(fd) },
+        _ => 0,
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Flushes that cost less than this per operation cannot have reached a medium (a fast
