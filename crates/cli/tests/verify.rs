@@ -741,6 +741,7 @@ fn metadata_with_verify_exits_3_on_files_zeroed_underneath() {
     assert!(sb.target_entries().is_empty(), "files left behind");
 }
 
+#[test]
 fn fsync_with_verify_checks_every_test_and_catches_a_change_underneath() {
     let sb = Sandbox::new();
     let doc = sb
