@@ -366,8 +366,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", help_heading = "Workload options")]
     pub verify_every: Option<u64>,
     /// Write self-describing blocks and check them: block presets (cdm, atto, custom, iometer)
-    /// read the region back after every pass, streams --rw write every file before removal;
-    /// exit 3 on a mismatch (`run copy` always verifies; see docs/integrity.md).
+    /// read the region back after every pass, streams --rw write every file before removal,
+    /// dbench every ReadX and every file at the end; exit 3 on a mismatch (`run copy` always
+    /// verifies; see docs/integrity.md).
     #[arg(long, help_heading = "Workload options")]
     pub verify: bool,
     /// verify: keep the data file and its sidecar for a later `iolab verify`.

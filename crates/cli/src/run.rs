@@ -481,10 +481,11 @@ pub(crate) fn conclude(
 
 pub fn run(a: RunArgs) -> Result<i32, CliError> {
     if crate::workloads::is_workload(a.preset()) {
-        if a.verify && a.preset() != "streams" {
+        if a.verify && !matches!(a.preset(), "streams" | "dbench") {
             return Err(CliError::Usage(format!(
-                "--verify applies to the block presets and `run streams --rw write`, not {}; \
-                 `run copy` always verifies, `run verify` is the verified-write workload",
+                "--verify applies to the block presets, `run streams --rw write` and `run \
+                 dbench`, not {}; `run copy` always verifies, `run verify` is the verified-write \
+                 workload",
                 a.preset()
             )));
         }
