@@ -263,16 +263,25 @@ fn gzipped_loadfile_parses_to_the_same_operations() {
     assert!(!a.same_operations(&other));
 }
 
-#[test]
-fn client_txt_two_clients_two_seconds() {
+/// client.txt, a directory and 2 clients for 2 s after 0.5 s of warm-up; None (with the
+/// reason printed) when dbench is not installed.
+fn client_txt_two_clients() -> Option<(Loadfile, tempfile::TempDir, DbenchConfig)> {
     if !Path::new(CLIENT_TXT).exists() {
         eprintln!("skipped: {CLIENT_TXT} not installed (apt-get install dbench)");
-        return;
+        return None;
     }
     let lf = parse_loadfile(CLIENT_TXT).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = DbenchConfig::new(dir.path(), CLIENT_TXT, 2, Duration::from_secs(2));
     cfg.warmup = Duration::from_millis(500);
+    Some((lf, dir, cfg))
+}
+
+#[test]
+fn client_txt_two_clients_two_seconds() {
+    let Some((lf, dir, cfg)) = client_txt_two_clients() else {
+        return;
+    };
     let stop = AtomicBool::new(false);
     let mut reports = Vec::new();
     let r = run(&cfg, &lf, &stop, &mut |p| reports.push(p.clone())).unwrap();
@@ -608,14 +617,9 @@ fn verify_catches_a_change_at_the_read_that_sees_it() {
 
 #[test]
 fn client_txt_with_verify_two_clients() {
-    if !Path::new(CLIENT_TXT).exists() {
-        eprintln!("skipped: {CLIENT_TXT} not installed (apt-get install dbench)");
+    let Some((lf, dir, mut cfg)) = client_txt_two_clients() else {
         return;
-    }
-    let lf = parse_loadfile(CLIENT_TXT).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = DbenchConfig::new(dir.path(), CLIENT_TXT, 2, Duration::from_secs(2));
-    cfg.warmup = Duration::from_millis(500);
+    };
     cfg.verify = Some(fastrand::u64(1..));
     let stop = AtomicBool::new(false);
     let r = run(&cfg, &lf, &stop, &mut |_| {}).unwrap();

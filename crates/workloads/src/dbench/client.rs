@@ -215,9 +215,9 @@ struct Client<'s, 'a> {
     /// `--verify`: the generated content of the next WriteX, and what it is.
     write_buf: Vec<u8>,
     stamp: Option<Stamp>,
-    /// What the last operation did, for the model: an open (is a file, size), the bytes a
-    /// pwrite wrote, the bytes a pread returned.
-    opened: Option<(bool, u64)>,
+    /// What the last operation did, for the model: an open (is a file, its size, whether
+    /// the open truncated), the bytes a pwrite wrote, the bytes a pread returned.
+    opened: Option<(bool, u64, bool)>,
     wrote: Option<usize>,
     read_len: usize,
 }
@@ -520,18 +520,8 @@ impl Client<'_, '_> {
             (lp.base == Base::Client).then_some(&*lp.rel)
         };
         match *action {
-            Action::Create {
-                path,
-                options,
-                disposition,
-                fnum,
-            } => {
-                if let (Ok(_), Some((is_file, size))) = (result, self.opened) {
-                    let truncated = options & FILE_DIRECTORY_FILE == 0
-                        && matches!(
-                            disposition,
-                            FILE_SUPERSEDE | FILE_OVERWRITE | FILE_OVERWRITE_IF
-                        );
+            Action::Create { path, fnum, .. } => {
+                if let (Ok(_), Some((is_file, size, truncated))) = (result, self.opened) {
                     m.opened(
                         rel(path),
                         expect_ok.then_some(fnum),
@@ -599,7 +589,11 @@ impl Client<'_, '_> {
                 let file = self.create(&p, options, disposition)?;
                 // dbench fstat()s every handle it opens (to tell files from directories).
                 let m = file.metadata()?;
-                self.opened = Some((m.is_file(), m.len()));
+                let truncating = matches!(
+                    disposition,
+                    FILE_SUPERSEDE | FILE_OVERWRITE | FILE_OVERWRITE_IF
+                );
+                self.opened = Some((m.is_file(), m.len(), truncating));
                 if expect_ok {
                     self.handles.insert(fnum, file);
                 }

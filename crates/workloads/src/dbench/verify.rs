@@ -375,9 +375,11 @@ fn classify(
             class: "zeroed",
             offset: at,
             found_gen: None,
-            detail: format!(
-                "{d} byte(s) from offset {at} read as zeros where generation {gen} was written"
-            ),
+            detail: if found.iter().all(|&b| b == 0) {
+                format!("all {len} bytes from offset {pos} read as zeros where generation {gen} was written")
+            } else {
+                format!("{d} byte(s) read as zeros, the first at offset {at}, where generation {gen} was written")
+            },
         };
     }
     // Another write of this file: decoded from the first whole word that differs, or the
