@@ -367,8 +367,9 @@ pub struct RunArgs {
     pub verify_every: Option<u64>,
     /// Write self-describing blocks and check them: block presets (cdm, atto, custom, iometer)
     /// read the region back after every pass, streams --rw write every file before removal,
-    /// fsync every test's writes after every pass; metadata writes verifiable small files
-    /// and compares each in its read phase; exit 3 on a mismatch (`run copy` always
+    /// fsync every test's writes after every pass, dbench every ReadX and every file at the
+    /// end; metadata writes verifiable small files and compares each in its read phase; exit
+    /// 3 on a mismatch (`run copy` always
     /// verifies; see docs/integrity.md).
     #[arg(long, help_heading = "Workload options")]
     pub verify: bool,

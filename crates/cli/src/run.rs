@@ -481,11 +481,11 @@ pub(crate) fn conclude(
 
 pub fn run(a: RunArgs) -> Result<i32, CliError> {
     if crate::workloads::is_workload(a.preset()) {
-        if a.verify && !matches!(a.preset(), "streams" | "fsync" | "metadata") {
+        if a.verify && !matches!(a.preset(), "streams" | "fsync" | "metadata" | "dbench") {
             return Err(CliError::Usage(format!(
-                "--verify applies to the block presets, `run streams --rw write`, `run fsync` \
-                 and `run metadata`, not {}; `run copy` always verifies, `run verify` is the \
-                 verified-write workload",
+                "--verify applies to the block presets, `run streams --rw write`, `run fsync`, \
+                 `run metadata` and `run dbench`, not {}; `run copy` always verifies, `run \
+                 verify` is the verified-write workload",
                 a.preset()
             )));
         }

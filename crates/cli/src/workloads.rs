@@ -26,8 +26,9 @@ pub const WORKLOADS: &[(&str, &str)] = &[
     (
         "dbench",
         "replay of a dbench loadfile (default Debian's client.txt): --clients N --time T \
-         [--warmup T] [--sync] [--fsync-every-write]; dbench's throughput and its operation \
-         table with p99, expected statuses checked",
+         [--warmup T] [--sync] [--fsync-every-write] [--verify]; dbench's throughput and its \
+         operation table with p99, expected statuses checked; --verify checks every read and \
+         the files against what was written (exit 3 on a mismatch)",
     ),
     (
         "copy",
@@ -501,10 +502,16 @@ fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
     let runs = a.runs.unwrap_or(1).max(1);
     let clients = cfg.clients;
     let s = settings(0, time, runs, EngineKind::Psync, false);
+    let mut verified: Option<dbench::VerifyTally> = None;
     let code = drive(&a, &dir, 0, s, |stop, progress| {
         let mut passes = Vec::new();
         let mut extra = serde_json::Value::Null;
         for index in 1..=runs {
+            // `--verify`: a new run id for every run, so no run's data passes for another's.
+            let cfg = DbenchConfig {
+                verify: a.verify.then(|| fastrand::u64(1..)),
+                ..cfg.clone()
+            };
             let cpu0 = iolab_measure::CpuSample::now();
             let r = dbench::run(&cfg, &parsed, stop, &mut |p| {
                 progress.phase(
@@ -515,6 +522,9 @@ fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
             .map_err(|e| e.to_string())?;
             if r.interrupted {
                 break;
+            }
+            if let Some(v) = &r.verify {
+                verified.get_or_insert_with(Default::default).merge(v);
             }
             let hist = |k: OpKind| -> LatencyHistogram {
                 r.ops
@@ -562,6 +572,9 @@ fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
         if passes.is_empty() {
             return Ok(Vec::new());
         }
+        if let Some(v) = &verified {
+            extra["verify"] = serde_json::to_value(v).unwrap_or_default();
+        }
         let mut job = iolab_spec::JobSpec::new(iolab_spec::Rw::Rw, 4096, 1, clients);
         // The share of ReadX bytes, so the mixed-test rows read like dbench's traffic.
         let (rb, wb) = passes.iter().fold((0u64, 0u64), |(r, w), p| {
@@ -584,6 +597,64 @@ fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
             summary,
             extra,
         }])
-    });
-    code
+    })?;
+    let Some(v) = verified else {
+        return Ok(code);
+    };
+    let text = dbench_verify_text(clients, &v);
+    if a.json.as_deref() == Some("-") {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    if v.failures > 0 && code == 0 {
+        eprintln!(
+            "iolab: integrity: {} block(s) of the dbench clients' files did not read back as \
+             written (files and offsets in the test's extra.verify.failure_samples)",
+            v.failures
+        );
+        return Ok(crate::verify_cmd::EXIT_INTEGRITY);
+    }
+    Ok(code)
+}
+
+/// The lines `run dbench --verify` prints after the report: what was checked and, on a
+/// mismatch, the first failures.
+fn dbench_verify_text(clients: u32, v: &iolab_workloads::dbench::VerifyTally) -> String {
+    let mut out = format!(
+        "verify dbench {clients} client{}: {} blocks ({}) checked in {} ReadX and {} file(s) \
+         read back ({:.2} s untimed; {:.2} s of content and checks inside the run): ",
+        if clients == 1 { "" } else { "s" },
+        v.checked,
+        iolab_spec::format_bytes(v.checked_bytes),
+        v.reads_checked,
+        v.read_back_files,
+        v.read_back_seconds,
+        v.inline_seconds,
+    );
+    if v.failures == 0 {
+        out.push_str("all ok\n");
+    } else {
+        let classes: Vec<String> = v
+            .classes
+            .iter()
+            .filter(|(k, _)| k.as_str() != "ok")
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        out.push_str(&format!(
+            "{} MISMATCH(ES): {}\n",
+            v.failures,
+            classes.join(", ")
+        ));
+        for f in v.failure_samples.iter().take(5) {
+            out.push_str(&format!(
+                "  {} offset {} [{}] {} ({})\n",
+                f.file, f.offset, f.class, f.detail, f.phase
+            ));
+        }
+    }
+    if v.read_back_skipped > 0 {
+        out.push_str("  (stopped: the files were not read back)\n");
+    }
+    out
 }

@@ -859,6 +859,90 @@ fn fsync_verify_reads_back_buffered_where_o_direct_refuses_the_blocks() {
     assert_eq!(uint(&tests[0]["extra"]["verify"], "checked"), 12);
 }
 
+/// A dbench loadfile that writes 64 KiB to a file, reads it back and keeps it, then
+/// writes a second file at an odd offset; then it sleeps 3 s, so a 1 s run ends with every
+/// client asleep after one pass and its two files in place for the final read-back.
+const DBENCH_VERIFY_LOADFILE: &str = r#"Deltree "\clients\client1" NT_STATUS_OK
+Mkdir "\clients" NT_STATUS_OK
+Mkdir "\clients\client1" NT_STATUS_OK
+NTCreateX "\clients\client1\a.dat" 0x40 0x5 1 NT_STATUS_OK
+WriteX 1 0 65536 65536 NT_STATUS_OK
+WriteX 1 8192 3000 3000 NT_STATUS_OK
+Flush 1 NT_STATUS_OK
+ReadX 1 0 65536 65536 NT_STATUS_OK
+Close 1 NT_STATUS_OK
+NTCreateX "\clients\client1\b.dat" 0x40 0x5 2 NT_STATUS_OK
+WriteX 2 7 20000 20000 NT_STATUS_OK
+ReadX 2 0 20007 20007 NT_STATUS_OK
+Close 2 NT_STATUS_OK
+Sleep 3000000 NT_STATUS_OK
+"#;
+
+#[test]
+fn dbench_with_verify_checks_reads_and_files_and_catches_a_change_underneath() {
+    let sb = Sandbox::new();
+    let lf = sb.path("verify-loadfile.txt");
+    std::fs::write(&lf, DBENCH_VERIFY_LOADFILE).unwrap();
+    let args = [
+        "dbench",
+        "--loadfile",
+        s(&lf),
+        "--clients",
+        "2",
+        "--time",
+        "1s",
+        "--warmup",
+        "0s",
+        "--verify",
+    ];
+    let out = sb.run(&args).ok();
+    assert!(
+        out.stdout.contains("verify dbench 2 clients: ") && out.stdout.contains(": all ok"),
+        "{out}"
+    );
+    let mut json_args = args.to_vec();
+    json_args.extend(["--json", "-"]);
+    let doc = sb.run(&json_args).ok().json();
+    let t = &arr(&doc, "tests")[0];
+    let v = &t["extra"]["verify"];
+    assert_eq!(uint(v, "failures"), 0, "{v}");
+    assert!(
+        uint(v, "checked") > 0 && uint(v, "reads_checked") > 0,
+        "{v}"
+    );
+    assert_eq!(uint(v, "ok"), uint(v, "checked"));
+    assert_eq!(uint(&v["classes"], "ok"), uint(v, "checked"));
+    assert_eq!(uint(v, "read_back_files"), 4, "{v}");
+    assert!(!has_warning(&doc, "DATA_MISMATCH"));
+    assert!(sb.target_entries().is_empty(), "files left behind");
+
+    // Another writer keeps zeroing the first 4 KiB of client 0's a.dat.
+    let a = sb.target.join("clients/client0/a.dat");
+    let corrupter = Corrupter::start(move || {
+        OpenOptions::new().write(true).open(&a).is_ok_and(|f| {
+            f.metadata().is_ok_and(|m| m.len() >= 65536) && f.write_all_at(&[0u8; 4096], 0).is_ok()
+        })
+    });
+    let out = sb.run(&json_args);
+    corrupter.stop();
+    let out = out.code(3);
+    out.stderr_has(&["integrity:", "MISMATCH"]);
+    let doc = out.json();
+    let v = &arr(&doc, "tests")[0]["extra"]["verify"];
+    assert!(uint(v, "failures") >= 1, "{v}");
+    // Zeros in the first block (a read racing the other writer may see them begin later).
+    for f in arr(v, "failure_samples") {
+        assert_eq!(
+            (string(f, "file"), string(f, "class")),
+            ("clients/client0/a.dat", "zeroed"),
+            "{f}"
+        );
+        assert!(uint(f, "offset") < 4096, "{f}");
+    }
+    assert!(has_warning(&doc, "DATA_MISMATCH"), "{}", doc["warnings"]);
+    assert!(sb.target_entries().is_empty(), "files left behind");
+}
+
 /// `run custom --verify` with these extra arguments on a 4 MiB file of 4 KiB blocks.
 fn custom_verify(sb: &Sandbox, rw: &str, extra: &[&str]) -> Out {
     let mut v = vec![

@@ -1,13 +1,17 @@
 //! dbench loadfile replay: exact operation counts on a hand-made loadfile, status mismatch
-//! accounting, loadfile errors, gzip, Debian's client.txt, stopping early and cleanup.
+//! accounting, loadfile errors, gzip, Debian's client.txt, stopping early and cleanup, and
+//! `--verify`: clean replays check out, and files changed behind the model's back are caught
+//! with their class and offset.
 
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use iolab_workloads::dbench::{
-    parse_loadfile, run, DbenchConfig, DbenchError, DbenchResult, Loadfile, OpKind, Phase,
+    parse_loadfile, run, run_with_seam, DbenchConfig, DbenchError, DbenchResult, Loadfile, OpKind,
+    Phase, Seam, Tamper, VerifyTally,
 };
 
 /// Every operation, old (dbench 3/4 client.txt) and new names, a timestamp, expected
@@ -259,16 +263,25 @@ fn gzipped_loadfile_parses_to_the_same_operations() {
     assert!(!a.same_operations(&other));
 }
 
-#[test]
-fn client_txt_two_clients_two_seconds() {
+/// client.txt, a directory and 2 clients for 2 s after 0.5 s of warm-up; None (with the
+/// reason printed) when dbench is not installed.
+fn client_txt_two_clients() -> Option<(Loadfile, tempfile::TempDir, DbenchConfig)> {
     if !Path::new(CLIENT_TXT).exists() {
         eprintln!("skipped: {CLIENT_TXT} not installed (apt-get install dbench)");
-        return;
+        return None;
     }
     let lf = parse_loadfile(CLIENT_TXT).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = DbenchConfig::new(dir.path(), CLIENT_TXT, 2, Duration::from_secs(2));
     cfg.warmup = Duration::from_millis(500);
+    Some((lf, dir, cfg))
+}
+
+#[test]
+fn client_txt_two_clients_two_seconds() {
+    let Some((lf, dir, cfg)) = client_txt_two_clients() else {
+        return;
+    };
     let stop = AtomicBool::new(false);
     let mut reports = Vec::new();
     let r = run(&cfg, &lf, &stop, &mut |p| reports.push(p.clone())).unwrap();
@@ -374,5 +387,248 @@ fn o_sync_and_fsync_per_write_replay_cleanly() {
     let r = replay(&cfg, &lf);
     assert_eq!(r.status_mismatches, 0, "{:?}", r.mismatches);
     assert_eq!(count(&r, OpKind::WriteX), 4);
+    assert_empty(dir.path());
+}
+
+/// `--verify`: files written at aligned and unaligned offsets, overwritten in part, with a
+/// hole, renamed, unlinked while open, and reopened; lines are numbered from 1 (no comments).
+const VERIFY_LF: &str = r#"Deltree "\clients\client1" NT_STATUS_OK
+Mkdir "\clients" NT_STATUS_OK
+Mkdir "\clients\client1" NT_STATUS_OK
+NTCreateX "\clients\client1\a.dat" 0x40 0x5 1 NT_STATUS_OK
+WriteX 1 0 65536 65536 NT_STATUS_OK
+WriteX 1 4096 8192 8192 NT_STATUS_OK
+WriteX 1 70000 1 1 NT_STATUS_OK
+ReadX 1 0 65536 65536 NT_STATUS_OK
+ReadX 1 65536 4465 4465 NT_STATUS_OK
+Close 1 NT_STATUS_OK
+NTCreateX "\clients\client1\b.dat" 0x40 0x5 2 NT_STATUS_OK
+WriteX 2 3 10000 10000 NT_STATUS_OK
+WriteX 2 5000 7 7 NT_STATUS_OK
+Close 2 NT_STATUS_OK
+Rename "\clients\client1\b.dat" "\clients\client1\c.dat" NT_STATUS_OK
+NTCreateX "\clients\client1\c.dat" 0x40 0x1 3 NT_STATUS_OK
+ReadX 3 0 10003 10003 NT_STATUS_OK
+Close 3 NT_STATUS_OK
+NTCreateX "\clients\client1\x.tmp" 0x40 0x2 4 NT_STATUS_OK
+WriteX 4 0 100 100 NT_STATUS_OK
+Unlink "\clients\client1\x.tmp" 0x6 NT_STATUS_OK
+ReadX 4 0 100 100 NT_STATUS_OK
+Close 4 NT_STATUS_OK
+NTCreateX "\clients\client1\a.dat" 0x40 0x1 5 NT_STATUS_OK
+ReadX 5 60000 10001 10001 NT_STATUS_OK
+Close 5 NT_STATUS_OK
+"#;
+
+/// The loadfile line of VERIFY_LF's first ReadX (all of a.dat's first 64 KiB).
+const FIRST_READ_LINE: u32 = 8;
+
+fn verify_config(dir: &Path, clients: u32) -> DbenchConfig {
+    let mut cfg = config(dir, clients, Duration::from_secs(60));
+    cfg.max_loops = Some(1);
+    cfg.verify = Some(0x5eed_f00d);
+    cfg
+}
+
+/// Replays VERIFY_LF once with --verify, `seam` called as the seam is.
+fn verify_replay(clients: u32, seam: &Seam<'_>) -> (DbenchResult, VerifyTally) {
+    let lf = Loadfile::parse_str("verify.txt", VERIFY_LF).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let stop = AtomicBool::new(false);
+    let r = run_with_seam(
+        &verify_config(dir.path(), clients),
+        &lf,
+        &stop,
+        &mut |_| {},
+        seam,
+    )
+    .expect("replay runs");
+    assert_eq!(r.status_mismatches, 0, "{:?}", r.mismatches);
+    assert_empty(dir.path());
+    let v = r.verify.clone().expect("a verify tally");
+    (r, v)
+}
+
+fn write_at(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(bytes, offset).unwrap();
+}
+
+/// (file, offset, class, phase) of every failure sample, sorted.
+fn failures(v: &VerifyTally) -> Vec<(String, u64, String, String)> {
+    let mut f: Vec<_> = v
+        .failure_samples
+        .iter()
+        .map(|s| (s.file.clone(), s.offset, s.class.clone(), s.phase.clone()))
+        .collect();
+    f.sort();
+    f
+}
+
+#[test]
+fn verify_checks_every_read_and_reads_the_files_back() {
+    let content_seen = Mutex::new(Vec::new());
+    let (r, v) = verify_replay(2, &|t: &Tamper| {
+        if t.line.is_some() {
+            return;
+        }
+        // What WriteX wrote is the model's generated content, not dbench's zeros.
+        let on_disk = std::fs::read(t.root.join("a.dat")).unwrap();
+        assert_eq!(on_disk.len(), 70001);
+        assert_eq!(t.generation_at("a.dat", 5000), Some((2, 1)));
+        assert_eq!(t.generation_at("a.dat", 66000), Some((0, 0)), "a hole");
+        assert_eq!(t.generation_at("a.dat", 70001), None, "past the end");
+        let gen2 = t.content("a.dat", 2, 4096, 8192).unwrap();
+        assert_eq!(on_disk[4096..12288], gen2[..]);
+        assert_ne!(
+            on_disk[0..4096],
+            t.content("a.dat", 2, 0, 4096).unwrap()[..]
+        );
+        assert!(on_disk[65536..70000].iter().all(|&b| b == 0));
+        assert!(on_disk[..4096].iter().any(|&b| b != 0));
+        content_seen.lock().unwrap().push(t.client);
+    });
+    let mut seen = content_seen.into_inner().unwrap();
+    seen.sort();
+    assert_eq!(seen, [0, 1], "the seam ran in both clients");
+    assert_eq!(v.failures, 0, "{:#?}", v.failure_samples);
+    assert!(v.checked > 0);
+    assert_eq!(v.ok, v.checked);
+    assert_eq!(v.classes.get("ok"), Some(&v.checked));
+    assert_eq!(v.classes.len(), 1, "{:?}", v.classes);
+    assert_eq!(v.reads_checked, 2 * 5, "five ReadX per client");
+    assert_eq!(v.reads_unchecked, 0);
+    assert_eq!(v.writes_stamped, 2 * 6);
+    assert_eq!(
+        v.read_back_files,
+        2 * 2,
+        "a.dat and c.dat; x.tmp was unlinked"
+    );
+    assert_eq!(v.read_back_bytes, 2 * (70001 + 10003));
+    assert!(v.checked_bytes > v.read_back_bytes);
+    assert!(v.inline_seconds > 0.0);
+    // Serialises for extra.verify with the keys DATA_MISMATCH reads.
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["verify"]["failures"], 0);
+    assert_eq!(json["verify"]["classes"]["ok"], v.checked);
+    // Without --verify there is no tally.
+    let lf = Loadfile::parse_str("verify.txt", VERIFY_LF).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = verify_config(dir.path(), 1);
+    cfg.verify = None;
+    let r = replay(&cfg, &lf);
+    assert!(r.verify.is_none());
+    assert!(serde_json::to_value(&r).unwrap().get("verify").is_none());
+}
+
+#[test]
+fn verify_classifies_what_was_changed_behind_its_back() {
+    let (_, v) = verify_replay(1, &|t: &Tamper| {
+        if t.line.is_some() {
+            return;
+        }
+        let a = t.root.join("a.dat");
+        // One bit of generation 1.
+        let mut b = t.content("a.dat", 1, 100, 1).unwrap();
+        b[0] ^= 0x04;
+        write_at(&a, 100, &b);
+        // A 4 KiB block zeroed.
+        write_at(&a, 20480, &[0u8; 4096]);
+        // Generation 2's first block put back to what generation 1 wrote there.
+        assert_eq!(t.generation_at("a.dat", 4096), Some((2, 1)));
+        write_at(&a, 4096, &t.content("a.dat", 1, 4096, 4096).unwrap());
+        // Bytes that no write made.
+        write_at(&a, 45056, &[0xa5u8; 4096]);
+        // c.dat loses its end.
+        let c = std::fs::OpenOptions::new()
+            .write(true)
+            .open(t.root.join("c.dat"))
+            .unwrap();
+        c.set_len(5000).unwrap();
+    });
+    let rb = |file: &str, offset: u64, class: &str| {
+        (
+            format!("clients/client0/{file}"),
+            offset,
+            class.to_string(),
+            "read-back".to_string(),
+        )
+    };
+    assert_eq!(
+        failures(&v),
+        vec![
+            rb("a.dat", 100, "corrupt"),
+            rb("a.dat", 4096, "stale"),
+            rb("a.dat", 20480, "zeroed"),
+            rb("a.dat", 45056, "foreign"),
+            rb("c.dat", 5000, "truncated"),
+        ]
+    );
+    assert_eq!(v.failures, 5);
+    for class in ["corrupt", "stale", "zeroed", "foreign", "truncated"] {
+        assert_eq!(v.classes.get(class), Some(&1), "{class}: {:?}", v.classes);
+    }
+    assert_eq!(v.ok + v.failures, v.checked);
+    let stale = v
+        .failure_samples
+        .iter()
+        .find(|s| s.class == "stale")
+        .unwrap();
+    assert_eq!(
+        (stale.expected_generation, stale.found_generation),
+        (2, Some(1))
+    );
+    let corrupt = v
+        .failure_samples
+        .iter()
+        .find(|s| s.class == "corrupt")
+        .unwrap();
+    assert!(corrupt.detail.contains("1 bit"), "{}", corrupt.detail);
+}
+
+#[test]
+fn verify_catches_a_change_at_the_read_that_sees_it() {
+    let (_, v) = verify_replay(1, &|t: &Tamper| {
+        if t.line == Some(FIRST_READ_LINE) {
+            let mut b = t.content("a.dat", 1, 30000, 2).unwrap();
+            b[1] = !b[1];
+            write_at(&t.root.join("a.dat"), 30000, &b);
+        }
+    });
+    assert_eq!(
+        failures(&v),
+        vec![
+            (
+                "clients/client0/a.dat".to_string(),
+                30001,
+                "corrupt".to_string(),
+                format!("ReadX line {FIRST_READ_LINE}")
+            ),
+            (
+                "clients/client0/a.dat".to_string(),
+                30001,
+                "corrupt".to_string(),
+                "read-back".to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn client_txt_with_verify_two_clients() {
+    let Some((lf, dir, mut cfg)) = client_txt_two_clients() else {
+        return;
+    };
+    cfg.verify = Some(fastrand::u64(1..));
+    let stop = AtomicBool::new(false);
+    let r = run(&cfg, &lf, &stop, &mut |_| {}).unwrap();
+    assert_eq!(r.status_mismatches, 0, "{:#?}", r.mismatches);
+    let v = r.verify.expect("a verify tally");
+    assert_eq!(v.failures, 0, "{:#?}", v.failure_samples);
+    assert!(v.reads_checked > 0 && v.writes_stamped > 0, "{v:?}");
+    assert_eq!(v.reads_unchecked, 0, "{v:?}");
+    assert!(v.checked > 0 && v.ok == v.checked);
+    assert!(v.read_back_files > 0, "{v:?}");
     assert_empty(dir.path());
 }

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use iolab_measure::LatencyHistogram;
 
 use super::loadfile::{Action, Base, Loadfile, OpKind, NO_TIME};
-use super::MismatchSample;
+use super::verify::{Model, Stamp, Tamper, VerifyTally};
+use super::{MismatchSample, Seam};
 
 /// NTCreateX create_disposition values (SMB).
 const FILE_SUPERSEDE: u32 = 0;
@@ -103,6 +104,11 @@ pub(crate) struct Shared<'a> {
     pub finished: AtomicU32,
     /// Zeros that WriteX writes (dbench writes calloc'ed buffers).
     pub zeros: Vec<u8>,
+    /// `--verify`: the run id that WriteX content is generated from.
+    pub verify: Option<u64>,
+    /// The test seam (verify runs only): called before every operation and before the
+    /// final read-back.
+    pub seam: Option<&'a Seam<'a>>,
 }
 
 /// Latencies and mismatches of one operation kind.
@@ -127,6 +133,8 @@ pub(crate) struct Outcome {
     pub cleanup_error: Option<String>,
     /// When the client stopped replaying (before its cleanup).
     pub finished_at: Instant,
+    /// What `--verify` found.
+    pub verify: Option<VerifyTally>,
 }
 
 /// Why an operation did not succeed.
@@ -202,6 +210,16 @@ struct Client<'s, 'a> {
     handles: HashMap<u32, File>,
     read_buf: Vec<u8>,
     short_reads: u64,
+    /// `--verify`: what the client's files must hold.
+    model: Option<Model>,
+    /// `--verify`: the generated content of the next WriteX, and what it is.
+    write_buf: Vec<u8>,
+    stamp: Option<Stamp>,
+    /// What the last operation did, for the model: an open (is a file, its size, whether
+    /// the open truncated), the bytes a pwrite wrote, the bytes a pread returned.
+    opened: Option<(bool, u64, bool)>,
+    wrote: Option<usize>,
+    read_len: usize,
 }
 
 /// Counts a client as finished when it returns or unwinds, so the progress loop never waits
@@ -238,6 +256,16 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         handles: HashMap::new(),
         read_buf: vec![0u8; max_read],
         short_reads: 0,
+        model: sh.verify.map(|run_id| Model::new(run_id, id)),
+        write_buf: if sh.verify.is_some() {
+            vec![0u8; sh.zeros.len()]
+        } else {
+            Vec::new()
+        },
+        stamp: None,
+        opened: None,
+        wrote: None,
+        read_len: 0,
     };
     let mut ops: Vec<Option<OpAcc>> = (0..OpKind::ALL.len()).map(|_| None).collect();
     for (k, _) in sh.lf.op_counts() {
@@ -259,6 +287,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         short_reads: 0,
         cleanup_error: None,
         finished_at: Instant::now(),
+        verify: None,
     };
 
     let Some(start) = start else {
@@ -291,9 +320,20 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
             }
             let kind = e.action.kind();
             let status = &sh.lf.statuses[e.status as usize];
+            let before = c.model.is_some().then(|| {
+                c.tamper(Some(e.line));
+                let b = Instant::now();
+                c.prepare(&e.action);
+                b
+            });
             let t0 = Instant::now();
             let result = c.exec(&e.action, status.ok);
             let t1 = Instant::now();
+            if let Some(b) = before {
+                // Outside the operation's latency, inside the run.
+                c.settle(&e.action, status.ok, &result, e.line);
+                c.inline_time((t0 - b) + t1.elapsed());
+            }
             if t1 >= end {
                 break 'run;
             }
@@ -338,6 +378,9 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         }
         // fnums are reused by the next pass: whatever the file left open is closed here.
         c.handles.clear();
+        if let Some(m) = &mut c.model {
+            m.release_all();
+        }
         out.loops += 1;
         if sh.max_loops.is_some_and(|m| out.loops >= m) {
             break;
@@ -345,6 +388,20 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
     }
     out.finished_at = Instant::now();
     c.handles.clear();
+    if let Some(m) = &mut c.model {
+        m.release_all();
+        // Untimed: after the replay, before the files go; not after a stop (Ctrl-C), which
+        // should end the run at once.
+        if sh.stop.load(Ordering::Relaxed) {
+            m.tally.read_back_skipped = 1;
+        } else {
+            c.tamper(None);
+            if let Some(m) = &mut c.model {
+                m.read_back(&c.root);
+            }
+        }
+        out.verify = c.model.take().map(|m| m.tally);
+    }
     out.short_reads = c.short_reads;
     out.cleanup_error = remove_tree(&c.root)
         .err()
@@ -418,6 +475,104 @@ impl Client<'_, '_> {
         }
     }
 
+    /// Hands the test seam its view (verify runs with a seam only).
+    fn tamper(&self, line: Option<u32>) {
+        if let (Some(seam), Some(model)) = (self.sh.seam, &self.model) {
+            seam(&Tamper {
+                client: self.id,
+                root: &self.root,
+                line,
+                model,
+            });
+        }
+    }
+
+    /// `--verify`, before an operation is timed: a WriteX gets its generated content.
+    fn prepare(&mut self, action: &Action) {
+        self.stamp = None;
+        self.opened = None;
+        self.wrote = None;
+        if let (
+            Action::Write {
+                fnum, offset, size, ..
+            },
+            Some(m),
+        ) = (*action, &mut self.model)
+        {
+            self.stamp = m.stamp(fnum, offset, &mut self.write_buf[..size as usize]);
+        }
+    }
+
+    /// `--verify`, after an operation: the model follows what it did, a ReadX is checked.
+    fn settle(
+        &mut self,
+        action: &Action,
+        expect_ok: bool,
+        result: &Result<Moved, Fail>,
+        line: u32,
+    ) {
+        let Some(m) = self.model.as_mut() else {
+            return;
+        };
+        let lf = self.sh.lf;
+        let rel = |id: u32| {
+            let lp = &lf.paths[id as usize];
+            (lp.base == Base::Client).then_some(&*lp.rel)
+        };
+        match *action {
+            Action::Create { path, fnum, .. } => {
+                if let (Ok(_), Some((is_file, size, truncated))) = (result, self.opened) {
+                    m.opened(
+                        rel(path),
+                        expect_ok.then_some(fnum),
+                        is_file,
+                        size,
+                        truncated,
+                    );
+                }
+            }
+            Action::Close { fnum } => m.release(fnum),
+            Action::Unlink { path } if result.is_ok() => {
+                if let Some(r) = rel(path) {
+                    m.unlinked(r);
+                }
+            }
+            Action::Deltree { path } => {
+                if let Some(r) = rel(path) {
+                    m.removed_tree(r);
+                }
+            }
+            Action::Rename { from, to } if result.is_ok() => {
+                if let (Some(a), Some(b)) = (rel(from), rel(to)) {
+                    m.renamed(a, b);
+                }
+            }
+            Action::Write { offset, .. } => {
+                if let Some(s) = self.stamp.take() {
+                    m.wrote(s, offset, self.wrote);
+                }
+            }
+            Action::Read {
+                fnum, offset, size, ..
+            } if result.is_ok() => {
+                m.check_read(
+                    fnum,
+                    offset,
+                    size as u64,
+                    &self.read_buf[..self.read_len],
+                    line,
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn inline_time(&mut self, d: Duration) {
+        if let Some(m) = &mut self.model {
+            m.tally.inline_seconds += d.as_secs_f64();
+        }
+    }
+
     fn handle(&self, fnum: u32) -> Result<&File, Fail> {
         self.handles.get(&fnum).ok_or(Fail::NoHandle(fnum))
     }
@@ -433,7 +588,12 @@ impl Client<'_, '_> {
                 let p = self.path(path);
                 let file = self.create(&p, options, disposition)?;
                 // dbench fstat()s every handle it opens (to tell files from directories).
-                file.metadata()?;
+                let m = file.metadata()?;
+                let truncating = matches!(
+                    disposition,
+                    FILE_SUPERSEDE | FILE_OVERWRITE | FILE_OVERWRITE_IF
+                );
+                self.opened = Some((m.is_file(), m.len(), truncating));
                 if expect_ok {
                     self.handles.insert(fnum, file);
                 }
@@ -516,8 +676,13 @@ impl Client<'_, '_> {
                 size,
                 ret,
             } => {
-                let f = self.handle(fnum)?;
-                let n = f.write_at(&self.sh.zeros[..size as usize], offset)?;
+                let f = self.handles.get(&fnum).ok_or(Fail::NoHandle(fnum))?;
+                let data = match self.stamp {
+                    Some(_) => &self.write_buf[..size as usize],
+                    None => &self.sh.zeros[..size as usize],
+                };
+                let n = f.write_at(data, offset)?;
+                self.wrote = Some(n);
                 if n != ret as usize {
                     return Err(Fail::ShortWrite {
                         wrote: n,
@@ -540,6 +705,7 @@ impl Client<'_, '_> {
             } => {
                 let f = self.handles.get(&fnum).ok_or(Fail::NoHandle(fnum))?;
                 let n = f.read_at(&mut self.read_buf[..size as usize], offset)?;
+                self.read_len = n;
                 if n != ret as usize {
                     self.short_reads += 1;
                 }

@@ -21,6 +21,7 @@
 
 mod client;
 mod loadfile;
+mod verify;
 
 use std::ffi::CString;
 use std::fmt;
@@ -35,6 +36,13 @@ use iolab_measure::{LatencyHistogram, MB};
 use serde::{Deserialize, Serialize};
 
 pub use loadfile::{parse_loadfile, Loadfile, LoadfileError, OpKind};
+#[doc(hidden)]
+pub use verify::Tamper;
+pub use verify::{VerifyFailure, VerifyTally, BLOCK as VERIFY_BLOCK};
+
+/// The test seam of [`run_with_seam`]. Not part of the API.
+#[doc(hidden)]
+pub type Seam<'s> = dyn Fn(&Tamper<'_>) + Sync + 's;
 
 use client::{Gate, Live, Outcome, Shared};
 
@@ -59,6 +67,11 @@ pub struct DbenchConfig {
     /// left (Some(1) is later dbench's `--run-once`); None: loop until the time is up.
     #[serde(default)]
     pub max_loops: Option<u64>,
+    /// `--verify` with this run id: WriteX writes content generated from the run id, the
+    /// file and the write, every ReadX and a final read-back of every file are checked
+    /// against a model of what each file must hold. None: WriteX writes zeros, as dbench.
+    #[serde(default)]
+    pub verify: Option<u64>,
 }
 
 impl DbenchConfig {
@@ -78,6 +91,7 @@ impl DbenchConfig {
             sync_open: false,
             fsync_every_write: false,
             max_loops: None,
+            verify: None,
         }
     }
 }
@@ -172,6 +186,9 @@ pub struct DbenchResult {
     pub interrupted: bool,
     /// Remarks: cleanup problems, short reads.
     pub notes: Vec<String>,
+    /// What `--verify` found (None without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifyTally>,
 }
 
 impl DbenchResult {
@@ -245,6 +262,30 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<DbenchResult, DbenchError> {
+    run_inner(cfg, loadfile, stop, progress, None)
+}
+
+/// [`run`] with a test seam: with `cfg.verify`, `seam` is called in every client before
+/// every operation and once after the replay, before the final read-back, so a test can
+/// change the client's files behind the model's back. Not part of the API.
+#[doc(hidden)]
+pub fn run_with_seam(
+    cfg: &DbenchConfig,
+    loadfile: &Loadfile,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&Progress),
+    seam: &Seam<'_>,
+) -> Result<DbenchResult, DbenchError> {
+    run_inner(cfg, loadfile, stop, progress, Some(seam))
+}
+
+fn run_inner(
+    cfg: &DbenchConfig,
+    loadfile: &Loadfile,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&Progress),
+    seam: Option<&Seam<'_>>,
+) -> Result<DbenchResult, DbenchError> {
     if cfg.clients == 0 {
         return Err(DbenchError::Config("--clients must be at least 1".into()));
     }
@@ -290,6 +331,8 @@ pub fn run(
         live: (0..cfg.clients).map(|_| Live::default()).collect(),
         finished: AtomicU32::new(0),
         zeros: vec![0u8; max_write],
+        verify: cfg.verify,
+        seam,
     };
 
     let mut interrupted_at: Option<Instant> = None;
@@ -460,7 +503,11 @@ fn merge(
     let (mut bytes_read, mut bytes_written, mut loops, mut short_reads) = (0, 0, 0, 0);
     let mut buckets: Vec<u64> = Vec::new();
     let mut samples = Vec::new();
+    let mut verify: Option<VerifyTally> = None;
     for o in outcomes {
+        if let Some(v) = &o.verify {
+            verify.get_or_insert_with(VerifyTally::default).merge(v);
+        }
         bytes_read += o.bytes_read;
         bytes_written += o.bytes_written;
         loops += o.loops;
@@ -547,6 +594,7 @@ fn merge(
         short_reads,
         interrupted: interrupted_at.is_some(),
         notes,
+        verify,
     }
 }
 
