@@ -5,8 +5,9 @@ use std::fmt;
 use iolab_spec::{expand_preset, format_bytes, JobSpec, Rw, PRESETS};
 use iolab_store::{default_db_path, RunFilter, Store};
 
-use crate::args::{Cli, Command, DbArgs, ResultsArgs, ShowArgs};
-use crate::run;
+use iolab_runner::{ExitStatus, RunError, UsageError};
+
+use crate::args::{Cli, Command, DbArgs, EnvArgs, ResultsArgs, ShowArgs};
 
 /// Everything that ends a command with a message and a non-zero exit.
 #[derive(Debug)]
@@ -22,10 +23,11 @@ pub enum CliError {
 impl CliError {
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Usage(_) => 2,
-            CliError::Interrupted => 130,
-            CliError::Failed(_) => 1,
+            CliError::Usage(_) => ExitStatus::Usage,
+            CliError::Interrupted => ExitStatus::Interrupted,
+            CliError::Failed(_) => ExitStatus::Failed,
         }
+        .code()
     }
 }
 
@@ -44,6 +46,22 @@ impl From<iolab_spec::SpecError> for CliError {
     }
 }
 
+impl From<UsageError> for CliError {
+    fn from(e: UsageError) -> Self {
+        CliError::Usage(e.to_string())
+    }
+}
+
+impl From<RunError> for CliError {
+    fn from(e: RunError) -> Self {
+        match e {
+            RunError::Usage(u) => CliError::Usage(u.to_string()),
+            RunError::Interrupted => CliError::Interrupted,
+            RunError::Failed(m) => CliError::Failed(m),
+        }
+    }
+}
+
 impl From<iolab_store::StoreError> for CliError {
     fn from(e: iolab_store::StoreError) -> Self {
         CliError::Failed(e.to_string())
@@ -52,16 +70,16 @@ impl From<iolab_store::StoreError> for CliError {
 
 pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
-        Command::Run(args) => run::run(*args),
+        Command::Run(args) => Ok(crate::run_cmd::run(&args.args).code()),
         Command::Presets => {
             print!("{}", presets_text());
             Ok(0)
         }
         Command::Results(args) => results(args),
         Command::Show(args) => show(args),
-        Command::Env(args) => crate::environment::env_command(args),
-        Command::ExportFio(args) => crate::crosscheck::export_fio(*args),
-        Command::Crosscheck(args) => crate::crosscheck::crosscheck(*args),
+        Command::Env(args) => env_command(args),
+        Command::ExportFio(args) => Ok(crate::crosscheck::export_fio(&args.args).code()),
+        Command::Crosscheck(args) => Ok(crate::crosscheck::crosscheck(&args.args).code()),
         Command::Report(args) => crate::report_cmd::report(args),
         Command::Compare(args) => crate::report_cmd::compare(args),
         Command::History(args) => crate::report_cmd::history(args),
@@ -134,9 +152,16 @@ fn presets_text() -> String {
     }
     out.push_str("Options: --mix adds CrystalDiskMark's 70/30 read/write mix test to cdm rows.\n");
     out.push_str("\nWorkloads (iolab run NAME --target DIR; see docs/workloads.md):\n");
-    for (name, summary) in crate::workloads::WORKLOADS {
-        out.push_str(&format!("{name}\n"));
-        out.push_str(&indented(summary));
+    for w in crate::run_cmd::WORKLOADS {
+        // The presets are listed above.
+        for name in w
+            .names()
+            .iter()
+            .filter(|n| iolab_spec::preset_info(n).is_none())
+        {
+            out.push_str(&format!("{name}\n"));
+            out.push_str(&indented(w.summary(name)));
+        }
     }
     out
 }
@@ -199,6 +224,27 @@ fn show(args: ShowArgs) -> Result<i32, CliError> {
                 Err(e) => println!("\n(environment stored in an unreadable form: {e})"),
             }
         }
+    }
+    Ok(0)
+}
+
+fn env_command(a: EnvArgs) -> Result<i32, CliError> {
+    if let Some(t) = &a.target {
+        if !t.exists() {
+            return Err(CliError::Usage(format!(
+                "target {} does not exist",
+                t.display()
+            )));
+        }
+    }
+    let env = iolab_env::capture(a.target.as_deref());
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&env).expect("environment serialises")
+        );
+    } else {
+        print!("{}", iolab_env::render(&env));
     }
     Ok(0)
 }

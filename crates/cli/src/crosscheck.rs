@@ -2,35 +2,122 @@
 //! iolab and fio alternately on the same file with both results side by side.
 
 use std::process::Command;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use iolab_engine::run_pass;
+use iolab_runner::block::{prepare_target, target_error, BlockPlan};
+use iolab_runner::progress::Progress;
+use iolab_runner::{CommonArgs, ExitStatus, Registry, RunError, UsageError};
 use iolab_spec::fio;
 use iolab_stats::median;
 
-use crate::args::{ExportFioArgs, RunArgs};
-use crate::commands::CliError;
-use crate::progress::Progress;
-use crate::run::{plan, prepare_target, target_error};
-use crate::signals;
+/// The block presets only: what fio can run.
+static BLOCK_ONLY: &[&dyn iolab_runner::Workload] = &[&iolab_workloads::block::WORKLOAD];
+
+fn block_registry() -> Registry {
+    Registry {
+        workloads: BLOCK_ONLY,
+        default: iolab_workloads::block::default_name,
+    }
+}
+
+/// A block preset's plan from `args`, refusing `refused` options (what the command cannot
+/// honour) by name.
+fn block_plan(
+    bin: &str,
+    args: &[String],
+    refused: &[(&str, &str)],
+) -> Result<(BlockPlan, CommonArgs), ExitStatus> {
+    for (flag, why) in refused {
+        if let Some(given) = args
+            .iter()
+            .find(|a| *a == flag || a.starts_with(&format!("{flag}=")))
+        {
+            let e = UsageError::option(flag, format!("{given} does not apply to `{bin}`: {why}"));
+            return Err(crate::run_cmd::report_parse_error(
+                iolab_runner::ParseError::Usage(e),
+            ));
+        }
+    }
+    let parsed = crate::run_cmd::parse(bin, &block_registry(), args)?;
+    let plan = parsed
+        .job
+        .block()
+        .expect("the block registry plans block jobs")
+        .clone();
+    Ok((plan, parsed.common))
+}
+
+/// What a fio job file cannot say, and why.
+const NOT_IN_A_JOB_FILE: &[(&str, &str)] = &[
+    (
+        "--runs",
+        "a fio job runs once; run fio several times (or use `iolab crosscheck`)",
+    ),
+    (
+        "--passes",
+        "a fio job runs once; run fio several times (or use `iolab crosscheck`)",
+    ),
+    (
+        "--warmup",
+        "fio has no warm-up passes (ramp_time is --ramp)",
+    ),
+    (
+        "--warmup-time",
+        "fio has no warm-up passes (ramp_time is --ramp)",
+    ),
+    (
+        "--until-stable",
+        "fio cannot repeat a job until it is stable",
+    ),
+    ("--max-runs", "fio cannot repeat a job until it is stable"),
+    ("--max-time", "fio cannot repeat a job until it is stable"),
+    ("--score", "fio reports one result per job"),
+    (
+        "--verify",
+        "iolab's verified blocks are not fio's verify formats",
+    ),
+    ("--label", "nothing is stored"),
+    ("--no-store", "nothing is stored"),
+    ("--db", "nothing is stored"),
+    ("--json", "the job file is the output (see --output)"),
+    ("--quiet", "nothing runs"),
+    ("-q", "nothing runs"),
+];
 
 /// `iolab export-fio`: prints (or writes) the fio job file of a preset.
-pub fn export_fio(a: ExportFioArgs) -> Result<i32, CliError> {
-    let plan = plan(&a.run)?;
-    let filename = export_filename(&a.run);
+pub fn export_fio(args: &[String]) -> ExitStatus {
+    let mut args = args.to_vec();
+    let mut output = None;
+    if let Some(i) = args.iter().position(|a| a == "--output" || a == "-o") {
+        if i + 1 >= args.len() {
+            eprintln!("iolab: error: --output needs a FILE");
+            return ExitStatus::Usage;
+        }
+        output = Some(args.remove(i + 1));
+        args.remove(i);
+    }
+    let (plan, common) = match block_plan("iolab export-fio", &args, NOT_IN_A_JOB_FILE) {
+        Ok(p) => p,
+        Err(s) => return s,
+    };
+    let filename = export_filename(&common);
     let text = fio::job_file(&plan.tests, &plan.settings, &filename);
-    match &a.output {
-        Some(path) => std::fs::write(path, text)
-            .map_err(|e| CliError::Failed(format!("cannot write {}: {e}", path.display())))?,
+    match &output {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, text) {
+                eprintln!("iolab: error: cannot write {path}: {e}");
+                return ExitStatus::Failed;
+            }
+        }
         None => print!("{text}"),
     }
-    Ok(0)
+    ExitStatus::Ok
 }
 
 /// The file fio should use: the target itself, or a file in the target directory.
-fn export_filename(a: &RunArgs) -> String {
-    let p = std::path::absolute(&a.target).unwrap_or_else(|_| a.target.clone());
+fn export_filename(c: &CommonArgs) -> String {
+    let p = c.target_abs();
     if p.is_dir() {
         p.join("iolab-fio.dat").to_string_lossy().into_owned()
     } else {
@@ -49,21 +136,21 @@ struct Sample {
 /// Runs fio on one test and reads its JSON: read and write summed (mixed tests). IOPS are
 /// derived from fio's bandwidth and the block size: fio's own `iops` field is computed over
 /// a different interval when `ramp_time` is set and then disagrees with its bandwidth.
-fn run_fio(job_file: &str, bs: u64) -> Result<Sample, CliError> {
+fn run_fio(job_file: &str, bs: u64) -> Result<Sample, RunError> {
     let dir = std::env::temp_dir().join(format!("iolab-crosscheck-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
-        .map_err(|e| CliError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+        .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", dir.display())))?;
     let path = dir.join("job.fio");
     std::fs::write(&path, job_file)
-        .map_err(|e| CliError::Failed(format!("cannot write {}: {e}", path.display())))?;
+        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))?;
     let out = Command::new("fio")
         .arg("--output-format=json")
         .arg(&path)
         .output();
     let _ = std::fs::remove_dir_all(&dir);
-    let out = out.map_err(|e| CliError::Failed(format!("cannot run fio: {e}")))?;
+    let out = out.map_err(|e| RunError::Failed(format!("cannot run fio: {e}")))?;
     if !out.status.success() {
-        return Err(CliError::Failed(format!(
+        return Err(RunError::Failed(format!(
             "fio failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
@@ -72,7 +159,7 @@ fn run_fio(job_file: &str, bs: u64) -> Result<Sample, CliError> {
     // fio may print notes before the JSON document.
     let start = text.find('{').unwrap_or(0);
     let doc: serde_json::Value = serde_json::from_str(&text[start..])
-        .map_err(|e| CliError::Failed(format!("cannot parse fio's JSON: {e}")))?;
+        .map_err(|e| RunError::Failed(format!("cannot parse fio's JSON: {e}")))?;
     let job = &doc["jobs"][0];
     let mut s = Sample::default();
     let mut lat_sum = 0.0;
@@ -100,19 +187,55 @@ fn fmt(v: f64) -> String {
     }
 }
 
+/// What crosscheck does not do.
+const NOT_IN_CROSSCHECK: &[(&str, &str)] = &[
+    (
+        "--until-stable",
+        "both tools run the same fixed number of passes",
+    ),
+    (
+        "--max-runs",
+        "both tools run the same fixed number of passes",
+    ),
+    (
+        "--max-time",
+        "both tools run the same fixed number of passes",
+    ),
+    ("--score", "the comparison is of medians"),
+    (
+        "--verify",
+        "iolab's verified blocks are not fio's verify formats",
+    ),
+    ("--label", "nothing is stored"),
+    ("--no-store", "nothing is stored"),
+    ("--db", "nothing is stored"),
+];
+
 /// `iolab crosscheck`: every test of the preset, iolab and fio alternately.
-pub fn crosscheck(a: RunArgs) -> Result<i32, CliError> {
+pub fn crosscheck(args: &[String]) -> ExitStatus {
+    let (plan, common) = match block_plan("iolab crosscheck", args, NOT_IN_CROSSCHECK) {
+        Ok(p) => p,
+        Err(s) => return s,
+    };
+    match crosscheck_plan(plan, &common) {
+        Ok(()) => ExitStatus::Ok,
+        Err(e) => {
+            eprintln!("iolab: error: {e}");
+            e.status()
+        }
+    }
+}
+
+fn crosscheck_plan(mut plan: BlockPlan, a: &CommonArgs) -> Result<(), RunError> {
     if Command::new("fio").arg("--version").output().is_err() {
-        return Err(CliError::Failed(
+        return Err(RunError::Failed(
             "fio is not installed (Debian: apt-get install fio)".into(),
         ));
     }
-    let mut plan = plan(&a)?;
-    let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
-    let s = plan.settings.clone();
-    let per_test = (s.warmup_duration * s.warmup_passes + s.duration * s.runs) * 2;
-    let progress = Progress::new(per_test * plan.tests.len() as u32, a.quiet);
-    let target = prepare_target(&mut plan, &a, &stop, &progress)?;
+    let stop =
+        iolab_runner::signals::install().map_err(|e| RunError::Failed(format!("signals: {e}")))?;
+    let progress = Progress::new(plan.planned() * 2, a.quiet);
+    let target = prepare_target(&mut plan, a.target.clone(), &stop, &progress)?;
     let s = plan.settings.clone();
     let io_path = target.info.io_path.clone();
 
@@ -132,8 +255,8 @@ pub fn crosscheck(a: RunArgs) -> Result<i32, CliError> {
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
         for p in 0..s.warmup_passes + s.runs {
-            if stop.load(Ordering::Relaxed) {
-                return Err(CliError::Interrupted);
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(RunError::Interrupted);
             }
             let warm = p < s.warmup_passes;
             let dur = if warm { s.warmup_duration } else { s.duration };
@@ -142,7 +265,7 @@ pub fn crosscheck(a: RunArgs) -> Result<i32, CliError> {
                 run_pass(&target, test, &s, p + 1, dur, &stop, &obs, None).map_err(target_error)?;
             elapsed += dur;
             if let Some(e) = out.record.errors.first() {
-                return Err(CliError::Failed(format!(
+                return Err(RunError::Failed(format!(
                     "{}: {} (errno {}) at offset {}",
                     test.name, e.message, e.errno, e.offset
                 )));
@@ -226,9 +349,9 @@ pub fn crosscheck(a: RunArgs) -> Result<i32, CliError> {
         Some(path) => {
             print!("{out}");
             std::fs::write(path, serde_json::Value::Array(doc).to_string())
-                .map_err(|e| CliError::Failed(format!("cannot write {path}: {e}")))?;
+                .map_err(|e| RunError::Failed(format!("cannot write {path}: {e}")))?;
         }
         None => print!("{out}"),
     }
-    Ok(0)
+    Ok(())
 }

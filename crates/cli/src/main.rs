@@ -1,19 +1,16 @@
-//! The `iolab` command line: parses arguments and dispatches to the run, listing and
-//! display commands. Measuring lives in iolab-engine, keeping in iolab-store, printing in
-//! iolab-report.
+//! The `iolab` command line: parses arguments, hands runs to iolab-runner (through the
+//! workload registry) and stored results to iolab-report, and exits with the outcome's
+//! status.
 
 mod args;
 mod commands;
 mod crosscheck;
-mod environment;
-mod progress;
 mod report_cmd;
-mod run;
+mod run_cmd;
 mod scrub_cmd;
-mod signals;
+mod streams_entry;
 mod study;
 mod verify_cmd;
-mod workloads;
 
 use clap::Parser;
 

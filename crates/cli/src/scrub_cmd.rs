@@ -1,28 +1,114 @@
 //! `iolab run scrub-test`: the scrub test of iolab-verify on a loop testbed it builds
 //! (`--testbed`) or on an existing redundant filesystem (`--target DIR`, members corrupted
 //! only with `--allow-corrupt-members`). Stored like the other workloads; exits 3 when the
-//! filesystem did not detect, repair or report what it should have (docs/scrub.md).
+//! filesystem did not detect, repair or report what it should have (docs/scrub.md), 4 when
+//! only its counts are wrong.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use clap::Args;
 use iolab_measure::TargetInfo;
-use iolab_spec::{parse_size, EngineKind};
+use iolab_runner::options::opt_size;
+use iolab_runner::{
+    plain_settings, CommonArgs, Def, ExitStatus, Job, RunContext, RunError, RunStart, UsageError,
+};
 use iolab_verify::scrub::{self, Layout, ScrubConfig, ScrubError, ScrubTarget};
 
-use crate::args::RunArgs;
-use crate::commands::CliError;
-use crate::signals;
-use crate::verify_cmd::EXIT_INTEGRITY;
-use crate::workloads::{drive_target, settings};
+/// The scrub test's entry in the registry.
+pub static WORKLOAD: Def<ScrubOptions> = Def::new(
+    &["scrub-test"],
+    "corrupt known blocks on one member of a btrfs raid1/raid5 or zfs mirror/raidz (--testbed \
+     LAYOUT, or --target DIR with --allow-corrupt-members), run the filesystem's scrub, compare \
+     detected/repaired/uncorrectable with what was injected, verify every block; --corrupt N \
+     --corrupt-size --all-copies --foreground; exit 3 if data was not repaired, 4 if only the \
+     counts are wrong",
+    plan,
+);
 
-/// The data is intact, but the filesystem's scrub report disagrees with what was injected.
-pub const EXIT_MISCOUNTED: i32 = 4;
+/// Options of `iolab run scrub-test`.
+#[derive(Args, Debug, Clone)]
+pub struct ScrubOptions {
+    /// Build this loop testbed, run on it and remove it (root): btrfs-raid1, btrfs-raid5,
+    /// zfs-mirror, zfs-raidz. Without it, --target must be a directory on a redundant btrfs
+    /// or zfs.
+    #[arg(long, value_name = "LAYOUT")]
+    pub testbed: Option<String>,
+    /// Size of each loop device of --testbed (default 512MiB).
+    #[arg(long, value_name = "SIZE", requires = "testbed")]
+    pub device_size: Option<String>,
+    /// Bytes of verified blocks to write (default 128MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub dataset_size: Option<String>,
+    /// Percent of the dataset in small files of 4-64 KiB (default 25; 0 or 100 for one
+    /// class only, e.g. to compare their scrub rates).
+    #[arg(long, value_name = "PCT")]
+    pub small_files: Option<u8>,
+    /// Corruptions to inject on one member (default 32).
+    #[arg(long, value_name = "N")]
+    pub corrupt: Option<u32>,
+    /// Bytes per corruption, a multiple of 4KiB up to 64KiB (default 4KiB).
+    #[arg(long, value_name = "SIZE")]
+    pub corrupt_size: Option<String>,
+    /// Corrupt the same data on every member holding it (must be uncorrectable).
+    #[arg(long)]
+    pub all_copies: bool,
+    /// Measure a sequential reader on other data during the scrub against the same reader
+    /// without one.
+    #[arg(long)]
+    pub foreground: bool,
+    /// With --target on an existing filesystem, allow overwriting blocks of iolab's own
+    /// files directly on its member devices.
+    #[arg(long)]
+    pub allow_corrupt_members: bool,
+    /// Seed for file sizes and the blocks chosen (printed in the results).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+}
 
-fn config(a: &RunArgs) -> Result<ScrubConfig, CliError> {
+struct ScrubJob {
+    cfg: ScrubConfig,
+    layout: Option<Layout>,
+    device_size: String,
+}
+
+fn plan(_name: &str, a: ScrubOptions, c: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
+    let cfg = config(&a)?;
+    scrub::check_config(&cfg).map_err(|e| UsageError::general(e.to_string()))?;
+    let layout = match &a.testbed {
+        Some(name) => {
+            if c.target != Path::new(".") {
+                return Err(UsageError::option(
+                    "testbed",
+                    "give --testbed or --target, not both",
+                ));
+            }
+            Some(Layout::parse(name).ok_or_else(|| {
+                UsageError::option(
+                    "testbed",
+                    format!(
+                        "--testbed '{name}': expected {}",
+                        Layout::ALL.map(Layout::name).join(", ")
+                    ),
+                )
+            })?)
+        }
+        None => None,
+    };
+    Ok(Box::new(ScrubJob {
+        cfg,
+        layout,
+        device_size: a
+            .device_size
+            .clone()
+            .unwrap_or_else(|| scrub::DEFAULT_DEVICE_SIZE.to_string()),
+    }))
+}
+
+fn config(a: &ScrubOptions) -> Result<ScrubConfig, UsageError> {
     let mut cfg = ScrubConfig::default();
-    if let Some(s) = &a.dataset_size {
-        cfg.dataset_size = parse_size("dataset-size", s)?;
+    if let Some(s) = opt_size("dataset-size", &a.dataset_size)? {
+        cfg.dataset_size = s;
     }
     if let Some(p) = a.small_files {
         cfg.small_files_pct = p;
@@ -30,8 +116,8 @@ fn config(a: &RunArgs) -> Result<ScrubConfig, CliError> {
     if let Some(n) = a.corrupt {
         cfg.corrupt = n;
     }
-    if let Some(s) = &a.corrupt_size {
-        cfg.corrupt_size = parse_size("corrupt-size", s)?;
+    if let Some(s) = opt_size("corrupt-size", &a.corrupt_size)? {
+        cfg.corrupt_size = s;
     }
     cfg.all_copies = a.all_copies;
     cfg.allow_corrupt_members = a.allow_corrupt_members;
@@ -43,109 +129,89 @@ fn config(a: &RunArgs) -> Result<ScrubConfig, CliError> {
     Ok(cfg)
 }
 
-fn scrub_error(e: ScrubError) -> CliError {
+fn scrub_error(e: ScrubError) -> RunError {
     match e {
-        ScrubError::Invalid(_) => CliError::Usage(e.to_string()),
-        ScrubError::Interrupted => CliError::Interrupted,
-        other => CliError::Failed(other.to_string()),
+        ScrubError::Invalid(_) => RunError::usage(e.to_string()),
+        ScrubError::Interrupted => RunError::Interrupted,
+        other => RunError::Failed(other.to_string()),
     }
 }
 
-pub fn run(a: RunArgs) -> Result<i32, CliError> {
-    let cfg = config(&a)?;
-    scrub::check_config(&cfg).map_err(scrub_error)?;
-    let device_size = a
-        .device_size
-        .clone()
-        .unwrap_or_else(|| scrub::DEFAULT_DEVICE_SIZE.to_string());
-    if a.device_size.is_some() && a.testbed.is_none() {
-        return Err(CliError::Usage(
-            "--device-size applies with --testbed".into(),
-        ));
+impl Job for ScrubJob {
+    fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
+        let ScrubJob {
+            cfg,
+            layout,
+            device_size,
+        } = *self;
+        // The testbed must exist before the run is started (its mount is the target); a
+        // Ctrl-C during the build stops it, and the build removes what it made.
+        let (testbed, target) = match layout {
+            Some(layout) => {
+                if !ctx.common.quiet {
+                    eprintln!(
+                        "building testbed {} ({device_size} per device)",
+                        layout.name()
+                    );
+                }
+                let (tb, target) = scrub::build_testbed(layout, &device_size, &cfg, &ctx.stop)
+                    .map_err(scrub_error)?;
+                (Some(tb), target)
+            }
+            None => (
+                None,
+                ScrubTarget::discover(&ctx.common.target_abs()).map_err(scrub_error)?,
+            ),
+        };
+        let outcome = run_on(&cfg, &target, ctx);
+        if let Some(tb) = testbed {
+            if let Err(e) = tb.teardown() {
+                eprintln!("iolab: {e}");
+            }
+        }
+        outcome
     }
-    // The testbed must exist before the run is stored (its mount is the target), so the
-    // signal handlers are installed before the build: a Ctrl-C then stops the build, which
-    // removes what it made.
-    let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
-    let (testbed, target) = match &a.testbed {
-        Some(name) => {
-            if a.target != Path::new(".") {
-                return Err(CliError::Usage(
-                    "give --testbed or --target, not both".into(),
-                ));
-            }
-            let layout = Layout::parse(name).ok_or_else(|| {
-                CliError::Usage(format!(
-                    "--testbed '{name}': expected {}",
-                    Layout::ALL.map(Layout::name).join(", ")
-                ))
-            })?;
-            if !a.quiet {
-                eprintln!(
-                    "building testbed {} ({device_size} per device)",
-                    layout.name()
-                );
-            }
-            let (tb, target) =
-                scrub::build_testbed(layout, &device_size, &cfg, &stop).map_err(scrub_error)?;
-            (Some(tb), target)
-        }
-        None => {
-            let dir = std::path::absolute(&a.target).unwrap_or_else(|_| a.target.clone());
-            (None, ScrubTarget::discover(&dir).map_err(scrub_error)?)
-        }
-    };
+}
+
+fn run_on(cfg: &ScrubConfig, target: &ScrubTarget, ctx: &mut RunContext) -> Result<(), RunError> {
     // Refusals (consent, root, sizes, tools) come before a run is started and stored.
-    scrub::preflight(&target, &cfg).map_err(scrub_error)?;
-    let info = TargetInfo {
-        path: target.work_dir.to_string_lossy().into_owned(),
-        kind: "dir".into(),
-        io_path: target.work_dir.to_string_lossy().into_owned(),
-        fs_type: target.fs_name().into(),
-        size: cfg.dataset_size,
-    };
-    let s = settings(
-        cfg.dataset_size,
-        Duration::ZERO,
-        1,
-        EngineKind::Psync,
-        false,
-    );
-    let mut verdict = None;
-    let json_to_stdout = a.json.as_deref() == Some("-");
-    let work_dir = target.work_dir.clone();
-    let code = drive_target(
-        &a,
-        info,
-        &work_dir,
-        s,
-        Box::new(|stop, progress| {
-            let report = match scrub::run(&target, &cfg, stop, &mut |label, detail| {
-                progress.phase(label, detail)
-            }) {
-                Ok(r) => r,
-                // Stored as an incomplete run; drive_target's conclusion exits 130.
-                Err(ScrubError::Interrupted) => return Ok(Vec::new()),
-                Err(e) => return Err(e.to_string()),
-            };
-            let table = report.render();
-            if json_to_stdout {
-                eprint!("{table}");
-            } else {
-                print!("{table}");
-            }
-            verdict = Some(report.exit_code());
-            Ok(report.tests())
-        }),
-    );
-    if let Some(tb) = testbed {
-        if let Err(e) = tb.teardown() {
-            eprintln!("iolab: {e}");
+    scrub::preflight(target, cfg).map_err(scrub_error)?;
+    let work_dir: PathBuf = target.work_dir.clone();
+    ctx.start(RunStart {
+        preset: "scrub-test".into(),
+        workload: "scrub-test".into(),
+        target: TargetInfo {
+            path: work_dir.to_string_lossy().into_owned(),
+            kind: "dir".into(),
+            io_path: work_dir.to_string_lossy().into_owned(),
+            fs_type: target.fs_name().into(),
+            size: cfg.dataset_size,
+        },
+        settings: plain_settings(cfg.dataset_size, Duration::ZERO, 1, false),
+        notes: Vec::new(),
+        env_path: work_dir,
+    })?;
+    let report = {
+        let progress = &ctx.progress;
+        match scrub::run(target, cfg, &ctx.stop, &mut |label, detail| {
+            progress.phase(label, detail)
+        }) {
+            Ok(r) => r,
+            // Stored as an incomplete run: the conclusion exits 130.
+            Err(ScrubError::Interrupted) => return Ok(()),
+            Err(e) => return Err(RunError::Failed(e.to_string())),
         }
+    };
+    let table = report.render();
+    if ctx.common.json_to_stdout() {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
     }
-    let code = code?;
-    match verdict {
-        Some(c) if c == EXIT_INTEGRITY || c == EXIT_MISCOUNTED => Ok(c),
-        _ => Ok(code),
+    match report.exit_code() {
+        3 => ctx.raise(ExitStatus::Integrity),
+        4 => ctx.raise(ExitStatus::Miscounted),
+        _ => {}
     }
+    ctx.add_tests(report.tests())
 }

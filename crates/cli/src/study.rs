@@ -12,13 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use iolab_report::set::RunSet;
 use iolab_report::{html, markdown};
+use iolab_runner::ParseError;
 use iolab_study::{parse, schedule, Study, Workload, WorkloadProblem};
 use iolab_testbed::{Kind, StateFile, Testbed, TestbedError};
 
-use crate::args::{CleanupArgs, Cli, Command as CliCommand, StudyArgs};
+use crate::args::{CleanupArgs, StudyArgs};
 use crate::commands::{open_store, CliError};
 
 /// Ctrl-C and SIGTERM only raise the flag: a study always tears down what it built, so a
@@ -32,104 +32,47 @@ fn install_signals() -> Result<Arc<AtomicBool>, CliError> {
     Ok(stop)
 }
 
-/// Checks a workload's options with `iolab run`'s own grammar and option rules.
+/// Checks a workload's options with `iolab run`'s own registry: the workload's options
+/// struct parses them and its plan checks them, as a run would before touching anything.
 fn check_workload(w: &Workload) -> Result<(), WorkloadProblem> {
-    let mut argv: Vec<String> = vec!["iolab".into(), "run".into(), w.kind.clone()];
+    let mut argv: Vec<String> = vec![w.kind.clone()];
     argv.extend(w.args.iter().cloned());
-    let key_of = |flag: &str| flag.trim_start_matches('-').replace('-', "_");
-    let cli = Cli::try_parse_from(&argv).map_err(|e| {
-        let key = e
-            .get(clap::error::ContextKind::InvalidArg)
-            .map(|v| key_of(&v.to_string()))
-            .map(|k| k.split_whitespace().next().unwrap_or("").to_string())
-            .filter(|k| !k.is_empty());
-        let text = e.to_string();
-        let first = text
-            .lines()
-            .next()
-            .unwrap_or("")
-            .trim_start_matches("error: ");
-        WorkloadProblem {
-            key,
-            message: format!("not an option of `iolab run {}`: {first}", w.kind),
-        }
-    })?;
-    let CliCommand::Run(a) = cli.command else {
-        unreachable!("argv starts with run")
-    };
-    let known =
-        iolab_spec::preset_info(a.preset()).is_some() || crate::workloads::is_workload(a.preset());
-    if !known {
+    let reg = crate::run_cmd::registry();
+    if reg.find(&w.kind).is_none() {
         return Err(WorkloadProblem {
             key: Some("kind".into()),
             message: format!(
-                "unknown workload '{}' (presets: {}; workloads: {})",
+                "unknown workload '{}' (known: {})",
                 w.kind,
-                iolab_spec::preset_names().join(", "),
-                crate::workloads::WORKLOADS
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                reg.names().join(", ")
             ),
         });
     }
-    if crate::workloads::is_workload(a.preset()) {
-        return check_workload_values(w);
-    }
-    crate::run::plan(&a).map(|_| ()).map_err(|e| {
-        let message = e.to_string();
-        let key = message
-            .strip_prefix("--")
-            .and_then(|m| m.split([' ', ':', '\'']).next())
-            .map(key_of);
-        WorkloadProblem { key, message }
-    })
-}
-
-/// The values a workload parses when it starts, checked now so a typo fails the dry run
-/// rather than a run in the middle of a study.
-fn check_workload_values(w: &Workload) -> Result<(), WorkloadProblem> {
-    let problem = |key: &str, message: String| WorkloadProblem {
-        key: Some(key.to_string()),
-        message,
-    };
-    for (key, value) in &w.options {
-        let flag = key.replace('_', "-");
-        match key.as_str() {
-            "size" | "bs" | "file_size" => {
-                iolab_spec::parse_size(&flag, value).map_err(|e| problem(key, format!("--{e}")))?;
-            }
-            "duration" | "time" | "stagger" | "warmup" | "warmup_time" | "ramp" => {
-                iolab_spec::parse_duration(&flag, value)
-                    .map_err(|e| problem(key, format!("--{e}")))?;
-            }
-            "sizes" => {
-                for item in value.split(',') {
-                    iolab_spec::parse_size("sizes", item.trim())
-                        .map_err(|e| problem(key, format!("--{e}")))?;
-                }
-            }
-            "methods" => {
-                for item in value.split(',') {
-                    if iolab_workloads::fsync::SyncMethod::parse(item.trim()).is_none() {
-                        return Err(problem(
-                            key,
-                            format!(
-                                "'{item}': expected none, fdatasync, fsync, O_DSYNC, O_SYNC or \
-                                 O_DIRECT+O_DSYNC"
-                            ),
-                        ));
-                    }
-                }
-            }
-            "rw" if w.kind == "streams" && value != "read" && value != "write" => {
-                return Err(problem(key, format!("'{value}': streams read or write")));
-            }
-            _ => {}
+    let key_of = |flag: &str| flag.trim_start_matches('-').replace('-', "_");
+    match reg.parse("iolab run", &argv) {
+        Ok(_) => Ok(()),
+        Err(ParseError::Usage(u)) => Err(WorkloadProblem {
+            key: u.option.as_deref().map(key_of),
+            message: u.to_string(),
+        }),
+        Err(ParseError::Clap(e)) => {
+            let key = e
+                .get(clap::error::ContextKind::InvalidArg)
+                .map(|v| key_of(&v.to_string()))
+                .map(|k| k.split_whitespace().next().unwrap_or("").to_string())
+                .filter(|k| !k.is_empty());
+            let text = e.to_string();
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ");
+            Err(WorkloadProblem {
+                key,
+                message: format!("not an option of `iolab run {}`: {first}", w.kind),
+            })
         }
     }
-    Ok(())
 }
 
 fn load(file: &Path) -> Result<Study, CliError> {
@@ -430,6 +373,8 @@ impl Visit<'_> {
             .arg(&cfg.label)
             .arg("--study-meta")
             .arg("-")
+            .arg("--json")
+            .arg("-")
             .arg("--quiet")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -482,11 +427,10 @@ impl Visit<'_> {
         });
         let (status, stdout, stderr) = result?;
         let secs = t0.elapsed().as_secs_f64();
-        let run_id = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("stored as run "))
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|id| id.parse::<i64>().ok());
+        // With `--json -` the child's standard output is its run document alone.
+        let run_id = serde_json::from_str::<serde_json::Value>(stdout.trim())
+            .ok()
+            .and_then(|doc| doc["run_id"].as_i64());
         match status.code() {
             Some(0) => run_id
                 .map(|id| {

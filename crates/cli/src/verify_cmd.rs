@@ -1,27 +1,92 @@
 //! `iolab run verify` (verified writes, stored like any workload) and `iolab verify` (the
 //! later check from the sidecar or, after a crash, from the journal; it only reads).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use iolab_measure::TargetInfo;
-use iolab_spec::{format_bytes, parse_size, EngineKind};
+use iolab_spec::{format_bytes, parse_size};
 use iolab_verify::journal::{check_separate_filesystems, Journal};
 use iolab_verify::verified::{
     self, check_file, check_with_journal, expectation, CheckError, CheckReport, DataTarget,
     Failure, Given, VerifyConfig, VerifyMode,
 };
 
-use crate::args::{RunArgs, VerifyArgs};
+use clap::Args;
+use iolab_runner::options::{BsArg, BufferedArg, RunsArg, SafetyArgs, SizeArg};
+use iolab_runner::progress::Progress;
+use iolab_runner::{
+    plain_settings, CommonArgs, Def, ExitStatus, Job, RunContext, RunError, RunStart, UsageError,
+};
+
+use crate::args::VerifyArgs;
 use crate::commands::CliError;
-use crate::progress::Progress;
-use crate::signals;
-use crate::workloads::{drive_target, settings};
 
 /// Exit status when a block does not hold what was written (or an acknowledged write
 /// was lost).
 pub const EXIT_INTEGRITY: i32 = 3;
+
+/// `run verify`'s entry in the registry.
+pub static WORKLOAD: Def<VerifyOptions> = Def::new(
+    &["verify"],
+    "verified writes: self-describing blocks (offset, run id, generation, crc32c) over --size \
+     in --bs blocks, --rw write|randwrite, --runs passes, read back --verify-mode \
+     inline|after|both|none; --journal PATH for `iolab verify` after a crash; exit 3 on any \
+     mismatch",
+    plan,
+);
+
+/// Options of `iolab run verify`.
+#[derive(Args, Debug, Clone)]
+pub struct VerifyOptions {
+    #[command(flatten)]
+    pub size: SizeArg,
+    #[command(flatten)]
+    pub bs: BsArg,
+    /// How the blocks are written: write (sequential, default) or randwrite.
+    #[arg(long)]
+    pub rw: Option<String>,
+    #[command(flatten)]
+    pub runs: RunsArg,
+    /// When blocks are read back: inline (every --verify-every blocks as they are written),
+    /// after (the whole region after each pass; default), both, none.
+    #[arg(long, value_name = "MODE")]
+    pub verify_mode: Option<String>,
+    /// Read back every Nth block written (inline mode; default 16).
+    #[arg(long, value_name = "N")]
+    pub verify_every: Option<u64>,
+    /// fdatasync every N blocks (default 64 with --journal, else none).
+    #[arg(long, value_name = "N", alias = "fsync")]
+    pub fsync_every: Option<u64>,
+    /// Keep the data file and its sidecar for a later `iolab verify`.
+    #[arg(long)]
+    pub keep: bool,
+    /// Intent/ack journal, on another filesystem than the target, for `iolab verify
+    /// --journal` after a crash (see docs/integrity.md).
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub buffered: BufferedArg,
+    #[command(flatten)]
+    pub safety: SafetyArgs,
+}
+
+struct VerifyJob {
+    cfg: VerifyConfig,
+    keep: bool,
+    size_given: bool,
+    safety: SafetyArgs,
+}
+
+fn plan(_name: &str, a: VerifyOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
+    let cfg = config(&a)?;
+    Ok(Box::new(VerifyJob {
+        cfg,
+        keep: a.keep,
+        size_given: a.size.size.is_some(),
+        safety: a.safety,
+    }))
+}
 /// Default region and block size of `iolab run verify`.
 const DEFAULT_SIZE: u64 = 256 << 20;
 const DEFAULT_BS: u64 = 4096;
@@ -34,74 +99,80 @@ fn usage(e: String) -> CliError {
     CliError::Usage(e)
 }
 
-fn block_size(field: &str, text: &str) -> Result<u64, CliError> {
+fn block_size(field: &str, text: &str) -> Result<u64, UsageError> {
     let bs = parse_size(field, text)?;
     if bs < 512 || bs % 512 != 0 || bs > 64 << 20 {
-        return Err(usage(format!(
-            "--{field} {text}: verified blocks are a multiple of 512 bytes, 512 B .. 64 MiB"
-        )));
+        return Err(UsageError::option(
+            field,
+            format!(
+                "--{field} {text}: verified blocks are a multiple of 512 bytes, 512 B .. 64 MiB"
+            ),
+        ));
     }
     Ok(bs)
 }
 
 /// The resolved configuration of `iolab run verify`, before anything is created.
-fn config(a: &RunArgs) -> Result<VerifyConfig, CliError> {
-    let bs = match &a.bs {
+fn config(a: &VerifyOptions) -> Result<VerifyConfig, UsageError> {
+    let bs = match &a.bs.bs {
         Some(b) => block_size("bs", b)?,
         None => DEFAULT_BS,
     };
-    let size = match &a.size {
-        Some(s) => parse_size("size", s)?,
-        None => DEFAULT_SIZE,
-    };
+    let size = a.size.get()?.unwrap_or(DEFAULT_SIZE);
     if size < bs || size % bs != 0 {
-        return Err(usage(format!(
-            "--size {size}: must be a positive multiple of --bs ({bs} bytes)"
-        )));
+        return Err(UsageError::option(
+            "size",
+            format!("--size {size}: must be a positive multiple of --bs ({bs} bytes)"),
+        ));
     }
     let random = match a.rw.as_deref() {
         None | Some("write") => false,
         Some("randwrite") => true,
         Some(other) => {
-            return Err(usage(format!(
-                "--rw '{other}': verify writes: write or randwrite"
-            )))
+            return Err(UsageError::option(
+                "rw",
+                format!("--rw '{other}': verify writes: write or randwrite"),
+            ))
         }
     };
-    let passes = a.runs.unwrap_or(1);
-    if passes == 0 {
-        return Err(usage("--runs must be at least 1".into()));
-    }
+    let passes = a.runs.get(1)?;
     let mode = match (a.verify_mode.as_deref(), a.verify_every) {
         (Some(m), _) => VerifyMode::parse(m).ok_or_else(|| {
-            usage(format!(
-                "--verify-mode '{m}': expected inline, after, both or none"
-            ))
+            UsageError::option(
+                "verify-mode",
+                format!("--verify-mode '{m}': expected inline, after, both or none"),
+            )
         })?,
         // Asking for a read-back interval asks for inline checks.
         (None, Some(_)) => VerifyMode::Both,
         (None, None) => VerifyMode::After,
     };
     if a.verify_every == Some(0) {
-        return Err(usage("--verify-every must be at least 1".into()));
+        return Err(UsageError::option(
+            "verify-every",
+            "--verify-every must be at least 1",
+        ));
     }
     if let Some(j) = &a.journal {
         if j.exists() {
-            return Err(usage(format!(
-                "--journal {}: already exists; iolab creates a new journal for every run",
-                j.display()
-            )));
+            return Err(UsageError::option(
+                "journal",
+                format!(
+                    "--journal {}: already exists; iolab creates a new journal for every run",
+                    j.display()
+                ),
+            ));
         }
-        check_separate_filesystems(j, &a.target).map_err(usage)?;
     }
-    let fsync_every = match a.fsync.or(a.fdatasync) {
-        Some(n) => u64::from(n),
+    let fsync_every = match a.fsync_every {
+        Some(n) => n,
         None if a.journal.is_some() => DEFAULT_JOURNAL_FSYNC_EVERY,
         None => 0,
     };
     if a.journal.is_some() && fsync_every == 0 {
-        return Err(usage(
-            "--fsync-every 0 with --journal: acknowledgements need fsyncs".into(),
+        return Err(UsageError::option(
+            "fsync-every",
+            "--fsync-every 0 with --journal: acknowledgements need fsyncs",
         ));
     }
     Ok(VerifyConfig {
@@ -116,7 +187,7 @@ fn config(a: &RunArgs) -> Result<VerifyConfig, CliError> {
             .journal
             .as_ref()
             .map(|j| std::path::absolute(j).unwrap_or_else(|_| j.clone())),
-        direct: !a.buffered,
+        direct: !a.buffered.buffered,
         run_id: fastrand::u64(1..),
     })
 }
@@ -147,91 +218,90 @@ fn print_failures(out: &mut String, count: u64, failures: &[Failure]) {
     }
 }
 
-pub fn run_verify(a: RunArgs) -> Result<i32, CliError> {
-    let mut cfg = config(&a)?;
-    let mut target = DataTarget::prepare(
-        &a.target,
-        cfg.size,
-        a.size.is_some(),
-        a.allow_overwrite_file,
-        a.allow_destroy_device,
-    )
-    .map_err(usage)?;
-    // A journal describes the data: both stay for `iolab verify --journal`.
-    target.keep = a.keep || a.journal.is_some() || !target.created;
-    cfg.size = target.size - target.size % cfg.bs as u64;
-    let info = TargetInfo {
-        path: std::path::absolute(&a.target)
-            .unwrap_or_else(|_| a.target.clone())
-            .to_string_lossy()
-            .into_owned(),
-        // As the engine names targets: what the user gave, not what iolab made in it.
-        kind: if a.target.is_dir() {
-            "dir"
-        } else {
-            target.kind
+impl Job for VerifyJob {
+    fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
+        let VerifyJob {
+            mut cfg,
+            keep,
+            size_given,
+            safety,
+        } = *self;
+        let target_path = ctx.common.target.clone();
+        if let Some(j) = &cfg.journal {
+            check_separate_filesystems(j, &target_path)
+                .map_err(|m| RunError::Usage(UsageError::option("journal", m)))?;
         }
-        .into(),
-        io_path: target.path.to_string_lossy().into_owned(),
-        fs_type: iolab_env::capture(Some(&target.path))
-            .target
-            .and_then(|t| t.fs_type)
-            .unwrap_or_else(|| "unknown".into()),
-        size: cfg.size,
-    };
-    let s = settings(
-        cfg.size,
-        Duration::ZERO,
-        cfg.passes,
-        EngineKind::Psync,
-        cfg.direct,
-    );
-    let mut tally = None;
-    let code = drive_target(
-        &a,
-        info,
-        &target.path,
-        s,
-        Box::new(|stop, progress| {
-            let out = verified::run(&cfg, &target, stop, &mut |label, n| {
-                progress.phase(label, format_bytes(n))
-            })?;
-            tally = Some(out.tally);
-            // Stopped before a pass finished: nothing was measured.
-            Ok(if out.test.passes.is_empty() {
-                Vec::new()
+        let mut target = DataTarget::prepare(
+            &target_path,
+            cfg.size,
+            size_given,
+            safety.allow_overwrite_file,
+            safety.allow_destroy_device,
+        )
+        .map_err(|m| RunError::Usage(UsageError::option("target", m)))?;
+        // A journal describes the data: both stay for `iolab verify --journal`.
+        target.keep = keep || cfg.journal.is_some() || !target.created;
+        cfg.size = target.size - target.size % cfg.bs as u64;
+        let info = TargetInfo {
+            path: ctx.common.target_abs().to_string_lossy().into_owned(),
+            // As the engine names targets: what the user gave, not what iolab made in it.
+            kind: if target_path.is_dir() {
+                "dir"
             } else {
-                vec![out.test]
+                target.kind
+            }
+            .into(),
+            io_path: target.path.to_string_lossy().into_owned(),
+            fs_type: iolab_env::capture(Some(&target.path))
+                .target
+                .and_then(|t| t.fs_type)
+                .unwrap_or_else(|| "unknown".into()),
+            size: cfg.size,
+        };
+        ctx.start(RunStart {
+            preset: "verify".into(),
+            workload: "verify".into(),
+            target: info,
+            settings: plain_settings(cfg.size, Duration::ZERO, cfg.passes, cfg.direct),
+            notes: Vec::new(),
+            env_path: target.path.clone(),
+        })?;
+        let out = {
+            let progress = &ctx.progress;
+            verified::run(&cfg, &target, &ctx.stop, &mut |label, n| {
+                progress.phase(label, format_bytes(n))
             })
-        }),
-    )?;
-    let mut text = String::new();
-    if target.created && target.keep {
-        text.push_str(&format!(
-            "data kept: {} (run id {:016x}); check it later with `iolab verify --target {}{}`\n",
-            target.path.display(),
-            cfg.run_id,
-            target.path.display(),
-            cfg.journal
-                .as_ref()
-                .map(|j| format!(" --journal {}", j.display()))
-                .unwrap_or_default()
-        ));
+            .map_err(RunError::Failed)?
+        };
+        let tally = out.tally;
+        // Stopped before a pass finished: nothing was measured.
+        if !out.test.passes.is_empty() {
+            ctx.add_tests(vec![out.test])?;
+        }
+        let mut text = String::new();
+        if target.created && target.keep {
+            text.push_str(&format!(
+                "data kept: {} (run id {:016x}); check it later with `iolab verify --target {}{}`\n",
+                target.path.display(),
+                cfg.run_id,
+                target.path.display(),
+                cfg.journal
+                    .as_ref()
+                    .map(|j| format!(" --journal {}", j.display()))
+                    .unwrap_or_default()
+            ));
+        }
+        if tally.failure_count > 0 {
+            text.push_str(&format!(
+                "integrity: {} of {} checked blocks do not hold what was written:\n",
+                tally.failure_count, tally.checked
+            ));
+            print_failures(&mut text, tally.failure_count, &tally.failures);
+            ctx.raise(ExitStatus::Integrity);
+        }
+        ctx.epilogue(&text);
+        Ok(())
     }
-    let failed = tally.as_ref().is_some_and(|t| t.failure_count > 0);
-    if let Some(t) = tally.as_ref().filter(|_| failed) {
-        text.push_str(&format!(
-            "integrity: {} of {} checked blocks do not hold what was written:\n",
-            t.failure_count, t.checked
-        ));
-        print_failures(&mut text, t.failure_count, &t.failures);
-    }
-    if a.json.as_deref() == Some("-") {
-        eprint!("{text}");
-    } else {
-        print!("{text}");
-    }
-    Ok(if failed { EXIT_INTEGRITY } else { code })
 }
 
 /// Bad input exits 2, a read error of the target 1 (docs/integrity.md, exit status).
@@ -259,7 +329,8 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
         .as_deref()
         .map(|b| block_size("bs", b))
         .transpose()?;
-    let stop = signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
+    let stop =
+        iolab_runner::signals::install().map_err(|e| CliError::Failed(format!("signals: {e}")))?;
     let progress = Progress::new(Duration::ZERO, args.quiet || args.json);
     let mut on_progress = |n: u64| progress.phase("verify", format_bytes(n));
     let mut text = format!("iolab verify · {}\n", path.display());
@@ -438,58 +509,31 @@ fn report_lines(r: &CheckReport, journal: bool) -> String {
     out
 }
 
-/// `--verify` on `run streams --rw write`: the streams write verified blocks, every file is
-/// checked before removal, and a mismatch turns the exit status into 3.
-pub struct StreamsCheck {
-    failures: Arc<AtomicU64>,
-}
-
-impl StreamsCheck {
-    pub fn new(
-        a: &RunArgs,
-        cfg: &mut iolab_workloads::streams::StreamsConfig,
-    ) -> Result<StreamsCheck, CliError> {
-        let failures = Arc::new(AtomicU64::new(0));
-        if !a.verify {
-            return Ok(StreamsCheck { failures });
-        }
-        if cfg.rw != iolab_spec::Rw::Write {
-            return Err(usage(
-                "--verify checks what streams write: give --rw write".into(),
-            ));
-        }
-        let st = verified::Stamper::new(fastrand::u64(1..), cfg.bs as u64, cfg.file_size)
-            .ok_or_else(|| {
-                usage(format!(
+/// `--verify` on `run streams --rw write`: the streams write verified blocks and every
+/// file is checked before removal (the counts land in each test's `extra.verify`).
+pub fn streams_verify(cfg: &mut iolab_workloads::streams::StreamsConfig) -> Result<(), UsageError> {
+    if cfg.rw != iolab_spec::Rw::Write {
+        return Err(UsageError::option(
+            "verify",
+            "--verify checks what streams write: give --rw write",
+        ));
+    }
+    let st = verified::Stamper::new(fastrand::u64(1..), cfg.bs as u64, cfg.file_size).ok_or_else(
+        || {
+            UsageError::option(
+                "verify",
+                format!(
                     "--verify: --bs ({}) and --size ({}) must be multiples of 512 bytes",
                     cfg.bs, cfg.file_size
-                ))
-            })?;
-        let counted = Arc::clone(&failures);
-        cfg.verify = Some(iolab_workloads::streams::VerifyHook {
-            fill: Arc::new(move |buf, offset| st.fill(buf, offset)),
-            check: Arc::new(move |path| {
-                let v = st.check(path)?;
-                let n = v["failures"].as_u64().unwrap_or(0);
-                counted.fetch_add(n, Ordering::Relaxed);
-                Ok(v)
-            }),
-        });
-        Ok(StreamsCheck { failures })
-    }
-
-    /// `code`, or `EXIT_INTEGRITY` (with a message) when a block did not verify.
-    pub fn exit_code(&self, code: i32) -> i32 {
-        let n = self.failures.load(Ordering::Relaxed);
-        if n == 0 {
-            return code;
-        }
-        eprintln!(
-            "iolab: integrity: {n} verified block(s) of the streams' files did not read back \
-             as written (offsets in the tests' extra.verify.failure_samples)"
-        );
-        EXIT_INTEGRITY
-    }
+                ),
+            )
+        },
+    )?;
+    cfg.verify = Some(iolab_workloads::streams::VerifyHook {
+        fill: Arc::new(move |buf, offset| st.fill(buf, offset)),
+        check: Arc::new(move |path| st.check(path)),
+    });
+    Ok(())
 }
 
 /// The failure classes of a count per class (`ok` left out), as `class count` items.

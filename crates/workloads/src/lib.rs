@@ -3,6 +3,7 @@
 //! produces iolab's ordinary test records, so statistics, the store, reports and warnings
 //! treat them like any other run.
 
+pub mod block;
 pub mod dbench;
 pub mod fsync;
 

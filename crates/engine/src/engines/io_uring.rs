@@ -13,6 +13,32 @@ use iolab_spec::IoDir;
 use super::{Completion, Engine};
 use crate::buffers::BufferPool;
 
+/// The options only io_uring has, as `iolab run` takes them.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[command(next_help_heading = "io_uring engine options")]
+pub struct Options {
+    /// io_uring: do not register buffers with the kernel.
+    #[arg(long)]
+    pub no_fixedbufs: bool,
+    /// io_uring: do not register the file with the kernel.
+    #[arg(long)]
+    pub no_registerfiles: bool,
+}
+
+impl Options {
+    /// The long names of the options given, for refusing them with another engine.
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.no_fixedbufs {
+            out.push("no-fixedbufs");
+        }
+        if self.no_registerfiles {
+            out.push("no-registerfiles");
+        }
+        out
+    }
+}
+
 /// Whether this kernel lets us create a ring at all (io_uring_disabled, seccomp, old kernel).
 pub fn available() -> Result<(), io::Error> {
     IoUring::new(2).map(|_| ())

@@ -12,6 +12,51 @@ use iolab_spec::IoDir;
 
 use crate::buffers::BufferPool;
 
+/// `--engine` and every engine's own options. An engine's options are declared in its
+/// file; giving one with another engine is refused.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// I/O engine: io_uring (default) or psync.
+    #[arg(long, default_value = "io_uring")]
+    pub engine: String,
+    #[command(flatten)]
+    pub io_uring: io_uring::Options,
+}
+
+/// The engine chosen and its settings, resolved from [`EngineArgs`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineChoice {
+    pub kind: iolab_spec::EngineKind,
+    pub fixedbufs: bool,
+    pub registerfiles: bool,
+}
+
+impl EngineArgs {
+    /// The engine, or the option that does not apply to it and why.
+    pub fn resolve(&self) -> Result<EngineChoice, (String, String)> {
+        let kind: iolab_spec::EngineKind = self
+            .engine
+            .parse()
+            .map_err(|e: iolab_spec::SpecError| ("engine".to_string(), format!("--{e}")))?;
+        if kind != iolab_spec::EngineKind::IoUring {
+            if let Some(o) = self.io_uring.given().first() {
+                return Err((
+                    o.to_string(),
+                    format!(
+                        "--{o} is an io_uring option and does not apply to --engine {}",
+                        kind.as_str()
+                    ),
+                ));
+            }
+        }
+        Ok(EngineChoice {
+            kind,
+            fixedbufs: !self.io_uring.no_fixedbufs,
+            registerfiles: !self.io_uring.no_registerfiles,
+        })
+    }
+}
+
 /// A completed I/O: the slot it used and the kernel's result (bytes, or -errno).
 #[derive(Debug, Clone, Copy)]
 pub struct Completion {

@@ -21,6 +21,7 @@
 
 mod client;
 mod loadfile;
+pub mod run;
 mod verify;
 
 use std::ffi::CString;

@@ -5,6 +5,8 @@
 //! With `verify`, create writes content derived from the run id and each file's index
 //! ([`crate::filecheck`]) and the read phase compares every file with it.
 
+pub mod run;
+
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};

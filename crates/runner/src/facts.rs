@@ -1,34 +1,10 @@
-//! `iolab env`, and what a run takes from the captured environment: the devices whose
-//! traffic is watched during passes and the facts the warnings are computed from.
+//! What a run takes from the captured environment: the devices whose traffic is watched
+//! during passes and the facts the warnings are computed from.
 
 use iolab_engine::Target;
 use iolab_env::{Environment, RelationKind};
 use iolab_spec::format_bytes;
 use iolab_stats::warnings::TargetFacts;
-
-use crate::args::EnvArgs;
-use crate::commands::CliError;
-
-pub fn env_command(a: EnvArgs) -> Result<i32, CliError> {
-    if let Some(t) = &a.target {
-        if !t.exists() {
-            return Err(CliError::Usage(format!(
-                "target {} does not exist",
-                t.display()
-            )));
-        }
-    }
-    let env = iolab_env::capture(a.target.as_deref());
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&env).expect("environment serialises")
-        );
-    } else {
-        print!("{}", iolab_env::render(&env));
-    }
-    Ok(0)
-}
 
 /// The block devices at the top of the target's chain: the device the filesystem is
 /// mounted from (every member for btrfs/zfs), or the device itself.

@@ -6,6 +6,8 @@
 //! With `verify`, every write is a self-describing block ([`iolab_engine::block`]) and each
 //! test's written blocks are read back and checked after every pass, outside its timing.
 
+pub mod run;
+
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;

@@ -29,6 +29,11 @@ impl Progress {
         Progress { bar }
     }
 
+    /// Sets the planned time the bar (and its ETA) measures.
+    pub fn set_total(&self, total: Duration) {
+        self.bar.set_length(total.as_millis() as u64);
+    }
+
     pub fn println(&self, line: &str) {
         self.bar.println(line);
     }

@@ -1,0 +1,116 @@
+//! `iolab run streams`: its options and how the streams run as a stored run. (Its
+//! `--verify` blocks come from iolab-verify, which sits above the workloads crate until the
+//! integrity code moves below it.)
+
+use std::time::Duration;
+
+use clap::Args;
+use iolab_runner::options::{BsArg, DropCachesArg, DurationArg, EndFsyncArg, SizeArg, VerifyArg};
+use iolab_runner::{
+    dir_info, plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart,
+    UsageError,
+};
+use iolab_workloads::streams::{self, StreamsConfig};
+
+/// The streams' entry in the registry.
+pub static WORKLOAD: Def<StreamsOptions> = Def::new(
+    &["streams"],
+    "dd-shaped sequential streams: --streams N --bs --rw read|write, one file with --same-file \
+     --stagger TIME, or one file each; per-stream and aggregate MB/s",
+    plan,
+);
+
+/// Options of `iolab run streams`.
+#[derive(Args, Debug, Clone)]
+pub struct StreamsOptions {
+    /// Number of concurrent sequential streams.
+    #[arg(long, value_name = "N")]
+    pub streams: Option<u32>,
+    #[command(flatten)]
+    pub bs: BsArg,
+    /// Direction: read (default) or write.
+    #[arg(long)]
+    pub rw: Option<String>,
+    /// All streams use one file (readers started --stagger apart).
+    #[arg(long)]
+    pub same_file: bool,
+    /// Delay between stream starts with --same-file (e.g. 10s).
+    #[arg(long, value_name = "TIME", requires = "same_file")]
+    pub stagger: Option<String>,
+    #[command(flatten)]
+    pub size: SizeArg,
+    #[command(flatten)]
+    pub duration: DurationArg,
+    #[command(flatten)]
+    pub drop_caches: DropCachesArg,
+    #[command(flatten)]
+    pub end_fsync: EndFsyncArg,
+    #[command(flatten)]
+    pub verify: VerifyArg,
+}
+
+struct StreamsJob {
+    cfg: StreamsConfig,
+}
+
+fn plan(_name: &str, a: StreamsOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
+    let mut cfg = StreamsConfig::new(Default::default());
+    if a.streams == Some(0) {
+        return Err(UsageError::option(
+            "streams",
+            "--streams must be at least 1",
+        ));
+    }
+    cfg.streams = a.streams.unwrap_or(cfg.streams);
+    cfg.bs = a.bs.get()?.map_or(cfg.bs, |b| b as usize);
+    cfg.rw = match a.rw.as_deref() {
+        None | Some("read") => iolab_spec::Rw::Read,
+        Some("write") => iolab_spec::Rw::Write,
+        Some(other) => {
+            return Err(UsageError::option(
+                "rw",
+                format!("--rw '{other}': streams are sequential: read or write"),
+            ))
+        }
+    };
+    cfg.same_file = a.same_file;
+    if let Some(st) = iolab_runner::options::opt_duration("stagger", &a.stagger)? {
+        cfg.stagger = st;
+    }
+    cfg.file_size = a.size.get()?.unwrap_or(cfg.file_size);
+    cfg.duration = a.duration.get()?;
+    cfg.drop_caches = a.drop_caches.drop_caches;
+    cfg.end_fsync = a.end_fsync.end_fsync;
+    if a.verify.verify {
+        crate::verify_cmd::streams_verify(&mut cfg)?;
+    }
+    Ok(Box::new(StreamsJob { cfg }))
+}
+
+impl Job for StreamsJob {
+    fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
+        let mut cfg = self.cfg;
+        cfg.dir = target_dir(&ctx.common, "streams")?;
+        ctx.start(RunStart {
+            preset: "streams".into(),
+            workload: "streams".into(),
+            target: dir_info(&cfg.dir, cfg.file_size),
+            settings: plain_settings(
+                cfg.file_size,
+                cfg.duration.unwrap_or(Duration::ZERO),
+                1,
+                false,
+            ),
+            notes: Vec::new(),
+            env_path: cfg.dir.clone(),
+        })?;
+        let tests = {
+            let progress = &ctx.progress;
+            streams::run(&cfg, &ctx.stop, &mut |label, n| {
+                progress.phase(label, iolab_spec::format_bytes(n))
+            })
+            .map_err(|e| RunError::Failed(e.to_string()))?
+        };
+        ctx.add_tests(tests)
+    }
+}

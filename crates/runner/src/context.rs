@@ -1,0 +1,374 @@
+//! The run context every workload runs in (stop flag, progress, store, environment, the
+//! run record) and the lifecycle around a job: start the record, keep the store in step,
+//! then finish: warnings, completeness, the integrity verdict and the exit status.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use iolab_env::Environment;
+use iolab_measure::{PassRecord, RunRecord, TargetInfo, TestRecord, TestSummary, Warning};
+use iolab_spec::RunSettings;
+use iolab_stats::warnings::TargetFacts;
+use iolab_store::Store;
+
+use crate::options::CommonArgs;
+use crate::progress::Progress;
+use crate::status::{ExitStatus, RunError};
+use crate::workload::Parsed;
+
+/// What a run record starts with.
+pub struct RunStart {
+    /// The name the run was asked for (`cdm`, `dbench`).
+    pub preset: String,
+    /// The family (`block` for the presets, else the workload's name).
+    pub workload: String,
+    pub target: TargetInfo,
+    pub settings: RunSettings,
+    pub notes: Vec<String>,
+    /// Where the environment (mount, device chain) is read.
+    pub env_path: PathBuf,
+}
+
+/// The context of one `iolab run`.
+pub struct RunContext {
+    pub common: CommonArgs,
+    /// Raised by Ctrl-C, SIGTERM or SIGHUP; every loop polls it.
+    pub stop: Arc<AtomicBool>,
+    pub progress: Progress,
+    store: Option<Store>,
+    db_path: Option<PathBuf>,
+    run: Option<RunRecord>,
+    env: Option<Environment>,
+    facts: Option<TargetFacts>,
+    status: ExitStatus,
+    epilogue: String,
+}
+
+/// How a run ended, for the binary to print and exit with.
+pub struct Finished {
+    /// The run record, when the run got as far as starting one.
+    pub run: Option<RunRecord>,
+    /// Where it was stored: run id and database.
+    pub stored: Option<(i64, PathBuf)>,
+    pub status: ExitStatus,
+    /// The error that ended the run early, if any.
+    pub error: Option<RunError>,
+    /// Lines a workload prints after the run's report.
+    pub epilogue: String,
+    /// What failed an integrity check, in one sentence.
+    pub integrity: Option<String>,
+}
+
+impl RunContext {
+    /// Installs the signal handlers and opens the store (unless `--no-store`) before
+    /// anything is touched.
+    pub fn new(common: CommonArgs) -> Result<RunContext, RunError> {
+        let stop =
+            crate::signals::install().map_err(|e| RunError::Failed(format!("signals: {e}")))?;
+        let (store, db_path) = if common.no_store {
+            (None, None)
+        } else {
+            let path = common
+                .db
+                .clone()
+                .unwrap_or_else(iolab_store::default_db_path);
+            (Some(Store::open(&path)?), Some(path))
+        };
+        Ok(RunContext {
+            progress: Progress::new(Duration::ZERO, common.quiet),
+            common,
+            stop,
+            store,
+            db_path,
+            run: None,
+            env: None,
+            facts: None,
+            status: ExitStatus::Ok,
+            epilogue: String::new(),
+        })
+    }
+
+    /// A context that stores nothing and has its own stop flag (for tests and tools).
+    pub fn detached(common: CommonArgs, stop: Arc<AtomicBool>) -> RunContext {
+        RunContext {
+            progress: Progress::new(Duration::ZERO, true),
+            common,
+            stop,
+            store: None,
+            db_path: None,
+            run: None,
+            env: None,
+            facts: None,
+            status: ExitStatus::Ok,
+            epilogue: String::new(),
+        }
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Starts the run record (stored at once, so an interrupted run keeps what it
+    /// finished) and captures the environment at `start.env_path`.
+    pub fn start(&mut self, start: RunStart) -> Result<&Environment, RunError> {
+        let (study, config_label, study_meta) = study_fields(&self.common);
+        let mut run = RunRecord {
+            id: None,
+            uuid: uuid::Uuid::new_v4().to_string(),
+            iolab_version: env!("CARGO_PKG_VERSION").to_string(),
+            preset: start.preset,
+            workload: start.workload,
+            target: start.target,
+            engine: start.settings.engine.as_str().to_string(),
+            settings: start.settings,
+            command_line: std::env::args().collect(),
+            label: self.common.label.clone(),
+            started_at: now_rfc3339(),
+            finished_at: None,
+            complete: false,
+            notes: start.notes,
+            warnings: Vec::new(),
+            env: serde_json::Value::Null,
+            study,
+            config_label,
+            study_meta,
+            tests: Vec::new(),
+        };
+        if let Some(s) = &mut self.store {
+            run.id = Some(s.begin_run(&run)?);
+        }
+        let env = iolab_env::capture(Some(&start.env_path));
+        run.env = serde_json::to_value(&env).unwrap_or(serde_json::Value::Null);
+        self.run = Some(run);
+        Ok(self.env.insert(env))
+    }
+
+    /// The run record; panics before [`RunContext::start`] (a workload bug).
+    pub fn run(&mut self) -> &mut RunRecord {
+        self.run.as_mut().expect("RunContext::start comes first")
+    }
+
+    /// The environment captured by [`RunContext::start`].
+    pub fn env(&self) -> Option<&Environment> {
+        self.env.as_ref()
+    }
+
+    /// Adds a run note once.
+    pub fn note(&mut self, line: String) {
+        let run = self.run();
+        if !run.notes.contains(&line) {
+            run.notes.push(line);
+        }
+    }
+
+    /// Adds a warning a workload found itself (the rest come from the analysis at the end).
+    pub fn warn(&mut self, w: Warning) {
+        self.run().warnings.push(w);
+    }
+
+    /// The facts the warnings are computed from, when the workload gathered them itself
+    /// (the block presets probe their target before removing it).
+    pub fn set_facts(&mut self, facts: TargetFacts) {
+        self.facts = Some(facts);
+    }
+
+    /// Raises the exit status (a workload's own finding, e.g. a miscounted scrub).
+    pub fn raise(&mut self, status: ExitStatus) {
+        self.status = self.status.worst(status);
+    }
+
+    /// Text printed after the run's report.
+    pub fn epilogue(&mut self, text: &str) {
+        self.epilogue.push_str(text);
+    }
+
+    /// Stores a test row before its passes are measured: its id for [`Self::store_pass`].
+    pub fn begin_test(&mut self, index: u32, t: &TestRecord) -> Result<Option<i64>, RunError> {
+        let run_id = self.run().id;
+        match (&mut self.store, run_id) {
+            (Some(st), Some(id)) => Ok(Some(st.add_test(id, index, t)?)),
+            _ => Ok(None),
+        }
+    }
+
+    pub fn store_pass(&mut self, test_id: Option<i64>, p: &PassRecord) -> Result<(), RunError> {
+        if let (Some(st), Some(tid)) = (&mut self.store, test_id) {
+            st.add_pass(tid, p)?;
+        }
+        Ok(())
+    }
+
+    pub fn store_summary(&mut self, test_id: Option<i64>, s: &TestSummary) -> Result<(), RunError> {
+        if let (Some(st), Some(tid)) = (&mut self.store, test_id) {
+            st.update_test_summary(tid, s)?;
+        }
+        Ok(())
+    }
+
+    /// Stores whole tests of a workload that produces them at the end and adds them to the
+    /// run, with a note for each one's `--verify` counts.
+    pub fn add_tests(&mut self, tests: Vec<TestRecord>) -> Result<(), RunError> {
+        let first = self.run().tests.len() as u32;
+        for (i, t) in tests.into_iter().enumerate() {
+            let tid = self.begin_test(first + i as u32, &t)?;
+            for p in &t.passes {
+                self.store_pass(tid, p)?;
+            }
+            self.store_summary(tid, &t.summary)?;
+            if let Some(line) = crate::verify::note(&t) {
+                self.note(line);
+            }
+            self.run().tests.push(t);
+        }
+        Ok(())
+    }
+
+    /// Ends the run: warnings, completeness, the store, the exit status.
+    pub fn finish(mut self, outcome: Result<(), RunError>) -> Finished {
+        self.progress.finish();
+        let stopped = self.stopped();
+        let Some(mut run) = self.run.take() else {
+            let (status, error) = match outcome {
+                Ok(()) if stopped => (ExitStatus::Interrupted, Some(RunError::Interrupted)),
+                Ok(()) => (self.status, None),
+                Err(e) => (e.status(), Some(e)),
+            };
+            return Finished {
+                run: None,
+                stored: None,
+                status,
+                error,
+                epilogue: self.epilogue,
+                integrity: None,
+            };
+        };
+        run.finished_at = Some(now_rfc3339());
+        run.complete = outcome.is_ok() && !stopped;
+        let facts = match self.facts.take() {
+            Some(f) => f,
+            None => match &self.env {
+                Some(env) => crate::facts::facts(env, None, run.settings.direct),
+                None => TargetFacts::default(),
+            },
+        };
+        let mut found = iolab_stats::warnings::analyze(&run, &facts);
+        run.warnings.append(&mut found);
+        let mut error = outcome.err();
+        if let (Some(s), Some(id)) = (&mut self.store, run.id) {
+            if let Err(e) = s.finish_run(id, &run) {
+                error.get_or_insert(RunError::Failed(e.to_string()));
+            }
+        }
+        let integrity = crate::verify::failures(&run);
+        let mut status = self.status;
+        if integrity.is_some() {
+            status = status.worst(ExitStatus::Integrity);
+        }
+        match &error {
+            Some(e) => status = status.worst(e.status()),
+            None if !run.complete => {
+                status = status.worst(ExitStatus::Interrupted);
+                error = Some(RunError::Interrupted);
+            }
+            None => {}
+        }
+        let stored = run.id.zip(self.db_path.clone());
+        Finished {
+            run: Some(run),
+            stored,
+            status,
+            error,
+            epilogue: self.epilogue,
+            integrity,
+        }
+    }
+}
+
+/// Runs a parsed command line's job through the whole lifecycle.
+pub fn execute(parsed: Parsed) -> Finished {
+    let mut ctx = match RunContext::new(parsed.common) {
+        Ok(c) => c,
+        Err(e) => {
+            return Finished {
+                run: None,
+                stored: None,
+                status: e.status(),
+                error: Some(e),
+                epilogue: String::new(),
+                integrity: None,
+            }
+        }
+    };
+    let outcome = parsed.job.run(&mut ctx);
+    ctx.finish(outcome)
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The study fields of a run started by `iolab study` (hidden options), or none.
+fn study_fields(a: &CommonArgs) -> (Option<String>, Option<String>, serde_json::Value) {
+    let meta = a
+        .study_meta
+        .as_ref()
+        .and_then(|p| {
+            if p.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin()).ok()
+            } else {
+                std::fs::read_to_string(p).ok()
+            }
+        })
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (a.study.clone(), a.config.clone(), meta)
+}
+
+/// The target description of a directory a workload works in.
+pub fn dir_info(dir: &Path, size: u64) -> TargetInfo {
+    let fs_type = iolab_env::capture(Some(dir))
+        .target
+        .and_then(|t| t.fs_type)
+        .unwrap_or_else(|| "unknown".into());
+    TargetInfo {
+        path: dir.to_string_lossy().into_owned(),
+        kind: "dir".into(),
+        io_path: dir.to_string_lossy().into_owned(),
+        fs_type,
+        size,
+    }
+}
+
+/// The directory a workload works in: `--target` must be an existing directory.
+pub fn target_dir(common: &CommonArgs, workload: &str) -> Result<PathBuf, RunError> {
+    let p = common.target_abs();
+    if !p.is_dir() {
+        return Err(RunError::Usage(crate::status::UsageError::option(
+            "target",
+            format!(
+                "--target {}: workload {workload} needs an existing directory",
+                p.display()
+            ),
+        )));
+    }
+    Ok(p)
+}
+
+/// Run settings of a workload that has no block-engine settings of its own.
+pub fn plain_settings(size: u64, duration: Duration, runs: u32, direct: bool) -> RunSettings {
+    RunSettings {
+        size,
+        duration,
+        runs,
+        warmup_passes: 0,
+        warmup_duration: Duration::ZERO,
+        ramp: Duration::ZERO,
+        engine: iolab_spec::EngineKind::Psync,
+        direct,
+        data: iolab_spec::DataPattern::Random,
+        fixedbufs: false,
+        registerfiles: false,
+    }
+}

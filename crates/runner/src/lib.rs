@@ -1,0 +1,18 @@
+//! The run lifecycle every workload goes through (run context, the block pass loop,
+//! storing, warnings, the exit status) and the workload interface `iolab run` dispatches
+//! through.
+
+pub mod block;
+pub mod context;
+pub mod facts;
+pub mod options;
+pub mod progress;
+pub mod signals;
+pub mod status;
+pub mod verify;
+pub mod workload;
+
+pub use context::{dir_info, execute, plain_settings, target_dir, Finished, RunContext, RunStart};
+pub use options::CommonArgs;
+pub use status::{ExitStatus, RunError, UsageError};
+pub use workload::{Def, Job, ParseError, Parsed, Registry, Workload};

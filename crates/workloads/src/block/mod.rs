@@ -1,0 +1,441 @@
+//! The block presets as one workload family: CrystalDiskMark's profiles (`cdm`,
+//! `cdm-nvme`, `cdm-peak`, `cdm-real`), ATTO's sweep (`atto`), Iometer access
+//! specifications (`iometer`) and one fio-style job (`custom`). They share the engine's
+//! options and the runner's block pass loop; each preset takes only the options that mean
+//! something for it (`--rw/--bs` only `custom`, `--mix` only the cdm profiles, `--pattern`
+//! only `iometer`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgMatches, Args, Command, FromArgMatches};
+use iolab_engine::engines::EngineArgs;
+use iolab_runner::block::{BlockPlan, UntilStable};
+use iolab_runner::options::{
+    opt_duration, BsArg, BufferedArg, DurationArg, EndFsyncArg, RunsArg, SafetyArgs, SizeArg,
+    VerifyArg,
+};
+use iolab_runner::{CommonArgs, Job, RunContext, RunError, UsageError, Workload};
+use iolab_spec::{
+    expand_preset, parse_duration, preset_info, DataPattern, EngineKind, JobSpec, RunSettings, Rw,
+    SyncMode, TestSpec,
+};
+use iolab_stats::Score;
+
+/// The names of the family, as `iolab run` takes them.
+pub const NAMES: &[&str] = &[
+    "cdm", "cdm-nvme", "cdm-peak", "cdm-real", "atto", "iometer", "custom",
+];
+
+/// The family's entry in the registry.
+pub static WORKLOAD: Block = Block;
+
+/// The options every block preset takes.
+#[derive(Args, Debug, Clone)]
+pub struct BlockArgs {
+    #[command(flatten)]
+    pub size: SizeArg,
+    #[command(flatten)]
+    pub runs: RunsArg,
+    #[command(flatten)]
+    pub duration: DurationArg,
+    /// Unscored warm-up passes before the measured ones.
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<String>,
+    /// Length of each warm-up pass (default: --duration).
+    #[arg(long, value_name = "TIME")]
+    pub warmup_time: Option<String>,
+    /// Unmeasured time at the start of every pass, e.g. 500ms (fio's ramp_time): lets a
+    /// device, cache or throttle settle before counting.
+    #[arg(long, value_name = "TIME")]
+    pub ramp: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub buffered: BufferedArg,
+    /// Write data: random (incompressible, default) or zeros.
+    #[arg(long, default_value = "random")]
+    pub data: String,
+    /// Percentage of reads in a mixed test (default 50; cdm's --mix uses 70).
+    #[arg(long)]
+    pub rwmixread: Option<u8>,
+    /// fsync after every N writes of each job.
+    #[arg(long, value_name = "N", alias = "fsync-every")]
+    pub fsync: Option<u32>,
+    /// fdatasync after every N writes of each job.
+    #[arg(long, value_name = "N", conflicts_with = "fsync")]
+    pub fdatasync: Option<u32>,
+    #[command(flatten)]
+    pub end_fsync: EndFsyncArg,
+    /// Keep adding passes until the 95% CI half-width is within PCT% of the median
+    /// (default 3%); --runs is then the minimum (at least 3).
+    #[arg(long, value_name = "PCT", num_args = 0..=1, default_missing_value = "3")]
+    pub until_stable: Option<f64>,
+    /// With --until-stable: most measured passes per test (default 20).
+    #[arg(long, value_name = "N", requires = "until_stable")]
+    pub max_runs: Option<u32>,
+    /// With --until-stable: most time spent on one test's measured passes (default 2m).
+    #[arg(long, value_name = "TIME", requires = "until_stable")]
+    pub max_time: Option<String>,
+    /// Headline value: median of passes (default) or best (CrystalDiskMark's best of N).
+    #[arg(long, default_value = "median")]
+    pub score: String,
+    #[command(flatten)]
+    pub safety: SafetyArgs,
+    #[command(flatten)]
+    pub verify: VerifyArg,
+}
+
+/// I/Os in flight and jobs: `custom` and `iometer`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct QueueArgs {
+    /// I/Os in flight per job (iometer: outstanding I/Os per worker).
+    #[arg(long)]
+    pub iodepth: Option<u32>,
+    /// Parallel jobs, each with its own thread and ring (iometer: workers).
+    #[arg(long)]
+    pub numjobs: Option<u32>,
+}
+
+/// The job shape of `custom`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ShapeArgs {
+    /// Access pattern: read, write, randread, randwrite, rw, randrw.
+    #[arg(long)]
+    pub rw: Option<String>,
+    #[command(flatten)]
+    pub bs: BsArg,
+}
+
+/// `iometer`'s access specification.
+#[derive(Args, Debug, Clone, Default)]
+pub struct IometerArgs {
+    /// Built-in access specification: file-server (default), database, workstation.
+    #[arg(long, value_name = "NAME", conflicts_with = "spec")]
+    pub pattern: Option<String>,
+    /// Access specification from a TOML file (see docs/iometer.md).
+    #[arg(long, value_name = "FILE")]
+    pub spec: Option<PathBuf>,
+    /// Run the queue-depth ladder 1, 2, 4, ... 64 outstanding I/Os per worker.
+    #[arg(long)]
+    pub qd_ladder: bool,
+}
+
+/// `--mix` of the cdm profiles.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MixArg {
+    /// Add CrystalDiskMark's 70/30 read/write mix test to each row.
+    #[arg(long)]
+    pub mix: bool,
+}
+
+/// The block presets.
+pub struct Block;
+
+fn is_cdm(name: &str) -> bool {
+    name.starts_with("cdm")
+}
+
+impl Workload for Block {
+    fn names(&self) -> &'static [&'static str] {
+        NAMES
+    }
+
+    fn summary(&self, name: &str) -> &'static str {
+        preset_info(name).map_or("", |p| p.summary)
+    }
+
+    fn args(&self, name: &str, cmd: Command) -> Command {
+        let mut cmd = BlockArgs::augment_args(cmd);
+        if name == "custom" {
+            cmd = ShapeArgs::augment_args(cmd);
+        }
+        if matches!(name, "custom" | "iometer") {
+            cmd = QueueArgs::augment_args(cmd);
+        }
+        if name == "iometer" {
+            cmd = IometerArgs::augment_args(cmd);
+        }
+        if is_cdm(name) {
+            cmd = MixArg::augment_args(cmd);
+        }
+        cmd
+    }
+
+    fn plan(
+        &self,
+        name: &str,
+        m: &ArgMatches,
+        _common: &CommonArgs,
+    ) -> Result<Box<dyn Job>, UsageError> {
+        let parse = |e: clap::Error| UsageError::general(e.to_string());
+        let given = Given {
+            block: BlockArgs::from_arg_matches(m).map_err(parse)?,
+            shape: if name == "custom" {
+                ShapeArgs::from_arg_matches(m).map_err(parse)?
+            } else {
+                ShapeArgs::default()
+            },
+            queue: if matches!(name, "custom" | "iometer") {
+                QueueArgs::from_arg_matches(m).map_err(parse)?
+            } else {
+                QueueArgs::default()
+            },
+            iometer: if name == "iometer" {
+                IometerArgs::from_arg_matches(m).map_err(parse)?
+            } else {
+                IometerArgs::default()
+            },
+            mix: is_cdm(name) && MixArg::from_arg_matches(m).map_err(parse)?.mix,
+        };
+        Ok(Box::new(BlockJob(plan(name, &given)?)))
+    }
+}
+
+/// Everything a block preset was given.
+#[derive(Debug, Clone)]
+pub struct Given {
+    pub block: BlockArgs,
+    pub shape: ShapeArgs,
+    pub queue: QueueArgs,
+    pub iometer: IometerArgs,
+    pub mix: bool,
+}
+
+/// A planned block run.
+pub struct BlockJob(pub BlockPlan);
+
+impl Job for BlockJob {
+    fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
+        iolab_runner::block::run(self.0, ctx)
+    }
+
+    fn block(&self) -> Option<&BlockPlan> {
+        Some(&self.0)
+    }
+}
+
+/// The tests of `iolab run iometer`: a built-in pattern or a TOML spec, at --iodepth
+/// outstanding I/Os (default 1) per worker (--numjobs, default 1), or over the ladder.
+fn iometer_tests(g: &Given) -> Result<Vec<TestSpec>, UsageError> {
+    use iolab_spec::iometer;
+    let a = &g.iometer;
+    let (name, lines) = match (&a.spec, &a.pattern) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                UsageError::option("spec", format!("--spec {}: {e}", path.display()))
+            })?;
+            let file = path.display().to_string();
+            let (name, lines) = iometer::parse_spec(&file, &text).map_err(|e| {
+                UsageError::option("spec", format!("{}: {}: {}", e.value, e.field, e.reason))
+            })?;
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "spec".into());
+            (name.unwrap_or(stem), lines)
+        }
+        (None, p) => {
+            let name = p.as_deref().unwrap_or("file-server");
+            let lines = iometer::pattern(name).ok_or_else(|| {
+                UsageError::option(
+                    "pattern",
+                    format!("--pattern '{name}': expected file-server, database or workstation"),
+                )
+            })?;
+            (name.to_string(), lines)
+        }
+    };
+    let tests = iometer::tests(
+        &name,
+        &lines,
+        g.queue.numjobs.unwrap_or(1),
+        g.queue.iodepth.unwrap_or(1),
+        a.qd_ladder,
+    );
+    for t in &tests {
+        t.job.validate()?;
+    }
+    Ok(tests)
+}
+
+fn custom_job(g: &Given) -> Result<JobSpec, UsageError> {
+    let rw: Rw = g.shape.rw.as_deref().unwrap_or("read").parse()?;
+    let bs = g.shape.bs.get()?.unwrap_or(4096);
+    let mut job = JobSpec::new(
+        rw,
+        bs,
+        g.queue.iodepth.unwrap_or(1),
+        g.queue.numjobs.unwrap_or(1),
+    );
+    if let Some(m) = g.block.rwmixread {
+        job.rwmixread = m;
+    }
+    Ok(job)
+}
+
+/// Resolves a block preset's options into a plan; touches nothing.
+pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
+    let a = &g.block;
+    let info = preset_info(preset)
+        .ok_or_else(|| UsageError::general(format!("unknown preset '{preset}'")))?;
+    let d = info.defaults;
+    let size_given = a.size.size.is_some();
+    let size = a.size.get()?.unwrap_or(d.size);
+    let duration = a.duration.get()?.unwrap_or(d.duration);
+    if duration < Duration::from_millis(100) {
+        return Err(UsageError::option(
+            "duration",
+            "--duration must be at least 100ms",
+        ));
+    }
+    let warmup_duration = opt_duration("warmup-time", &a.warmup_time)?.unwrap_or(duration);
+    let runs = a.runs.get(d.runs)?;
+    let choice = a
+        .engine
+        .resolve()
+        .map_err(|(o, m)| UsageError::option(&o, m))?;
+    let data: DataPattern = a.data.parse()?;
+    let score = match a.score.as_str() {
+        "median" => Score::Median,
+        "best" => Score::Best,
+        other => {
+            return Err(UsageError::option(
+                "score",
+                format!("--score '{other}': expected median or best"),
+            ))
+        }
+    };
+    let mut tests = match preset {
+        "iometer" => iometer_tests(g)?,
+        "custom" => expand_preset(preset, Some(&custom_job(g)?), g.mix, size)?,
+        _ => expand_preset(preset, None, g.mix, size)?,
+    };
+    if let Some(m) = a.rwmixread {
+        if !tests.iter().any(|t| t.job.rw.is_mixed()) {
+            return Err(UsageError::option(
+                "rwmixread",
+                format!(
+                    "--rwmixread sets the read share of mixed tests, and {preset} has none{}",
+                    if is_cdm(preset) { " (add --mix)" } else { "" }
+                ),
+            ));
+        }
+        for t in tests.iter_mut().filter(|t| t.job.rw.is_mixed()) {
+            t.job.rwmixread = m;
+        }
+    }
+    let sync_given = a.fsync.is_some() || a.fdatasync.is_some() || a.end_fsync.end_fsync;
+    if sync_given && !tests.iter().any(|t| t.job.rw.writes()) {
+        let o = if a.fsync.is_some() {
+            "fsync"
+        } else if a.fdatasync.is_some() {
+            "fdatasync"
+        } else {
+            "end-fsync"
+        };
+        return Err(UsageError::option(
+            o,
+            format!("--{o} flushes writes, and every test of {preset} only reads"),
+        ));
+    }
+    for t in &mut tests {
+        if let Some(n) = a.fsync {
+            t.job.fsync_every = n;
+            t.job.sync_mode = SyncMode::Fsync;
+        }
+        if let Some(n) = a.fdatasync {
+            t.job.fsync_every = n;
+            t.job.sync_mode = SyncMode::Fdatasync;
+        }
+        if a.end_fsync.end_fsync {
+            t.job.end_fsync = true;
+        }
+        t.job.validate()?;
+    }
+    let until_stable = match a.until_stable {
+        None => None,
+        Some(pct) if pct > 0.0 && pct < 100.0 => Some(UntilStable {
+            pct,
+            max_runs: a.max_runs.unwrap_or(20).max(3),
+            max_time: match &a.max_time {
+                Some(t) => parse_duration("max-time", t)?,
+                None => Duration::from_secs(120),
+            },
+        }),
+        Some(pct) => {
+            return Err(UsageError::option(
+                "until-stable",
+                format!("--until-stable {pct}: expected a percentage between 0 and 100"),
+            ))
+        }
+    };
+    let warmup_passes = match &a.warmup {
+        None => d.warmup_passes,
+        Some(w) => w.parse().map_err(|_| {
+            UsageError::option(
+                "warmup",
+                format!("--warmup '{w}': for preset {preset} this is a number of passes"),
+            )
+        })?,
+    };
+    let mut notes = Vec::new();
+    let mut engine = choice.kind;
+    if engine == EngineKind::IoUring {
+        if let Err(e) = iolab_engine::io_uring_available() {
+            notes.push(format!(
+                "io_uring is not available here ({e}); fell back to psync (queue depth 1)"
+            ));
+            engine = EngineKind::Psync;
+        }
+    }
+    if engine == EngineKind::Psync && tests.iter().any(|t| t.job.iodepth > 1) {
+        notes.push(
+            "psync is synchronous: every test ran at queue depth 1 whatever its Q number says"
+                .into(),
+        );
+    }
+    let plan = BlockPlan {
+        preset: preset.to_string(),
+        until_stable,
+        settings: RunSettings {
+            size,
+            duration,
+            runs,
+            warmup_passes,
+            warmup_duration,
+            ramp: opt_duration("ramp", &a.ramp)?.unwrap_or(Duration::ZERO),
+            engine,
+            direct: !a.buffered.buffered,
+            data,
+            fixedbufs: choice.fixedbufs,
+            registerfiles: choice.registerfiles,
+        },
+        tests,
+        score,
+        notes,
+        verify: a.verify.verify,
+        size_given,
+        allow_destroy_device: a.safety.allow_destroy_device,
+        allow_overwrite_file: a.safety.allow_overwrite_file,
+    };
+    if plan.verify {
+        plan.check_verify()?;
+    }
+    Ok(plan)
+}
+
+/// The workload `iolab run` runs when none is named: `custom` when a job shape is given,
+/// else `cdm`.
+pub fn default_name(args: &[String]) -> &'static str {
+    let shape = ["--rw", "--bs", "--iodepth", "--numjobs"];
+    if args.iter().any(|a| {
+        shape
+            .iter()
+            .any(|s| a == s || a.starts_with(&format!("{s}=")))
+    }) {
+        "custom"
+    } else {
+        "cdm"
+    }
+}

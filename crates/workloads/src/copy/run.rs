@@ -1,0 +1,87 @@
+//! `iolab run copy`: its options and how a copy runs as a stored run.
+
+use clap::Args;
+use iolab_runner::options::{BsArg, DropCachesArg, RunsArg, SizeArg};
+use iolab_runner::{
+    dir_info, plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart,
+    UsageError,
+};
+
+use super::CopyConfig;
+
+/// The copy's entry in the registry.
+pub static WORKLOAD: Def<CopyOptions> = Def::new(
+    &["copy"],
+    "copy a file or tree (--source, or a generated random file of --size) the way a user's \
+     copy does; MB/s before and including the final fsync, verified identical",
+    plan,
+);
+
+/// Options of `iolab run copy`.
+#[derive(Args, Debug, Clone)]
+pub struct CopyOptions {
+    /// What to copy (a file or a directory tree); default: a generated random file of
+    /// --size.
+    #[arg(long, value_name = "PATH")]
+    pub source: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub size: SizeArg,
+    #[command(flatten)]
+    pub bs: BsArg,
+    #[command(flatten)]
+    pub runs: RunsArg,
+    #[command(flatten)]
+    pub drop_caches: DropCachesArg,
+}
+
+struct CopyJob {
+    cfg: CopyConfig,
+}
+
+fn plan(_name: &str, a: CopyOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
+    let mut cfg = CopyConfig::new(Default::default());
+    if let Some(src) = &a.source {
+        if a.size.size.is_some() {
+            return Err(UsageError::option(
+                "size",
+                "--size sets the size of the generated file; with --source the source is copied \
+                 as it is",
+            ));
+        }
+        if !src.exists() {
+            return Err(UsageError::option(
+                "source",
+                format!("--source {} does not exist", src.display()),
+            ));
+        }
+        cfg.source = Some(std::path::absolute(src).unwrap_or_else(|_| src.clone()));
+    }
+    cfg.generate_size = a.size.get()?.unwrap_or(cfg.generate_size);
+    cfg.buffer_size = a.bs.get()?.map_or(cfg.buffer_size, |b| b as usize);
+    cfg.runs = a.runs.get(cfg.runs)?;
+    cfg.drop_caches = a.drop_caches.drop_caches;
+    Ok(Box::new(CopyJob { cfg }))
+}
+
+impl Job for CopyJob {
+    fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
+        let mut cfg = self.cfg;
+        cfg.target = target_dir(&ctx.common, "copy")?;
+        ctx.start(RunStart {
+            preset: "copy".into(),
+            workload: "copy".into(),
+            target: dir_info(&cfg.target, cfg.generate_size),
+            settings: plain_settings(cfg.generate_size, Default::default(), cfg.runs, false),
+            notes: Vec::new(),
+            env_path: cfg.target.clone(),
+        })?;
+        let tests = {
+            let progress = &ctx.progress;
+            super::run(&cfg, &ctx.stop, &mut |label, n| {
+                progress.phase(label, iolab_spec::format_bytes(n))
+            })
+            .map_err(|e| RunError::Failed(e.to_string()))?
+        };
+        ctx.add_tests(tests)
+    }
+}

@@ -1,0 +1,264 @@
+//! `iolab run dbench`: its options and how loadfile replays run as a stored run (one pass
+//! per replay).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use iolab_measure::{
+    CpuSample, DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, TimeSeries,
+};
+use iolab_runner::options::{opt_duration, DurationArg, RunsArg, VerifyArg};
+use iolab_runner::{
+    dir_info, plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart,
+    UsageError,
+};
+
+use super::{DbenchConfig, OpKind, VerifyTally};
+
+/// Debian's dbench package installs its client loadfile here.
+pub const DEFAULT_LOADFILE: &str = "/usr/share/dbench/client.txt";
+
+/// dbench's entry in the registry.
+pub static WORKLOAD: Def<DbenchOptions> = Def::new(
+    &["dbench"],
+    "replay of a dbench loadfile (default Debian's client.txt): --clients N --duration T \
+     [--warmup T] [--sync] [--fsync-every-write] [--verify]; dbench's throughput and its \
+     operation table with p99, expected statuses checked; --verify checks every read and the \
+     files against what was written (exit 3 on a mismatch)",
+    plan,
+);
+
+/// Options of `iolab run dbench`.
+#[derive(Args, Debug, Clone)]
+pub struct DbenchOptions {
+    /// Number of clients, each replaying the loadfile in its own directory.
+    #[arg(long, value_name = "N")]
+    pub clients: Option<u32>,
+    #[command(flatten)]
+    pub duration: DurationArg,
+    /// Warm-up time before the measured time (default: a fifth of it).
+    #[arg(long, value_name = "TIME")]
+    pub warmup: Option<String>,
+    /// The loadfile (default /usr/share/dbench/client.txt; .gz accepted).
+    #[arg(long, value_name = "FILE")]
+    pub loadfile: Option<PathBuf>,
+    /// Open files with O_SYNC.
+    #[arg(long)]
+    pub sync: bool,
+    /// fsync after every write.
+    #[arg(long)]
+    pub fsync_every_write: bool,
+    #[command(flatten)]
+    pub runs: RunsArg,
+    #[command(flatten)]
+    pub verify: VerifyArg,
+}
+
+struct DbenchJob {
+    cfg: DbenchConfig,
+    runs: u32,
+    verify: bool,
+}
+
+fn plan(_name: &str, a: DbenchOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
+    let loadfile = a
+        .loadfile
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_LOADFILE));
+    if a.loadfile.is_some() && !loadfile.exists() {
+        return Err(UsageError::option(
+            "loadfile",
+            format!("--loadfile {} not found", loadfile.display()),
+        ));
+    }
+    let time = a.duration.get()?.unwrap_or(Duration::from_secs(60));
+    if a.clients == Some(0) {
+        return Err(UsageError::option(
+            "clients",
+            "--clients must be at least 1",
+        ));
+    }
+    let mut cfg = DbenchConfig::new(PathBuf::new(), loadfile, a.clients.unwrap_or(1), time);
+    if let Some(w) = opt_duration("warmup", &a.warmup)? {
+        cfg.warmup = w;
+    }
+    cfg.sync_open = a.sync;
+    cfg.fsync_every_write = a.fsync_every_write;
+    Ok(Box::new(DbenchJob {
+        cfg,
+        runs: a.runs.get(1)?,
+        verify: a.verify.verify,
+    }))
+}
+
+impl Job for DbenchJob {
+    fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
+        let DbenchJob {
+            mut cfg,
+            runs,
+            verify,
+        } = *self;
+        cfg.dir = target_dir(&ctx.common, "dbench")?;
+        if !cfg.loadfile.exists() {
+            return Err(RunError::Usage(UsageError::option(
+                "loadfile",
+                format!(
+                    "loadfile {} not found (Debian: apt-get install dbench, or give --loadfile)",
+                    cfg.loadfile.display()
+                ),
+            )));
+        }
+        let parsed = super::parse_loadfile(&cfg.loadfile)
+            .map_err(|e| RunError::Usage(UsageError::option("loadfile", e.to_string())))?;
+        let clients = cfg.clients;
+        ctx.start(RunStart {
+            preset: "dbench".into(),
+            workload: "dbench".into(),
+            target: dir_info(&cfg.dir, 0),
+            settings: plain_settings(0, cfg.time, runs, false),
+            notes: Vec::new(),
+            env_path: cfg.dir.clone(),
+        })?;
+        let mut verified: Option<VerifyTally> = None;
+        let mut passes = Vec::new();
+        let mut extra = serde_json::Value::Null;
+        for index in 1..=runs {
+            // `--verify`: a new run id for every replay, so no replay's data passes for
+            // another's.
+            let cfg = DbenchConfig {
+                verify: verify.then(|| fastrand::u64(1..)),
+                ..cfg.clone()
+            };
+            let cpu0 = CpuSample::now();
+            let r = {
+                let progress = &ctx.progress;
+                super::run(&cfg, &parsed, &ctx.stop, &mut |p| {
+                    progress.phase(
+                        &format!("dbench {index}/{runs} {:?}", p.phase).to_lowercase(),
+                        format!("{:.1} MB/s", p.mb_s),
+                    )
+                })
+                .map_err(|e| RunError::Failed(e.to_string()))?
+            };
+            if r.interrupted {
+                break;
+            }
+            if let Some(v) = &r.verify {
+                verified.get_or_insert_with(Default::default).merge(v);
+            }
+            let hist = |k: OpKind| -> LatencyHistogram {
+                r.ops
+                    .iter()
+                    .find(|o| o.op == k)
+                    .map(|o| o.histogram.clone())
+                    .unwrap_or_default()
+            };
+            let secs = r.measured_seconds;
+            let read = (r.bytes_read > 0)
+                .then(|| DirResult::from_histogram(r.bytes_read, secs, hist(OpKind::ReadX)));
+            let write = (r.bytes_written > 0)
+                .then(|| DirResult::from_histogram(r.bytes_written, secs, hist(OpKind::WriteX)));
+            let flush = hist(OpKind::Flush);
+            let sync = (!flush.is_empty()).then(|| SyncStats {
+                count: flush.count(),
+                lat_us: flush.summary_us(),
+            });
+            let series = TimeSeries {
+                interval_ms: 1000,
+                bytes: r.per_second_mb_s.iter().map(|m| (m * 1e6) as u64).collect(),
+            };
+            let cpu = cpu0.usage_until(&CpuSample::now(), 0);
+            passes.push(PassRecord::new(index, secs, read, write, sync, cpu, series));
+            extra = serde_json::json!({
+                "loadfile": cfg.loadfile,
+                "clients": clients,
+                "throughput_mb_s": r.mb_s,
+                "warmup_seconds": r.warmup_seconds,
+                "loops_completed": r.loops_completed,
+                "status_mismatches": r.status_mismatches,
+                "mismatch_samples": r.mismatches,
+                "short_reads": r.short_reads,
+                "notes": r.notes,
+                "ops": r.ops.iter().map(|o| serde_json::json!({
+                    "op": o.op.name(),
+                    "count": o.count,
+                    "avg_ms": o.avg_ms,
+                    "max_ms": o.max_ms,
+                    "p99_ms": o.p99_ms,
+                    "status_mismatches": o.status_mismatches,
+                })).collect::<Vec<_>>(),
+            });
+        }
+        if passes.is_empty() {
+            return Ok(());
+        }
+        if let Some(v) = &verified {
+            extra["verify"] = serde_json::to_value(v).unwrap_or_default();
+            ctx.epilogue(&verify_text(clients, v));
+        }
+        let mut job = iolab_spec::JobSpec::new(iolab_spec::Rw::Rw, 4096, 1, clients);
+        // The share of ReadX bytes, so the mixed-test rows read like dbench's traffic.
+        let (rb, wb) = passes.iter().fold((0u64, 0u64), |(r, w), p| {
+            (
+                r + p.read.as_ref().map_or(0, |d| d.bytes),
+                w + p.write.as_ref().map_or(0, |d| d.bytes),
+            )
+        });
+        job.rwmixread = (100 * rb / (rb + wb).max(1)) as u8;
+        job.fsync_every = u32::from(cfg.fsync_every_write);
+        let summary = iolab_stats::summarize(&passes, iolab_stats::Score::Median);
+        ctx.add_tests(vec![TestRecord {
+            name: format!(
+                "dbench {clients} client{}",
+                if clients == 1 { "" } else { "s" }
+            ),
+            group: "dbench".into(),
+            job,
+            passes,
+            summary,
+            extra,
+        }])
+    }
+}
+
+/// The lines `run dbench --verify` prints after the report: what was checked and, on a
+/// mismatch, the first failures.
+fn verify_text(clients: u32, v: &VerifyTally) -> String {
+    let mut out = format!(
+        "verify dbench {clients} client{}: {} blocks ({}) checked in {} ReadX and {} file(s) \
+         read back ({:.2} s untimed; {:.2} s of content and checks inside the run): ",
+        if clients == 1 { "" } else { "s" },
+        v.checked,
+        iolab_spec::format_bytes(v.checked_bytes),
+        v.reads_checked,
+        v.read_back_files,
+        v.read_back_seconds,
+        v.inline_seconds,
+    );
+    if v.failures == 0 {
+        out.push_str("all ok\n");
+    } else {
+        let classes: Vec<String> = v
+            .classes
+            .iter()
+            .filter(|(k, _)| k.as_str() != "ok")
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        out.push_str(&format!(
+            "{} MISMATCH(ES): {}\n",
+            v.failures,
+            classes.join(", ")
+        ));
+        for f in v.failure_samples.iter().take(5) {
+            out.push_str(&format!(
+                "  {} offset {} [{}] {} ({})\n",
+                f.file, f.offset, f.class, f.detail, f.phase
+            ));
+        }
+    }
+    if v.read_back_skipped > 0 {
+        out.push_str("  (stopped: the files were not read back)\n");
+    }
+    out
+}

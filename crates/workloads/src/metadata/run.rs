@@ -1,0 +1,91 @@
+//! `iolab run metadata`: its options and how the phases run as a stored run.
+
+use clap::Args;
+use iolab_runner::options::{opt_size, VerifyArg};
+use iolab_runner::{
+    dir_info, plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart,
+    UsageError,
+};
+
+use super::MetadataConfig;
+
+/// The metadata workload's entry in the registry.
+pub static WORKLOAD: Def<MetadataOptions> = Def::new(
+    &["metadata"],
+    "mdtest-shaped: create, stat, read, rename, delete of --files N in --dirs M with --threads \
+     T; ops/s per phase and the space each small file really uses; --verify compares every \
+     file read with what was written (exit 3 on a mismatch)",
+    plan,
+);
+
+/// Options of `iolab run metadata`.
+#[derive(Args, Debug, Clone)]
+pub struct MetadataOptions {
+    /// Number of files.
+    #[arg(long, value_name = "N")]
+    pub files: Option<u64>,
+    /// Number of directories the files are spread over.
+    #[arg(long, value_name = "N")]
+    pub dirs: Option<u64>,
+    /// Worker threads.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
+    /// Bytes written into each file.
+    #[arg(long, value_name = "SIZE")]
+    pub file_size: Option<String>,
+    /// fsync every file after writing it.
+    #[arg(long)]
+    pub fsync: bool,
+    #[command(flatten)]
+    pub verify: VerifyArg,
+}
+
+struct MetadataJob {
+    cfg: MetadataConfig,
+}
+
+fn plan(_name: &str, a: MetadataOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
+    let mut cfg = MetadataConfig::new(Default::default());
+    if a.files == Some(0) {
+        return Err(UsageError::option("files", "--files must be at least 1"));
+    }
+    cfg.files = a.files.unwrap_or(cfg.files);
+    if let Some(d) = a.dirs {
+        cfg.dirs = u32::try_from(d.max(1))
+            .map_err(|_| UsageError::option("dirs", format!("--dirs {d}: too many")))?;
+    }
+    if a.threads == Some(0) {
+        return Err(UsageError::option(
+            "threads",
+            "--threads must be at least 1",
+        ));
+    }
+    cfg.threads = a.threads.unwrap_or(cfg.threads);
+    cfg.file_size = opt_size("file-size", &a.file_size)?.unwrap_or(cfg.file_size);
+    cfg.fsync = a.fsync;
+    cfg.verify = a.verify.verify.then(|| fastrand::u64(1..));
+    Ok(Box::new(MetadataJob { cfg }))
+}
+
+impl Job for MetadataJob {
+    fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
+        let mut cfg = self.cfg;
+        cfg.dir = target_dir(&ctx.common, "metadata")?;
+        ctx.start(RunStart {
+            preset: "metadata".into(),
+            workload: "metadata".into(),
+            target: dir_info(&cfg.dir, cfg.file_size * cfg.files),
+            settings: plain_settings(cfg.file_size, Default::default(), 1, false),
+            notes: Vec::new(),
+            env_path: cfg.dir.clone(),
+        })?;
+        let tests = {
+            let progress = &ctx.progress;
+            super::run(&cfg, &ctx.stop, &mut |label, n| {
+                progress.phase(label, format!("{n} ops"))
+            })
+            .map_err(|e| RunError::Failed(e.to_string()))?
+        };
+        ctx.add_tests(tests)
+    }
+}
