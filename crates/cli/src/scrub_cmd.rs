@@ -34,8 +34,8 @@ pub struct ScrubOptions {
     /// or zfs.
     #[arg(long, value_name = "LAYOUT")]
     pub testbed: Option<String>,
-    /// Size of each loop device of --testbed (default 512MiB).
-    #[arg(long, value_name = "SIZE", requires = "testbed")]
+    /// Size of each loop device; requires --testbed (default 512MiB).
+    #[arg(long, value_name = "SIZE")]
     pub device_size: Option<String>,
     /// Bytes of verified blocks to write (default 128MiB).
     #[arg(long, value_name = "SIZE")]
@@ -75,6 +75,12 @@ struct ScrubJob {
 fn plan(_name: &str, a: ScrubOptions, c: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
     let cfg = config(&a)?;
     scrub::check_config(&cfg).map_err(|e| UsageError::general(e.to_string()))?;
+    if a.device_size.is_some() && a.testbed.is_none() {
+        return Err(UsageError::option(
+            "device-size",
+            "--device-size applies with --testbed",
+        ));
+    }
     let layout = match &a.testbed {
         Some(name) => {
             if c.target != Path::new(".") {

@@ -34,8 +34,8 @@ pub struct StreamsOptions {
     /// All streams use one file (readers started --stagger apart).
     #[arg(long)]
     pub same_file: bool,
-    /// Delay between stream starts with --same-file (e.g. 10s).
-    #[arg(long, value_name = "TIME", requires = "same_file")]
+    /// Delay between stream starts; requires --same-file (e.g. 10s).
+    #[arg(long, value_name = "TIME")]
     pub stagger: Option<String>,
     #[command(flatten)]
     pub size: SizeArg,
@@ -74,6 +74,12 @@ fn plan(_name: &str, a: StreamsOptions, _c: &CommonArgs) -> Result<Box<dyn Job>,
         }
     };
     cfg.same_file = a.same_file;
+    if a.stagger.is_some() && !a.same_file {
+        return Err(UsageError::option(
+            "stagger",
+            "--stagger applies with --same-file",
+        ));
+    }
     if let Some(st) = iolab_runner::options::opt_duration("stagger", &a.stagger)? {
         cfg.stagger = st;
     }

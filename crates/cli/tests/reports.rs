@@ -182,13 +182,18 @@ fn fixture() -> &'static Fixture {
         ids.insert("iometer", f0.run(&with(&["iometer", "--size", "8MiB"])));
         ids.insert(
             "fsync",
-            f0.run(&with(&[
+            // The probe has no warm-up passes.
+            f0.run(&[
                 "fsync",
                 "--sizes",
                 "4k",
                 "--methods",
                 "none,fdatasync",
-            ])),
+                "--runs",
+                "2",
+                "--duration",
+                "150ms",
+            ]),
         );
         ids.insert("copy", f0.run(&["copy", "--size", "4MiB", "--runs", "2"]));
         ids.insert(

@@ -624,7 +624,7 @@ fn streams_with_verify_check_their_files_and_catch_a_change_underneath() {
     assert!(sb.target_entries().is_empty(), "files left behind");
     sb.run(&["copy", "--verify"])
         .code(2)
-        .stderr_has(&["--verify applies to the block presets", "not copy"]);
+        .stderr_has(&["--verify does not apply to `iolab run copy`", "streams"]);
     sb.run(&["streams", "--verify"])
         .code(2)
         .stderr_has(&["--verify", "--rw write"]);
@@ -716,7 +716,7 @@ fn metadata_with_verify_exits_3_on_files_zeroed_underneath() {
         hit
     });
     let out = sb.run(&[
-        "metadata", "--verify", "--files", "400", "--dirs", "2", "--fsync", "1", "--json", "-",
+        "metadata", "--verify", "--files", "400", "--dirs", "2", "--fsync", "--json", "-",
     ]);
     corrupter.stop();
     let out = out.code(3);

@@ -88,19 +88,6 @@ impl LatencyHistogram {
         }
     }
 
-    /// Percentile curve for plotting: (percentile, microseconds) pairs.
-    pub fn percentile_curve_us(&self) -> Vec<(f64, f64)> {
-        const QS: [f64; 12] = [
-            1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 100.0,
-        ];
-        if self.hist.is_empty() {
-            return Vec::new();
-        }
-        QS.iter()
-            .map(|&p| (p, self.hist.value_at_quantile(p / 100.0) as f64 / 1000.0))
-            .collect()
-    }
-
     /// Serialised form: the sum, a colon, and base64 of hdrhistogram's V2 encoding.
     pub fn encode(&self) -> String {
         let mut buf = Vec::new();

@@ -105,7 +105,7 @@ impl Store {
     /// Stores the start of a run: its row, marked incomplete, without finish time or tests.
     /// Returns the run's id for [`Store::add_test`] and [`Store::finish_run`].
     pub fn begin_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
-        self.write(|tx, path| insert_run(tx, path, run, false, None))
+        self.write(|tx, path| insert_run(tx, path, run))
     }
 
     /// Stores a test of run `run_id` at position `idx` (0-based; tests load in this order).
@@ -182,20 +182,21 @@ impl Store {
         })
     }
 
-    /// Stores a whole run, its tests and their passes in one transaction: all of it or
-    /// nothing. `run.id` is ignored; the new id is returned.
+    /// Stores a whole, finished run (an import, or a test's fixture) through the same
+    /// writes a running `iolab run` makes: [`Store::begin_run`], [`Store::add_test`] and
+    /// [`Store::add_pass`] for each test, [`Store::finish_run`]. `run.id` is ignored; the
+    /// new id is returned.
     pub fn save_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
-        self.write(|tx, path| {
-            let run_id = insert_run(tx, path, run, run.complete, run.finished_at.as_deref())?;
-            for (idx, test) in run.tests.iter().enumerate() {
-                let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
-                let test_id = insert_test(tx, path, run_id, idx, test)?;
-                for pass in &test.passes {
-                    insert_pass(tx, path, test_id, pass)?;
-                }
+        let run_id = self.begin_run(run)?;
+        for (idx, test) in run.tests.iter().enumerate() {
+            let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
+            let test_id = self.add_test(run_id, idx, test)?;
+            for pass in &test.passes {
+                self.add_pass(test_id, pass)?;
             }
-            Ok(run_id)
-        })
+        }
+        self.finish_run(run_id, run)?;
+        Ok(run_id)
     }
 
     /// Reads run `id` back as it was stored, with `id` set, its tests in order and each
@@ -383,13 +384,7 @@ fn encode_value(
     encode_opt(path, what, Some(value).filter(|v| !v.is_null()))
 }
 
-fn insert_run(
-    tx: &Transaction<'_>,
-    path: &Path,
-    run: &RunRecord,
-    complete: bool,
-    finished_at: Option<&str>,
-) -> Result<i64, StoreError> {
+fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64, StoreError> {
     let command_line = encode(path, "runs.command_line", &run.command_line)?;
     let settings = encode(path, "runs.settings_json", &run.settings)?;
     let notes = encode(path, "runs.notes_json", &run.notes)?;
@@ -412,8 +407,8 @@ fn insert_run(
     stmt.insert(named_params! {
         ":uuid": run.uuid,
         ":started_at": run.started_at,
-        ":finished_at": finished_at,
-        ":complete": complete,
+        ":finished_at": None::<&str>,
+        ":complete": false,
         ":preset": run.preset,
         ":workload": run.workload,
         ":target_path": t.path,

@@ -5,16 +5,20 @@
 //! label and a validated [`iolab_testbed::TestbedSpec`] (the study's `[testbed]` merged with
 //! the configuration's own `testbed` table and its matrix values); every workload has the
 //! `iolab run` arguments it stands for, checked by a caller-supplied validator (the CLI
-//! parses them with its own grammar). [`schedule`] gives the order in which configurations
-//! are built and measured. Nothing here builds or runs anything: `iolab study` in the CLI
-//! does, with `iolab-testbed`. The file format is described in `docs/studies.md`.
+//! parses them with `iolab run`'s workload registry). [`schedule`] gives the order in which
+//! configurations are built and measured; [`run::execute`] builds each one (iolab-testbed),
+//! runs the workloads as child `iolab run`s and prints the comparison (iolab-report). The
+//! file format is described in `docs/studies.md`.
 //!
 //! Modules: `file` (the TOML shape, spans and errors), `matrix` (merging tables and the
-//! cartesian expansion), `schedule` (interleaved or grouped order).
+//! cartesian expansion), `schedule` (interleaved or grouped order), `plan` (`--dry-run`
+//! and `--list-testbeds`), `run` (building, running, tearing down, comparing).
 
 mod error;
 mod file;
 mod matrix;
+pub mod plan;
+pub mod run;
 mod schedule;
 
 pub use error::StudyError;

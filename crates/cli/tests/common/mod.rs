@@ -39,9 +39,16 @@ impl Sandbox {
     /// `iolab <args> --db r.db` (the database is always the sandbox's).
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_iolab"));
-        c.args(args)
-            .arg("--db")
-            .arg(&self.db)
+        c.args(args);
+        // Only the commands that read or write the result database take --db.
+        let stores = !matches!(
+            args.first().copied(),
+            Some("env" | "verify" | "cleanup" | "presets" | "export-fio" | "crosscheck")
+        );
+        if stores {
+            c.arg("--db").arg(&self.db);
+        }
+        c
             // Keep anything that would go to a default location inside the sandbox.
             .env("XDG_DATA_HOME", self.dir.path())
             .env("HOME", self.dir.path())
@@ -49,7 +56,7 @@ impl Sandbox {
         c
     }
 
-    /// Runs `iolab <args> --db r.db`.
+    /// Runs `iolab <args> --db r.db` (`--db` only for the commands that take it).
     pub fn iolab(&self, args: &[&str]) -> Out {
         let start = Instant::now();
         let out = self.cmd(args).output().unwrap();

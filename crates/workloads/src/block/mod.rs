@@ -71,11 +71,12 @@ pub struct BlockArgs {
     /// (default 3%); --runs is then the minimum (at least 3).
     #[arg(long, value_name = "PCT", num_args = 0..=1, default_missing_value = "3")]
     pub until_stable: Option<f64>,
-    /// With --until-stable: most measured passes per test (default 20).
-    #[arg(long, value_name = "N", requires = "until_stable")]
+    /// With --until-stable (required): most measured passes per test (default 20).
+    #[arg(long, value_name = "N")]
     pub max_runs: Option<u32>,
-    /// With --until-stable: most time spent on one test's measured passes (default 2m).
-    #[arg(long, value_name = "TIME", requires = "until_stable")]
+    /// With --until-stable (required): most time spent on one test's measured passes
+    /// (default 2m).
+    #[arg(long, value_name = "TIME")]
     pub max_time: Option<String>,
     /// Headline value: median of passes (default) or best (CrystalDiskMark's best of N).
     #[arg(long, default_value = "median")]
@@ -352,6 +353,19 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
             t.job.end_fsync = true;
         }
         t.job.validate()?;
+    }
+    if a.until_stable.is_none() {
+        for (given, o) in [
+            (a.max_runs.is_some(), "max-runs"),
+            (a.max_time.is_some(), "max-time"),
+        ] {
+            if given {
+                return Err(UsageError::option(
+                    o,
+                    format!("--{o} applies with --until-stable"),
+                ));
+            }
+        }
     }
     let until_stable = match a.until_stable {
         None => None,

@@ -1,0 +1,475 @@
+//! Running a study: for each step of the schedule, build the configuration's testbed
+//! (iolab-testbed), run every workload on it as a child `iolab run` inside the testbed's
+//! throttle cgroup (reading the child's run document from its standard output), tear it
+//! down, and print the comparison of the stored runs (iolab-report). Teardown happens on
+//! success, on error, on Ctrl-C and on SIGTERM; what a kill -9 leaves, `iolab cleanup`
+//! removes.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use iolab_report::set::RunSet;
+use iolab_report::{html, markdown};
+use iolab_runner::RunError;
+use iolab_store::Store;
+use iolab_testbed::{StateFile, Testbed, TestbedError};
+
+use crate::{schedule, Study, Workload};
+
+/// Where and how a study is run.
+pub struct RunOptions {
+    /// The result database the runs are stored in.
+    pub db: PathBuf,
+    /// Whether `--db` was given (repeated in the "again later" hint).
+    pub db_given: bool,
+    /// Also write the HTML report here.
+    pub html: Option<PathBuf>,
+}
+
+/// Ctrl-C and SIGTERM only raise the flag: a study always tears down what it built, so a
+/// second signal does not cut that short (a kill -9 does; then `iolab cleanup`).
+fn install_signals() -> Result<Arc<AtomicBool>, RunError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| RunError::Failed(format!("signals: {e}")))?;
+    }
+    Ok(stop)
+}
+
+/// What happened to one visit's runs.
+struct Outcome {
+    run_ids: Vec<i64>,
+    failures: Vec<String>,
+    interrupted: bool,
+}
+
+/// Runs every step of `study`; exit status 0 when every run was stored.
+pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
+    let stop = install_signals()?;
+    // Open (and migrate) the database before building anything.
+    let store = Store::open(&opts.db)?;
+    let db_path = store.path().to_path_buf();
+    let state_dir = StateFile::default_dir().map_err(|e| RunError::Failed(e.to_string()))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| RunError::Failed(format!("cannot find the iolab binary: {e}")))?;
+    let invocation = uuid::Uuid::new_v4().to_string();
+    let steps = schedule(study);
+    let total = study.run_count();
+    println!(
+        "Study {} ({}): {} configuration(s), {} workload(s), {} repeat(s): {total} runs, \
+         {} order",
+        study.name,
+        study.file,
+        study.configs.len(),
+        study.workloads.len(),
+        study.repeats,
+        study.order.as_str()
+    );
+    let started = Instant::now();
+    let mut out = Outcome {
+        run_ids: Vec::new(),
+        failures: Vec::new(),
+        interrupted: false,
+    };
+    let mut done = 0usize;
+    for step in &steps {
+        if stop.load(Ordering::Relaxed) {
+            out.interrupted = true;
+            break;
+        }
+        let cfg = &study.configs[step.config];
+        println!(
+            "round {}/{} · {}: building",
+            step.round + 1,
+            study.repeats,
+            cfg.label
+        );
+        let state = StateFile::create(&state_dir).map_err(|e| RunError::Failed(e.to_string()))?;
+        let tb = match iolab_testbed::build(&cfg.testbed, &state, &stop) {
+            Ok(tb) => tb,
+            Err(TestbedError::Interrupted) => {
+                out.interrupted = true;
+                break;
+            }
+            Err(e) => {
+                let msg = format!("{}: building the testbed failed: {e}", cfg.label);
+                eprintln!("iolab: {msg}");
+                out.failures.push(msg);
+                done += study
+                    .workloads
+                    .iter()
+                    .filter(|w| w.applies_to(&cfg.label))
+                    .count();
+                continue;
+            }
+        };
+        let visit = Visit {
+            study,
+            step_round: step.round,
+            config: step.config,
+            invocation: &invocation,
+            exe: &exe,
+            db: &db_path,
+            stop: &stop,
+        };
+        for w in study.workloads.iter().filter(|w| w.applies_to(&cfg.label)) {
+            if stop.load(Ordering::Relaxed) {
+                out.interrupted = true;
+                break;
+            }
+            done += 1;
+            match visit.run_workload(&tb, w, done, total) {
+                Ok(Some(r)) => {
+                    let run = store.load_run(r.id)?;
+                    println!(
+                        "  [{done}/{total}] {} · {}: run #{} ({:.1} s){}",
+                        cfg.label,
+                        w.label,
+                        r.id,
+                        r.secs,
+                        run_summary(&run)
+                    );
+                    out.run_ids.push(r.id);
+                    if let Some(msg) = r.integrity {
+                        eprintln!("iolab: {msg}");
+                        out.failures.push(msg);
+                    }
+                }
+                Ok(None) => out.interrupted = true,
+                Err(msg) => {
+                    eprintln!("iolab: {msg}");
+                    out.failures.push(msg);
+                }
+            }
+        }
+        if let Err(e) = tb.teardown() {
+            let msg = format!(
+                "{}: teardown left something behind ({e}); run `iolab cleanup`",
+                cfg.label
+            );
+            eprintln!("iolab: {msg}");
+            out.failures.push(msg);
+        }
+        if out.interrupted {
+            break;
+        }
+    }
+    if out.interrupted {
+        eprintln!("iolab: study interrupted; everything it built has been torn down");
+    }
+    println!(
+        "{} run(s) stored in {} in {:.0} s",
+        out.run_ids.len(),
+        db_path.display(),
+        started.elapsed().as_secs_f64()
+    );
+    if !out.run_ids.is_empty() {
+        let mut runs = Vec::new();
+        for id in &out.run_ids {
+            runs.push(store.load_run(*id)?);
+        }
+        let mut set = RunSet::study(&study.name, runs);
+        let base = &study.configs[study.baseline].label;
+        if set.set_baseline(base).is_err() {
+            println!("(the baseline '{base}' has no runs; comparing with the first configuration)");
+        }
+        println!();
+        print!("{}", markdown::render(&set));
+        if let Some(path) = &opts.html {
+            std::fs::write(path, html::render(&set))
+                .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))?;
+            println!("HTML report written to {}", path.display());
+        }
+        println!(
+            "Again later: iolab report --study '{}'{} [--html FILE]",
+            study.name,
+            if opts.db_given {
+                format!(" --db {}", opts.db.display())
+            } else {
+                String::new()
+            }
+        );
+    }
+    for f in &out.failures {
+        eprintln!("iolab: failed: {f}");
+    }
+    if out.interrupted {
+        Err(RunError::Interrupted)
+    } else if !out.failures.is_empty() {
+        Err(RunError::Failed(format!(
+            "{} of the study's steps failed (see above)",
+            out.failures.len()
+        )))
+    } else {
+        Ok(0)
+    }
+}
+
+/// A run that finished and was stored; `integrity` says what failed when it exited 3 or 4.
+struct Stored {
+    id: i64,
+    secs: f64,
+    integrity: Option<String>,
+}
+
+/// One configuration built for one round.
+struct Visit<'a> {
+    study: &'a Study,
+    step_round: u32,
+    config: usize,
+    invocation: &'a str,
+    exe: &'a Path,
+    db: &'a Path,
+    stop: &'a AtomicBool,
+}
+
+impl Visit<'_> {
+    /// What is stored with the run: which invocation, round and configuration, the matrix
+    /// values, the testbed as written and as built.
+    fn meta(&self, tb: &Testbed, w: &Workload) -> serde_json::Value {
+        let cfg = &self.study.configs[self.config];
+        let matrix: serde_json::Map<String, serde_json::Value> = cfg
+            .matrix
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect();
+        serde_json::json!({
+            "invocation": self.invocation,
+            "file": self.study.file,
+            "round": self.step_round + 1,
+            "repeats": self.study.repeats,
+            "order": self.study.order.as_str(),
+            "baseline": self.study.configs[self.study.baseline].label,
+            "workload": {"kind": w.kind, "label": w.label, "options": w.options},
+            "matrix": matrix,
+            "testbed": serde_json::to_value(&cfg.testbed_table).unwrap_or_default(),
+            "built": serde_json::to_value(tb.describe()).unwrap_or_default(),
+        })
+    }
+
+    /// Runs workload `w` on `tb` as a child `iolab run`: `Ok(Some(run id))`, `Ok(None)` when
+    /// interrupted, `Err` with what went wrong.
+    fn run_workload(
+        &self,
+        tb: &Testbed,
+        w: &Workload,
+        n: usize,
+        total: usize,
+    ) -> Result<Option<Stored>, String> {
+        let cfg = &self.study.configs[self.config];
+        let who = format!("{} · {}", cfg.label, w.label);
+        let (target, extra): (PathBuf, Vec<&str>) = match tb.work_dir() {
+            Some(d) => (d.to_path_buf(), vec![]),
+            None => match tb.devices().first() {
+                Some(d) => (d.path.clone(), vec!["--allow-destroy-device"]),
+                None => return Err(format!("{who}: the testbed has no directory or device")),
+            },
+        };
+        if self.study.drop_caches {
+            drop_caches().map_err(|e| format!("{who}: cannot drop the page cache: {e}"))?;
+        }
+        // The description goes through the child's standard input: no file to leave behind
+        // if the study is killed.
+        let meta = self.meta(tb, w).to_string();
+        let mut cmd = Command::new(self.exe);
+        cmd.arg("run")
+            .arg(&w.kind)
+            .args(&w.args)
+            .arg("--target")
+            .arg(&target)
+            .args(extra)
+            .arg("--db")
+            .arg(self.db)
+            .arg("--label")
+            .arg(&w.label)
+            .arg("--study")
+            .arg(&self.study.name)
+            .arg("--config")
+            .arg(&cfg.label)
+            .arg("--study-meta")
+            .arg("-")
+            .arg("--json")
+            .arg("-")
+            .arg("--quiet")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group: a Ctrl-C reaches the study, which stops the run once.
+            .process_group(0);
+        let procs = match tb.cgroup() {
+            Some(dir) => Some(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(dir.join("cgroup.procs"))
+                    .map_err(|e| format!("{who}: cannot open the throttle cgroup: {e}"))?,
+            ),
+            None => None,
+        };
+        let procs_fd = procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        // SAFETY: between fork and exec only prctl(2) and write(2) are called, both
+        // async-signal-safe. PR_SET_PDEATHSIG: if the study is killed (even with SIGKILL),
+        // the run gets SIGTERM, stores what it finished and leaves the testbed, so
+        // `iolab cleanup` finds nothing busy. Writing "0" to cgroup.procs moves the calling
+        // process (the child) into the throttle cgroup before it opens anything.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(fd) = procs_fd {
+                    if libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let t0 = Instant::now();
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("{who}: cannot start {}: {e}", self.exe.display()));
+        drop(procs);
+        let result = child.and_then(|mut c| {
+            // From a thread, so a description larger than the pipe never blocks the study;
+            // a child that exits before reading it makes the write fail harmlessly.
+            if let Some(mut stdin) = c.stdin.take() {
+                std::thread::spawn(move || {
+                    use std::io::Write;
+                    let _ = stdin.write_all(meta.as_bytes());
+                });
+            }
+            wait_forwarding(c, self.stop, &who)
+        });
+        let (status, stdout, stderr) = result?;
+        let secs = t0.elapsed().as_secs_f64();
+        // With `--json -` the child's standard output is its run document alone.
+        let run_id = serde_json::from_str::<serde_json::Value>(stdout.trim())
+            .ok()
+            .and_then(|doc| doc["run_id"].as_i64());
+        match status.code() {
+            Some(0) => run_id
+                .map(|id| {
+                    Some(Stored {
+                        id,
+                        secs,
+                        integrity: None,
+                    })
+                })
+                .ok_or_else(|| {
+                    format!("{who}: the run finished but did not say where it was stored")
+                }),
+            // An integrity failure is a result: the run is stored and compared, and the
+            // study reports the failure.
+            Some(code @ (3 | 4)) if run_id.is_some() => Ok(Some(Stored {
+                id: run_id.expect("checked"),
+                secs,
+                integrity: Some(format!(
+                    "{who}: `iolab run {}` found an integrity failure (exit {code}; see its \
+                     warnings)",
+                    w.kind
+                )),
+            })),
+            Some(130) => {
+                println!("  [{n}/{total}] {who}: interrupted");
+                Ok(None)
+            }
+            other => {
+                let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                Err(format!(
+                    "{who}: `iolab run {}` exited with {}: {}",
+                    w.kind,
+                    other.map_or("a signal".to_string(), |c| format!("status {c}")),
+                    tail.join(" / ")
+                ))
+            }
+        }
+    }
+}
+
+/// The first tests' headlines and the run's warning codes, for the progress line.
+fn run_summary(run: &iolab_measure::RunRecord) -> String {
+    let mut parts: Vec<String> = run
+        .tests
+        .iter()
+        .take(2)
+        .map(|t| {
+            if t.summary.mb_s > 0.0 {
+                format!("{} {:.1} MB/s", t.name, t.summary.mb_s)
+            } else {
+                format!("{} {:.0} IOPS", t.name, t.summary.iops)
+            }
+        })
+        .collect();
+    if run.tests.len() > 2 {
+        parts.push("...".into());
+    }
+    let mut codes: Vec<&str> = Vec::new();
+    for w in &run.warnings {
+        if !codes.contains(&w.code.as_str()) {
+            codes.push(&w.code);
+        }
+    }
+    let mut s = format!(": {}", parts.join(", "));
+    if !codes.is_empty() {
+        s.push_str(&format!(" — ⚠ {}", codes.join(", ")));
+    }
+    s
+}
+
+fn drop_caches() -> std::io::Result<()> {
+    rustix::fs::sync();
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n")
+}
+
+type ChildOutput = (ExitStatus, String, String);
+
+/// Waits for the child, collecting its output; when the stop flag rises, sends it one
+/// SIGTERM (it then stores what it finished and exits 130).
+fn wait_forwarding(mut child: Child, stop: &AtomicBool, who: &str) -> Result<ChildOutput, String> {
+    let collect = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = collect(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = collect(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let mut forwarded = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) => {}
+            Err(e) => return Err(format!("{who}: waiting for the run: {e}")),
+        }
+        if stop.load(Ordering::Relaxed) && !forwarded {
+            forwarded = true;
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    Ok((status, stdout, stderr))
+}
