@@ -99,7 +99,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     scrub::preflight(&target, &cfg).map_err(scrub_error)?;
     let info = TargetInfo {
         path: target.work_dir.to_string_lossy().into_owned(),
-        kind: "dir".into(),
+        kind: iolab_measure::TargetKind::Dir,
         io_path: target.work_dir.to_string_lossy().into_owned(),
         fs_type: target.fs_name().into(),
         size: cfg.dataset_size,

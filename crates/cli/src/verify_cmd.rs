@@ -167,11 +167,10 @@ pub fn run_verify(a: RunArgs) -> Result<i32, CliError> {
             .into_owned(),
         // As the engine names targets: what the user gave, not what iolab made in it.
         kind: if a.target.is_dir() {
-            "dir"
+            iolab_measure::TargetKind::Dir
         } else {
-            target.kind
-        }
-        .into(),
+            target.kind.clone()
+        },
         io_path: target.path.to_string_lossy().into_owned(),
         fs_type: iolab_env::capture(Some(&target.path))
             .target

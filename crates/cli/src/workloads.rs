@@ -87,7 +87,7 @@ fn dir_info(dir: &std::path::Path, size: u64) -> TargetInfo {
         .unwrap_or_else(|| "unknown".into());
     TargetInfo {
         path: dir.to_string_lossy().into_owned(),
-        kind: "dir".into(),
+        kind: iolab_measure::TargetKind::Dir,
         io_path: dir.to_string_lossy().into_owned(),
         fs_type: env_fs,
         size,
@@ -234,7 +234,7 @@ fn run_fsync(a: RunArgs) -> Result<i32, CliError> {
                 .push(format!("verdict: {}", report.verdict.reason));
             if report.verdict.flushes_reach_storage == Some(false) {
                 run.warnings.push(iolab_measure::Warning {
-                    code: "FLUSH_NO_EFFECT".into(),
+                    code: iolab_measure::WarningCode::FlushNoEffect,
                     message: report.verdict.reason.clone(),
                     fix: "check the mount's barriers and the device's write cache mode; only a \
                           non-volatile cache makes this safe"

@@ -9,11 +9,13 @@ mod activity;
 mod cpu;
 mod histogram;
 mod model;
+mod warning;
 
 pub use activity::{Activity, ActivitySample, DeviceIo, ProcessCpu};
 pub use cpu::{CpuSample, CpuUsage};
 pub use histogram::LatencyHistogram;
 pub use model::{
     DirResult, IoErrorRecord, LatSummary, MetricSummary, PassContext, PassRecord, RunRecord,
-    SyncStats, TargetInfo, TestRecord, TestSummary, TimeSeries, Warning, MB,
+    SyncStats, TargetInfo, TargetKind, TestRecord, TestSummary, TimeSeries, MB,
 };
+pub use warning::{Caveat, CodeDoc, Warning, WarningCode, DOCS_BEGIN, DOCS_END};
