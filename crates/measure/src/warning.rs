@@ -310,22 +310,46 @@ impl WarningCode {
         for code in WarningCode::ALL {
             let doc = code.doc().expect("known codes are documented");
             out.push_str(&format!("\n### `{}`: {}\n\n", code.as_str(), doc.title));
-            out.push_str(&format!("Raised when: {}.\n\n", doc.when));
-            out.push_str(&format!("Fix: {}.\n", doc.fix));
+            out.push_str(&wrap(&format!("Raised when: {}.", doc.when)));
+            out.push('\n');
+            out.push_str(&wrap(&format!("Fix: {}.", doc.fix)));
             if let Some(c) = code.caveat() {
-                out.push_str(&format!(
-                    "\nIn a comparison of configurations: the `{}` caveat ({}).\n",
+                out.push('\n');
+                out.push_str(&wrap(&format!(
+                    "In a comparison of configurations: the `{}` caveat ({}).",
                     c.as_str(),
                     match c {
                         Caveat::Unsafe => "faster because data may not reach stable storage",
                         Caveat::Cache => "the number may come from a cache, not the device",
                     }
-                ));
+                )));
             }
         }
         out.push_str(&format!("\n{DOCS_END}\n"));
         out
     }
+}
+
+/// A paragraph broken at spaces into lines of at most 92 characters (as the other docs are
+/// written), each ending in a newline.
+fn wrap(text: &str) -> String {
+    const WIDTH: usize = 92;
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
 }
 
 impl From<&str> for WarningCode {

@@ -28,7 +28,10 @@ fn docs_warnings_md_lists_every_code_as_the_enum_says() {
     }
     if std::env::var_os("IOLAB_UPDATE_DOCS").is_some() {
         let new = format!("{}{want}{}", &text[..begin], &text[end..]);
-        std::fs::write(&path, new).expect("rewrite docs/warnings.md");
+        // Replaced whole, so the other test here never reads half a file.
+        let tmp = path.with_extension("md.new");
+        std::fs::write(&tmp, new).expect("write docs/warnings.md.new");
+        std::fs::rename(&tmp, &path).expect("replace docs/warnings.md");
         return;
     }
     let got: Vec<&str> = text[begin..end].lines().collect();
