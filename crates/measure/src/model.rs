@@ -1,8 +1,7 @@
 //! Passes, tests and runs: the records every workload produces and every consumer reads.
 
 use iolab_spec::{IoDir, JobSpec, RunSettings};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::fmt;
+use serde::{Deserialize, Serialize};
 
 use crate::activity::Activity;
 use crate::cpu::CpuUsage;
@@ -258,44 +257,8 @@ impl TargetKind {
     }
 }
 
-impl From<&str> for TargetKind {
-    fn from(s: &str) -> Self {
-        TargetKind::parse(s)
-    }
-}
-
-impl From<String> for TargetKind {
-    fn from(s: String) -> Self {
-        TargetKind::parse(&s)
-    }
-}
-
-/// Kinds are equal when their strings are.
-impl PartialEq for TargetKind {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for TargetKind {}
-
-impl fmt::Display for TargetKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for TargetKind {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for TargetKind {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(TargetKind::from)
-    }
-}
+// Equal when the strings are; prints and (de)serialises as the string.
+string_enum_impls!(TargetKind);
 
 /// What was measured: the path given, what it is, and the file or device actually used.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,8 +3,7 @@
 //! configurations, and the text docs/warnings.md shows for it (that file's codes section is
 //! rendered from here by [`WarningCode::docs_markdown`] and checked by a test).
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::fmt;
+use serde::{Deserialize, Serialize};
 
 /// What a warning says about the number it qualifies, for a comparison of configurations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -352,51 +351,9 @@ fn wrap(text: &str) -> String {
     out
 }
 
-impl From<&str> for WarningCode {
-    fn from(s: &str) -> Self {
-        WarningCode::parse(s)
-    }
-}
-
-impl From<String> for WarningCode {
-    fn from(s: String) -> Self {
-        WarningCode::parse(&s)
-    }
-}
-
-/// Codes are equal when their strings are: an `Other` holding a known code's string equals
-/// that code.
-impl PartialEq for WarningCode {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for WarningCode {}
-
-impl std::hash::Hash for WarningCode {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl fmt::Display for WarningCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for WarningCode {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for WarningCode {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(WarningCode::from)
-    }
-}
+// Equal when the strings are (an `Other` holding a known code's string equals that code);
+// prints and (de)serialises as the string.
+string_enum_impls!(WarningCode);
 
 /// A condition that makes a number suspect, with a stable code and the fix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
