@@ -188,7 +188,7 @@ fn run_on(cfg: &ScrubConfig, target: &ScrubTarget, ctx: &mut RunContext) -> Resu
         workload: "scrub-test".into(),
         target: TargetInfo {
             path: work_dir.to_string_lossy().into_owned(),
-            kind: "dir".into(),
+            kind: iolab_measure::TargetKind::Dir,
             io_path: work_dir.to_string_lossy().into_owned(),
             fs_type: target.fs_name().into(),
             size: cfg.dataset_size,

@@ -246,11 +246,10 @@ impl Job for VerifyJob {
             path: ctx.common.target_abs().to_string_lossy().into_owned(),
             // As the engine names targets: what the user gave, not what iolab made in it.
             kind: if target_path.is_dir() {
-                "dir"
+                iolab_measure::TargetKind::Dir
             } else {
-                target.kind
-            }
-            .into(),
+                target.kind.clone()
+            },
             io_path: target.path.to_string_lossy().into_owned(),
             fs_type: iolab_env::capture(Some(&target.path))
                 .target

@@ -11,7 +11,7 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use iolab_measure::TargetInfo;
+use iolab_measure::{TargetInfo, TargetKind};
 use iolab_spec::{format_bytes, DataPattern};
 
 use crate::buffers::{fill_random, stamp, BufferPool};
@@ -109,21 +109,22 @@ impl Target {
     /// remove) that file.
     fn new(
         path: &Path,
-        kind: &str,
+        kind: TargetKind,
         io_path: PathBuf,
         fs_type: String,
         size: u64,
         created: bool,
     ) -> Self {
+        let is_device = kind == TargetKind::Device;
         Target {
             info: TargetInfo {
                 path: path.to_string_lossy().into_owned(),
-                kind: kind.into(),
+                kind,
                 io_path: io_path.to_string_lossy().into_owned(),
                 fs_type,
                 size,
             },
-            logical_block: logical_block_size(&io_path, kind == "device"),
+            logical_block: logical_block_size(&io_path, is_device),
             io_path,
             created,
         }
@@ -319,7 +320,14 @@ pub fn prepare(
             let io_path = path.join(name);
             create_and_fill(&io_path, size, req, stop, progress)?;
             let fs_type = fs_type_of(&path);
-            Ok(Target::new(&path, "dir", io_path, fs_type, size, true))
+            Ok(Target::new(
+                &path,
+                TargetKind::Dir,
+                io_path,
+                fs_type,
+                size,
+                true,
+            ))
         }
         Some(m) if m.file_type().is_block_device() => {
             let dev_size = safety::device_size(&path).map_err(io_err(&path, "size"))?;
@@ -337,7 +345,7 @@ pub fn prepare(
             }
             Ok(Target::new(
                 &path,
-                "device",
+                TargetKind::Device,
                 path.clone(),
                 "raw device".into(),
                 size,
@@ -361,7 +369,7 @@ pub fn prepare(
             let fs_type = fs_type_of(&path);
             Ok(Target::new(
                 &path,
-                "file",
+                TargetKind::File,
                 path.clone(),
                 fs_type,
                 size,
@@ -384,7 +392,7 @@ pub fn prepare(
             let fs_type = fs_type_of(&path);
             Ok(Target::new(
                 &path,
-                "file",
+                TargetKind::File,
                 path.clone(),
                 fs_type,
                 size,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::activity::Activity;
 use crate::cpu::CpuUsage;
 use crate::histogram::LatencyHistogram;
+use crate::warning::Warning;
 
 /// Bytes in a megabyte as iolab prints MB/s: 10^6 (CrystalDiskMark's and fio's MB/s).
 pub const MB: f64 = 1_000_000.0;
@@ -219,29 +220,59 @@ pub struct TestRecord {
     pub extra: serde_json::Value,
 }
 
+/// What a target is. Serialised as "dir", "file" or "device" (what runs have always
+/// stored); any other string (a run stored by another version of iolab) loads as
+/// [`TargetKind::Other`] and is printed as it was.
+#[derive(Debug, Clone)]
+pub enum TargetKind {
+    /// A directory: iolab created, and removed again, its own test file in it.
+    Dir,
+    /// A regular file.
+    File,
+    /// A block device.
+    Device,
+    /// A kind this build does not know, kept as it was read.
+    Other(String),
+}
+
+impl TargetKind {
+    /// The stored string: "dir", "file", "device", or an unknown kind as it was.
+    pub fn as_str(&self) -> &str {
+        match self {
+            TargetKind::Dir => "dir",
+            TargetKind::File => "file",
+            TargetKind::Device => "device",
+            TargetKind::Other(s) => s,
+        }
+    }
+
+    /// The kind a string names.
+    pub fn parse(s: &str) -> TargetKind {
+        match s {
+            "dir" => TargetKind::Dir,
+            "file" => TargetKind::File,
+            "device" => TargetKind::Device,
+            other => TargetKind::Other(other.to_string()),
+        }
+    }
+}
+
+// Equal when the strings are; prints and (de)serialises as the string.
+string_enum_impls!(TargetKind);
+
 /// What was measured: the path given, what it is, and the file or device actually used.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetInfo {
     /// The `--target` as the user gave it (absolute).
     pub path: String,
-    /// "dir", "file" or "device".
-    pub kind: String,
+    /// A directory (iolab made its own test file in it), a file or a block device.
+    pub kind: TargetKind,
     /// The file or device the I/O went to.
     pub io_path: String,
     /// Filesystem type holding the target ("ext4", "xfs", "tmpfs", ... or "unknown").
     pub fs_type: String,
     /// Size of the test region in bytes.
     pub size: u64,
-}
-
-/// A condition that makes a number suspect, with a stable code and the fix.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Warning {
-    pub code: String,
-    pub message: String,
-    pub fix: String,
-    /// The test it concerns, or None for the whole run.
-    pub test: Option<String>,
 }
 
 /// A whole run: what was asked, where, when, and every test's passes.
@@ -278,4 +309,29 @@ pub struct RunRecord {
     #[serde(default)]
     pub study_meta: serde_json::Value,
     pub tests: Vec<TestRecord>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_kinds_keep_their_strings() {
+        for (kind, s) in [
+            (TargetKind::Dir, "dir"),
+            (TargetKind::File, "file"),
+            (TargetKind::Device, "device"),
+        ] {
+            assert_eq!(serde_json::to_value(&kind).unwrap(), s);
+            assert_eq!(
+                serde_json::from_value::<TargetKind>(s.into()).unwrap(),
+                kind
+            );
+            assert!(!matches!(TargetKind::parse(s), TargetKind::Other(_)));
+        }
+        let odd: TargetKind = serde_json::from_value("pipe".into()).unwrap();
+        assert_eq!(odd, TargetKind::Other("pipe".into()));
+        assert_eq!(odd.to_string(), "pipe");
+        assert_eq!(serde_json::to_value(&odd).unwrap(), "pipe");
+    }
 }

@@ -590,7 +590,7 @@ fn badges(r: &RunRecord, test: &str) -> String {
                 "<a class=\"badge\" href=\"#{}\" title=\"{}\">⚠ {}</a>",
                 warning_anchor(r, i),
                 esc(&w.message),
-                esc(&w.code)
+                esc(w.code.as_str())
             );
         }
     }
@@ -709,7 +709,7 @@ fn warnings_panel(r: &RunRecord, h: &mut String) {
             h,
             "<li id=\"{}\"><span class=\"code\">{}</span> ",
             warning_anchor(r, i),
-            esc(&w.code)
+            esc(w.code.as_str())
         );
         if let Some(t) = &w.test {
             match r.tests.iter().position(|x| &x.name == t) {

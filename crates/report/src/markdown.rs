@@ -254,7 +254,7 @@ fn body(set: &RunSet, out: &mut String) {
                 if multi {
                     line.push_str(&format!("{}: ", escape(&c.label)));
                 }
-                line.push_str(&format!("`{}` ", w.code.replace('`', "'")));
+                line.push_str(&format!("`{}` ", w.code.as_str().replace('`', "'")));
                 if let Some(t) = &w.test {
                     line.push_str(&format!("{}: ", escape(t)));
                 }

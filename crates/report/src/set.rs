@@ -2,8 +2,9 @@
 //! share a `config_label`, their passes pooled), tests aligned by name, the four headline
 //! metrics, and the study's ratio and score tables shared by every format.
 
-use iolab_measure::{MetricSummary, PassRecord, RunRecord, TestRecord, Warning};
-use iolab_stats::caveats::{caveat, Caveat};
+use iolab_measure::{
+    Caveat, MetricSummary, PassRecord, RunRecord, TestRecord, Warning, WarningCode,
+};
 use iolab_stats::score::{self, Access, ScoreInput, StudyScore, Welch};
 use iolab_stats::{median, metric, summarize, Score};
 
@@ -169,9 +170,9 @@ impl Config {
     pub fn warnings(&self) -> Vec<(Warning, usize)> {
         let mut out: Vec<(Warning, usize)> = Vec::new();
         for r in &self.runs {
-            let mut seen: Vec<(&str, Option<&str>)> = Vec::new();
+            let mut seen: Vec<(&WarningCode, Option<&str>)> = Vec::new();
             for w in &r.warnings {
-                let key = (w.code.as_str(), w.test.as_deref());
+                let key = (&w.code, w.test.as_deref());
                 if seen.contains(&key) {
                     continue;
                 }
@@ -190,12 +191,12 @@ impl Config {
 
     /// Warning codes of this configuration's runs that change what its numbers mean:
     /// unsafe ones (flushes not reaching stable storage) first, then cache artifacts.
-    pub fn caveats(&self) -> Vec<(Caveat, String)> {
-        let mut out: Vec<(Caveat, String)> = Vec::new();
+    pub fn caveats(&self) -> Vec<(Caveat, WarningCode)> {
+        let mut out: Vec<(Caveat, WarningCode)> = Vec::new();
         for (w, _) in self.warnings() {
-            if let Some(c) = caveat(&w.code) {
+            if let Some(c) = w.code.caveat() {
                 if !out.iter().any(|(_, code)| *code == w.code) {
-                    out.push((c, w.code.clone()));
+                    out.push((c, w.code));
                 }
             }
         }
@@ -207,15 +208,15 @@ impl Config {
     /// empty.
     pub fn caveat_text(&self) -> String {
         let caveats = self.caveats();
-        let part = |kind: Caveat, word: &str| {
+        let part = |kind: Caveat| {
             let codes: Vec<&str> = caveats
                 .iter()
                 .filter(|(c, _)| *c == kind)
                 .map(|(_, code)| code.as_str())
                 .collect();
-            (!codes.is_empty()).then(|| format!("{word}: {}", codes.join(", ")))
+            (!codes.is_empty()).then(|| format!("{}: {}", kind.as_str(), codes.join(", ")))
         };
-        [part(Caveat::Unsafe, "unsafe"), part(Caveat::Cache, "cache")]
+        [part(Caveat::Unsafe), part(Caveat::Cache)]
             .into_iter()
             .flatten()
             .collect::<Vec<_>>()

@@ -17,7 +17,7 @@ fn pair() -> RunSet {
     });
     b.id = Some(43);
     b.label = Some("after".into());
-    b.warnings[0].code = "BUSY_DEVICE".into();
+    b.warnings[0].code = iolab_measure::WarningCode::BusyDevice;
     RunSet::per_run(vec![a, b])
 }
 

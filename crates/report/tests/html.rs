@@ -4,7 +4,7 @@
 
 mod common;
 
-use iolab_measure::{RunRecord, Warning};
+use iolab_measure::{RunRecord, Warning, WarningCode};
 use iolab_report::html::{esc, render};
 use iolab_report::set::RunSet;
 
@@ -145,7 +145,7 @@ fn user_text_is_escaped_everywhere() {
     run.notes.push(evil.into());
     run.tests[0].name = evil.into();
     run.warnings.push(Warning {
-        code: "X<Y".into(),
+        code: WarningCode::Other("X<Y".into()),
         message: evil.into(),
         fix: evil.into(),
         test: Some(evil.into()),

@@ -148,7 +148,7 @@ fn assert_document(run: &RunRecord) {
     assert_eq!(v["preset"], run.preset);
     assert_eq!(v["workload"], run.workload);
     assert_eq!(v["target"], run.target.path);
-    assert_eq!(v["target_kind"], run.target.kind);
+    assert_eq!(v["target_kind"], run.target.kind.as_str());
     assert_eq!(v["io_path"], run.target.io_path);
     assert_eq!(v["fs_type"], run.target.fs_type);
     assert_eq!(v["size_bytes"], run.target.size);
@@ -193,7 +193,7 @@ fn assert_document(run: &RunRecord) {
     assert_eq!(ws.len(), run.warnings.len());
     for (vw, w) in ws.iter().zip(&run.warnings) {
         assert_keys(vw, &["code", "message", "fix", "test"], "warning");
-        assert_eq!(vw["code"], w.code);
+        assert_eq!(vw["code"], w.code.as_str());
         assert_eq!(vw["message"], w.message);
         assert_eq!(vw["fix"], w.fix);
         assert_eq!(vw["test"], json!(w.test));

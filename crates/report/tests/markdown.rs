@@ -3,6 +3,7 @@
 
 mod common;
 
+use iolab_measure::WarningCode;
 use iolab_report::markdown::{escape, render};
 use iolab_report::set::RunSet;
 
@@ -182,11 +183,11 @@ fn study_columns_are_directions_by_configuration_with_the_score() {
         .position(|r| r.config_label.as_deref() == Some("64KB"))
         .unwrap();
     for (code, test) in [
-        ("NO_BARRIER", None),
-        ("PAGE_CACHE", Some("RND4K Q1T1 Read")),
+        (WarningCode::NoBarrier, None),
+        (WarningCode::PageCache, Some("RND4K Q1T1 Read")),
     ] {
         runs[i].warnings.push(iolab_measure::Warning {
-            code: code.into(),
+            code,
             message: "test".into(),
             fix: String::new(),
             test: test.map(str::to_string),
@@ -356,7 +357,7 @@ fn study_of_several_workloads_labels_tests_and_shows_space() {
         // The same warning in two runs of one configuration.
         for r in [&mut meta, &mut block] {
             r.warnings.push(iolab_measure::Warning {
-                code: "BUSY_CPU".into(),
+                code: WarningCode::BusyCpu,
                 message: "busy".into(),
                 fix: String::new(),
                 test: None,

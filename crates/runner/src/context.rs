@@ -334,7 +334,7 @@ pub fn dir_info(dir: &Path, size: u64) -> TargetInfo {
         .unwrap_or_else(|| "unknown".into());
     TargetInfo {
         path: dir.to_string_lossy().into_owned(),
-        kind: "dir".into(),
+        kind: iolab_measure::TargetKind::Dir,
         io_path: dir.to_string_lossy().into_owned(),
         fs_type,
         size,

@@ -112,7 +112,7 @@ pub fn facts(env: &Environment, target: Option<&Target>, direct: bool) -> Target
         f.direct_honoured = target.direct_io_honoured();
         // btrfs falls back to buffered I/O for direct I/O not aligned to its sector size.
         if env.target.as_ref().and_then(|t| t.fs_type.as_deref()) == Some("btrfs") {
-            let dir = if target.info.kind == "dir" {
+            let dir = if target.info.kind == iolab_measure::TargetKind::Dir {
                 std::path::PathBuf::from(&target.info.path)
             } else {
                 std::path::Path::new(&target.io_path)
@@ -123,7 +123,7 @@ pub fn facts(env: &Environment, target: Option<&Target>, direct: bool) -> Target
             f.direct_io_sector = rustix::fs::statvfs(&dir).ok().map(|s| s.f_bsize);
         }
     }
-    if target.info.kind == "file" && !target.created() {
+    if target.info.kind == iolab_measure::TargetKind::File && !target.created() {
         use std::os::unix::fs::MetadataExt;
         f.allocated_bytes = std::fs::metadata(&target.io_path)
             .ok()

@@ -4,7 +4,6 @@
 //! Confidence intervals use Student's t on the mean of the passes (the passes of a test are
 //! independent repeats of the same job); with one pass the interval is the value itself.
 
-pub mod caveats;
 pub mod score;
 pub mod warnings;
 

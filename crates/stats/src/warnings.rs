@@ -1,8 +1,9 @@
-//! Warnings: every condition that can make a number misleading, with a stable code, one
-//! line of explanation and the fix. Computed from the run's passes and the facts known
+//! Warnings: when each condition that can make a number misleading is raised (the codes,
+//! their caveats and their documentation are `iolab_measure::WarningCode`), with one line
+//! of explanation and the fix. Computed from the run's passes and the facts known
 //! about its target (mount options, device settings, throttles), which the caller gathers.
 
-use iolab_measure::{RunRecord, TestRecord, Warning};
+use iolab_measure::{RunRecord, TargetKind, TestRecord, Warning, WarningCode};
 use iolab_spec::{format_bytes, DataPattern};
 
 use crate::{metric, outliers, slow_first};
@@ -53,9 +54,9 @@ pub struct TargetFacts {
     pub top_device: Option<String>,
 }
 
-fn w(code: &str, message: String, fix: &str, test: Option<&TestRecord>) -> Warning {
+fn w(code: WarningCode, message: String, fix: &str, test: Option<&TestRecord>) -> Warning {
     Warning {
-        code: code.to_string(),
+        code,
         message,
         fix: fix.to_string(),
         test: test.map(|t| t.name.clone()),
@@ -74,7 +75,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
             || matches!(run.target.fs_type.as_str(), "tmpfs" | "ramfs")
         {
             out.push(w(
-                "DIRECT_IO_IGNORED",
+                WarningCode::DirectIoIgnored,
                 format!(
                     "{} accepts O_DIRECT but does not bypass its cache ({}): every number is \
                      a memory speed",
@@ -94,7 +95,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                 t.job.bs % sector != 0 || t.job.access.iter().any(|l| l.size % sector != 0)
             }) {
                 out.push(w(
-                    "DIRECT_IO_IGNORED",
+                    WarningCode::DirectIoIgnored,
                     format!(
                         "{} serves O_DIRECT I/O that is not a multiple of its {sector}-byte \
                          sector through the page cache: this test's I/Os were buffered, and \
@@ -108,7 +109,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
         }
         for l in &f.loop_without_dio {
             out.push(w(
-                "LOOP_WITHOUT_DIO",
+                WarningCode::LoopWithoutDio,
                 format!("{l} has direct I/O off: O_DIRECT stops at the host's page cache"),
                 "attach the loop device with `losetup --direct-io=on`",
                 None,
@@ -148,7 +149,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                 .fold(0.0f64, f64::max)
                 * 100.0;
             out.push(w(
-                "PAGE_CACHE",
+                WarningCode::PageCache,
                 format!(
                     "buffered reads served from memory: up to {pct:.0}% of the test file was \
                      in the page cache during the passes"
@@ -159,7 +160,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
         }
         for r in &f.idle_reclaim {
             out.push(w(
-                "IDLE_RECLAIM",
+                WarningCode::IdleReclaim,
                 format!(
                     "the kernel runs {r}: cached pages are dropped without memory pressure, \
                      so whether a buffered read hits the cache depends on when its data was \
@@ -176,7 +177,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
             if let Some(avail) = f.mem_available {
                 if run.target.size < avail {
                     out.push(w(
-                        "PAGE_CACHE_POSSIBLE",
+                        WarningCode::PageCachePossible,
                         format!(
                             "the buffered test file ({}) fits in available memory ({}); \
                              reads may come from the page cache",
@@ -194,7 +195,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
     if any_writes && s.data == DataPattern::Zeros {
         if let Some(c) = &f.compression {
             out.push(w(
-                "COMPRESSIBLE_DATA",
+                WarningCode::CompressibleData,
                 format!(
                     "zeros written to a filesystem that compresses ({c}): it stores almost \
                      nothing"
@@ -204,11 +205,11 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
             ));
         }
     }
-    if any_reads && run.target.kind == "file" {
+    if any_reads && run.target.kind == TargetKind::File {
         if let Some(alloc) = f.allocated_bytes {
             if (alloc as f64) < 0.9 * run.target.size as f64 {
                 out.push(w(
-                    "SPARSE_READ",
+                    WarningCode::SparseRead,
                     format!(
                         "only {} of the {} test region is allocated: reads of holes return \
                          zeros without touching the medium",
@@ -230,7 +231,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                 .any(|o| o == "nobarrier" || o == "barrier=0")
             {
                 out.push(w(
-                    "NO_BARRIER",
+                    WarningCode::NoBarrier,
                     "the filesystem is mounted without write barriers (nobarrier/barrier=0): \
                      fsync does not flush the device cache, data can be lost on power failure"
                         .into(),
@@ -241,7 +242,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
         }
         if f.zfs_sync_disabled {
             out.push(w(
-                "ZFS_SYNC_DISABLED",
+                WarningCode::ZfsSyncDisabled,
                 "the zfs dataset has sync=disabled: fsync returns before data is stored".into(),
                 "zfs set sync=standard",
                 None,
@@ -249,7 +250,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
         }
         for d in &f.write_through {
             out.push(w(
-                "WRITE_THROUGH_DROPS_FLUSH",
+                WarningCode::WriteThroughDropsFlush,
                 format!(
                     "{d}'s write_cache reads \"write through\": the block layer drops flush \
                      requests, which is only safe if the device truly has no volatile cache"
@@ -286,7 +287,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                 };
                 let names: Vec<&str> = fast.iter().map(|x| x.0.as_str()).collect();
                 out.push(Warning {
-                    code: "FSYNC_TOO_FAST".into(),
+                    code: WarningCode::FsyncTooFast,
                     message: format!(
                         "flushes took {range} on average on a device that reports itself \
                          rotational; a disk cannot reach its platter that fast, so a volatile \
@@ -306,7 +307,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
 
     for th in &f.throttles {
         out.push(w(
-            "BLKIO_THROTTLE",
+            WarningCode::BlkioThrottle,
             format!("a blkio throttle applies to this run: {th}"),
             "expected for an emulated device; otherwise remove the cgroup limit",
             None,
@@ -325,7 +326,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
     if let Some(n) = t.extra.get("status_mismatches").and_then(|v| v.as_u64()) {
         if n > 0 {
             out.push(w(
-                "STATUS_MISMATCH",
+                WarningCode::StatusMismatch,
                 format!(
                     "{n} operations ended with a different status than the loadfile expects \
                      (see mismatch_samples in the JSON)"
@@ -361,7 +362,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
             // What was counted: blocks unless the check says otherwise (metadata: files).
             let unit = c.get("unit").and_then(|v| v.as_str()).unwrap_or("blocks");
             out.push(w(
-                "DATA_MISMATCH",
+                WarningCode::DataMismatch,
                 format!(
                     "{n} of {checked} {unit} read back did not hold what was written ({classes}; \
                      offsets in failure_samples of the JSON)"
@@ -389,7 +390,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
         let (problems, miscounts) = (list("problems"), list("miscounts"));
         if let Some(first) = problems.first() {
             out.push(w(
-                "SCRUB_NOT_REPAIRED",
+                WarningCode::ScrubNotRepaired,
                 format!(
                     "{} problem(s) with the data after the scrub; first: {first}",
                     problems.len()
@@ -400,7 +401,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
             ));
         } else if let Some(first) = miscounts.first() {
             out.push(w(
-                "SCRUB_MISCOUNTED",
+                WarningCode::ScrubMiscounted,
                 format!(
                     "the data was repaired, but the scrub's counts differ from what was \
                      injected: {first}"
@@ -414,7 +415,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
     let m = metric(&mbs);
     if m.n >= 2 && m.cv > HIGH_CV {
         out.push(w(
-            "HIGH_VARIATION",
+            WarningCode::HighVariation,
             format!(
                 "MB/s varied by {:.0}% (coefficient of variation) across {} passes",
                 m.cv * 100.0,
@@ -426,7 +427,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
     }
     for i in outliers(&mbs) {
         out.push(w(
-            "OUTLIER_PASS",
+            WarningCode::OutlierPass,
             format!(
                 "pass {} ({:.1} MB/s) is an outlier against the median {:.1} MB/s \
                  (modified z-score > 3.5)",
@@ -438,7 +439,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
     }
     if slow_first(&mbs) {
         out.push(w(
-            "SLOW_FIRST_PASS",
+            WarningCode::SlowFirstPass,
             format!(
                 "the first pass ({:.1} MB/s) was much slower than the rest (median {:.1}): \
                  a cache or device was still warming up",
@@ -451,7 +452,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
     }
     if t.summary.converged == Some(false) {
         out.push(w(
-            "NOT_CONVERGED",
+            WarningCode::NotConverged,
             format!(
                 "--until-stable stopped after {} passes without the confidence interval \
                  reaching its target",
@@ -466,7 +467,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
     if let Some(min_ios) = t.passes.iter().map(|p| p.ios).filter(|&n| n > 0).min() {
         if min_ios < MIN_IOS_FOR_P99 {
             out.push(w(
-                "FEW_IOS",
+                WarningCode::FewIos,
                 format!(
                     "a pass completed only {min_ios} I/Os: its p99 latency is the slowest \
                      few I/Os, not a percentile"
@@ -496,7 +497,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
             }
             if let Some((share, foreign)) = worst {
                 out.push(w(
-                    "BUSY_DEVICE",
+                    WarningCode::BusyDevice,
                     format!(
                         "{dev} moved {} more than iolab did during a pass ({:.0}% on top of \
                          iolab's I/O): the device was shared",
@@ -524,7 +525,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
                 .map(|p| format!("{} {:.0}%", p.name, p.cpu_pct))
                 .collect();
             out.push(w(
-                "BUSY_CPU",
+                WarningCode::BusyCpu,
                 format!(
                     "other processes used {:.0}% of a CPU during pass {} ({})",
                     a.other_cpu_pct,

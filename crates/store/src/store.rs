@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use iolab_measure::{PassRecord, RunRecord, TargetInfo, TestRecord, TestSummary};
+use iolab_measure::{PassRecord, RunRecord, TargetInfo, TargetKind, TestRecord, TestSummary};
 use rusqlite::{
     ffi, named_params, params, Connection, ErrorCode, OptionalExtension, Row, Transaction,
     TransactionBehavior,
@@ -412,7 +412,7 @@ fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64,
         ":preset": run.preset,
         ":workload": run.workload,
         ":target_path": t.path,
-        ":target_kind": t.kind,
+        ":target_kind": t.kind.as_str(),
         ":io_path": t.io_path,
         ":fs_type": t.fs_type,
         ":size": t.size,
@@ -575,7 +575,7 @@ fn decode_run(path: &Path, row: &Row<'_>, id: i64) -> Result<RunRecord, StoreErr
         workload: d.get("workload")?,
         target: TargetInfo {
             path: d.get("target_path")?,
-            kind: d.get("target_kind")?,
+            kind: TargetKind::from(d.get::<String>("target_kind")?),
             io_path: d.get("io_path")?,
             fs_type: d.get("fs_type")?,
             size: d.get("size")?,

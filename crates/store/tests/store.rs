@@ -477,3 +477,41 @@ fn version_1_database_is_migrated_and_old_passes_load() {
         }
     }
 }
+
+#[test]
+fn codes_and_kinds_are_stored_as_their_strings_and_unknown_ones_load() {
+    use iolab_measure::{TargetKind, WarningCode};
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let mut run = common::run("typed-codes-and-kinds");
+    run.target.kind = TargetKind::Device;
+    run.warnings[0].code = WarningCode::PageCache;
+    let id = Store::open(&path).unwrap().save_run(&run).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let (kind, warnings): (String, String) = conn
+        .query_row(
+            "SELECT target_kind, warnings_json FROM runs WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(kind, "device");
+    let ws: serde_json::Value = serde_json::from_str(&warnings).unwrap();
+    assert_eq!(ws[0]["code"], "PAGE_CACHE");
+    assert_eq!(ws[1]["code"], "high-cv");
+
+    // What another version of iolab may have written: a kind and a code this one does not
+    // know load as they were.
+    conn.execute(
+        "UPDATE runs SET target_kind = 'pipe', warnings_json = \
+         '[{\"code\":\"SOME_NEWER_CODE\",\"message\":\"m\",\"fix\":\"f\",\"test\":null}]' \
+         WHERE id = ?1",
+        [id],
+    )
+    .unwrap();
+    let back = Store::open(&path).unwrap().load_run(id).unwrap();
+    assert_eq!(back.target.kind, TargetKind::Other("pipe".into()));
+    assert_eq!(back.target.kind.as_str(), "pipe");
+    assert_eq!(back.warnings[0].code.as_str(), "SOME_NEWER_CODE");
+    assert_eq!(back.warnings[0].code.caveat(), None);
+}

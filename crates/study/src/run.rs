@@ -413,7 +413,7 @@ fn run_summary(run: &iolab_measure::RunRecord) -> String {
     let mut codes: Vec<&str> = Vec::new();
     for w in &run.warnings {
         if !codes.contains(&w.code.as_str()) {
-            codes.push(&w.code);
+            codes.push(w.code.as_str());
         }
     }
     let mut s = format!(": {}", parts.join(", "));

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use iolab_engine::buffers::BufferPool;
-use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord};
+use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TargetKind, TestRecord};
 use iolab_spec::{format_size_short, JobSpec, Rw, SyncMode};
 use iolab_workloads::common::{device_of, round6, test_record, unique_name, Series, Watch};
 use serde::{Deserialize, Serialize};
@@ -93,8 +93,8 @@ pub struct VerifyConfig {
 #[derive(Debug)]
 pub struct DataTarget {
     pub path: PathBuf,
-    /// "file" or "device".
-    pub kind: &'static str,
+    /// `File` or `Device`.
+    pub kind: TargetKind,
     pub size: u64,
     /// iolab created the file (and removes it unless `keep`).
     pub created: bool,
@@ -163,7 +163,7 @@ impl DataTarget {
                 .map_err(|e| format!("--target {}: cannot create: {e}", p.display()))?;
             Ok(DataTarget {
                 path: p,
-                kind: "file",
+                kind: TargetKind::File,
                 size,
                 created: true,
                 keep: false,
@@ -186,7 +186,7 @@ impl DataTarget {
                 }
                 Ok(DataTarget {
                     path,
-                    kind: "device",
+                    kind: TargetKind::Device,
                     size,
                     created: false,
                     keep: true,
@@ -197,7 +197,7 @@ impl DataTarget {
                     .map_err(|e| format!("--target {}: {e}", path.display()))?;
                 Ok(DataTarget {
                     path,
-                    kind: "file",
+                    kind: TargetKind::File,
                     size,
                     created: false,
                     keep: true,
@@ -224,7 +224,7 @@ impl DataTarget {
 
     /// The sidecar describing the data (regular files only).
     pub fn sidecar(&self) -> Option<PathBuf> {
-        (self.kind == "file").then(|| sidecar_path(&self.path))
+        (self.kind == TargetKind::File).then(|| sidecar_path(&self.path))
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use iolab_measure::{
     CpuUsage, DirResult, IoErrorRecord, LatencyHistogram, PassRecord, RunRecord, SyncStats,
-    TargetInfo, TestRecord, TimeSeries, Warning,
+    TargetInfo, TargetKind, TestRecord, TimeSeries, Warning, WarningCode,
 };
 use iolab_spec::{expand_preset, DataPattern, EngineKind, IoDir, JobSpec, RunSettings, Rw};
 use iolab_stats::{summarize, Score};
@@ -108,7 +108,7 @@ pub fn run_record(preset: &str, settings: RunSettings, tests: Vec<TestRecord>) -
         workload: "block".to_string(),
         target: TargetInfo {
             path: "/mnt/nvme0".to_string(),
-            kind: "dir".to_string(),
+            kind: TargetKind::Dir,
             io_path: "/mnt/nvme0/iolab-test.dat".to_string(),
             fs_type: "ext4".to_string(),
             size: settings.size,
@@ -197,7 +197,8 @@ pub fn cdm_run_with(scale: &dyn Fn(&str) -> f64) -> RunRecord {
     run.notes
         .push("io_uring: registered buffers unavailable, using plain buffers".into());
     run.warnings.push(Warning {
-        code: "CACHE_SMALL_REGION".into(),
+        // Not a code of this build: reports print codes they do not know as they are.
+        code: WarningCode::Other("CACHE_SMALL_REGION".into()),
         message: "the 1 GiB region fits in the drive's SLC cache".into(),
         fix: "use --size 64g to measure sustained writes".into(),
         test: Some("SEQ1M Q8T1 Write".into()),
@@ -294,20 +295,20 @@ pub fn custom_run() -> RunRecord {
     run.label = None;
     run.target.path = format!("/srv/{}/data", "very-long-directory-name".repeat(6));
     run.target.io_path = format!("{}/iolab-test.dat", run.target.path);
-    run.target.kind = "dir".into();
+    run.target.kind = TargetKind::Dir;
     run.target.fs_type = "xfs".into();
     run.notes
         .push("io_uring is not available (EPERM from io_uring_setup); fell back to psync".into());
     run.notes
         .push(format!("a deliberately long note: {}", "word ".repeat(40)));
     run.warnings.push(Warning {
-        code: "BUFFERED_IO".into(),
+        code: WarningCode::Other("BUFFERED_IO".into()),
         message: "buffered I/O measures the page cache as much as the device".into(),
         fix: "drop --buffered to use O_DIRECT".into(),
         test: None,
     });
     run.warnings.push(Warning {
-        code: "HIGH_VARIANCE".into(),
+        code: WarningCode::Other("HIGH_VARIANCE".into()),
         message: format!("passes differ by more than 10%: {}", "x".repeat(150)),
         fix: "run longer passes (--duration 30s) or more of them (--runs 5)".into(),
         test: Some(name.into()),

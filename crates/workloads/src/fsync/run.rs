@@ -126,7 +126,7 @@ impl Job for FsyncJob {
         ctx.note(format!("verdict: {}", report.verdict.reason));
         if report.verdict.flushes_reach_storage == Some(false) {
             ctx.warn(Warning {
-                code: "FLUSH_NO_EFFECT".into(),
+                code: iolab_measure::WarningCode::FlushNoEffect,
                 message: report.verdict.reason.clone(),
                 fix: "check the mount's barriers and the device's write cache mode; only a \
                       non-volatile cache makes this safe"

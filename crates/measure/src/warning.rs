@@ -1,0 +1,443 @@
+//! Warnings and their codes: every condition that can make a number misleading has one
+//! [`WarningCode`], which carries its stable string, the caveat it puts on a comparison of
+//! configurations, and the text docs/warnings.md shows for it (that file's codes section is
+//! rendered from here by [`WarningCode::docs_markdown`] and checked by a test).
+
+use serde::{Deserialize, Serialize};
+
+/// What a warning says about the number it qualifies, for a comparison of configurations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Caveat {
+    /// The configuration is faster because data may not reach stable storage when the
+    /// application asks for it (flushes dropped or never sent): unsafe, not a clean win.
+    Unsafe,
+    /// The number may come from a cache or from compression rather than the device.
+    Cache,
+}
+
+impl Caveat {
+    /// The word a score table prints before the codes: "unsafe" or "cache".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Caveat::Unsafe => "unsafe",
+            Caveat::Cache => "cache",
+        }
+    }
+}
+
+/// The documentation of one warning code: what docs/warnings.md shows for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeDoc {
+    /// One line naming the condition.
+    pub title: &'static str,
+    /// When the warning is raised (Markdown).
+    pub when: &'static str,
+    /// What to do about it (Markdown).
+    pub fix: &'static str,
+}
+
+/// Declares the known codes: the enum's variants, their strings, caveats and docs.
+macro_rules! warning_codes {
+    ($(
+        $(#[$attr:meta])*
+        $variant:ident = $code:literal {
+            caveat: $caveat:expr,
+            title: $title:literal,
+            when: $when:literal,
+            fix: $fix:literal $(,)?
+        }
+    )*) => {
+        /// The stable code of a warning. Serialised as its SCREAMING_CASE string (the JSON
+        /// run document and the store keep that string); a string this build does not know
+        /// (written by another version of iolab) loads as [`WarningCode::Other`] and is
+        /// printed as it was.
+        #[derive(Debug, Clone)]
+        pub enum WarningCode {
+            $($(#[$attr])* $variant,)*
+            /// A code this build does not know, kept as it was read.
+            Other(String),
+        }
+
+        impl WarningCode {
+            /// Every known code, in the order docs/warnings.md lists them.
+            pub const ALL: &'static [WarningCode] = &[$(WarningCode::$variant),*];
+
+            /// The stable string: what the JSON document, the store and the reports show.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(WarningCode::$variant => $code,)*
+                    WarningCode::Other(s) => s,
+                }
+            }
+
+            /// The code a string names: a known variant, or [`WarningCode::Other`].
+            pub fn parse(s: &str) -> WarningCode {
+                match s {
+                    $($code => WarningCode::$variant,)*
+                    other => WarningCode::Other(other.to_string()),
+                }
+            }
+
+            /// The caveat this code puts on a comparison of configurations, if it changes
+            /// what the number means (none for codes this build does not know).
+            pub fn caveat(&self) -> Option<Caveat> {
+                match self {
+                    $(WarningCode::$variant => $caveat,)*
+                    WarningCode::Other(_) => None,
+                }
+            }
+
+            /// Title, when it is raised and the fix (none for codes this build does not
+            /// know).
+            pub fn doc(&self) -> Option<CodeDoc> {
+                match self {
+                    $(WarningCode::$variant => Some(CodeDoc {
+                        title: $title,
+                        when: $when,
+                        fix: $fix,
+                    }),)*
+                    WarningCode::Other(_) => None,
+                }
+            }
+        }
+    };
+}
+
+warning_codes! {
+    PageCache = "PAGE_CACHE" {
+        caveat: Some(Caveat::Cache),
+        title: "Buffered reads served from the page cache",
+        when: "a buffered read test's file was ≥ 50% resident in the page cache before a pass, \
+               or (random reads, which revisit blocks) after it (mincore(2) on a read-only \
+               mapping of the test region); a sequential reader whose file is resident only \
+               after its pass filled the cache itself and is not flagged",
+        fix: "use O_DIRECT (drop `--buffered`) or a file larger than RAM",
+    }
+    PageCachePossible = "PAGE_CACHE_POSSIBLE" {
+        caveat: Some(Caveat::Cache),
+        title: "A buffered test file small enough to stay cached",
+        when: "a buffered read test whose file is smaller than available memory (the lower of \
+               `MemAvailable` and the room left under iolab's memory-cgroup limit), when no \
+               pass was found resident",
+        fix: "use O_DIRECT (drop `--buffered`) or a file larger than RAM",
+    }
+    IdleReclaim = "IDLE_RECLAIM" {
+        caveat: None,
+        title: "The kernel pages out idle memory",
+        when: "buffered reads on a machine whose kernel pages out memory it finds idle without \
+               being short of it: a running DAMON scheme with the `pageout` action on physical \
+               memory, or the damon_reclaim module (see \
+               [environment.md](environment.md#page-cache-policy)). Cached pages then vanish \
+               after a fixed idle time, so a buffered result depends on how long ago its data \
+               was touched. These VMs run one (pageout after 30 s idle): a file written and \
+               read a minute later is read from the device",
+        fix: "O_DIRECT (drop `--buffered`), or drop caches before every run (`--drop-caches` \
+              on streams and copy, `drop_caches = true` in a study) so every run starts cold",
+    }
+    DirectIoIgnored = "DIRECT_IO_IGNORED" {
+        caveat: Some(Caveat::Cache),
+        title: "O_DIRECT does not bypass the cache",
+        when: "O_DIRECT was asked for but a deliberately misaligned direct read succeeded and \
+               an aligned one left its page in the page cache (the filesystem ignores \
+               O_DIRECT; btrfs, which only sends misaligned direct I/O through the cache, is \
+               not flagged for the run), or the target is on tmpfs/ramfs. Per test on btrfs: \
+               the test's block size (or an access-spec line's size) is not a multiple of the \
+               filesystem's sector size (statvfs `f_bsize`), so btrfs buffered it",
+        fix: "test a filesystem on a real device; on btrfs, block sizes from the sector size up",
+    }
+    LoopWithoutDio = "LOOP_WITHOUT_DIO" {
+        caveat: Some(Caveat::Cache),
+        title: "A loop device without direct I/O",
+        when: "O_DIRECT on a filesystem whose loop device has direct I/O off: writes stop in \
+               the host page cache",
+        fix: "`losetup --direct-io=on`",
+    }
+    CompressibleData = "COMPRESSIBLE_DATA" {
+        caveat: Some(Caveat::Cache),
+        title: "Zeros written to a compressing filesystem",
+        when: "`--data zeros` written to a filesystem that compresses (btrfs \
+               `compress`/`compress-force`, zfs `compression`)",
+        fix: "`--data random` (default)",
+    }
+    SparseRead = "SPARSE_READ" {
+        caveat: Some(Caveat::Cache),
+        title: "Reads of holes in a sparse file",
+        when: "read tests on a pre-existing file with less than 90% of its region allocated: \
+               holes read as zeros without touching the medium",
+        fix: "fill the file, or let iolab create its own",
+    }
+    NoBarrier = "NO_BARRIER" {
+        caveat: Some(Caveat::Unsafe),
+        title: "A filesystem mounted without write barriers",
+        when: "write tests on a filesystem mounted `nobarrier`/`barrier=0`",
+        fix: "remount with barriers",
+    }
+    ZfsSyncDisabled = "ZFS_SYNC_DISABLED" {
+        caveat: Some(Caveat::Unsafe),
+        title: "A zfs dataset with sync=disabled",
+        when: "write tests on a zfs dataset with `sync=disabled`",
+        fix: "`zfs set sync=standard`",
+    }
+    WriteThroughDropsFlush = "WRITE_THROUGH_DROPS_FLUSH" {
+        caveat: Some(Caveat::Unsafe),
+        title: "A \"write through\" setting that drops flushes",
+        when: "write tests over a loop device whose `queue/write_cache` reads \"write \
+               through\": the block layer then drops flushes although the medium (the host \
+               page cache) is volatile",
+        fix: "set \"write back\"",
+    }
+    FsyncTooFast = "FSYNC_TOO_FAST" {
+        caveat: None,
+        title: "Flushes faster than a rotating disk",
+        when: "flushes averaged under 1 ms on a device that reports itself rotational (one \
+               warning per run, naming the tests; virtio disks report rotational, so it fires \
+               on VMs whose host cache answers flushes)",
+        fix: "check write cache and barriers",
+    }
+    FlushNoEffect = "FLUSH_NO_EFFECT" {
+        caveat: Some(Caveat::Unsafe),
+        title: "A flush that costs nothing",
+        when: "`run fsync`: a write+fdatasync ran at half or more of the rate of a plain write \
+               of the same size, so the flush did nothing measurable",
+        fix: "check barriers and the write cache mode",
+    }
+    BlkioThrottle = "BLKIO_THROTTLE" {
+        caveat: None,
+        title: "A blkio throttle applies",
+        when: "a cgroup-v1 blkio throttle (read/write bps/iops) applies to iolab's cgroup or an \
+               ancestor, for a device under the target",
+        fix: "expected on an emulated device; remove otherwise",
+    }
+    BusyDevice = "BUSY_DEVICE" {
+        caveat: None,
+        title: "Other I/O on the device",
+        when: "direct I/O tests: the top device under the target moved more than 1 MiB and \
+               more than 10% beyond iolab's own bytes during a pass (/proc/diskstats)",
+        fix: "stop the other I/O",
+    }
+    BusyCpu = "BUSY_CPU" {
+        caveat: None,
+        title: "Other processes busy on the CPU",
+        when: "other user-space processes used more than 25% of a CPU during a pass \
+               (/proc/PID/stat; kernel threads and the zfs-fuse daemon, which does the run's \
+               own I/O, excluded); the busiest are named",
+        fix: "close them, or accept the number as \"under load\"",
+    }
+    HighVariation = "HIGH_VARIATION" {
+        caveat: None,
+        title: "Passes that vary widely",
+        when: "coefficient of variation of MB/s across passes above 10%",
+        fix: "more/longer passes, `--until-stable`, a quiet machine",
+    }
+    OutlierPass = "OUTLIER_PASS" {
+        caveat: None,
+        title: "An outlier pass",
+        when: "a pass's modified z-score above 3.5 and more than 5% from the median",
+        fix: "look for other activity; rerun",
+    }
+    SlowFirstPass = "SLOW_FIRST_PASS" {
+        caveat: None,
+        title: "A slow first pass",
+        when: "the first of ≥ 3 passes is below 80% of the others' median",
+        fix: "`--warmup 1`",
+    }
+    NotConverged = "NOT_CONVERGED" {
+        caveat: None,
+        title: "`--until-stable` did not converge",
+        when: "`--until-stable` hit `--max-runs`/`--max-time` first",
+        fix: "raise the limits or quiet the machine",
+    }
+    DataMismatch = "DATA_MISMATCH" {
+        caveat: None,
+        title: "Data read back is not what was written",
+        when: "`run verify`, or `--verify` on a block preset, `streams`, `fsync`, `metadata` or \
+               `dbench`: a verified block read back (inline or after a pass) was not what was \
+               written: bit corruption, a stale, misdirected, zeroed, torn or foreign block \
+               (metadata: a file short, long, zeroed, misdirected, foreign or corrupt; dbench: \
+               a read or a file that is not what the replay wrote, see \
+               [dbench.md](dbench.md)); the run also exits 3 and lists the offsets (see \
+               [integrity.md](integrity.md))",
+        fix: "distrust the target: check the device (SMART, dmesg), cables, RAM and the write \
+              cache",
+    }
+    ScrubNotRepaired = "SCRUB_NOT_REPAIRED" {
+        caveat: None,
+        title: "The scrub left data unrepaired",
+        when: "`run scrub-test`: after the scrub a corrupted copy was not restored on its \
+               member, a block read back wrong, an EIO was missing or unexpected, or the scrub \
+               itself failed (exit status 3; see [scrub.md](scrub.md))",
+        fix: "do not count on this configuration's scrub; check known issues of the RAID \
+              profile (btrfs raid5/6) and the devices",
+    }
+    ScrubMiscounted = "SCRUB_MISCOUNTED" {
+        caveat: None,
+        title: "The scrub repaired but miscounted",
+        when: "`run scrub-test`: every copy was restored and reads back right, but the scrub's \
+               counts (detected, repaired, uncorrectable, per-device) differ from what was \
+               injected (exit status 4)",
+        fix: "do not monitor this configuration by the scrub's error counts alone",
+    }
+    StatusMismatch = "STATUS_MISMATCH" {
+        caveat: None,
+        title: "Replayed operations ended with other statuses",
+        when: "a dbench replay had operations whose result differed from the status the \
+               loadfile expects",
+        fix: "check the loadfile; use an empty directory",
+    }
+    FewIos = "FEW_IOS" {
+        caveat: None,
+        title: "Too few I/Os for a p99",
+        when: "a pass completed fewer than 100 I/Os, so its p99 is just the slowest I/O or two \
+               (passes timed as a whole, with no per-I/O latencies, such as the scrub of \
+               `run scrub-test`, do not count)",
+        fix: "longer passes or a larger region",
+    }
+}
+
+/// First line of the generated codes section of docs/warnings.md.
+pub const DOCS_BEGIN: &str = "<!-- codes: generated from WarningCode \
+     (crates/measure/src/warning.rs); do not edit here, run \
+     `IOLAB_UPDATE_DOCS=1 cargo test -p iolab-measure --test warning_docs` -->";
+/// Last line of the generated codes section of docs/warnings.md.
+pub const DOCS_END: &str = "<!-- end of codes -->";
+
+impl WarningCode {
+    /// The codes section of docs/warnings.md, from [`DOCS_BEGIN`] to [`DOCS_END`]: one
+    /// heading per known code with when it is raised, the fix and its caveat.
+    pub fn docs_markdown() -> String {
+        let mut out = format!("{DOCS_BEGIN}\n");
+        for code in WarningCode::ALL {
+            let doc = code.doc().expect("known codes are documented");
+            out.push_str(&format!("\n### `{}`: {}\n\n", code.as_str(), doc.title));
+            out.push_str(&wrap(&format!("Raised when: {}.", doc.when)));
+            out.push('\n');
+            out.push_str(&wrap(&format!("Fix: {}.", doc.fix)));
+            if let Some(c) = code.caveat() {
+                out.push('\n');
+                out.push_str(&wrap(&format!(
+                    "In a comparison of configurations: the `{}` caveat ({}).",
+                    c.as_str(),
+                    match c {
+                        Caveat::Unsafe => "faster because data may not reach stable storage",
+                        Caveat::Cache => "the number may come from a cache, not the device",
+                    }
+                )));
+            }
+        }
+        out.push_str(&format!("\n{DOCS_END}\n"));
+        out
+    }
+}
+
+/// A paragraph broken at spaces into lines of at most 92 characters (as the other docs are
+/// written), each ending in a newline.
+fn wrap(text: &str) -> String {
+    const WIDTH: usize = 92;
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
+// Equal when the strings are (an `Other` holding a known code's string equals that code);
+// prints and (de)serialises as the string.
+string_enum_impls!(WarningCode);
+
+/// A condition that makes a number suspect, with a stable code and the fix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    pub code: WarningCode,
+    pub message: String,
+    pub fix: String,
+    /// The test it concerns, or None for the whole run.
+    pub test: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_through_their_strings() {
+        for code in WarningCode::ALL {
+            assert_eq!(&WarningCode::parse(code.as_str()), code);
+            assert!(!matches!(
+                WarningCode::parse(code.as_str()),
+                WarningCode::Other(_)
+            ));
+            let json = serde_json::to_string(code).unwrap();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+            assert_eq!(&serde_json::from_str::<WarningCode>(&json).unwrap(), code);
+        }
+        let mut seen: Vec<&str> = WarningCode::ALL.iter().map(|c| c.as_str()).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(
+            seen.len(),
+            WarningCode::ALL.len(),
+            "a code string is used twice"
+        );
+    }
+
+    #[test]
+    fn an_unknown_code_loads_and_prints_as_it_was() {
+        let w: Warning = serde_json::from_str(
+            r#"{"code":"FROM_A_NEWER_IOLAB","message":"m","fix":"f","test":null}"#,
+        )
+        .unwrap();
+        assert_eq!(w.code, WarningCode::Other("FROM_A_NEWER_IOLAB".into()));
+        assert_eq!(w.code.to_string(), "FROM_A_NEWER_IOLAB");
+        assert_eq!(w.code.caveat(), None);
+        assert_eq!(w.code.doc(), None);
+        let back = serde_json::to_value(&w).unwrap();
+        assert_eq!(back["code"], "FROM_A_NEWER_IOLAB");
+        // Equality follows the string, however the code was built.
+        assert_eq!(
+            WarningCode::Other("PAGE_CACHE".into()),
+            WarningCode::PageCache
+        );
+    }
+
+    #[test]
+    fn caveats_are_the_comparisons_classes() {
+        let of = |c: Caveat| -> Vec<&str> {
+            WarningCode::ALL
+                .iter()
+                .filter(|w| w.caveat() == Some(c))
+                .map(|w| w.as_str())
+                .collect()
+        };
+        assert_eq!(
+            of(Caveat::Unsafe),
+            [
+                "NO_BARRIER",
+                "ZFS_SYNC_DISABLED",
+                "WRITE_THROUGH_DROPS_FLUSH",
+                "FLUSH_NO_EFFECT"
+            ]
+        );
+        assert_eq!(
+            of(Caveat::Cache),
+            [
+                "PAGE_CACHE",
+                "PAGE_CACHE_POSSIBLE",
+                "DIRECT_IO_IGNORED",
+                "LOOP_WITHOUT_DIO",
+                "COMPRESSIBLE_DATA",
+                "SPARSE_READ"
+            ]
+        );
+    }
+}
