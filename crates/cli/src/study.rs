@@ -164,7 +164,7 @@ pub fn study(args: StudyArgs) -> Result<i32, CliError> {
     }
     let needs_root =
         study.configs.iter().any(|c| c.testbed.kind == Kind::Loop) || study.drop_caches;
-    if needs_root && !rustix::process::geteuid().is_root() {
+    if needs_root && !iolab_sys::is_root() {
         return Err(CliError::Usage(format!(
             "{}: this study builds loop-device testbeds{}, which needs root; run it with sudo \
              (or check it with --dry-run)",
@@ -408,7 +408,8 @@ impl Visit<'_> {
             },
         };
         if self.study.drop_caches {
-            drop_caches().map_err(|e| format!("{who}: cannot drop the page cache: {e}"))?;
+            iolab_sys::drop_caches()
+                .map_err(|e| format!("{who}: cannot drop the page cache: {e}"))?;
         }
         // The description goes through the child's standard input: no file to leave behind
         // if the study is killed.
@@ -558,11 +559,6 @@ fn run_summary(run: &iolab_measure::RunRecord) -> String {
     s
 }
 
-fn drop_caches() -> std::io::Result<()> {
-    rustix::fs::sync();
-    std::fs::write("/proc/sys/vm/drop_caches", "3\n")
-}
-
 type ChildOutput = (ExitStatus, String, String);
 
 /// Waits for the child, collecting its output; when the stop flag rises, sends it one
@@ -694,13 +690,13 @@ fn dry_run_text(study: &Study) -> String {
 
 /// Whether `tool` is installed.
 fn have(tool: &str) -> bool {
-    iolab_testbed::find_tool(tool).is_some()
+    iolab_sys::find_tool(tool).is_some()
 }
 
 /// `--list-testbeds`: the kinds and knobs, and what this machine has of them.
 fn catalogue() -> String {
     let yes = |b: bool| if b { "yes" } else { "NO" };
-    let root = rustix::process::geteuid().is_root();
+    let root = iolab_sys::is_root();
     let blkio = Path::new("/sys/fs/cgroup/blkio").is_dir();
     let rows: Vec<(&str, &str, bool, &str)> = vec![
         (

@@ -147,7 +147,7 @@ impl DataTarget {
             }
             // Blocks are written sparse-file first: without this a --size beyond the free
             // space would fill the filesystem before failing with ENOSPC.
-            if let Some(free) = free_bytes(parent) {
+            if let Some(free) = iolab_sys::statvfs(parent).ok().map(|s| s.available_bytes) {
                 if size > free {
                     return Err(format!(
                         "--size {size}: more than the {free} bytes free on the filesystem of \
@@ -237,18 +237,6 @@ impl Drop for DataTarget {
             }
         }
     }
-}
-
-/// Bytes an unprivileged writer may still allocate on the filesystem holding `dir`.
-fn free_bytes(dir: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs writes into the zeroed struct we own; c is NUL-terminated.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 /// `<data file>.iolab-verify.json`.

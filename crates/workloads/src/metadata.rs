@@ -581,11 +581,10 @@ fn run_phase(
 }
 
 /// Blocks in use and free inodes of the filesystem, after writing it back.
-fn usage(path: &Path) -> Result<(u64, u64, libc::statvfs), WorkloadError> {
+fn usage(path: &Path) -> Result<(u64, u64, iolab_sys::FsStats), WorkloadError> {
     syncfs(path)?;
     let st = statvfs(path)?;
-    let used = st.f_blocks.saturating_sub(st.f_bfree) * st.f_frsize;
-    Ok((used, st.f_ffree, st))
+    Ok((st.used_bytes(), st.files_free, st))
 }
 
 /// Runs the phases in order. `progress` gets the phase name and the operations done in
@@ -702,8 +701,8 @@ pub fn run(
             },
             "inodes_per_file": round6((ffree_before as f64 - ffree_after as f64) / cfg.files as f64),
             "allocated_bytes_per_file": allocated_per_file.map(round6),
-            "f_bsize": st.f_bsize,
-            "f_frsize": st.f_frsize,
+            "f_bsize": st.block_size,
+            "f_frsize": st.fragment_size,
         })
     });
     let group = format!(

@@ -22,7 +22,7 @@ use serde_json::json;
 
 pub use crate::common::WorkloadError;
 use crate::common::{
-    device_of, drop_caches, evict_file, io_err, is_root, resident_fraction, round6, run_workers,
+    device_of, drop_caches, evict_file, io_err, resident_fraction, round6, run_workers,
     sleep_until, test_record, unique_name, write_random_file, Created, Series, Watch,
 };
 
@@ -141,7 +141,7 @@ impl StreamsConfig {
                  multiple of 4 KiB",
             ));
         }
-        if self.drop_caches && !is_root() {
+        if self.drop_caches && !iolab_sys::is_root() {
             return Err(WorkloadError::invalid(
                 "drop-caches",
                 "dropping the page cache needs root",

@@ -654,11 +654,7 @@ impl Client<'_, '_> {
                 Ok(Moved::default())
             }
             Action::Qfsinfo => {
-                let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-                // SAFETY: a valid C string and a buffer of the right type.
-                if unsafe { libc::statvfs(self.sh.fs_dir.as_ptr(), st.as_mut_ptr()) } != 0 {
-                    return Err(io::Error::last_os_error().into());
-                }
+                iolab_sys::statvfs_cstr(&self.sh.fs_dir)?;
                 Ok(Moved::default())
             }
             Action::Sfileinfo { fnum } => {
