@@ -567,8 +567,8 @@ fn check_verify(plan: &Plan) -> Result<(), CliError> {
         )));
     }
     for t in writers {
-        let g = iolab_engine::written::granule_of(&t.job);
-        if g == 0 || !g.is_multiple_of(iolab_engine::block::SECTOR as u64) {
+        let g = iolab_integrity::written::granule_of(&t.job);
+        if g == 0 || !g.is_multiple_of(iolab_integrity::block::SECTOR as u64) {
             return Err(CliError::Usage(format!(
                 "--verify writes self-describing blocks of whole 512-byte sectors: --bs (and \
                  every write size and alignment of an access specification) must be a multiple \
@@ -593,12 +593,13 @@ struct Ctx<'a> {
 /// Reads the region back after a pass of a `--verify` test and adds the counts to `tally`.
 fn verify_pass(
     ctx: &Ctx,
-    written: &iolab_engine::written::Written,
+    written: &iolab_integrity::written::Written,
     direct: bool,
-    tally: &mut iolab_engine::written::CheckTally,
+    tally: &mut iolab_integrity::Tally,
 ) -> Result<(), CliError> {
-    let t = written
-        .check(ctx.target, direct, ctx.stop)
+    let t = ctx
+        .target
+        .read_back(written, direct, ctx.stop)
         .map_err(target_error)?;
     tally.merge(t);
     Ok(())
@@ -632,10 +633,10 @@ fn execute(
         };
         // `--verify`: one write state per test (its own block size), counts over its passes.
         let written = ctx.verify.filter(|_| test.job.rw.writes()).and_then(|id| {
-            let g = iolab_engine::written::granule_of(&test.job);
-            iolab_engine::written::Written::new(id, g, 0, target.info.size)
+            let g = iolab_integrity::written::granule_of(&test.job);
+            iolab_integrity::written::Written::new(id, g, 0, target.info.size)
         });
-        let mut tally = iolab_engine::written::CheckTally::default();
+        let mut tally = iolab_integrity::Tally::default();
         let mut p = 0u32;
         let mut converged = None;
         let mut measuring_since = Instant::now();
@@ -750,7 +751,7 @@ fn execute(
             }
         }
         if written.is_some() {
-            let line = verify_line(&record.name, &tally);
+            let line = tally.summary_line(&record.name);
             progress.println(&line);
             run.notes.push(line);
             record.extra["verify"] = serde_json::to_value(&tally).unwrap_or_default();
@@ -769,30 +770,4 @@ fn execute(
         }
     }
     Ok(())
-}
-
-/// The run output's line about a `--verify` test.
-pub(crate) fn verify_line(test: &str, t: &iolab_engine::written::CheckTally) -> String {
-    let mut line = format!(
-        "verify {test}: {} blocks checked, {} read-back(s), {:.2} s untimed: ",
-        t.checked, t.read_backs, t.seconds
-    );
-    if t.failures == 0 {
-        line.push_str("all ok");
-    } else {
-        let classes = crate::verify_cmd::failed_classes(&t.classes);
-        let first: Vec<String> = t
-            .failure_samples
-            .iter()
-            .take(5)
-            .map(|m| m.offset.to_string())
-            .collect();
-        line.push_str(&format!(
-            "{} MISMATCH(ES): {} (first at offsets {})",
-            t.failures,
-            classes.join(", "),
-            first.join(", ")
-        ));
-    }
-    line
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use iolab_measure::TargetInfo;
 use iolab_spec::{parse_size, EngineKind};
-use iolab_verify::scrub::{self, Layout, ScrubConfig, ScrubError, ScrubTarget};
+use iolab_workloads::scrub::{self, Layout, ScrubConfig, ScrubError, ScrubTarget};
 
 use crate::args::RunArgs;
 use crate::commands::CliError;

@@ -5,13 +5,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use iolab_integrity::journal::{check_separate_filesystems, Journal};
+use iolab_integrity::verified::{
+    self, check_file, check_with_journal, expectation, CheckError, CheckReport, Given,
+};
+use iolab_integrity::Failure;
 use iolab_measure::TargetInfo;
 use iolab_spec::{format_bytes, parse_size, EngineKind};
-use iolab_verify::journal::{check_separate_filesystems, Journal};
-use iolab_verify::verified::{
-    self, check_file, check_with_journal, expectation, CheckError, CheckReport, DataTarget,
-    Failure, Given, VerifyConfig, VerifyMode,
-};
+use iolab_workloads::verify::{DataTarget, VerifyConfig, VerifyMode};
 
 use crate::args::{RunArgs, VerifyArgs};
 use crate::commands::CliError;
@@ -193,7 +194,7 @@ pub fn run_verify(a: RunArgs) -> Result<i32, CliError> {
         &target.path,
         s,
         Box::new(|stop, progress| {
-            let out = verified::run(&cfg, &target, stop, &mut |label, n| {
+            let out = iolab_workloads::verify::run(&cfg, &target, stop, &mut |label, n| {
                 progress.phase(label, format_bytes(n))
             })?;
             tally = Some(out.tally);
@@ -218,13 +219,13 @@ pub fn run_verify(a: RunArgs) -> Result<i32, CliError> {
                 .unwrap_or_default()
         ));
     }
-    let failed = tally.as_ref().is_some_and(|t| t.failure_count > 0);
+    let failed = tally.as_ref().is_some_and(|t| t.failures > 0);
     if let Some(t) = tally.as_ref().filter(|_| failed) {
         text.push_str(&format!(
             "integrity: {} of {} checked blocks do not hold what was written:\n",
-            t.failure_count, t.checked
+            t.failures, t.checked
         ));
-        print_failures(&mut text, t.failure_count, &t.failures);
+        print_failures(&mut text, t.failures, &t.failure_samples);
     }
     if a.json.as_deref() == Some("-") {
         eprint!("{text}");
@@ -329,7 +330,7 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
     if report.interrupted {
         return Err(CliError::Interrupted);
     }
-    let code = if report.tally.failure_count > 0 {
+    let code = if report.tally.failures > 0 {
         EXIT_INTEGRITY
     } else {
         0
@@ -397,12 +398,12 @@ fn report_lines(r: &CheckReport, journal: bool) -> String {
             ", buffered (the filesystem refused O_DIRECT)"
         }
     ));
-    let classes = failed_classes(&t.classes);
+    let classes = t.failed_classes();
     out.push_str(&format!(
         "Checked:  {} blocks: {} ok, {} failed{}\n",
         t.checked,
         t.ok,
-        t.failure_count,
+        t.failures,
         if classes.is_empty() {
             String::new()
         } else {
@@ -420,12 +421,12 @@ fn report_lines(r: &CheckReport, journal: bool) -> String {
             r.in_flight, r.in_flight_new, r.in_flight_old, r.in_flight_torn
         ));
     }
-    if t.failure_count > 0 {
+    if t.failures > 0 {
         out.push_str("Failures:\n");
-        print_failures(&mut out, t.failure_count, &t.failures);
+        print_failures(&mut out, t.failures, &t.failure_samples);
         out.push_str(&format!(
             "Result:   FAILED: {} block(s) do not hold what was written{} (exit {EXIT_INTEGRITY})\n",
-            t.failure_count,
+            t.failures,
             if r.lost_acked > 0 {
                 format!(", {} of them lost acknowledged writes", r.lost_acked)
             } else {
@@ -469,10 +470,9 @@ impl StreamsCheck {
         cfg.verify = Some(iolab_workloads::streams::VerifyHook {
             fill: Arc::new(move |buf, offset| st.fill(buf, offset)),
             check: Arc::new(move |path| {
-                let v = st.check(path)?;
-                let n = v["failures"].as_u64().unwrap_or(0);
-                counted.fetch_add(n, Ordering::Relaxed);
-                Ok(v)
+                let t = st.check(path)?;
+                counted.fetch_add(t.failures, Ordering::Relaxed);
+                Ok(t)
             }),
         });
         Ok(StreamsCheck { failures })
@@ -490,15 +490,4 @@ impl StreamsCheck {
         );
         EXIT_INTEGRITY
     }
-}
-
-/// The failure classes of a count per class (`ok` left out), as `class count` items.
-pub(crate) fn failed_classes(
-    classes: &std::collections::BTreeMap<&'static str, u64>,
-) -> Vec<String> {
-    classes
-        .iter()
-        .filter(|(k, _)| **k != "ok")
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect()
 }

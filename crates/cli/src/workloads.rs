@@ -180,7 +180,7 @@ fn run_fsync(a: RunArgs) -> Result<i32, CliError> {
         cfg.file_size = cfg.file_size.max(*max);
     }
     if a.verify {
-        let sector = iolab_engine::block::SECTOR as u64;
+        let sector = iolab_integrity::block::SECTOR as u64;
         if let Some(bad) = cfg.sizes.iter().find(|s| !s.is_multiple_of(sector)) {
             return Err(CliError::Usage(format!(
                 "--verify writes every write as a self-describing block of whole {sector}-byte \
@@ -218,7 +218,7 @@ fn run_fsync(a: RunArgs) -> Result<i32, CliError> {
     });
     if let Ok(report) = &result {
         for (name, tally) in &report.checks {
-            let line = crate::run::verify_line(name, tally);
+            let line = tally.summary_line(name);
             progress.println(&line);
             run.notes.push(line);
         }
@@ -310,47 +310,8 @@ pub(crate) fn drive_target(
 /// check (`unit`: what was checked, blocks unless it says otherwise).
 fn verify_note(t: &iolab_measure::TestRecord) -> Option<String> {
     let v = t.extra.get("verify").filter(|v| v.is_object())?;
-    let checked = v["checked"].as_u64()?;
-    let failures = v["failures"].as_u64().unwrap_or(0);
-    // How long the checking took, as the check reports it: comparing after the operations
-    // (metadata, streams) or generating and comparing inside the run (dbench).
-    let took = match (v["seconds"].as_f64(), v["inline_seconds"].as_f64()) {
-        (Some(s), _) => format!(", {s:.3} s comparing"),
-        (None, Some(s)) => format!(", {s:.2} s of checks inside the run"),
-        (None, None) => String::new(),
-    };
-    let mut line = format!(
-        "verify {}: {checked} {} checked{took}: ",
-        t.name,
-        v["unit"].as_str().unwrap_or("blocks"),
-    );
-    if failures == 0 {
-        line.push_str("all ok");
-        return Some(line);
-    }
-    let classes: Vec<String> = v["classes"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| *k != "ok")
-        .map(|(k, n)| format!("{k} {n}"))
-        .collect();
-    let first: Vec<String> = v["failure_samples"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .take(5)
-        .map(|s| match s["file"].as_str() {
-            Some(f) => format!("{f} byte {}", s["offset"]),
-            None => format!("offset {}", s["offset"]),
-        })
-        .collect();
-    line.push_str(&format!(
-        "{failures} MISMATCH(ES): {} (first at {})",
-        classes.join(", "),
-        first.join(", ")
-    ));
-    Some(line)
+    let tally: iolab_integrity::Tally = serde_json::from_value(v.clone()).ok()?;
+    Some(tally.summary_line(&t.name))
 }
 
 fn opt_size(field: &str, v: &Option<String>, default: u64) -> Result<u64, CliError> {
@@ -508,7 +469,7 @@ fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
     let runs = a.runs.unwrap_or(1).max(1);
     let clients = cfg.clients;
     let s = settings(0, time, runs, EngineKind::Psync, false);
-    let mut verified: Option<dbench::VerifyTally> = None;
+    let mut verified: Option<iolab_integrity::Tally> = None;
     let code = drive(&a, &dir, 0, s, |stop, progress| {
         let mut passes = Vec::new();
         let mut extra = serde_json::Value::Null;
@@ -530,7 +491,9 @@ fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
                 break;
             }
             if let Some(v) = &r.verify {
-                verified.get_or_insert_with(Default::default).merge(v);
+                verified
+                    .get_or_insert_with(Default::default)
+                    .merge(v.clone());
             }
             let hist = |k: OpKind| -> LatencyHistogram {
                 r.ops
@@ -626,40 +589,24 @@ fn run_dbench(a: RunArgs) -> Result<i32, CliError> {
 
 /// The lines `run dbench --verify` prints after the report: what was checked and, on a
 /// mismatch, the first failures.
-fn dbench_verify_text(clients: u32, v: &iolab_workloads::dbench::VerifyTally) -> String {
-    let mut out = format!(
-        "verify dbench {clients} client{}: {} blocks ({}) checked in {} ReadX and {} file(s) \
-         read back ({:.2} s untimed; {:.2} s of content and checks inside the run): ",
-        if clients == 1 { "" } else { "s" },
-        v.checked,
-        iolab_spec::format_bytes(v.checked_bytes),
-        v.reads_checked,
-        v.read_back_files,
-        v.read_back_seconds,
-        v.inline_seconds,
+fn dbench_verify_text(clients: u32, v: &iolab_integrity::Tally) -> String {
+    let name = format!(
+        "dbench {clients} client{}",
+        if clients == 1 { "" } else { "s" }
     );
-    if v.failures == 0 {
-        out.push_str("all ok\n");
-    } else {
-        let classes: Vec<String> = v
-            .classes
-            .iter()
-            .filter(|(k, _)| k.as_str() != "ok")
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
+    let mut out = v.summary_line(&name);
+    out.push('\n');
+    for f in v.failure_samples.iter().take(5) {
         out.push_str(&format!(
-            "{} MISMATCH(ES): {}\n",
-            v.failures,
-            classes.join(", ")
+            "  {} offset {} [{}] {} ({})\n",
+            f.file.as_deref().unwrap_or(""),
+            f.offset,
+            f.class,
+            f.detail,
+            f.phase
         ));
-        for f in v.failure_samples.iter().take(5) {
-            out.push_str(&format!(
-                "  {} offset {} [{}] {} ({})\n",
-                f.file, f.offset, f.class, f.detail, f.phase
-            ));
-        }
     }
-    if v.read_back_skipped > 0 {
+    if v.replay.as_ref().is_some_and(|r| r.read_back_skipped > 0) {
         out.push_str("  (stopped: the files were not read back)\n");
     }
     out

@@ -1,6 +1,6 @@
 //! OS helpers every layer uses, kept once below all other iolab crates: whether the process
-//! is root, dropping the page cache, statvfs(3), finding an external tool, and page-aligned
-//! memory for O_DIRECT I/O ([`buffers`]). Depends on no iolab crate.
+//! is root, dropping the page cache, statvfs(3), the size of a block device, finding an
+//! external tool, and page-aligned memory for O_DIRECT I/O ([`buffers`]). Depends on no iolab crate.
 
 pub mod buffers;
 
@@ -76,6 +76,23 @@ pub fn statvfs_cstr(path: &CStr) -> io::Result<FsStats> {
     })
 }
 
+/// The size in bytes of the block device at `path` (`BLKGETSIZE64`). Opens it read-only.
+pub fn device_size(path: &Path) -> io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    // BLKGETSIZE64 is `_IOR(0x12, 114, size_t)`: read direction (2) in bits 30..32, the
+    // argument's size in bits 16..30, type 0x12 in bits 8..16, number 114 in bits 0..8.
+    const BLKGETSIZE64: u64 =
+        (2 << 30) | ((std::mem::size_of::<usize>() as u64) << 16) | (0x12 << 8) | 114;
+    let file = std::fs::File::open(path)?;
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes exactly one u64 to the pointer, which points at ours.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64 as _, &mut size as *mut u64) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
 /// Directories searched after $PATH: root's sbin directories are often missing from a
 /// user's PATH.
 const EXTRA_PATH: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
@@ -108,6 +125,12 @@ mod tests {
         assert!(st.available_bytes <= st.free_bytes && st.free_bytes <= st.total_bytes);
         assert_eq!(st.used_bytes(), st.total_bytes - st.free_bytes);
         assert!(statvfs(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn a_regular_file_has_no_device_size() {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        assert!(device_size(f.path()).is_err());
     }
 
     #[test]

@@ -69,11 +69,11 @@ pub struct StreamsConfig {
 
 /// Fills the buffer of the write that goes to the given file offset.
 pub type FillFn = dyn Fn(&mut [u8], u64) + Send + Sync;
-/// Checks a file after the streams ended: its result as JSON, or why it could not be read.
-pub type CheckFn = dyn Fn(&Path) -> Result<serde_json::Value, String> + Send + Sync;
+/// Checks a file after the streams ended: its tally, or why it could not be read.
+pub type CheckFn = dyn Fn(&Path) -> Result<iolab_integrity::Tally, String> + Send + Sync;
 
 /// How write streams write verifiable data and check it (supplied by the caller, e.g.
-/// iolab-verify's self-describing blocks).
+/// iolab-integrity's self-describing blocks, `verified::Stamper`).
 #[derive(Clone)]
 pub struct VerifyHook {
     pub fill: Arc<FillFn>,
@@ -453,7 +453,7 @@ pub fn run(
         None
     };
     // Each file's check, for the first stream that wrote it.
-    let mut checks: Vec<Option<serde_json::Value>> = vec![None; n];
+    let mut checks: Vec<Option<iolab_integrity::Tally>> = vec![None; n];
     if let (Some(v), false) = (&cfg.verify, reading) {
         for (i, f) in files.iter().enumerate() {
             checks[i] = Some((v.check)(f).map_err(|e| WorkloadError::mismatch(f, e))?);
