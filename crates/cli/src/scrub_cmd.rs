@@ -1,4 +1,4 @@
-//! `iolab run scrub-test`: the scrub test of iolab-verify on a loop testbed it builds
+//! `iolab run scrub-test`: the scrub test (iolab-workloads' `scrub`) on a loop testbed it builds
 //! (`--testbed`) or on an existing redundant filesystem (`--target DIR`, members corrupted
 //! only with `--allow-corrupt-members`). Stored like the other workloads; exits 3 when the
 //! filesystem did not detect, repair or report what it should have (docs/scrub.md).

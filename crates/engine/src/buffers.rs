@@ -25,12 +25,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn aligned_and_unique() {
-        let mut pool = BufferPool::new(4, 6000);
-        assert_eq!(pool.slot_len(), 8192);
-        for i in 0..4 {
-            assert_eq!(pool.slot_ptr(i) as usize % BUF_ALIGN, 0);
-        }
+    fn stamping_makes_every_granule_unique() {
+        let mut pool = BufferPool::new(1, 8192);
         let mut rng = fastrand::Rng::with_seed(1);
         pool.fill_random(&mut rng);
         let before = pool.slot(0).to_vec();

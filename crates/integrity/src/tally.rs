@@ -517,7 +517,7 @@ mod tests {
         d.pass(8);
         assert_eq!(
             d.summary_line("dbench 2 clients"),
-            "verify dbench 2 clients: 8 blocks (32.0 KiB) checked in 3 ReadX and 2 file(s) read \
+            "verify dbench 2 clients: 8 blocks (32 KiB) checked in 3 ReadX and 2 file(s) read \
              back (0.25 s untimed; 1.50 s of content and checks inside the run): all ok"
         );
     }

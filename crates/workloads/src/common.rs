@@ -1,4 +1,4 @@
-//! What the copy, streams and metadata workloads (and iolab-verify's workload) share: their
+//! What the copy, streams and metadata workloads (and the verify and scrub-test workloads) share: their
 //! error type, the 100 ms throughput series, CPU and activity sampling around a pass,
 //! page-cache residency and dropping, random test files, and the removal of everything a
 //! workload created.
