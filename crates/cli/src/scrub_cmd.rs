@@ -13,7 +13,7 @@ use iolab_runner::options::opt_size;
 use iolab_runner::{
     plain_settings, CommonArgs, Def, ExitStatus, Job, RunContext, RunError, RunStart, UsageError,
 };
-use iolab_verify::scrub::{self, Layout, ScrubConfig, ScrubError, ScrubTarget};
+use iolab_workloads::scrub::{self, Layout, ScrubConfig, ScrubError, ScrubTarget};
 
 /// The scrub test's entry in the registry.
 pub static WORKLOAD: Def<ScrubOptions> = Def::new(

@@ -86,7 +86,7 @@ pub fn study(args: StudyArgs) -> Result<i32, CliError> {
     }
     let needs_root =
         study.configs.iter().any(|c| c.testbed.kind == Kind::Loop) || study.drop_caches;
-    if needs_root && !rustix::process::geteuid().is_root() {
+    if needs_root && !iolab_sys::is_root() {
         return Err(CliError::Usage(format!(
             "{}: this study builds loop-device testbeds{}, which needs root; run it with sudo \
              (or check it with --dry-run)",

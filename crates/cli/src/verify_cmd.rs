@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use iolab_measure::TargetInfo;
 use iolab_spec::{format_bytes, parse_size};
-use iolab_verify::journal::{check_separate_filesystems, Journal};
-use iolab_verify::verified::{
-    self, check_file, check_with_journal, expectation, CheckError, CheckReport, DataTarget,
-    Failure, Given, VerifyConfig, VerifyMode,
+use iolab_integrity::journal::{check_separate_filesystems, Journal};
+use iolab_integrity::verified::{
+    self, check_file, check_with_journal, expectation, CheckError, CheckReport, Given,
 };
+use iolab_integrity::Failure;
+use iolab_workloads::verify::{DataTarget, VerifyConfig, VerifyMode};
 
 use clap::Args;
 use iolab_runner::options::{BsArg, BufferedArg, RunsArg, SafetyArgs, SizeArg};
@@ -267,7 +268,7 @@ impl Job for VerifyJob {
         })?;
         let out = {
             let progress = &ctx.progress;
-            verified::run(&cfg, &target, &ctx.stop, &mut |label, n| {
+            iolab_workloads::verify::run(&cfg, &target, &ctx.stop, &mut |label, n| {
                 progress.phase(label, format_bytes(n))
             })
             .map_err(RunError::Failed)?
@@ -290,12 +291,12 @@ impl Job for VerifyJob {
                     .unwrap_or_default()
             ));
         }
-        if tally.failure_count > 0 {
+        if tally.failures > 0 {
             text.push_str(&format!(
                 "integrity: {} of {} checked blocks do not hold what was written:\n",
-                tally.failure_count, tally.checked
+                tally.failures, tally.checked
             ));
-            print_failures(&mut text, tally.failure_count, &tally.failures);
+            print_failures(&mut text, tally.failures, &tally.failure_samples);
             ctx.raise(ExitStatus::Integrity);
         }
         ctx.epilogue(&text);
@@ -399,7 +400,7 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
     if report.interrupted {
         return Err(CliError::Interrupted);
     }
-    let code = if report.tally.failure_count > 0 {
+    let code = if report.tally.failures > 0 {
         EXIT_INTEGRITY
     } else {
         0
@@ -467,12 +468,12 @@ fn report_lines(r: &CheckReport, journal: bool) -> String {
             ", buffered (the filesystem refused O_DIRECT)"
         }
     ));
-    let classes = failed_classes(&t.classes);
+    let classes = t.failed_classes();
     out.push_str(&format!(
         "Checked:  {} blocks: {} ok, {} failed{}\n",
         t.checked,
         t.ok,
-        t.failure_count,
+        t.failures,
         if classes.is_empty() {
             String::new()
         } else {
@@ -490,12 +491,12 @@ fn report_lines(r: &CheckReport, journal: bool) -> String {
             r.in_flight, r.in_flight_new, r.in_flight_old, r.in_flight_torn
         ));
     }
-    if t.failure_count > 0 {
+    if t.failures > 0 {
         out.push_str("Failures:\n");
-        print_failures(&mut out, t.failure_count, &t.failures);
+        print_failures(&mut out, t.failures, &t.failure_samples);
         out.push_str(&format!(
             "Result:   FAILED: {} block(s) do not hold what was written{} (exit {EXIT_INTEGRITY})\n",
-            t.failure_count,
+            t.failures,
             if r.lost_acked > 0 {
                 format!(", {} of them lost acknowledged writes", r.lost_acked)
             } else {
@@ -533,15 +534,4 @@ pub fn streams_verify(cfg: &mut iolab_workloads::streams::StreamsConfig) -> Resu
         check: Arc::new(move |path| st.check(path)),
     });
     Ok(())
-}
-
-/// The failure classes of a count per class (`ok` left out), as `class count` items.
-pub(crate) fn failed_classes(
-    classes: &std::collections::BTreeMap<&'static str, u64>,
-) -> Vec<String> {
-    classes
-        .iter()
-        .filter(|(k, _)| **k != "ok")
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect()
 }

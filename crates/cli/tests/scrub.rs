@@ -1,7 +1,7 @@
 //! `iolab run scrub-test` through the built binary: refusals before anything is built
 //! (exit 2), and on a btrfs raid1 testbed the stored run, its JSON phases and exit status 0,
 //! with the testbed gone afterwards. Library-level counts are tested in
-//! crates/verify/tests/scrub.rs.
+//! crates/workloads/tests/scrub.rs.
 
 mod common;
 
@@ -74,7 +74,7 @@ fn scrub_test_on_a_btrfs_raid1_testbed_is_stored_with_its_phases() {
         .ok();
     let doc = out.json();
     let tests = arr(&doc, "tests");
-    // Six phases (their order is checked in crates/verify/tests/scrub.rs); the scrub's
+    // Six phases (their order is checked in crates/workloads/tests/scrub.rs); the scrub's
     // record carries the counts, the last one the verify.
     assert_eq!(tests.len(), 6);
     assert_eq!(string(&tests[1], "name"), "scrub");

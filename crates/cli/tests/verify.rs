@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{arr, get, string, uint, Out, Sandbox};
-use iolab_verify::block;
-use iolab_verify::journal::Journal;
+use iolab_integrity::block;
+use iolab_integrity::journal::Journal;
 use serde_json::Value;
 
 const BS: u64 = 8192;

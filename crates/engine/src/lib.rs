@@ -3,17 +3,17 @@
 //!
 //! Layers, bottom up: `buffers` (aligned, incompressible data), `engines/` (one file per
 //! I/O engine behind the [`engines::Engine`] trait), `worker` (the per-job loop),
-//! `pass` (threads, merging), `target` (test files and devices), `safety` (what may be
-//! written), `block` and `written` (self-describing blocks and `--verify` of the block tests). Mount tables come from iolab-env.
+//! `pass` (threads, merging), `target` (test files and devices, and the `--verify`
+//! read-back of a test region), `safety` (what may be written). `--verify` stamps blocks in
+//! iolab-integrity's format and records them in its written-block map
+//! ([`iolab_integrity::written`]). Mount tables come from iolab-env.
 
-pub mod block;
 pub mod buffers;
 pub mod engines;
 pub mod pass;
 pub mod safety;
 pub mod target;
 pub mod worker;
-pub mod written;
 
 pub use pass::{effective_iodepth, run_pass, PassObserver, PassOutcome};
 pub use target::{prepare, Target, TargetError, TargetRequest};

@@ -16,7 +16,7 @@ use crate::buffers::BufferPool;
 use crate::engines::{io_uring::Uring, psync::Psync};
 use crate::target::{Target, TargetError};
 use crate::worker::{run_job, JobParams, JobResult, SERIES_INTERVAL};
-use crate::written::Written;
+use iolab_integrity::written::Written;
 
 /// Largest buffer memory a test may pin (iodepth x bs x numjobs).
 pub const MAX_BUFFER_BYTES: u64 = 4 << 30;

@@ -133,16 +133,7 @@ pub fn is_block_device(path: &Path) -> io::Result<bool> {
     Ok(fs::metadata(path)?.file_type().is_block_device())
 }
 
-/// The size in bytes of the block device at `path` (`BLKGETSIZE64`). Opens it read-only.
-pub fn device_size(path: &Path) -> io::Result<u64> {
-    // BLKGETSIZE64 is `_IOR(0x12, 114, size_t)`; the kernel always stores a u64.
-    const BLKGETSIZE64: rustix::ioctl::Opcode = rustix::ioctl::opcode::read::<usize>(0x12, 114);
-    let file = File::open(path)?;
-    // SAFETY: BLKGETSIZE64 is a getter that writes exactly one u64 to the argument pointer.
-    let size =
-        unsafe { rustix::ioctl::ioctl(&file, rustix::ioctl::Getter::<BLKGETSIZE64, u64>::new()) }?;
-    Ok(size)
-}
+pub use iolab_sys::device_size;
 
 /// Decides whether iolab may write the block device at `path` (symlinks such as
 /// `/dev/disk/by-id/…` are followed). See the module docs for the rule and check order.

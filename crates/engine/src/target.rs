@@ -145,6 +145,28 @@ impl Target {
         None
     }
 
+    /// `--verify`: reads the test region back (O_DIRECT when `direct`) once no write is
+    /// running and checks every block `written` says was written; the time includes
+    /// opening the target.
+    pub fn read_back(
+        &self,
+        written: &iolab_integrity::written::Written,
+        direct: bool,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<iolab_integrity::Tally, TargetError> {
+        let t0 = std::time::Instant::now();
+        let file = self.open(false, direct)?;
+        let mut tally = written
+            .check_file(&file, stop)
+            .map_err(|err| TargetError::Io {
+                path: self.io_path.clone(),
+                action: "read back for --verify",
+                err,
+            })?;
+        tally.seconds = Some(t0.elapsed().as_secs_f64());
+        Ok(tally)
+    }
+
     /// Opens the target for one job.
     pub fn open(&self, write: bool, direct: bool) -> Result<File, TargetError> {
         let mut o = OpenOptions::new();

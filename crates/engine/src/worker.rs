@@ -10,7 +10,7 @@ use iolab_spec::{DataPattern, IoDir, JobSpec, SyncMode};
 
 use crate::buffers::{stamp, BufferPool};
 use crate::engines::{Completion, Engine};
-use crate::written::Written;
+use iolab_integrity::written::Written;
 
 /// Resolution of the throughput time series.
 pub const SERIES_INTERVAL: Duration = Duration::from_millis(100);

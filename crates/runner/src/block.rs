@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use iolab_engine::written::{granule_of, CheckTally, Written};
+use iolab_integrity::written::{granule_of, Written};
+use iolab_integrity::Tally;
 use iolab_engine::{prepare, run_pass, Target, TargetError, TargetRequest};
 use iolab_measure::{ActivitySample, PassContext, TestRecord, TestSummary};
 use iolab_spec::{RunSettings, TestSpec};
@@ -63,7 +64,7 @@ impl BlockPlan {
         }
         for t in writers {
             let g = granule_of(&t.job);
-            if g == 0 || !g.is_multiple_of(iolab_engine::block::SECTOR as u64) {
+            if g == 0 || !g.is_multiple_of(iolab_integrity::block::SECTOR as u64) {
                 return Err(UsageError::option(
                     "verify",
                     format!(
@@ -212,9 +213,11 @@ fn verify_pass(
     written: &Written,
     direct: bool,
     stop: &AtomicBool,
-    tally: &mut CheckTally,
+    tally: &mut Tally,
 ) -> Result<(), RunError> {
-    let t = written.check(target, direct, stop).map_err(target_error)?;
+    let t = target
+        .read_back(written, direct, stop)
+        .map_err(target_error)?;
     tally.merge(t);
     Ok(())
 }
@@ -246,7 +249,7 @@ fn execute(
         let written = verify
             .filter(|_| test.job.rw.writes())
             .and_then(|id| Written::new(id, granule_of(&test.job), 0, target.info.size));
-        let mut tally = CheckTally::default();
+        let mut tally = Tally::default();
         let mut p = 0u32;
         let mut converged = None;
         let mut measuring_since = Instant::now();

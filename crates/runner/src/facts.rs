@@ -120,7 +120,7 @@ pub fn facts(env: &Environment, target: Option<&Target>, direct: bool) -> Target
                     .map(|p| p.to_path_buf())
                     .unwrap_or_default()
             };
-            f.direct_io_sector = rustix::fs::statvfs(&dir).ok().map(|s| s.f_bsize);
+            f.direct_io_sector = iolab_sys::statvfs(&dir).ok().map(|s| s.block_size);
         }
     }
     if target.info.kind == iolab_measure::TargetKind::File && !target.created() {

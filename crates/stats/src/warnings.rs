@@ -336,7 +336,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
             ));
         }
     }
-    // Verified writes (iolab-verify: `run verify`, or `extra.verify` of a workload run with
+    // Verified writes (iolab-integrity: `run verify`, or `extra.verify` of a workload run with
     // --verify) that read back as something else: the speed is that of a target that does
     // not keep data.
     let counts = if t.extra.get("workload").and_then(|v| v.as_str()) == Some("verify") {
@@ -373,7 +373,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
             ));
         }
     }
-    // The scrub test (iolab-verify): the filesystem left data unrepaired or wrong, or
+    // The scrub test (the scrub-test workload): the filesystem left data unrepaired or wrong, or
     // repaired it but counted something else.
     if t.extra.get("workload").and_then(|v| v.as_str()) == Some("scrub-test") {
         let list = |key: &str| -> Vec<String> {

@@ -92,13 +92,13 @@ pub fn dry_run_text(study: &Study) -> String {
 
 /// Whether `tool` is installed.
 fn have(tool: &str) -> bool {
-    iolab_testbed::find_tool(tool).is_some()
+    iolab_sys::find_tool(tool).is_some()
 }
 
 /// `--list-testbeds`: the kinds and knobs, and what this machine has of them.
 pub fn catalogue() -> String {
     let yes = |b: bool| if b { "yes" } else { "NO" };
-    let root = rustix::process::geteuid().is_root();
+    let root = iolab_sys::is_root();
     let blkio = Path::new("/sys/fs/cgroup/blkio").is_dir();
     let rows: Vec<(&str, &str, bool, &str)> = vec![
         (

@@ -272,7 +272,7 @@ impl Visit<'_> {
             },
         };
         if self.study.drop_caches {
-            drop_caches().map_err(|e| format!("{who}: cannot drop the page cache: {e}"))?;
+            iolab_sys::drop_caches().map_err(|e| format!("{who}: cannot drop the page cache: {e}"))?;
         }
         // The description goes through the child's standard input: no file to leave behind
         // if the study is killed.
@@ -421,11 +421,6 @@ fn run_summary(run: &iolab_measure::RunRecord) -> String {
         s.push_str(&format!(" — ⚠ {}", codes.join(", ")));
     }
     s
-}
-
-fn drop_caches() -> std::io::Result<()> {
-    rustix::fs::sync();
-    std::fs::write("/proc/sys/vm/drop_caches", "3\n")
 }
 
 type ChildOutput = (ExitStatus, String, String);

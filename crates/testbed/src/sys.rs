@@ -11,10 +11,6 @@ use std::time::{Duration, Instant};
 
 use crate::error::TestbedError;
 
-/// Directories searched for tools besides $PATH (root's sbin directories are often missing
-/// from a user's PATH).
-const EXTRA_PATH: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
-
 /// The Debian package that provides `tool`.
 pub(crate) fn package_of(tool: &str) -> &'static str {
     match tool {
@@ -29,22 +25,7 @@ pub(crate) fn package_of(tool: &str) -> &'static str {
     }
 }
 
-/// Finds `tool` in $PATH or the sbin directories (root's sbin directories are often
-/// missing from a user's PATH).
-pub fn find_tool(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(EXTRA_PATH.iter().map(PathBuf::from))
-        .map(|d| d.join(tool))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    fs::metadata(p)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
+pub use iolab_sys::find_tool;
 
 /// Requires `tool`, naming what it is needed for.
 pub(crate) fn require_tool(tool: &str, purpose: &str) -> Result<PathBuf, TestbedError> {
@@ -382,10 +363,7 @@ pub(crate) fn blkio_root() -> Option<PathBuf> {
         .filter(|p| p.join("blkio.throttle.read_bps_device").exists())
 }
 
-/// Whether the effective user is root.
-pub(crate) fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
+pub(crate) use iolab_sys::is_root;
 
 /// A path as text (lossy, for command lines).
 pub(crate) fn text(p: impl AsRef<OsStr>) -> String {

@@ -1,14 +1,12 @@
-//! What the copy, streams and metadata workloads (and iolab-verify's workload) share: their
+//! What the copy, streams and metadata workloads (and the verify and scrub-test workloads) share: their
 //! error type, the 100 ms throughput series, CPU and activity sampling around a pass,
 //! page-cache residency and dropping, random test files, and the removal of everything a
 //! workload created.
 
-use std::ffi::CString;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -109,30 +107,17 @@ pub fn unique_name(what: &str) -> String {
     )
 }
 
-/// Whether the process may drop the page cache.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Writes dirty data back (sync) and drops the page cache, dentries and inodes
 /// (`echo 3 > /proc/sys/vm/drop_caches`). Needs root.
 pub fn drop_caches() -> Result<(), WorkloadError> {
-    if !is_root() {
+    if !iolab_sys::is_root() {
         return Err(WorkloadError::invalid(
             "drop-caches",
             "dropping the page cache needs root (run as root or leave the option out)",
         ));
     }
-    // SAFETY: sync has no preconditions.
-    unsafe { libc::sync() };
     let p = Path::new("/proc/sys/vm/drop_caches");
-    let mut f = OpenOptions::new()
-        .write(true)
-        .open(p)
-        .map_err(io_err(p, "open"))?;
-    f.write_all(b"3\n").map_err(io_err(p, "write 3 to"))?;
-    Ok(())
+    iolab_sys::drop_caches().map_err(io_err(p, "write 3 to"))
 }
 
 /// Asks the kernel to forget the cached pages of one file iolab wrote (clean pages only,
@@ -332,20 +317,8 @@ pub(crate) fn fsync_dir(path: &Path) -> io::Result<()> {
 }
 
 /// statvfs(3) of the filesystem holding `path`.
-pub(crate) fn statvfs(path: &Path) -> Result<libc::statvfs, WorkloadError> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| WorkloadError::invalid("dir", "path contains a NUL byte"))?;
-    // SAFETY: zeroed statvfs is a valid out-parameter; c is NUL-terminated.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
-    if rc != 0 {
-        return Err(WorkloadError::io(
-            path,
-            "statvfs",
-            io::Error::last_os_error(),
-        ));
-    }
-    Ok(st)
+pub(crate) fn statvfs(path: &Path) -> Result<iolab_sys::FsStats, WorkloadError> {
+    iolab_sys::statvfs(path).map_err(io_err(path, "statvfs"))
 }
 
 /// Writes back the whole filesystem holding `path` (syncfs(2)), so block counts settle.

@@ -22,8 +22,8 @@ use xxhash_rust::xxh3::Xxh3;
 
 pub use crate::common::WorkloadError;
 use crate::common::{
-    device_of, drop_caches, evict_file, fsync_dir, io_err, is_root, resident_fraction, round6,
-    test_record, unique_name, write_random_file, Created, Series, Watch, POLL,
+    device_of, drop_caches, evict_file, fsync_dir, io_err, resident_fraction, round6, test_record,
+    unique_name, write_random_file, Created, Series, Watch, POLL,
 };
 
 /// Source size generated when no `source` is given.
@@ -381,7 +381,7 @@ pub fn run(
             ),
         ));
     }
-    if cfg.drop_caches && !is_root() {
+    if cfg.drop_caches && !iolab_sys::is_root() {
         return Err(WorkloadError::invalid(
             "drop-caches",
             "dropping the page cache needs root",

@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use iolab_measure::LatencyHistogram;
 
 use super::loadfile::{Action, Base, Loadfile, OpKind, NO_TIME};
-use super::verify::{Model, Stamp, Tamper, VerifyTally};
 use super::{MismatchSample, Seam};
+use iolab_integrity::dbench::{Model, Stamp, Tamper};
+use iolab_integrity::Tally;
 
 /// NTCreateX create_disposition values (SMB).
 const FILE_SUPERSEDE: u32 = 0;
@@ -134,7 +135,7 @@ pub(crate) struct Outcome {
     /// When the client stopped replaying (before its cleanup).
     pub finished_at: Instant,
     /// What `--verify` found.
-    pub verify: Option<VerifyTally>,
+    pub verify: Option<Tally>,
 }
 
 /// Why an operation did not succeed.
@@ -393,7 +394,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         // Untimed: after the replay, before the files go; not after a stop (Ctrl-C), which
         // should end the run at once.
         if sh.stop.load(Ordering::Relaxed) {
-            m.tally.read_back_skipped = 1;
+            m.tally.replay_mut().read_back_skipped = 1;
         } else {
             c.tamper(None);
             if let Some(m) = &mut c.model {
@@ -478,12 +479,7 @@ impl Client<'_, '_> {
     /// Hands the test seam its view (verify runs with a seam only).
     fn tamper(&self, line: Option<u32>) {
         if let (Some(seam), Some(model)) = (self.sh.seam, &self.model) {
-            seam(&Tamper {
-                client: self.id,
-                root: &self.root,
-                line,
-                model,
-            });
+            seam(&Tamper::new(self.id, &self.root, line, model));
         }
     }
 
@@ -569,7 +565,7 @@ impl Client<'_, '_> {
 
     fn inline_time(&mut self, d: Duration) {
         if let Some(m) = &mut self.model {
-            m.tally.inline_seconds += d.as_secs_f64();
+            *m.tally.inline_seconds.get_or_insert(0.0) += d.as_secs_f64();
         }
     }
 
@@ -654,11 +650,7 @@ impl Client<'_, '_> {
                 Ok(Moved::default())
             }
             Action::Qfsinfo => {
-                let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-                // SAFETY: a valid C string and a buffer of the right type.
-                if unsafe { libc::statvfs(self.sh.fs_dir.as_ptr(), st.as_mut_ptr()) } != 0 {
-                    return Err(io::Error::last_os_error().into());
-                }
+                iolab_sys::statvfs_cstr(&self.sh.fs_dir)?;
                 Ok(Moved::default())
             }
             Action::Sfileinfo { fnum } => {

@@ -22,7 +22,6 @@
 mod client;
 mod loadfile;
 pub mod run;
-mod verify;
 
 use std::ffi::CString;
 use std::fmt;
@@ -36,10 +35,11 @@ use std::time::{Duration, Instant};
 use iolab_measure::{LatencyHistogram, MB};
 use serde::{Deserialize, Serialize};
 
-pub use loadfile::{parse_loadfile, Loadfile, LoadfileError, OpKind};
 #[doc(hidden)]
-pub use verify::Tamper;
-pub use verify::{VerifyFailure, VerifyTally, BLOCK as VERIFY_BLOCK};
+pub use iolab_integrity::dbench::Tamper;
+pub use iolab_integrity::dbench::BLOCK as VERIFY_BLOCK;
+use iolab_integrity::Tally;
+pub use loadfile::{parse_loadfile, Loadfile, LoadfileError, OpKind};
 
 /// The test seam of [`run_with_seam`]. Not part of the API.
 #[doc(hidden)]
@@ -189,7 +189,7 @@ pub struct DbenchResult {
     pub notes: Vec<String>,
     /// What `--verify` found (None without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verify: Option<VerifyTally>,
+    pub verify: Option<Tally>,
 }
 
 impl DbenchResult {
@@ -504,10 +504,13 @@ fn merge(
     let (mut bytes_read, mut bytes_written, mut loops, mut short_reads) = (0, 0, 0, 0);
     let mut buckets: Vec<u64> = Vec::new();
     let mut samples = Vec::new();
-    let mut verify: Option<VerifyTally> = None;
+    let mut verify: Option<Tally> = None;
     for o in outcomes {
-        if let Some(v) = &o.verify {
-            verify.get_or_insert_with(VerifyTally::default).merge(v);
+        if let Some(v) = o.verify {
+            match &mut verify {
+                Some(t) => t.merge(v),
+                None => verify = Some(v),
+            }
         }
         bytes_read += o.bytes_read;
         bytes_written += o.bytes_written;

@@ -14,7 +14,9 @@ use iolab_runner::{
     UsageError,
 };
 
-use super::{DbenchConfig, OpKind, VerifyTally};
+use iolab_integrity::Tally;
+
+use super::{DbenchConfig, OpKind};
 
 /// Debian's dbench package installs its client loadfile here.
 pub const DEFAULT_LOADFILE: &str = "/usr/share/dbench/client.txt";
@@ -120,7 +122,7 @@ impl Job for DbenchJob {
             notes: Vec::new(),
             env_path: cfg.dir.clone(),
         })?;
-        let mut verified: Option<VerifyTally> = None;
+        let mut verified: Option<Tally> = None;
         let mut passes = Vec::new();
         let mut extra = serde_json::Value::Null;
         for index in 1..=runs {
@@ -145,7 +147,7 @@ impl Job for DbenchJob {
                 break;
             }
             if let Some(v) = &r.verify {
-                verified.get_or_insert_with(Default::default).merge(v);
+                verified.get_or_insert_with(Default::default).merge(v.clone());
             }
             let hist = |k: OpKind| -> LatencyHistogram {
                 r.ops
@@ -224,40 +226,24 @@ impl Job for DbenchJob {
 
 /// The lines `run dbench --verify` prints after the report: what was checked and, on a
 /// mismatch, the first failures.
-fn verify_text(clients: u32, v: &VerifyTally) -> String {
-    let mut out = format!(
-        "verify dbench {clients} client{}: {} blocks ({}) checked in {} ReadX and {} file(s) \
-         read back ({:.2} s untimed; {:.2} s of content and checks inside the run): ",
-        if clients == 1 { "" } else { "s" },
-        v.checked,
-        iolab_spec::format_bytes(v.checked_bytes),
-        v.reads_checked,
-        v.read_back_files,
-        v.read_back_seconds,
-        v.inline_seconds,
+fn verify_text(clients: u32, v: &Tally) -> String {
+    let name = format!(
+        "dbench {clients} client{}",
+        if clients == 1 { "" } else { "s" }
     );
-    if v.failures == 0 {
-        out.push_str("all ok\n");
-    } else {
-        let classes: Vec<String> = v
-            .classes
-            .iter()
-            .filter(|(k, _)| k.as_str() != "ok")
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
+    let mut out = v.summary_line(&name);
+    out.push('\n');
+    for f in v.failure_samples.iter().take(5) {
         out.push_str(&format!(
-            "{} MISMATCH(ES): {}\n",
-            v.failures,
-            classes.join(", ")
+            "  {} offset {} [{}] {} ({})\n",
+            f.file.as_deref().unwrap_or(""),
+            f.offset,
+            f.class,
+            f.detail,
+            f.phase
         ));
-        for f in v.failure_samples.iter().take(5) {
-            out.push_str(&format!(
-                "  {} offset {} [{}] {} ({})\n",
-                f.file, f.offset, f.class, f.detail, f.phase
-            ));
-        }
     }
-    if v.read_back_skipped > 0 {
+    if v.replay.as_ref().is_some_and(|r| r.read_back_skipped > 0) {
         out.push_str("  (stopped: the files were not read back)\n");
     }
     out

@@ -3,7 +3,7 @@
 //! O_SYNC, O_DIRECT+O_DSYNC), how many durable writes per second the target sustains, with
 //! latency percentiles, and a verdict on whether flushes reach stable storage.
 //!
-//! With `verify`, every write is a self-describing block ([`iolab_engine::block`]) and each
+//! With `verify`, every write is a self-describing block ([`iolab_integrity::block`]) and each
 //! test's written blocks are read back and checked after every pass, outside its timing.
 
 pub mod run;
@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use iolab_engine::block::SECTOR;
 use iolab_engine::buffers::{fill_random, stamp, BufferPool};
-use iolab_engine::target::TargetError;
-use iolab_engine::written::{CheckTally, Written};
+use iolab_integrity::block::SECTOR;
+use iolab_integrity::written::Written;
+use iolab_integrity::Tally;
 use iolab_measure::{
     CpuSample, DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, TimeSeries,
 };
@@ -145,7 +145,7 @@ pub struct FsyncReport {
     pub verdict: Verdict,
     /// With `verify`: each measured test's name and read-back counts over its passes (also
     /// in the test's `extra.verify`).
-    pub checks: Vec<(String, CheckTally)>,
+    pub checks: Vec<(String, Tally)>,
 }
 
 /// Whether flushes reach stable storage, judged from the numbers alone (the caller adds
@@ -320,7 +320,7 @@ fn is_block_size(size: u64) -> bool {
 /// the counts of its read-backs.
 struct Check {
     written: Written,
-    tally: CheckTally,
+    tally: Tally,
     run_id: u64,
     /// Read back with O_DIRECT; false once the file or filesystem refused it.
     direct: bool,
@@ -334,7 +334,7 @@ impl Check {
         let slots = (file_size / size).max(1);
         Some(Check {
             written: Written::new(run_id, size, 0, slots * size)?.starting_at(first),
-            tally: CheckTally::default(),
+            tally: Tally::default(),
             run_id,
             direct: true,
             stamp_seconds: 0.0,
@@ -353,30 +353,25 @@ impl Check {
         }
         let mut tally =
             result.map_err(|e| io::Error::other(format!("read back for --verify: {e}")))?;
-        tally.seconds = t0.elapsed().as_secs_f64();
+        tally.seconds = Some(t0.elapsed().as_secs_f64());
         self.tally.merge(tally);
         Ok(())
     }
 
-    fn read_with(&self, path: &Path, direct: bool, stop: &AtomicBool) -> io::Result<CheckTally> {
+    fn read_with(&self, path: &Path, direct: bool, stop: &AtomicBool) -> io::Result<Tally> {
         let file = OpenOptions::new()
             .read(true)
             .custom_flags(if direct { libc::O_DIRECT } else { 0 })
             .open(path)?;
-        self.written
-            .check_file(&file, path, stop)
-            .map_err(|e| match e {
-                TargetError::Io { err, .. } => err,
-                other => io::Error::other(other.to_string()),
-            })
+        self.written.check_file(&file, stop)
     }
 
     /// The test's `extra.verify`: the tally, plus how the blocks were stamped and read.
     fn to_json(&self) -> serde_json::Value {
-        let mut v = serde_json::to_value(&self.tally).unwrap_or_default();
-        v["run_id"] = format!("{:016x}", self.run_id).into();
-        v["block_size"] = self.written.granule().into();
-        v["direct"] = self.direct.into();
+        let mut t = self.tally.clone().with_run_id(self.run_id);
+        t.block_size = Some(self.written.granule());
+        t.direct = Some(self.direct);
+        let mut v = serde_json::to_value(&t).unwrap_or_default();
         v["stamp_seconds"] = ((self.stamp_seconds * 1e6).round() / 1e6).into();
         v
     }

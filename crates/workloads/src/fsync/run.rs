@@ -79,7 +79,7 @@ fn plan(_name: &str, a: FsyncOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, U
         cfg.file_size = cfg.file_size.max(*max);
     }
     if a.verify.verify {
-        let sector = iolab_engine::block::SECTOR as u64;
+        let sector = iolab_integrity::block::SECTOR as u64;
         if let Some(bad) = cfg.sizes.iter().find(|s| !s.is_multiple_of(sector)) {
             return Err(UsageError::option(
                 "sizes",

@@ -3,7 +3,7 @@
 //! and per-operation latency for each phase, and the space each small file really takes
 //! (statvfs before and after creating them): the visible effect of the allocation unit.
 //! With `verify`, create writes content derived from the run id and each file's index
-//! ([`crate::filecheck`]) and the read phase compares every file with it.
+//! ([`iolab_integrity::filecheck`]) and the read phase compares every file with it.
 
 pub mod run;
 
@@ -25,7 +25,8 @@ use crate::common::{
     device_of, io_err, round6, run_workers, statvfs, syncfs, test_record, unique_name, Series,
     Watch, SERIES_INTERVAL,
 };
-use crate::filecheck::{Comparison, Content, Tally};
+use iolab_integrity::filecheck::{self, Comparison, Content};
+use iolab_integrity::{Tally, Unit};
 
 /// Default size of each file: smaller than any allocation unit.
 pub const DEFAULT_FILE_SIZE: u64 = 100;
@@ -390,7 +391,7 @@ fn phase_thread(a: PhaseArgs<'_>) -> Result<ThreadResult, WorkloadError> {
         .content
         .filter(|_| a.phase == Phase::Read)
         .map(Comparison::new);
-    let mut tally = cmp.as_ref().map(|_| Tally::default());
+    let mut tally = cmp.as_ref().map(|_| Tally::new(Unit::Files));
     let mut hist = LatencyHistogram::new();
     let mut sync_hist = LatencyHistogram::new();
     let (mut ops, mut bytes, mut allocated) = (0u64, 0u64, 0u64);
@@ -424,8 +425,8 @@ fn phase_thread(a: PhaseArgs<'_>) -> Result<ThreadResult, WorkloadError> {
             let t2 = Instant::now();
             c.feed(&buf[..done.pending]);
             let v = c.finish();
-            t.record(&content, i, || a.tree.relative(i, false), &v);
-            t.seconds += t2.elapsed().as_secs_f64();
+            filecheck::record(t, &content, i, || a.tree.relative(i, false), &v);
+            *t.seconds.get_or_insert(0.0) += t2.elapsed().as_secs_f64();
         }
         bytes_series.add(t1, done.bytes);
         ops_series.add(t1, 1);
@@ -530,7 +531,9 @@ fn run_phase(
     let mut verify: Option<Tally> = None;
     for r in &mut done {
         if let Some(t) = r.tally.take() {
-            verify.get_or_insert_with(Tally::default).merge(t);
+            verify
+                .get_or_insert_with(|| Tally::new(Unit::Files))
+                .merge(t);
         }
         hist.merge(&r.hist);
         sync_hist.merge(&r.sync_hist);
@@ -583,11 +586,10 @@ fn run_phase(
 }
 
 /// Blocks in use and free inodes of the filesystem, after writing it back.
-fn usage(path: &Path) -> Result<(u64, u64, libc::statvfs), WorkloadError> {
+fn usage(path: &Path) -> Result<(u64, u64, iolab_sys::FsStats), WorkloadError> {
     syncfs(path)?;
     let st = statvfs(path)?;
-    let used = st.f_blocks.saturating_sub(st.f_bfree) * st.f_frsize;
-    Ok((used, st.f_ffree, st))
+    Ok((st.used_bytes(), st.files_free, st))
 }
 
 /// Runs the phases in order. `progress` gets the phase name and the operations done in
@@ -704,8 +706,8 @@ pub fn run(
             },
             "inodes_per_file": round6((ffree_before as f64 - ffree_after as f64) / cfg.files as f64),
             "allocated_bytes_per_file": allocated_per_file.map(round6),
-            "f_bsize": st.f_bsize,
-            "f_frsize": st.f_frsize,
+            "f_bsize": st.block_size,
+            "f_frsize": st.fragment_size,
         })
     });
     let group = format!(
@@ -742,7 +744,8 @@ pub fn run(
                 }
             }
             if let (Some(t), Some(c)) = (&r.verify, cfg.content()) {
-                extra["verify"] = t.to_json(&c, &tree.base);
+                let t = filecheck::describe(t.clone(), &c, &tree.base);
+                extra["verify"] = serde_json::to_value(t).unwrap_or_default();
             }
             test_record(
                 r.phase.name().to_string(),

@@ -22,7 +22,7 @@ use serde_json::json;
 
 pub use crate::common::WorkloadError;
 use crate::common::{
-    device_of, drop_caches, evict_file, io_err, is_root, resident_fraction, round6, run_workers,
+    device_of, drop_caches, evict_file, io_err, resident_fraction, round6, run_workers,
     sleep_until, test_record, unique_name, write_random_file, Created, Series, Watch,
 };
 
@@ -69,11 +69,11 @@ pub struct StreamsConfig {
 
 /// Fills the buffer of the write that goes to the given file offset.
 pub type FillFn = dyn Fn(&mut [u8], u64) + Send + Sync;
-/// Checks a file after the streams ended: its result as JSON, or why it could not be read.
-pub type CheckFn = dyn Fn(&Path) -> Result<serde_json::Value, String> + Send + Sync;
+/// Checks a file after the streams ended: its tally, or why it could not be read.
+pub type CheckFn = dyn Fn(&Path) -> Result<iolab_integrity::Tally, String> + Send + Sync;
 
 /// How write streams write verifiable data and check it (supplied by the caller, e.g.
-/// iolab-verify's self-describing blocks).
+/// iolab-integrity's self-describing blocks, `verified::Stamper`).
 #[derive(Clone)]
 pub struct VerifyHook {
     pub fill: Arc<FillFn>,
@@ -141,7 +141,7 @@ impl StreamsConfig {
                  multiple of 4 KiB",
             ));
         }
-        if self.drop_caches && !is_root() {
+        if self.drop_caches && !iolab_sys::is_root() {
             return Err(WorkloadError::invalid(
                 "drop-caches",
                 "dropping the page cache needs root",
@@ -453,7 +453,7 @@ pub fn run(
         None
     };
     // Each file's check, for the first stream that wrote it.
-    let mut checks: Vec<Option<serde_json::Value>> = vec![None; n];
+    let mut checks: Vec<Option<iolab_integrity::Tally>> = vec![None; n];
     if let (Some(v), false) = (&cfg.verify, reading) {
         for (i, f) in files.iter().enumerate() {
             checks[i] = Some((v.check)(f).map_err(|e| WorkloadError::mismatch(f, e))?);

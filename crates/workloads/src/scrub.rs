@@ -246,7 +246,7 @@ pub fn preflight(target: &ScrubTarget, cfg: &ScrubConfig) -> Result<(), ScrubErr
                 .join(", ")
         )));
     }
-    if !iolab_workloads::common::is_root() {
+    if !iolab_sys::is_root() {
         return Err(ScrubError::Invalid(
             "the scrub test needs root: it writes to member devices, drops the page cache \
              and runs the filesystem's scrub"

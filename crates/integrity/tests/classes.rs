@@ -2,7 +2,7 @@
 //! every sector tag, payload bytes, tears at every sector boundary, partial zeroing,
 //! another run's block and a block shifted by a sector each get their class and offset.
 
-use iolab_verify::block::{check, stamp_at, Verdict};
+use iolab_integrity::block::{check, stamp_at, Verdict};
 
 const RUN: u64 = 0x1234_5678_9abc_def0;
 const GEN: u64 = 3;

@@ -268,7 +268,7 @@ pub fn build_testbed(
     cfg: &super::ScrubConfig,
     stop: &AtomicBool,
 ) -> Result<(Testbed, ScrubTarget), ScrubError> {
-    if !iolab_workloads::common::is_root() {
+    if !iolab_sys::is_root() {
         return Err(ScrubError::Invalid(format!(
             "--testbed {} needs root: it attaches loop devices, runs mkfs and mount, and \
              writes to the member devices",

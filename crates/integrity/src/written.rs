@@ -1,27 +1,24 @@
 //! `--verify` for the block tests: which blocks of the test region hold which generation.
-//! Writers claim every block of a transfer before queuing it (so two writes to one block are
-//! never in flight together, across all job threads), stamp it with [`crate::block::stamp`],
-//! and record the generation when the write completes; [`Written::check`] then reads the
-//! region back and checks every written block against its expected generation.
+//! Writers (the engine's job threads) claim every block of a transfer before queuing it (so
+//! two writes to one block are never in flight together, across all job threads), stamp it
+//! with [`crate::block::stamp`], and record the generation when the write completes;
+//! [`Written::check_file`] then reads the region back and checks every written block
+//! against its expected generation.
 
-use std::collections::BTreeMap;
 use std::fs::File;
+use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use serde::Serialize;
+use iolab_sys::buffers::BufferPool;
 
-use crate::block::{self, Verdict};
-use crate::buffers::BufferPool;
-use crate::target::{Target, TargetError};
+use crate::block;
+use crate::tally::{Failure, Tally};
 
 /// Per-block state: bit 0 = a write is in flight, bits 1.. = generation of the last completed
 /// write (0 = never written by this test, or unknown after a failed write).
 const IN_FLIGHT: u64 = 1;
-/// Failures listed with their offsets; the rest are only counted.
-pub const MAX_SAMPLES: usize = 20;
 /// Bytes read per call while checking.
 const READ_CHUNK: u64 = 1 << 20;
 
@@ -32,69 +29,6 @@ pub struct Written {
     region_start: u64,
     next_generation: AtomicU64,
     blocks: Vec<AtomicU64>,
-}
-
-/// One block that did not read back as written.
-#[derive(Debug, Clone, Serialize)]
-pub struct Mismatch {
-    pub offset: u64,
-    pub class: &'static str,
-    pub expected_generation: u64,
-    pub detail: String,
-}
-
-/// Counts of one or more read-backs.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct CheckTally {
-    /// Written blocks read back and checked.
-    pub checked: u64,
-    pub ok: u64,
-    pub failures: u64,
-    /// Count per verdict class (`ok` included).
-    pub classes: BTreeMap<&'static str, u64>,
-    /// The first [`MAX_SAMPLES`] failures.
-    pub failure_samples: Vec<Mismatch>,
-    /// Blocks whose write had not completed when the pass ended (after an I/O error).
-    pub skipped_in_flight: u64,
-    /// Read-backs done, and their total time (not part of any pass's time).
-    pub read_backs: u64,
-    pub seconds: f64,
-}
-
-impl CheckTally {
-    fn record(&mut self, offset: u64, expected: u64, v: Verdict) {
-        self.checked += 1;
-        *self.classes.entry(v.class()).or_default() += 1;
-        if v.is_ok() {
-            self.ok += 1;
-            return;
-        }
-        self.failures += 1;
-        if self.failure_samples.len() < MAX_SAMPLES {
-            self.failure_samples.push(Mismatch {
-                offset,
-                class: v.class(),
-                expected_generation: expected,
-                detail: v.to_string(),
-            });
-        }
-    }
-
-    /// Adds the counts of `other` (a later read-back).
-    pub fn merge(&mut self, other: CheckTally) {
-        self.checked += other.checked;
-        self.ok += other.ok;
-        self.failures += other.failures;
-        for (k, v) in other.classes {
-            *self.classes.entry(k).or_default() += v;
-        }
-        let room = MAX_SAMPLES.saturating_sub(self.failure_samples.len());
-        self.failure_samples
-            .extend(other.failure_samples.into_iter().take(room));
-        self.skipped_in_flight += other.skipped_in_flight;
-        self.read_backs += other.read_backs;
-        self.seconds += other.seconds;
-    }
 }
 
 /// The block size `--verify` stamps and checks for `job`: its `bs`, or with an access
@@ -188,37 +122,19 @@ impl Written {
         }
     }
 
-    /// Reads the region of `target` back (O_DIRECT when `direct`) once no write is running
-    /// and checks every written block against the generation last completed there.
-    pub fn check(
-        &self,
-        target: &Target,
-        direct: bool,
-        stop: &AtomicBool,
-    ) -> Result<CheckTally, TargetError> {
-        let t0 = Instant::now();
-        let file = target.open(false, direct)?;
-        let mut tally = self.check_file(&file, &target.io_path, stop)?;
-        tally.seconds = t0.elapsed().as_secs_f64();
-        Ok(tally)
-    }
-
-    /// [`Written::check`] on a file the caller opened (`path` names it in errors). The
-    /// region's offsets are offsets in `file`.
-    pub fn check_file(
-        &self,
-        file: &File,
-        path: &Path,
-        stop: &AtomicBool,
-    ) -> Result<CheckTally, TargetError> {
+    /// Reads the region of `file` back once no write is running and checks every written
+    /// block against the generation last completed there: one read-back, timed. The
+    /// region's offsets are offsets in `file`; the error is the read that failed.
+    pub fn check_file(&self, file: &File, stop: &AtomicBool) -> io::Result<Tally> {
         let t0 = Instant::now();
         let g = self.granule;
         let per_chunk = (READ_CHUNK / g).max(1) as usize;
         let mut pool = BufferPool::new(1, per_chunk * g as usize);
-        let mut tally = CheckTally {
-            read_backs: 1,
-            ..CheckTally::default()
+        let mut tally = Tally {
+            read_backs: Some(1),
+            ..Tally::default()
         };
+        let mut skipped = 0;
         for (c, states) in self.blocks.chunks(per_chunk).enumerate() {
             if stop.load(Ordering::Relaxed) {
                 break;
@@ -230,7 +146,7 @@ impl Written {
                     if v & IN_FLIGHT != 0 {
                         // Left in flight by a job that stopped on an error: unknown now.
                         s.store(0, Ordering::Release);
-                        tally.skipped_in_flight += 1;
+                        skipped += 1;
                         0
                     } else {
                         v >> 1
@@ -247,12 +163,7 @@ impl Written {
             let from = first as u64 * g;
             let len = (last + 1 - first) as u64 * g;
             let buf = &mut pool.slot_mut(0)[..len as usize];
-            file.read_exact_at(buf, chunk_off + from)
-                .map_err(|err| TargetError::Io {
-                    path: path.to_path_buf(),
-                    action: "read back for --verify",
-                    err,
-                })?;
+            file.read_exact_at(buf, chunk_off + from)?;
             for (i, &e) in expected
                 .iter()
                 .enumerate()
@@ -265,10 +176,17 @@ impl Written {
                 let at = (i - first) * g as usize;
                 let offset = chunk_off + i as u64 * g;
                 let v = block::check(&buf[at..at + g as usize], offset, self.run_id, Some(e));
-                tally.record(offset, e, v);
+                tally.record(v.is_ok(), v.class(), || Failure {
+                    offset,
+                    class: v.class().into(),
+                    expected_generation: Some(e),
+                    detail: v.to_string(),
+                    ..Failure::default()
+                });
             }
         }
-        tally.seconds = t0.elapsed().as_secs_f64();
+        tally.skipped_in_flight = Some(skipped);
+        tally.seconds = Some(t0.elapsed().as_secs_f64());
         Ok(tally)
     }
 }

@@ -20,18 +20,16 @@
 //! (seed + (k + 1) × 0x9E3779B97F4A7C15), seed = XXH3-64 of the index seeded with the run
 //! id. Any range of it can be produced without the bytes before it.
 
-use std::collections::BTreeMap;
+use std::path::Path;
 
-use serde::Serialize;
-use serde_json::json;
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+
+use crate::tally::{Failure, Tally, Unit};
 
 /// First eight bytes of a verifiable small file.
 pub const MAGIC: [u8; 8] = *b"IOLABSF1";
 /// Bytes of the header; smaller files carry the keystream only.
 pub const HEADER_LEN: usize = 32;
-/// Failures listed with their file and offset; the rest are only counted.
-pub const MAX_SAMPLES: usize = 20;
 
 const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -379,87 +377,34 @@ impl Comparison {
     }
 }
 
-/// One file that did not read back as written.
-#[derive(Debug, Clone, Serialize)]
-pub struct Sample {
-    /// Path relative to the work directory.
-    pub file: String,
-    pub index: u64,
-    pub offset: u64,
-    pub class: &'static str,
-    pub expected: String,
-    pub found: String,
-    pub detail: String,
+/// A tally of small files (`unit` files) of the run `c` in `dir`: `tally` with what was
+/// checked named (run id, file size, header, directory) and its comparing time set.
+pub fn describe(tally: Tally, c: &Content, dir: &Path) -> Tally {
+    let mut t = tally.with_run_id(c.run_id);
+    t.unit = Unit::Files;
+    t.file_size = Some(c.size);
+    t.header = Some(c.has_header());
+    t.dir = Some(dir.to_string_lossy().into_owned());
+    t.seconds = Some(t.seconds.unwrap_or(0.0));
+    t
 }
 
-/// Counts of the files checked (the JSON shape of the block checks' `extra.verify`).
-#[derive(Debug, Clone, Default)]
-pub struct Tally {
-    pub checked: u64,
-    pub ok: u64,
-    pub failures: u64,
-    /// Count per verdict class (`ok` included).
-    pub classes: BTreeMap<&'static str, u64>,
-    /// The failures of the lowest file indexes, at most [`MAX_SAMPLES`].
-    pub samples: Vec<Sample>,
-    /// Time spent comparing outside the operations.
-    pub seconds: f64,
-}
-
-impl Tally {
-    /// Counts the verdict on file `index` of `c`, whose path `file` gives.
-    pub fn record(&mut self, c: &Content, index: u64, file: impl FnOnce() -> String, v: &Verdict) {
-        self.checked += 1;
-        *self.classes.entry(v.class()).or_default() += 1;
-        if v.is_ok() {
-            self.ok += 1;
-            return;
+/// Counts the verdict on file `index` of `c`, whose path `file` gives, in `t` (a tally of
+/// [`Unit::Files`], which keeps the failures of the lowest indexes).
+pub fn record(t: &mut Tally, c: &Content, index: u64, file: impl FnOnce() -> String, v: &Verdict) {
+    t.record(v.is_ok(), v.class(), || {
+        let (expected, found) = v.expected_found(c, index);
+        Failure {
+            file: Some(file()),
+            index: Some(index),
+            offset: v.offset(c.size),
+            class: v.class().into(),
+            expected,
+            found,
+            detail: v.to_string(),
+            ..Failure::default()
         }
-        self.failures += 1;
-        if self.samples.len() < MAX_SAMPLES {
-            let (expected, found) = v.expected_found(c, index);
-            self.samples.push(Sample {
-                file: file(),
-                index,
-                offset: v.offset(c.size),
-                class: v.class(),
-                expected,
-                found,
-                detail: v.to_string(),
-            });
-        }
-    }
-
-    /// Adds the counts of `other` (another thread's files).
-    pub fn merge(&mut self, other: Tally) {
-        self.checked += other.checked;
-        self.ok += other.ok;
-        self.failures += other.failures;
-        for (k, v) in other.classes {
-            *self.classes.entry(k).or_default() += v;
-        }
-        self.samples.extend(other.samples);
-        self.samples.sort_by_key(|s| s.index);
-        self.samples.truncate(MAX_SAMPLES);
-        self.seconds += other.seconds;
-    }
-
-    /// The `extra.verify` object of the test that checked the files.
-    pub fn to_json(&self, c: &Content, dir: &std::path::Path) -> serde_json::Value {
-        json!({
-            "unit": "files",
-            "run_id": format!("{:016x}", c.run_id),
-            "file_size": c.size,
-            "header": c.has_header(),
-            "dir": dir.to_string_lossy(),
-            "checked": self.checked,
-            "ok": self.ok,
-            "failures": self.failures,
-            "classes": self.classes,
-            "failure_samples": self.samples,
-            "seconds": (self.seconds * 1e6).round() / 1e6,
-        })
-    }
+    });
 }
 
 #[cfg(test)]
@@ -598,8 +543,8 @@ mod tests {
     #[test]
     fn the_tally_keeps_the_lowest_indexes_and_counts_every_class() {
         let c = Content::new(RUN, 100);
-        let mut a = Tally::default();
-        let mut b = Tally::default();
+        let mut a = Tally::new(Unit::Files);
+        let mut b = Tally::new(Unit::Files);
         for i in 0..30u64 {
             let t = if i % 2 == 0 { &mut a } else { &mut b };
             let v = if i % 3 == 0 {
@@ -607,14 +552,14 @@ mod tests {
             } else {
                 Verdict::Ok
             };
-            t.record(&c, 100 - i, || format!("f{i}"), &v);
+            record(t, &c, 100 - i, || format!("f{i}"), &v);
         }
         a.merge(b);
         assert_eq!((a.checked, a.ok, a.failures), (30, 20, 10));
         assert_eq!(a.classes["zeroed"], 10);
-        let idx: Vec<u64> = a.samples.iter().map(|s| s.index).collect();
+        let idx: Vec<u64> = a.failure_samples.iter().filter_map(|s| s.index).collect();
         assert_eq!(idx, [73, 76, 79, 82, 85, 88, 91, 94, 97, 100]);
-        let j = a.to_json(&c, std::path::Path::new("/x"));
+        let j = serde_json::to_value(describe(a, &c, Path::new("/x"))).unwrap();
         assert_eq!(j["failure_samples"][0]["class"], "zeroed");
         assert_eq!(j["classes"]["ok"], 20);
     }

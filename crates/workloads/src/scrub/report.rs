@@ -110,16 +110,11 @@ pub(crate) struct Inputs<'a> {
 
 /// The btrfs checksum unit: the filesystem's sector size (statfs `f_bsize`), 4 KiB here.
 fn btrfs_sector(target: &ScrubTarget) -> u64 {
-    let Ok(c) = std::ffi::CString::new(target.mount.to_string_lossy().as_bytes()) else {
-        return BLOCK as u64;
-    };
-    // SAFETY: statvfs writes into the zeroed struct we own; c is NUL-terminated.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0 && st.f_bsize > 0 {
-        st.f_bsize as u64
-    } else {
-        BLOCK as u64
-    }
+    iolab_sys::statvfs(&target.mount)
+        .ok()
+        .map(|s| s.block_size)
+        .filter(|&b| b > 0)
+        .unwrap_or(BLOCK as u64)
 }
 
 pub(crate) fn build(i: Inputs<'_>) -> ScrubReport {

@@ -22,13 +22,11 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
+use crate::tally::{Failure, ReplayCounts, Tally};
 
 /// Checks are counted per block: the part of a 4 KiB-aligned stretch of a file that one
 /// write (or one hole) covers, within what was read.
 pub const BLOCK: u64 = 4096;
-/// Failure samples a tally keeps.
-pub const MAX_FAILURE_SAMPLES: usize = 20;
 /// Read size of the final read-back.
 const READ_BACK_CHUNK: usize = 1 << 20;
 
@@ -109,99 +107,6 @@ fn decode(key: u64, i: u64, found: u64) -> u64 {
     (found ^ base(key, i))
         .rotate_right((i & 63) as u32)
         .wrapping_mul(GEN_MUL_INV)
-}
-
-/// One check that failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VerifyFailure {
-    pub client: u32,
-    /// The file, relative to the run directory (`clients/client0/...`), by the name it had
-    /// when it was checked (its last name if it had been unlinked while open).
-    pub file: String,
-    /// Byte offset in the file of the first byte that is not what was written.
-    pub offset: u64,
-    /// zeroed, stale, newer, corrupt, foreign, truncated, extended or missing.
-    pub class: String,
-    /// The write generation the model expects there (0: a hole, zeros).
-    pub expected_generation: u64,
-    /// The generation found instead, when it is one of this file's (stale, newer).
-    pub found_generation: Option<u64>,
-    /// `ReadX line N` (the loadfile line whose read found it) or `read-back`.
-    pub phase: String,
-    pub detail: String,
-}
-
-/// What the checks of a replay found. `checked`, `ok` and `failures` count blocks (see
-/// [`BLOCK`]); `classes` counts them per class, `ok` included.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct VerifyTally {
-    pub checked: u64,
-    pub ok: u64,
-    pub failures: u64,
-    pub classes: BTreeMap<String, u64>,
-    /// The first [`MAX_FAILURE_SAMPLES`] failures.
-    pub failure_samples: Vec<VerifyFailure>,
-    /// Bytes compared (ReadX and read-back).
-    pub checked_bytes: u64,
-    /// ReadX calls whose bytes were compared with the model.
-    pub reads_checked: u64,
-    /// ReadX calls on files the model does not follow (not checked).
-    pub reads_unchecked: u64,
-    /// WriteX calls that wrote generated content.
-    pub writes_stamped: u64,
-    /// Files read back whole after the replay, and their bytes.
-    pub read_back_files: u64,
-    pub read_back_bytes: u64,
-    /// Wall time of the final read-back (the longest client's; untimed, after the run).
-    pub read_back_seconds: f64,
-    /// Time the clients spent generating WriteX content, comparing ReadX data and keeping
-    /// the model, all clients summed: inside the run (it lowers the throughput) but outside
-    /// every operation's latency.
-    pub inline_seconds: f64,
-    /// Files the model stopped following because a write to them failed.
-    pub untracked_files: u64,
-    /// Clients that skipped the final read-back because the run was stopped.
-    pub read_back_skipped: u64,
-}
-
-impl VerifyTally {
-    /// Adds another client's (or run's) tally; the read-back time is the longest.
-    pub fn merge(&mut self, o: &VerifyTally) {
-        self.checked += o.checked;
-        self.ok += o.ok;
-        self.failures += o.failures;
-        for (k, v) in &o.classes {
-            *self.classes.entry(k.clone()).or_default() += v;
-        }
-        let room = MAX_FAILURE_SAMPLES.saturating_sub(self.failure_samples.len());
-        self.failure_samples
-            .extend(o.failure_samples.iter().take(room).cloned());
-        self.checked_bytes += o.checked_bytes;
-        self.reads_checked += o.reads_checked;
-        self.reads_unchecked += o.reads_unchecked;
-        self.writes_stamped += o.writes_stamped;
-        self.read_back_files += o.read_back_files;
-        self.read_back_bytes += o.read_back_bytes;
-        self.read_back_seconds = self.read_back_seconds.max(o.read_back_seconds);
-        self.inline_seconds += o.inline_seconds;
-        self.untracked_files += o.untracked_files;
-        self.read_back_skipped += o.read_back_skipped;
-    }
-
-    fn pass(&mut self, blocks: u64) {
-        self.checked += blocks;
-        self.ok += blocks;
-        *self.classes.entry("ok".into()).or_default() += blocks;
-    }
-
-    fn fail(&mut self, f: VerifyFailure) {
-        self.checked += 1;
-        self.failures += 1;
-        *self.classes.entry(f.class.clone()).or_default() += 1;
-        if self.failure_samples.len() < MAX_FAILURE_SAMPLES {
-            self.failure_samples.push(f);
-        }
-    }
 }
 
 /// A stretch of a file written by one generation, and the generation it replaced.
@@ -472,13 +377,13 @@ struct Scratch {
 
 /// A write about to be issued: which file and generation its buffer holds.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Stamp {
+pub struct Stamp {
     uid: u64,
     gen: u64,
 }
 
 /// One client's shadow model of its files, and what its checks found.
-pub(crate) struct Model {
+pub struct Model {
     run_id: u64,
     client: u32,
     next_uid: u64,
@@ -488,7 +393,7 @@ pub(crate) struct Model {
     /// Open handles (fnum) of followed files.
     handles: HashMap<u32, u64>,
     scratch: Scratch,
-    pub tally: VerifyTally,
+    pub tally: Tally,
 }
 
 impl Model {
@@ -501,7 +406,11 @@ impl Model {
             files: HashMap::new(),
             handles: HashMap::new(),
             scratch: Scratch::default(),
-            tally: VerifyTally::default(),
+            tally: Tally {
+                inline_seconds: Some(0.0),
+                replay: Some(ReplayCounts::default()),
+                ..Tally::default()
+            },
         }
     }
 
@@ -636,7 +545,7 @@ impl Model {
         let f = self.files.get_mut(&uid)?;
         f.last_gen += 1;
         fill(f.key, f.last_gen, offset, buf);
-        self.tally.writes_stamped += 1;
+        self.tally.replay_mut().writes_stamped += 1;
         Some(Stamp {
             uid,
             gen: f.last_gen,
@@ -653,7 +562,7 @@ impl Model {
                 }
             }
             None => {
-                self.tally.untracked_files += 1;
+                self.tally.replay_mut().untracked_files += 1;
                 self.by_path.retain(|_, u| *u != s.uid);
                 self.handles.retain(|_, u| *u != s.uid);
                 self.files.remove(&s.uid);
@@ -664,10 +573,10 @@ impl Model {
     /// Checks a ReadX through `fnum` that asked for `asked` bytes at `offset` and got `found`.
     pub fn check_read(&mut self, fnum: u32, offset: u64, asked: u64, found: &[u8], line: u32) {
         let Some(f) = self.handles.get(&fnum).and_then(|u| self.files.get(u)) else {
-            self.tally.reads_unchecked += 1;
+            self.tally.replay_mut().reads_unchecked += 1;
             return;
         };
-        self.tally.reads_checked += 1;
+        self.tally.replay_mut().reads_checked += 1;
         let expect = asked.min(f.size.saturating_sub(offset));
         check_span(
             f,
@@ -691,16 +600,18 @@ impl Model {
         let mut buf = vec![0u8; READ_BACK_CHUNK];
         for (rel, uid) in names {
             let f = &self.files[uid];
-            self.tally.read_back_files += 1;
-            let missing = |detail: String| VerifyFailure {
-                client: self.client,
-                file: client_path(self.client, rel),
+            self.tally.replay_mut().read_back_files += 1;
+            let client = self.client;
+            let missing = |detail: String| Failure {
+                client: Some(client),
+                file: Some(client_path(client, rel)),
                 offset: 0,
                 class: "missing".into(),
-                expected_generation: 0,
+                expected_generation: Some(0),
                 found_generation: None,
                 phase: Phase::ReadBack.text(),
                 detail,
+                ..Failure::default()
             };
             let file = match File::open(root.join(rel)) {
                 Ok(file) => file,
@@ -725,14 +636,14 @@ impl Model {
                 let n = match read_full(&file, &mut buf[..want as usize], offset) {
                     Ok(n) => n,
                     Err(e) => {
-                        self.tally.fail(VerifyFailure {
+                        self.tally.fail(Failure {
                             offset,
                             ..missing(format!("read error: {e}"))
                         });
                         break;
                     }
                 };
-                self.tally.read_back_bytes += n as u64;
+                self.tally.replay_mut().read_back_bytes += n as u64;
                 check_span(
                     f,
                     self.client,
@@ -749,7 +660,7 @@ impl Model {
                 }
             }
             if size > f.size {
-                self.tally.fail(VerifyFailure {
+                self.tally.fail(Failure {
                     offset: f.size,
                     class: "extended".into(),
                     detail: format!(
@@ -760,7 +671,7 @@ impl Model {
                 });
             }
         }
-        self.tally.read_back_seconds = t0.elapsed().as_secs_f64();
+        self.tally.replay_mut().read_back_seconds = t0.elapsed().as_secs_f64();
     }
 
     /// For the test seam: (generation, the generation it replaced) at `offset` of `rel`.
@@ -822,18 +733,19 @@ fn check_span(
     expect: u64,
     phase: Phase,
     sc: &mut Scratch,
-    tally: &mut VerifyTally,
+    tally: &mut Tally,
 ) {
     let n = found.len() as u64;
-    let failure = |offset: u64, v: Verdict, gen: u64| VerifyFailure {
-        client,
-        file: client_path(client, &f.name),
+    let failure = |offset: u64, v: Verdict, gen: u64| Failure {
+        client: Some(client),
+        file: Some(client_path(client, &f.name)),
         offset,
         class: v.class.into(),
-        expected_generation: gen,
+        expected_generation: Some(gen),
         found_generation: v.found_gen,
         phase: phase.text(),
         detail: v.detail,
+        ..Failure::default()
     };
     if n != expect {
         let at = offset + n.min(expect);
@@ -865,7 +777,7 @@ fn check_span(
         tally.fail(failure(at, v, gen));
     }
     let end = offset + n.min(expect);
-    tally.checked_bytes += end - offset;
+    tally.replay_mut().checked_bytes += end - offset;
     f.segments(offset, end, &mut sc.segs);
     for seg in &sc.segs {
         let got = &found[(seg.start - offset) as usize..(seg.end - offset) as usize];
@@ -895,7 +807,7 @@ fn check_span(
     }
 }
 
-/// The test seam's view of one client, handed to the hook of [`super::run_with_seam`]
+/// The test seam's view of one client, handed to the hook of [`the dbench workload's `run_with_seam``]
 /// before every operation (`line`: its loadfile line) and once after the replay, before the
 /// final read-back (`line` None). Not part of the API.
 #[doc(hidden)]
@@ -904,10 +816,21 @@ pub struct Tamper<'a> {
     /// The client's directory.
     pub root: &'a Path,
     pub line: Option<u32>,
-    pub(crate) model: &'a Model,
+    model: &'a Model,
 }
 
-impl Tamper<'_> {
+impl<'a> Tamper<'a> {
+    /// The seam's view of client `client` (directory `root`) before the operation on
+    /// loadfile line `line` (None: before the final read-back).
+    pub fn new(client: u32, root: &'a Path, line: Option<u32>, model: &'a Model) -> Tamper<'a> {
+        Tamper {
+            client,
+            root,
+            line,
+            model,
+        }
+    }
+
     /// (generation, generation it replaced) the model expects at `offset` of the file named
     /// `rel` in the client directory; None beyond its end or when the file is not followed.
     pub fn generation_at(&self, rel: &str, offset: u64) -> Option<(u64, u64)> {

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::dataset::DataFile;
 use super::tools::{self, MirrorLocation};
 use super::{ScrubError, BLOCK};
-use crate::block;
+use iolab_integrity::block;
 
 /// A buffer aligned for O_DIRECT.
 pub(crate) struct Aligned {

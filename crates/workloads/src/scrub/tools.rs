@@ -10,7 +10,7 @@ use super::ScrubError;
 
 /// The full path of `tool`, or an error naming the package that provides it.
 pub(crate) fn find(tool: &str, package: &str) -> Result<PathBuf, ScrubError> {
-    iolab_testbed::find_tool(tool).ok_or_else(|| {
+    iolab_sys::find_tool(tool).ok_or_else(|| {
         ScrubError::Invalid(format!(
             "`{tool}` is not installed (Debian package {package}); the scrub test needs it"
         ))
@@ -287,7 +287,7 @@ pub(crate) fn zfs_property(dataset: &str, prop: &str) -> Result<String, ScrubErr
 
 /// Writes dirty data back and drops the page cache, dentries and inodes (root).
 pub(crate) fn drop_caches() -> Result<(), ScrubError> {
-    iolab_workloads::common::drop_caches().map_err(|e| ScrubError::Failed(e.to_string()))
+    iolab_sys::drop_caches().map_err(|e| ScrubError::Failed(format!("drop the page cache: {e}")))
 }
 
 /// Whether two paths name the same file or device (same device number for block devices).

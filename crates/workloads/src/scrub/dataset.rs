@@ -14,7 +14,7 @@ use std::time::Instant;
 use iolab_measure::LatencyHistogram;
 
 use super::{ScrubError, BLOCK};
-use crate::block;
+use iolab_integrity::block;
 
 /// Size of each large file (smaller when the dataset is small).
 pub(crate) const LARGE_FILE: u64 = 8 << 20;

@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use iolab_testbed::TestbedError;
-use iolab_verify::scrub::{
+use iolab_workloads::scrub::{
     self, build_testbed, FsKind, Layout, Redundancy, ScrubConfig, ScrubError, ScrubReport,
     ScrubTarget,
 };
@@ -27,7 +27,7 @@ fn device_lock() -> MutexGuard<'static, ()> {
 }
 
 fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
+    iolab_sys::is_root()
 }
 
 fn have(tool: &str) -> bool {

@@ -1,9 +1,9 @@
-//! The verified-write workload (`iolab run verify`) and the later checks (`iolab verify`):
-//! every block written is stamped (`block::stamp`) with the pass number as its generation,
-//! read back inline and/or after the pass, and classified; a sidecar file next to a kept
-//! data file, or the journal, says later what every block must hold.
+//! The later checks of verified blocks (`iolab verify`) and what they check against: the
+//! sidecar next to a kept data file (or, after a crash, the journal) says what every block
+//! must hold; every block of the region is read back, judged and counted in a [`Tally`].
+//! Also [`Stamper`], verified blocks inside another workload's writes. The writer, `iolab
+//! run verify`, is a workload (iolab-workloads' `verify`).
 
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
@@ -11,19 +11,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use iolab_engine::buffers::BufferPool;
-use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TargetKind, TestRecord};
-use iolab_spec::{format_size_short, JobSpec, Rw, SyncMode};
-use iolab_workloads::common::{device_of, round6, test_record, unique_name, Series, Watch};
-use serde::{Deserialize, Serialize};
+use iolab_sys::buffers::BufferPool;
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::block::{self, Verdict};
-use crate::journal::{Journal, JournalWriter, Kind};
+use crate::journal::Journal;
+use crate::tally::{Failure, Tally};
 
 /// Suffix of the sidecar that describes a kept data file.
 pub const SIDECAR_SUFFIX: &str = ".iolab-verify.json";
 /// Appended to the sidecar's name for the file that atomically replaces it.
-const SIDECAR_TMP_SUFFIX: &str = ".new";
+pub const SIDECAR_TMP_SUFFIX: &str = ".new";
 /// Failures described one by one; beyond this only the counts grow.
 pub const MAX_DETAILS: usize = 100;
 /// Bytes per read when a whole region is checked.
@@ -31,224 +29,31 @@ const SCAN_CHUNK: usize = 1 << 20;
 /// How often progress is reported.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
-/// When blocks are read back during `iolab run verify`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VerifyMode {
-    None,
-    /// Every `verify_every`-th block right after it is written.
-    Inline,
-    /// The whole region after each pass.
-    After,
-    Both,
+/// A tally of verified blocks, describing up to [`MAX_DETAILS`] failures.
+pub fn block_tally() -> Tally {
+    Tally::default().with_sample_limit(MAX_DETAILS)
 }
 
-impl VerifyMode {
-    pub fn parse(s: &str) -> Option<VerifyMode> {
-        Some(match s {
-            "none" => VerifyMode::None,
-            "inline" => VerifyMode::Inline,
-            "after" => VerifyMode::After,
-            "both" | "inline,after" => VerifyMode::Both,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VerifyMode::None => "none",
-            VerifyMode::Inline => "inline",
-            VerifyMode::After => "after",
-            VerifyMode::Both => "both",
-        }
-    }
-
-    fn inline(self) -> bool {
-        matches!(self, VerifyMode::Inline | VerifyMode::Both)
-    }
-
-    fn after(self) -> bool {
-        matches!(self, VerifyMode::After | VerifyMode::Both)
-    }
-}
-
-/// What `iolab run verify` does.
-#[derive(Debug, Clone)]
-pub struct VerifyConfig {
-    /// Bytes of the region written (a multiple of `bs`).
-    pub size: u64,
-    pub bs: usize,
-    /// Random order (each block still written exactly once per pass).
-    pub random: bool,
-    pub passes: u32,
-    pub mode: VerifyMode,
-    pub verify_every: u64,
-    /// fdatasync the target after this many blocks (0: at the end of each pass only).
-    pub fsync_every: u64,
-    pub journal: Option<PathBuf>,
-    pub direct: bool,
-    pub run_id: u64,
-}
-
-/// Where the verified blocks go: a file iolab creates (or may overwrite), or a device.
-#[derive(Debug)]
-pub struct DataTarget {
-    pub path: PathBuf,
-    /// `File` or `Device`.
-    pub kind: TargetKind,
-    pub size: u64,
-    /// iolab created the file (and removes it unless `keep`).
-    pub created: bool,
-    pub keep: bool,
-}
-
-impl DataTarget {
-    /// Resolves `--target`: in a directory a new uniquely named file; a path that does not
-    /// exist becomes a new file; an existing regular file needs `allow_overwrite`, a block
-    /// device `allow_destroy` and the engine's device checks.
-    pub fn prepare(
-        target: &Path,
-        size: u64,
-        size_given: bool,
-        allow_overwrite: bool,
-        allow_destroy: bool,
-    ) -> Result<DataTarget, String> {
-        use iolab_engine::safety;
-        let path = std::path::absolute(target).unwrap_or_else(|_| target.to_path_buf());
-        let meta = match std::fs::metadata(&path) {
-            Ok(m) => Some(m),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(format!("--target {}: {e}", path.display())),
-        };
-        let new_file = |p: PathBuf| -> Result<DataTarget, String> {
-            let parent = p.parent().unwrap_or(Path::new("/"));
-            if !parent.is_dir() {
-                return Err(format!(
-                    "--target {}: directory {} does not exist",
-                    p.display(),
-                    parent.display()
-                ));
-            }
-            // The sidecar and its temporary file are replaced during the run and removed
-            // with the data: refuse to start when either already exists, as iolab did not
-            // make it for this file (also not a symlink to follow).
-            let side = sidecar_path(&p);
-            let mut tmp = side.clone().into_os_string();
-            tmp.push(SIDECAR_TMP_SUFFIX);
-            for q in [side, PathBuf::from(tmp)] {
-                if std::fs::symlink_metadata(&q).is_ok() {
-                    return Err(format!(
-                        "--target {}: {} already exists; iolab writes the sidecar of a new data \
-                         file there and removes it with the file: move it away or choose \
-                         another --target",
-                        p.display(),
-                        q.display()
-                    ));
-                }
-            }
-            // Blocks are written sparse-file first: without this a --size beyond the free
-            // space would fill the filesystem before failing with ENOSPC.
-            if let Some(free) = free_bytes(parent) {
-                if size > free {
-                    return Err(format!(
-                        "--size {size}: more than the {free} bytes free on the filesystem of \
-                         {}",
-                        parent.display()
-                    ));
-                }
-            }
-            OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&p)
-                .map_err(|e| format!("--target {}: cannot create: {e}", p.display()))?;
-            Ok(DataTarget {
-                path: p,
-                kind: TargetKind::File,
-                size,
-                created: true,
-                keep: false,
-            })
-        };
-        match meta {
-            Some(m) if m.is_dir() => new_file(path.join(format!("{}.dat", unique_name("verify")))),
-            None => new_file(path),
-            Some(m) if m.file_type().is_block_device() => {
-                safety::check_device_writable(&path, allow_destroy)
-                    .map_err(|e| format!("--target {}: {e}", path.display()))?;
-                let have = safety::device_size(&path)
-                    .map_err(|e| format!("--target {}: cannot size: {e}", path.display()))?;
-                let size = if size_given { size } else { have };
-                if size > have {
-                    return Err(format!(
-                        "--size {size}: larger than the device {} ({have} bytes)",
-                        path.display()
-                    ));
-                }
-                Ok(DataTarget {
-                    path,
-                    kind: TargetKind::Device,
-                    size,
-                    created: false,
-                    keep: true,
-                })
-            }
-            Some(m) if m.is_file() => {
-                safety::check_regular_file_overwrite(&path, allow_overwrite)
-                    .map_err(|e| format!("--target {}: {e}", path.display()))?;
-                Ok(DataTarget {
-                    path,
-                    kind: TargetKind::File,
-                    size,
-                    created: false,
-                    keep: true,
-                })
-            }
-            Some(m) => {
-                let t = m.file_type();
-                let kind = if t.is_char_device() {
-                    "a character device"
-                } else if t.is_fifo() {
-                    "a FIFO"
-                } else if t.is_socket() {
-                    "a socket"
-                } else {
-                    "a special file"
-                };
-                Err(format!(
-                    "--target {}: {kind}, not a directory, regular file or block device",
-                    path.display()
-                ))
-            }
-        }
-    }
-
-    /// The sidecar describing the data (regular files only).
-    pub fn sidecar(&self) -> Option<PathBuf> {
-        (self.kind == TargetKind::File).then(|| sidecar_path(&self.path))
-    }
-}
-
-impl Drop for DataTarget {
-    fn drop(&mut self) {
-        if self.created && !self.keep {
-            let _ = std::fs::remove_file(&self.path);
-            if let Some(s) = self.sidecar() {
-                let _ = std::fs::remove_file(s);
-            }
-        }
-    }
-}
-
-/// Bytes an unprivileged writer may still allocate on the filesystem holding `dir`.
-fn free_bytes(dir: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs writes into the zeroed struct we own; c is NUL-terminated.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+/// Checks one block against the generation range `lo..=hi` and counts it in `tally`;
+/// `phase` says when ("inline pass 2", "after pass 2", "verify").
+pub fn judge_into(
+    tally: &mut Tally,
+    buf: &[u8],
+    offset: u64,
+    run_id: u64,
+    range: (u64, u64),
+    phase: &str,
+) {
+    let (lo, hi) = range;
+    let v = judge(buf, offset, run_id, lo, hi);
+    tally.record(v.is_ok(), v.class(), || Failure {
+        offset,
+        class: v.class().into(),
+        expected: expected_text(lo, hi),
+        found: v.to_string(),
+        phase: phase.to_string(),
+        ..Failure::default()
+    });
 }
 
 /// `<data file>.iolab-verify.json`.
@@ -298,7 +103,7 @@ impl Sidecar {
 
     /// Replaces the sidecar atomically (a new file, fsynced, renamed over the old one), so
     /// a crash leaves the old or the new one, never a torn one.
-    fn write(&self, path: &Path) -> Result<(), String> {
+    pub fn write(&self, path: &Path) -> Result<(), String> {
         let text = serde_json::to_string_pretty(self).expect("sidecar serializes");
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(SIDECAR_TMP_SUFFIX);
@@ -319,74 +124,6 @@ impl Sidecar {
         match path.parent() {
             Some(dir) => File::open(dir).and_then(|d| d.sync_all()).map_err(err),
             None => Ok(()),
-        }
-    }
-}
-
-/// One block that did not verify.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Failure {
-    pub offset: u64,
-    pub class: &'static str,
-    pub expected: String,
-    pub found: String,
-    /// When the check happened: "inline pass 2", "after pass 2", "verify".
-    pub phase: String,
-    /// Lost acknowledged writes: seconds between the ack and the journal's last record.
-    pub acked_before_end_s: Option<f64>,
-}
-
-/// Counts of checked blocks by class, with the first failures described.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Tally {
-    pub checked: u64,
-    pub ok: u64,
-    pub classes: BTreeMap<&'static str, u64>,
-    pub failure_count: u64,
-    pub failures: Vec<Failure>,
-}
-
-impl Tally {
-    fn ok(&mut self) {
-        self.checked += 1;
-        self.ok += 1;
-        *self.classes.entry("ok").or_default() += 1;
-    }
-
-    fn fail(&mut self, f: Failure) {
-        self.checked += 1;
-        self.failure_count += 1;
-        *self.classes.entry(f.class).or_default() += 1;
-        if self.failures.len() < MAX_DETAILS {
-            self.failures.push(f);
-        }
-    }
-
-    fn merge(&mut self, other: Tally) {
-        self.checked += other.checked;
-        self.ok += other.ok;
-        self.failure_count += other.failure_count;
-        for (k, v) in other.classes {
-            *self.classes.entry(k).or_default() += v;
-        }
-        let room = MAX_DETAILS.saturating_sub(self.failures.len());
-        self.failures.extend(other.failures.into_iter().take(room));
-    }
-
-    /// Checks one block against the generation range `lo..=hi` and counts it.
-    fn judge(&mut self, buf: &[u8], offset: u64, run_id: u64, lo: u64, hi: u64, phase: &str) {
-        let v = judge(buf, offset, run_id, lo, hi);
-        if v.is_ok() {
-            self.ok();
-        } else {
-            self.fail(Failure {
-                offset,
-                class: v.class(),
-                expected: expected_text(lo, hi),
-                found: v.to_string(),
-                phase: phase.to_string(),
-                acked_before_end_s: None,
-            });
         }
     }
 }
@@ -420,7 +157,12 @@ pub fn judge(buf: &[u8], offset: u64, run_id: u64, lo: u64, hi: u64) -> Verdict 
 
 /// Opens `path` for reading (and writing), with O_DIRECT when asked; `direct` falls back
 /// to buffered when `fallback` and the filesystem refuses O_DIRECT.
-fn open(path: &Path, write: bool, direct: bool, fallback: bool) -> Result<(File, bool), String> {
+pub fn open(
+    path: &Path,
+    write: bool,
+    direct: bool,
+    fallback: bool,
+) -> Result<(File, bool), String> {
     let attempt = |direct: bool| {
         let mut o = OpenOptions::new();
         o.read(true).write(write);
@@ -442,8 +184,9 @@ fn open(path: &Path, write: bool, direct: bool, fallback: bool) -> Result<(File,
     }
 }
 
-/// Reads `size` bytes of `file` in large aligned chunks and hands over each block.
-fn scan(
+/// Reads `size` bytes of `file` in large aligned chunks and hands over each block; false
+/// when `stop` ended it early.
+pub fn scan(
     file: &File,
     path: &Path,
     size: u64,
@@ -487,265 +230,6 @@ fn scan(
     }
     progress(off);
     Ok(true)
-}
-
-/// What `run` returns: the test record (its `extra` holds the verification counts) and
-/// the tally of every check.
-#[derive(Debug)]
-pub struct WorkloadOutput {
-    pub test: TestRecord,
-    pub tally: Tally,
-    pub interrupted: bool,
-}
-
-/// Writes `cfg.passes` passes of stamped blocks over `target`, verifying as configured.
-/// Verification failures are counted, not errors; errors are I/O that could not be done.
-pub fn run(
-    cfg: &VerifyConfig,
-    target: &DataTarget,
-    stop: &AtomicBool,
-    progress: &mut dyn FnMut(&str, u64),
-) -> Result<WorkloadOutput, String> {
-    let bs = cfg.bs;
-    let (file, _) = open(&target.path, true, cfg.direct, false)?;
-    if target.created {
-        file.set_len(cfg.size)
-            .map_err(|e| format!("{}: cannot size: {e}", target.path.display()))?;
-    }
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("{}: {e}", target.path.display()))?;
-    let blocks = cfg.size / bs as u64;
-    let fsync_every = if cfg.fsync_every > 0 {
-        cfg.fsync_every
-    } else {
-        blocks
-    };
-    let mut journal = match &cfg.journal {
-        Some(p) => Some(
-            JournalWriter::create(p, cfg.run_id, bs as u64, cfg.size, fsync_every, &meta)
-                .map_err(|e| format!("--journal {}: cannot create: {e}", p.display()))?,
-        ),
-        None => None,
-    };
-    let rw = if cfg.random { Rw::RandWrite } else { Rw::Write };
-    let sidecar = target.sidecar();
-    let mut side = Sidecar {
-        format: "iolab.verify/1".into(),
-        run_id: cfg.run_id,
-        block_size: bs as u64,
-        size: cfg.size,
-        rw: rw.as_str().into(),
-        passes_planned: cfg.passes,
-        generation_done: 0,
-        generation_writing: 0,
-        complete: false,
-        journal: cfg.journal.clone(),
-    };
-    let devices: Vec<String> = device_of(&target.path).into_iter().collect();
-    let mut pool = BufferPool::new(2, bs);
-    let mut tally = Tally::default();
-    let mut inline_tally = Tally::default();
-    let mut passes = Vec::new();
-    let mut after_seconds = Vec::new();
-    let mut journal_seconds = 0.0;
-    let mut interrupted = false;
-    let io_err = |what: &str, off: u64, e: io::Error| {
-        format!(
-            "{}: cannot {what} at offset {off}: {e}",
-            target.path.display()
-        )
-    };
-    for pass in 1..=cfg.passes {
-        let generation = u64::from(pass);
-        side.generation_writing = generation;
-        if let Some(s) = &sidecar {
-            side.write(s)?;
-        }
-        let mut order: Vec<u64> = (0..blocks).collect();
-        if cfg.random {
-            fastrand::Rng::with_seed(cfg.run_id ^ generation).shuffle(&mut order);
-        }
-        let label = format!("write {pass}/{}", cfg.passes);
-        let watch = Watch::start(&devices);
-        let mut hist = LatencyHistogram::new();
-        let mut sync_hist = LatencyHistogram::new();
-        let journal_before = journal.as_ref().map_or(Duration::ZERO, |j| j.commit_time);
-        let start = Instant::now();
-        let mut series = Series::new(start);
-        let mut written = 0u64;
-        let mut last_progress = start;
-        for batch in order.chunks(fsync_every as usize) {
-            if stop.load(Ordering::Relaxed) {
-                interrupted = true;
-                break;
-            }
-            if let Some(j) = &mut journal {
-                for &b in batch {
-                    j.push(Kind::Intent, b * bs as u64, generation);
-                }
-                j.commit()
-                    .map_err(|e| format!("--journal {}: {e}", j.path().display()))?;
-            }
-            for &b in batch {
-                let off = b * bs as u64;
-                let buf = &mut pool.slot_mut(0)[..bs];
-                block::stamp(buf, off, cfg.run_id, generation);
-                let t = Instant::now();
-                file.write_all_at(buf, off)
-                    .map_err(|e| io_err("write", off, e))?;
-                let done = Instant::now();
-                hist.record((done - t).as_nanos() as u64);
-                series.add(done, bs as u64);
-                written += 1;
-                if cfg.mode.inline() && written.is_multiple_of(cfg.verify_every.max(1)) {
-                    let rb = &mut pool.slot_mut(1)[..bs];
-                    file.read_exact_at(rb, off)
-                        .map_err(|e| io_err("read back", off, e))?;
-                    let phase = format!("inline pass {pass}");
-                    inline_tally.judge(rb, off, cfg.run_id, generation, generation, &phase);
-                }
-                if done - last_progress >= PROGRESS_EVERY {
-                    progress(&label, written * bs as u64);
-                    last_progress = done;
-                }
-            }
-            let t = Instant::now();
-            file.sync_data()
-                .map_err(|e| format!("{}: cannot fdatasync: {e}", target.path.display()))?;
-            sync_hist.record(t.elapsed().as_nanos() as u64);
-            if let Some(j) = &mut journal {
-                for &b in batch {
-                    j.push(Kind::Ack, b * bs as u64, generation);
-                }
-                j.commit()
-                    .map_err(|e| format!("--journal {}: {e}", j.path().display()))?;
-            }
-        }
-        let end = Instant::now();
-        series.extend_to(end);
-        if interrupted {
-            break;
-        }
-        let seconds = (end - start).as_secs_f64();
-        progress(&label, written * bs as u64);
-        let ios = hist.count();
-        let (cpu, activity) = watch.finish(ios);
-        let write = DirResult::from_histogram(written * bs as u64, seconds, hist);
-        let sync = SyncStats {
-            count: sync_hist.count(),
-            lat_us: sync_hist.summary_us(),
-        };
-        let mut record = PassRecord::new(
-            pass,
-            seconds,
-            None,
-            Some(write),
-            Some(sync),
-            cpu,
-            series.into_timeseries(),
-        );
-        record.context.activity = activity;
-        passes.push(record);
-        journal_seconds += journal
-            .as_ref()
-            .map_or(0.0, |j| (j.commit_time - journal_before).as_secs_f64());
-        side.generation_done = generation;
-        if let Some(s) = &sidecar {
-            side.write(s)?;
-        }
-        if cfg.mode.after() {
-            let t = Instant::now();
-            let phase = format!("after pass {pass}");
-            let label = format!("verify {pass}/{}", cfg.passes);
-            let (rfile, _) = open(&target.path, false, cfg.direct, true)?;
-            let mut after = Tally::default();
-            let finished = scan(
-                &rfile,
-                &target.path,
-                cfg.size,
-                bs,
-                stop,
-                &mut |n| progress(&label, n),
-                &mut |off, b| after.judge(b, off, cfg.run_id, generation, generation, &phase),
-            )?;
-            after_seconds.push(t.elapsed().as_secs_f64());
-            tally.merge(after);
-            if !finished {
-                interrupted = true;
-                break;
-            }
-        }
-    }
-    let inline_checked = inline_tally.checked;
-    tally.merge(inline_tally);
-    if let Some(j) = &mut journal {
-        if !interrupted {
-            j.push(Kind::End, passes.len() as u64, 0);
-            j.commit()
-                .map_err(|e| format!("--journal {}: {e}", j.path().display()))?;
-        }
-    }
-    if !interrupted {
-        side.complete = true;
-        if let Some(s) = &sidecar {
-            side.write(s)?;
-        }
-    }
-    let mut job = JobSpec::new(rw, bs as u64, 1, 1);
-    job.fsync_every = fsync_every.min(u64::from(u32::MAX)) as u32;
-    job.sync_mode = SyncMode::Fdatasync;
-    job.io_limit = Some(cfg.size);
-    let median_after = median(&after_seconds);
-    let extra = serde_json::json!({
-        "workload": "verify",
-        "run_id": format!("{:016x}", cfg.run_id),
-        "data_file": target.path,
-        "sidecar": sidecar,
-        "kept": target.keep,
-        "block_size": bs,
-        "size": cfg.size,
-        "blocks": blocks,
-        "rw": rw.as_str(),
-        "passes": passes.len(),
-        "direct": cfg.direct,
-        "verify_mode": cfg.mode.as_str(),
-        "verify_every": cfg.verify_every,
-        "fsync_every": fsync_every,
-        "journal": cfg.journal,
-        "journal_records": journal.as_ref().map(|j| j.records()),
-        "journal_commits": journal.as_ref().map(|j| j.commits),
-        "journal_sync_seconds": round6(journal_seconds),
-        "inline_checked": inline_checked,
-        "after_checked": tally.checked - inline_checked,
-        "checked": tally.checked,
-        "verified_ok": tally.ok,
-        "failures": tally.failure_count,
-        "classes": tally.classes,
-        "failure_samples": tally.failures,
-        "after_verify_seconds": median_after.map(round6),
-        "after_verify_mb_s": median_after.map(|s| round6(cfg.size as f64 / 1e6 / s.max(1e-9))),
-    });
-    let name = format!("verify {} {}", rw.as_str(), format_size_short(bs as u64));
-    let group = format!("VERIFY {}", cfg.mode.as_str());
-    Ok(WorkloadOutput {
-        test: test_record(name, group, job, passes, extra),
-        tally,
-        interrupted,
-    })
-}
-
-fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    Some(if s.len() % 2 == 1 {
-        s[s.len() / 2]
-    } else {
-        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
-    })
 }
 
 /// What `iolab verify` checks a file against without a journal.
@@ -877,7 +361,7 @@ pub fn expectation(path: &Path, given: Given) -> Result<Expectation, String> {
 fn data_size(path: &Path) -> Result<u64, String> {
     let m = std::fs::metadata(path).map_err(|e| format!("--target {}: {e}", path.display()))?;
     if m.file_type().is_block_device() {
-        iolab_engine::safety::device_size(path)
+        iolab_sys::device_size(path)
             .map_err(|e| format!("--target {}: cannot size: {e}", path.display()))
     } else if m.is_file() {
         Ok(m.len())
@@ -908,6 +392,9 @@ impl std::fmt::Display for CheckError {
 /// The result of a later check.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CheckReport {
+    /// In the report's JSON as `iolab verify` has always written it: `checked`, `ok`,
+    /// `classes`, `failure_count` and the described `failures`.
+    #[serde(serialize_with = "report_tally")]
     pub tally: Tally,
     pub bytes: u64,
     pub seconds: f64,
@@ -927,6 +414,30 @@ pub struct CheckReport {
     /// Something the reader of the report should know (e.g. the target was identified by
     /// its content, not by the device and inode the journal recorded).
     pub note: Option<String>,
+}
+
+fn report_tally<S: Serializer>(t: &Tally, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Shape<'a> {
+        checked: u64,
+        ok: u64,
+        classes: &'a std::collections::BTreeMap<String, u64>,
+        failure_count: u64,
+        failures: &'a [Failure],
+    }
+    Shape {
+        checked: t.checked,
+        ok: t.ok,
+        classes: &t.classes,
+        failure_count: t.failures,
+        failures: &t.failure_samples,
+    }
+    .serialize(s)
+}
+
+/// Rounded to microseconds, for reports.
+fn round6(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
 }
 
 /// The offset of the first acknowledged block of the journal, if `path` holds there an
@@ -952,10 +463,10 @@ pub fn check_file(
     let (file, direct) = open(path, false, true, true).map_err(CheckError::Input)?;
     let (lo, hi) = e.generations.unwrap_or((1, u64::MAX));
     let bs = e.block_size as usize;
-    let mut tally = Tally::default();
+    let mut tally = block_tally();
     let t = Instant::now();
     let finished = scan(&file, path, e.size, bs, stop, progress, &mut |off, b| {
-        tally.judge(b, off, e.run_id, lo, hi, "verify")
+        judge_into(&mut tally, b, off, e.run_id, (lo, hi), "verify")
     })
     .map_err(CheckError::Io)?;
     Ok(CheckReport {
@@ -1060,20 +571,20 @@ pub fn check_with_journal(
                     } else {
                         r.in_flight_old += 1;
                     }
-                    r.tally.ok();
+                    r.tally.pass(1);
                     return;
                 }
                 Verdict::Torn { .. } => {
                     r.in_flight += 1;
                     r.in_flight_torn += 1;
-                    r.tally.ok();
+                    r.tally.pass(1);
                     return;
                 }
                 _ => {}
             }
         }
         if v.is_ok() {
-            r.tally.ok();
+            r.tally.pass(1);
             return;
         }
         if lost {
@@ -1081,7 +592,7 @@ pub fn check_with_journal(
         }
         r.tally.fail(Failure {
             offset: off,
-            class: if lost { "lost-ack" } else { v.class() },
+            class: if lost { "lost-ack" } else { v.class() }.into(),
             expected: if h.in_flight() {
                 format!(
                     "acknowledged generation {}, or {} in flight",
@@ -1094,6 +605,7 @@ pub fn check_with_journal(
             phase: "verify".into(),
             acked_before_end_s: (h.acked > 0)
                 .then(|| round6(j.last_ns.saturating_sub(h.acked_ns) as f64 / 1e9)),
+            ..Failure::default()
         });
     })
     .map_err(CheckError::Io)?;
@@ -1145,8 +657,8 @@ impl Stamper {
     }
 
     /// Checks what was written to `path` (its length, down to a whole block): the counts,
-    /// classes and first failures as JSON.
-    pub fn check(&self, path: &Path) -> Result<serde_json::Value, String> {
+    /// classes and first failures, with the run id, block size, bytes read and time.
+    pub fn check(&self, path: &Path) -> Result<Tally, String> {
         let len = data_size(path)?;
         let e = Expectation {
             run_id: self.run_id,
@@ -1157,17 +669,12 @@ impl Stamper {
         };
         let r = check_file(path, &e, &AtomicBool::new(false), &mut |_| {})
             .map_err(|e| e.to_string())?;
-        Ok(serde_json::json!({
-            "run_id": format!("{:016x}", self.run_id),
-            "block_size": self.granule,
-            "bytes": r.bytes,
-            "direct": r.direct,
-            "seconds": round6(r.seconds),
-            "checked": r.tally.checked,
-            "failures": r.tally.failure_count,
-            "classes": r.tally.classes,
-            "failure_samples": r.tally.failures,
-        }))
+        let mut t = r.tally.with_run_id(self.run_id);
+        t.block_size = Some(self.granule as u64);
+        t.bytes = Some(r.bytes);
+        t.direct = Some(r.direct);
+        t.seconds = Some(r.seconds);
+        Ok(t)
     }
 }
 
@@ -1208,44 +715,6 @@ mod tests {
     }
 
     #[test]
-    fn workload_writes_verifies_and_keeps_a_sidecar() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut t = DataTarget::prepare(dir.path(), 1 << 20, true, false, false).unwrap();
-        t.keep = true;
-        let cfg = VerifyConfig {
-            size: 1 << 20,
-            bs: 4096,
-            random: true,
-            passes: 2,
-            mode: VerifyMode::Both,
-            verify_every: 4,
-            fsync_every: 16,
-            journal: None,
-            direct: false,
-            run_id: 0xfeed,
-        };
-        let stop = AtomicBool::new(false);
-        let out = run(&cfg, &t, &stop, &mut |_, _| {}).unwrap();
-        assert_eq!(out.tally.failure_count, 0);
-        // 256 blocks: 64 inline checks and 256 after each of 2 passes.
-        assert_eq!(out.test.extra["inline_checked"], 128);
-        assert_eq!(out.test.extra["after_checked"], 512);
-        assert_eq!(out.test.passes.len(), 2);
-        assert_eq!(out.test.passes[0].write.as_ref().unwrap().ios, 256);
-        let side = Sidecar::read(&t.sidecar().unwrap()).unwrap();
-        assert_eq!((side.generation_done, side.complete), (2, true));
-        let e = expectation(&t.path, Given::default()).unwrap();
-        assert_eq!((e.run_id, e.generations), (0xfeed, Some((2, 2))));
-        let r = check_file(&t.path, &e, &stop, &mut |_| {}).unwrap();
-        assert_eq!((r.tally.checked, r.tally.failure_count), (256, 0));
-        // Keep=false removes both files.
-        t.keep = false;
-        let (p, s) = (t.path.clone(), t.sidecar().unwrap());
-        drop(t);
-        assert!(!p.exists() && !s.exists());
-    }
-
-    #[test]
     fn stamper_blocks_fit_the_writes_and_check_back() {
         assert_eq!(Stamper::new(1, 1 << 20, 1 << 30).unwrap().granule, 4096);
         assert_eq!(Stamper::new(1, 1536, 3072).unwrap().granule, 512);
@@ -1259,7 +728,7 @@ mod tests {
         }
         data[5000] ^= 1;
         std::fs::write(&p, &data).unwrap();
-        let v = st.check(&p).unwrap();
+        let v = serde_json::to_value(st.check(&p).unwrap()).unwrap();
         assert_eq!(
             (v["checked"].as_u64(), v["failures"].as_u64()),
             (Some(6), Some(1))
@@ -1307,14 +776,18 @@ mod tests {
         write(&[torn, stamped(bs, 1), vec![0; bs], vec![0; bs]]);
         let r = check();
         assert_eq!((r.acked, r.in_flight, r.in_flight_torn), (2, 2, 1));
-        assert_eq!((r.in_flight_old, r.tally.failure_count), (1, 0));
+        assert_eq!((r.in_flight_old, r.tally.failures), (1, 0));
         // In flight but older than its ack, and an acked block zeroed: both lost.
         write(&[vec![0; bs], vec![0; bs], stamped(2 * bs, 1), vec![0; bs]]);
         let r = check();
         assert_eq!((r.lost_acked, r.in_flight, r.in_flight_new), (2, 1, 1));
-        let offsets: Vec<u64> = r.tally.failures.iter().map(|f| f.offset).collect();
+        let offsets: Vec<u64> = r.tally.failure_samples.iter().map(|f| f.offset).collect();
         assert_eq!(offsets, [0, bs as u64]);
-        assert!(r.tally.failures.iter().all(|f| f.class == "lost-ack"));
+        assert!(r
+            .tally
+            .failure_samples
+            .iter()
+            .all(|f| f.class == "lost-ack"));
         // A tear from the in-flight generation to the acked one and then to zeros: the
         // acknowledged data in the zeroed tail is lost, though the first change is harmless.
         let mut torn = stamped(0, 2);
@@ -1323,7 +796,7 @@ mod tests {
         write(&[torn, stamped(bs, 1), vec![0; bs], vec![0; bs]]);
         let r = check();
         assert_eq!((r.lost_acked, r.in_flight_torn), (1, 0));
-        assert_eq!(r.tally.failures[0].offset, 0);
+        assert_eq!(r.tally.failure_samples[0].offset, 0);
         // A block 3 nobody intended is not looked at, whatever it holds.
         write(&[
             stamped(0, 2),
@@ -1332,16 +805,6 @@ mod tests {
             vec![9; bs],
         ]);
         let r = check();
-        assert_eq!((r.tally.checked, r.tally.failure_count), (3, 0));
-    }
-
-    #[test]
-    fn an_existing_file_is_not_overwritten_without_permission() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("someone-elses");
-        std::fs::write(&p, vec![7u8; 8192]).unwrap();
-        let e = DataTarget::prepare(&p, 8192, true, false, false).unwrap_err();
-        assert!(e.contains("--allow-overwrite-file"), "{e}");
-        assert_eq!(std::fs::read(&p).unwrap(), vec![7u8; 8192]);
+        assert_eq!((r.tally.checked, r.tally.failures), (3, 0));
     }
 }

@@ -1,0 +1,565 @@
+//! The verified-write workload (`iolab run verify`): every block written is stamped
+//! (`block::stamp`) with the pass number as its generation, read back inline and/or after
+//! the pass and counted in an integrity [`Tally`]; a sidecar file next to a kept data file,
+//! or the journal, says later what every block must hold (checked by iolab-integrity's
+//! `verified::check_file` and `check_with_journal`).
+
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use iolab_engine::buffers::BufferPool;
+use iolab_integrity::block;
+use iolab_integrity::journal::{JournalWriter, Kind};
+use iolab_integrity::verified::{
+    block_tally, judge_into, open, scan, sidecar_path, Sidecar, SIDECAR_TMP_SUFFIX,
+};
+use iolab_integrity::Tally;
+use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord};
+use iolab_spec::{format_size_short, JobSpec, Rw, SyncMode};
+
+use crate::common::{device_of, round6, test_record, unique_name, Series, Watch};
+
+/// How often progress is reported.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// When blocks are read back during `iolab run verify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyMode {
+    None,
+    /// Every `verify_every`-th block right after it is written.
+    Inline,
+    /// The whole region after each pass.
+    After,
+    Both,
+}
+
+impl VerifyMode {
+    pub fn parse(s: &str) -> Option<VerifyMode> {
+        Some(match s {
+            "none" => VerifyMode::None,
+            "inline" => VerifyMode::Inline,
+            "after" => VerifyMode::After,
+            "both" | "inline,after" => VerifyMode::Both,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerifyMode::None => "none",
+            VerifyMode::Inline => "inline",
+            VerifyMode::After => "after",
+            VerifyMode::Both => "both",
+        }
+    }
+
+    fn inline(self) -> bool {
+        matches!(self, VerifyMode::Inline | VerifyMode::Both)
+    }
+
+    fn after(self) -> bool {
+        matches!(self, VerifyMode::After | VerifyMode::Both)
+    }
+}
+
+/// What `iolab run verify` does.
+#[derive(Debug, Clone)]
+pub struct VerifyConfig {
+    /// Bytes of the region written (a multiple of `bs`).
+    pub size: u64,
+    pub bs: usize,
+    /// Random order (each block still written exactly once per pass).
+    pub random: bool,
+    pub passes: u32,
+    pub mode: VerifyMode,
+    pub verify_every: u64,
+    /// fdatasync the target after this many blocks (0: at the end of each pass only).
+    pub fsync_every: u64,
+    pub journal: Option<PathBuf>,
+    pub direct: bool,
+    pub run_id: u64,
+}
+
+/// Where the verified blocks go: a file iolab creates (or may overwrite), or a device.
+#[derive(Debug)]
+pub struct DataTarget {
+    pub path: PathBuf,
+    /// "file" or "device".
+    /// `File` or `Device`.
+    pub kind: iolab_measure::TargetKind,
+    pub size: u64,
+    /// iolab created the file (and removes it unless `keep`).
+    pub created: bool,
+    pub keep: bool,
+}
+
+impl DataTarget {
+    /// Resolves `--target`: in a directory a new uniquely named file; a path that does not
+    /// exist becomes a new file; an existing regular file needs `allow_overwrite`, a block
+    /// device `allow_destroy` and the engine's device checks.
+    pub fn prepare(
+        target: &Path,
+        size: u64,
+        size_given: bool,
+        allow_overwrite: bool,
+        allow_destroy: bool,
+    ) -> Result<DataTarget, String> {
+        use iolab_engine::safety;
+        let path = std::path::absolute(target).unwrap_or_else(|_| target.to_path_buf());
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("--target {}: {e}", path.display())),
+        };
+        let new_file = |p: PathBuf| -> Result<DataTarget, String> {
+            let parent = p.parent().unwrap_or(Path::new("/"));
+            if !parent.is_dir() {
+                return Err(format!(
+                    "--target {}: directory {} does not exist",
+                    p.display(),
+                    parent.display()
+                ));
+            }
+            // The sidecar and its temporary file are replaced during the run and removed
+            // with the data: refuse to start when either already exists, as iolab did not
+            // make it for this file (also not a symlink to follow).
+            let side = sidecar_path(&p);
+            let mut tmp = side.clone().into_os_string();
+            tmp.push(SIDECAR_TMP_SUFFIX);
+            for q in [side, PathBuf::from(tmp)] {
+                if std::fs::symlink_metadata(&q).is_ok() {
+                    return Err(format!(
+                        "--target {}: {} already exists; iolab writes the sidecar of a new data \
+                         file there and removes it with the file: move it away or choose \
+                         another --target",
+                        p.display(),
+                        q.display()
+                    ));
+                }
+            }
+            // Blocks are written sparse-file first: without this a --size beyond the free
+            // space would fill the filesystem before failing with ENOSPC.
+            if let Some(free) = iolab_sys::statvfs(parent).ok().map(|s| s.available_bytes) {
+                if size > free {
+                    return Err(format!(
+                        "--size {size}: more than the {free} bytes free on the filesystem of \
+                         {}",
+                        parent.display()
+                    ));
+                }
+            }
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&p)
+                .map_err(|e| format!("--target {}: cannot create: {e}", p.display()))?;
+            Ok(DataTarget {
+                path: p,
+                kind: iolab_measure::TargetKind::File,
+                size,
+                created: true,
+                keep: false,
+            })
+        };
+        match meta {
+            Some(m) if m.is_dir() => new_file(path.join(format!("{}.dat", unique_name("verify")))),
+            None => new_file(path),
+            Some(m) if m.file_type().is_block_device() => {
+                safety::check_device_writable(&path, allow_destroy)
+                    .map_err(|e| format!("--target {}: {e}", path.display()))?;
+                let have = safety::device_size(&path)
+                    .map_err(|e| format!("--target {}: cannot size: {e}", path.display()))?;
+                let size = if size_given { size } else { have };
+                if size > have {
+                    return Err(format!(
+                        "--size {size}: larger than the device {} ({have} bytes)",
+                        path.display()
+                    ));
+                }
+                Ok(DataTarget {
+                    path,
+                    kind: iolab_measure::TargetKind::Device,
+                    size,
+                    created: false,
+                    keep: true,
+                })
+            }
+            Some(m) if m.is_file() => {
+                safety::check_regular_file_overwrite(&path, allow_overwrite)
+                    .map_err(|e| format!("--target {}: {e}", path.display()))?;
+                Ok(DataTarget {
+                    path,
+                    kind: iolab_measure::TargetKind::File,
+                    size,
+                    created: false,
+                    keep: true,
+                })
+            }
+            Some(m) => {
+                let t = m.file_type();
+                let kind = if t.is_char_device() {
+                    "a character device"
+                } else if t.is_fifo() {
+                    "a FIFO"
+                } else if t.is_socket() {
+                    "a socket"
+                } else {
+                    "a special file"
+                };
+                Err(format!(
+                    "--target {}: {kind}, not a directory, regular file or block device",
+                    path.display()
+                ))
+            }
+        }
+    }
+
+    /// The sidecar describing the data (regular files only).
+    pub fn sidecar(&self) -> Option<PathBuf> {
+        (self.kind == iolab_measure::TargetKind::File).then(|| sidecar_path(&self.path))
+    }
+}
+
+impl Drop for DataTarget {
+    fn drop(&mut self) {
+        if self.created && !self.keep {
+            let _ = std::fs::remove_file(&self.path);
+            if let Some(s) = self.sidecar() {
+                let _ = std::fs::remove_file(s);
+            }
+        }
+    }
+}
+
+/// What `run` returns: the test record (its `extra` holds the verification counts) and
+/// the tally of every check.
+#[derive(Debug)]
+pub struct WorkloadOutput {
+    pub test: TestRecord,
+    pub tally: Tally,
+    pub interrupted: bool,
+}
+
+/// Writes `cfg.passes` passes of stamped blocks over `target`, verifying as configured.
+/// Verification failures are counted, not errors; errors are I/O that could not be done.
+pub fn run(
+    cfg: &VerifyConfig,
+    target: &DataTarget,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str, u64),
+) -> Result<WorkloadOutput, String> {
+    let bs = cfg.bs;
+    let (file, _) = open(&target.path, true, cfg.direct, false)?;
+    if target.created {
+        file.set_len(cfg.size)
+            .map_err(|e| format!("{}: cannot size: {e}", target.path.display()))?;
+    }
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{}: {e}", target.path.display()))?;
+    let blocks = cfg.size / bs as u64;
+    let fsync_every = if cfg.fsync_every > 0 {
+        cfg.fsync_every
+    } else {
+        blocks
+    };
+    let mut journal = match &cfg.journal {
+        Some(p) => Some(
+            JournalWriter::create(p, cfg.run_id, bs as u64, cfg.size, fsync_every, &meta)
+                .map_err(|e| format!("--journal {}: cannot create: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    let rw = if cfg.random { Rw::RandWrite } else { Rw::Write };
+    let sidecar = target.sidecar();
+    let mut side = Sidecar {
+        format: "iolab.verify/1".into(),
+        run_id: cfg.run_id,
+        block_size: bs as u64,
+        size: cfg.size,
+        rw: rw.as_str().into(),
+        passes_planned: cfg.passes,
+        generation_done: 0,
+        generation_writing: 0,
+        complete: false,
+        journal: cfg.journal.clone(),
+    };
+    let devices: Vec<String> = device_of(&target.path).into_iter().collect();
+    let mut pool = BufferPool::new(2, bs);
+    let mut tally = block_tally();
+    let mut inline_tally = block_tally();
+    let mut passes = Vec::new();
+    let mut after_seconds = Vec::new();
+    let mut journal_seconds = 0.0;
+    let mut interrupted = false;
+    let io_err = |what: &str, off: u64, e: io::Error| {
+        format!(
+            "{}: cannot {what} at offset {off}: {e}",
+            target.path.display()
+        )
+    };
+    for pass in 1..=cfg.passes {
+        let generation = u64::from(pass);
+        side.generation_writing = generation;
+        if let Some(s) = &sidecar {
+            side.write(s)?;
+        }
+        let mut order: Vec<u64> = (0..blocks).collect();
+        if cfg.random {
+            fastrand::Rng::with_seed(cfg.run_id ^ generation).shuffle(&mut order);
+        }
+        let label = format!("write {pass}/{}", cfg.passes);
+        let watch = Watch::start(&devices);
+        let mut hist = LatencyHistogram::new();
+        let mut sync_hist = LatencyHistogram::new();
+        let journal_before = journal.as_ref().map_or(Duration::ZERO, |j| j.commit_time);
+        let start = Instant::now();
+        let mut series = Series::new(start);
+        let mut written = 0u64;
+        let mut last_progress = start;
+        for batch in order.chunks(fsync_every as usize) {
+            if stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+            if let Some(j) = &mut journal {
+                for &b in batch {
+                    j.push(Kind::Intent, b * bs as u64, generation);
+                }
+                j.commit()
+                    .map_err(|e| format!("--journal {}: {e}", j.path().display()))?;
+            }
+            for &b in batch {
+                let off = b * bs as u64;
+                let buf = &mut pool.slot_mut(0)[..bs];
+                block::stamp(buf, off, cfg.run_id, generation);
+                let t = Instant::now();
+                file.write_all_at(buf, off)
+                    .map_err(|e| io_err("write", off, e))?;
+                let done = Instant::now();
+                hist.record((done - t).as_nanos() as u64);
+                series.add(done, bs as u64);
+                written += 1;
+                if cfg.mode.inline() && written.is_multiple_of(cfg.verify_every.max(1)) {
+                    let rb = &mut pool.slot_mut(1)[..bs];
+                    file.read_exact_at(rb, off)
+                        .map_err(|e| io_err("read back", off, e))?;
+                    let phase = format!("inline pass {pass}");
+                    judge_into(
+                        &mut inline_tally,
+                        rb,
+                        off,
+                        cfg.run_id,
+                        (generation, generation),
+                        &phase,
+                    );
+                }
+                if done - last_progress >= PROGRESS_EVERY {
+                    progress(&label, written * bs as u64);
+                    last_progress = done;
+                }
+            }
+            let t = Instant::now();
+            file.sync_data()
+                .map_err(|e| format!("{}: cannot fdatasync: {e}", target.path.display()))?;
+            sync_hist.record(t.elapsed().as_nanos() as u64);
+            if let Some(j) = &mut journal {
+                for &b in batch {
+                    j.push(Kind::Ack, b * bs as u64, generation);
+                }
+                j.commit()
+                    .map_err(|e| format!("--journal {}: {e}", j.path().display()))?;
+            }
+        }
+        let end = Instant::now();
+        series.extend_to(end);
+        if interrupted {
+            break;
+        }
+        let seconds = (end - start).as_secs_f64();
+        progress(&label, written * bs as u64);
+        let ios = hist.count();
+        let (cpu, activity) = watch.finish(ios);
+        let write = DirResult::from_histogram(written * bs as u64, seconds, hist);
+        let sync = SyncStats {
+            count: sync_hist.count(),
+            lat_us: sync_hist.summary_us(),
+        };
+        let mut record = PassRecord::new(
+            pass,
+            seconds,
+            None,
+            Some(write),
+            Some(sync),
+            cpu,
+            series.into_timeseries(),
+        );
+        record.context.activity = activity;
+        passes.push(record);
+        journal_seconds += journal
+            .as_ref()
+            .map_or(0.0, |j| (j.commit_time - journal_before).as_secs_f64());
+        side.generation_done = generation;
+        if let Some(s) = &sidecar {
+            side.write(s)?;
+        }
+        if cfg.mode.after() {
+            let t = Instant::now();
+            let phase = format!("after pass {pass}");
+            let label = format!("verify {pass}/{}", cfg.passes);
+            let (rfile, _) = open(&target.path, false, cfg.direct, true)?;
+            let mut after = block_tally();
+            let finished = scan(
+                &rfile,
+                &target.path,
+                cfg.size,
+                bs,
+                stop,
+                &mut |n| progress(&label, n),
+                &mut |off, b| {
+                    judge_into(
+                        &mut after,
+                        b,
+                        off,
+                        cfg.run_id,
+                        (generation, generation),
+                        &phase,
+                    )
+                },
+            )?;
+            after_seconds.push(t.elapsed().as_secs_f64());
+            tally.merge(after);
+            if !finished {
+                interrupted = true;
+                break;
+            }
+        }
+    }
+    let inline_checked = inline_tally.checked;
+    tally.merge(inline_tally);
+    if let Some(j) = &mut journal {
+        if !interrupted {
+            j.push(Kind::End, passes.len() as u64, 0);
+            j.commit()
+                .map_err(|e| format!("--journal {}: {e}", j.path().display()))?;
+        }
+    }
+    if !interrupted {
+        side.complete = true;
+        if let Some(s) = &sidecar {
+            side.write(s)?;
+        }
+    }
+    let mut job = JobSpec::new(rw, bs as u64, 1, 1);
+    job.fsync_every = fsync_every.min(u64::from(u32::MAX)) as u32;
+    job.sync_mode = SyncMode::Fdatasync;
+    job.io_limit = Some(cfg.size);
+    let median_after = median(&after_seconds);
+    let extra = serde_json::json!({
+        "workload": "verify",
+        "run_id": format!("{:016x}", cfg.run_id),
+        "data_file": target.path,
+        "sidecar": sidecar,
+        "kept": target.keep,
+        "block_size": bs,
+        "size": cfg.size,
+        "blocks": blocks,
+        "rw": rw.as_str(),
+        "passes": passes.len(),
+        "direct": cfg.direct,
+        "verify_mode": cfg.mode.as_str(),
+        "verify_every": cfg.verify_every,
+        "fsync_every": fsync_every,
+        "journal": cfg.journal,
+        "journal_records": journal.as_ref().map(|j| j.records()),
+        "journal_commits": journal.as_ref().map(|j| j.commits),
+        "journal_sync_seconds": round6(journal_seconds),
+        "inline_checked": inline_checked,
+        "after_checked": tally.checked - inline_checked,
+        "checked": tally.checked,
+        "verified_ok": tally.ok,
+        "failures": tally.failures,
+        "classes": tally.classes,
+        "failure_samples": tally.failure_samples,
+        "after_verify_seconds": median_after.map(round6),
+        "after_verify_mb_s": median_after.map(|s| round6(cfg.size as f64 / 1e6 / s.max(1e-9))),
+    });
+    let name = format!("verify {} {}", rw.as_str(), format_size_short(bs as u64));
+    let group = format!("VERIFY {}", cfg.mode.as_str());
+    Ok(WorkloadOutput {
+        test: test_record(name, group, job, passes, extra),
+        tally,
+        interrupted,
+    })
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    Some(if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iolab_integrity::verified::{check_file, expectation, Given};
+
+    #[test]
+    fn workload_writes_verifies_and_keeps_a_sidecar() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = DataTarget::prepare(dir.path(), 1 << 20, true, false, false).unwrap();
+        t.keep = true;
+        let cfg = VerifyConfig {
+            size: 1 << 20,
+            bs: 4096,
+            random: true,
+            passes: 2,
+            mode: VerifyMode::Both,
+            verify_every: 4,
+            fsync_every: 16,
+            journal: None,
+            direct: false,
+            run_id: 0xfeed,
+        };
+        let stop = AtomicBool::new(false);
+        let out = run(&cfg, &t, &stop, &mut |_, _| {}).unwrap();
+        assert_eq!(out.tally.failures, 0);
+        // 256 blocks: 64 inline checks and 256 after each of 2 passes.
+        assert_eq!(out.test.extra["inline_checked"], 128);
+        assert_eq!(out.test.extra["after_checked"], 512);
+        assert_eq!(out.test.passes.len(), 2);
+        assert_eq!(out.test.passes[0].write.as_ref().unwrap().ios, 256);
+        let side = Sidecar::read(&t.sidecar().unwrap()).unwrap();
+        assert_eq!((side.generation_done, side.complete), (2, true));
+        let e = expectation(&t.path, Given::default()).unwrap();
+        assert_eq!((e.run_id, e.generations), (0xfeed, Some((2, 2))));
+        let r = check_file(&t.path, &e, &stop, &mut |_| {}).unwrap();
+        assert_eq!((r.tally.checked, r.tally.failures), (256, 0));
+        // Keep=false removes both files.
+        t.keep = false;
+        let (p, s) = (t.path.clone(), t.sidecar().unwrap());
+        drop(t);
+        assert!(!p.exists() && !s.exists());
+    }
+
+    #[test]
+    fn an_existing_file_is_not_overwritten_without_permission() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("someone-elses");
+        std::fs::write(&p, vec![7u8; 8192]).unwrap();
+        let e = DataTarget::prepare(&p, 8192, true, false, false).unwrap_err();
+        assert!(e.contains("--allow-overwrite-file"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), vec![7u8; 8192]);
+    }
+}
