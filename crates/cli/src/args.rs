@@ -211,7 +211,7 @@ pub struct RunArgs {
     /// device, cache or throttle settle before counting.
     #[arg(long, value_name = "TIME")]
     pub ramp: Option<String>,
-    /// I/O engine: io_uring (default) or psync.
+    /// I/O engine: io_uring (default), psync, or null (completes I/O without touching the target).
     #[arg(long, default_value = "io_uring")]
     pub engine: String,
     /// Go through the page cache (no O_DIRECT).

@@ -1,9 +1,7 @@
 //! `iolab run iometer`: access specifications drive the size, direction and offset of
 //! every I/O.
 
-mod common;
-
-use common::Sandbox;
+use iolab_testkit::Sandbox;
 
 #[test]
 fn file_server_mix_matches_its_shares() {

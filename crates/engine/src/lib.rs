@@ -1,13 +1,16 @@
-//! The engine: issues I/O for a job (io_uring or psync), prepares and removes test targets,
+//! The engine: issues I/O for a job (io_uring, psync, or null, which completes I/O without
+//! touching anything), prepares and removes test targets,
 //! and turns one timed pass into a [`iolab_measure::PassRecord`].
 //!
 //! Layers, bottom up: `buffers` (aligned, incompressible data), `engines/` (one file per
-//! I/O engine behind the [`engines::Engine`] trait), `worker` (the per-job loop),
+//! I/O engine behind the [`engines::Engine`] trait), `clock` (the loop's time source, real
+//! or a test clock), `worker` (the per-job loop),
 //! `pass` (threads, merging), `target` (test files and devices), `safety` (what may be
 //! written), `block` and `written` (self-describing blocks and `--verify` of the block tests). Mount tables come from iolab-env.
 
 pub mod block;
 pub mod buffers;
+pub mod clock;
 pub mod engines;
 pub mod pass;
 pub mod safety;
@@ -15,7 +18,7 @@ pub mod target;
 pub mod worker;
 pub mod written;
 
-pub use pass::{effective_iodepth, run_pass, PassObserver, PassOutcome};
+pub use pass::{effective_iodepth, run_pass, run_pass_with_clock, PassObserver, PassOutcome};
 pub use target::{prepare, Target, TargetError, TargetRequest};
 
 /// Whether io_uring can be used here; the error says why not.

@@ -3,6 +3,7 @@
 //! the per-I/O path has no dynamic dispatch.
 
 pub mod io_uring;
+pub mod null;
 pub mod psync;
 
 use std::io;
