@@ -609,7 +609,7 @@ fn failed_mkfs_removes_the_partial_build() {
 
 #[test]
 fn raised_stop_flag_interrupts_and_cleans() {
-    if !require_root("raised_stop_flag_interrupts_and_cleans") {
+    if !require_root("raised_stop_flag_interrupts_and_cleans") || !require_tools(&["mkfs.btrfs"]) {
         return;
     }
     let _g = device_lock();

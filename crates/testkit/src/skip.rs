@@ -68,25 +68,30 @@ pub fn skip_allowed(reason: impl Display) {
 /// argument `=> value` is what the function returns: `skip!(=> None, "no btrfs")`.
 #[macro_export]
 macro_rules! skip {
-    (=> $ret:expr, $($arg:tt)+) => {{
-        $crate::skip::skip(format!($($arg)+));
-        return $ret;
-    }};
-    ($($arg:tt)+) => {{
-        $crate::skip::skip(format!($($arg)+));
-        return;
-    }};
+    ($($arg:tt)+) => {
+        $crate::skip_and_return!($crate::skip::skip, $($arg)+)
+    };
 }
 
 /// Like [`skip!`] for an allowed skip ([`skip_allowed()`]): never a failure.
 #[macro_export]
 macro_rules! skip_allowed {
-    (=> $ret:expr, $($arg:tt)+) => {{
-        $crate::skip::skip_allowed(format!($($arg)+));
+    ($($arg:tt)+) => {
+        $crate::skip_and_return!($crate::skip::skip_allowed, $($arg)+)
+    };
+}
+
+/// The body of [`skip!`] and [`skip_allowed!`]: calls `$f` with the formatted reason, then
+/// returns `$ret` (or nothing).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! skip_and_return {
+    ($f:path, => $ret:expr, $($arg:tt)+) => {{
+        $f(format!($($arg)+));
         return $ret;
     }};
-    ($($arg:tt)+) => {{
-        $crate::skip::skip_allowed(format!($($arg)+));
+    ($f:path, $($arg:tt)+) => {{
+        $f(format!($($arg)+));
         return;
     }};
 }
@@ -101,28 +106,29 @@ pub fn require_root(what: &str) -> bool {
     false
 }
 
+/// The first of `tools` that is not installed.
+fn missing<'a>(tools: &[&'a str]) -> Option<&'a str> {
+    tools.iter().copied().find(|t| tool(t).is_none())
+}
+
 /// True when every tool is installed; otherwise skips naming the first missing one.
 #[track_caller]
 pub fn require_tools(tools: &[&str]) -> bool {
-    match tools.iter().find(|t| tool(t).is_none()) {
-        None => true,
-        Some(t) => {
-            skip(format!("{t} is not installed"));
-            false
-        }
+    let absent = missing(tools);
+    if let Some(t) = absent {
+        skip(format!("{t} is not installed"));
     }
+    absent.is_none()
 }
 
 /// True when every tool of an optional package (one test.sh may fail to install, such as
 /// zfs-fuse) is installed; otherwise an allowed skip naming the first missing one.
 pub fn optional_tools(tools: &[&str]) -> bool {
-    match tools.iter().find(|t| tool(t).is_none()) {
-        None => true,
-        Some(t) => {
-            skip_allowed(format!("{t} is not installed (an optional package)"));
-            false
-        }
+    let absent = missing(tools);
+    if let Some(t) = absent {
+        skip_allowed(format!("{t} is not installed (an optional package)"));
     }
+    absent.is_none()
 }
 
 /// For tests that attach loop devices: root, losetup, the loop driver and `tools`. Returns

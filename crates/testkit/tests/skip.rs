@@ -19,7 +19,10 @@ fn skips_count_and_fail_when_device_tests_are_required() {
     std::env::set_var(REQUIRE_VAR, "1");
     let err = std::panic::catch_unwind(needs_a_unicorn).unwrap_err();
     let msg = err.downcast_ref::<String>().unwrap();
-    assert!(msg.contains("no unicorn on this machine") && msg.contains(REQUIRE_VAR), "{msg}");
+    assert!(
+        msg.contains("no unicorn on this machine") && msg.contains(REQUIRE_VAR),
+        "{msg}"
+    );
     assert_eq!(skips(), 2, "a failed skip is not counted as a skip");
     skip_allowed("still allowed");
     assert_eq!(skips(), 3);

@@ -10,9 +10,10 @@ use iolab_spec::IoDir;
 use super::{Completion, Engine};
 use crate::buffers::BufferPool;
 
+/// Queued I/Os are held as (slot, length) and all complete, in full, at the next submit.
 pub struct Null {
     fd: RawFd,
-    done: Vec<Completion>,
+    queued: Vec<(u32, u32)>,
 }
 
 impl Null {
@@ -20,7 +21,7 @@ impl Null {
     pub fn new(fd: RawFd, iodepth: u32) -> Self {
         Null {
             fd,
-            done: Vec::with_capacity(iodepth as usize),
+            queued: Vec::with_capacity(iodepth as usize),
         }
     }
 }
@@ -28,15 +29,16 @@ impl Null {
 impl Engine for Null {
     #[inline]
     fn queue(&mut self, _bufs: &BufferPool, slot: u32, _dir: IoDir, _offset: u64, len: u32) {
-        self.done.push(Completion {
-            slot,
-            result: len as i32,
-        });
+        self.queued.push((slot, len));
     }
 
     #[inline]
     fn submit_and_reap(&mut self, _min: u32, out: &mut Vec<Completion>) -> io::Result<()> {
-        out.append(&mut self.done);
+        let done = self.queued.drain(..).map(|(slot, len)| Completion {
+            slot,
+            result: len as i32,
+        });
+        out.extend(done);
         Ok(())
     }
 
