@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use iolab_measure::TargetInfo;
-use iolab_spec::{format_bytes, parse_size};
 use iolab_integrity::journal::{check_separate_filesystems, Journal};
 use iolab_integrity::verified::{
     self, check_file, check_with_journal, expectation, CheckError, CheckReport, Given,
 };
 use iolab_integrity::Failure;
+use iolab_measure::TargetInfo;
+use iolab_spec::{format_bytes, parse_size};
 use iolab_workloads::verify::{DataTarget, VerifyConfig, VerifyMode};
 
 use clap::Args;

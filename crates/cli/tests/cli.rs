@@ -1,12 +1,10 @@
 //! The `iolab` binary end to end: real runs on real files (and, as root, loop devices),
 //! the stored results, bad input, signals and the target safety rules.
 
-mod common;
-
 use std::fs;
 use std::time::{Duration, Instant};
 
-use common::*;
+use iolab_testkit::*;
 use serde_json::Value;
 
 const CDM_ROWS: [&str; 4] = ["SEQ1M Q8T1", "SEQ1M Q1T1", "RND4K Q32T1", "RND4K Q1T1"];
@@ -612,11 +610,11 @@ fn existing_file_is_only_written_with_permission() {
 
 #[test]
 fn device_with_a_filesystem_is_never_written() {
-    let Some(_lock) = device_test(&["mkfs.ext4"]) else {
+    let Some(_lock) = require_devices(&["mkfs.ext4"]) else {
         return;
     };
     let sb = Sandbox::new();
-    let lo = Loop::new(64 * MIB, None);
+    let lo = Loop::new(64 * MIB);
     sh("mkfs.ext4", &["-q", "-F", lo.s()]);
     let before = lo.contents();
     let out = sb
@@ -662,11 +660,11 @@ fn device_with_a_filesystem_is_never_written() {
 
 #[test]
 fn blank_device_reads_freely_and_writes_with_the_flag() {
-    let Some(_lock) = device_test(&[]) else {
+    let Some(_lock) = require_devices(&[]) else {
         return;
     };
     let sb = Sandbox::new();
-    let lo = Loop::new(64 * MIB, None);
+    let lo = Loop::new(64 * MIB);
     let job = |rw: &'static str| {
         vec![
             "run",
@@ -722,19 +720,15 @@ fn blank_device_reads_freely_and_writes_with_the_flag() {
 
 #[test]
 fn direct_io_below_the_logical_block_size_is_refused_clearly() {
-    let Some(_lock) = device_test(&[]) else {
+    let Some(_lock) = require_devices(&[]) else {
         return;
     };
     let sb = Sandbox::new();
-    let lo = Loop::new(16 * MIB, Some(4096));
-    let name = lo.dev.file_name().unwrap().to_str().unwrap().to_string();
-    let lbs = fs::read_to_string(format!("/sys/block/{name}/queue/logical_block_size")).unwrap();
+    let lo = Loop::with_options(16 * MIB, &["--sector-size", "4096"]);
+    let lbs =
+        fs::read_to_string(format!("/sys/block/{}/queue/logical_block_size", lo.name())).unwrap();
     if lbs.trim() != "4096" {
-        println!(
-            "skipped: losetup --sector-size 4096 gave a {} B block",
-            lbs.trim()
-        );
-        return;
+        skip!("losetup --sector-size 4096 gave a {} B block", lbs.trim());
     }
     let job = vec![
         "run",

@@ -1,8 +1,6 @@
 //! `iolab env`, and the environment stored with every run and shown again by `show`.
 
-mod common;
-
-use common::Sandbox;
+use iolab_testkit::Sandbox;
 
 #[test]
 fn env_describes_the_target_and_runs_keep_it() {

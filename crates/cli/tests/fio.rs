@@ -1,8 +1,6 @@
 //! fio interop: `export-fio` writes job files fio accepts, and `crosscheck` runs both tools.
 
-mod common;
-
-use common::{tool, Sandbox};
+use iolab_testkit::{require_tools, skip, tool, Sandbox};
 
 #[test]
 fn export_fio_writes_a_job_file_fio_parses() {
@@ -28,8 +26,7 @@ fn export_fio_writes_a_job_file_fio_parses() {
     // Nothing was created by exporting.
     assert!(sb.target_entries().is_empty());
     let Some(fio) = tool("fio") else {
-        println!("skipped: fio is not installed, job file not parsed by fio");
-        return;
+        skip!("fio is not installed, job file not parsed by fio");
     };
     let out = std::process::Command::new(fio)
         .arg("--parse-only")
@@ -45,8 +42,7 @@ fn export_fio_writes_a_job_file_fio_parses() {
 
 #[test]
 fn crosscheck_runs_iolab_and_fio_on_the_same_file() {
-    if tool("fio").is_none() {
-        println!("skipped: fio is not installed");
+    if !require_tools(&["fio"]) {
         return;
     }
     let sb = Sandbox::new();

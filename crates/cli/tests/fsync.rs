@@ -1,8 +1,6 @@
 //! `iolab run fsync`: the sync-method probe end to end.
 
-mod common;
-
-use common::Sandbox;
+use iolab_testkit::Sandbox;
 
 #[test]
 fn probe_measures_each_method_and_size_and_gives_a_verdict() {

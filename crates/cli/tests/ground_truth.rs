@@ -1,42 +1,30 @@
 //! Ground truth: a loop device with direct I/O under a cgroup-v1 blkio throttle has a known
 //! speed. iolab's median must land within ±2% of the cap, and the throttle warning must be
-//! raised. Root only; skipped with a printed reason elsewhere.
+//! raised. Root only (a counted skip elsewhere, a failure under IOLAB_REQUIRE_DEVICE_TESTS=1).
 
-mod common;
-
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{device_test, Loop, Sandbox, MIB};
+use iolab_testkit::{require_devices, skip, Cgroup, Loop, Sandbox, MIB};
 use serde_json::Value;
 
 const BPS: f64 = 20.0 * MIB as f64; // 20 MiB/s
 const IOPS: f64 = 200.0;
 
-/// A blkio cgroup with throttles, removed on drop.
-struct Throttled {
-    dir: PathBuf,
-}
+/// A blkio cgroup with throttles on one device, removed on drop.
+struct Throttled(Cgroup);
 
 impl Throttled {
-    fn new(majmin: &str) -> Option<Throttled> {
-        let root = Path::new("/sys/fs/cgroup/blkio");
-        if !root.join("cgroup.procs").exists() {
-            println!("skipped: no cgroup-v1 blkio hierarchy at /sys/fs/cgroup/blkio");
-            return None;
-        }
-        let dir = root.join(format!("iolab-truth-{}", std::process::id()));
-        std::fs::create_dir(&dir).unwrap();
-        let t = Throttled { dir };
+    fn new(majmin: &str) -> Throttled {
+        let cg = Cgroup::blkio(&format!("iolab-truth-{}", std::process::id()));
         for (file, value) in [
             ("blkio.throttle.read_bps_device", BPS as u64),
             ("blkio.throttle.write_bps_device", BPS as u64),
             ("blkio.throttle.read_iops_device", IOPS as u64),
             ("blkio.throttle.write_iops_device", IOPS as u64),
         ] {
-            std::fs::write(t.dir.join(file), format!("{majmin} {value}")).unwrap();
+            cg.set(file, &format!("{majmin} {value}"));
         }
-        Some(t)
+        Throttled(cg)
     }
 
     /// Runs iolab inside the cgroup and returns its JSON document.
@@ -45,7 +33,7 @@ impl Throttled {
         // Enter the cgroup from a shell, then exec iolab, so every thread is throttled.
         let script = format!(
             "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
-            self.dir.display()
+            self.0.dir.display()
         );
         let program = cmd.get_program().to_owned();
         let all: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
@@ -63,13 +51,6 @@ impl Throttled {
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-    }
-}
-
-impl Drop for Throttled {
-    fn drop(&mut self) {
-        // The processes that were in it have exited; the directory can go.
-        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
@@ -103,13 +84,14 @@ fn check(doc: &Value, metric: &str, truth: f64) {
 
 #[test]
 fn throttled_loop_device_reads_and_writes_at_its_caps() {
-    let Some(_lock) = device_test(&[]) else {
+    let Some(_lock) = require_devices(&[]) else {
         return;
     };
+    if !Cgroup::blkio_available() {
+        skip!("no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO);
+    }
     let dev = Loop::with_options(128 * MIB, &["--direct-io=on"]);
-    let Some(cg) = Throttled::new(&dev.majmin()) else {
-        return;
-    };
+    let cg = Throttled::new(&dev.majmin());
     let sb = Sandbox::new();
     let common = [
         "--target",

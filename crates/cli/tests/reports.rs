@@ -4,8 +4,6 @@
 //! fetched, every chart drawn, a screenshot kept in `target/test-artifacts/`. Markdown and
 //! CSV are parsed back and checked against `iolab show --json`.
 
-mod common;
-
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,10 +11,10 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{Out, MIB};
 use iolab_measure::{PassRecord, RunRecord};
 use iolab_stats::{summarize, Score};
 use iolab_store::Store;
+use iolab_testkit::{skip, tool, Out, MIB};
 use serde_json::Value;
 
 /// The fixture database and the ids of its runs.
@@ -652,41 +650,9 @@ fn bad_input_and_missing_runs() {
 
 // --- HTML in a real browser -------------------------------------------------------------
 
-/// Chromium, installed with apt-get when missing and running as root.
+/// Chromium (test.sh installs it; tests never install packages).
 fn chromium() -> Option<PathBuf> {
-    let find = || common::tool("chromium").or_else(|| common::tool("chromium-browser"));
-    if let Some(p) = find() {
-        return Some(p);
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || common::tool("apt-get").is_none() {
-        return None;
-    }
-    for attempt in 0..10 {
-        let ok = Command::new("apt-get")
-            .args([
-                "-o",
-                "DPkg::Lock::Timeout=120",
-                "install",
-                "-y",
-                "-q",
-                "chromium",
-            ])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            break;
-        }
-        let _ = Command::new("apt-get")
-            .args(["-o", "DPkg::Lock::Timeout=60", "update", "-q"])
-            .stdout(Stdio::null())
-            .status();
-        std::thread::sleep(Duration::from_secs(5 + attempt * 5));
-    }
-    find()
+    tool("chromium").or_else(|| tool("chromium-browser"))
 }
 
 /// Runs headless Chromium with a fresh profile on `page`; returns (stdout, stderr).
@@ -881,8 +847,7 @@ fn html_reports_open_in_chromium() {
     assert_eq!(s.matches("data-chart=\"study-bars\"").count(), 4);
 
     let Some(chrome) = chromium() else {
-        println!("skipped: chromium not installed");
-        return;
+        skip!("chromium is not installed (test.sh installs it)");
     };
     check_in_browser(
         &chrome,

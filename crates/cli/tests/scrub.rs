@@ -3,14 +3,7 @@
 //! with the testbed gone afterwards. Library-level counts are tested in
 //! crates/workloads/tests/scrub.rs.
 
-mod common;
-
-use common::{arr, get, string, uint, Sandbox};
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+use iolab_testkit::{arr, get, require_devices, skip_allowed, string, uint, Sandbox};
 
 #[test]
 fn scrub_test_refuses_before_building_anything() {
@@ -18,8 +11,7 @@ fn scrub_test_refuses_before_building_anything() {
     // The sandbox is on the build directory's filesystem: not btrfs or zfs here.
     let out = sb.run(&["scrub-test"]);
     if out.code == Some(0) {
-        println!("skipped: the build directory is on a redundant filesystem");
-        return;
+        skip_allowed!("the build directory is on a redundant filesystem");
     }
     out.code(2).stderr_has(&["not btrfs or zfs", "--testbed"]);
     sb.iolab(&["run", "scrub-test", "--testbed", "raid7"])
@@ -44,13 +36,7 @@ fn scrub_test_refuses_before_building_anything() {
 
 #[test]
 fn scrub_test_on_a_btrfs_raid1_testbed_is_stored_with_its_phases() {
-    let test = "scrub_test_on_a_btrfs_raid1_testbed_is_stored_with_its_phases";
-    if !is_root() {
-        println!("skipped: {test}: needs root (loop devices, mkfs, mount)");
-        return;
-    }
-    if !std::path::Path::new("/usr/bin/btrfs-map-logical").exists() {
-        println!("skipped: {test}: btrfs-progs is not installed");
+    if require_devices(&["mkfs.btrfs", "btrfs-map-logical"]).is_none() {
         return;
     }
     let sb = Sandbox::new();
@@ -81,7 +67,7 @@ fn scrub_test_on_a_btrfs_raid1_testbed_is_stored_with_its_phases() {
     assert_eq!(string(&tests[5], "name"), "verify");
     let scrub = get(&tests[1], "extra");
     let alone = get(&tests[2], "extra");
-    assert!(uint(alone, "bytes_scrubbed") > 2 * 16 * common::MIB);
+    assert!(uint(alone, "bytes_scrubbed") > 2 * 16 * iolab_testkit::MIB);
     assert_eq!(uint(scrub, "injected"), 6);
     assert_eq!(uint(get(scrub, "reported"), "repaired"), 6);
     assert_eq!(uint(get(scrub, "reported"), "restored_on_member"), 6);

@@ -3,13 +3,11 @@
 //! build real loop-device testbeds, run inside their throttle, interleave, and leave
 //! nothing behind after success, a failed build, SIGTERM, or kill -9 plus `iolab cleanup`.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{device_test, Sandbox};
+use iolab_testkit::{require_devices, Sandbox};
 use serde_json::Value;
 
 fn studies_dir() -> PathBuf {
@@ -233,7 +231,7 @@ fn leftovers(pid: u32) -> Vec<String> {
             .filter(|l| l.contains(&tag))
             .map(|l| format!("mount: {l}")),
     );
-    let loops = common::sh("losetup", &["-a"]);
+    let loops = iolab_testkit::sh("losetup", &["-a"]);
     out.extend(
         loops
             .lines()
@@ -312,7 +310,7 @@ const CAP_MB_S: f64 = 20.0 * 1_048_576.0 / 1e6;
 
 #[test]
 fn interleaved_study_runs_throttled_and_leaves_nothing() {
-    let Some(_g) = device_test(&["mkfs.ext4"]) else {
+    let Some(_g) = require_devices(&["mkfs.ext4"]) else {
         return;
     };
     let sb = Sandbox::new();
@@ -419,7 +417,7 @@ warmup = 0
 
 #[test]
 fn a_failed_build_is_torn_down_and_the_other_configurations_still_run() {
-    let Some(_g) = device_test(&["mkfs.ext4"]) else {
+    let Some(_g) = require_devices(&["mkfs.ext4"]) else {
         return;
     };
     let sb = Sandbox::new();
@@ -476,7 +474,7 @@ warmup = 0
 
 #[test]
 fn sigterm_stops_the_run_and_tears_down() {
-    let Some(_g) = device_test(&["mkfs.ext4"]) else {
+    let Some(_g) = require_devices(&["mkfs.ext4"]) else {
         return;
     };
     let sb = Sandbox::new();
@@ -493,7 +491,7 @@ fn sigterm_stops_the_run_and_tears_down() {
 
 #[test]
 fn cleanup_removes_what_a_killed_study_left() {
-    let Some(_g) = device_test(&["mkfs.ext4"]) else {
+    let Some(_g) = require_devices(&["mkfs.ext4"]) else {
         return;
     };
     let sb = Sandbox::new();

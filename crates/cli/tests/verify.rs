@@ -3,8 +3,6 @@
 //! a writer killed with SIGKILL loses no acknowledged write, and tampering with
 //! acknowledged blocks after a clean run is reported as lost acknowledged writes.
 
-mod common;
-
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -12,9 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{arr, get, string, uint, Out, Sandbox};
 use iolab_integrity::block;
 use iolab_integrity::journal::Journal;
+use iolab_testkit::{
+    arr, get, require_devices, scratch_dir, sh, skip_allowed, string, uint, Loop, Mount, Out,
+    Sandbox, MIB,
+};
 use serde_json::Value;
 
 const BS: u64 = 8192;
@@ -329,19 +330,18 @@ fn a_sidecar_path_iolab_did_not_create_is_neither_replaced_nor_removed() {
 }
 
 /// The data file in the sandbox and a journal in a directory on another filesystem
-/// (/dev/shm); None, with the reason printed, when there is no second filesystem.
+/// (/dev/shm); None after an allowed skip when there is no second filesystem (a fact of
+/// the machine's layout that test.sh cannot change).
 fn data_and_journal(sb: &Sandbox) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
     let shm = Path::new("/dev/shm");
     let sdev = std::fs::metadata(sb.dir.path()).unwrap().dev();
     let dir = match std::fs::metadata(shm) {
         Ok(m) if m.is_dir() && m.dev() != sdev => tempfile::tempdir_in(shm).unwrap(),
         Ok(_) => {
-            println!("skipped: /dev/shm is on the same filesystem as the build directory");
-            return None;
+            skip_allowed!(=> None, "/dev/shm is on the same filesystem as the build directory")
         }
         Err(e) => {
-            println!("skipped: no /dev/shm ({e}); the journal needs a second filesystem");
-            return None;
+            skip_allowed!(=> None, "no /dev/shm ({e}); the journal needs a second filesystem")
         }
     };
     let journal = dir.path().join("journal");
@@ -546,11 +546,11 @@ fn a_run_whose_data_changes_underneath_is_stored_with_data_mismatch() {
 
 #[test]
 fn a_block_device_is_written_only_when_allowed_and_verified_from_its_first_header() {
-    let Some(_serial) = common::device_test(&[]) else {
+    let Some(_serial) = require_devices(&[]) else {
         return;
     };
     let sb = Sandbox::new();
-    let dev = common::Loop::new(8 * common::MIB, None);
+    let dev = Loop::new(8 * MIB);
     let args = ["--size", "4MiB", "--bs", "4k", "--runs", "2"];
     let mut refused = vec!["run", "verify", "--target", dev.s(), "--quiet"];
     refused.extend_from_slice(&args);
@@ -817,16 +817,15 @@ fn fsync_with_verify_checks_every_test_and_catches_a_change_underneath() {
 
 #[test]
 fn fsync_verify_reads_back_buffered_where_o_direct_refuses_the_blocks() {
-    let Some(_serial) = common::device_test(&["mkfs.ext4"]) else {
+    let Some(_serial) = require_devices(&["mkfs.ext4"]) else {
         return;
     };
     let sb = Sandbox::new();
     // 4096-byte logical blocks: O_DIRECT refuses to read 6 KiB of 512-byte blocks.
-    let dev = common::Loop::new(64 * common::MIB, Some(4096));
-    common::sh("mkfs.ext4", &["-q", "-F", dev.s()]);
-    let mnt = tempfile::tempdir().unwrap();
-    common::sh("mount", &[dev.s(), s(mnt.path())]);
-    let _mounted = Mounted(mnt.path().to_path_buf());
+    let dev = Loop::with_options(64 * MIB, &["--sector-size", "4096"]);
+    sh("mkfs.ext4", &["-q", "-F", dev.s()]);
+    let mnt = scratch_dir();
+    let _mounted = Mount::at(&dev.dev, mnt.path(), &[]);
     let doc = sb
         .iolab(&[
             "run",
@@ -1012,26 +1011,16 @@ fn block_verify_catches_a_range_zeroed_underneath_the_pass() {
     assert!(sb.target_entries().is_empty(), "files left behind");
 }
 
-/// Unmounts on drop, so a failing test leaves no mount behind.
-struct Mounted(PathBuf);
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_read_error_exits_1_and_names_the_unreadable_block() {
-    let Some(_serial) = common::device_test(&["mkfs.btrfs"]) else {
+    let Some(_serial) = require_devices(&["mkfs.btrfs"]) else {
         return;
     };
     let sb = Sandbox::new();
-    let dev = common::Loop::new(256 * common::MIB, None);
-    common::sh("mkfs.btrfs", &["-q", "-f", "-d", "single", dev.s()]);
-    let mnt = tempfile::tempdir().unwrap();
-    common::sh("mount", &[dev.s(), s(mnt.path())]);
-    let mounted = Mounted(mnt.path().to_path_buf());
+    let dev = Loop::new(256 * MIB);
+    sh("mkfs.btrfs", &["-q", "-f", "-d", "single", dev.s()]);
+    let mnt = scratch_dir();
+    let mounted = Mount::at(&dev.dev, mnt.path(), &[]);
     let data = mnt.path().join("data");
     let args = ["--size", "1MiB", "--bs", "4k", "--keep", "--no-store"];
     let doc = run_verify(&sb, &data, &args).ok().json();
@@ -1047,25 +1036,23 @@ fn a_read_error_exits_1_and_names_the_unreadable_block() {
         .expect("block 10 found on the device") as u64
         * 4096;
     write_at(&dev.dev, at + 1000, &[0x5a; 16]);
-    common::sh("mount", &[dev.s(), s(mnt.path())]);
-    let _mounted = Mounted(mnt.path().to_path_buf());
+    let _mounted = Mount::at(&dev.dev, mnt.path(), &[]);
     let out = sb.iolab(&["verify", "--target", s(&data)]).code(1);
     out.stderr_has(&["Input/output error", &format!("offset {bad}")]);
 }
 
 #[test]
 fn a_journal_in_another_subvolume_of_the_targets_btrfs_is_refused() {
-    let Some(_serial) = common::device_test(&["mkfs.btrfs", "btrfs"]) else {
+    let Some(_serial) = require_devices(&["mkfs.btrfs", "btrfs"]) else {
         return;
     };
     let sb = Sandbox::new();
-    let dev = common::Loop::new(256 * common::MIB, None);
-    common::sh("mkfs.btrfs", &["-q", "-f", dev.s()]);
-    let mnt = tempfile::tempdir().unwrap();
-    common::sh("mount", &[dev.s(), s(mnt.path())]);
-    let _mounted = Mounted(mnt.path().to_path_buf());
+    let dev = Loop::new(256 * MIB);
+    sh("mkfs.btrfs", &["-q", "-f", dev.s()]);
+    let mnt = scratch_dir();
+    let _mounted = Mount::at(&dev.dev, mnt.path(), &[]);
     let sv = mnt.path().join("sv");
-    common::sh("btrfs", &["subvolume", "create", s(&sv)]);
+    sh("btrfs", &["subvolume", "create", s(&sv)]);
     // A subvolume has an st_dev of its own, but it is the same filesystem.
     assert_ne!(
         std::fs::metadata(&sv).unwrap().dev(),
@@ -1122,15 +1109,14 @@ fn a_journal_checks_its_data_after_the_device_number_or_inode_changed_but_not_an
 
 #[test]
 fn a_size_beyond_the_free_space_is_refused_before_writing() {
-    let Some(_serial) = common::device_test(&["mkfs.ext4"]) else {
+    let Some(_serial) = require_devices(&["mkfs.ext4"]) else {
         return;
     };
     let sb = Sandbox::new();
-    let dev = common::Loop::new(32 * common::MIB, None);
-    common::sh("mkfs.ext4", &["-q", "-F", dev.s()]);
-    let mnt = tempfile::tempdir().unwrap();
-    common::sh("mount", &[dev.s(), s(mnt.path())]);
-    let _mounted = Mounted(mnt.path().to_path_buf());
+    let dev = Loop::new(32 * MIB);
+    sh("mkfs.ext4", &["-q", "-F", dev.s()]);
+    let mnt = scratch_dir();
+    let _mounted = Mount::at(&dev.dev, mnt.path(), &[]);
     let data = mnt.path().join("data");
     let t = Instant::now();
     run_verify(&sb, &data, &["--size", "64MiB"])

@@ -4,16 +4,13 @@
 //! checks the warning is absent. Every mount, loop device, process and sysfs setting a test
 //! changes is undone by a guard, also when it panics.
 
-mod common;
-
 use std::fs::{self, File};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use common::*;
+use iolab_testkit::*;
 use serde_json::Value;
 
 /// Short passes: two of 200 ms, no warm-up, nothing stored.
@@ -187,8 +184,7 @@ fn is_tmpfs(dir: &str) -> bool {
 #[test]
 fn direct_io_on_tmpfs_is_flagged() {
     if !is_tmpfs("/dev/shm") {
-        println!("skipped: /dev/shm is not a tmpfs mount here");
-        return;
+        skip_allowed!("/dev/shm is not a tmpfs mount here");
     }
     let sb = Sandbox::new();
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
@@ -217,8 +213,7 @@ fn direct_io_on_tmpfs_is_flagged() {
 #[test]
 fn flushes_on_tmpfs_have_no_effect() {
     if !is_tmpfs("/dev/shm") {
-        println!("skipped: /dev/shm is not a tmpfs mount here");
-        return;
+        skip_allowed!("/dev/shm is not a tmpfs mount here");
     }
     let sb = Sandbox::new();
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
@@ -348,8 +343,7 @@ fn a_busy_process_is_named() {
     for p in top {
         assert!(m.contains(string(p, "name")), "{m} lacks {p}");
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if is_root() {
         assert!(m.contains("iolab-burner"), "{m}");
     } else if !m.contains("iolab-burner") {
         println!("note: the burner was not among the three busiest: {m}");
@@ -358,106 +352,8 @@ fn a_busy_process_is_named() {
 
 // --- loop devices (root) ------------------------------------------------------------------
 
-/// A filesystem mounted on a temporary directory, unmounted on drop.
-struct Mounted {
-    dir: tempfile::TempDir,
-}
-
-impl Mounted {
-    fn new(dev: &Loop, options: &[&str]) -> Mounted {
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let mut args = options.to_vec();
-        args.extend_from_slice(&[dev.s(), dir.path().to_str().unwrap()]);
-        sh("mount", &args);
-        Mounted { dir }
-    }
-
-    fn path(&self) -> PathBuf {
-        fs::canonicalize(self.dir.path()).unwrap()
-    }
-
-    fn remount(&self, options: &str) {
-        sh(
-            "mount",
-            &[
-                "-o",
-                &format!("remount,{options}"),
-                self.dir.path().to_str().unwrap(),
-            ],
-        );
-    }
-
-    fn is_mounted(path: &Path) -> bool {
-        let p = path.to_str().unwrap();
-        fs::read_to_string("/proc/mounts")
-            .unwrap_or_default()
-            .lines()
-            .any(|l| l.split_whitespace().nth(1) == Some(p))
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let Some(umount) = tool("umount") else { return };
-        // Just after iolab exits, the kernel may still hold the file for a moment.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let ok = Command::new(&umount)
-                .arg(self.dir.path())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok || !Mounted::is_mounted(self.dir.path()) {
-                return;
-            }
-            if Instant::now() > deadline {
-                let _ = Command::new(&umount)
-                    .arg("-l")
-                    .arg(self.dir.path())
-                    .status();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-/// A loop device's `queue/<attr>` in sysfs, restored on drop: settings such as
-/// `write_cache` outlive the device's attachment, so its next user would inherit them.
-struct QueueSetting {
-    file: PathBuf,
-    original: String,
-}
-
-impl QueueSetting {
-    fn of(dev: &Loop, attr: &str) -> QueueSetting {
-        let file = PathBuf::from(format!("/sys/block/{}/queue/{attr}", dev_name(dev)));
-        let original = fs::read_to_string(&file).unwrap().trim().to_string();
-        QueueSetting { file, original }
-    }
-
-    fn get(&self) -> String {
-        fs::read_to_string(&self.file).unwrap().trim().to_string()
-    }
-
-    fn set(&self, value: &str) {
-        fs::write(&self.file, value).unwrap();
-        assert_eq!(self.get(), value, "{}", self.file.display());
-    }
-}
-
-impl Drop for QueueSetting {
-    fn drop(&mut self) {
-        let _ = fs::write(&self.file, &self.original);
-    }
-}
-
-fn dev_name(dev: &Loop) -> String {
-    dev.dev.file_name().unwrap().to_str().unwrap().to_string()
-}
-
 fn loop_dio(dev: &Loop) -> String {
-    fs::read_to_string(format!("/sys/block/{}/loop/dio", dev_name(dev)))
+    fs::read_to_string(format!("/sys/block/{}/loop/dio", dev.name()))
         .unwrap()
         .trim()
         .to_string()
@@ -467,7 +363,7 @@ fn loop_dio(dev: &Loop) -> String {
 #[track_caller]
 fn assert_released(name: &str, mount_point: &Path) {
     assert!(
-        !Mounted::is_mounted(mount_point),
+        !Mount::is_mounted(mount_point),
         "{} still mounted",
         mount_point.display()
     );
@@ -479,16 +375,16 @@ fn assert_released(name: &str, mount_point: &Path) {
 
 #[test]
 fn loop_device_settings_under_ext4() {
-    let Some(_lock) = device_test(&["mkfs.ext4", "mount", "umount"]) else {
+    let Some(_lock) = require_devices(&["mkfs.ext4", "mount", "umount"]) else {
         return;
     };
     let sb = Sandbox::new();
     // Attached without --direct-io: the loop device reads and writes its image through the
     // host's page cache.
-    let lo = Loop::new(64 * MIB, None);
-    let name = dev_name(&lo);
-    let cache = QueueSetting::of(&lo, "write_cache");
-    let rotational = QueueSetting::of(&lo, "rotational");
+    let lo = Loop::new(64 * MIB);
+    let name = lo.name();
+    let cache = QueueSetting::of(&lo.name(), "write_cache");
+    let rotational = QueueSetting::of(&lo.name(), "rotational");
     cache.set("write back");
     rotational.set("1");
     assert_eq!(loop_dio(&lo), "0");
@@ -503,7 +399,7 @@ fn loop_device_settings_under_ext4() {
             lo.s(),
         ],
     );
-    let mnt = Mounted::new(&lo, &[]);
+    let mnt = Mount::new(&lo.dev, &[]);
     let dir = mnt.path();
     // fdatasync of overwritten, allocated blocks is the device flush alone.
     let write = ["--rw", "randwrite", "--size", "8MiB", "--fdatasync", "16"];
@@ -583,14 +479,14 @@ fn loop_device_settings_under_ext4() {
 
 #[test]
 fn zeros_on_a_compressing_btrfs_are_flagged() {
-    let Some(_lock) = device_test(&["mkfs.btrfs", "mount", "umount"]) else {
+    let Some(_lock) = require_devices(&["mkfs.btrfs", "mount", "umount"]) else {
         return;
     };
     let sb = Sandbox::new();
     let lo = Loop::with_options(256 * MIB, &["--direct-io=on"]);
-    let name = dev_name(&lo);
+    let name = lo.name();
     sh("mkfs.btrfs", &["-q", "-f", lo.s()]);
-    let mnt = Mounted::new(&lo, &["-o", "compress=zstd"]);
+    let mnt = Mount::new(&lo.dev, &["-o", "compress=zstd"]);
     let dir = mnt.path();
     let job = ["--rw", "write", "--bs", "64k", "--size", "8MiB"];
 
@@ -624,12 +520,12 @@ fn zeros_on_a_compressing_btrfs_are_flagged() {
 
 #[test]
 fn another_reader_on_the_device_is_flagged() {
-    let Some(_lock) = device_test(&["dd"]) else {
+    let Some(_lock) = require_devices(&["dd"]) else {
         return;
     };
     let sb = Sandbox::new();
     let lo = Loop::with_options(64 * MIB, &["--direct-io=on"]);
-    let name = dev_name(&lo);
+    let name = lo.name();
     let job = ["--rw", "randread", "--size", "16MiB"];
 
     // Alone on the device: it moved exactly iolab's bytes.

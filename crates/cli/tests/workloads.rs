@@ -1,9 +1,7 @@
 //! `iolab run copy|streams|metadata` end to end through the CLI: options reach the
 //! workload, results are stored and printed like any run, and nothing is left behind.
 
-mod common;
-
-use common::Sandbox;
+use iolab_testkit::Sandbox;
 use serde_json::Value;
 
 fn names(doc: &Value) -> Vec<String> {
@@ -20,8 +18,12 @@ fn copy_of_a_tree_is_measured_verified_and_removed() {
     let sb = Sandbox::new();
     let src = sb.path("src");
     std::fs::create_dir_all(src.join("sub")).unwrap();
-    std::fs::write(src.join("a.bin"), common::random_bytes(3 << 20, 1)).unwrap();
-    std::fs::write(src.join("sub/b.bin"), common::random_bytes(100_000, 2)).unwrap();
+    std::fs::write(src.join("a.bin"), iolab_testkit::random_bytes(3 << 20, 1)).unwrap();
+    std::fs::write(
+        src.join("sub/b.bin"),
+        iolab_testkit::random_bytes(100_000, 2),
+    )
+    .unwrap();
     let doc = sb
         .run(&[
             "copy",

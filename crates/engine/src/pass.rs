@@ -13,7 +13,8 @@ use iolab_measure::{
 use iolab_spec::{format_bytes, DataPattern, EngineKind, RunSettings, TestSpec};
 
 use crate::buffers::BufferPool;
-use crate::engines::{io_uring::Uring, psync::Psync};
+use crate::clock::{Clock, Monotonic};
+use crate::engines::{io_uring::Uring, null::Null, psync::Psync};
 use crate::target::{Target, TargetError};
 use crate::worker::{run_job, JobParams, JobResult, SERIES_INTERVAL};
 use iolab_integrity::written::Written;
@@ -45,7 +46,7 @@ pub struct PassOutcome {
 pub fn effective_iodepth(engine: EngineKind, iodepth: u32) -> u32 {
     match engine {
         EngineKind::Psync => 1,
-        EngineKind::IoUring => iodepth,
+        EngineKind::IoUring | EngineKind::Null => iodepth,
     }
 }
 
@@ -63,6 +64,27 @@ pub fn run_pass(
     stop: &AtomicBool,
     observer: &dyn PassObserver,
     written: Option<&Written>,
+) -> Result<PassOutcome, TargetError> {
+    run_pass_with_clock(
+        target, test, settings, index, duration, stop, observer, written, &Monotonic,
+    )
+}
+
+/// [`run_pass`] with the job loop reading the time from `clock` (deadlines, latencies,
+/// time-series buckets, the pass's length). The ramp wait, the CPU sample and the observer's
+/// ticks stay on the real clock. With a [`StepClock`](crate::clock::StepClock), the `null`
+/// engine and one job, a pass is exactly reproducible.
+#[allow(clippy::too_many_arguments)]
+pub fn run_pass_with_clock<C: Clock>(
+    target: &Target,
+    test: &TestSpec,
+    settings: &RunSettings,
+    index: u32,
+    duration: Duration,
+    stop: &AtomicBool,
+    observer: &dyn PassObserver,
+    written: Option<&Written>,
+    clock: &C,
 ) -> Result<PassOutcome, TargetError> {
     let job = &test.job;
     let engine = settings.engine;
@@ -152,14 +174,19 @@ pub fn run_pass(
                                 );
                             }
                             barrier.wait();
-                            let r = run_job(&mut ring, &mut bufs, &params);
+                            let r = run_job(&mut ring, &mut bufs, &params, clock);
                             drop(ring);
                             Ok((r, notes))
                         }
                         EngineKind::Psync => {
                             let mut eng = Psync::new(fd);
                             barrier.wait();
-                            Ok((run_job(&mut eng, &mut bufs, &params), notes))
+                            Ok((run_job(&mut eng, &mut bufs, &params, clock), notes))
+                        }
+                        EngineKind::Null => {
+                            let mut eng = Null::new(fd, iodepth);
+                            barrier.wait();
+                            Ok((run_job(&mut eng, &mut bufs, &params, clock), notes))
                         }
                     }
                 }),

@@ -1,6 +1,6 @@
 //! The job loop: keeps `iodepth` I/Os in flight on one engine, picks offsets and directions,
 //! times every I/O, flushes when asked, and stops at the deadline, the byte limit or a stop
-//! request. Generic over the engine so the hot path is monomorphised.
+//! request. Generic over the engine and the clock so the hot path is monomorphised.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -9,6 +9,7 @@ use iolab_measure::{IoErrorRecord, LatencyHistogram};
 use iolab_spec::{DataPattern, IoDir, JobSpec, SyncMode};
 
 use crate::buffers::{stamp, BufferPool};
+use crate::clock::Clock;
 use crate::engines::{Completion, Engine};
 use iolab_integrity::written::Written;
 
@@ -86,20 +87,27 @@ fn do_sync(fd: i32, mode: SyncMode) -> Result<(), i32> {
 /// leaving a slot idle until a completion.
 const CLAIM_TRIES: u32 = 64;
 
-/// Runs one job for one pass on an engine whose buffers are `bufs`; with `p.written`, writes
-/// are self-describing blocks and never overlap another write in flight.
-pub fn run_job<E: Engine>(eng: &mut E, bufs: &mut BufferPool, p: &JobParams) -> JobResult {
+/// Runs one job for one pass on an engine whose buffers are `bufs`, reading the time from
+/// `clock`; with `p.written`, writes are self-describing blocks and never overlap another
+/// write in flight.
+pub fn run_job<E: Engine, C: Clock>(
+    eng: &mut E,
+    bufs: &mut BufferPool,
+    p: &JobParams,
+    clock: &C,
+) -> JobResult {
     match p.written {
-        None => run_job_with::<E, false>(eng, bufs, p),
-        Some(_) => run_job_with::<E, true>(eng, bufs, p),
+        None => run_job_with::<E, C, false>(eng, bufs, p, clock),
+        Some(_) => run_job_with::<E, C, true>(eng, bufs, p, clock),
     }
 }
 
 /// The job loop; `VERIFY` is decided once per job so the plain loop carries no verify code.
-fn run_job_with<E: Engine, const VERIFY: bool>(
+fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     eng: &mut E,
     bufs: &mut BufferPool,
     p: &JobParams,
+    clock: &C,
 ) -> JobResult {
     let job = p.job;
     let bs = job.bs;
@@ -133,7 +141,7 @@ fn run_job_with<E: Engine, const VERIFY: bool>(
         cum_share.push(acc);
     }
     let mut line_cursor: Vec<u64> = access.iter().map(|_| p.region_start).collect();
-    let start = Instant::now();
+    let start = clock.now();
     let mut slot_t = vec![start; qd];
     let mut done: Vec<Completion> = Vec::with_capacity(qd);
     let measure_from = start + p.ramp;
@@ -163,7 +171,7 @@ fn run_job_with<E: Engine, const VERIFY: bool>(
     loop {
         let mut busy = false;
         if !stopping && !need_sync && !free.is_empty() {
-            let t_queue = Instant::now();
+            let t_queue = clock.now();
             while let Some(slot) = free.pop() {
                 if let Some(limit) = p.byte_limit {
                     if issued >= limit {
@@ -262,12 +270,12 @@ fn run_job_with<E: Engine, const VERIFY: bool>(
         if inflight == 0 {
             if need_sync {
                 need_sync = false;
-                let t0 = Instant::now();
+                let t0 = clock.now();
                 if let Err(errno) = do_sync(eng.fd(), job.sync_mode) {
                     res.errors.push(errno_record(errno, IoDir::Write, 0, 0));
                     break;
                 }
-                let t1 = Instant::now();
+                let t1 = clock.now();
                 res.sync_hist.record((t1 - t0).as_nanos() as u64);
                 if t1 >= deadline || p.stop.load(Ordering::Relaxed) {
                     stopping = true;
@@ -276,7 +284,7 @@ fn run_job_with<E: Engine, const VERIFY: bool>(
             }
             if VERIFY && busy {
                 // Other jobs hold every block this job tried; let them complete.
-                if Instant::now() >= deadline || p.stop.load(Ordering::Relaxed) {
+                if clock.now() >= deadline || p.stop.load(Ordering::Relaxed) {
                     stopping = true;
                 }
                 std::thread::yield_now();
@@ -289,7 +297,7 @@ fn run_job_with<E: Engine, const VERIFY: bool>(
             res.errors.push(errno_record(errno, IoDir::Read, 0, 0));
             break;
         }
-        let t_done = Instant::now();
+        let t_done = clock.now();
         // Outside the counted window: the ramp, and (for time-based passes without a final
         // flush) I/Os drained after the deadline, which a throttle or a queue can hold back
         // for much longer than they took to issue.
@@ -364,16 +372,16 @@ fn run_job_with<E: Engine, const VERIFY: bool>(
     }
 
     if job.end_fsync && res.write_bytes > 0 && res.errors.is_empty() {
-        let t0 = Instant::now();
+        let t0 = clock.now();
         match do_sync(eng.fd(), job.sync_mode) {
-            Ok(()) => res.sync_hist.record(t0.elapsed().as_nanos() as u64),
+            Ok(()) => res.sync_hist.record((clock.now() - t0).as_nanos() as u64),
             Err(errno) => res.errors.push(errno_record(errno, IoDir::Write, 0, 0)),
         }
     }
     res.end = if deadline_hit && cut_at_deadline {
         deadline
     } else {
-        Instant::now()
+        clock.now()
     };
     res
 }

@@ -18,24 +18,19 @@ use iolab_engine::engines::{Completion, Engine};
 use iolab_engine::{io_uring_available, prepare, run_pass, Target, TargetRequest};
 use iolab_measure::PassRecord;
 use iolab_spec::{DataPattern, EngineKind, IoDir, JobSpec, RunSettings, Rw, TestSpec};
-use tempfile::TempDir;
-
-const KIB: u64 = 1 << 10;
-const MIB: u64 = 1 << 20;
+use iolab_testkit::{random_bytes, scratch_dir, skip, KIB, MIB};
 
 /// A pass long enough that only `io_limit` ends it.
 const LONG: Duration = Duration::from_secs(20);
-
-fn tmpdir() -> TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
 
 /// The engines to test: psync always, io_uring when this kernel allows it.
 fn engines() -> Vec<EngineKind> {
     match io_uring_available() {
         Ok(()) => vec![EngineKind::IoUring, EngineKind::Psync],
         Err(e) => {
-            println!("skipped: io_uring part ({e})");
+            skip(format!(
+                "the io_uring part: io_uring is not available ({e})"
+            ));
             vec![EngineKind::Psync]
         }
     }
@@ -102,13 +97,6 @@ fn pass(target: &Target, test: &TestSpec, s: &RunSettings) -> PassRecord {
     out.record
 }
 
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let mut v = vec![0u8; len];
-    iolab_engine::buffers::fill_random(&mut v, &mut rng);
-    v
-}
-
 fn write_file(path: &Path, data: &[u8]) {
     let mut f = File::create(path).unwrap();
     f.write_all(data).unwrap();
@@ -140,7 +128,7 @@ fn check_accounting(r: &PassRecord, dir: IoDir, bytes: u64, ios: u64) {
 
 #[test]
 fn io_limit_moves_exactly_the_region_on_every_engine() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
     let region = 4 * MIB;
     let bs = 64 * KIB;
     let target = prep(&request(
@@ -172,7 +160,7 @@ fn io_limit_moves_exactly_the_region_on_every_engine() {
 
 #[test]
 fn limit_not_a_multiple_of_bs_rounds_up_to_whole_blocks() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
     let target = prep(&request(dir.path(), MIB, true, true, DataPattern::Random));
     for engine in engines() {
         let s = settings(engine, true, DataPattern::Random);
@@ -227,7 +215,7 @@ fn open_read(path: &Path, direct: bool) -> File {
 
 #[test]
 fn engines_read_back_exactly_what_the_file_holds() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
     let path = dir.path().join("known.bin");
     let content = random_bytes(4 * MIB as usize, 7);
     write_file(&path, &content);
@@ -288,7 +276,7 @@ fn engines_read_back_exactly_what_the_file_holds() {
 
 #[test]
 fn engines_report_end_of_file_and_errors_as_results() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
     let path = dir.path().join("short.bin");
     write_file(&path, &random_bytes(8192, 3));
     let file = open_read(&path, false);
@@ -335,7 +323,7 @@ fn assert_all_blocks_unique(data: &[u8], what: &str) {
 
 #[test]
 fn sequential_writes_cover_the_region_with_the_chosen_data() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
     let region = 4 * MIB;
     let target = prep(&request(
         dir.path(),
@@ -392,7 +380,7 @@ fn sequential_writes_cover_the_region_with_the_chosen_data() {
 
 #[test]
 fn buffered_writes_land_too() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
     let region = 2 * MIB;
     let target = prep(&request(
         dir.path(),
@@ -417,7 +405,7 @@ fn buffered_writes_land_too() {
 
 #[test]
 fn random_writes_stay_inside_the_region_and_aligned() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
     let path = dir.path().join("existing.bin");
     let file_len = 8 * MIB as usize;
     let region = 2 * MIB as usize;
@@ -504,7 +492,7 @@ fn random_writes_stay_inside_the_region_and_aligned() {
 
 #[test]
 fn rwmixread_70_gives_a_70_percent_read_share() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
     let region = 4 * MIB;
     let target = prep(&request(
         dir.path(),
@@ -551,7 +539,7 @@ fn dir_entries(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn created_test_file_is_removed_on_drop_and_existing_files_never_are() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
 
     // Directory target: iolab's own file, removed on drop.
     let target = prep(&request(dir.path(), MIB, true, true, DataPattern::Random));
@@ -610,7 +598,7 @@ fn created_test_file_is_removed_on_drop_and_existing_files_never_are() {
 
 #[test]
 fn explicit_cleanup_removes_once() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
     let mut target = prep(&request(dir.path(), MIB, false, false, DataPattern::Random));
     let io_path = target.io_path.clone();
     assert_eq!(target.cleanup(), Some(io_path.clone()));
@@ -624,7 +612,7 @@ fn explicit_cleanup_removes_once() {
 
 #[test]
 fn interrupted_prefill_leaves_nothing() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
     let stop = AtomicBool::new(true);
     let req = request(dir.path(), 4 * MIB, true, true, DataPattern::Random);
     let err = prepare(&req, &stop, &mut |_, _| {}).unwrap_err();
@@ -638,7 +626,7 @@ fn interrupted_prefill_leaves_nothing() {
 /// A sequential job that moves more than its region wraps around inside it.
 #[test]
 fn sequential_writes_wrap_inside_the_region() {
-    let dir = tmpdir();
+    let dir = scratch_dir();
     let path = dir.path().join("data.bin");
     let original = random_bytes(2 * MIB as usize, 9);
     for engine in engines() {

@@ -1,147 +1,18 @@
-//! Block-device safety checks against real loop devices (needs root and losetup; otherwise the
-//! device tests print "skipped" and pass), plus the regular-file overwrite rule.
+//! Block-device safety checks against real loop devices (needs root and losetup; otherwise
+//! the device tests skip, a failure under IOLAB_REQUIRE_DEVICE_TESTS=1), plus the
+//! regular-file overwrite rule.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use iolab_engine::safety::{
     check_device_writable, check_regular_file_overwrite, device_size, is_block_device, partitions,
     probe_signature, scan_magic, SafetyError, PROBE_LEN,
 };
-use tempfile::TempDir;
-
-const MIB: u64 = 1 << 20;
-
-/// The path of an external tool, looking in PATH and the sbin directories.
-fn tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
-}
-
-fn run(name: &str, args: &[&str]) {
-    let prog = tool(name).unwrap_or_else(|| panic!("{name} not found"));
-    let out = Command::new(&prog).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{name} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn run_stdout(name: &str, args: &[&str]) -> String {
-    let prog = tool(name).unwrap_or_else(|| panic!("{name} not found"));
-    let out = Command::new(&prog).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{name} {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-/// Device tests run one at a time: they attach, format and mount real devices.
-fn device_test() -> Option<MutexGuard<'static, ()>> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    if !rustix::process::geteuid().is_root() || tool("losetup").is_none() {
-        println!("skipped: needs root and losetup");
-        return None;
-    }
-    Some(LOCK.lock().unwrap_or_else(PoisonError::into_inner))
-}
-
-fn have(name: &str) -> bool {
-    if tool(name).is_some() {
-        return true;
-    }
-    println!("skipped: {name} is not installed");
-    false
-}
-
-/// A loop device over a sparse image file in a temporary directory, detached on drop.
-struct Loop {
-    path: PathBuf,
-    _dir: TempDir,
-}
-
-impl Loop {
-    fn new(size: u64) -> Loop {
-        Loop::with_image(size, |_| {}, false)
-    }
-
-    /// `prepare` may write into the image before it is attached; `partscan` attaches with `-P`.
-    fn with_image(size: u64, prepare: impl FnOnce(&Path), partscan: bool) -> Loop {
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("disk.img");
-        run(
-            "truncate",
-            &["-s", &size.to_string(), img.to_str().unwrap()],
-        );
-        prepare(&img);
-        let mut args = vec!["-f", "--show"];
-        if partscan {
-            args.push("-P");
-        }
-        args.push(img.to_str().unwrap());
-        let path = PathBuf::from(run_stdout("losetup", &args));
-        Loop { path, _dir: dir }
-    }
-
-    fn s(&self) -> &str {
-        self.path.to_str().unwrap()
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        if let Some(losetup) = tool("losetup") {
-            let _ = Command::new(losetup).arg("-d").arg(&self.path).status();
-        }
-    }
-}
-
-/// A filesystem mounted on a temporary directory, unmounted on drop.
-struct Mount {
-    dir: TempDir,
-}
-
-impl Mount {
-    fn new(dev: &Path, extra: &[&str]) -> Mount {
-        let dir = tempfile::tempdir().unwrap();
-        let mut args = extra.to_vec();
-        args.push(dev.to_str().unwrap());
-        args.push(dir.path().to_str().unwrap());
-        run("mount", &args);
-        Mount { dir }
-    }
-
-    fn point(&self) -> PathBuf {
-        fs::canonicalize(self.dir.path()).unwrap()
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if let Some(umount) = tool("umount") {
-            let ok = Command::new(&umount)
-                .arg(self.dir.path())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                let _ = Command::new(&umount)
-                    .arg("-l")
-                    .arg(self.dir.path())
-                    .status();
-            }
-        }
-    }
-}
+use iolab_testkit::{require_devices, require_tools, sh, tool, Loop, Mount, MIB};
 
 /// An active swap area, turned off on drop.
 struct Swap(PathBuf);
@@ -198,18 +69,20 @@ fn expect_signature(dev: &Path, want_kind: &str, want_offset: u64) {
 
 #[test]
 fn blank_device_needs_the_flag() {
-    let Some(_lock) = device_test() else { return };
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
     let disk = Loop::new(64 * MIB);
-    assert!(is_block_device(&disk.path).unwrap());
-    assert_eq!(device_size(&disk.path).unwrap(), 64 * MIB);
-    assert!(partitions(&disk.path).unwrap().is_empty());
-    assert_eq!(probe_signature(&disk.path).unwrap(), None);
-    assert!(builtin_kinds(&disk.path).is_empty());
+    assert!(is_block_device(&disk.dev).unwrap());
+    assert_eq!(device_size(&disk.dev).unwrap(), 64 * MIB);
+    assert!(partitions(&disk.dev).unwrap().is_empty());
+    assert_eq!(probe_signature(&disk.dev).unwrap(), None);
+    assert!(builtin_kinds(&disk.dev).is_empty());
 
-    check_device_writable(&disk.path, true).unwrap();
-    let err = check_device_writable(&disk.path, false).unwrap_err();
+    check_device_writable(&disk.dev, true).unwrap();
+    let err = check_device_writable(&disk.dev, false).unwrap_err();
     assert!(
-        matches!(&err, SafetyError::NotAllowed { device } if *device == disk.path),
+        matches!(&err, SafetyError::NotAllowed { device } if *device == disk.dev),
         "{err:?}"
     );
     assert!(err.to_string().contains("--allow-destroy-device"), "{err}");
@@ -217,57 +90,65 @@ fn blank_device_needs_the_flag() {
 
 #[test]
 fn ext4_signature() {
-    let Some(_lock) = device_test() else { return };
-    if !have("mkfs.ext4") {
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
+    if !require_tools(&["mkfs.ext4"]) {
         return;
     }
     let disk = Loop::new(64 * MIB);
-    run("mkfs.ext4", &["-q", "-F", disk.s()]);
-    expect_signature(&disk.path, "ext4 filesystem", 1080);
+    sh("mkfs.ext4", &["-q", "-F", disk.s()]);
+    expect_signature(&disk.dev, "ext4 filesystem", 1080);
 }
 
 #[test]
 fn xfs_signature() {
-    let Some(_lock) = device_test() else { return };
-    if !have("mkfs.xfs") {
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
+    if !require_tools(&["mkfs.xfs"]) {
         return;
     }
     let disk = Loop::new(512 * MIB); // recent mkfs.xfs wants at least 300 MB
-    run("mkfs.xfs", &["-q", "-f", disk.s()]);
-    expect_signature(&disk.path, "xfs filesystem", 0);
+    sh("mkfs.xfs", &["-q", "-f", disk.s()]);
+    expect_signature(&disk.dev, "xfs filesystem", 0);
 }
 
 #[test]
 fn btrfs_signature() {
-    let Some(_lock) = device_test() else { return };
-    if !have("mkfs.btrfs") {
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
+    if !require_tools(&["mkfs.btrfs"]) {
         return;
     }
     let disk = Loop::new(256 * MIB);
-    run("mkfs.btrfs", &["-q", "-f", disk.s()]);
-    expect_signature(&disk.path, "btrfs filesystem", 65600);
+    sh("mkfs.btrfs", &["-q", "-f", disk.s()]);
+    expect_signature(&disk.dev, "btrfs filesystem", 65600);
 }
 
 #[test]
 fn swap_signature_and_active_swap() {
-    let Some(_lock) = device_test() else { return };
-    if !have("mkswap") {
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
+    if !require_tools(&["mkswap"]) {
         return;
     }
     let disk = Loop::new(64 * MIB);
-    run("mkswap", &[disk.s()]);
+    sh("mkswap", &[disk.s()]);
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
-    expect_signature(&disk.path, "swap", page - 10);
+    expect_signature(&disk.dev, "swap", page - 10);
 
-    if !have("swapon") || !have("swapoff") {
+    if !require_tools(&["swapon"]) || !require_tools(&["swapoff"]) {
         return;
     }
-    run("swapon", &["-p", "-2", disk.s()]);
-    let _swap = Swap(disk.path.clone());
-    match check_device_writable(&disk.path, true) {
+    sh("swapon", &["-p", "-2", disk.s()]);
+    let _swap = Swap(disk.dev.clone());
+    match check_device_writable(&disk.dev, true) {
         Err(SafetyError::InUse { device, holder }) => {
-            assert_eq!(device, disk.path);
+            assert_eq!(device, disk.dev);
             assert!(holder.contains("swap"), "{holder}");
         }
         other => panic!("want InUse (swap), got {other:?}"),
@@ -293,65 +174,69 @@ fn write_mbr(img: &Path) {
 
 #[test]
 fn partition_table_and_mounted_partition() {
-    let Some(_lock) = device_test() else { return };
-    let disk = Loop::with_image(64 * MIB, write_mbr, true);
-    expect_signature(&disk.path, "DOS/MBR partition table", 510);
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
+    let disk = Loop::with_image(64 * MIB, write_mbr, &["-P"]);
+    expect_signature(&disk.dev, "DOS/MBR partition table", 510);
 
     let part = PathBuf::from(format!("{}p1", disk.s()));
-    if partitions(&disk.path).unwrap().is_empty() {
+    if partitions(&disk.dev).unwrap().is_empty() {
         // Kernels built without CONFIG_MSDOS_PARTITION do not parse the table themselves; partx
         // adds the partitions with BLKPG (they go away when the loop device is detached).
-        if !have("partx") {
+        if !require_tools(&["partx"]) {
             return;
         }
-        run("partx", &["-a", disk.s()]);
+        sh("partx", &["-a", disk.s()]);
     }
-    let parts = partitions(&disk.path).unwrap();
+    let parts = partitions(&disk.dev).unwrap();
     assert_eq!(parts, std::slice::from_ref(&part));
     assert_eq!(device_size(&part).unwrap(), 63 * MIB);
     // A blank partition is writable on its own (with the flag).
     check_device_writable(&part, true).unwrap();
 
-    if !have("mkfs.ext4") {
+    if !require_tools(&["mkfs.ext4"]) {
         return;
     }
-    run("mkfs.ext4", &["-q", "-F", part.to_str().unwrap()]);
+    sh("mkfs.ext4", &["-q", "-F", part.to_str().unwrap()]);
     let mnt = Mount::new(&part, &[]);
-    for target in [&disk.path, &part] {
+    for target in [&disk.dev, &part] {
         match check_device_writable(target, true) {
             Err(SafetyError::Mounted { device, mountpoint }) => {
                 assert_eq!(device, part, "checking {}", target.display());
-                assert_eq!(mountpoint, mnt.point());
+                assert_eq!(mountpoint, mnt.path());
             }
             other => panic!("{}: want Mounted, got {other:?}", target.display()),
         }
     }
     // Also without the flag: the mount is the reason given.
     assert!(matches!(
-        check_device_writable(&disk.path, false),
+        check_device_writable(&disk.dev, false),
         Err(SafetyError::Mounted { .. })
     ));
 }
 
 #[test]
 fn mounted_device_through_a_symlink() {
-    let Some(_lock) = device_test() else { return };
-    if !have("mkfs.ext4") {
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
+    if !require_tools(&["mkfs.ext4"]) {
         return;
     }
     let disk = Loop::new(64 * MIB);
-    run("mkfs.ext4", &["-q", "-F", disk.s()]);
+    sh("mkfs.ext4", &["-q", "-F", disk.s()]);
     let links = tempfile::tempdir().unwrap();
     let link = links.path().join("by-id-style-link");
-    std::os::unix::fs::symlink(&disk.path, &link).unwrap();
+    std::os::unix::fs::symlink(&disk.dev, &link).unwrap();
     assert!(is_block_device(&link).unwrap());
 
-    let mnt = Mount::new(&disk.path, &[]);
-    for target in [&disk.path, &link] {
+    let mnt = Mount::new(&disk.dev, &[]);
+    for target in [&disk.dev, &link] {
         match check_device_writable(target, true) {
             Err(SafetyError::Mounted { device, mountpoint }) => {
-                assert_eq!(device, disk.path);
-                assert_eq!(mountpoint, mnt.point());
+                assert_eq!(device, disk.dev);
+                assert_eq!(mountpoint, mnt.path());
             }
             other => panic!("{}: want Mounted, got {other:?}", target.display()),
         }
@@ -362,30 +247,32 @@ fn mounted_device_through_a_symlink() {
 
 #[test]
 fn mounted_btrfs_with_two_devices() {
-    let Some(_lock) = device_test() else { return };
-    if !have("mkfs.btrfs") {
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
+    if !require_tools(&["mkfs.btrfs"]) {
         return;
     }
     let a = Loop::new(256 * MIB);
     let b = Loop::new(256 * MIB);
-    run(
+    sh(
         "mkfs.btrfs",
         &["-q", "-f", "-d", "raid1", "-m", "raid1", a.s(), b.s()],
     );
     let device_opt = format!("device={}", b.s());
-    let mnt = Mount::new(&a.path, &["-t", "btrfs", "-o", &device_opt]);
+    let mnt = Mount::new(&a.dev, &["-t", "btrfs", "-o", &device_opt]);
     // btrfs reports an anonymous 0:N device in mountinfo; the mount source names `a`.
-    match check_device_writable(&a.path, true) {
+    match check_device_writable(&a.dev, true) {
         Err(SafetyError::Mounted { device, mountpoint }) => {
-            assert_eq!(device, a.path);
-            assert_eq!(mountpoint, mnt.point());
+            assert_eq!(device, a.dev);
+            assert_eq!(mountpoint, mnt.path());
         }
         other => panic!("want Mounted, got {other:?}"),
     }
     // The second member is not in mountinfo at all.
-    match check_device_writable(&b.path, true) {
+    match check_device_writable(&b.dev, true) {
         Err(SafetyError::InUse { device, holder }) => {
-            assert_eq!(device, b.path);
+            assert_eq!(device, b.dev);
             assert!(holder.contains("btrfs"), "{holder}");
         }
         other => panic!("want InUse (btrfs member), got {other:?}"),
@@ -394,42 +281,43 @@ fn mounted_btrfs_with_two_devices() {
 
 #[test]
 fn backing_device_of_another_loop() {
-    let Some(_lock) = device_test() else { return };
-    let lower = Loop::new(64 * MIB);
-    let upper = Loop {
-        path: PathBuf::from(run_stdout("losetup", &["-f", "--show", lower.s()])),
-        _dir: tempfile::tempdir().unwrap(),
+    let Some(_lock) = require_devices(&[]) else {
+        return;
     };
-    match check_device_writable(&lower.path, true) {
+    let lower = Loop::new(64 * MIB);
+    let upper = Loop::attach(&lower.dev, &[]);
+    match check_device_writable(&lower.dev, true) {
         Err(SafetyError::InUse { device, holder }) => {
-            assert_eq!(device, lower.path);
-            let name = upper.path.file_name().unwrap().to_str().unwrap();
+            assert_eq!(device, lower.dev);
+            let name = upper.dev.file_name().unwrap().to_str().unwrap();
             assert!(holder.contains(name), "{holder}");
         }
         other => panic!("want InUse (loop backing), got {other:?}"),
     }
     drop(upper);
-    check_device_writable(&lower.path, true).unwrap();
+    check_device_writable(&lower.dev, true).unwrap();
 }
 
 #[test]
 fn exclusively_opened_device_is_in_use() {
-    let Some(_lock) = device_test() else { return };
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
     let disk = Loop::new(64 * MIB);
     let held = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_EXCL)
-        .open(&disk.path)
+        .open(&disk.dev)
         .unwrap();
-    match check_device_writable(&disk.path, true) {
+    match check_device_writable(&disk.dev, true) {
         Err(SafetyError::InUse { device, holder }) => {
-            assert_eq!(device, disk.path);
+            assert_eq!(device, disk.dev);
             assert!(holder.contains("EBUSY"), "{holder}");
         }
         other => panic!("want InUse (exclusive open), got {other:?}"),
     }
     drop(held);
-    check_device_writable(&disk.path, true).unwrap();
+    check_device_writable(&disk.dev, true).unwrap();
 }
 
 #[test]

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use iolab_engine::{prepare, run_pass, Target, TargetError, TargetRequest};
 use iolab_integrity::written::{granule_of, Written};
 use iolab_integrity::Tally;
-use iolab_engine::{prepare, run_pass, Target, TargetError, TargetRequest};
 use iolab_measure::{ActivitySample, PassContext, TestRecord, TestSummary};
 use iolab_spec::{RunSettings, TestSpec};
 use iolab_stats::{summarize, Score};

@@ -25,6 +25,7 @@ pub fn global_section(settings: &RunSettings, filename: &str) -> String {
     let engine = match settings.engine {
         EngineKind::IoUring => "io_uring",
         EngineKind::Psync => "psync",
+        EngineKind::Null => "null",
     };
     let _ = writeln!(g, "ioengine={engine}");
     if settings.engine == EngineKind::IoUring {

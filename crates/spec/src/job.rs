@@ -88,6 +88,8 @@ pub enum IoDir {
 pub enum EngineKind {
     IoUring,
     Psync,
+    /// Completes every I/O at once without touching the target (fio's null ioengine).
+    Null,
 }
 
 impl EngineKind {
@@ -95,6 +97,7 @@ impl EngineKind {
         match self {
             EngineKind::IoUring => "io_uring",
             EngineKind::Psync => "psync",
+            EngineKind::Null => "null",
         }
     }
 }
@@ -105,7 +108,12 @@ impl FromStr for EngineKind {
         match s {
             "io_uring" | "iouring" | "uring" => Ok(EngineKind::IoUring),
             "psync" | "sync" => Ok(EngineKind::Psync),
-            _ => Err(SpecError::new("engine", s, "expected io_uring or psync")),
+            "null" => Ok(EngineKind::Null),
+            _ => Err(SpecError::new(
+                "engine",
+                s,
+                "expected io_uring, psync or null",
+            )),
         }
     }
 }

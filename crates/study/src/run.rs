@@ -272,7 +272,8 @@ impl Visit<'_> {
             },
         };
         if self.study.drop_caches {
-            iolab_sys::drop_caches().map_err(|e| format!("{who}: cannot drop the page cache: {e}"))?;
+            iolab_sys::drop_caches()
+                .map_err(|e| format!("{who}: cannot drop the page cache: {e}"))?;
         }
         // The description goes through the child's standard input: no file to leave behind
         // if the study is killed.

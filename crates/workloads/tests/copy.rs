@@ -4,11 +4,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use iolab_spec::Rw;
+use iolab_testkit::{is_root, scratch_dir, skip};
 use iolab_workloads::copy::{self, CopyConfig, WorkloadError};
-
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
 
 fn entries(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -46,7 +43,7 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn generated_source_is_copied_verified_and_removed() {
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = CopyConfig::new(t.path().to_path_buf());
     cfg.generate_size = 6 << 20;
     cfg.buffer_size = 256 << 10;
@@ -114,7 +111,7 @@ fn generated_source_is_copied_verified_and_removed() {
 
 #[test]
 fn tree_with_links_is_copied_and_source_untouched() {
-    let src_parent = scratch();
+    let src_parent = scratch_dir();
     let src = src_parent.path().join("tree");
     std::fs::create_dir_all(src.join("a/b/c")).unwrap();
     std::fs::create_dir(src.join("empty")).unwrap();
@@ -127,7 +124,7 @@ fn tree_with_links_is_copied_and_source_untouched() {
     std::os::unix::fs::symlink("/nonexistent/dangling", src.join("dangling")).unwrap();
     let before = snapshot(&src);
 
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = CopyConfig::new(t.path().to_path_buf());
     cfg.source = Some(src.clone());
     cfg.buffer_size = 64 << 10;
@@ -154,10 +151,10 @@ fn tree_with_links_is_copied_and_source_untouched() {
 
 #[test]
 fn single_file_source_and_refusals() {
-    let d = scratch();
+    let d = scratch_dir();
     let f = d.path().join("file.bin");
     std::fs::write(&f, vec![5u8; 1_000_001]).unwrap();
-    let t = scratch();
+    let t = scratch_dir();
     let stop = AtomicBool::new(false);
     let mut cfg = CopyConfig::new(t.path().to_path_buf());
     cfg.source = Some(f.clone());
@@ -184,7 +181,7 @@ fn single_file_source_and_refusals() {
 
 #[test]
 fn stop_ends_early_and_cleans_up() {
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = CopyConfig::new(t.path().to_path_buf());
     cfg.generate_size = 4 << 20;
     cfg.runs = 3;
@@ -213,16 +210,15 @@ fn stop_ends_early_and_cleans_up() {
 
 #[test]
 fn drop_caches_before_each_pass() {
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = CopyConfig::new(t.path().to_path_buf());
     cfg.generate_size = 2 << 20;
     cfg.drop_caches = true;
     let stop = AtomicBool::new(false);
-    if !iolab_workloads_is_root() {
+    if !is_root() {
         let e = copy::run(&cfg, &stop, &mut |_, _| {}).unwrap_err();
         assert!(e.to_string().contains("root"), "{e}");
-        println!("skipped: dropping the page cache needs root");
-        return;
+        skip!("dropping the page cache needs root");
     }
     let mut dropped = false;
     let tests = copy::run(&cfg, &stop, &mut |l, _| dropped |= l == "drop caches 1/1").unwrap();
@@ -230,9 +226,4 @@ fn drop_caches_before_each_pass() {
     assert_eq!(tests[0].extra["drop_caches"], true);
     assert_eq!(tests[0].extra["verified"], true);
     assert!(entries(t.path()).is_empty());
-}
-
-fn iolab_workloads_is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use iolab_integrity::Tally;
+use iolab_testkit::skip;
 use iolab_workloads::dbench::{
     parse_loadfile, run, run_with_seam, DbenchConfig, DbenchError, DbenchResult, Loadfile, OpKind,
     Phase, Seam, Tamper,
@@ -264,12 +265,11 @@ fn gzipped_loadfile_parses_to_the_same_operations() {
     assert!(!a.same_operations(&other));
 }
 
-/// client.txt, a directory and 2 clients for 2 s after 0.5 s of warm-up; None (with the
-/// reason printed) when dbench is not installed.
+/// client.txt, a directory and 2 clients for 2 s after 0.5 s of warm-up; None after a skip
+/// when dbench (which test.sh installs) is missing.
 fn client_txt_two_clients() -> Option<(Loadfile, tempfile::TempDir, DbenchConfig)> {
     if !Path::new(CLIENT_TXT).exists() {
-        eprintln!("skipped: {CLIENT_TXT} not installed (apt-get install dbench)");
-        return None;
+        skip!(=> None, "{CLIENT_TXT} is not installed (test.sh installs dbench)");
     }
     let lf = parse_loadfile(CLIENT_TXT).unwrap();
     let dir = tempfile::tempdir().unwrap();

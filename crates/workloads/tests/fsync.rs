@@ -9,16 +9,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use iolab_testkit::scratch_dir;
 use iolab_workloads::fsync::{self, AfterPass, FsyncConfig, FsyncReport, SyncMethod};
 use serde_json::Value;
 
 const BS: u64 = 4096;
 /// 16 blocks of 4 KiB: every test rewrites each of them many times per pass.
 const FILE: u64 = 16 * BS;
-
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
 
 fn config(dir: &Path, methods: &[SyncMethod], sizes: &[u64], runs: u32) -> FsyncConfig {
     let mut cfg = FsyncConfig::new(dir.to_path_buf());
@@ -74,7 +71,7 @@ fn verify_of<'a>(report: &'a FsyncReport, name: &str) -> &'a Value {
 
 #[test]
 fn every_written_block_reads_back_as_written() {
-    let t = scratch();
+    let t = scratch_dir();
     let cfg = config(
         t.path(),
         &[SyncMethod::None, SyncMethod::Fdatasync],
@@ -107,7 +104,7 @@ fn every_written_block_reads_back_as_written() {
 
 #[test]
 fn damage_between_the_pass_and_its_read_back_is_found_with_offset_and_class() {
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = config(t.path(), &[SyncMethod::None], &[BS], 1);
     // A flipped bit in block 3, and block 2's content written over block 7.
     cfg.after_pass = after_pass(|p, _| {
@@ -146,7 +143,7 @@ fn damage_between_the_pass_and_its_read_back_is_found_with_offset_and_class() {
 
 #[test]
 fn a_block_left_by_an_earlier_test_is_a_lost_write_not_a_match() {
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = config(
         t.path(),
         &[SyncMethod::None, SyncMethod::Fdatasync],
@@ -182,7 +179,7 @@ fn a_block_left_by_an_earlier_test_is_a_lost_write_not_a_match() {
 
 #[test]
 fn sizes_that_are_not_whole_sectors_are_refused() {
-    let t = scratch();
+    let t = scratch_dir();
     let cfg = config(t.path(), &[SyncMethod::None], &[BS, 1000], 1);
     let e = fsync::run(&cfg, &AtomicBool::new(false), &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("1000"), "{e}");

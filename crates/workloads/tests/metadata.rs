@@ -5,11 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use iolab_spec::Rw;
+use iolab_testkit::scratch_dir;
 use iolab_workloads::metadata::{self, MetadataConfig, WorkloadError};
-
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
 
 /// The space figure compares the filesystem's usage before and after the create phase:
 /// the tests run one at a time so they do not create and delete files under each other.
@@ -26,7 +23,7 @@ fn is_empty(dir: &Path) -> bool {
 #[test]
 fn every_phase_counts_exactly_and_space_is_measured() {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = MetadataConfig::new(t.path().to_path_buf());
     cfg.files = 2000;
     cfg.dirs = 7;
@@ -95,7 +92,7 @@ fn every_phase_counts_exactly_and_space_is_measured() {
 #[test]
 fn fsync_counts_every_file() {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = MetadataConfig::new(t.path().to_path_buf());
     cfg.files = 60;
     cfg.dirs = 2;
@@ -114,7 +111,7 @@ fn fsync_counts_every_file() {
 #[test]
 fn more_threads_than_files_and_stop() {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let stop = AtomicBool::new(false);
     let mut cfg = MetadataConfig::new(t.path().to_path_buf());
     cfg.files = 3;
@@ -143,7 +140,7 @@ fn more_threads_than_files_and_stop() {
 #[test]
 fn bad_options_and_missing_dir() {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let stop = AtomicBool::new(false);
     let mut cfg = MetadataConfig::new(t.path().to_path_buf());
     cfg.files = 0;
@@ -175,7 +172,7 @@ fn verified_run(
     damage: impl Fn(&Path) + Send + Sync + 'static,
 ) -> Vec<iolab_measure::TestRecord> {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = MetadataConfig::new(t.path().to_path_buf());
     (cfg.files, cfg.dirs, cfg.threads, cfg.file_size) = (files, dirs, threads, file_size);
     cfg.verify = Some(0x5eed);

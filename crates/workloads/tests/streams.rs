@@ -7,11 +7,8 @@ use std::time::{Duration, Instant};
 
 use iolab_measure::TestRecord;
 use iolab_spec::Rw;
+use iolab_testkit::{is_root, scratch_dir, skip};
 use iolab_workloads::streams::{self, StreamsConfig};
-
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
 
 /// The tests look at page-cache residency, and one of them drops the whole page cache:
 /// they run one at a time.
@@ -51,7 +48,7 @@ fn f(v: &serde_json::Value) -> f64 {
 #[test]
 fn same_file_staggered_readers_read_one_file() {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = StreamsConfig::new(t.path().to_path_buf());
     cfg.streams = 3;
     cfg.same_file = true;
@@ -123,7 +120,7 @@ fn same_file_staggered_readers_read_one_file() {
 #[test]
 fn different_files_start_together_and_are_distinct() {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = StreamsConfig::new(t.path().to_path_buf());
     cfg.streams = 3;
     cfg.file_size = 1 << 20;
@@ -156,7 +153,7 @@ fn different_files_start_together_and_are_distinct() {
 #[test]
 fn writers_with_end_fsync() {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = StreamsConfig::new(t.path().to_path_buf());
     cfg.streams = 2;
     cfg.rw = Rw::Write;
@@ -186,7 +183,7 @@ fn writers_with_end_fsync() {
 #[test]
 fn direct_reads_and_time_limit() {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = StreamsConfig::new(t.path().to_path_buf());
     cfg.direct = true;
     cfg.file_size = 2 << 20;
@@ -216,7 +213,7 @@ fn direct_reads_and_time_limit() {
 #[test]
 fn keeping_prepared_pages_shows_as_cache_residency() {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = StreamsConfig::new(t.path().to_path_buf());
     cfg.file_size = 2 << 20;
     cfg.evict_prepared = false;
@@ -236,7 +233,7 @@ fn keeping_prepared_pages_shows_as_cache_residency() {
 #[test]
 fn stop_during_stagger_returns_quickly_and_cleans_up() {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let mut cfg = StreamsConfig::new(t.path().to_path_buf());
     cfg.streams = 2;
     cfg.same_file = true;
@@ -260,7 +257,7 @@ fn stop_during_stagger_returns_quickly_and_cleans_up() {
 #[test]
 fn drop_caches_and_bad_options() {
     let _serial = serial();
-    let t = scratch();
+    let t = scratch_dir();
     let stop = AtomicBool::new(false);
     let mut bad = StreamsConfig::new(t.path().to_path_buf());
     bad.rw = Rw::RandRead;
@@ -273,12 +270,10 @@ fn drop_caches_and_bad_options() {
     cfg.streams = 2;
     cfg.file_size = 1 << 20;
     cfg.drop_caches = true;
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         let e = streams::run(&cfg, &stop, &mut |_, _| {}).unwrap_err();
         assert!(e.to_string().contains("root"), "{e}");
-        println!("skipped: dropping the page cache needs root");
-        return;
+        skip!("dropping the page cache needs root");
     }
     let mut labels = Vec::new();
     let tests = streams::run(&cfg, &stop, &mut |l, _| labels.push(l.to_string())).unwrap();

@@ -3,6 +3,7 @@
 //! the per-I/O path has no dynamic dispatch.
 
 pub mod io_uring;
+pub mod null;
 pub mod psync;
 
 use std::io;
@@ -16,7 +17,8 @@ use crate::buffers::BufferPool;
 /// file; giving one with another engine is refused.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EngineArgs {
-    /// I/O engine: io_uring (default) or psync.
+    /// I/O engine: io_uring (default), psync, or null (completes every I/O without touching
+    /// the target: iolab's own overhead).
     #[arg(long, default_value = "io_uring")]
     pub engine: String,
     #[command(flatten)]

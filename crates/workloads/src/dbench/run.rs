@@ -147,7 +147,9 @@ impl Job for DbenchJob {
                 break;
             }
             if let Some(v) = &r.verify {
-                verified.get_or_insert_with(Default::default).merge(v.clone());
+                verified
+                    .get_or_insert_with(Default::default)
+                    .merge(v.clone());
             }
             let hist = |k: OpKind| -> LatencyHistogram {
                 r.ops

@@ -1,0 +1,32 @@
+//! The test kit owns what iolab's test crates share: skips that are counted and that fail
+//! the run under `IOLAB_REQUIRE_DEVICE_TESTS=1`, root and tool checks, loop devices, mounts
+//! and cgroups torn down on drop, scratch directories, and running the `iolab` binary.
+//!
+//! It is a dev-dependency only. Helpers that serve a single test file stay in that file.
+//!
+//! - [`skip`]: [`skip()`](skip::skip), [`skip!`], [`skip_allowed!`], [`require_root`],
+//!   [`require_tools`], [`optional_tools`], [`require_devices`].
+//! - [`sys`]: [`is_root`], [`tool`], [`have`], [`sh`], [`try_sh`], [`shell`].
+//! - [`dev`]: [`Loop`], [`Mount`], [`Cgroup`], [`QueueSetting`], [`device_lock`].
+//! - [`scratch`]: [`scratch_dir`] (on the build directory's filesystem, not a tmpfs).
+//! - [`iolab`]: [`Sandbox`] and [`Out`], for running the built binary.
+//! - [`json`] and [`data`]: field access that names what is missing; reproducible bytes.
+
+pub mod data;
+pub mod dev;
+pub mod iolab;
+pub mod json;
+pub mod scratch;
+pub mod skip;
+pub mod sys;
+
+pub use data::{median, random_bytes, KIB, MIB};
+pub use dev::{device_lock, Cgroup, Loop, Mount, QueueSetting};
+pub use iolab::{table_part, Out, Sandbox};
+pub use json::{arr, get, num, read_json, string, uint};
+pub use scratch::{scratch_dir, scratch_root};
+pub use skip::{
+    optional_tools, require_devices, require_root, require_tools, skip, skip_allowed, skips,
+    REQUIRE_VAR,
+};
+pub use sys::{have, is_root, sh, shell, tool, try_sh};
