@@ -152,7 +152,7 @@ fn presets_text() -> String {
     }
     out.push_str("Options: --mix adds CrystalDiskMark's 70/30 read/write mix test to cdm rows.\n");
     out.push_str("\nWorkloads (iolab run NAME --target DIR; see docs/workloads.md):\n");
-    for w in crate::run_cmd::WORKLOADS {
+    for w in iolab_workloads::WORKLOADS {
         // The presets are listed above.
         for name in w
             .names()

@@ -7,8 +7,6 @@ mod commands;
 mod crosscheck;
 mod report_cmd;
 mod run_cmd;
-mod scrub_cmd;
-mod streams_entry;
 mod study;
 mod verify_cmd;
 

@@ -1,29 +1,13 @@
-//! `iolab run`: the registry of workloads, the command line parsed through it, the job run
-//! by iolab-runner, and what the run ends with printed.
+//! `iolab run`: the command line parsed through the workload registry (iolab-workloads),
+//! the job run by iolab-runner, and what the run ends with printed.
 
 use std::io::Write;
 
-use iolab_runner::{execute, ExitStatus, Finished, ParseError, Parsed, Registry, Workload};
-
-/// Every workload `iolab run` knows: the block presets, then the workloads shaped like
-/// real jobs. Adding a workload is one line here.
-pub static WORKLOADS: &[&dyn Workload] = &[
-    &iolab_workloads::block::WORKLOAD,
-    &iolab_workloads::fsync::run::WORKLOAD,
-    &iolab_workloads::dbench::run::WORKLOAD,
-    &iolab_workloads::copy::run::WORKLOAD,
-    &crate::streams_entry::WORKLOAD,
-    &iolab_workloads::metadata::run::WORKLOAD,
-    &crate::verify_cmd::WORKLOAD,
-    &crate::scrub_cmd::WORKLOAD,
-];
+use iolab_runner::{execute, ExitStatus, Finished, ParseError, Parsed, Registry};
 
 /// The registry `iolab run` (and `iolab study`) parse workloads with.
 pub fn registry() -> Registry {
-    Registry {
-        workloads: WORKLOADS,
-        default: iolab_workloads::block::default_name,
-    }
+    iolab_workloads::registry()
 }
 
 /// Parses `args` (after `run`) as `bin` does; prints and maps a refusal to its status.

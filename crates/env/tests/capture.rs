@@ -412,7 +412,9 @@ fn dm_over_a_partition_of_a_loop_device() {
         std::thread::sleep(Duration::from_millis(50));
     }
     if !Path::new(&part).exists() {
-        skip!("no partition node {part}");
+        // Some kernels scan no MBR partitions on loop devices (this project's VMs: `losetup
+        // -P` over a valid MBR gives no loopNp1); nothing a package can add.
+        skip_allowed!("no partition node {part}: this kernel does not scan loop partitions");
     }
     let lname = lo.name();
     let pname = format!("{lname}p1");

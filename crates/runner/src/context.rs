@@ -31,6 +31,21 @@ pub struct RunStart {
     pub env_path: PathBuf,
 }
 
+impl RunStart {
+    /// The start of workload `name` working in directory `dir` (`size`: what it writes or
+    /// uses, for the target's description).
+    pub fn in_dir(name: &str, dir: &Path, size: u64, settings: RunSettings) -> RunStart {
+        RunStart {
+            preset: name.to_string(),
+            workload: name.to_string(),
+            target: dir_info(dir, size),
+            settings,
+            notes: Vec::new(),
+            env_path: dir.to_path_buf(),
+        }
+    }
+}
+
 /// The context of one `iolab run`.
 pub struct RunContext {
     pub common: CommonArgs,

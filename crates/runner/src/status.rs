@@ -21,7 +21,7 @@ pub enum ExitStatus {
 }
 
 impl ExitStatus {
-    pub fn code(self) -> i32 {
+    pub const fn code(self) -> i32 {
         match self {
             ExitStatus::Ok => 0,
             ExitStatus::Failed => 1,

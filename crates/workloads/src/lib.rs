@@ -16,3 +16,24 @@ pub mod metadata;
 pub mod scrub;
 pub mod streams;
 pub mod verify;
+
+/// Every workload `iolab run` knows, in the order `iolab run --help` lists them: the block
+/// presets, then the workloads shaped like real jobs. Adding a workload is one line here.
+pub static WORKLOADS: &[&dyn iolab_runner::Workload] = &[
+    &block::WORKLOAD,
+    &fsync::run::WORKLOAD,
+    &dbench::run::WORKLOAD,
+    &copy::run::WORKLOAD,
+    &streams::run::WORKLOAD,
+    &metadata::run::WORKLOAD,
+    &verify::run::WORKLOAD,
+    &scrub::run::WORKLOAD,
+];
+
+/// The registry `iolab run` and `iolab study` parse workloads with.
+pub fn registry() -> iolab_runner::Registry {
+    iolab_runner::Registry {
+        workloads: WORKLOADS,
+        default: block::default_name,
+    }
+}

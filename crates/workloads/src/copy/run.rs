@@ -3,8 +3,7 @@
 use clap::Args;
 use iolab_runner::options::{BsArg, DropCachesArg, RunsArg, SizeArg};
 use iolab_runner::{
-    dir_info, plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart,
-    UsageError,
+    plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
 
 use super::CopyConfig;
@@ -67,14 +66,12 @@ impl Job for CopyJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.target = target_dir(&ctx.common, "copy")?;
-        ctx.start(RunStart {
-            preset: "copy".into(),
-            workload: "copy".into(),
-            target: dir_info(&cfg.target, cfg.generate_size),
-            settings: plain_settings(cfg.generate_size, Default::default(), cfg.runs, false),
-            notes: Vec::new(),
-            env_path: cfg.target.clone(),
-        })?;
+        ctx.start(RunStart::in_dir(
+            "copy",
+            &cfg.target,
+            cfg.generate_size,
+            plain_settings(cfg.generate_size, Default::default(), cfg.runs, false),
+        ))?;
         let tests = {
             let progress = &ctx.progress;
             super::run(&cfg, &ctx.stop, &mut |label, n| {

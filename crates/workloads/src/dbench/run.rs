@@ -10,8 +10,7 @@ use iolab_measure::{
 };
 use iolab_runner::options::{opt_duration, DurationArg, RunsArg, VerifyArg};
 use iolab_runner::{
-    dir_info, plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart,
-    UsageError,
+    plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
 
 use iolab_integrity::Tally;
@@ -114,14 +113,12 @@ impl Job for DbenchJob {
         let parsed = super::parse_loadfile(&cfg.loadfile)
             .map_err(|e| RunError::Usage(UsageError::option("loadfile", e.to_string())))?;
         let clients = cfg.clients;
-        ctx.start(RunStart {
-            preset: "dbench".into(),
-            workload: "dbench".into(),
-            target: dir_info(&cfg.dir, 0),
-            settings: plain_settings(0, cfg.time, runs, false),
-            notes: Vec::new(),
-            env_path: cfg.dir.clone(),
-        })?;
+        ctx.start(RunStart::in_dir(
+            "dbench",
+            &cfg.dir,
+            0,
+            plain_settings(0, cfg.time, runs, false),
+        ))?;
         let mut verified: Option<Tally> = None;
         let mut passes = Vec::new();
         let mut extra = serde_json::Value::Null;

@@ -4,8 +4,7 @@ use clap::Args;
 use iolab_measure::Warning;
 use iolab_runner::options::{list, DurationArg, RunsArg, SizeArg, VerifyArg};
 use iolab_runner::{
-    dir_info, plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart,
-    UsageError,
+    plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
 use iolab_spec::parse_size;
 
@@ -102,14 +101,12 @@ impl Job for FsyncJob {
         let per_test = cfg.duration * cfg.runs;
         ctx.progress
             .set_total(per_test * (cfg.sizes.len() * cfg.methods.len()) as u32);
-        ctx.start(RunStart {
-            preset: "fsync".into(),
-            workload: "fsync".into(),
-            target: dir_info(&cfg.dir, cfg.file_size),
-            settings: plain_settings(cfg.file_size, cfg.duration, cfg.runs, false),
-            notes: Vec::new(),
-            env_path: cfg.dir.clone(),
-        })?;
+        ctx.start(RunStart::in_dir(
+            "fsync",
+            &cfg.dir,
+            cfg.file_size,
+            plain_settings(cfg.file_size, cfg.duration, cfg.runs, false),
+        ))?;
         let mut step = std::time::Duration::ZERO;
         let report = {
             let progress = &ctx.progress;

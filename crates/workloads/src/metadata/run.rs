@@ -3,8 +3,7 @@
 use clap::Args;
 use iolab_runner::options::{opt_size, VerifyArg};
 use iolab_runner::{
-    dir_info, plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart,
-    UsageError,
+    plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
 
 use super::MetadataConfig;
@@ -71,14 +70,12 @@ impl Job for MetadataJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.dir = target_dir(&ctx.common, "metadata")?;
-        ctx.start(RunStart {
-            preset: "metadata".into(),
-            workload: "metadata".into(),
-            target: dir_info(&cfg.dir, cfg.file_size * cfg.files),
-            settings: plain_settings(cfg.file_size, Default::default(), 1, false),
-            notes: Vec::new(),
-            env_path: cfg.dir.clone(),
-        })?;
+        ctx.start(RunStart::in_dir(
+            "metadata",
+            &cfg.dir,
+            cfg.file_size * cfg.files,
+            plain_settings(cfg.file_size, Default::default(), 1, false),
+        ))?;
         let tests = {
             let progress = &ctx.progress;
             super::run(&cfg, &ctx.stop, &mut |label, n| {

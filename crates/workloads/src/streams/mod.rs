@@ -4,6 +4,8 @@
 //! its own file, all at once. Reports each stream's MB/s and the aggregate over the wall
 //! time from the first start to the last end.
 
+pub mod run;
+
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;

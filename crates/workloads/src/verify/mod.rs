@@ -4,6 +4,8 @@
 //! or the journal, says later what every block must hold (checked by iolab-integrity's
 //! `verified::check_file` and `check_with_journal`).
 
+pub mod run;
+
 use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::{FileExt, FileTypeExt};

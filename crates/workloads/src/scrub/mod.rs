@@ -10,6 +10,8 @@
 //! them), `tools` (the btrfs and zfs commands and their output), `report` (expectations,
 //! verdict, table, test records). docs/scrub.md describes the procedure and the units.
 
+pub mod run;
+
 mod dataset;
 mod locate;
 mod report;

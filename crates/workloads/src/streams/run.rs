@@ -1,16 +1,14 @@
-//! `iolab run streams`: its options and how the streams run as a stored run. (Its
-//! `--verify` blocks come from iolab-verify, which sits above the workloads crate until the
-//! integrity code moves below it.)
+//! `iolab run streams`: its options and how the streams run as a stored run.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::StreamsConfig;
 use clap::Args;
 use iolab_runner::options::{BsArg, DropCachesArg, DurationArg, EndFsyncArg, SizeArg, VerifyArg};
 use iolab_runner::{
-    dir_info, plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart,
-    UsageError,
+    plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
-use iolab_workloads::streams::{self, StreamsConfig};
 
 /// The streams' entry in the registry.
 pub static WORKLOAD: Def<StreamsOptions> = Def::new(
@@ -88,7 +86,7 @@ fn plan(_name: &str, a: StreamsOptions, _c: &CommonArgs) -> Result<Box<dyn Job>,
     cfg.drop_caches = a.drop_caches.drop_caches;
     cfg.end_fsync = a.end_fsync.end_fsync;
     if a.verify.verify {
-        crate::verify_cmd::streams_verify(&mut cfg)?;
+        streams_verify(&mut cfg)?;
     }
     Ok(Box::new(StreamsJob { cfg }))
 }
@@ -97,26 +95,51 @@ impl Job for StreamsJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.dir = target_dir(&ctx.common, "streams")?;
-        ctx.start(RunStart {
-            preset: "streams".into(),
-            workload: "streams".into(),
-            target: dir_info(&cfg.dir, cfg.file_size),
-            settings: plain_settings(
+        ctx.start(RunStart::in_dir(
+            "streams",
+            &cfg.dir,
+            cfg.file_size,
+            plain_settings(
                 cfg.file_size,
                 cfg.duration.unwrap_or(Duration::ZERO),
                 1,
                 false,
             ),
-            notes: Vec::new(),
-            env_path: cfg.dir.clone(),
-        })?;
+        ))?;
         let tests = {
             let progress = &ctx.progress;
-            streams::run(&cfg, &ctx.stop, &mut |label, n| {
+            super::run(&cfg, &ctx.stop, &mut |label, n| {
                 progress.phase(label, iolab_spec::format_bytes(n))
             })
             .map_err(|e| RunError::Failed(e.to_string()))?
         };
         ctx.add_tests(tests)
     }
+}
+
+/// `--verify` on `run streams --rw write`: the streams write verified blocks and every
+/// file is checked before removal (the counts land in each test's `extra.verify`).
+pub fn streams_verify(cfg: &mut StreamsConfig) -> Result<(), UsageError> {
+    if cfg.rw != iolab_spec::Rw::Write {
+        return Err(UsageError::option(
+            "verify",
+            "--verify checks what streams write: give --rw write",
+        ));
+    }
+    let st =
+        iolab_integrity::verified::Stamper::new(fastrand::u64(1..), cfg.bs as u64, cfg.file_size)
+            .ok_or_else(|| {
+            UsageError::option(
+                "verify",
+                format!(
+                    "--verify: --bs ({}) and --size ({}) must be multiples of 512 bytes",
+                    cfg.bs, cfg.file_size
+                ),
+            )
+        })?;
+    cfg.verify = Some(super::VerifyHook {
+        fill: Arc::new(move |buf, offset| st.fill(buf, offset)),
+        check: Arc::new(move |path| st.check(path)),
+    });
+    Ok(())
 }

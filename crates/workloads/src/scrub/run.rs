@@ -1,4 +1,4 @@
-//! `iolab run scrub-test`: the scrub test of iolab-verify on a loop testbed it builds
+//! `iolab run scrub-test`: the scrub test on a loop testbed it builds
 //! (`--testbed`) or on an existing redundant filesystem (`--target DIR`, members corrupted
 //! only with `--allow-corrupt-members`). Stored like the other workloads; exits 3 when the
 //! filesystem did not detect, repair or report what it should have (docs/scrub.md), 4 when
@@ -7,13 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::scrub::{self, Layout, ScrubConfig, ScrubError, ScrubTarget};
 use clap::Args;
 use iolab_measure::TargetInfo;
 use iolab_runner::options::opt_size;
 use iolab_runner::{
     plain_settings, CommonArgs, Def, ExitStatus, Job, RunContext, RunError, RunStart, UsageError,
 };
-use iolab_workloads::scrub::{self, Layout, ScrubConfig, ScrubError, ScrubTarget};
 
 /// The scrub test's entry in the registry.
 pub static WORKLOAD: Def<ScrubOptions> = Def::new(
