@@ -942,7 +942,9 @@ fn dbench_with_verify_checks_reads_and_files_and_catches_a_change_underneath() {
     assert!(sb.target_entries().is_empty(), "files left behind");
 }
 
-/// `run custom --verify` with these extra arguments on a 4 MiB file of 4 KiB blocks.
+/// `run custom --verify` with these extra arguments on a 4 MiB file of 4 KiB blocks; each
+/// pass writes 256 MiB (64 Ki writes over 1024 blocks: the chance that a block is never
+/// written is e^-64), however slow the machine is.
 fn custom_verify(sb: &Sandbox, rw: &str, extra: &[&str]) -> Out {
     let mut v = vec![
         "custom",
@@ -956,8 +958,10 @@ fn custom_verify(sb: &Sandbox, rw: &str, extra: &[&str]) -> Out {
         "32",
         "--numjobs",
         "2",
+        "--io-size",
+        "256MiB",
         "--duration",
-        "1s",
+        "120s",
         "--warmup",
         "0",
         "--verify",

@@ -106,6 +106,10 @@ pub struct ShapeArgs {
     pub rw: Option<String>,
     #[command(flatten)]
     pub bs: BsArg,
+    /// End each pass after SIZE bytes (all jobs together), or at --duration if that comes
+    /// first (fio's io_size): a pass of known work instead of known time.
+    #[arg(long, value_name = "SIZE")]
+    pub io_size: Option<String>,
 }
 
 /// `iometer`'s access specification.
@@ -271,6 +275,15 @@ fn custom_job(g: &Given) -> Result<JobSpec, UsageError> {
     );
     if let Some(m) = g.block.rwmixread {
         job.rwmixread = m;
+    }
+    if let Some(n) = iolab_runner::options::opt_size("io-size", &g.shape.io_size)? {
+        if n < bs {
+            return Err(UsageError::option(
+                "io-size",
+                format!("--io-size {n}: less than one block of --bs ({bs} bytes)"),
+            ));
+        }
+        job.io_limit = Some(n);
     }
     Ok(job)
 }
