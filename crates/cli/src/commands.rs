@@ -1,72 +1,10 @@
-//! Dispatch of the subcommands, and the CLI's error type with its exit codes.
-
-use std::fmt;
+//! Dispatch of the subcommands, and the small ones: `presets`, `results`, `show`, `env`.
 
 use iolab_spec::{expand_preset, format_bytes, JobSpec, Rw, PRESETS};
-use iolab_store::{default_db_path, RunFilter, Store};
+use iolab_store::RunFilter;
 
-use iolab_runner::{ExitStatus, RunError, UsageError};
-
-use crate::args::{Cli, Command, DbArgs, EnvArgs, ResultsArgs, ShowArgs};
-
-/// Everything that ends a command with a message and a non-zero exit.
-#[derive(Debug)]
-pub enum CliError {
-    /// Bad input: exit 2.
-    Usage(String),
-    /// The run was stopped by a signal: exit 130.
-    Interrupted,
-    /// Anything else: exit 1.
-    Failed(String),
-}
-
-impl CliError {
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            CliError::Usage(_) => ExitStatus::Usage,
-            CliError::Interrupted => ExitStatus::Interrupted,
-            CliError::Failed(_) => ExitStatus::Failed,
-        }
-        .code()
-    }
-}
-
-impl fmt::Display for CliError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CliError::Usage(m) | CliError::Failed(m) => f.write_str(m),
-            CliError::Interrupted => f.write_str("interrupted"),
-        }
-    }
-}
-
-impl From<iolab_spec::SpecError> for CliError {
-    fn from(e: iolab_spec::SpecError) -> Self {
-        CliError::Usage(format!("--{e}"))
-    }
-}
-
-impl From<UsageError> for CliError {
-    fn from(e: UsageError) -> Self {
-        CliError::Usage(e.to_string())
-    }
-}
-
-impl From<RunError> for CliError {
-    fn from(e: RunError) -> Self {
-        match e {
-            RunError::Usage(u) => CliError::Usage(u.to_string()),
-            RunError::Interrupted => CliError::Interrupted,
-            RunError::Failed(m) => CliError::Failed(m),
-        }
-    }
-}
-
-impl From<iolab_store::StoreError> for CliError {
-    fn from(e: iolab_store::StoreError) -> Self {
-        CliError::Failed(e.to_string())
-    }
-}
+use crate::args::{Cli, Command, EnvArgs, ResultsArgs, ShowArgs};
+use crate::error::{open_store, CliError};
 
 pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
@@ -87,11 +25,6 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Cleanup(args) => crate::study::cleanup(args),
         Command::Verify(args) => crate::verify_cmd::verify(args),
     }
-}
-
-pub fn open_store(db: &DbArgs) -> Result<Store, CliError> {
-    let path = db.db.clone().unwrap_or_else(default_db_path);
-    Ok(Store::open(&path)?)
 }
 
 /// `text` word-wrapped to 98 columns, every line indented by two spaces.

@@ -5,6 +5,7 @@
 mod args;
 mod commands;
 mod crosscheck;
+mod error;
 mod report_cmd;
 mod run_cmd;
 mod study;

@@ -9,7 +9,7 @@ use iolab_report::{compare as cmp, csv, history as hist, html, json, markdown};
 use iolab_store::{RunFilter, Store};
 
 use crate::args::{CompareArgs, HistoryArgs, ReportArgs};
-use crate::commands::{open_store, CliError};
+use crate::error::{open_store, CliError};
 
 /// Parses a run id as `iolab results` lists it, or `last`.
 fn run_id(store: &Store, s: &str) -> Result<i64, CliError> {

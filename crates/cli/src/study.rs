@@ -9,7 +9,7 @@ use iolab_study::{parse, Study, Workload, WorkloadProblem};
 use iolab_testbed::{Kind, StateFile};
 
 use crate::args::{CleanupArgs, StudyArgs};
-use crate::commands::CliError;
+use crate::error::CliError;
 
 /// Checks a workload's options with `iolab run`'s own registry: the workload's options
 /// struct parses them and its plan checks them, as a run would before touching anything.

@@ -5,15 +5,15 @@ use std::time::Duration;
 
 use iolab_integrity::journal::Journal;
 use iolab_integrity::verified::{
-    self, check_file, check_with_journal, expectation, CheckError, CheckReport, Given,
+    self, check_file, check_with_journal, expectation, CheckError, Given,
 };
 use iolab_runner::progress::Progress;
 use iolab_runner::ExitStatus;
 use iolab_spec::{format_bytes, parse_size};
-use iolab_workloads::verify::run::{block_size, print_failures};
+use iolab_workloads::verify::run::block_size;
 
 use crate::args::VerifyArgs;
-use crate::commands::CliError;
+use crate::error::CliError;
 
 /// Exit status when a block does not hold what was written (or an acknowledged write
 /// was lost).
@@ -79,7 +79,7 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
                     j.block_size
                 )));
             }
-            text.push_str(&journal_lines(&j));
+            text.push_str(&j.describe());
             let r = check_with_journal(&path, &j, &stop, &mut on_progress).map_err(check_error)?;
             (
                 r,
@@ -140,90 +140,8 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
             serde_json::to_string_pretty(&doc).expect("report serializes")
         );
     } else {
-        text.push_str(&report_lines(&report, args.journal.is_some()));
+        text.push_str(&report.render(args.journal.is_some()));
         print!("{text}");
     }
     Ok(code)
-}
-
-fn journal_lines(j: &Journal) -> String {
-    format!(
-        "Journal:  {}: run {:016x}, {} blocks, {} records over {:.3} s, {}{}\n",
-        j.path.display(),
-        j.run_id,
-        format_bytes(j.block_size),
-        j.records,
-        j.last_ns.saturating_sub(j.first_ns) as f64 / 1e9,
-        match j.ended {
-            Some(n) => format!("ended normally after {n} pass(es)"),
-            None => "no end record (the writer stopped or crashed)".into(),
-        },
-        if j.torn_tail > 0 {
-            format!(
-                "; {} byte(s) after the last whole record ignored (an append cut by the crash)",
-                j.torn_tail
-            )
-        } else {
-            String::new()
-        }
-    )
-}
-
-fn report_lines(r: &CheckReport, journal: bool) -> String {
-    let t = &r.tally;
-    let mut out = r
-        .note
-        .as_ref()
-        .map(|n| format!("Note:     {n}\n"))
-        .unwrap_or_default();
-    out.push_str(&format!(
-        "Read:     {} in {:.3} s ({:.0} MB/s){}\n",
-        format_bytes(r.bytes),
-        r.seconds,
-        r.bytes as f64 / 1e6 / r.seconds.max(1e-9),
-        if r.direct {
-            ", O_DIRECT"
-        } else {
-            ", buffered (the filesystem refused O_DIRECT)"
-        }
-    ));
-    let classes = t.failed_classes();
-    out.push_str(&format!(
-        "Checked:  {} blocks: {} ok, {} failed{}\n",
-        t.checked,
-        t.ok,
-        t.failures,
-        if classes.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", classes.join(", "))
-        }
-    ));
-    if journal {
-        out.push_str(&format!(
-            "Acked:    {} acknowledged blocks checked; {} lost acknowledged write(s)\n",
-            r.acked, r.lost_acked
-        ));
-        out.push_str(&format!(
-            "In flight: {} blocks with an intent but no ack (old or new, not failures): {} \
-             new, {} old, {} torn between them\n",
-            r.in_flight, r.in_flight_new, r.in_flight_old, r.in_flight_torn
-        ));
-    }
-    if t.failures > 0 {
-        out.push_str("Failures:\n");
-        print_failures(&mut out, t.failures, &t.failure_samples);
-        out.push_str(&format!(
-            "Result:   FAILED: {} block(s) do not hold what was written{} (exit {EXIT_INTEGRITY})\n",
-            t.failures,
-            if r.lost_acked > 0 {
-                format!(", {} of them lost acknowledged writes", r.lost_acked)
-            } else {
-                String::new()
-            }
-        ));
-    } else {
-        out.push_str("Result:   OK: every checked block holds what was written\n");
-    }
-    out
 }

@@ -78,6 +78,19 @@ fn study_errors_name_file_line_and_key() {
     sb.iolab(&["study", "--dry-run", &f])
         .code(2)
         .stderr_has(&["wl.toml:8: workload[1].stagger:"]);
+    // An option of another workload: named, with the workloads that take it.
+    let f = write(
+        &sb,
+        "other.toml",
+        &base.replace(
+            "kind = \"custom\"\nrw = \"read\"",
+            "kind = \"dbench\"\nbs = \"4k\"",
+        ),
+    );
+    sb.iolab(&["study", "--dry-run", &f]).code(2).stderr_has(&[
+        "other.toml:8: workload[1].bs: --bs does not apply to `iolab run dbench`",
+        "custom",
+    ]);
     // A testbed key that does not exist.
     let f = write(
         &sb,

@@ -295,6 +295,31 @@ pub struct Journal {
 }
 
 impl Journal {
+    /// One line saying what the journal holds, for `iolab verify`.
+    pub fn describe(&self) -> String {
+        let j = self;
+        format!(
+            "Journal:  {}: run {:016x}, {} blocks, {} records over {:.3} s, {}{}\n",
+            j.path.display(),
+            j.run_id,
+            iolab_spec::format_bytes(j.block_size),
+            j.records,
+            j.last_ns.saturating_sub(j.first_ns) as f64 / 1e9,
+            match j.ended {
+                Some(n) => format!("ended normally after {n} pass(es)"),
+                None => "no end record (the writer stopped or crashed)".into(),
+            },
+            if j.torn_tail > 0 {
+                format!(
+                    "; {} byte(s) after the last whole record ignored (an append cut by the crash)",
+                    j.torn_tail
+                )
+            } else {
+                String::new()
+            }
+        )
+    }
+
     /// Reads and replays the journal at `path`. A damaged record before the last one is an
     /// error; a damaged or partial last record is what a crash during an append leaves, and
     /// is ignored (counted in `torn_tail`).

@@ -75,6 +75,23 @@ pub struct Failure {
     pub acked_before_end_s: Option<f64>,
 }
 
+impl Failure {
+    /// One indented line: where, which class, what was found and expected, and when it
+    /// was acknowledged (journal checks).
+    pub fn line(&self) -> String {
+        let mut line = format!(
+            "  offset {} [{}] {}; expected {} ({})",
+            self.offset, self.class, self.found, self.expected, self.phase
+        );
+        if let Some(s) = self.acked_before_end_s {
+            line.push_str(&format!(
+                "; acknowledged {s:.3} s before the journal's last record"
+            ));
+        }
+        line
+    }
+}
+
 /// dbench's counts besides the blocks: what its checks looked at during and after the
 /// replay.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -113,6 +130,9 @@ impl ReplayCounts {
         self.read_back_skipped += o.read_back_skipped;
     }
 }
+
+/// Failures [`Tally::failure_lines`] prints one by one.
+pub const PRINTED_FAILURES: usize = 20;
 
 /// The counts of one or more checks. Serialized, this is `extra.verify`: `unit`,
 /// `checked`, `ok`, `failures`, `classes` (count per class, `ok` included) and
@@ -328,6 +348,23 @@ impl Tally {
     }
 
     /// The failure classes with their counts (`ok` left out), as `class count` items.
+    /// The first failures one per line (at most [`PRINTED_FAILURES`]), and how many more
+    /// the JSON has.
+    pub fn failure_lines(&self) -> String {
+        let mut out = String::new();
+        for f in self.failure_samples.iter().take(PRINTED_FAILURES) {
+            out.push_str(&f.line());
+            out.push('\n');
+        }
+        if self.failures > PRINTED_FAILURES as u64 {
+            out.push_str(&format!(
+                "  ... and {} more (see failure_samples in the JSON)\n",
+                self.failures - PRINTED_FAILURES as u64
+            ));
+        }
+        out
+    }
+
     pub fn failed_classes(&self) -> Vec<String> {
         self.classes
             .iter()

@@ -416,6 +416,69 @@ pub struct CheckReport {
     pub note: Option<String>,
 }
 
+impl CheckReport {
+    /// The lines `iolab verify` prints about a check (`journal`: it used one).
+    pub fn render(&self, journal: bool) -> String {
+        let r = self;
+        let t = &r.tally;
+        let mut out = r
+            .note
+            .as_ref()
+            .map(|n| format!("Note:     {n}\n"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "Read:     {} in {:.3} s ({:.0} MB/s){}\n",
+            iolab_spec::format_bytes(r.bytes),
+            r.seconds,
+            r.bytes as f64 / 1e6 / r.seconds.max(1e-9),
+            if r.direct {
+                ", O_DIRECT"
+            } else {
+                ", buffered (the filesystem refused O_DIRECT)"
+            }
+        ));
+        let classes = t.failed_classes();
+        out.push_str(&format!(
+            "Checked:  {} blocks: {} ok, {} failed{}\n",
+            t.checked,
+            t.ok,
+            t.failures,
+            if classes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", classes.join(", "))
+            }
+        ));
+        if journal {
+            out.push_str(&format!(
+                "Acked:    {} acknowledged blocks checked; {} lost acknowledged write(s)\n",
+                r.acked, r.lost_acked
+            ));
+            out.push_str(&format!(
+                "In flight: {} blocks with an intent but no ack (old or new, not failures): {} \
+                 new, {} old, {} torn between them\n",
+                r.in_flight, r.in_flight_new, r.in_flight_old, r.in_flight_torn
+            ));
+        }
+        if t.failures > 0 {
+            out.push_str("Failures:\n");
+            out.push_str(&t.failure_lines());
+            out.push_str(&format!(
+                "Result:   FAILED: {} block(s) do not hold what was written{} (exit 3)\n",
+                t.failures,
+                if r.lost_acked > 0 {
+                    format!(", {} of them lost acknowledged writes", r.lost_acked)
+                } else {
+                    String::new()
+                }
+            ));
+        } else {
+            out.push_str("Result:   OK: every checked block holds what was written\n");
+        }
+        out
+    }
+}
+
 fn report_tally<S: Serializer>(t: &Tally, s: S) -> Result<S::Ok, S::Error> {
     #[derive(Serialize)]
     struct Shape<'a> {

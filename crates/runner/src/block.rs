@@ -80,6 +80,37 @@ impl BlockPlan {
     }
 }
 
+/// What a block test carries in `extra`: an Iometer access specification's lines and the
+/// I/Os each one got, and the `--verify` counts.
+#[derive(Debug, serde::Serialize)]
+struct BlockExtra {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    access: Option<Vec<iolab_spec::AccessLine>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    access_ios: Option<Vec<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verify: Option<Tally>,
+}
+
+impl BlockExtra {
+    fn new(test: &TestSpec, access_ios: Vec<u64>, verify: Option<Tally>) -> BlockExtra {
+        let counted = !access_ios.is_empty();
+        BlockExtra {
+            access: counted.then(|| test.job.access.clone()),
+            access_ios: counted.then_some(access_ios),
+            verify,
+        }
+    }
+
+    /// The JSON of `extra`: null when there is nothing to carry.
+    fn to_value(&self) -> serde_json::Value {
+        if self.access.is_none() && self.verify.is_none() {
+            return serde_json::Value::Null;
+        }
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
 /// A target error as the run reports it: refusals are usage errors.
 pub fn target_error(e: TargetError) -> RunError {
     match e {
@@ -250,6 +281,7 @@ fn execute(
             .filter(|_| test.job.rw.writes())
             .and_then(|id| Written::new(id, granule_of(&test.job), 0, target.info.size));
         let mut tally = Tally::default();
+        let mut access_ios: Vec<u64> = Vec::new();
         let mut p = 0u32;
         let mut converged = None;
         let mut measuring_since = Instant::now();
@@ -324,19 +356,10 @@ fn execute(
                 break;
             }
             if !warm && !out.access_ios.is_empty() {
-                let counts = record.extra["access_ios"]
-                    .as_array()
-                    .map(|v| v.iter().filter_map(|x| x.as_u64()).collect::<Vec<u64>>())
-                    .unwrap_or_else(|| vec![0; out.access_ios.len()]);
-                let sum: Vec<u64> = counts
-                    .iter()
-                    .zip(&out.access_ios)
-                    .map(|(a, b)| a + b)
-                    .collect();
-                record.extra = serde_json::json!({
-                    "access": test.job.access,
-                    "access_ios": sum,
-                });
+                access_ios.resize(out.access_ios.len(), 0);
+                for (sum, n) in access_ios.iter_mut().zip(&out.access_ios) {
+                    *sum += n;
+                }
             }
             let mut pass = out.record;
             pass.context = PassContext {
@@ -365,17 +388,17 @@ fn execute(
                          supported here. Use a larger --bs or --buffered.",
                     );
                 }
+                record.extra = BlockExtra::new(test, access_ios, None).to_value();
                 record.summary = summarize(&record.passes, plan.score);
                 ctx.run().tests.push(record);
                 return Err(RunError::Failed(msg));
             }
         }
-        if written.is_some() {
-            record.extra["verify"] = serde_json::to_value(&tally).unwrap_or_default();
-            if let Some(line) = crate::verify::note(&record) {
-                ctx.progress.println(&line);
-                ctx.note(line);
-            }
+        let checked = written.is_some().then_some(tally);
+        record.extra = BlockExtra::new(test, access_ios, checked).to_value();
+        if let Some(line) = crate::verify::note(&record) {
+            ctx.progress.println(&line);
+            ctx.note(line);
         }
         record.summary = summarize(&record.passes, plan.score);
         record.summary.converged = converged;

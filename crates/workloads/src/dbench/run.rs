@@ -15,7 +15,9 @@ use iolab_runner::{
 
 use iolab_integrity::Tally;
 
-use super::{DbenchConfig, OpKind};
+use serde::Serialize;
+
+use super::{DbenchConfig, MismatchSample, OpKind};
 
 /// Debian's dbench package installs its client loadfile here.
 pub const DEFAULT_LOADFILE: &str = "/usr/share/dbench/client.txt";
@@ -121,7 +123,7 @@ impl Job for DbenchJob {
         ))?;
         let mut verified: Option<Tally> = None;
         let mut passes = Vec::new();
-        let mut extra = serde_json::Value::Null;
+        let mut extra: Option<DbenchExtra> = None;
         for index in 1..=runs {
             // `--verify`: a new run id for every replay, so no replay's data passes for
             // another's.
@@ -171,33 +173,38 @@ impl Job for DbenchJob {
             };
             let cpu = cpu0.usage_until(&CpuSample::now(), 0);
             passes.push(PassRecord::new(index, secs, read, write, sync, cpu, series));
-            extra = serde_json::json!({
-                "loadfile": cfg.loadfile,
-                "clients": clients,
-                "throughput_mb_s": r.mb_s,
-                "warmup_seconds": r.warmup_seconds,
-                "loops_completed": r.loops_completed,
-                "status_mismatches": r.status_mismatches,
-                "mismatch_samples": r.mismatches,
-                "short_reads": r.short_reads,
-                "notes": r.notes,
-                "ops": r.ops.iter().map(|o| serde_json::json!({
-                    "op": o.op.name(),
-                    "count": o.count,
-                    "avg_ms": o.avg_ms,
-                    "max_ms": o.max_ms,
-                    "p99_ms": o.p99_ms,
-                    "status_mismatches": o.status_mismatches,
-                })).collect::<Vec<_>>(),
+            extra = Some(DbenchExtra {
+                loadfile: cfg.loadfile.clone(),
+                clients,
+                throughput_mb_s: r.mb_s,
+                warmup_seconds: r.warmup_seconds,
+                loops_completed: r.loops_completed,
+                status_mismatches: r.status_mismatches,
+                mismatch_samples: r.mismatches.clone(),
+                short_reads: r.short_reads,
+                notes: r.notes.clone(),
+                ops: r
+                    .ops
+                    .iter()
+                    .map(|o| OpRow {
+                        op: o.op.name(),
+                        count: o.count,
+                        avg_ms: o.avg_ms,
+                        max_ms: o.max_ms,
+                        p99_ms: o.p99_ms,
+                        status_mismatches: o.status_mismatches,
+                    })
+                    .collect(),
+                verify: None,
             });
         }
-        if passes.is_empty() {
+        let Some(mut extra) = extra.filter(|_| !passes.is_empty()) else {
             return Ok(());
-        }
+        };
         if let Some(v) = &verified {
-            extra["verify"] = serde_json::to_value(v).unwrap_or_default();
             ctx.epilogue(&verify_text(clients, v));
         }
+        extra.verify = verified;
         let mut job = iolab_spec::JobSpec::new(iolab_spec::Rw::Rw, 4096, 1, clients);
         // The share of ReadX bytes, so the mixed-test rows read like dbench's traffic.
         let (rb, wb) = passes.iter().fold((0u64, 0u64), |(r, w), p| {
@@ -218,9 +225,38 @@ impl Job for DbenchJob {
             job,
             passes,
             summary,
-            extra,
+            extra: serde_json::to_value(&extra).unwrap_or_default(),
         }])
     }
+}
+
+/// What a dbench test carries in `extra` (docs/dbench.md).
+#[derive(Debug, Serialize)]
+struct DbenchExtra {
+    loadfile: PathBuf,
+    clients: u32,
+    /// dbench's own figure: bytes of the last replay over its measured time.
+    throughput_mb_s: f64,
+    warmup_seconds: f64,
+    loops_completed: u64,
+    status_mismatches: u64,
+    mismatch_samples: Vec<MismatchSample>,
+    short_reads: u64,
+    notes: Vec<String>,
+    ops: Vec<OpRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verify: Option<Tally>,
+}
+
+/// One row of dbench's operation table.
+#[derive(Debug, Serialize)]
+struct OpRow {
+    op: &'static str,
+    count: u64,
+    avg_ms: f64,
+    max_ms: f64,
+    p99_ms: f64,
+    status_mismatches: u64,
 }
 
 /// The lines `run dbench --verify` prints after the report: what was checked and, on a

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use clap::Args;
 use iolab_integrity::journal::check_separate_filesystems;
-use iolab_integrity::Failure;
 use iolab_measure::TargetInfo;
 use iolab_runner::options::{BsArg, BufferedArg, RunsArg, SafetyArgs, SizeArg};
 use iolab_runner::{
@@ -81,8 +80,6 @@ const DEFAULT_SIZE: u64 = 256 << 20;
 const DEFAULT_BS: u64 = 4096;
 /// Default blocks between fdatasyncs when a journal is kept.
 const DEFAULT_JOURNAL_FSYNC_EVERY: u64 = 64;
-/// Failures printed one by one.
-const PRINTED_FAILURES: usize = 20;
 
 pub fn block_size(field: &str, text: &str) -> Result<u64, UsageError> {
     let bs = parse_size(field, text)?;
@@ -177,32 +174,6 @@ fn config(a: &VerifyOptions) -> Result<VerifyConfig, UsageError> {
     })
 }
 
-fn failure_line(f: &Failure) -> String {
-    let mut line = format!(
-        "  offset {} [{}] {}; expected {} ({})",
-        f.offset, f.class, f.found, f.expected, f.phase
-    );
-    if let Some(s) = f.acked_before_end_s {
-        line.push_str(&format!(
-            "; acknowledged {s:.3} s before the journal's last record"
-        ));
-    }
-    line
-}
-
-pub fn print_failures(out: &mut String, count: u64, failures: &[Failure]) {
-    for f in failures.iter().take(PRINTED_FAILURES) {
-        out.push_str(&failure_line(f));
-        out.push('\n');
-    }
-    if count > PRINTED_FAILURES as u64 {
-        out.push_str(&format!(
-            "  ... and {} more (see failure_samples in the JSON)\n",
-            count - PRINTED_FAILURES as u64
-        ));
-    }
-}
-
 impl Job for VerifyJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let VerifyJob {
@@ -280,7 +251,7 @@ impl Job for VerifyJob {
                 "integrity: {} of {} checked blocks do not hold what was written:\n",
                 tally.failures, tally.checked
             ));
-            print_failures(&mut text, tally.failures, &tally.failure_samples);
+            text.push_str(&tally.failure_lines());
             ctx.raise(ExitStatus::Integrity);
         }
         ctx.epilogue(&text);
