@@ -450,7 +450,10 @@ impl fmt::Display for LoadfileError {
         }
         write!(f, ": {}", self.reason)?;
         if let Some(t) = &self.text {
-            write!(f, ": {t}")?;
+            // At most 80 characters of the line, control characters escaped.
+            let shown: String = t.chars().take(80).collect();
+            let more = if t.chars().count() > 80 { "..." } else { "" };
+            write!(f, ": {}{more}", shown.escape_debug())?;
         }
         Ok(())
     }
@@ -499,11 +502,15 @@ pub fn parse_loadfile(path: impl AsRef<Path>) -> Result<Loadfile, LoadfileError>
             break;
         }
         lineno += 1;
-        let text = std::str::from_utf8(&buf).map_err(|_| LoadfileError {
+        let text = std::str::from_utf8(&buf).map_err(|e| LoadfileError {
             file: path.to_path_buf(),
             line: Some(lineno),
-            reason: "not UTF-8 text".into(),
-            text: Some(String::from_utf8_lossy(&buf).trim_end().to_string()),
+            // The bytes themselves would garble the terminal: where they start is enough.
+            reason: format!(
+                "not UTF-8 text (first invalid byte in column {})",
+                e.valid_up_to() + 1
+            ),
+            text: None,
         })?;
         p.line(lineno, text.trim_end_matches(['\n', '\r']))?;
     }
