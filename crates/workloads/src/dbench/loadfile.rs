@@ -451,9 +451,20 @@ impl fmt::Display for LoadfileError {
         write!(f, ": {}", self.reason)?;
         if let Some(t) = &self.text {
             // At most 80 characters of the line, control characters escaped.
-            let shown: String = t.chars().take(80).collect();
+            let shown: String = t
+                .chars()
+                .take(80)
+                .flat_map(|c| {
+                    let escaped: Vec<char> = if c.is_control() {
+                        c.escape_default().collect()
+                    } else {
+                        vec![c]
+                    };
+                    escaped
+                })
+                .collect();
             let more = if t.chars().count() > 80 { "..." } else { "" };
-            write!(f, ": {}{more}", shown.escape_debug())?;
+            write!(f, ": {shown}{more}")?;
         }
         Ok(())
     }
