@@ -872,7 +872,7 @@ mod tests {
         create.space = Some(SpaceExtra {
             statvfs_used_before: 1 << 20,
             statvfs_used_after: (1 << 20) + 4096 * 1000,
-            bytes_per_file: 4096.000_000_4,
+            bytes_per_file: 4_096.000_000_4,
             overhead_ratio: Some(1.000_000_000_1),
             inodes_per_file: 1.0,
             allocated_bytes_per_file: Some(4096.0),
