@@ -272,6 +272,41 @@ pub fn round6(x: f64) -> f64 {
     }
 }
 
+/// `serialize_with` for an `f64` field of an extra: [`round6`]ed.
+pub(crate) fn ser_round6<S: serde::Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(round6(*x))
+}
+
+/// `serialize_with` for an `Option<f64>` field of an extra: [`round6`]ed, None as null.
+pub(crate) fn ser_round6_opt<S: serde::Serializer>(
+    x: &Option<f64>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match x {
+        Some(x) => s.serialize_some(&round6(*x)),
+        None => s.serialize_none(),
+    }
+}
+
+/// `serialize_with` for a list of `f64`s in an extra: each [`round6`]ed.
+pub(crate) fn ser_round6_vec<S: serde::Serializer>(xs: &[f64], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(xs.iter().map(|x| round6(*x)))
+}
+
+/// Test helper: the keys of a serialised extra (an object) equal `expected`.
+#[cfg(test)]
+pub(crate) fn assert_keys(v: &serde_json::Value, expected: &[&str]) {
+    let got: std::collections::BTreeSet<&str> = v
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let want: std::collections::BTreeSet<&str> = expected.iter().copied().collect();
+    assert_eq!(got, want, "keys of {v}");
+    assert_eq!(expected.len(), want.len(), "duplicate expected keys");
+}
+
 /// Creates `path` (which must not exist) and fills it with `size` bytes of incompressible
 /// random data, 1 MiB per write, then flushes it. Returns false when `stop` was raised
 /// first; the caller removes the partial file.

@@ -17,13 +17,13 @@ use iolab_measure::{
     DirResult, LatSummary, LatencyHistogram, PassRecord, SyncStats, TestRecord, MB,
 };
 use iolab_spec::{format_bytes, format_size_short, JobSpec, Rw};
-use serde_json::json;
+use serde::Serialize;
 use xxhash_rust::xxh3::Xxh3;
 
 pub use crate::common::WorkloadError;
 use crate::common::{
-    device_of, drop_caches, evict_file, fsync_dir, io_err, resident_fraction, round6, test_record,
-    unique_name, write_random_file, Created, Series, Watch, POLL,
+    device_of, drop_caches, evict_file, fsync_dir, io_err, resident_fraction, ser_round6,
+    ser_round6_opt, test_record, unique_name, write_random_file, Created, Series, Watch, POLL,
 };
 
 /// Source size generated when no `source` is given.
@@ -199,22 +199,82 @@ struct PassFacts {
 }
 
 impl PassFacts {
-    fn to_json(&self, index: u32) -> serde_json::Value {
+    /// This pass's entry in the test's `extra.passes`.
+    fn to_extra(&self, index: u32) -> CopyPassExtra {
         let mb = self.bytes as f64 / MB;
-        json!({
-            "index": index,
-            "bytes": self.bytes,
-            "seconds": round6(self.seconds),
-            "seconds_before_fsync": round6(self.seconds_before_fsync),
-            "mb_s_before_fsync": round6(mb / self.seconds_before_fsync.max(1e-9)),
-            "fsync_seconds": round6(self.fsync_seconds),
-            "mb_s_including_fsync": round6(mb / self.seconds.max(1e-9)),
-            "fsyncs": self.fsyncs,
-            "read_lat_us": self.read_lat,
-            "dest_resident_after": self.dest_resident_after.map(round6),
-            "verified": true,
-        })
+        CopyPassExtra {
+            index,
+            bytes: self.bytes,
+            seconds: self.seconds,
+            seconds_before_fsync: self.seconds_before_fsync,
+            mb_s_before_fsync: mb / self.seconds_before_fsync.max(1e-9),
+            fsync_seconds: self.fsync_seconds,
+            mb_s_including_fsync: mb / self.seconds.max(1e-9),
+            fsyncs: self.fsyncs,
+            read_lat_us: self.read_lat,
+            dest_resident_after: self.dest_resident_after,
+            verified: true,
+        }
     }
+}
+
+/// What a copy test carries in `extra` (docs/copy.md): the source, the tree copied, and
+/// the medians over the passes of the times before and including the final fsyncs.
+#[derive(Debug, Serialize)]
+struct CopyExtra {
+    workload: &'static str,
+    /// The source given; null when generated.
+    source: Option<String>,
+    source_generated: bool,
+    /// Bytes of the generated source; null when a source was given.
+    generated_size: Option<u64>,
+    source_evicted_before_each_pass: bool,
+    target: String,
+    buffer_size: usize,
+    drop_caches: bool,
+    files: u64,
+    dirs: u64,
+    symlinks: u64,
+    /// Sockets, FIFOs and devices in the source: not copied.
+    skipped_special_files: Vec<String>,
+    bytes: u64,
+    #[serde(serialize_with = "ser_round6")]
+    seconds_before_fsync: f64,
+    #[serde(serialize_with = "ser_round6")]
+    mb_s_before_fsync: f64,
+    #[serde(serialize_with = "ser_round6")]
+    fsync_seconds: f64,
+    #[serde(serialize_with = "ser_round6")]
+    mb_s_including_fsync: f64,
+    #[serde(serialize_with = "ser_round6")]
+    seconds: f64,
+    /// Every pass's copy was compared with the source (a mismatch is an error).
+    verified: bool,
+    hash: &'static str,
+    passes: Vec<CopyPassExtra>,
+}
+
+/// One pass of a copy test, in its `extra.passes`.
+#[derive(Debug, Serialize)]
+struct CopyPassExtra {
+    index: u32,
+    bytes: u64,
+    #[serde(serialize_with = "ser_round6")]
+    seconds: f64,
+    #[serde(serialize_with = "ser_round6")]
+    seconds_before_fsync: f64,
+    #[serde(serialize_with = "ser_round6")]
+    mb_s_before_fsync: f64,
+    #[serde(serialize_with = "ser_round6")]
+    fsync_seconds: f64,
+    #[serde(serialize_with = "ser_round6")]
+    mb_s_including_fsync: f64,
+    fsyncs: u64,
+    read_lat_us: LatSummary,
+    /// The share of the copies' pages in the page cache after the pass.
+    #[serde(serialize_with = "ser_round6_opt")]
+    dest_resident_after: Option<f64>,
+    verified: bool,
 }
 
 /// Progress label helper: "copy 2/3".
@@ -606,29 +666,37 @@ pub fn run(
 
     let med =
         |f: fn(&PassFacts) -> f64| iolab_stats::median(&facts.iter().map(f).collect::<Vec<f64>>());
-    let extra = json!({
-        "workload": "copy",
-        "source": if generated { serde_json::Value::Null } else { json!(source.to_string_lossy()) },
-        "source_generated": generated,
-        "generated_size": if generated { json!(cfg.generate_size) } else { serde_json::Value::Null },
-        "source_evicted_before_each_pass": generated,
-        "target": target.to_string_lossy(),
-        "buffer_size": cfg.buffer_size,
-        "drop_caches": cfg.drop_caches,
-        "files": plan.files,
-        "dirs": plan.dirs,
-        "symlinks": plan.symlinks,
-        "skipped_special_files": plan.skipped.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>(),
-        "bytes": plan.bytes,
-        "seconds_before_fsync": round6(med(|f| f.seconds_before_fsync)),
-        "mb_s_before_fsync": round6(med(|f| f.bytes as f64 / MB / f.seconds_before_fsync.max(1e-9))),
-        "fsync_seconds": round6(med(|f| f.fsync_seconds)),
-        "mb_s_including_fsync": round6(med(|f| f.bytes as f64 / MB / f.seconds.max(1e-9))),
-        "seconds": round6(med(|f| f.seconds)),
-        "verified": true,
-        "hash": "xxh3-128",
-        "passes": facts.iter().zip(passes.iter()).map(|(f, p)| f.to_json(p.index)).collect::<Vec<_>>(),
-    });
+    let extra = CopyExtra {
+        workload: "copy",
+        source: (!generated).then(|| source.to_string_lossy().into_owned()),
+        source_generated: generated,
+        generated_size: generated.then_some(cfg.generate_size),
+        source_evicted_before_each_pass: generated,
+        target: target.to_string_lossy().into_owned(),
+        buffer_size: cfg.buffer_size,
+        drop_caches: cfg.drop_caches,
+        files: plan.files,
+        dirs: plan.dirs,
+        symlinks: plan.symlinks,
+        skipped_special_files: plan
+            .skipped
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect(),
+        bytes: plan.bytes,
+        seconds_before_fsync: med(|f| f.seconds_before_fsync),
+        mb_s_before_fsync: med(|f| f.bytes as f64 / MB / f.seconds_before_fsync.max(1e-9)),
+        fsync_seconds: med(|f| f.fsync_seconds),
+        mb_s_including_fsync: med(|f| f.bytes as f64 / MB / f.seconds.max(1e-9)),
+        seconds: med(|f| f.seconds),
+        verified: true,
+        hash: "xxh3-128",
+        passes: facts
+            .iter()
+            .zip(passes.iter())
+            .map(|(f, p)| f.to_extra(p.index))
+            .collect(),
+    };
     let mut job = JobSpec::new(Rw::Write, cfg.buffer_size as u64, 1, 1);
     job.end_fsync = true;
     job.io_limit = Some(plan.bytes);
@@ -645,7 +713,7 @@ pub fn run(
         format!("COPY {}", format_size_short(cfg.buffer_size as u64)),
         job,
         passes,
-        extra,
+        serde_json::to_value(&extra).unwrap_or_default(),
     )])
 }
 
@@ -657,6 +725,105 @@ mod tests {
         let p = std::env::temp_dir().join(unique_name("copy-unit"));
         std::fs::create_dir(&p).unwrap();
         p
+    }
+
+    #[test]
+    fn extra_keeps_the_keys_and_rounding_of_the_json_document() {
+        let facts = PassFacts {
+            bytes: 3_000_000,
+            seconds: 1.5,
+            seconds_before_fsync: 1.000_000_4,
+            fsync_seconds: 0.499_999_6,
+            fsyncs: 4,
+            read_lat: LatSummary::default(),
+            dest_resident_after: Some(0.123_456_789),
+        };
+        let extra = CopyExtra {
+            workload: "copy",
+            source: None,
+            source_generated: true,
+            generated_size: Some(3_000_000),
+            source_evicted_before_each_pass: true,
+            target: "/mnt/t".into(),
+            buffer_size: 1 << 20,
+            drop_caches: false,
+            files: 1,
+            dirs: 0,
+            symlinks: 0,
+            skipped_special_files: vec!["/src/fifo".into()],
+            bytes: 3_000_000,
+            seconds_before_fsync: 1.000_000_4,
+            mb_s_before_fsync: 2.999_998_8,
+            fsync_seconds: 0.499_999_6,
+            mb_s_including_fsync: 2.0,
+            seconds: 1.5,
+            verified: true,
+            hash: "xxh3-128",
+            passes: vec![facts.to_extra(1)],
+        };
+        let v = serde_json::to_value(&extra).unwrap();
+        crate::common::assert_keys(
+            &v,
+            &[
+                "workload",
+                "source",
+                "source_generated",
+                "generated_size",
+                "source_evicted_before_each_pass",
+                "target",
+                "buffer_size",
+                "drop_caches",
+                "files",
+                "dirs",
+                "symlinks",
+                "skipped_special_files",
+                "bytes",
+                "seconds_before_fsync",
+                "mb_s_before_fsync",
+                "fsync_seconds",
+                "mb_s_including_fsync",
+                "seconds",
+                "verified",
+                "hash",
+                "passes",
+            ],
+        );
+        assert!(v["source"].is_null());
+        assert_eq!(v["generated_size"], 3_000_000);
+        assert_eq!(v["seconds_before_fsync"], 1.0);
+        assert_eq!(v["skipped_special_files"][0], "/src/fifo");
+        let p = &v["passes"][0];
+        crate::common::assert_keys(
+            p,
+            &[
+                "index",
+                "bytes",
+                "seconds",
+                "seconds_before_fsync",
+                "mb_s_before_fsync",
+                "fsync_seconds",
+                "mb_s_including_fsync",
+                "fsyncs",
+                "read_lat_us",
+                "dest_resident_after",
+                "verified",
+            ],
+        );
+        assert_eq!(p["index"], 1);
+        assert_eq!(p["mb_s_including_fsync"], 2.0);
+        assert_eq!(p["fsync_seconds"], 0.5);
+        assert_eq!(p["dest_resident_after"], 0.123457);
+        assert_eq!(p["verified"], true);
+        assert!(p["read_lat_us"].is_object());
+        // A source that was given: its path, and no generated size.
+        let given = CopyExtra {
+            source: Some("/data/tree".into()),
+            generated_size: None,
+            ..extra
+        };
+        let v = serde_json::to_value(&given).unwrap();
+        assert_eq!(v["source"], "/data/tree");
+        assert!(v["generated_size"].is_null());
     }
 
     #[test]

@@ -271,12 +271,13 @@ pub fn run(
                         };
                     }
                     let summary = summarize(&passes, Score::Median);
-                    let mut extra = serde_json::json!({
-                        "method": method,
-                        "open_flags": method_flags_text(method),
-                    });
+                    let mut extra = FsyncExtra {
+                        method,
+                        open_flags: method_flags_text(method),
+                        verify: None,
+                    };
                     if let Some(c) = check {
-                        extra["verify"] = c.to_json();
+                        extra.verify = Some(c.to_extra());
                         checks.push((name.clone(), c.tally));
                     }
                     tests.push(TestRecord {
@@ -285,7 +286,7 @@ pub fn run(
                         job,
                         passes,
                         summary,
-                        extra,
+                        extra: serde_json::to_value(&extra).unwrap_or_default(),
                     });
                 }
                 Ok(_) => {}
@@ -367,14 +368,37 @@ impl Check {
     }
 
     /// The test's `extra.verify`: the tally, plus how the blocks were stamped and read.
-    fn to_json(&self) -> serde_json::Value {
-        let mut t = self.tally.clone().with_run_id(self.run_id);
-        t.block_size = Some(self.written.granule());
-        t.direct = Some(self.direct);
-        let mut v = serde_json::to_value(&t).unwrap_or_default();
-        v["stamp_seconds"] = ((self.stamp_seconds * 1e6).round() / 1e6).into();
-        v
+    fn to_extra(&self) -> FsyncVerifyExtra {
+        let mut tally = self.tally.clone().with_run_id(self.run_id);
+        tally.block_size = Some(self.written.granule());
+        tally.direct = Some(self.direct);
+        FsyncVerifyExtra {
+            tally,
+            stamp_seconds: self.stamp_seconds,
+        }
     }
+}
+
+/// What a probe test carries in `extra` (docs/fsync.md).
+#[derive(Debug, Serialize)]
+struct FsyncExtra {
+    method: SyncMethod,
+    /// The open(2) flags of the method ("" for the fsync and fdatasync calls).
+    open_flags: &'static str,
+    /// With `verify` (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verify: Option<FsyncVerifyExtra>,
+}
+
+/// A probe test's `extra.verify`: the read-back counts (with the run id, the block size
+/// and whether read with O_DIRECT) and the time spent stamping.
+#[derive(Debug, Serialize)]
+struct FsyncVerifyExtra {
+    #[serde(flatten)]
+    tally: Tally,
+    /// Left out of the measured passes' time.
+    #[serde(serialize_with = "crate::common::ser_round6")]
+    stamp_seconds: f64,
 }
 
 fn method_flags_text(m: SyncMethod) -> &'static str {
@@ -589,5 +613,62 @@ pub fn verdict(tests: &[TestRecord]) -> Verdict {
                 none
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::assert_keys;
+
+    #[test]
+    fn extra_keeps_the_keys_of_the_json_document() {
+        // Without verify: the method and its flags only.
+        let mut extra = FsyncExtra {
+            method: SyncMethod::DirectDsync,
+            open_flags: method_flags_text(SyncMethod::DirectDsync),
+            verify: None,
+        };
+        let v = serde_json::to_value(&extra).unwrap();
+        assert_keys(&v, &["method", "open_flags"]);
+        assert_eq!(v["open_flags"], "O_DIRECT|O_DSYNC");
+        assert_eq!(
+            v["method"],
+            serde_json::to_value(SyncMethod::DirectDsync).unwrap()
+        );
+
+        // With verify: the tally's keys and stamp_seconds, side by side in one object.
+        let mut c = Check::new(0xfeed, 4096, 1 << 20, 1).unwrap();
+        c.tally.checked = 256;
+        c.tally.ok = 256;
+        c.tally.seconds = Some(0.012_345_678);
+        c.stamp_seconds = 0.000_123_456_7;
+        c.direct = false;
+        extra.verify = Some(c.to_extra());
+        let v = serde_json::to_value(&extra).unwrap();
+        assert_keys(&v, &["method", "open_flags", "verify"]);
+        assert_keys(
+            &v["verify"],
+            &[
+                "unit",
+                "run_id",
+                "checked",
+                "ok",
+                "failures",
+                "classes",
+                "failure_samples",
+                "seconds",
+                "block_size",
+                "direct",
+                "stamp_seconds",
+            ],
+        );
+        let t = &v["verify"];
+        assert_eq!(t["run_id"], "000000000000feed");
+        assert_eq!(t["block_size"], 4096);
+        assert_eq!(t["direct"], false);
+        assert_eq!(t["checked"], 256);
+        assert_eq!(t["seconds"], 0.012346);
+        assert_eq!(t["stamp_seconds"], 0.000123);
     }
 }

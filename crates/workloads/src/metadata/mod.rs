@@ -18,12 +18,12 @@ use std::time::Instant;
 use iolab_engine::buffers::fill_random;
 use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord};
 use iolab_spec::{format_bytes, JobSpec, Rw};
-use serde_json::json;
+use serde::Serialize;
 
 pub use crate::common::WorkloadError;
 use crate::common::{
-    device_of, io_err, round6, run_workers, statvfs, syncfs, test_record, unique_name, Series,
-    Watch, SERIES_INTERVAL,
+    device_of, io_err, run_workers, ser_round6, ser_round6_opt, statvfs, syncfs, test_record,
+    unique_name, Series, Watch, SERIES_INTERVAL,
 };
 use iolab_integrity::filecheck::{self, Comparison, Content};
 use iolab_integrity::{Tally, Unit};
@@ -454,6 +454,59 @@ fn phase_thread(a: PhaseArgs<'_>) -> Result<ThreadResult, WorkloadError> {
     })
 }
 
+/// What each phase's test carries in `extra` (docs/metadata.md).
+#[derive(Debug, Serialize)]
+struct PhaseExtra {
+    workload: &'static str,
+    /// "create", "stat", "read", "rename" or "delete".
+    phase: &'static str,
+    ops: u64,
+    #[serde(serialize_with = "ser_round6")]
+    ops_per_s: f64,
+    #[serde(serialize_with = "ser_round6")]
+    seconds: f64,
+    files: u64,
+    dirs: u32,
+    threads: u64,
+    file_size: u64,
+    fsync: bool,
+    dirs_created: u32,
+    dirs_removed: u32,
+    /// The length of one interval of `ops_series`.
+    ops_interval_ms: u64,
+    /// Operations done per interval.
+    ops_series: Vec<u64>,
+    /// "verifiable" with `verify`, else "random".
+    content: &'static str,
+    /// The create phase: what the files cost in space (absent elsewhere, and when the
+    /// create phase did not finish).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    space: Option<SpaceExtra>,
+    /// The read phase with `verify`: the comparison of every file (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verify: Option<Tally>,
+}
+
+/// The create phase's `extra.space`: statvfs before and after creating the files, per
+/// file (crates/report reads it for the space table).
+#[derive(Debug, Serialize)]
+struct SpaceExtra {
+    statvfs_used_before: u64,
+    statvfs_used_after: u64,
+    #[serde(serialize_with = "ser_round6")]
+    bytes_per_file: f64,
+    /// `bytes_per_file` over the file size; null for empty files.
+    #[serde(serialize_with = "ser_round6_opt")]
+    overhead_ratio: Option<f64>,
+    #[serde(serialize_with = "ser_round6")]
+    inodes_per_file: f64,
+    /// st_blocks over the files, from the stat phase; null when it did not finish.
+    #[serde(serialize_with = "ser_round6_opt")]
+    allocated_bytes_per_file: Option<f64>,
+    f_bsize: u64,
+    f_frsize: u64,
+}
+
 /// One finished phase.
 struct PhaseResult {
     phase: Phase,
@@ -693,22 +746,18 @@ pub fn run(
         .iter()
         .find(|r| r.phase == Phase::Stat)
         .map(|r| r.allocated as f64 / cfg.files as f64);
-    let space = space_after.map(|(used_after, ffree_after)| {
+    let mut space = space_after.map(|(used_after, ffree_after)| {
         let per_file = (used_after as f64 - used_before as f64) / cfg.files as f64;
-        json!({
-            "statvfs_used_before": used_before,
-            "statvfs_used_after": used_after,
-            "bytes_per_file": round6(per_file),
-            "overhead_ratio": if cfg.file_size > 0 {
-                json!(round6(per_file / cfg.file_size as f64))
-            } else {
-                serde_json::Value::Null
-            },
-            "inodes_per_file": round6((ffree_before as f64 - ffree_after as f64) / cfg.files as f64),
-            "allocated_bytes_per_file": allocated_per_file.map(round6),
-            "f_bsize": st.block_size,
-            "f_frsize": st.fragment_size,
-        })
+        SpaceExtra {
+            statvfs_used_before: used_before,
+            statvfs_used_after: used_after,
+            bytes_per_file: per_file,
+            overhead_ratio: (cfg.file_size > 0).then(|| per_file / cfg.file_size as f64),
+            inodes_per_file: (ffree_before as f64 - ffree_after as f64) / cfg.files as f64,
+            allocated_bytes_per_file: allocated_per_file,
+            f_bsize: st.block_size,
+            f_frsize: st.fragment_size,
+        }
     });
     let group = format!(
         "metadata {} files {} dirs T{}",
@@ -721,40 +770,164 @@ pub fn run(
             if r.phase == Phase::Create && cfg.fsync {
                 job.fsync_every = 1;
             }
-            let mut extra = json!({
-                "workload": "metadata",
-                "phase": r.phase.name(),
-                "ops": r.ops,
-                "ops_per_s": round6(r.ops as f64 / r.seconds.max(1e-9)),
-                "seconds": round6(r.seconds),
-                "files": cfg.files,
-                "dirs": cfg.dirs,
-                "threads": threads,
-                "file_size": cfg.file_size,
-                "fsync": cfg.fsync,
-                "dirs_created": cfg.dirs,
-                "dirs_removed": dirs_removed,
-                "ops_interval_ms": SERIES_INTERVAL.as_millis() as u64,
-                "ops_series": r.ops_series,
-                "content": if cfg.verify.is_some() { "verifiable" } else { "random" },
-            });
-            if r.phase == Phase::Create {
-                if let Some(s) = &space {
-                    extra["space"] = s.clone();
-                }
-            }
-            if let (Some(t), Some(c)) = (&r.verify, cfg.content()) {
-                let t = filecheck::describe(t.clone(), &c, &tree.base);
-                extra["verify"] = serde_json::to_value(t).unwrap_or_default();
-            }
+            let extra = PhaseExtra {
+                workload: "metadata",
+                phase: r.phase.name(),
+                ops: r.ops,
+                ops_per_s: r.ops as f64 / r.seconds.max(1e-9),
+                seconds: r.seconds,
+                files: cfg.files,
+                dirs: cfg.dirs,
+                threads,
+                file_size: cfg.file_size,
+                fsync: cfg.fsync,
+                dirs_created: cfg.dirs,
+                dirs_removed,
+                ops_interval_ms: SERIES_INTERVAL.as_millis() as u64,
+                ops_series: r.ops_series,
+                content: if cfg.verify.is_some() {
+                    "verifiable"
+                } else {
+                    "random"
+                },
+                space: if r.phase == Phase::Create {
+                    space.take()
+                } else {
+                    None
+                },
+                verify: match (r.verify, cfg.content()) {
+                    (Some(t), Some(c)) => Some(filecheck::describe(t, &c, &tree.base)),
+                    _ => None,
+                },
+            };
             test_record(
                 r.phase.name().to_string(),
                 group.clone(),
                 job,
                 vec![r.pass],
-                extra,
+                serde_json::to_value(&extra).unwrap_or_default(),
             )
         })
         .collect();
     Ok(tests)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::assert_keys;
+
+    fn phase_extra(phase: Phase) -> PhaseExtra {
+        PhaseExtra {
+            workload: "metadata",
+            phase: phase.name(),
+            ops: 1000,
+            ops_per_s: 1000.0 / 0.333_333_333,
+            seconds: 0.333_333_333,
+            files: 1000,
+            dirs: 10,
+            threads: 4,
+            file_size: 4096,
+            fsync: false,
+            dirs_created: 10,
+            dirs_removed: 10,
+            ops_interval_ms: 100,
+            ops_series: vec![300, 400, 300],
+            content: "random",
+            space: None,
+            verify: None,
+        }
+    }
+
+    const PHASE_KEYS: [&str; 15] = [
+        "workload",
+        "phase",
+        "ops",
+        "ops_per_s",
+        "seconds",
+        "files",
+        "dirs",
+        "threads",
+        "file_size",
+        "fsync",
+        "dirs_created",
+        "dirs_removed",
+        "ops_interval_ms",
+        "ops_series",
+        "content",
+    ];
+
+    #[test]
+    fn phase_extra_keeps_the_keys_of_the_json_document() {
+        // A phase without space or verify: neither key is there (not even as null).
+        let v = serde_json::to_value(phase_extra(Phase::Stat)).unwrap();
+        assert_keys(&v, &PHASE_KEYS);
+        assert_eq!(v["phase"], "stat");
+        assert_eq!(v["seconds"], 0.333333);
+        assert_eq!(v["ops_per_s"], 3000.000003);
+        assert_eq!(v["ops_series"], serde_json::json!([300, 400, 300]));
+
+        // The create phase carries the space object.
+        let mut create = phase_extra(Phase::Create);
+        create.space = Some(SpaceExtra {
+            statvfs_used_before: 1 << 20,
+            statvfs_used_after: (1 << 20) + 4096 * 1000,
+            bytes_per_file: 4_096.000_000_4,
+            overhead_ratio: Some(1.000_000_000_1),
+            inodes_per_file: 1.0,
+            allocated_bytes_per_file: Some(4096.0),
+            f_bsize: 4096,
+            f_frsize: 4096,
+        });
+        let v = serde_json::to_value(&create).unwrap();
+        let mut keys = PHASE_KEYS.to_vec();
+        keys.push("space");
+        assert_keys(&v, &keys);
+        assert_keys(
+            &v["space"],
+            &[
+                "statvfs_used_before",
+                "statvfs_used_after",
+                "bytes_per_file",
+                "overhead_ratio",
+                "inodes_per_file",
+                "allocated_bytes_per_file",
+                "f_bsize",
+                "f_frsize",
+            ],
+        );
+        // What crates/report reads.
+        assert_eq!(v["space"]["bytes_per_file"].as_f64(), Some(4096.0));
+        assert_eq!(
+            v["space"]["allocated_bytes_per_file"].as_f64(),
+            Some(4096.0)
+        );
+        assert_eq!(v["space"]["overhead_ratio"], 1.0);
+
+        // Empty files: no ratio, as null; no stat phase: no allocation, as null.
+        create.space = create.space.map(|s| SpaceExtra {
+            overhead_ratio: None,
+            allocated_bytes_per_file: None,
+            ..s
+        });
+        let v = serde_json::to_value(&create).unwrap();
+        assert!(v["space"]["overhead_ratio"].is_null());
+        assert!(v["space"]["allocated_bytes_per_file"].is_null());
+        assert_eq!(v["space"].as_object().unwrap().len(), 8);
+
+        // The read phase with verify carries the tally.
+        let mut read = phase_extra(Phase::Read);
+        read.content = "verifiable";
+        read.verify = Some(Tally {
+            checked: 1000,
+            ok: 1000,
+            ..Tally::new(Unit::Files)
+        });
+        let v = serde_json::to_value(&read).unwrap();
+        let mut keys = PHASE_KEYS.to_vec();
+        keys.push("verify");
+        assert_keys(&v, &keys);
+        assert_eq!(v["verify"]["checked"], 1000);
+        assert_eq!(v["content"], "verifiable");
+    }
 }

@@ -3,11 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use iolab_measure::{CpuUsage, DirResult, LatencyHistogram, PassRecord, TestRecord, TimeSeries};
 use iolab_spec::{format_bytes, JobSpec, Rw};
-use serde_json::json;
+use serde::Serialize;
 
 use super::dataset::{Class, DataFile, ReadOutcome, VerifyOutcome, WriteOutcome};
 use super::{FsKind, Injection, Redundancy, ScrubConfig, ScrubRun, ScrubTarget, BLOCK};
@@ -636,13 +636,19 @@ impl ScrubReport {
                 CpuUsage::default(),
                 TimeSeries::default(),
             ),
-            json!({
-                "classes": self.classes.iter().map(|(c, (n, b))| json!({
-                    "class": c.name(), "files": n, "bytes": b,
-                })).collect::<Vec<_>>(),
-                "block_size": BLOCK,
-                "seed": self.seed,
-            }),
+            &WriteExtra {
+                classes: self
+                    .classes
+                    .iter()
+                    .map(|(c, &(files, bytes))| ClassExtra {
+                        class: c.name(),
+                        files,
+                        bytes,
+                    })
+                    .collect(),
+                block_size: BLOCK,
+                seed: self.seed,
+            },
         ));
         let sc = &self.scrub;
         out.push(record(
@@ -650,7 +656,7 @@ impl ScrubReport {
             Rw::Read,
             BLOCK as u64,
             read_pass(sc.bytes.unwrap_or(0), sc.seconds, LatencyHistogram::new()),
-            self.scrub_extra(),
+            &self.scrub_extra(),
         ));
         if let Some(a) = &self.scrub_alone {
             out.push(record(
@@ -658,13 +664,13 @@ impl ScrubReport {
                 Rw::Read,
                 BLOCK as u64,
                 read_pass(a.bytes.unwrap_or(0), a.seconds, LatencyHistogram::new()),
-                json!({
-                    "seconds": a.seconds,
-                    "bytes_scrubbed": a.bytes,
-                    "bytes_source": a.bytes_source,
-                    "failure": a.failure,
-                    "scrub_slowdown_factor": self.scrub.seconds / a.seconds.max(1e-9),
-                }),
+                &ScrubAloneExtra {
+                    seconds: a.seconds,
+                    bytes_scrubbed: a.bytes,
+                    bytes_source: &a.bytes_source,
+                    failure: a.failure.as_deref(),
+                    scrub_slowdown_factor: self.scrub.seconds / a.seconds.max(1e-9),
+                },
             ));
         }
         for (name, r) in [
@@ -677,10 +683,13 @@ impl ScrubReport {
                     Rw::Read,
                     1 << 20,
                     read_pass(r.bytes, r.seconds, r.reads.clone()),
-                    json!({
-                        "passes_over_file": r.passes,
-                        "slowdown_pct": (name.contains("during")).then(|| self.slowdown_pct()).flatten(),
-                    }),
+                    &ForegroundExtra {
+                        passes_over_file: r.passes,
+                        slowdown_pct: name
+                            .contains("during")
+                            .then(|| self.slowdown_pct())
+                            .flatten(),
+                    },
                 ));
             }
         }
@@ -690,71 +699,274 @@ impl ScrubReport {
             Rw::Read,
             1 << 20,
             read_pass(v.bytes, v.seconds, v.reads.clone()),
-            json!({
-                "blocks": v.blocks,
-                "ok": v.ok,
-                "mismatches": v.mismatches.iter().map(|m| json!({
-                    "offset": m.offset, "file": m.file, "file_offset": m.file_offset,
-                    "class": m.class, "detail": m.detail,
-                })).collect::<Vec<_>>(),
-                "read_errors": v.read_errors,
-                "expected_read_errors": self.expected_read_errors,
-                "other_errors": v.other_errors.iter().map(|(o, e)| json!({"offset": o, "error": e})).collect::<Vec<_>>(),
-            }),
+            &VerifyExtra {
+                blocks: v.blocks,
+                ok: v.ok,
+                mismatches: v
+                    .mismatches
+                    .iter()
+                    .map(|m| MismatchExtra {
+                        offset: m.offset,
+                        file: &m.file,
+                        file_offset: m.file_offset,
+                        class: &m.class,
+                        detail: &m.detail,
+                    })
+                    .collect(),
+                read_errors: &v.read_errors,
+                expected_read_errors: &self.expected_read_errors,
+                other_errors: v
+                    .other_errors
+                    .iter()
+                    .map(|(offset, error)| OtherErrorExtra {
+                        offset: *offset,
+                        error,
+                    })
+                    .collect(),
+            },
         ));
         out
     }
 
-    fn scrub_extra(&self) -> serde_json::Value {
-        let counts = |c: &Counts| {
-            json!({
-                "detected": c.detected, "repaired": c.repaired,
-                "uncorrectable": c.uncorrectable, "repaired_bytes": c.repaired_bytes,
-                "restored_on_member": c.restored,
-            })
-        };
+    fn scrub_extra(&self) -> ScrubExtra<'_> {
         let t = &self.target;
-        json!({
-            "workload": "scrub-test",
-            "fs": t.fs_name(),
-            "profile": t.profile,
-            "members": t.members,
-            "members_created_by_iolab": t.members_created_by_iolab,
-            "all_copies": self.cfg.all_copies,
-            "corrupt_size": self.cfg.corrupt_size,
-            "injected": self.injections.len(),
-            "injected_per_class": self.injected_per_class().iter().map(|(c, n)| (c.name().to_string(), *n)).collect::<BTreeMap<_, _>>(),
-            "injections": self.injections.iter().map(|j| json!({
-                "offset": j.offset, "len": j.len, "file": j.file, "file_offset": j.file_offset,
-                "class": j.class.name(),
-                "record": j.record.map(|(i, s)| json!({"index": i, "bytes": s})),
-                "overwrites": j.overwrites.iter().map(|o| json!({
-                    "member": o.member, "offset": o.member_offset, "len": o.len,
-                    "content_checked": o.checked_content,
-                })).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-            "units": self.units,
-            "expected": counts(&self.expected),
-            "reported": counts(&self.reported),
-            "seconds": self.scrub.seconds,
-            "bytes_scrubbed": self.scrub.bytes,
-            "bytes_source": self.scrub.bytes_source,
-            "mb_s": self.scrub_mb_s(),
-            "btrfs_counters": self.scrub.btrfs,
-            "btrfs_exit_code": self.scrub.exit_code,
-            "failure": self.scrub.failure,
-            "zpool_status": self.scrub.zfs.as_ref().map(|z| json!({
-                "scan": z.scan, "scrub_errors": z.scrub_errors, "errors": z.errors,
-                "error_files": z.error_files,
-            })),
-            "devices": self.scrub.devices.iter().map(|(m, c)| json!({"member": m, "counters": c})).collect::<Vec<_>>(),
-            "slowdown_pct": self.slowdown_pct(),
-            "passed": self.passed(),
-            "problems": self.problems,
-            "miscounts": self.miscounts,
-            "notes": self.notes,
-        })
+        let sc = &self.scrub;
+        ScrubExtra {
+            workload: "scrub-test",
+            fs: t.fs_name(),
+            profile: &t.profile,
+            members: &t.members,
+            members_created_by_iolab: t.members_created_by_iolab,
+            all_copies: self.cfg.all_copies,
+            corrupt_size: self.cfg.corrupt_size,
+            injected: self.injections.len(),
+            injected_per_class: self
+                .injected_per_class()
+                .into_iter()
+                .map(|(c, n)| (c.name(), n))
+                .collect(),
+            injections: self
+                .injections
+                .iter()
+                .map(|j| InjectionExtra {
+                    offset: j.offset,
+                    len: j.len,
+                    file: &j.file,
+                    file_offset: j.file_offset,
+                    class: j.class.name(),
+                    record: j.record.map(|(index, bytes)| RecordExtra { index, bytes }),
+                    overwrites: j
+                        .overwrites
+                        .iter()
+                        .map(|o| OverwriteExtra {
+                            member: &o.member,
+                            offset: o.member_offset,
+                            len: o.len,
+                            content_checked: o.checked_content,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            units: &self.units,
+            expected: CountsExtra::from(&self.expected),
+            reported: CountsExtra::from(&self.reported),
+            seconds: sc.seconds,
+            bytes_scrubbed: sc.bytes,
+            bytes_source: &sc.bytes_source,
+            mb_s: self.scrub_mb_s(),
+            btrfs_counters: &sc.btrfs,
+            btrfs_exit_code: sc.exit_code,
+            failure: sc.failure.as_deref(),
+            zpool_status: sc.zfs.as_ref().map(|z| ZpoolExtra {
+                scan: &z.scan,
+                scrub_errors: z.scrub_errors,
+                errors: &z.errors,
+                error_files: &z.error_files,
+            }),
+            devices: sc
+                .devices
+                .iter()
+                .map(|(member, counters)| DeviceExtra { member, counters })
+                .collect(),
+            slowdown_pct: self.slowdown_pct(),
+            passed: self.passed(),
+            problems: &self.problems,
+            miscounts: &self.miscounts,
+            notes: &self.notes,
+        }
     }
+}
+
+/// The "write dataset" test's `extra`: the dataset per class.
+#[derive(Debug, Serialize)]
+struct WriteExtra {
+    classes: Vec<ClassExtra>,
+    block_size: usize,
+    /// Rerun with it to repeat the choice of file sizes and places.
+    seed: u64,
+}
+
+/// One class of files of the dataset.
+#[derive(Debug, Serialize)]
+struct ClassExtra {
+    class: &'static str,
+    files: u64,
+    bytes: u64,
+}
+
+/// The "scrub" test's `extra` (docs/scrub-test.md): the target, what was injected, the
+/// expected and reported counts, the scrub's own output and the verdict. Times and rates
+/// are not rounded.
+#[derive(Debug, Serialize)]
+struct ScrubExtra<'a> {
+    workload: &'static str,
+    fs: &'static str,
+    profile: &'a str,
+    members: &'a [PathBuf],
+    members_created_by_iolab: bool,
+    all_copies: bool,
+    corrupt_size: u64,
+    /// Injections (crates/report looks for this key to find scrub tests).
+    injected: usize,
+    /// Per class name: injections.
+    injected_per_class: BTreeMap<&'static str, u64>,
+    injections: Vec<InjectionExtra<'a>>,
+    /// What the counts mean (btrfs sectors, zfs records).
+    units: &'a str,
+    expected: CountsExtra,
+    reported: CountsExtra,
+    seconds: f64,
+    bytes_scrubbed: Option<u64>,
+    bytes_source: &'a str,
+    mb_s: Option<f64>,
+    btrfs_counters: &'a BTreeMap<String, u64>,
+    btrfs_exit_code: Option<i32>,
+    failure: Option<&'a str>,
+    zpool_status: Option<ZpoolExtra<'a>>,
+    devices: Vec<DeviceExtra<'a>>,
+    slowdown_pct: Option<f64>,
+    passed: bool,
+    problems: &'a [String],
+    miscounts: &'a [String],
+    notes: &'a [String],
+}
+
+/// One injected corruption.
+#[derive(Debug, Serialize)]
+struct InjectionExtra<'a> {
+    /// Dataset offset of the first corrupted block.
+    offset: u64,
+    len: u64,
+    file: &'a Path,
+    file_offset: u64,
+    class: &'static str,
+    /// zfs: the record holding the range; null elsewhere.
+    record: Option<RecordExtra>,
+    overwrites: Vec<OverwriteExtra<'a>>,
+}
+
+/// zfs: the record (index in the file) and its size.
+#[derive(Debug, Serialize)]
+struct RecordExtra {
+    index: u64,
+    bytes: u64,
+}
+
+/// One range of a member overwritten for an injection.
+#[derive(Debug, Serialize)]
+struct OverwriteExtra<'a> {
+    member: &'a Path,
+    /// Offset in the member.
+    offset: u64,
+    len: u64,
+    content_checked: bool,
+}
+
+/// [`Counts`] as the extra names them.
+#[derive(Debug, Serialize)]
+struct CountsExtra {
+    detected: Option<u64>,
+    repaired: Option<u64>,
+    uncorrectable: Option<u64>,
+    repaired_bytes: Option<u64>,
+    restored_on_member: Option<u64>,
+}
+
+impl From<&Counts> for CountsExtra {
+    fn from(c: &Counts) -> Self {
+        CountsExtra {
+            detected: c.detected,
+            repaired: c.repaired,
+            uncorrectable: c.uncorrectable,
+            repaired_bytes: c.repaired_bytes,
+            restored_on_member: c.restored,
+        }
+    }
+}
+
+/// zfs: the parts of `zpool status` kept.
+#[derive(Debug, Serialize)]
+struct ZpoolExtra<'a> {
+    scan: &'a str,
+    scrub_errors: Option<u64>,
+    errors: &'a str,
+    error_files: &'a [String],
+}
+
+/// One member's counters, after minus before.
+#[derive(Debug, Serialize)]
+struct DeviceExtra<'a> {
+    member: &'a Path,
+    counters: &'a BTreeMap<String, u64>,
+}
+
+/// The "scrub (no foreground)" test's `extra`: the second scrub, without the reader.
+#[derive(Debug, Serialize)]
+struct ScrubAloneExtra<'a> {
+    seconds: f64,
+    bytes_scrubbed: Option<u64>,
+    bytes_source: &'a str,
+    failure: Option<&'a str>,
+    /// The first scrub's time over this one's.
+    scrub_slowdown_factor: f64,
+}
+
+/// The foreground read tests' `extra`.
+#[derive(Debug, Serialize)]
+struct ForegroundExtra {
+    passes_over_file: u64,
+    /// The read during the scrub: its slowdown against the read without (null otherwise).
+    slowdown_pct: Option<f64>,
+}
+
+/// The "verify" test's `extra`: reading every block of the dataset back.
+#[derive(Debug, Serialize)]
+struct VerifyExtra<'a> {
+    blocks: u64,
+    ok: u64,
+    mismatches: Vec<MismatchExtra<'a>>,
+    /// Dataset offsets whose read failed with EIO.
+    read_errors: &'a [u64],
+    /// Dataset offsets whose read must fail (all copies corrupted).
+    expected_read_errors: &'a [u64],
+    other_errors: Vec<OtherErrorExtra<'a>>,
+}
+
+/// A block read back with the wrong content.
+#[derive(Debug, Serialize)]
+struct MismatchExtra<'a> {
+    offset: u64,
+    file: &'a Path,
+    file_offset: u64,
+    class: &'a str,
+    detail: &'a str,
+}
+
+/// A read error other than EIO.
+#[derive(Debug, Serialize)]
+struct OtherErrorExtra<'a> {
+    offset: u64,
+    error: &'a str,
 }
 
 /// A one-pass read of `bytes` in `seconds`.
@@ -770,7 +982,7 @@ fn read_pass(bytes: u64, seconds: f64, hist: LatencyHistogram) -> PassRecord {
     )
 }
 
-fn record(name: &str, rw: Rw, bs: u64, pass: PassRecord, extra: serde_json::Value) -> TestRecord {
+fn record(name: &str, rw: Rw, bs: u64, pass: PassRecord, extra: &impl Serialize) -> TestRecord {
     let passes = vec![pass];
     TestRecord {
         name: name.to_string(),
@@ -778,6 +990,256 @@ fn record(name: &str, rw: Rw, bs: u64, pass: PassRecord, extra: serde_json::Valu
         job: JobSpec::new(rw, bs, 1, 1),
         summary: iolab_stats::summarize(&passes, iolab_stats::Score::Median),
         passes,
-        extra,
+        extra: serde_json::to_value(extra).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Mismatch, Overwrite, PoolStatusFacts, ScrubRun};
+    use super::*;
+    use crate::common::assert_keys;
+
+    fn report() -> ScrubReport {
+        let member = PathBuf::from("/tmp/m0.img");
+        let scrub = ScrubRun {
+            seconds: 2.5,
+            bytes: Some(64 << 20),
+            bytes_source: "zpool status".into(),
+            btrfs: BTreeMap::new(),
+            exit_code: None,
+            failure: None,
+            zfs: Some(PoolStatusFacts {
+                scan: "scrub repaired 4K".into(),
+                scrub_errors: Some(0),
+                errors: "No known data errors".into(),
+                error_files: Vec::new(),
+            }),
+            devices: vec![(member.clone(), BTreeMap::from([("CKSUM".to_string(), 1)]))],
+        };
+        let read = ReadSummary {
+            bytes: 8 << 20,
+            seconds: 0.5,
+            passes: 2,
+            mb_s: 16.777216,
+            reads: LatencyHistogram::new(),
+        };
+        let counts = Counts {
+            detected: Some(1),
+            repaired: Some(1),
+            uncorrectable: Some(0),
+            repaired_bytes: Some(4096),
+            restored: Some(1),
+        };
+        ScrubReport {
+            target: ScrubTarget {
+                kind: FsKind::Zfs {
+                    pool: "p".into(),
+                    dataset: "p/d".into(),
+                },
+                work_dir: "/p/d".into(),
+                mount: "/p".into(),
+                members: vec![member.clone(), "/tmp/m1.img".into()],
+                redundancy: Redundancy::Mirror,
+                profile: "mirror".into(),
+                members_created_by_iolab: true,
+            },
+            cfg: ScrubConfig::default(),
+            seed: 42,
+            classes: BTreeMap::from([
+                (Class::Large, (4, 32 << 20)),
+                (Class::Small, (100, 1 << 20)),
+            ]),
+            written: WriteSummary {
+                bytes: 33 << 20,
+                seconds: 1.0,
+                writes: LatencyHistogram::new(),
+                fsyncs: LatencyHistogram::new(),
+            },
+            injections: vec![Injection {
+                offset: 8192,
+                len: 4096,
+                file: "/p/d/large-1".into(),
+                file_offset: 8192,
+                class: Class::Large,
+                record: Some((0, 131072)),
+                overwrites: vec![Overwrite {
+                    member: member.clone(),
+                    member_offset: 1 << 22,
+                    len: 4096,
+                    checked_content: true,
+                }],
+            }],
+            units: "zfs records".into(),
+            expected: counts,
+            reported: counts,
+            device_expectations: Vec::new(),
+            scrub: scrub.clone(),
+            scrub_alone: Some(ScrubRun {
+                seconds: 2.0,
+                ..scrub
+            }),
+            baseline: Some(read.clone()),
+            during: Some(ReadSummary {
+                mb_s: 8.388608,
+                seconds: 1.0,
+                ..read
+            }),
+            verify: VerifyOutcome {
+                blocks: 8448,
+                ok: 8447,
+                read_errors: Vec::new(),
+                other_errors: vec![(4096, "EINVAL".into())],
+                mismatches: vec![Mismatch {
+                    offset: 0,
+                    file: "/p/d/small-1".into(),
+                    file_offset: 0,
+                    class: "stale".into(),
+                    detail: "generation 1, expected 2".into(),
+                }],
+                bytes: 33 << 20,
+                seconds: 0.25,
+                reads: LatencyHistogram::new(),
+            },
+            expected_read_errors: Vec::new(),
+            problems: Vec::new(),
+            miscounts: Vec::new(),
+            notes: vec!["a note".into()],
+        }
+    }
+
+    #[test]
+    fn extras_keep_the_keys_of_the_json_document() {
+        let tests = report().tests();
+        assert_eq!(tests.len(), 6);
+        let x: Vec<&serde_json::Value> = tests.iter().map(|t| &t.extra).collect();
+        // In the order of tests/scrub.rs's list of names.
+        assert_eq!(tests[2].name, "scrub (no foreground)");
+        assert_eq!(tests[3].name, "foreground read (during scrub)");
+
+        assert_keys(x[0], &["classes", "block_size", "seed"]);
+        assert_keys(&x[0]["classes"][0], &["class", "files", "bytes"]);
+        assert_eq!(x[0]["classes"][1]["class"], "small");
+        assert_eq!(x[0]["block_size"], 4096);
+
+        assert_keys(
+            x[1],
+            &[
+                "workload",
+                "fs",
+                "profile",
+                "members",
+                "members_created_by_iolab",
+                "all_copies",
+                "corrupt_size",
+                "injected",
+                "injected_per_class",
+                "injections",
+                "units",
+                "expected",
+                "reported",
+                "seconds",
+                "bytes_scrubbed",
+                "bytes_source",
+                "mb_s",
+                "btrfs_counters",
+                "btrfs_exit_code",
+                "failure",
+                "zpool_status",
+                "devices",
+                "slowdown_pct",
+                "passed",
+                "problems",
+                "miscounts",
+                "notes",
+            ],
+        );
+        let s = x[1];
+        // What crates/report reads to find scrub tests.
+        assert_eq!(s["injected"].as_u64(), Some(1));
+        assert_eq!(s["fs"], "zfs");
+        assert_eq!(s["members"][1], "/tmp/m1.img");
+        assert_eq!(s["injected_per_class"], serde_json::json!({"large": 1}));
+        assert_keys(
+            &s["injections"][0],
+            &[
+                "offset",
+                "len",
+                "file",
+                "file_offset",
+                "class",
+                "record",
+                "overwrites",
+            ],
+        );
+        assert_eq!(
+            s["injections"][0]["record"],
+            serde_json::json!({"index": 0, "bytes": 131072})
+        );
+        assert_keys(
+            &s["injections"][0]["overwrites"][0],
+            &["member", "offset", "len", "content_checked"],
+        );
+        assert_eq!(s["injections"][0]["overwrites"][0]["offset"], 1 << 22);
+        for c in ["expected", "reported"] {
+            assert_keys(
+                &s[c],
+                &[
+                    "detected",
+                    "repaired",
+                    "uncorrectable",
+                    "repaired_bytes",
+                    "restored_on_member",
+                ],
+            );
+        }
+        assert_keys(
+            &s["zpool_status"],
+            &["scan", "scrub_errors", "errors", "error_files"],
+        );
+        assert_keys(&s["devices"][0], &["member", "counters"]);
+        assert_eq!(s["devices"][0]["counters"]["CKSUM"], 1);
+        assert!(s["failure"].is_null() && s["btrfs_exit_code"].is_null());
+        assert_eq!(s["btrfs_counters"], serde_json::json!({}));
+        // Not rounded: the old extra did not round these.
+        assert_eq!(s["mb_s"].as_f64(), Some((64 << 20) as f64 / 1e6 / 2.5));
+        assert_eq!(s["slowdown_pct"].as_f64(), Some(50.0));
+        assert_eq!(s["passed"], true);
+
+        assert_keys(
+            x[2],
+            &[
+                "seconds",
+                "bytes_scrubbed",
+                "bytes_source",
+                "failure",
+                "scrub_slowdown_factor",
+            ],
+        );
+        assert_eq!(x[2]["scrub_slowdown_factor"], 1.25);
+        assert_keys(x[3], &["passes_over_file", "slowdown_pct"]);
+        assert_eq!(x[3]["slowdown_pct"], 50.0);
+        assert_keys(x[4], &["passes_over_file", "slowdown_pct"]);
+        assert!(x[4]["slowdown_pct"].is_null());
+
+        assert_keys(
+            x[5],
+            &[
+                "blocks",
+                "ok",
+                "mismatches",
+                "read_errors",
+                "expected_read_errors",
+                "other_errors",
+            ],
+        );
+        assert_keys(
+            &x[5]["mismatches"][0],
+            &["offset", "file", "file_offset", "class", "detail"],
+        );
+        assert_eq!(
+            x[5]["other_errors"],
+            serde_json::json!([{"offset": 4096, "error": "EINVAL"}])
+        );
     }
 }

@@ -20,12 +20,13 @@ use iolab_measure::{
     Activity, CpuUsage, DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, MB,
 };
 use iolab_spec::{format_bytes, format_size_short, JobSpec, Rw};
-use serde_json::json;
+use serde::Serialize;
 
 pub use crate::common::WorkloadError;
 use crate::common::{
-    device_of, drop_caches, evict_file, io_err, resident_fraction, round6, run_workers,
-    sleep_until, test_record, unique_name, write_random_file, Created, Series, Watch,
+    device_of, drop_caches, evict_file, io_err, resident_fraction, run_workers, ser_round6,
+    ser_round6_opt, ser_round6_vec, sleep_until, test_record, unique_name, write_random_file,
+    Created, Series, Watch,
 };
 
 /// Size of each stream's file (or the shared file) unless given.
@@ -151,6 +152,68 @@ impl StreamsConfig {
         }
         Ok(())
     }
+}
+
+/// What each stream's test carries in `extra` (docs/streams.md). Times are seconds from
+/// the common start.
+#[derive(Debug, Serialize)]
+struct StreamExtra {
+    workload: &'static str,
+    /// 1-based.
+    stream: usize,
+    file: String,
+    inode: u64,
+    st_dev: u64,
+    same_file: bool,
+    start_offset: u64,
+    #[serde(serialize_with = "ser_round6")]
+    planned_start_s: f64,
+    #[serde(serialize_with = "ser_round6")]
+    start_s: f64,
+    #[serde(serialize_with = "ser_round6")]
+    end_s: f64,
+    bytes: u64,
+    #[serde(serialize_with = "ser_round6")]
+    seconds: f64,
+    #[serde(serialize_with = "ser_round6")]
+    mb_s: f64,
+    /// "end of file" or "duration".
+    ended_by: &'static str,
+    direct: bool,
+    /// `--verify`: the check of the file, on the first stream that wrote it; else null.
+    verify: Option<iolab_integrity::Tally>,
+}
+
+/// What the aggregate test of all streams carries in `extra`: the configuration and the
+/// streams' inodes, times and rates, in stream order.
+#[derive(Debug, Serialize)]
+struct StreamsExtra {
+    workload: &'static str,
+    streams: usize,
+    rw: Rw,
+    bs: usize,
+    same_file: bool,
+    #[serde(serialize_with = "ser_round6")]
+    stagger_s: f64,
+    file_size: u64,
+    #[serde(serialize_with = "ser_round6_opt")]
+    duration_limit_s: Option<f64>,
+    direct: bool,
+    drop_caches: bool,
+    evicted_after_prepare: bool,
+    end_fsync: bool,
+    files: Vec<String>,
+    inodes: Vec<u64>,
+    start_offsets: Vec<u64>,
+    #[serde(serialize_with = "ser_round6_vec")]
+    start_s: Vec<f64>,
+    #[serde(serialize_with = "ser_round6_vec")]
+    end_s: Vec<f64>,
+    #[serde(serialize_with = "ser_round6_vec")]
+    stream_mb_s: Vec<f64>,
+    bytes: u64,
+    #[serde(serialize_with = "ser_round6")]
+    wall_seconds: f64,
 }
 
 /// A counter on its own cache line, so streams do not slow each other down by updating it.
@@ -479,7 +542,7 @@ pub fn run(
     if cfg.duration.is_none() {
         job.io_limit = Some(cfg.file_size);
     }
-    let secs = |a: Instant, b: Instant| round6(b.saturating_duration_since(a).as_secs_f64());
+    let secs = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64();
     let mut tests = Vec::new();
     for (i, o) in outcomes.iter().enumerate() {
         let Some(o) = o else { continue };
@@ -505,24 +568,25 @@ pub fn run(
             group.clone(),
             job.clone(),
             vec![p],
-            json!({
-                "workload": "streams",
-                "stream": i + 1,
-                "file": o.path.to_string_lossy(),
-                "inode": o.ino,
-                "st_dev": o.dev,
-                "same_file": cfg.same_file,
-                "start_offset": 0,
-                "planned_start_s": secs(t0, o.planned),
-                "start_s": secs(t0, o.start),
-                "end_s": secs(t0, o.end),
-                "bytes": o.bytes,
-                "seconds": round6(seconds),
-                "mb_s": round6(o.bytes as f64 / MB / seconds.max(1e-9)),
-                "ended_by": o.ended_by,
-                "direct": cfg.direct,
-                "verify": checks[i],
-            }),
+            serde_json::to_value(StreamExtra {
+                workload: "streams",
+                stream: i + 1,
+                file: o.path.to_string_lossy().into_owned(),
+                inode: o.ino,
+                st_dev: o.dev,
+                same_file: cfg.same_file,
+                start_offset: 0,
+                planned_start_s: secs(t0, o.planned),
+                start_s: secs(t0, o.start),
+                end_s: secs(t0, o.end),
+                bytes: o.bytes,
+                seconds,
+                mb_s: o.bytes as f64 / MB / seconds.max(1e-9),
+                ended_by: o.ended_by,
+                direct: cfg.direct,
+                verify: checks[i].take(),
+            })
+            .unwrap_or_default(),
         ));
     }
     let finished: Vec<&StreamOutcome> = outcomes
@@ -567,32 +631,168 @@ pub fn run(
             group,
             agg_job,
             vec![p],
-            json!({
-                "workload": "streams",
-                "streams": n,
-                "rw": cfg.rw,
-                "bs": cfg.bs,
-                "same_file": cfg.same_file,
-                "stagger_s": round6(cfg.stagger.as_secs_f64()),
-                "file_size": cfg.file_size,
-                "duration_limit_s": cfg.duration.map(|d| round6(d.as_secs_f64())),
-                "direct": cfg.direct,
-                "drop_caches": cfg.drop_caches,
-                "evicted_after_prepare": reading && cfg.evict_prepared,
-                "end_fsync": job.end_fsync,
-                "files": files.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>(),
-                "inodes": finished.iter().map(|o| o.ino).collect::<Vec<_>>(),
-                "start_offsets": finished.iter().map(|_| 0).collect::<Vec<u64>>(),
-                "start_s": finished.iter().map(|o| secs(t0, o.start)).collect::<Vec<_>>(),
-                "end_s": finished.iter().map(|o| secs(t0, o.end)).collect::<Vec<_>>(),
-                "stream_mb_s": finished
+            serde_json::to_value(StreamsExtra {
+                workload: "streams",
+                streams: n,
+                rw: cfg.rw,
+                bs: cfg.bs,
+                same_file: cfg.same_file,
+                stagger_s: cfg.stagger.as_secs_f64(),
+                file_size: cfg.file_size,
+                duration_limit_s: cfg.duration.map(|d| d.as_secs_f64()),
+                direct: cfg.direct,
+                drop_caches: cfg.drop_caches,
+                evicted_after_prepare: reading && cfg.evict_prepared,
+                end_fsync: job.end_fsync,
+                files: files
                     .iter()
-                    .map(|o| round6(o.bytes as f64 / MB / (o.end - o.start).as_secs_f64().max(1e-9)))
-                    .collect::<Vec<_>>(),
-                "bytes": bytes,
-                "wall_seconds": round6(seconds),
-            }),
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect(),
+                inodes: finished.iter().map(|o| o.ino).collect(),
+                start_offsets: finished.iter().map(|_| 0).collect(),
+                start_s: finished.iter().map(|o| secs(t0, o.start)).collect(),
+                end_s: finished.iter().map(|o| secs(t0, o.end)).collect(),
+                stream_mb_s: finished
+                    .iter()
+                    .map(|o| o.bytes as f64 / MB / (o.end - o.start).as_secs_f64().max(1e-9))
+                    .collect(),
+                bytes,
+                wall_seconds: seconds,
+            })
+            .unwrap_or_default(),
         ));
     }
     Ok(tests)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::assert_keys;
+
+    #[test]
+    fn stream_extra_keeps_the_keys_of_the_json_document() {
+        let tally = iolab_integrity::Tally {
+            checked: 8,
+            ok: 8,
+            ..Default::default()
+        };
+        let mut extra = StreamExtra {
+            workload: "streams",
+            stream: 2,
+            file: "/mnt/t/stream-2.dat".into(),
+            inode: 12,
+            st_dev: 2049,
+            same_file: false,
+            start_offset: 0,
+            planned_start_s: 0.5,
+            start_s: 0.500_000_7,
+            end_s: 2.25,
+            bytes: 4_000_000,
+            seconds: 1.749_999_3,
+            mb_s: 2.285_715_2,
+            ended_by: "end of file",
+            direct: false,
+            verify: Some(tally),
+        };
+        let v = serde_json::to_value(&extra).unwrap();
+        assert_keys(
+            &v,
+            &[
+                "workload",
+                "stream",
+                "file",
+                "inode",
+                "st_dev",
+                "same_file",
+                "start_offset",
+                "planned_start_s",
+                "start_s",
+                "end_s",
+                "bytes",
+                "seconds",
+                "mb_s",
+                "ended_by",
+                "direct",
+                "verify",
+            ],
+        );
+        assert_eq!(v["stream"], 2);
+        assert_eq!(v["start_offset"], 0);
+        assert_eq!(v["start_s"], 0.500001);
+        assert_eq!(v["seconds"], 1.749999);
+        assert_eq!(v["ended_by"], "end of file");
+        assert_eq!(v["verify"]["checked"], 8);
+        // Without --verify the key stays, as null.
+        extra.verify = None;
+        let v = serde_json::to_value(&extra).unwrap();
+        assert!(v.as_object().unwrap().contains_key("verify"));
+        assert!(v["verify"].is_null());
+    }
+
+    #[test]
+    fn aggregate_extra_keeps_the_keys_of_the_json_document() {
+        let extra = StreamsExtra {
+            workload: "streams",
+            streams: 2,
+            rw: Rw::Write,
+            bs: 1 << 20,
+            same_file: true,
+            stagger_s: 0.25,
+            file_size: 1 << 30,
+            duration_limit_s: None,
+            direct: true,
+            drop_caches: false,
+            evicted_after_prepare: false,
+            end_fsync: true,
+            files: vec!["/mnt/t/stream.dat".into()],
+            inodes: vec![12, 12],
+            start_offsets: vec![0, 0],
+            start_s: vec![0.0, 0.250_000_4],
+            end_s: vec![1.0, 1.333_333_333],
+            stream_mb_s: vec![100.0, 99.999_999_9],
+            bytes: 2 << 30,
+            wall_seconds: 1.333_333_333,
+        };
+        let v = serde_json::to_value(&extra).unwrap();
+        assert_keys(
+            &v,
+            &[
+                "workload",
+                "streams",
+                "rw",
+                "bs",
+                "same_file",
+                "stagger_s",
+                "file_size",
+                "duration_limit_s",
+                "direct",
+                "drop_caches",
+                "evicted_after_prepare",
+                "end_fsync",
+                "files",
+                "inodes",
+                "start_offsets",
+                "start_s",
+                "end_s",
+                "stream_mb_s",
+                "bytes",
+                "wall_seconds",
+            ],
+        );
+        assert_eq!(v["rw"], "write");
+        assert!(v["duration_limit_s"].is_null());
+        assert_eq!(v["start_s"], serde_json::json!([0.0, 0.25]));
+        assert_eq!(v["end_s"][1], 1.333333);
+        assert_eq!(v["stream_mb_s"][1], 100.0);
+        assert_eq!(v["wall_seconds"], 1.333333);
+        let limited = StreamsExtra {
+            duration_limit_s: Some(60.000_000_1),
+            ..extra
+        };
+        assert_eq!(
+            serde_json::to_value(&limited).unwrap()["duration_limit_s"],
+            60.0
+        );
+    }
 }

@@ -6,6 +6,7 @@
 
 pub mod run;
 
+use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::{FileExt, FileTypeExt};
@@ -19,11 +20,14 @@ use iolab_integrity::journal::{JournalWriter, Kind};
 use iolab_integrity::verified::{
     block_tally, judge_into, open, scan, sidecar_path, Sidecar, SIDECAR_TMP_SUFFIX,
 };
-use iolab_integrity::Tally;
+use iolab_integrity::{Failure, Tally};
 use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord};
 use iolab_spec::{format_size_short, JobSpec, Rw, SyncMode};
+use serde::Serialize;
 
-use crate::common::{device_of, round6, test_record, unique_name, Series, Watch};
+use crate::common::{
+    device_of, ser_round6, ser_round6_opt, test_record, unique_name, Series, Watch,
+};
 
 /// How often progress is reported.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
@@ -235,6 +239,47 @@ impl Drop for DataTarget {
             }
         }
     }
+}
+
+/// What a `run verify` test carries in `extra` (docs/verify.md): the configuration, the
+/// journal's counts and the verification counts of all passes.
+#[derive(Debug, Serialize)]
+struct VerifyExtra {
+    workload: &'static str,
+    /// The run id stamped into the blocks, as 16 hex digits.
+    run_id: String,
+    data_file: PathBuf,
+    /// Files: the sidecar next to the data (null on a device).
+    sidecar: Option<PathBuf>,
+    kept: bool,
+    block_size: usize,
+    size: u64,
+    blocks: u64,
+    rw: &'static str,
+    /// Passes done.
+    passes: usize,
+    direct: bool,
+    verify_mode: &'static str,
+    verify_every: u64,
+    fsync_every: u64,
+    /// `--journal`: its path and counts (null without one).
+    journal: Option<PathBuf>,
+    journal_records: Option<u64>,
+    journal_commits: Option<u64>,
+    #[serde(serialize_with = "ser_round6")]
+    journal_sync_seconds: f64,
+    inline_checked: u64,
+    after_checked: u64,
+    checked: u64,
+    verified_ok: u64,
+    failures: u64,
+    classes: BTreeMap<String, u64>,
+    failure_samples: Vec<Failure>,
+    /// The median time of one read-back after a pass (null without those).
+    #[serde(serialize_with = "ser_round6_opt")]
+    after_verify_seconds: Option<f64>,
+    #[serde(serialize_with = "ser_round6_opt")]
+    after_verify_mb_s: Option<f64>,
 }
 
 /// What `run` returns: the test record (its `extra` holds the verification counts) and
@@ -461,39 +506,45 @@ pub fn run(
     job.sync_mode = SyncMode::Fdatasync;
     job.io_limit = Some(cfg.size);
     let median_after = median(&after_seconds);
-    let extra = serde_json::json!({
-        "workload": "verify",
-        "run_id": format!("{:016x}", cfg.run_id),
-        "data_file": target.path,
-        "sidecar": sidecar,
-        "kept": target.keep,
-        "block_size": bs,
-        "size": cfg.size,
-        "blocks": blocks,
-        "rw": rw.as_str(),
-        "passes": passes.len(),
-        "direct": cfg.direct,
-        "verify_mode": cfg.mode.as_str(),
-        "verify_every": cfg.verify_every,
-        "fsync_every": fsync_every,
-        "journal": cfg.journal,
-        "journal_records": journal.as_ref().map(|j| j.records()),
-        "journal_commits": journal.as_ref().map(|j| j.commits),
-        "journal_sync_seconds": round6(journal_seconds),
-        "inline_checked": inline_checked,
-        "after_checked": tally.checked - inline_checked,
-        "checked": tally.checked,
-        "verified_ok": tally.ok,
-        "failures": tally.failures,
-        "classes": tally.classes,
-        "failure_samples": tally.failure_samples,
-        "after_verify_seconds": median_after.map(round6),
-        "after_verify_mb_s": median_after.map(|s| round6(cfg.size as f64 / 1e6 / s.max(1e-9))),
-    });
+    let extra = VerifyExtra {
+        workload: "verify",
+        run_id: format!("{:016x}", cfg.run_id),
+        data_file: target.path.clone(),
+        sidecar,
+        kept: target.keep,
+        block_size: bs,
+        size: cfg.size,
+        blocks,
+        rw: rw.as_str(),
+        passes: passes.len(),
+        direct: cfg.direct,
+        verify_mode: cfg.mode.as_str(),
+        verify_every: cfg.verify_every,
+        fsync_every,
+        journal: cfg.journal.clone(),
+        journal_records: journal.as_ref().map(|j| j.records()),
+        journal_commits: journal.as_ref().map(|j| j.commits),
+        journal_sync_seconds: journal_seconds,
+        inline_checked,
+        after_checked: tally.checked - inline_checked,
+        checked: tally.checked,
+        verified_ok: tally.ok,
+        failures: tally.failures,
+        classes: tally.classes.clone(),
+        failure_samples: tally.failure_samples.clone(),
+        after_verify_seconds: median_after,
+        after_verify_mb_s: median_after.map(|s| cfg.size as f64 / 1e6 / s.max(1e-9)),
+    };
     let name = format!("verify {} {}", rw.as_str(), format_size_short(bs as u64));
     let group = format!("VERIFY {}", cfg.mode.as_str());
     Ok(WorkloadOutput {
-        test: test_record(name, group, job, passes, extra),
+        test: test_record(
+            name,
+            group,
+            job,
+            passes,
+            serde_json::to_value(&extra).unwrap_or_default(),
+        ),
         tally,
         interrupted,
     })
@@ -540,6 +591,9 @@ mod tests {
         // 256 blocks: 64 inline checks and 256 after each of 2 passes.
         assert_eq!(out.test.extra["inline_checked"], 128);
         assert_eq!(out.test.extra["after_checked"], 512);
+        crate::common::assert_keys(&out.test.extra, &EXTRA_KEYS);
+        assert!(out.test.extra["journal"].is_null());
+        assert!(out.test.extra["after_verify_seconds"].is_f64());
         assert_eq!(out.test.passes.len(), 2);
         assert_eq!(out.test.passes[0].write.as_ref().unwrap().ios, 256);
         let side = Sidecar::read(&t.sidecar().unwrap()).unwrap();
@@ -553,6 +607,81 @@ mod tests {
         let (p, s) = (t.path.clone(), t.sidecar().unwrap());
         drop(t);
         assert!(!p.exists() && !s.exists());
+    }
+
+    /// The keys of `extra` as the JSON run document has them.
+    const EXTRA_KEYS: [&str; 27] = [
+        "workload",
+        "run_id",
+        "data_file",
+        "sidecar",
+        "kept",
+        "block_size",
+        "size",
+        "blocks",
+        "rw",
+        "passes",
+        "direct",
+        "verify_mode",
+        "verify_every",
+        "fsync_every",
+        "journal",
+        "journal_records",
+        "journal_commits",
+        "journal_sync_seconds",
+        "inline_checked",
+        "after_checked",
+        "checked",
+        "verified_ok",
+        "failures",
+        "classes",
+        "failure_samples",
+        "after_verify_seconds",
+        "after_verify_mb_s",
+    ];
+
+    #[test]
+    fn extra_keeps_the_keys_and_values_of_the_json_document() {
+        let extra = VerifyExtra {
+            workload: "verify",
+            run_id: format!("{:016x}", 0xfeedu64),
+            data_file: "/dev/sdz".into(),
+            sidecar: None,
+            kept: true,
+            block_size: 4096,
+            size: 1 << 20,
+            blocks: 256,
+            rw: Rw::RandWrite.as_str(),
+            passes: 3,
+            direct: true,
+            verify_mode: VerifyMode::After.as_str(),
+            verify_every: 1,
+            fsync_every: 16,
+            journal: Some("/dev/shm/j".into()),
+            journal_records: Some(1537),
+            journal_commits: Some(49),
+            journal_sync_seconds: 0.250_000_49,
+            inline_checked: 0,
+            after_checked: 768,
+            checked: 768,
+            verified_ok: 767,
+            failures: 1,
+            classes: BTreeMap::from([("stale".to_string(), 1)]),
+            failure_samples: Vec::new(),
+            after_verify_seconds: Some(0.1),
+            after_verify_mb_s: Some((1 << 20) as f64 / 1e6 / 0.1),
+        };
+        let v = serde_json::to_value(&extra).unwrap();
+        crate::common::assert_keys(&v, &EXTRA_KEYS);
+        assert_eq!(v["run_id"], "000000000000feed");
+        assert_eq!(v["data_file"], "/dev/sdz");
+        assert!(v["sidecar"].is_null());
+        assert_eq!(v["rw"], "randwrite");
+        assert_eq!(v["journal"], "/dev/shm/j");
+        assert_eq!(v["journal_records"], 1537);
+        assert_eq!(v["journal_sync_seconds"], 0.25);
+        assert_eq!(v["classes"]["stale"], 1);
+        assert_eq!(v["after_verify_mb_s"], 10.48576);
     }
 
     #[test]
