@@ -555,6 +555,12 @@ fn sigterm_stops_cleanly_and_keeps_finished_passes() {
     interrupt(libc::SIGTERM);
 }
 
+#[test]
+fn sighup_stops_cleanly_and_keeps_finished_passes() {
+    // A closed terminal: the same as Ctrl-C, nothing left behind.
+    interrupt(libc::SIGHUP);
+}
+
 // --- B7: an existing regular file ----------------------------------------------------------
 
 #[test]
