@@ -394,12 +394,13 @@ fn execute(
                 return Err(RunError::Failed(msg));
             }
         }
-        let checked = written.is_some().then_some(tally);
-        record.extra = BlockExtra::new(test, access_ios, checked).to_value();
-        if let Some(line) = crate::verify::note(&record) {
+        if written.is_some() {
+            let line = tally.summary_line(&record.name);
             ctx.progress.println(&line);
             ctx.note(line);
         }
+        let checked = written.is_some().then_some(tally);
+        record.extra = BlockExtra::new(test, access_ios, checked).to_value();
         record.summary = summarize(&record.passes, plan.score);
         record.summary.converged = converged;
         ctx.store_summary(test_id, &record.summary)?;

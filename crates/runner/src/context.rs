@@ -91,17 +91,12 @@ impl RunContext {
                 .unwrap_or_else(iolab_store::default_db_path);
             (Some(Store::open(&path)?), Some(path))
         };
+        let quiet = common.quiet;
         Ok(RunContext {
-            progress: Progress::new(Duration::ZERO, common.quiet),
-            common,
-            stop,
+            progress: Progress::new(Duration::ZERO, quiet),
             store,
             db_path,
-            run: None,
-            env: None,
-            facts: None,
-            status: ExitStatus::Ok,
-            epilogue: String::new(),
+            ..RunContext::detached(common, stop)
         })
     }
 
@@ -125,9 +120,18 @@ impl RunContext {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// Starts the run record (stored at once, so an interrupted run keeps what it
-    /// finished) and captures the environment at `start.env_path`.
-    pub fn start(&mut self, start: RunStart) -> Result<&Environment, RunError> {
+    /// Captures the environment at `start.env_path` and starts the run record (stored at
+    /// once, so an interrupted run keeps what it finished). A target whose `fs_type` is
+    /// empty gets the filesystem the capture found.
+    pub fn start(&mut self, mut start: RunStart) -> Result<&Environment, RunError> {
+        let env = iolab_env::capture(Some(&start.env_path));
+        if start.target.fs_type.is_empty() {
+            start.target.fs_type = env
+                .target
+                .as_ref()
+                .and_then(|t| t.fs_type.clone())
+                .unwrap_or_else(|| "unknown".into());
+        }
         let (study, config_label, study_meta) = study_fields(&self.common);
         let mut run = RunRecord {
             id: None,
@@ -145,7 +149,7 @@ impl RunContext {
             complete: false,
             notes: start.notes,
             warnings: Vec::new(),
-            env: serde_json::Value::Null,
+            env: serde_json::to_value(&env).unwrap_or(serde_json::Value::Null),
             study,
             config_label,
             study_meta,
@@ -154,8 +158,6 @@ impl RunContext {
         if let Some(s) = &mut self.store {
             run.id = Some(s.begin_run(&run)?);
         }
-        let env = iolab_env::capture(Some(&start.env_path));
-        run.env = serde_json::to_value(&env).unwrap_or(serde_json::Value::Null);
         self.run = Some(run);
         Ok(self.env.insert(env))
     }
@@ -341,17 +343,14 @@ fn study_fields(a: &CommonArgs) -> (Option<String>, Option<String>, serde_json::
     (a.study.clone(), a.config.clone(), meta)
 }
 
-/// The target description of a directory a workload works in.
+/// The target description of a directory a workload works in; its filesystem is filled in
+/// by [`RunContext::start`] from the environment it captures.
 pub fn dir_info(dir: &Path, size: u64) -> TargetInfo {
-    let fs_type = iolab_env::capture(Some(dir))
-        .target
-        .and_then(|t| t.fs_type)
-        .unwrap_or_else(|| "unknown".into());
     TargetInfo {
         path: dir.to_string_lossy().into_owned(),
         kind: iolab_measure::TargetKind::Dir,
         io_path: dir.to_string_lossy().into_owned(),
-        fs_type,
+        fs_type: String::new(),
         size,
     }
 }

@@ -199,17 +199,24 @@ struct PassFacts {
 }
 
 impl PassFacts {
-    /// This pass's entry in the test's `extra.passes`.
-    fn to_extra(&self, index: u32) -> CopyPassExtra {
+    /// This pass's times and rates.
+    fn times(&self) -> CopyTimes {
         let mb = self.bytes as f64 / MB;
-        CopyPassExtra {
-            index,
-            bytes: self.bytes,
-            seconds: self.seconds,
+        CopyTimes {
             seconds_before_fsync: self.seconds_before_fsync,
             mb_s_before_fsync: mb / self.seconds_before_fsync.max(1e-9),
             fsync_seconds: self.fsync_seconds,
             mb_s_including_fsync: mb / self.seconds.max(1e-9),
+            seconds: self.seconds,
+        }
+    }
+
+    /// This pass's entry in the test's `extra.passes`.
+    fn to_extra(&self, index: u32) -> CopyPassExtra {
+        CopyPassExtra {
+            index,
+            bytes: self.bytes,
+            times: self.times(),
             fsyncs: self.fsyncs,
             read_lat_us: self.read_lat,
             dest_resident_after: self.dest_resident_after,
@@ -238,6 +245,19 @@ struct CopyExtra {
     /// Sockets, FIFOs and devices in the source: not copied.
     skipped_special_files: Vec<String>,
     bytes: u64,
+    /// The medians over the passes.
+    #[serde(flatten)]
+    times: CopyTimes,
+    /// Every pass's copy was compared with the source (a mismatch is an error).
+    verified: bool,
+    hash: &'static str,
+    passes: Vec<CopyPassExtra>,
+}
+
+/// How long a copy took before and including its final fsyncs, and the rates: of one pass,
+/// or the medians over the passes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+struct CopyTimes {
     #[serde(serialize_with = "ser_round6")]
     seconds_before_fsync: f64,
     #[serde(serialize_with = "ser_round6")]
@@ -248,10 +268,22 @@ struct CopyExtra {
     mb_s_including_fsync: f64,
     #[serde(serialize_with = "ser_round6")]
     seconds: f64,
-    /// Every pass's copy was compared with the source (a mismatch is an error).
-    verified: bool,
-    hash: &'static str,
-    passes: Vec<CopyPassExtra>,
+}
+
+impl CopyTimes {
+    /// Each field's median over `all`.
+    fn median(all: &[CopyTimes]) -> CopyTimes {
+        let med = |f: fn(&CopyTimes) -> f64| {
+            iolab_stats::median(&all.iter().map(f).collect::<Vec<f64>>())
+        };
+        CopyTimes {
+            seconds_before_fsync: med(|t| t.seconds_before_fsync),
+            mb_s_before_fsync: med(|t| t.mb_s_before_fsync),
+            fsync_seconds: med(|t| t.fsync_seconds),
+            mb_s_including_fsync: med(|t| t.mb_s_including_fsync),
+            seconds: med(|t| t.seconds),
+        }
+    }
 }
 
 /// One pass of a copy test, in its `extra.passes`.
@@ -259,16 +291,8 @@ struct CopyExtra {
 struct CopyPassExtra {
     index: u32,
     bytes: u64,
-    #[serde(serialize_with = "ser_round6")]
-    seconds: f64,
-    #[serde(serialize_with = "ser_round6")]
-    seconds_before_fsync: f64,
-    #[serde(serialize_with = "ser_round6")]
-    mb_s_before_fsync: f64,
-    #[serde(serialize_with = "ser_round6")]
-    fsync_seconds: f64,
-    #[serde(serialize_with = "ser_round6")]
-    mb_s_including_fsync: f64,
+    #[serde(flatten)]
+    times: CopyTimes,
     fsyncs: u64,
     read_lat_us: LatSummary,
     /// The share of the copies' pages in the page cache after the pass.
@@ -664,8 +688,7 @@ pub fn run(
         return Ok(Vec::new());
     }
 
-    let med =
-        |f: fn(&PassFacts) -> f64| iolab_stats::median(&facts.iter().map(f).collect::<Vec<f64>>());
+    let times: Vec<CopyTimes> = facts.iter().map(PassFacts::times).collect();
     let extra = CopyExtra {
         workload: "copy",
         source: (!generated).then(|| source.to_string_lossy().into_owned()),
@@ -684,11 +707,7 @@ pub fn run(
             .map(|p| p.to_string_lossy().into_owned())
             .collect(),
         bytes: plan.bytes,
-        seconds_before_fsync: med(|f| f.seconds_before_fsync),
-        mb_s_before_fsync: med(|f| f.bytes as f64 / MB / f.seconds_before_fsync.max(1e-9)),
-        fsync_seconds: med(|f| f.fsync_seconds),
-        mb_s_including_fsync: med(|f| f.bytes as f64 / MB / f.seconds.max(1e-9)),
-        seconds: med(|f| f.seconds),
+        times: CopyTimes::median(&times),
         verified: true,
         hash: "xxh3-128",
         passes: facts
@@ -752,11 +771,7 @@ mod tests {
             symlinks: 0,
             skipped_special_files: vec!["/src/fifo".into()],
             bytes: 3_000_000,
-            seconds_before_fsync: 1.000_000_4,
-            mb_s_before_fsync: 2.999_998_8,
-            fsync_seconds: 0.499_999_6,
-            mb_s_including_fsync: 2.0,
-            seconds: 1.5,
+            times: CopyTimes::median(&[facts.times()]),
             verified: true,
             hash: "xxh3-128",
             passes: vec![facts.to_extra(1)],

@@ -207,10 +207,8 @@ impl Job for VerifyJob {
                 target.kind.clone()
             },
             io_path: target.path.to_string_lossy().into_owned(),
-            fs_type: iolab_env::capture(Some(&target.path))
-                .target
-                .and_then(|t| t.fs_type)
-                .unwrap_or_else(|| "unknown".into()),
+            // Filled in from the environment the run captures.
+            fs_type: String::new(),
             size: cfg.size,
         };
         ctx.start(RunStart {
