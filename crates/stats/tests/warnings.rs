@@ -10,7 +10,7 @@ use iolab_measure::{
     SyncStats, TargetInfo, TargetKind, TestRecord, TimeSeries, Warning, WarningCode,
 };
 use iolab_spec::{DataPattern, EngineKind, JobSpec, RunSettings, Rw};
-use iolab_stats::warnings::{analyze, TargetFacts};
+use iolab_stats::warnings::{analyze, TargetFacts, ThrottleFact};
 use iolab_stats::{summarize, Score};
 
 const MIB: u64 = 1 << 20;
@@ -535,7 +535,12 @@ fn fsync_too_fast_only_on_rotational_devices() {
 fn blkio_throttle_names_the_limit() {
     let th = "loop0 write_bps = 20 MiB/s on 7:0 (cgroup /sys/fs/cgroup/blkio/x)";
     let f = TargetFacts {
-        throttles: vec![th.into()],
+        throttles: vec![throttle(
+            th,
+            "/sys/fs/cgroup/blkio/x",
+            "write_bps",
+            20 * MIB,
+        )],
         ..TargetFacts::default()
     };
     for run in [read_run(), write_run(), buffered(read_run())] {
@@ -543,6 +548,15 @@ fn blkio_throttle_names_the_limit() {
         fired(&ws, "BLKIO_THROTTLE", None, &[th]);
     }
     none(&analyze(&read_run(), &TargetFacts::default()));
+}
+
+fn throttle(text: &str, cgroup: &str, kind: &str, limit: u64) -> ThrottleFact {
+    ThrottleFact {
+        text: text.into(),
+        cgroup: cgroup.into(),
+        kind: kind.into(),
+        limit,
+    }
 }
 
 // --- other activity -----------------------------------------------------------------------

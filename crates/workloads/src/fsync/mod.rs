@@ -1,7 +1,9 @@
 //! The sync-method probe, in the spirit of PostgreSQL's pg_test_fsync: for each write size
 //! and each way of making a write durable (none, write+fdatasync, write+fsync, O_DSYNC,
 //! O_SYNC, O_DIRECT+O_DSYNC), how many durable writes per second the target sustains, with
-//! latency percentiles, and a verdict on whether flushes reach stable storage.
+//! latency percentiles, and a durability verdict per method with its evidence
+//! ([`judge`]): what a flush cost against a plain write, and what the environment says
+//! (barriers, write-cache mode, a rotational device answering faster than a platter can).
 //!
 //! With `verify`, every write is a self-describing block ([`iolab_integrity::block`]) and each
 //! test's written blocks are read back and checked after every pass, outside its timing.
@@ -136,25 +138,16 @@ impl FsyncConfig {
     }
 }
 
-/// The probe's tests and what they say about durability.
+/// The probe's tests (their durability verdicts are added by [`judge`], which needs the
+/// environment too).
 #[derive(Debug, Clone)]
 pub struct FsyncReport {
     pub tests: Vec<TestRecord>,
     /// Method/size combinations that could not run, and why.
     pub skipped: Vec<String>,
-    pub verdict: Verdict,
     /// With `verify`: each measured test's name and read-back counts over its passes (also
     /// in the test's `extra.verify`).
     pub checks: Vec<(String, Tally)>,
-}
-
-/// Whether flushes reach stable storage, judged from the numbers alone (the caller adds
-/// what the environment says: barriers, write-cache mode).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    /// true: flushes cost what a real flush costs; false: they are (nearly) free.
-    pub flushes_reach_storage: Option<bool>,
-    pub reason: String,
 }
 
 /// Error of the probe: the file and what failed.
@@ -272,8 +265,10 @@ pub fn run(
                     }
                     let summary = summarize(&passes, Score::Median);
                     let mut extra = FsyncExtra {
+                        workload: "fsync",
                         method,
                         open_flags: method_flags_text(method),
+                        durability: None,
                         verify: None,
                     };
                     if let Some(c) = check {
@@ -304,11 +299,9 @@ pub fn run(
             }
         }
     }
-    let verdict = verdict(&tests);
     Ok(FsyncReport {
         tests,
         skipped,
-        verdict,
         checks,
     })
 }
@@ -379,12 +372,16 @@ impl Check {
     }
 }
 
-/// What a probe test carries in `extra` (docs/fsync.md).
+/// What a probe test carries in `extra` (docs/workloads.md).
 #[derive(Debug, Serialize)]
 struct FsyncExtra {
+    workload: &'static str,
     method: SyncMethod,
     /// The open(2) flags of the method ("" for the fsync and fdatasync calls).
     open_flags: &'static str,
+    /// The verdict on this method at this size, set by [`judge`] (absent before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    durability: Option<Judgement>,
     /// With `verify` (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     verify: Option<FsyncVerifyExtra>,
@@ -555,64 +552,184 @@ fn flush(fd: i32, method: SyncMethod) -> io::Result<()> {
     Ok(())
 }
 
-/// Flushes that cost less than this per operation cannot have reached a medium (a fast
-/// NVMe flush with power-loss protection is tens of microseconds; a disk's is milliseconds).
+/// A flushed write at this share of the rate of a plain write or more did nothing
+/// measurable: its flush cannot have reached a medium.
 pub const FREE_FLUSH_RATIO: f64 = 0.5;
 
-/// Judges from the numbers: if write+fdatasync sustains at least half the rate of plain
-/// writes of the same size, the flush did nothing measurable.
-pub fn verdict(tests: &[TestRecord]) -> Verdict {
-    let rate = |m: SyncMethod| -> Option<(f64, u64)> {
-        tests
-            .iter()
-            .filter(|t| t.group == m.name())
-            .map(|t| (t.summary.iops, t.job.bs))
-            .min_by_key(|&(_, bs)| bs.abs_diff(4096))
-    };
-    let Some((none, bs)) = rate(SyncMethod::None) else {
-        return Verdict {
-            flushes_reach_storage: None,
-            reason: "no plain-write baseline was measured".into(),
-        };
-    };
-    let flushed = tests
+/// How far a sync method's writes can be trusted to be on stable storage, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Never flushed, flushes dropped on the way, or flushes that cost nothing.
+    NotDurable,
+    /// Flushes answered faster than the device's medium can take them: a volatile cache.
+    CacheAnswered,
+    /// Each write waited for a flush that costs what reaching a medium costs, and nothing
+    /// known on the path drops flushes. Timing cannot prove more.
+    AsFarAsTimingShows,
+}
+
+impl Durability {
+    /// Words for people: "not durable", ...
+    pub fn text(self) -> &'static str {
+        match self {
+            Durability::NotDurable => "not durable",
+            Durability::CacheAnswered => "not shown durable (a volatile cache answered)",
+            Durability::AsFarAsTimingShows => "durable as far as timing shows",
+        }
+    }
+}
+
+/// The verdict on one test (a method at one write size) with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judgement {
+    pub verdict: Durability,
+    /// What a flush added to a write on average (µs): the flush call's own time for
+    /// fdatasync/fsync, else the write's time beyond a plain write of the same size (or the
+    /// whole write's without one); none for plain writes.
+    pub flush_us: Option<f64>,
+    /// The evidence, one sentence with its numbers.
+    pub evidence: String,
+}
+
+/// What the environment says about flushes, for [`judge`] (from the run's warning facts).
+#[derive(Debug, Clone, Default)]
+pub struct FlushPath {
+    /// Why no flush can reach stable storage (mounted without barriers, a write-through
+    /// loop device, zfs `sync=disabled`, a memory filesystem or a loop device backed by
+    /// one); empty when nothing known stops them.
+    pub dropped_by: Vec<String>,
+    /// The device under the target reports itself rotational.
+    pub rotational: Option<bool>,
+    /// That device's name, for the evidence.
+    pub device: Option<String>,
+}
+
+/// The verdict on every test: each test's `extra.durability` is set, and the tests whose
+/// flushes cost nothing (for `FLUSH_NO_EFFECT`) are returned as `NAME (P% of a plain
+/// write)`.
+pub fn judge(tests: &mut [TestRecord], path: &FlushPath) -> Vec<String> {
+    let plain: Vec<(u64, f64, f64)> = tests
         .iter()
-        .filter(|t| t.group == SyncMethod::Fdatasync.name() && t.job.bs == bs)
-        .map(|t| t.summary.iops)
-        .next()
-        .or_else(|| rate(SyncMethod::Fsync).map(|r| r.0));
-    let Some(flushed) = flushed else {
-        return Verdict {
-            flushes_reach_storage: None,
-            reason: "no flushing method was measured".into(),
+        .filter(|t| t.group == SyncMethod::None.name() && !t.passes.is_empty())
+        .map(|t| (t.job.bs, t.summary.iops, t.summary.lat_mean_us))
+        .collect();
+    let mut free = Vec::new();
+    for t in tests.iter_mut() {
+        let Some(method) = SyncMethod::ALL.into_iter().find(|m| m.name() == t.group) else {
+            continue;
         };
+        let base = plain.iter().find(|p| p.0 == t.job.bs).copied();
+        let j = judge_one(t, method, base, path);
+        if let Some((_, p, _)) = base.filter(|_| method.flushes()) {
+            if p > 0.0 && t.summary.iops >= FREE_FLUSH_RATIO * p {
+                free.push(format!(
+                    "{} ({:.0}% of a plain write)",
+                    t.name,
+                    100.0 * t.summary.iops / p
+                ));
+            }
+        }
+        if let Some(obj) = t.extra.as_object_mut() {
+            obj.insert(
+                "durability".into(),
+                serde_json::to_value(&j).unwrap_or_default(),
+            );
+        }
+    }
+    free
+}
+
+/// The median over passes of a per-pass value.
+fn pass_median(t: &TestRecord, f: impl Fn(&PassRecord) -> Option<f64>) -> Option<f64> {
+    let v: Vec<f64> = t.passes.iter().filter_map(f).collect();
+    (!v.is_empty()).then(|| iolab_stats::median(&v))
+}
+
+fn judge_one(
+    t: &TestRecord,
+    method: SyncMethod,
+    plain: Option<(u64, f64, f64)>,
+    path: &FlushPath,
+) -> Judgement {
+    let size = format_size_short(t.job.bs);
+    let rate = t.summary.iops;
+    if !method.flushes() {
+        return Judgement {
+            verdict: Durability::NotDurable,
+            flush_us: None,
+            evidence: format!(
+                "plain writes, never flushed: the ceiling the others are measured against \
+                 ({size}: {rate:.0} ops/s)"
+            ),
+        };
+    }
+    let rates = match plain {
+        Some((_, p, _)) => format!("{size}: {rate:.0} ops/s against {p:.0} plain"),
+        None => format!("{size}: {rate:.0} ops/s, no plain write measured"),
     };
-    let ratio = flushed / none.max(1e-9);
-    if ratio >= FREE_FLUSH_RATIO {
-        Verdict {
-            flushes_reach_storage: Some(false),
-            reason: format!(
-                "a write+flush of {} ran at {:.0}% of the rate of a plain write ({:.0} vs \
-                 {:.0} ops/s): the flushes are not reaching stable storage (barriers off, a \
-                 \"write through\" queue dropping flushes, or a cache that ignores them)",
-                format_size_short(bs),
-                ratio * 100.0,
-                flushed,
-                none
-            ),
+    // What the flush added: the flush call's own time where it is a call of its own (the
+    // same figure FSYNC_TOO_FAST judges), else the write's time beyond a plain one.
+    let flush_us = match method {
+        SyncMethod::Fdatasync | SyncMethod::Fsync => {
+            pass_median(t, |p| p.sync.as_ref().map(|s| s.lat_us.mean))
         }
-    } else {
-        Verdict {
-            flushes_reach_storage: Some(true),
-            reason: format!(
-                "a write+flush of {} costs {:.0}x a plain write ({:.0} vs {:.0} ops/s): \
-                 flushes do real work",
-                format_size_short(bs),
-                none / flushed.max(1e-9),
-                flushed,
-                none
+        _ => Some(t.summary.lat_mean_us - plain.map_or(0.0, |p| p.2)),
+    }
+    .map(|us| us.max(0.0));
+    let per_flush = flush_us.map_or(String::new(), |us| format!("{us:.0} µs a flush; "));
+    if !path.dropped_by.is_empty() {
+        return Judgement {
+            verdict: Durability::NotDurable,
+            flush_us,
+            evidence: format!(
+                "no flush can reach stable storage here ({}), whatever it costs ({per_flush}\
+                 {rates})",
+                path.dropped_by.join("; ")
             ),
+        };
+    }
+    if let Some((_, p, _)) = plain {
+        if p > 0.0 && rate >= FREE_FLUSH_RATIO * p {
+            return Judgement {
+                verdict: Durability::NotDurable,
+                flush_us,
+                evidence: format!(
+                    "a flushed write ran at {:.0}% of the rate of a plain write ({per_flush}\
+                     {rates}): the flush did nothing measurable, so it cannot have reached \
+                     stable storage",
+                    100.0 * rate / p
+                ),
+            };
         }
+    }
+    let floor = iolab_stats::warnings::FSYNC_FLOOR_ROTATIONAL_US;
+    if let (Some(true), Some(us)) = (path.rotational, flush_us) {
+        if us < floor {
+            return Judgement {
+                verdict: Durability::CacheAnswered,
+                flush_us,
+                evidence: format!(
+                    "{} reports itself rotational, and no disk reaches its platter in under \
+                     {:.0} ms, so a volatile cache answered the flushes ({per_flush}{rates})",
+                    path.device.as_deref().unwrap_or("the device"),
+                    floor / 1000.0
+                ),
+            };
+        }
+    }
+    let medium = match path.rotational {
+        Some(true) => ", as long as a platter needs,",
+        _ => "",
+    };
+    Judgement {
+        verdict: Durability::AsFarAsTimingShows,
+        flush_us,
+        evidence: format!(
+            "every write waited for its flush{medium} and nothing known on the path drops \
+             flushes ({per_flush}{rates}); timing cannot tell a medium from a cache with \
+             power-loss protection"
+        ),
     }
 }
 
@@ -625,12 +742,14 @@ mod tests {
     fn extra_keeps_the_keys_of_the_json_document() {
         // Without verify: the method and its flags only.
         let mut extra = FsyncExtra {
+            workload: "fsync",
             method: SyncMethod::DirectDsync,
             open_flags: method_flags_text(SyncMethod::DirectDsync),
+            durability: None,
             verify: None,
         };
         let v = serde_json::to_value(&extra).unwrap();
-        assert_keys(&v, &["method", "open_flags"]);
+        assert_keys(&v, &["workload", "method", "open_flags"]);
         assert_eq!(v["open_flags"], "O_DIRECT|O_DSYNC");
         assert_eq!(
             v["method"],
@@ -646,7 +765,7 @@ mod tests {
         c.direct = false;
         extra.verify = Some(c.to_extra());
         let v = serde_json::to_value(&extra).unwrap();
-        assert_keys(&v, &["method", "open_flags", "verify"]);
+        assert_keys(&v, &["workload", "method", "open_flags", "verify"]);
         assert_keys(
             &v["verify"],
             &[
