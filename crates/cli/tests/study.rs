@@ -421,10 +421,20 @@ warmup = 0
         "{}",
         report.stdout
     );
+    // The throttle is the study's own configuration: a fact of every run, not a warning.
     assert!(
-        report.stdout.contains("BLKIO_THROTTLE"),
+        !report.stdout.contains("BLKIO_THROTTLE"),
         "{}",
         report.stdout
+    );
+    let shown = sb.iolab(&["show", &ids[0].to_string()]).ok().stdout;
+    let throttle = shown
+        .lines()
+        .find(|l| l.starts_with("Throttle:"))
+        .unwrap_or_else(|| panic!("no throttle fact in\n{shown}"));
+    assert!(
+        throttle.contains("read_bps = 20 MiB/s") && shown.contains("set by the study's testbed"),
+        "{shown}"
     );
 }
 

@@ -140,7 +140,12 @@ impl<'a> Knobs<'a> {
             "streams" | "copy" => "--drop-caches, so that every pass starts from an empty page \
                 cache"
                 .into(),
-            _ => "drop --buffered (O_DIRECT), or use a test file larger than RAM".into(),
+            "block" | "verify" => {
+                "drop --buffered (O_DIRECT), or use a test file larger than RAM".into()
+            }
+            _ => "drop the page cache before every run (as root: sync; echo 3 > \
+                  /proc/sys/vm/drop_caches)"
+                .into(),
         }
     }
 
@@ -205,7 +210,11 @@ impl<'a> Knobs<'a> {
                 "longer passes (--duration, now {}), so that start-up costs weigh less",
                 secs(s.duration)
             ),
-            _ => "more passes (--runs), so that the median rests on the steady ones".into(),
+            "copy" | "verify" => {
+                "more passes (--runs), so that the median rests on the steady ones".into()
+            }
+            // Workloads of one pass (streams, metadata) never have a first of three.
+            _ => "rerun on a quiet machine".into(),
         }
     }
 
@@ -221,7 +230,8 @@ impl<'a> Knobs<'a> {
             "copy" if !self.copy_reads_cold() => "run more passes (--runs) on a quiet \
                 machine; --drop-caches makes every pass start alike"
                 .into(),
-            _ => "run more passes (--runs) on a quiet machine".into(),
+            "copy" | "verify" => "run more passes (--runs) on a quiet machine".into(),
+            _ => "rerun on a quiet machine".into(),
         }
     }
 
@@ -259,7 +269,8 @@ impl<'a> Knobs<'a> {
             "verify" => {
                 format!("a larger --size or a smaller --bs: 100 I/Os of {bs_text} need {need}")
             }
-            _ => "longer passes (--duration)".into(),
+            "block" | "fsync" | "dbench" => "longer passes (--duration)".into(),
+            _ => "more I/Os per pass".into(),
         }
     }
 }

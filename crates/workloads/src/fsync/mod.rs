@@ -608,6 +608,10 @@ pub struct FlushPath {
 /// The verdict on every test: each test's `extra.durability` is set, and the tests whose
 /// flushes cost nothing (for `FLUSH_NO_EFFECT`) are returned as `NAME (P% of a plain
 /// write)`.
+///
+/// Every method's flushes end at the same device, so the verdicts agree about it: once one
+/// method's flushes came back faster than the device's medium allows (a volatile cache
+/// answered them), no other method is called durable on timing alone.
 pub fn judge(tests: &mut [TestRecord], path: &FlushPath) -> Vec<String> {
     let plain: Vec<(u64, f64, f64)> = tests
         .iter()
@@ -615,12 +619,13 @@ pub fn judge(tests: &mut [TestRecord], path: &FlushPath) -> Vec<String> {
         .map(|t| (t.job.bs, t.summary.iops, t.summary.lat_mean_us))
         .collect();
     let mut free = Vec::new();
-    for t in tests.iter_mut() {
+    let mut judged: Vec<Option<(SyncMethod, Judgement)>> = Vec::new();
+    for t in tests.iter() {
         let Some(method) = SyncMethod::ALL.into_iter().find(|m| m.name() == t.group) else {
+            judged.push(None);
             continue;
         };
         let base = plain.iter().find(|p| p.0 == t.job.bs).copied();
-        let j = judge_one(t, method, base, path);
         if let Some((_, p, _)) = base.filter(|_| method.flushes()) {
             if p > 0.0 && t.summary.iops >= FREE_FLUSH_RATIO * p {
                 free.push(format!(
@@ -628,6 +633,40 @@ pub fn judge(tests: &mut [TestRecord], path: &FlushPath) -> Vec<String> {
                     t.name,
                     100.0 * t.summary.iops / p
                 ));
+            }
+        }
+        judged.push(Some((method, judge_one(t, method, base, path))));
+    }
+    // The fastest flushes a volatile cache was caught answering, if any.
+    let caught = tests
+        .iter()
+        .zip(&judged)
+        .filter_map(|(t, j)| match j {
+            Some((_, j)) if j.verdict == Durability::CacheAnswered => {
+                Some((t.name.clone(), j.flush_us.unwrap_or(0.0)))
+            }
+            _ => None,
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    for (t, j) in tests.iter_mut().zip(judged) {
+        let Some((method, mut j)) = j else {
+            continue;
+        };
+        if let Some((name, us)) = &caught {
+            if method.flushes() && j.verdict == Durability::AsFarAsTimingShows {
+                let own = j
+                    .flush_us
+                    .map_or(String::new(), |u| format!("{u:.0} µs a flush, "));
+                j = Judgement {
+                    verdict: Durability::CacheAnswered,
+                    flush_us: j.flush_us,
+                    evidence: format!(
+                        "its flushes go to the same device as those of {name}, which a \
+                         volatile cache answered in {us:.0} µs ({own}{:.0} ops/s): what \
+                         makes this method slower is not shown to be the medium",
+                        t.summary.iops
+                    ),
+                };
             }
         }
         if let Some(obj) = t.extra.as_object_mut() {
@@ -789,5 +828,147 @@ mod tests {
         assert_eq!(t["checked"], 256);
         assert_eq!(t["seconds"], 0.012346);
         assert_eq!(t["stamp_seconds"], 0.000123);
+    }
+
+    /// A one-second pass of `ops` writes of `bs` bytes taking `op_us` each, the flush call
+    /// inside them taking `sync_us` (write+fdatasync/fsync only).
+    fn probe(
+        method: SyncMethod,
+        bs: u64,
+        ops: u64,
+        op_us: u64,
+        sync_us: Option<u64>,
+    ) -> TestRecord {
+        let mut hist = LatencyHistogram::new();
+        let mut sync_hist = LatencyHistogram::new();
+        for _ in 0..ops {
+            hist.record(op_us * 1000);
+            if let Some(s) = sync_us {
+                sync_hist.record(s * 1000);
+            }
+        }
+        let sync = sync_us.map(|_| SyncStats {
+            count: ops,
+            lat_us: sync_hist.summary_us(),
+        });
+        let pass = PassRecord::new(
+            1,
+            1.0,
+            None,
+            Some(DirResult::from_histogram(ops * bs, 1.0, hist)),
+            sync,
+            Default::default(),
+            TimeSeries::default(),
+        );
+        let passes = vec![pass];
+        TestRecord {
+            name: format!("{} {}", method.name(), format_size_short(bs)),
+            group: method.name().to_string(),
+            job: JobSpec::new(Rw::Write, bs, 1, 1),
+            summary: summarize(&passes, Score::Median),
+            passes,
+            extra: serde_json::json!({"workload": "fsync"}),
+        }
+    }
+
+    fn verdict(t: &TestRecord) -> (String, String) {
+        let d = &t.extra["durability"];
+        (
+            d["verdict"].as_str().unwrap().to_string(),
+            d["evidence"].as_str().unwrap().to_string(),
+        )
+    }
+
+    fn disk(rotational: Option<bool>) -> FlushPath {
+        FlushPath {
+            dropped_by: Vec::new(),
+            rotational,
+            device: Some("sdz".into()),
+        }
+    }
+
+    #[test]
+    fn a_flush_faster_than_a_platter_on_a_rotational_device_is_a_cache() {
+        // 80000 plain writes/s; fdatasync 50 µs a flush, 15000/s.
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 15_000, 60, Some(50)),
+        ];
+        assert!(judge(&mut tests, &disk(Some(true))).is_empty());
+        assert_eq!(verdict(&tests[0]).0, "not_durable");
+        let (v, why) = verdict(&tests[1]);
+        assert_eq!(v, "cache_answered");
+        assert!(why.contains("sdz reports itself rotational"), "{why}");
+        assert!(why.contains("50 µs a flush"), "{why}");
+        assert!(why.contains("15000 ops/s against 80000 plain"), "{why}");
+        // On a device that is not a disk 50 µs is a plausible flush (power-loss protection).
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 15_000, 60, Some(50)),
+        ];
+        judge(&mut tests, &disk(Some(false)));
+        assert_eq!(verdict(&tests[1]).0, "as_far_as_timing_shows");
+        // A disk that takes 4 ms a flush.
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 240, 4100, Some(4000)),
+        ];
+        judge(&mut tests, &disk(Some(true)));
+        let (v, why) = verdict(&tests[1]);
+        assert_eq!(v, "as_far_as_timing_shows");
+        assert!(why.contains("4000 µs a flush"), "{why}");
+    }
+
+    #[test]
+    fn one_method_caught_at_a_cache_clears_no_other() {
+        // fdatasync's flushes came back in 50 µs on a "rotational" device; O_DSYNC's writes
+        // took 3 ms, but they flush through the same device.
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 15_000, 60, Some(50)),
+            probe(SyncMethod::ODsync, 4096, 330, 3000, None),
+        ];
+        judge(&mut tests, &disk(Some(true)));
+        let (v, why) = verdict(&tests[2]);
+        assert_eq!(v, "cache_answered", "{why}");
+        assert!(why.contains("write+fdatasync 4K"), "{why}");
+        assert_eq!(tests[2].extra["durability"]["flush_us"], 2990.0);
+    }
+
+    #[test]
+    fn a_free_flush_or_a_dropped_one_is_not_durable() {
+        // fdatasync at 60% of the plain rate: the flush did nothing measurable.
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 48_000, 18, Some(5)),
+        ];
+        let free = judge(&mut tests, &disk(Some(false)));
+        assert_eq!(free, ["write+fdatasync 4K (60% of a plain write)"]);
+        let (v, why) = verdict(&tests[1]);
+        assert_eq!(v, "not_durable");
+        assert!(why.contains("60% of the rate of a plain write"), "{why}");
+        // Whatever a flush costs, a mount without barriers drops it.
+        let path = FlushPath {
+            dropped_by: vec!["the filesystem is mounted without barriers".into()],
+            ..disk(Some(false))
+        };
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fsync, 4096, 240, 4100, Some(4000)),
+        ];
+        assert!(judge(&mut tests, &path).is_empty());
+        let (v, why) = verdict(&tests[1]);
+        assert_eq!(v, "not_durable");
+        assert!(why.contains("mounted without barriers"), "{why}");
+    }
+
+    #[test]
+    fn without_a_plain_write_the_whole_write_is_the_flush() {
+        let mut tests = vec![probe(SyncMethod::DirectDsync, 4096, 330, 3000, None)];
+        judge(&mut tests, &disk(Some(true)));
+        let (v, why) = verdict(&tests[0]);
+        assert_eq!(v, "as_far_as_timing_shows");
+        assert!(why.contains("no plain write measured"), "{why}");
+        assert_eq!(tests[0].extra["durability"]["flush_us"], 3000.0);
     }
 }
