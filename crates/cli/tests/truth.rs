@@ -107,6 +107,19 @@ fn in_cgroup(sb: &Sandbox, cg: &Cgroup, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
 }
 
+/// A loop device over a sparse image of `size` bytes in /dev/shm (memory), with the
+/// directory that holds the image (dropped after the device); None without /dev/shm.
+fn memory_loop(size: u64) -> Option<(tempfile::TempDir, Loop)> {
+    if !Path::new("/dev/shm").is_dir() {
+        return None;
+    }
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let img = dir.path().join("memory.img");
+    std::fs::File::create(&img).unwrap().set_len(size).unwrap();
+    let dev = Loop::attach(&img, &[]);
+    Some((dir, dev))
+}
+
 #[test]
 fn direct_writes_a_cache_below_answered_are_flagged_with_their_numbers() {
     let Some(_lock) = require_devices(&[]) else {
@@ -117,16 +130,9 @@ fn direct_writes_a_cache_below_answered_are_flagged_with_their_numbers() {
     }
     // The medium: a loop device over memory capped at 8 MiB/s both ways for this test's
     // cgroup (memory, so that no cache of the build machine's disk takes part).
-    if !Path::new("/dev/shm").is_dir() {
+    let Some((_shm, medium)) = memory_loop(64 * MIB) else {
         skip!("no /dev/shm");
-    }
-    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
-    let img = shm.path().join("medium.img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(64 * MIB)
-        .unwrap();
-    let medium = Loop::attach(&img, &[]);
+    };
     let cg = Cgroup::blkio(&format!("iolab-truth-wfr-{}", std::process::id()));
     for file in [
         "blkio.throttle.read_bps_device",
@@ -196,20 +202,13 @@ fn the_fsync_verdict_agrees_with_the_flush_warnings() {
     let Some(_lock) = require_devices(&["mkfs.ext4"]) else {
         return;
     };
-    if !Path::new("/dev/shm").is_dir() {
-        skip!("no /dev/shm");
-    }
     // A volatile cache below a device that says it is a disk: ext4 on a loop device marked
     // rotational, whose flushes end in another loop device's backing file in memory. The
     // backing file of the top device is a block device, so nothing in its own chain says
     // "memory": only the timing can tell.
-    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
-    let img = shm.path().join("mem.img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(96 * MIB)
-        .unwrap();
-    let memory = Loop::attach(&img, &[]);
+    let Some((_shm, memory)) = memory_loop(96 * MIB) else {
+        skip!("no /dev/shm");
+    };
     let disk = Loop::attach(&memory.dev, &[]);
     let rotational = QueueSetting::of(&disk.name(), "rotational");
     rotational.set("1");
