@@ -4,18 +4,21 @@
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
 use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{FileType, OFlags};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use iolab_measure::LatencyHistogram;
 
+use super::beneath::Beneath;
 use super::loadfile::{Action, Base, Loadfile, OpKind, NO_TIME};
 use super::{MismatchSample, Seam};
 use iolab_integrity::dbench::{Model, Stamp, Tamper};
@@ -92,6 +95,8 @@ impl Gate {
 pub(crate) struct Shared<'a> {
     pub lf: &'a Loadfile,
     pub clients_dir: PathBuf,
+    /// The run directory: every loadfile path is resolved beneath it, never through a link.
+    pub beneath: Beneath,
     /// Where Qfsinfo's statvfs looks (the run directory, as dbench's `-D`).
     pub fs_dir: CString,
     pub sync_open: bool,
@@ -207,7 +212,10 @@ struct Moved {
 struct Client<'s, 'a> {
     sh: &'s Shared<'a>,
     id: u32,
+    /// The client's directory, absolute (for the verify model) and relative to the run
+    /// directory (for every operation).
     root: PathBuf,
+    rel_root: PathBuf,
     handles: HashMap<u32, File>,
     read_buf: Vec<u8>,
     short_reads: u64,
@@ -254,6 +262,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         sh,
         id,
         root: sh.clients_dir.join(format!("client{id}")),
+        rel_root: client_dir(id),
         handles: HashMap::new(),
         read_buf: vec![0u8; max_read],
         short_reads: 0,
@@ -404,11 +413,21 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         out.verify = c.model.take().map(|m| m.tally);
     }
     out.short_reads = c.short_reads;
-    out.cleanup_error = remove_tree(&c.root)
+    out.cleanup_error = sh
+        .beneath
+        .remove_tree(&c.rel_root)
         .err()
         .map(|e| format!("could not remove {}: {e}", c.root.display()));
     out
 }
+
+/// Client `id`'s directory, relative to the run directory.
+pub(crate) fn client_dir(id: u32) -> PathBuf {
+    Path::new(CLIENTS).join(format!("client{id}"))
+}
+
+/// The directory all clients work in, relative to the run directory.
+pub(crate) const CLIENTS: &str = "clients";
 
 /// Sleeps until `when`, in slices so that the stop flag and the end of the run are noticed;
 /// false when the client should stop instead.
@@ -422,16 +441,6 @@ fn pause_until(sh: &Shared<'_>, when: Instant, end: Instant) -> bool {
             return true;
         }
         std::thread::sleep((when - now).min(Duration::from_millis(50)));
-    }
-}
-
-/// Removes a client's directory tree (files and directories), if it exists.
-pub(crate) fn remove_tree(p: &Path) -> io::Result<()> {
-    match fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => fs::remove_dir_all(p),
-        Ok(_) => fs::remove_file(p),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
     }
 }
 
@@ -462,15 +471,15 @@ impl Client<'_, '_> {
         ));
     }
 
-    /// The file system path of loadfile path `id` for this client.
+    /// Loadfile path `id` for this client, relative to the run directory.
     fn path(&self, id: u32) -> PathBuf {
         let lp = &self.sh.lf.paths[id as usize];
         let base = match lp.base {
-            Base::Clients => &self.sh.clients_dir,
-            Base::Client => &self.root,
+            Base::Clients => Path::new(CLIENTS),
+            Base::Client => &self.rel_root,
         };
         if lp.rel.is_empty() {
-            base.clone()
+            base.to_path_buf()
         } else {
             base.join(&*lp.rel)
         }
@@ -606,40 +615,45 @@ impl Client<'_, '_> {
             }
             Action::Rename { from, to } => {
                 let (a, b) = (self.path(from), self.path(to));
-                resolve_name(&a);
-                resolve_name(&b);
-                fs::rename(&a, &b)?;
+                let fs = &self.sh.beneath;
+                resolve_name(fs, &a);
+                resolve_name(fs, &b);
+                fs.rename(&a, &b)?;
                 Ok(Moved::default())
             }
             Action::Unlink { path } => {
                 let p = self.path(path);
-                resolve_name(&p);
-                fs::remove_file(&p)?;
+                resolve_name(&self.sh.beneath, &p);
+                self.sh.beneath.unlink(&p)?;
                 Ok(Moved::default())
             }
             Action::Deltree { path } => {
-                remove_tree(&self.path(path))?;
+                self.sh.beneath.remove_tree(&self.path(path))?;
                 Ok(Moved::default())
             }
             Action::Rmdir { path } => {
                 let p = self.path(path);
-                resolve_name(&p);
-                fs::remove_dir(&p)?;
+                resolve_name(&self.sh.beneath, &p);
+                self.sh.beneath.rmdir(&p)?;
                 Ok(Moved::default())
             }
             Action::Mkdir { path } => {
                 let p = self.path(path);
-                resolve_name(&p);
-                match DirBuilder::new().mode(0o777).create(&p) {
+                let fs = &self.sh.beneath;
+                resolve_name(fs, &p);
+                match fs.mkdir(&p, 0o777) {
                     Ok(()) => Ok(Moved::default()),
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && p.is_dir() => {
+                    Err(e)
+                        if e.kind() == io::ErrorKind::AlreadyExists
+                            && fs.file_type(&p).ok() == Some(FileType::Directory) =>
+                    {
                         Ok(Moved::default())
                     }
                     Err(e) => Err(e.into()),
                 }
             }
             Action::Qpathinfo { path } => {
-                if resolve_name(&self.path(path)) {
+                if resolve_name(&self.sh.beneath, &self.path(path)) {
                     Ok(Moved::default())
                 } else {
                     Err(Fail::NotFound)
@@ -659,7 +673,7 @@ impl Client<'_, '_> {
                 Ok(Moved::default())
             }
             Action::Find { path, max_count } => {
-                find(&self.path(path), max_count)?;
+                find(&self.sh.beneath, &self.path(path), max_count)?;
                 Ok(Moved::default())
             }
             Action::Write {
@@ -727,34 +741,27 @@ impl Client<'_, '_> {
     /// dispositions; a directory request mkdirs first and opens O_RDONLY|O_DIRECTORY; a
     /// plain open that hits a directory is retried as a directory open.
     fn create(&self, p: &Path, options: u32, disposition: u32) -> Result<File, Fail> {
-        resolve_name(p);
-        let dir_only = || {
-            OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_DIRECTORY)
-                .open(p)
-        };
+        let fs = &self.sh.beneath;
+        resolve_name(fs, p);
+        let dir_only = || fs.open_file(p, OFlags::RDONLY | OFlags::DIRECTORY, 0);
         if options & FILE_DIRECTORY_FILE != 0 {
             // Not strictly SMB (an existing directory is fine whatever the disposition), but
             // what dbench does.
-            let _ = DirBuilder::new().mode(0o700).create(p);
+            let _ = fs.mkdir(p, 0o700);
             return Ok(dir_only()?);
         }
-        let mut oo = OpenOptions::new();
-        oo.read(true).write(true).mode(0o600);
+        let mut flags = OFlags::RDWR;
         if self.sh.sync_open {
-            oo.custom_flags(libc::O_SYNC);
+            flags |= OFlags::SYNC;
         }
         match disposition {
-            FILE_CREATE | FILE_OPEN_IF => {
-                oo.create(true);
-            }
+            FILE_CREATE | FILE_OPEN_IF => flags |= OFlags::CREATE,
             FILE_SUPERSEDE | FILE_OVERWRITE | FILE_OVERWRITE_IF => {
-                oo.create(true).truncate(true);
+                flags |= OFlags::CREATE | OFlags::TRUNC
             }
             _ => {}
         }
-        match oo.open(p) {
+        match fs.open_file(p, flags, 0o600) {
             Ok(f) => Ok(f),
             Err(e) if e.raw_os_error() == Some(libc::EISDIR) => Ok(dir_only()?),
             Err(e) => Err(e.into()),
@@ -764,26 +771,25 @@ impl Client<'_, '_> {
 
 /// dbench's simulation of a case-insensitive server's name lookup: stat the name, and when
 /// that fails scan the parent directory for a case-insensitive match. True when found.
-fn resolve_name(p: &Path) -> bool {
-    if fs::metadata(p).is_ok() {
+fn resolve_name(fs: &Beneath, p: &Path) -> bool {
+    if fs.file_type(p).is_ok() {
         return true;
     }
     let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
         return false;
     };
-    let Ok(rd) = fs::read_dir(parent) else {
+    let Ok(names) = fs.list(parent) else {
         return false;
     };
     let name = name.as_bytes();
-    rd.flatten()
-        .any(|d| d.file_name().as_bytes().eq_ignore_ascii_case(name))
+    names.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// FIND_FIRST: with wildcards, list the directory (up to max_count entries, as dbench reads
 /// them) and succeed when an entry (`.` and `..` included, as SMB lists them) matches the
 /// pattern; without wildcards the name itself must resolve.
-fn find(p: &Path, max_count: u32) -> Result<(), Fail> {
-    let found = resolve_name(p);
+fn find(fs: &Beneath, p: &Path, max_count: u32) -> Result<(), Fail> {
+    let found = resolve_name(fs, p);
     let (Some(dir), Some(pattern)) = (p.parent(), p.file_name()) else {
         return Err(Fail::NotFound);
     };
@@ -791,16 +797,11 @@ fn find(p: &Path, max_count: u32) -> Result<(), Fail> {
     if !pattern.iter().any(|b| b"<>*?\"".contains(b)) {
         return if found { Ok(()) } else { Err(Fail::NotFound) };
     }
-    let rd = fs::read_dir(dir)?;
+    let names = fs.list(dir)?;
     let mut matched = dos_match(pattern, b".") || dos_match(pattern, b"..");
-    let mut budget = max_count.saturating_sub(2);
-    for d in rd {
-        if budget == 0 {
-            break;
-        }
-        budget -= 1;
-        let d = d?;
-        if !matched && dos_match(pattern, d.file_name().as_bytes()) {
+    let budget = max_count.saturating_sub(2) as usize;
+    for n in names.iter().take(budget) {
+        if !matched && dos_match(pattern, n) {
             matched = true;
         }
     }

@@ -19,6 +19,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod beneath;
 mod client;
 mod loadfile;
 pub mod run;
@@ -304,8 +305,12 @@ fn run_inner(
         }
         Err(source) => return Err(DbenchError::Dir { path: dir, source }),
     }
-    let clients_dir = dir.join("clients");
+    let clients_dir = dir.join(client::CLIENTS);
     let existed = check_clients_dir(&clients_dir, cfg.clients)?;
+    let beneath = beneath::Beneath::open(&dir).map_err(|source| DbenchError::Dir {
+        path: dir.clone(),
+        source,
+    })?;
     let fs_dir = CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| DbenchError::Config(format!("{}: path contains a NUL byte", dir.display())))?;
     let max_write = loadfile
@@ -321,6 +326,7 @@ fn run_inner(
     let shared = Shared {
         lf: loadfile,
         clients_dir: clients_dir.clone(),
+        beneath,
         fs_dir,
         sync_open: cfg.sync_open,
         fsync_every_write: cfg.fsync_every_write,
@@ -369,13 +375,13 @@ fn run_inner(
     // Safety net: client directories of clients that panicked, then `clients/` itself.
     let mut notes = Vec::new();
     for id in 0..cfg.clients {
-        let p = clients_dir.join(format!("client{id}"));
-        if let Err(e) = client::remove_tree(&p) {
+        if let Err(e) = shared.beneath.remove_tree(&client::client_dir(id)) {
+            let p = clients_dir.join(format!("client{id}"));
             notes.push(format!("cleanup: could not remove {}: {e}", p.display()));
         }
     }
     if !existed {
-        match fs::remove_dir(&clients_dir) {
+        match shared.beneath.rmdir(Path::new(client::CLIENTS)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => notes.push(format!(
