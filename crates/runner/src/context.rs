@@ -180,6 +180,19 @@ impl RunContext {
         }
     }
 
+    /// Something the run created and could not remove (a read-only or failing
+    /// filesystem): said on stderr at once and kept as a run note.
+    pub fn left_behind(&mut self, what: String) {
+        let line = format!("left behind: {what}");
+        if self.run.as_ref().is_some_and(|r| r.notes.contains(&line)) {
+            return;
+        }
+        eprintln!("iolab: warning: {line}");
+        if self.run.is_some() {
+            self.note(line);
+        }
+    }
+
     /// Adds a warning a workload found itself (the rest come from the analysis at the end).
     pub fn warn(&mut self, w: Warning) {
         self.run().warnings.push(w);
@@ -273,6 +286,11 @@ impl RunContext {
         let mut found = iolab_stats::warnings::analyze(&run, &facts);
         run.warnings.append(&mut found);
         let mut error = outcome.err();
+        if let Some(RunError::Failed(m)) = &error {
+            // Stored as failed: its figures (if any) are not results, and studies and
+            // reports do not rank them.
+            run.notes.push(format!("{}{m}", iolab_measure::FAILED_NOTE));
+        }
         if let (Some(s), Some(id)) = (&mut self.store, run.id) {
             if let Err(e) = s.finish_run(id, &run) {
                 error.get_or_insert(RunError::Failed(e.to_string()));

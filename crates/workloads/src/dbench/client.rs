@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use iolab_measure::LatencyHistogram;
 
 use super::beneath::Beneath;
-use super::loadfile::{Action, Base, Loadfile, OpKind, NO_TIME};
-use super::{MismatchSample, Seam};
+use super::loadfile::{Action, Base, Loadfile, OpKind, Status, NO_TIME};
+use super::{IoFailure, MismatchSample, Seam};
 use iolab_integrity::dbench::{Model, Stamp, Tamper};
 use iolab_integrity::Tally;
 
@@ -95,6 +95,8 @@ impl Gate {
 pub(crate) struct Shared<'a> {
     pub lf: &'a Loadfile,
     pub clients_dir: PathBuf,
+    /// The run directory (absolute, for messages).
+    pub run_dir: PathBuf,
     /// The run directory: every loadfile path is resolved beneath it, never through a link.
     pub beneath: Beneath,
     /// Where Qfsinfo's statvfs looks (the run directory, as dbench's `-D`).
@@ -105,6 +107,9 @@ pub(crate) struct Shared<'a> {
     pub warmup: Duration,
     pub time: Duration,
     pub stop: &'a AtomicBool,
+    /// Raised by the first client whose I/O fails in a way the loadfile does not expect
+    /// (a full, read-only or failing filesystem): every client stops.
+    pub abort: AtomicBool,
     pub gate: Gate,
     pub live: Vec<Live>,
     pub finished: AtomicU32,
@@ -115,6 +120,13 @@ pub(crate) struct Shared<'a> {
     /// The test seam (verify runs only): called before every operation and before the
     /// final read-back.
     pub seam: Option<&'a Seam<'a>>,
+}
+
+impl Shared<'_> {
+    /// Stopped by the user or by a client's I/O failure.
+    pub fn halted(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.abort.load(Ordering::Relaxed)
+    }
 }
 
 /// Latencies and mismatches of one operation kind.
@@ -137,6 +149,8 @@ pub(crate) struct Outcome {
     pub samples: Vec<(Duration, MismatchSample)>,
     pub short_reads: u64,
     pub cleanup_error: Option<String>,
+    /// The I/O failure that ended this client's replay (time since start, what failed).
+    pub failure: Option<(Duration, IoFailure)>,
     /// When the client stopped replaying (before its cleanup).
     pub finished_at: Instant,
     /// What `--verify` found.
@@ -184,6 +198,37 @@ impl Fail {
     }
 }
 
+/// Errors that say the storage itself failed, not that the replay diverged from the
+/// recorded session.
+const FATAL_ERRNOS: [i32; 5] = [
+    libc::EIO,
+    libc::EROFS,
+    libc::ENOSPC,
+    libc::EDQUOT,
+    libc::EFBIG,
+];
+
+/// The symbolic name of an errno of [`FATAL_ERRNOS`] (others: `errno N`).
+pub(crate) fn errno_name(errno: i32) -> String {
+    match errno {
+        libc::EIO => "EIO".into(),
+        libc::EROFS => "EROFS".into(),
+        libc::ENOSPC => "ENOSPC".into(),
+        libc::EDQUOT => "EDQUOT".into(),
+        libc::EFBIG => "EFBIG".into(),
+        n => format!("errno {n}"),
+    }
+}
+
+/// The system's text for an errno, without Rust's "(os error N)".
+fn strerror(errno: i32) -> String {
+    let s = io::Error::from_raw_os_error(errno).to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
 /// The NT status a Windows server would answer for an errno.
 fn nt_status(errno: i32) -> &'static str {
     match errno {
@@ -217,6 +262,8 @@ struct Client<'s, 'a> {
     root: PathBuf,
     rel_root: PathBuf,
     handles: HashMap<u32, File>,
+    /// The loadfile path each open fnum was opened with (for error messages).
+    handle_paths: HashMap<u32, u32>,
     read_buf: Vec<u8>,
     short_reads: u64,
     /// `--verify`: what the client's files must hold.
@@ -264,6 +311,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         root: sh.clients_dir.join(format!("client{id}")),
         rel_root: client_dir(id),
         handles: HashMap::new(),
+        handle_paths: HashMap::new(),
         read_buf: vec![0u8; max_read],
         short_reads: 0,
         model: sh.verify.map(|run_id| Model::new(run_id, id)),
@@ -296,6 +344,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         samples: Vec::new(),
         short_reads: 0,
         cleanup_error: None,
+        failure: None,
         finished_at: Instant::now(),
         verify: None,
     };
@@ -310,7 +359,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
     'run: loop {
         let loop_start = Instant::now();
         for e in &sh.lf.entries {
-            if sh.stop.load(Ordering::Relaxed) {
+            if sh.halted() {
                 break 'run;
             }
             if e.at_us != NO_TIME
@@ -346,6 +395,13 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
             }
             if t1 >= end {
                 break 'run;
+            }
+            if let Err(f) = &result {
+                if let Some(failure) = c.fatal(e, f, status) {
+                    out.failure = Some((t1 - start, failure));
+                    sh.abort.store(true, Ordering::SeqCst);
+                    break 'run;
+                }
             }
             let acc = out.ops[kind.index()]
                 .as_mut()
@@ -388,6 +444,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         }
         // fnums are reused by the next pass: whatever the file left open is closed here.
         c.handles.clear();
+        c.handle_paths.clear();
         if let Some(m) = &mut c.model {
             m.release_all();
         }
@@ -401,8 +458,8 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
     if let Some(m) = &mut c.model {
         m.release_all();
         // Untimed: after the replay, before the files go; not after a stop (Ctrl-C), which
-        // should end the run at once.
-        if sh.stop.load(Ordering::Relaxed) {
+        // should end the run at once, nor after an I/O failure.
+        if sh.halted() {
             m.tally.replay_mut().read_back_skipped = 1;
         } else {
             c.tamper(None);
@@ -434,7 +491,7 @@ pub(crate) const CLIENTS: &str = "clients";
 fn pause_until(sh: &Shared<'_>, when: Instant, end: Instant) -> bool {
     loop {
         let now = Instant::now();
-        if sh.stop.load(Ordering::Relaxed) || now >= end {
+        if sh.halted() || now >= end {
             return false;
         }
         if now >= when {
@@ -483,6 +540,46 @@ impl Client<'_, '_> {
         } else {
             base.join(&*lp.rel)
         }
+    }
+
+    /// An outcome no loadfile can expect, which ends the run: EIO, a read-only, full or
+    /// over-quota filesystem (unless the loadfile expects exactly that status), or a write
+    /// that wrote less than it was asked to.
+    fn fatal(&self, e: &super::loadfile::Entry, f: &Fail, status: &Status) -> Option<IoFailure> {
+        let errno = match *f {
+            Fail::Os(errno) if FATAL_ERRNOS.contains(&errno) => {
+                if !status.ok && *status.text == *nt_status(errno) && errno != libc::EIO {
+                    return None;
+                }
+                Some(errno)
+            }
+            Fail::ShortWrite { .. } if status.ok => None,
+            _ => return None,
+        };
+        let lf = self.sh.lf;
+        let (path_id, fnum) = match e.action.path() {
+            Some(p) => (Some(p), None),
+            None => {
+                let fnum = e.action.fnum();
+                (fnum.and_then(|n| self.handle_paths.get(&n).copied()), fnum)
+            }
+        };
+        let kind = e.action.kind();
+        Some(IoFailure {
+            client: self.id,
+            loadfile: lf.source().to_path_buf(),
+            line: e.line,
+            op: kind,
+            loadfile_path: path_id.map(|p| lf.paths[p as usize].display()),
+            file: path_id.map(|p| self.sh.run_dir.join(self.path(p))),
+            fnum,
+            errno,
+            error: match (errno, f) {
+                (Some(n), _) => format!("{} ({})", errno_name(n), strerror(n)),
+                (None, f) => f.describe(kind),
+            },
+            expected: lf.statuses[e.status as usize].text.to_string(),
+        })
     }
 
     /// Hands the test seam its view (verify runs with a seam only).
@@ -601,12 +698,14 @@ impl Client<'_, '_> {
                 self.opened = Some((m.is_file(), m.len(), truncating));
                 if expect_ok {
                     self.handles.insert(fnum, file);
+                    self.handle_paths.insert(fnum, path);
                 }
                 // Opened against expectation: closed again (dropped) and reported.
                 Ok(Moved::default())
             }
             Action::Close { fnum } => {
                 let file = self.handles.remove(&fnum).ok_or(Fail::NoHandle(fnum))?;
+                self.handle_paths.remove(&fnum);
                 // SAFETY: the descriptor was just taken out of its File and is closed once.
                 if unsafe { libc::close(file.into_raw_fd()) } != 0 {
                     return Err(io::Error::last_os_error().into());

@@ -142,6 +142,17 @@ impl Job for DbenchJob {
                 })
                 .map_err(|e| RunError::Failed(e.to_string()))?
             };
+            for n in &r.notes {
+                if let Some(what) = n.strip_prefix("cleanup: ") {
+                    ctx.left_behind(what.to_string());
+                }
+            }
+            if let Some(f) = &r.failure {
+                // The replay's figures measured a failing filesystem: no speed is reported.
+                return Err(RunError::Failed(format!(
+                    "dbench: {f}; a replay whose I/O fails reports no throughput"
+                )));
+            }
             if r.interrupted {
                 break;
             }
