@@ -431,18 +431,40 @@ fn remove_entry(e: &Entry, state_dir: Option<&Path>) -> Removal {
             ));
             continue;
         }
-        let r = if m.is_dir() {
-            fs::remove_dir_all(&p)
-        } else {
-            fs::remove_file(&p)
-        };
-        match r {
+        match remove_path(&p, m.is_dir()) {
             Ok(()) => out.removed.push(p.display().to_string()),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
             Err(err) => out.failed.push(format!("{}: {err}", p.display())),
         }
     }
     out
+}
+
+/// Removes a file or a directory tree. The run's own threads may still be creating or
+/// removing entries in it (a second Ctrl-C does not wait for them): a failure is retried
+/// while the tree keeps changing, and what is gone counts as removed.
+fn remove_path(p: &Path, dir: bool) -> io::Result<()> {
+    let mut last = None;
+    for _ in 0..20 {
+        let r = if dir {
+            fs::remove_dir_all(p)
+        } else {
+            fs::remove_file(p)
+        };
+        match r {
+            Ok(()) => return Ok(()),
+            Err(_) if fs::symlink_metadata(p).is_err() => return Ok(()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::DirectoryNotEmpty
+                ) =>
+            {
+                last = Some(e)
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("still there")))
 }
 
 /// What [`cleanup_runs`] did.

@@ -1,0 +1,474 @@
+//! Nothing left behind, whatever ends a run: a second Ctrl-C or SIGTERM still removes what
+//! the run created; SIGHUP stops every workload like Ctrl-C; after a kill -9, `iolab cleanup`
+//! removes what the run recorded and a dbench rerun takes its own leftovers for what they
+//! are. And a run whose I/O fails says so: dbench on a full, read-only or failing
+//! filesystem exits 1 naming the errno, the file and the loadfile line, is stored as failed
+//! with no throughput, and names what it could not remove.
+//!
+//! Moments are chosen by waiting for files to appear (and for a signal to be taken), never
+//! by sleeping. Tests that kill runs share one lock: `iolab cleanup` removes what any dead
+//! run left, so one test's cleanup must not run between another's kill and its check.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use iolab_testkit::{require_devices, require_root, sh, skip, Loop, Mount, Out, Sandbox};
+
+const CLIENT_TXT: &str = "/usr/share/dbench/client.txt";
+
+/// Long enough never to finish by itself; each is stopped once it has created something.
+const WORKLOADS: &[(&str, &[&str])] = &[
+    (
+        "cdm",
+        &["cdm", "--size", "32MiB", "--duration", "20s", "--runs", "9"],
+    ),
+    ("dbench", &["dbench", "--duration", "60s", "--warmup", "0s"]),
+    ("verify", &["verify", "--size", "64MiB", "--runs", "1000"]),
+    ("metadata", &["metadata", "--files", "2000000"]),
+];
+
+static KILLS: Mutex<()> = Mutex::new(());
+
+fn kills() -> MutexGuard<'static, ()> {
+    KILLS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn have_client_txt() -> bool {
+    if Path::new(CLIENT_TXT).exists() {
+        return true;
+    }
+    skip(format!(
+        "{CLIENT_TXT} is not installed (apt-get install dbench)"
+    ));
+    false
+}
+
+/// Waits (up to a generous limit that only a hang reaches) until `f` holds.
+#[track_caller]
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "gave up waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Everything under `dir`, recursively (relative paths).
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Waits until the run has created what it works on: a test file, a data file, a tree,
+/// or (dbench) a file in a client's directory.
+fn wait_until_working(sb: &Sandbox, workload: &str) {
+    wait_for(&format!("{workload} to create something"), || {
+        let t = tree(&sb.target);
+        match workload {
+            "dbench" => t.iter().any(|p| p.starts_with("clients/client0/")),
+            "metadata" => t.iter().any(|p| p.components().count() >= 3),
+            _ => !t.is_empty(),
+        }
+    });
+}
+
+/// Whether signal `sig` is still pending for process `pid` (not yet taken by a handler).
+fn pending(pid: u32, sig: i32) -> bool {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let bit = 1u64 << (sig - 1);
+    status
+        .lines()
+        .filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:"))
+        .filter_map(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
+        .any(|mask| mask & bit != 0)
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+fn finish(child: Child, what: &str) -> Out {
+    let out = child.wait_with_output().unwrap();
+    Out::new(&[what], out, Duration::ZERO)
+}
+
+/// The run-state files of process `pid` (root: /run/iolab).
+fn run_state_files(pid: u32) -> Vec<PathBuf> {
+    let Ok(rd) = fs::read_dir("/run/iolab") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("run-{pid}-")))
+        })
+        .collect()
+}
+
+/// Two signals in a row (the second sent once the first was taken): exit 130, and every
+/// file the run created is gone, its run-state file too.
+fn two_signals(first: i32, second: i32) {
+    if !require_root("the run state in /run/iolab") {
+        return;
+    }
+    let _g = kills();
+    for (name, args) in WORKLOADS {
+        if *name == "dbench" && !have_client_txt() {
+            continue;
+        }
+        let sb = Sandbox::new();
+        let child = sb.spawn_run(args);
+        let pid = child.id();
+        wait_until_working(&sb, name);
+        signal(&child, first);
+        wait_for("the first signal to be taken", || !pending(pid, first));
+        signal(&child, second);
+        let out = finish(child, name);
+        assert_eq!(out.code, Some(130), "{name}: {out}");
+        assert!(
+            tree(&sb.target).is_empty(),
+            "{name} left {:?}: {out}",
+            tree(&sb.target)
+        );
+        assert!(run_state_files(pid).is_empty(), "{name}: {out}");
+    }
+}
+
+#[test]
+fn a_second_ctrl_c_still_removes_what_the_run_created() {
+    two_signals(libc::SIGINT, libc::SIGINT);
+}
+
+#[test]
+fn a_second_sigterm_still_removes_what_the_run_created() {
+    two_signals(libc::SIGTERM, libc::SIGTERM);
+}
+
+#[test]
+fn sighup_stops_every_workload_like_ctrl_c() {
+    let _g = kills();
+    for (name, args) in WORKLOADS {
+        if *name == "dbench" && !have_client_txt() {
+            continue;
+        }
+        let sb = Sandbox::new();
+        let child = sb.spawn_run(args);
+        wait_until_working(&sb, name);
+        signal(&child, libc::SIGHUP);
+        let out = finish(child, name);
+        assert_eq!(out.code, Some(130), "{name}: {out}");
+        assert!(
+            tree(&sb.target).is_empty(),
+            "{name} left {:?}",
+            tree(&sb.target)
+        );
+        // Stopped while preparing (cdm fills its test file first), nothing is stored;
+        // later, what finished is stored as incomplete.
+        let rows = sb.result_rows();
+        assert!(rows.len() <= 1, "{name}: {}", sb.results());
+        assert!(
+            rows.iter().all(|r| r.2 == "incomplete"),
+            "{name}: {}",
+            sb.results()
+        );
+    }
+}
+
+#[test]
+fn cleanup_removes_what_a_killed_run_left() {
+    if !require_root("the run state in /run/iolab") {
+        return;
+    }
+    let _g = kills();
+    for (name, args) in WORKLOADS {
+        if *name == "dbench" && !have_client_txt() {
+            continue;
+        }
+        let sb = Sandbox::new();
+        let mut child = sb.spawn_run(args);
+        let pid = child.id();
+        wait_until_working(&sb, name);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            !tree(&sb.target).is_empty(),
+            "{name}: a kill -9 left nothing?"
+        );
+        assert_eq!(run_state_files(pid).len(), 1, "{name}: no run state");
+        let out = sb.iolab(&["cleanup"]).ok();
+        assert!(
+            out.stdout
+                .contains(&format!("removed {}", sb.target.display())),
+            "{name}: {out}"
+        );
+        assert!(
+            tree(&sb.target).is_empty(),
+            "{name}: cleanup left {:?}: {out}",
+            tree(&sb.target)
+        );
+        assert!(run_state_files(pid).is_empty(), "{name}: {out}");
+    }
+}
+
+#[test]
+fn a_dbench_rerun_takes_a_killed_runs_clients_for_iolabs_own() {
+    if !require_root("the run state in /run/iolab") || !have_client_txt() {
+        return;
+    }
+    let _g = kills();
+    let sb = Sandbox::new();
+    let mut child = sb.spawn_run(&["dbench", "--duration", "60s", "--warmup", "0s"]);
+    wait_until_working(&sb, "dbench");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(tree(&sb.target)
+        .iter()
+        .any(|p| p.starts_with("clients/client0/")));
+    let out = sb
+        .run(&[
+            "dbench",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "0s",
+            "--json",
+            "-",
+        ])
+        .ok();
+    let doc = out.json();
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains("removed what a killed iolab run left"),
+        "{notes}"
+    );
+    assert!(tree(&sb.target).is_empty(), "{:?}", tree(&sb.target));
+}
+
+/// A dbench run on `dir` that must fail with `errno`: exit 1, the errno, a file and the
+/// loadfile line on stderr; stored as failed, without a test (no throughput).
+fn dbench_fails_with(sb: &Sandbox, dir: &Path, errno: &str) -> Out {
+    let out = sb
+        .iolab(&[
+            "run",
+            "dbench",
+            "--target",
+            dir.to_str().unwrap(),
+            "--duration",
+            "20s",
+            "--warmup",
+            "0s",
+            "--quiet",
+            "--json",
+            "-",
+        ])
+        .code(1);
+    out.stderr_has(&[errno, &format!("{CLIENT_TXT}:"), "reports no throughput"]);
+    let doc = out.json();
+    assert_eq!(doc["complete"], false, "{out}");
+    assert_eq!(doc["tests"].as_array().map(Vec::len), Some(0), "{out}");
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("failed: dbench:"), "{notes}");
+    let rows = sb.result_rows();
+    assert_eq!(rows.last().map(|r| r.2.as_str()), Some("incomplete"));
+    out
+}
+
+#[test]
+fn dbench_on_a_full_filesystem_fails_instead_of_reporting_a_speed() {
+    if !require_root("mounting a tmpfs") || !have_client_txt() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=2m"]);
+    let out = dbench_fails_with(&sb, &m.path(), "ENOSPC");
+    // The file that did not fit is named.
+    out.stderr_has(&[&format!("{}/clients/client0/", m.path().display())]);
+    assert!(tree(&m.path()).is_empty(), "{:?}", tree(&m.path()));
+}
+
+#[test]
+fn dbench_on_a_read_only_mount_fails() {
+    if !require_root("mounting a tmpfs") || !have_client_txt() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=8m,ro"]);
+    dbench_fails_with(&sb, &m.path(), "EROFS");
+}
+
+/// ext4 on a loop device that turns read-only (errors=remount-ro, an error triggered once
+/// `ready` sees the run's files): the run fails with EROFS, names what it could not remove
+/// (`left`, relative to the mount) and keeps it recorded; once the filesystem is repaired
+/// and mounted again, `iolab cleanup` removes it.
+fn turns_read_only(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool, left: &str) -> Out {
+    let sb = Sandbox::new();
+    let lo = Loop::new(128 << 20);
+    sh("mkfs.ext4", &["-q", lo.s()]);
+    let mnt = sb.path("mnt");
+    let m = Mount::at(&lo.dev, &mnt, &["-o", "errors=remount-ro"]);
+    let dir = m.path();
+    let trigger = format!("/sys/fs/ext4/{}/trigger_fs_error", lo.name());
+    assert!(Path::new(&trigger).exists(), "{trigger} does not exist");
+    let mut v = vec!["run"];
+    v.extend_from_slice(args);
+    v.extend_from_slice(&["--target", dir.to_str().unwrap(), "--quiet"]);
+    let child = sb
+        .cmd(&v)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for("the run's files", || ready(&tree(&dir)));
+    fs::write(&trigger, "1").unwrap();
+    let out = finish(child, args[0]);
+    assert_eq!(out.code, Some(1), "{out}");
+    // Whatever is left is named on stderr (and in the stored run) and stays recorded.
+    let rest = |d: &Path| -> Vec<PathBuf> {
+        tree(d)
+            .into_iter()
+            .filter(|p| !p.starts_with("lost+found"))
+            .collect()
+    };
+    assert!(
+        !rest(&dir).is_empty(),
+        "a read-only filesystem let it remove all"
+    );
+    out.stderr_has(&[
+        "left behind: could not remove",
+        &format!("{}/{left}", dir.display()),
+        "Read-only file system",
+        "iolab cleanup",
+    ]);
+    assert_eq!(run_state_files(pid).len(), 1, "{out}");
+    let shown = sb.iolab(&["show", "last"]).ok();
+    assert!(shown.stdout.contains("left behind"), "{shown}");
+    // Repaired and mounted again: cleanup removes what the run recorded.
+    drop(m);
+    // e2fsck exits 1 when it corrected something: not a failure here.
+    let fsck = std::process::Command::new("e2fsck")
+        .args(["-fy", lo.s()])
+        .output()
+        .unwrap();
+    assert!(fsck.status.code().is_some_and(|c| c <= 1), "{fsck:?}");
+    let _m = Mount::at(&lo.dev, &mnt, &[]);
+    sb.iolab(&["cleanup"]).ok();
+    assert!(rest(&dir).is_empty(), "{:?}", rest(&dir));
+    assert!(run_state_files(pid).is_empty());
+    out
+}
+
+#[test]
+fn dbench_on_a_filesystem_that_turns_read_only_names_what_it_left() {
+    let Some(_dev) = require_devices(&["mkfs.ext4", "e2fsck"]) else {
+        return;
+    };
+    if !have_client_txt() {
+        return;
+    }
+    let _g = kills();
+    let out = turns_read_only(
+        &["dbench", "--duration", "60s", "--warmup", "0s"],
+        |t| t.iter().any(|p| p.starts_with("clients/client0/")),
+        "clients/client0",
+    );
+    out.stderr_has(&["EROFS", &format!("{CLIENT_TXT}:")]);
+}
+
+#[test]
+fn run_verify_on_a_filesystem_that_turns_read_only_names_what_it_left() {
+    let Some(_dev) = require_devices(&["mkfs.ext4", "e2fsck"]) else {
+        return;
+    };
+    let _g = kills();
+    let out = turns_read_only(
+        &["verify", "--size", "64MiB", "--runs", "1000"],
+        |t| t.iter().any(|p| p.to_string_lossy().ends_with(".dat")),
+        "iolab-verify-",
+    );
+    out.stderr_has(&["Read-only file system"]);
+}
+
+/// A loop device whose backing file shrinks under a running `run verify` (losetup -c):
+/// the writes beyond the new end fail with EIO; the run exits 1 saying so, and names
+/// anything it could not remove.
+#[test]
+fn run_verify_on_a_device_that_returns_eio_says_what_failed_and_what_is_left() {
+    let Some(_dev) = require_devices(&["mkfs.ext4"]) else {
+        return;
+    };
+    let _g = kills();
+    let sb = Sandbox::new();
+    let img = sb.path("disk.img");
+    fs::File::create(&img).unwrap().set_len(128 << 20).unwrap();
+    sh(
+        "mkfs.ext4",
+        &["-q", "-E", "nodiscard", img.to_str().unwrap()],
+    );
+    let lo = Loop::attach(&img, &[]);
+    let m = Mount::new(&lo.dev, &[]);
+    let dir = m.path();
+    let child = sb
+        .cmd(&[
+            "run",
+            "verify",
+            "--target",
+            dir.to_str().unwrap(),
+            "--size",
+            "96MiB",
+            "--runs",
+            "1000",
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the data file", || {
+        tree(&dir)
+            .iter()
+            .any(|p| p.to_string_lossy().ends_with(".dat"))
+    });
+    // The device now ends after 8 MiB: what lies beyond returns EIO.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&img)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    sh("losetup", &["-c", lo.s()]);
+    let out = finish(child, "verify");
+    assert_eq!(out.code, Some(1), "{out}");
+    out.stderr_has(&["Input/output error"]);
+    // Each file still there is named (the run could not remove it).
+    for p in tree(&dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().starts_with("iolab-verify-"))
+    {
+        out.stderr_has(&["left behind", &p.to_string_lossy()]);
+    }
+    drop(m);
+}
