@@ -128,6 +128,27 @@ fn run_state_files(pid: u32) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Runs every workload (dbench only when its loadfile is installed) in a fresh sandbox and
+/// hands it to `check` once it has created something.
+fn each_working_run(mut check: impl FnMut(&str, &Sandbox, Child)) {
+    for (name, args) in WORKLOADS {
+        if *name == "dbench" && !have_client_txt() {
+            continue;
+        }
+        let sb = Sandbox::new();
+        let child = sb.spawn_run(args);
+        wait_until_working(&sb, name);
+        check(name, &sb, child);
+    }
+}
+
+/// Nothing is left in the sandbox's target.
+#[track_caller]
+fn assert_nothing_left(name: &str, sb: &Sandbox, out: &dyn std::fmt::Display) {
+    let left = tree(&sb.target);
+    assert!(left.is_empty(), "{name} left {left:?}: {out}");
+}
+
 /// Two signals in a row (the second sent once the first was taken): exit 130, and every
 /// file the run created is gone, its run-state file too.
 fn two_signals(first: i32, second: i32) {
@@ -135,26 +156,16 @@ fn two_signals(first: i32, second: i32) {
         return;
     }
     let _g = kills();
-    for (name, args) in WORKLOADS {
-        if *name == "dbench" && !have_client_txt() {
-            continue;
-        }
-        let sb = Sandbox::new();
-        let child = sb.spawn_run(args);
+    each_working_run(|name, sb, child| {
         let pid = child.id();
-        wait_until_working(&sb, name);
         signal(&child, first);
         wait_for("the first signal to be taken", || !pending(pid, first));
         signal(&child, second);
         let out = finish(child, name);
         assert_eq!(out.code, Some(130), "{name}: {out}");
-        assert!(
-            tree(&sb.target).is_empty(),
-            "{name} left {:?}: {out}",
-            tree(&sb.target)
-        );
+        assert_nothing_left(name, sb, &out);
         assert!(run_state_files(pid).is_empty(), "{name}: {out}");
-    }
+    });
 }
 
 #[test]
@@ -170,21 +181,11 @@ fn a_second_sigterm_still_removes_what_the_run_created() {
 #[test]
 fn sighup_stops_every_workload_like_ctrl_c() {
     let _g = kills();
-    for (name, args) in WORKLOADS {
-        if *name == "dbench" && !have_client_txt() {
-            continue;
-        }
-        let sb = Sandbox::new();
-        let child = sb.spawn_run(args);
-        wait_until_working(&sb, name);
+    each_working_run(|name, sb, child| {
         signal(&child, libc::SIGHUP);
         let out = finish(child, name);
         assert_eq!(out.code, Some(130), "{name}: {out}");
-        assert!(
-            tree(&sb.target).is_empty(),
-            "{name} left {:?}",
-            tree(&sb.target)
-        );
+        assert_nothing_left(name, sb, &out);
         // Stopped while preparing (cdm fills its test file first), nothing is stored;
         // later, what finished is stored as incomplete.
         let rows = sb.result_rows();
@@ -194,7 +195,7 @@ fn sighup_stops_every_workload_like_ctrl_c() {
             "{name}: {}",
             sb.results()
         );
-    }
+    });
 }
 
 #[test]
@@ -203,14 +204,8 @@ fn cleanup_removes_what_a_killed_run_left() {
         return;
     }
     let _g = kills();
-    for (name, args) in WORKLOADS {
-        if *name == "dbench" && !have_client_txt() {
-            continue;
-        }
-        let sb = Sandbox::new();
-        let mut child = sb.spawn_run(args);
+    each_working_run(|name, sb, mut child| {
         let pid = child.id();
-        wait_until_working(&sb, name);
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(
@@ -224,13 +219,9 @@ fn cleanup_removes_what_a_killed_run_left() {
                 .contains(&format!("removed {}", sb.target.display())),
             "{name}: {out}"
         );
-        assert!(
-            tree(&sb.target).is_empty(),
-            "{name}: cleanup left {:?}: {out}",
-            tree(&sb.target)
-        );
+        assert_nothing_left(name, sb, &out);
         assert!(run_state_files(pid).is_empty(), "{name}: {out}");
-    }
+    });
 }
 
 #[test]
@@ -412,15 +403,11 @@ fn run_verify_on_a_filesystem_that_turns_read_only_names_what_it_left() {
     out.stderr_has(&["Read-only file system"]);
 }
 
-/// A loop device whose backing file shrinks under a running `run verify` (losetup -c):
-/// the writes beyond the new end fail with EIO; the run exits 1 saying so, and names
-/// anything it could not remove.
-#[test]
-fn run_verify_on_a_device_that_returns_eio_says_what_failed_and_what_is_left() {
-    let Some(_dev) = require_devices(&["mkfs.ext4"]) else {
-        return;
-    };
-    let _g = kills();
+/// A loop device whose backing file shrinks under a running workload (losetup -c) once
+/// `ready` sees its files: what lies beyond the new end returns EIO. The run exits 1
+/// saying so, names on stderr everything it could not remove, and once the device is gone
+/// `iolab cleanup` finds nothing left to do but forget the record.
+fn device_returns_eio(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool) -> Out {
     let sb = Sandbox::new();
     let img = sb.path("disk.img");
     fs::File::create(&img).unwrap().set_len(128 << 20).unwrap();
@@ -431,28 +418,18 @@ fn run_verify_on_a_device_that_returns_eio_says_what_failed_and_what_is_left() {
     let lo = Loop::attach(&img, &[]);
     let m = Mount::new(&lo.dev, &[]);
     let dir = m.path();
+    let mut v = vec!["run"];
+    v.extend_from_slice(args);
+    v.extend_from_slice(&["--target", dir.to_str().unwrap(), "--quiet"]);
     let child = sb
-        .cmd(&[
-            "run",
-            "verify",
-            "--target",
-            dir.to_str().unwrap(),
-            "--size",
-            "96MiB",
-            "--runs",
-            "1000",
-            "--quiet",
-        ])
+        .cmd(&v)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for("the data file", || {
-        tree(&dir)
-            .iter()
-            .any(|p| p.to_string_lossy().ends_with(".dat"))
-    });
-    // The device now ends after 8 MiB: what lies beyond returns EIO.
+    let pid = child.id();
+    wait_for("the run's files", || ready(&tree(&dir)));
+    // The device now ends after 8 MiB.
     fs::OpenOptions::new()
         .write(true)
         .open(&img)
@@ -460,15 +437,49 @@ fn run_verify_on_a_device_that_returns_eio_says_what_failed_and_what_is_left() {
         .set_len(8 << 20)
         .unwrap();
     sh("losetup", &["-c", lo.s()]);
-    let out = finish(child, "verify");
+    let out = finish(child, args[0]);
     assert_eq!(out.code, Some(1), "{out}");
-    out.stderr_has(&["Input/output error"]);
-    // Each file still there is named (the run could not remove it).
-    for p in tree(&dir)
-        .into_iter()
-        .filter(|p| p.to_string_lossy().starts_with("iolab-verify-"))
-    {
-        out.stderr_has(&["left behind", &p.to_string_lossy()]);
+    // Each thing still there is named (the run could not remove it).
+    for p in fs::read_dir(&dir).unwrap().flatten() {
+        if p.file_name() != "lost+found" {
+            out.stderr_has(&["left behind", &p.path().to_string_lossy()]);
+        }
     }
     drop(m);
+    drop(lo);
+    sb.iolab(&["cleanup"]).ok();
+    assert!(run_state_files(pid).is_empty());
+    out
+}
+
+#[test]
+fn run_verify_on_a_device_that_returns_eio_says_what_failed() {
+    let Some(_dev) = require_devices(&["mkfs.ext4"]) else {
+        return;
+    };
+    let _g = kills();
+    let out = device_returns_eio(&["verify", "--size", "96MiB", "--runs", "1000"], |t| {
+        t.iter().any(|p| p.to_string_lossy().ends_with(".dat"))
+    });
+    out.stderr_has(&["Input/output error"]);
+}
+
+#[test]
+fn dbench_on_a_device_that_returns_eio_fails_and_names_what_it_left() {
+    let Some(_dev) = require_devices(&["mkfs.ext4"]) else {
+        return;
+    };
+    if !have_client_txt() {
+        return;
+    }
+    let _g = kills();
+    let out = device_returns_eio(&["dbench", "--duration", "60s", "--warmup", "0s"], |t| {
+        t.iter().any(|p| p.starts_with("clients/client0/"))
+    });
+    // Buffered writes fail at their flush (EIO), or the journal aborts first (EROFS).
+    assert!(
+        out.stderr.contains("failed with EIO") || out.stderr.contains("failed with EROFS"),
+        "{out}"
+    );
+    out.stderr_has(&[&format!("{CLIENT_TXT}:"), "reports no throughput"]);
 }
