@@ -483,3 +483,30 @@ fn dbench_on_a_device_that_returns_eio_fails_and_names_what_it_left() {
     );
     out.stderr_has(&[&format!("{CLIENT_TXT}:"), "reports no throughput"]);
 }
+
+/// A failed run of a study (dbench on a read-only mount) is stored, but `report --study`
+/// leaves it out of the comparison, saying why; the other configuration is compared.
+#[test]
+fn a_failed_run_is_never_ranked_in_a_study_report() {
+    if !require_root("mounting a tmpfs") || !have_client_txt() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=8m,ro"]);
+    let study = ["--study", "t-failed", "--config"];
+    let ro = m.path();
+    let mut failed = vec!["run", "dbench", "--target", ro.to_str().unwrap()];
+    failed.extend_from_slice(&study);
+    failed.extend_from_slice(&["readonly", "--duration", "1s", "--quiet"]);
+    sb.iolab(&failed).code(1);
+    let mut good = vec!["dbench", "--duration", "300ms", "--warmup", "0s"];
+    good.extend_from_slice(&study);
+    good.push("writable");
+    sb.run(&good).ok();
+    assert_eq!(sb.result_rows().len(), 2, "{}", sb.results());
+    let out = sb.iolab(&["report", "--study", "t-failed"]).ok();
+    out.stderr_has(&["is left out: it failed", "EROFS"]);
+    // Run 1 failed, run 2 is the study's only comparable run.
+    assert!(out.stdout.contains("Run: #2"), "{out}");
+    assert!(!out.stdout.contains("#1"), "{out}");
+}

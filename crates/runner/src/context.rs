@@ -142,8 +142,8 @@ impl RunContext {
     }
 
     /// Records, before the run creates it, something `iolab cleanup` removes if the run is
-    /// killed (and a second Ctrl-C removes at once); its id for [`Self::created`] and
-    /// [`Self::kept`]. None when nothing is recorded.
+    /// killed (and a second Ctrl-C removes at once); its id for [`Self::created`]. None
+    /// when nothing is recorded.
     pub fn will_create(&mut self, resource: RunResource) -> Option<u64> {
         let st = self.state.as_ref()?;
         match st.intent(resource) {
@@ -163,13 +163,6 @@ impl RunContext {
     pub fn created(&mut self, id: Option<u64>) {
         if let (Some(st), Some(id)) = (&self.state, id) {
             let _ = st.created(id);
-        }
-    }
-
-    /// Takes a recorded thing off the list: the run keeps it on purpose.
-    pub fn kept(&mut self, id: Option<u64>) {
-        if let (Some(st), Some(id)) = (&self.state, id) {
-            let _ = st.removed(id);
         }
     }
 
