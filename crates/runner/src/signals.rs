@@ -6,7 +6,7 @@
 //! what is left is then in the run state for `iolab cleanup`.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use iolab_testbed::runstate::RunState;
@@ -26,10 +26,20 @@ pub fn set_teardown(state: RunState) {
 pub fn install() -> std::io::Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     let tearing_down = Arc::new(AtomicBool::new(false));
+    // Counted in the handler itself: the thread below may be woken once for two signals
+    // that came close together, and the second must still count as a second.
+    let received = Arc::new(AtomicUsize::new(0));
     const SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
     for sig in SIGNALS {
         // A signal that arrives while the teardown runs ends the process at once.
         flag::register_conditional_shutdown(sig, 130, Arc::clone(&tearing_down))?;
+        let count = Arc::clone(&received);
+        // SAFETY: the action only increments an atomic, which is async-signal-safe.
+        unsafe {
+            signal_hook::low_level::register(sig, move || {
+                count.fetch_add(1, Ordering::SeqCst);
+            })?;
+        }
     }
     let mut signals = Signals::new(SIGNALS)?;
     let first = Arc::clone(&stop);
@@ -37,11 +47,14 @@ pub fn install() -> std::io::Result<Arc<AtomicBool>> {
         .name("iolab-signals".into())
         .spawn(move || {
             for _ in signals.forever() {
-                if !first.swap(true, Ordering::SeqCst) {
-                    continue;
+                let n = received.load(Ordering::SeqCst);
+                if n >= 1 {
+                    first.store(true, Ordering::SeqCst);
                 }
-                tearing_down.store(true, Ordering::SeqCst);
-                teardown_and_exit();
+                if n >= 2 {
+                    tearing_down.store(true, Ordering::SeqCst);
+                    teardown_and_exit();
+                }
             }
         })?;
     Ok(stop)
