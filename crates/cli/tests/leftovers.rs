@@ -323,17 +323,8 @@ fn turns_read_only(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool) -> Out {
     let dir = m.path();
     let trigger = format!("/sys/fs/ext4/{}/trigger_fs_error", lo.name());
     assert!(Path::new(&trigger).exists(), "{trigger} does not exist");
-    let mut v = vec!["run"];
-    v.extend_from_slice(args);
-    v.extend_from_slice(&["--target", dir.to_str().unwrap(), "--quiet"]);
-    let child = sb
-        .cmd(&v)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_working(&sb, &dir, args, ready);
     let pid = child.id();
-    wait_for("the run's files", || ready(&tree(&dir)));
     fs::write(&trigger, "1").unwrap();
     let out = finish(child, args[0]);
     assert_eq!(out.code, Some(1), "{out}");
@@ -364,6 +355,26 @@ fn turns_read_only(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool) -> Out {
     assert!(top_level(&dir).is_empty(), "{:?}", top_level(&dir));
     assert!(run_state_files(pid).is_empty());
     out
+}
+
+/// Starts `iolab run ARGS --target DIR --quiet` and waits until `ready` sees its files.
+fn spawn_working(
+    sb: &Sandbox,
+    dir: &Path,
+    args: &[&str],
+    ready: impl Fn(&[PathBuf]) -> bool,
+) -> Child {
+    let mut v = vec!["run"];
+    v.extend_from_slice(args);
+    v.extend_from_slice(&["--target", dir.to_str().unwrap(), "--quiet"]);
+    let child = sb
+        .cmd(&v)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the run's files", || ready(&tree(dir)));
+    child
 }
 
 /// What is in a filesystem's root besides lost+found (a listing that fails fails the test).
@@ -419,17 +430,8 @@ fn device_returns_eio(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool) -> Out 
     let lo = Loop::attach(&img, &[]);
     let m = Mount::new(&lo.dev, &[]);
     let dir = m.path();
-    let mut v = vec!["run"];
-    v.extend_from_slice(args);
-    v.extend_from_slice(&["--target", dir.to_str().unwrap(), "--quiet"]);
-    let child = sb
-        .cmd(&v)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_working(&sb, &dir, args, ready);
     let pid = child.id();
-    wait_for("the run's files", || ready(&tree(&dir)));
     // The device now ends after 8 MiB.
     fs::OpenOptions::new()
         .write(true)

@@ -495,13 +495,16 @@ struct Foreign {
 /// else, in a directory no one else can write.
 fn open_foreign(path: &Path) -> Result<Foreign, (bool, Option<i32>, String)> {
     let skip = |why: String| (false, None, why);
-    trusted(path).map_err(skip)?;
+    // Never through a link; what is checked and read is the open file, not the path.
     let file = OpenOptions::new()
         .read(true)
         .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| skip(e.to_string()))?;
-    let text = fs::read_to_string(path).map_err(|e| skip(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| skip(e.to_string()))?;
+    trusted(path, &meta).map_err(skip)?;
+    let text = read_all(&file).map_err(|e| skip(e.to_string()))?;
     let journal = Journal::parse(&text);
     if let Some(v) = journal.version.filter(|v| *v > RUN_STATE_VERSION) {
         return Err(skip(format!(
@@ -517,18 +520,27 @@ fn open_foreign(path: &Path) -> Result<Foreign, (bool, Option<i32>, String)> {
             return Err((true, pid, String::new()));
         }
     }
-    let text = fs::read_to_string(path).map_err(|e| skip(e.to_string()))?;
+    let text = read_all(&file).map_err(|e| skip(e.to_string()))?;
     Ok(Foreign {
         file,
         journal: Journal::parse(&text),
     })
 }
 
-/// The state file and its directory must be this user's and writable by no one else.
-fn trusted(path: &Path) -> Result<(), String> {
+/// All of an open file, from its start.
+fn read_all(mut file: &File) -> io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    file.seek(SeekFrom::Start(0))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The state file (`meta`, from its descriptor) and its directory must be this user's and
+/// writable by no one else.
+fn trusted(path: &Path, meta: &fs::Metadata) -> Result<(), String> {
     let me = rustix::process::geteuid().as_raw();
-    let check = |p: &Path, what: &str| -> Result<(), String> {
-        let m = fs::symlink_metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let check = |p: &Path, m: &fs::Metadata, what: &str| -> Result<(), String> {
         if m.uid() != me {
             return Err(format!(
                 "{what} {} belongs to uid {}, not to this user; left alone",
@@ -544,13 +556,13 @@ fn trusted(path: &Path) -> Result<(), String> {
         }
         Ok(())
     };
-    let m = fs::symlink_metadata(path).map_err(|e| e.to_string())?;
-    if !m.is_file() {
+    if !meta.is_file() {
         return Err("not a regular file".into());
     }
-    check(path, "state file")?;
+    check(path, meta, "state file")?;
     if let Some(d) = path.parent() {
-        check(d, "state directory")?;
+        let dm = fs::symlink_metadata(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        check(d, &dm, "state directory")?;
     }
     Ok(())
 }
@@ -707,6 +719,32 @@ mod tests {
         assert!(!work.path().join("iolab-999999999-1.dat").exists());
         assert!(work.path().join("theirs.dat").exists());
         assert!(!dead.exists());
+    }
+
+    #[test]
+    fn a_state_file_others_can_write_is_not_acted_on() {
+        use std::os::unix::fs::PermissionsExt;
+        let state = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let victim = work.path().join("precious");
+        fs::write(&victim, "x").unwrap();
+        let text = format!(
+            "{{\"event\":\"header\",\"version\":1,\"pid\":999999999,\"created_unix\":0}}\n\
+             {{\"event\":\"intent\",\"id\":1,\"at_unix\":0,\"resource\":{{\"type\":\"file\",\"path\":{:?}}}}}\n",
+            victim
+        );
+        let f = state.path().join("run-999999999-0.jsonl");
+        fs::write(&f, text).unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o666)).unwrap();
+        let r = cleanup_runs(state.path());
+        assert_eq!(r.skipped.len(), 1, "{r:?}");
+        assert!(r.skipped[0].1.contains("writable by others"), "{r:?}");
+        assert!(victim.exists());
+        // Private again: acted on.
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).unwrap();
+        let r = cleanup_runs(state.path());
+        assert_eq!(r.cleaned.len(), 1, "{r:?}");
+        assert!(!victim.exists());
     }
 
     #[test]
