@@ -211,12 +211,16 @@ pub fn prepare_target(
 /// passes and gathers the facts for the warnings before the target is removed.
 pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     ctx.progress.set_total(plan.planned());
+    let recorded = ctx.will_create_target(&ctx.common.target.clone());
     let target = prepare_target(
         &mut plan,
         ctx.common.target.clone(),
         &ctx.stop,
         &ctx.progress,
     )?;
+    if target.created() {
+        ctx.created(recorded);
+    }
     let env = ctx.start(RunStart {
         preset: plan.preset.clone(),
         workload: "block".into(),

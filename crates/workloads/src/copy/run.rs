@@ -66,6 +66,8 @@ impl Job for CopyJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.target = target_dir(&ctx.common, "copy")?;
+        // Everything it creates there has iolab's unique name for this process.
+        ctx.will_create_target(&cfg.target);
         ctx.start(RunStart::in_dir(
             "copy",
             &cfg.target,

@@ -14,6 +14,7 @@ use iolab_runner::{
 };
 
 use iolab_integrity::Tally;
+use iolab_testbed::runstate::RunResource;
 
 use serde::Serialize;
 
@@ -115,6 +116,19 @@ impl Job for DbenchJob {
         let parsed = super::parse_loadfile(&cfg.loadfile)
             .map_err(|e| RunError::Usage(UsageError::option("loadfile", e.to_string())))?;
         let clients = cfg.clients;
+        // What killed iolab runs left in clients/ is removed (it would look foreign), then
+        // what this run creates is recorded before it exists.
+        let clients_dir = cfg.dir.join("clients");
+        ctx.clear_leftovers_under(&clients_dir);
+        if clients_dir.is_dir() {
+            for id in 0..clients {
+                ctx.will_create(RunResource::Tree {
+                    path: clients_dir.join(format!("client{id}")),
+                });
+            }
+        } else {
+            ctx.will_create(RunResource::Tree { path: clients_dir });
+        }
         ctx.start(RunStart::in_dir(
             "dbench",
             &cfg.dir,
@@ -142,6 +156,17 @@ impl Job for DbenchJob {
                 })
                 .map_err(|e| RunError::Failed(e.to_string()))?
             };
+            for n in &r.notes {
+                if let Some(what) = n.strip_prefix("cleanup: ") {
+                    ctx.left_behind(what.to_string());
+                }
+            }
+            if let Some(f) = &r.failure {
+                // The replay's figures measured a failing filesystem: no speed is reported.
+                return Err(RunError::Failed(format!(
+                    "dbench: {f}; a replay whose I/O fails reports no throughput"
+                )));
+            }
             if r.interrupted {
                 break;
             }

@@ -148,6 +148,8 @@ impl Job for FsyncJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.dir = target_dir(&ctx.common, "fsync")?;
+        // Everything it creates there has iolab's unique name for this process.
+        ctx.will_create_target(&cfg.dir);
         let per_test = cfg.duration * cfg.runs;
         ctx.progress
             .set_total(per_test * (cfg.sizes.len() * cfg.methods.len()) as u32);

@@ -70,6 +70,8 @@ impl Job for MetadataJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.dir = target_dir(&ctx.common, "metadata")?;
+        // Everything it creates there has iolab's unique name for this process.
+        ctx.will_create_target(&cfg.dir);
         ctx.start(RunStart::in_dir(
             "metadata",
             &cfg.dir,
