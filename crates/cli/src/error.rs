@@ -71,3 +71,48 @@ pub fn open_store(db: &DbArgs) -> Result<Store, CliError> {
     let path = db.db.clone().unwrap_or_else(default_db_path);
     Ok(Store::open(&path)?)
 }
+
+// ---------------------------------------------------------------------------------------------
+// A reader that went away: `iolab results | head -1`.
+
+/// Whether a panic is the standard library's "failed printing to stdout" with EPIPE: the
+/// reader of stdout has gone away. Every `print!` in the binary ends this way, so this is
+/// the one place that handles it.
+fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
+    let text = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    text.starts_with("failed printing to stdout")
+        && text.ends_with(&format!("(os error {})", libc::EPIPE))
+}
+
+/// Installs a panic hook that says nothing about a broken stdout pipe (and defers to the
+/// default hook for every other panic). Rust ignores SIGPIPE, so a write to a closed pipe
+/// fails with EPIPE and `print!` panics; `main` catches that panic after it has unwound
+/// (so files a run made are removed on the way) and ends quietly with [`end_after_panic`].
+pub fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_broken_pipe(info.payload()) {
+            default(info);
+        }
+    }));
+}
+
+/// The end of a command that panicked. A broken stdout pipe ends the process the way it
+/// ends `cat` or `ls`: killed by SIGPIPE, with nothing printed (the shell's status is 141).
+/// Any other panic goes on as a panic (exit 101, the hook has printed it).
+pub fn end_after_panic(payload: Box<dyn std::any::Any + Send>) -> i32 {
+    if !is_broken_pipe(payload.as_ref()) {
+        std::panic::resume_unwind(payload);
+    }
+    // SAFETY: restoring the default disposition of SIGPIPE and raising it has no
+    // memory-safety preconditions; the process ends here.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    128 + libc::SIGPIPE
+}

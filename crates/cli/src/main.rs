@@ -14,13 +14,17 @@ mod verify_cmd;
 use clap::Parser;
 
 fn main() {
+    error::quiet_broken_pipe();
     let cli = args::Cli::parse();
-    let code = match commands::dispatch(cli) {
-        Ok(code) => code,
-        Err(e) => {
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commands::dispatch(cli)));
+    let code = match outcome {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
             eprintln!("iolab: error: {e}");
             e.exit_code()
         }
+        Err(panic) => error::end_after_panic(panic),
     };
     std::process::exit(code);
 }

@@ -80,14 +80,32 @@ pub struct RunsArg {
 }
 
 impl RunsArg {
-    /// The number of passes, at least 1.
+    /// The number of passes, 1 to [`MAX_PASSES`].
     pub fn get(&self, default: u32) -> Result<u32, UsageError> {
         match self.runs {
-            Some(0) => Err(UsageError::option("runs", "--runs must be at least 1")),
-            Some(n) => Ok(n),
+            Some(n) => bounded("runs", n, 1, MAX_PASSES),
             None => Ok(default),
         }
     }
+}
+
+/// The most passes of one test any count option asks for (`--runs`, `--warmup`,
+/// `--max-runs`): every pass is stored, so a count is bounded like a duration.
+pub const MAX_PASSES: u32 = 1000;
+
+/// `value` of the count option `option` when it lies in `min..=max`; otherwise a usage
+/// error naming the option and the range.
+pub fn bounded<T>(option: &str, value: T, min: T, max: T) -> Result<T, UsageError>
+where
+    T: PartialOrd + std::fmt::Display + Copy,
+{
+    if value < min || value > max {
+        return Err(UsageError::option(
+            option,
+            format!("--{option} {value}: must be between {min} and {max}"),
+        ));
+    }
+    Ok(value)
 }
 
 /// `--duration` (`--time` is the same option, as dbench calls it).

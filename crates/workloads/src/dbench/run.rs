@@ -8,7 +8,7 @@ use clap::Args;
 use iolab_measure::{
     CpuSample, DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, TimeSeries,
 };
-use iolab_runner::options::{opt_duration, DurationArg, RunsArg, VerifyArg};
+use iolab_runner::options::{bounded, opt_duration, DurationArg, RunsArg, VerifyArg};
 use iolab_runner::{
     plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
@@ -76,13 +76,8 @@ fn plan(_name: &str, a: DbenchOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, 
         ));
     }
     let time = a.duration.get()?.unwrap_or(Duration::from_secs(60));
-    if a.clients == Some(0) {
-        return Err(UsageError::option(
-            "clients",
-            "--clients must be at least 1",
-        ));
-    }
-    let mut cfg = DbenchConfig::new(PathBuf::new(), loadfile, a.clients.unwrap_or(1), time);
+    let clients = bounded("clients", a.clients.unwrap_or(1), 1, super::MAX_CLIENTS)?;
+    let mut cfg = DbenchConfig::new(PathBuf::new(), loadfile, clients, time);
     if let Some(w) = opt_duration("warmup", &a.warmup)? {
         cfg.warmup = w;
     }
@@ -115,6 +110,7 @@ impl Job for DbenchJob {
         let parsed = super::parse_loadfile(&cfg.loadfile)
             .map_err(|e| RunError::Usage(UsageError::option("loadfile", e.to_string())))?;
         let clients = cfg.clients;
+        super::footprint::check(&parsed, &cfg.dir, clients, verify)?;
         ctx.start(RunStart::in_dir(
             "dbench",
             &cfg.dir,

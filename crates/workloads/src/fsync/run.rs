@@ -3,6 +3,7 @@
 use clap::Args;
 use iolab_measure::Warning;
 use iolab_runner::options::{list, DurationArg, RunsArg, SizeArg, VerifyArg};
+use iolab_runner::space::{self, Need};
 use iolab_runner::{
     plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
@@ -98,6 +99,7 @@ impl Job for FsyncJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.dir = target_dir(&ctx.common, "fsync")?;
+        space::check(&cfg.dir, Need::new("size", cfg.file_size, 1))?;
         let per_test = cfg.duration * cfg.runs;
         ctx.progress
             .set_total(per_test * (cfg.sizes.len() * cfg.methods.len()) as u32);
