@@ -289,3 +289,164 @@ fn an_existing_file_counts_what_its_blocks_already_hold() {
         .stderr_has(&["(24 MiB of it already allocated there, so 16 MiB more)"]);
     assert_eq!(std::fs::metadata(d).unwrap().len(), 24 << 20);
 }
+
+// --- Item 1: files the kernel or another program holds are never written -----------------
+
+/// `iolab run custom --rw write` over `file` with --allow-overwrite-file: must be refused
+/// naming `holder`, leaving the file as it was.
+#[track_caller]
+fn write_is_refused(sb: &Sandbox, file: &std::path::Path, holder: &str) {
+    let before = std::fs::read(file).unwrap();
+    for args in [
+        &[
+            "custom",
+            "--rw",
+            "write",
+            "--size",
+            "1MiB",
+            "--allow-overwrite-file",
+        ][..],
+        &["verify", "--size", "1MiB", "--allow-overwrite-file"],
+    ] {
+        let out = run_on(sb, file, args).code(2);
+        out.stderr_has(&["is in use", holder, "even with --allow-overwrite-file"]);
+    }
+    // Without the flag the holder is named too, not the missing flag.
+    run_on(sb, file, &["custom", "--rw", "write", "--size", "1MiB"])
+        .code(2)
+        .stderr_has(&[holder]);
+    assert!(
+        std::fs::read(file).unwrap() == before,
+        "the file was written"
+    );
+}
+
+#[test]
+fn a_loop_backing_file_is_never_written_mounted_or_not() {
+    let Some(_lock) = require_devices(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let img = sb.path("disk.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    sh("mkfs.ext4", &["-q", img.to_str().unwrap()]);
+    let lo = Loop::attach(&img, &[]);
+    write_is_refused(&sb, &img, &format!("it backs loop device {}", lo.s()));
+    // Under another name (sysfs still shows the old one): found by device and inode.
+    let moved = sb.path("renamed.img");
+    std::fs::rename(&img, &moved).unwrap();
+    write_is_refused(&sb, &moved, &format!("it backs loop device {}", lo.s()));
+    let m = Mount::new(&lo.dev, &[]);
+    run_on(
+        &sb,
+        &moved,
+        &[
+            "custom",
+            "--rw",
+            "write",
+            "--size",
+            "1MiB",
+            "--allow-overwrite-file",
+        ],
+    )
+    .code(2)
+    .stderr_has(&[&format!("it backs loop device {}", lo.s())]);
+    drop(m);
+    drop(lo);
+    // Detached, the flag is enough.
+    run_on(
+        &sb,
+        &moved,
+        &[
+            "custom",
+            "--rw",
+            "write",
+            "--size",
+            "1MiB",
+            "--duration",
+            "100ms",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--allow-overwrite-file",
+        ],
+    )
+    .ok();
+}
+
+#[test]
+fn a_file_another_process_writes_is_never_written_but_one_it_reads_is() {
+    let sb = Sandbox::new();
+    let file = sb.path("shared.dat");
+    std::fs::write(&file, vec![5u8; 2 << 20]).unwrap();
+    let writer = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("60")
+        .stdout(Stdio::from(writer))
+        .spawn()
+        .unwrap();
+    let holder = format!("process {} (sleep) has it open for writing", child.id());
+    write_is_refused(&sb, &file, &holder);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // A reader does not hold it.
+    let reader = std::fs::File::open(&file).unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("60")
+        .stdin(Stdio::from(reader))
+        .spawn()
+        .unwrap();
+    run_on(
+        &sb,
+        &file,
+        &[
+            "custom",
+            "--rw",
+            "write",
+            "--size",
+            "1MiB",
+            "--duration",
+            "100ms",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--allow-overwrite-file",
+        ],
+    )
+    .ok();
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// An active swap file, switched off on drop.
+struct SwapFile(std::path::PathBuf);
+
+impl Drop for SwapFile {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("swapoff").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn an_active_swap_file_is_never_written() {
+    if !require_root("swapon") || !require_tools(&["mkswap", "swapon", "swapoff"]) {
+        return;
+    }
+    let sb = Sandbox::new();
+    let file = sb.path("swap.img");
+    std::fs::write(&file, vec![0u8; 16 << 20]).unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    sh("mkswap", &[file.to_str().unwrap()]);
+    sh("swapon", &[file.to_str().unwrap()]);
+    let swap = SwapFile(file.clone());
+    write_is_refused(&sb, &file, "it is an active swap area");
+    drop(swap);
+}
