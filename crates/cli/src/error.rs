@@ -63,13 +63,32 @@ impl From<RunError> for CliError {
 
 impl From<iolab_store::StoreError> for CliError {
     fn from(e: iolab_store::StoreError) -> Self {
+        if e.is_refusal() {
+            return CliError::Usage(e.to_string());
+        }
         CliError::Failed(e.to_string())
     }
 }
 
+/// The result database of a command that reads it (results, show, report, compare,
+/// history): opened read-only, so these work on a read-only mount and never change the file.
 pub fn open_store(db: &DbArgs) -> Result<Store, CliError> {
     let path = db.db.clone().unwrap_or_else(default_db_path);
-    Ok(Store::open(&path)?)
+    Ok(Store::open_read_only(&path)?)
+}
+
+/// The runs matching `filter`; a run whose stored rows are damaged is left out with a
+/// warning naming it, so one bad row does not break a listing of the whole database.
+pub fn load_skipping_damaged(
+    store: &Store,
+    filter: &iolab_store::RunFilter,
+) -> Result<Vec<iolab_measure::RunRecord>, CliError> {
+    Ok(store.load_runs_skipping(filter, &mut skipped_warning)?)
+}
+
+/// The warning for a run left out of a listing because its stored record is damaged.
+pub fn skipped_warning(id: i64, e: iolab_store::StoreError) {
+    eprintln!("iolab: warning: run {id} skipped, its stored record cannot be read: {e}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -450,3 +450,124 @@ fn an_active_swap_file_is_never_written() {
     write_is_refused(&sb, &file, "it is an active swap area");
     drop(swap);
 }
+
+// --- Item 3: the result database --------------------------------------------------------
+
+/// Overwrites `len` bytes of `path` at `at` with fixed pseudo-random bytes.
+fn scribble(path: &std::path::Path, at: u64, len: usize) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(at)).unwrap();
+    f.write_all(&random_bytes(len, 2000)).unwrap();
+}
+
+/// A sandbox whose database holds `n` short runs. The last iolab to close a database
+/// folds its write-ahead log into the file, so byte offsets in the file mean what they say.
+fn sandbox_with_runs(n: usize) -> Sandbox {
+    let sb = Sandbox::new();
+    for _ in 0..n {
+        one_run(&sb);
+    }
+    assert!(!std::path::Path::new(&format!("{}-wal", sb.db.display())).exists());
+    sb
+}
+
+#[test]
+fn a_damaged_database_is_never_written() {
+    let sb = sandbox_with_runs(3);
+    // 2000 random bytes over the start of page 2, the root of the runs table.
+    scribble(&sb.db, 4096, 2000);
+    let before = std::fs::read(&sb.db).unwrap();
+    let listing = sb.iolab(&["results"]);
+    assert_ne!(listing.code, Some(0), "{listing}");
+    assert!(listing.stderr.contains("malformed"), "{listing}");
+    let out = sb
+        .run(&[
+            "custom",
+            "--rw",
+            "read",
+            "--size",
+            "1MiB",
+            "--duration",
+            "100ms",
+            "--runs",
+            "1",
+        ])
+        .code(2);
+    out.stderr_has(&["is damaged", "left it untouched", "--db"]);
+    assert!(sb.target_entries().is_empty(), "{out}");
+    assert!(
+        std::fs::read(&sb.db).unwrap() == before,
+        "the database was written"
+    );
+}
+
+#[test]
+fn a_negative_schema_version_is_an_error_not_a_panic() {
+    let sb = sandbox_with_runs(1);
+    // user_version is the 4 bytes at offset 60 of the header.
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&sb.db)
+            .unwrap();
+        f.seek(SeekFrom::Start(60)).unwrap();
+        f.write_all(&(-5i32).to_be_bytes()).unwrap();
+    }
+    for args in [&["results"][..], &["show", "1"], &["history"]] {
+        let out = sb.iolab(args).code(2);
+        out.stderr_has(&["schema version -5"]);
+        assert!(!out.stderr.contains("panicked"), "{out}");
+    }
+    sb.run(&["custom", "--rw", "read", "--size", "1MiB"])
+        .code(2)
+        .stderr_has(&["schema version -5"]);
+}
+
+#[test]
+fn one_corrupt_row_is_skipped_by_history_naming_the_run() {
+    let sb = sandbox_with_runs(3);
+    // Run 2's test summary: JSON that no longer decodes.
+    rusqlite::Connection::open(&sb.db)
+        .unwrap()
+        .execute(
+            "UPDATE tests SET summary_json = '{broken' WHERE run_id = 2",
+            [],
+        )
+        .unwrap();
+    let out = sb.iolab(&["history"]).ok();
+    out.stderr_has(&["run 2 skipped", "summary_json of test"]);
+    assert!(out.stdout.contains("2 runs"), "{out}");
+}
+
+#[test]
+fn a_database_on_a_read_only_mount_can_be_read() {
+    if !require_root("mounting read-only") {
+        return;
+    }
+    let sb = sandbox_with_runs(2);
+    let dir = sb.path("ro");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(&sb.db, dir.join("r.db")).unwrap();
+    let m = Mount::new(&dir, &["--bind"]);
+    m.remount("bind,ro");
+    let db = m.path().join("r.db");
+    let db = db.to_str().unwrap();
+    let read = |args: &[&str]| {
+        let mut v = args.to_vec();
+        v.extend_from_slice(&["--db", db]);
+        let mut c = std::process::Command::new(iolab_testkit::iolab::iolab_bin());
+        c.args(&v).env("HOME", sb.dir.path());
+        Out::new(&v, c.output().unwrap(), std::time::Duration::ZERO)
+    };
+    assert!(read(&["results"]).ok().stdout.contains("2 runs"));
+    read(&["show", "2"]).ok();
+    read(&["show", "last", "--json"]).ok();
+    read(&["history"]).ok();
+    read(&["compare", "1", "2"]).ok();
+    read(&["report", "1"]).ok();
+    let out = read(&["run", "custom", "--rw", "read", "--size", "1MiB", "-q"]);
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(!out.stderr.contains("panicked"), "{out}");
+}

@@ -13,6 +13,7 @@
 //! stores a finished record in one transaction.
 
 mod error;
+mod health;
 mod schema;
 mod store;
 
@@ -20,6 +21,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 pub use error::StoreError;
+pub use health::FULL_CHECK_MAX;
 pub use schema::SCHEMA_VERSION;
 pub use store::{RunFilter, RunListing, Store, BUSY_TIMEOUT};
 
