@@ -128,7 +128,12 @@ pub fn cleanup(args: CleanupArgs) -> Result<i32, CliError> {
             pid.map_or("?".into(), |p| p.to_string())
         );
     }
-    if report.is_clean() {
+    if !report.untrusted.is_empty() {
+        Err(CliError::Failed(format!(
+            "{} state file(s) or directories not trusted and left alone (listed above)",
+            report.untrusted.len()
+        )))
+    } else if report.is_clean() {
         Ok(0)
     } else {
         Err(CliError::Failed(format!(

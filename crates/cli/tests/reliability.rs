@@ -571,3 +571,114 @@ fn a_database_on_a_read_only_mount_can_be_read() {
     assert_eq!(out.code, Some(1), "{out}");
     assert!(!out.stderr.contains("panicked"), "{out}");
 }
+
+// --- Item 4: iolab cleanup believes only its own state, and only what still matches -------
+
+/// A state file of a dead owner (pid 999999999) in `dir` with these resource lines
+/// (`"intent"`/`"done"` JSON objects after the header).
+fn state_file(dir: &std::path::Path, n: u32, lines: &[String]) -> std::path::PathBuf {
+    let mut text =
+        String::from("{\"event\":\"header\",\"version\":1,\"pid\":999999999,\"created_unix\":0}\n");
+    for l in lines {
+        text.push_str(l);
+        text.push('\n');
+    }
+    let path = dir.join(format!("testbed-999999999-{n}.jsonl"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn json_path(p: &std::path::Path) -> String {
+    serde_json::to_string(p.to_str().unwrap()).unwrap()
+}
+
+#[test]
+fn cleanup_acts_only_on_trusted_state_and_matching_resources() {
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let state_dir = sb.path("state");
+    std::fs::create_dir(&state_dir).unwrap();
+    std::fs::set_permissions(
+        &state_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let sd = state_dir.to_str().unwrap();
+    let cleanup = || sb.iolab(&["cleanup", "--state-dir", sd]);
+
+    // A state file owned by another user naming a directory of iolab's: not believed.
+    let victim = sb.path("iolab-testbed-victim");
+    std::fs::create_dir(&victim).unwrap();
+    let foreign = state_file(
+        &state_dir,
+        0,
+        &[format!(
+            "{{\"event\":\"intent\",\"id\":1,\"resource\":{{\"type\":\"dir\",\"path\":{}}}}}",
+            json_path(&victim)
+        )],
+    );
+    sh("chown", &["65534", foreign.to_str().unwrap()]);
+    let out = cleanup().code(1);
+    out.stderr_has(&["not trusted"]);
+    assert!(out.stdout.contains("NOT TRUSTED"), "{out}");
+    assert!(victim.exists() && foreign.exists());
+    std::fs::remove_file(&foreign).unwrap();
+
+    // Trusted, but what the records name is not what iolab made.
+    let base = sb.path("iolab-testbed-fake");
+    let (m1, m2) = (base.join("mnt1"), base.join("mnt2"));
+    let other_mount = Mount::at("tmpfs", &m1, &["-t", "tmpfs"]);
+    let ours = Mount::at("tmpfs", &m2, &["-t", "tmpfs"]);
+    let img = sb.path("disk.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let lo = Loop::attach(&img, &[]);
+    let outside = sb.path("not-iolabs");
+    std::fs::write(&outside, "keep").unwrap();
+    state_file(
+        &state_dir,
+        1,
+        &[
+            // A mount iolab recorded with a loop device source; a tmpfs is there now.
+            format!(
+                "{{\"event\":\"intent\",\"id\":1,\"resource\":{{\"type\":\"mount\",\"target\":{},\"source\":\"/dev/loop999\"}}}}",
+                json_path(&m1)
+            ),
+            // A loop device over an image outside iolab's directories.
+            format!(
+                "{{\"event\":\"intent\",\"id\":2,\"resource\":{{\"type\":\"loop_device\",\"image\":{}}}}}",
+                json_path(&img)
+            ),
+            // A file outside iolab's directories with no inode recorded.
+            format!(
+                "{{\"event\":\"intent\",\"id\":3,\"resource\":{{\"type\":\"file\",\"path\":{}}}}}",
+                json_path(&outside)
+            ),
+            // A mount that is what iolab saw when it made it: removed.
+            format!(
+                "{{\"event\":\"done\",\"id\":4,\"resource\":{{\"type\":\"mount\",\"target\":{},\"source\":\"tmpfs\"}},\"observed\":{{\"kind\":\"mount\",\"source\":\"tmpfs\",\"fstype\":\"tmpfs\"}}}}",
+                json_path(&m2)
+            ),
+        ],
+    );
+    let out = cleanup().ok();
+    assert!(
+        out.stdout.contains("left alone: mount of /dev/loop999"),
+        "{out}"
+    );
+    assert!(out.stdout.contains("left alone: loop device for"), "{out}");
+    assert!(out.stdout.contains("left alone: file"), "{out}");
+    assert!(Mount::is_mounted(&m1), "{out}");
+    assert!(!Mount::is_mounted(&m2), "{out}");
+    assert!(outside.exists());
+    assert!(
+        std::fs::read_to_string(format!("/sys/block/{}/loop/backing_file", lo.name()))
+            .is_ok_and(|b| b.trim() == img.to_str().unwrap()),
+        "{out}"
+    );
+    drop((other_mount, ours, lo));
+}

@@ -28,6 +28,7 @@ mod spec;
 mod state;
 mod sys;
 mod testbed;
+mod trust;
 
 pub use build::build;
 pub use cleanup::{cleanup_all, Report};
