@@ -10,8 +10,8 @@
 //! - up to [`FULL_CHECK_MAX`] bytes, `PRAGMA quick_check` of the whole file (every b-tree,
 //!   overflow chain and the free list);
 //! - beyond that, `quick_check` of the `runs` table with its indexes (everything `iolab
-//!   results` lists) and of the `tests` index, plus the right-hand path of the `tests` and
-//!   `passes` tables, which is where new rows go. The passes themselves (nine tenths of the
+//!   results` lists), a count through the `tests` index, and the right-hand path of the
+//!   `tests` and `passes` tables, which is where new rows go. The passes themselves (nine tenths of the
 //!   file) are not read: a damaged one shows when its run is loaded, and `history` skips it.
 
 use std::fs::File;
