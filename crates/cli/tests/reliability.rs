@@ -7,23 +7,18 @@ use std::process::Stdio;
 
 use iolab_testkit::*;
 
+/// `args` with one short measured pass and no warm-up.
+fn short(args: &[&'static str]) -> Vec<&'static str> {
+    let mut v = args.to_vec();
+    v.extend_from_slice(&["--duration", "100ms", "--runs", "1", "--warmup", "0"]);
+    v
+}
+
 /// A stored run in the sandbox's database (a short read of a 1 MiB file).
 fn one_run(sb: &Sandbox) {
-    sb.run(&[
-        "custom",
-        "--rw",
-        "read",
-        "--bs",
-        "4k",
-        "--size",
-        "1MiB",
-        "--duration",
-        "100ms",
-        "--runs",
-        "1",
-        "--warmup",
-        "0",
-    ])
+    sb.run(&short(&[
+        "custom", "--rw", "read", "--bs", "4k", "--size", "1MiB",
+    ]))
     .ok();
 }
 
@@ -144,13 +139,22 @@ fn entries(dir: &std::path::Path) -> Vec<String> {
     v
 }
 
+/// A sandbox and a tmpfs mounted with `options` (root), or `None` after a skip.
+fn small_tmpfs(options: &str) -> Option<(Sandbox, Mount)> {
+    if !require_root("mounting a tmpfs") {
+        return None;
+    }
+    Some((
+        Sandbox::new(),
+        Mount::new("tmpfs", &["-t", "tmpfs", "-o", options]),
+    ))
+}
+
 #[test]
 fn every_writing_workload_refuses_what_does_not_fit_on_a_small_tmpfs() {
-    if !require_root("mounting a tmpfs") {
+    let Some((sb, m)) = small_tmpfs("size=32m,nr_inodes=1000") else {
         return;
-    }
-    let sb = Sandbox::new();
-    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=32m,nr_inodes=1000"]);
+    };
     let dir = m.path();
     let loadfile = sb.path("big.txt");
     std::fs::write(
@@ -222,20 +226,7 @@ fn every_writing_workload_refuses_what_does_not_fit_on_a_small_tmpfs() {
     run_on(
         &sb,
         &dir,
-        &[
-            "custom",
-            "--rw",
-            "write",
-            "--buffered",
-            "--size",
-            "8MiB",
-            "--duration",
-            "100ms",
-            "--runs",
-            "1",
-            "--warmup",
-            "0",
-        ],
+        &short(&["custom", "--rw", "write", "--buffered", "--size", "8MiB"]),
     )
     .ok();
     assert!(entries(&dir).is_empty());
@@ -243,11 +234,9 @@ fn every_writing_workload_refuses_what_does_not_fit_on_a_small_tmpfs() {
 
 #[test]
 fn an_existing_file_counts_what_its_blocks_already_hold() {
-    if !require_root("mounting a tmpfs") {
+    let Some((sb, m)) = small_tmpfs("size=32m") else {
         return;
-    }
-    let sb = Sandbox::new();
-    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=32m"]);
+    };
     let data = m.path().join("data");
     let d = data.to_str().unwrap();
     // 20 MiB of 32 kept: 12 MiB stay free.
@@ -255,19 +244,13 @@ fn an_existing_file_counts_what_its_blocks_already_hold() {
     // Writing over those 20 MiB needs no new room...
     for args in [
         &["verify", "--size", "20MiB", "--allow-overwrite-file"][..],
-        &[
+        &short(&[
             "custom",
             "--rw",
             "write",
             "--buffered",
-            "--duration",
-            "100ms",
-            "--runs",
-            "1",
-            "--warmup",
-            "0",
             "--allow-overwrite-file",
-        ],
+        ]),
     ] {
         run_on(&sb, &data, args).ok();
     }
@@ -298,14 +281,7 @@ fn an_existing_file_counts_what_its_blocks_already_hold() {
 fn write_is_refused(sb: &Sandbox, file: &std::path::Path, holder: &str) {
     let before = std::fs::read(file).unwrap();
     for args in [
-        &[
-            "custom",
-            "--rw",
-            "write",
-            "--size",
-            "1MiB",
-            "--allow-overwrite-file",
-        ][..],
+        &OVERWRITE[..],
         &["verify", "--size", "1MiB", "--allow-overwrite-file"],
     ] {
         let out = run_on(sb, file, args).code(2);
@@ -340,42 +316,13 @@ fn a_loop_backing_file_is_never_written_mounted_or_not() {
     std::fs::rename(&img, &moved).unwrap();
     write_is_refused(&sb, &moved, &format!("it backs loop device {}", lo.s()));
     let m = Mount::new(&lo.dev, &[]);
-    run_on(
-        &sb,
-        &moved,
-        &[
-            "custom",
-            "--rw",
-            "write",
-            "--size",
-            "1MiB",
-            "--allow-overwrite-file",
-        ],
-    )
-    .code(2)
-    .stderr_has(&[&format!("it backs loop device {}", lo.s())]);
+    run_on(&sb, &moved, &OVERWRITE)
+        .code(2)
+        .stderr_has(&[&format!("it backs loop device {}", lo.s())]);
     drop(m);
     drop(lo);
     // Detached, the flag is enough.
-    run_on(
-        &sb,
-        &moved,
-        &[
-            "custom",
-            "--rw",
-            "write",
-            "--size",
-            "1MiB",
-            "--duration",
-            "100ms",
-            "--runs",
-            "1",
-            "--warmup",
-            "0",
-            "--allow-overwrite-file",
-        ],
-    )
-    .ok();
+    overwrite(&sb, &moved).ok();
 }
 
 #[test]
@@ -387,43 +334,39 @@ fn a_file_another_process_writes_is_never_written_but_one_it_reads_is() {
         .append(true)
         .open(&file)
         .unwrap();
-    let mut child = std::process::Command::new("sleep")
-        .arg("60")
-        .stdout(Stdio::from(writer))
-        .spawn()
-        .unwrap();
+    let mut child = sleeper().stdout(Stdio::from(writer)).spawn().unwrap();
     let holder = format!("process {} (sleep) has it open for writing", child.id());
     write_is_refused(&sb, &file, &holder);
     child.kill().unwrap();
     child.wait().unwrap();
     // A reader does not hold it.
     let reader = std::fs::File::open(&file).unwrap();
-    let mut child = std::process::Command::new("sleep")
-        .arg("60")
-        .stdin(Stdio::from(reader))
-        .spawn()
-        .unwrap();
-    run_on(
-        &sb,
-        &file,
-        &[
-            "custom",
-            "--rw",
-            "write",
-            "--size",
-            "1MiB",
-            "--duration",
-            "100ms",
-            "--runs",
-            "1",
-            "--warmup",
-            "0",
-            "--allow-overwrite-file",
-        ],
-    )
-    .ok();
+    let mut child = sleeper().stdin(Stdio::from(reader)).spawn().unwrap();
+    overwrite(&sb, &file).ok();
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// `sleep 60`, to hold a file open.
+fn sleeper() -> std::process::Command {
+    let mut c = std::process::Command::new("sleep");
+    c.arg("60");
+    c
+}
+
+/// A write over an existing file, with permission.
+const OVERWRITE: [&str; 6] = [
+    "custom",
+    "--rw",
+    "write",
+    "--size",
+    "1MiB",
+    "--allow-overwrite-file",
+];
+
+/// A short write over `file` with --allow-overwrite-file.
+fn overwrite(sb: &Sandbox, file: &std::path::Path) -> Out {
+    run_on(sb, file, &short(&OVERWRITE))
 }
 
 /// An active swap file, switched off on drop.
@@ -482,17 +425,7 @@ fn a_damaged_database_is_never_written() {
     assert_ne!(listing.code, Some(0), "{listing}");
     assert!(listing.stderr.contains("malformed"), "{listing}");
     let out = sb
-        .run(&[
-            "custom",
-            "--rw",
-            "read",
-            "--size",
-            "1MiB",
-            "--duration",
-            "100ms",
-            "--runs",
-            "1",
-        ])
+        .run(&short(&["custom", "--rw", "read", "--size", "1MiB"]))
         .code(2);
     out.stderr_has(&["is damaged", "left it untouched", "--db"]);
     assert!(sb.target_entries().is_empty(), "{out}");

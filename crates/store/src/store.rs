@@ -330,15 +330,7 @@ impl Store {
         filter: &RunFilter,
         skipped: &mut dyn FnMut(i64, StoreError),
     ) -> Result<Vec<RunListing>, StoreError> {
-        let mut out = Vec::new();
-        for (id, listed) in self.listing(filter)? {
-            match listed {
-                Ok(l) => out.push(l),
-                Err(e) if e.is_damaged_row() => skipped(id, e),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+        skip_damaged(self.listing(filter)?, skipped)
     }
 
     /// The runs matching `filter`, loaded, oldest first (as [`Store::list_runs`] orders
@@ -350,15 +342,11 @@ impl Store {
         filter: &RunFilter,
         skipped: &mut dyn FnMut(i64, StoreError),
     ) -> Result<Vec<RunRecord>, StoreError> {
-        let mut runs = Vec::new();
-        for (id, listed) in self.listing(filter)? {
-            match listed.and_then(|_| self.load_run(id)) {
-                Ok(run) => runs.push(run),
-                Err(e) if e.is_damaged_row() => skipped(id, e),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(runs)
+        let loaded = self
+            .listing(filter)?
+            .into_iter()
+            .map(|(id, listed)| (id, listed.and_then(|_| self.load_run(id))));
+        skip_damaged(loaded, skipped)
     }
 
     /// The listing rows of [`Store::list_runs`], each decoded on its own (with its id).
@@ -432,6 +420,23 @@ impl Store {
             .optional()
             .at(&self.path)
     }
+}
+
+/// The `Ok` items, in order; an item whose error is a damaged row goes to `skipped` with its
+/// run id, any other error ends the whole.
+fn skip_damaged<T>(
+    items: impl IntoIterator<Item = (i64, Result<T, StoreError>)>,
+    skipped: &mut dyn FnMut(i64, StoreError),
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::new();
+    for (id, item) in items {
+        match item {
+            Ok(x) => out.push(x),
+            Err(e) if e.is_damaged_row() => skipped(id, e),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
 }
 
 /// `path` as an SQLite `file:` URI (bytes other than unreserved ones and `/` escaped).
