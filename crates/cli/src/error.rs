@@ -94,16 +94,16 @@ pub fn skipped_warning(id: i64, e: iolab_store::StoreError) {
 // ---------------------------------------------------------------------------------------------
 // A reader that went away: `iolab results | head -1`.
 
-/// Whether a panic is the standard library's "failed printing to stdout" with EPIPE: the
-/// reader of stdout has gone away. Every `print!` in the binary ends this way, so this is
-/// the one place that handles it.
+/// Whether a panic is the standard library's "failed printing to stdout" (or stderr) with
+/// EPIPE: the reader has gone away (`iolab run ... 2>&1 | head -1`). Every `print!` and
+/// `eprint!` in the binary ends this way, so this is the one place that handles it.
 fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
     let text = payload
         .downcast_ref::<String>()
         .map(String::as_str)
         .or_else(|| payload.downcast_ref::<&str>().copied())
         .unwrap_or("");
-    text.starts_with("failed printing to stdout")
+    (text.starts_with("failed printing to stdout") || text.starts_with("failed printing to stderr"))
         && text.ends_with(&format!("(os error {})", libc::EPIPE))
 }
 

@@ -11,6 +11,8 @@ mod run_cmd;
 mod study;
 mod verify_cmd;
 
+use std::io::Write;
+
 use clap::Parser;
 
 fn main() {
@@ -21,7 +23,8 @@ fn main() {
     let code = match outcome {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
-            eprintln!("iolab: error: {e}");
+            // A closed stderr must not turn the refusal into a panic.
+            let _ = writeln!(std::io::stderr(), "iolab: error: {e}");
             e.exit_code()
         }
         Err(panic) => error::end_after_panic(panic),

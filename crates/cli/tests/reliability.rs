@@ -58,6 +58,16 @@ fn a_closed_stdout_pipe_ends_quietly() {
         );
         assert!(stderr.is_empty(), "iolab {args:?} printed: {stderr}");
     }
+    // An error message into a closed stderr: still the command's own status, no panic.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = sb
+        .cmd(&["show", "99"])
+        .stderr(writer)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(out.code(), Some(1), "{out:?}");
 }
 
 // --- Item 9: every count and duration is bounded ----------------------------------------
