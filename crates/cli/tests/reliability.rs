@@ -625,3 +625,28 @@ fn cleanup_acts_only_on_trusted_state_and_matching_resources() {
     );
     drop((other_mount, ours, lo));
 }
+
+#[test]
+fn verify_on_a_huge_device_is_refused_before_allocating_its_block_map() {
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    // A sparse 2 TiB device: 2^32 blocks of 512 bytes would need 32 GiB of block map.
+    let lo = Loop::new(2 << 40);
+    let out = run_on(
+        &sb,
+        &lo.dev,
+        &[
+            "custom",
+            "--rw",
+            "write",
+            "--bs",
+            "512",
+            "--verify",
+            "--allow-destroy-device",
+        ],
+    )
+    .code(2);
+    out.stderr_has(&["--verify keeps 8 bytes", "needs 32 GiB of memory"]);
+}
