@@ -105,6 +105,16 @@ fn huge_counts_and_durations_are_usage_errors_naming_the_option() {
     sb.run(&["fsync", "--duration", "1000000h"])
         .code(2)
         .stderr_has(&["--duration"]);
+    sb.iolab(&[
+        "run",
+        "scrub-test",
+        "--testbed",
+        "btrfs-raid1",
+        "--corrupt",
+        "4000000000",
+    ])
+    .code(2)
+    .stderr_has(&["--corrupt 4000000000: more than"]);
     assert!(sb.target_entries().is_empty());
     assert!(!sb.db.exists() || sb.result_rows().is_empty());
 }
