@@ -284,7 +284,7 @@ pub fn history(a: HistoryArgs) -> Result<i32, CliError> {
         study: None,
         limit: a.limit,
     };
-    let runs = load_filtered(&store, &filter)?;
+    let runs = crate::error::load_skipping_damaged(&store, &filter)?;
     match &a.json {
         Some(d) => {
             let text =

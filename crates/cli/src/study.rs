@@ -131,7 +131,12 @@ pub fn cleanup(args: CleanupArgs) -> Result<i32, CliError> {
     let runs = iolab_testbed::runstate::cleanup_runs(&dir);
     print_run_cleanup(&runs);
     let failures = report.failures.len() + runs.failures.len();
-    if failures == 0 {
+    if !report.untrusted.is_empty() {
+        Err(CliError::Failed(format!(
+            "{} state file(s) or directories not trusted and left alone (listed above)",
+            report.untrusted.len()
+        )))
+    } else if failures == 0 {
         Ok(0)
     } else {
         Err(CliError::Failed(format!(

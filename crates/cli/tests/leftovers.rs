@@ -259,23 +259,43 @@ fn a_dbench_rerun_takes_a_killed_runs_clients_for_iolabs_own() {
 }
 
 /// A dbench run on `dir` that must fail with `errno`: exit 1, the errno, a file and the
-/// loadfile line on stderr; stored as failed, without a test (no throughput).
-fn dbench_fails_with(sb: &Sandbox, dir: &Path, errno: &str) -> Out {
-    let out = sb
-        .iolab(&[
-            "run",
-            "dbench",
-            "--target",
-            dir.to_str().unwrap(),
-            "--duration",
-            "20s",
-            "--warmup",
-            "0s",
-            "--quiet",
-            "--json",
-            "-",
-        ])
-        .code(1);
+/// loadfile line on stderr; stored as failed, without a test (no throughput). `during` runs
+/// once the first client has created a file (the free-space check passed, the run is on).
+fn dbench_fails_with(sb: &Sandbox, dir: &Path, errno: &str, during: impl FnOnce()) -> Out {
+    let args = [
+        "run",
+        "dbench",
+        "--target",
+        dir.to_str().unwrap(),
+        "--duration",
+        "20s",
+        "--warmup",
+        "0s",
+        "--quiet",
+        "--json",
+        "-",
+    ];
+    let child = sb
+        .cmd(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut during = Some(during);
+    wait_for("dbench to start or end", || {
+        if tree(dir).iter().any(|p| p.starts_with("clients/client0/")) {
+            if let Some(f) = during.take() {
+                f();
+            }
+            return true;
+        }
+        // A read-only target never gets a file: the run ends by itself.
+        !Path::new(&format!("/proc/{}", child.id())).exists()
+            || fs::read_to_string(format!("/proc/{}/stat", child.id()))
+                .is_ok_and(|s| s.contains(") Z "))
+    });
+    let out = finish(child, "dbench");
+    assert_eq!(out.code, Some(1), "{out}");
     out.stderr_has(&[errno, &format!("{CLIENT_TXT}:"), "reports no throughput"]);
     let doc = out.json();
     assert_eq!(doc["complete"], false, "{out}");
@@ -293,11 +313,22 @@ fn dbench_on_a_full_filesystem_fails_instead_of_reporting_a_speed() {
         return;
     }
     let sb = Sandbox::new();
-    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=2m"]);
-    let out = dbench_fails_with(&sb, &m.path(), "ENOSPC");
+    // Room for the free-space check; once the clients are writing, another process takes
+    // the rest of it.
+    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=64m"]);
+    let filler = m.path().join("other-process.fill");
+    let out = dbench_fails_with(&sb, &m.path(), "ENOSPC", || {
+        let mut f = fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        while std::io::Write::write_all(&mut f, &chunk).is_ok() {}
+    });
     // The file that did not fit is named.
     out.stderr_has(&[&format!("{}/clients/client0/", m.path().display())]);
-    assert!(tree(&m.path()).is_empty(), "{:?}", tree(&m.path()));
+    let left: Vec<PathBuf> = tree(&m.path())
+        .into_iter()
+        .filter(|p| p != Path::new("other-process.fill"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]
@@ -306,8 +337,9 @@ fn dbench_on_a_read_only_mount_fails() {
         return;
     }
     let sb = Sandbox::new();
-    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=8m,ro"]);
-    dbench_fails_with(&sb, &m.path(), "EROFS");
+    // Large enough for the free-space check: the writes themselves must fail.
+    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=64m,ro"]);
+    dbench_fails_with(&sb, &m.path(), "EROFS", || {});
 }
 
 /// ext4 on a loop device that turns read-only (errors=remount-ro, an error triggered once
@@ -499,7 +531,7 @@ fn a_failed_run_is_never_ranked_in_a_study_report() {
         return;
     }
     let sb = Sandbox::new();
-    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=8m,ro"]);
+    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=64m,ro"]);
     let study = ["--study", "t-failed", "--config"];
     let ro = m.path();
     let mut failed = vec!["run", "dbench", "--target", ro.to_str().unwrap()];

@@ -144,6 +144,10 @@ pub fn prepare_target(
         allow_destroy_device: plan.allow_destroy_device,
         allow_overwrite_file: plan.allow_overwrite_file,
     };
+    crate::space::check_target(&req.path, req.size, req.default_size, writes)?;
+    if plan.verify {
+        crate::options::check_verify_map(&plan.tests, &req.path, req.size, req.default_size)?;
+    }
     let target = prepare(&req, stop, &mut |d, t| progress.preparing(d, t)).map_err(target_error)?;
     plan.settings.size = target.info.size;
 

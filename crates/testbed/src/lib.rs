@@ -30,10 +30,11 @@ mod spec;
 mod state;
 mod sys;
 mod testbed;
+mod trust;
 
 pub use build::build;
 pub use cleanup::{cleanup_all, Report};
-pub use commands::plan;
+pub use commands::{image_parent, plan};
 pub use error::TestbedError;
 pub use spec::{
     validate, ByteRate, Fs, Kind, PropValue, Raid, TestbedSpec, Throttle, Vdevs, WriteCache,

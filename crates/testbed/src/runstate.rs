@@ -539,30 +539,11 @@ fn read_all(mut file: &File) -> io::Result<String> {
 /// The state file (`meta`, from its descriptor) and its directory must be this user's and
 /// writable by no one else.
 fn trusted(path: &Path, meta: &fs::Metadata) -> Result<(), String> {
-    let me = rustix::process::geteuid().as_raw();
-    let check = |p: &Path, m: &fs::Metadata, what: &str| -> Result<(), String> {
-        if m.uid() != me {
-            return Err(format!(
-                "{what} {} belongs to uid {}, not to this user; left alone",
-                p.display(),
-                m.uid()
-            ));
-        }
-        if m.mode() & 0o022 != 0 {
-            return Err(format!(
-                "{what} {} is writable by others; left alone",
-                p.display()
-            ));
-        }
-        Ok(())
-    };
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    check(path, meta, "state file")?;
+    crate::trust::check_file(meta)
+        .map_err(|e| format!("state file {}: {e}; left alone", path.display()))?;
     if let Some(d) = path.parent() {
-        let dm = fs::symlink_metadata(d).map_err(|e| format!("{}: {e}", d.display()))?;
-        check(d, &dm, "state directory")?;
+        crate::trust::check_dir(d)
+            .map_err(|e| format!("state directory {}: {e}; left alone", d.display()))?;
     }
     Ok(())
 }

@@ -21,6 +21,7 @@
 
 mod beneath;
 mod client;
+pub mod footprint;
 mod loadfile;
 pub mod run;
 
@@ -47,6 +48,9 @@ pub use loadfile::{parse_loadfile, Loadfile, LoadfileError, OpKind};
 pub type Seam<'s> = dyn Fn(&Tamper<'_>) + Sync + 's;
 
 use client::{Gate, Live, Outcome, Shared};
+
+/// The most clients a replay runs (each is a thread with its own buffers and directory).
+pub const MAX_CLIENTS: u32 = 1024;
 
 /// What to replay, where, and for how long.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -336,8 +340,11 @@ fn run_inner(
     progress: &mut dyn FnMut(&Progress),
     seam: Option<&Seam<'_>>,
 ) -> Result<DbenchResult, DbenchError> {
-    if cfg.clients == 0 {
-        return Err(DbenchError::Config("--clients must be at least 1".into()));
+    if cfg.clients == 0 || cfg.clients > MAX_CLIENTS {
+        return Err(DbenchError::Config(format!(
+            "--clients {}: must be between 1 and {MAX_CLIENTS}",
+            cfg.clients
+        )));
     }
     if cfg.time.is_zero() {
         return Err(DbenchError::Config("--time must be more than 0".into()));

@@ -8,7 +8,7 @@ use clap::Args;
 use iolab_measure::{
     CpuSample, DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, TimeSeries,
 };
-use iolab_runner::options::{opt_duration, DurationArg, RunsArg, VerifyArg};
+use iolab_runner::options::{bounded, opt_duration, DurationArg, RunsArg, VerifyArg};
 use iolab_runner::{
     plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
@@ -77,13 +77,8 @@ fn plan(_name: &str, a: DbenchOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, 
         ));
     }
     let time = a.duration.get()?.unwrap_or(Duration::from_secs(60));
-    if a.clients == Some(0) {
-        return Err(UsageError::option(
-            "clients",
-            "--clients must be at least 1",
-        ));
-    }
-    let mut cfg = DbenchConfig::new(PathBuf::new(), loadfile, a.clients.unwrap_or(1), time);
+    let clients = bounded("clients", a.clients.unwrap_or(1), 1, super::MAX_CLIENTS)?;
+    let mut cfg = DbenchConfig::new(PathBuf::new(), loadfile, clients, time);
     if let Some(w) = opt_duration("warmup", &a.warmup)? {
         cfg.warmup = w;
     }
@@ -120,6 +115,7 @@ impl Job for DbenchJob {
         // what this run creates is recorded before it exists.
         let clients_dir = cfg.dir.join("clients");
         ctx.clear_leftovers_under(&clients_dir);
+        super::footprint::check(&parsed, &cfg.dir, clients, verify)?;
         if clients_dir.is_dir() {
             for id in 0..clients {
                 ctx.will_create(RunResource::Tree {

@@ -3,6 +3,7 @@
 use clap::Args;
 use iolab_measure::Warning;
 use iolab_runner::options::{list, DurationArg, RunsArg, SizeArg, VerifyArg};
+use iolab_runner::space::{self, Need};
 use iolab_runner::{
     plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
@@ -148,6 +149,7 @@ impl Job for FsyncJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.dir = target_dir(&ctx.common, "fsync")?;
+        space::check(&cfg.dir, Need::new("size", cfg.file_size, 1))?;
         // Everything it creates there has iolab's unique name for this process.
         ctx.will_create_target(&cfg.dir);
         let per_test = cfg.duration * cfg.runs;

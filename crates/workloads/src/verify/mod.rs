@@ -147,17 +147,7 @@ impl DataTarget {
                     ));
                 }
             }
-            // Blocks are written sparse-file first: without this a --size beyond the free
-            // space would fill the filesystem before failing with ENOSPC.
-            if let Some(free) = iolab_sys::statvfs(parent).ok().map(|s| s.available_bytes) {
-                if size > free {
-                    return Err(format!(
-                        "--size {size}: more than the {free} bytes free on the filesystem of \
-                         {}",
-                        parent.display()
-                    ));
-                }
-            }
+            // The free space was checked by the caller (`iolab_runner::space`).
             OpenOptions::new()
                 .write(true)
                 .create_new(true)

@@ -188,6 +188,9 @@ impl Job for VerifyJob {
             check_separate_filesystems(j, &target_path)
                 .map_err(|m| RunError::Usage(UsageError::option("journal", m)))?;
         }
+        // Blocks are written sparse-file first: without this a --size beyond the free space
+        // would fill the filesystem before failing with ENOSPC.
+        iolab_runner::space::check_target(&target_path, Some(cfg.size), cfg.size, true)?;
         // Data that is not kept is recorded before it is created: in a directory, files with
         // iolab's unique name for this process; a new file and its sidecar by name.
         if !(keep || cfg.journal.is_some()) {
