@@ -101,7 +101,7 @@ pub fn parse_duration(field: &str, text: &str) -> Result<Duration, SpecError> {
     if !secs.is_finite() || secs < 0.0 {
         return Err(SpecError::new(field, text, "out of range"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).map_err(|_| SpecError::new(field, text, "out of range"))
 }
 
 /// Prints a byte count with a binary unit and up to two decimals: `1 GiB`, `1.5 MiB`, `512 B`.
