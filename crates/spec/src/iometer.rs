@@ -93,7 +93,10 @@ pub fn parse_spec(file: &str, text: &str) -> Result<(Option<String>, Vec<AccessL
     let at = |offset: usize| format!("{file}:{}", line_of(offset));
     let parsed: SpecFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| line_of(s.start));
-        let field = error_key(e.message(), text, line);
+        let field = crate::tomlkey::key_at(e.message(), text, line)
+            .map_or("spec".to_string(), |k| {
+                k.rsplit('.').next().unwrap_or(&k).to_string()
+            });
         SpecError::new(
             &field,
             format!("{file}:{line}"),
@@ -156,36 +159,6 @@ pub fn parse_spec(file: &str, text: &str) -> Result<(Option<String>, Vec<AccessL
         ));
     }
     Ok((parsed.name, lines))
-}
-
-/// The key a TOML error is about: the one its message quotes (unknown or missing field),
-/// else the key set (or the table opened) on the line it points at or the nearest line above
-/// (a value may continue over lines), else `spec`.
-fn error_key(message: &str, text: &str, line: usize) -> String {
-    if message.starts_with("unknown field") || message.starts_with("missing field") {
-        match message.split('`').nth(1) {
-            Some("") => return "\"\"".to_string(),
-            Some(q) => return q.to_string(),
-            None => {}
-        }
-    }
-    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.';
-    let lines: Vec<&str> = text.split('\n').take(line).collect();
-    for l in lines.iter().rev() {
-        let t = l.trim_start();
-        let key = match t.strip_prefix('[') {
-            Some(h) if !h.starts_with(|c: char| c.is_ascii_digit() || c == '"' || c == ']') => {
-                h.split(']').next().unwrap_or("").trim_start_matches('[')
-            }
-            Some(_) => continue,
-            None => t.split_once('=').map_or("", |(k, _)| k),
-        };
-        let key = key.trim().trim_matches('"');
-        if !key.is_empty() && key.chars().all(word) {
-            return key.to_string();
-        }
-    }
-    "spec".to_string()
 }
 
 /// Tests for a spec: one per queue depth of the ladder (or one at `iodepth`), `workers`

@@ -50,7 +50,7 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -60,7 +60,7 @@ impl Rng {
     }
     /// A number below `n` (`n` > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 }
 
@@ -105,7 +105,7 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, seeds: &[(String, Vec<u8>)], dict:
             }
             1 => {
                 let i = rng.below(len + 1);
-                input.insert(i, rng.next() as u8);
+                input.insert(i, rng.next_u64() as u8);
             }
             2 if len > 0 => {
                 let i = rng.below(len);
