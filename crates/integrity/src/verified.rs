@@ -60,7 +60,7 @@ pub fn judge_into(
 /// not read (the check goes on with the next block).
 pub fn judge_read_into(
     tally: &mut Tally,
-    read: Result<&[u8], &io::Error>,
+    read: BlockRead<'_>,
     offset: u64,
     run_id: u64,
     range: (u64, u64),
@@ -248,6 +248,9 @@ pub fn open(
     }
 }
 
+/// A block as [`scan`] read it, or why it could not.
+pub type BlockRead<'a> = Result<&'a [u8], &'a io::Error>;
+
 /// Reads `size` bytes of `file` in large aligned chunks and hands over each block, or the
 /// error of a block that cannot be read (a chunk that fails is read again block by block,
 /// so only the blocks that fail are reported, and the scan goes on); false when `stop`
@@ -260,7 +263,7 @@ pub fn scan(
     bs: usize,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64),
-    each: &mut dyn FnMut(u64, Result<&[u8], &io::Error>),
+    each: &mut dyn FnMut(u64, BlockRead<'_>),
 ) -> Result<bool, String> {
     let chunk = (SCAN_CHUNK / bs).max(1) * bs;
     let mut pool = BufferPool::new(1, chunk);
