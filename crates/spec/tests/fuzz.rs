@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use iolab_spec::iometer::parse_spec;
-use iolab_spec::{parse_duration, parse_size};
+use iolab_spec::{parse_duration, parse_size, SpecError};
 use iolab_testkit::fuzz::{run, Alloc, Fuzz};
 
 #[global_allocator]
@@ -23,17 +23,17 @@ const UNIT_WORDS: &[&str] = &[
     "9", "e9", "-", "+", "\u{0660}",
 ];
 
-#[test]
-fn sizes() {
+/// Fuzzes one option's parser: a refusal names the option and the value as given.
+fn option<T>(name: &str, option: &str, parse: fn(&str, &str) -> Result<T, SpecError>) {
     let f = Fuzz {
-        name: "size",
-        corpus: &corpus("size"),
+        name,
+        corpus: &corpus(name),
         cases: 20000,
         dictionary: UNIT_WORDS,
     };
-    run(&f, |text| match parse_size("--size", text) {
+    run(&f, |text| match parse(option, text) {
         Ok(_) => Ok(()),
-        Err(e) if e.field == "--size" && e.value == text && !e.reason.is_empty() => Ok(()),
+        Err(e) if e.field == option && e.value == text && !e.reason.is_empty() => Ok(()),
         Err(e) => Err(format!(
             "the error does not name the option and value: {e:?}"
         )),
@@ -41,20 +41,13 @@ fn sizes() {
 }
 
 #[test]
+fn sizes() {
+    option("size", "--size", parse_size);
+}
+
+#[test]
 fn durations() {
-    let f = Fuzz {
-        name: "duration",
-        corpus: &corpus("duration"),
-        cases: 20000,
-        dictionary: UNIT_WORDS,
-    };
-    run(&f, |text| match parse_duration("--duration", text) {
-        Ok(_) => Ok(()),
-        Err(e) if e.field == "--duration" && e.value == text && !e.reason.is_empty() => Ok(()),
-        Err(e) => Err(format!(
-            "the error does not name the option and value: {e:?}"
-        )),
-    });
+    option("duration", "--duration", parse_duration);
 }
 
 /// Whether `line` sets `key` (`key = ...`, possibly quoted) or opens it (`[key]`).
