@@ -4,54 +4,15 @@
 
 use std::path::Path;
 
-use iolab_runner::ParseError;
 use iolab_study::{parse, Study, Workload, WorkloadProblem};
 use iolab_testbed::{Kind, StateFile};
 
 use crate::args::{CleanupArgs, StudyArgs};
 use crate::error::CliError;
 
-/// Checks a workload's options with `iolab run`'s own registry: the workload's options
-/// struct parses them and its plan checks them, as a run would before touching anything.
+/// Checks a workload's options with `iolab run`'s own registry.
 fn check_workload(w: &Workload) -> Result<(), WorkloadProblem> {
-    let mut argv: Vec<String> = vec![w.kind.clone()];
-    argv.extend(w.args.iter().cloned());
-    let reg = crate::run_cmd::registry();
-    if reg.find(&w.kind).is_none() {
-        return Err(WorkloadProblem {
-            key: Some("kind".into()),
-            message: format!(
-                "unknown workload '{}' (known: {})",
-                w.kind,
-                reg.names().join(", ")
-            ),
-        });
-    }
-    let key_of = |flag: &str| flag.trim_start_matches('-').replace('-', "_");
-    match reg.parse("iolab run", &argv) {
-        Ok(_) => Ok(()),
-        Err(ParseError::Usage(u)) => Err(WorkloadProblem {
-            key: u.option.as_deref().map(key_of),
-            message: u.to_string(),
-        }),
-        Err(ParseError::Clap(e)) => {
-            let key = e
-                .get(clap::error::ContextKind::InvalidArg)
-                .map(|v| key_of(&v.to_string()))
-                .map(|k| k.split_whitespace().next().unwrap_or("").to_string())
-                .filter(|k| !k.is_empty());
-            let text = e.to_string();
-            let first = text
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim_start_matches("error: ");
-            Err(WorkloadProblem {
-                key,
-                message: format!("not an option of `iolab run {}`: {first}", w.kind),
-            })
-        }
-    }
+    iolab_study::check_workload(&crate::run_cmd::registry(), w)
 }
 
 fn load(file: &Path) -> Result<Study, CliError> {

@@ -119,7 +119,7 @@ pub fn verify(args: VerifyArgs) -> Result<i32, CliError> {
     if report.interrupted {
         return Err(CliError::Interrupted);
     }
-    let code = if report.tally.failures > 0 {
+    let code = if report.tally.failures > 0 || report.appended > 0 {
         EXIT_INTEGRITY
     } else {
         0

@@ -1016,7 +1016,7 @@ fn block_verify_catches_a_range_zeroed_underneath_the_pass() {
 }
 
 #[test]
-fn a_read_error_exits_1_and_names_the_unreadable_block() {
+fn a_read_error_is_a_failure_of_its_block_and_the_check_goes_on() {
     let Some(_serial) = require_devices(&["mkfs.btrfs"]) else {
         return;
     };
@@ -1041,8 +1041,124 @@ fn a_read_error_exits_1_and_names_the_unreadable_block() {
         * 4096;
     write_at(&dev.dev, at + 1000, &[0x5a; 16]);
     let _mounted = Mount::at(&dev.dev, mnt.path(), &[]);
-    let out = sb.iolab(&["verify", "--target", s(&data)]).code(1);
-    out.stderr_has(&["Input/output error", &format!("offset {bad}")]);
+    // The unreadable block is reported (exit 3) and every other block is still checked.
+    let doc = verify(&sb, &data, &[]).code(3).json();
+    let tally = &doc["report"]["tally"];
+    assert_eq!(uint(tally, "checked"), 256, "{tally}");
+    assert_eq!(uint(tally, "failure_count"), 1, "{tally}");
+    let f = failures(&doc);
+    assert_eq!(f[0].0, bad, "{f:?}");
+    assert_eq!(f[0].1, "read-error", "{f:?}");
+    assert!(f[0].2.contains("Input/output error"), "{f:?}");
+}
+
+#[track_caller]
+fn stdout_has(out: &Out, needles: &[&str]) {
+    for n in needles {
+        assert!(out.stdout.contains(n), "stdout lacks {n:?}: {out}");
+    }
+}
+
+/// A kept 256 KiB file of 8 KiB blocks and its sidecar.
+fn kept_data(sb: &Sandbox) -> PathBuf {
+    let data = sb.path("data");
+    let args = ["--size", "256k", "--bs", "8k", "--keep", "--no-store"];
+    run_verify(sb, &data, &args).ok();
+    data
+}
+
+#[test]
+fn a_truncated_file_misses_blocks_and_bytes_appended_after_the_data_are_reported() {
+    let sb = Sandbox::new();
+    let data = kept_data(&sb);
+    verify(&sb, &data, &[]).ok();
+    // Cut to 196 KiB: 24 whole blocks remain, the 8 after them (one cut in half) are
+    // missing, and that is a finding (exit 3), not a usage error.
+    let f = OpenOptions::new().write(true).open(&data).unwrap();
+    f.set_len(196 * 1024).unwrap();
+    let doc = verify(&sb, &data, &[]).code(3).json();
+    let tally = &doc["report"]["tally"];
+    assert_eq!(uint(tally, "checked"), 32, "{tally}");
+    assert_eq!(uint(&tally["classes"], "missing"), 8, "{tally}");
+    assert_eq!(failures(&doc)[0].0, 24 * BS);
+    stdout_has(
+        &sb.iolab(&["verify", "--target", s(&data)]).code(3),
+        &["missing", "ends at byte 200704"],
+    );
+
+    // Whole again, then 100 bytes appended after the data: reported, exit 3.
+    let data = {
+        std::fs::remove_file(&data).unwrap();
+        std::fs::remove_file(sb.path("data.iolab-verify.json")).unwrap();
+        kept_data(&sb)
+    };
+    let f = OpenOptions::new().append(true).open(&data).unwrap();
+    std::io::Write::write_all(&mut &f, &[0x41; 100]).unwrap();
+    let doc = verify(&sb, &data, &[]).code(3).json();
+    assert_eq!(uint(&doc["report"], "appended"), 100, "{doc}");
+    assert_eq!(uint(&doc["report"]["tally"], "failure_count"), 0, "{doc}");
+    stdout_has(
+        &sb.iolab(&["verify", "--target", s(&data)]).code(3),
+        &["Appended: 100 B", "byte 262144", "FAILED"],
+    );
+    // Narrowed with --size, the rest of the file is not the check's business.
+    verify(&sb, &data, &["--size", "64k"]).ok();
+}
+
+#[test]
+fn a_sidecar_that_describes_no_data_or_part_blocks_is_refused() {
+    let sb = Sandbox::new();
+    let data = kept_data(&sb);
+    let side = sb.path("data.iolab-verify.json");
+    let original: Value = serde_json::from_str(&std::fs::read_to_string(&side).unwrap()).unwrap();
+    for (size, says) in [(0u64, "size 0"), (12345, "size 12345: not a whole number")] {
+        let mut doc = original.clone();
+        doc["size"] = size.into();
+        std::fs::write(&side, doc.to_string()).unwrap();
+        sb.iolab(&["verify", "--target", s(&data)])
+            .code(2)
+            .stderr_has(&[s(&side), says]);
+    }
+}
+
+#[test]
+fn blocks_smaller_than_the_devices_sectors_are_refused_by_name() {
+    let Some(_serial) = require_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dev = Loop::with_options(8 * MIB, &["--sector-size", "4096"]);
+    let out = sb
+        .iolab(&[
+            "run",
+            "verify",
+            "--target",
+            dev.s(),
+            "--bs",
+            "512",
+            "--size",
+            "1MiB",
+            "--allow-destroy-device",
+            "--no-store",
+            "--quiet",
+        ])
+        .code(2);
+    out.stderr_has(&["--bs 512", "4096-byte logical sectors"]);
+    assert!(
+        dev.contents().iter().all(|&b| b == 0),
+        "nothing was written"
+    );
+    sb.iolab(&[
+        "verify",
+        "--target",
+        dev.s(),
+        "--run-id",
+        "1",
+        "--bs",
+        "512",
+    ])
+    .code(2)
+    .stderr_has(&["512 bytes", "4096-byte logical sectors"]);
 }
 
 #[test]

@@ -280,6 +280,22 @@ impl Tally {
         }
     }
 
+    /// `n` more checked and found wrong, all of class `class`: the first are described
+    /// (`describe(i)` for the i-th) while there is room, the rest only counted, so a huge
+    /// `n` costs no more than the room.
+    pub fn fail_many(&mut self, n: u64, class: &str, describe: impl Fn(u64) -> Failure) {
+        if n == 0 {
+            return;
+        }
+        let room = self.sample_limit.saturating_sub(self.failure_samples.len()) as u64;
+        for i in 0..n.min(room) {
+            self.failure_samples.push(describe(i));
+        }
+        self.checked += n;
+        self.failures += n;
+        self.count(class, n);
+    }
+
     /// One verdict of class `class`: `ok` counts a pass, anything else a failure, which
     /// `failure` describes only while there is room for it.
     pub fn record(&mut self, ok: bool, class: &str, failure: impl FnOnce() -> Failure) {

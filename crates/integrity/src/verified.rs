@@ -56,6 +56,39 @@ pub fn judge_into(
     });
 }
 
+/// Like [`judge_into`] for a block `scan` read, or a `read-error` failure for one it could
+/// not read (the check goes on with the next block).
+pub fn judge_read_into(
+    tally: &mut Tally,
+    read: BlockRead<'_>,
+    offset: u64,
+    run_id: u64,
+    range: (u64, u64),
+    phase: &str,
+) {
+    match read {
+        Ok(buf) => judge_into(tally, buf, offset, run_id, range, phase),
+        Err(e) => tally.fail(read_failure(
+            offset,
+            expected_text(range.0, range.1),
+            e,
+            phase,
+        )),
+    }
+}
+
+/// The failure of a block that could not be read.
+fn read_failure(offset: u64, expected: String, e: &io::Error, phase: &str) -> Failure {
+    Failure {
+        offset,
+        class: "read-error".into(),
+        expected,
+        found: format!("the block cannot be read: {e}"),
+        phase: phase.to_string(),
+        ..Failure::default()
+    }
+}
+
 /// `<data file>.iolab-verify.json`.
 pub fn sidecar_path(data: &Path) -> PathBuf {
     let mut s = data.as_os_str().to_owned();
@@ -98,7 +131,38 @@ impl Sidecar {
     pub fn read(path: &Path) -> Result<Sidecar, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: not a sidecar: {e}", path.display()))
+        let s: Sidecar = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a sidecar: {e}", path.display()))?;
+        s.check()
+            .map_err(|m| format!("{}: not a usable sidecar: {m}", path.display()))?;
+        Ok(s)
+    }
+
+    /// What a sidecar says must make sense before anything is read by it: a block size
+    /// iolab writes, and a region of whole blocks that is not empty.
+    pub fn check(&self) -> Result<(), String> {
+        let bs = self.block_size;
+        if bs < block::SECTOR as u64 || !bs.is_multiple_of(block::SECTOR as u64) || bs > 64 << 20 {
+            return Err(format!(
+                "block_size {bs}: verified blocks are a multiple of 512 bytes, 512 B .. 64 MiB"
+            ));
+        }
+        if self.size == 0 {
+            return Err("size 0: the sidecar describes no data, so nothing can be checked".into());
+        }
+        if !self.size.is_multiple_of(bs) {
+            return Err(format!(
+                "size {}: not a whole number of its {bs}-byte blocks",
+                self.size
+            ));
+        }
+        if self.generation_writing < self.generation_done {
+            return Err(format!(
+                "generation_writing {} is before generation_done {}",
+                self.generation_writing, self.generation_done
+            ));
+        }
+        Ok(())
     }
 
     /// Replaces the sidecar atomically (a new file, fsynced, renamed over the old one), so
@@ -184,8 +248,14 @@ pub fn open(
     }
 }
 
-/// Reads `size` bytes of `file` in large aligned chunks and hands over each block; false
-/// when `stop` ended it early.
+/// A block as [`scan`] read it, or why it could not.
+pub type BlockRead<'a> = Result<&'a [u8], &'a io::Error>;
+
+/// Reads `size` bytes of `file` in large aligned chunks and hands over each block, or the
+/// error of a block that cannot be read (a chunk that fails is read again block by block,
+/// so only the blocks that fail are reported, and the scan goes on); false when `stop`
+/// ended it early. A read refused as invalid (EINVAL: blocks smaller than the device's
+/// sectors under O_DIRECT) is an error: no block can be read that way.
 pub fn scan(
     file: &File,
     path: &Path,
@@ -193,34 +263,43 @@ pub fn scan(
     bs: usize,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64),
-    each: &mut dyn FnMut(u64, &[u8]),
+    each: &mut dyn FnMut(u64, BlockRead<'_>),
 ) -> Result<bool, String> {
     let chunk = (SCAN_CHUNK / bs).max(1) * bs;
     let mut pool = BufferPool::new(1, chunk);
     let mut off = 0u64;
     let mut last = Instant::now();
+    let invalid = |at: u64, e: &io::Error| {
+        format!(
+            "{}: reading {bs} bytes at offset {at} is refused ({e}): the {bs}-byte blocks do              not fit what the device accepts for direct I/O (a larger logical sector?)",
+            path.display()
+        )
+    };
     while off < size {
         if stop.load(Ordering::Relaxed) {
             return Ok(false);
         }
         let n = (size - off).min(chunk as u64) as usize;
         let buf = &mut pool.slot_mut(0)[..n];
-        if let Err(e) = file.read_exact_at(buf, off) {
-            // Name the block that fails, not the start of the chunk: read it again block by
-            // block up to the first one that does not read.
-            let bad = buf
-                .chunks_exact_mut(bs)
-                .enumerate()
-                .map(|(i, b)| (off + (i * bs) as u64, b))
-                .find_map(|(at, b)| file.read_exact_at(b, at).err().map(|e| (at, e)));
-            let (at, e) = bad.unwrap_or((off, e));
-            return Err(format!(
-                "{}: cannot read the block at offset {at}: {e}",
-                path.display()
-            ));
-        }
-        for (i, b) in buf.chunks_exact(bs).enumerate() {
-            each(off + (i * bs) as u64, b);
+        match file.read_exact_at(buf, off) {
+            Ok(()) => {
+                for (i, b) in buf.chunks_exact(bs).enumerate() {
+                    each(off + (i * bs) as u64, Ok(b));
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Err(invalid(off, &e)),
+            Err(_) => {
+                for (i, b) in buf.chunks_exact_mut(bs).enumerate() {
+                    let at = off + (i * bs) as u64;
+                    match file.read_exact_at(b, at) {
+                        Ok(()) => each(at, Ok(b)),
+                        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                            return Err(invalid(at, &e))
+                        }
+                        Err(e) => each(at, Err(&e)),
+                    }
+                }
+            }
         }
         off += n as u64;
         if last.elapsed() >= PROGRESS_EVERY {
@@ -242,6 +321,11 @@ pub struct Expectation {
     pub generations: Option<(u64, u64)>,
     /// Where this came from, for the report.
     pub source: String,
+    /// Bytes the target holds (fewer than `size`: it was truncated).
+    pub present: u64,
+    /// The region is all the target should hold (a regular file with a sidecar, the region
+    /// not narrowed by --size): bytes after it were appended.
+    pub whole: bool,
 }
 
 /// What the user said on `iolab verify`'s command line.
@@ -264,12 +348,16 @@ pub fn expectation(path: &Path, given: Given) -> Result<Expectation, String> {
     } = given;
     let size = data_size(path)?;
     let side = sidecar_path(path);
-    let mut e = if side.exists() {
+    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    let from_sidecar = side.exists();
+    let mut e = if from_sidecar {
         let s = Sidecar::read(&side)?;
         Expectation {
             run_id: s.run_id,
             block_size: s.block_size,
             size: s.size,
+            present: size,
+            whole: regular && region.is_none(),
             generations: Some((s.generation_done, s.generation_writing)),
             source: format!(
                 "sidecar {}{}",
@@ -293,6 +381,8 @@ pub fn expectation(path: &Path, given: Given) -> Result<Expectation, String> {
                 run_id: h.run_id,
                 block_size: u64::from(h.len),
                 size: size - size % u64::from(h.len),
+                present: size,
+                whole: false,
                 generations: None,
                 source: "the header of the first block".into(),
             },
@@ -300,6 +390,8 @@ pub fn expectation(path: &Path, given: Given) -> Result<Expectation, String> {
                 run_id: r,
                 block_size: b,
                 size: size - size % b,
+                present: size,
+                whole: false,
                 generations: None,
                 source: "--run-id and --bs".into(),
             },
@@ -339,13 +431,28 @@ pub fn expectation(path: &Path, given: Given) -> Result<Expectation, String> {
                 e.block_size
             ));
         }
+        if from_sidecar && r > e.size {
+            return Err(format!(
+                "--size {r}: {} says the data is {} bytes",
+                e.source, e.size
+            ));
+        }
         e.size = r;
     }
-    if e.size > size {
+    // A region the sidecar describes that the target no longer holds is a finding of the
+    // check (missing blocks), not a usage error; a region asked for with --size is.
+    if e.size > size && !(from_sidecar && region.is_none()) {
         return Err(format!(
             "--target {}: holds {size} bytes, fewer than the {} to check",
             path.display(),
             e.size
+        ));
+    }
+    if e.size == 0 {
+        return Err(format!(
+            "--target {}: holds {size} bytes, not one whole {}-byte block: nothing to check",
+            path.display(),
+            e.block_size
         ));
     }
     if e.block_size < block::SECTOR as u64 || !e.block_size.is_multiple_of(block::SECTOR as u64) {
@@ -355,6 +462,41 @@ pub fn expectation(path: &Path, given: Given) -> Result<Expectation, String> {
         ));
     }
     Ok(e)
+}
+
+/// The logical sector of the device under `path` (a block device, or the device that holds
+/// a regular file's filesystem): direct I/O must come in multiples of it. None when it
+/// cannot be told (a filesystem without one device, such as tmpfs or btrfs on several).
+pub fn logical_sector(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    let dev = if m.file_type().is_block_device() {
+        m.rdev()
+    } else {
+        m.dev()
+    };
+    let (maj, min) = (libc::major(dev), libc::minor(dev));
+    ["queue", "../queue"].iter().find_map(|q| {
+        std::fs::read_to_string(format!("/sys/dev/block/{maj}:{min}/{q}/logical_block_size"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// Refuses direct I/O in `bs`-byte blocks on a device whose logical sector does not divide
+/// them (the kernel would answer every read or write with EINVAL).
+pub fn check_direct_block_size(path: &Path, bs: u64) -> Result<(), String> {
+    match logical_sector(path) {
+        Some(sector) if sector > 0 && !bs.is_multiple_of(sector) => Err(format!(
+            "blocks of {bs} bytes: {} is on a device with {sector}-byte logical sectors, and \
+             direct I/O comes in whole sectors; use a block size that is a multiple of \
+             {sector}",
+            path.display()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Size of a regular file or block device.
@@ -411,6 +553,10 @@ pub struct CheckReport {
     /// Acknowledged writes not found (stale, zeroed or torn): durability failures.
     pub lost_acked: u64,
     pub interrupted: bool,
+    /// Bytes after the region in a file that should end with it (a failure).
+    pub appended: u64,
+    /// The region checked against, in bytes.
+    pub region: u64,
     /// Something the reader of the report should know (e.g. the target was identified by
     /// its content, not by the device and inode the journal recorded).
     pub note: Option<String>,
@@ -460,18 +606,35 @@ impl CheckReport {
                 r.in_flight, r.in_flight_new, r.in_flight_old, r.in_flight_torn
             ));
         }
-        if t.failures > 0 {
-            out.push_str("Failures:\n");
-            out.push_str(&t.failure_lines());
+        if r.appended > 0 {
             out.push_str(&format!(
-                "Result:   FAILED: {} block(s) do not hold what was written{} (exit 3)\n",
+                "Appended: {} after the end of the data at byte {}, which the sidecar says \
+                 the file ends with\n",
+                iolab_spec::format_bytes(r.appended),
+                r.region
+            ));
+        }
+        if t.failures > 0 || r.appended > 0 {
+            if t.failures > 0 {
+                out.push_str("Failures:\n");
+                out.push_str(&t.failure_lines());
+            }
+            out.push_str(&format!(
+                "Result:   FAILED: {} block(s) do not hold what was written{}{} (exit 3)\n",
                 t.failures,
                 if r.lost_acked > 0 {
                     format!(", {} of them lost acknowledged writes", r.lost_acked)
                 } else {
                     String::new()
+                },
+                if r.appended > 0 {
+                    format!("; {} bytes were appended", r.appended)
+                } else {
+                    String::new()
                 }
             ));
+        } else if t.checked == 0 {
+            out.push_str("Result:   nothing was checked\n");
         } else {
             out.push_str("Result:   OK: every checked block holds what was written\n");
         }
@@ -524,20 +687,45 @@ pub fn check_file(
     progress: &mut dyn FnMut(u64),
 ) -> Result<CheckReport, CheckError> {
     let (file, direct) = open(path, false, true, true).map_err(CheckError::Input)?;
+    if direct {
+        check_direct_block_size(path, e.block_size)
+            .map_err(|m| CheckError::Input(format!("{m} ({})", e.source)))?;
+    }
     let (lo, hi) = e.generations.unwrap_or((1, u64::MAX));
     let bs = e.block_size as usize;
     let mut tally = block_tally();
     let t = Instant::now();
-    let finished = scan(&file, path, e.size, bs, stop, progress, &mut |off, b| {
-        judge_into(&mut tally, b, off, e.run_id, (lo, hi), "verify")
+    // Blocks the target still holds in whole are read; the rest of the region is missing.
+    let held = e.present.min(e.size);
+    let readable = held - held % e.block_size;
+    let finished = scan(&file, path, readable, bs, stop, progress, &mut |off, b| {
+        judge_read_into(&mut tally, b, off, e.run_id, (lo, hi), "verify")
     })
-    .map_err(CheckError::Io)?;
+    .map_err(CheckError::Input)?;
+    let missing = (e.size - readable) / e.block_size;
+    if finished {
+        tally.fail_many(missing, "missing", |i| Failure {
+            offset: readable + i * e.block_size,
+            class: "missing".into(),
+            expected: expected_text(lo, hi),
+            found: format!("not there: the target ends at byte {}", e.present),
+            phase: "verify".into(),
+            ..Failure::default()
+        });
+    }
+    let appended = if e.whole {
+        e.present.saturating_sub(e.size)
+    } else {
+        0
+    };
     Ok(CheckReport {
         tally,
-        bytes: e.size,
+        bytes: readable,
         seconds: t.elapsed().as_secs_f64(),
         direct,
         interrupted: !finished,
+        appended,
+        region: e.size,
         ..Default::default()
     })
 }
@@ -603,75 +791,94 @@ pub fn check_with_journal(
     let mut r = CheckReport {
         direct,
         bytes: j.region,
+        region: j.region,
         note,
         ..Default::default()
     };
     let t = Instant::now();
-    let finished = scan(&file, path, j.region, bs, stop, progress, &mut |off, b| {
-        let h = j.blocks[(off / j.block_size) as usize];
-        if h.intended == 0 {
-            return;
-        }
-        let v = judge(b, off, j.run_id, h.acked, h.intended);
-        let lost = h.acked > 0
-            && match &v {
-                Verdict::Stale { found, .. } => *found < h.acked,
-                Verdict::Zeroed => true,
-                // `Torn` names only the first change; a tear can hold more than two
-                // generations (new, acked, then zeros), so every sector is looked at.
-                Verdict::Torn { .. } => !h.in_flight() || torn_generations(b).any(|g| g < h.acked),
-                _ => false,
-            };
-        if h.acked > 0 {
-            r.acked += 1;
-        }
-        if h.in_flight() && !lost {
-            match v {
-                Verdict::Ok { generation } => {
-                    r.in_flight += 1;
-                    if generation == h.intended {
-                        r.in_flight_new += 1;
-                    } else {
-                        r.in_flight_old += 1;
-                    }
-                    r.tally.pass(1);
-                    return;
-                }
-                Verdict::Torn { .. } => {
-                    r.in_flight += 1;
-                    r.in_flight_torn += 1;
-                    r.tally.pass(1);
-                    return;
-                }
-                _ => {}
+    let finished = scan(
+        &file,
+        path,
+        j.region,
+        bs,
+        stop,
+        progress,
+        &mut |off, read| {
+            let h = j.blocks[(off / j.block_size) as usize];
+            if h.intended == 0 {
+                return;
             }
-        }
-        if v.is_ok() {
-            r.tally.pass(1);
-            return;
-        }
-        if lost {
-            r.lost_acked += 1;
-        }
-        r.tally.fail(Failure {
-            offset: off,
-            class: if lost { "lost-ack" } else { v.class() }.into(),
-            expected: if h.in_flight() {
-                format!(
-                    "acknowledged generation {}, or {} in flight",
-                    h.acked, h.intended
-                )
-            } else {
-                format!("acknowledged generation {}", h.acked)
-            },
-            found: v.to_string(),
-            phase: "verify".into(),
-            acked_before_end_s: (h.acked > 0)
-                .then(|| round6(j.last_ns.saturating_sub(h.acked_ns) as f64 / 1e9)),
-            ..Failure::default()
-        });
-    })
-    .map_err(CheckError::Io)?;
+            let b = match read {
+                Ok(b) => b,
+                Err(e) => {
+                    let expected = format!("acknowledged generation {}", h.acked);
+                    r.tally.fail(read_failure(off, expected, e, "verify"));
+                    return;
+                }
+            };
+            let v = judge(b, off, j.run_id, h.acked, h.intended);
+            let lost = h.acked > 0
+                && match &v {
+                    Verdict::Stale { found, .. } => *found < h.acked,
+                    Verdict::Zeroed => true,
+                    // `Torn` names only the first change; a tear can hold more than two
+                    // generations (new, acked, then zeros), so every sector is looked at.
+                    Verdict::Torn { .. } => {
+                        !h.in_flight() || torn_generations(b).any(|g| g < h.acked)
+                    }
+                    _ => false,
+                };
+            if h.acked > 0 {
+                r.acked += 1;
+            }
+            if h.in_flight() && !lost {
+                match v {
+                    Verdict::Ok { generation } => {
+                        r.in_flight += 1;
+                        if generation == h.intended {
+                            r.in_flight_new += 1;
+                        } else {
+                            r.in_flight_old += 1;
+                        }
+                        r.tally.pass(1);
+                        return;
+                    }
+                    Verdict::Torn { .. } => {
+                        r.in_flight += 1;
+                        r.in_flight_torn += 1;
+                        r.tally.pass(1);
+                        return;
+                    }
+                    _ => {}
+                }
+            }
+            if v.is_ok() {
+                r.tally.pass(1);
+                return;
+            }
+            if lost {
+                r.lost_acked += 1;
+            }
+            r.tally.fail(Failure {
+                offset: off,
+                class: if lost { "lost-ack" } else { v.class() }.into(),
+                expected: if h.in_flight() {
+                    format!(
+                        "acknowledged generation {}, or {} in flight",
+                        h.acked, h.intended
+                    )
+                } else {
+                    format!("acknowledged generation {}", h.acked)
+                },
+                found: v.to_string(),
+                phase: "verify".into(),
+                acked_before_end_s: (h.acked > 0)
+                    .then(|| round6(j.last_ns.saturating_sub(h.acked_ns) as f64 / 1e9)),
+                ..Failure::default()
+            });
+        },
+    )
+    .map_err(CheckError::Input)?;
     r.seconds = t.elapsed().as_secs_f64();
     r.interrupted = !finished;
     Ok(r)
@@ -729,6 +936,8 @@ impl Stamper {
             size: len - len % self.granule as u64,
             generations: Some((1, 1)),
             source: "the workload".into(),
+            present: len,
+            whole: false,
         };
         let r = check_file(path, &e, &AtomicBool::new(false), &mut |_| {})
             .map_err(|e| e.to_string())?;

@@ -3,6 +3,7 @@
 //! over a queue-depth ladder (1, 2, 4, ... 64).
 
 use serde::Deserialize;
+use toml::Spanned;
 
 use crate::job::{AccessLine, JobSpec, Rw, TestSpec};
 use crate::units::{parse_size, SpecError};
@@ -60,12 +61,12 @@ struct SpecFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LineFile {
-    share: u8,
-    size: String,
-    read: u8,
-    random: u8,
+    share: Spanned<u8>,
+    size: Spanned<String>,
+    read: Spanned<u8>,
+    random: Spanned<u8>,
     #[serde(default)]
-    align: Option<String>,
+    align: Option<Spanned<String>>,
 }
 
 /// Parses a TOML access specification:
@@ -78,51 +79,82 @@ struct LineFile {
 /// random = 100                    # percent random
 /// align = "4k"                    # optional, default min(size, 4 KiB)
 /// ```
-/// Errors name the file, the line and the key.
+/// Errors name the file, the line and the key: `SpecError { field, value: "FILE:LINE" }`.
 pub fn parse_spec(file: &str, text: &str) -> Result<(Option<String>, Vec<AccessLine>), SpecError> {
-    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    let line_of = |offset: usize| {
+        let end = offset.min(text.len());
+        // A span may fall inside a multi-byte character of a lossy-decoded input.
+        let end = (0..=end)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        text[..end].matches('\n').count() + 1
+    };
+    let at = |offset: usize| format!("{file}:{}", line_of(offset));
     let parsed: SpecFile = toml::from_str(text).map_err(|e| {
-        let at = e
-            .span()
-            .map(|s| format!(":{}", line_of(s.start)))
-            .unwrap_or_default();
-        SpecError::new("spec", format!("{file}{at}"), e.message().to_string())
+        let line = e.span().map_or(1, |s| line_of(s.start));
+        let field = crate::tomlkey::key_at(e.message(), text, line)
+            .map_or("spec".to_string(), |k| {
+                k.rsplit('.').next().unwrap_or(&k).to_string()
+            });
+        SpecError::new(
+            &field,
+            format!("{file}:{line}"),
+            e.message().trim().to_string(),
+        )
     })?;
-    // Locate each [[line]] table for error messages.
-    let starts: Vec<usize> = text
-        .match_indices("[[line]]")
-        .map(|(i, _)| line_of(i))
-        .collect();
     let mut lines = Vec::new();
-    for (i, l) in parsed.line.iter().enumerate() {
-        let at = format!("{file}:{}", starts.get(i).copied().unwrap_or(0));
-        let size = parse_size("size", &l.size)
-            .map_err(|e| SpecError::new("size", at.clone(), e.reason))?;
+    for l in &parsed.line {
+        let size = parse_size("size", l.size.get_ref())
+            .map_err(|e| SpecError::new("size", at(l.size.span().start), e.reason))?;
         let align = match &l.align {
-            Some(a) => {
-                parse_size("align", a).map_err(|e| SpecError::new("align", at.clone(), e.reason))?
-            }
+            Some(a) => parse_size("align", a.get_ref())
+                .map_err(|e| SpecError::new("align", at(a.span().start), e.reason))?,
             None => size.min(4 * K),
         };
+        for (key, v) in [
+            ("read", &l.read),
+            ("random", &l.random),
+            ("share", &l.share),
+        ] {
+            if *v.get_ref() > 100 {
+                return Err(SpecError::new(
+                    key,
+                    at(v.span().start),
+                    format!("{} is not a percentage (0 to 100)", v.get_ref()),
+                ));
+            }
+        }
         let al = AccessLine {
-            share: l.share,
+            share: *l.share.get_ref(),
             size,
-            read_pct: l.read,
-            random_pct: l.random,
+            read_pct: *l.read.get_ref(),
+            random_pct: *l.random.get_ref(),
             align,
         };
         let mut check = JobSpec::new(Rw::RandRw, size.max(512), 1, 1);
         check.access = vec![AccessLine { share: 100, ..al }];
-        check
-            .validate()
-            .map_err(|e| SpecError::new(&e.field, at.clone(), e.reason))?;
+        check.validate().map_err(|e| {
+            let span = match e.field.as_str() {
+                "align" => l.align.as_ref().map_or(l.size.span(), |a| a.span()),
+                _ => l.size.span(),
+            };
+            let field = if e.field == "align" && l.align.is_some() {
+                "align"
+            } else {
+                "size"
+            };
+            SpecError::new(field, at(span.start), e.reason)
+        })?;
         lines.push(al);
     }
     let total: u32 = lines.iter().map(|l| l.share as u32).sum();
     if total != 100 {
+        // Point at the first share (or the top of the file when there is no line).
+        let first = parsed.line.first().map_or(0, |l| l.share.span().start);
         return Err(SpecError::new(
             "share",
-            file,
+            at(first),
             format!("the shares add up to {total}, not 100"),
         ));
     }
@@ -200,7 +232,20 @@ mod tests {
             .contains("90"));
         let bad_size = ok.replace("size = \"64k\"", "size = \"64q\"");
         let e = parse_spec("m.toml", &bad_size).unwrap_err();
-        assert_eq!((e.field.as_str(), e.value.as_str()), ("size", "m.toml:8"));
+        // The field's own line, not the [[line]] header (line 8).
+        assert_eq!((e.field.as_str(), e.value.as_str()), ("size", "m.toml:10"));
+        let e = parse_spec("m.toml", &bad_share).unwrap_err();
+        assert_eq!((e.field.as_str(), e.value.as_str()), ("share", "m.toml:3"));
+        // Each field's refusal points at its own line.
+        for (from, to, field, at) in [
+            ("read = 0", "read = 300", "read", "m.toml:11"),
+            ("random = 0", "random = 101", "random", "m.toml:12"),
+            ("align = \"64k\"", "align = \"3\"", "align", "m.toml:13"),
+            ("name = \"mail\"", "name = 3", "name", "m.toml:1"),
+        ] {
+            let e = parse_spec("m.toml", &ok.replace(from, to)).unwrap_err();
+            assert_eq!((e.field.as_str(), e.value.as_str()), (field, at), "{to}");
+        }
         let unknown = ok.replace("random = 0", "randum = 0");
         let e = parse_spec("m.toml", &unknown).unwrap_err();
         assert_eq!(e.value, "m.toml:12");

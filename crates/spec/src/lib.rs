@@ -7,6 +7,7 @@ pub mod fio;
 pub mod iometer;
 mod job;
 mod presets;
+pub mod tomlkey;
 mod units;
 
 pub use job::{

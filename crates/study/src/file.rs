@@ -170,7 +170,8 @@ impl Source<'_> {
     fn err(&self, span: Option<Range<usize>>, key: &str, message: impl Into<String>) -> StudyError {
         StudyError {
             file: self.file.to_string(),
-            line: span.map(|s| self.line_of(s.start)),
+            // A problem of the whole file (no workload, say) is reported at its first line.
+            line: Some(span.map_or(1, |s| self.line_of(s.start))),
             key: key.to_string(),
             message: message.into(),
         }
@@ -281,11 +282,16 @@ pub fn parse(
 ) -> Result<Study, StudyError> {
     let src = Source { file, text };
     let raw: Raw = toml::from_str(text).map_err(|e| {
-        let key = quoted(e.message())
-            .filter(|_| e.message().starts_with("unknown field"))
-            .unwrap_or("")
-            .to_string();
-        src.err(e.span(), &key, e.message().trim().to_string())
+        // A syntax error has no key; a type error names the key on its line.
+        let mut err = src.err(e.span(), "", e.message().trim().to_string());
+        if text.parse::<Table>().is_ok() {
+            let line = *err.line.get_or_insert(1);
+            err.key = iolab_spec::tomlkey::key_at(e.message(), text, line)
+                .unwrap_or_else(|| "study".to_string());
+        } else if err.line.is_none() {
+            err.line = Some(1);
+        }
+        err
     })?;
 
     let name = match &raw.name {
@@ -588,15 +594,18 @@ fn configurations(src: &Source<'_>, raw: &Raw) -> Result<Vec<Config>, StudyError
                 locate(&key, format!("{message} (configuration '{label}')"))
             })?;
             if let Some(prev) = configs.iter().find(|c| c.label == label) {
-                return Err(src.err(
-                    None,
-                    "config.label",
-                    format!(
-                        "two configurations are labelled '{label}' (lines {} and {}); labels \
+                return Err(StudyError {
+                    line: Some(base.line),
+                    ..src.err(
+                        None,
+                        "config.label",
+                        format!(
+                            "two configurations are labelled '{label}' (lines {} and {}); labels \
                          must be unique",
-                        prev.line, base.line
-                    ),
-                ));
+                            prev.line, base.line
+                        ),
+                    )
+                });
             }
             configs.push(Config {
                 label,
@@ -617,7 +626,9 @@ fn testbed_spec(table: &Table) -> Result<TestbedSpec, (String, String)> {
         Ok(s) => Ok(s),
         Err(e) => {
             let message = e.message().trim().to_string();
-            if let Some(k) = quoted(&message).filter(|_| message.starts_with("unknown field")) {
+            let named =
+                message.starts_with("unknown field") || message.starts_with("missing field");
+            if let Some(k) = quoted(&message).filter(|_| named) {
                 return Err((k.to_string(), message));
             }
             // The message does not say which key: try each key alone (with `kind`).

@@ -10,10 +10,11 @@
 //! runs the workloads as child `iolab run`s and prints the comparison (iolab-report). The
 //! file format is described in `docs/studies.md`.
 //!
-//! Modules: `file` (the TOML shape, spans and errors), `matrix` (merging tables and the
+//! Modules: `check` (a workload's options through `iolab run`'s registry), `file` (the TOML shape, spans and errors), `matrix` (merging tables and the
 //! cartesian expansion), `schedule` (interleaved or grouped order), `plan` (`--dry-run`
 //! and `--list-testbeds`), `run` (building, running, tearing down, comparing).
 
+mod check;
 mod error;
 mod file;
 mod matrix;
@@ -21,6 +22,7 @@ pub mod plan;
 pub mod run;
 mod schedule;
 
+pub use check::check_workload;
 pub use error::StudyError;
 pub use file::{parse, Config, Order, Study, Workload, WorkloadProblem, RESERVED_OPTIONS};
 pub use matrix::{expand, merge_tables, set_dotted, value_text};

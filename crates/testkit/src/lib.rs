@@ -10,10 +10,12 @@
 //! - [`dev`]: [`Loop`], [`Mount`], [`Cgroup`], [`QueueSetting`], [`device_lock`].
 //! - [`scratch`]: [`scratch_dir`] (on the build directory's filesystem, not a tmpfs).
 //! - [`iolab`]: [`Sandbox`] and [`Out`], for running the built binary.
+//! - [`fuzz`]: a bounded mutation loop over a corpus for the text parsers.
 //! - [`json`] and [`data`]: field access that names what is missing; reproducible bytes.
 
 pub mod data;
 pub mod dev;
+pub mod fuzz;
 pub mod iolab;
 pub mod json;
 pub mod scratch;

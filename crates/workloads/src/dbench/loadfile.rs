@@ -581,10 +581,11 @@ impl Parser {
 
     fn finish(mut self) -> Result<Loadfile, LoadfileError> {
         if self.entries.is_empty() {
+            // Reported at line 1, as every refusal names FILE:LINE.
             return Err(LoadfileError {
                 file: self.file,
-                line: None,
-                reason: "no operations in the loadfile".into(),
+                line: Some(1),
+                reason: "no operations in the loadfile (only blank lines and comments)".into(),
                 text: None,
             });
         }

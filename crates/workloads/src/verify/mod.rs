@@ -18,7 +18,7 @@ use iolab_engine::buffers::BufferPool;
 use iolab_integrity::block;
 use iolab_integrity::journal::{JournalWriter, Kind};
 use iolab_integrity::verified::{
-    block_tally, judge_into, open, scan, sidecar_path, Sidecar, SIDECAR_TMP_SUFFIX,
+    block_tally, judge_into, judge_read_into, open, scan, sidecar_path, Sidecar, SIDECAR_TMP_SUFFIX,
 };
 use iolab_integrity::{Failure, Tally};
 use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord};
@@ -482,7 +482,7 @@ pub fn run(
                 stop,
                 &mut |n| progress(&label, n),
                 &mut |off, b| {
-                    judge_into(
+                    judge_read_into(
                         &mut after,
                         b,
                         off,

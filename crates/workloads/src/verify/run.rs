@@ -1,6 +1,7 @@
 //! `iolab run verify`: its options, their checks, and the verified-write run as a stored
 //! run (the writer is this folder's `mod.rs`, the checks are iolab-integrity's).
 
+use std::path::Path;
 use std::time::Duration;
 
 use clap::Args;
@@ -212,6 +213,28 @@ impl Job for VerifyJob {
             safety.allow_destroy_device,
         )
         .map_err(|m| RunError::Usage(UsageError::option("target", m)))?;
+        if cfg.direct {
+            // Checked on the target itself (for a new file: the directory it goes in).
+            let at = if target.path.exists() {
+                target.path.clone()
+            } else {
+                target
+                    .path
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default()
+            };
+            if let Err(m) = iolab_integrity::verified::check_direct_block_size(&at, cfg.bs as u64) {
+                // Nothing was written; a file made for the run goes again.
+                for what in target.cleanup() {
+                    ctx.left_behind(what);
+                }
+                return Err(RunError::Usage(UsageError::option(
+                    "bs",
+                    format!("--bs {}: {m} (or --buffered)", cfg.bs),
+                )));
+            }
+        }
         // A journal describes the data: both stay for `iolab verify --journal`.
         target.keep = keep || cfg.journal.is_some() || !target.created;
         cfg.size = target.size - target.size % cfg.bs as u64;

@@ -1,0 +1,133 @@
+//! Fuzzes the spec crate's user-text parsers (sizes, durations, Iometer specs) over the
+//! corpus in tests/corpus/: no input panics or allocates without bound, and every rejection
+//! names what it refuses (the option and value; for a spec file FILE:LINE and the field,
+//! on the line that holds it).
+
+use std::path::Path;
+
+use iolab_spec::iometer::parse_spec;
+use iolab_spec::{parse_duration, parse_size, SpecError};
+use iolab_testkit::fuzz::{run, Alloc, Fuzz};
+
+#[global_allocator]
+static A: Alloc = Alloc;
+
+fn corpus(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name)
+}
+
+const UNIT_WORDS: &[&str] = &[
+    "k", "KiB", "MB", "g", "t", "TiB", "b", "ms", "us", "s", "m", "min", "h", "sec", ".", " ", "0",
+    "9", "e9", "-", "+", "\u{0660}",
+];
+
+/// Fuzzes one option's parser: a refusal names the option and the value as given.
+fn option<T>(name: &str, option: &str, parse: fn(&str, &str) -> Result<T, SpecError>) {
+    let f = Fuzz {
+        name,
+        corpus: &corpus(name),
+        cases: 20000,
+        dictionary: UNIT_WORDS,
+    };
+    run(&f, |text| match parse(option, text) {
+        Ok(_) => Ok(()),
+        Err(e) if e.field == option && e.value == text && !e.reason.is_empty() => Ok(()),
+        Err(e) => Err(format!(
+            "the error does not name the option and value: {e:?}"
+        )),
+    });
+}
+
+#[test]
+fn sizes() {
+    option("size", "--size", parse_size);
+}
+
+#[test]
+fn durations() {
+    option("duration", "--duration", parse_duration);
+}
+
+/// Whether `line` sets `key` (`key = ...`, possibly quoted) or opens it (`[key]`).
+fn sets(line: &str, key: &str) -> bool {
+    let t = line.trim_start();
+    let header = t.trim_start_matches('[').trim();
+    if t.starts_with('[') && header.strip_prefix(key).is_some_and(|r| r.starts_with(']')) {
+        return true;
+    }
+    let t = t.trim_start_matches('"');
+    t.strip_prefix(key)
+        .map(|rest| rest.trim_start_matches('"').trim_start().starts_with('='))
+        .unwrap_or(false)
+}
+
+#[test]
+fn iometer_specs() {
+    let f = Fuzz {
+        name: "iometer",
+        corpus: &corpus("iometer"),
+        cases: 8000,
+        dictionary: &[
+            "[[line]]\n",
+            "share = ",
+            "size = ",
+            "read = ",
+            "random = ",
+            "align = ",
+            "name = ",
+            "\"4k\"",
+            "\"1t\"",
+            "100",
+            "256",
+            "\n",
+            "[",
+            "]",
+            "\"",
+            "=",
+            "{",
+            "}",
+            "#",
+        ],
+    };
+    run(&f, |text| {
+        let Err(e) = parse_spec("spec.toml", text) else {
+            return Ok(());
+        };
+        let line: usize = e
+            .value
+            .strip_prefix("spec.toml:")
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("the error names no FILE:LINE: {e:?}"))?;
+        let lines: Vec<&str> = text.split('\n').collect();
+        if line == 0 || line > lines.len() {
+            return Err(format!("line {line} is not in the file: {e:?}"));
+        }
+        if e.field.is_empty() || e.reason.is_empty() {
+            return Err(format!("the error names no field: {e:?}"));
+        }
+        // A well-formed TOML document is refused for a field: name it, on its own line
+        // when the field is written in the file.
+        if text.parse::<toml::Table>().is_ok() {
+            if e.field == "spec" {
+                return Err(format!(
+                    "a valid TOML document refused without a field: {e:?}"
+                ));
+            }
+            // (A missing field points at its table.)
+            let written =
+                !e.reason.starts_with("missing field") && lines.iter().any(|l| sets(l, &e.field));
+            // The line, or the key line above it whose value continues onto it.
+            let holder = lines[..line]
+                .iter()
+                .rev()
+                .find(|l| l.contains('=') || l.trim_start().starts_with('['))
+                .unwrap_or(&lines[line - 1]);
+            if written && !sets(holder, &e.field) {
+                return Err(format!("line {line} does not set '{}': {e:?}", e.field));
+            }
+        }
+        Ok(())
+    });
+}
