@@ -26,6 +26,11 @@ pub const MAX_BUFFER_BYTES: u64 = 4 << 30;
 pub trait PassObserver: Sync {
     /// Called about every 100 ms with the bytes completed so far in this pass.
     fn tick(&self, bytes: u64, elapsed: Duration);
+    /// Called once when the counted part of the pass begins (after the ramp).
+    fn measuring(&self) {}
+    /// Called once at the deadline of a pass that stops counting there (a time-based pass
+    /// without `end_fsync`), while its last I/Os drain uncounted.
+    fn deadline(&self) {}
 }
 
 impl PassObserver for () {
@@ -193,12 +198,32 @@ pub fn run_pass_with_clock<C: Clock>(
             );
         }
         barrier.wait();
-        // CPU use is measured over the counted part of the pass only.
-        std::thread::sleep(settings.ramp);
+        // CPU use is measured over the counted part of the pass only. The ramp is waited
+        // out in short steps so a stop request ends it at once.
+        let ramp_end = Instant::now() + settings.ramp;
+        while !stop.load(Ordering::Relaxed) {
+            let left = ramp_end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(20)));
+        }
+        observer.measuring();
         let cpu_start = CpuSample::now();
         let t0 = Instant::now();
+        let mut deadline = (!job.end_fsync).then(|| t0 + duration);
         while !handles.iter().all(|h| h.is_finished()) {
-            std::thread::sleep(Duration::from_millis(50));
+            let mut nap = Duration::from_millis(50);
+            if let Some(d) = deadline {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    observer.deadline();
+                    deadline = None;
+                } else {
+                    nap = nap.min(left);
+                }
+            }
+            std::thread::sleep(nap);
             let bytes: u64 = progress.iter().map(|p| p.load(Ordering::Relaxed)).sum();
             observer.tick(bytes, t0.elapsed());
         }

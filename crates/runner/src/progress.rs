@@ -1,13 +1,16 @@
 //! The progress bar: current test and pass, live MB/s, and the ETA of the whole run.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use iolab_engine::PassObserver;
-use iolab_measure::MB;
+use iolab_measure::{ActivitySample, MB};
 
 pub struct Progress {
     bar: ProgressBar,
+    /// Put before every pass's label (`run 2/5 `, for `--repeat`).
+    tag: String,
 }
 
 impl Progress {
@@ -22,11 +25,19 @@ impl Progress {
             },
         );
         bar.set_style(
-            ProgressStyle::with_template("{prefix:<28} [{bar:24}] {msg:>14}  ETA {eta}")
+            ProgressStyle::with_template("{prefix:<36} [{bar:24}] {msg:>14}  ETA {eta}")
                 .expect("valid template")
                 .progress_chars("=> "),
         );
-        Progress { bar }
+        Progress {
+            bar,
+            tag: String::new(),
+        }
+    }
+
+    /// Puts `tag` before every pass's label.
+    pub fn set_tag(&mut self, tag: String) {
+        self.tag = tag;
     }
 
     /// Sets the planned time the bar (and its ETA) measures.
@@ -40,13 +51,14 @@ impl Progress {
 
     /// Observer for one pass that started at `base` of the planned time.
     pub fn pass(&self, label: String, base: Duration, planned: Duration) -> PassProgress<'_> {
-        self.bar.set_prefix(label);
+        self.bar.set_prefix(format!("{}{label}", self.tag));
         self.bar.set_message("");
         self.bar.set_position(base.as_millis() as u64);
         PassProgress {
             bar: &self.bar,
             base,
             planned,
+            counted: Mutex::new((None, None)),
         }
     }
 
@@ -74,6 +86,21 @@ pub struct PassProgress<'a> {
     bar: &'a ProgressBar,
     base: Duration,
     planned: Duration,
+    /// Device and CPU activity when the counted part of the pass began (after the ramp)
+    /// and when it ended (at the deadline, before the last I/Os drain): iolab's own ramp
+    /// and drained I/O are not taken for someone else's.
+    counted: Mutex<(Option<ActivitySample>, Option<ActivitySample>)>,
+}
+
+impl PassProgress<'_> {
+    /// The activity samples taken when counting began and, for a pass cut at its
+    /// deadline, when it ended; `None` for what the pass never got to.
+    pub fn counted_samples(&self) -> (Option<ActivitySample>, Option<ActivitySample>) {
+        self.counted
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or((None, None))
+    }
 }
 
 impl PassObserver for PassProgress<'_> {
@@ -83,5 +110,17 @@ impl PassObserver for PassProgress<'_> {
             .set_position((self.base + elapsed.min(self.planned)).as_millis() as u64);
         self.bar
             .set_message(format!("{:.1} MB/s", bytes as f64 / MB / secs));
+    }
+
+    fn measuring(&self) {
+        if let Ok(mut s) = self.counted.lock() {
+            s.0 = Some(ActivitySample::now());
+        }
+    }
+
+    fn deadline(&self) {
+        if let Ok(mut s) = self.counted.lock() {
+            s.1 = Some(ActivitySample::now());
+        }
     }
 }

@@ -84,6 +84,7 @@ fn until_stable_stops_at_max_runs_when_the_rule_cannot_be_met() {
         pct: 1e-9,
         max_runs: 5,
         max_time: Duration::from_secs(3600),
+        budget: None,
     };
     let r = run(plan(3, 0, Some(u)), false).run.unwrap();
     for t in &r.tests {
