@@ -34,7 +34,7 @@ pub struct CommonArgs {
     pub quiet: bool,
     /// Run the whole workload N times (every test, then all again), each repetition stored
     /// as its own run under one label, then summarise each test across the N runs.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub repeat: Option<String>,
     /// Set by `iolab study` for the runs it starts: the study's name.
     #[arg(long, hide = true, requires = "config")]
