@@ -136,7 +136,7 @@ for t in doc["tests"]:
           % (t["name"], s["mb_s"], s["iops"], ci, n, why))
 used = [n for n in doc["notes"] if n.startswith("adaptive passes used")]
 if used:
-    print("    " + used[0][:150])
+    print("    " + used[0])
 print("VERDICT %d %d %d %.2f %d" % (len(doc["tests"]), within, honest, worst, passes))
 EOF
 }

@@ -82,6 +82,25 @@ fn codes(doc: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `iolab run custom` on `dev` at queue depth 4: `rest` starts with the --rw, --bs, --runs
+/// and --duration values, then any other options.
+fn custom_on<'a>(dev: &'a Loop, rest: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "run",
+        "custom",
+        "--iodepth",
+        "4",
+        "--target",
+        dev.s(),
+        "--quiet",
+    ];
+    for (flag, value) in ["--rw", "--bs", "--runs", "--duration"].iter().zip(rest) {
+        v.extend_from_slice(&[flag, value]);
+    }
+    v.extend_from_slice(&rest[4..]);
+    v
+}
+
 #[test]
 fn a_throttles_start_up_burst_is_not_counted_without_any_ramp_option() {
     let Some(_lock) = devices_and_blkio() else {
@@ -90,26 +109,10 @@ fn a_throttles_start_up_burst_is_not_counted_without_any_ramp_option() {
     let t = Throttled::new();
     let sb = Sandbox::new();
     // The command of the issue, with nothing added that changes the measurement.
-    let args = [
-        "run",
-        "custom",
-        "--rw",
-        "read",
-        "--bs",
-        "128k",
-        "--iodepth",
-        "4",
-        "--runs",
-        "3",
-        "--duration",
-        "3s",
-        "--target",
-        t.dev.s(),
-        "--no-store",
-        "--quiet",
-        "--json",
-        "-",
-    ];
+    let args = custom_on(
+        &t.dev,
+        &["read", "128k", "3", "3s", "--no-store", "--json", "-"],
+    );
     let out = t.command(&sb, &args).output().unwrap();
     let out = Out::new(&args, out, Duration::ZERO).ok();
     let doc = out.json();
@@ -154,25 +157,7 @@ fn ctrl_c_ends_a_long_ramp() {
     };
     let t = Throttled::new();
     let sb = Sandbox::new();
-    let args = [
-        "run",
-        "custom",
-        "--rw",
-        "randread",
-        "--bs",
-        "4k",
-        "--iodepth",
-        "4",
-        "--ramp",
-        "10m",
-        "--duration",
-        "1s",
-        "--runs",
-        "1",
-        "--target",
-        t.dev.s(),
-        "--quiet",
-    ];
+    let args = custom_on(&t.dev, &["randread", "4k", "1", "1s", "--ramp", "10m"]);
     let mut child = t
         .command(&sb, &args)
         .stdout(Stdio::piped())
@@ -221,7 +206,8 @@ fn ctrl_c_ends_a_long_ramp() {
     assert_eq!(passes, 0, "{doc}");
 }
 
-/// A short cdm on the null engine (no device time; what it measures is iolab itself).
+/// A short cdm on the null engine (no device time; what it measures is iolab itself); the
+/// pass length is at index 4.
 const NULL_CDM: [&str; 7] = [
     "cdm",
     "--engine",
@@ -467,25 +453,11 @@ fn bad_repeats_are_refused_by_name_before_anything_runs() {
 fn ctrl_c_during_a_repeat_keeps_what_finished_and_starts_no_more() {
     let sb = Sandbox::new();
     // Each run is 8 tests of 3 passes of 330 ms; the signal comes once the second has begun.
-    let args = [
-        "cdm",
-        "--engine",
-        "null",
-        "--size",
-        "4MiB",
-        "--runs",
-        "3",
-        "--warmup",
-        "0",
-        "--duration",
-        "300ms",
-        "--repeat",
-        "4",
-        "--label",
-        "cut",
-        "--json",
-        "-",
-    ];
+    let mut args = NULL_CDM.to_vec();
+    args[4] = "300ms";
+    args.extend_from_slice(&[
+        "--runs", "3", "--warmup", "0", "--repeat", "4", "--label", "cut", "--json", "-",
+    ]);
     let child = sb.spawn_run(&args);
     let start = Instant::now();
     while sb.result_rows().len() < 2 {

@@ -71,6 +71,23 @@ pub struct BlockPlan {
 }
 
 impl BlockPlan {
+    /// A plan of `tests` with fixed passes, the median score, no notes, no `--verify`, the
+    /// region size given and no permission to overwrite anything (fields to change later).
+    pub fn new(preset: &str, settings: RunSettings, tests: Vec<TestSpec>) -> BlockPlan {
+        BlockPlan {
+            preset: preset.to_string(),
+            until_stable: None,
+            settings,
+            tests,
+            score: Score::Median,
+            notes: Vec::new(),
+            verify: false,
+            size_given: true,
+            allow_destroy_device: false,
+            allow_overwrite_file: false,
+        }
+    }
+
     /// Planned time of one measured pass, its ramp included.
     pub fn pass_time(&self) -> Duration {
         self.settings.duration + self.settings.ramp
@@ -877,7 +894,7 @@ mod tests {
     use std::sync::Arc;
 
     use iolab_measure::{CpuUsage, PassRecord, RunRecord, TimeSeries};
-    use iolab_spec::{DataPattern, EngineKind, JobSpec, Rw};
+    use iolab_spec::{JobSpec, Rw};
 
     use super::*;
     use crate::options::CommonArgs;
@@ -926,37 +943,19 @@ mod tests {
     }
 
     fn plan(names: &[&str], warmups: u32, stable: Option<UntilStable>) -> BlockPlan {
-        BlockPlan {
-            preset: "cdm".into(),
-            until_stable: stable,
-            settings: RunSettings {
-                size: 1 << 20,
-                duration: Duration::from_secs(1),
-                runs: 3,
-                warmup_passes: warmups,
-                warmup_duration: Duration::from_secs(1),
-                ramp: Duration::ZERO,
-                engine: EngineKind::Null,
-                direct: false,
-                data: DataPattern::Random,
-                fixedbufs: false,
-                registerfiles: false,
-            },
-            tests: names
-                .iter()
-                .map(|n| TestSpec {
-                    name: n.to_string(),
-                    group: n.to_string(),
-                    job: JobSpec::new(Rw::Read, 4096, 1, 1),
-                })
-                .collect(),
-            score: Score::Median,
-            notes: Vec::new(),
-            verify: false,
-            size_given: true,
-            allow_destroy_device: false,
-            allow_overwrite_file: false,
-        }
+        // 1 s passes without a ramp: every pass costs exactly 1 s of planned time.
+        let mut settings =
+            crate::context::plain_settings(1 << 20, Duration::from_secs(1), 3, false);
+        settings.warmup_passes = warmups;
+        settings.warmup_duration = Duration::from_secs(1);
+        let test = |n: &&str| TestSpec {
+            name: n.to_string(),
+            group: n.to_string(),
+            job: JobSpec::new(Rw::Read, 4096, 1, 1),
+        };
+        let mut p = BlockPlan::new("cdm", settings, names.iter().map(test).collect());
+        p.until_stable = stable;
+        p
     }
 
     fn adaptive(budget_s: u64, max_runs: u32) -> Option<UntilStable> {
@@ -979,10 +978,9 @@ mod tests {
 
     fn run(plan: &BlockPlan, script: &mut Script) -> RunRecord {
         let dir = tempfile::tempdir().unwrap();
+        // A detached context stores nothing and shows no progress.
         let common = CommonArgs {
             target: dir.path().to_path_buf(),
-            no_store: true,
-            quiet: true,
             ..CommonArgs::default()
         };
         let mut ctx = RunContext::detached(common, Arc::new(AtomicBool::new(false)));

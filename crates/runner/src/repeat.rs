@@ -231,19 +231,16 @@ impl Repeated {
     /// The JSON document of the series (`"schema": "iolab.repeat/1"`, docs/json.md):
     /// `documents` are the runs' own documents, in order.
     pub fn document(&self, documents: Vec<Value>) -> Value {
+        // The statistics object of a run document's summary, without an interval below 2.
         let metric = |m: &MetricSummary| {
-            json!({
-                "n": m.n,
-                "median": m.median,
-                "mean": m.mean,
-                "min": m.min,
-                "max": m.max,
-                "stddev": m.stddev,
-                "cv": m.cv,
-                "ci_low": if m.n >= 2 { json!(m.ci_low) } else { Value::Null },
-                "ci_high": if m.n >= 2 { json!(m.ci_high) } else { Value::Null },
-                "ci_pct": if m.n >= 2 { json!(iolab_stats::ci_pct(m)) } else { Value::Null },
-            })
+            let mut v = serde_json::to_value(m).unwrap_or(Value::Null);
+            let ci = (m.n >= 2).then(|| iolab_stats::ci_pct(m));
+            v["ci_pct"] = json!(ci);
+            if ci.is_none() {
+                v["ci_low"] = Value::Null;
+                v["ci_high"] = Value::Null;
+            }
+            v
         };
         json!({
             "schema": REPEAT_SCHEMA,
@@ -271,13 +268,8 @@ impl Repeated {
 /// Identifies the layout of [`Repeated::document`].
 pub const REPEAT_SCHEMA: &str = "iolab.repeat/1";
 
-/// A MB/s figure with the digits it deserves.
+/// A MB/s figure with three significant digits (two decimals below 10).
 fn num(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
+    let decimals = 2 - (v.abs() >= 10.0) as usize - (v.abs() >= 100.0) as usize;
+    format!("{v:.decimals$}")
 }
