@@ -175,12 +175,13 @@ for c in $CASES; do
   [ "$c" = noisy ] && noise_start
   for r in $(seq "$REPEATS"); do
     sync
+    load=$(cut -d' ' -f1 /proc/loadavg)
     wall=$(run_cdm "$cg")
     out=$(report "$wall")
     verdict=$(printf '%s\n' "$out" | awk '/^VERDICT/ { print $2, $3, $4, $5, $6 }')
     read -r tests within honest worst passes <<<"$verdict"
-    printf '  run %d: %6.1f s wall = %5.1f%% of CrystalDiskMark'"'"'s %d s; %d of %d tests within ±3%% (worst ±%s%%), %d passes, %s\n' \
-      "$r" "$wall" "$(awk -v w="$wall" -v c="$CDM_SECONDS" 'BEGIN { print 100 * w / c }')" "$CDM_SECONDS" \
+    printf '  run %d (load %s): %6.1f s wall = %5.1f%% of CrystalDiskMark'"'"'s %d s; %d of %d tests within ±3%% (worst ±%s%%), %d passes, %s\n' \
+      "$r" "$load" "$wall" "$(awk -v w="$wall" -v c="$CDM_SECONDS" 'BEGIN { print 100 * w / c }')" "$CDM_SECONDS" \
       "$within" "$tests" "$worst" "$passes" "$([ "$honest" = 1 ] && echo "every claim backed" || echo "A CLAIM NOT BACKED")"
     printf '%s\n' "$out" | grep -v '^VERDICT'
     WALLS[$c]="${WALLS[$c]:-} $wall"

@@ -41,6 +41,17 @@ pub struct AcrossRuns {
     pub values_mb_s: Vec<f64>,
 }
 
+impl AcrossRuns {
+    /// The figure a test is about: MB/s when it moved bytes, else IOPS (operations).
+    pub fn headline(&self) -> (&MetricSummary, &'static str) {
+        if self.mb_s.max > 0.0 {
+            (&self.mb_s, "MB/s")
+        } else {
+            (&self.iops, "IOPS")
+        }
+    }
+}
+
 /// The label of a series given none: the workload and the start time.
 pub fn default_label(name: &str) -> String {
     format!(
@@ -196,20 +207,21 @@ impl Repeated {
             return s;
         }
         s.push_str(&format!(
-            "Each test across the {complete} complete run(s): the median of the runs' \
-             headline MB/s, their range and spread, and the {}\n",
+            "Each test across the {complete} complete run(s), the runs as the unit: the median \
+             of the runs' headline values\n(MB/s, or IOPS for a test that moves no bytes), \
+             their range, their CV and the {} (clamped at 0)\n",
             iolab_stats::RUNS_CI_METHOD
         ));
         s.push_str(&format!(
-            "{:<26} {:>11} {:>23} {:>7} {:>27}\n",
-            "Test", "median MB/s", "min – max", "CV", "95% CI of the mean"
+            "{:<26} {:>10} {:>5} {:>21} {:>7}  {}\n",
+            "Test", "median", "", "min – max", "CV", "95% CI of the mean"
         ));
         for a in &across {
-            let m = &a.mb_s;
+            let (m, unit) = a.headline();
             let ci = if m.n >= 2 {
                 format!(
                     "{} – {} (±{:.1}%)",
-                    num(m.ci_low),
+                    num(m.ci_low.max(0.0)),
                     num(m.ci_high),
                     iolab_stats::ci_pct(m)
                 )
@@ -217,12 +229,11 @@ impl Repeated {
                 "needs 2 runs".into()
             };
             s.push_str(&format!(
-                "{:<26} {:>11} {:>23} {:>6.1}% {:>27}\n",
+                "{:<26} {:>10} {unit:<5} {:>21} {:>6.1}%  {ci}\n",
                 a.name,
                 num(m.median),
                 format!("{} – {}", num(m.min), num(m.max)),
                 m.cv * 100.0,
-                ci
             ));
         }
         s
