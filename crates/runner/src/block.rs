@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use iolab_engine::{prepare, run_pass, Target, TargetError, TargetRequest};
 use iolab_integrity::written::{granule_of, Written};
 use iolab_integrity::Tally;
-use iolab_measure::{ActivitySample, PassContext, TestRecord, TestSummary};
+use iolab_measure::{Activity, ActivitySample, PassContext, TestRecord, TestSummary};
 use iolab_spec::{RunSettings, TestSpec};
 use iolab_stats::{summarize, Score};
 
@@ -563,7 +563,6 @@ impl Passes for OnTarget<'_> {
             None
         };
         let t0 = Instant::now();
-        let before = ActivitySample::now();
         let (out, (from, until)) = {
             let obs = ctx.progress.pass(label, self.elapsed_plan, dur);
             let out = run_pass(
@@ -581,10 +580,11 @@ impl Passes for OnTarget<'_> {
         };
         // Device and CPU activity over the counted part of the pass: the ramp's I/O and
         // what drained after the deadline are iolab's own, not someone else's.
-        let activity = from
-            .as_ref()
-            .unwrap_or(&before)
-            .until(&until.unwrap_or_else(ActivitySample::now), self.watch);
+        let activity = match from {
+            Some(from) => from.until(&until.unwrap_or_else(ActivitySample::now), self.watch),
+            // Stopped before counting began: nothing was counted, nothing to compare.
+            None => Activity::default(),
+        };
         if let Some(w) = &t.written {
             // After the pass's clock stopped: read-back time is not part of the pass.
             verify_pass(self.target, w, s.direct, &ctx.stop, &mut t.tally)?;
