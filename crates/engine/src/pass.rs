@@ -26,11 +26,6 @@ pub const MAX_BUFFER_BYTES: u64 = 4 << 30;
 pub trait PassObserver: Sync {
     /// Called about every 100 ms with the bytes completed so far in this pass.
     fn tick(&self, bytes: u64, elapsed: Duration);
-    /// Called once when the counted part of the pass begins (after the ramp).
-    fn measuring(&self) {}
-    /// Called once at the deadline of a pass that stops counting there (a time-based pass
-    /// without `end_fsync`), while its last I/Os drain uncounted.
-    fn deadline(&self) {}
 }
 
 impl PassObserver for () {
@@ -45,6 +40,9 @@ pub struct PassOutcome {
     pub interrupted: bool,
     /// Counted I/Os per line of the job's access specification (empty without one).
     pub access_ios: Vec<u64>,
+    /// Bytes read and written outside the counted part of the pass (in the ramp, and
+    /// drained after the deadline): the device moved them, the pass does not count them.
+    pub uncounted_bytes: [u64; 2],
 }
 
 /// Effective queue depth for an engine: psync is synchronous, so 1.
@@ -208,22 +206,10 @@ pub fn run_pass_with_clock<C: Clock>(
             }
             std::thread::sleep(left.min(Duration::from_millis(20)));
         }
-        observer.measuring();
         let cpu_start = CpuSample::now();
         let t0 = Instant::now();
-        let mut deadline = (!job.end_fsync).then(|| t0 + duration);
         while !handles.iter().all(|h| h.is_finished()) {
-            let mut nap = Duration::from_millis(50);
-            if let Some(d) = deadline {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    observer.deadline();
-                    deadline = None;
-                } else {
-                    nap = nap.min(left);
-                }
-            }
-            std::thread::sleep(nap);
+            std::thread::sleep(Duration::from_millis(50));
             let bytes: u64 = progress.iter().map(|p| p.load(Ordering::Relaxed)).sum();
             observer.tick(bytes, t0.elapsed());
         }
@@ -256,6 +242,9 @@ pub fn run_pass_with_clock<C: Clock>(
             *total += n;
         }
     }
+    let uncounted_bytes = results.iter().fold([0, 0], |[r, w], j| {
+        [r + j.uncounted_bytes[0], w + j.uncounted_bytes[1]]
+    });
     let interrupted = stop.load(Ordering::Relaxed);
     let mut notes = notes;
     notes.sort();
@@ -265,6 +254,7 @@ pub fn run_pass_with_clock<C: Clock>(
         notes,
         interrupted,
         access_ios,
+        uncounted_bytes,
     })
 }
 

@@ -173,7 +173,7 @@ impl BlockPlan {
         Some(format!(
             "adaptive passes: each test stops once the 95% CI half-width of its MB/s is at \
              most {}% of the mean (after at least {} passes), else at {} passes, {} of \
-             measured passes or its share of {budget}; tests still above it get the time \
+             measured pass time or its share of {budget}; tests still above it get the time \
              others left",
             u.pct,
             self.min_runs(),
@@ -425,6 +425,17 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     outcome
 }
 
+/// The activity around a pass with iolab's own uncounted I/O (its ramp, and what drained
+/// after the deadline: `[read, write]` bytes) taken off each watched device, so that what
+/// remains beyond the pass's bytes is someone else's.
+fn own_io_apart(mut a: Activity, uncounted: [u64; 2]) -> Activity {
+    for d in &mut a.devices {
+        d.read_bytes = d.read_bytes.saturating_sub(uncounted[0]);
+        d.write_bytes = d.write_bytes.saturating_sub(uncounted[1]);
+    }
+    a
+}
+
 /// Reads the region back after a pass of a `--verify` test and adds the counts to `tally`.
 fn verify_pass(
     target: &Target,
@@ -563,9 +574,10 @@ impl Passes for OnTarget<'_> {
             None
         };
         let t0 = Instant::now();
-        let (out, (from, until)) = {
+        let before = ActivitySample::now();
+        let out = {
             let obs = ctx.progress.pass(label, self.elapsed_plan, dur);
-            let out = run_pass(
+            run_pass(
                 self.target,
                 test,
                 s,
@@ -575,16 +587,12 @@ impl Passes for OnTarget<'_> {
                 &obs,
                 t.written.as_ref(),
             )
-            .map_err(target_error)?;
-            (out, obs.counted_samples())
+            .map_err(target_error)?
         };
-        // Device and CPU activity over the counted part of the pass: the ramp's I/O and
-        // what drained after the deadline are iolab's own, not someone else's.
-        let activity = match from {
-            Some(from) => from.until(&until.unwrap_or_else(ActivitySample::now), self.watch),
-            // Stopped before counting began: nothing was counted, nothing to compare.
-            None => Activity::default(),
-        };
+        let activity = own_io_apart(
+            before.until(&ActivitySample::now(), self.watch),
+            out.uncounted_bytes,
+        );
         if let Some(w) = &t.written {
             // After the pass's clock stopped: read-back time is not part of the pass.
             verify_pass(self.target, w, s.direct, &ctx.stop, &mut t.tally)?;

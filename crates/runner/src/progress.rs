@@ -1,11 +1,10 @@
 //! The progress bar: current test and pass, live MB/s, and the ETA of the whole run.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use iolab_engine::PassObserver;
-use iolab_measure::{ActivitySample, MB};
+use iolab_measure::MB;
 
 pub struct Progress {
     bar: ProgressBar,
@@ -58,7 +57,6 @@ impl Progress {
             bar: &self.bar,
             base,
             planned,
-            counted: Mutex::new((None, None)),
         }
     }
 
@@ -86,21 +84,6 @@ pub struct PassProgress<'a> {
     bar: &'a ProgressBar,
     base: Duration,
     planned: Duration,
-    /// Device and CPU activity when the counted part of the pass began (after the ramp)
-    /// and when it ended (at the deadline, before the last I/Os drain): iolab's own ramp
-    /// and drained I/O are not taken for someone else's.
-    counted: Mutex<(Option<ActivitySample>, Option<ActivitySample>)>,
-}
-
-impl PassProgress<'_> {
-    /// The activity samples taken when counting began and, for a pass cut at its
-    /// deadline, when it ended; `None` for what the pass never got to.
-    pub fn counted_samples(&self) -> (Option<ActivitySample>, Option<ActivitySample>) {
-        self.counted
-            .lock()
-            .map(|mut s| std::mem::take(&mut *s))
-            .unwrap_or((None, None))
-    }
 }
 
 impl PassObserver for PassProgress<'_> {
@@ -110,17 +93,5 @@ impl PassObserver for PassProgress<'_> {
             .set_position((self.base + elapsed.min(self.planned)).as_millis() as u64);
         self.bar
             .set_message(format!("{:.1} MB/s", bytes as f64 / MB / secs));
-    }
-
-    fn measuring(&self) {
-        if let Ok(mut s) = self.counted.lock() {
-            s.0 = Some(ActivitySample::now());
-        }
-    }
-
-    fn deadline(&self) {
-        if let Ok(mut s) = self.counted.lock() {
-            s.1 = Some(ActivitySample::now());
-        }
     }
 }
