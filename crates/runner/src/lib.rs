@@ -9,6 +9,7 @@ pub mod options;
 pub mod progress;
 pub mod repeat;
 pub mod signals;
+pub mod space;
 pub mod status;
 pub mod verify;
 pub mod workload;

@@ -87,8 +87,27 @@ const MIGRATIONS: &[&str] = &[
 /// The schema version this build writes and understands.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |r| r.get(0))
+}
+
+/// Refuses a version this build cannot use: a newer one, or a negative one (no iolab writes
+/// it; `user_version` is any 32-bit number another program or a damaged header may hold).
+fn check_version(version: i64, path: &Path) -> Result<(), StoreError> {
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if version < 0 {
+        return Err(StoreError::BadVersion {
+            path: path.to_path_buf(),
+            found: version,
+        });
+    }
+    Ok(())
 }
 
 /// Refuses, without writing anything, a database this build must not touch: one from a
@@ -98,13 +117,7 @@ pub(crate) fn check_compatible(conn: &Connection, path: &Path) -> Result<(), Sto
     // migrating the file right now.
     let tx = conn.unchecked_transaction().at(path)?;
     let version = user_version(&tx).at(path)?;
-    if version > SCHEMA_VERSION {
-        return Err(StoreError::TooNew {
-            path: path.to_path_buf(),
-            found: version,
-            supported: SCHEMA_VERSION,
-        });
-    }
+    check_version(version, path)?;
     let app: i32 = tx
         .pragma_query_value(None, "application_id", |r| r.get(0))
         .at(path)?;
@@ -133,13 +146,7 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(path)?;
         let version = user_version(&tx).at(path)?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::TooNew {
-                path: path.to_path_buf(),
-                found: version,
-                supported: SCHEMA_VERSION,
-            });
-        }
+        check_version(version, path)?;
         if version == SCHEMA_VERSION {
             return tx.commit().at(path);
         }

@@ -12,8 +12,8 @@ use clap::{ArgMatches, Args, Command, FromArgMatches};
 use iolab_engine::engines::EngineArgs;
 use iolab_runner::block::{self as pass_loop, BlockPlan, UntilStable};
 use iolab_runner::options::{
-    opt_duration, BsArg, BufferedArg, DurationArg, EndFsyncArg, RunsArg, SafetyArgs, SizeArg,
-    StableArgs, VerifyArg,
+    bounded, opt_duration, BsArg, BufferedArg, DurationArg, EndFsyncArg, RunsArg, SafetyArgs,
+    SizeArg, StableArgs, VerifyArg, MAX_PASSES,
 };
 use iolab_runner::{CommonArgs, Job, RunContext, RunError, UsageError, Workload};
 use iolab_spec::{
@@ -361,12 +361,17 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
     }
     let warmup_passes = match &a.warmup {
         None => d.warmup_passes,
-        Some(w) => w.parse().map_err(|_| {
-            UsageError::option(
-                "warmup",
-                format!("--warmup '{w}': for preset {preset} this is a number of passes"),
-            )
-        })?,
+        Some(w) => bounded(
+            "warmup",
+            w.parse().map_err(|_| {
+                UsageError::option(
+                    "warmup",
+                    format!("--warmup '{w}': for preset {preset} this is a number of passes"),
+                )
+            })?,
+            0,
+            MAX_PASSES,
+        )?,
     };
     let mut notes = Vec::new();
     let mut engine = choice.kind;
