@@ -394,13 +394,6 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         Some(r) => r,
         None => pass_loop::default_ramp(duration, byte_limited),
     };
-    if a.ramp.is_none() && !ramp.is_zero() {
-        notes.push(format!(
-            "every pass starts with {} ms not counted (the default ramp, a tenth of the pass), \
-             so a start-up burst or stall does not count; --ramp 0 counts from the first I/O",
-            ramp.as_millis()
-        ));
-    }
     // Adaptive passes: asked for, or the preset's default when --runs does not fix them.
     let stable = a.stable.get(d.adaptive && a.runs.runs.is_none())?;
     let mut plan = BlockPlan {
