@@ -72,6 +72,11 @@ const NOT_IN_A_JOB_FILE: &[(&str, &str)] = &[
     ),
     ("--max-runs", "fio cannot repeat a job until it is stable"),
     ("--max-time", "fio cannot repeat a job until it is stable"),
+    ("--budget", "fio cannot repeat a job until it is stable"),
+    (
+        "--repeat",
+        "a job file describes one run; run fio several times",
+    ),
     ("--score", "fio reports one result per job"),
     (
         "--verify",
@@ -201,6 +206,8 @@ const NOT_IN_CROSSCHECK: &[(&str, &str)] = &[
         "--max-time",
         "both tools run the same fixed number of passes",
     ),
+    ("--budget", "both tools run the same fixed number of passes"),
+    ("--repeat", "nothing is stored; give more --runs"),
     ("--score", "the comparison is of medians"),
     (
         "--verify",
@@ -227,6 +234,8 @@ pub fn crosscheck(args: &[String]) -> ExitStatus {
 }
 
 fn crosscheck_plan(mut plan: BlockPlan, a: &CommonArgs) -> Result<(), RunError> {
+    // Both tools run the same fixed passes (a cdm profile's adaptive default included).
+    plan.until_stable = None;
     if Command::new("fio").arg("--version").output().is_err() {
         return Err(RunError::Failed(
             "fio is not installed (Debian: apt-get install fio)".into(),

@@ -38,18 +38,84 @@ pub fn run(args: &[String]) -> ExitStatus {
     match parse("iolab run", &reg, args) {
         Ok(parsed) => {
             let json = parsed.common.json.clone();
-            report(execute(parsed), json.as_deref())
+            // Registry::parse has checked --repeat.
+            match parsed.common.repeat().unwrap_or(1) {
+                1 => print_finished(
+                    &execute(parsed),
+                    json.as_deref(),
+                    json.as_deref() == Some("-"),
+                ),
+                n => repeat(&reg, args, parsed, n, json.as_deref()),
+            }
         }
         Err(status) => status,
     }
 }
 
-/// Prints a finished run (its report, where it was stored, the JSON document, what the
-/// workload adds, the integrity verdict and the error) and returns its status.
-pub fn report(f: Finished, json: Option<&str>) -> ExitStatus {
+/// `--repeat N`: every repetition printed as it finishes (its JSON only inside the
+/// series' document), then the summary across the runs and the series' document.
+fn repeat(
+    reg: &Registry,
+    args: &[String],
+    first: Parsed,
+    n: u32,
+    json: Option<&str>,
+) -> ExitStatus {
     let to_stdout = json == Some("-");
+    let series = iolab_runner::repeat::run(
+        first,
+        n,
+        || match reg.parse("iolab run", args) {
+            Ok(p) => Ok(p),
+            Err(ParseError::Usage(u)) => Err(u),
+            Err(ParseError::Clap(e)) => Err(iolab_runner::UsageError::general(e.to_string())),
+        },
+        |i, f| {
+            let head = format!("=== run {i} of {n} ===\n");
+            if to_stdout {
+                eprint!("{head}");
+            } else {
+                print!("{head}");
+            }
+            print_finished(f, None, to_stdout);
+        },
+    );
+    let text = series.render();
+    if to_stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    let mut status = series.status;
+    if let Some(dest) = json {
+        let docs = series
+            .runs
+            .iter()
+            .filter_map(|f| f.run.as_ref())
+            .map(iolab_report::run_document)
+            .collect();
+        let doc = serde_json::to_string_pretty(&series.document(docs))
+            .expect("a serde_json::Value always serialises");
+        if dest == "-" {
+            println!("{doc}");
+        } else if let Err(e) = std::fs::write(dest, doc + "\n") {
+            eprintln!("iolab: error: cannot write JSON to {dest}: {e}");
+            status = status.worst(ExitStatus::Failed);
+        }
+    }
+    if let Some(e) = &series.error {
+        eprintln!("iolab: error: {e}");
+    }
+    let _ = std::io::stdout().flush();
+    status
+}
+
+/// Prints a finished run (its report, where it was stored, the JSON document, what the
+/// workload adds, the integrity verdict and the error) and returns its status; the text
+/// goes to stderr when stdout carries JSON.
+fn print_finished(f: &Finished, json: Option<&str>, text_to_stderr: bool) -> ExitStatus {
     let text_out = |t: &str| {
-        if to_stdout {
+        if text_to_stderr {
             eprint!("{t}");
         } else {
             print!("{t}");

@@ -61,11 +61,16 @@ fn until_stable_headers_count_the_passes_that_ran() {
         arr(&arr(&doc, "tests")[0], "passes").len()
     };
     assert_eq!(ran, 5, "{}", out.stdout);
+    // The "Passes:" line and its wrapped continuation lines, joined.
     let passes = out
         .stdout
         .lines()
-        .find(|l| l.starts_with("Passes:"))
-        .unwrap();
+        .skip_while(|l| !l.starts_with("Passes:"))
+        .enumerate()
+        .take_while(|(i, l)| *i == 0 || l.starts_with(' '))
+        .map(|(_, l)| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(
         passes.contains("5 × 100ms measured") && passes.contains("0 of 1 test converged"),
         "{passes}"

@@ -40,6 +40,9 @@ pub struct PassOutcome {
     pub interrupted: bool,
     /// Counted I/Os per line of the job's access specification (empty without one).
     pub access_ios: Vec<u64>,
+    /// Bytes read and written outside the counted part of the pass (in the ramp, and
+    /// drained after the deadline): the device moved them, the pass does not count them.
+    pub uncounted_bytes: [u64; 2],
 }
 
 /// Effective queue depth for an engine: psync is synchronous, so 1.
@@ -193,8 +196,16 @@ pub fn run_pass_with_clock<C: Clock>(
             );
         }
         barrier.wait();
-        // CPU use is measured over the counted part of the pass only.
-        std::thread::sleep(settings.ramp);
+        // CPU use is measured over the counted part of the pass only. The ramp is waited
+        // out in short steps so a stop request ends it at once.
+        let ramp_end = Instant::now() + settings.ramp;
+        while !stop.load(Ordering::Relaxed) {
+            let left = ramp_end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(20)));
+        }
         let cpu_start = CpuSample::now();
         let t0 = Instant::now();
         while !handles.iter().all(|h| h.is_finished()) {
@@ -231,6 +242,9 @@ pub fn run_pass_with_clock<C: Clock>(
             *total += n;
         }
     }
+    let uncounted_bytes = results.iter().fold([0, 0], |[r, w], j| {
+        [r + j.uncounted_bytes[0], w + j.uncounted_bytes[1]]
+    });
     let interrupted = stop.load(Ordering::Relaxed);
     let mut notes = notes;
     notes.sort();
@@ -240,6 +254,7 @@ pub fn run_pass_with_clock<C: Clock>(
         notes,
         interrupted,
         access_ios,
+        uncounted_bytes,
     })
 }
 

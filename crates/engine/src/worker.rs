@@ -54,6 +54,8 @@ pub struct JobResult {
     /// Counted I/Os per line of the job's access specification (empty without one).
     pub access_ios: Vec<u64>,
     pub errors: Vec<IoErrorRecord>,
+    /// Bytes read and written that completed outside the counted window (ramp, drain).
+    pub uncounted_bytes: [u64; 2],
 }
 
 fn errno_record(errno: i32, dir: IoDir, offset: u64, len: u64) -> IoErrorRecord {
@@ -161,6 +163,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
         series: Vec::with_capacity((p.duration.as_millis() / 100 + 2).min(6000) as usize),
         access_ios: vec![0; job.access.len()],
         errors: Vec::new(),
+        uncounted_bytes: [0, 0],
     };
     let mut inflight = 0usize;
     let mut issued: u64 = 0;
@@ -331,6 +334,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 continue;
             }
             if ramping {
+                res.uncounted_bytes[(dir == IoDir::Write) as usize] += len;
                 continue;
             }
             batch_bytes += len;

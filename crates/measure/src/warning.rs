@@ -285,9 +285,13 @@ warning_codes! {
     }
     NotConverged = "NOT_CONVERGED" {
         caveat: None,
-        title: "`--until-stable` did not converge",
-        when: "`--until-stable` hit `--max-runs`/`--max-time` first",
-        fix: "raise the limits or quiet the machine",
+        title: "Adaptive passes did not reach their target",
+        when: "adaptive passes (`--until-stable`, the cdm profiles' default) stopped a test \
+               at `--max-runs`, `--max-time` or the run's `--budget` before the 95% CI \
+               half-width of its MB/s came within the target; the message gives the \
+               interval reached, the spread of the passes and what stopped them",
+        fix: "more passes (`--budget`, `--max-runs`, `--max-time`), or stop what disturbs the \
+              device (BUSY_DEVICE, BUSY_CPU on the same test)",
     }
     DataMismatch = "DATA_MISMATCH" {
         caveat: None,

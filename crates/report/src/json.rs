@@ -57,6 +57,7 @@ fn settings(s: &RunSettings) -> Value {
         "runs": s.runs,
         "warmup_passes": s.warmup_passes,
         "warmup_duration_s": s.warmup_duration.as_secs_f64(),
+        "ramp_s": s.ramp.as_secs_f64(),
         "engine": s.engine.as_str(),
         "direct": s.direct,
         "data": s.data,

@@ -171,6 +171,7 @@ fn assert_document(run: &RunRecord) {
             "runs",
             "warmup_passes",
             "warmup_duration_s",
+            "ramp_s",
             "engine",
             "direct",
             "data",

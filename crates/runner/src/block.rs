@@ -1,6 +1,8 @@
 //! The block pass loop every block preset runs: target preparation, warm-ups, measured
-//! passes with ramp, `--until-stable`, the `--verify` read-back after each pass, page-cache
-//! and device-activity sampling around each pass, and each pass stored as it finishes.
+//! passes with ramp (a default one when none is given), adaptive passes (`--until-stable`,
+//! the cdm profiles' default: stop a test once stable, spend the run's budget on those that
+//! are not), the `--verify` read-back after each pass, page-cache and device-activity
+//! sampling around the counted part of each pass, and each pass stored as it finishes.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -9,7 +11,7 @@ use std::time::{Duration, Instant};
 use iolab_engine::{prepare, run_pass, Target, TargetError, TargetRequest};
 use iolab_integrity::written::{granule_of, Written};
 use iolab_integrity::Tally;
-use iolab_measure::{ActivitySample, PassContext, TestRecord, TestSummary};
+use iolab_measure::{Activity, ActivitySample, PassContext, TestRecord, TestSummary};
 use iolab_spec::{RunSettings, TestSpec};
 use iolab_stats::{summarize, Score};
 
@@ -17,12 +19,38 @@ use crate::context::{RunContext, RunStart};
 use crate::progress::Progress;
 use crate::status::{RunError, UsageError};
 
-/// `--until-stable`: the target CI half-width (% of the median), most passes, most time.
-#[derive(Debug, Clone, Copy)]
+/// Adaptive passes (`--until-stable`): a test stops once the 95% CI half-width of its MB/s
+/// is within `pct`% of the mean (after at least `max(--runs, 3)` passes), or at its limits:
+/// `max_runs` passes, `max_time` of measured pass time, or its share of the run's `budget`.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UntilStable {
     pub pct: f64,
     pub max_runs: u32,
     pub max_time: Duration,
+    /// Most pass time (ramp and duration of every pass, warm-ups included) the run spends;
+    /// `None`: only the per-test limits. Setup, storing and read-backs come on top.
+    pub budget: Option<Duration>,
+}
+
+/// Adaptive passes: most measured passes per test unless `--max-runs` says otherwise.
+pub const DEFAULT_MAX_RUNS: u32 = 20;
+/// Adaptive passes: most time of one test's measured passes unless `--max-time` says.
+pub const DEFAULT_MAX_TIME: Duration = Duration::from_secs(120);
+/// Adaptive passes: the default budget is this many passes' time (ramp included) per test.
+pub const BUDGET_PASSES_PER_TEST: u32 = 8;
+/// Adaptive passes: the fewest measured passes a test's interval is judged on.
+pub const MIN_ADAPTIVE_RUNS: u32 = 3;
+
+/// The ramp of every pass when `--ramp` is not given: a tenth of the pass, at most 1 s, so a
+/// start-up transient (a throttle's first slice, a device waking up, queues filling) is not
+/// counted; none for passes that end after a fixed amount of I/O (ATTO, `--io-size`), which
+/// count all of it.
+pub fn default_ramp(duration: Duration, byte_limited: bool) -> Duration {
+    if byte_limited {
+        Duration::ZERO
+    } else {
+        (duration / 10).min(Duration::from_secs(1))
+    }
 }
 
 /// A block run, resolved and checked before anything is touched.
@@ -43,10 +71,115 @@ pub struct BlockPlan {
 }
 
 impl BlockPlan {
-    /// The planned time of every pass, warm-ups included.
-    pub fn planned(&self) -> Duration {
+    /// A plan of `tests` with fixed passes, the median score, no notes, no `--verify`, the
+    /// region size given and no permission to overwrite anything (fields to change later).
+    pub fn new(preset: &str, settings: RunSettings, tests: Vec<TestSpec>) -> BlockPlan {
+        BlockPlan {
+            preset: preset.to_string(),
+            until_stable: None,
+            settings,
+            tests,
+            score: Score::Median,
+            notes: Vec::new(),
+            verify: false,
+            size_given: true,
+            allow_destroy_device: false,
+            allow_overwrite_file: false,
+        }
+    }
+
+    /// Planned time of one measured pass, its ramp included.
+    pub fn pass_time(&self) -> Duration {
+        self.settings.duration + self.settings.ramp
+    }
+
+    /// Planned time of one test's warm-ups, their ramps included.
+    fn warmup_time(&self) -> Duration {
         let s = &self.settings;
-        (s.warmup_duration * s.warmup_passes + s.duration * s.runs) * self.tests.len() as u32
+        (s.warmup_duration + s.ramp) * s.warmup_passes
+    }
+
+    /// The measured passes every test gets at least (adaptive: `max(--runs, 3)`).
+    pub fn min_runs(&self) -> u32 {
+        match self.until_stable {
+            Some(_) => self.settings.runs.max(MIN_ADAPTIVE_RUNS),
+            None => self.settings.runs,
+        }
+    }
+
+    /// The least time the passes take: every test's warm-ups and minimum measured passes.
+    pub fn minimum(&self) -> Duration {
+        (self.warmup_time() + self.pass_time() * self.min_runs()) * self.tests.len() as u32
+    }
+
+    /// The planned time of every pass: fixed passes all of them, adaptive ones the budget
+    /// (or, without one, the minimum).
+    pub fn planned(&self) -> Duration {
+        match self.until_stable.and_then(|u| u.budget) {
+            Some(b) => b.max(self.minimum()),
+            None => self.minimum(),
+        }
+    }
+
+    /// The default budget of adaptive passes: [`BUDGET_PASSES_PER_TEST`] passes' time per
+    /// test, and never less than the minimum.
+    pub fn default_budget(&self) -> Duration {
+        (self.pass_time() * BUDGET_PASSES_PER_TEST * self.tests.len() as u32).max(self.minimum())
+    }
+
+    /// Adaptive passes: refuses limits the minimum passes cannot live with.
+    pub fn check_stable(&self) -> Result<(), UsageError> {
+        let Some(u) = self.until_stable else {
+            return Ok(());
+        };
+        if u.max_runs < self.min_runs() {
+            return Err(UsageError::option(
+                "max-runs",
+                format!(
+                    "--max-runs {} is below the {} measured passes every test gets first \
+                     (--runs, at least {MIN_ADAPTIVE_RUNS})",
+                    u.max_runs,
+                    self.min_runs()
+                ),
+            ));
+        }
+        if let Some(b) = u.budget {
+            if b < self.minimum() {
+                return Err(UsageError::option(
+                    "budget",
+                    format!(
+                        "--budget {} is less than the passes every test needs first: {} \
+                         test(s) x ({} warm-up(s) + {} passes) of {} = {}",
+                        fmt_secs(b),
+                        self.tests.len(),
+                        self.settings.warmup_passes,
+                        self.min_runs(),
+                        fmt_secs(self.pass_time()),
+                        fmt_secs(self.minimum())
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The run note that states the adaptive rule and its budget.
+    pub fn stable_note(&self) -> Option<String> {
+        let u = self.until_stable?;
+        let budget = match u.budget {
+            Some(b) => format!("a budget of {} of pass time for the run", fmt_secs(b)),
+            None => "no budget for the run".into(),
+        };
+        Some(format!(
+            "adaptive passes: each test stops once the 95% CI half-width of its MB/s is at \
+             most {}% of the mean (after at least {} passes), else at {} passes, {} of \
+             measured pass time or its share of {budget}; tests still above it get the time \
+             others left",
+            u.pct,
+            self.min_runs(),
+            u.max_runs,
+            fmt_secs(u.max_time),
+        ))
     }
 
     /// `--verify` on block tests: something must write, in blocks of whole sectors.
@@ -80,8 +213,15 @@ impl BlockPlan {
     }
 }
 
+/// Seconds as the notes print them: "88 s", "1.5 s".
+fn fmt_secs(d: Duration) -> String {
+    let text = format!("{:.3}", d.as_secs_f64());
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text} s")
+}
+
 /// What a block test carries in `extra`: an Iometer access specification's lines and the
-/// I/Os each one got, and the `--verify` counts.
+/// I/Os each one got, the `--verify` counts, and how adaptive passes ended.
 #[derive(Debug, serde::Serialize)]
 struct BlockExtra {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,21 +230,60 @@ struct BlockExtra {
     access_ios: Option<Vec<u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     verify: Option<Tally>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adaptive: Option<AdaptiveExtra>,
+}
+
+/// `extra.adaptive` of a test run with adaptive passes.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct AdaptiveExtra {
+    /// The CI half-width aimed for, % of the mean.
+    target_pct: f64,
+    /// Why its passes ended.
+    stopped: Stopped,
+    /// How many times the run came to the test (more than 1: it got time other tests left).
+    visits: u32,
+    /// Wall time of its passes, warm-ups and read-backs included, in seconds.
+    seconds: f64,
+}
+
+/// Why a test's passes ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Stopped {
+    /// Its fixed number of passes ran.
+    Runs,
+    /// Adaptive: the interval reached its target.
+    Stable,
+    /// Adaptive: `--max-runs` passes ran first.
+    MaxRuns,
+    /// Adaptive: `--max-time` of measured passes went by first.
+    MaxTime,
+    /// Adaptive: its share of the run's budget was used first.
+    Budget,
+    /// A stop request (Ctrl-C, SIGTERM, SIGHUP).
+    Interrupted,
 }
 
 impl BlockExtra {
-    fn new(test: &TestSpec, access_ios: Vec<u64>, verify: Option<Tally>) -> BlockExtra {
+    fn new(
+        test: &TestSpec,
+        access_ios: Vec<u64>,
+        verify: Option<Tally>,
+        adaptive: Option<AdaptiveExtra>,
+    ) -> BlockExtra {
         let counted = !access_ios.is_empty();
         BlockExtra {
             access: counted.then(|| test.job.access.clone()),
             access_ios: counted.then_some(access_ios),
             verify,
+            adaptive,
         }
     }
 
     /// The JSON of `extra`: null when there is nothing to carry.
     fn to_value(&self) -> serde_json::Value {
-        if self.access.is_none() && self.verify.is_none() {
+        if self.access.is_none() && self.verify.is_none() && self.adaptive.is_none() {
             return serde_json::Value::Null;
         }
         serde_json::to_value(self).unwrap_or_default()
@@ -225,17 +404,25 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     if target.created() {
         ctx.created(recorded);
     }
+    let mut notes = plan.notes.clone();
+    notes.extend(plan.stable_note());
     let env = ctx.start(RunStart {
         preset: plan.preset.clone(),
         workload: "block".into(),
         target: target.info.clone(),
         settings: plan.settings.clone(),
-        notes: plan.notes.clone(),
+        notes,
         env_path: PathBuf::from(&target.io_path),
     })?;
     let watch = crate::facts::top_devices(env);
-    let verify = plan.verify.then(|| fastrand::u64(1..));
-    let outcome = execute(&plan, &target, &watch, verify, ctx);
+    let mut passes = OnTarget {
+        plan: &plan,
+        target: &target,
+        watch: &watch,
+        verify: plan.verify.then(|| fastrand::u64(1..)),
+        elapsed_plan: Duration::ZERO,
+    };
+    let outcome = execute(&plan, &mut passes, ctx);
     let facts = crate::facts::facts(
         ctx.env().expect("started"),
         Some(&target),
@@ -244,6 +431,17 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     ctx.set_facts(facts);
     drop(target);
     outcome
+}
+
+/// The activity around a pass with iolab's own uncounted I/O (its ramp, and what drained
+/// after the deadline: `[read, write]` bytes) taken off each watched device, so that what
+/// remains beyond the pass's bytes is someone else's.
+fn own_io_apart(mut a: Activity, uncounted: [u64; 2]) -> Activity {
+    for d in &mut a.devices {
+        d.read_bytes = d.read_bytes.saturating_sub(uncounted[0]);
+        d.write_bytes = d.write_bytes.saturating_sub(uncounted[1]);
+    }
+    a
 }
 
 /// Reads the region back after a pass of a `--verify` test and adds the counts to `tally`.
@@ -261,164 +459,721 @@ fn verify_pass(
     Ok(())
 }
 
-/// Runs every test; stores each pass as soon as it is measured.
-fn execute(
-    plan: &BlockPlan,
-    target: &Target,
-    watch: &[String],
+/// One test of a running plan: its record, its `--verify` state and counts, and the time its
+/// passes took.
+struct TestRun<'p> {
+    spec: &'p TestSpec,
+    id: Option<i64>,
+    record: TestRecord,
+    written: Option<Written>,
+    tally: Tally,
+    access_ios: Vec<u64>,
+    /// Planned time of its measured passes (for `--max-time`).
+    measured: Duration,
+    /// Planned time of all its passes, warm-ups included (for its share of the budget).
+    spent: Duration,
+    /// Wall time of all its passes, warm-ups and read-backs included.
+    wall: Duration,
+    visits: u32,
+    stopped: Option<Stopped>,
+    /// Its place in the run record's tests, once it is there.
+    published: Option<usize>,
+    /// Its `--verify` note's place in the run's notes, once it is there.
+    noted: Option<usize>,
+}
+
+impl<'p> TestRun<'p> {
+    fn new(spec: &'p TestSpec, id: Option<i64>, written: Option<Written>) -> TestRun<'p> {
+        TestRun {
+            spec,
+            id,
+            record: TestRecord {
+                name: spec.name.clone(),
+                group: spec.group.clone(),
+                job: spec.job.clone(),
+                passes: Vec::new(),
+                summary: TestSummary::default(),
+                extra: serde_json::Value::Null,
+            },
+            written,
+            tally: Tally::default(),
+            access_ios: Vec::new(),
+            measured: Duration::ZERO,
+            spent: Duration::ZERO,
+            wall: Duration::ZERO,
+            visits: 0,
+            stopped: None,
+            published: None,
+            noted: None,
+        }
+    }
+}
+
+/// What one pass came to.
+enum PassEnd {
+    Done,
+    /// Cut short by a stop request: not a measurement.
+    Interrupted,
+}
+
+/// Where passes come from: the target (or, in the schedule's own tests, a script).
+trait Passes {
+    /// Runs one pass of `t`, a warm-up or a measured one; a measured one (or a warm-up
+    /// with errors) is added to its record and stored.
+    fn pass(
+        &mut self,
+        t: &mut TestRun,
+        warm: bool,
+        ctx: &mut RunContext,
+    ) -> Result<PassEnd, RunError>;
+
+    /// The `--verify` write state of a visit to `spec`; after `before` (an earlier
+    /// visit's), generations continue where it ended.
+    fn written(&self, _spec: &TestSpec, _before: Option<&Written>) -> Option<Written> {
+        None
+    }
+}
+
+/// Passes on the prepared target.
+struct OnTarget<'a> {
+    plan: &'a BlockPlan,
+    target: &'a Target,
+    watch: &'a [String],
     verify: Option<u64>,
-    ctx: &mut RunContext,
-) -> Result<(), RunError> {
-    let s = &plan.settings;
-    let mut elapsed_plan = Duration::ZERO;
-    for (ti, test) in plan.tests.iter().enumerate() {
+    /// Planned time of the passes run so far, for the progress bar.
+    elapsed_plan: Duration,
+}
+
+impl Passes for OnTarget<'_> {
+    fn pass(
+        &mut self,
+        t: &mut TestRun,
+        warm: bool,
+        ctx: &mut RunContext,
+    ) -> Result<PassEnd, RunError> {
+        let s = &self.plan.settings;
+        let test = t.spec;
+        let measured = t.record.passes.len() as u32;
+        let dur = if warm { s.warmup_duration } else { s.duration };
+        let label = if warm {
+            format!("{} warm-up", test.name)
+        } else if let Some(u) = self.plan.until_stable {
+            let m =
+                iolab_stats::metric(&t.record.passes.iter().map(|p| p.mb_s).collect::<Vec<_>>());
+            if m.n >= 2 {
+                format!(
+                    "{} {} ±{:.1}%>{}%",
+                    test.name,
+                    measured + 1,
+                    iolab_stats::ci_pct(&m),
+                    u.pct
+                )
+            } else {
+                format!("{} {}", test.name, measured + 1)
+            }
+        } else {
+            format!("{} {}/{}", test.name, measured + 1, s.runs)
+        };
+        let index = if warm { 0 } else { measured + 1 };
+        let check_cache = !s.direct && test.job.rw.reads();
+        let cache_before = if check_cache {
+            self.target.resident_fraction()
+        } else {
+            None
+        };
+        let t0 = Instant::now();
+        let before = ActivitySample::now();
+        let out = {
+            let obs = ctx.progress.pass(label, self.elapsed_plan, dur);
+            run_pass(
+                self.target,
+                test,
+                s,
+                index,
+                dur,
+                &ctx.stop,
+                &obs,
+                t.written.as_ref(),
+            )
+            .map_err(target_error)?
+        };
+        let activity = own_io_apart(
+            before.until(&ActivitySample::now(), self.watch),
+            out.uncounted_bytes,
+        );
+        if let Some(w) = &t.written {
+            // After the pass's clock stopped: read-back time is not part of the pass.
+            verify_pass(self.target, w, s.direct, &ctx.stop, &mut t.tally)?;
+        }
+        t.wall += t0.elapsed();
+        self.elapsed_plan += dur + s.ramp;
+        for n in out.notes {
+            ctx.note(n);
+        }
+        if out.interrupted {
+            return Ok(PassEnd::Interrupted);
+        }
+        if !warm && !out.access_ios.is_empty() {
+            t.access_ios.resize(out.access_ios.len(), 0);
+            for (sum, n) in t.access_ios.iter_mut().zip(&out.access_ios) {
+                *sum += n;
+            }
+        }
+        let mut pass = out.record;
+        pass.context = PassContext {
+            cache_resident_before: cache_before,
+            cache_resident_after: if check_cache {
+                self.target.resident_fraction()
+            } else {
+                None
+            },
+            activity,
+        };
+        let errors = pass.errors.clone();
+        if !warm || !errors.is_empty() {
+            ctx.store_pass(t.id, &pass)?;
+            t.record.passes.push(pass);
+        }
+        if let Some(e) = errors.first() {
+            let mut msg = format!(
+                "{}: I/O error during {}: {} (errno {}) at offset {} length {}",
+                self.target.info.io_path, test.name, e.message, e.errno, e.offset, e.len
+            );
+            if e.errno == libc::EINVAL && s.direct {
+                msg.push_str(
+                    "; O_DIRECT refused this I/O: the block size or offset is not aligned \
+                     to what the device or filesystem needs, or direct I/O is not \
+                     supported here. Use a larger --bs or --buffered.",
+                );
+            }
+            return Err(RunError::Failed(msg));
+        }
+        Ok(PassEnd::Done)
+    }
+
+    fn written(&self, spec: &TestSpec, before: Option<&Written>) -> Option<Written> {
+        let id = self.verify.filter(|_| spec.job.rw.writes())?;
+        let w = Written::new(id, granule_of(&spec.job), 0, self.target.info.size)?;
+        Some(match before {
+            // Later tests overwrote what the last visit wrote: a fresh map, and
+            // generations that cannot be mistaken for the last visit's.
+            Some(b) => w.starting_at(b.next_generation()),
+            None => w,
+        })
+    }
+}
+
+/// Which test gets the next pass. Time here is planned time (each pass's ramp and
+/// duration), so the schedule is the same on a fast and a slow machine; the wall time
+/// is reported beside it.
+struct Schedule<'a> {
+    plan: &'a BlockPlan,
+    /// Planned time of every pass so far.
+    used: Duration,
+}
+
+impl Schedule<'_> {
+    fn cost(&self, warm: bool) -> Duration {
+        let s = &self.plan.settings;
+        s.ramp + if warm { s.warmup_duration } else { s.duration }
+    }
+
+    /// Budget left, if there is one.
+    fn left(&self) -> Option<Duration> {
+        let b = self.plan.until_stable.and_then(|u| u.budget)?;
+        Some(b.saturating_sub(self.used))
+    }
+
+    /// One pass, its planned time counted.
+    fn pass(
+        &mut self,
+        src: &mut impl Passes,
+        t: &mut TestRun,
+        warm: bool,
+        ctx: &mut RunContext,
+    ) -> Result<PassEnd, RunError> {
+        let cost = self.cost(warm);
+        self.used += cost;
+        t.spent += cost;
+        if !warm {
+            t.measured += cost;
+        }
+        let end = src.pass(t, warm, ctx);
+        if end.is_err() {
+            self.publish(t, ctx, false)?;
+        }
+        end
+    }
+
+    /// One visit to a test: its warm-ups, then measured passes until its fixed number, or
+    /// (adaptive) until it is stable or a limit ends it. `allowed`: the planned time this
+    /// visit may take once the test has its minimum passes.
+    fn visit(
+        &mut self,
+        src: &mut impl Passes,
+        t: &mut TestRun,
+        allowed: Option<Duration>,
+        ctx: &mut RunContext,
+    ) -> Result<(), RunError> {
+        let s = &self.plan.settings;
+        t.visits += 1;
+        t.stopped = None;
+        let visit_start = t.spent;
+        for _ in 0..s.warmup_passes {
+            if ctx.stopped() {
+                t.stopped = Some(Stopped::Interrupted);
+                return Ok(());
+            }
+            if let PassEnd::Interrupted = self.pass(src, t, true, ctx)? {
+                t.stopped = Some(Stopped::Interrupted);
+                return Ok(());
+            }
+        }
+        let min = self.plan.min_runs();
+        let next = self.cost(false);
+        loop {
+            if ctx.stopped() {
+                t.stopped = Some(Stopped::Interrupted);
+                return Ok(());
+            }
+            let measured = t.record.passes.len() as u32;
+            let stop = match self.plan.until_stable {
+                None => (measured >= s.runs).then_some(Stopped::Runs),
+                Some(u) => {
+                    let mbs: Vec<f64> = t.record.passes.iter().map(|p| p.mb_s).collect();
+                    if measured >= min && iolab_stats::is_stable(&mbs, u.pct) {
+                        Some(Stopped::Stable)
+                    } else if measured >= u.max_runs {
+                        Some(Stopped::MaxRuns)
+                    } else if measured >= min && t.measured + next > u.max_time {
+                        Some(Stopped::MaxTime)
+                    } else if measured >= min
+                        && allowed.is_some_and(|a| t.spent - visit_start + next > a)
+                    {
+                        Some(Stopped::Budget)
+                    } else {
+                        None
+                    }
+                }
+            };
+            if stop.is_some() {
+                t.stopped = stop;
+                return Ok(());
+            }
+            if let PassEnd::Interrupted = self.pass(src, t, false, ctx)? {
+                t.stopped = Some(Stopped::Interrupted);
+                return Ok(());
+            }
+        }
+    }
+
+    /// Puts the test's summary (and `extra`) in the run record and, with `store`, the
+    /// store: when a visit ends (again after a later visit), or on an I/O error.
+    fn publish(&self, t: &mut TestRun, ctx: &mut RunContext, store: bool) -> Result<(), RunError> {
+        let checked = t.written.is_some().then_some(t.tally.clone());
+        let adaptive = self.plan.until_stable.map(|u| AdaptiveExtra {
+            target_pct: u.pct,
+            stopped: t.stopped.unwrap_or(Stopped::Interrupted),
+            visits: t.visits,
+            seconds: t.wall.as_secs_f64(),
+        });
+        t.record.extra =
+            BlockExtra::new(t.spec, t.access_ios.clone(), checked, adaptive).to_value();
+        t.record.summary = summarize(&t.record.passes, self.plan.score);
+        t.record.summary.converged = match (self.plan.until_stable, t.stopped) {
+            (Some(_), Some(stopped)) if stopped != Stopped::Interrupted => {
+                Some(stopped == Stopped::Stable)
+            }
+            _ => None,
+        };
+        if store {
+            ctx.store_summary(t.id, &t.record.summary)?;
+        }
+        match t.published {
+            Some(i) => ctx.run().tests[i] = t.record.clone(),
+            None if !t.record.passes.is_empty() || !store => {
+                let tests = &mut ctx.run().tests;
+                tests.push(t.record.clone());
+                t.published = Some(tests.len() - 1);
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Ends a visit: the test's summary in the run, its `--verify` note (replaced with the
+    /// new totals after a later visit) and its line on the terminal.
+    fn close(&self, t: &mut TestRun, ctx: &mut RunContext) -> Result<(), RunError> {
+        self.publish(t, ctx, true)?;
+        if t.written.is_some() {
+            let line = t.tally.summary_line(&t.record.name);
+            ctx.progress.println(&line);
+            let notes = &mut ctx.run().notes;
+            match t.noted {
+                Some(i) => notes[i] = line,
+                None => {
+                    notes.push(line);
+                    t.noted = Some(notes.len() - 1);
+                }
+            }
+        }
+        if t.record.passes.is_empty() {
+            return Ok(());
+        }
+        let m = &t.record.summary.stats_mb_s;
+        let ci = format!("±{:.1}% after {} passes", iolab_stats::ci_pct(m), m.n);
+        let stable = match (t.record.summary.converged, t.stopped) {
+            (Some(true), _) => format!("  {ci}"),
+            (Some(false), Some(Stopped::MaxRuns)) => format!("  {ci}: not stable (--max-runs)"),
+            (Some(false), Some(Stopped::MaxTime)) => format!("  {ci}: not stable (--max-time)"),
+            (Some(false), _) if t.visits == 1 => {
+                format!("  {ci}: not stable yet (its share of the budget is used)")
+            }
+            (Some(false), _) => format!("  {ci}: not stable (the budget is used)"),
+            (None, _) => String::new(),
+        };
+        ctx.progress.println(&format!(
+            "{:<28} {:>10.2} MB/s {:>12.0} IOPS{stable}",
+            t.record.name, t.record.summary.mb_s, t.record.summary.iops
+        ));
+        Ok(())
+    }
+}
+
+/// Runs every test; stores each pass as soon as it is measured. Fixed passes: each test
+/// in turn. Adaptive passes: each test in turn gets its minimum passes and, while not
+/// stable, up to a fair share of the budget left (what is left divided among the tests
+/// not yet run); then the tests whose share ran out come back, in order, each for a fair
+/// share of what the others left.
+fn execute(plan: &BlockPlan, src: &mut impl Passes, ctx: &mut RunContext) -> Result<(), RunError> {
+    let began = Instant::now();
+    let mut sched = Schedule {
+        plan,
+        used: Duration::ZERO,
+    };
+    let mut tests: Vec<TestRun> = Vec::with_capacity(plan.tests.len());
+    let n = plan.tests.len();
+    for (ti, spec) in plan.tests.iter().enumerate() {
         if ctx.stopped() {
             return Ok(());
         }
-        let mut record = TestRecord {
-            name: test.name.clone(),
-            group: test.group.clone(),
-            job: test.job.clone(),
-            passes: Vec::new(),
-            summary: TestSummary::default(),
-            extra: serde_json::Value::Null,
-        };
-        let test_id = ctx.begin_test(ti as u32, &record)?;
-        // `--verify`: one write state per test (its own block size), counts over its passes.
-        let written = verify
-            .filter(|_| test.job.rw.writes())
-            .and_then(|id| Written::new(id, granule_of(&test.job), 0, target.info.size));
-        let mut tally = Tally::default();
-        let mut access_ios: Vec<u64> = Vec::new();
-        let mut p = 0u32;
-        let mut converged = None;
-        let mut measuring_since = Instant::now();
-        loop {
-            if ctx.stopped() {
-                break;
-            }
-            let warm = p < s.warmup_passes;
-            let measured = record.passes.len() as u32;
-            if !warm {
-                if measured == 0 {
-                    measuring_since = Instant::now();
-                }
-                match plan.until_stable {
-                    None if measured >= s.runs => break,
-                    None => {}
-                    Some(u) => {
-                        let mbs: Vec<f64> = record.passes.iter().map(|p| p.mb_s).collect();
-                        if measured >= s.runs && iolab_stats::is_stable(&mbs, u.pct) {
-                            converged = Some(true);
-                            break;
-                        }
-                        if measured >= u.max_runs || measuring_since.elapsed() >= u.max_time {
-                            converged = Some(false);
-                            break;
-                        }
-                    }
-                }
-            }
-            let dur = if warm { s.warmup_duration } else { s.duration };
-            let label = if warm {
-                format!("{} warm-up", test.name)
-            } else if plan.until_stable.is_some() {
-                format!("{} {}", test.name, measured + 1)
+        let mut t = TestRun::new(spec, None, src.written(spec, None));
+        t.id = ctx.begin_test(ti as u32, &t.record)?;
+        let allowed = sched.left().map(|left| left / (n - ti) as u32);
+        sched.visit(src, &mut t, allowed, ctx)?;
+        sched.close(&mut t, ctx)?;
+        tests.push(t);
+    }
+    let waiting: Vec<usize> = (0..tests.len())
+        .filter(|&i| tests[i].stopped == Some(Stopped::Budget))
+        .collect();
+    for (k, &i) in waiting.iter().enumerate() {
+        let Some(left) = sched.left() else { break };
+        let allowed = left / (waiting.len() - k) as u32;
+        // Worth a visit only when its warm-ups and at least one more pass fit.
+        if ctx.stopped() || allowed < plan.warmup_time() + sched.cost(false) {
+            continue;
+        }
+        let t = &mut tests[i];
+        t.written = src.written(t.spec, t.written.as_ref());
+        sched.visit(src, t, Some(allowed), ctx)?;
+        sched.close(t, ctx)?;
+    }
+    if let Some(b) = plan.until_stable.and_then(|u| u.budget) {
+        let unstable: Vec<&str> = tests
+            .iter()
+            .filter(|t| t.record.summary.converged == Some(false))
+            .map(|t| t.record.name.as_str())
+            .collect();
+        ctx.note(format!(
+            "adaptive passes used {} of the {} budget (planned pass time; {} of wall time \
+             with setup, storing and read-backs); {}",
+            fmt_secs(sched.used),
+            fmt_secs(b),
+            fmt_secs(began.elapsed()),
+            if unstable.is_empty() {
+                "every test reached its target".to_string()
             } else {
-                format!("{} {}/{}", test.name, measured + 1, s.runs)
-            };
-            let index = if warm { 0 } else { measured + 1 };
-            let check_cache = !s.direct && test.job.rw.reads();
-            let cache_before = if check_cache {
-                target.resident_fraction()
-            } else {
-                None
-            };
-            let activity = ActivitySample::now();
-            let out = {
-                let obs = ctx.progress.pass(label, elapsed_plan, dur);
-                run_pass(
-                    target,
-                    test,
-                    s,
-                    index,
-                    dur,
-                    &ctx.stop,
-                    &obs,
-                    written.as_ref(),
-                )
-                .map_err(target_error)?
-            };
-            let activity = activity.until(&ActivitySample::now(), watch);
-            if let Some(w) = &written {
-                // After the pass's clock stopped: read-back time is not part of the pass.
-                verify_pass(target, w, s.direct, &ctx.stop, &mut tally)?;
+                format!("not stable: {}", unstable.join(", "))
             }
-            elapsed_plan += dur;
-            p += 1;
-            for n in out.notes {
-                ctx.note(n);
-            }
-            if out.interrupted {
-                // A pass cut short by Ctrl-C is not a measurement.
-                break;
-            }
-            if !warm && !out.access_ios.is_empty() {
-                access_ios.resize(out.access_ios.len(), 0);
-                for (sum, n) in access_ios.iter_mut().zip(&out.access_ios) {
-                    *sum += n;
-                }
-            }
-            let mut pass = out.record;
-            pass.context = PassContext {
-                cache_resident_before: cache_before,
-                cache_resident_after: if check_cache {
-                    target.resident_fraction()
-                } else {
-                    None
-                },
-                activity,
-            };
-            let errors = pass.errors.clone();
-            if !warm || !errors.is_empty() {
-                ctx.store_pass(test_id, &pass)?;
-                record.passes.push(pass);
-            }
-            if let Some(e) = errors.first() {
-                let mut msg = format!(
-                    "{}: I/O error during {}: {} (errno {}) at offset {} length {}",
-                    target.info.io_path, test.name, e.message, e.errno, e.offset, e.len
-                );
-                if e.errno == libc::EINVAL && s.direct {
-                    msg.push_str(
-                        "; O_DIRECT refused this I/O: the block size or offset is not aligned \
-                         to what the device or filesystem needs, or direct I/O is not \
-                         supported here. Use a larger --bs or --buffered.",
-                    );
-                }
-                record.extra = BlockExtra::new(test, access_ios, None).to_value();
-                record.summary = summarize(&record.passes, plan.score);
-                ctx.run().tests.push(record);
-                return Err(RunError::Failed(msg));
-            }
-        }
-        if written.is_some() {
-            let line = tally.summary_line(&record.name);
-            ctx.progress.println(&line);
-            ctx.note(line);
-        }
-        let checked = written.is_some().then_some(tally);
-        record.extra = BlockExtra::new(test, access_ios, checked).to_value();
-        record.summary = summarize(&record.passes, plan.score);
-        record.summary.converged = converged;
-        ctx.store_summary(test_id, &record.summary)?;
-        if !record.passes.is_empty() {
-            ctx.progress.println(&format!(
-                "{:<28} {:>10.2} MB/s {:>12.0} IOPS",
-                record.name, record.summary.mb_s, record.summary.iops
-            ));
-            ctx.run().tests.push(record);
-        }
+        ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The schedule of adaptive passes on scripted passes: which test gets how many passes,
+    //! in which order, whatever the machine's speed (time here is planned time).
+
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    use iolab_measure::{CpuUsage, PassRecord, RunRecord, TimeSeries};
+    use iolab_spec::{JobSpec, Rw};
+
+    use super::*;
+    use crate::options::CommonArgs;
+
+    /// Passes whose MB/s come from a function of (test name, pass number from 0); a
+    /// test named in `stop_after` raises the stop flag once it has that many passes.
+    struct Script {
+        mb_s: fn(&str, usize) -> f64,
+        log: Vec<String>,
+        stop_after: Option<(&'static str, usize)>,
+    }
+
+    impl Passes for Script {
+        fn pass(
+            &mut self,
+            t: &mut TestRun,
+            warm: bool,
+            ctx: &mut RunContext,
+        ) -> Result<PassEnd, RunError> {
+            let name = t.spec.name.clone();
+            self.log.push(if warm {
+                format!("{name} warm")
+            } else {
+                name.clone()
+            });
+            if warm {
+                return Ok(PassEnd::Done);
+            }
+            let n = t.record.passes.len();
+            let mut p = PassRecord::new(
+                n as u32 + 1,
+                1.0,
+                None,
+                None,
+                None,
+                CpuUsage::default(),
+                TimeSeries::default(),
+            );
+            p.mb_s = (self.mb_s)(&name, n);
+            t.record.passes.push(p);
+            if self.stop_after == Some((name.as_str(), n + 1)) {
+                ctx.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok(PassEnd::Done)
+        }
+    }
+
+    fn plan(names: &[&str], warmups: u32, stable: Option<UntilStable>) -> BlockPlan {
+        // 1 s passes without a ramp: every pass costs exactly 1 s of planned time.
+        let mut settings =
+            crate::context::plain_settings(1 << 20, Duration::from_secs(1), 3, false);
+        settings.warmup_passes = warmups;
+        settings.warmup_duration = Duration::from_secs(1);
+        let test = |n: &&str| TestSpec {
+            name: n.to_string(),
+            group: n.to_string(),
+            job: JobSpec::new(Rw::Read, 4096, 1, 1),
+        };
+        let mut p = BlockPlan::new("cdm", settings, names.iter().map(test).collect());
+        p.until_stable = stable;
+        p
+    }
+
+    fn adaptive(budget_s: u64, max_runs: u32) -> Option<UntilStable> {
+        Some(UntilStable {
+            pct: 3.0,
+            max_runs,
+            max_time: Duration::from_secs(3600),
+            budget: Some(Duration::from_secs(budget_s)),
+        })
+    }
+
+    /// "B" alternates 50/150 MB/s (never stable); every other test is a steady 100.
+    fn b_is_noisy(name: &str, n: usize) -> f64 {
+        match name {
+            "B" if n.is_multiple_of(2) => 50.0,
+            "B" => 150.0,
+            _ => 100.0,
+        }
+    }
+
+    fn run(plan: &BlockPlan, script: &mut Script) -> RunRecord {
+        let dir = tempfile::tempdir().unwrap();
+        // A detached context stores nothing and shows no progress.
+        let common = CommonArgs {
+            target: dir.path().to_path_buf(),
+            ..CommonArgs::default()
+        };
+        let mut ctx = RunContext::detached(common, Arc::new(AtomicBool::new(false)));
+        ctx.start(RunStart::in_dir(
+            "cdm",
+            dir.path(),
+            0,
+            plan.settings.clone(),
+        ))
+        .unwrap();
+        execute(plan, script, &mut ctx).unwrap();
+        ctx.run().clone()
+    }
+
+    fn script(mb_s: fn(&str, usize) -> f64) -> Script {
+        Script {
+            mb_s,
+            log: Vec::new(),
+            stop_after: None,
+        }
+    }
+
+    fn counts(log: &[String]) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = Vec::new();
+        for name in log {
+            match out.last_mut() {
+                Some((n, c)) if n == name => *c += 1,
+                _ => out.push((name.clone(), 1)),
+            }
+        }
+        out
+    }
+
+    fn adaptive_extra(t: &TestRecord) -> (&str, u64) {
+        let a = &t.extra["adaptive"];
+        (
+            a["stopped"].as_str().unwrap(),
+            a["visits"].as_u64().unwrap(),
+        )
+    }
+
+    #[test]
+    fn stable_tests_stop_at_three_and_the_noisy_one_gets_what_they_leave() {
+        // Budget 24 s of 1 s passes. A: share 8, stable at 3. B: share (24-3)/2 = 10.5,
+        // never stable: 10 passes. C: share 11, stable at 3. Then B comes back for the 8 s
+        // left: 8 more passes, 18 in all, and the budget is used exactly.
+        let p = plan(&["A", "B", "C"], 0, adaptive(24, 20));
+        let mut s = script(b_is_noisy);
+        let r = run(&p, &mut s);
+        let want: Vec<(String, usize)> = [("A", 3), ("B", 10), ("C", 3), ("B", 8)]
+            .iter()
+            .map(|(n, c)| (n.to_string(), *c))
+            .collect();
+        assert_eq!(counts(&s.log), want);
+        let by = |n: &str| r.tests.iter().find(|t| t.name == n).unwrap();
+        for (name, passes, converged, stopped, visits) in [
+            ("A", 3, true, "stable", 1),
+            ("B", 18, false, "budget", 2),
+            ("C", 3, true, "stable", 1),
+        ] {
+            let t = by(name);
+            assert_eq!(t.passes.len(), passes, "{name}");
+            assert_eq!(t.summary.passes, passes as u32, "{name}");
+            assert_eq!(t.summary.converged, Some(converged), "{name}");
+            assert_eq!(adaptive_extra(t), (stopped, visits), "{name}");
+        }
+        // Test order in the record is the plan's, whatever the visits.
+        let names: Vec<&str> = r.tests.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["A", "B", "C"]);
+        let last = r.notes.last().unwrap();
+        assert!(last.contains("used 24 s of the 24 s budget"), "{last}");
+        assert!(last.contains("not stable: B"), "{last}");
+    }
+
+    #[test]
+    fn warm_ups_count_against_the_budget_and_come_again_on_a_revisit() {
+        // Each visit starts with its warm-up. Budget 24: A 1+3 (stable), B share 10:
+        // 1 warm-up + 9, C share 10: 1+3, then B gets the 6 left: 1 warm-up + 5.
+        let p = plan(&["A", "B", "C"], 1, adaptive(24, 20));
+        let mut s = script(b_is_noisy);
+        let r = run(&p, &mut s);
+        let want: Vec<(String, usize)> = [
+            ("A warm", 1),
+            ("A", 3),
+            ("B warm", 1),
+            ("B", 9),
+            ("C warm", 1),
+            ("C", 3),
+            ("B warm", 1),
+            ("B", 5),
+        ]
+        .iter()
+        .map(|(n, c)| (n.to_string(), *c))
+        .collect();
+        assert_eq!(counts(&s.log), want);
+        assert_eq!(r.tests[1].passes.len(), 14);
+        // Pass indices go on from the first visit's.
+        let idx: Vec<u32> = r.tests[1].passes.iter().map(|p| p.index).collect();
+        assert_eq!(idx, (1..=14).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn a_test_stopped_by_its_own_limit_is_not_visited_again() {
+        // max-runs 6 ends B before its share; the time it leaves is not given back to it.
+        let p = plan(&["A", "B", "C"], 0, adaptive(24, 6));
+        let mut s = script(b_is_noisy);
+        let r = run(&p, &mut s);
+        assert_eq!(s.log.len(), 3 + 6 + 3);
+        assert_eq!(adaptive_extra(&r.tests[1]), ("max-runs", 1));
+        assert_eq!(r.tests[1].summary.converged, Some(false));
+    }
+
+    #[test]
+    fn the_minimum_passes_run_even_past_the_budget() {
+        // Every test gets its 3 passes (the plan refuses a budget below that; a run whose
+        // passes overran still measures each test): no more, and no revisit.
+        let p = plan(&["A", "B", "C"], 0, adaptive(9, 20));
+        let mut s = script(|_, n| if n.is_multiple_of(2) { 50.0 } else { 150.0 });
+        let r = run(&p, &mut s);
+        assert_eq!(s.log.len(), 9);
+        for t in &r.tests {
+            assert_eq!(adaptive_extra(t), ("budget", 1), "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn fixed_passes_are_exactly_runs_and_make_no_claim() {
+        let p = plan(&["A", "B"], 1, None);
+        let mut s = script(b_is_noisy);
+        let r = run(&p, &mut s);
+        assert_eq!(s.log.len(), 2 * (1 + 3));
+        for t in &r.tests {
+            assert_eq!(t.passes.len(), 3);
+            assert_eq!(t.summary.converged, None);
+            assert!(t.extra.is_null());
+        }
+    }
+
+    #[test]
+    fn a_stop_request_ends_the_test_unjudged_and_runs_nothing_more() {
+        let p = plan(&["A", "B", "C"], 0, adaptive(24, 20));
+        let mut s = script(b_is_noisy);
+        s.stop_after = Some(("B", 4));
+        let r = run(&p, &mut s);
+        assert_eq!(s.log.len(), 3 + 4);
+        assert_eq!(r.tests.len(), 2);
+        assert_eq!(r.tests[1].summary.converged, None);
+        assert_eq!(adaptive_extra(&r.tests[1]).0, "interrupted");
+    }
+
+    #[test]
+    fn limits_the_minimum_passes_cannot_live_with_are_refused() {
+        let mut p = plan(&["A", "B"], 1, adaptive(8, 20));
+        // 2 tests x (1 warm-up + 3 passes) of 1 s = 8 s: enough.
+        assert!(p.check_stable().is_ok());
+        p.until_stable = adaptive(7, 20);
+        let e = p.check_stable().unwrap_err();
+        assert_eq!(e.option.as_deref(), Some("budget"));
+        assert!(e.message.contains("= 8 s"), "{e}");
+        p.until_stable = adaptive(100, 2);
+        assert_eq!(
+            p.check_stable().unwrap_err().option.as_deref(),
+            Some("max-runs")
+        );
+        assert_eq!(p.default_budget(), Duration::from_secs(16));
+    }
+
+    #[test]
+    fn the_default_ramp_is_a_tenth_of_the_pass_at_most_a_second() {
+        assert_eq!(
+            default_ramp(Duration::from_secs(3), false),
+            Duration::from_millis(300)
+        );
+        assert_eq!(
+            default_ramp(Duration::from_secs(60), false),
+            Duration::from_secs(1)
+        );
+        assert_eq!(default_ramp(Duration::from_secs(3), true), Duration::ZERO);
+    }
 }

@@ -89,6 +89,12 @@ impl RunContext {
     pub fn new(common: CommonArgs) -> Result<RunContext, RunError> {
         let stop =
             crate::signals::install().map_err(|e| RunError::Failed(format!("signals: {e}")))?;
+        RunContext::with_stop(common, stop)
+    }
+
+    /// Like [`RunContext::new`] with handlers already installed for `stop` (the runs of
+    /// `--repeat` share one flag).
+    pub fn with_stop(common: CommonArgs, stop: Arc<AtomicBool>) -> Result<RunContext, RunError> {
         let (store, db_path) = if common.no_store {
             (None, None)
         } else {
@@ -422,7 +428,21 @@ impl RunContext {
 
 /// Runs a parsed command line's job through the whole lifecycle.
 pub fn execute(parsed: Parsed) -> Finished {
-    let mut ctx = match RunContext::new(parsed.common) {
+    run_parsed(parsed, None, None)
+}
+
+/// [`execute`] with an installed stop flag (or new handlers) and, for a repetition of
+/// `--repeat`, the tag its progress shows and the note its run gets.
+pub(crate) fn run_parsed(
+    parsed: Parsed,
+    stop: Option<Arc<AtomicBool>>,
+    round: Option<(String, String)>,
+) -> Finished {
+    let ctx = match stop {
+        Some(stop) => RunContext::with_stop(parsed.common, stop),
+        None => RunContext::new(parsed.common),
+    };
+    let mut ctx = match ctx {
         Ok(c) => c,
         Err(e) => {
             return Finished {
@@ -435,7 +455,14 @@ pub fn execute(parsed: Parsed) -> Finished {
             }
         }
     };
+    let note = round.map(|(tag, note)| {
+        ctx.progress.set_tag(tag);
+        note
+    });
     let outcome = parsed.job.run(&mut ctx);
+    if let Some(note) = note.filter(|_| ctx.run.is_some()) {
+        ctx.note(note);
+    }
     ctx.finish(outcome)
 }
 

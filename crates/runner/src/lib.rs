@@ -7,6 +7,7 @@ pub mod context;
 pub mod facts;
 pub mod options;
 pub mod progress;
+pub mod repeat;
 pub mod signals;
 pub mod space;
 pub mod status;

@@ -32,6 +32,10 @@ pub struct CommonArgs {
     /// No progress bar.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Run the whole workload N times (every test, then all again), each repetition stored
+    /// as its own run under one label, then summarise each test across the N runs.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub repeat: Option<String>,
     /// Set by `iolab study` for the runs it starts: the study's name.
     #[arg(long, hide = true, requires = "config")]
     pub study: Option<String>,
@@ -54,7 +58,136 @@ impl CommonArgs {
     pub fn target_abs(&self) -> PathBuf {
         std::path::absolute(&self.target).unwrap_or_else(|_| self.target.clone())
     }
+
+    /// `--repeat`: how many times to run the whole workload (1 without the option).
+    pub fn repeat(&self) -> Result<u32, UsageError> {
+        let Some(text) = &self.repeat else {
+            return Ok(1);
+        };
+        let bad = || {
+            UsageError::option(
+                "repeat",
+                format!("--repeat '{text}': expected a number of runs from 1 to {MAX_REPEAT}"),
+            )
+        };
+        let n: u32 = text.trim().parse().map_err(|_| bad())?;
+        if n == 0 || n > MAX_REPEAT {
+            return Err(bad());
+        }
+        if self.study.is_some() {
+            return Err(UsageError::option(
+                "repeat",
+                "--repeat does not apply to a study's runs: a study repeats them with \
+                 `repeats` in its file",
+            ));
+        }
+        Ok(n)
+    }
 }
+
+/// The most repetitions `--repeat` takes.
+pub const MAX_REPEAT: u32 = 1000;
+
+/// Adaptive passes: `--until-stable`, its per-test limits and the run's time budget (the
+/// block presets; the cdm profiles have them on by default).
+#[derive(Args, Debug, Clone, Default)]
+pub struct StableArgs {
+    /// Adaptive passes: after --runs passes (at least 3), stop a test once the 95% CI
+    /// half-width of its MB/s is within PCT% of the mean (default 3); a test that is not
+    /// stable gets more passes within the limits below. On by default for the cdm profiles
+    /// (unless --runs is given); "off" turns it off.
+    #[arg(long, value_name = "PCT|off", num_args = 0..=1, default_missing_value = "3")]
+    pub until_stable: Option<String>,
+    /// Adaptive passes: most measured passes per test (default 20).
+    #[arg(long, value_name = "N")]
+    pub max_runs: Option<u32>,
+    /// Adaptive passes: most pass time spent on one test's measured passes (default 2m).
+    #[arg(long, value_name = "TIME")]
+    pub max_time: Option<String>,
+    /// Adaptive passes: most pass time (ramp and duration of every pass, warm-ups included)
+    /// the whole run spends; default eight passes' time per test.
+    #[arg(long, value_name = "TIME")]
+    pub budget: Option<String>,
+}
+
+/// Adaptive passes as asked for; a limit not given is `None` (the plan fills in defaults).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StableChoice {
+    /// The target CI half-width, % of the mean.
+    pub pct: f64,
+    pub max_runs: Option<u32>,
+    pub max_time: Option<Duration>,
+    pub budget: Option<Duration>,
+}
+
+impl StableArgs {
+    /// Parses the group. `default_on`: adaptive passes apply unless turned off (the cdm
+    /// profiles without `--runs`). Returns `None` when passes are a fixed number, refusing
+    /// the limits then.
+    pub fn get(&self, default_on: bool) -> Result<Option<StableChoice>, UsageError> {
+        let pct = match self.until_stable.as_deref().map(str::trim) {
+            None if default_on => Some(DEFAULT_STABLE_PCT),
+            None => None,
+            Some("off") => None,
+            Some(t) => match t.parse::<f64>() {
+                Ok(p) if p > 0.0 && p < 100.0 => Some(p),
+                _ => {
+                    return Err(UsageError::option(
+                        "until-stable",
+                        format!(
+                            "--until-stable '{t}': expected a percentage between 0 and 100, \
+                             or off"
+                        ),
+                    ))
+                }
+            },
+        };
+        let Some(pct) = pct else {
+            for (given, o) in [
+                (self.max_runs.is_some(), "max-runs"),
+                (self.max_time.is_some(), "max-time"),
+                (self.budget.is_some(), "budget"),
+            ] {
+                if given {
+                    return Err(UsageError::option(
+                        o,
+                        format!(
+                            "--{o} limits adaptive passes, and this run has a fixed number of \
+                             passes (give --until-stable{})",
+                            if self.until_stable.as_deref() == Some("off") {
+                                " instead of off"
+                            } else {
+                                ""
+                            }
+                        ),
+                    ));
+                }
+            }
+            return Ok(None);
+        };
+        if let Some(n) = self.max_runs {
+            bounded("max-runs", n, 1, MAX_PASSES)?;
+        }
+        let positive = |o: &str, v: &Option<String>| -> Result<Option<Duration>, UsageError> {
+            match opt_duration(o, v)? {
+                Some(d) if d.is_zero() => Err(UsageError::option(
+                    o,
+                    format!("--{o} must be longer than 0"),
+                )),
+                d => Ok(d),
+            }
+        };
+        Ok(Some(StableChoice {
+            pct,
+            max_runs: self.max_runs,
+            max_time: positive("max-time", &self.max_time)?,
+            budget: positive("budget", &self.budget)?,
+        }))
+    }
+}
+
+/// The half-width adaptive passes aim for when no PCT is given: 3% of the mean.
+pub const DEFAULT_STABLE_PCT: f64 = 3.0;
 
 /// `--size`.
 #[derive(Args, Debug, Clone, Default)]

@@ -8,6 +8,8 @@ use iolab_measure::MB;
 
 pub struct Progress {
     bar: ProgressBar,
+    /// Put before every pass's label (`run 2/5 `, for `--repeat`).
+    tag: String,
 }
 
 impl Progress {
@@ -22,11 +24,19 @@ impl Progress {
             },
         );
         bar.set_style(
-            ProgressStyle::with_template("{prefix:<28} [{bar:24}] {msg:>14}  ETA {eta}")
+            ProgressStyle::with_template("{prefix:<36} [{bar:24}] {msg:>14}  ETA {eta}")
                 .expect("valid template")
                 .progress_chars("=> "),
         );
-        Progress { bar }
+        Progress {
+            bar,
+            tag: String::new(),
+        }
+    }
+
+    /// Puts `tag` before every pass's label.
+    pub fn set_tag(&mut self, tag: String) {
+        self.tag = tag;
     }
 
     /// Sets the planned time the bar (and its ETA) measures.
@@ -40,7 +50,7 @@ impl Progress {
 
     /// Observer for one pass that started at `base` of the planned time.
     pub fn pass(&self, label: String, base: Duration, planned: Duration) -> PassProgress<'_> {
-        self.bar.set_prefix(label);
+        self.bar.set_prefix(format!("{}{label}", self.tag));
         self.bar.set_message("");
         self.bar.set_position(base.as_millis() as u64);
         PassProgress {

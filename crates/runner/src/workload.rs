@@ -216,6 +216,7 @@ impl Registry {
             .map_err(|e| self.explain(bin, &name, e))?;
         let common = CommonArgs::from_arg_matches(&matches)
             .map_err(|e| ParseError::Clap(e.format(&mut self.workload_command(bin, w, &name))))?;
+        common.repeat().map_err(ParseError::Usage)?;
         let job = w
             .plan(&name, &matches, &common)
             .map_err(ParseError::Usage)?;

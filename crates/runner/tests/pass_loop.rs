@@ -8,7 +8,6 @@ use std::time::Duration;
 use iolab_runner::block::{self, BlockPlan, UntilStable};
 use iolab_runner::{CommonArgs, ExitStatus, RunContext};
 use iolab_spec::{DataPattern, EngineKind, JobSpec, RunSettings, Rw, TestSpec};
-use iolab_stats::Score;
 
 fn plan(runs: u32, warmups: u32, until_stable: Option<UntilStable>) -> BlockPlan {
     let test = |name: &str, rw| TestSpec {
@@ -16,30 +15,23 @@ fn plan(runs: u32, warmups: u32, until_stable: Option<UntilStable>) -> BlockPlan
         group: "t".into(),
         job: JobSpec::new(rw, 4096, 4, 1),
     };
-    BlockPlan {
-        preset: "custom".into(),
-        until_stable,
-        settings: RunSettings {
-            size: 1 << 20,
-            duration: Duration::from_millis(100),
-            runs,
-            warmup_passes: warmups,
-            warmup_duration: Duration::from_millis(100),
-            ramp: Duration::ZERO,
-            engine: EngineKind::Null,
-            direct: false,
-            data: DataPattern::Random,
-            fixedbufs: false,
-            registerfiles: false,
-        },
-        tests: vec![test("A", Rw::RandRead), test("B", Rw::Read)],
-        score: Score::Median,
-        notes: Vec::new(),
-        verify: false,
-        size_given: true,
-        allow_destroy_device: false,
-        allow_overwrite_file: false,
-    }
+    let settings = RunSettings {
+        size: 1 << 20,
+        duration: Duration::from_millis(100),
+        runs,
+        warmup_passes: warmups,
+        warmup_duration: Duration::from_millis(100),
+        ramp: Duration::ZERO,
+        engine: EngineKind::Null,
+        direct: false,
+        data: DataPattern::Random,
+        fixedbufs: false,
+        registerfiles: false,
+    };
+    let tests = vec![test("A", Rw::RandRead), test("B", Rw::Read)];
+    let mut p = BlockPlan::new("custom", settings, tests);
+    p.until_stable = until_stable;
+    p
 }
 
 fn run(p: BlockPlan, stop: bool) -> iolab_runner::Finished {
@@ -84,6 +76,7 @@ fn until_stable_stops_at_max_runs_when_the_rule_cannot_be_met() {
         pct: 1e-9,
         max_runs: 5,
         max_time: Duration::from_secs(3600),
+        budget: None,
     };
     let r = run(plan(3, 0, Some(u)), false).run.unwrap();
     for t in &r.tests {

@@ -14,6 +14,9 @@ pub struct PresetDefaults {
     pub warmup_passes: u32,
     /// A pass also ends once it has moved this many bytes per test region (ATTO: once).
     pub cover_region_once: bool,
+    /// Adaptive passes unless `--runs` is given: `runs` is then the minimum, and a test
+    /// stops once stable (see the runner's block pass loop).
+    pub adaptive: bool,
 }
 
 /// A preset as `iolab presets` lists it.
@@ -26,10 +29,11 @@ pub struct PresetInfo {
 
 const CDM_DEFAULTS: PresetDefaults = PresetDefaults {
     size: 1 << 30,
-    duration: Duration::from_secs(5),
+    duration: Duration::from_secs(1),
     runs: 3,
     warmup_passes: 1,
     cover_region_once: false,
+    adaptive: true,
 };
 
 /// Every preset iolab knows, in the order `iolab presets` prints them.
@@ -37,7 +41,8 @@ pub const PRESETS: &[PresetInfo] = &[
     PresetInfo {
         name: "cdm",
         summary: "CrystalDiskMark default: SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1; \
-                  read then write each; 1 GiB, 1 warm-up + 3 passes of 5 s",
+                  read then write each; 1 GiB, 1 warm-up + passes of 1 s until the 95% CI is \
+                  within ±3% (at least 3, within a budget)",
         defaults: CDM_DEFAULTS,
     },
     PresetInfo {
@@ -66,6 +71,7 @@ pub const PRESETS: &[PresetInfo] = &[
             runs: 1,
             warmup_passes: 0,
             cover_region_once: true,
+            adaptive: false,
         },
     },
     PresetInfo {
@@ -79,6 +85,7 @@ pub const PRESETS: &[PresetInfo] = &[
             runs: 3,
             warmup_passes: 0,
             cover_region_once: false,
+            adaptive: false,
         },
     },
     PresetInfo {
@@ -90,6 +97,7 @@ pub const PRESETS: &[PresetInfo] = &[
             runs: 3,
             warmup_passes: 0,
             cover_region_once: false,
+            adaptive: false,
         },
     },
 ];

@@ -29,6 +29,10 @@ impl Score {
 
 pub const CI_METHOD: &str = "95% CI, Student t on the mean of passes";
 
+/// How the interval across the runs of `--repeat` is computed (with [`metric`] over each
+/// run's headline value of a test).
+pub const RUNS_CI_METHOD: &str = "95% CI, Student t on the mean of the runs' headline values";
+
 /// Median of a slice (NaNs excluded); 0 when empty.
 pub fn median(values: &[f64]) -> f64 {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
@@ -173,14 +177,14 @@ pub fn slow_first(values: &[f64]) -> bool {
         && values[0] < 0.8 * median(&values[1..])
 }
 
-/// The `--until-stable` rule: at least 3 passes, and the 95% CI half-width of the mean is
-/// within `pct` percent of the median.
+/// The rule of adaptive passes (`--until-stable`): at least 3 passes, and the 95% CI
+/// half-width of the mean within `pct` percent of the mean (the `±x%` the tables print).
 pub fn is_stable(values: &[f64], pct: f64) -> bool {
     if values.len() < 3 {
         return false;
     }
     let m = metric(values);
-    m.median != 0.0 && 100.0 * (m.ci_high - m.ci_low) / 2.0 <= pct * m.median.abs()
+    m.mean != 0.0 && ci_pct(&m) <= pct
 }
 
 #[cfg(test)]

@@ -811,14 +811,34 @@ fn per_test(
         ));
     }
     if t.summary.converged == Some(false) {
+        // The block pass loop says in `extra.adaptive` what it aimed for and what stopped it.
+        let adaptive = t.extra.get("adaptive");
+        let target = adaptive
+            .and_then(|a| a.get("target_pct"))
+            .and_then(|v| v.as_f64())
+            .map_or(String::new(), |p| format!(", above the ±{p}% aimed for"));
+        let why = match adaptive
+            .and_then(|a| a.get("stopped"))
+            .and_then(|v| v.as_str())
+        {
+            Some("max-runs") => "--max-runs passes ran first",
+            Some("max-time") => "--max-time of passes went by first",
+            Some("budget") => "the run's --budget was used first",
+            _ => "its limits came first",
+        };
         out.push(w(
             WarningCode::NotConverged,
             format!(
-                "--until-stable stopped after {} passes without the confidence interval \
-                 reaching its target",
-                t.passes.len()
+                "adaptive passes stopped with the 95% CI at ±{:.1}% after {} passes{target}: \
+                 {why}; MB/s varied by {:.1}% (coefficient of variation), {:.1} to {:.1}",
+                crate::ci_pct(&m),
+                m.n,
+                m.cv * 100.0,
+                m.min,
+                m.max
             ),
-            "raise --max-runs/--max-time or quiet the machine",
+            "give the test more passes (--budget, --max-runs, --max-time), or stop what \
+             disturbs the device (BUSY_DEVICE, BUSY_CPU on this test name it)",
             Some(t),
         ));
     }

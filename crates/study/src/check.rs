@@ -23,6 +23,10 @@ pub fn check_workload(reg: &Registry, w: &Workload) -> Result<(), WorkloadProble
     }
     let key_of = |flag: &str| flag.trim_start_matches('-').replace('-', "_");
     match reg.parse("iolab run", &argv) {
+        Ok(p) if p.common.repeat.is_some() => Err(WorkloadProblem {
+            key: Some("repeat".into()),
+            message: "--repeat does not apply to a study's runs: give the study `repeats`".into(),
+        }),
         Ok(_) => Ok(()),
         Err(ParseError::Usage(u)) => Err(WorkloadProblem {
             key: u.option.as_deref().map(key_of),

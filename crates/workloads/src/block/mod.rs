@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 use iolab_engine::engines::EngineArgs;
-use iolab_runner::block::{BlockPlan, UntilStable};
+use iolab_runner::block::{self as pass_loop, BlockPlan, UntilStable};
 use iolab_runner::options::{
     bounded, opt_duration, BsArg, BufferedArg, DurationArg, EndFsyncArg, RunsArg, SafetyArgs,
-    SizeArg, VerifyArg, MAX_PASSES,
+    SizeArg, StableArgs, VerifyArg, MAX_PASSES,
 };
 use iolab_runner::{CommonArgs, Job, RunContext, RunError, UsageError, Workload};
 use iolab_spec::{
-    expand_preset, parse_duration, preset_info, DataPattern, EngineKind, JobSpec, RunSettings, Rw,
-    SyncMode, TestSpec,
+    expand_preset, preset_info, DataPattern, EngineKind, JobSpec, RunSettings, Rw, SyncMode,
+    TestSpec,
 };
 use iolab_stats::Score;
 
@@ -46,7 +46,8 @@ pub struct BlockArgs {
     #[arg(long, value_name = "TIME")]
     pub warmup_time: Option<String>,
     /// Unmeasured time at the start of every pass, e.g. 500ms (fio's ramp_time): lets a
-    /// device, cache or throttle settle before counting.
+    /// device, cache or throttle settle before counting (default: a tenth of --duration,
+    /// at most 1s; 0 for passes that end after a fixed amount of I/O).
     #[arg(long, value_name = "TIME")]
     pub ramp: Option<String>,
     #[command(flatten)]
@@ -67,17 +68,8 @@ pub struct BlockArgs {
     pub fdatasync: Option<u32>,
     #[command(flatten)]
     pub end_fsync: EndFsyncArg,
-    /// Keep adding passes until the 95% CI half-width is within PCT% of the median
-    /// (default 3%); --runs is then the minimum (at least 3).
-    #[arg(long, value_name = "PCT", num_args = 0..=1, default_missing_value = "3")]
-    pub until_stable: Option<f64>,
-    /// With --until-stable (required): most measured passes per test (default 20).
-    #[arg(long, value_name = "N")]
-    pub max_runs: Option<u32>,
-    /// With --until-stable (required): most time spent on one test's measured passes
-    /// (default 2m).
-    #[arg(long, value_name = "TIME")]
-    pub max_time: Option<String>,
+    #[command(flatten)]
+    pub stable: StableArgs,
     /// Headline value: median of passes (default) or best (CrystalDiskMark's best of N).
     #[arg(long, default_value = "median")]
     pub score: String,
@@ -367,36 +359,6 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         }
         t.job.validate()?;
     }
-    if a.until_stable.is_none() {
-        for (given, o) in [
-            (a.max_runs.is_some(), "max-runs"),
-            (a.max_time.is_some(), "max-time"),
-        ] {
-            if given {
-                return Err(UsageError::option(
-                    o,
-                    format!("--{o} applies with --until-stable"),
-                ));
-            }
-        }
-    }
-    let until_stable = match a.until_stable {
-        None => None,
-        Some(pct) if pct > 0.0 && pct < 100.0 => Some(UntilStable {
-            pct,
-            max_runs: bounded("max-runs", a.max_runs.unwrap_or(20), 1, MAX_PASSES)?.max(3),
-            max_time: match &a.max_time {
-                Some(t) => parse_duration("max-time", t)?,
-                None => Duration::from_secs(120),
-            },
-        }),
-        Some(pct) => {
-            return Err(UsageError::option(
-                "until-stable",
-                format!("--until-stable {pct}: expected a percentage between 0 and 100"),
-            ))
-        }
-    };
     let warmup_passes = match &a.warmup {
         None => d.warmup_passes,
         Some(w) => bounded(
@@ -427,16 +389,28 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
                 .into(),
         );
     }
-    let plan = BlockPlan {
+    let byte_limited = tests.iter().any(|t| t.job.io_limit.is_some());
+    let ramp = match opt_duration("ramp", &a.ramp)? {
+        Some(r) => r,
+        None => pass_loop::default_ramp(duration, byte_limited),
+    };
+    // Adaptive passes: asked for, or the preset's default when --runs does not fix them.
+    let stable = a.stable.get(d.adaptive && a.runs.runs.is_none())?;
+    let mut plan = BlockPlan {
         preset: preset.to_string(),
-        until_stable,
+        until_stable: stable.map(|c| UntilStable {
+            pct: c.pct,
+            max_runs: c.max_runs.unwrap_or(pass_loop::DEFAULT_MAX_RUNS),
+            max_time: c.max_time.unwrap_or(pass_loop::DEFAULT_MAX_TIME),
+            budget: c.budget,
+        }),
         settings: RunSettings {
             size,
             duration,
             runs,
             warmup_passes,
             warmup_duration,
-            ramp: opt_duration("ramp", &a.ramp)?.unwrap_or(Duration::ZERO),
+            ramp,
             engine,
             direct: !a.buffered.buffered,
             data,
@@ -451,6 +425,11 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         allow_destroy_device: a.safety.allow_destroy_device,
         allow_overwrite_file: a.safety.allow_overwrite_file,
     };
+    let default_budget = plan.default_budget();
+    if let Some(u) = &mut plan.until_stable {
+        u.budget.get_or_insert(default_budget);
+    }
+    plan.check_stable()?;
     if plan.verify {
         plan.check_verify()?;
     }

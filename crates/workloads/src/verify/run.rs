@@ -68,7 +68,14 @@ struct VerifyJob {
     safety: SafetyArgs,
 }
 
-fn plan(_name: &str, a: VerifyOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
+fn plan(_name: &str, a: VerifyOptions, c: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
+    if a.journal.is_some() && c.repeat()? > 1 {
+        return Err(UsageError::option(
+            "repeat",
+            "--repeat does not apply with --journal: a journal describes one run's data, \
+             and the next run would find it already there",
+        ));
+    }
     let cfg = config(&a)?;
     Ok(Box::new(VerifyJob {
         cfg,

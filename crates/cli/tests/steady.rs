@@ -1,0 +1,489 @@
+//! Steady numbers: the default ramp keeps a throttle's start-up burst out of a pass, a
+//! ramp gives way to Ctrl-C, adaptive passes (the cdm default) record what they ran and
+//! say why they stopped, and `--repeat N` stores N complete runs under one label and
+//! summarises each test across them.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use iolab_testkit::*;
+use serde_json::Value;
+
+/// The cap of the throttled device: 20 MiB/s, in MB/s (10^6 bytes).
+const CAP_MB_S: f64 = 20.0 * MIB as f64 / 1e6;
+
+/// A direct-I/O loop device over a fully written image on a tmpfs (so the backing store is
+/// never the limit, whatever the disk is doing), in a blkio cgroup that caps it at 20 MiB/s
+/// each way. Fields drop in order: cgroup, device, then the tmpfs.
+struct Throttled {
+    cg: Cgroup,
+    dev: Loop,
+    _tmpfs: Mount,
+}
+
+impl Throttled {
+    fn new() -> Throttled {
+        let tmpfs = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=80m"]);
+        let img = tmpfs.path().join("disk.img");
+        let zeros = vec![0u8; MIB as usize];
+        let mut f = std::fs::File::create(&img).unwrap();
+        for _ in 0..64 {
+            std::io::Write::write_all(&mut f, &zeros).unwrap();
+        }
+        drop(f);
+        let dev = Loop::attach(&img, &["--direct-io=on"]);
+        let cg = Cgroup::blkio(&format!("iolab-steady-{}", std::process::id()));
+        let majmin = dev.majmin();
+        for file in [
+            "blkio.throttle.read_bps_device",
+            "blkio.throttle.write_bps_device",
+        ] {
+            cg.set(file, &format!("{majmin} {}", 20 * MIB));
+        }
+        Throttled {
+            cg,
+            dev,
+            _tmpfs: tmpfs,
+        }
+    }
+
+    /// `iolab <args>` started inside the cgroup (a shell joins it, then execs iolab, so
+    /// every thread is throttled).
+    fn command(&self, sb: &Sandbox, args: &[&str]) -> Command {
+        let cmd = sb.cmd(args);
+        let script = format!(
+            "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
+            self.cg.dir.display()
+        );
+        let mut sh = Command::new("sh");
+        sh.arg("-c")
+            .arg(script)
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .stdin(Stdio::null());
+        sh
+    }
+}
+
+fn devices_and_blkio() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let lock = require_devices(&["mount"])?;
+    if !Cgroup::blkio_available() {
+        skip(format!("no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO));
+        return None;
+    }
+    Some(lock)
+}
+
+fn codes(doc: &Value) -> Vec<String> {
+    arr(doc, "warnings")
+        .iter()
+        .map(|w| string(w, "code").to_string())
+        .collect()
+}
+
+/// `iolab run custom` on `dev` at queue depth 4: `rest` starts with the --rw, --bs, --runs
+/// and --duration values, then any other options.
+fn custom_on<'a>(dev: &'a Loop, rest: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "run",
+        "custom",
+        "--iodepth",
+        "4",
+        "--target",
+        dev.s(),
+        "--quiet",
+    ];
+    for (flag, value) in ["--rw", "--bs", "--runs", "--duration"].iter().zip(rest) {
+        v.extend_from_slice(&[flag, value]);
+    }
+    v.extend_from_slice(&rest[4..]);
+    v
+}
+
+#[test]
+fn a_throttles_start_up_burst_is_not_counted_without_any_ramp_option() {
+    let Some(_lock) = devices_and_blkio() else {
+        return;
+    };
+    let t = Throttled::new();
+    let sb = Sandbox::new();
+    // The command of the issue, with nothing added that changes the measurement.
+    let args = custom_on(
+        &t.dev,
+        &["read", "128k", "3", "3s", "--no-store", "--json", "-"],
+    );
+    let out = t.command(&sb, &args).output().unwrap();
+    let out = Out::new(&args, out, Duration::ZERO).ok();
+    let doc = out.json();
+    // The default ramp is a tenth of the pass, recorded with the settings (and shown in
+    // the header's "Passes" line).
+    assert_eq!(num(get(&doc, "settings"), "ramp_s"), 0.3);
+    let test = &arr(&doc, "tests")[0];
+    let passes: Vec<f64> = arr(test, "passes").iter().map(|p| num(p, "mb_s")).collect();
+    let got = num(get(test, "summary"), "mb_s");
+    let err = (got - CAP_MB_S) / CAP_MB_S;
+    println!(
+        "median {got:.3} MB/s vs cap {CAP_MB_S:.3} ({:+.2}%), passes {passes:?}",
+        err * 100.0
+    );
+    assert!(
+        err.abs() <= 0.02,
+        "{got} MB/s is not within 2% of {CAP_MB_S}"
+    );
+    let codes = codes(&doc);
+    assert!(codes.contains(&"BLKIO_THROTTLE".to_string()), "{codes:?}");
+    // The ramp's own I/O and what drained after the deadline are not someone else's.
+    assert!(!codes.contains(&"BUSY_DEVICE".to_string()), "{codes:?}");
+}
+
+/// Completed reads of a block device (`/sys/block/NAME/stat`, field 1).
+fn reads(dev: &Loop) -> u64 {
+    let stat = std::fs::read_to_string(format!("/sys/block/{}/stat", dev.name())).unwrap();
+    stat.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn ctrl_c_ends_a_long_ramp() {
+    let Some(_lock) = devices_and_blkio() else {
+        return;
+    };
+    let t = Throttled::new();
+    let sb = Sandbox::new();
+    let args = custom_on(&t.dev, &["randread", "4k", "1", "1s", "--ramp", "10m"]);
+    let mut child = t
+        .command(&sb, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Thousands of reads: the pass is in its ramp (opening the device reads far fewer).
+    let before = reads(&t.dev);
+    let start = Instant::now();
+    while reads(&t.dev) < before + 2000 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "iolab ended before its ramp"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no reads after 2 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    // A guard against a hang, not a speed limit: the ramp alone is 10 minutes.
+    let stopped = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            stopped.elapsed() < Duration::from_secs(120),
+            "Ctrl-C did not end the ramp"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = Out::new(&args, child.wait_with_output().unwrap(), start.elapsed());
+    assert_eq!(out.code, Some(130), "{out}");
+    let rows = sb.result_rows();
+    assert_eq!(rows.len(), 1, "{}", sb.results());
+    assert_eq!(rows[0].2, "incomplete", "{}", sb.results());
+    let doc = sb
+        .iolab(&["show", &rows[0].0.to_string(), "--json"])
+        .ok()
+        .json();
+    // The pass cut short in its ramp is not a measurement.
+    let passes: usize = arr(&doc, "tests")
+        .iter()
+        .map(|t| arr(t, "passes").len())
+        .sum();
+    assert_eq!(passes, 0, "{doc}");
+}
+
+/// A short cdm on the null engine (no device time; what it measures is iolab itself); the
+/// pass length is at index 4.
+const NULL_CDM: [&str; 7] = [
+    "cdm",
+    "--engine",
+    "null",
+    "--duration",
+    "100ms",
+    "--size",
+    "4MiB",
+];
+
+fn run_json(sb: &Sandbox, args: &[&str]) -> Value {
+    let mut v = args.to_vec();
+    v.extend_from_slice(&["--json", "-"]);
+    sb.run(&v).ok().json()
+}
+
+#[test]
+fn adaptive_passes_are_the_cdm_default_and_record_what_they_ran() {
+    let sb = Sandbox::new();
+    let mut args = NULL_CDM.to_vec();
+    // 8 tests x (1 warm-up + 3 passes) x 110 ms = 3.52 s is the least it can take.
+    args.extend_from_slice(&["--budget", "5s"]);
+    let doc = run_json(&sb, &args);
+    assert_eq!(num(get(&doc, "settings"), "ramp_s"), 0.01);
+    let notes: Vec<&str> = arr(&doc, "notes")
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with("adaptive passes: ")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("adaptive passes used ") && n.contains("of the 5 s budget")),
+        "{notes:?}"
+    );
+    let warned: Vec<String> = arr(&doc, "warnings")
+        .iter()
+        .filter(|w| string(w, "code") == "NOT_CONVERGED")
+        .map(|w| string(w, "test").to_string())
+        .collect();
+    let tests = arr(&doc, "tests");
+    assert_eq!(tests.len(), 8);
+    let stored = sb
+        .iolab(&["show", &doc["run_id"].to_string(), "--json"])
+        .ok()
+        .json();
+    for (t, s) in tests.iter().zip(arr(&stored, "tests")) {
+        let name = string(t, "name");
+        let n = arr(t, "passes").len();
+        assert!(n >= 3, "{name}: {n} passes");
+        // The passes actually run, in the summary and in the store.
+        assert_eq!(uint(get(t, "summary"), "passes"), n as u64, "{name}");
+        assert_eq!(arr(s, "passes").len(), n, "{name}");
+        let adaptive = get(get(t, "extra"), "adaptive");
+        assert_eq!(num(adaptive, "target_pct"), 3.0);
+        let stopped = string(adaptive, "stopped");
+        let converged = get(t, "summary")["converged"].as_bool().unwrap();
+        assert_eq!(converged, stopped == "stable", "{name}: {adaptive}");
+        let ci = num(get(get(get(t, "summary"), "stats"), "mb_s"), "ci_pct");
+        if converged {
+            assert!(ci <= 3.0, "{name}: stable at ±{ci}%");
+        } else {
+            assert!(ci > 3.0, "{name}: not stable at ±{ci}%");
+            assert!(["budget", "max-runs", "max-time"].contains(&stopped));
+        }
+        // Exactly the tests that did not converge carry NOT_CONVERGED.
+        assert_eq!(warned.contains(&name.to_string()), !converged, "{name}");
+    }
+    // Passes in the JSON are numbered in order, warm-ups apart.
+    let idx: Vec<u64> = arr(&tests[0], "passes")
+        .iter()
+        .map(|p| uint(p, "index"))
+        .collect();
+    assert_eq!(idx, (1..=idx.len() as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn runs_given_fix_the_passes_and_adaptive_limits_are_checked() {
+    let sb = Sandbox::new();
+    let mut args = NULL_CDM.to_vec();
+    args.extend_from_slice(&["--runs", "2", "--warmup", "0"]);
+    let doc = run_json(&sb, &args);
+    for t in arr(&doc, "tests") {
+        assert_eq!(arr(t, "passes").len(), 2);
+        assert_eq!(get(t, "summary")["converged"], Value::Null);
+        assert_eq!(t["extra"], Value::Null);
+    }
+    // With --until-stable, --runs is the minimum.
+    args.extend_from_slice(&["--until-stable", "50"]);
+    let doc = run_json(&sb, &args);
+    for t in arr(&doc, "tests") {
+        assert!(arr(t, "passes").len() >= 3);
+        assert!(get(t, "summary")["converged"].is_boolean());
+    }
+    let before = sb.result_rows().len();
+    for (bad, option) in [
+        (&["--budget", "1s"][..], "--budget"),
+        (&["--budget", "0s"][..], "--budget"),
+        (&["--until-stable", "0"][..], "--until-stable"),
+        (&["--until-stable", "abc"][..], "--until-stable"),
+        (&["--max-runs", "2"][..], "--max-runs"),
+        (&["--max-time", "bogus"][..], "--max-time"),
+        (&["--runs", "3", "--max-runs", "5"][..], "--max-runs"),
+        (&["--until-stable", "off", "--budget", "9s"][..], "--budget"),
+    ] {
+        let mut v = NULL_CDM.to_vec();
+        v.extend_from_slice(bad);
+        let out = sb.run(&v).code(2);
+        out.stderr_has(&[option]);
+    }
+    let out = sb
+        .run(&["custom", "--engine", "null", "--budget", "10s"])
+        .code(2);
+    out.stderr_has(&["--budget", "fixed number of passes"]);
+    assert_eq!(sb.result_rows().len(), before, "{}", sb.results());
+    assert!(sb.target_entries().is_empty());
+}
+
+/// `--repeat` on the null engine, one pass per test.
+fn repeat_args<'a>(n: &'a str, label: &'a str) -> Vec<&'a str> {
+    let mut v = NULL_CDM.to_vec();
+    v.extend_from_slice(&[
+        "--runs", "1", "--warmup", "0", "--repeat", n, "--label", label,
+    ]);
+    v
+}
+
+#[test]
+fn repeat_stores_complete_runs_in_turn_under_one_label_and_summarises_across_them() {
+    let sb = Sandbox::new();
+    let doc = run_json(&sb, &repeat_args("3", "rep"));
+    assert_eq!(string(&doc, "schema"), "iolab.repeat/1");
+    assert_eq!(string(&doc, "label"), "rep");
+    assert_eq!(uint(&doc, "repeat"), 3);
+    assert_eq!(uint(&doc, "complete"), 3);
+    assert_eq!(uint(&doc, "exit_code"), 0);
+    assert_eq!(doc["ended_early"], Value::Null);
+    let ids: Vec<i64> = arr(&doc, "run_ids")
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    let runs = arr(&doc, "runs");
+    assert_eq!(runs.len(), 3);
+    for (i, r) in runs.iter().enumerate() {
+        assert_eq!(r["run_id"].as_i64(), Some(ids[i]));
+        assert_eq!(string(r, "label"), "rep");
+        assert_eq!(r["complete"], Value::Bool(true));
+        assert_eq!(arr(r, "tests").len(), 8, "run {i} has every test");
+        let note = format!("repetition {} of 3", i + 1);
+        assert!(
+            arr(r, "notes")
+                .iter()
+                .any(|n| n.as_str().unwrap().starts_with(&note)),
+            "{note}"
+        );
+        // Interleaved by repetition: a run ends before the next one starts.
+        if i > 0 {
+            assert!(string(&runs[i - 1], "finished_at") <= string(r, "started_at"));
+        }
+        // The same settings, so that the runs can be told apart only by when they ran.
+        assert_eq!(r["settings"], runs[0]["settings"]);
+    }
+    // Each test across the runs: the median of their headline values, with its CI.
+    let tests = arr(&doc, "tests");
+    assert_eq!(tests.len(), 8);
+    assert_eq!(
+        string(&doc, "ci_method"),
+        "95% CI, Student t on the mean of the runs' headline values"
+    );
+    for (k, t) in tests.iter().enumerate() {
+        let name = string(t, "name");
+        let values: Vec<f64> = runs
+            .iter()
+            .map(|r| num(get(&arr(r, "tests")[k], "summary"), "mb_s"))
+            .collect();
+        let listed: Vec<f64> = arr(t, "values_mb_s")
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(listed, values, "{name}");
+        let m = get(t, "mb_s");
+        assert_eq!(uint(m, "n"), 3);
+        assert_eq!(num(m, "median"), median(&values), "{name}");
+        assert!(num(m, "ci_low") <= num(m, "mean") && num(m, "mean") <= num(m, "ci_high"));
+    }
+    // Stored: three complete runs with the label, in order.
+    let out = sb.iolab(&["results", "--label", "rep"]).ok();
+    let rows = sb.result_rows();
+    assert_eq!(rows.len(), 3, "{}", out.stdout);
+    assert!(rows.iter().all(|r| r.2 == "ok"), "{}", out.stdout);
+    assert!(sb.target_entries().is_empty());
+}
+
+#[test]
+fn repeat_without_json_prints_every_run_then_the_summary() {
+    let sb = Sandbox::new();
+    let mut args = NULL_CDM.to_vec();
+    args.extend_from_slice(&["--runs", "1", "--warmup", "0", "--repeat", "2"]);
+    let out = sb.run(&args).ok();
+    assert!(out.stdout.contains("=== run 1 of 2 ==="), "{out}");
+    assert!(out.stdout.contains("=== run 2 of 2 ==="), "{out}");
+    let summary = out.stdout.split("--repeat 2:").nth(1).expect("a summary");
+    assert!(summary.contains("2 complete"), "{out}");
+    // A label is made up when none is given, and printed.
+    assert!(summary.contains("label cdm-repeat-"), "{out}");
+    assert!(summary.contains("SEQ1M Q8T1 Read"), "{out}");
+    assert!(summary.contains("95% CI"), "{out}");
+    assert_eq!(sb.result_rows().len(), 2);
+}
+
+#[test]
+fn bad_repeats_are_refused_by_name_before_anything_runs() {
+    let sb = Sandbox::new();
+    for n in ["0", "-1", "abc", "1001", ""] {
+        let out = sb.run(&repeat_args(n, "x")).code(2);
+        out.stderr_has(&["--repeat"]);
+    }
+    // Where it cannot apply: a job file, a crosscheck, a verified run's journal.
+    let out = sb.iolab(&["export-fio", "cdm", "--repeat", "2"]).code(2);
+    out.stderr_has(&["--repeat"]);
+    let journal = sb.path("j.journal");
+    let out = sb
+        .run(&[
+            "verify",
+            "--size",
+            "1MiB",
+            "--journal",
+            journal.to_str().unwrap(),
+            "--repeat",
+            "2",
+        ])
+        .code(2);
+    out.stderr_has(&["--repeat", "--journal"]);
+    assert!(sb.result_rows().is_empty(), "{}", sb.results());
+    assert!(sb.target_entries().is_empty());
+}
+
+#[test]
+fn ctrl_c_during_a_repeat_keeps_what_finished_and_starts_no_more() {
+    let sb = Sandbox::new();
+    // Each run is 8 tests of 3 passes of 330 ms; the signal comes once the second has begun.
+    let mut args = NULL_CDM.to_vec();
+    args[4] = "300ms";
+    args.extend_from_slice(&[
+        "--runs", "3", "--warmup", "0", "--repeat", "4", "--label", "cut", "--json", "-",
+    ]);
+    let child = sb.spawn_run(&args);
+    let start = Instant::now();
+    while sb.result_rows().len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the second run did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let out = Out::new(&args, child.wait_with_output().unwrap(), start.elapsed());
+    assert_eq!(out.code, Some(130), "{out}");
+    let doc = out.json();
+    assert_eq!(uint(&doc, "exit_code"), 130);
+    assert!(doc["ended_early"].is_string(), "{doc}");
+    let rows = sb.result_rows();
+    // The first run finished; the second was cut short (stored incomplete) unless the
+    // signal came between two runs; no run started after the signal.
+    assert!((2..=3).contains(&rows.len()), "{}", sb.results());
+    assert_eq!(rows[0].2, "ok");
+    let last = rows.iter().max_by_key(|r| r.0).unwrap();
+    let complete = rows.iter().filter(|r| r.2 == "ok").count();
+    assert_eq!(uint(&doc, "complete") as usize, complete);
+    if last.2 == "ok" {
+        // Between two runs: every stored run is complete.
+        assert_eq!(complete, rows.len());
+    } else {
+        assert_eq!(complete, rows.len() - 1, "{}", sb.results());
+    }
+    // The summary covers the complete runs only.
+    for t in arr(&doc, "tests") {
+        assert_eq!(uint(get(t, "mb_s"), "n") as usize, complete);
+    }
+    assert!(sb.target_entries().is_empty(), "test file left behind");
+}
