@@ -82,6 +82,12 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN study_json TEXT;
     ",
+    // v4: which runs repeat one measurement (see fingerprint.rs); rows stored before are
+    // filled in by `Store::open`.
+    "
+    ALTER TABLE runs ADD COLUMN fingerprint TEXT;
+    CREATE INDEX runs_fingerprint ON runs (fingerprint, started_at);
+    ",
 ];
 
 /// The schema version this build writes and understands.
