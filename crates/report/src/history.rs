@@ -4,7 +4,7 @@
 //! measured on the other runs of the same command, in the history or in the store), and
 //! the trend from the first run to the last.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use iolab_measure::{RunRecord, TestRecord};
@@ -42,17 +42,16 @@ impl<'a> NoiseIndex<'a> {
     /// The index of `runs` and `noise.others`, fingerprints from `noise`.
     pub fn new(runs: &'a [RunRecord], noise: &'a Noise) -> NoiseIndex<'a> {
         let mut entries: HashMap<Key, Vec<(When, f64)>> = HashMap::new();
-        let mut seen: Vec<i64> = Vec::new();
+        let mut seen: HashSet<i64> = HashSet::new();
         let all = runs
             .iter()
             .filter_map(|r| Some((noise.fingerprint(r)?, r)))
             .chain(noise.others.iter().map(|(fp, r)| (fp.as_str(), r)));
         for (fp, r) in all {
             let Some(id) = r.id else { continue };
-            if seen.contains(&id) || !r.complete {
+            if !r.complete || !seen.insert(id) {
                 continue;
             }
-            seen.push(id);
             for t in &r.tests {
                 for m in [Metric::MbS, Metric::Iops] {
                     if let Some((key, v)) = member(fp, t, m) {

@@ -162,10 +162,11 @@ impl Noise {
             fingerprints.insert(id, fp);
         }
         let mut others = Vec::new();
+        let own_ids: std::collections::HashSet<i64> = ids.iter().copied().collect();
         for (fp, own) in fps {
             // The runs of `ids` are among the newest: load enough to leave NOISE_RUNS.
             for r in runs_like(&fp, NOISE_RUNS + own)? {
-                if r.id.is_some_and(|id| !ids.contains(&id)) {
+                if r.id.is_some_and(|id| !own_ids.contains(&id)) {
                     others.push((fp.clone(), r));
                 }
             }
@@ -700,20 +701,12 @@ impl RunSet {
             fingerprints,
             others,
         } = noise;
-        let own = self.run_ids();
+        let own: std::collections::HashSet<i64> = self.run_ids().into_iter().collect();
+        let mut seen = std::collections::HashSet::new();
         let mut others: Vec<(String, RunRecord)> = others
             .into_iter()
-            .filter(|(_, r)| r.id.is_none_or(|id| !own.contains(&id)))
+            .filter(|(_, r)| r.id.is_none_or(|id| !own.contains(&id) && seen.insert(id)))
             .collect();
-        let mut seen = Vec::new();
-        others.retain(|(_, r)| match r.id {
-            Some(id) if seen.contains(&id) => false,
-            Some(id) => {
-                seen.push(id);
-                true
-            }
-            None => true,
-        });
         if self.labelled_tests {
             for (_, r) in &mut others {
                 label_tests(r);
