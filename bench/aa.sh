@@ -11,15 +11,22 @@
 #   (c) Power (root, cgroup-v1 blkio): TRIALS times, three runs at 20 MiB/s and three at
 #       24 MiB/s (and three more at 20 MiB/s: an A/A on the throttle), interleaved, on a
 #       loop device with direct I/O over a fully written image.
+#   (d) A/A of a short cdm (64 MiB, three 200 ms passes a test): 2×CDM_PAIRS runs, each
+#       disjoint pair compared with `iolab compare A B`; every test's MB/s counts, with the
+#       old rule beside it, as in (a).
 #
 # Usage: bench/aa.sh [DIR]   (DIR: where the A/A runs make their file; default a new
-# directory under /var/tmp). PAIRS (default 60) and TRIALS (default 20) set the sizes.
+# directory under /var/tmp). PAIRS (default 60), TRIALS (default 20) and CDM_PAIRS
+# (default 20) set the sizes; PARTS (default "a b c d") picks the parts.
 # Needs python3; (c) needs root and /sys/fs/cgroup/blkio, and is skipped without them.
 # Everything it creates is removed on exit, error or Ctrl-C.
 set -euo pipefail
 
 PAIRS=${PAIRS:-60}
 TRIALS=${TRIALS:-20}
+CDM_PAIRS=${CDM_PAIRS:-20}
+PARTS=${PARTS:-a b c d}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 IOLAB=${IOLAB:-$(dirname "$0")/../target/release/iolab}
 
 die() { echo "aa: $*" >&2; exit 2; }
@@ -36,7 +43,9 @@ cleanup() {
   set +e
   trap - EXIT INT TERM
   for cg in "${CGROUPS[@]}"; do rmdir "$cg" 2>/dev/null; done
-  [ -n "$LOOP" ] && losetup -d "$LOOP"
+  if [ -n "$LOOP" ]; then
+    for _ in 1 2 3 4 5; do losetup -d "$LOOP" 2>/dev/null && break; sleep 1; done
+  fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
@@ -106,39 +115,57 @@ tested = sum(1 for d in lines if d["new"]["significant"] is not None)
 n = len(lines)
 lo, hi = binom_ci(sig, n)
 print(f"{kind}: {sig} of {n} called significant ({100*sig/n:.1f}%, 95% CI {100*lo:.1f}-{100*hi:.1f}%); {tested} tested")
-if lines and "a_passes" in lines[0]:
+if lines and lines[0].get("a_passes"):
     old = sum(1 for d in lines if welch_p(d["a_passes"], d["b_passes"]) < 0.05)
     lo, hi = binom_ci(old, n)
     print(f"{kind}, old rule (Welch on the two runs' passes): {old} of {n} ({100*old/n:.1f}%, 95% CI {100*lo:.1f}-{100*hi:.1f}%)")
 EOF
 )
 
-# The MB/s cell of side B of a comparison, with the passes of both runs when asked.
+# The MB/s cell of side B of each test of a comparison (the first test only unless
+# ALL_TESTS is set), with the passes of both runs when their documents are given.
 cell() {
   python3 -c '
-import json, sys
+import json, os, sys
 doc = json.load(open(sys.argv[1]))
-c = doc["tests"][0]["metrics"]["mb_s"][1]
-out = {"new": {"significant": c["significant"], "p": c["p"], "change": c["change_pct"]}}
-if len(sys.argv) > 2:
-    for side, f in (("a_passes", sys.argv[2]), ("b_passes", sys.argv[3])):
-        out[side] = [p["mb_s"] for p in json.load(open(f))["tests"][0]["passes"]]
-print(json.dumps(out))' "$@"
+runs = [json.load(open(f)) for f in sys.argv[2:4]]
+tests = doc["tests"] if os.environ.get("ALL_TESTS") else doc["tests"][:1]
+for t in tests:
+    c = t["metrics"]["mb_s"][1]
+    out = {"test": t["name"], "new": {"significant": c["significant"], "p": c["p"], "change": c["change_pct"]}}
+    for side, r in zip(("a_passes", "b_passes"), runs):
+        out[side] = [p["mb_s"] for x in r["tests"] if x["name"] == t["name"] for p in x["passes"]]
+    print(json.dumps(out))' "$@"
 }
 
-echo "(a) A/A, one run a side: $((2 * PAIRS)) runs of: iolab run ${AA_RUN[*]} --target $DIR"
-ids=()
-start=$(date +%s)
-for _ in $(seq 1 $((2 * PAIRS))); do ids+=("$(run "${AA_RUN[@]}" --target "$DIR")"); done
-echo "  $(( $(date +%s) - start )) s for $((2 * PAIRS)) runs"
-for ((k = 0; k < 2 * PAIRS; k += 2)); do
-  a=${ids[k]} b=${ids[k + 1]}
-  "$IOLAB" compare "$a" "$b" --json --db "$DB" > "$WORK/c.json"
-  "$IOLAB" show "$a" --json --db "$DB" > "$WORK/a.json"
-  "$IOLAB" show "$b" --json --db "$DB" > "$WORK/b.json"
-  cell "$WORK/c.json" "$WORK/a.json" "$WORK/b.json"
-done | python3 -c "$STATS" "A/A 1 vs 1"
+# Part (a) and (d): 2×$1 runs of the command that follows, compared in disjoint pairs.
+pairs() {
+  local n=$1 what=$2; shift 2
+  local ids=() start
+  start=$(date +%s)
+  for _ in $(seq 1 $((2 * n))); do ids+=("$(run "$@" --target "$DIR")"); done
+  echo "  $(( $(date +%s) - start )) s for $((2 * n)) runs"
+  for ((k = 0; k < 2 * n; k += 2)); do
+    local a=${ids[k]} b=${ids[k + 1]}
+    "$IOLAB" compare "$a" "$b" --json --db "$DB" > "$WORK/c.json"
+    "$IOLAB" show "$a" --json --db "$DB" > "$WORK/a.json"
+    "$IOLAB" show "$b" --json --db "$DB" > "$WORK/b.json"
+    cell "$WORK/c.json" "$WORK/a.json" "$WORK/b.json"
+  done | python3 -c "$STATS" "$what"
+}
 
+if part a; then
+  echo "(a) A/A, one run a side: $((2 * PAIRS)) runs of: iolab run ${AA_RUN[*]} --target $DIR"
+  pairs "$PAIRS" "A/A 1 vs 1" "${AA_RUN[@]}"
+fi
+
+if part d; then
+  CDM_RUN=(cdm --size 64MiB --runs 3 --duration 200ms --ramp 20ms --warmup 0)
+  echo "(d) A/A of cdm, one run a side: $((2 * CDM_PAIRS)) runs of: iolab run ${CDM_RUN[*]} --target $DIR"
+  ALL_TESTS=1 pairs "$CDM_PAIRS" "A/A cdm 1 vs 1, every test" "${CDM_RUN[@]}"
+fi
+
+if part b; then
 echo "(b) A/A, three runs a side: $TRIALS trials of 3 + 3 runs, interleaved"
 for t in $(seq 1 "$TRIALS"); do
   for _ in 1 2 3; do
@@ -148,7 +175,9 @@ for t in $(seq 1 "$TRIALS"); do
   "$IOLAB" compare --label "aa$t-x" --label "aa$t-y" --json --db "$DB" > "$WORK/c.json"
   cell "$WORK/c.json"
 done | python3 -c "$STATS" "A/A 3 vs 3"
+fi
 
+part c || exit 0
 if [ "$(id -u)" != 0 ] || [ ! -e /sys/fs/cgroup/blkio/cgroup.procs ]; then
   echo "(c) skipped: needs root and a cgroup-v1 blkio hierarchy"
   exit 0
@@ -158,8 +187,9 @@ IMG=$WORK/disk.img
 dd if=/dev/zero of="$IMG" bs=1M count=64 status=none conv=fsync
 LOOP=$(losetup -f --show --direct-io=on "$IMG")
 MAJMIN=$(cat "/sys/block/$(basename "$LOOP")/dev")
+STAMP=$(basename "$WORK")
 for r in 20 24; do
-  cg=/sys/fs/cgroup/blkio/iolab-aa-$r-$$
+  cg=/sys/fs/cgroup/blkio/iolab-aa-$r-$STAMP
   mkdir "$cg"
   CGROUPS+=("$cg")
   echo "$MAJMIN $((r * 1048576))" > "$cg/blkio.throttle.read_bps_device"
@@ -168,7 +198,7 @@ THR_RUN=(custom --rw read --bs 128k --iodepth 4 --size 32MiB --runs 3 --duration
          --ramp 50ms --warmup 0 --target "$LOOP" --allow-destroy-device)
 throttled() {
   local r=$1; shift
-  sh -c 'echo $$ > "$1" && shift && exec "$@"' sh "/sys/fs/cgroup/blkio/iolab-aa-$r-$$/cgroup.procs" \
+  sh -c 'echo $$ > "$1" && shift && exec "$@"' sh "/sys/fs/cgroup/blkio/iolab-aa-$r-$STAMP/cgroup.procs" \
     "$IOLAB" run "$@" --db "$DB" --quiet > /dev/null
 }
 for t in $(seq 1 "$TRIALS"); do

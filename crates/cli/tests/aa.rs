@@ -80,20 +80,21 @@ fn identical_runs_are_rarely_called_different() {
     let per_run = start.elapsed().as_secs_f64() / ids.len() as f64;
     let mut significant = Vec::new();
     let mut changes = Vec::new();
+    let mut untested = Vec::new();
     for pair in ids.chunks(2) {
         let (a, b) = (pair[0].to_string(), pair[1].to_string());
         let doc = sb.iolab(&["compare", &a, &b, "--json"]).ok().json();
         let cell = mb_s_cell(&doc);
-        // Every pair is tested, against the other runs of the command: a rule that never
-        // tests would pass the bound trivially.
-        assert_eq!(
-            cell["evidence"]["method"], "pooled-log-noise",
-            "{a} vs {b}: {cell}"
-        );
-        assert_eq!(
-            cell["evidence"]["noise_runs"].as_u64(),
-            Some(2 * AA_PAIRS as u64 - 2),
-            "{a} vs {b}: {cell}"
+        // A run whose median is 0 MB/s (two stalled passes) has no logarithm: no test.
+        if cell["evidence"]["method"] != "pooled-log-noise" {
+            untested.push(format!("{a} vs {b}: {cell}"));
+            continue;
+        }
+        // Tested against the other runs of the command (less any stalled at 0 MB/s).
+        let noise = cell["evidence"]["noise_runs"].as_u64().unwrap();
+        assert!(
+            noise + 4 >= 2 * AA_PAIRS as u64 && noise <= 2 * AA_PAIRS as u64 - 2,
+            "{cell}"
         );
         changes.push(cell["change_pct"].as_f64().unwrap());
         if cell["significant"] == true {
@@ -101,14 +102,19 @@ fn identical_runs_are_rarely_called_different() {
         }
     }
     println!(
-        "A/A: {} of {AA_PAIRS} pairs called significant (bound {AA_BOUND}); changes {changes:.1?}; \
+        "A/A: {} of {} pairs called significant (bound {AA_BOUND}); changes {changes:.1?}; \
          {per_run:.2} s a run",
-        significant.len()
+        significant.len(),
+        changes.len()
     );
+    // Every pair is tested (a rule that never tests would pass the bound trivially), but
+    // for a rare run stalled to 0 MB/s.
+    assert!(untested.len() <= 2, "not tested: {untested:?}");
     assert!(
         significant.len() <= AA_BOUND,
-        "{} of {AA_PAIRS} identical pairs called significant: {significant:?}",
-        significant.len()
+        "{} of {} identical pairs called significant: {significant:?}",
+        significant.len(),
+        changes.len()
     );
     // Same runs, other questions: one run a side with nothing else stored cannot be told
     // from noise, whatever its passes say.

@@ -284,10 +284,14 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
             let first = aligned.iter().flatten().next().copied();
             let m = set::primary_metric(aligned.iter().flatten().copied());
             let base = aligned[set.baseline];
-            let best = aligned
+            // A configuration's value: the geometric mean of its runs' headlines.
+            let value: Vec<Option<f64>> = (0..aligned.len())
+                .map(|i| set.run_values(i, name, m).geo_mean())
+                .collect();
+            let best = value
                 .iter()
                 .flatten()
-                .filter_map(|t| m.headline(t))
+                .copied()
                 .filter(|v| *v > 0.0)
                 .reduce(|a, b| {
                     if m.higher_is_better() {
@@ -320,9 +324,8 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
                             )
                         })
                         .collect();
-                    let v = m.headline(t);
-                    let ratio_baseline = base
-                        .and_then(|b| m.headline(b))
+                    let v = value[i];
+                    let ratio_baseline = value[set.baseline]
                         .filter(|b| *b > 0.0)
                         .zip(v)
                         .map(|(b, v)| v / b);
@@ -344,6 +347,7 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
                         "passes": t.passes.len(),
                         "runs": runs.runs.len(),
                         "run_values": runs.values(),
+                        "value": finite(v),
                         "metrics": metrics,
                         "ratio_to_baseline": finite(ratio_baseline),
                         "ratio_to_best": finite(ratio_best),
