@@ -15,6 +15,7 @@
 #       disjoint pair compared with `iolab compare A B`; every test's MB/s counts, with the
 #       old rule beside it, as in (a).
 #
+# VERBOSE=1 prints every comparison (p, change, each run's value).
 # Usage: bench/aa.sh [DIR]   (DIR: where the A/A runs make their file; default a new
 # directory under /var/tmp). PAIRS (default 60), TRIALS (default 20) and CDM_PAIRS
 # (default 20) set the sizes; PARTS (default "a b c d") picks the parts.
@@ -53,14 +54,25 @@ trap cleanup EXIT INT TERM
 AA_RUN=(custom --rw randread --bs 4k --iodepth 4 --size 16MiB --runs 3 --duration 100ms
         --ramp 20ms --warmup 0)
 
-# Runs `iolab run ...` and prints the stored run's id.
+# Runs `iolab run ...` and prints the stored run's id. A run that fails is tried again
+# (twice, 10 s apart): on a shared machine another program's tests may switch io_uring off
+# for a moment.
 run() {
-  "$IOLAB" run "$@" --db "$DB" --quiet | sed -n 's/^stored as run \([0-9]*\).*/\1/p'
+  local out
+  for try in 1 2 3; do
+    if out=$("$IOLAB" run "$@" --db "$DB" --quiet); then
+      sed -n 's/^stored as run \([0-9]*\).*/\1/p' <<< "$out"
+      return 0
+    fi
+    echo "aa: run failed (try $try), again in 10 s" >&2
+    sleep 10
+  done
+  die "iolab run $* failed 3 times"
 }
 
 # Welch's t-test on two lists of passes (the old rule) and the new verdicts, summarised.
 STATS=$(cat <<'EOF'
-import json, math, sys
+import json, math, os, sys
 
 def betacf(a, b, x):
     # Continued fraction of the regularised incomplete beta (modified Lentz).
@@ -110,11 +122,25 @@ def binom_ci(k, n):
 
 kind = sys.argv[1]
 lines = [json.loads(l) for l in sys.stdin if l.strip()]
+if os.environ.get("VERBOSE"):
+    for d in lines:
+        print(f"  {d.get('test', '')}: {d['new']}, A {d['a_runs']}, B {d['b_runs']}")
 sig = sum(1 for d in lines if d["new"]["significant"] is True)
 tested = sum(1 for d in lines if d["new"]["significant"] is not None)
 n = len(lines)
 lo, hi = binom_ci(sig, n)
 print(f"{kind}: {sig} of {n} called significant ({100*sig/n:.1f}%, 95% CI {100*lo:.1f}-{100*hi:.1f}%); {tested} tested")
+def welch_log_p(a, b):
+    return welch_p([math.log(x) for x in a], [math.log(x) for x in b])
+
+both = [d for d in lines if len(d.get("a_runs", [])) >= 2 and len(d.get("b_runs", [])) >= 2]
+if both and not kind.startswith("20 vs"):
+    # The same runs with B's values scaled: the power of the rule (Welch on ln of the runs)
+    # at this target's real run-to-run noise.
+    for f in (1.2, 1.5, 2.0):
+        hit = sum(1 for d in both if welch_log_p(d["a_runs"], [x * f for x in d["b_runs"]]) < 0.05)
+        lo, hi = binom_ci(hit, len(both))
+        print(f"{kind}, B's runs scaled by {f}: {hit} of {len(both)} called significant ({100*hit/len(both):.0f}%, 95% CI {100*lo:.0f}-{100*hi:.0f}%)")
 if lines and lines[0].get("a_passes"):
     old = sum(1 for d in lines if welch_p(d["a_passes"], d["b_passes"]) < 0.05)
     lo, hi = binom_ci(old, n)
@@ -132,7 +158,9 @@ runs = [json.load(open(f)) for f in sys.argv[2:4]]
 tests = doc["tests"] if os.environ.get("ALL_TESTS") else doc["tests"][:1]
 for t in tests:
     c = t["metrics"]["mb_s"][1]
-    out = {"test": t["name"], "new": {"significant": c["significant"], "p": c["p"], "change": c["change_pct"]}}
+    a = t["metrics"]["mb_s"][0]
+    out = {"test": t["name"], "new": {"significant": c["significant"], "p": c["p"], "change": c["change_pct"]},
+           "a_runs": a["run_values"], "b_runs": c["run_values"]}
     for side, r in zip(("a_passes", "b_passes"), runs):
         out[side] = [p["mb_s"] for x in r["tests"] if x["name"] == t["name"] for p in x["passes"]]
     print(json.dumps(out))' "$@"
@@ -194,12 +222,18 @@ for r in 20 24; do
   CGROUPS+=("$cg")
   echo "$MAJMIN $((r * 1048576))" > "$cg/blkio.throttle.read_bps_device"
 done
-THR_RUN=(custom --rw read --bs 128k --iodepth 4 --size 32MiB --runs 3 --duration 200ms
-         --ramp 50ms --warmup 0 --target "$LOOP" --allow-destroy-device)
+THR_RUN=(custom --rw read --bs 128k --iodepth 4 --size 32MiB --runs 3 --duration 500ms
+         --ramp 200ms --warmup 0 --target "$LOOP" --allow-destroy-device)
 throttled() {
   local r=$1; shift
-  sh -c 'echo $$ > "$1" && shift && exec "$@"' sh "/sys/fs/cgroup/blkio/iolab-aa-$r-$STAMP/cgroup.procs" \
-    "$IOLAB" run "$@" --db "$DB" --quiet > /dev/null
+  for try in 1 2 3; do
+    sh -c 'echo $$ > "$1" && shift && exec "$@"' sh \
+      "/sys/fs/cgroup/blkio/iolab-aa-$r-$STAMP/cgroup.procs" \
+      "$IOLAB" run "$@" --db "$DB" --quiet > /dev/null && return 0
+    echo "aa: run failed (try $try), again in 10 s" >&2
+    sleep 10
+  done
+  die "iolab run $* failed 3 times"
 }
 for t in $(seq 1 "$TRIALS"); do
   for _ in 1 2 3; do

@@ -40,18 +40,9 @@ pub enum Verdict {
     Worse(Tested),
     /// Not significant.
     Same(Tested),
-    /// A side has one run and its run-to-run noise is not measured: the difference cannot
-    /// be told from noise (`a`/`b`: which side lacks it).
-    NoNoise {
-        runs_a: usize,
-        runs_b: usize,
-        a: bool,
-        b: bool,
-    },
-    /// A run's value is 0 (or not finite): no ratio to test.
-    NotPositive,
-    /// A side lacks the test or the value.
-    Missing,
+    /// Not tested, and why: a single run without measured noise
+    /// ([`Judgement::NoNoise`]), a value of 0, a missing test.
+    Untested(Judgement),
 }
 
 impl Verdict {
@@ -65,19 +56,7 @@ impl Verdict {
                 }
             }
             Judgement::Tested(t) => Verdict::Same(t),
-            Judgement::NoNoise {
-                runs_a,
-                runs_b,
-                a,
-                b,
-            } => Verdict::NoNoise {
-                runs_a,
-                runs_b,
-                a,
-                b,
-            },
-            Judgement::NotPositive => Verdict::NotPositive,
-            Judgement::Missing => Verdict::Missing,
+            other => Verdict::Untested(other),
         }
     }
 
@@ -104,21 +83,21 @@ impl Verdict {
             Verdict::Better(_) => "better",
             Verdict::Worse(_) => "worse",
             Verdict::Same(_) => "same",
-            Verdict::NoNoise { .. } => "cannot_tell",
-            Verdict::NotPositive => "n/a",
-            Verdict::Missing => "missing",
+            Verdict::Untested(Judgement::NoNoise { .. }) => "cannot_tell",
+            Verdict::Untested(Judgement::NotPositive | Judgement::Tested(_)) => "n/a",
+            Verdict::Untested(Judgement::Missing) => "missing",
         }
     }
 
     /// As the table prints it: `yes, better (p=0.003)`, `no (p=0.41)`, `can't tell (1 run)`.
     pub fn text(&self) -> String {
         match self {
-            Verdict::Baseline | Verdict::Missing => String::new(),
+            Verdict::Baseline | Verdict::Untested(Judgement::Missing) => String::new(),
             Verdict::Better(t) => format!("yes, better ({})", p_text(t.test.p)),
             Verdict::Worse(t) => format!("yes, worse ({})", p_text(t.test.p)),
             Verdict::Same(t) => format!("no ({})", p_text(t.test.p)),
-            Verdict::NoNoise { .. } => "can't tell (1 run)".into(),
-            Verdict::NotPositive => "n/a (a value is 0)".into(),
+            Verdict::Untested(Judgement::NoNoise { .. }) => "can't tell (1 run)".into(),
+            Verdict::Untested(_) => "n/a (a value is 0)".into(),
         }
     }
 }
@@ -255,7 +234,7 @@ pub fn compare(set: &RunSet) -> Comparison {
                             run_values: Vec::new(),
                             value: None,
                             change_pct: None,
-                            verdict: Verdict::Missing,
+                            verdict: Verdict::Untested(Judgement::Missing),
                         };
                     };
                     let v = if i == 0 {
@@ -363,7 +342,7 @@ pub fn evidence(c: &Comparison, k: usize) -> Vec<String> {
                     continue;
                 }
             },
-            Verdict::NoNoise { runs_a, runs_b, .. } => {
+            Verdict::Untested(Judgement::NoNoise { runs_a, runs_b, .. }) => {
                 let lone: Vec<&str> = [(runs_a, a.as_str()), (runs_b, b.as_str())]
                     .iter()
                     .filter(|(n, _)| **n == 1)
@@ -541,12 +520,12 @@ pub fn evidence_json(v: &Verdict) -> Value {
             "ratio": finite(Some(t.test.ratio)),
             "ratio_ci95": [finite(Some(t.test.ratio_low)), finite(Some(t.test.ratio_high))],
         }),
-        Verdict::NoNoise {
+        Verdict::Untested(Judgement::NoNoise {
             runs_a,
             runs_b,
             a,
             b,
-        } => json!({
+        }) => json!({
             "method": Value::Null,
             "runs_a": runs_a,
             "runs_b": runs_b,
@@ -560,11 +539,11 @@ pub fn evidence_json(v: &Verdict) -> Value {
                 }
             ),
         }),
-        Verdict::NotPositive => json!({
+        Verdict::Untested(Judgement::NotPositive | Judgement::Tested(_)) => json!({
             "method": Value::Null,
             "reason": "a run's value is 0 or not finite: no ratio to test",
         }),
-        Verdict::Baseline | Verdict::Missing => Value::Null,
+        Verdict::Baseline | Verdict::Untested(Judgement::Missing) => Value::Null,
     }
 }
 
@@ -642,15 +621,12 @@ mod tests {
         assert_eq!(p_text(0.414), "p=0.41");
         assert_eq!(change_text(Some(26.62)), "+27%");
         assert_eq!(change_text(Some(-3.12)), "-3.1%");
-        assert_eq!(
-            Verdict::NoNoise {
-                runs_a: 1,
-                runs_b: 1,
-                a: true,
-                b: true
-            }
-            .text(),
-            "can't tell (1 run)"
-        );
+        let lone = Judgement::NoNoise {
+            runs_a: 1,
+            runs_b: 1,
+            a: true,
+            b: true,
+        };
+        assert_eq!(Verdict::Untested(lone).text(), "can't tell (1 run)");
     }
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use iolab_measure::RunRecord;
 use iolab_report::compare::{compare, document, evidence, render, Verdict};
 use iolab_report::history;
-use iolab_report::set::{Metric, Noise, RunSet};
+use iolab_report::set::{Judgement, Metric, Noise, RunSet};
 use iolab_stats::noise::Method;
 
 /// Terminal text with its line breaks and indents undone, for phrase checks.
@@ -56,6 +56,17 @@ fn row<'a>(
         .unwrap_or_else(|| panic!("no {test} {m:?}"))
 }
 
+/// Every row's B is "same", but the rows `skip` picks.
+fn all_same(
+    c: &iolab_report::compare::Comparison,
+    skip: impl Fn(&iolab_report::compare::Row) -> bool,
+) {
+    for r in c.rows.iter().filter(|r| !skip(r)) {
+        let key = r.cells[1].verdict.key();
+        assert_eq!(key, "same", "{} {:?}", r.test, r.metric);
+    }
+}
+
 #[test]
 fn three_runs_a_side_find_a_known_difference_and_nothing_else() {
     let c = compare(&three_a_side());
@@ -85,18 +96,9 @@ fn three_runs_a_side_find_a_known_difference_and_nothing_else() {
         v => panic!("{v:?}"),
     }
     // Everything else moved by the wobble only: same.
-    for r in &c.rows {
-        if r.test == "SEQ1M Q8T1 Read" && r.metric != Metric::LatMean {
-            continue;
-        }
-        assert_eq!(
-            r.cells[1].verdict.key(),
-            "same",
-            "{} {:?}",
-            r.test,
-            r.metric
-        );
-    }
+    all_same(&c, |r| {
+        r.test == "SEQ1M Q8T1 Read" && r.metric != Metric::LatMean
+    });
     let text = render(&c);
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
     let line = text
@@ -123,15 +125,14 @@ fn single_runs_cannot_be_told_from_noise() {
     let c = compare(&set);
     assert!(!c.rows.is_empty());
     for r in &c.rows {
+        let lone = Judgement::NoNoise {
+            runs_a: 1,
+            runs_b: 1,
+            a: true,
+            b: true,
+        };
         match &r.cells[1].verdict {
-            Verdict::NoNoise {
-                runs_a,
-                runs_b,
-                a,
-                b,
-            } => {
-                assert_eq!((*runs_a, *runs_b, *a, *b), (1, 1, true, true))
-            }
+            Verdict::Untested(j) => assert_eq!(*j, lone),
             v => panic!("{} {:?}: {v:?}", r.test, r.metric),
         }
         assert_eq!(r.cells[1].verdict.significant(), None);
@@ -210,16 +211,7 @@ fn single_runs_are_judged_against_other_runs_of_the_same_command() {
         .unwrap()
         .contains("6 other stored runs"));
 
-    let c = compare(&with_other_runs(1.005));
-    for r in &c.rows {
-        assert_eq!(
-            r.cells[1].verdict.key(),
-            "same",
-            "{} {:?}",
-            r.test,
-            r.metric
-        );
-    }
+    all_same(&compare(&with_other_runs(1.005)), |_| false);
     // The other runs are not the compared ones: a set holding run 10 drops it from them.
     let mut set = with_other_runs(1.0);
     let mut ten = run(10, 1.0, 1.0);
@@ -277,7 +269,7 @@ fn three_sides_and_missing_tests() {
         .iter()
         .find(|r| r.test == "RND4K Q1T1 Read" && r.metric == Metric::MbS)
         .unwrap();
-    assert_eq!(r.cells[2].verdict, Verdict::Missing);
+    assert_eq!(r.cells[2].verdict, Verdict::Untested(Judgement::Missing));
     assert!((r.cells[1].change_pct.unwrap() - 20.0).abs() < 1e-9);
 }
 

@@ -174,6 +174,12 @@ fn workloads_without_bytes_get_iops_and_sizes_become_columns() {
     }
 }
 
+/// The row of test `name` in the ratio-to-baseline table.
+fn ratio_row<'a>(t: &'a [MdTable], name: &str) -> &'a Vec<String> {
+    let ratio = t.iter().find(|x| x.title.starts_with("**Ratio")).unwrap();
+    ratio.rows.iter().find(|r| r[0] == name).unwrap()
+}
+
 #[test]
 fn study_columns_are_directions_by_configuration_with_the_score() {
     let mut runs = common::study_runs();
@@ -218,12 +224,7 @@ fn study_columns_are_directions_by_configuration_with_the_score() {
         let (v, _) = value(&row[col]).unwrap();
         assert!(close(v, ios * 4096.0 / 1e6), "{row:?}");
     }
-    let ratio = t.iter().find(|x| x.title.starts_with("**Ratio")).unwrap();
-    let r = ratio
-        .rows
-        .iter()
-        .find(|r| r[0] == "RND4K Q1T1 Read")
-        .unwrap();
+    let r = ratio_row(&t, "RND4K Q1T1 Read");
     // One run per configuration: the ratios cannot be told from run-to-run noise.
     assert_eq!(&r[1..], ["1.00", "1.11 ?", "1.07 ?"]);
     // Score by hand: random 0.90/1.00/0.96; sequential 1.00/0.98/0.95; total is the
@@ -301,12 +302,7 @@ fn repeats_separate_ranks_and_ratios() {
         .map(|r| (r[0].as_str(), r[1].as_str()))
         .collect();
     assert_eq!(ranks, [("1", "32KB"), ("2-3", "64KB"), ("2-3", "16KB")]);
-    let ratio = t.iter().find(|x| x.title.starts_with("**Ratio")).unwrap();
-    let r = ratio
-        .rows
-        .iter()
-        .find(|r| r[0] == "RND4K Q1T1 Read")
-        .unwrap();
+    let r = ratio_row(&t, "RND4K Q1T1 Read");
     // 10% and 6.7% above 16KB with ±1% between runs: significant.
     assert_eq!(&r[1..], ["1.00", "1.11*", "1.07*"]);
     let ranking = set.ranking();
