@@ -114,7 +114,7 @@ fn results(args: ResultsArgs) -> Result<i32, CliError> {
         limit: args.limit,
     };
     let rows: Vec<iolab_report::ListRow> = store
-        .list_runs(&filter)?
+        .list_runs_skipping(&filter, &mut crate::error::skipped_warning)?
         .into_iter()
         .map(|r| iolab_report::ListRow {
             id: r.id,

@@ -63,11 +63,75 @@ impl From<RunError> for CliError {
 
 impl From<iolab_store::StoreError> for CliError {
     fn from(e: iolab_store::StoreError) -> Self {
+        if e.is_refusal() {
+            return CliError::Usage(e.to_string());
+        }
         CliError::Failed(e.to_string())
     }
 }
 
+/// The result database of a command that reads it (results, show, report, compare,
+/// history): opened read-only, so these work on a read-only mount and never change the file.
 pub fn open_store(db: &DbArgs) -> Result<Store, CliError> {
     let path = db.db.clone().unwrap_or_else(default_db_path);
-    Ok(Store::open(&path)?)
+    Ok(Store::open_read_only(&path)?)
+}
+
+/// The runs matching `filter`; a run whose stored rows are damaged is left out with a
+/// warning naming it, so one bad row does not break a listing of the whole database.
+pub fn load_skipping_damaged(
+    store: &Store,
+    filter: &iolab_store::RunFilter,
+) -> Result<Vec<iolab_measure::RunRecord>, CliError> {
+    Ok(store.load_runs_skipping(filter, &mut skipped_warning)?)
+}
+
+/// The warning for a run left out of a listing because its stored record is damaged.
+pub fn skipped_warning(id: i64, e: iolab_store::StoreError) {
+    eprintln!("iolab: warning: run {id} skipped, its stored record cannot be read: {e}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A reader that went away: `iolab results | head -1`.
+
+/// Whether a panic is the standard library's "failed printing to stdout" (or stderr) with
+/// EPIPE: the reader has gone away (`iolab run ... 2>&1 | head -1`). Every `print!` and
+/// `eprint!` in the binary ends this way, so this is the one place that handles it.
+fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
+    let text = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    (text.starts_with("failed printing to stdout") || text.starts_with("failed printing to stderr"))
+        && text.ends_with(&format!("(os error {})", libc::EPIPE))
+}
+
+/// Installs a panic hook that says nothing about a broken stdout pipe (and defers to the
+/// default hook for every other panic). Rust ignores SIGPIPE, so a write to a closed pipe
+/// fails with EPIPE and `print!` panics; `main` catches that panic after it has unwound
+/// (so files a run made are removed on the way) and ends quietly with [`end_after_panic`].
+pub fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_broken_pipe(info.payload()) {
+            default(info);
+        }
+    }));
+}
+
+/// The end of a command that panicked. A broken stdout pipe ends the process the way it
+/// ends `cat` or `ls`: killed by SIGPIPE, with nothing printed (the shell's status is 141).
+/// Any other panic goes on as a panic (exit 101, the hook has printed it).
+pub fn end_after_panic(payload: Box<dyn std::any::Any + Send>) -> i32 {
+    if !is_broken_pipe(payload.as_ref()) {
+        std::panic::resume_unwind(payload);
+    }
+    // SAFETY: restoring the default disposition of SIGPIPE and raising it has no
+    // memory-safety preconditions; the process ends here.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    128 + libc::SIGPIPE
 }

@@ -11,16 +11,23 @@ mod run_cmd;
 mod study;
 mod verify_cmd;
 
+use std::io::Write;
+
 use clap::Parser;
 
 fn main() {
+    error::quiet_broken_pipe();
     let cli = args::Cli::parse();
-    let code = match commands::dispatch(cli) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("iolab: error: {e}");
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commands::dispatch(cli)));
+    let code = match outcome {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
+            // A closed stderr must not turn the refusal into a panic.
+            let _ = writeln!(std::io::stderr(), "iolab: error: {e}");
             e.exit_code()
         }
+        Err(panic) => error::end_after_panic(panic),
     };
     std::process::exit(code);
 }

@@ -40,7 +40,7 @@ fn load_noise(store: &Store, ids: &[i64]) -> Result<Noise, CliError> {
     Ok(Noise::load(
         ids,
         |id| store.fingerprint(id),
-        |fp, n| store.runs_like(fp, n),
+        |fp, n| store.runs_like(fp, n, &mut crate::error::skipped_warning),
     )?)
 }
 
@@ -150,6 +150,22 @@ pub fn report(a: ReportArgs) -> Result<i32, CliError> {
             } else {
                 newest_invocation(runs)
             };
+            // A failed run (its I/O failed) measured nothing that can be ranked.
+            let (failed, runs): (Vec<RunRecord>, Vec<RunRecord>) =
+                runs.into_iter().partition(|r| r.failure().is_some());
+            for r in &failed {
+                eprintln!(
+                    "iolab: run {} ({}) is left out: it failed: {}",
+                    r.id.unwrap_or(0),
+                    r.config_label.as_deref().unwrap_or(&r.preset),
+                    r.failure().unwrap_or("")
+                );
+            }
+            if runs.is_empty() {
+                return Err(CliError::Failed(format!(
+                    "study '{study}': every stored run of it failed; nothing to compare"
+                )));
+            }
             let baseline = runs
                 .last()
                 .and_then(|r| r.study_meta["baseline"].as_str().map(str::to_string));
@@ -280,7 +296,7 @@ pub fn history(a: HistoryArgs) -> Result<i32, CliError> {
         study: None,
         limit: a.limit,
     };
-    let runs = load_filtered(&store, &filter)?;
+    let runs = crate::error::load_skipping_damaged(&store, &filter)?;
     let ids: Vec<i64> = runs.iter().filter_map(|r| r.id).collect();
     let noise = load_noise(&store, &ids)?;
     match &a.json {

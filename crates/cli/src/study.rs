@@ -128,13 +128,48 @@ pub fn cleanup(args: CleanupArgs) -> Result<i32, CliError> {
             pid.map_or("?".into(), |p| p.to_string())
         );
     }
-    if report.is_clean() {
+    let runs = iolab_testbed::runstate::cleanup_runs(&dir);
+    print_run_cleanup(&runs);
+    let failures = report.failures.len() + runs.failures.len();
+    if !report.untrusted.is_empty() {
+        Err(CliError::Failed(format!(
+            "{} state file(s) or directories not trusted and left alone (listed above)",
+            report.untrusted.len()
+        )))
+    } else if failures == 0 {
         Ok(0)
     } else {
         Err(CliError::Failed(format!(
-            "{} resource(s) could not be removed (listed above); they stay recorded in {}",
-            report.failures.len(),
+            "{failures} resource(s) could not be removed (listed above); they stay recorded \
+             in {}",
             dir.display()
         )))
+    }
+}
+
+/// What `iolab cleanup` did about killed runs (`iolab run`) besides the testbeds.
+fn print_run_cleanup(r: &iolab_testbed::runstate::RunCleanup) {
+    println!(
+        "{} run state file(s): {} cleaned, {} of running runs, {} skipped",
+        r.examined.len(),
+        r.cleaned.len(),
+        r.live.len(),
+        r.skipped.len()
+    );
+    for p in &r.removed {
+        println!("  removed {p}");
+    }
+    for (path, pid) in &r.live {
+        println!(
+            "  left alone: {} (its run, pid {}, is still going)",
+            path.display(),
+            pid.map_or("?".into(), |p| p.to_string())
+        );
+    }
+    for (path, why) in &r.skipped {
+        println!("  skipped {}: {why}", path.display());
+    }
+    for f in &r.failures {
+        println!("  FAILED: {f}");
     }
 }

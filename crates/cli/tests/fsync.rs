@@ -3,7 +3,7 @@
 use iolab_testkit::Sandbox;
 
 #[test]
-fn probe_measures_each_method_and_size_and_gives_a_verdict() {
+fn probe_measures_each_method_and_size_and_judges_each_one() {
     let sb = Sandbox::new();
     let out = sb
         .run(&[
@@ -59,16 +59,18 @@ fn probe_measures_each_method_and_size_and_gives_a_verdict() {
             .unwrap()
     };
     assert!(iops("none 4K") > iops("write+fsync 4K"));
-    let notes: Vec<&str> = doc["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap())
-        .collect();
-    assert!(
-        notes.iter().any(|n| n.starts_with("verdict: ")),
-        "{notes:?}"
-    );
+    // Every test has a durability verdict with its evidence.
+    for t in doc["tests"].as_array().unwrap() {
+        let d = &t["extra"]["durability"];
+        let v = d["verdict"].as_str().unwrap_or_else(|| panic!("{t}"));
+        assert!(
+            ["not_durable", "cache_answered", "as_far_as_timing_shows"].contains(&v),
+            "{d}"
+        );
+        assert!(d["evidence"].as_str().unwrap().contains("ops/s"), "{d}");
+        let plain = t["name"].as_str().unwrap().starts_with("none ");
+        assert_eq!(d["flush_us"].is_null(), plain, "{d}");
+    }
     // The probe file is gone.
     assert!(sb.target_entries().is_empty());
     // A bad method is bad input.

@@ -108,9 +108,11 @@ fn scale_pass(p: &mut PassRecord, f: f64) {
     }
 }
 
-/// A copy of `run` as a new run, each test's passes scaled by `f(test name, pass)`.
+/// A copy of `run` as a new run, each test's passes scaled by `f(test name, pass)`. The
+/// original's warnings describe the original's numbers, so the copy starts without any.
 fn derived(run: &RunRecord, f: &dyn Fn(&str, &PassRecord) -> f64) -> RunRecord {
     let mut r = run.clone();
+    r.warnings.clear();
     r.id = None;
     r.uuid = format!("{}{:08x}", &run.uuid[..28], fastrand_u32());
     for t in &mut r.tests {
@@ -375,7 +377,7 @@ fn markdown_tables_match_the_stored_numbers() {
         for (title, header, rows) in &tables {
             let key = match title.as_str() {
                 "**Throughput, MB/s**" => "mb_s",
-                "**I/O operations per second**" => "iops",
+                "**I/O operations per second**" | "**Operations per second**" => "iops",
                 "**99th-percentile latency, µs**" => "lat_p99_us",
                 _ => continue,
             };
@@ -978,6 +980,235 @@ fn html_reports_open_in_chromium() {
         &study,
         &[("study-bars", 4), ("cdm", 3)],
     );
+}
+
+/// The lines of a terminal report's header (before the first empty line), by key.
+fn header_of(text: &str) -> HashMap<String, String> {
+    let mut out: HashMap<String, String> = HashMap::new();
+    let mut key = String::new();
+    for line in text.lines().skip(1).take_while(|l| !l.is_empty()) {
+        match line.split_once(':') {
+            Some((k, v)) if !line.starts_with(' ') => {
+                key = k.to_string();
+                out.insert(key.clone(), v.trim().to_string());
+            }
+            _ => {
+                let v = out.entry(key.clone()).or_default();
+                v.push(' ');
+                v.push_str(line.trim());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_workload_header_says_what_it_measured() {
+    let f = fixture();
+    for (kind, id) in &f.ids {
+        let id = id.to_string();
+        let text = f.iolab(&["show", &id]).ok().stdout;
+        let head = header_of(&text);
+        let md = f.iolab(&["report", &id, "--markdown"]).ok().stdout;
+        let html_path = f.root.join(format!("head-{kind}.html"));
+        f.iolab(&["report", &id, "--html", html_path.to_str().unwrap()])
+            .ok();
+        let html = fs::read_to_string(&html_path).unwrap();
+        // What each format must say, as (header key, text in its value).
+        let want: Vec<(&str, &str)> = match *kind {
+            // A 4 MiB generated source, copied twice: not the 1 GiB default, not "0s".
+            "copy" => vec![
+                ("Source", "a generated random file of 4 MiB"),
+                ("Copy", "read()/write() of 1 MiB"),
+                ("Passes", "2 copies"),
+            ],
+            "streams" => vec![
+                (
+                    "Streams",
+                    "2 streams of sequential reads in read() calls of 1 MiB, each on its own \
+                     4 MiB file",
+                ),
+                ("Passes", "1: every stream covers its file once"),
+            ],
+            "metadata" => vec![
+                ("Files", "200 files of 100 B in 2 directories, 1 thread"),
+                ("Phases", "create, stat, read, rename, delete"),
+            ],
+            "dbench" => vec![
+                ("Replay", "tiny-loadfile.txt, 2 clients"),
+                ("Passes", "1 × 1s"),
+            ],
+            "fsync" => vec![
+                ("Probe", "none, write+fdatasync × write sizes 4K"),
+                ("Passes", "2 × 150ms measured per method and size"),
+            ],
+            "atto" => vec![("Region", "2 MiB"), ("Passes", "1 × 100ms measured")],
+            _ => vec![("Region", "8 MiB"), ("Passes", "2 × 150ms measured")],
+        };
+        for (key, value) in &want {
+            let got = head
+                .get(*key)
+                .unwrap_or_else(|| panic!("{kind}: no {key} in\n{text}"));
+            assert!(got.contains(value), "{kind} {key}: {got:?} lacks {value:?}");
+            assert!(
+                md.contains(&format!("{key}: ")) && md.contains(value),
+                "{kind}: {key} not in the Markdown\n{md}"
+            );
+            assert!(
+                html.contains(&format!("<dt>{key}</dt>")),
+                "{kind}: {key} not in the HTML facts"
+            );
+        }
+        let block = ["cdm", "cdm-after", "atto", "custom", "iometer"].contains(kind);
+        if !block {
+            // Nothing of a block preset's shape where there is none.
+            for t in [&text, &md] {
+                assert!(!t.contains("Region:"), "{kind}:\n{t}");
+                assert!(!t.contains("× 0s"), "{kind}:\n{t}");
+                assert!(!t.contains("Engine:"), "{kind}:\n{t}");
+            }
+            assert!(!html.contains("QD×T"), "{kind}: a queue depth in the HTML");
+            assert!(html.contains("<th>What</th>"), "{kind}");
+        }
+        // Rates in the workload's unit: operations for the probe and metadata.
+        let table = text
+            .lines()
+            .find(|l| l.starts_with("Test ") || l.starts_with("Size "))
+            .unwrap_or_else(|| panic!("{kind}: no table"));
+        if ["fsync", "metadata"].contains(kind) {
+            assert!(
+                table.contains("ops/s") && !table.contains("MB/s"),
+                "{table}"
+            );
+            assert!(!md.contains("Throughput, MB/s"), "{kind}:\n{md}");
+            assert!(md.contains("**Operations per second**"), "{kind}:\n{md}");
+            assert!(html.contains("<th class=\"n\">ops/s</th>"), "{kind}");
+        } else {
+            assert!(table.contains("MB/s"), "{kind}: {table}");
+        }
+        // One unit per latency: never a µs column holding milliseconds, nor "ms µs".
+        for t in [&text, &md, &html] {
+            assert!(!t.contains(" ms µs"), "{kind}: a doubled unit");
+        }
+        let rows = text
+            .lines()
+            .skip_while(|l| !(l.starts_with("Test ") || l.starts_with("Size ")))
+            .skip(2);
+        for row in rows.take_while(|l| !l.is_empty()) {
+            assert!(!row.contains(" ms"), "{kind}: a µs column in ms: {row}");
+        }
+    }
+    // The probe answers which method is durable, one line per method, with numbers.
+    let text = f.iolab(&["show", &f.ids["fsync"].to_string()]).ok().stdout;
+    let verdicts: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Durability, per sync method:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| l.starts_with("  - "))
+        .collect();
+    assert_eq!(verdicts.len(), 2, "{text}");
+    assert!(verdicts[0].starts_with("  - none: not durable"), "{text}");
+    assert!(verdicts[1].starts_with("  - write+fdatasync: "), "{text}");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(" ops/s against "), "{text}");
+    assert!(!text.contains("verdict: "), "{text}");
+}
+
+/// Option names (`--size`) in a text.
+fn options_in(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i + 2 < b.len() {
+        let boundary = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'-');
+        if boundary && &b[i..i + 2] == b"--" && b[i + 2].is_ascii_lowercase() {
+            let end = (i + 2..b.len())
+                .find(|&j| !(b[j].is_ascii_lowercase() || b[j] == b'-'))
+                .unwrap_or(b.len());
+            out.push(text[i..end].trim_end_matches('-').to_string());
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn every_fix_names_only_options_the_workload_takes() {
+    use iolab_stats::warnings::Knobs;
+    let f = fixture();
+    let mut help: HashMap<String, Vec<String>> = HashMap::new();
+    let mut checked = 0;
+    let store = Store::open(&f.db).unwrap();
+    for (kind, id) in &f.ids {
+        let run = store.load_run(*id).unwrap();
+        let preset = run.preset.clone();
+        let takes = help
+            .entry(preset.clone())
+            .or_insert_with(|| options_in(&f.iolab(&["run", &preset, "--help"]).ok().stdout));
+        // Every fix the run's warnings carry, and every fix its workload could be given,
+        // with and without warm-up passes, a shared file, a dropped cache.
+        let mut fixes: Vec<String> = run.warnings.iter().map(|w| w.fix.clone()).collect();
+        for warmup in [0, 1] {
+            for flags in [false, true] {
+                let mut r = run.clone();
+                r.settings.warmup_passes = warmup;
+                for t in &mut r.tests {
+                    if let Some(o) = t.extra.as_object_mut() {
+                        o.insert("same_file".into(), flags.into());
+                        o.insert("drop_caches".into(), flags.into());
+                    }
+                }
+                let k = Knobs::new(&r);
+                let tests: Vec<&iolab_measure::TestRecord> = r.tests.iter().collect();
+                fixes.extend([
+                    k.page_cache_fix(),
+                    k.slow_first_fix(),
+                    k.more_passes_fix(),
+                    k.few_ios_fix(&tests),
+                ]);
+                fixes.extend(k.idle_reclaim_fix(Some(Duration::ZERO)));
+            }
+        }
+        for fix in &fixes {
+            for o in options_in(fix) {
+                assert!(
+                    takes.contains(&o),
+                    "{kind}: the fix {fix:?} names {o}, which `iolab run {preset}` does not take"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} options checked");
+}
+
+#[test]
+fn atto_few_ios_is_one_warning_with_a_fix_that_can_change_it() {
+    let f = fixture();
+    let run = Store::open(&f.db).unwrap().load_run(f.ids["atto"]).unwrap();
+    let few: Vec<_> = run
+        .warnings
+        .iter()
+        .filter(|w| w.code.as_str() == "FEW_IOS")
+        .collect();
+    assert_eq!(few.len(), 1, "{:#?}", run.warnings);
+    let fix = &few[0].fix;
+    // A pass that moved the whole region ended there: only a larger region adds I/Os.
+    let region = run.target.size;
+    let byte_limited = run
+        .tests
+        .iter()
+        .flat_map(|t| &t.passes)
+        .any(|p| p.ios < 100 && p.bytes >= region);
+    if byte_limited {
+        assert!(fix.contains("a larger --size"), "{fix}");
+        assert!(fix.contains("need --size 200 MiB"), "{fix}");
+    } else {
+        assert_eq!(fix, "longer passes (--duration)");
+    }
 }
 
 #[test]

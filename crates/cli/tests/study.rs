@@ -421,10 +421,20 @@ warmup = 0
         "{}",
         report.stdout
     );
+    // The throttle is the study's own configuration: a fact of every run, not a warning.
     assert!(
-        report.stdout.contains("BLKIO_THROTTLE"),
+        !report.stdout.contains("BLKIO_THROTTLE"),
         "{}",
         report.stdout
+    );
+    let shown = sb.iolab(&["show", &ids[0].to_string()]).ok().stdout;
+    let throttle = shown
+        .lines()
+        .find(|l| l.starts_with("Throttle:"))
+        .unwrap_or_else(|| panic!("no throttle fact in\n{shown}"));
+    assert!(
+        throttle.contains("read_bps = 20 MiB/s") && shown.contains("set by the study's testbed"),
+        "{shown}"
     );
 }
 
@@ -485,8 +495,8 @@ runs = 1
 warmup = 0
 "#;
 
-#[test]
-fn sigterm_stops_the_run_and_tears_down() {
+/// Signal `sig` to a study while it measures: exit 130, everything it built torn down.
+fn stops_and_tears_down(sig: i32) {
     let Some(_g) = require_devices(&["mkfs.ext4"]) else {
         return;
     };
@@ -496,10 +506,21 @@ fn sigterm_stops_the_run_and_tears_down() {
     let pid = child.id();
     wait_until_measuring(pid);
     // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    unsafe { libc::kill(pid as i32, sig) };
     let code = wait_exit(&mut child, Duration::from_secs(30));
     assert_eq!(code, Some(130));
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+}
+
+#[test]
+fn sigterm_stops_the_run_and_tears_down() {
+    stops_and_tears_down(libc::SIGTERM);
+}
+
+#[test]
+fn sighup_stops_the_run_and_tears_down() {
+    // A closed terminal: like Ctrl-C (it used to kill the study and leave its testbed).
+    stops_and_tears_down(libc::SIGHUP);
 }
 
 #[test]

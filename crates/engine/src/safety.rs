@@ -4,7 +4,9 @@
 //! any of its partitions is mounted or otherwise in use (holders such as dm/md, btrfs membership,
 //! swap, a loop device backed by it, or any other exclusive opener), nor while it carries a
 //! filesystem or partition-table signature. Reading a device needs no flag. A regular file that
-//! iolab did not create is overwritten only with `--allow-overwrite-file`.
+//! iolab did not create is overwritten only with `--allow-overwrite-file`, and never while
+//! something holds it ([`file_holders`]: a loop device it backs, an active swap file, another
+//! process writing it), whatever the flag.
 //!
 //! [`check_device_writable`] runs the checks from the most specific reason to the least, so the
 //! error names the actual blocker: mounts (by `major:minor` from `/proc/self/mountinfo`, plus the
@@ -23,6 +25,8 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use iolab_sys::loopdev::{self, FileId};
 
 /// The command-line flag that permits writing (destroying) a block device.
 pub const ALLOW_DESTROY_DEVICE_FLAG: &str = "--allow-destroy-device";
@@ -53,6 +57,9 @@ pub enum SafetyError {
     },
     /// The regular file exists and `--allow-overwrite-file` was not given.
     ExistingFile { path: PathBuf },
+    /// The regular file is held: it backs a loop device, is an active swap file, or another
+    /// process has it open for writing. Refused even with `--allow-overwrite-file`.
+    FileInUse { path: PathBuf, holders: Vec<String> },
     /// Checking failed, or the target is not what the check applies to.
     Io { path: PathBuf, source: io::Error },
 }
@@ -102,6 +109,13 @@ impl fmt::Display for SafetyError {
                 "{} already exists and was not created by iolab; pass \
                  {ALLOW_OVERWRITE_FILE_FLAG} to let iolab overwrite it",
                 path.display()
+            ),
+            SafetyError::FileInUse { path, holders } => write!(
+                f,
+                "{} is in use: {}; iolab never writes to a file the kernel or another \
+                 program holds, even with {ALLOW_OVERWRITE_FILE_FLAG}",
+                path.display(),
+                holders.join("; ")
             ),
             SafetyError::Io { path, source } => write!(f, "{}: {source}", path.display()),
         }
@@ -165,8 +179,10 @@ pub fn check_device_writable(path: &Path, allow_destroy: bool) -> Result<(), Saf
 }
 
 /// Decides whether iolab may write a regular file at `path`. A missing path is fine; an existing
-/// regular file (also through a symlink) needs `allow_overwrite`; anything else that exists
-/// (directory, device, dangling symlink, …) is refused with [`SafetyError::Io`].
+/// regular file (also through a symlink) is refused while something holds it
+/// ([`file_holders`]: [`SafetyError::FileInUse`], whatever the flag) and otherwise needs
+/// `allow_overwrite`; anything else that exists (directory, device, dangling symlink, …) is
+/// refused with [`SafetyError::Io`].
 pub fn check_regular_file_overwrite(path: &Path, allow_overwrite: bool) -> Result<(), SafetyError> {
     let lmeta = match fs::symlink_metadata(path) {
         Ok(m) => m,
@@ -188,6 +204,13 @@ pub fn check_regular_file_overwrite(path: &Path, allow_overwrite: bool) -> Resul
     };
     let ft = meta.file_type();
     if ft.is_file() {
+        let holders = file_holders(&meta);
+        if !holders.is_empty() {
+            return Err(SafetyError::FileInUse {
+                path: path.to_path_buf(),
+                holders,
+            });
+        }
         return if allow_overwrite {
             Ok(())
         } else {
@@ -208,6 +231,78 @@ pub fn check_regular_file_overwrite(path: &Path, allow_overwrite: bool) -> Resul
     Err(io_at(path)(invalid(format!(
         "exists and is {what}, not a regular file"
     ))))
+}
+
+/// What holds the regular file `meta` describes, each named for the message: the loop
+/// devices it backs (attached, mounted or not), an active swap area in it (`/proc/swaps`),
+/// and the other processes that have it open for writing (`/proc/PID/fd` with the access
+/// mode from `/proc/PID/fdinfo`; as another user only your own processes can be seen).
+/// Files are compared by device and inode number, never by path. Empty when nothing holds it.
+pub fn file_holders(meta: &fs::Metadata) -> Vec<String> {
+    let id = FileId::from_meta(meta);
+    let mut holders: Vec<String> = loopdev::backed_by(id)
+        .into_iter()
+        .map(|l| format!("it backs loop device {}", l.dev_path().display()))
+        .collect();
+    holders.extend(swap_files(id));
+    holders.extend(writers(id));
+    holders
+}
+
+/// The active swap areas that are the file `id`.
+fn swap_files(id: FileId) -> Vec<String> {
+    let Ok(text) = fs::read_to_string("/proc/swaps") else {
+        return Vec::new();
+    };
+    text.lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next())
+        .map(unescape_octal)
+        .filter(|name| FileId::of(Path::new(name)).is_ok_and(|f| f == id))
+        .map(|name| format!("it is an active swap area ({name}, listed in /proc/swaps)"))
+        .collect()
+}
+
+/// The processes other than this one that have the file `id` open for writing.
+fn writers(id: FileId) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for p in procs.flatten() {
+        let pid = p.file_name().to_string_lossy().into_owned();
+        if pid == me || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(fds) = fs::read_dir(p.path().join("fd")) else {
+            continue; // gone, or another user's
+        };
+        for fd in fds.flatten() {
+            if !fs::metadata(fd.path()).is_ok_and(|m| FileId::from_meta(&m) == id) {
+                continue;
+            }
+            let fdinfo = p.path().join("fdinfo").join(fd.file_name());
+            if opened_for_writing(&fs::read_to_string(fdinfo).unwrap_or_default()) {
+                let comm = fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+                out.push(format!(
+                    "process {pid} ({}) has it open for writing",
+                    comm.trim()
+                ));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Whether an `fdinfo` text's `flags:` (octal) open the file for writing.
+fn opened_for_writing(fdinfo: &str) -> bool {
+    fdinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        .is_some_and(|flags| flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32)
 }
 
 /// The partitions of the block device at `path`, as `/dev/<name>` paths ordered by partition
@@ -919,6 +1014,16 @@ mod tests {
         // A bare partition: only PART_ENTRY_* details, no signature.
         let part = "DEVNAME=/dev/loop0p1\nPART_ENTRY_SCHEME=dos\nPART_ENTRY_TYPE=0x83\n";
         assert_eq!(parse_blkid_export(part), Blkid::Nothing);
+    }
+
+    #[test]
+    fn fdinfo_access_modes() {
+        assert!(!opened_for_writing(
+            "pos:\t0\nflags:\t0100000\nmnt_id:\t30\n"
+        ));
+        assert!(opened_for_writing("pos:\t0\nflags:\t0100001\n"));
+        assert!(opened_for_writing("pos:\t0\nflags:\t02100002\n"));
+        assert!(!opened_for_writing("garbage"));
     }
 
     #[test]

@@ -157,7 +157,8 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
         read_hist: LatencyHistogram::new(),
         write_hist: LatencyHistogram::new(),
         sync_hist: LatencyHistogram::new(),
-        series: Vec::with_capacity((p.duration.as_millis() / 100 + 2) as usize),
+        // Room for ten minutes of samples up front; a longer pass grows it as it goes.
+        series: Vec::with_capacity((p.duration.as_millis() / 100 + 2).min(6000) as usize),
         access_ios: vec![0; job.access.len()],
         errors: Vec::new(),
     };

@@ -68,6 +68,6 @@ pub use cpu::{CpuSample, CpuUsage};
 pub use histogram::LatencyHistogram;
 pub use model::{
     DirResult, IoErrorRecord, LatSummary, MetricSummary, PassContext, PassRecord, RunRecord,
-    SyncStats, TargetInfo, TargetKind, TestRecord, TestSummary, TimeSeries, MB,
+    SyncStats, TargetInfo, TargetKind, TestRecord, TestSummary, TimeSeries, FAILED_NOTE, MB,
 };
 pub use warning::{Caveat, CodeDoc, Warning, WarningCode, DOCS_BEGIN, DOCS_END};

@@ -311,6 +311,18 @@ pub struct RunRecord {
     pub tests: Vec<TestRecord>,
 }
 
+/// The start of the note a run that failed carries (an I/O error or a tool ended it); the
+/// rest is the error.
+pub const FAILED_NOTE: &str = "failed: ";
+
+impl RunRecord {
+    /// Why the run failed, when it did: such a run is stored, but its figures (if it has
+    /// any) are not results and are never ranked or compared.
+    pub fn failure(&self) -> Option<&str> {
+        self.notes.iter().find_map(|n| n.strip_prefix(FAILED_NOTE))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -111,7 +111,10 @@ warning_codes! {
                or (random reads, which revisit blocks) after it (mincore(2) on a read-only \
                mapping of the test region); a sequential reader whose file is resident only \
                after its pass filled the cache itself and is not flagged",
-        fix: "use O_DIRECT (drop `--buffered`) or a file larger than RAM",
+        fix: "block presets: O_DIRECT (drop `--buffered`) or a file larger than RAM; `streams` \
+              and `copy`: `--drop-caches`; a later reader of a shared `streams --same-file` \
+              file reads what the first one cached, so drop `--same-file` to measure the \
+              device",
     }
     PageCachePossible = "PAGE_CACHE_POSSIBLE" {
         caveat: Some(Caveat::Cache),
@@ -130,9 +133,18 @@ warning_codes! {
                [environment.md](environment.md#page-cache-policy)). Cached pages then vanish \
                after a fixed idle time, so a buffered result depends on how long ago its data \
                was touched. These VMs run one (pageout after 30 s idle): a file written and \
-               read a minute later is read from the device",
-        fix: "O_DIRECT (drop `--buffered`), or drop caches before every run (`--drop-caches` \
-              on streams and copy, `drop_caches = true` in a study) so every run starts cold",
+               read a minute later is read from the device. Raised for runs that read data \
+               which can have sat idle that long: buffered block presets and `run verify \
+               --buffered` (the test file is written before the passes read it), and \
+               `streams --same-file` whose last reader starts at least the idle time after the \
+               first. Not for `copy` (a write test whose source is read cold or as it is), \
+               other `streams` (their files are evicted before the streams start), nor \
+               `metadata`, `dbench` and `fsync`, which read only what they wrote moments \
+               before",
+        fix: "block presets: O_DIRECT (drop `--buffered`), or drop the page cache before every \
+              run (`sync; echo 3 > /proc/sys/vm/drop_caches`, `drop_caches = true` in a \
+              study) so that every run starts cold; `streams --same-file`: a shorter \
+              `--stagger`",
     }
     DirectIoIgnored = "DIRECT_IO_IGNORED" {
         caveat: Some(Caveat::Cache),
@@ -151,6 +163,22 @@ warning_codes! {
         when: "O_DIRECT on a filesystem whose loop device has direct I/O off: writes stop in \
                the host page cache",
         fix: "`losetup --direct-io=on`",
+    }
+    WritesFasterThanReads = "WRITES_FASTER_THAN_READS" {
+        caveat: Some(Caveat::Cache),
+        title: "Direct writes far faster than direct reads",
+        when: "O_DIRECT runs: a write test ran at 2× or more the MB/s of a read test of the \
+               same block size, queue depth, thread count and pattern (sequential or random) \
+               in the same run (one warning per run, each pair with both rates and their \
+               ratio). No medium writes twice as fast as it reads (flash programs slower than \
+               it reads, a disk seeks alike both ways), so a write cache below the OS — the \
+               device's own, or the host's under a VM — acknowledged the writes before they \
+               reached the medium. Not raised when a blkio throttle holds reads lower than \
+               writes (the throttle explains the gap)",
+        fix: "`--fsync 1` (every write then waits for a flush to the medium), or turn the \
+              volatile cache off (`hdparm -W 0` on a disk; on a VM a host disk cache mode that \
+              honours flushes, such as `cache=none`); a cache with power-loss protection makes \
+              the numbers safe but still the cache's",
     }
     CompressibleData = "COMPRESSIBLE_DATA" {
         caveat: Some(Caveat::Cache),
@@ -191,21 +219,28 @@ warning_codes! {
         title: "Flushes faster than a rotating disk",
         when: "flushes averaged under 1 ms on a device that reports itself rotational (one \
                warning per run, naming the tests; virtio disks report rotational, so it fires \
-               on VMs whose host cache answers flushes)",
-        fix: "check write cache and barriers",
+               on VMs whose host cache answers flushes). `run fsync` judges every sync method \
+               by the same floor in its durability verdict",
+        fix: "turn the volatile write cache off (`hdparm -W 0`; on a VM a host disk cache \
+              mode that honours flushes, such as `cache=none`) and check the mount's \
+              barriers",
     }
     FlushNoEffect = "FLUSH_NO_EFFECT" {
         caveat: Some(Caveat::Unsafe),
         title: "A flush that costs nothing",
-        when: "`run fsync`: a write+fdatasync ran at half or more of the rate of a plain write \
-               of the same size, so the flush did nothing measurable",
+        when: "`run fsync`: a sync method (write+fdatasync, write+fsync, O_DSYNC, O_SYNC, \
+               O_DIRECT+O_DSYNC) ran at half or more of the rate of a plain write of the same \
+               size, so its flush did nothing measurable (one warning per run, naming the \
+               methods, with their rates)",
         fix: "check barriers and the write cache mode",
     }
     BlkioThrottle = "BLKIO_THROTTLE" {
         caveat: None,
         title: "A blkio throttle applies",
         when: "a cgroup-v1 blkio throttle (read/write bps/iops) applies to iolab's cgroup or an \
-               ancestor, for a device under the target",
+               ancestor, for a device under the target. Not for a study's run inside the \
+               throttle its own testbed set up (the run's `study_meta.built.cgroup`): that \
+               throttle is the configuration measured, shown in the run's facts instead",
         fix: "expected on an emulated device; remove otherwise",
     }
     BusyDevice = "BUSY_DEVICE" {
@@ -227,7 +262,9 @@ warning_codes! {
         caveat: None,
         title: "Passes that vary widely",
         when: "coefficient of variation of MB/s across passes above 10%",
-        fix: "more/longer passes, `--until-stable`, a quiet machine",
+        fix: "more or longer passes (`--runs`, `--duration`, `--until-stable` where the \
+              workload takes them), a quiet machine; for `copy` also `--drop-caches`, so every \
+              pass starts alike",
     }
     OutlierPass = "OUTLIER_PASS" {
         caveat: None,
@@ -238,8 +275,13 @@ warning_codes! {
     SlowFirstPass = "SLOW_FIRST_PASS" {
         caveat: None,
         title: "A slow first pass",
-        when: "the first of ≥ 3 passes is below 80% of the others' median",
-        fix: "`--warmup 1`",
+        when: "the first of ≥ 3 passes is the slowest of them all and below 80% of the \
+               others' median (a first pass that a later one undercuts is spread, not a \
+               warm-up)",
+        fix: "block presets: `--warmup 1`, or with warm-up passes already one more \
+              (`--warmup N+1`) or a longer `--warmup-time`; `dbench`: a longer `--warmup`; \
+              `copy`: `--drop-caches` (every pass then reads its source cold, as the first \
+              did); `fsync`: longer passes (`--duration`); otherwise more `--runs`",
     }
     NotConverged = "NOT_CONVERGED" {
         caveat: None,
@@ -288,9 +330,13 @@ warning_codes! {
         caveat: None,
         title: "Too few I/Os for a p99",
         when: "a pass completed fewer than 100 I/Os, so its p99 is just the slowest I/O or two \
-               (passes timed as a whole, with no per-I/O latencies, such as the scrub of \
-               `run scrub-test`, do not count)",
-        fix: "longer passes or a larger region",
+               (one warning per run, naming the tests; passes timed as a whole, with no \
+               per-I/O latencies, such as the scrub of `run scrub-test`, do not count)",
+        fix: "more I/Os per pass, by what ends the pass: a longer `--duration` for passes that \
+              run for a time; a larger `--size` for `atto` (every pass moves the region once: \
+              100 I/Os of 64 MiB need 6.25 GiB) and `verify`; a larger `--io-size` for \
+              `custom --io-size`; a smaller `--bs` or a larger source (`copy`) or file \
+              (`streams --size`); `--files` of 100 or more for `metadata`",
     }
 }
 
@@ -435,6 +481,7 @@ mod tests {
                 "PAGE_CACHE_POSSIBLE",
                 "DIRECT_IO_IGNORED",
                 "LOOP_WITHOUT_DIO",
+                "WRITES_FASTER_THAN_READS",
                 "COMPRESSIBLE_DATA",
                 "SPARSE_READ"
             ]

@@ -1,20 +1,110 @@
-//! Short descriptions of a run and of its captured environment, shared by the Markdown and
-//! HTML reports: (label, value) pairs of plain text, escaped by whoever prints them.
+//! Short descriptions of a run and of its captured environment, shared by the terminal,
+//! Markdown and HTML reports: (label, value) pairs of plain text, escaped by whoever prints
+//! them.
+//!
+//! Every fact says what was measured, workload by workload: a block preset's region,
+//! passes and engine; a copy's source and buffer; the streams, files, replay or probe of the
+//! other workloads (from their tests' `extra`); the pass counts that actually ran (with
+//! `--until-stable` they differ from what was asked); the throttles on the target, a
+//! study's own marked as its configuration.
 
-use iolab_measure::RunRecord;
-use iolab_spec::{format_bytes, DataPattern};
+use iolab_measure::{RunRecord, TestRecord};
+use iolab_spec::{format_bytes, format_size_short, DataPattern};
 use serde_json::Value;
 
 use crate::text;
 
-/// `3 × 5s measured (+1 warm-up × 5s)`.
+/// Whether a test's rate is counted in operations rather than bytes: the fsync probe
+/// (durable writes per second) and metadata (file operations per second). Their MB/s is
+/// a by-product (0.29 MB/s of flushed 4 KiB writes says nothing a reader wants).
+pub fn counts_operations(t: &TestRecord) -> bool {
+    match t.extra.get("workload").and_then(Value::as_str) {
+        Some(w) => matches!(w, "fsync" | "metadata"),
+        // fsync runs stored before their extra named the workload.
+        None => t.extra.get("open_flags").is_some() && t.extra.get("method").is_some(),
+    }
+}
+
+/// The heading of a metric over `tests`: `ops/s` for IOPS of tests that count operations.
+pub(crate) fn metric_label<'a>(
+    m: crate::set::Metric,
+    mut tests: impl Iterator<Item = &'a TestRecord>,
+) -> &'static str {
+    if m == crate::set::Metric::Iops && tests.any(counts_operations) {
+        "ops/s"
+    } else {
+        m.label()
+    }
+}
+
+/// Whether a run's rates are counted in operations (see [`counts_operations`]).
+pub(crate) fn run_counts_operations(run: &RunRecord) -> bool {
+    matches!(run.workload.as_str(), "fsync" | "metadata")
+        || (!run.tests.is_empty() && run.tests.iter().all(counts_operations))
+}
+
+/// The legend line under a header: the units and what a headline is.
+pub(crate) fn legend(run: &RunRecord) -> String {
+    let unit = if run_counts_operations(run) {
+        "ops/s = operations per second"
+    } else {
+        "MB/s = 10^6 bytes/s"
+    };
+    let score = run
+        .tests
+        .first()
+        .map(|t| t.summary.score.as_str())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("median");
+    let (lo, hi) = pass_range(run);
+    if hi <= 1 {
+        format!("{unit}; headline = {score} of 1 pass (no confidence interval with a single pass)")
+    } else {
+        let n = if lo == hi {
+            format!("{hi} passes")
+        } else {
+            format!("each test's passes ({lo}–{hi})")
+        };
+        format!("{unit}; headline = {score} of {n} (±x% = 95% CI half-width, Student t)")
+    }
+}
+
+/// Fewest and most measured passes of the run's tests (what was asked when no test has
+/// any).
+fn pass_range(run: &RunRecord) -> (usize, usize) {
+    let counts = run.tests.iter().map(|t| t.passes.len()).filter(|&n| n > 0);
+    let lo = counts.clone().min();
+    let hi = counts.max();
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => (lo, hi),
+        _ => {
+            let asked = run.settings.runs as usize;
+            (asked, asked)
+        }
+    }
+}
+
+/// The passes the tests measured, as counted: `3 × 5s measured (+1 warm-up × 5s)`,
+/// `5–10 × 1s measured per test; until stable: 2 of 3 tests converged`.
 pub(crate) fn passes(run: &RunRecord) -> String {
     let s = &run.settings;
-    if s.duration.is_zero() {
+    let (lo, hi) = pass_range(run);
+    let n = if lo == hi {
+        lo.to_string()
+    } else {
+        format!("{lo}–{hi}")
+    };
+    let per_test = if lo == hi || run.tests.len() < 2 {
+        ""
+    } else {
+        " per test"
+    };
+    let mut out = if s.duration.is_zero() {
         // Workloads that run to completion (copy, streams, metadata) have no pass length.
-        return format!("{} pass{}", s.runs, if s.runs == 1 { "" } else { "es" });
-    }
-    let mut out = format!("{} × {} measured", s.runs, text::duration(s.duration));
+        format!("{n} pass{}{per_test}", if hi == 1 { "" } else { "es" })
+    } else {
+        format!("{n} × {} measured{per_test}", text::duration(s.duration))
+    };
     if s.warmup_passes > 0 {
         out.push_str(&format!(
             " (+{} warm-up × {})",
@@ -22,15 +112,52 @@ pub(crate) fn passes(run: &RunRecord) -> String {
             text::duration(s.warmup_duration)
         ));
     }
+    if !s.ramp.is_zero() {
+        out.push_str(&format!(
+            "; the first {} of every pass is not measured",
+            text::duration(s.ramp)
+        ));
+    }
+    let converged: Vec<bool> = run
+        .tests
+        .iter()
+        .filter_map(|t| t.summary.converged)
+        .collect();
+    if !converged.is_empty() {
+        out.push_str(&format!(
+            "; until stable: {} of {} test{} converged",
+            converged.iter().filter(|c| **c).count(),
+            converged.len(),
+            if converged.len() == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some(limit) = run.tests.iter().find_map(|t| t.job.io_limit) {
+        if run.workload == "block" || run.workload.is_empty() {
+            out.push_str(&format!(
+                "; a pass also ends after {} of I/O",
+                format_bytes(limit)
+            ));
+        }
+    }
     out
 }
 
-/// `io_uring · direct (O_DIRECT) · data random`.
+/// `io_uring, fixed buffers · direct (O_DIRECT) · data random (incompressible)`.
 pub(crate) fn io(run: &RunRecord) -> String {
     let s = &run.settings;
     let mut engine = run.engine.clone();
     if run.engine != s.engine.as_str() {
         engine.push_str(&format!(" (asked for {})", s.engine.as_str()));
+    }
+    let mut extras = Vec::new();
+    if s.fixedbufs {
+        extras.push("fixed buffers");
+    }
+    if s.registerfiles {
+        extras.push("registered files");
+    }
+    if !extras.is_empty() {
+        engine.push_str(&format!(", {}", extras.join(", ")));
     }
     let direct = if s.direct {
         "direct (O_DIRECT)"
@@ -38,8 +165,8 @@ pub(crate) fn io(run: &RunRecord) -> String {
         "buffered (page cache)"
     };
     let data = match s.data {
-        DataPattern::Random => "data random",
-        DataPattern::Zeros => "data zeros",
+        DataPattern::Random => "data random (incompressible)",
+        DataPattern::Zeros => "data zeros (all 0x00)",
     };
     format!("{engine} · {direct} · {data}")
 }
@@ -56,6 +183,391 @@ pub(crate) fn target(run: &RunRecord) -> String {
     } else {
         format!("{} ({})", t.path, what.join(", "))
     }
+}
+
+/// A key of the first test's `extra` that has it.
+fn extra<'a>(run: &'a RunRecord, key: &str) -> Option<&'a Value> {
+    run.tests
+        .iter()
+        .find_map(|t| t.extra.get(key).filter(|v| !v.is_null()))
+}
+
+fn extra_u64(run: &RunRecord, key: &str) -> Option<u64> {
+    extra(run, key).and_then(Value::as_u64)
+}
+
+fn extra_bool(run: &RunRecord, key: &str) -> bool {
+    extra(run, key).and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// What a workload measured, as (label, value) lines in the header's order: the region,
+/// passes and engine of a block preset, or each other workload's own facts.
+pub(crate) fn workload_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
+    match run.workload.as_str() {
+        "copy" => copy_facts(run),
+        "streams" => streams_facts(run),
+        "metadata" => metadata_facts(run),
+        "dbench" => dbench_facts(run),
+        "fsync" => fsync_facts(run),
+        _ => {
+            let mut v = Vec::new();
+            let size = if run.target.size > 0 {
+                run.target.size
+            } else {
+                run.settings.size
+            };
+            if size > 0 {
+                v.push(("Region", format_bytes(size)));
+            }
+            v.push(("Passes", passes(run)));
+            v.push(("Engine", io(run)));
+            v
+        }
+    }
+}
+
+fn copy_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
+    let mut v = Vec::new();
+    let bytes = extra_u64(run, "bytes");
+    let source = if extra_bool(run, "source_generated") {
+        let size = extra_u64(run, "generated_size").or(bytes);
+        Some(format!(
+            "a generated random file of {}, evicted from the page cache before every pass",
+            size.map_or("unknown size".into(), format_bytes)
+        ))
+    } else {
+        extra(run, "source").and_then(Value::as_str).map(|s| {
+            let mut parts = Vec::new();
+            if let Some(b) = bytes {
+                parts.push(format_bytes(b));
+            }
+            if let Some(f) = extra_u64(run, "files") {
+                parts.push(plural(f, "file", "files"));
+            }
+            if let Some(d) = extra_u64(run, "dirs").filter(|&d| d > 0) {
+                parts.push(plural(d, "directory", "directories"));
+            }
+            if let Some(l) = extra_u64(run, "symlinks").filter(|&l| l > 0) {
+                parts.push(plural(l, "symlink", "symlinks"));
+            }
+            if parts.is_empty() {
+                s.to_string()
+            } else {
+                format!("{s} ({})", parts.join(", "))
+            }
+        })
+    };
+    v.push((
+        "Source",
+        source.unwrap_or_else(|| "unknown (no copy finished)".into()),
+    ));
+    let buffer =
+        extra_u64(run, "buffer_size").map_or(String::new(), |b| format!(" of {}", format_bytes(b)));
+    let mut how = format!(
+        "read()/write(){buffer} through the page cache, then fsync of every file and \
+         directory, counted in the time"
+    );
+    if extra_bool(run, "drop_caches") {
+        how.push_str("; page cache dropped before every pass");
+    }
+    v.push(("Copy", how));
+    let n = pass_range(run).1 as u64;
+    v.push(("Passes", plural(n, "copy", "copies")));
+    v
+}
+
+fn streams_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
+    let mut v = Vec::new();
+    let streams = extra_u64(run, "streams").unwrap_or_else(|| {
+        run.tests
+            .iter()
+            .filter(|t| t.extra.get("stream").is_some())
+            .count() as u64
+    });
+    let rw = extra(run, "rw")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| run.tests.first().map(|t| t.job.rw.as_str().to_string()))
+        .unwrap_or_default();
+    let bs = extra_u64(run, "bs").or_else(|| run.tests.first().map(|t| t.job.bs));
+    let size = extra_u64(run, "file_size").unwrap_or(run.settings.size);
+    let calls = bs.map_or(String::new(), |b| {
+        format!(
+            " in {}() calls of {}",
+            if rw == "write" { "write" } else { "read" },
+            format_bytes(b)
+        )
+    });
+    let files = if extra_bool(run, "same_file") {
+        let stagger = extra(run, "stagger_s")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
+        let start = if stagger > 0.0 {
+            format!(
+                "started {} apart",
+                text::duration(std::time::Duration::from_secs_f64(stagger))
+            )
+        } else {
+            "started together".to_string()
+        };
+        format!("all on one {} file, {start}", format_bytes(size))
+    } else {
+        format!(
+            "each on its own {} file, started together",
+            format_bytes(size)
+        )
+    };
+    v.push((
+        "Streams",
+        format!(
+            "{} of sequential {rw}s{calls}, {files}",
+            plural(streams, "stream", "streams")
+        ),
+    ));
+    let mut io = vec![if extra_bool(run, "direct") {
+        "direct (O_DIRECT)".to_string()
+    } else {
+        "buffered (page cache)".to_string()
+    }];
+    if extra_bool(run, "drop_caches") {
+        io.push("page cache dropped before the streams".into());
+    } else if extra_bool(run, "evicted_after_prepare") {
+        io.push("the prepared files evicted from the page cache before the streams".into());
+    }
+    if extra_bool(run, "end_fsync") {
+        io.push("fsync at the end of every stream, counted".into());
+    }
+    v.push(("I/O", io.join(" · ")));
+    let mut pass = "1: every stream covers its file once".to_string();
+    if let Some(d) = extra(run, "duration_limit_s").and_then(Value::as_f64) {
+        pass.push_str(&format!(
+            ", or stops after {}",
+            text::duration(std::time::Duration::from_secs_f64(d))
+        ));
+    }
+    v.push(("Passes", pass));
+    v
+}
+
+fn metadata_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
+    let mut v = Vec::new();
+    if let Some(files) = extra_u64(run, "files") {
+        let size = extra_u64(run, "file_size").unwrap_or(run.settings.size);
+        let mut what = format!(
+            "{} of {} in {}, {}",
+            plural(files, "file", "files"),
+            format_bytes(size),
+            plural(
+                extra_u64(run, "dirs").unwrap_or(0),
+                "directory",
+                "directories"
+            ),
+            plural(extra_u64(run, "threads").unwrap_or(1), "thread", "threads"),
+        );
+        if extra_bool(run, "fsync") {
+            what.push_str("; every file fsynced after its write, inside the create");
+        }
+        v.push(("Files", what));
+    }
+    let phases: Vec<&str> = run.tests.iter().map(|t| t.name.as_str()).collect();
+    v.push((
+        "Phases",
+        if phases.is_empty() {
+            "none finished".to_string()
+        } else {
+            format!("{}, each timed once", phases.join(", "))
+        },
+    ));
+    v
+}
+
+fn dbench_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
+    let mut v = Vec::new();
+    let clients = extra_u64(run, "clients")
+        .or_else(|| run.tests.first().map(|t| u64::from(t.job.numjobs)))
+        .unwrap_or(0);
+    let loadfile = extra(run, "loadfile")
+        .and_then(Value::as_str)
+        .unwrap_or("the loadfile");
+    v.push((
+        "Replay",
+        format!(
+            "{loadfile}, {}, each in its own directory",
+            plural(clients, "client", "clients")
+        ),
+    ));
+    let mut p = passes(run);
+    if let Some(w) = extra(run, "warmup_seconds").and_then(Value::as_f64) {
+        if w > 0.0 {
+            p.push_str(&format!(
+                ", each after {} of warm-up",
+                text::duration(std::time::Duration::from_secs_f64(w))
+            ));
+        }
+    }
+    v.push(("Passes", p));
+    v
+}
+
+fn fsync_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
+    let mut methods: Vec<&str> = Vec::new();
+    let mut sizes: Vec<u64> = Vec::new();
+    for t in &run.tests {
+        if !methods.contains(&t.group.as_str()) {
+            methods.push(&t.group);
+        }
+        if !sizes.contains(&t.job.bs) {
+            sizes.push(t.job.bs);
+        }
+    }
+    let sizes: Vec<String> = sizes.into_iter().map(format_size_short).collect();
+    vec![
+        (
+            "Probe",
+            format!(
+                "{} × write sizes {}, each rewriting a {} file in place, one write at a time",
+                if methods.is_empty() {
+                    "no method finished".to_string()
+                } else {
+                    methods.join(", ")
+                },
+                sizes.join(", "),
+                format_bytes(run.settings.size)
+            ),
+        ),
+        ("Passes", format!("{} per method and size", passes(run))),
+    ]
+}
+
+/// What one test of a workload other than a block preset did, for a results table's
+/// "What" column: `loadfile replay, 2 clients`, `4K writes, one at a time`.
+pub(crate) fn test_what(run: &RunRecord, t: &TestRecord) -> String {
+    let e = &t.extra;
+    let n = |key: &str| e.get(key).and_then(Value::as_u64);
+    match run.workload.as_str() {
+        "dbench" => format!(
+            "loadfile replay, {}",
+            plural(
+                n("clients").unwrap_or(u64::from(t.job.numjobs)),
+                "client",
+                "clients"
+            )
+        ),
+        "metadata" => format!(
+            "{} {}, {}",
+            n("ops").unwrap_or(0),
+            e.get("phase").and_then(Value::as_str).unwrap_or(&t.name),
+            plural(
+                n("threads").unwrap_or(u64::from(t.job.numjobs)),
+                "thread",
+                "threads"
+            )
+        ),
+        "fsync" => format!("{} writes, one at a time", format_size_short(t.job.bs)),
+        "copy" => format!("read()/write() of {}", format_bytes(t.job.bs)),
+        "streams" => {
+            let calls = format!(
+                "{}() calls of {}",
+                t.job.rw.as_str(),
+                format_bytes(t.job.bs)
+            );
+            match n("streams") {
+                Some(k) => format!("{calls}, {} together", plural(k, "stream", "streams")),
+                None => calls,
+            }
+        }
+        _ => format!(
+            "{} {} Q{}T{}",
+            t.job.rw.as_str(),
+            format_size_short(t.job.bs),
+            t.job.iodepth,
+            t.job.numjobs
+        ),
+    }
+}
+
+/// The blkio throttles on the target's devices, from the captured environment: `loop3
+/// read_bps = 20 MiB/s (the study's testbed)`. A throttle the run's study set up is its
+/// configuration, marked so; any other is what `BLKIO_THROTTLE` warns about.
+pub(crate) fn throttles(run: &RunRecord) -> Vec<String> {
+    let Some(all) = run.env.get("blkio_throttles").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let devices: Vec<&str> = run.env["target"]["devices"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|d| d["dev"].as_str()).collect())
+        .unwrap_or_default();
+    let study_cgroup = run.study_meta["built"]["cgroup"]
+        .as_str()
+        .map(|c| c.trim_end_matches('/'));
+    all.iter()
+        .filter(|t| t["device"].as_str().is_some_and(|d| devices.contains(&d)))
+        .map(|t| {
+            let kind = t["kind"].as_str().unwrap_or("?");
+            let limit = t["limit"].as_u64().unwrap_or(0);
+            let value = if kind.ends_with("bps") {
+                format!("{}/s", format_bytes(limit))
+            } else {
+                format!("{limit} IOPS")
+            };
+            let cgroup = t["cgroup"].as_str().unwrap_or("");
+            let dev = t["device_name"]
+                .as_str()
+                .or(t["device"].as_str())
+                .unwrap_or("?");
+            let whose = if study_cgroup.is_some_and(|c| c == cgroup.trim_end_matches('/')) {
+                "set by the study's testbed: the configuration measured".to_string()
+            } else {
+                format!("cgroup {cgroup}")
+            };
+            format!("{dev} {kind} = {value} ({whose})")
+        })
+        .collect()
+}
+
+/// The fsync probe's verdict per sync method, in the order measured: `METHOD: VERDICT —
+/// EVIDENCE`, from the weakest verdict over the method's write sizes (each test's
+/// `extra.durability`). Empty for other runs.
+pub(crate) fn durability(run: &RunRecord) -> Vec<String> {
+    let rank = |v: &str| match v {
+        "not_durable" => 0,
+        "cache_answered" => 1,
+        _ => 2,
+    };
+    let mut methods: Vec<(&str, &Value)> = Vec::new();
+    for t in &run.tests {
+        let d = &t.extra["durability"];
+        let Some(v) = d["verdict"].as_str() else {
+            continue;
+        };
+        match methods.iter_mut().find(|(m, _)| *m == t.group) {
+            Some((_, best)) => {
+                if rank(v) < rank(best["verdict"].as_str().unwrap_or("")) {
+                    *best = d;
+                }
+            }
+            None => methods.push((&t.group, d)),
+        }
+    }
+    methods
+        .iter()
+        .map(|(m, d)| {
+            let words = match d["verdict"].as_str().unwrap_or("") {
+                "not_durable" => "not durable",
+                "cache_answered" => "not shown durable (a volatile cache answered)",
+                "as_far_as_timing_shows" => "durable as far as timing shows",
+                other => other,
+            };
+            format!(
+                "{m}: {words} — {}",
+                d["evidence"].as_str().unwrap_or("no evidence recorded")
+            )
+        })
+        .collect()
 }
 
 /// The facts of a run as (label, value) lines.
@@ -81,25 +593,19 @@ pub(crate) fn run_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
     if !run.target.io_path.is_empty() && run.target.io_path != run.target.path {
         v.push(("I/O on", run.target.io_path.clone()));
     }
-    let size = if run.target.size > 0 {
-        run.target.size
-    } else {
-        run.settings.size
-    };
-    if size > 0 {
-        v.push(("Region", format_bytes(size)));
+    v.extend(workload_facts(run));
+    for t in throttles(run) {
+        v.push(("Throttle", t));
     }
-    v.push(("Passes", passes(run)));
-    v.push(("Engine", io(run)));
     let mut when = run.started_at.clone();
     if let Some(f) = &run.finished_at {
-        when.push_str(&format!(" → {f}"));
+        when.push_str(&format!(" · finished {f}"));
     }
     v.push(("Started", when));
     if !run.complete {
         v.push((
             "Status",
-            "incomplete (interrupted): only finished passes".to_string(),
+            "incomplete (interrupted or failed): only the passes that finished".to_string(),
         ));
     }
     if let Some(l) = &run.label {

@@ -18,7 +18,7 @@ use crate::charts::{self, BarSeries, Line, Scale, XLabels};
 use crate::compare::p_text;
 use crate::facts;
 use crate::set::{self, RunSet};
-use crate::text::{ci, lat, num, pct1};
+use crate::text::{ci, lat, lat_unit, num, pct1};
 
 /// Escapes text for HTML content and attribute values.
 pub fn esc(s: &str) -> String {
@@ -314,11 +314,12 @@ fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
             continue;
         }
         let m = set::primary_metric(all.iter().copied());
+        let label = facts::metric_label(m, all.iter().copied());
         let clusters: Vec<String> = in_row
             .iter()
             .map(|k| {
                 if k.is_empty() {
-                    m.label().to_string()
+                    label.to_string()
                 } else {
                     k.to_string()
                 }
@@ -353,12 +354,12 @@ fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
             })
             .filter(|s: &BarSeries| s.values.iter().any(Option::is_some))
             .collect();
-        let svg = charts::vbars(row, &clusters, &series, m.label());
+        let svg = charts::vbars(row, &clusters, &series, label);
         let _ = write!(
             h,
             "<figure data-chart=\"study-bars\">{svg}<figcaption>{} by configuration, 95% CI \
              error bars</figcaption></figure>",
-            esc(m.label())
+            esc(label)
         );
     }
     h.push_str("</div>\n");
@@ -589,6 +590,14 @@ fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
         h.push_str("</div>\n");
     }
     ops_tables(r, h);
+    let verdicts = facts::durability(r);
+    if !verdicts.is_empty() {
+        h.push_str("<h3>Durability, per sync method</h3><ul data-panel=\"durability\">");
+        for v in &verdicts {
+            let _ = write!(h, "<li>{}</li>", esc(v));
+        }
+        h.push_str("</ul>\n");
+    }
     workload_details(r, h);
     latency_curves(&tests, &rows, &kinds, h);
     throughput_over_time(&tests, &rows, &kinds, h);
@@ -639,32 +648,53 @@ fn dir_median(t: &TestRecord, pick: PickDir) -> Option<[f64; 4]> {
 }
 
 fn results_table(r: &RunRecord, h: &mut String) {
+    // Block presets describe a test by its I/O pattern; the other workloads by what they
+    // did (a replay's clients, a probe's write size), never a block size they do not have.
+    let block = matches!(r.workload.as_str(), "" | "block" | "verify");
+    let ops = facts::run_counts_operations(r);
+    h.push_str("<div class=\"wide\"><table data-table=\"results\"><tr><th>Test</th>");
+    if block {
+        h.push_str("<th>rw</th><th class=\"n\">bs</th><th class=\"n\">QD×T</th>");
+    } else {
+        h.push_str("<th>What</th>");
+    }
+    h.push_str("<th class=\"n\">Passes</th>");
+    if ops {
+        h.push_str("<th class=\"n\">ops/s</th>");
+    } else {
+        h.push_str("<th class=\"n\">MB/s</th><th class=\"n\">IOPS</th>");
+    }
     h.push_str(
-        "<div class=\"wide\"><table data-table=\"results\"><tr><th>Test</th><th>rw</th>\
-         <th class=\"n\">bs</th><th class=\"n\">QD×T</th><th class=\"n\">Passes</th>\
-         <th class=\"n\">MB/s</th><th class=\"n\">IOPS</th><th class=\"n\">mean µs</th>\
-         <th class=\"n\">p99 µs</th><th class=\"n\">p99.9 µs</th><th class=\"n\">max µs</th>\
-         <th class=\"n\">CPU usr/sys %</th><th>Warnings</th></tr>\n",
+        "<th class=\"n\">mean µs</th><th class=\"n\">p99 µs</th><th class=\"n\">p99.9 µs</th>\
+         <th class=\"n\">max µs</th><th class=\"n\">CPU usr/sys %</th><th>Warnings</th></tr>\n",
     );
+    let rates = if ops { 1 } else { 2 };
+    let shape_cols = if block { 3 } else { 1 };
     for (i, t) in r.tests.iter().enumerate() {
         let j = &t.job;
         let _ = write!(
             h,
-            "<tr id=\"{}\"><td class=\"name\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}×{}</td>\
-             <td class=\"n\">{}</td>",
+            "<tr id=\"{}\"><td class=\"name\">{}</td>",
             test_anchor(r, i),
-            esc(&t.name),
-            esc(j.rw.as_str()),
-            esc(&format_size_short(j.bs)),
-            j.iodepth,
-            j.numjobs,
-            t.passes.len()
+            esc(&t.name)
         );
+        if block {
+            let _ = write!(
+                h,
+                "<td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}×{}</td>",
+                esc(j.rw.as_str()),
+                esc(&format_size_short(j.bs)),
+                j.iodepth,
+                j.numjobs
+            );
+        } else {
+            let _ = write!(h, "<td>{}</td>", esc(&facts::test_what(r, t)));
+        }
+        let _ = write!(h, "<td class=\"n\">{}</td>", t.passes.len());
         if t.passes.is_empty() {
-            h.push_str(&"<td class=\"n\">-</td>".repeat(7));
+            h.push_str(&"<td class=\"n\">-</td>".repeat(rates + 5));
         } else {
             let s = &t.summary;
-            let c = ci(&s.stats_mb_s);
             let p999 =
                 iolab_stats::median(&t.passes.iter().map(|p| p.lat_us.p999).collect::<Vec<_>>());
             let max = t.passes.iter().map(|p| p.lat_us.max).fold(0.0, f64::max);
@@ -672,14 +702,26 @@ fn results_table(r: &RunRecord, h: &mut String) {
                 iolab_stats::median(&t.passes.iter().map(|p| p.cpu.usr_pct).collect::<Vec<_>>());
             let sys =
                 iolab_stats::median(&t.passes.iter().map(|p| p.cpu.sys_pct).collect::<Vec<_>>());
+            if ops {
+                let _ = write!(
+                    h,
+                    "<td class=\"n\">{}<span class=\"ci\">{}</span></td>",
+                    num(s.iops),
+                    esc(&ci(&s.stats_iops))
+                );
+            } else {
+                let _ = write!(
+                    h,
+                    "<td class=\"n\">{}<span class=\"ci\">{}</span></td><td class=\"n\">{}</td>",
+                    num(s.mb_s),
+                    esc(&ci(&s.stats_mb_s)),
+                    num(s.iops)
+                );
+            }
             let _ = write!(
                 h,
-                "<td class=\"n\">{}<span class=\"ci\">{}</span></td><td class=\"n\">{}</td>\
-                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
                  <td class=\"n\">{}</td><td class=\"n\">{}/{}</td>",
-                num(s.mb_s),
-                esc(&c),
-                num(s.iops),
                 lat(s.lat_mean_us),
                 lat(s.lat_p99_us),
                 lat(p999),
@@ -689,7 +731,7 @@ fn results_table(r: &RunRecord, h: &mut String) {
             );
         }
         let _ = writeln!(h, "<td>{}</td></tr>", badges(r, &t.name));
-        if j.rw.is_mixed() {
+        if j.rw.is_mixed() && !ops {
             let mix = j.rwmixread.min(100);
             let dirs: [(&str, u8, PickDir); 2] = [
                 ("read", mix, |p| p.read.as_ref()),
@@ -699,9 +741,10 @@ fn results_table(r: &RunRecord, h: &mut String) {
                 if let Some([mb, iops, mean, p99]) = dir_median(t, pick) {
                     let _ = writeln!(
                         h,
-                        "<tr><td class=\"sub-row\" colspan=\"5\">{name} ({share}%)</td>\
+                        "<tr><td class=\"sub-row\" colspan=\"{}\">{name} ({share}%)</td>\
                          <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
                          <td class=\"n\">{}</td><td colspan=\"4\"></td></tr>",
+                        shape_cols + 2,
                         num(mb),
                         num(iops),
                         lat(mean),
@@ -796,12 +839,12 @@ fn cdm_panel(
                     let _ = write!(
                         h,
                         "<div class=\"tile {}\" style=\"--fill:{fill:.1}%\"><span class=\"big\">{}</span>\
-                         <span class=\"small\">{}{} IOPS · p99 {} µs</span> {}</div>",
+                         <span class=\"small\">{}{} IOPS · p99 {}</span> {}</div>",
                         kind_class(k),
                         num(t.summary.mb_s),
                         if c.is_empty() { String::new() } else { format!("{} · ", esc(&c)) },
                         num(t.summary.iops),
-                        lat(t.summary.lat_p99_us),
+                        lat_unit(t.summary.lat_p99_us),
                         badges(r, &t.name)
                     );
                 }
@@ -1083,22 +1126,64 @@ fn figure_grid(h: &mut String, intro: &str, figs: &[String]) {
     h.push_str("</div>\n");
 }
 
+/// A pass's rate per interval of its time series: MB/s, or operations per second for a
+/// test that counts operations (metadata keeps an operation series in `extra`; a probe's
+/// operations are its bytes over its write size).
+fn rate_series(t: &TestRecord, p: &PassRecord) -> Option<(f64, Vec<f64>)> {
+    if facts::counts_operations(t) {
+        if let (Some(series), Some(iv)) = (
+            t.extra.get("ops_series").and_then(Value::as_array),
+            t.extra.get("ops_interval_ms").and_then(Value::as_u64),
+        ) {
+            if iv == 0 || series.is_empty() {
+                return None;
+            }
+            let s = iv as f64 / 1000.0;
+            let n = series.len();
+            let rates = series
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let len = if i + 1 == n {
+                        (p.seconds - s * i as f64).clamp(s * 0.01, s)
+                    } else {
+                        s
+                    };
+                    v.as_f64().unwrap_or(0.0) / len
+                })
+                .collect();
+            return Some((s, rates));
+        }
+        let ts = &p.timeseries;
+        if ts.bytes.is_empty() || ts.interval_ms == 0 || t.job.bs == 0 {
+            return None;
+        }
+        let per_op = t.job.bs as f64 / 1e6;
+        let rates = ts.mb_s(p.seconds).iter().map(|mb| mb / per_op).collect();
+        return Some((ts.interval_ms as f64 / 1000.0, rates));
+    }
+    let ts = &p.timeseries;
+    if ts.bytes.is_empty() || ts.interval_ms == 0 {
+        return None;
+    }
+    Some((ts.interval_ms as f64 / 1000.0, ts.mb_s(p.seconds)))
+}
+
 fn throughput_over_time(tests: &[&TestRecord], rows: &[String], kinds: &[String], h: &mut String) {
     let mut figs = Vec::new();
     for row in rows {
         let mut series = Vec::new();
+        let mut ops = false;
         for k in kinds {
             let Some(t) = set::test_at(tests, row, k) else {
                 continue;
             };
+            ops |= facts::counts_operations(t);
             for p in &t.passes {
-                let ts = &p.timeseries;
-                if ts.bytes.is_empty() || ts.interval_ms == 0 {
+                let Some((iv, rates)) = rate_series(t, p) else {
                     continue;
-                }
-                let iv = ts.interval_ms as f64 / 1000.0;
-                let pts: Vec<(f64, f64)> = ts
-                    .mb_s(p.seconds)
+                };
+                let pts: Vec<(f64, f64)> = rates
                     .into_iter()
                     .enumerate()
                     .map(|(i, v)| {
@@ -1126,7 +1211,7 @@ fn throughput_over_time(tests: &[&TestRecord], rows: &[String], kinds: &[String]
             row,
             &series,
             "time in the pass (s)",
-            "MB/s",
+            if ops { "ops/s" } else { "MB/s" },
             Scale::Linear,
             XLabels::Plain,
         );
@@ -1134,8 +1219,9 @@ fn throughput_over_time(tests: &[&TestRecord], rows: &[String], kinds: &[String]
     }
     figure_grid(
         h,
-        "<h3>Throughput over time</h3><p class=\"muted\">Every measured pass, MB/s per \
-         interval; a stall or a cache running out shows as a drop.</p>",
+        "<h3>Throughput over time</h3><p class=\"muted\">Every measured pass, MB/s (ops/s \
+         for workloads that count operations) per interval; a stall or a cache running out \
+         shows as a drop.</p>",
         &figs,
     );
 }

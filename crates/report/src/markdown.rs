@@ -72,9 +72,16 @@ fn title(set: &RunSet) -> String {
     }
 }
 
-fn metric_title(m: Metric) -> &'static str {
+/// The title of a metric's table over `tests`: operations per second where the tests count
+/// operations (the fsync probe, metadata) rather than I/Os.
+fn metric_title(m: Metric, tests: &[&TestRecord]) -> &'static str {
+    let ops = tests.iter().filter(|t| facts::counts_operations(t)).count();
     match m {
         Metric::MbS => "Throughput, MB/s",
+        Metric::Iops if ops > 0 && ops == tests.len() => "Operations per second",
+        Metric::Iops if ops > 0 => {
+            "Operations per second (I/Os; the operations of fsync and metadata tests)"
+        }
         Metric::Iops => "I/O operations per second",
         Metric::LatMean => "Mean latency, µs",
         Metric::LatP99 => "99th-percentile latency, µs",
@@ -144,10 +151,11 @@ fn body(set: &RunSet, out: &mut String) {
         out.push('\n');
     } else if let Some(r) = set.runs().next() {
         let facts = facts::run_facts(r);
-        let keep = ["Run", "Passes", "Engine", "Started", "Status", "Label"];
+        // The title names the preset and target; the footer the version.
+        let skip = ["Preset", "Target", "I/O on", "iolab", "Command"];
         let line: Vec<String> = facts
             .iter()
-            .filter(|(k, _)| keep.contains(k))
+            .filter(|(k, _)| !skip.contains(k))
             .map(|(k, v)| format!("{k}: {}", escape(v)))
             .collect();
         out.push_str(&line.join(" · "));
@@ -164,7 +172,12 @@ fn body(set: &RunSet, out: &mut String) {
         }
     }
     let (rows, kinds) = set::rows_and_kinds(&unique);
-    let moves_bytes = all.iter().any(|t| t.passes.iter().any(|p| p.mb_s > 0.0));
+    // Tests that count operations are left out of the MB/s table: their bytes are a
+    // by-product.
+    let in_bytes = |t: &TestRecord| !facts::counts_operations(t);
+    let moves_bytes = all
+        .iter()
+        .any(|t| in_bytes(t) && t.passes.iter().any(|p| p.mb_s > 0.0));
     let metrics: Vec<Metric> = [Metric::MbS, Metric::Iops, Metric::LatP99]
         .into_iter()
         .filter(|m| *m != Metric::MbS || moves_bytes)
@@ -181,18 +194,17 @@ fn body(set: &RunSet, out: &mut String) {
     };
     for m in metrics.iter().copied().filter(|_| !unique.is_empty()) {
         for group in &groups {
+            let title = metric_title(m, &unique);
             match group.as_slice() {
-                [k] if groups.len() > 1 => {
-                    out.push_str(&format!("**{}, {}**\n\n", metric_title(m), escape(k)))
-                }
-                _ => out.push_str(&format!("**{}**\n\n", metric_title(m))),
+                [k] if groups.len() > 1 => out.push_str(&format!("**{title}, {}**\n\n", escape(k))),
+                _ => out.push_str(&format!("**{title}**\n\n")),
             }
             let split = groups.len() > 1;
             let mut header = vec!["Test".to_string()];
             for k in group {
                 for c in &set.configs {
                     let h = match (k.is_empty() || split, multi) {
-                        (true, false) => m.label().to_string(),
+                        (true, false) => facts::metric_label(m, unique.iter().copied()).to_string(),
                         (true, true) => escape(&c.label),
                         (false, false) => escape(k),
                         (false, true) => format!("{} {}", escape(k), escape(&c.label)),
@@ -203,12 +215,24 @@ fn body(set: &RunSet, out: &mut String) {
             let body: Vec<Vec<String>> = rows
                 .iter()
                 .filter(|row| {
-                    // A per-direction table leaves out tests with nothing in that direction.
-                    !split
+                    // A per-direction table leaves out tests with nothing in that direction;
+                    // the MB/s table, tests that count operations.
+                    let tests_here = || {
+                        set.configs.iter().flat_map(|c| {
+                            let tests: Vec<&TestRecord> = c.tests.iter().collect();
+                            group
+                                .iter()
+                                .filter_map(|k| set::test_at(&tests, row, k))
+                                .collect::<Vec<_>>()
+                        })
+                    };
+                    let bytes_ok = m != Metric::MbS || tests_here().any(in_bytes);
+                    let dir_ok = !split
                         || set.configs.iter().any(|c| {
                             let tests: Vec<&TestRecord> = c.tests.iter().collect();
                             set::test_at(&tests, row, group[0]).is_some()
-                        })
+                        });
+                    bytes_ok && dir_ok
                 })
                 .map(|row| {
                     let mut r = vec![escape(row)];
@@ -224,15 +248,40 @@ fn body(set: &RunSet, out: &mut String) {
             table(out, &header, 1, &body);
         }
     }
+    if !multi {
+        if let Some(r) = set.runs().next() {
+            let verdicts = facts::durability(r);
+            if !verdicts.is_empty() {
+                out.push_str("**Durability, per sync method**\n\n");
+                for v in &verdicts {
+                    out.push_str(&format!("- {}\n", escape(v)));
+                }
+                out.push('\n');
+            }
+            if !r.notes.is_empty() {
+                out.push_str("**Notes**\n\n");
+                for n in &r.notes {
+                    out.push_str(&format!("- {}\n", escape(n)));
+                }
+                out.push('\n');
+            }
+        }
+    }
     if !unique.is_empty() {
         let score = all
             .iter()
             .map(|t| t.summary.score.as_str())
             .find(|s| *s == "best")
             .unwrap_or("median");
+        let ops = all.iter().any(|t| facts::counts_operations(t));
+        let units = match (moves_bytes, ops) {
+            (true, true) => " MB/s = 10^6 bytes/s; ops/s = operations per second.",
+            (false, true) => " ops/s = operations per second.",
+            _ => " MB/s = 10^6 bytes/s.",
+        };
         out.push_str(&format!(
             "Headline = {score} of the passes; ±x% = half-width of the 95% confidence \
-             interval of the mean (Student t) over the passes. MB/s = 10^6 bytes/s.\n\n"
+             interval of the mean (Student t) over the passes.{units}\n\n"
         ));
     }
 

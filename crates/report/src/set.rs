@@ -101,9 +101,14 @@ impl Metric {
     }
 }
 
-/// The metric a set of tests is best compared on: MB/s, unless none of them moves bytes
-/// (metadata operations), then IOPS.
+/// The metric a set of tests is best compared on: MB/s, unless they count operations
+/// (the fsync probe, metadata: [`crate::facts::counts_operations`]) or none of them moves
+/// bytes, then IOPS.
 pub fn primary_metric<'a>(tests: impl IntoIterator<Item = &'a TestRecord>) -> Metric {
+    let tests: Vec<&TestRecord> = tests.into_iter().collect();
+    if tests.iter().any(|t| crate::facts::counts_operations(t)) {
+        return Metric::Iops;
+    }
     let mut any = false;
     for t in tests {
         any = true;

@@ -5,9 +5,10 @@
 //! file. Every line is at most [`MAX_WIDTH`] characters.
 
 use iolab_measure::{DirResult, MetricSummary, PassRecord, RunRecord, TestRecord};
-use iolab_spec::{format_bytes, DataPattern};
+use iolab_spec::format_bytes;
 use iolab_stats::{median, metric};
 
+use crate::facts;
 use crate::text::{self, ci, lat, num, pct1, wrap, Column, Gap, Shrink, Table};
 
 /// Widest line the terminal report prints, in characters.
@@ -36,6 +37,7 @@ pub fn render_run(run: &RunRecord) -> String {
         out.extend(table.render(MAX_WIDTH));
     }
     op_tables(run, &mut out);
+    durability(run, &mut out);
     short_tests(run, &mut out);
     errors(run, &mut out);
     notes(run, &mut out);
@@ -128,117 +130,23 @@ fn header(run: &RunRecord, out: &mut Vec<String>) {
         title.push_str(&format!(" ({})", run.workload));
     }
     out.extend(wrap(&title, MAX_WIDTH, "", "  "));
-
-    let run_id = match run.id {
-        Some(id) => format!("#{id} · {}", run.uuid),
-        None => format!("{} (not stored)", run.uuid),
-    };
-    key_line(out, "Run", &run_id);
-
-    let t = &run.target;
-    let what: Vec<&str> = [t.kind.as_str(), t.fs_type.as_str()]
-        .into_iter()
-        .filter(|s| !s.is_empty())
-        .collect();
-    let mut target = t.path.clone();
-    if !what.is_empty() {
-        target.push_str(&format!(" ({})", what.join(", ")));
-    }
-    if !t.io_path.is_empty() && t.io_path != t.path {
-        target.push_str(&format!("; I/O on {}", t.io_path));
-    }
-    key_line(out, "Target", &target);
-
-    let size = if t.size > 0 {
-        t.size
-    } else {
-        run.settings.size
-    };
-    key_line(out, "Region", &format_bytes(size));
-
-    let s = &run.settings;
-    let mut passes = format!("{} × {} measured", s.runs, text::duration(s.duration));
-    if s.warmup_passes > 0 {
-        passes.push_str(&format!(
-            " (+{} warm-up × {})",
-            s.warmup_passes,
-            text::duration(s.warmup_duration)
-        ));
-    }
-    if let Some(limit) = run.tests.iter().find_map(|t| t.job.io_limit) {
-        passes.push_str(&format!(
-            "; a pass also ends after {} of I/O",
-            format_bytes(limit)
-        ));
-    }
-    key_line(out, "Passes", &passes);
-
-    let mut engine = run.engine.clone();
-    if run.engine != s.engine.as_str() {
-        engine.push_str(&format!(" (asked for {})", s.engine.as_str()));
-    }
-    let mut extras = Vec::new();
-    if s.fixedbufs {
-        extras.push("fixed buffers");
-    }
-    if s.registerfiles {
-        extras.push("registered files");
-    }
-    if !extras.is_empty() {
-        engine.push_str(&format!(", {}", extras.join(", ")));
-    }
-    let io = if s.direct {
-        "direct (O_DIRECT)"
-    } else {
-        "buffered (page cache)"
-    };
-    let data = match s.data {
-        DataPattern::Random => "random (incompressible)",
-        DataPattern::Zeros => "zeros (all 0x00)",
-    };
-    key_line(out, "Engine", &format!("{engine} · {io} · data {data}"));
-
-    let mut when = run.started_at.clone();
-    if let Some(f) = &run.finished_at {
-        when.push_str(&format!(" · finished {f}"));
-    }
-    key_line(out, "Started", &when);
-    if let Some(label) = &run.label {
-        key_line(out, "Label", label);
-    }
-    match (&run.study, &run.config_label) {
-        (Some(study), Some(config)) => key_line(out, "Study", &format!("{study} · {config}")),
-        (Some(study), None) => key_line(out, "Study", study),
-        (None, Some(config)) => key_line(out, "Config", config),
-        (None, None) => {}
-    }
-    if !run.complete {
-        key_line(
-            out,
-            "Status",
-            "incomplete (interrupted or failed): only the passes that finished are shown",
-        );
+    // The facts every format shows, less what the title says; the file or device the I/O
+    // went to goes on the target's line.
+    let all = facts::run_facts(run);
+    let io_on = all.iter().find(|(k, _)| *k == "I/O on").map(|(_, v)| v);
+    for (key, value) in &all {
+        match *key {
+            "Preset" | "iolab" | "Command" | "I/O on" => {}
+            "Target" => match io_on {
+                Some(io) => key_line(out, key, &format!("{value}; I/O on {io}")),
+                None => key_line(out, key, value),
+            },
+            "Configuration" => key_line(out, "Config", value),
+            _ => key_line(out, key, value),
+        }
     }
     out.push(String::new());
-    let score = run
-        .tests
-        .first()
-        .map(|t| t.summary.score.as_str())
-        .filter(|s| !s.is_empty())
-        .unwrap_or("median");
-    let legend = if s.runs == 1 {
-        format!(
-            "MB/s = 10^6 bytes/s; headline = {score} of 1 pass \
-             (no confidence interval with a single pass)"
-        )
-    } else {
-        format!(
-            "MB/s = 10^6 bytes/s; headline = {score} of {} passes \
-             (±x% = 95% CI half-width, Student t)",
-            s.runs
-        )
-    };
-    out.extend(wrap(&legend, MAX_WIDTH, "", ""));
+    out.extend(wrap(&facts::legend(run), MAX_WIDTH, "", ""));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -281,6 +189,7 @@ struct Head {
     mb_s: f64,
     stats_mb_s: MetricSummary,
     iops: f64,
+    stats_iops: MetricSummary,
     mean: f64,
     p99: f64,
     p999: f64,
@@ -298,6 +207,7 @@ impl Head {
             mb_s: s.mb_s,
             stats_mb_s: s.stats_mb_s,
             iops: s.iops,
+            stats_iops: s.stats_iops,
             mean: s.lat_mean_us,
             p99: s.lat_p99_us,
             p999: headline(t, |p| p.lat_us.p999)?,
@@ -314,6 +224,7 @@ impl Head {
         }
         let col = |f: fn(&DirResult) -> f64| dirs.iter().map(|d| f(d)).collect::<Vec<f64>>();
         let stats_mb_s = metric(&col(|d| d.mb_s));
+        let stats_iops = metric(&col(|d| d.iops));
         let max = col(|d| d.lat_us.max).into_iter().fold(0.0, f64::max);
         if is_best(t) {
             if let Some(d) = best_pass(t).and_then(pick) {
@@ -321,6 +232,7 @@ impl Head {
                     mb_s: d.mb_s,
                     stats_mb_s,
                     iops: d.iops,
+                    stats_iops,
                     mean: d.lat_us.mean,
                     p99: d.lat_us.p99,
                     p999: d.lat_us.p999,
@@ -332,6 +244,7 @@ impl Head {
             mb_s: median(&col(|d| d.mb_s)),
             stats_mb_s,
             iops: median(&col(|d| d.iops)),
+            stats_iops,
             mean: median(&col(|d| d.lat_us.mean)),
             p99: median(&col(|d| d.lat_us.p99)),
             p999: median(&col(|d| d.lat_us.p999)),
@@ -498,8 +411,10 @@ fn atto_table(groups: &[Group<'_>]) -> Table {
 }
 
 /// One row per test (custom runs and anything without a dedicated layout); a mixed test
-/// gets a row per direction under it.
+/// gets a row per direction under it. Workloads whose rate is operations (the fsync probe,
+/// metadata) lead with ops/s and its interval instead of MB/s and I/O direction.
 fn test_table(run: &RunRecord) -> Table {
+    let ops = facts::run_counts_operations(run);
     // Custom test names end with their rw; then the column may go first when space is short.
     let rw_in_names = run
         .tests
@@ -511,18 +426,28 @@ fn test_table(run: &RunRecord) -> Table {
     } else {
         rw.droppable(1)
     };
-    let mut table = Table::new(vec![
-        Column::left("Test").shrink(Shrink::End(12)),
-        rw,
-        Column::right("MB/s"),
-        Column::left("±CI").gap(Gap::Tight).hide_empty(),
-        Column::right("IOPS"),
+    let mut columns = vec![Column::left("Test").shrink(Shrink::End(12))];
+    if ops {
+        columns.extend([
+            Column::right("ops/s"),
+            Column::left("±CI").gap(Gap::Tight).hide_empty(),
+        ]);
+    } else {
+        columns.extend([
+            rw,
+            Column::right("MB/s"),
+            Column::left("±CI").gap(Gap::Tight).hide_empty(),
+            Column::right("IOPS"),
+        ]);
+    }
+    columns.extend([
         Column::right("mean µs"),
         Column::right("p99 µs"),
         Column::right("p99.9 µs"),
         Column::right("max µs"),
         Column::right("CPU usr/sys %").droppable(2),
     ]);
+    let mut table = Table::new(columns);
     for t in &run.tests {
         let cpu = match (
             headline(t, |p| p.cpu.usr_pct),
@@ -531,13 +456,9 @@ fn test_table(run: &RunRecord) -> Table {
             (Some(u), Some(s)) => format!("{}/{}", pct1(u), pct1(s)),
             _ => DASH.into(),
         };
-        table.row(test_cells(
-            &t.name,
-            t.job.rw.as_str(),
-            Head::of_test(t),
-            cpu,
-        ));
-        if t.job.rw.is_mixed() {
+        let rw = (!ops).then(|| t.job.rw.as_str());
+        table.row(test_cells(&t.name, rw, Head::of_test(t), cpu));
+        if t.job.rw.is_mixed() && !ops {
             let mix = t.job.rwmixread.min(100);
             let dirs: [(&str, u8, PickDir); 2] = [
                 ("read", mix, |p| p.read.as_ref()),
@@ -545,29 +466,32 @@ fn test_table(run: &RunRecord) -> Table {
             ];
             for (name, share, pick) in dirs {
                 let label = format!("  {name} ({share}%)");
-                table.row(test_cells(&label, "", Head::of_dir(t, pick), String::new()));
+                table.row(test_cells(
+                    &label,
+                    Some(""),
+                    Head::of_dir(t, pick),
+                    String::new(),
+                ));
             }
         }
     }
     table
 }
 
-fn test_cells(label: &str, rw: &str, h: Option<Head>, cpu: String) -> Vec<String> {
-    let mut row = vec![label.to_string(), rw.to_string()];
-    match h {
-        Some(h) => row.extend([
-            num(h.mb_s),
-            ci(&h.stats_mb_s),
-            num(h.iops),
-            lat(h.mean),
-            lat(h.p99),
-            lat(h.p999),
-            lat(h.max),
-        ]),
-        None => {
-            row.extend([DASH.to_string(), String::new()]);
-            row.extend(std::iter::repeat_n(DASH.to_string(), 5));
+/// A row of [`test_table`]: with `rw` the MB/s layout, without it the ops/s one.
+fn test_cells(label: &str, rw: Option<&str>, h: Option<Head>, cpu: String) -> Vec<String> {
+    let mut row = vec![label.to_string()];
+    match (h, rw) {
+        (Some(h), Some(rw)) => {
+            row.extend([rw.to_string(), num(h.mb_s), ci(&h.stats_mb_s), num(h.iops)])
         }
+        (Some(h), None) => row.extend([num(h.iops), ci(&h.stats_iops)]),
+        (None, Some(rw)) => row.extend([rw.to_string(), DASH.into(), String::new(), DASH.into()]),
+        (None, None) => row.extend([DASH.to_string(), String::new()]),
+    }
+    match h {
+        Some(h) => row.extend([lat(h.mean), lat(h.p99), lat(h.p999), lat(h.max)]),
+        None => row.extend(std::iter::repeat_n(DASH.to_string(), 4)),
     }
     row.push(cpu);
     row
@@ -615,6 +539,18 @@ fn op_tables(run: &RunRecord, out: &mut Vec<String>) {
             ]);
         }
         out.extend(table.render(MAX_WIDTH));
+    }
+}
+
+/// The fsync probe's verdict per sync method, with its evidence.
+fn durability(run: &RunRecord, out: &mut Vec<String>) {
+    let lines = facts::durability(run);
+    if lines.is_empty() {
+        return;
+    }
+    section(out, "Durability, per sync method");
+    for l in &lines {
+        out.extend(wrap(l, MAX_WIDTH, "  - ", "    "));
     }
 }
 

@@ -50,12 +50,24 @@ pub(crate) fn num(x: f64) -> String {
     }
 }
 
-/// A latency given in microseconds: plain µs below 10 ms, else milliseconds with the unit.
+/// A latency given in microseconds, for a cell whose column header names the unit
+/// (`p99 µs`): the number alone, in µs at any size, so that a cell never brings a second
+/// unit of its own ("p99 µs" over "11.8 ms").
 pub(crate) fn lat(us: f64) -> String {
-    if us.is_finite() && us >= 10_000.0 {
+    num(us)
+}
+
+/// A latency given in microseconds with its unit, for text outside a µs column: `812 µs`
+/// below 10 ms, `11.8 ms` below 10 s, then `12.3 s`.
+pub(crate) fn lat_unit(us: f64) -> String {
+    if !us.is_finite() {
+        "-".to_string()
+    } else if us >= 10_000_000.0 {
+        format!("{} s", num(us / 1e6))
+    } else if us >= 10_000.0 {
         format!("{} ms", num(us / 1000.0))
     } else {
-        num(us)
+        format!("{} µs", num(us))
     }
 }
 
@@ -515,9 +527,16 @@ mod tests {
             assert_eq!(num(x), want, "{x}");
         }
         assert_eq!(num(0.00012), "1.20e-4");
+        // In a µs column a latency is µs, however large.
         assert_eq!(lat(9_999.0), "9999");
-        assert_eq!(lat(12_345.0), "12.3 ms");
-        assert_eq!(lat(1_234_567.0), "1235 ms");
+        assert_eq!(lat(12_345.0), "12345");
+        assert_eq!(lat(1_234_567.0), "1234567");
+        // Outside one it carries exactly one unit.
+        assert_eq!(lat_unit(812.4), "812 µs");
+        assert_eq!(lat_unit(12_345.0), "12.3 ms");
+        assert_eq!(lat_unit(1_234_567.0), "1235 ms");
+        assert_eq!(lat_unit(12_345_678.0), "12.3 s");
+        assert_eq!(lat_unit(f64::NAN), "-");
     }
 
     #[test]

@@ -234,3 +234,64 @@ fn a_study_with_a_scrub_test_shows_its_counts() {
     assert!(row.contains(">32<") && row.contains(">11 (32)<"), "{row}");
     assert!(t.contains("⚠ FAIL"), "{t}");
 }
+
+#[test]
+fn a_latency_carries_one_unit_in_tiles_and_none_of_its_own_in_columns() {
+    // RND4K Q32T1 Read's passes spread 40..600 µs; make SEQ1M Q8T1 Read's p99 12.3 ms.
+    let mut run = common::cdm_run();
+    let t = run
+        .tests
+        .iter_mut()
+        .find(|t| t.name == "SEQ1M Q8T1 Read")
+        .unwrap();
+    t.summary.lat_p99_us = 12_345.0;
+    let html = one(run);
+    assert!(!html.contains("ms µs"), "a doubled unit");
+    assert!(html.contains("IOPS · p99 12.3 ms</span>"), "tile");
+    // The results table's p99 µs column holds µs.
+    let row = html
+        .find("<td class=\"name\">SEQ1M Q8T1 Read</td>")
+        .unwrap();
+    let row_end = row + html[row..].find("</tr>").unwrap();
+    assert!(
+        html[row..row_end].contains(">12345<"),
+        "{}",
+        &html[row..row_end]
+    );
+}
+
+#[test]
+fn the_probe_and_metadata_are_charted_in_operations() {
+    // Two configurations of the fsync probe: their study panels count durable writes.
+    let mut runs = Vec::new();
+    for (label, f) in [("a", 1.0), ("b", 2.0)] {
+        let mut r = common::workload_runs().remove(0);
+        assert_eq!(r.workload, "fsync");
+        for t in &mut r.tests {
+            t.summary.iops *= f;
+        }
+        r.study = Some("probe".into());
+        r.config_label = Some(label.into());
+        runs.push(r);
+    }
+    let html = render(&RunSet::study("probe", runs));
+    let panels: Vec<&str> = html
+        .split("<figure data-chart=\"study-bars\">")
+        .skip(1)
+        .collect();
+    assert_eq!(panels.len(), 3, "one panel per method");
+    for p in panels {
+        let caption = &p[p.find("<figcaption>").unwrap()..p.find("</figcaption>").unwrap()];
+        assert!(caption.contains("ops/s by configuration"), "{caption}");
+        assert!(!p[..p.find("</figure>").unwrap()].contains("MB/s"));
+    }
+    // A single run: ops/s in the results table, and its throughput over time in ops/s.
+    let meta = common::workload_runs()
+        .into_iter()
+        .find(|r| r.workload == "metadata")
+        .unwrap();
+    let html = one(meta);
+    assert!(html.contains("<th class=\"n\">ops/s</th>"));
+    assert!(!html.contains("<th class=\"n\">MB/s</th>"));
+    assert!(html.contains("<th>What</th>") && !html.contains("QD×T"));
+}

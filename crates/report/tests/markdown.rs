@@ -159,15 +159,21 @@ fn workloads_without_bytes_get_iops_and_sizes_become_columns() {
         let t = tables(&md);
         match run.workload.as_str() {
             "metadata" => {
-                // stat moves no bytes; create does, so MB/s stays, with stat at 0.
-                assert_eq!(t[1].title, "**I/O operations per second**");
-                let stat = t[1].rows.iter().find(|r| r[0] == "stat").unwrap();
+                // File operations are counted as operations: no MB/s table (create's bytes
+                // are a by-product), the rate in ops/s.
+                assert_eq!(t[0].title, "**Operations per second**");
+                assert_eq!(t[0].header, ["Test", "ops/s"]);
+                assert!(!md.contains("MB/s"), "{md}");
+                let stat = t[0].rows.iter().find(|r| r[0] == "stat").unwrap();
                 assert!(close(value(&stat[1]).unwrap().0, run.tests[1].summary.iops));
             }
             "fsync" => {
-                // "none 4K" in group "none": methods are rows, sizes columns.
+                // Durable writes per second, not MB/s; "none 4K" in group "none": methods
+                // are rows, sizes columns.
+                assert_eq!(t[0].title, "**Operations per second**");
                 assert_eq!(t[0].header, ["Test", "4K"]);
                 assert_eq!(t[0].rows[2][0], "O_DIRECT+O_DSYNC");
+                assert!(!md.contains("MB/s"), "{md}");
             }
             _ => assert!(!t.is_empty(), "{}", run.workload),
         }

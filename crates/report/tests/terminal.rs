@@ -208,9 +208,10 @@ fn atto_rows_are_sizes_write_before_read() {
         &[2684.35, 3355.44, 40.0, 50.0, 75_000.0, 75_000.0],
         "64 MiB",
     );
+    // Mean latency in the µs column it is under: 75 ms is 75000, not "75.0 ms".
     assert!(out
         .lines()
-        .any(|l| l.starts_with("64 MiB") && l.ends_with("75.0 ms")));
+        .any(|l| l.starts_with("64 MiB") && l.ends_with("75000")));
     for size in ["4 KiB", "64 KiB", "1 MiB"] {
         let bs = match size {
             "4 KiB" => "4K",
@@ -239,7 +240,11 @@ fn custom_rows_show_tails_cpu_errors_and_the_interruption() {
     );
     assert!(f.contains("(not stored)"));
     assert!(f.contains("psync (asked for io_uring) · buffered (page cache)"));
-    assert!(out.contains("headline = best of 3 passes (±x% = 95% CI half-width, Student t)"));
+    // Interrupted: the mixed test finished its 3 passes, the read test 1.
+    assert!(f.contains(
+        "headline = best of each test's passes (1–3) (±x% = 95% CI half-width, Student t)"
+    ));
+    assert!(f.contains("Passes: 1–3 × 5s measured per test"), "{out}");
     assert!(!out.contains("Label:"));
 
     // The long path is wrapped, not cut.
@@ -411,7 +416,7 @@ fn extreme_values_and_long_names_still_fit() {
     assert_fits(&out);
     assert!(out.contains('…'), "long labels are cut:\n{out}");
     assert!(out.contains("12345679"));
-    assert!(out.contains("123457 ms"));
+    assert!(out.contains("123456789"));
     assert!(out.contains("0.0123"));
 
     let mut custom = custom_run();
@@ -506,4 +511,29 @@ fn output_ends_with_one_newline() {
     let out = render_run(&atto_run());
     assert!(out.ends_with('\n') && !out.ends_with("\n\n"));
     assert_eq!(MAX_WIDTH, MAX);
+}
+
+#[test]
+fn the_header_counts_the_passes_each_test_ran() {
+    // --until-stable asked for 3 and ran 3 to 5: the header says so, not "3 ×".
+    let mut run = cdm_run();
+    let extra = run.tests[0].passes[0].clone();
+    for k in 0..2 {
+        let mut p = extra.clone();
+        p.index = 4 + k;
+        run.tests[0].passes.push(p);
+    }
+    for (i, t) in run.tests.iter_mut().enumerate() {
+        t.summary.converged = Some(i != 0);
+    }
+    let out = render_run(&run);
+    let f = flat(&out);
+    assert!(
+        f.contains("Passes: 3–5 × 5s measured per test (+1 warm-up × 5s); until stable: 8 of 9 tests converged"),
+        "{out}"
+    );
+    assert!(
+        f.contains("headline = median of each test's passes (3–5)"),
+        "{out}"
+    );
 }

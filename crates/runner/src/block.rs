@@ -144,6 +144,10 @@ pub fn prepare_target(
         allow_destroy_device: plan.allow_destroy_device,
         allow_overwrite_file: plan.allow_overwrite_file,
     };
+    crate::space::check_target(&req.path, req.size, req.default_size, writes)?;
+    if plan.verify {
+        crate::options::check_verify_map(&plan.tests, &req.path, req.size, req.default_size)?;
+    }
     let target = prepare(&req, stop, &mut |d, t| progress.preparing(d, t)).map_err(target_error)?;
     plan.settings.size = target.info.size;
 
@@ -211,12 +215,16 @@ pub fn prepare_target(
 /// passes and gathers the facts for the warnings before the target is removed.
 pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     ctx.progress.set_total(plan.planned());
+    let recorded = ctx.will_create_target(&ctx.common.target.clone());
     let target = prepare_target(
         &mut plan,
         ctx.common.target.clone(),
         &ctx.stop,
         &ctx.progress,
     )?;
+    if target.created() {
+        ctx.created(recorded);
+    }
     let env = ctx.start(RunStart {
         preset: plan.preset.clone(),
         workload: "block".into(),

@@ -12,6 +12,7 @@ use iolab_measure::{PassRecord, RunRecord, TargetInfo, TestRecord, TestSummary, 
 use iolab_spec::RunSettings;
 use iolab_stats::warnings::TargetFacts;
 use iolab_store::Store;
+use iolab_testbed::runstate::{self, RunResource, RunState};
 
 use crate::options::CommonArgs;
 use crate::progress::Progress;
@@ -59,6 +60,12 @@ pub struct RunContext {
     facts: Option<TargetFacts>,
     status: ExitStatus,
     epilogue: String,
+    /// What the run creates, recorded before it is created (None: detached, or no state
+    /// directory, which `state_note` says).
+    state: Option<RunState>,
+    state_note: Option<String>,
+    /// Notes made before the run record exists.
+    pending: Vec<String>,
 }
 
 /// How a run ended, for the binary to print and exit with.
@@ -92,10 +99,25 @@ impl RunContext {
             (Some(Store::open(&path)?), Some(path))
         };
         let quiet = common.quiet;
+        let (state, state_note) = match open_run_state() {
+            Ok(s) => {
+                crate::signals::set_teardown(s.clone());
+                (Some(s), None)
+            }
+            Err(e) => (
+                None,
+                Some(format!(
+                    "what this run creates is not recorded for `iolab cleanup` ({e}): a kill -9 \
+                     leaves it in place"
+                )),
+            ),
+        };
         Ok(RunContext {
             progress: Progress::new(Duration::ZERO, quiet),
             store,
             db_path,
+            state,
+            state_note,
             ..RunContext::detached(common, stop)
         })
     }
@@ -113,7 +135,70 @@ impl RunContext {
             facts: None,
             status: ExitStatus::Ok,
             epilogue: String::new(),
+            state: None,
+            state_note: None,
+            pending: Vec::new(),
         }
+    }
+
+    /// Records, before the run creates it, something `iolab cleanup` removes if the run is
+    /// killed (and a second Ctrl-C removes at once); its id for [`Self::created`]. None
+    /// when nothing is recorded.
+    pub fn will_create(&mut self, resource: RunResource) -> Option<u64> {
+        let st = self.state.as_ref()?;
+        match st.intent(resource) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                self.state_note = Some(format!(
+                    "could not record what this run creates in {} ({e}): a kill -9 leaves it \
+                     in place",
+                    st.path().display()
+                ));
+                None
+            }
+        }
+    }
+
+    /// Records what the file or tree of [`Self::will_create`]'s `id` is, now it exists.
+    pub fn created(&mut self, id: Option<u64>) {
+        if let (Some(st), Some(id)) = (&self.state, id) {
+            let _ = st.created(id);
+        }
+    }
+
+    /// Records the test file a block run creates for `target`: in a directory, a file with
+    /// iolab's unique name for this process; a path that does not exist, that file.
+    pub fn will_create_target(&mut self, target: &Path) -> Option<u64> {
+        let p = std::path::absolute(target).unwrap_or_else(|_| target.to_path_buf());
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => self.will_create(RunResource::Named {
+                dir: p,
+                pid: std::process::id() as i32,
+            }),
+            Ok(_) => None,
+            Err(_) => self.will_create(RunResource::File { path: p }),
+        }
+    }
+
+    /// Removes what killed iolab runs left at or under `path` (their processes are gone),
+    /// so a run there does not take it for someone else's; says what in a note.
+    pub fn clear_leftovers_under(&mut self, path: &Path) -> Vec<String> {
+        let Ok(dir) = iolab_testbed::StateFile::default_dir() else {
+            return Vec::new();
+        };
+        let r = runstate::clear_leftovers_under(&dir, path);
+        for f in &r.failures {
+            eprintln!("iolab: warning: leftovers of a killed run: {f}");
+        }
+        if !r.removed.is_empty() {
+            let line = format!(
+                "removed what a killed iolab run left: {}",
+                r.removed.join(", ")
+            );
+            self.progress.println(&line);
+            self.pending.push(line);
+        }
+        r.removed
     }
 
     pub fn stopped(&self) -> bool {
@@ -155,6 +240,7 @@ impl RunContext {
             study_meta,
             tests: Vec::new(),
         };
+        run.notes.append(&mut self.pending);
         if let Some(s) = &mut self.store {
             run.id = Some(s.begin_run(&run)?);
         }
@@ -177,6 +263,19 @@ impl RunContext {
         let run = self.run();
         if !run.notes.contains(&line) {
             run.notes.push(line);
+        }
+    }
+
+    /// Something the run created and could not remove (a read-only or failing
+    /// filesystem): said on stderr at once and kept as a run note.
+    pub fn left_behind(&mut self, what: String) {
+        let line = format!("left behind: {what}");
+        if self.run.as_ref().is_some_and(|r| r.notes.contains(&line)) {
+            return;
+        }
+        eprintln!("iolab: warning: {line}");
+        if self.run.is_some() {
+            self.note(line);
         }
     }
 
@@ -246,6 +345,19 @@ impl RunContext {
     pub fn finish(mut self, outcome: Result<(), RunError>) -> Finished {
         self.progress.finish();
         let stopped = self.stopped();
+        // Everything the workload created is gone by now, or it said what it could not
+        // remove: what is still there stays recorded for `iolab cleanup`.
+        let left = self.state.take().map(|s| (s.finish(), s.path()));
+        if let Some((left, path)) = left.filter(|(l, _)| !l.is_empty()) {
+            self.left_behind(format!(
+                "{} (recorded in {}; `iolab cleanup` removes it once it can)",
+                left.join(", "),
+                path.display()
+            ));
+        }
+        if let (Some(n), Some(_)) = (self.state_note.take(), &self.run) {
+            self.note(n);
+        }
         let Some(mut run) = self.run.take() else {
             let (status, error) = match outcome {
                 Ok(()) if stopped => (ExitStatus::Interrupted, Some(RunError::Interrupted)),
@@ -273,6 +385,11 @@ impl RunContext {
         let mut found = iolab_stats::warnings::analyze(&run, &facts);
         run.warnings.append(&mut found);
         let mut error = outcome.err();
+        if let Some(RunError::Failed(m)) = &error {
+            // Stored as failed: its figures (if any) are not results, and studies and
+            // reports do not rank them.
+            run.notes.push(format!("{}{m}", iolab_measure::FAILED_NOTE));
+        }
         if let (Some(s), Some(id)) = (&mut self.store, run.id) {
             if let Err(e) = s.finish_run(id, &run) {
                 error.get_or_insert(RunError::Failed(e.to_string()));
@@ -385,4 +502,10 @@ pub fn plain_settings(size: u64, duration: Duration, runs: u32, direct: bool) ->
         fixedbufs: false,
         registerfiles: false,
     }
+}
+
+/// The run state of this run, in the directory testbeds record theirs in.
+fn open_run_state() -> Result<RunState, String> {
+    let dir = iolab_testbed::StateFile::default_dir().map_err(|e| e.to_string())?;
+    RunState::create(&dir).map_err(|e| format!("{}: {e}", dir.display()))
 }

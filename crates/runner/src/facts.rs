@@ -4,7 +4,7 @@
 use iolab_engine::Target;
 use iolab_env::{Environment, RelationKind};
 use iolab_spec::format_bytes;
-use iolab_stats::warnings::TargetFacts;
+use iolab_stats::warnings::{TargetFacts, ThrottleFact};
 
 /// The block devices at the top of the target's chain: the device the filesystem is
 /// mounted from (every member for btrfs/zfs), or the device itself.
@@ -51,6 +51,14 @@ pub fn facts(env: &Environment, target: Option<&Target>, direct: bool) -> Target
             .filter(|r| r.evicts_idle_cache())
             .map(|r| r.describe())
             .collect(),
+        idle_reclaim_after: env
+            .page_cache_reclaim
+            .iter()
+            .flatten()
+            .filter(|r| r.evicts_idle_cache())
+            .filter_map(|r| r.min_idle_us)
+            .min()
+            .map(std::time::Duration::from_micros),
         ..TargetFacts::default()
     };
     if let Some(t) = &env.target {
@@ -94,13 +102,18 @@ pub fn facts(env: &Environment, target: Option<&Target>, direct: bool) -> Target
                         }
                         _ => format!("{} IOPS", th.limit),
                     };
-                    f.throttles.push(format!(
-                        "{} {} = {value} on {} (cgroup {})",
-                        th.device_name.as_deref().unwrap_or(&th.device),
-                        th.kind.as_str(),
-                        th.device,
-                        th.cgroup
-                    ));
+                    f.throttles.push(ThrottleFact {
+                        text: format!(
+                            "{} {} = {value} on {} (cgroup {})",
+                            th.device_name.as_deref().unwrap_or(&th.device),
+                            th.kind.as_str(),
+                            th.device,
+                            th.cgroup
+                        ),
+                        cgroup: th.cgroup.clone(),
+                        kind: th.kind.as_str().to_string(),
+                        limit: th.limit,
+                    });
                 }
             }
         }

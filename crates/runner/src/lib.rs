@@ -8,6 +8,7 @@ pub mod facts;
 pub mod options;
 pub mod progress;
 pub mod signals;
+pub mod space;
 pub mod status;
 pub mod verify;
 pub mod workload;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use iolab_spec::{parse_duration, parse_size};
+use iolab_spec::{format_bytes, parse_duration, parse_size};
 
 use crate::status::UsageError;
 
@@ -80,14 +80,32 @@ pub struct RunsArg {
 }
 
 impl RunsArg {
-    /// The number of passes, at least 1.
+    /// The number of passes, 1 to [`MAX_PASSES`].
     pub fn get(&self, default: u32) -> Result<u32, UsageError> {
         match self.runs {
-            Some(0) => Err(UsageError::option("runs", "--runs must be at least 1")),
-            Some(n) => Ok(n),
+            Some(n) => bounded("runs", n, 1, MAX_PASSES),
             None => Ok(default),
         }
     }
+}
+
+/// The most passes of one test any count option asks for (`--runs`, `--warmup`,
+/// `--max-runs`): every pass is stored, so a count is bounded like a duration.
+pub const MAX_PASSES: u32 = 1000;
+
+/// `value` of the count option `option` when it lies in `min..=max`; otherwise a usage
+/// error naming the option and the range.
+pub fn bounded<T>(option: &str, value: T, min: T, max: T) -> Result<T, UsageError>
+where
+    T: PartialOrd + std::fmt::Display + Copy,
+{
+    if value < min || value > max {
+        return Err(UsageError::option(
+            option,
+            format!("--{option} {value}: must be between {min} and {max}"),
+        ));
+    }
+    Ok(value)
 }
 
 /// `--duration` (`--time` is the same option, as dbench calls it).
@@ -164,6 +182,57 @@ pub struct EndFsyncArg {
     /// fsync at the end of every write pass (counted in the pass).
     #[arg(long)]
     pub end_fsync: bool,
+}
+
+/// The most memory `--verify` may keep for the block tests' written-block maps (8 bytes per
+/// block of the region).
+pub const MAX_VERIFY_MAP: u64 = 1 << 30;
+
+/// Refuses a `--verify` run of `tests` whose written-block map would exceed
+/// [`MAX_VERIFY_MAP`]: the region is `size` (`--size`), else the size of the existing file or
+/// device at `target`, else `default_size`.
+pub fn check_verify_map(
+    tests: &[iolab_spec::TestSpec],
+    target: &std::path::Path,
+    size: Option<u64>,
+    default_size: u64,
+) -> Result<(), UsageError> {
+    let granule = tests
+        .iter()
+        .filter(|t| t.job.rw.writes())
+        .map(|t| iolab_integrity::written::granule_of(&t.job))
+        .filter(|g| *g > 0)
+        .min();
+    let Some(granule) = granule else {
+        return Ok(());
+    };
+    let region = size
+        .or_else(|| {
+            let m = std::fs::metadata(target).ok()?;
+            if m.is_file() {
+                Some(m.len())
+            } else if std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()) {
+                iolab_sys::device_size(target).ok()
+            } else {
+                None
+            }
+        })
+        .unwrap_or(default_size);
+    let map = (region / granule).saturating_mul(8);
+    if map > MAX_VERIFY_MAP {
+        return Err(UsageError::option(
+            "verify",
+            format!(
+                "--verify keeps 8 bytes for every {granule}-byte block it writes: a region of {} \
+                 needs {} of memory, more than the {} iolab allows; give a smaller --size or a \
+                 larger --bs",
+                format_bytes(region),
+                format_bytes(map),
+                format_bytes(MAX_VERIFY_MAP)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A size option's value, parsed.

@@ -157,6 +157,10 @@ impl From<iolab_spec::SpecError> for RunError {
 
 impl From<iolab_store::StoreError> for RunError {
     fn from(e: iolab_store::StoreError) -> Self {
+        if e.is_refusal() {
+            // Refused untouched, before the run started: another --db is the remedy.
+            return RunError::Usage(UsageError::option("db", e.to_string()));
+        }
         RunError::Failed(e.to_string())
     }
 }

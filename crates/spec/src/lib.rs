@@ -13,4 +13,6 @@ pub use job::{
     AccessLine, DataPattern, EngineKind, IoDir, JobSpec, RunSettings, Rw, SyncMode, TestSpec,
 };
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
-pub use units::{format_bytes, format_size_short, parse_duration, parse_size, SpecError};
+pub use units::{
+    format_bytes, format_size_short, parse_duration, parse_size, SpecError, MAX_DURATION,
+};

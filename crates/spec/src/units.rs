@@ -74,7 +74,12 @@ pub fn parse_size(field: &str, text: &str) -> Result<u64, SpecError> {
     Ok(bytes as u64)
 }
 
-/// Parses a duration: `5s`, `500ms`, `2m`, `1h`, `1.5s`; a bare number is seconds.
+/// The longest duration any option takes: 7 days. Longer ones are refused at parse time,
+/// so no loop, deadline or sample buffer ever sees an absurd number.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Parses a duration: `5s`, `500ms`, `2m`, `1h`, `1.5s`; a bare number is seconds. At most
+/// [`MAX_DURATION`].
 pub fn parse_duration(field: &str, text: &str) -> Result<Duration, SpecError> {
     let t = text.trim();
     let split = t
@@ -100,6 +105,13 @@ pub fn parse_duration(field: &str, text: &str) -> Result<Duration, SpecError> {
     };
     if !secs.is_finite() || secs < 0.0 {
         return Err(SpecError::new(field, text, "out of range"));
+    }
+    if secs > MAX_DURATION.as_secs_f64() {
+        return Err(SpecError::new(
+            field,
+            text,
+            "longer than 7 days, the longest duration iolab takes",
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -163,6 +175,15 @@ mod tests {
         );
         assert_eq!(parse_duration("d", "2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("d", "fast").is_err());
+        assert!(parse_duration("d", "7d")
+            .unwrap_err()
+            .reason
+            .contains("unit"));
+        assert_eq!(parse_duration("d", "168h").unwrap(), MAX_DURATION);
+        for huge in ["168.001h", "1000000h", "99999999999999h", "1e400", "inf"] {
+            let e = parse_duration("duration", huge).unwrap_err();
+            assert_eq!(e.field, "duration", "{huge}");
+        }
     }
 
     #[test]

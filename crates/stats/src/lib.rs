@@ -166,9 +166,12 @@ pub fn outliers(values: &[f64]) -> Vec<usize> {
 }
 
 /// A first pass is "slow" (still warming a cache or waking a device) when its throughput is
-/// below 80% of the median of the passes after it; needs at least 3 passes.
+/// the lowest of all passes and below 80% of the median of the passes after it; needs at
+/// least 3 passes. A first pass that some later pass undercuts is spread, not a warm-up.
 pub fn slow_first(values: &[f64]) -> bool {
-    values.len() >= 3 && values[0] < 0.8 * median(&values[1..])
+    values.len() >= 3
+        && values[1..].iter().all(|&v| values[0] < v)
+        && values[0] < 0.8 * median(&values[1..])
 }
 
 /// The `--until-stable` rule: at least 3 passes, and the 95% CI half-width of the mean is
@@ -213,6 +216,8 @@ mod tests {
         assert!(outliers(&[100.0, 100.1, 103.0]).is_empty());
         assert!(slow_first(&[70.0, 100.0, 101.0]));
         assert!(!slow_first(&[90.0, 100.0, 101.0]));
+        // Below the others' median, but a later pass was slower still: not a warm-up.
+        assert!(!slow_first(&[100.0, 70.0, 140.0, 140.0]));
     }
 
     #[test]

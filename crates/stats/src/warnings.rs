@@ -2,9 +2,14 @@
 //! their caveats and their documentation are `iolab_measure::WarningCode`), with one line
 //! of explanation and the fix. Computed from the run's passes and the facts known
 //! about its target (mount options, device settings, throttles), which the caller gathers.
+//!
+//! A warning is right or silent, and its fix changes the result: it names only options the
+//! run's workload takes ([`Knobs`]), and never one the run already used to no avail.
+
+use std::time::Duration;
 
 use iolab_measure::{RunRecord, TargetKind, TestRecord, Warning, WarningCode};
-use iolab_spec::{format_bytes, DataPattern};
+use iolab_spec::{format_bytes, DataPattern, Rw};
 
 use crate::{metric, outliers, slow_first};
 
@@ -20,6 +25,24 @@ pub const BUSY_CPU_PCT: f64 = 25.0;
 pub const FOREIGN_IO_SHARE: f64 = 0.10;
 /// Mean flush latency below which a rotational device cannot have flushed (µs).
 pub const FSYNC_FLOOR_ROTATIONAL_US: f64 = 1000.0;
+/// Direct-I/O writes this many times faster than direct reads of the same shape (block
+/// size, queue depth, threads, sequential or random) on the same target in the same run
+/// were acknowledged by a write cache below the OS: no medium writes twice as fast as it
+/// reads (flash programs slower than it reads; a disk seeks alike both ways).
+pub const WRITE_READ_RATIO: f64 = 2.0;
+
+/// A blkio throttle that applies to iolab and a device under the target.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThrottleFact {
+    /// One line for people: `loop0 write_bps = 20 MiB/s on 7:0 (cgroup /sys/fs/...)`.
+    pub text: String,
+    /// The cgroup directory it was read from.
+    pub cgroup: String,
+    /// `read_bps`, `write_bps`, `read_iops` or `write_iops`.
+    pub kind: String,
+    /// Bytes or I/Os per second.
+    pub limit: u64,
+}
 
 /// What is known about the target; `None`/empty means unknown or not applicable.
 #[derive(Debug, Clone, Default)]
@@ -36,8 +59,8 @@ pub struct TargetFacts {
     pub rotational: Option<bool>,
     /// Loop devices in the chain without direct I/O.
     pub loop_without_dio: Vec<String>,
-    /// blkio throttles that apply to iolab and the target's devices, described.
-    pub throttles: Vec<String>,
+    /// blkio throttles that apply to iolab and the target's devices.
+    pub throttles: Vec<ThrottleFact>,
     /// Result of the misaligned O_DIRECT probe.
     pub direct_honoured: Option<bool>,
     /// O_DIRECT I/O whose size is not a multiple of this goes through the page cache
@@ -48,6 +71,8 @@ pub struct TargetFacts {
     pub mem_available: Option<u64>,
     /// Mechanisms that page out idle memory, page cache included, described.
     pub idle_reclaim: Vec<String>,
+    /// The shortest idle time after which one of them pages memory out, when known.
+    pub idle_reclaim_after: Option<Duration>,
     /// Bytes actually allocated to the test file, when it is a pre-existing file.
     pub allocated_bytes: Option<u64>,
     /// The device whose traffic is compared with iolab's (the top of the chain).
@@ -63,9 +88,197 @@ fn w(code: WarningCode, message: String, fix: &str, test: Option<&TestRecord>) -
     }
 }
 
+/// What a run's workload lets its user change, so that a fix names only options the
+/// workload takes (`iolab run NAME --help`) and only what would change the result.
+pub struct Knobs<'a> {
+    run: &'a RunRecord,
+}
+
+impl<'a> Knobs<'a> {
+    pub fn new(run: &'a RunRecord) -> Knobs<'a> {
+        Knobs { run }
+    }
+
+    /// The workload family: `block` for the presets (cdm, atto, custom, iometer).
+    pub fn workload(&self) -> &str {
+        match self.run.workload.as_str() {
+            "" => "block",
+            w => w,
+        }
+    }
+
+    /// A number in the first test's `extra` that has it.
+    fn extra_f64(&self, key: &str) -> Option<f64> {
+        self.run
+            .tests
+            .iter()
+            .find_map(|t| t.extra.get(key).and_then(|v| v.as_f64()))
+    }
+
+    /// A true/false in the first test's `extra` that has it (false when none has).
+    fn flag(&self, key: &str) -> bool {
+        self.run
+            .tests
+            .iter()
+            .find_map(|t| t.extra.get(key).and_then(|v| v.as_bool()))
+            .unwrap_or(false)
+    }
+
+    /// A copy whose every pass reads its source cold (a generated source is evicted
+    /// before each pass; `--drop-caches` empties the page cache).
+    fn copy_reads_cold(&self) -> bool {
+        self.flag("drop_caches") || self.flag("source_evicted_before_each_pass")
+    }
+
+    /// `PAGE_CACHE`: reads were served from memory.
+    pub fn page_cache_fix(&self) -> String {
+        match self.workload() {
+            "streams" if self.flag("same_file") => "drop --same-file (every stream reads its \
+                own file) to measure the device: a later reader of a shared file reads what \
+                the first one cached"
+                .into(),
+            "streams" | "copy" => "--drop-caches, so that every pass starts from an empty page \
+                cache"
+                .into(),
+            "block" | "verify" => {
+                "drop --buffered (O_DIRECT), or use a test file larger than RAM".into()
+            }
+            _ => "drop the page cache before every run (as root: sync; echo 3 > \
+                  /proc/sys/vm/drop_caches)"
+                .into(),
+        }
+    }
+
+    /// `IDLE_RECLAIM`: whether the run read data that may have sat idle long enough to be
+    /// paged out (`idle`: the reclaimer's idle time), and the fix.
+    pub fn idle_reclaim_fix(&self, idle: Option<Duration>) -> Option<String> {
+        match self.workload() {
+            // The test file was written when the target was prepared, read in later passes.
+            "block" | "verify" => Some(
+                "drop --buffered (O_DIRECT) to measure the device, or drop the page cache \
+                 before every run (as root: sync; echo 3 > /proc/sys/vm/drop_caches) so that \
+                 each starts cold"
+                    .into(),
+            ),
+            // Prepared files are evicted before the streams start, so they read cold; only
+            // the later readers of a shared file read what an earlier one left, and only a
+            // stagger that long lets it go idle.
+            "streams" if self.flag("same_file") => {
+                let stagger = self.extra_f64("stagger_s").unwrap_or(0.0);
+                let streams = self.extra_f64("streams").unwrap_or(1.0);
+                let span = Duration::from_secs_f64((stagger * (streams - 1.0)).max(0.0));
+                let idle = idle.unwrap_or(Duration::ZERO);
+                (stagger > 0.0 && span >= idle).then(|| {
+                    format!(
+                        "a --stagger that starts the last reader within {} of the first, \
+                         before the kernel pages out what the first one read",
+                        secs(idle)
+                    )
+                })
+            }
+            // Copies read their source cold or the user's file as it is (a write test);
+            // metadata, dbench and fsync read only what they wrote moments before.
+            _ => None,
+        }
+    }
+
+    /// `SLOW_FIRST_PASS`: something that takes the start-up out of the measured passes.
+    pub fn slow_first_fix(&self) -> String {
+        let s = &self.run.settings;
+        match self.workload() {
+            "block" if s.warmup_passes == 0 => "add a warm-up pass (--warmup 1)".into(),
+            "block" => format!(
+                "warm up longer: --warmup {} or a --warmup-time above {} (this run warmed up \
+                 with {} pass{} of {})",
+                s.warmup_passes + 1,
+                secs(s.warmup_duration),
+                s.warmup_passes,
+                if s.warmup_passes == 1 { "" } else { "es" },
+                secs(s.warmup_duration),
+            ),
+            "dbench" => {
+                let warm = self.extra_f64("warmup_seconds").unwrap_or(0.0);
+                format!(
+                    "a longer --warmup (this run warmed up for {})",
+                    secs(Duration::from_secs_f64(warm.max(0.0)))
+                )
+            }
+            "copy" if !self.copy_reads_cold() => "--drop-caches: every copy then reads its \
+                source from the device, as the first one did"
+                .into(),
+            "fsync" => format!(
+                "longer passes (--duration, now {}), so that start-up costs weigh less",
+                secs(s.duration)
+            ),
+            "copy" | "verify" => {
+                "more passes (--runs), so that the median rests on the steady ones".into()
+            }
+            // Workloads of one pass (streams, metadata) never have a first of three.
+            _ => "rerun on a quiet machine".into(),
+        }
+    }
+
+    /// `HIGH_VARIATION`: more or longer passes.
+    pub fn more_passes_fix(&self) -> String {
+        match self.workload() {
+            "block" => "run more or longer passes (--runs, --duration, --until-stable) on a \
+                quiet machine"
+                .into(),
+            "fsync" | "dbench" => {
+                "run more or longer passes (--runs, --duration) on a quiet machine".into()
+            }
+            "copy" if !self.copy_reads_cold() => "run more passes (--runs) on a quiet \
+                machine; --drop-caches makes every pass start alike"
+                .into(),
+            "copy" | "verify" => "run more passes (--runs) on a quiet machine".into(),
+            _ => "rerun on a quiet machine".into(),
+        }
+    }
+
+    /// `FEW_IOS`: more I/Os per pass for `tests`, each of which had a pass of fewer than
+    /// [`MIN_IOS_FOR_P99`].
+    pub fn few_ios_fix(&self, tests: &[&TestRecord]) -> String {
+        let bs = tests.iter().map(|t| t.job.bs).max().unwrap_or(0);
+        let need = format_bytes(bs.saturating_mul(MIN_IOS_FOR_P99));
+        let bs_text = format_bytes(bs);
+        // A pass that moved its whole byte limit ended there, not at --duration.
+        let byte_limited = tests.iter().any(|t| {
+            t.job.io_limit.is_some_and(|limit| {
+                t.passes
+                    .iter()
+                    .any(|p| p.ios > 0 && p.ios < MIN_IOS_FOR_P99 && p.bytes >= limit)
+            })
+        });
+        match self.workload() {
+            "block" if byte_limited && self.run.preset == "atto" => format!(
+                "a larger --size: every pass moves the region once, so 100 I/Os of {bs_text} \
+                 need --size {need} (and a --duration long enough to move it)"
+            ),
+            "block" if byte_limited => {
+                format!("a larger --io-size: 100 I/Os of {bs_text} need {need}")
+            }
+            "copy" => format!(
+                "a smaller --bs (the copy buffer) or a larger source: 100 writes of {bs_text} \
+                 need {need}"
+            ),
+            "streams" => format!(
+                "a smaller --bs or a larger --size: every stream covers its file once, and 100 \
+                 calls of {bs_text} need {need}"
+            ),
+            "metadata" => "--files 100 or more: every phase does one operation per file".into(),
+            "verify" => {
+                format!("a larger --size or a smaller --bs: 100 I/Os of {bs_text} need {need}")
+            }
+            "block" | "fsync" | "dbench" => "longer passes (--duration)".into(),
+            _ => "more I/Os per pass".into(),
+        }
+    }
+}
+
 /// All warnings for a run.
 pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
     let mut out = Vec::new();
+    let knobs = Knobs::new(run);
     let s = &run.settings;
     let any_reads = run.tests.iter().any(|t| t.job.rw.reads());
     let any_writes = run.tests.iter().any(|t| t.job.rw.writes());
@@ -154,11 +367,12 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                     "buffered reads served from memory: up to {pct:.0}% of the test file was \
                      in the page cache during the passes"
                 ),
-                "drop --buffered (O_DIRECT), or use a test file larger than RAM",
+                &knobs.page_cache_fix(),
                 Some(t),
             ));
         }
-        for r in &f.idle_reclaim {
+        let idle_fix = knobs.idle_reclaim_fix(f.idle_reclaim_after);
+        for r in f.idle_reclaim.iter().filter(|_| idle_fix.is_some()) {
             out.push(w(
                 WarningCode::IdleReclaim,
                 format!(
@@ -166,8 +380,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                      so whether a buffered read hits the cache depends on when its data was \
                      last touched, and repeats taken minutes apart may not compare"
                 ),
-                "drop --buffered (O_DIRECT) to measure the device, or drop caches before \
-                 every run so each starts cold",
+                idle_fix.as_deref().unwrap_or_default(),
                 None,
             ));
         }
@@ -294,7 +507,10 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                          cache answered (tests: {})",
                         names.join(", ")
                     ),
-                    fix: "check the device's write cache setting and the mount's barriers".into(),
+                    fix: "turn the volatile write cache off (hdparm -W 0 on a disk; on a VM a \
+                          host disk cache mode that honours flushes, such as cache=none), and \
+                          check that the mount has barriers"
+                        .into(),
                     test: if fast.len() == 1 {
                         Some(fast[0].0.clone())
                     } else {
@@ -305,22 +521,166 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
         }
     }
 
+    // A study's own throttle is the configuration it measures (its testbed put the run in
+    // that cgroup, and the run's study_meta says so), not a problem of the run.
+    let study_cgroup = run
+        .study_meta
+        .get("built")
+        .and_then(|b| b.get("cgroup"))
+        .and_then(|c| c.as_str())
+        .map(|c| c.trim_end_matches('/'));
     for th in &f.throttles {
+        if study_cgroup.is_some_and(|c| c == th.cgroup.trim_end_matches('/')) {
+            continue;
+        }
         out.push(w(
             WarningCode::BlkioThrottle,
-            format!("a blkio throttle applies to this run: {th}"),
+            format!("a blkio throttle applies to this run: {}", th.text),
             "expected for an emulated device; otherwise remove the cgroup limit",
             None,
         ));
     }
 
     for t in &run.tests {
-        per_test(&mut out, run, t, f);
+        per_test(&mut out, run, t, f, &knobs);
     }
+    few_ios(&mut out, run, &knobs);
+    writes_faster_than_reads(&mut out, run, f);
     out
 }
 
-fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetFacts) {
+/// `FEW_IOS`, once for the run: the tests with a pass of fewer than [`MIN_IOS_FOR_P99`]
+/// I/Os. A pass timed as a whole, without per-I/O latencies (a filesystem's scrub), has no
+/// percentiles to doubt.
+fn few_ios(out: &mut Vec<Warning>, run: &RunRecord, knobs: &Knobs) {
+    let few: Vec<(&TestRecord, u64)> = run
+        .tests
+        .iter()
+        .filter_map(|t| {
+            let n = t.passes.iter().map(|p| p.ios).filter(|&n| n > 0).min()?;
+            (n < MIN_IOS_FOR_P99).then_some((t, n))
+        })
+        .collect();
+    let Some(&(fewest, n)) = few.iter().min_by_key(|(_, n)| *n) else {
+        return;
+    };
+    let tests: Vec<&TestRecord> = few.iter().map(|(t, _)| *t).collect();
+    let message = if tests.len() == 1 {
+        format!(
+            "a pass completed only {n} I/Os: its p99 latency is the slowest few I/Os, not a \
+             percentile"
+        )
+    } else {
+        let names: Vec<&str> = tests.iter().map(|t| t.name.as_str()).collect();
+        format!(
+            "{} tests had a pass of fewer than {MIN_IOS_FOR_P99} I/Os (fewest: {n}, in {}): \
+             their p99 latencies are the slowest few I/Os, not percentiles (tests: {})",
+            tests.len(),
+            fewest.name,
+            names.join(", ")
+        )
+    };
+    out.push(Warning {
+        code: WarningCode::FewIos,
+        message,
+        fix: knobs.few_ios_fix(&tests),
+        test: (tests.len() == 1).then(|| tests[0].name.clone()),
+    });
+}
+
+/// Throttles that hold reads below writes explain writes that outrun reads.
+fn reads_throttled_harder(f: &TargetFacts) -> bool {
+    let lowest = |kind: &str| {
+        f.throttles
+            .iter()
+            .filter(|t| t.kind == kind)
+            .map(|t| t.limit)
+            .min()
+    };
+    [("read_bps", "write_bps"), ("read_iops", "write_iops")]
+        .into_iter()
+        .any(|(r, w)| match (lowest(r), lowest(w)) {
+            (Some(r), Some(w)) => r < w,
+            (Some(_), None) => true,
+            _ => false,
+        })
+}
+
+/// `WRITES_FASTER_THAN_READS`, once for the run: direct writes at least
+/// [`WRITE_READ_RATIO`] times faster than direct reads of the same shape.
+fn writes_faster_than_reads(out: &mut Vec<Warning>, run: &RunRecord, f: &TargetFacts) {
+    if !run.settings.direct || reads_throttled_harder(f) {
+        return;
+    }
+    let shape = |t: &TestRecord| (t.job.bs, t.job.iodepth, t.job.numjobs, t.job.rw.is_random());
+    let plain = |t: &TestRecord, rws: [Rw; 2]| {
+        rws.contains(&t.job.rw) && t.job.access.is_empty() && !t.passes.is_empty()
+    };
+    let mut hits: Vec<(&TestRecord, &TestRecord, f64)> = Vec::new();
+    for wt in run
+        .tests
+        .iter()
+        .filter(|t| plain(t, [Rw::Write, Rw::RandWrite]))
+    {
+        let read = run
+            .tests
+            .iter()
+            .find(|r| plain(r, [Rw::Read, Rw::RandRead]) && shape(r) == shape(wt));
+        if let Some(rt) = read {
+            let (wm, rm) = (wt.summary.mb_s, rt.summary.mb_s);
+            if rm > 0.0 && wm >= WRITE_READ_RATIO * rm {
+                hits.push((wt, rt, wm / rm));
+            }
+        }
+    }
+    if hits.is_empty() {
+        return;
+    }
+    let evidence: Vec<String> = hits
+        .iter()
+        .map(|(wt, rt, ratio)| {
+            let what = if wt.group == rt.group && !wt.group.is_empty() {
+                wt.group.clone()
+            } else {
+                format!("{} vs {}", wt.name, rt.name)
+            };
+            format!(
+                "{what}: writes {:.1} MB/s, reads {:.1} MB/s ({ratio:.1}×)",
+                wt.summary.mb_s, rt.summary.mb_s
+            )
+        })
+        .collect();
+    let flushed = hits.iter().any(|(wt, _, _)| wt.job.fsync_every > 0);
+    let fix = if flushed {
+        "turn the volatile write cache off (hdparm -W 0 on a disk; on a VM a host disk cache \
+         mode such as cache=none): the flushes of --fsync did not slow these writes"
+    } else {
+        "make every write wait for the medium with --fsync 1 (a flush after each write), or \
+         turn the volatile write cache off (hdparm -W 0 on a disk; on a VM a host disk cache \
+         mode such as cache=none)"
+    };
+    out.push(Warning {
+        code: WarningCode::WritesFasterThanReads,
+        message: format!(
+            "direct writes ran at least {WRITE_READ_RATIO}× as fast as direct reads of the \
+             same block size, queue depth and pattern ({}): no medium writes that much faster \
+             than it reads, so a write cache below the OS (the device's own, or the host's \
+             under a VM) acknowledged the writes before they reached the medium, and unless \
+             it survives a power loss the write numbers are its speed",
+            evidence.join("; ")
+        ),
+        fix: fix.into(),
+        test: (hits.len() == 1).then(|| hits[0].0.name.clone()),
+    });
+}
+
+fn per_test(
+    out: &mut Vec<Warning>,
+    run: &RunRecord,
+    t: &TestRecord,
+    f: &TargetFacts,
+    knobs: &Knobs,
+) {
     // A replay (dbench) whose operations did not end with the status the loadfile expects
     // is not the workload it claims to be.
     if let Some(n) = t.extra.get("status_mismatches").and_then(|v| v.as_u64()) {
@@ -421,7 +781,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
                 m.cv * 100.0,
                 m.n
             ),
-            "run more or longer passes (--runs, --duration, --until-stable) on a quiet machine",
+            &knobs.more_passes_fix(),
             Some(t),
         ));
     }
@@ -446,7 +806,7 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
                 mbs[0],
                 crate::median(&mbs[1..])
             ),
-            "add a warm-up pass (--warmup 1)",
+            &knobs.slow_first_fix(),
             Some(t),
         ));
     }
@@ -461,21 +821,6 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
             "raise --max-runs/--max-time or quiet the machine",
             Some(t),
         ));
-    }
-    // A pass timed as a whole, without per-I/O latencies (a filesystem's scrub), has no
-    // percentiles to doubt.
-    if let Some(min_ios) = t.passes.iter().map(|p| p.ios).filter(|&n| n > 0).min() {
-        if min_ios < MIN_IOS_FOR_P99 {
-            out.push(w(
-                WarningCode::FewIos,
-                format!(
-                    "a pass completed only {min_ios} I/Os: its p99 latency is the slowest \
-                     few I/Os, not a percentile"
-                ),
-                "lengthen the passes (--duration) or enlarge the region (--size)",
-                Some(t),
-            ));
-        }
     }
     // Someone else's I/O on the device (only meaningful when iolab's I/O goes straight
     // to it: direct I/O).
@@ -540,5 +885,16 @@ fn per_test(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord, f: &TargetF
                 Some(t),
             ));
         }
+    }
+}
+
+/// A duration as people type it: `5s`, `1.5s`, `250ms`.
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 1.0 || s == 0.0 {
+        let t = format!("{s:.1}");
+        format!("{}s", t.trim_end_matches(".0"))
+    } else {
+        format!("{}ms", d.as_millis())
     }
 }

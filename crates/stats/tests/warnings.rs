@@ -10,7 +10,7 @@ use iolab_measure::{
     SyncStats, TargetInfo, TargetKind, TestRecord, TimeSeries, Warning, WarningCode,
 };
 use iolab_spec::{DataPattern, EngineKind, JobSpec, RunSettings, Rw};
-use iolab_stats::warnings::{analyze, TargetFacts};
+use iolab_stats::warnings::{analyze, TargetFacts, ThrottleFact};
 use iolab_stats::{summarize, Score};
 
 const MIB: u64 = 1 << 20;
@@ -535,7 +535,12 @@ fn fsync_too_fast_only_on_rotational_devices() {
 fn blkio_throttle_names_the_limit() {
     let th = "loop0 write_bps = 20 MiB/s on 7:0 (cgroup /sys/fs/cgroup/blkio/x)";
     let f = TargetFacts {
-        throttles: vec![th.into()],
+        throttles: vec![throttle(
+            th,
+            "/sys/fs/cgroup/blkio/x",
+            "write_bps",
+            20 * MIB,
+        )],
         ..TargetFacts::default()
     };
     for run in [read_run(), write_run(), buffered(read_run())] {
@@ -543,6 +548,15 @@ fn blkio_throttle_names_the_limit() {
         fired(&ws, "BLKIO_THROTTLE", None, &[th]);
     }
     none(&analyze(&read_run(), &TargetFacts::default()));
+}
+
+fn throttle(text: &str, cgroup: &str, kind: &str, limit: u64) -> ThrottleFact {
+    ThrottleFact {
+        text: text.into(),
+        cgroup: cgroup.into(),
+        kind: kind.into(),
+        limit,
+    }
 }
 
 // --- other activity -----------------------------------------------------------------------
@@ -954,4 +968,272 @@ fn every_code_analyze_raises_is_documented_and_covered_here() {
     // Codes raised elsewhere (workloads) are documented too, but tested with them.
     let elsewhere: Vec<&&str> = documented.iter().filter(|c| !raised.contains(c)).collect();
     println!("documented codes raised outside analyze: {elsewhere:?}");
+}
+
+// --- right or silent, with a fix that changes the result (issue 12) -----------------------
+
+/// `run` as a run of `workload` (copy, streams, metadata, dbench, fsync) with `extra` on
+/// every test.
+fn as_workload(mut run: RunRecord, workload: &str, extra: serde_json::Value) -> RunRecord {
+    run.workload = workload.into();
+    run.preset = workload.into();
+    run.settings.direct = false;
+    for t in &mut run.tests {
+        t.extra = extra.clone();
+    }
+    run
+}
+
+#[test]
+fn slow_first_pass_only_when_the_first_is_the_slowest() {
+    let f = TargetFacts::default();
+    // Below 80% of the others' median, but pass 2 was slower still: spread, not a warm-up.
+    let ws = analyze(
+        &run_of(vec![test_of("T", Rw::Read, &[100.0, 70.0, 140.0, 140.0])]),
+        &f,
+    );
+    quiet(&ws, "SLOW_FIRST_PASS");
+    // A run that warmed up already is told to warm up more, not to add what it had.
+    let mut run = run_of(vec![test_of("T", Rw::Read, &[70.0, 100.0, 100.0])]);
+    run.settings.warmup_passes = 1;
+    run.settings.warmup_duration = Duration::from_secs(2);
+    let ws = analyze(&run, &f);
+    let w = fired(&ws, "SLOW_FIRST_PASS", Some("T"), &["70.0 MB/s"]);
+    assert!(w.fix.contains("--warmup 2"), "{}", w.fix);
+    assert!(w.fix.contains("--warmup-time above 2s"), "{}", w.fix);
+    assert!(!w.fix.contains("--warmup 1"), "{}", w.fix);
+    run.settings.warmup_passes = 0;
+    let ws = analyze(&run, &f);
+    assert!(fired(&ws, "SLOW_FIRST_PASS", Some("T"), &[])
+        .fix
+        .contains("--warmup 1"));
+    // A copy has no warm-up: reading its source cold every pass is what changes it.
+    let copy = as_workload(run.clone(), "copy", serde_json::json!({"workload": "copy"}));
+    let ws = analyze(&copy, &f);
+    let fix = &fired(&ws, "SLOW_FIRST_PASS", Some("T"), &[]).fix;
+    assert!(
+        fix.contains("--drop-caches") && !fix.contains("--warmup"),
+        "{fix}"
+    );
+    // dbench warms up for a time.
+    let dbench = as_workload(
+        run,
+        "dbench",
+        serde_json::json!({"workload": "dbench", "warmup_seconds": 12.0}),
+    );
+    let ws = analyze(&dbench, &f);
+    let fix = &fired(&ws, "SLOW_FIRST_PASS", Some("T"), &[]).fix;
+    assert!(
+        fix.contains("a longer --warmup (this run warmed up for 12s)"),
+        "{fix}"
+    );
+}
+
+#[test]
+fn idle_reclaim_only_where_data_can_sit_idle_and_never_about_an_unused_option() {
+    let damon = TargetFacts {
+        idle_reclaim: vec!["pageout of memory idle for 30 s (DAMON kdamond 0)".into()],
+        idle_reclaim_after: Some(Duration::from_secs(30)),
+        ..TargetFacts::default()
+    };
+    // Buffered block reads: the user gave --buffered, so dropping it is a fix.
+    let ws = analyze(&buffered(read_run()), &damon);
+    assert!(fired(&ws, "IDLE_RECLAIM", None, &[])
+        .fix
+        .contains("drop --buffered"));
+    // metadata and dbench read what they wrote moments before: nothing sits idle.
+    for w in ["metadata", "dbench", "fsync"] {
+        let run = as_workload(read_run(), w, serde_json::json!({"workload": w}));
+        none(&analyze(&run, &damon));
+    }
+    // Streams read evicted files cold; a shared file's later readers only after a stagger.
+    let streams = |stagger: f64| {
+        as_workload(
+            read_run(),
+            "streams",
+            serde_json::json!({"workload": "streams", "same_file": true, "streams": 3,
+                               "stagger_s": stagger}),
+        )
+    };
+    none(&analyze(
+        &as_workload(
+            read_run(),
+            "streams",
+            serde_json::json!({"workload": "streams", "same_file": false}),
+        ),
+        &damon,
+    ));
+    quiet(&analyze(&streams(10.0), &damon), "IDLE_RECLAIM");
+    let ws = analyze(&streams(20.0), &damon);
+    let fix = &fired(&ws, "IDLE_RECLAIM", None, &[]).fix;
+    assert!(
+        fix.contains("--stagger") && !fix.contains("--buffered"),
+        "{fix}"
+    );
+}
+
+#[test]
+fn page_cache_fix_names_what_the_workload_takes() {
+    let f = TargetFacts::default();
+    let streams = as_workload(
+        with_residency(read_run(), Some(1.0), None),
+        "streams",
+        serde_json::json!({"workload": "streams", "same_file": true}),
+    );
+    let ws = analyze(&streams, &f);
+    let fix = &fired(&ws, "PAGE_CACHE", Some("RR"), &[]).fix;
+    assert!(
+        fix.contains("--same-file") && !fix.contains("--buffered"),
+        "{fix}"
+    );
+}
+
+#[test]
+fn few_ios_once_per_run_with_what_ends_the_pass() {
+    let f = TargetFacts::default();
+    // ATTO: every pass moves the 256 MiB region once, so 64 MiB blocks make 4 I/Os; a
+    // longer --duration cannot change that.
+    let mut tests = Vec::new();
+    for mib in [4u64, 16, 64] {
+        let bs = mib * MIB;
+        let ios = 256 / mib;
+        for rw in [Rw::Write, Rw::Read] {
+            let p = pass_with(1, rw, (256 * MIB) as f64 / 1e6, ios);
+            let mut t = record(&format!("{mib}M {rw}"), rw, vec![p]);
+            t.job.bs = bs;
+            t.job.io_limit = Some(256 * MIB);
+            tests.push(t);
+        }
+    }
+    let mut atto = run_of(tests);
+    atto.preset = "atto".into();
+    let ws = analyze(&atto, &f);
+    let w = fired(&ws, "FEW_IOS", None, &["6 tests", "fewest: 4", "64M write"]);
+    assert!(w.fix.contains("--size 6.25 GiB"), "{}", w.fix);
+    assert!(!w.fix.contains("--duration)"), "{}", w.fix);
+    assert_eq!(codes(&ws), ["FEW_IOS"]);
+    // A pass that ran out of time is longer with --duration.
+    let passes = vec![pass_with(1, Rw::Read, 1.0, 40)];
+    let ws = analyze(&run_of(vec![record("SEQ", Rw::Read, passes)]), &f);
+    assert_eq!(
+        fired(&ws, "FEW_IOS", Some("SEQ"), &["only 40 I/Os"]).fix,
+        "longer passes (--duration)"
+    );
+}
+
+#[test]
+fn a_studys_own_throttle_is_its_configuration() {
+    let cg = "/sys/fs/cgroup/blkio/iolab-testbed-42-0";
+    let f = TargetFacts {
+        throttles: vec![throttle(
+            "loop7 read_bps = 20 MiB/s",
+            cg,
+            "read_bps",
+            20 * MIB,
+        )],
+        ..TargetFacts::default()
+    };
+    let mut run = read_run();
+    fired(&analyze(&run, &f), "BLKIO_THROTTLE", None, &["loop7"]);
+    run.study = Some("s".into());
+    run.study_meta = serde_json::json!({"built": {"cgroup": format!("{cg}/")}});
+    none(&analyze(&run, &f));
+    // Another cgroup's throttle on the same run is still a problem.
+    let f = TargetFacts {
+        throttles: vec![throttle(
+            "loop7 read_bps",
+            "/sys/fs/cgroup/blkio/x",
+            "read_bps",
+            1,
+        )],
+        ..TargetFacts::default()
+    };
+    fired(&analyze(&run, &f), "BLKIO_THROTTLE", None, &["loop7"]);
+}
+
+/// A direct run with a sequential read and write pair and a random pair of one shape.
+fn pairs(seq: (f64, f64), rnd: (f64, f64)) -> RunRecord {
+    let mut tests = vec![
+        test_of("SEQ1M Q8T1 Read", Rw::Read, &[seq.0; 3]),
+        test_of("SEQ1M Q8T1 Write", Rw::Write, &[seq.1; 3]),
+        test_of("RND4K Q1T1 Read", Rw::RandRead, &[rnd.0; 3]),
+        test_of("RND4K Q1T1 Write", Rw::RandWrite, &[rnd.1; 3]),
+    ];
+    for t in &mut tests[..2] {
+        t.group = "SEQ1M Q8T1".into();
+        t.job.bs = MIB;
+        t.job.iodepth = 8;
+    }
+    for t in &mut tests[2..] {
+        t.group = "RND4K Q1T1".into();
+    }
+    run_of(tests)
+}
+
+#[test]
+fn direct_writes_far_faster_than_reads_were_answered_by_a_cache() {
+    let f = TargetFacts::default();
+    let ws = analyze(&pairs((500.0, 2000.0), (40.0, 50.0)), &f);
+    let w = fired(
+        &ws,
+        "WRITES_FASTER_THAN_READS",
+        Some("SEQ1M Q8T1 Write"),
+        &["SEQ1M Q8T1: writes 2000.0 MB/s, reads 500.0 MB/s (4.0×)"],
+    );
+    assert!(w.fix.contains("--fsync 1"), "{}", w.fix);
+    assert_eq!(codes(&ws), ["WRITES_FASTER_THAN_READS"]);
+    // Both pairs: one warning for the run, naming both.
+    let ws = analyze(&pairs((500.0, 2000.0), (40.0, 100.0)), &f);
+    fired(
+        &ws,
+        "WRITES_FASTER_THAN_READS",
+        None,
+        &[
+            "SEQ1M Q8T1: writes",
+            "RND4K Q1T1: writes 100.0 MB/s, reads 40.0 MB/s (2.5×)",
+        ],
+    );
+    // Just under twice: quiet; writes slower than reads (flash, a disk): quiet.
+    none(&analyze(&pairs((500.0, 990.0), (40.0, 79.0)), &f));
+    none(&analyze(&pairs((3000.0, 1500.0), (50.0, 20.0)), &f));
+    // Buffered writes land in the page cache by design: not this warning.
+    none(&analyze(
+        &buffered(pairs((500.0, 2000.0), (40.0, 50.0))),
+        &f,
+    ));
+    // A throttle that holds reads lower than writes explains the gap.
+    let th = TargetFacts {
+        throttles: vec![throttle("read cap", "/x", "read_bps", 10 * MIB)],
+        ..TargetFacts::default()
+    };
+    quiet(
+        &analyze(&pairs((10.0, 2000.0), (40.0, 50.0)), &th),
+        "WRITES_FASTER_THAN_READS",
+    );
+    // Equal caps both ways do not: the writes went around them.
+    let both = TargetFacts {
+        throttles: vec![
+            throttle("read cap", "/x", "read_bps", 10 * MIB),
+            throttle("write cap", "/x", "write_bps", 10 * MIB),
+        ],
+        ..TargetFacts::default()
+    };
+    fired(
+        &analyze(&pairs((10.0, 2000.0), (40.0, 50.0)), &both),
+        "WRITES_FASTER_THAN_READS",
+        Some("SEQ1M Q8T1 Write"),
+        &["(200.0×)"],
+    );
+    // Writes that flushed every time and still outran the reads: the cache ignored the
+    // flushes, so --fsync is not the fix.
+    let mut run = pairs((500.0, 2000.0), (40.0, 50.0));
+    run.tests[1].job.fsync_every = 1;
+    let ws = analyze(&run, &f);
+    let w = fired(
+        &ws,
+        "WRITES_FASTER_THAN_READS",
+        Some("SEQ1M Q8T1 Write"),
+        &[],
+    );
+    assert!(!w.fix.contains("--fsync 1"), "{}", w.fix);
 }

@@ -28,6 +28,17 @@ pub enum StoreError {
     },
     /// The file is an SQLite database, but not one of iolab's.
     NotIolab { path: PathBuf },
+    /// The schema version is not one any iolab writes (negative); the file is left untouched.
+    BadVersion { path: PathBuf, found: i64 },
+    /// The database failed the check made before writing: it was left untouched.
+    Damaged { path: PathBuf, detail: String },
+    /// A database of an older schema that cannot be upgraded (it is read-only) and so
+    /// cannot be read by this iolab.
+    OldReadOnly {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
     /// No run has this id.
     RunNotFound { path: PathBuf, id: i64 },
     /// No test has this id.
@@ -51,10 +62,47 @@ impl StoreError {
             | StoreError::Sqlite { path, .. }
             | StoreError::TooNew { path, .. }
             | StoreError::NotIolab { path }
+            | StoreError::BadVersion { path, .. }
+            | StoreError::Damaged { path, .. }
+            | StoreError::OldReadOnly { path, .. }
             | StoreError::RunNotFound { path, .. }
             | StoreError::TestNotFound { path, .. }
             | StoreError::DuplicateRun { path, .. }
             | StoreError::Json { path, .. } => path,
+        }
+    }
+}
+
+impl StoreError {
+    /// Whether the database was refused before anything was written to it (newer, foreign,
+    /// damaged, or an old one that cannot be upgraded): the remedy is another `--db`.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            StoreError::TooNew { .. }
+                | StoreError::NotIolab { .. }
+                | StoreError::BadVersion { .. }
+                | StoreError::Damaged { .. }
+                | StoreError::OldReadOnly { .. }
+        )
+    }
+
+    /// Whether the error comes from the content of one stored row (JSON that does not
+    /// decode, a value of the wrong type, a page SQLite finds malformed) rather than from the
+    /// database as a whole: a reader can skip that run and go on.
+    pub fn is_damaged_row(&self) -> bool {
+        match self {
+            StoreError::Json { .. } => true,
+            StoreError::Sqlite { source, .. } => {
+                matches!(
+                    source,
+                    rusqlite::Error::FromSqlConversionFailure(..)
+                        | rusqlite::Error::InvalidColumnType(..)
+                        | rusqlite::Error::IntegralValueOutOfRange(..)
+                        | rusqlite::Error::Utf8Error(..)
+                ) || source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt)
+            }
+            _ => false,
         }
     }
 }
@@ -85,6 +133,33 @@ impl fmt::Display for StoreError {
             StoreError::NotIolab { path } => write!(
                 f,
                 "{} is an SQLite database but not an iolab result database; it was left untouched",
+                path.display()
+            ),
+            StoreError::BadVersion { path, found } => write!(
+                f,
+                "{} has schema version {found}, which no iolab writes: it is damaged or not \
+                 an iolab result database; it was left untouched",
+                path.display()
+            ),
+            StoreError::Damaged { path, detail } => write!(
+                f,
+                "result database {} is damaged ({detail}); iolab writes nothing to a damaged \
+                 database and left it untouched. Reading it may still work for what is intact \
+                 (`iolab results --db {}`). Keep a copy, then recover what SQLite can \
+                 (`sqlite3 {} .recover | sqlite3 recovered.db`), or give --db another file",
+                path.display(),
+                path.display(),
+                path.display()
+            ),
+            StoreError::OldReadOnly {
+                path,
+                found,
+                supported,
+            } => write!(
+                f,
+                "result database {} has schema version {found}, older than this iolab's \
+                 {supported}, and it cannot be upgraded where it is (read-only); copy it to a \
+                 writable place and give --db the copy",
                 path.display()
             ),
             StoreError::RunNotFound { path, id } => {
@@ -121,6 +196,9 @@ impl std::error::Error for StoreError {
             StoreError::Json { source, .. } => Some(source),
             StoreError::TooNew { .. }
             | StoreError::NotIolab { .. }
+            | StoreError::BadVersion { .. }
+            | StoreError::Damaged { .. }
+            | StoreError::OldReadOnly { .. }
             | StoreError::RunNotFound { .. }
             | StoreError::TestNotFound { .. }
             | StoreError::DuplicateRun { .. } => None,

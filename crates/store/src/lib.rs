@@ -3,7 +3,9 @@
 //!
 //! The database lives at [`default_db_path`] unless the caller chooses another file. Its
 //! schema is versioned (`PRAGMA user_version`) and migrated forward on [`Store::open`]; a
-//! database from a newer iolab is refused untouched. Several iolab processes may share one
+//! database from a newer iolab, or a damaged one (`health`), is refused untouched. Readers
+//! use [`Store::open_read_only`], which creates and writes nothing, and can skip a run whose
+//! record is damaged ([`Store::load_runs_skipping`]). Several iolab processes may share one
 //! database: it runs in WAL mode, every write is a short `BEGIN IMMEDIATE` transaction, and a
 //! writer waits up to [`BUSY_TIMEOUT`] for another to finish. See `docs/store.md`.
 //!
@@ -17,6 +19,7 @@
 
 mod error;
 pub mod fingerprint;
+mod health;
 mod schema;
 mod store;
 
@@ -24,6 +27,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 pub use error::StoreError;
+pub use health::FULL_CHECK_MAX;
 pub use schema::SCHEMA_VERSION;
 pub use store::{RunFilter, RunListing, Store, BUSY_TIMEOUT};
 

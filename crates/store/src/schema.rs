@@ -82,19 +82,42 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN study_json TEXT;
     ",
-    // v4: which runs repeat one measurement (see fingerprint.rs); rows stored before are
-    // filled in by `Store::open`.
+    // v4: which runs repeat one measurement (see fingerprint.rs); the runs stored before
+    // get theirs in the same transaction (`FINGERPRINTS`).
     "
     ALTER TABLE runs ADD COLUMN fingerprint TEXT;
     CREATE INDEX runs_fingerprint ON runs (fingerprint, started_at);
     ",
 ];
 
+/// The version whose step adds `runs.fingerprint`; the step also fills it in for the runs
+/// already stored (computed in Rust, see `store::backfill_fingerprints`).
+const FINGERPRINTS: i64 = 4;
+
 /// The schema version this build writes and understands.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.pragma_query_value(None, "user_version", |r| r.get(0))
+}
+
+/// Refuses a version this build cannot use: a newer one, or a negative one (no iolab writes
+/// it; `user_version` is any 32-bit number another program or a damaged header may hold).
+fn check_version(version: i64, path: &Path) -> Result<(), StoreError> {
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if version < 0 {
+        return Err(StoreError::BadVersion {
+            path: path.to_path_buf(),
+            found: version,
+        });
+    }
+    Ok(())
 }
 
 /// Refuses, without writing anything, a database this build must not touch: one from a
@@ -104,13 +127,7 @@ pub(crate) fn check_compatible(conn: &Connection, path: &Path) -> Result<(), Sto
     // migrating the file right now.
     let tx = conn.unchecked_transaction().at(path)?;
     let version = user_version(&tx).at(path)?;
-    if version > SCHEMA_VERSION {
-        return Err(StoreError::TooNew {
-            path: path.to_path_buf(),
-            found: version,
-            supported: SCHEMA_VERSION,
-        });
-    }
+    check_version(version, path)?;
     let app: i32 = tx
         .pragma_query_value(None, "application_id", |r| r.get(0))
         .at(path)?;
@@ -139,13 +156,7 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .at(path)?;
         let version = user_version(&tx).at(path)?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::TooNew {
-                path: path.to_path_buf(),
-                found: version,
-                supported: SCHEMA_VERSION,
-            });
-        }
+        check_version(version, path)?;
         if version == SCHEMA_VERSION {
             return tx.commit().at(path);
         }
@@ -154,6 +165,10 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
                 .at(path)?;
         }
         tx.execute_batch(MIGRATIONS[version as usize]).at(path)?;
+        if version + 1 == FINGERPRINTS {
+            // In the same transaction: at version 4 every run has its fingerprint.
+            crate::store::backfill_fingerprints(&tx, path)?;
+        }
         tx.pragma_update(None, "user_version", version + 1)
             .at(path)?;
         tx.commit().at(path)?;

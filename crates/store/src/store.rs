@@ -6,14 +6,14 @@ use std::time::{Duration, Instant};
 
 use iolab_measure::{PassRecord, RunRecord, TargetInfo, TargetKind, TestRecord, TestSummary};
 use rusqlite::{
-    ffi, named_params, params, Connection, ErrorCode, OptionalExtension, Row, Transaction,
-    TransactionBehavior,
+    ffi, named_params, params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row,
+    Transaction, TransactionBehavior,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{AtPath, StoreError};
-use crate::{fingerprint, schema};
+use crate::{fingerprint, health, schema};
 
 /// How long a write waits for another connection (another iolab) to finish its transaction
 /// before giving up with "database is locked".
@@ -59,9 +59,10 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating it and its directory if needed) the database at `path` and brings its
-    /// schema up to date. A database written by a newer iolab, or an SQLite file that is not
-    /// iolab's, is refused before anything is written to it.
+    /// Opens (creating it and its directory if needed) the database at `path` for writing
+    /// and brings its schema up to date. A database written by a newer iolab, an SQLite file
+    /// that is not iolab's, or a damaged one (the check of `health.rs`) is refused before
+    /// anything is written to it.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
@@ -70,13 +71,74 @@ impl Store {
                 source,
             })?;
         }
+        health::check_header(path)?;
         let mut conn = Connection::open(path).at(path)?;
         conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
         schema::check_compatible(&conn, path)?;
+        let len = std::fs::metadata(path).map_or(0, |m| m.len());
+        health::check_structure(&conn, path, len)?;
         enable_wal(&conn, path)?;
         conn.pragma_update(None, "foreign_keys", true).at(path)?;
         schema::migrate(&mut conn, path)?;
-        backfill_fingerprints(&mut conn, path)?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens the database at `path` for reading only: nothing is created or written, so
+    /// listing and reports work on a read-only mount or a copy one may not change. A file
+    /// that does not exist (or is empty) reads as an empty database. On a read-only
+    /// filesystem, where SQLite cannot make the `-shm` file a WAL database needs, the file
+    /// is read as immutable. A database of an older schema is upgraded when it can be
+    /// written (as [`Store::open`] would) and refused otherwise.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let empty = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+        if empty {
+            let mut conn = Connection::open_in_memory().at(path)?;
+            schema::migrate(&mut conn, path)?;
+            return Ok(Store {
+                conn,
+                path: path.to_path_buf(),
+            });
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let uri = file_uri(path);
+        let mut conn = Connection::open_with_flags(format!("{uri}?mode=ro"), flags).at(path)?;
+        let probe = |c: &Connection| {
+            c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
+                r.get::<_, i64>(0)
+            })
+        };
+        if let Err(e) = probe(&conn) {
+            if e.sqlite_error_code() != Some(ErrorCode::CannotOpen) {
+                return Err(e).at(path);
+            }
+            conn = Connection::open_with_flags(format!("{uri}?immutable=1"), flags).at(path)?;
+        }
+        conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
+        schema::check_compatible(&conn, path)?;
+        let version = schema::user_version(&conn).at(path)?;
+        if version < schema::SCHEMA_VERSION {
+            drop(conn);
+            return Store::open(path).map_err(|e| match &e {
+                StoreError::Sqlite { source, .. }
+                    if matches!(
+                        source.sqlite_error_code(),
+                        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen)
+                    ) =>
+                {
+                    StoreError::OldReadOnly {
+                        path: path.to_path_buf(),
+                        found: version,
+                        supported: schema::SCHEMA_VERSION,
+                    }
+                }
+                _ => e,
+            });
+        }
         Ok(Store {
             conn,
             path: path.to_path_buf(),
@@ -267,20 +329,26 @@ impl Store {
         Ok(run)
     }
 
-    /// The fingerprint of run `id` (see [`fingerprint`]).
+    /// The fingerprint of run `id` (see [`fingerprint`]): the stored one, or, for a row
+    /// that has none, computed from its columns.
     pub fn fingerprint(&self, id: i64) -> Result<String, StoreError> {
         let path = &self.path;
-        let fp: Option<Option<String>> = self
+        let mut stmt = self
             .conn
-            .prepare_cached("SELECT fingerprint FROM runs WHERE id = ?1")
-            .and_then(|mut s| s.query_row([id], |r| r.get(0)).optional())
+            .prepare_cached(&format!(
+                "SELECT fingerprint, {FINGERPRINT_COLUMNS} FROM runs WHERE id = ?1"
+            ))
             .at(path)?;
-        match fp {
-            Some(Some(fp)) => Ok(fp),
-            _ => Err(StoreError::RunNotFound {
+        let mut rows = stmt.query([id]).at(path)?;
+        let Some(r) = rows.next().at(path)? else {
+            return Err(StoreError::RunNotFound {
                 path: path.to_path_buf(),
                 id,
-            }),
+            });
+        };
+        match r.get::<_, Option<String>>("fingerprint").at(path)? {
+            Some(fp) => Ok(fp),
+            None => fingerprint_of_row(r, path),
         }
     }
 
@@ -288,7 +356,13 @@ impl Store {
     /// tests' summaries but no passes ([`Store::load_run_summaries`]): the other runs of one
     /// command, whose spread is its run-to-run noise. One indexed lookup, however many runs
     /// the database holds.
-    pub fn runs_like(&self, fp: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+    /// A run whose stored record is damaged is left out and handed to `skipped`.
+    pub fn runs_like(
+        &self,
+        fp: &str,
+        limit: usize,
+        skipped: &mut dyn FnMut(i64, StoreError),
+    ) -> Result<Vec<RunRecord>, StoreError> {
         let path = &self.path;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut ids: Vec<i64> = self
@@ -300,11 +374,49 @@ impl Store {
             })
             .at(path)?;
         ids.reverse();
-        ids.into_iter().map(|id| self.load(id, false)).collect()
+        skip_damaged(
+            ids.into_iter().map(|id| (id, self.load(id, false))),
+            skipped,
+        )
     }
 
     /// Runs matching `filter`, oldest first (by start time); with a limit, the newest N.
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunListing>, StoreError> {
+        self.listing(filter)?.into_iter().map(|(_, l)| l).collect()
+    }
+
+    /// [`Store::list_runs`], except that a run whose listed columns cannot be read (a
+    /// value of the wrong type) is left out and handed to `skipped` with its id.
+    pub fn list_runs_skipping(
+        &self,
+        filter: &RunFilter,
+        skipped: &mut dyn FnMut(i64, StoreError),
+    ) -> Result<Vec<RunListing>, StoreError> {
+        skip_damaged(self.listing(filter)?, skipped)
+    }
+
+    /// The runs matching `filter`, loaded, oldest first (as [`Store::list_runs`] orders
+    /// them). A run whose stored rows cannot be read back ([`StoreError::is_damaged_row`]:
+    /// JSON that does not decode, a value of the wrong type) is left out and handed to
+    /// `skipped` with its id, so one damaged run does not hide all the others.
+    pub fn load_runs_skipping(
+        &self,
+        filter: &RunFilter,
+        skipped: &mut dyn FnMut(i64, StoreError),
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let loaded = self
+            .listing(filter)?
+            .into_iter()
+            .map(|(id, listed)| (id, listed.and_then(|_| self.load_run(id))));
+        skip_damaged(loaded, skipped)
+    }
+
+    /// The listing rows of [`Store::list_runs`], each decoded on its own (with its id).
+    #[allow(clippy::type_complexity)]
+    fn listing(
+        &self,
+        filter: &RunFilter,
+    ) -> Result<Vec<(i64, Result<RunListing, StoreError>)>, StoreError> {
         let path = &self.path;
         let limit = filter
             .limit
@@ -336,19 +448,23 @@ impl Store {
                     ":limit": limit,
                 },
                 |r| {
-                    Ok(RunListing {
-                        id: r.get("id")?,
-                        started_at: r.get("started_at")?,
-                        preset: r.get("preset")?,
-                        workload: r.get("workload")?,
-                        target: r.get("target_path")?,
-                        fs_type: r.get("fs_type")?,
-                        label: r.get("label")?,
-                        complete: r.get("complete")?,
-                        tests: r.get("n_tests")?,
-                        study: r.get("study")?,
-                        config_label: r.get("config_label")?,
-                    })
+                    let id: i64 = r.get("id")?;
+                    let listed = (|| {
+                        Ok(RunListing {
+                            id,
+                            started_at: r.get("started_at")?,
+                            preset: r.get("preset")?,
+                            workload: r.get("workload")?,
+                            target: r.get("target_path")?,
+                            fs_type: r.get("fs_type")?,
+                            label: r.get("label")?,
+                            complete: r.get("complete")?,
+                            tests: r.get("n_tests")?,
+                            study: r.get("study")?,
+                            config_label: r.get("config_label")?,
+                        })
+                    })();
+                    Ok((id, listed.at(path)))
                 },
             )
             .at(path)?;
@@ -373,81 +489,101 @@ impl Store {
 pub(crate) const RUNS_LIKE: &str = "SELECT id FROM runs WHERE fingerprint = ?1 AND complete = 1
      ORDER BY started_at DESC, id DESC LIMIT ?2";
 
-/// Fills in the fingerprint of runs stored before schema v4, in one transaction; nothing
-/// to do (one index lookup) once they have one.
-fn backfill_fingerprints(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
-    // A read first: opening a database with nothing to fill takes no write lock.
-    let missing: bool = conn
-        .query_row(
-            "SELECT EXISTS (SELECT 1 FROM runs WHERE fingerprint IS NULL)",
-            [],
-            |r| r.get(0),
-        )
-        .at(path)?;
-    if !missing {
-        return Ok(());
-    }
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .at(path)?;
+/// The columns a fingerprint is computed from, for [`fingerprint_of_row`].
+const FINGERPRINT_COLUMNS: &str = "id, workload, preset, target_kind, target_path, label,
+     config_label, study, engine, settings_json, command_line,
+     CASE WHEN json_valid(env_json) THEN json_extract(env_json, '$.hostname') END AS host";
+
+/// The fingerprint of a run from a row of [`FINGERPRINT_COLUMNS`].
+fn fingerprint_of_row(r: &Row<'_>, path: &Path) -> Result<String, StoreError> {
+    let get = |c: &str| -> Result<String, StoreError> { r.get(c).at(path) };
+    let opt = |c: &str| -> Result<Option<String>, StoreError> { r.get(c).at(path) };
+    // A command line that does not parse counts as empty: the fingerprint then rests on
+    // the other parts.
+    let command_line: Vec<String> = serde_json::from_str(&get("command_line")?).unwrap_or_default();
+    let host: Option<String> = r.get::<_, Option<String>>("host").unwrap_or(None);
+    let (workload, preset, kind, target) = (
+        get("workload")?,
+        get("preset")?,
+        get("target_kind")?,
+        get("target_path")?,
+    );
+    let (label, config_label, study) = (opt("label")?, opt("config_label")?, opt("study")?);
+    let (engine, settings) = (get("engine")?, get("settings_json")?);
+    Ok(fingerprint::of_parts(&fingerprint::Parts {
+        workload: &workload,
+        preset: &preset,
+        target_kind: &kind,
+        target_path: &target,
+        label: label.as_deref(),
+        config_label: config_label.as_deref(),
+        study: study.as_deref(),
+        host: host.as_deref(),
+        engine: &engine,
+        settings_json: &settings,
+        command_line: &command_line,
+    }))
+}
+
+/// Fills in the fingerprint of every run stored without one, inside the migration to
+/// schema v4 (`tx`). A row too damaged to compute one from keeps none (it is then no
+/// other run's noise).
+pub(crate) fn backfill_fingerprints(tx: &Transaction<'_>, path: &Path) -> Result<(), StoreError> {
     let rows: Vec<(i64, String)> = {
         let mut stmt = tx
-            .prepare(
-                "SELECT id, workload, preset, target_kind, target_path, label, config_label,
-                        study, engine, settings_json, command_line,
-                        CASE WHEN json_valid(env_json)
-                             THEN json_extract(env_json, '$.hostname') END AS host
-                 FROM runs WHERE fingerprint IS NULL",
-            )
+            .prepare(&format!(
+                "SELECT {FINGERPRINT_COLUMNS} FROM runs WHERE fingerprint IS NULL"
+            ))
             .at(path)?;
         let mut rows = stmt.query([]).at(path)?;
         let mut out = Vec::new();
         while let Some(r) = rows.next().at(path)? {
-            let get = |c: &str| -> Result<String, StoreError> { r.get(c).at(path) };
-            let opt = |c: &str| -> Result<Option<String>, StoreError> { r.get(c).at(path) };
             let id: i64 = r.get("id").at(path)?;
-            // A command line that does not parse counts as empty: the fingerprint then
-            // rests on the other parts.
-            let command_line: Vec<String> =
-                serde_json::from_str(&get("command_line")?).unwrap_or_default();
-            let host: Option<String> = r.get::<_, Option<String>>("host").unwrap_or(None);
-            let (workload, preset, kind, target) = (
-                get("workload")?,
-                get("preset")?,
-                get("target_kind")?,
-                get("target_path")?,
-            );
-            let (label, config_label, study) = (opt("label")?, opt("config_label")?, opt("study")?);
-            let (engine, settings) = (get("engine")?, get("settings_json")?);
-            let fp = fingerprint::of_parts(&fingerprint::Parts {
-                workload: &workload,
-                preset: &preset,
-                target_kind: &kind,
-                target_path: &target,
-                label: label.as_deref(),
-                config_label: config_label.as_deref(),
-                study: study.as_deref(),
-                host: host.as_deref(),
-                engine: &engine,
-                settings_json: &settings,
-                command_line: &command_line,
-            });
-            out.push((id, fp));
+            if let Ok(fp) = fingerprint_of_row(r, path) {
+                out.push((id, fp));
+            }
         }
         out
     };
-    if rows.is_empty() {
-        return Ok(());
+    let mut update = tx
+        .prepare("UPDATE runs SET fingerprint = ?1 WHERE id = ?2")
+        .at(path)?;
+    for (id, fp) in &rows {
+        update.execute(params![fp, id]).at(path)?;
     }
-    {
-        let mut update = tx
-            .prepare("UPDATE runs SET fingerprint = ?1 WHERE id = ?2")
-            .at(path)?;
-        for (id, fp) in &rows {
-            update.execute(params![fp, id]).at(path)?;
+    Ok(())
+}
+
+/// The `Ok` items, in order; an item whose error is a damaged row goes to `skipped` with its
+/// run id, any other error ends the whole.
+fn skip_damaged<T>(
+    items: impl IntoIterator<Item = (i64, Result<T, StoreError>)>,
+    skipped: &mut dyn FnMut(i64, StoreError),
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::new();
+    for (id, item) in items {
+        match item {
+            Ok(x) => out.push(x),
+            Err(e) if e.is_damaged_row() => skipped(id, e),
+            Err(e) => return Err(e),
         }
     }
-    tx.commit().at(path)
+    Ok(out)
+}
+
+/// `path` as an SQLite `file:` URI (bytes other than unreserved ones and `/` escaped).
+fn file_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut uri = String::from("file:");
+    for &b in abs.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri
 }
 
 /// Puts the database in WAL mode, so readers go on while another iolab writes.

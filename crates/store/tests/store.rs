@@ -517,6 +517,11 @@ fn codes_and_kinds_are_stored_as_their_strings_and_unknown_ones_load() {
     assert_eq!(back.warnings[0].code.caveat(), None);
 }
 
+/// A `skipped` callback for runs none of which is damaged.
+fn no_skip(id: i64, e: StoreError) {
+    panic!("run {id} skipped: {e}");
+}
+
 #[test]
 fn runs_of_one_command_share_a_fingerprint() {
     let dir = TempDir::new().unwrap();
@@ -550,10 +555,10 @@ fn runs_of_one_command_share_a_fingerprint() {
     ));
 
     // The newest three complete runs, oldest first; the interrupted one is not noise.
-    let like = store.runs_like(&fp, 3).unwrap();
+    let like = store.runs_like(&fp, 3, &mut no_skip).unwrap();
     let ids: Vec<i64> = like.iter().map(|r| r.id.unwrap()).collect();
     assert_eq!(ids, same[2..]);
-    let all = store.runs_like(&fp, 100).unwrap();
+    let all = store.runs_like(&fp, 100, &mut no_skip).unwrap();
     assert_eq!(all.len(), 5);
     // Summaries without passes.
     let full = store.load_run(same[2]).unwrap();
@@ -563,7 +568,7 @@ fn runs_of_one_command_share_a_fingerprint() {
         assert_eq!((&t.name, &t.job), (&f.name, &f.job));
     }
     assert!(store
-        .runs_like("fp1-0000000000000000", 10)
+        .runs_like("fp1-0000000000000000", 10, &mut no_skip)
         .unwrap()
         .is_empty());
 }
@@ -596,7 +601,7 @@ fn version_3_database_gets_fingerprints_on_open() {
     assert_eq!(store.fingerprint(a).unwrap(), before);
     assert_eq!(store.fingerprint(b).unwrap(), before);
     assert_ne!(store.fingerprint(c).unwrap(), before);
-    assert_eq!(store.runs_like(&before, 10).unwrap().len(), 2);
+    assert_eq!(store.runs_like(&before, 10, &mut no_skip).unwrap().len(), 2);
     let conn = Connection::open(&path).unwrap();
     let missing: i64 = conn
         .query_row(

@@ -383,6 +383,9 @@ pub fn parse(
 
 /// The configurations: each `[[config]]` (or the study's `[testbed]` alone) crossed with
 /// every combination of the matrix, each with a validated testbed.
+/// The most configurations a study may have (after its matrix is expanded).
+pub const MAX_CONFIGS: usize = 1000;
+
 fn configurations(src: &Source<'_>, raw: &Raw) -> Result<Vec<Config>, StudyError> {
     struct BaseConfig {
         label: String,
@@ -489,6 +492,25 @@ fn configurations(src: &Source<'_>, raw: &Raw) -> Result<Vec<Config>, StudyError
             }
             axes.push((k.clone(), values));
         }
+    }
+    // Every configuration is built and torn down in turn: bound their number before the
+    // product is expanded (a few axes of many values would exhaust memory otherwise).
+    let count = axes
+        .iter()
+        .try_fold(bases.len(), |n, (_, v)| n.checked_mul(v.len()));
+    if count.is_none_or(|n| n > MAX_CONFIGS) {
+        let sizes: Vec<String> = axes.iter().map(|(_, v)| v.len().to_string()).collect();
+        return Err(src.err(
+            matrix_span.clone(),
+            "matrix",
+            format!(
+                "{} configuration(s) crossed with axes of {} values make {}, more than the \
+                 {MAX_CONFIGS} a study may have; split the study or drop values",
+                bases.len(),
+                sizes.join(" x "),
+                count.map_or("too many to count".to_string(), |n| n.to_string()),
+            ),
+        ));
     }
     // Short axis names for labels unless two axes end alike.
     let short: Vec<String> = axes
@@ -868,6 +890,28 @@ kind = "cdm"
         let labels: Vec<&str> = s.configs.iter().map(|c| c.label.as_str()).collect();
         assert_eq!(labels, ["read_ahead_kb=0", "read_ahead_kb=256"]);
         assert_eq!(s.baseline, 0);
+    }
+
+    #[test]
+    fn a_matrix_beyond_the_bound_is_refused_before_it_is_expanded() {
+        // Nine axes of ten values: 10^9 configurations.
+        let mut text = "[testbed]\nkind = \"loop\"\nsize = \"64MiB\"\nfs = \"ext4\"\n\
+                        [matrix]\n"
+            .to_string();
+        for i in 0..9 {
+            text.push_str(&format!("knob{i} = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"));
+        }
+        text.push_str("[[workload]]\nkind = \"atto\"\n");
+        let e = parse_err(&text);
+        assert_eq!((e.line, e.key.as_str()), (Some(5), "matrix"), "{e}");
+        assert!(
+            e.message.contains("make 1000000000, more than the 1000"),
+            "{e}"
+        );
+        // At the bound it is fine.
+        let text = "[testbed]\nkind = \"loop\"\nsize = \"64MiB\"\nfs = \"ext4\"\n\
+                    [matrix]\nread_ahead_kb = [0, 256]\n[[workload]]\nkind = \"atto\"\n";
+        assert_eq!(parse_ok(text).configs.len(), 2);
     }
 
     #[test]

@@ -31,11 +31,13 @@ pub struct RunOptions {
     pub html: Option<PathBuf>,
 }
 
-/// Ctrl-C and SIGTERM only raise the flag: a study always tears down what it built, so a
-/// second signal does not cut that short (a kill -9 does; then `iolab cleanup`).
+/// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) only raise the flag: a study always tears
+/// down what it built, so a second signal does not cut that short (a kill -9 does; then
+/// `iolab cleanup`).
 fn install_signals() -> Result<Arc<AtomicBool>, RunError> {
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| RunError::Failed(format!("signals: {e}")))?;
     }
@@ -179,7 +181,11 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
         let noise = iolab_report::set::Noise::load(
             &set.run_ids(),
             |id| store.fingerprint(id),
-            |fp, n| store.runs_like(fp, n),
+            |fp, n| {
+                store.runs_like(fp, n, &mut |id, e| {
+                    eprintln!("iolab: warning: run {id} left out of the noise: {e}")
+                })
+            },
         )?;
         set.set_noise(noise);
         let base = &study.configs[study.baseline].label;

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::remove::{remove, Removal};
 use crate::state::{is_state_file_name, ForeignState, Resource, Skip};
-use crate::sys;
+use crate::{sys, trust};
 
 /// How long to wait for helpers (mkfs, mount, losetup) a killed owner left running.
 const HELPER_WAIT: Duration = Duration::from_secs(15);
@@ -26,6 +26,9 @@ pub struct Report {
     pub cleaned: Vec<PathBuf>,
     /// Files that are not readable state files (left alone).
     pub skipped: Vec<(PathBuf, String)>,
+    /// State files (or the whole directory) someone other than the invoking user could
+    /// have written: not acted on, and the cleanup does not count as clean.
+    pub untrusted: Vec<(PathBuf, String)>,
     /// Resources removed, one line each.
     pub removed: Vec<String>,
     /// Notes on how (lazy unmounts, helpers waited for, stale sockets).
@@ -35,9 +38,9 @@ pub struct Report {
 }
 
 impl Report {
-    /// True when nothing failed.
+    /// True when nothing failed and every state file could be trusted.
     pub fn is_clean(&self) -> bool {
-        self.failures.is_empty()
+        self.failures.is_empty() && self.untrusted.is_empty()
     }
 }
 
@@ -60,6 +63,14 @@ impl fmt::Display for Report {
         for x in &self.failures {
             writeln!(f, "  FAILED: {x}")?;
         }
+        for (p, why) in &self.untrusted {
+            writeln!(
+                f,
+                "  NOT TRUSTED, left alone: {}: {why} (iolab acts only on state files of the \
+                 user running it, in a directory only that user can write)",
+                p.display()
+            )?;
+        }
         Ok(())
     }
 }
@@ -73,6 +84,13 @@ impl fmt::Display for Report {
 /// once everything in it is gone; otherwise it stays, with the failures in the report.
 pub fn cleanup_all(state_dir: &Path) -> Report {
     let mut report = Report::default();
+    if !state_dir.exists() {
+        return report;
+    }
+    if let Err(why) = trust::check_dir(state_dir) {
+        report.untrusted.push((state_dir.to_path_buf(), why));
+        return report;
+    }
     let Ok(dir) = fs::read_dir(state_dir) else {
         return report;
     };
@@ -91,6 +109,10 @@ pub fn cleanup_all(state_dir: &Path) -> Report {
             }
             Err(Skip::Unreadable(why)) => {
                 report.skipped.push((path, why));
+                continue;
+            }
+            Err(Skip::Untrusted(why)) => {
+                report.untrusted.push((path, why));
                 continue;
             }
         };
@@ -116,6 +138,16 @@ pub fn cleanup_all(state_dir: &Path) -> Report {
         }
         let mut daemon = None;
         for (id, res) in resources.into_iter().rev() {
+            if let Err(why) = trust::check_record(&res, st.journal.observed.get(&id)) {
+                // Not what iolab made (any more): iolab's own is gone, this is not its own.
+                report
+                    .notes
+                    .push(format!("left alone: {}: {why}", res.describe()));
+                if let Err(e) = st.removed(id) {
+                    report.failures.push(e.to_string());
+                }
+                continue;
+            }
             match remove(&res, &mut daemon) {
                 Removal::Gone { note } => {
                     report.removed.push(res.describe());
@@ -249,6 +281,45 @@ mod tests {
     }
 
     #[test]
+    fn a_state_file_others_could_write_is_not_acted_on() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("iolab-victim");
+        fs::create_dir(&victim).unwrap();
+        let state = d.path().join("testbed-999999999-0.jsonl");
+        fs::write(
+            &state,
+            format!(
+                "{{\"event\":\"header\",\"version\":1,\"pid\":999999999,\"created_unix\":0}}\n\
+                 {{\"event\":\"intent\",\"id\":1,\"resource\":{{\"type\":\"dir\",\"path\":{victim:?}}}}}\n"
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(&state, fs::Permissions::from_mode(0o666)).unwrap();
+        let r = cleanup_all(d.path());
+        assert_eq!(r.untrusted.len(), 1, "{r}");
+        assert!(r.untrusted[0].1.contains("writable by others"), "{r}");
+        assert!(!r.is_clean() && victim.exists() && state.exists());
+        // A symbolic link to a state file is not followed.
+        fs::set_permissions(&state, fs::Permissions::from_mode(0o600)).unwrap();
+        let real = d.path().join("elsewhere.json");
+        fs::rename(&state, &real).unwrap();
+        std::os::unix::fs::symlink(&real, &state).unwrap();
+        let r = cleanup_all(d.path());
+        assert!(r.removed.is_empty() && victim.exists(), "{r}");
+        // Nor is anything in a directory others can write.
+        fs::remove_file(&state).unwrap();
+        fs::rename(&real, &state).unwrap();
+        fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let r = cleanup_all(d.path());
+        assert_eq!(r.untrusted.len(), 1, "{r}");
+        assert!(r.examined.is_empty() && victim.exists());
+        fs::set_permissions(d.path(), fs::Permissions::from_mode(0o700)).unwrap();
+        let r = cleanup_all(d.path());
+        assert!(r.is_clean() && !victim.exists(), "{r}");
+    }
+
+    #[test]
     fn newer_format_is_left_alone() {
         let d = tempfile::tempdir().unwrap();
         let state = d.path().join("testbed-999999999-0.jsonl");
@@ -266,19 +337,24 @@ mod tests {
     #[test]
     fn dead_owner_file_is_cleaned() {
         let d = tempfile::tempdir().unwrap();
-        let made = d.path().join("made-by-dead-owner");
+        let made = d.path().join("iolab-testbed-dead-owner");
         fs::create_dir(&made).unwrap();
         let file = made.join("f");
         fs::write(&file, "x").unwrap();
+        // Not under a directory of iolab's, and with no inode recorded: never believed.
+        let victim = d.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
         // A pid that cannot be alive with this start time.
         let text = format!(
             "{{\"event\":\"header\",\"version\":1,\"pid\":{},\"start_time\":1,\"created_unix\":0}}\n\
              {{\"event\":\"intent\",\"id\":1,\"resource\":{{\"type\":\"dir\",\"path\":{:?}}}}}\n\
              {{\"event\":\"intent\",\"id\":2,\"resource\":{{\"type\":\"file\",\"path\":{:?}}}}}\n\
-             {{\"event\":\"intent\",\"id\":3,\"resource\":{{\"type\":\"file\",\"path\":\"/nonexistent/gone\"}}}}\n",
+             {{\"event\":\"intent\",\"id\":3,\"resource\":{{\"type\":\"file\",\"path\":\"/nonexistent/iolab-x/gone\"}}}}\n\
+             {{\"event\":\"intent\",\"id\":4,\"resource\":{{\"type\":\"file\",\"path\":{:?}}}}}\n",
             std::process::id(),
             made,
-            file
+            file,
+            victim
         );
         let state = d.path().join("testbed-999999999-0.jsonl");
         fs::write(&state, text).unwrap();
@@ -298,6 +374,12 @@ mod tests {
         assert_eq!(r.cleaned, vec![state.clone()]);
         assert_eq!(r.removed.len(), 3);
         assert!(!made.exists() && !state.exists());
+        assert!(victim.exists(), "{r}");
+        assert!(
+            r.notes.iter().any(|n| n.starts_with("left alone: file")
+                && n.contains("not under a directory of iolab's")),
+            "{r}"
+        );
         // Again: nothing to do.
         assert!(cleanup_all(d.path()).examined.is_empty());
     }

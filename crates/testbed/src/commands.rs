@@ -14,6 +14,14 @@ pub(crate) const ZFSRC: &str = "/etc/zfs/zfsrc";
 /// The dataset workloads run in, under the pool.
 pub(crate) const DATASET: &str = "bench";
 
+/// The directory on whose filesystem a build of `spec` puts its image files (the images
+/// themselves go into a fresh directory below it unless `image_dir` is set).
+pub fn image_parent(spec: &TestbedSpec) -> PathBuf {
+    spec.image_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(BASE_PARENT))
+}
+
 /// The names a build uses: real ones during a build, placeholders in a plan.
 #[derive(Debug, Clone)]
 pub(crate) struct Names {

@@ -17,21 +17,24 @@
 //! Modules: `spec` (the TOML shape and validation), `commands` (every command line, shared by
 //! plan and build), `build`, `testbed` (the built object, describe, teardown), `state` (the
 //! journal), `remove` (removing one resource, idempotently), `cleanup` (dead owners), `sys`
-//! (tools, sysfs, mountinfo, /proc).
+//! (tools, sysfs, mountinfo, /proc), `runstate` (what a single `iolab run` creates, recorded
+//! the same way, and its cleanup).
 
 mod build;
 mod cleanup;
 mod commands;
 mod error;
 mod remove;
+pub mod runstate;
 mod spec;
 mod state;
 mod sys;
 mod testbed;
+mod trust;
 
 pub use build::build;
 pub use cleanup::{cleanup_all, Report};
-pub use commands::plan;
+pub use commands::{image_parent, plan};
 pub use error::TestbedError;
 pub use spec::{
     validate, ByteRate, Fs, Kind, PropValue, Raid, TestbedSpec, Throttle, Vdevs, WriteCache,

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TestbedError;
 use crate::sys;
+use crate::trust::{self, Observed};
 
 /// Version of the state-file format.
 pub const STATE_VERSION: u32 = 1;
@@ -146,6 +147,10 @@ pub(crate) enum Line {
     Done {
         id: u64,
         resource: Resource,
+        /// What the resource looked like once made (its inode, its mount), which cleanup
+        /// checks before it acts on the record.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observed: Option<Observed>,
     },
     Removed {
         id: u64,
@@ -162,6 +167,8 @@ pub(crate) struct Journal {
     pub pid: Option<i32>,
     pub start_time: Option<u64>,
     pub open: BTreeMap<u64, Resource>,
+    /// What the `done` records saw of the open resources.
+    pub observed: BTreeMap<u64, Observed>,
     /// Lines that could not be parsed (a write cut short by a kill).
     pub bad_lines: usize,
 }
@@ -179,11 +186,23 @@ impl Journal {
                 self.pid = Some(pid);
                 self.start_time = start_time;
             }
-            Line::Intent { id, resource } | Line::Done { id, resource } => {
+            Line::Intent { id, resource } => {
                 self.open.insert(id, resource);
+            }
+            Line::Done {
+                id,
+                resource,
+                observed,
+            } => {
+                self.open.insert(id, resource);
+                match observed {
+                    Some(o) => self.observed.insert(id, o),
+                    None => self.observed.remove(&id),
+                };
             }
             Line::Removed { id } | Line::Cancelled { id } => {
                 self.open.remove(&id);
+                self.observed.remove(&id);
             }
         }
     }
@@ -240,6 +259,11 @@ impl StateFile {
             .mode(0o700)
             .create(dir)
             .map_err(|e| TestbedError::io(format!("creating {}", dir.display()), e))?;
+        // `iolab cleanup` believes only a private directory: a journal kept anywhere else
+        // could not be cleaned up after a kill.
+        trust::check_dir(dir).map_err(|why| TestbedError::State {
+            message: format!("state directory {}: {why}", dir.display()),
+        })?;
         let (pid, start_time) = sys::self_identity();
         let (path, file) = loop {
             let n = SEQ.fetch_add(1, Ordering::Relaxed);
@@ -362,6 +386,7 @@ impl StateFile {
             &Line::Done {
                 id,
                 resource: resource.clone(),
+                observed: trust::observe(resource),
             },
         )?;
         i.open.insert(id, resource.clone());
@@ -420,6 +445,24 @@ pub(crate) enum Skip {
     Live(Option<i32>),
     /// Not a state file or unreadable.
     Unreadable(String),
+    /// Someone other than the invoking user could have written it (see `trust`).
+    Untrusted(String),
+}
+
+/// `O_NOFOLLOW`: a state file is never reached through a symbolic link.
+fn libc_o_nofollow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32
+}
+
+/// The whole of an open file, read from its start through the descriptor (not the path,
+/// which may have been replaced since it was checked).
+fn read_all(file: &File) -> std::io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = file;
+    f.seek(SeekFrom::Start(0))?;
+    let mut text = String::new();
+    f.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 impl ForeignState {
@@ -429,9 +472,14 @@ impl ForeignState {
         let file = OpenOptions::new()
             .read(true)
             .append(true)
+            .custom_flags(libc_o_nofollow())
             .open(path)
             .map_err(|e| Skip::Unreadable(e.to_string()))?;
-        let text = fs::read_to_string(path).map_err(|e| Skip::Unreadable(e.to_string()))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| Skip::Unreadable(e.to_string()))?;
+        trust::check_file(&meta).map_err(Skip::Untrusted)?;
+        let text = read_all(&file).map_err(|e| Skip::Unreadable(e.to_string()))?;
         let journal = Journal::parse(&text);
         if let Some(v) = journal.version.filter(|v| *v > STATE_VERSION) {
             return Err(Skip::Unreadable(format!(
@@ -448,7 +496,7 @@ impl ForeignState {
             }
         }
         // Re-read under the lock: the owner may have written more before dying.
-        let text = fs::read_to_string(path).map_err(|e| Skip::Unreadable(e.to_string()))?;
+        let text = read_all(&file).map_err(|e| Skip::Unreadable(e.to_string()))?;
         let journal = Journal::parse(&text);
         Ok(ForeignState {
             path: path.to_path_buf(),

@@ -642,3 +642,67 @@ fn client_txt_with_verify_two_clients() {
     assert!(rc.read_back_files > 0, "{v:?}");
     assert_empty(dir.path());
 }
+
+/// A directory of the client's swapped for a link to somewhere else during the run: every
+/// later operation through it fails (a status mismatch), nothing outside the run directory
+/// is created, written or removed, and the link itself is removed with the client's files.
+#[test]
+fn a_link_swapped_in_during_the_run_is_never_followed() {
+    const LF: &str = r#"Mkdir "\clients" NT_STATUS_OK
+NTCreateX "\clients\client1" 0x1 0x2 1 NT_STATUS_OK
+Close 1 NT_STATUS_OK
+Mkdir "\clients\client1\sub" NT_STATUS_OK
+NTCreateX "\clients\client1\sub\new.dat" 0x40 0x2 2 NT_STATUS_OK
+WriteX 2 0 4096 4096 NT_STATUS_OK
+Close 2 NT_STATUS_OK
+Unlink "\clients\client1\sub\victim" 0x6 NT_STATUS_OK
+Mkdir "\clients\client1\sub\d" NT_STATUS_OK
+Rename "\clients\client1\sub\victim" "\clients\client1\moved" NT_STATUS_OK
+Deltree "\clients\client1\sub" NT_STATUS_OK
+"#;
+    let lf = Loadfile::parse_str("swap.txt", LF).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("victim"), "keep").unwrap();
+    let stop = AtomicBool::new(false);
+    let out = outside.path().to_path_buf();
+    let r = run_with_seam(
+        &verify_config(dir.path(), 1),
+        &lf,
+        &stop,
+        &mut |_| {},
+        &|t: &Tamper| {
+            // Before line 5 (the create in sub): sub becomes a link to the outside directory.
+            if t.line == Some(5) {
+                let sub = t.root.join("sub");
+                std::fs::remove_dir(&sub).unwrap();
+                std::os::unix::fs::symlink(&out, &sub).unwrap();
+            }
+        },
+    )
+    .expect("replay runs");
+    let mut outside_now: Vec<String> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    outside_now.sort();
+    assert_eq!(
+        outside_now,
+        ["victim"],
+        "nothing created or removed outside"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("victim")).unwrap(),
+        "keep"
+    );
+    // Create, write, close, unlink, mkdir, rename through the link: each one failed.
+    let lines: Vec<u32> = r.mismatches.iter().map(|m| m.line).collect();
+    for l in [5, 8, 9, 10] {
+        assert!(
+            lines.contains(&l),
+            "line {l} did not fail: {:?}",
+            r.mismatches
+        );
+    }
+    assert_empty(dir.path());
+}

@@ -12,8 +12,8 @@ use clap::{ArgMatches, Args, Command, FromArgMatches};
 use iolab_engine::engines::EngineArgs;
 use iolab_runner::block::{BlockPlan, UntilStable};
 use iolab_runner::options::{
-    opt_duration, BsArg, BufferedArg, DurationArg, EndFsyncArg, RunsArg, SafetyArgs, SizeArg,
-    VerifyArg,
+    bounded, opt_duration, BsArg, BufferedArg, DurationArg, EndFsyncArg, RunsArg, SafetyArgs,
+    SizeArg, VerifyArg, MAX_PASSES,
 };
 use iolab_runner::{CommonArgs, Job, RunContext, RunError, UsageError, Workload};
 use iolab_spec::{
@@ -384,7 +384,7 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         None => None,
         Some(pct) if pct > 0.0 && pct < 100.0 => Some(UntilStable {
             pct,
-            max_runs: a.max_runs.unwrap_or(20).max(3),
+            max_runs: bounded("max-runs", a.max_runs.unwrap_or(20), 1, MAX_PASSES)?.max(3),
             max_time: match &a.max_time {
                 Some(t) => parse_duration("max-time", t)?,
                 None => Duration::from_secs(120),
@@ -399,12 +399,17 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
     };
     let warmup_passes = match &a.warmup {
         None => d.warmup_passes,
-        Some(w) => w.parse().map_err(|_| {
-            UsageError::option(
-                "warmup",
-                format!("--warmup '{w}': for preset {preset} this is a number of passes"),
-            )
-        })?,
+        Some(w) => bounded(
+            "warmup",
+            w.parse().map_err(|_| {
+                UsageError::option(
+                    "warmup",
+                    format!("--warmup '{w}': for preset {preset} this is a number of passes"),
+                )
+            })?,
+            0,
+            MAX_PASSES,
+        )?,
     };
     let mut notes = Vec::new();
     let mut engine = choice.kind;

@@ -172,6 +172,12 @@ fn plan(source: &Path) -> Result<Plan, WorkloadError> {
     Ok(p)
 }
 
+/// What one copy of `source` puts on the target: (bytes of its files, entries).
+pub fn source_footprint(source: &Path) -> Result<(u64, u64), WorkloadError> {
+    let p = plan(source)?;
+    Ok((p.bytes, p.entries.len() as u64))
+}
+
 /// XXH3-128 of a file's contents.
 fn hash_file(path: &Path, buf: &mut [u8]) -> Result<u128, WorkloadError> {
     let mut f = File::open(path).map_err(io_err(path, "open for verification"))?;

@@ -2,6 +2,7 @@
 
 use clap::Args;
 use iolab_runner::options::{BsArg, DropCachesArg, RunsArg, SizeArg};
+use iolab_runner::space::Need;
 use iolab_runner::{
     plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
@@ -66,6 +67,18 @@ impl Job for CopyJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.target = target_dir(&ctx.common, "copy")?;
+        // One copy at a time is on the target, next to the generated source if any.
+        let need = match &cfg.source {
+            Some(src) => {
+                let (bytes, files) = super::source_footprint(src)
+                    .map_err(|e| RunError::Usage(UsageError::option("source", e.to_string())))?;
+                Need::new("source", bytes, files)
+            }
+            None => Need::new("size", cfg.generate_size.saturating_mul(2), 3),
+        };
+        iolab_runner::space::check(&cfg.target, need)?;
+        // Everything it creates there has iolab's unique name for this process.
+        ctx.will_create_target(&cfg.target);
         ctx.start(RunStart::in_dir(
             "copy",
             &cfg.target,

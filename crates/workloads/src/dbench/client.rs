@@ -4,20 +4,23 @@
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
 use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{FileType, OFlags};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use iolab_measure::LatencyHistogram;
 
-use super::loadfile::{Action, Base, Loadfile, OpKind, NO_TIME};
-use super::{MismatchSample, Seam};
+use super::beneath::Beneath;
+use super::loadfile::{Action, Base, Loadfile, OpKind, Status, NO_TIME};
+use super::{IoFailure, MismatchSample, Seam};
 use iolab_integrity::dbench::{Model, Stamp, Tamper};
 use iolab_integrity::Tally;
 
@@ -92,6 +95,10 @@ impl Gate {
 pub(crate) struct Shared<'a> {
     pub lf: &'a Loadfile,
     pub clients_dir: PathBuf,
+    /// The run directory (absolute, for messages).
+    pub run_dir: PathBuf,
+    /// The run directory: every loadfile path is resolved beneath it, never through a link.
+    pub beneath: Beneath,
     /// Where Qfsinfo's statvfs looks (the run directory, as dbench's `-D`).
     pub fs_dir: CString,
     pub sync_open: bool,
@@ -100,6 +107,9 @@ pub(crate) struct Shared<'a> {
     pub warmup: Duration,
     pub time: Duration,
     pub stop: &'a AtomicBool,
+    /// Raised by the first client whose I/O fails in a way the loadfile does not expect
+    /// (a full, read-only or failing filesystem): every client stops.
+    pub abort: AtomicBool,
     pub gate: Gate,
     pub live: Vec<Live>,
     pub finished: AtomicU32,
@@ -110,6 +120,13 @@ pub(crate) struct Shared<'a> {
     /// The test seam (verify runs only): called before every operation and before the
     /// final read-back.
     pub seam: Option<&'a Seam<'a>>,
+}
+
+impl Shared<'_> {
+    /// Stopped by the user or by a client's I/O failure.
+    pub fn halted(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.abort.load(Ordering::Relaxed)
+    }
 }
 
 /// Latencies and mismatches of one operation kind.
@@ -132,6 +149,8 @@ pub(crate) struct Outcome {
     pub samples: Vec<(Duration, MismatchSample)>,
     pub short_reads: u64,
     pub cleanup_error: Option<String>,
+    /// The I/O failure that ended this client's replay (time since start, what failed).
+    pub failure: Option<(Duration, IoFailure)>,
     /// When the client stopped replaying (before its cleanup).
     pub finished_at: Instant,
     /// What `--verify` found.
@@ -179,6 +198,37 @@ impl Fail {
     }
 }
 
+/// Errors that say the storage itself failed, not that the replay diverged from the
+/// recorded session.
+const FATAL_ERRNOS: [i32; 5] = [
+    libc::EIO,
+    libc::EROFS,
+    libc::ENOSPC,
+    libc::EDQUOT,
+    libc::EFBIG,
+];
+
+/// The symbolic name of an errno of [`FATAL_ERRNOS`] (others: `errno N`).
+pub(crate) fn errno_name(errno: i32) -> String {
+    match errno {
+        libc::EIO => "EIO".into(),
+        libc::EROFS => "EROFS".into(),
+        libc::ENOSPC => "ENOSPC".into(),
+        libc::EDQUOT => "EDQUOT".into(),
+        libc::EFBIG => "EFBIG".into(),
+        n => format!("errno {n}"),
+    }
+}
+
+/// The system's text for an errno, without Rust's "(os error N)".
+fn strerror(errno: i32) -> String {
+    let s = io::Error::from_raw_os_error(errno).to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
 /// The NT status a Windows server would answer for an errno.
 fn nt_status(errno: i32) -> &'static str {
     match errno {
@@ -207,8 +257,13 @@ struct Moved {
 struct Client<'s, 'a> {
     sh: &'s Shared<'a>,
     id: u32,
+    /// The client's directory, absolute (for the verify model) and relative to the run
+    /// directory (for every operation).
     root: PathBuf,
+    rel_root: PathBuf,
     handles: HashMap<u32, File>,
+    /// The loadfile path each open fnum was opened with (for error messages).
+    handle_paths: HashMap<u32, u32>,
     read_buf: Vec<u8>,
     short_reads: u64,
     /// `--verify`: what the client's files must hold.
@@ -254,7 +309,9 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         sh,
         id,
         root: sh.clients_dir.join(format!("client{id}")),
+        rel_root: client_dir(id),
         handles: HashMap::new(),
+        handle_paths: HashMap::new(),
         read_buf: vec![0u8; max_read],
         short_reads: 0,
         model: sh.verify.map(|run_id| Model::new(run_id, id)),
@@ -287,6 +344,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         samples: Vec::new(),
         short_reads: 0,
         cleanup_error: None,
+        failure: None,
         finished_at: Instant::now(),
         verify: None,
     };
@@ -301,7 +359,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
     'run: loop {
         let loop_start = Instant::now();
         for e in &sh.lf.entries {
-            if sh.stop.load(Ordering::Relaxed) {
+            if sh.halted() {
                 break 'run;
             }
             if e.at_us != NO_TIME
@@ -337,6 +395,13 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
             }
             if t1 >= end {
                 break 'run;
+            }
+            if let Err(f) = &result {
+                if let Some(failure) = c.fatal(e, f, status) {
+                    out.failure = Some((t1 - start, failure));
+                    sh.abort.store(true, Ordering::SeqCst);
+                    break 'run;
+                }
             }
             let acc = out.ops[kind.index()]
                 .as_mut()
@@ -379,6 +444,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         }
         // fnums are reused by the next pass: whatever the file left open is closed here.
         c.handles.clear();
+        c.handle_paths.clear();
         if let Some(m) = &mut c.model {
             m.release_all();
         }
@@ -392,8 +458,8 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
     if let Some(m) = &mut c.model {
         m.release_all();
         // Untimed: after the replay, before the files go; not after a stop (Ctrl-C), which
-        // should end the run at once.
-        if sh.stop.load(Ordering::Relaxed) {
+        // should end the run at once, nor after an I/O failure.
+        if sh.halted() {
             m.tally.replay_mut().read_back_skipped = 1;
         } else {
             c.tamper(None);
@@ -404,34 +470,34 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         out.verify = c.model.take().map(|m| m.tally);
     }
     out.short_reads = c.short_reads;
-    out.cleanup_error = remove_tree(&c.root)
+    out.cleanup_error = sh
+        .beneath
+        .remove_tree(&c.rel_root)
         .err()
         .map(|e| format!("could not remove {}: {e}", c.root.display()));
     out
 }
+
+/// Client `id`'s directory, relative to the run directory.
+pub(crate) fn client_dir(id: u32) -> PathBuf {
+    Path::new(CLIENTS).join(format!("client{id}"))
+}
+
+/// The directory all clients work in, relative to the run directory.
+pub(crate) const CLIENTS: &str = "clients";
 
 /// Sleeps until `when`, in slices so that the stop flag and the end of the run are noticed;
 /// false when the client should stop instead.
 fn pause_until(sh: &Shared<'_>, when: Instant, end: Instant) -> bool {
     loop {
         let now = Instant::now();
-        if sh.stop.load(Ordering::Relaxed) || now >= end {
+        if sh.halted() || now >= end {
             return false;
         }
         if now >= when {
             return true;
         }
         std::thread::sleep((when - now).min(Duration::from_millis(50)));
-    }
-}
-
-/// Removes a client's directory tree (files and directories), if it exists.
-pub(crate) fn remove_tree(p: &Path) -> io::Result<()> {
-    match fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => fs::remove_dir_all(p),
-        Ok(_) => fs::remove_file(p),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
     }
 }
 
@@ -462,18 +528,58 @@ impl Client<'_, '_> {
         ));
     }
 
-    /// The file system path of loadfile path `id` for this client.
+    /// Loadfile path `id` for this client, relative to the run directory.
     fn path(&self, id: u32) -> PathBuf {
         let lp = &self.sh.lf.paths[id as usize];
         let base = match lp.base {
-            Base::Clients => &self.sh.clients_dir,
-            Base::Client => &self.root,
+            Base::Clients => Path::new(CLIENTS),
+            Base::Client => &self.rel_root,
         };
         if lp.rel.is_empty() {
-            base.clone()
+            base.to_path_buf()
         } else {
             base.join(&*lp.rel)
         }
+    }
+
+    /// An outcome no loadfile can expect, which ends the run: EIO, a read-only, full or
+    /// over-quota filesystem (unless the loadfile expects exactly that status), or a write
+    /// that wrote less than it was asked to.
+    fn fatal(&self, e: &super::loadfile::Entry, f: &Fail, status: &Status) -> Option<IoFailure> {
+        let errno = match *f {
+            Fail::Os(errno) if FATAL_ERRNOS.contains(&errno) => {
+                if !status.ok && *status.text == *nt_status(errno) && errno != libc::EIO {
+                    return None;
+                }
+                Some(errno)
+            }
+            Fail::ShortWrite { .. } if status.ok => None,
+            _ => return None,
+        };
+        let lf = self.sh.lf;
+        let (path_id, fnum) = match e.action.path() {
+            Some(p) => (Some(p), None),
+            None => {
+                let fnum = e.action.fnum();
+                (fnum.and_then(|n| self.handle_paths.get(&n).copied()), fnum)
+            }
+        };
+        let kind = e.action.kind();
+        Some(IoFailure {
+            client: self.id,
+            loadfile: lf.source().to_path_buf(),
+            line: e.line,
+            op: kind,
+            loadfile_path: path_id.map(|p| lf.paths[p as usize].display()),
+            file: path_id.map(|p| self.sh.run_dir.join(self.path(p))),
+            fnum,
+            errno,
+            error: match (errno, f) {
+                (Some(n), _) => format!("{} ({})", errno_name(n), strerror(n)),
+                (None, f) => f.describe(kind),
+            },
+            expected: lf.statuses[e.status as usize].text.to_string(),
+        })
     }
 
     /// Hands the test seam its view (verify runs with a seam only).
@@ -592,12 +698,14 @@ impl Client<'_, '_> {
                 self.opened = Some((m.is_file(), m.len(), truncating));
                 if expect_ok {
                     self.handles.insert(fnum, file);
+                    self.handle_paths.insert(fnum, path);
                 }
                 // Opened against expectation: closed again (dropped) and reported.
                 Ok(Moved::default())
             }
             Action::Close { fnum } => {
                 let file = self.handles.remove(&fnum).ok_or(Fail::NoHandle(fnum))?;
+                self.handle_paths.remove(&fnum);
                 // SAFETY: the descriptor was just taken out of its File and is closed once.
                 if unsafe { libc::close(file.into_raw_fd()) } != 0 {
                     return Err(io::Error::last_os_error().into());
@@ -606,40 +714,45 @@ impl Client<'_, '_> {
             }
             Action::Rename { from, to } => {
                 let (a, b) = (self.path(from), self.path(to));
-                resolve_name(&a);
-                resolve_name(&b);
-                fs::rename(&a, &b)?;
+                let fs = &self.sh.beneath;
+                resolve_name(fs, &a);
+                resolve_name(fs, &b);
+                fs.rename(&a, &b)?;
                 Ok(Moved::default())
             }
             Action::Unlink { path } => {
                 let p = self.path(path);
-                resolve_name(&p);
-                fs::remove_file(&p)?;
+                resolve_name(&self.sh.beneath, &p);
+                self.sh.beneath.unlink(&p)?;
                 Ok(Moved::default())
             }
             Action::Deltree { path } => {
-                remove_tree(&self.path(path))?;
+                self.sh.beneath.remove_tree(&self.path(path))?;
                 Ok(Moved::default())
             }
             Action::Rmdir { path } => {
                 let p = self.path(path);
-                resolve_name(&p);
-                fs::remove_dir(&p)?;
+                resolve_name(&self.sh.beneath, &p);
+                self.sh.beneath.rmdir(&p)?;
                 Ok(Moved::default())
             }
             Action::Mkdir { path } => {
                 let p = self.path(path);
-                resolve_name(&p);
-                match DirBuilder::new().mode(0o777).create(&p) {
+                let fs = &self.sh.beneath;
+                resolve_name(fs, &p);
+                match fs.mkdir(&p, 0o777) {
                     Ok(()) => Ok(Moved::default()),
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && p.is_dir() => {
+                    Err(e)
+                        if e.kind() == io::ErrorKind::AlreadyExists
+                            && fs.file_type(&p).ok() == Some(FileType::Directory) =>
+                    {
                         Ok(Moved::default())
                     }
                     Err(e) => Err(e.into()),
                 }
             }
             Action::Qpathinfo { path } => {
-                if resolve_name(&self.path(path)) {
+                if resolve_name(&self.sh.beneath, &self.path(path)) {
                     Ok(Moved::default())
                 } else {
                     Err(Fail::NotFound)
@@ -659,7 +772,7 @@ impl Client<'_, '_> {
                 Ok(Moved::default())
             }
             Action::Find { path, max_count } => {
-                find(&self.path(path), max_count)?;
+                find(&self.sh.beneath, &self.path(path), max_count)?;
                 Ok(Moved::default())
             }
             Action::Write {
@@ -727,34 +840,27 @@ impl Client<'_, '_> {
     /// dispositions; a directory request mkdirs first and opens O_RDONLY|O_DIRECTORY; a
     /// plain open that hits a directory is retried as a directory open.
     fn create(&self, p: &Path, options: u32, disposition: u32) -> Result<File, Fail> {
-        resolve_name(p);
-        let dir_only = || {
-            OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_DIRECTORY)
-                .open(p)
-        };
+        let fs = &self.sh.beneath;
+        resolve_name(fs, p);
+        let dir_only = || fs.open_file(p, OFlags::RDONLY | OFlags::DIRECTORY, 0);
         if options & FILE_DIRECTORY_FILE != 0 {
             // Not strictly SMB (an existing directory is fine whatever the disposition), but
             // what dbench does.
-            let _ = DirBuilder::new().mode(0o700).create(p);
+            let _ = fs.mkdir(p, 0o700);
             return Ok(dir_only()?);
         }
-        let mut oo = OpenOptions::new();
-        oo.read(true).write(true).mode(0o600);
+        let mut flags = OFlags::RDWR;
         if self.sh.sync_open {
-            oo.custom_flags(libc::O_SYNC);
+            flags |= OFlags::SYNC;
         }
         match disposition {
-            FILE_CREATE | FILE_OPEN_IF => {
-                oo.create(true);
-            }
+            FILE_CREATE | FILE_OPEN_IF => flags |= OFlags::CREATE,
             FILE_SUPERSEDE | FILE_OVERWRITE | FILE_OVERWRITE_IF => {
-                oo.create(true).truncate(true);
+                flags |= OFlags::CREATE | OFlags::TRUNC
             }
             _ => {}
         }
-        match oo.open(p) {
+        match fs.open_file(p, flags, 0o600) {
             Ok(f) => Ok(f),
             Err(e) if e.raw_os_error() == Some(libc::EISDIR) => Ok(dir_only()?),
             Err(e) => Err(e.into()),
@@ -764,26 +870,25 @@ impl Client<'_, '_> {
 
 /// dbench's simulation of a case-insensitive server's name lookup: stat the name, and when
 /// that fails scan the parent directory for a case-insensitive match. True when found.
-fn resolve_name(p: &Path) -> bool {
-    if fs::metadata(p).is_ok() {
+fn resolve_name(fs: &Beneath, p: &Path) -> bool {
+    if fs.file_type(p).is_ok() {
         return true;
     }
     let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
         return false;
     };
-    let Ok(rd) = fs::read_dir(parent) else {
+    let Ok(names) = fs.list(parent) else {
         return false;
     };
     let name = name.as_bytes();
-    rd.flatten()
-        .any(|d| d.file_name().as_bytes().eq_ignore_ascii_case(name))
+    names.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// FIND_FIRST: with wildcards, list the directory (up to max_count entries, as dbench reads
 /// them) and succeed when an entry (`.` and `..` included, as SMB lists them) matches the
 /// pattern; without wildcards the name itself must resolve.
-fn find(p: &Path, max_count: u32) -> Result<(), Fail> {
-    let found = resolve_name(p);
+fn find(fs: &Beneath, p: &Path, max_count: u32) -> Result<(), Fail> {
+    let found = resolve_name(fs, p);
     let (Some(dir), Some(pattern)) = (p.parent(), p.file_name()) else {
         return Err(Fail::NotFound);
     };
@@ -791,16 +896,11 @@ fn find(p: &Path, max_count: u32) -> Result<(), Fail> {
     if !pattern.iter().any(|b| b"<>*?\"".contains(b)) {
         return if found { Ok(()) } else { Err(Fail::NotFound) };
     }
-    let rd = fs::read_dir(dir)?;
+    let names = fs.list(dir)?;
     let mut matched = dos_match(pattern, b".") || dos_match(pattern, b"..");
-    let mut budget = max_count.saturating_sub(2);
-    for d in rd {
-        if budget == 0 {
-            break;
-        }
-        budget -= 1;
-        let d = d?;
-        if !matched && dos_match(pattern, d.file_name().as_bytes()) {
+    let budget = max_count.saturating_sub(2) as usize;
+    for n in names.iter().take(budget) {
+        if !matched && dos_match(pattern, n) {
             matched = true;
         }
     }

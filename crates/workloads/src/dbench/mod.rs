@@ -19,7 +19,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod beneath;
 mod client;
+pub mod footprint;
 mod loadfile;
 pub mod run;
 
@@ -46,6 +48,9 @@ pub use loadfile::{parse_loadfile, Loadfile, LoadfileError, OpKind};
 pub type Seam<'s> = dyn Fn(&Tamper<'_>) + Sync + 's;
 
 use client::{Gate, Live, Outcome, Shared};
+
+/// The most clients a replay runs (each is a thread with its own buffers and directory).
+pub const MAX_CLIENTS: u32 = 1024;
 
 /// What to replay, where, and for how long.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -157,6 +162,51 @@ pub struct MismatchSample {
     pub got: String,
 }
 
+/// An operation whose outcome says the storage failed (EIO, a read-only, full or over-quota
+/// filesystem, a short write) where the loadfile expected something else: it ends the
+/// replay, and the run reports no speed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoFailure {
+    pub client: u32,
+    pub loadfile: PathBuf,
+    /// 1-based line of the loadfile.
+    pub line: u32,
+    pub op: OpKind,
+    /// The path as the loadfile wrote it (for handle operations: the one the handle was
+    /// opened with).
+    pub loadfile_path: Option<String>,
+    /// The file it is on disk.
+    pub file: Option<PathBuf>,
+    pub fnum: Option<u32>,
+    /// The errno, when the failure was one (a short write has none).
+    pub errno: Option<i32>,
+    /// What happened (`ENOSPC (No space left on device)`).
+    pub error: String,
+    /// The status the loadfile expects.
+    pub expected: String,
+}
+
+impl fmt::Display for IoFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(p) = &self.file {
+            write!(f, "{}: ", p.display())?;
+        }
+        write!(
+            f,
+            "{} failed with {} at {}:{} (client {}",
+            self.op,
+            self.error,
+            self.loadfile.display(),
+            self.line,
+            self.client
+        )?;
+        if let Some(n) = self.fnum {
+            write!(f, ", fnum {n}")?;
+        }
+        write!(f, "; the loadfile expects {})", self.expected)
+    }
+}
+
 /// What a replay measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DbenchResult {
@@ -187,6 +237,9 @@ pub struct DbenchResult {
     pub interrupted: bool,
     /// Remarks: cleanup problems, short reads.
     pub notes: Vec<String>,
+    /// The first I/O failure that ended the replay (then no figure of it is a result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<IoFailure>,
     /// What `--verify` found (None without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<Tally>,
@@ -287,8 +340,11 @@ fn run_inner(
     progress: &mut dyn FnMut(&Progress),
     seam: Option<&Seam<'_>>,
 ) -> Result<DbenchResult, DbenchError> {
-    if cfg.clients == 0 {
-        return Err(DbenchError::Config("--clients must be at least 1".into()));
+    if cfg.clients == 0 || cfg.clients > MAX_CLIENTS {
+        return Err(DbenchError::Config(format!(
+            "--clients {}: must be between 1 and {MAX_CLIENTS}",
+            cfg.clients
+        )));
     }
     if cfg.time.is_zero() {
         return Err(DbenchError::Config("--time must be more than 0".into()));
@@ -304,8 +360,12 @@ fn run_inner(
         }
         Err(source) => return Err(DbenchError::Dir { path: dir, source }),
     }
-    let clients_dir = dir.join("clients");
+    let clients_dir = dir.join(client::CLIENTS);
     let existed = check_clients_dir(&clients_dir, cfg.clients)?;
+    let beneath = beneath::Beneath::open(&dir).map_err(|source| DbenchError::Dir {
+        path: dir.clone(),
+        source,
+    })?;
     let fs_dir = CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| DbenchError::Config(format!("{}: path contains a NUL byte", dir.display())))?;
     let max_write = loadfile
@@ -321,6 +381,8 @@ fn run_inner(
     let shared = Shared {
         lf: loadfile,
         clients_dir: clients_dir.clone(),
+        run_dir: dir.clone(),
+        beneath,
         fs_dir,
         sync_open: cfg.sync_open,
         fsync_every_write: cfg.fsync_every_write,
@@ -328,6 +390,7 @@ fn run_inner(
         warmup: cfg.warmup,
         time: cfg.time,
         stop,
+        abort: AtomicBool::new(false),
         gate: Gate::default(),
         live: (0..cfg.clients).map(|_| Live::default()).collect(),
         finished: AtomicU32::new(0),
@@ -369,13 +432,13 @@ fn run_inner(
     // Safety net: client directories of clients that panicked, then `clients/` itself.
     let mut notes = Vec::new();
     for id in 0..cfg.clients {
-        let p = clients_dir.join(format!("client{id}"));
-        if let Err(e) = client::remove_tree(&p) {
+        if let Err(e) = shared.beneath.remove_tree(&client::client_dir(id)) {
+            let p = clients_dir.join(format!("client{id}"));
             notes.push(format!("cleanup: could not remove {}: {e}", p.display()));
         }
     }
     if !existed {
-        match fs::remove_dir(&clients_dir) {
+        match shared.beneath.rmdir(Path::new(client::CLIENTS)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => notes.push(format!(
@@ -505,7 +568,13 @@ fn merge(
     let mut buckets: Vec<u64> = Vec::new();
     let mut samples = Vec::new();
     let mut verify: Option<Tally> = None;
+    let mut failure: Option<(Duration, IoFailure)> = None;
     for o in outcomes {
+        if let Some((at, f)) = o.failure {
+            if failure.as_ref().is_none_or(|(t, _)| at < *t) {
+                failure = Some((at, f));
+            }
+        }
         if let Some(v) = o.verify {
             match &mut verify {
                 Some(t) => t.merge(v),
@@ -598,6 +667,7 @@ fn merge(
         short_reads,
         interrupted: interrupted_at.is_some(),
         notes,
+        failure: failure.map(|(_, f)| f),
         verify,
     }
 }

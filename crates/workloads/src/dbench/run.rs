@@ -8,12 +8,13 @@ use clap::Args;
 use iolab_measure::{
     CpuSample, DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, TimeSeries,
 };
-use iolab_runner::options::{opt_duration, DurationArg, RunsArg, VerifyArg};
+use iolab_runner::options::{bounded, opt_duration, DurationArg, RunsArg, VerifyArg};
 use iolab_runner::{
     plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
 
 use iolab_integrity::Tally;
+use iolab_testbed::runstate::RunResource;
 
 use serde::Serialize;
 
@@ -76,13 +77,8 @@ fn plan(_name: &str, a: DbenchOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, 
         ));
     }
     let time = a.duration.get()?.unwrap_or(Duration::from_secs(60));
-    if a.clients == Some(0) {
-        return Err(UsageError::option(
-            "clients",
-            "--clients must be at least 1",
-        ));
-    }
-    let mut cfg = DbenchConfig::new(PathBuf::new(), loadfile, a.clients.unwrap_or(1), time);
+    let clients = bounded("clients", a.clients.unwrap_or(1), 1, super::MAX_CLIENTS)?;
+    let mut cfg = DbenchConfig::new(PathBuf::new(), loadfile, clients, time);
     if let Some(w) = opt_duration("warmup", &a.warmup)? {
         cfg.warmup = w;
     }
@@ -115,6 +111,20 @@ impl Job for DbenchJob {
         let parsed = super::parse_loadfile(&cfg.loadfile)
             .map_err(|e| RunError::Usage(UsageError::option("loadfile", e.to_string())))?;
         let clients = cfg.clients;
+        // What killed iolab runs left in clients/ is removed (it would look foreign), then
+        // what this run creates is recorded before it exists.
+        let clients_dir = cfg.dir.join("clients");
+        ctx.clear_leftovers_under(&clients_dir);
+        super::footprint::check(&parsed, &cfg.dir, clients, verify)?;
+        if clients_dir.is_dir() {
+            for id in 0..clients {
+                ctx.will_create(RunResource::Tree {
+                    path: clients_dir.join(format!("client{id}")),
+                });
+            }
+        } else {
+            ctx.will_create(RunResource::Tree { path: clients_dir });
+        }
         ctx.start(RunStart::in_dir(
             "dbench",
             &cfg.dir,
@@ -142,6 +152,17 @@ impl Job for DbenchJob {
                 })
                 .map_err(|e| RunError::Failed(e.to_string()))?
             };
+            for n in &r.notes {
+                if let Some(what) = n.strip_prefix("cleanup: ") {
+                    ctx.left_behind(what.to_string());
+                }
+            }
+            if let Some(f) = &r.failure {
+                // The replay's figures measured a failing filesystem: no speed is reported.
+                return Err(RunError::Failed(format!(
+                    "dbench: {f}; a replay whose I/O fails reports no throughput"
+                )));
+            }
             if r.interrupted {
                 break;
             }

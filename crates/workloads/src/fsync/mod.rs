@@ -1,7 +1,9 @@
 //! The sync-method probe, in the spirit of PostgreSQL's pg_test_fsync: for each write size
 //! and each way of making a write durable (none, write+fdatasync, write+fsync, O_DSYNC,
 //! O_SYNC, O_DIRECT+O_DSYNC), how many durable writes per second the target sustains, with
-//! latency percentiles, and a verdict on whether flushes reach stable storage.
+//! latency percentiles, and a durability verdict per method with its evidence
+//! ([`judge`]): what a flush cost against a plain write, and what the environment says
+//! (barriers, write-cache mode, a rotational device answering faster than a platter can).
 //!
 //! With `verify`, every write is a self-describing block ([`iolab_integrity::block`]) and each
 //! test's written blocks are read back and checked after every pass, outside its timing.
@@ -136,25 +138,16 @@ impl FsyncConfig {
     }
 }
 
-/// The probe's tests and what they say about durability.
+/// The probe's tests (their durability verdicts are added by [`judge`], which needs the
+/// environment too).
 #[derive(Debug, Clone)]
 pub struct FsyncReport {
     pub tests: Vec<TestRecord>,
     /// Method/size combinations that could not run, and why.
     pub skipped: Vec<String>,
-    pub verdict: Verdict,
     /// With `verify`: each measured test's name and read-back counts over its passes (also
     /// in the test's `extra.verify`).
     pub checks: Vec<(String, Tally)>,
-}
-
-/// Whether flushes reach stable storage, judged from the numbers alone (the caller adds
-/// what the environment says: barriers, write-cache mode).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    /// true: flushes cost what a real flush costs; false: they are (nearly) free.
-    pub flushes_reach_storage: Option<bool>,
-    pub reason: String,
 }
 
 /// Error of the probe: the file and what failed.
@@ -272,8 +265,10 @@ pub fn run(
                     }
                     let summary = summarize(&passes, Score::Median);
                     let mut extra = FsyncExtra {
+                        workload: "fsync",
                         method,
                         open_flags: method_flags_text(method),
+                        durability: None,
                         verify: None,
                     };
                     if let Some(c) = check {
@@ -304,11 +299,9 @@ pub fn run(
             }
         }
     }
-    let verdict = verdict(&tests);
     Ok(FsyncReport {
         tests,
         skipped,
-        verdict,
         checks,
     })
 }
@@ -379,12 +372,16 @@ impl Check {
     }
 }
 
-/// What a probe test carries in `extra` (docs/fsync.md).
+/// What a probe test carries in `extra` (docs/workloads.md).
 #[derive(Debug, Serialize)]
 struct FsyncExtra {
+    workload: &'static str,
     method: SyncMethod,
     /// The open(2) flags of the method ("" for the fsync and fdatasync calls).
     open_flags: &'static str,
+    /// The verdict on this method at this size, set by [`judge`] (absent before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    durability: Option<Judgement>,
     /// With `verify` (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     verify: Option<FsyncVerifyExtra>,
@@ -555,64 +552,223 @@ fn flush(fd: i32, method: SyncMethod) -> io::Result<()> {
     Ok(())
 }
 
-/// Flushes that cost less than this per operation cannot have reached a medium (a fast
-/// NVMe flush with power-loss protection is tens of microseconds; a disk's is milliseconds).
+/// A flushed write at this share of the rate of a plain write or more did nothing
+/// measurable: its flush cannot have reached a medium.
 pub const FREE_FLUSH_RATIO: f64 = 0.5;
 
-/// Judges from the numbers: if write+fdatasync sustains at least half the rate of plain
-/// writes of the same size, the flush did nothing measurable.
-pub fn verdict(tests: &[TestRecord]) -> Verdict {
-    let rate = |m: SyncMethod| -> Option<(f64, u64)> {
-        tests
-            .iter()
-            .filter(|t| t.group == m.name())
-            .map(|t| (t.summary.iops, t.job.bs))
-            .min_by_key(|&(_, bs)| bs.abs_diff(4096))
-    };
-    let Some((none, bs)) = rate(SyncMethod::None) else {
-        return Verdict {
-            flushes_reach_storage: None,
-            reason: "no plain-write baseline was measured".into(),
-        };
-    };
-    let flushed = tests
+/// How far a sync method's writes can be trusted to be on stable storage, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Never flushed, flushes dropped on the way, or flushes that cost nothing.
+    NotDurable,
+    /// Flushes answered faster than the device's medium can take them: a volatile cache.
+    CacheAnswered,
+    /// Each write waited for a flush that costs what reaching a medium costs, and nothing
+    /// known on the path drops flushes. Timing cannot prove more.
+    AsFarAsTimingShows,
+}
+
+impl Durability {
+    /// Words for people: "not durable", ...
+    pub fn text(self) -> &'static str {
+        match self {
+            Durability::NotDurable => "not durable",
+            Durability::CacheAnswered => "not shown durable (a volatile cache answered)",
+            Durability::AsFarAsTimingShows => "durable as far as timing shows",
+        }
+    }
+}
+
+/// The verdict on one test (a method at one write size) with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judgement {
+    pub verdict: Durability,
+    /// What a flush added to a write on average (µs): the flush call's own time for
+    /// fdatasync/fsync, else the write's time beyond a plain write of the same size (or the
+    /// whole write's without one); none for plain writes.
+    pub flush_us: Option<f64>,
+    /// The evidence, one sentence with its numbers.
+    pub evidence: String,
+}
+
+/// What the environment says about flushes, for [`judge`] (from the run's warning facts).
+#[derive(Debug, Clone, Default)]
+pub struct FlushPath {
+    /// Why no flush can reach stable storage (mounted without barriers, a write-through
+    /// loop device, zfs `sync=disabled`, a memory filesystem or a loop device backed by
+    /// one); empty when nothing known stops them.
+    pub dropped_by: Vec<String>,
+    /// The device under the target reports itself rotational.
+    pub rotational: Option<bool>,
+    /// That device's name, for the evidence.
+    pub device: Option<String>,
+}
+
+/// The verdict on every test: each test's `extra.durability` is set, and the tests whose
+/// flushes cost nothing (for `FLUSH_NO_EFFECT`) are returned as `NAME (P% of a plain
+/// write)`.
+///
+/// Every method's flushes end at the same device, so the verdicts agree about it: once one
+/// method's flushes came back faster than the device's medium allows (a volatile cache
+/// answered them), no other method is called durable on timing alone.
+pub fn judge(tests: &mut [TestRecord], path: &FlushPath) -> Vec<String> {
+    let plain: Vec<(u64, f64, f64)> = tests
         .iter()
-        .filter(|t| t.group == SyncMethod::Fdatasync.name() && t.job.bs == bs)
-        .map(|t| t.summary.iops)
-        .next()
-        .or_else(|| rate(SyncMethod::Fsync).map(|r| r.0));
-    let Some(flushed) = flushed else {
-        return Verdict {
-            flushes_reach_storage: None,
-            reason: "no flushing method was measured".into(),
+        .filter(|t| t.group == SyncMethod::None.name() && !t.passes.is_empty())
+        .map(|t| (t.job.bs, t.summary.iops, t.summary.lat_mean_us))
+        .collect();
+    let mut free = Vec::new();
+    let mut judged: Vec<Option<(SyncMethod, Judgement)>> = Vec::new();
+    for t in tests.iter() {
+        let Some(method) = SyncMethod::ALL.into_iter().find(|m| m.name() == t.group) else {
+            judged.push(None);
+            continue;
         };
+        let base = plain.iter().find(|p| p.0 == t.job.bs).copied();
+        if let Some((_, p, _)) = base.filter(|_| method.flushes()) {
+            if p > 0.0 && t.summary.iops >= FREE_FLUSH_RATIO * p {
+                free.push(format!(
+                    "{} ({:.0}% of a plain write)",
+                    t.name,
+                    100.0 * t.summary.iops / p
+                ));
+            }
+        }
+        judged.push(Some((method, judge_one(t, method, base, path))));
+    }
+    // The fastest flushes a volatile cache was caught answering, if any.
+    let caught = tests
+        .iter()
+        .zip(&judged)
+        .filter_map(|(t, j)| match j {
+            Some((_, j)) if j.verdict == Durability::CacheAnswered => {
+                Some((t.name.clone(), j.flush_us.unwrap_or(0.0)))
+            }
+            _ => None,
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    for (t, j) in tests.iter_mut().zip(judged) {
+        let Some((method, mut j)) = j else {
+            continue;
+        };
+        if let Some((name, us)) = &caught {
+            if method.flushes() && j.verdict == Durability::AsFarAsTimingShows {
+                let own = j
+                    .flush_us
+                    .map_or(String::new(), |u| format!("{u:.0} µs a flush, "));
+                j = Judgement {
+                    verdict: Durability::CacheAnswered,
+                    flush_us: j.flush_us,
+                    evidence: format!(
+                        "its flushes go to the same device as those of {name}, which a \
+                         volatile cache answered in {us:.0} µs ({own}{:.0} ops/s): what \
+                         makes this method slower is not shown to be the medium",
+                        t.summary.iops
+                    ),
+                };
+            }
+        }
+        if let Some(obj) = t.extra.as_object_mut() {
+            obj.insert(
+                "durability".into(),
+                serde_json::to_value(&j).unwrap_or_default(),
+            );
+        }
+    }
+    free
+}
+
+/// The median over passes of a per-pass value.
+fn pass_median(t: &TestRecord, f: impl Fn(&PassRecord) -> Option<f64>) -> Option<f64> {
+    let v: Vec<f64> = t.passes.iter().filter_map(f).collect();
+    (!v.is_empty()).then(|| iolab_stats::median(&v))
+}
+
+fn judge_one(
+    t: &TestRecord,
+    method: SyncMethod,
+    plain: Option<(u64, f64, f64)>,
+    path: &FlushPath,
+) -> Judgement {
+    let size = format_size_short(t.job.bs);
+    let rate = t.summary.iops;
+    if !method.flushes() {
+        return Judgement {
+            verdict: Durability::NotDurable,
+            flush_us: None,
+            evidence: format!(
+                "plain writes, never flushed: the ceiling the others are measured against \
+                 ({size}: {rate:.0} ops/s)"
+            ),
+        };
+    }
+    let rates = match plain {
+        Some((_, p, _)) => format!("{size}: {rate:.0} ops/s against {p:.0} plain"),
+        None => format!("{size}: {rate:.0} ops/s, no plain write measured"),
     };
-    let ratio = flushed / none.max(1e-9);
-    if ratio >= FREE_FLUSH_RATIO {
-        Verdict {
-            flushes_reach_storage: Some(false),
-            reason: format!(
-                "a write+flush of {} ran at {:.0}% of the rate of a plain write ({:.0} vs \
-                 {:.0} ops/s): the flushes are not reaching stable storage (barriers off, a \
-                 \"write through\" queue dropping flushes, or a cache that ignores them)",
-                format_size_short(bs),
-                ratio * 100.0,
-                flushed,
-                none
-            ),
+    // What the flush added: the flush call's own time where it is a call of its own (the
+    // same figure FSYNC_TOO_FAST judges), else the write's time beyond a plain one.
+    let flush_us = match method {
+        SyncMethod::Fdatasync | SyncMethod::Fsync => {
+            pass_median(t, |p| p.sync.as_ref().map(|s| s.lat_us.mean))
         }
-    } else {
-        Verdict {
-            flushes_reach_storage: Some(true),
-            reason: format!(
-                "a write+flush of {} costs {:.0}x a plain write ({:.0} vs {:.0} ops/s): \
-                 flushes do real work",
-                format_size_short(bs),
-                none / flushed.max(1e-9),
-                flushed,
-                none
+        _ => Some(t.summary.lat_mean_us - plain.map_or(0.0, |p| p.2)),
+    }
+    .map(|us| us.max(0.0));
+    let per_flush = flush_us.map_or(String::new(), |us| format!("{us:.0} µs a flush; "));
+    if !path.dropped_by.is_empty() {
+        return Judgement {
+            verdict: Durability::NotDurable,
+            flush_us,
+            evidence: format!(
+                "no flush can reach stable storage here ({}), whatever it costs ({per_flush}\
+                 {rates})",
+                path.dropped_by.join("; ")
             ),
+        };
+    }
+    if let Some((_, p, _)) = plain {
+        if p > 0.0 && rate >= FREE_FLUSH_RATIO * p {
+            return Judgement {
+                verdict: Durability::NotDurable,
+                flush_us,
+                evidence: format!(
+                    "a flushed write ran at {:.0}% of the rate of a plain write ({per_flush}\
+                     {rates}): the flush did nothing measurable, so it cannot have reached \
+                     stable storage",
+                    100.0 * rate / p
+                ),
+            };
         }
+    }
+    let floor = iolab_stats::warnings::FSYNC_FLOOR_ROTATIONAL_US;
+    if let (Some(true), Some(us)) = (path.rotational, flush_us) {
+        if us < floor {
+            return Judgement {
+                verdict: Durability::CacheAnswered,
+                flush_us,
+                evidence: format!(
+                    "{} reports itself rotational, and no disk reaches its platter in under \
+                     {:.0} ms, so a volatile cache answered the flushes ({per_flush}{rates})",
+                    path.device.as_deref().unwrap_or("the device"),
+                    floor / 1000.0
+                ),
+            };
+        }
+    }
+    let medium = match path.rotational {
+        Some(true) => ", as long as a platter needs,",
+        _ => "",
+    };
+    Judgement {
+        verdict: Durability::AsFarAsTimingShows,
+        flush_us,
+        evidence: format!(
+            "every write waited for its flush{medium} and nothing known on the path drops \
+             flushes ({per_flush}{rates}); timing cannot tell a medium from a cache with \
+             power-loss protection"
+        ),
     }
 }
 
@@ -625,12 +781,14 @@ mod tests {
     fn extra_keeps_the_keys_of_the_json_document() {
         // Without verify: the method and its flags only.
         let mut extra = FsyncExtra {
+            workload: "fsync",
             method: SyncMethod::DirectDsync,
             open_flags: method_flags_text(SyncMethod::DirectDsync),
+            durability: None,
             verify: None,
         };
         let v = serde_json::to_value(&extra).unwrap();
-        assert_keys(&v, &["method", "open_flags"]);
+        assert_keys(&v, &["workload", "method", "open_flags"]);
         assert_eq!(v["open_flags"], "O_DIRECT|O_DSYNC");
         assert_eq!(
             v["method"],
@@ -646,7 +804,7 @@ mod tests {
         c.direct = false;
         extra.verify = Some(c.to_extra());
         let v = serde_json::to_value(&extra).unwrap();
-        assert_keys(&v, &["method", "open_flags", "verify"]);
+        assert_keys(&v, &["workload", "method", "open_flags", "verify"]);
         assert_keys(
             &v["verify"],
             &[
@@ -670,5 +828,147 @@ mod tests {
         assert_eq!(t["checked"], 256);
         assert_eq!(t["seconds"], 0.012346);
         assert_eq!(t["stamp_seconds"], 0.000123);
+    }
+
+    /// A one-second pass of `ops` writes of `bs` bytes taking `op_us` each, the flush call
+    /// inside them taking `sync_us` (write+fdatasync/fsync only).
+    fn probe(
+        method: SyncMethod,
+        bs: u64,
+        ops: u64,
+        op_us: u64,
+        sync_us: Option<u64>,
+    ) -> TestRecord {
+        let mut hist = LatencyHistogram::new();
+        let mut sync_hist = LatencyHistogram::new();
+        for _ in 0..ops {
+            hist.record(op_us * 1000);
+            if let Some(s) = sync_us {
+                sync_hist.record(s * 1000);
+            }
+        }
+        let sync = sync_us.map(|_| SyncStats {
+            count: ops,
+            lat_us: sync_hist.summary_us(),
+        });
+        let pass = PassRecord::new(
+            1,
+            1.0,
+            None,
+            Some(DirResult::from_histogram(ops * bs, 1.0, hist)),
+            sync,
+            Default::default(),
+            TimeSeries::default(),
+        );
+        let passes = vec![pass];
+        TestRecord {
+            name: format!("{} {}", method.name(), format_size_short(bs)),
+            group: method.name().to_string(),
+            job: JobSpec::new(Rw::Write, bs, 1, 1),
+            summary: summarize(&passes, Score::Median),
+            passes,
+            extra: serde_json::json!({"workload": "fsync"}),
+        }
+    }
+
+    fn verdict(t: &TestRecord) -> (String, String) {
+        let d = &t.extra["durability"];
+        (
+            d["verdict"].as_str().unwrap().to_string(),
+            d["evidence"].as_str().unwrap().to_string(),
+        )
+    }
+
+    fn disk(rotational: Option<bool>) -> FlushPath {
+        FlushPath {
+            dropped_by: Vec::new(),
+            rotational,
+            device: Some("sdz".into()),
+        }
+    }
+
+    #[test]
+    fn a_flush_faster_than_a_platter_on_a_rotational_device_is_a_cache() {
+        // 80000 plain writes/s; fdatasync 50 µs a flush, 15000/s.
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 15_000, 60, Some(50)),
+        ];
+        assert!(judge(&mut tests, &disk(Some(true))).is_empty());
+        assert_eq!(verdict(&tests[0]).0, "not_durable");
+        let (v, why) = verdict(&tests[1]);
+        assert_eq!(v, "cache_answered");
+        assert!(why.contains("sdz reports itself rotational"), "{why}");
+        assert!(why.contains("50 µs a flush"), "{why}");
+        assert!(why.contains("15000 ops/s against 80000 plain"), "{why}");
+        // On a device that is not a disk 50 µs is a plausible flush (power-loss protection).
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 15_000, 60, Some(50)),
+        ];
+        judge(&mut tests, &disk(Some(false)));
+        assert_eq!(verdict(&tests[1]).0, "as_far_as_timing_shows");
+        // A disk that takes 4 ms a flush.
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 240, 4100, Some(4000)),
+        ];
+        judge(&mut tests, &disk(Some(true)));
+        let (v, why) = verdict(&tests[1]);
+        assert_eq!(v, "as_far_as_timing_shows");
+        assert!(why.contains("4000 µs a flush"), "{why}");
+    }
+
+    #[test]
+    fn one_method_caught_at_a_cache_clears_no_other() {
+        // fdatasync's flushes came back in 50 µs on a "rotational" device; O_DSYNC's writes
+        // took 3 ms, but they flush through the same device.
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 15_000, 60, Some(50)),
+            probe(SyncMethod::ODsync, 4096, 330, 3000, None),
+        ];
+        judge(&mut tests, &disk(Some(true)));
+        let (v, why) = verdict(&tests[2]);
+        assert_eq!(v, "cache_answered", "{why}");
+        assert!(why.contains("write+fdatasync 4K"), "{why}");
+        assert_eq!(tests[2].extra["durability"]["flush_us"], 2990.0);
+    }
+
+    #[test]
+    fn a_free_flush_or_a_dropped_one_is_not_durable() {
+        // fdatasync at 60% of the plain rate: the flush did nothing measurable.
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 48_000, 18, Some(5)),
+        ];
+        let free = judge(&mut tests, &disk(Some(false)));
+        assert_eq!(free, ["write+fdatasync 4K (60% of a plain write)"]);
+        let (v, why) = verdict(&tests[1]);
+        assert_eq!(v, "not_durable");
+        assert!(why.contains("60% of the rate of a plain write"), "{why}");
+        // Whatever a flush costs, a mount without barriers drops it.
+        let path = FlushPath {
+            dropped_by: vec!["the filesystem is mounted without barriers".into()],
+            ..disk(Some(false))
+        };
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fsync, 4096, 240, 4100, Some(4000)),
+        ];
+        assert!(judge(&mut tests, &path).is_empty());
+        let (v, why) = verdict(&tests[1]);
+        assert_eq!(v, "not_durable");
+        assert!(why.contains("mounted without barriers"), "{why}");
+    }
+
+    #[test]
+    fn without_a_plain_write_the_whole_write_is_the_flush() {
+        let mut tests = vec![probe(SyncMethod::DirectDsync, 4096, 330, 3000, None)];
+        judge(&mut tests, &disk(Some(true)));
+        let (v, why) = verdict(&tests[0]);
+        assert_eq!(v, "as_far_as_timing_shows");
+        assert!(why.contains("no plain write measured"), "{why}");
+        assert_eq!(tests[0].extra["durability"]["flush_us"], 3000.0);
     }
 }

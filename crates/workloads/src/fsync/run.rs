@@ -3,19 +3,20 @@
 use clap::Args;
 use iolab_measure::Warning;
 use iolab_runner::options::{list, DurationArg, RunsArg, SizeArg, VerifyArg};
+use iolab_runner::space::{self, Need};
 use iolab_runner::{
     plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
 use iolab_spec::parse_size;
 
-use super::{FsyncConfig, SyncMethod};
+use super::{FlushPath, FsyncConfig, SyncMethod};
 
 /// The probe's entry in the registry.
 pub static WORKLOAD: Def<FsyncOptions> = Def::new(
     &["fsync"],
     "sync-method probe (pg_test_fsync-style): write sizes x none, write+fdatasync, \
-     write+fsync, O_DSYNC, O_SYNC, O_DIRECT+O_DSYNC; ops/s, latency, and a verdict on whether \
-     flushes reach stable storage",
+     write+fsync, O_DSYNC, O_SYNC, O_DIRECT+O_DSYNC; ops/s, latency, and per method a \
+     durability verdict with its evidence",
     plan,
 );
 
@@ -41,6 +42,56 @@ pub struct FsyncOptions {
 
 struct FsyncJob {
     cfg: FsyncConfig,
+}
+
+/// What the run's environment says about the path of a flush: what drops it, and whether
+/// the device claims to be rotational (the facts the warnings use too).
+fn flush_path(ctx: &mut RunContext) -> FlushPath {
+    let fs_type = ctx.run().target.fs_type.clone();
+    let Some(env) = ctx.env() else {
+        return FlushPath::default();
+    };
+    let f = iolab_runner::facts::facts(env, None, false);
+    let mut dropped_by = Vec::new();
+    if let Some(opts) = &f.mount_options {
+        if opts
+            .split(',')
+            .any(|o| o == "nobarrier" || o == "barrier=0")
+        {
+            dropped_by.push("the filesystem is mounted without barriers".to_string());
+        }
+    }
+    if f.zfs_sync_disabled {
+        dropped_by.push("the zfs dataset has sync=disabled".into());
+    }
+    for d in &f.write_through {
+        dropped_by.push(format!(
+            "{d}'s queue says \"write through\", so the block layer drops flushes although its \
+             medium, the host's page cache, is volatile"
+        ));
+    }
+    if matches!(fs_type.as_str(), "tmpfs" | "ramfs") {
+        dropped_by.push(format!("{fs_type} keeps files in memory only"));
+    }
+    // A loop device's flush ends in its backing file: on a memory filesystem, in memory.
+    for d in env.target.iter().flat_map(|t| &t.devices) {
+        let Some(file) = &d.loop_backing_file else {
+            continue;
+        };
+        if let Some(m) = iolab_env::mount_of(std::path::Path::new(file)) {
+            if matches!(m.fs_type.as_str(), "tmpfs" | "ramfs") {
+                dropped_by.push(format!(
+                    "{}'s backing file {file} is on {}, in memory only",
+                    d.name, m.fs_type
+                ));
+            }
+        }
+    }
+    FlushPath {
+        dropped_by,
+        rotational: f.rotational,
+        device: f.top_device,
+    }
 }
 
 fn plan(_name: &str, a: FsyncOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
@@ -98,6 +149,9 @@ impl Job for FsyncJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.dir = target_dir(&ctx.common, "fsync")?;
+        space::check(&cfg.dir, Need::new("size", cfg.file_size, 1))?;
+        // Everything it creates there has iolab's unique name for this process.
+        ctx.will_create_target(&cfg.dir);
         let per_test = cfg.duration * cfg.runs;
         ctx.progress
             .set_total(per_test * (cfg.sizes.len() * cfg.methods.len()) as u32);
@@ -116,17 +170,25 @@ impl Job for FsyncJob {
             })
             .map_err(|e| RunError::Failed(e.to_string()))?
         };
-        ctx.add_tests(report.tests)?;
+        let mut tests = report.tests;
+        let path = flush_path(ctx);
+        let free = super::judge(&mut tests, &path);
+        ctx.add_tests(tests)?;
         for s in &report.skipped {
             ctx.note(format!("skipped {s}"));
         }
-        ctx.note(format!("verdict: {}", report.verdict.reason));
-        if report.verdict.flushes_reach_storage == Some(false) {
+        if !free.is_empty() {
             ctx.warn(Warning {
                 code: iolab_measure::WarningCode::FlushNoEffect,
-                message: report.verdict.reason.clone(),
-                fix: "check the mount's barriers and the device's write cache mode; only a \
-                      non-volatile cache makes this safe"
+                message: format!(
+                    "flushed writes ran at half or more of the rate of plain writes of the same \
+                     size, so their flushes did nothing measurable and cannot have reached \
+                     stable storage: {}",
+                    free.join(", ")
+                ),
+                fix: "remount with barriers and let the device's write cache honour flushes \
+                      (\"write back\" in queue/write_cache, not \"write through\" over a \
+                      volatile cache); on a memory filesystem nothing is durable"
                     .into(),
                 test: None,
             });

@@ -645,15 +645,9 @@ fn usage(path: &Path) -> Result<(u64, u64, iolab_sys::FsStats), WorkloadError> {
     Ok((st.used_bytes(), st.files_free, st))
 }
 
-/// Runs the phases in order. `progress` gets the phase name and the operations done in
-/// it. Every phase must complete exactly `files` operations (else a Mismatch error). A
-/// stop request ends the current phase unrecorded and returns the finished ones. The work
-/// directory and every file in it are removed on every way out.
-pub fn run(
-    cfg: &MetadataConfig,
-    stop: &AtomicBool,
-    progress: &mut dyn FnMut(&str, u64),
-) -> Result<Vec<TestRecord>, WorkloadError> {
+/// Refuses counts and sizes out of range (checked when the run is planned, before
+/// anything is touched, and again by [`run`]).
+pub fn check_config(cfg: &MetadataConfig) -> Result<(), WorkloadError> {
     if cfg.files == 0 || cfg.files >= 1_000_000_000 {
         return Err(WorkloadError::invalid(
             "files",
@@ -678,6 +672,19 @@ pub fn run(
             format!("at most {}", format_bytes(MAX_FILE_SIZE)),
         ));
     }
+    Ok(())
+}
+
+/// Runs the phases in order. `progress` gets the phase name and the operations done in
+/// it. Every phase must complete exactly `files` operations (else a Mismatch error). A
+/// stop request ends the current phase unrecorded and returns the finished ones. The work
+/// directory and every file in it are removed on every way out.
+pub fn run(
+    cfg: &MetadataConfig,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str, u64),
+) -> Result<Vec<TestRecord>, WorkloadError> {
+    check_config(cfg)?;
     let dir = std::path::absolute(&cfg.dir).unwrap_or_else(|_| cfg.dir.clone());
     let meta = std::fs::metadata(&dir).map_err(io_err(&dir, "inspect"))?;
     if !meta.is_dir() {

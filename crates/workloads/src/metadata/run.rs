@@ -7,6 +7,8 @@ use iolab_runner::{
 };
 
 use super::MetadataConfig;
+use crate::common::WorkloadError;
+use iolab_runner::space::Need;
 
 /// The metadata workload's entry in the registry.
 pub static WORKLOAD: Def<MetadataOptions> = Def::new(
@@ -50,7 +52,7 @@ fn plan(_name: &str, a: MetadataOptions, _c: &CommonArgs) -> Result<Box<dyn Job>
     }
     cfg.files = a.files.unwrap_or(cfg.files);
     if let Some(d) = a.dirs {
-        cfg.dirs = u32::try_from(d.max(1))
+        cfg.dirs = u32::try_from(d)
             .map_err(|_| UsageError::option("dirs", format!("--dirs {d}: too many")))?;
     }
     if a.threads == Some(0) {
@@ -63,6 +65,12 @@ fn plan(_name: &str, a: MetadataOptions, _c: &CommonArgs) -> Result<Box<dyn Job>
     cfg.file_size = opt_size("file-size", &a.file_size)?.unwrap_or(cfg.file_size);
     cfg.fsync = a.fsync;
     cfg.verify = a.verify.verify.then(|| fastrand::u64(1..));
+    super::check_config(&cfg).map_err(|e| match e {
+        WorkloadError::Invalid { option, reason } => {
+            UsageError::option(&option, format!("--{option}: {reason}"))
+        }
+        other => UsageError::general(other.to_string()),
+    })?;
     Ok(Box::new(MetadataJob { cfg }))
 }
 
@@ -70,6 +78,14 @@ impl Job for MetadataJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.dir = target_dir(&ctx.common, "metadata")?;
+        let bytes = cfg
+            .file_size
+            .next_multiple_of(4096)
+            .saturating_mul(cfg.files);
+        let need = Need::new("files", bytes, cfg.files + cfg.dirs as u64 + 1);
+        iolab_runner::space::check(&cfg.dir, need)?;
+        // Everything it creates there has iolab's unique name for this process.
+        ctx.will_create_target(&cfg.dir);
         ctx.start(RunStart::in_dir(
             "metadata",
             &cfg.dir,

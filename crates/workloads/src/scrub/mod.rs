@@ -224,6 +224,13 @@ pub fn check_config(cfg: &ScrubConfig) -> Result<(), ScrubError> {
             "--dataset-size must be at least 1 MiB".into(),
         ));
     }
+    let room = cfg.dataset_size / cfg.corrupt_size;
+    if u64::from(cfg.corrupt) > room {
+        return Err(ScrubError::Invalid(format!(
+            "--corrupt {}: more than the {room} ranges of --corrupt-size {} the dataset holds",
+            cfg.corrupt, cfg.corrupt_size
+        )));
+    }
     Ok(())
 }
 

@@ -183,6 +183,11 @@ fn run_on(cfg: &ScrubConfig, target: &ScrubTarget, ctx: &mut RunContext) -> Resu
     // Refusals (consent, root, sizes, tools) come before a run is started and stored.
     scrub::preflight(target, cfg).map_err(scrub_error)?;
     let work_dir: PathBuf = target.work_dir.clone();
+    let data = cfg.dataset_size.saturating_add(cfg.foreground.unwrap_or(0));
+    iolab_runner::space::check(
+        &work_dir,
+        iolab_runner::space::Need::new("dataset-size", data, 0),
+    )?;
     ctx.start(RunStart {
         preset: "scrub-test".into(),
         workload: "scrub-test".into(),

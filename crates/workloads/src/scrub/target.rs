@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use iolab_runner::space::{self, Need};
 use iolab_testbed::{Fs, PropValue, Raid, StateFile, Testbed, TestbedError, TestbedSpec};
 
 use super::tools;
@@ -295,6 +296,16 @@ pub fn build_testbed(
             iolab_spec::format_bytes(usable)
         )));
     }
+    // The images are sparse: what the filesystem writes into them (the dataset on every
+    // copy or with its parity, at most twice over) lands on the filesystem that holds them.
+    let devices = spec.devices.unwrap_or(1) as u64;
+    let need = Need::new(
+        "dataset-size",
+        needed.saturating_mul(2).min(each.saturating_mul(devices)),
+        devices,
+    );
+    space::check(&iolab_testbed::image_parent(&spec), need)
+        .map_err(|e| ScrubError::Invalid(e.to_string()))?;
     let dir = StateFile::default_dir().map_err(ScrubError::Testbed)?;
     let state = StateFile::create(&dir).map_err(ScrubError::Testbed)?;
     let tb = iolab_testbed::build(&spec, &state, stop).map_err(|e| match e {

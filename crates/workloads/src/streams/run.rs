@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::StreamsConfig;
 use clap::Args;
 use iolab_runner::options::{BsArg, DropCachesArg, DurationArg, EndFsyncArg, SizeArg, VerifyArg};
+use iolab_runner::space::Need;
 use iolab_runner::{
     plain_settings, target_dir, CommonArgs, Def, Job, RunContext, RunError, RunStart, UsageError,
 };
@@ -95,6 +96,11 @@ impl Job for StreamsJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
         let mut cfg = self.cfg;
         cfg.dir = target_dir(&ctx.common, "streams")?;
+        let files = if cfg.same_file { 1 } else { cfg.streams as u64 };
+        let need = Need::new("size", cfg.file_size.saturating_mul(files), files);
+        iolab_runner::space::check(&cfg.dir, need)?;
+        // Everything it creates there has iolab's unique name for this process.
+        ctx.will_create_target(&cfg.dir);
         ctx.start(RunStart::in_dir(
             "streams",
             &cfg.dir,

@@ -147,17 +147,7 @@ impl DataTarget {
                     ));
                 }
             }
-            // Blocks are written sparse-file first: without this a --size beyond the free
-            // space would fill the filesystem before failing with ENOSPC.
-            if let Some(free) = iolab_sys::statvfs(parent).ok().map(|s| s.available_bytes) {
-                if size > free {
-                    return Err(format!(
-                        "--size {size}: more than the {free} bytes free on the filesystem of \
-                         {}",
-                        parent.display()
-                    ));
-                }
-            }
+            // The free space was checked by the caller (`iolab_runner::space`).
             OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -230,13 +220,37 @@ impl DataTarget {
     }
 }
 
+impl DataTarget {
+    /// Removes the data file and its sidecar (and the sidecar's temporary file) when iolab
+    /// created them and they are not kept; returns what could not be removed, and why.
+    pub fn cleanup(&mut self) -> Vec<String> {
+        let mut failed = Vec::new();
+        if !self.created || self.keep {
+            return failed;
+        }
+        self.created = false;
+        let mut paths = vec![self.path.clone()];
+        if let Some(s) = self.sidecar() {
+            let mut tmp = s.clone().into_os_string();
+            tmp.push(SIDECAR_TMP_SUFFIX);
+            paths.push(s);
+            paths.push(PathBuf::from(tmp));
+        }
+        for p in paths {
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => failed.push(format!("could not remove {}: {e}", p.display())),
+            }
+        }
+        failed
+    }
+}
+
 impl Drop for DataTarget {
     fn drop(&mut self) {
-        if self.created && !self.keep {
-            let _ = std::fs::remove_file(&self.path);
-            if let Some(s) = self.sidecar() {
-                let _ = std::fs::remove_file(s);
-            }
+        for what in self.cleanup() {
+            eprintln!("iolab: warning: left behind: {what}");
         }
     }
 }

@@ -11,6 +11,7 @@ use iolab_runner::{
     plain_settings, CommonArgs, Def, ExitStatus, Job, RunContext, RunError, RunStart, UsageError,
 };
 use iolab_spec::{format_bytes, parse_size};
+use iolab_testbed::runstate::RunResource;
 
 use super::{DataTarget, VerifyConfig, VerifyMode};
 
@@ -187,6 +188,22 @@ impl Job for VerifyJob {
             check_separate_filesystems(j, &target_path)
                 .map_err(|m| RunError::Usage(UsageError::option("journal", m)))?;
         }
+        // Blocks are written sparse-file first: without this a --size beyond the free space
+        // would fill the filesystem before failing with ENOSPC.
+        iolab_runner::space::check_target(&target_path, Some(cfg.size), cfg.size, true)?;
+        // Data that is not kept is recorded before it is created: in a directory, files with
+        // iolab's unique name for this process; a new file and its sidecar by name.
+        if !(keep || cfg.journal.is_some()) {
+            let p = ctx.common.target_abs();
+            if p.is_dir() {
+                ctx.will_create_target(&p);
+            } else if std::fs::symlink_metadata(&p).is_err() {
+                ctx.will_create_target(&p);
+                ctx.will_create(RunResource::File {
+                    path: iolab_integrity::verified::sidecar_path(&p),
+                });
+            }
+        }
         let mut target = DataTarget::prepare(
             &target_path,
             cfg.size,
@@ -211,48 +228,63 @@ impl Job for VerifyJob {
             fs_type: String::new(),
             size: cfg.size,
         };
-        ctx.start(RunStart {
-            preset: "verify".into(),
-            workload: "verify".into(),
-            target: info,
-            settings: plain_settings(cfg.size, Duration::ZERO, cfg.passes, cfg.direct),
-            notes: Vec::new(),
-            env_path: target.path.clone(),
-        })?;
-        let out = {
-            let progress = &ctx.progress;
-            super::run(&cfg, &target, &ctx.stop, &mut |label, n| {
-                progress.phase(label, format_bytes(n))
-            })
-            .map_err(RunError::Failed)?
-        };
-        let tally = out.tally;
-        // Stopped before a pass finished: nothing was measured.
-        if !out.test.passes.is_empty() {
-            ctx.add_tests(vec![out.test])?;
+        let outcome = measure(ctx, &cfg, &target, info);
+        // Removed here, not on drop, so what cannot be removed is said.
+        for what in target.cleanup() {
+            ctx.left_behind(what);
         }
-        let mut text = String::new();
-        if target.created && target.keep {
-            text.push_str(&format!(
-                "data kept: {} (run id {:016x}); check it later with `iolab verify --target {}{}`\n",
-                target.path.display(),
-                cfg.run_id,
-                target.path.display(),
-                cfg.journal
-                    .as_ref()
-                    .map(|j| format!(" --journal {}", j.display()))
-                    .unwrap_or_default()
-            ));
-        }
-        if tally.failures > 0 {
-            text.push_str(&format!(
-                "integrity: {} of {} checked blocks do not hold what was written:\n",
-                tally.failures, tally.checked
-            ));
-            text.push_str(&tally.failure_lines());
-            ctx.raise(ExitStatus::Integrity);
-        }
-        ctx.epilogue(&text);
-        Ok(())
+        outcome
     }
+}
+
+/// The verified writes on a prepared target, as a stored run.
+fn measure(
+    ctx: &mut RunContext,
+    cfg: &VerifyConfig,
+    target: &DataTarget,
+    info: TargetInfo,
+) -> Result<(), RunError> {
+    ctx.start(RunStart {
+        preset: "verify".into(),
+        workload: "verify".into(),
+        target: info,
+        settings: plain_settings(cfg.size, Duration::ZERO, cfg.passes, cfg.direct),
+        notes: Vec::new(),
+        env_path: target.path.clone(),
+    })?;
+    let out = {
+        let progress = &ctx.progress;
+        super::run(cfg, target, &ctx.stop, &mut |label, n| {
+            progress.phase(label, format_bytes(n))
+        })
+        .map_err(RunError::Failed)?
+    };
+    let tally = out.tally;
+    // Stopped before a pass finished: nothing was measured.
+    if !out.test.passes.is_empty() {
+        ctx.add_tests(vec![out.test])?;
+    }
+    let mut text = String::new();
+    if target.created && target.keep {
+        text.push_str(&format!(
+            "data kept: {} (run id {:016x}); check it later with `iolab verify --target {}{}`\n",
+            target.path.display(),
+            cfg.run_id,
+            target.path.display(),
+            cfg.journal
+                .as_ref()
+                .map(|j| format!(" --journal {}", j.display()))
+                .unwrap_or_default()
+        ));
+    }
+    if tally.failures > 0 {
+        text.push_str(&format!(
+            "integrity: {} of {} checked blocks do not hold what was written:\n",
+            tally.failures, tally.checked
+        ));
+        text.push_str(&tally.failure_lines());
+        ctx.raise(ExitStatus::Integrity);
+    }
+    ctx.epilogue(&text);
+    Ok(())
 }

@@ -1,0 +1,551 @@
+//! Nothing left behind, whatever ends a run: a second Ctrl-C or SIGTERM still removes what
+//! the run created; SIGHUP stops every workload like Ctrl-C; after a kill -9, `iolab cleanup`
+//! removes what the run recorded and a dbench rerun takes its own leftovers for what they
+//! are. And a run whose I/O fails says so: dbench on a full, read-only or failing
+//! filesystem exits 1 naming the errno, the file and the loadfile line, is stored as failed
+//! with no throughput, and names what it could not remove.
+//!
+//! Moments are chosen by waiting for files to appear (and for a signal to be taken), never
+//! by sleeping. Tests that kill runs share one lock: `iolab cleanup` removes what any dead
+//! run left, so one test's cleanup must not run between another's kill and its check.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use iolab_testkit::{require_devices, require_root, sh, skip, Loop, Mount, Out, Sandbox};
+
+const CLIENT_TXT: &str = "/usr/share/dbench/client.txt";
+
+/// Long enough never to finish by itself; each is stopped once it has created something.
+const WORKLOADS: &[(&str, &[&str])] = &[
+    (
+        "cdm",
+        &["cdm", "--size", "32MiB", "--duration", "20s", "--runs", "9"],
+    ),
+    ("dbench", &["dbench", "--duration", "60s", "--warmup", "0s"]),
+    ("verify", &["verify", "--size", "64MiB", "--runs", "1000"]),
+    ("metadata", &["metadata", "--files", "2000000"]),
+];
+
+static KILLS: Mutex<()> = Mutex::new(());
+
+fn kills() -> MutexGuard<'static, ()> {
+    KILLS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn have_client_txt() -> bool {
+    if Path::new(CLIENT_TXT).exists() {
+        return true;
+    }
+    skip(format!(
+        "{CLIENT_TXT} is not installed (apt-get install dbench)"
+    ));
+    false
+}
+
+/// Waits (up to a generous limit that only a hang reaches) until `f` holds.
+#[track_caller]
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "gave up waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Everything under `dir`, recursively (relative paths).
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Waits until the run has created what it works on: a test file, a data file, a tree,
+/// or (dbench) a file in a client's directory.
+fn wait_until_working(sb: &Sandbox, workload: &str) {
+    wait_for(&format!("{workload} to create something"), || {
+        let t = tree(&sb.target);
+        match workload {
+            "dbench" => t.iter().any(|p| p.starts_with("clients/client0/")),
+            "metadata" => t.iter().any(|p| p.components().count() >= 3),
+            _ => !t.is_empty(),
+        }
+    });
+}
+
+/// Whether signal `sig` is still pending for process `pid` (not yet taken by a handler).
+fn pending(pid: u32, sig: i32) -> bool {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let bit = 1u64 << (sig - 1);
+    status
+        .lines()
+        .filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:"))
+        .filter_map(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
+        .any(|mask| mask & bit != 0)
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+fn finish(child: Child, what: &str) -> Out {
+    let out = child.wait_with_output().unwrap();
+    Out::new(&[what], out, Duration::ZERO)
+}
+
+/// The run-state files of process `pid` (root: /run/iolab).
+fn run_state_files(pid: u32) -> Vec<PathBuf> {
+    let Ok(rd) = fs::read_dir("/run/iolab") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("run-{pid}-")))
+        })
+        .collect()
+}
+
+/// Runs every workload (dbench only when its loadfile is installed) in a fresh sandbox and
+/// hands it to `check` once it has created something.
+fn each_working_run(mut check: impl FnMut(&str, &Sandbox, Child)) {
+    for (name, args) in WORKLOADS {
+        if *name == "dbench" && !have_client_txt() {
+            continue;
+        }
+        let sb = Sandbox::new();
+        let child = sb.spawn_run(args);
+        wait_until_working(&sb, name);
+        check(name, &sb, child);
+    }
+}
+
+/// Nothing is left in the sandbox's target.
+#[track_caller]
+fn assert_nothing_left(name: &str, sb: &Sandbox, out: &dyn std::fmt::Display) {
+    let left = tree(&sb.target);
+    assert!(left.is_empty(), "{name} left {left:?}: {out}");
+}
+
+/// Two signals in a row (the second sent once the first was taken): exit 130, and every
+/// file the run created is gone, its run-state file too.
+fn two_signals(first: i32, second: i32) {
+    if !require_root("the run state in /run/iolab") {
+        return;
+    }
+    let _g = kills();
+    each_working_run(|name, sb, child| {
+        let pid = child.id();
+        signal(&child, first);
+        wait_for("the first signal to be taken", || !pending(pid, first));
+        signal(&child, second);
+        let out = finish(child, name);
+        assert_eq!(out.code, Some(130), "{name}: {out}");
+        assert_nothing_left(name, sb, &out);
+        assert!(run_state_files(pid).is_empty(), "{name}: {out}");
+    });
+}
+
+#[test]
+fn a_second_ctrl_c_still_removes_what_the_run_created() {
+    two_signals(libc::SIGINT, libc::SIGINT);
+}
+
+#[test]
+fn a_second_sigterm_still_removes_what_the_run_created() {
+    two_signals(libc::SIGTERM, libc::SIGTERM);
+}
+
+#[test]
+fn sighup_stops_every_workload_like_ctrl_c() {
+    let _g = kills();
+    each_working_run(|name, sb, child| {
+        signal(&child, libc::SIGHUP);
+        let out = finish(child, name);
+        assert_eq!(out.code, Some(130), "{name}: {out}");
+        assert_nothing_left(name, sb, &out);
+        // Stopped while preparing (cdm fills its test file first), nothing is stored;
+        // later, what finished is stored as incomplete.
+        let rows = sb.result_rows();
+        assert!(rows.len() <= 1, "{name}: {}", sb.results());
+        assert!(
+            rows.iter().all(|r| r.2 == "incomplete"),
+            "{name}: {}",
+            sb.results()
+        );
+    });
+}
+
+#[test]
+fn cleanup_removes_what_a_killed_run_left() {
+    if !require_root("the run state in /run/iolab") {
+        return;
+    }
+    let _g = kills();
+    each_working_run(|name, sb, mut child| {
+        let pid = child.id();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            !tree(&sb.target).is_empty(),
+            "{name}: a kill -9 left nothing?"
+        );
+        assert_eq!(run_state_files(pid).len(), 1, "{name}: no run state");
+        let out = sb.iolab(&["cleanup"]).ok();
+        assert!(
+            out.stdout
+                .contains(&format!("removed {}", sb.target.display())),
+            "{name}: {out}"
+        );
+        assert_nothing_left(name, sb, &out);
+        assert!(run_state_files(pid).is_empty(), "{name}: {out}");
+    });
+}
+
+#[test]
+fn a_dbench_rerun_takes_a_killed_runs_clients_for_iolabs_own() {
+    if !require_root("the run state in /run/iolab") || !have_client_txt() {
+        return;
+    }
+    let _g = kills();
+    let sb = Sandbox::new();
+    let mut child = sb.spawn_run(&["dbench", "--duration", "60s", "--warmup", "0s"]);
+    wait_until_working(&sb, "dbench");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(tree(&sb.target)
+        .iter()
+        .any(|p| p.starts_with("clients/client0/")));
+    let out = sb
+        .run(&[
+            "dbench",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "0s",
+            "--json",
+            "-",
+        ])
+        .ok();
+    let doc = out.json();
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains("removed what a killed iolab run left"),
+        "{notes}"
+    );
+    assert!(tree(&sb.target).is_empty(), "{:?}", tree(&sb.target));
+}
+
+/// A dbench run on `dir` that must fail with `errno`: exit 1, the errno, a file and the
+/// loadfile line on stderr; stored as failed, without a test (no throughput). `during` runs
+/// once the first client has created a file (the free-space check passed, the run is on).
+fn dbench_fails_with(sb: &Sandbox, dir: &Path, errno: &str, during: impl FnOnce()) -> Out {
+    let args = [
+        "run",
+        "dbench",
+        "--target",
+        dir.to_str().unwrap(),
+        "--duration",
+        "20s",
+        "--warmup",
+        "0s",
+        "--quiet",
+        "--json",
+        "-",
+    ];
+    let child = sb
+        .cmd(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut during = Some(during);
+    wait_for("dbench to start or end", || {
+        if tree(dir).iter().any(|p| p.starts_with("clients/client0/")) {
+            if let Some(f) = during.take() {
+                f();
+            }
+            return true;
+        }
+        // A read-only target never gets a file: the run ends by itself.
+        !Path::new(&format!("/proc/{}", child.id())).exists()
+            || fs::read_to_string(format!("/proc/{}/stat", child.id()))
+                .is_ok_and(|s| s.contains(") Z "))
+    });
+    let out = finish(child, "dbench");
+    assert_eq!(out.code, Some(1), "{out}");
+    out.stderr_has(&[errno, &format!("{CLIENT_TXT}:"), "reports no throughput"]);
+    let doc = out.json();
+    assert_eq!(doc["complete"], false, "{out}");
+    assert_eq!(doc["tests"].as_array().map(Vec::len), Some(0), "{out}");
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("failed: dbench:"), "{notes}");
+    let rows = sb.result_rows();
+    assert_eq!(rows.last().map(|r| r.2.as_str()), Some("incomplete"));
+    out
+}
+
+#[test]
+fn dbench_on_a_full_filesystem_fails_instead_of_reporting_a_speed() {
+    if !require_root("mounting a tmpfs") || !have_client_txt() {
+        return;
+    }
+    let sb = Sandbox::new();
+    // Room for the free-space check; once the clients are writing, another process takes
+    // the rest of it.
+    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=64m"]);
+    let filler = m.path().join("other-process.fill");
+    let out = dbench_fails_with(&sb, &m.path(), "ENOSPC", || {
+        let mut f = fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        while std::io::Write::write_all(&mut f, &chunk).is_ok() {}
+    });
+    // The file that did not fit is named.
+    out.stderr_has(&[&format!("{}/clients/client0/", m.path().display())]);
+    let left: Vec<PathBuf> = tree(&m.path())
+        .into_iter()
+        .filter(|p| p != Path::new("other-process.fill"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn dbench_on_a_read_only_mount_fails() {
+    if !require_root("mounting a tmpfs") || !have_client_txt() {
+        return;
+    }
+    let sb = Sandbox::new();
+    // Large enough for the free-space check: the writes themselves must fail.
+    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=64m,ro"]);
+    dbench_fails_with(&sb, &m.path(), "EROFS", || {});
+}
+
+/// ext4 on a loop device that turns read-only (errors=remount-ro, an error triggered once
+/// `ready` sees the run's files): the run fails with EROFS, names what it could not remove
+/// (`left`, relative to the mount) and keeps it recorded; once the filesystem is repaired
+/// and mounted again, `iolab cleanup` removes it.
+fn turns_read_only(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool) -> Out {
+    let sb = Sandbox::new();
+    let lo = Loop::new(128 << 20);
+    sh("mkfs.ext4", &["-q", lo.s()]);
+    let mnt = sb.path("mnt");
+    let m = Mount::at(&lo.dev, &mnt, &["-o", "errors=remount-ro"]);
+    let dir = m.path();
+    let trigger = format!("/sys/fs/ext4/{}/trigger_fs_error", lo.name());
+    assert!(Path::new(&trigger).exists(), "{trigger} does not exist");
+    let child = spawn_working(&sb, &dir, args, ready);
+    let pid = child.id();
+    fs::write(&trigger, "1").unwrap();
+    let out = finish(child, args[0]);
+    assert_eq!(out.code, Some(1), "{out}");
+    out.stderr_has(&["Read-only file system"]);
+    // Whatever is left is named on stderr (and in the stored run) and stays recorded.
+    let left = top_level(&dir);
+    assert!(
+        !left.is_empty(),
+        "a read-only filesystem let it remove all: {out}"
+    );
+    for p in &left {
+        out.stderr_has(&["left behind: could not remove", &p.to_string_lossy()]);
+    }
+    out.stderr_has(&["iolab cleanup"]);
+    assert_eq!(run_state_files(pid).len(), 1, "{out}");
+    let shown = sb.iolab(&["show", "last"]).ok();
+    assert!(shown.stdout.contains("left behind"), "{shown}");
+    // Repaired and mounted again: cleanup removes what the run recorded.
+    drop(m);
+    // e2fsck exits 1 when it corrected something: not a failure here.
+    let fsck = std::process::Command::new("e2fsck")
+        .args(["-fy", lo.s()])
+        .output()
+        .unwrap();
+    assert!(fsck.status.code().is_some_and(|c| c <= 1), "{fsck:?}");
+    let _m = Mount::at(&lo.dev, &mnt, &[]);
+    sb.iolab(&["cleanup"]).ok();
+    assert!(top_level(&dir).is_empty(), "{:?}", top_level(&dir));
+    assert!(run_state_files(pid).is_empty());
+    out
+}
+
+/// Starts `iolab run ARGS --target DIR --quiet` and waits until `ready` sees its files.
+fn spawn_working(
+    sb: &Sandbox,
+    dir: &Path,
+    args: &[&str],
+    ready: impl Fn(&[PathBuf]) -> bool,
+) -> Child {
+    let mut v = vec!["run"];
+    v.extend_from_slice(args);
+    v.extend_from_slice(&["--target", dir.to_str().unwrap(), "--quiet"]);
+    let child = sb
+        .cmd(&v)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the run's files", || ready(&tree(dir)));
+    child
+}
+
+/// What is in a filesystem's root besides lost+found (a listing that fails fails the test).
+fn top_level(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|n| n != "lost+found"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn dbench_on_a_filesystem_that_turns_read_only_names_what_it_left() {
+    let Some(_dev) = require_devices(&["mkfs.ext4", "e2fsck"]) else {
+        return;
+    };
+    if !have_client_txt() {
+        return;
+    }
+    let _g = kills();
+    let out = turns_read_only(&["dbench", "--duration", "60s", "--warmup", "0s"], |t| {
+        t.iter().any(|p| p.starts_with("clients/client0/"))
+    });
+    out.stderr_has(&["EROFS", &format!("{CLIENT_TXT}:")]);
+}
+
+#[test]
+fn run_verify_on_a_filesystem_that_turns_read_only_names_what_it_left() {
+    let Some(_dev) = require_devices(&["mkfs.ext4", "e2fsck"]) else {
+        return;
+    };
+    let _g = kills();
+    let out = turns_read_only(&["verify", "--size", "64MiB", "--runs", "1000"], |t| {
+        t.iter().any(|p| p.to_string_lossy().ends_with(".dat"))
+    });
+    out.stderr_has(&["iolab-verify-"]);
+}
+
+/// A loop device whose backing file shrinks under a running workload (losetup -c) once
+/// `ready` sees its files: what lies beyond the new end returns EIO. The run exits 1
+/// saying so, names on stderr everything it could not remove, and once the device is gone
+/// `iolab cleanup` finds nothing left to do but forget the record.
+fn device_returns_eio(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool) -> Out {
+    let sb = Sandbox::new();
+    let img = sb.path("disk.img");
+    fs::File::create(&img).unwrap().set_len(128 << 20).unwrap();
+    sh(
+        "mkfs.ext4",
+        &["-q", "-E", "nodiscard", img.to_str().unwrap()],
+    );
+    let lo = Loop::attach(&img, &[]);
+    let m = Mount::new(&lo.dev, &[]);
+    let dir = m.path();
+    let child = spawn_working(&sb, &dir, args, ready);
+    let pid = child.id();
+    // The device now ends after 8 MiB.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&img)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    sh("losetup", &["-c", lo.s()]);
+    let out = finish(child, args[0]);
+    assert_eq!(out.code, Some(1), "{out}");
+    // Each thing still there is named (the run could not remove it).
+    for p in top_level(&dir) {
+        out.stderr_has(&["left behind", &p.to_string_lossy()]);
+    }
+    drop(m);
+    drop(lo);
+    sb.iolab(&["cleanup"]).ok();
+    assert!(run_state_files(pid).is_empty());
+    out
+}
+
+#[test]
+fn run_verify_on_a_device_that_returns_eio_says_what_failed() {
+    let Some(_dev) = require_devices(&["mkfs.ext4"]) else {
+        return;
+    };
+    let _g = kills();
+    // Once the sidecar exists, the data file is sized and being written.
+    let out = device_returns_eio(&["verify", "--size", "96MiB", "--runs", "1000"], |t| {
+        t.iter()
+            .any(|p| p.to_string_lossy().ends_with(".iolab-verify.json"))
+    });
+    // The write fails with EIO, or the journal aborts on it first (EROFS).
+    assert!(
+        out.stderr.contains("Input/output error") || out.stderr.contains("Read-only file system"),
+        "{out}"
+    );
+}
+
+#[test]
+fn dbench_on_a_device_that_returns_eio_fails_and_names_what_it_left() {
+    let Some(_dev) = require_devices(&["mkfs.ext4"]) else {
+        return;
+    };
+    if !have_client_txt() {
+        return;
+    }
+    let _g = kills();
+    let out = device_returns_eio(&["dbench", "--duration", "60s", "--warmup", "0s"], |t| {
+        t.iter().any(|p| p.starts_with("clients/client0/"))
+    });
+    // Buffered writes fail at their flush (EIO), or the journal aborts first (EROFS).
+    assert!(
+        out.stderr.contains("failed with EIO") || out.stderr.contains("failed with EROFS"),
+        "{out}"
+    );
+    out.stderr_has(&[&format!("{CLIENT_TXT}:"), "reports no throughput"]);
+}
+
+/// A failed run of a study (dbench on a read-only mount) is stored, but `report --study`
+/// leaves it out of the comparison, saying why; the other configuration is compared.
+#[test]
+fn a_failed_run_is_never_ranked_in_a_study_report() {
+    if !require_root("mounting a tmpfs") || !have_client_txt() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=64m,ro"]);
+    let study = ["--study", "t-failed", "--config"];
+    let ro = m.path();
+    let mut failed = vec!["run", "dbench", "--target", ro.to_str().unwrap()];
+    failed.extend_from_slice(&study);
+    failed.extend_from_slice(&["readonly", "--duration", "1s", "--quiet"]);
+    sb.iolab(&failed).code(1);
+    let mut good = vec!["dbench", "--duration", "300ms", "--warmup", "0s"];
+    good.extend_from_slice(&study);
+    good.push("writable");
+    sb.run(&good).ok();
+    assert_eq!(sb.result_rows().len(), 2, "{}", sb.results());
+    let out = sb.iolab(&["report", "--study", "t-failed"]).ok();
+    out.stderr_has(&["is left out: it failed", "EROFS"]);
+    // Run 1 failed, run 2 is the study's only comparable run.
+    assert!(out.stdout.contains("Run: #2"), "{out}");
+    assert!(!out.stdout.contains("#1"), "{out}");
+}

@@ -1,0 +1,749 @@
+//! Run state: what one `iolab run` creates in its target (test files, verify data and
+//! sidecars, dbench's `clients/`, the metadata tree), recorded before it is created in a
+//! `run-PID-N.jsonl` file next to the testbeds' state files (same directory, same
+//! header and lock rules), so that a run killed at any moment leaves a record from which
+//! [`cleanup_runs`] (`iolab cleanup`) removes exactly that, and a later run recognises its
+//! leftovers ([`clear_leftovers_under`]). A second Ctrl-C removes the recorded things at
+//! once through [`RunState::remove_all`].
+//!
+//! Lines: `{"event":"header","version":1,"pid":P,"start_time":T,"created_unix":S}`, then
+//! `{"event":"intent","id":N,"at_unix":S,"resource":{...}}` before resource N is created,
+//! `{"event":"done","id":N,"dev":D,"ino":I}` once it exists (what it is then), and
+//! `{"event":"removed","id":N}` once it is gone. A resource is removed only while it is
+//! still what was recorded: the same device and inode once `done` was written; before that,
+//! something changed no earlier than the intent.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+use crate::sys;
+
+/// Version of the run-state format.
+pub const RUN_STATE_VERSION: u32 = 1;
+
+/// Something a run creates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunResource {
+    /// A file (or an empty directory) at exactly this path.
+    File { path: PathBuf },
+    /// A directory and everything in it (removed without following links).
+    Tree { path: PathBuf },
+    /// Whatever the run creates in `dir` under iolab's unique names for process `pid`
+    /// (`iolab-PID-…`, `iolab-WHAT-PID-…`): files, and directories with their contents.
+    Named { dir: PathBuf, pid: i32 },
+}
+
+impl RunResource {
+    /// One line for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            RunResource::File { path } => format!("file {}", path.display()),
+            RunResource::Tree { path } => format!("directory tree {}", path.display()),
+            RunResource::Named { dir, pid } => {
+                format!("iolab's files of process {pid} in {}", dir.display())
+            }
+        }
+    }
+
+    /// The paths it stands for that exist now.
+    fn present(&self) -> Vec<PathBuf> {
+        match self {
+            RunResource::File { path } | RunResource::Tree { path } => {
+                if fs::symlink_metadata(path).is_ok() {
+                    vec![path.clone()]
+                } else {
+                    Vec::new()
+                }
+            }
+            RunResource::Named { dir, pid } => {
+                let Ok(rd) = fs::read_dir(dir) else {
+                    return Vec::new();
+                };
+                rd.flatten()
+                    .filter(|e| is_named_for(&e.file_name().to_string_lossy(), *pid))
+                    .map(|e| e.path())
+                    .collect()
+            }
+        }
+    }
+
+    /// Whether `path` is this resource or inside it.
+    fn covers(&self, path: &Path) -> bool {
+        match self {
+            RunResource::File { path: p } | RunResource::Tree { path: p } => {
+                path.starts_with(p) || p.starts_with(path)
+            }
+            RunResource::Named { dir, .. } => path.starts_with(dir),
+        }
+    }
+}
+
+/// Whether `name` is one of iolab's unique names for process `pid`: `iolab-PID-…` or
+/// `iolab-WORD-PID-…`.
+pub fn is_named_for(name: &str, pid: i32) -> bool {
+    let Some(rest) = name.strip_prefix("iolab-") else {
+        return false;
+    };
+    let pid = format!("{pid}-");
+    rest.starts_with(&pid)
+        || rest
+            .split_once('-')
+            .is_some_and(|(word, tail)| !word.is_empty() && tail.starts_with(&pid))
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+enum Line {
+    Header {
+        version: u32,
+        pid: i32,
+        #[serde(default)]
+        start_time: Option<u64>,
+        created_unix: u64,
+    },
+    Intent {
+        id: u64,
+        at_unix: u64,
+        resource: RunResource,
+    },
+    Done {
+        id: u64,
+        dev: u64,
+        ino: u64,
+    },
+    Removed {
+        id: u64,
+    },
+}
+
+/// One recorded resource: what, when, and what it was once created.
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    resource: RunResource,
+    at_unix: u64,
+    identity: Option<(u64, u64)>,
+}
+
+#[derive(Debug, Default)]
+struct Journal {
+    version: Option<u32>,
+    pid: Option<i32>,
+    start_time: Option<u64>,
+    open: BTreeMap<u64, Entry>,
+}
+
+impl Journal {
+    fn parse(text: &str) -> Journal {
+        let mut j = Journal::default();
+        for line in text.lines() {
+            // A line cut short by a kill is the last one, and ignored.
+            let Ok(l) = serde_json::from_str::<Line>(line) else {
+                continue;
+            };
+            match l {
+                Line::Header {
+                    version,
+                    pid,
+                    start_time,
+                    ..
+                } => {
+                    j.version = Some(version);
+                    j.pid = Some(pid);
+                    j.start_time = start_time;
+                }
+                Line::Intent {
+                    id,
+                    at_unix,
+                    resource,
+                } => {
+                    j.open.insert(
+                        id,
+                        Entry {
+                            resource,
+                            at_unix,
+                            identity: None,
+                        },
+                    );
+                }
+                Line::Done { id, dev, ino } => {
+                    if let Some(e) = j.open.get_mut(&id) {
+                        e.identity = Some((dev, ino));
+                    }
+                }
+                Line::Removed { id } => {
+                    j.open.remove(&id);
+                }
+            }
+        }
+        j
+    }
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The run state of this process. Cheap to clone (shared with the signal handler).
+#[derive(Debug, Clone)]
+pub struct RunState {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    path: PathBuf,
+    file: File,
+    next_id: u64,
+    open: BTreeMap<u64, Entry>,
+    deleted: bool,
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn is_run_state_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("run-") && n.ends_with(".jsonl"))
+}
+
+impl RunState {
+    /// Creates `run-PID-N.jsonl` in `dir` (created 0700 if missing), locks it and writes
+    /// the header.
+    pub fn create(dir: &Path) -> io::Result<RunState> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        let (pid, start_time) = sys::self_identity();
+        let (path, file) = loop {
+            let n = SEQ.fetch_add(1, Ordering::Relaxed);
+            let path = dir.join(format!("run-{pid}-{n}.jsonl"));
+            match OpenOptions::new()
+                .create_new(true)
+                .append(true)
+                .read(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(f) => break (path, f),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+        let st = RunState {
+            inner: Arc::new(Mutex::new(Inner {
+                path,
+                file,
+                next_id: 1,
+                open: BTreeMap::new(),
+                deleted: false,
+            })),
+        };
+        st.append(&Line::Header {
+            version: RUN_STATE_VERSION,
+            pid,
+            start_time,
+            created_unix: now_unix(),
+        })?;
+        Ok(st)
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.lock().path.clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn append(&self, line: &Line) -> io::Result<()> {
+        append_locked(&mut self.lock(), line)
+    }
+
+    /// Records that `resource` is about to be created; its id for [`Self::created`] and
+    /// [`Self::removed`].
+    pub fn intent(&self, resource: RunResource) -> io::Result<u64> {
+        let mut i = self.lock();
+        let id = i.next_id;
+        let at_unix = now_unix();
+        append_locked(
+            &mut i,
+            &Line::Intent {
+                id,
+                at_unix,
+                resource: resource.clone(),
+            },
+        )?;
+        i.next_id += 1;
+        i.open.insert(
+            id,
+            Entry {
+                resource,
+                at_unix,
+                identity: None,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Records what resource `id` is now that it exists (its device and inode), for a
+    /// file or tree; a `Named` resource has no single identity.
+    pub fn created(&self, id: u64) -> io::Result<()> {
+        let mut i = self.lock();
+        let Some(e) = i.open.get(&id) else {
+            return Ok(());
+        };
+        let (RunResource::File { path } | RunResource::Tree { path }) = &e.resource else {
+            return Ok(());
+        };
+        let m = fs::symlink_metadata(path)?;
+        let (dev, ino) = (m.dev(), m.ino());
+        append_locked(&mut i, &Line::Done { id, dev, ino })?;
+        if let Some(e) = i.open.get_mut(&id) {
+            e.identity = Some((dev, ino));
+        }
+        Ok(())
+    }
+
+    /// Records that resource `id` is gone (removed by the run, or kept on purpose).
+    pub fn removed(&self, id: u64) -> io::Result<()> {
+        let mut i = self.lock();
+        if !i.open.contains_key(&id) {
+            return Ok(());
+        }
+        append_locked(&mut i, &Line::Removed { id })?;
+        i.open.remove(&id);
+        Ok(())
+    }
+
+    /// At the end of the run: every resource the run removed itself is marked gone; the
+    /// file is deleted when nothing recorded is left, else it stays for `iolab cleanup`.
+    /// Returns what is left.
+    pub fn finish(&self) -> Vec<String> {
+        let mut i = self.lock();
+        let ids: Vec<u64> = i.open.keys().copied().collect();
+        let mut left = Vec::new();
+        for id in ids {
+            let present = i.open[&id].resource.present();
+            if present.is_empty() {
+                if append_locked(&mut i, &Line::Removed { id }).is_ok() {
+                    i.open.remove(&id);
+                }
+            } else {
+                left.extend(present.iter().map(|p| p.display().to_string()));
+            }
+        }
+        if i.open.is_empty() && !i.deleted && fs::remove_file(&i.path).is_ok() {
+            i.deleted = true;
+        }
+        left
+    }
+
+    /// Removes everything recorded that still is what was recorded (a second Ctrl-C);
+    /// returns (what was removed, what could not be).
+    pub fn remove_all(&self) -> (Vec<String>, Vec<String>) {
+        let mut i = self.lock();
+        let entries: Vec<(u64, Entry)> =
+            i.open.iter().rev().map(|(k, v)| (*k, v.clone())).collect();
+        let (mut removed, mut failed) = (Vec::new(), Vec::new());
+        for (id, e) in entries {
+            let r = remove_entry(&e, i.path.parent());
+            removed.extend(r.removed);
+            failed.extend(r.failed.iter().cloned());
+            if r.failed.is_empty() && append_locked(&mut i, &Line::Removed { id }).is_ok() {
+                i.open.remove(&id);
+            }
+        }
+        if i.open.is_empty() && !i.deleted && fs::remove_file(&i.path).is_ok() {
+            i.deleted = true;
+        }
+        (removed, failed)
+    }
+}
+
+fn append_locked(i: &mut Inner, line: &Line) -> io::Result<()> {
+    if i.deleted {
+        return Err(io::Error::other(format!(
+            "{} was already finished",
+            i.path.display()
+        )));
+    }
+    let mut text = serde_json::to_string(line).map_err(io::Error::other)?;
+    text.push('\n');
+    // One write() per line, O_APPEND: a kill leaves at worst one cut line at the end.
+    i.file.write_all(text.as_bytes())
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if !self.deleted && self.open.is_empty() {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// What removing one entry did.
+#[derive(Default)]
+struct Removal {
+    removed: Vec<String>,
+    failed: Vec<String>,
+}
+
+/// Removes what entry `e` stands for, if it is still what was recorded. Never touches the
+/// state directory itself.
+fn remove_entry(e: &Entry, state_dir: Option<&Path>) -> Removal {
+    let mut out = Removal::default();
+    for p in e.resource.present() {
+        if state_dir.is_some_and(|d| p.starts_with(d) || d.starts_with(&p)) {
+            out.failed.push(format!(
+                "{}: inside the state directory; not removed",
+                p.display()
+            ));
+            continue;
+        }
+        let Ok(m) = fs::symlink_metadata(&p) else {
+            continue;
+        };
+        let same = match e.identity {
+            Some(id) => (m.dev(), m.ino()) == id,
+            // Killed between the intent and the record: it must have changed since.
+            None => {
+                matches!(e.resource, RunResource::Named { .. })
+                    || (m.ctime() >= 0 && m.ctime() as u64 + 1 >= e.at_unix)
+            }
+        };
+        if !same {
+            out.failed.push(format!(
+                "{}: not what iolab recorded (replaced since); left alone",
+                p.display()
+            ));
+            continue;
+        }
+        match remove_path(&p, m.is_dir()) {
+            Ok(()) => out.removed.push(p.display().to_string()),
+            Err(err) => out.failed.push(format!("{}: {err}", p.display())),
+        }
+    }
+    out
+}
+
+/// Removes a file or a directory tree. The run's own threads may still be creating or
+/// removing entries in it (a second Ctrl-C does not wait for them): a failure is retried
+/// while the tree keeps changing, and what is gone counts as removed.
+fn remove_path(p: &Path, dir: bool) -> io::Result<()> {
+    let mut last = None;
+    for _ in 0..20 {
+        let r = if dir {
+            fs::remove_dir_all(p)
+        } else {
+            fs::remove_file(p)
+        };
+        match r {
+            Ok(()) => return Ok(()),
+            Err(_) if fs::symlink_metadata(p).is_err() => return Ok(()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::DirectoryNotEmpty
+                ) =>
+            {
+                last = Some(e)
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("still there")))
+}
+
+/// What [`cleanup_runs`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RunCleanup {
+    /// Run-state files looked at.
+    pub examined: Vec<PathBuf>,
+    /// Files of runs still going (left alone), with the run's pid.
+    pub live: Vec<(PathBuf, Option<i32>)>,
+    /// Files fully cleaned and deleted.
+    pub cleaned: Vec<PathBuf>,
+    /// Files not acted on, and why.
+    pub skipped: Vec<(PathBuf, String)>,
+    /// Paths removed.
+    pub removed: Vec<String>,
+    /// What could not be removed (it stays recorded).
+    pub failures: Vec<String>,
+}
+
+/// A dead run's state file, locked by the cleaner.
+struct Foreign {
+    file: File,
+    journal: Journal,
+}
+
+/// Opens `path` if its owner is gone: the lock is free and the pid is not alive with the
+/// recorded start time. The file must belong to this user and be writable by no one
+/// else, in a directory no one else can write.
+fn open_foreign(path: &Path) -> Result<Foreign, (bool, Option<i32>, String)> {
+    let skip = |why: String| (false, None, why);
+    // Never through a link; what is checked and read is the open file, not the path.
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| skip(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| skip(e.to_string()))?;
+    trusted(path, &meta).map_err(skip)?;
+    let text = read_all(&file).map_err(|e| skip(e.to_string()))?;
+    let journal = Journal::parse(&text);
+    if let Some(v) = journal.version.filter(|v| *v > RUN_STATE_VERSION) {
+        return Err(skip(format!(
+            "run-state format version {v} is newer than this iolab's ({RUN_STATE_VERSION})"
+        )));
+    }
+    let pid = journal.pid;
+    if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        return Err((true, pid, String::new()));
+    }
+    if let Some(p) = pid {
+        if p == std::process::id() as i32 || sys::proc_is(p, journal.start_time) {
+            return Err((true, pid, String::new()));
+        }
+    }
+    let text = read_all(&file).map_err(|e| skip(e.to_string()))?;
+    Ok(Foreign {
+        file,
+        journal: Journal::parse(&text),
+    })
+}
+
+/// All of an open file, from its start.
+fn read_all(mut file: &File) -> io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    file.seek(SeekFrom::Start(0))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The state file (`meta`, from its descriptor) and its directory must be this user's and
+/// writable by no one else.
+fn trusted(path: &Path, meta: &fs::Metadata) -> Result<(), String> {
+    crate::trust::check_file(meta)
+        .map_err(|e| format!("state file {}: {e}; left alone", path.display()))?;
+    if let Some(d) = path.parent() {
+        crate::trust::check_dir(d)
+            .map_err(|e| format!("state directory {}: {e}; left alone", d.display()))?;
+    }
+    Ok(())
+}
+
+/// Cleans one dead run's file: removes what it records (newest first) and deletes it
+/// when nothing is left.
+fn clean_one(path: &Path, mut f: Foreign, report: &mut RunCleanup) {
+    let state_dir = path.parent();
+    let entries: Vec<(u64, Entry)> = f
+        .journal
+        .open
+        .iter()
+        .rev()
+        .map(|(k, v)| (*k, v.clone()))
+        .collect();
+    for (id, e) in entries {
+        let r = remove_entry(&e, state_dir);
+        report.removed.extend(r.removed);
+        if !r.failed.is_empty() {
+            report.failures.extend(
+                r.failed
+                    .into_iter()
+                    .map(|x| format!("{}: {x}", path.display())),
+            );
+            continue;
+        }
+        let mut text = serde_json::to_string(&Line::Removed { id }).unwrap_or_default();
+        text.push('\n');
+        if let Err(e) = f.file.write_all(text.as_bytes()) {
+            report
+                .failures
+                .push(format!("{}: writing: {e}", path.display()));
+        }
+        f.journal.open.remove(&id);
+    }
+    if f.journal.open.is_empty() {
+        match fs::remove_file(path) {
+            Ok(()) => report.cleaned.push(path.to_path_buf()),
+            Err(e) => report
+                .failures
+                .push(format!("{}: not deleted: {e}", path.display())),
+        }
+    }
+}
+
+/// The run-state files in `state_dir`, sorted.
+fn run_files(state_dir: &Path) -> Vec<PathBuf> {
+    let Ok(dir) = fs::read_dir(state_dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = dir
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| is_run_state_name(p))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Removes what runs of dead processes left behind, from their run-state files in
+/// `state_dir` (what `iolab cleanup` does besides the testbeds).
+pub fn cleanup_runs(state_dir: &Path) -> RunCleanup {
+    clean_matching(state_dir, |_| true)
+}
+
+/// Cleans the files of dead runs that recorded something at or under `path` (a rerun in
+/// the same directory recognising iolab's own leftovers); other files are left for
+/// `iolab cleanup`.
+pub fn clear_leftovers_under(state_dir: &Path, path: &Path) -> RunCleanup {
+    clean_matching(state_dir, |j| {
+        j.open.values().any(|e| e.resource.covers(path))
+    })
+}
+
+fn clean_matching(state_dir: &Path, wanted: impl Fn(&Journal) -> bool) -> RunCleanup {
+    let mut report = RunCleanup::default();
+    for path in run_files(state_dir) {
+        // A cheap look first: files about something else are not even locked.
+        let Ok(text) = fs::read_to_string(&path) else {
+            continue;
+        };
+        if !wanted(&Journal::parse(&text)) {
+            continue;
+        }
+        report.examined.push(path.clone());
+        match open_foreign(&path) {
+            Ok(f) => clean_one(&path, f, &mut report),
+            Err((true, pid, _)) => report.live.push((path, pid)),
+            Err((false, _, why)) => report.skipped.push((path, why)),
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_names_of_a_process() {
+        assert!(is_named_for("iolab-123-0000abcd.dat", 123));
+        assert!(is_named_for("iolab-md-123-0000abcd", 123));
+        assert!(is_named_for(
+            "iolab-verify-123-0000abcd.dat.iolab-verify",
+            123
+        ));
+        assert!(!is_named_for("iolab-1234-0000abcd.dat", 123));
+        assert!(!is_named_for("iolab-md-1234-0000abcd", 123));
+        assert!(!is_named_for("mine-123-x", 123));
+        assert!(!is_named_for("iolab--123-x", 123));
+    }
+
+    #[test]
+    fn a_dead_runs_leftovers_are_removed_and_nothing_else() {
+        let state = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let st = RunState::create(state.path()).unwrap();
+        let tree = work.path().join("clients");
+        let id = st.intent(RunResource::Tree { path: tree.clone() }).unwrap();
+        fs::create_dir_all(tree.join("client0/sub")).unwrap();
+        fs::write(tree.join("client0/sub/f"), "x").unwrap();
+        st.created(id).unwrap();
+        st.intent(RunResource::Named {
+            dir: work.path().to_path_buf(),
+            pid: 999_999_999,
+        })
+        .unwrap();
+        fs::write(work.path().join("iolab-999999999-1.dat"), "x").unwrap();
+        fs::write(work.path().join("theirs.dat"), "x").unwrap();
+        let path = st.path();
+        // Alive (it is us): left alone.
+        let r = cleanup_runs(state.path());
+        assert_eq!(r.live.len(), 1, "{r:?}");
+        assert!(tree.exists());
+        // Pretend the owner died: a pid that cannot exist, and the lock released.
+        let text = fs::read_to_string(&path).unwrap().replacen(
+            &format!("\"pid\":{}", std::process::id()),
+            "\"pid\":999999999",
+            1,
+        );
+        std::mem::forget(st);
+        let dead = state.path().join("run-999999999-0.jsonl");
+        fs::write(&dead, text).unwrap();
+        fs::set_permissions(&dead, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        fs::remove_file(&path).unwrap();
+        // A rerun elsewhere does not touch it; one under the tree does.
+        let other = tempfile::tempdir().unwrap();
+        assert!(clear_leftovers_under(state.path(), other.path())
+            .examined
+            .is_empty());
+        let r = clear_leftovers_under(state.path(), &tree.join("client0"));
+        assert!(r.failures.is_empty(), "{r:?}");
+        assert_eq!(r.cleaned, vec![dead.clone()]);
+        assert!(!tree.exists());
+        assert!(!work.path().join("iolab-999999999-1.dat").exists());
+        assert!(work.path().join("theirs.dat").exists());
+        assert!(!dead.exists());
+    }
+
+    #[test]
+    fn a_state_file_others_can_write_is_not_acted_on() {
+        use std::os::unix::fs::PermissionsExt;
+        let state = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let victim = work.path().join("precious");
+        fs::write(&victim, "x").unwrap();
+        let text = format!(
+            "{{\"event\":\"header\",\"version\":1,\"pid\":999999999,\"created_unix\":0}}\n\
+             {{\"event\":\"intent\",\"id\":1,\"at_unix\":0,\"resource\":{{\"type\":\"file\",\"path\":{:?}}}}}\n",
+            victim
+        );
+        let f = state.path().join("run-999999999-0.jsonl");
+        fs::write(&f, text).unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o666)).unwrap();
+        let r = cleanup_runs(state.path());
+        assert_eq!(r.skipped.len(), 1, "{r:?}");
+        assert!(r.skipped[0].1.contains("writable by others"), "{r:?}");
+        assert!(victim.exists());
+        // Private again: acted on.
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).unwrap();
+        let r = cleanup_runs(state.path());
+        assert_eq!(r.cleaned.len(), 1, "{r:?}");
+        assert!(!victim.exists());
+    }
+
+    #[test]
+    fn a_replaced_tree_is_left_alone() {
+        let state = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let st = RunState::create(state.path()).unwrap();
+        let tree = work.path().join("clients");
+        let id = st.intent(RunResource::Tree { path: tree.clone() }).unwrap();
+        fs::create_dir(&tree).unwrap();
+        st.created(id).unwrap();
+        // Someone else's directory now stands where iolab's was (iolab's still exists
+        // elsewhere, so the new one cannot have its inode).
+        fs::rename(&tree, work.path().join("moved")).unwrap();
+        fs::create_dir(&tree).unwrap();
+        let (removed, failed) = st.remove_all();
+        assert!(removed.is_empty());
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(tree.exists());
+    }
+}
