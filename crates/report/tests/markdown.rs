@@ -451,3 +451,55 @@ fn scrub_counts_are_tabulated_per_configuration() {
     assert_eq!(row("repaired"), ["repaired", "32", "11 (32)"]);
     assert_eq!(row("verdict"), ["verdict", "pass", "⚠ FAIL"]);
 }
+
+#[test]
+fn one_repeat_is_ranked_against_earlier_invocations() {
+    use std::collections::HashMap;
+    // This invocation: one run per configuration. The store holds an earlier invocation of
+    // the same study with three repeats: the spread of those repeats is each
+    // configuration's noise.
+    let mut set = RunSet::study("strip size", common::study_runs());
+    let fp = |label: &str| format!("fp1-{label}");
+    let fingerprints: HashMap<i64, String> = set
+        .runs()
+        .map(|r| (r.id.unwrap(), fp(r.config_label.as_deref().unwrap())))
+        .collect();
+    let others = common::study_runs_repeated()
+        .into_iter()
+        .map(|mut r| {
+            r.id = Some(r.id.unwrap() + 1000);
+            r.study_meta["invocation"] = "earlier".into();
+            r.tests.iter_mut().for_each(|t| t.passes.clear());
+            (fp(r.config_label.as_deref().unwrap()), r)
+        })
+        .collect();
+    set.set_noise(iolab_report::set::Noise {
+        fingerprints,
+        others,
+    });
+    let ranking = set.ranking();
+    assert_eq!(ranking.repeats, [1, 1, 1]);
+    assert_eq!(ranking.noise_repeats, [3, 3, 3]);
+    let text = |c: &str| ranking.rank_text(set.configs.iter().position(|x| x.label == c).unwrap());
+    // One repeat against one: se = 0.00998 × √2 = 0.0141 (the earlier repeats' sd of ln,
+    // 4 degrees of freedom from two configurations' 3 repeats each). 32KB over 16KB:
+    // t = 0.0496 / 0.0141 = 3.5, p = 0.025, separated; over 64KB: t = 0.037 / 0.0141 = 2.6,
+    // p = 0.06, and 64KB over 16KB t = 0.9: not. So 32KB ranks 1-2, 64KB 1-3, 16KB 2-3 —
+    // less separated than three repeats a side (see above).
+    assert_eq!(
+        (text("32KB"), text("64KB"), text("16KB")),
+        ("1-2".into(), "1-3".into(), "2-3".into())
+    );
+    assert!(
+        ranking.basis().contains("9 earlier repeat(s)"),
+        "{}",
+        ranking.basis()
+    );
+    // The ratio of a single run is tested against the earlier runs of its command too.
+    let md = render(&set);
+    let t = tables(&md);
+    assert_eq!(
+        &ratio_row(&t, "RND4K Q1T1 Read")[1..],
+        ["1.00", "1.11*", "1.07*"]
+    );
+}
