@@ -39,10 +39,11 @@ pub enum Command {
     /// Write a report of stored runs or of a study: HTML with charts, Markdown tables, CSV
     /// (one row per pass), JSON (see docs/reports.md).
     Report(ReportArgs),
-    /// Stored runs side by side: each metric's medians, the change and whether it is
-    /// significant given the passes.
+    /// Stored runs side by side: each metric's value, the change and whether it stands out
+    /// from run-to-run noise (judged on runs, not passes; see docs/statistics.md).
     Compare(CompareArgs),
-    /// Stored runs over time with their headline numbers, marking changes beyond the noise.
+    /// Stored runs over time with their headline numbers, marking changes beyond the
+    /// run-to-run noise of the same command.
     History(HistoryArgs),
     /// Build the configurations a study file describes, run its workloads on each
     /// (interleaved), tear them down, and print the ranked comparison (see docs/studies.md).
@@ -211,7 +212,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub csv: Option<String>,
     /// Write JSON to FILE ("-" or no FILE: standard output): the run document for one
-    /// run, the study document (iolab.study/1) for several or a study.
+    /// run, the study document (iolab.study/2) for several or a study.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,
 }
@@ -224,10 +225,10 @@ pub struct CompareArgs {
     #[arg(value_name = "RUN_ID")]
     pub run_ids: Vec<String>,
     /// Compare the runs carrying these labels instead (repeat: --label before --label
-    /// after); runs sharing a label have their passes pooled.
+    /// after); the runs sharing a label are one side, each run one sample.
     #[arg(long, value_name = "LABEL", conflicts_with = "run_ids")]
     pub label: Vec<String>,
-    /// Print the comparison document (iolab.comparison/1) instead of the table, or write
+    /// Print the comparison document (iolab.comparison/2) instead of the table, or write
     /// it to FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,
@@ -249,7 +250,7 @@ pub struct HistoryArgs {
     /// Only the newest N runs.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
-    /// Print the history document (iolab.history/1) instead of the tables, or write it to
+    /// Print the history document (iolab.history/2) instead of the tables, or write it to
     /// FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,

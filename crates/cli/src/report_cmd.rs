@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use iolab_measure::RunRecord;
-use iolab_report::set::RunSet;
+use iolab_report::set::{Noise, RunSet};
 use iolab_report::{compare as cmp, csv, history as hist, html, json, markdown};
 use iolab_store::{RunFilter, Store};
 
@@ -32,6 +32,16 @@ fn load_ids(store: &Store, ids: &[String]) -> Result<Vec<RunRecord>, CliError> {
             Ok(store.load_run(id)?)
         })
         .collect()
+}
+
+/// The fingerprints of runs `ids` and the other stored runs of their commands: the
+/// run-to-run noise single runs are judged against.
+fn load_noise(store: &Store, ids: &[i64]) -> Result<Noise, CliError> {
+    Ok(Noise::load(
+        ids,
+        |id| store.fingerprint(id),
+        |fp, n| store.runs_like(fp, n, &mut crate::error::skipped_warning),
+    )?)
 }
 
 fn load_filtered(store: &Store, filter: &RunFilter) -> Result<Vec<RunRecord>, CliError> {
@@ -172,6 +182,7 @@ pub fn report(a: ReportArgs) -> Result<i32, CliError> {
     if let Some(b) = &a.baseline {
         set.set_baseline(b).map_err(CliError::Usage)?;
     }
+    set.set_noise(load_noise(&store, &set.run_ids())?);
     let mut outputs = Vec::new();
     if let Some(d) = &a.html {
         outputs.push(Output {
@@ -247,7 +258,8 @@ pub fn compare(a: CompareArgs) -> Result<i32, CliError> {
             "compare needs at least two sides: two or more run ids, or --label twice".into(),
         ));
     }
-    let set = RunSet::groups(groups);
+    let mut set = RunSet::groups(groups);
+    set.set_noise(load_noise(&store, &set.run_ids())?);
     let c = cmp::compare(&set);
     match &a.json {
         Some(d) => {
@@ -285,17 +297,22 @@ pub fn history(a: HistoryArgs) -> Result<i32, CliError> {
         limit: a.limit,
     };
     let runs = crate::error::load_skipping_damaged(&store, &filter)?;
+    let ids: Vec<i64> = runs.iter().filter_map(|r| r.id).collect();
+    let noise = load_noise(&store, &ids)?;
     match &a.json {
         Some(d) => {
-            let text =
-                serde_json::to_string_pretty(&hist::document(&runs, env!("CARGO_PKG_VERSION")))
-                    .expect("a Value serialises");
+            let text = serde_json::to_string_pretty(&hist::document(
+                &runs,
+                &noise,
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .expect("a Value serialises");
             write_outputs(vec![Output {
                 dest: d,
                 text: ensure_newline(text),
             }])?;
         }
-        None => print!("{}", hist::render(&runs)),
+        None => print!("{}", hist::render(&runs, &noise)),
     }
     Ok(0)
 }

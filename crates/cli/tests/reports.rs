@@ -26,9 +26,12 @@ struct Fixture {
     ids: HashMap<&'static str, i64>,
     /// The study "strip size": configurations 16KB, 32KB, 64KB.
     study: Vec<i64>,
-    /// A pair made from the cdm run: SEQ1M Q8T1 Read at exactly 1000/1010 MB/s in A and
-    /// 1500/1515 MB/s in B, everything else identical.
-    pair: (i64, i64),
+    /// Two labels of three runs each made from the cdm run, every test wobbling by ±1%
+    /// between runs: SEQ1M Q8T1 Read at 1000/1010 MB/s (× the wobble) in `pair-a` and
+    /// 1500/1515 MB/s in `pair-b`, everything else the same.
+    pair: (Vec<i64>, Vec<i64>),
+    /// Five runs labelled `trend`: SEQ1M Q8T1 Read 50% faster in the last one.
+    trend: Vec<i64>,
 }
 
 impl Fixture {
@@ -142,7 +145,8 @@ fn fixture() -> &'static Fixture {
             root: root.clone(),
             ids: HashMap::new(),
             study: Vec::new(),
-            pair: (0, 0),
+            pair: (Vec::new(), Vec::new()),
+            trend: Vec::new(),
         };
         let loadfile = root.join("tiny-loadfile.txt");
         fs::write(&loadfile, TINY_LOADFILE).unwrap();
@@ -249,30 +253,38 @@ fn fixture() -> &'static Fixture {
             r.label = None;
             study.push(store.save_run(&r).unwrap());
         }
-        let exact = |mbs: [f64; 2]| {
+        // Run-to-run wobble: every test of a run scaled by one factor.
+        let wobble = [1.0, 1.01, 0.99];
+        let exact = |mbs: [f64; 2], w: f64| {
             move |name: &str, p: &PassRecord| {
                 if name == "SEQ1M Q8T1 Read" {
-                    mbs[p.index as usize - 1] / p.mb_s
+                    w * mbs[p.index as usize - 1] / p.mb_s
                 } else {
-                    1.0
+                    w
                 }
             }
         };
-        let mut a = derived(&base, &exact([1000.0, 1010.0]));
-        a.label = Some("pair-a".into());
-        let mut b = derived(&base, &exact([1500.0, 1515.0]));
-        b.label = Some("pair-b".into());
-        // B's other tests are A's passes exactly.
-        for (tb, ta) in b.tests.iter_mut().zip(&a.tests) {
-            if tb.name != "SEQ1M Q8T1 Read" {
-                *tb = ta.clone();
-            }
+        let mut save = |label: &str, mbs: [f64; 2], w: f64| {
+            let mut r = derived(&base, &exact(mbs, w));
+            r.label = Some(label.into());
+            store.save_run(&r).unwrap()
+        };
+        let mut pair = (Vec::new(), Vec::new());
+        for k in 0..3 {
+            pair.0.push(save("pair-a", [1000.0, 1010.0], wobble[k]));
+            pair.1
+                .push(save("pair-b", [1500.0, 1515.0], wobble[(k + 1) % 3]));
         }
-        let pair = (store.save_run(&a).unwrap(), store.save_run(&b).unwrap());
+        let mut trend = Vec::new();
+        for (k, f) in [1.0, 1.0, 1.0, 1.0, 1.5].into_iter().enumerate() {
+            let w = [1.0, 1.01, 0.99, 1.005, 0.995][k];
+            trend.push(save("trend", [1000.0 * f / w, 1010.0 * f / w], w));
+        }
         Fixture {
             ids,
             study,
             pair,
+            trend,
             ..f0
         }
     })
@@ -435,12 +447,13 @@ fn study_markdown_scores_the_configurations() {
     // sqrt(0.9) = 0.9487, sqrt(0.98) = 0.9899, sqrt(0.96 · 0.95) = 0.9550, over the best:
     // 0.958, 1.000, 0.965.
     let (_, _, score) = tables.iter().find(|t| t.0.starts_with("**Score")).unwrap();
+    // One run per configuration: the ranks cannot be told apart.
     assert_eq!(
         score,
         &[
-            ["1", "32KB", "1.00", "0.98", "1.00", "-"],
-            ["2", "64KB", "0.96", "0.95", "0.96", "-"],
-            ["3", "16KB", "0.90", "1.00", "0.96", "-"],
+            ["1-3", "32KB", "1.00", "0.98", "1.00", "-"],
+            ["1-3", "64KB", "0.96", "0.95", "0.96", "-"],
+            ["1-3", "16KB", "0.90", "1.00", "0.96", "-"],
         ]
     );
     // --baseline changes the ratio table's reference.
@@ -498,28 +511,45 @@ fn csv_rows_match_the_stored_passes() {
     assert_eq!(rows.len(), expected);
 }
 
+/// Terminal text with its line breaks and indents undone, for phrase checks.
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[test]
-fn compare_finds_the_known_difference() {
+fn compare_finds_the_known_difference_on_runs() {
     let f = fixture();
-    let (a, b) = (f.pair.0.to_string(), f.pair.1.to_string());
-    let text = f.iolab(&["compare", &a, &b]).ok().stdout;
-    assert!(text.contains("Welch's t-test"), "{text}");
+    // Three runs a side: Welch's t-test on the runs.
+    let text = f
+        .iolab(&["compare", "--label", "pair-a", "--label", "pair-b"])
+        .ok()
+        .stdout;
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
     let line = text
         .lines()
         .find(|l| l.starts_with("SEQ1M Q8T1 Read"))
         .unwrap_or_else(|| panic!("{text}"));
-    // Medians 1005 and 1507.5: +50%; passes 1% apart, so far beyond the noise.
-    assert!(line.contains("1005") && line.contains("1508"), "{line}");
+    // Geometric means of the runs' medians (1005 and 1507.5 × the wobble): +50%.
+    assert!(line.contains("1005") && line.contains("150"), "{line}");
     assert!(
         line.contains("+50%") && line.contains("yes, better"),
         "{line}"
     );
-    // The other tests have the same passes on both sides.
+    // The other tests wobble by ±1% between runs on both sides: within the noise.
     for l in text.lines().filter(|l| l.starts_with("RND4K")) {
-        assert!(l.contains("0.0%") && l.contains("no (p=1.00)"), "{l}");
+        assert!(l.contains(" no (p="), "{l}");
     }
-    let doc = f.iolab(&["compare", &a, &b, "--json"]).ok().json();
-    assert_eq!(doc["schema"], "iolab.comparison/1");
+    assert!(
+        flat(&text).contains("B vs A: 3 runs on A, 3 runs on B: Welch's t-test on ln(run value)"),
+        "{text}"
+    );
+    let doc = f
+        .iolab(&[
+            "compare", "--label", "pair-a", "--label", "pair-b", "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(doc["schema"], "iolab.comparison/2");
     let t = doc["tests"]
         .as_array()
         .unwrap()
@@ -528,16 +558,60 @@ fn compare_finds_the_known_difference() {
         .unwrap();
     let cell = &t["metrics"]["mb_s"][1];
     assert_eq!(cell["verdict"], "better");
-    assert!((cell["change_pct"].as_f64().unwrap() - 50.0).abs() < 1e-6);
+    assert!((cell["change_pct"].as_f64().unwrap() - 50.0).abs() < 0.5);
     assert!(cell["p"].as_f64().unwrap() < 0.05);
+    assert_eq!(cell["evidence"]["method"], "welch-log-runs");
+    assert_eq!(cell["runs"], 3);
+
+    // One run a side: judged against the other stored runs of each label's command (two
+    // each, pooled: 2 degrees of freedom).
+    // Runs with no wobble on either side: exactly +50%.
+    let (a, b) = (f.pair.0[0].to_string(), f.pair.1[2].to_string());
+    let text = f.iolab(&["compare", &a, &b]).ok().stdout;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("SEQ1M Q8T1 Read"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("+50%") && line.contains("yes, better"),
+        "{line}"
+    );
+    let mut others: Vec<i64> = f.pair.0[1..]
+        .iter()
+        .chain(&f.pair.1[..2])
+        .copied()
+        .collect();
+    others.sort_unstable();
+    assert!(
+        flat(&text).contains("noise measured on 4 other stored runs of the same command"),
+        "{text}"
+    );
+    let doc = f.iolab(&["compare", &a, &b, "--json"]).ok().json();
+    let t = &doc["tests"][0];
+    let e = &t["metrics"]["mb_s"][1]["evidence"];
+    assert_eq!(e["method"], "pooled-log-noise");
+    let mut ids: Vec<i64> = e["noise_run_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, others);
     // Warnings from either side are listed with the side.
-    if !f.show(f.pair.0)["warnings"].as_array().unwrap().is_empty() {
+    if !f.show(f.pair.0[0])["warnings"]
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
         assert!(
             text.contains("\nA: [") || text.contains("\n  A: ["),
             "{text}"
         );
     }
-    // By label: the two real cdm runs.
+
+    // The two real cdm runs, one each and no other run of their commands: nothing can be
+    // told, and the output says what to do.
     let text = f
         .iolab(&["compare", "--label", "before", "--label", "after"])
         .ok()
@@ -546,8 +620,12 @@ fn compare_finds_the_known_difference() {
         text.contains("A = label before") && text.contains("B = label after"),
         "{text}"
     );
+    for l in text.lines().filter(|l| l.starts_with("SEQ1M Q8T1 Read")) {
+        assert!(l.contains("can't tell (1 run)"), "{l}");
+    }
     assert!(
-        text.lines().any(|l| l.starts_with("SEQ1M Q8T1 Read")),
+        flat(&text)
+            .contains("cannot be told from run-to-run noise. Run it again (or use --repeat N)"),
         "{text}"
     );
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
@@ -561,24 +639,46 @@ fn history_lists_runs_with_their_headlines() {
         .iolab(&["history", "--target", target, "--preset", "cdm"])
         .ok()
         .stdout;
-    assert!(text.contains("preset cdm · 7 runs"), "{text}");
+    assert!(text.contains("preset cdm · 16 runs"), "{text}");
     assert!(
         text.contains("first → last") && text.contains("trend"),
         "{text}"
     );
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
-    // The pair's B run is 50% faster at SEQ1M Q8T1 Read than A just before it.
-    let b = f.pair.1.to_string();
-    let row = text
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(b.as_str()))
-        .unwrap_or_else(|| panic!("{text}"));
-    assert!(row.contains("1508↑"), "{row}");
+    let row = |id: i64| -> String {
+        let id = id.to_string();
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(id.as_str()))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string()
+    };
+    // The last `trend` run is 50% faster at SEQ1M Q8T1 Read than the one before, and the
+    // three before that measure the noise of the command: an arrow.
+    assert!(row(f.trend[4]).contains("1508↑"), "{}", row(f.trend[4]));
+    // Within the noise (measured on the first two): `=`. The second and third runs have
+    // fewer than two earlier runs of their command: `?`.
+    assert!(row(f.trend[3]).contains("1005="), "{}", row(f.trend[3]));
+    assert!(row(f.trend[2]).contains("?"), "{}", row(f.trend[2]));
+    // pair-b's first run follows pair-a's last: 52% faster (1507.5 × 1.01), but no earlier
+    // run of pair-b's command measures its noise: `?`, not an arrow.
+    assert!(row(f.pair.1[0]).contains("1523?"), "{}", row(f.pair.1[0]));
+    let doc = f
+        .iolab(&["history", "--preset", "cdm", "--json"])
+        .ok()
+        .json();
+    assert_eq!(doc["schema"], "iolab.history/2");
+    let runs = doc["series"][0]["runs"].as_array().unwrap();
+    let last = runs.iter().find(|r| r["run_id"] == f.trend[4]).unwrap();
+    let t = &last["tests"][0];
+    assert_eq!(
+        (t["test"].as_str(), t["movement"].as_str()),
+        (Some("SEQ1M Q8T1 Read"), Some("up"))
+    );
+    assert_eq!(t["noise_runs"], 3);
     let doc = f
         .iolab(&["history", "--preset", "fsync", "--json"])
         .ok()
         .json();
-    assert_eq!(doc["schema"], "iolab.history/1");
     assert_eq!(doc["series"][0]["runs"].as_array().unwrap().len(), 1);
     let none = f.iolab(&["history", "--preset", "nope"]).ok().stdout;
     assert_eq!(none, "No runs match.\n");
@@ -594,12 +694,23 @@ fn json_documents_for_a_run_and_a_study() {
         .iolab(&["report", "--study", "strip size", "--json"])
         .ok()
         .json();
-    assert_eq!(study["schema"], "iolab.study/1");
+    assert_eq!(study["schema"], "iolab.study/2");
     assert_eq!(study["study"], "strip size");
     assert_eq!(study["configurations"].as_array().unwrap().len(), 3);
     assert_eq!(study["runs"].as_array().unwrap().len(), 3);
     assert_eq!(study["score"]["ranked"][0]["label"], "32KB");
     assert_eq!(study["score"]["ranked"][0]["total"], 1.0);
+    // One run per configuration: the ranks share 1-3 and the document says why.
+    assert_eq!(study["score"]["ranked"][0]["rank_text"], "1-3");
+    assert_eq!(study["score"]["ranked"][0]["repeats"], 1);
+    assert!(study["score"]["ranks_basis"]
+        .as_str()
+        .unwrap()
+        .contains("cannot be told apart from run-to-run noise"));
+    assert_eq!(
+        study["tests"][0]["values"][1]["vs_baseline"]["significant"],
+        Value::Null
+    );
     let t = &study["tests"][0];
     assert_eq!(t["name"], "SEQ1M Q8T1 Read");
     assert_eq!(t["access"], "sequential");
@@ -616,7 +727,7 @@ fn json_documents_for_a_run_and_a_study() {
         .iolab(&["report", &id, &f.ids["cdm-after"].to_string(), "--json"])
         .ok()
         .json();
-    assert_eq!(two["schema"], "iolab.study/1");
+    assert_eq!(two["schema"], "iolab.study/2");
     assert_eq!(two["study"], Value::Null);
 }
 

@@ -1,20 +1,20 @@
 //! Side-by-side comparison of runs (or of groups of runs): tests aligned by name, each
-//! metric's median over the passes on every side, the change against the first side, and
-//! whether that change is significant given the passes (Welch's t-test, two-sided, 95%).
+//! metric's value on every side (per run the headline, the median of its passes; a side of
+//! several runs shows their geometric mean), the change against the first side, and
+//! whether that change stands out from run-to-run noise: judged on runs, never on the
+//! passes inside one run (`iolab_stats::noise`, docs/statistics.md).
 //!
 //! [`compare`] computes it, [`render`] prints it for a terminal (≤ 100 columns) and
-//! [`document`] gives the `iolab.comparison/1` JSON document (`docs/reports.md`).
+//! [`document`] gives the `iolab.comparison/2` JSON document (`docs/reports.md`).
 
 use iolab_measure::Warning;
-use iolab_stats::score::{Welch, ALPHA};
+use iolab_stats::noise::{Method, METHOD};
+use iolab_stats::score::ALPHA;
 use serde_json::{json, Value};
 
-use crate::set::{self, Metric, RunSet};
+use crate::set::{self, id_ranges, Judgement, Metric, RunSet, Tested};
 use crate::text::{lat, num, wrap, Column, Gap, Shrink, Table};
 use crate::MAX_WIDTH;
-
-/// How the significance is decided, as reports print it.
-pub const METHOD: &str = "Welch's t-test on the per-pass values, two-sided, 95% (p < 0.05)";
 
 /// One side of a comparison.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,27 +29,40 @@ pub struct Side {
     pub runs: Vec<String>,
 }
 
-/// Outcome of the significance test of one side against the first.
+/// Outcome of the test of one side against the first.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     /// The first side itself.
     Baseline,
     /// Significant and in the better direction for the metric.
-    Better(Welch),
+    Better(Tested),
     /// Significant and in the worse direction.
-    Worse(Welch),
+    Worse(Tested),
     /// Not significant.
-    Same(Welch),
-    /// Not testable: fewer than two passes on a side (the count is the smaller side's).
-    TooFewPasses(usize),
-    /// A side lacks the test or the value.
-    Missing,
+    Same(Tested),
+    /// Not tested, and why: a single run without measured noise
+    /// ([`Judgement::NoNoise`]), a value of 0, a missing test.
+    Untested(Judgement),
 }
 
 impl Verdict {
-    pub fn welch(&self) -> Option<&Welch> {
+    fn of(j: Judgement, higher_is_better: bool) -> Verdict {
+        match j {
+            Judgement::Tested(t) if t.test.significant() => {
+                if (t.test.ratio > 1.0) == higher_is_better {
+                    Verdict::Better(t)
+                } else {
+                    Verdict::Worse(t)
+                }
+            }
+            Judgement::Tested(t) => Verdict::Same(t),
+            other => Verdict::Untested(other),
+        }
+    }
+
+    pub fn tested(&self) -> Option<&Tested> {
         match self {
-            Verdict::Better(w) | Verdict::Worse(w) | Verdict::Same(w) => Some(w),
+            Verdict::Better(t) | Verdict::Worse(t) | Verdict::Same(t) => Some(t),
             _ => None,
         }
     }
@@ -63,28 +76,28 @@ impl Verdict {
         }
     }
 
-    /// A short word for JSON: `baseline better worse same n/a missing`.
+    /// A short word for JSON: `baseline better worse same cannot_tell n/a missing`.
     pub fn key(&self) -> &'static str {
         match self {
             Verdict::Baseline => "baseline",
             Verdict::Better(_) => "better",
             Verdict::Worse(_) => "worse",
             Verdict::Same(_) => "same",
-            Verdict::TooFewPasses(_) => "n/a",
-            Verdict::Missing => "missing",
+            Verdict::Untested(Judgement::NoNoise { .. }) => "cannot_tell",
+            Verdict::Untested(Judgement::NotPositive | Judgement::Tested(_)) => "n/a",
+            Verdict::Untested(Judgement::Missing) => "missing",
         }
     }
 
-    /// As the table prints it: `yes, better (p=0.003)`, `no (p=0.41)`, `n/a (1 pass)`.
+    /// As the table prints it: `yes, better (p=0.003)`, `no (p=0.41)`, `can't tell (1 run)`.
     pub fn text(&self) -> String {
         match self {
-            Verdict::Baseline | Verdict::Missing => String::new(),
-            Verdict::Better(w) => format!("yes, better ({})", p_text(w.p)),
-            Verdict::Worse(w) => format!("yes, worse ({})", p_text(w.p)),
-            Verdict::Same(w) => format!("no ({})", p_text(w.p)),
-            Verdict::TooFewPasses(n) => {
-                format!("n/a ({n} pass{})", if *n == 1 { "" } else { "es" })
-            }
+            Verdict::Baseline | Verdict::Untested(Judgement::Missing) => String::new(),
+            Verdict::Better(t) => format!("yes, better ({})", p_text(t.test.p)),
+            Verdict::Worse(t) => format!("yes, worse ({})", p_text(t.test.p)),
+            Verdict::Same(t) => format!("no ({})", p_text(t.test.p)),
+            Verdict::Untested(Judgement::NoNoise { .. }) => "can't tell (1 run)".into(),
+            Verdict::Untested(_) => "n/a (a value is 0)".into(),
         }
     }
 }
@@ -103,12 +116,15 @@ pub fn p_text(p: f64) -> String {
 /// One side's value of one metric of one test.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
-    /// Passes on this side.
-    pub n: usize,
-    /// Median over the passes.
-    pub median: Option<f64>,
-    pub mean: Option<f64>,
-    /// Change of the median against the first side, in percent.
+    /// Runs on this side with the test.
+    pub runs: usize,
+    /// Passes of those runs together.
+    pub passes: usize,
+    /// Each run's headline value, in run order.
+    pub run_values: Vec<f64>,
+    /// The side's value: the geometric mean of `run_values` (the headline with one run).
+    pub value: Option<f64>,
+    /// Change of `value` against the first side, in percent.
     pub change_pct: Option<f64>,
     pub verdict: Verdict,
 }
@@ -189,9 +205,9 @@ pub fn compare(set: &RunSet) -> Comparison {
         if have.len() < tests.len() {
             partial.push((name.clone(), have.clone()));
         }
-        let Some(base) = tests.first().copied().flatten() else {
+        if tests.first().copied().flatten().is_none() {
             continue;
-        };
+        }
         if have.len() < 2 {
             continue;
         }
@@ -205,52 +221,45 @@ pub fn compare(set: &RunSet) -> Comparison {
             {
                 continue;
             }
-            let base_median = m.median(base);
+            let base = set.run_values(0, &name, m);
+            let base_value = base.geo_mean();
             let cells = tests
                 .iter()
                 .enumerate()
                 .map(|(i, t)| {
                     let Some(t) = t else {
                         return Cell {
-                            n: 0,
-                            median: None,
-                            mean: None,
+                            runs: 0,
+                            passes: 0,
+                            run_values: Vec::new(),
+                            value: None,
                             change_pct: None,
-                            verdict: Verdict::Missing,
+                            verdict: Verdict::Untested(Judgement::Missing),
                         };
                     };
-                    let median = m.median(t);
-                    let stats = m.stats(t);
-                    let n = t.passes.len();
+                    let v = if i == 0 {
+                        base.clone()
+                    } else {
+                        set.run_values(i, &name, m)
+                    };
+                    let value = v.geo_mean();
                     let change_pct = if i == 0 {
                         None
                     } else {
-                        base_median
-                            .zip(median)
+                        base_value
+                            .zip(value)
                             .and_then(|(a, b)| set::change_pct(a, b))
                     };
                     let verdict = if i == 0 {
                         Verdict::Baseline
-                    } else if n < 2 || base.passes.len() < 2 {
-                        Verdict::TooFewPasses(n.min(base.passes.len()))
                     } else {
-                        match set::welch(m, base, t) {
-                            Some(w) if w.p < ALPHA => {
-                                let up = w.mean_b > w.mean_a;
-                                if up == m.higher_is_better() {
-                                    Verdict::Better(w)
-                                } else {
-                                    Verdict::Worse(w)
-                                }
-                            }
-                            Some(w) => Verdict::Same(w),
-                            None => Verdict::Missing,
-                        }
+                        Verdict::of(set::judge(&base, &v), m.higher_is_better())
                     };
                     Cell {
-                        n,
-                        median,
-                        mean: (n > 0).then_some(stats.mean),
+                        runs: v.runs.len(),
+                        passes: t.passes.len(),
+                        run_values: v.values(),
+                        value,
                         change_pct,
                         verdict,
                     }
@@ -301,6 +310,79 @@ pub fn change_text(c: Option<f64>) -> String {
     }
 }
 
+/// What the verdicts of side `k` (not A) rest on, one sentence per kind, each once.
+pub fn evidence(c: &Comparison, k: usize) -> Vec<String> {
+    let a = &c.sides[0].letter;
+    let b = &c.sides[k].letter;
+    let runs = |n: usize, side: &str| format!("{n} run{} on {side}", if n == 1 { "" } else { "s" });
+    let mut out: Vec<String> = Vec::new();
+    let mut noise_ids: Vec<i64> = Vec::new();
+    let mut pooled_runs: Option<(usize, usize)> = None;
+    for r in &c.rows {
+        let line = match &r.cells[k].verdict {
+            Verdict::Better(t) | Verdict::Worse(t) | Verdict::Same(t) => match t.test.method {
+                Method::Welch => format!(
+                    "{b} vs {a}: {}, {}: Welch's t-test on ln(run value).",
+                    runs(t.test.n_a, a),
+                    runs(t.test.n_b, b)
+                ),
+                Method::Pooled if t.noise_ids.is_empty() => {
+                    let many = if t.test.n_a >= 2 { a } else { b };
+                    format!(
+                        "{b} vs {a}: {}, {}: the single run is tested against the spread of \
+                         {many}'s runs, which repeat its command (Student's t on ln(run \
+                         value)).",
+                        runs(t.test.n_a, a),
+                        runs(t.test.n_b, b),
+                    )
+                }
+                Method::Pooled => {
+                    noise_ids.extend(&t.noise_ids);
+                    pooled_runs.get_or_insert((t.test.n_a, t.test.n_b));
+                    continue;
+                }
+            },
+            Verdict::Untested(Judgement::NoNoise { runs_a, runs_b, .. }) => {
+                let lone: Vec<&str> = [(runs_a, a.as_str()), (runs_b, b.as_str())]
+                    .iter()
+                    .filter(|(n, _)| **n == 1)
+                    .map(|(_, s)| *s)
+                    .collect();
+                format!(
+                    "{b} vs {a}: {} and no other stored run of the same command: the \
+                     difference cannot be told from run-to-run noise. Run it again (or use \
+                     --repeat N) and compare the labels.",
+                    if lone.len() == 2 {
+                        format!("1 run on {a} and on {b}")
+                    } else {
+                        runs(1, lone.first().copied().unwrap_or(b))
+                    }
+                )
+            }
+            _ => continue,
+        };
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    }
+    if let Some((na, nb)) = pooled_runs {
+        noise_ids.sort_unstable();
+        noise_ids.dedup();
+        out.push(format!(
+            "{b} vs {a}: {}, {}: tested against the run-to-run noise measured on {} other \
+             stored run{} of the same command (run{} {}; same target, options, label and \
+             host): Student's t on ln(run value) with their pooled variance.",
+            runs(na, a),
+            runs(nb, b),
+            noise_ids.len(),
+            if noise_ids.len() == 1 { "" } else { "s" },
+            if noise_ids.len() == 1 { "" } else { "s" },
+            id_ranges(&noise_ids)
+        ));
+    }
+    out
+}
+
 /// The comparison as terminal text, at most [`MAX_WIDTH`] columns. Ends with a newline.
 pub fn render(c: &Comparison) -> String {
     let mut out = Vec::new();
@@ -313,11 +395,11 @@ pub fn render(c: &Comparison) -> String {
         out.extend(wrap(&line, MAX_WIDTH, "  ", "      "));
     }
     out.push(String::new());
-    let legend = format!(
-        "Values are medians over the passes; change is against A. Significant: {METHOD}; \
-         n/a with fewer than 2 passes on a side. `!` marks tests with warnings (below)."
-    );
-    out.extend(wrap(&legend, MAX_WIDTH, "", ""));
+    let legend = "Values: each run's headline (median of its passes), the geometric mean where \
+                  a side has several runs; change is against A. Significant? is decided on \
+                  runs, not passes (see below and docs/statistics.md). `!` marks tests with \
+                  warnings (below).";
+    out.extend(wrap(legend, MAX_WIDTH, "", ""));
     out.push(String::new());
 
     if c.rows.is_empty() {
@@ -361,15 +443,27 @@ pub fn render(c: &Comparison) -> String {
             };
             last = &r.test;
             let mut row = vec![name, r.metric.label().to_string()];
-            row.push(value(r.metric, r.cells[0].median));
+            row.push(value(r.metric, r.cells[0].value));
             for cell in &r.cells[1..] {
-                row.push(value(r.metric, cell.median));
+                row.push(value(r.metric, cell.value));
                 row.push(change_text(cell.change_pct));
                 row.push(cell.verdict.text());
             }
             table.row(row);
         }
         out.extend(table.render(MAX_WIDTH));
+        out.push(String::new());
+        out.extend(wrap(
+            &format!("How it was decided ({METHOD}):"),
+            MAX_WIDTH,
+            "",
+            "  ",
+        ));
+        for k in 1..c.sides.len() {
+            for line in evidence(c, k) {
+                out.extend(wrap(&line, MAX_WIDTH, "  ", "    "));
+            }
+        }
     }
     if !c.partial.is_empty() {
         out.push(String::new());
@@ -410,7 +504,50 @@ fn finite(x: Option<f64>) -> Value {
     }
 }
 
-/// The `iolab.comparison/1` JSON document.
+/// What a verdict rests on, for JSON: the method, runs per side, where the noise came
+/// from; `null` for the baseline and missing tests.
+pub fn evidence_json(v: &Verdict) -> Value {
+    match v {
+        Verdict::Better(t) | Verdict::Worse(t) | Verdict::Same(t) => json!({
+            "method": t.test.method.key(),
+            "runs_a": t.test.n_a,
+            "runs_b": t.test.n_b,
+            "noise_runs": t.test.noise_runs,
+            "noise_run_ids": t.noise_ids,
+            "p": finite(Some(t.test.p)),
+            "t": finite(Some(t.test.t)),
+            "df": finite(Some(t.test.df)),
+            "ratio": finite(Some(t.test.ratio)),
+            "ratio_ci95": [finite(Some(t.test.ratio_low)), finite(Some(t.test.ratio_high))],
+        }),
+        Verdict::Untested(Judgement::NoNoise {
+            runs_a,
+            runs_b,
+            a,
+            b,
+        }) => json!({
+            "method": Value::Null,
+            "runs_a": runs_a,
+            "runs_b": runs_b,
+            "reason": format!(
+                "a single run on side {} and no other stored run of the same command: the \
+                 difference cannot be told from run-to-run noise",
+                match (a, b) {
+                    (true, true) => "A and on the other side",
+                    (true, false) => "A",
+                    _ => "B",
+                }
+            ),
+        }),
+        Verdict::Untested(Judgement::NotPositive | Judgement::Tested(_)) => json!({
+            "method": Value::Null,
+            "reason": "a run's value is 0 or not finite: no ratio to test",
+        }),
+        Verdict::Baseline | Verdict::Untested(Judgement::Missing) => Value::Null,
+    }
+}
+
+/// The `iolab.comparison/2` JSON document.
 pub fn document(c: &Comparison, iolab_version: &str) -> Value {
     let mut tests: Vec<Value> = Vec::new();
     let mut i = 0;
@@ -424,18 +561,18 @@ pub fn document(c: &Comparison, iolab_version: &str) -> Value {
                 .iter()
                 .zip(&c.sides)
                 .map(|(cell, side)| {
-                    let w = cell.verdict.welch();
+                    let t = cell.verdict.tested();
                     json!({
                         "side": side.letter,
-                        "passes": cell.n,
-                        "median": finite(cell.median),
-                        "mean": finite(cell.mean),
+                        "runs": cell.runs,
+                        "passes": cell.passes,
+                        "run_values": cell.run_values,
+                        "value": finite(cell.value),
                         "change_pct": finite(cell.change_pct),
                         "verdict": cell.verdict.key(),
                         "significant": cell.verdict.significant(),
-                        "p": finite(w.map(|w| w.p)),
-                        "t": finite(w.map(|w| w.t)),
-                        "df": finite(w.map(|w| w.df)),
+                        "p": finite(t.map(|t| t.test.p)),
+                        "evidence": evidence_json(&cell.verdict),
                     })
                 })
                 .collect();
@@ -445,14 +582,15 @@ pub fn document(c: &Comparison, iolab_version: &str) -> Value {
         tests.push(json!({ "name": name, "metrics": metrics }));
     }
     json!({
-        "schema": "iolab.comparison/1",
+        "schema": "iolab.comparison/2",
         "iolab_version": iolab_version,
         "method": METHOD,
         "alpha": ALPHA,
-        "sides": c.sides.iter().map(|s| json!({
+        "sides": c.sides.iter().enumerate().map(|(k, s)| json!({
             "side": s.letter,
             "label": s.label,
             "run_ids": s.run_ids,
+            "evidence": if k == 0 { Vec::new() } else { evidence(c, k) },
         })).collect::<Vec<_>>(),
         "tests": tests,
         "partial": c.partial.iter().map(|(t, have)| json!({
@@ -483,6 +621,12 @@ mod tests {
         assert_eq!(p_text(0.414), "p=0.41");
         assert_eq!(change_text(Some(26.62)), "+27%");
         assert_eq!(change_text(Some(-3.12)), "-3.1%");
-        assert_eq!(Verdict::TooFewPasses(1).text(), "n/a (1 pass)");
+        let lone = Judgement::NoNoise {
+            runs_a: 1,
+            runs_b: 1,
+            a: true,
+            b: true,
+        };
+        assert_eq!(Verdict::Untested(lone).text(), "can't tell (1 run)");
     }
 }

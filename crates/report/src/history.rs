@@ -1,14 +1,133 @@
 //! Runs over time: for each target and preset, one line per run with its headline numbers
 //! (MB/s, or IOPS for tests that move no bytes), a mark where a number moved beyond the
-//! noise against the previous run (Welch's t-test on the passes, 95%), and the trend from
-//! the first run to the last.
+//! run-to-run noise against the previous run (the rule of `iolab_stats::noise`: the noise
+//! measured on the other runs of the same command, in the history or in the store), and
+//! the trend from the first run to the last.
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use iolab_measure::{RunRecord, TestRecord};
+use iolab_stats::noise::{self, LogGroup, Outcome, RunTest, Side};
 use serde_json::{json, Value};
 
-use crate::set::{self, Metric};
+use crate::set::{self, Metric, Noise};
 use crate::text::{num, wrap, Column, Table};
 use crate::MAX_WIDTH;
+
+/// What the marks rest on, as the history prints it.
+pub const MARKS: &str = "↑/↓: higher/lower than the previous run with that test by more \
+     than run-to-run noise (Student's t on ln(value) against the variance of the earlier \
+     runs of the same command — same target, options, label and host —, two-sided, 95%); = \
+     within the noise; ? cannot be told: fewer than 2 earlier runs of the command measure \
+     its noise.";
+
+/// Command (fingerprint), test name, job (as JSON) and metric.
+type Key = (String, String, String, Metric);
+/// When a run started, and its id: the order of a command's runs.
+type When = (String, i64);
+
+/// The earlier runs of a command: for each command, test, job and metric, the complete
+/// runs known with it (the history's own and the store's other runs of the same
+/// commands) in time order, with the running log group after each. A mark's noise is the
+/// group of the runs before the earlier of its two runs: a level shift after them cannot
+/// hide it, and a mark never changes when later runs are stored.
+#[derive(Debug, Default)]
+pub struct NoiseIndex<'a> {
+    noise: Option<&'a Noise>,
+    groups: HashMap<Key, Vec<(When, LogGroup)>>,
+}
+
+impl<'a> NoiseIndex<'a> {
+    /// The index of `runs` and `noise.others`, fingerprints from `noise`.
+    pub fn new(runs: &'a [RunRecord], noise: &'a Noise) -> NoiseIndex<'a> {
+        let mut entries: HashMap<Key, Vec<(When, f64)>> = HashMap::new();
+        let mut seen: HashSet<i64> = HashSet::new();
+        let all = runs
+            .iter()
+            .filter_map(|r| Some((noise.fingerprint(r)?, r)))
+            .chain(noise.others.iter().map(|(fp, r)| (fp.as_str(), r)));
+        for (fp, r) in all {
+            let Some(id) = r.id else { continue };
+            if !r.complete || !seen.insert(id) {
+                continue;
+            }
+            for t in &r.tests {
+                for m in [Metric::MbS, Metric::Iops] {
+                    if let Some((key, v)) = member(fp, t, m) {
+                        entries
+                            .entry(key)
+                            .or_default()
+                            .push(((r.started_at.clone(), id), v));
+                    }
+                }
+            }
+        }
+        let groups = entries
+            .into_iter()
+            .map(|(k, mut v)| {
+                v.sort_by(|a, b| a.0.cmp(&b.0));
+                let mut g = LogGroup::default();
+                let running = v
+                    .into_iter()
+                    .map(|(when, x)| {
+                        g.add(x);
+                        (when, g)
+                    })
+                    .collect();
+                (k, running)
+            })
+            .collect();
+        NoiseIndex {
+            noise: Some(noise),
+            groups,
+        }
+    }
+
+    /// The side of run `r`'s test `t`: its value, its command, and the runs of that
+    /// command started before `before` (the earlier of the two compared runs).
+    fn side(
+        &self,
+        r: &RunRecord,
+        t: &TestRecord,
+        m: Metric,
+        before: &RunRecord,
+    ) -> Option<Side<'a>> {
+        let runs = LogGroup::of(&[m.of_summary(&t.summary)])?;
+        let Some(fp) = self.noise.and_then(|n| n.fingerprint(r)) else {
+            return Some(Side {
+                runs,
+                command: None,
+                others: None,
+            });
+        };
+        let job = serde_json::to_string(&t.job).ok()?;
+        let when = (before.started_at.clone(), before.id.unwrap_or(i64::MIN));
+        let others = self
+            .groups
+            .get(&(fp.to_string(), t.name.clone(), job, m))
+            .and_then(|v| {
+                let k = v.partition_point(|(w, _)| *w < when);
+                k.checked_sub(1).map(|k| v[k].1)
+            });
+        Some(Side {
+            runs,
+            command: Some(fp),
+            others,
+        })
+    }
+}
+
+/// The key and value a run's test adds to the noise: a test with passes and a positive
+/// value.
+fn member(fp: &str, t: &TestRecord, m: Metric) -> Option<(Key, f64)> {
+    if t.passes.is_empty() && t.summary.passes == 0 {
+        return None;
+    }
+    let v = m.of_summary(&t.summary);
+    let job = serde_json::to_string(&t.job).ok()?;
+    noise::loggable(v).then(|| ((fp.to_string(), t.name.clone(), job, m), v))
+}
 
 /// Runs of one target and preset, oldest first.
 #[derive(Debug, Clone)]
@@ -18,6 +137,7 @@ pub struct Series<'a> {
     pub runs: Vec<&'a RunRecord>,
     /// Test names in order of first appearance.
     pub tests: Vec<String>,
+    index: Rc<NoiseIndex<'a>>,
 }
 
 /// How one test's headline moved against the previous run that has it.
@@ -25,18 +145,61 @@ pub struct Series<'a> {
 pub enum Move {
     /// The first run with the test, or no previous value.
     First,
-    /// Significantly higher / lower (p < 0.05).
-    Up(f64),
-    Down(f64),
+    /// Significantly higher / lower than the previous run (change in percent).
+    Up(f64, RunTest),
+    Down(f64, RunTest),
     /// Within the noise.
-    Steady(f64),
-    /// Fewer than two passes on a side: not testable.
+    Steady(f64, RunTest),
+    /// Cannot be told from run-to-run noise: fewer than 2 other runs of the command.
+    Unknown(f64),
+    /// A value is 0: no ratio to test.
     Untested,
 }
 
-/// Splits runs (oldest first) into series by target and preset.
-pub fn series(runs: &[RunRecord]) -> Vec<Series<'_>> {
-    let mut out: Vec<Series<'_>> = Vec::new();
+impl Move {
+    /// The change against the previous run, in percent.
+    pub fn change(&self) -> Option<f64> {
+        match self {
+            Move::Up(c, _) | Move::Down(c, _) | Move::Steady(c, _) | Move::Unknown(c) => Some(*c),
+            Move::First | Move::Untested => None,
+        }
+    }
+
+    /// The test behind the mark.
+    pub fn test(&self) -> Option<&RunTest> {
+        match self {
+            Move::Up(_, t) | Move::Down(_, t) | Move::Steady(_, t) => Some(t),
+            _ => None,
+        }
+    }
+
+    fn key(&self) -> &'static str {
+        match self {
+            Move::First => "first",
+            Move::Up(..) => "up",
+            Move::Down(..) => "down",
+            Move::Steady(..) => "steady",
+            Move::Unknown(_) => "cannot_tell",
+            Move::Untested => "untested",
+        }
+    }
+
+    fn mark(&self) -> &'static str {
+        match self {
+            Move::First | Move::Untested => " ",
+            Move::Up(..) => "↑",
+            Move::Down(..) => "↓",
+            Move::Steady(..) => "=",
+            Move::Unknown(_) => "?",
+        }
+    }
+}
+
+/// Splits runs (oldest first) into series by target and preset; `noise` gives the runs'
+/// fingerprints and the other stored runs of their commands.
+pub fn series<'a>(runs: &'a [RunRecord], noise: &'a Noise) -> Vec<Series<'a>> {
+    let index = Rc::new(NoiseIndex::new(runs, noise));
+    let mut out: Vec<Series<'a>> = Vec::new();
     for r in runs {
         let k = match out
             .iter()
@@ -49,6 +212,7 @@ pub fn series(runs: &[RunRecord]) -> Vec<Series<'_>> {
                     preset: r.preset.clone(),
                     runs: Vec::new(),
                     tests: Vec::new(),
+                    index: Rc::clone(&index),
                 });
                 out.len() - 1
             }
@@ -80,21 +244,30 @@ impl Series<'_> {
     /// has the test.
     pub fn point(&self, i: usize, name: &str) -> Option<(f64, Move)> {
         let m = self.metric(name);
-        let t = test(self.runs[i], name)?;
+        let r = self.runs[i];
+        let t = test(r, name)?;
         let v = m.headline(t)?;
-        let prev = self.runs[..i].iter().rev().find_map(|r| test(r, name));
+        let prev = self.runs[..i]
+            .iter()
+            .rev()
+            .find_map(|p| Some((*p, test(p, name)?)));
         let mv = match prev {
             None => Move::First,
-            Some(p) => {
+            Some((p, pt)) => {
                 let change = m
-                    .headline(p)
+                    .headline(pt)
                     .and_then(|a| set::change_pct(a, v))
                     .unwrap_or(0.0);
-                match set::welch(m, p, t) {
-                    None => Move::Untested,
-                    Some(w) if w.significant() && w.mean_b > w.mean_a => Move::Up(change),
-                    Some(w) if w.significant() => Move::Down(change),
-                    Some(_) => Move::Steady(change),
+                let sides = self
+                    .index
+                    .side(p, pt, m, p)
+                    .zip(self.index.side(r, t, m, p));
+                match sides.map(|(a, b)| noise::test(&a, &b)) {
+                    None | Some(Outcome::Empty) => Move::Untested,
+                    Some(Outcome::NoNoise { .. }) => Move::Unknown(change),
+                    Some(Outcome::Tested(rt)) if rt.higher() => Move::Up(change, rt),
+                    Some(Outcome::Tested(rt)) if rt.lower() => Move::Down(change, rt),
+                    Some(Outcome::Tested(rt)) => Move::Steady(change, rt),
                 }
             }
         };
@@ -132,22 +305,23 @@ fn short_time(t: &str) -> String {
 }
 
 /// The history as terminal text: a table per target and preset (split into several when
-/// its tests do not fit in [`MAX_WIDTH`] columns). Ends with a newline.
-pub fn render(runs: &[RunRecord]) -> String {
+/// its tests do not fit in [`MAX_WIDTH`] columns). `noise`: the runs' fingerprints and
+/// the other stored runs of their commands. Ends with a newline.
+pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
     let mut out = Vec::new();
     if runs.is_empty() {
         return "No runs match.\n".to_string();
     }
     out.extend(wrap(
-        "Headline per test: MB/s (IOPS for tests that move no bytes). ↑/↓: significantly \
-         higher/lower than the previous run with that test (Welch's t-test on the passes, \
-         two-sided, 95%); = within the noise; ? not testable (fewer than 2 passes). \
-         W = warnings.",
+        &format!(
+            "Headline per test: MB/s (IOPS for tests that move no bytes), the median of the \
+             run's passes. {MARKS} W = warnings."
+        ),
         MAX_WIDTH,
         "",
         "",
     ));
-    for s in series(runs) {
+    for s in series(runs, noise) {
         out.push(String::new());
         out.extend(wrap(
             &format!(
@@ -206,16 +380,7 @@ pub fn render(runs: &[RunRecord]) -> String {
                 for t in chunk {
                     row.push(match s.point(i, t) {
                         None => "-".into(),
-                        Some((v, mv)) => {
-                            let mark = match mv {
-                                Move::First => " ",
-                                Move::Up(_) => "↑",
-                                Move::Down(_) => "↓",
-                                Move::Steady(_) => "=",
-                                Move::Untested => "?",
-                            };
-                            format!("{}{mark}", num(v))
-                        }
+                        Some((v, mv)) => format!("{}{}", num(v), mv.mark()),
                     });
                 }
                 table.row(row);
@@ -257,9 +422,9 @@ pub fn render(runs: &[RunRecord]) -> String {
     s
 }
 
-/// The `iolab.history/1` JSON document.
-pub fn document(runs: &[RunRecord], iolab_version: &str) -> Value {
-    let series: Vec<Value> = series(runs)
+/// The `iolab.history/2` JSON document.
+pub fn document(runs: &[RunRecord], noise: &Noise, iolab_version: &str) -> Value {
+    let series: Vec<Value> = series(runs, noise)
         .iter()
         .map(|s| {
             let runs: Vec<Value> = s
@@ -272,19 +437,17 @@ pub fn document(runs: &[RunRecord], iolab_version: &str) -> Value {
                         .iter()
                         .filter_map(|t| {
                             let (v, mv) = s.point(i, t)?;
-                            let (movement, change) = match mv {
-                                Move::First => ("first", None),
-                                Move::Up(c) => ("up", Some(c)),
-                                Move::Down(c) => ("down", Some(c)),
-                                Move::Steady(c) => ("steady", Some(c)),
-                                Move::Untested => ("untested", None),
-                            };
+                            let rt = mv.test();
                             Some(json!({
                                 "test": t,
                                 "metric": s.metric(t).key(),
                                 "value": v,
-                                "change_pct": change,
-                                "movement": movement,
+                                "change_pct": mv.change(),
+                                "movement": mv.key(),
+                                "p": rt.map(|x| x.p),
+                                "method": rt.map(|x| x.method.key()),
+                                "noise_runs": rt.map(|x| x.noise_runs),
+                                "df": rt.map(|x| x.df),
                             }))
                         })
                         .collect();
@@ -306,9 +469,10 @@ pub fn document(runs: &[RunRecord], iolab_version: &str) -> Value {
         })
         .collect();
     json!({
-        "schema": "iolab.history/1",
+        "schema": "iolab.history/2",
         "iolab_version": iolab_version,
-        "method": crate::compare::METHOD,
+        "method": noise::METHOD,
+        "marks": MARKS,
         "series": series,
     })
 }

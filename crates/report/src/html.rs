@@ -369,8 +369,11 @@ fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
         h,
         "<h3>Ratio to the baseline ({})</h3><p class=\"muted\">Headline values (MB/s, or \
          IOPS for tests that move no bytes) and their ratio to the baseline. \
-         <span class=\"sig\">●</span> significant at 95% (Welch's t-test on the passes, \
-         two-sided); bold: the best configuration for the test.</p><div class=\"wide\">\
+         <span class=\"sig\">●</span> significant at 95%, ○ not, ? cannot be told from \
+         run-to-run noise (a single run and no other stored run of its command): judged on \
+         runs, not passes (t-test on ln of each run's value, two-sided; see \
+         docs/statistics.md); bold: the best configuration for the test.</p>\
+         <div class=\"wide\">\
          <table data-table=\"ratio\"><tr><th>Test</th><th>Metric</th>",
         esc(&base.label)
     );
@@ -381,9 +384,9 @@ fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
     for name in set.shared_test_names() {
         let tests = set.aligned(&name);
         let m = set::primary_metric(tests.iter().flatten().copied());
-        let vals: Vec<Option<f64>> = tests
-            .iter()
-            .map(|t| t.and_then(|t| m.headline(t)))
+        // A configuration's value: the geometric mean of its runs' headlines.
+        let vals: Vec<Option<f64>> = (0..tests.len())
+            .map(|i| set.run_values(i, &name, m).geo_mean())
             .collect();
         let best = vals.iter().flatten().copied().reduce(|a, b| {
             if m.higher_is_better() {
@@ -393,35 +396,50 @@ fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
             }
         });
         let _ = write!(h, "<tr><td>{}</td><td>{}</td>", esc(&name), esc(m.label()));
-        let b = tests[set.baseline];
-        for (i, t) in tests.iter().enumerate() {
+        for i in 0..tests.len() {
             let Some(v) = vals[i] else {
                 h.push_str("<td class=\"n\">-</td>");
                 continue;
             };
             let is_best = Some(v) == best;
             let mut cell = num(v);
-            if let (Some(b), Some(t)) = (b, t) {
-                if let Some(bv) = m.headline(b).filter(|x| *x > 0.0) {
-                    let _ = write!(cell, " <span class=\"ci\">{:.2}×</span>", v / bv);
-                }
+            if let Some(bv) = vals[set.baseline].filter(|x| *x > 0.0) {
+                let _ = write!(cell, " <span class=\"ci\">{:.2}×</span>", v / bv);
                 if i != set.baseline {
-                    match set::welch(m, b, t) {
-                        Some(w) if w.significant() => {
+                    match set.judge(&name, m, set.baseline, i) {
+                        set::Judgement::Tested(x) => {
+                            let (class, mark, word) = if x.test.significant() {
+                                ("sig", "●", "significant")
+                            } else {
+                                ("ci", "○", "not significant")
+                            };
                             let _ = write!(
                                 cell,
-                                " <span class=\"sig\" title=\"{}\">●</span>",
-                                esc(&format!("significant, {}", p_text(w.p)))
+                                " <span class=\"{class}\" title=\"{}\">{mark}</span>",
+                                esc(&format!(
+                                    "{word}, {}; {} vs {} run(s){}",
+                                    p_text(x.test.p),
+                                    x.test.n_b,
+                                    x.test.n_a,
+                                    if x.test.noise_runs > 0 {
+                                        format!(
+                                            "; noise from {} other runs of the command",
+                                            x.test.noise_runs
+                                        )
+                                    } else {
+                                        String::new()
+                                    }
+                                ))
                             );
                         }
-                        Some(w) => {
-                            let _ = write!(
-                                cell,
-                                " <span class=\"ci\" title=\"{}\">○</span>",
-                                esc(&format!("not significant, {}", p_text(w.p)))
+                        set::Judgement::NoNoise { .. } => {
+                            cell.push_str(
+                                " <span class=\"ci\" title=\"cannot be told from run-to-run \
+                                 noise: a single run and no other stored run of its \
+                                 command\">?</span>",
                             );
                         }
-                        None => {}
+                        _ => {}
                     }
                 }
             }
@@ -437,23 +455,28 @@ fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
     h.push_str("</table></div>\n");
 
     // Ranked score.
-    let s = set.score();
-    h.push_str(
-        "<h3>Score</h3><p class=\"muted\">Each test's headline as a ratio to the best \
-         configuration for that test; the geometric mean of those ratios over the random \
-         tests, the sequential tests and all tests, divided by the best configuration's, so \
-         the best scores 1.00 in each column. Ranked by total.</p>\
+    let ranking = set.ranking();
+    let s = &ranking.score;
+    let _ = writeln!(
+        h,
+        "<h3>Score</h3><p class=\"muted\">Each test's headline (the geometric mean of a \
+         configuration's runs) as a ratio to the best configuration for that test; the \
+         geometric mean of those ratios over the random tests, the sequential tests and all \
+         tests, divided by the best configuration's, so the best scores 1.00 in each column. \
+         Ranked by total; a rank range (1-2) means the repeats cannot separate those \
+         configurations. {}</p>\
          <table data-table=\"score\"><tr><th class=\"n\">Rank</th><th>Configuration</th>\
          <th class=\"n\">Random</th><th class=\"n\">Sequential</th><th class=\"n\">Total</th>\
-         <th>Caveats</th></tr>\n",
+         <th>Caveats</th></tr>",
+        esc(&ranking.basis())
     );
     let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
-    for c in &s.ranked {
+    for (c, range) in s.ranked.iter().zip(&ranking.ranges) {
         let _ = writeln!(
             h,
             "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
              <td class=\"n\"><b>{}</b></td><td>{}</td></tr>",
-            c.rank,
+            iolab_stats::noise::rank_text(*range),
             esc(&set.configs[c.config].label),
             f(c.random),
             f(c.sequential),

@@ -210,7 +210,7 @@ fn summary(s: &TestSummary) -> Value {
 }
 
 /// Identifies the layout of [`study_document`].
-pub const STUDY_SCHEMA: &str = "iolab.study/1";
+pub const STUDY_SCHEMA: &str = "iolab.study/2";
 
 fn finite(x: Option<f64>) -> Value {
     match x {
@@ -219,13 +219,51 @@ fn finite(x: Option<f64>) -> Value {
     }
 }
 
+/// A judgement on runs for JSON: `significant` (`null` when it cannot be told), `p`, the
+/// method, runs per side and the noise's origin, or the reason there is no test.
+pub fn judgement_json(j: &crate::set::Judgement) -> Value {
+    use crate::set::Judgement;
+    match j {
+        Judgement::Tested(t) => json!({
+            "significant": t.test.significant(),
+            "p": finite(Some(t.test.p)),
+            "t": finite(Some(t.test.t)),
+            "df": finite(Some(t.test.df)),
+            "ratio": finite(Some(t.test.ratio)),
+            "ratio_ci95": [finite(Some(t.test.ratio_low)), finite(Some(t.test.ratio_high))],
+            "method": t.test.method.key(),
+            "runs_a": t.test.n_a,
+            "runs_b": t.test.n_b,
+            "noise_runs": t.test.noise_runs,
+            "noise_run_ids": t.noise_ids,
+        }),
+        Judgement::NoNoise { runs_a, runs_b, .. } => json!({
+            "significant": Value::Null,
+            "runs_a": runs_a,
+            "runs_b": runs_b,
+            "reason": "a side has a single run (or repeat) and no other stored run of its \
+                       command: the difference cannot be told from run-to-run noise",
+        }),
+        Judgement::NotPositive => json!({
+            "significant": Value::Null,
+            "reason": "a run's value is 0 or not finite: no ratio to test",
+        }),
+        Judgement::Missing => json!({
+            "significant": Value::Null,
+            "reason": "a side has no run with the test",
+        }),
+    }
+}
+
 /// The JSON document of several runs shown together (`"schema": "iolab.study/1"`): the
 /// configurations, each test's values per configuration with its ratio to the baseline
-/// and to the best configuration and its significance against the baseline, the ranked
-/// score, the warnings, and every run's own document. Described in `docs/reports.md`.
+/// and to the best configuration and its significance against the baseline (judged on
+/// runs), the ranked score with rank ranges, the warnings, and every run's own document.
+/// Described in `docs/reports.md`.
 pub fn study_document(set: &crate::set::RunSet) -> Value {
     use crate::set::{self, Metric};
-    let score = set.score();
+    let ranking = set.ranking();
+    let score = &ranking.score;
     let configs: Vec<Value> = set
         .configs
         .iter()
@@ -247,10 +285,14 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
             let first = aligned.iter().flatten().next().copied();
             let m = set::primary_metric(aligned.iter().flatten().copied());
             let base = aligned[set.baseline];
-            let best = aligned
+            // A configuration's value: the geometric mean of its runs' headlines.
+            let value: Vec<Option<f64>> = (0..aligned.len())
+                .map(|i| set.run_values(i, name, m).geo_mean())
+                .collect();
+            let best = value
                 .iter()
                 .flatten()
-                .filter_map(|t| m.headline(t))
+                .copied()
                 .filter(|v| *v > 0.0)
                 .reduce(|a, b| {
                     if m.higher_is_better() {
@@ -283,9 +325,8 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
                             )
                         })
                         .collect();
-                    let v = m.headline(t);
-                    let ratio_baseline = base
-                        .and_then(|b| m.headline(b))
+                    let v = value[i];
+                    let ratio_baseline = value[set.baseline]
                         .filter(|b| *b > 0.0)
                         .zip(v)
                         .map(|(b, v)| v / b);
@@ -298,22 +339,20 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
                             f64::NAN
                         }
                     });
-                    let w = base
-                        .filter(|_| i != set.baseline)
-                        .and_then(|b| set::welch(m, b, t));
+                    let runs = set.run_values(i, name, m);
+                    let vs = (i != set.baseline && base.is_some())
+                        .then(|| set.judge(name, m, set.baseline, i));
                     json!({
                         "config": i,
                         "present": true,
                         "passes": t.passes.len(),
+                        "runs": runs.runs.len(),
+                        "run_values": runs.values(),
+                        "value": finite(v),
                         "metrics": metrics,
                         "ratio_to_baseline": finite(ratio_baseline),
                         "ratio_to_best": finite(ratio_best),
-                        "vs_baseline": w.map(|w| json!({
-                            "p": w.p,
-                            "t": finite(Some(w.t)),
-                            "df": w.df,
-                            "significant": w.significant(),
-                        })),
+                        "vs_baseline": vs.map(|j| judgement_json(&j)),
                     })
                 })
                 .collect();
@@ -352,19 +391,31 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
         "study": set.study,
         "baseline": set.baseline,
         "configurations": configs,
-        "significance": crate::compare::METHOD,
+        "significance": iolab_stats::noise::METHOD,
         "tests": tests,
         "score": {
             "method": "geometric mean of each test's ratio to the best configuration, over \
                        the random tests, the sequential tests and all tests, divided by the \
                        best configuration's mean (best = 1)",
-            "ranked": score.ranked.iter().map(|c| json!({
+            "ranks": crate::set::RANK_METHOD,
+            "ranks_basis": ranking.basis(),
+            "ranked": score.ranked.iter().zip(&ranking.ranges).map(|(c, r)| json!({
                 "rank": c.rank,
+                "rank_low": r.0,
+                "rank_high": r.1,
+                "rank_text": iolab_stats::noise::rank_text(*r),
                 "config": c.config,
                 "label": set.configs[c.config].label,
                 "random": finite(c.random),
                 "sequential": finite(c.sequential),
                 "total": finite(c.total),
+                "repeats": ranking.repeats[c.config],
+                "noise_repeats": ranking.noise_repeats[c.config],
+            })).collect::<Vec<_>>(),
+            "pairs": ranking.pairs.iter().map(|(a, b, j)| json!({
+                "a": a,
+                "b": b,
+                "test": judgement_json(j),
             })).collect::<Vec<_>>(),
             "excluded": score.excluded,
         },

@@ -4,7 +4,7 @@
 //!
 //! One module per format, as in hyperfine's `export/`: [`terminal`] prints the tables a run
 //! and a run listing get on screen, [`json`] builds the machine-readable documents
-//! (`iolab.run/1`, described in `docs/json.md`, and `iolab.study/1`), [`html`] the HTML
+//! (`iolab.run/1`, described in `docs/json.md`, and `iolab.study/2`), [`html`] the HTML
 //! report (charts from [`charts`], drawn with plotters' SVG backend), [`markdown`] and
 //! [`csv`] the exports, [`compare`] and [`history`] the views of several runs. [`set`]
 //! holds what they share: runs grouped into configurations, tests aligned by name, and the

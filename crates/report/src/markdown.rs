@@ -368,7 +368,10 @@ fn ratio_table(set: &RunSet, out: &mut String) {
     let base = &set.configs[set.baseline];
     out.push_str(&format!(
         "**Ratio to the baseline ({})** on each test's headline MB/s (IOPS where no bytes \
-         move); `*` = significant at 95% (Welch's t-test on the passes)\n\n",
+         move; the geometric mean of a configuration's runs); `*` = significant at 95%, `?` = \
+         cannot be told from run-to-run noise (a single run and no other stored run of its \
+         command): judged on runs, not passes (t-test on ln of each run's value, two-sided; \
+         docs/statistics.md)\n\n",
         escape(&base.label)
     ));
     let mut header = vec!["Test".to_string()];
@@ -379,18 +382,24 @@ fn ratio_table(set: &RunSet, out: &mut String) {
         .map(|name| {
             let tests = set.aligned(name);
             let m = set::primary_metric(tests.iter().flatten().copied());
-            let b = tests[set.baseline];
+            let vals: Vec<Option<f64>> = (0..tests.len())
+                .map(|i| set.run_values(i, name, m).geo_mean())
+                .collect();
             let mut r = vec![escape(name)];
-            for t in &tests {
-                r.push(match (b, t) {
-                    (Some(b), Some(t)) => match (m.headline(b), m.headline(t)) {
-                        (Some(bv), Some(tv)) if bv > 0.0 => {
-                            let sig = set::welch(m, b, t).is_some_and(|w| w.significant())
-                                && !std::ptr::eq(*t, b);
-                            format!("{:.2}{}", tv / bv, if sig { "\\*" } else { "" })
-                        }
-                        _ => "-".into(),
-                    },
+            for (i, v) in vals.iter().enumerate() {
+                r.push(match (vals[set.baseline], v) {
+                    (Some(bv), Some(tv)) if bv > 0.0 => {
+                        let mark = if i == set.baseline {
+                            ""
+                        } else {
+                            match set.judge(name, m, set.baseline, i) {
+                                set::Judgement::Tested(x) if x.test.significant() => "\\*",
+                                set::Judgement::NoNoise { .. } => " ?",
+                                _ => "",
+                            }
+                        };
+                        format!("{:.2}{mark}", tv / bv)
+                    }
                     _ => "-".into(),
                 });
             }
@@ -401,13 +410,16 @@ fn ratio_table(set: &RunSet, out: &mut String) {
 }
 
 fn score_table(set: &RunSet, out: &mut String) {
-    let s = set.score();
-    out.push_str(
+    let ranking = set.ranking();
+    let s = &ranking.score;
+    out.push_str(&format!(
         "**Score**: each test's ratio to the best configuration, geometric mean over the \
-         random tests, the sequential tests and all of them; best = 1.00. Caveats: warnings \
+         random tests, the sequential tests and all of them; best = 1.00. Rank: a range \
+         (1-2) means the repeats cannot separate those configurations. {} Caveats: warnings \
          that change what the numbers mean (unsafe = flushes do not reach stable storage; \
          cache = served from a cache or compressed)\n\n",
-    );
+        escape(&ranking.basis())
+    ));
     let header: Vec<String> = [
         "Rank",
         "Configuration",
@@ -423,9 +435,10 @@ fn score_table(set: &RunSet, out: &mut String) {
     let rows: Vec<Vec<String>> = s
         .ranked
         .iter()
-        .map(|c| {
+        .zip(&ranking.ranges)
+        .map(|(c, range)| {
             vec![
-                c.rank.to_string(),
+                iolab_stats::noise::rank_text(*range),
                 escape(&set.configs[c.config].label),
                 f(c.random),
                 f(c.sequential),

@@ -1,11 +1,18 @@
 //! Several runs shown together: configurations (one run each, or the runs of a study that
-//! share a `config_label`, their passes pooled), tests aligned by name, the four headline
-//! metrics, and the study's ratio and score tables shared by every format.
+//! share a `config_label`, their passes pooled for the tables), tests aligned by name, the
+//! four headline metrics, and the study's ratio and score tables shared by every format.
+//!
+//! Differences between configurations are judged on runs, not passes ([`RunSet::judge`],
+//! `iolab_stats::noise`): each run's headline value, the configuration's own runs, and the
+//! other stored runs of the same command ([`Noise`]) for a configuration of a single run.
+
+use std::collections::HashMap;
 
 use iolab_measure::{
-    Caveat, MetricSummary, PassRecord, RunRecord, TestRecord, Warning, WarningCode,
+    Caveat, MetricSummary, PassRecord, RunRecord, TestRecord, TestSummary, Warning, WarningCode,
 };
-use iolab_stats::score::{self, Access, ScoreInput, StudyScore, Welch};
+use iolab_stats::noise::{self, LogGroup, Outcome, RunTest, Side};
+use iolab_stats::score::{self, Access, ScoreInput, StudyScore};
 use iolab_stats::{median, metric, summarize, Score};
 
 use crate::text::num;
@@ -75,13 +82,17 @@ impl Metric {
         if t.passes.is_empty() {
             return None;
         }
-        let s = &t.summary;
-        Some(match self {
+        Some(self.of_summary(&t.summary))
+    }
+
+    /// The headline value of a test summary.
+    pub fn of_summary(self, s: &TestSummary) -> f64 {
+        match self {
             Metric::MbS => s.mb_s,
             Metric::Iops => s.iops,
             Metric::LatMean => s.lat_mean_us,
             Metric::LatP99 => s.lat_p99_us,
-        })
+        }
     }
 
     /// Spread over the passes (n, mean, CI...), recomputed from the passes.
@@ -121,9 +132,204 @@ pub fn access(t: &TestRecord) -> Access {
     }
 }
 
-/// Welch's t-test of a metric between two tests' passes (`b` against `a`).
-pub fn welch(m: Metric, a: &TestRecord, b: &TestRecord) -> Option<Welch> {
-    score::welch(&m.passes(a), &m.passes(b))
+/// Other stored runs of the commands a set's runs repeat: the measured run-to-run noise.
+/// Filled by the caller, which has the store ([`RunSet::set_noise`]); empty, a
+/// configuration of a single run cannot be told from noise.
+#[derive(Debug, Clone, Default)]
+pub struct Noise {
+    /// The store's fingerprint of runs, by run id (the set's runs, at least).
+    pub fingerprints: HashMap<i64, String>,
+    /// Other stored runs, not in the set, each with its fingerprint; their tests carry
+    /// summaries (passes need not be loaded).
+    pub others: Vec<(String, RunRecord)>,
+}
+
+/// How many other runs of one command are loaded as its noise: the newest 50.
+pub const NOISE_RUNS: usize = 50;
+
+impl Noise {
+    /// The fingerprints of runs `ids` and the newest [`NOISE_RUNS`] other complete runs of
+    /// each of their commands, through the store's `fingerprint(id)` and
+    /// `runs_like(fingerprint, limit)`.
+    pub fn load<E>(
+        ids: &[i64],
+        mut fingerprint: impl FnMut(i64) -> Result<String, E>,
+        mut runs_like: impl FnMut(&str, usize) -> Result<Vec<RunRecord>, E>,
+    ) -> Result<Noise, E> {
+        let mut fingerprints = HashMap::new();
+        let mut fps: Vec<(String, usize)> = Vec::new();
+        for &id in ids {
+            let fp = fingerprint(id)?;
+            match fps.iter_mut().find(|(f, _)| *f == fp) {
+                Some((_, n)) => *n += 1,
+                None => fps.push((fp.clone(), 1)),
+            }
+            fingerprints.insert(id, fp);
+        }
+        let mut others = Vec::new();
+        let own_ids: std::collections::HashSet<i64> = ids.iter().copied().collect();
+        for (fp, own) in fps {
+            // The runs of `ids` are among the newest: load enough to leave NOISE_RUNS.
+            for r in runs_like(&fp, NOISE_RUNS + own)? {
+                if r.id.is_some_and(|id| !own_ids.contains(&id)) {
+                    others.push((fp.clone(), r));
+                }
+            }
+        }
+        Ok(Noise {
+            fingerprints,
+            others,
+        })
+    }
+
+    /// The fingerprint of a run, if known.
+    pub fn fingerprint(&self, run: &RunRecord) -> Option<&str> {
+        run.id
+            .and_then(|id| self.fingerprints.get(&id))
+            .map(String::as_str)
+    }
+}
+
+/// The runs behind one configuration's value of one test and metric.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunValues {
+    /// (run id, the run's headline value) of every run with the test, in run order.
+    pub runs: Vec<(Option<i64>, f64)>,
+    /// The fingerprint all of those runs share, when known.
+    pub command: Option<String>,
+    /// Other stored runs of that command with the same test and job: (run id, value).
+    pub others: Vec<(i64, f64)>,
+}
+
+impl RunValues {
+    pub fn values(&self) -> Vec<f64> {
+        self.runs.iter().map(|(_, v)| *v).collect()
+    }
+
+    /// The geometric mean of the runs' values: 0 when one is 0; `None` without runs or
+    /// with a value that is negative or not finite.
+    pub fn geo_mean(&self) -> Option<f64> {
+        let v = self.values();
+        if !v.is_empty() && v.iter().all(|x| x.is_finite() && *x >= 0.0) && v.contains(&0.0) {
+            return Some(0.0);
+        }
+        LogGroup::of(&v).filter(|g| g.n > 0).map(|g| g.geo_mean())
+    }
+
+    /// The other runs with a positive value (a value of 0 has no logarithm).
+    fn usable_others(&self) -> Vec<(i64, f64)> {
+        self.others
+            .iter()
+            .copied()
+            .filter(|(_, v)| noise::loggable(*v))
+            .collect()
+    }
+
+    /// The side for the statistics; `None` when a run's value is not positive.
+    fn side(&self) -> Option<Side<'_>> {
+        let others = self.usable_others();
+        Some(Side {
+            runs: LogGroup::of(&self.values())?,
+            command: self.command.as_deref(),
+            others: (!others.is_empty())
+                .then(|| LogGroup::of(&others.iter().map(|(_, v)| *v).collect::<Vec<_>>()))
+                .flatten(),
+        })
+    }
+}
+
+/// A difference tested on runs, and the other runs its noise was measured on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tested {
+    pub test: RunTest,
+    /// Ids of the other stored runs of the same command(s) that measured the noise.
+    pub noise_ids: Vec<i64>,
+}
+
+/// What can be said of one configuration against another for one test and metric.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Judgement {
+    Tested(Tested),
+    /// A side has a single run and its run-to-run noise is not measured: the difference
+    /// cannot be told from noise. `a`/`b` say which side lacks it.
+    NoNoise {
+        runs_a: usize,
+        runs_b: usize,
+        a: bool,
+        b: bool,
+    },
+    /// A run's value is 0 (or not finite): no ratio to test.
+    NotPositive,
+    /// A side has no run with the test.
+    Missing,
+}
+
+impl Judgement {
+    pub fn tested(&self) -> Option<&Tested> {
+        match self {
+            Judgement::Tested(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// `Some(true)` when significant, `Some(false)` when tested and not, `None` otherwise.
+    pub fn significant(&self) -> Option<bool> {
+        self.tested().map(|t| t.test.significant())
+    }
+}
+
+/// Tests the runs of `b` against those of `a` (the rule is in `iolab_stats::noise`).
+pub fn judge(a: &RunValues, b: &RunValues) -> Judgement {
+    if a.runs.is_empty() || b.runs.is_empty() {
+        return Judgement::Missing;
+    }
+    let (Some(sa), Some(sb)) = (a.side(), b.side()) else {
+        return Judgement::NotPositive;
+    };
+    match noise::test(&sa, &sb) {
+        Outcome::Tested(test) => {
+            let mut noise_ids: Vec<i64> = Vec::new();
+            for (used, v) in test.others_used.iter().zip([a, b]) {
+                if *used {
+                    noise_ids.extend(v.usable_others().iter().map(|(id, _)| *id));
+                }
+            }
+            noise_ids.sort_unstable();
+            noise_ids.dedup();
+            Judgement::Tested(Tested { test, noise_ids })
+        }
+        Outcome::NoNoise { a: na, b: nb } => Judgement::NoNoise {
+            runs_a: a.runs.len(),
+            runs_b: b.runs.len(),
+            a: na,
+            b: nb,
+        },
+        Outcome::Empty => Judgement::Missing,
+    }
+}
+
+/// `3`, `3, 5`, `3-7, 9`: sorted ids with runs of consecutive ids collapsed.
+pub fn id_ranges(ids: &[i64]) -> String {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let mut j = i;
+        while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i + 1 {
+            format!("{}-{}", ids[i], ids[j])
+        } else if j == i + 1 {
+            format!("{}, {}", ids[i], ids[j])
+        } else {
+            ids[i].to_string()
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
 }
 
 /// Relative change from `a` to `b` in percent; `None` when `a` is zero or either is not
@@ -242,6 +448,166 @@ pub struct RunSet {
     pub configs: Vec<Config>,
     /// Index of the configuration ratios and significance are computed against.
     pub baseline: usize,
+    /// Other stored runs of the same commands (empty unless the caller loads them).
+    pub noise: Noise,
+    /// Whether test names carry their workload's label (a study of several workloads).
+    labelled_tests: bool,
+}
+
+/// Prefixes test names (and the tests of warnings) with the run's label, as a study of
+/// several workloads shows them.
+fn label_tests(r: &mut RunRecord) {
+    if let Some(l) = r.label.clone() {
+        for t in &mut r.tests {
+            t.name = format!("{l}: {}", t.name);
+            t.group = format!("{l}: {}", t.group);
+        }
+        for w in &mut r.warnings {
+            if let Some(t) = &mut w.test {
+                *t = format!("{l}: {t}");
+            }
+        }
+    }
+}
+
+/// A test's headline value in a run loaded with or without its passes.
+fn run_value(t: &TestRecord, m: Metric) -> Option<f64> {
+    (!t.passes.is_empty() || t.summary.passes > 0).then(|| m.of_summary(&t.summary))
+}
+
+/// Which repeat of a study a run belongs to: its invocation and round; outside a study
+/// every run is a repeat of its own.
+fn repeat_key(r: &RunRecord, i: usize) -> String {
+    match (
+        r.study_meta["invocation"].as_str(),
+        r.study_meta["round"].as_u64(),
+    ) {
+        (Some(inv), Some(round)) => format!("{inv}#{round}"),
+        _ => match r.id {
+            Some(id) => format!("run {id}"),
+            None => format!("unstored {i}"),
+        },
+    }
+}
+
+/// The score of each repeat of `runs` over the scored tests (name, metric): the
+/// geometric mean of its values, latencies inverted — the same quantity as the study
+/// score up to a factor common to every configuration. Repeats that lack a test are left
+/// out.
+fn repeat_scores(runs: &[&RunRecord], tests: &[(String, Metric)]) -> Vec<f64> {
+    let mut keys: Vec<String> = Vec::new();
+    let mut groups: Vec<Vec<&RunRecord>> = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let k = repeat_key(r, i);
+        match keys.iter().position(|x| *x == k) {
+            Some(g) => groups[g].push(r),
+            None => {
+                keys.push(k);
+                groups.push(vec![r]);
+            }
+        }
+    }
+    groups
+        .iter()
+        .filter_map(|g| {
+            let mut sum = 0.0;
+            for (name, m) in tests {
+                let v = g.iter().find_map(|r| {
+                    r.tests
+                        .iter()
+                        .find(|t| t.name == *name)
+                        .and_then(|t| run_value(t, *m))
+                })?;
+                if !noise::loggable(v) {
+                    return None;
+                }
+                sum += if m.higher_is_better() {
+                    v.ln()
+                } else {
+                    -v.ln()
+                };
+            }
+            (!tests.is_empty()).then(|| (sum / tests.len() as f64).exp())
+        })
+        .collect()
+}
+
+/// The study score with the uncertainty of its ranks.
+#[derive(Debug, Clone)]
+pub struct Ranking {
+    pub score: StudyScore,
+    /// Per entry of `score.ranked`: the range of ranks the repeats allow, (low, high).
+    /// Configurations whose totals do not differ significantly share ranks.
+    pub ranges: Vec<(usize, usize)>,
+    /// Per configuration (input order): its repeats that have every scored test.
+    pub repeats: Vec<usize>,
+    /// Per configuration: earlier repeats of it found in the store, used as its noise
+    /// when it has a single repeat here.
+    pub noise_repeats: Vec<usize>,
+    /// Every pair of scored configurations (i < j, input order) and the test of j's
+    /// per-repeat score against i's.
+    pub pairs: Vec<(usize, usize, Judgement)>,
+}
+
+/// How the ranks are separated, as the score tables say it.
+pub const RANK_METHOD: &str = "configurations share a rank range unless their total \
+     scores differ significantly: a t-test on ln of the score of each repeat (Welch with 2 \
+     or more repeats a side, else against earlier repeats in the store), two-sided, 95%";
+
+impl Ranking {
+    /// Whether any pair of configurations could be tested at all.
+    pub fn any_tested(&self) -> bool {
+        self.pairs
+            .iter()
+            .any(|(_, _, j)| matches!(j, Judgement::Tested(_)))
+    }
+
+    /// The rank range of configuration `config` as text (`1`, `1-3`).
+    pub fn rank_text(&self, config: usize) -> String {
+        self.score
+            .ranked
+            .iter()
+            .zip(&self.ranges)
+            .find(|(c, _)| c.config == config)
+            .map_or_else(String::new, |(_, r)| noise::rank_text(*r))
+    }
+
+    /// One sentence on what the ranks rest on.
+    pub fn basis(&self) -> String {
+        let scored: Vec<usize> = self
+            .score
+            .ranked
+            .iter()
+            .filter(|c| c.total.is_some())
+            .map(|c| c.config)
+            .collect();
+        if scored.len() < 2 {
+            return "One configuration: nothing to rank.".into();
+        }
+        let min = scored.iter().map(|&c| self.repeats[c]).min().unwrap_or(0);
+        let max = scored.iter().map(|&c| self.repeats[c]).max().unwrap_or(0);
+        let reps = if min == max {
+            format!("{min}")
+        } else {
+            format!("{min} to {max}")
+        };
+        let noise: usize = scored.iter().map(|&c| self.noise_repeats[c]).sum();
+        if !self.any_tested() {
+            return format!(
+                "Ranks cannot be told apart from run-to-run noise: {reps} repeat(s) per \
+                 configuration and no earlier runs of them stored; repeat the study \
+                 (`repeats = 3` in its file) to separate them."
+            );
+        }
+        let mut s = format!("Ranks rest on {reps} repeat(s) per configuration: {RANK_METHOD}.");
+        if noise > 0 {
+            s.push_str(&format!(
+                " Noise of single-repeat configurations from {noise} earlier repeat(s) in \
+                 the store."
+            ));
+        }
+        s
+    }
 }
 
 /// How a run is named as a configuration: its config label, else its label, else `run N`.
@@ -277,6 +643,8 @@ impl RunSet {
             study: None,
             configs,
             baseline: 0,
+            noise: Noise::default(),
+            labelled_tests: false,
         }
     }
 
@@ -292,20 +660,9 @@ impl RunSet {
             }
         }
         let mut runs = runs;
-        if labels.len() > 1 {
-            for r in &mut runs {
-                if let Some(l) = r.label.clone() {
-                    for t in &mut r.tests {
-                        t.name = format!("{l}: {}", t.name);
-                        t.group = format!("{l}: {}", t.group);
-                    }
-                    for w in &mut r.warnings {
-                        if let Some(t) = &mut w.test {
-                            *t = format!("{l}: {t}");
-                        }
-                    }
-                }
-            }
+        let labelled = labels.len() > 1;
+        if labelled {
+            runs.iter_mut().for_each(label_tests);
         }
         let mut groups: Vec<(String, Vec<RunRecord>)> = Vec::new();
         for run in runs {
@@ -317,6 +674,7 @@ impl RunSet {
         }
         let mut set = RunSet::groups(groups);
         set.study = Some(name.to_string());
+        set.labelled_tests = labelled;
         set
     }
 
@@ -329,7 +687,100 @@ impl RunSet {
                 .map(|(label, runs)| Config::new(label, runs))
                 .collect(),
             baseline: 0,
+            noise: Noise::default(),
+            labelled_tests: false,
         }
+    }
+
+    /// Ids of every stored run of the set.
+    pub fn run_ids(&self) -> Vec<i64> {
+        self.runs().filter_map(|r| r.id).collect()
+    }
+
+    /// Gives the set the fingerprints of runs and other stored runs of the same commands
+    /// (`others`: fingerprint and run). Runs of the set itself are dropped from `others`;
+    /// in a study of several workloads their test names get the workload's label, as the
+    /// set's own do.
+    pub fn set_noise(&mut self, noise: Noise) {
+        let Noise {
+            fingerprints,
+            others,
+        } = noise;
+        let own: std::collections::HashSet<i64> = self.run_ids().into_iter().collect();
+        let mut seen = std::collections::HashSet::new();
+        let mut others: Vec<(String, RunRecord)> = others
+            .into_iter()
+            .filter(|(_, r)| r.id.is_none_or(|id| !own.contains(&id) && seen.insert(id)))
+            .collect();
+        if self.labelled_tests {
+            for (_, r) in &mut others {
+                label_tests(r);
+            }
+        }
+        self.noise = Noise {
+            fingerprints,
+            others,
+        };
+    }
+
+    /// The distinct fingerprints of the set's runs (known after [`RunSet::set_noise`]).
+    pub fn fingerprints(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for r in self.runs() {
+            if let Some(fp) = self.noise.fingerprint(r) {
+                if !out.iter().any(|x| x == fp) {
+                    out.push(fp.to_string());
+                }
+            }
+        }
+        out
+    }
+
+    /// The runs behind configuration `config`'s value of test `name` for metric `m`: each
+    /// run's headline, their shared fingerprint, and the other stored runs of that
+    /// command with the same test and job.
+    pub fn run_values(&self, config: usize, name: &str, m: Metric) -> RunValues {
+        let mut out = RunValues::default();
+        let mut fps: Vec<Option<&str>> = Vec::new();
+        let mut job = None;
+        for r in &self.configs[config].runs {
+            let Some(t) = r
+                .tests
+                .iter()
+                .find(|t| t.name == name && !t.passes.is_empty())
+            else {
+                continue;
+            };
+            job.get_or_insert(&t.job);
+            out.runs.push((r.id, m.of_summary(&t.summary)));
+            fps.push(self.noise.fingerprint(r));
+        }
+        let shared = match fps.first() {
+            Some(Some(first)) if fps.iter().all(|f| f == &Some(*first)) => Some(*first),
+            _ => None,
+        };
+        if let (Some(fp), Some(job)) = (shared, job) {
+            out.command = Some(fp.to_string());
+            for (ofp, r) in &self.noise.others {
+                if ofp != fp || !r.complete {
+                    continue;
+                }
+                let v = r
+                    .tests
+                    .iter()
+                    .find(|t| t.name == name && t.job == *job)
+                    .and_then(|t| run_value(t, m));
+                if let (Some(id), Some(v)) = (r.id, v) {
+                    out.others.push((id, v));
+                }
+            }
+        }
+        out
+    }
+
+    /// Configuration `b` against `a` for test `name` and metric `m`, judged on runs.
+    pub fn judge(&self, name: &str, m: Metric, a: usize, b: usize) -> Judgement {
+        judge(&self.run_values(a, name, m), &self.run_values(b, name, m))
     }
 
     /// Makes the configuration labelled `label` the baseline.
@@ -373,6 +824,8 @@ impl RunSet {
                     .collect();
                 RunSet {
                     study: None,
+                    noise: self.noise.clone(),
+                    labelled_tests: self.labelled_tests,
                     baseline: members
                         .iter()
                         .position(|&i| i == self.baseline)
@@ -415,7 +868,8 @@ impl RunSet {
     }
 
     /// The study score on each test's primary metric (MB/s, or IOPS for tests that move no
-    /// bytes), headline values.
+    /// bytes): a configuration's value of a test is the geometric mean of its runs'
+    /// headline values (the headline itself with one run).
     pub fn score(&self) -> StudyScore {
         let inputs: Vec<ScoreInput> = self
             .test_names()
@@ -428,14 +882,107 @@ impl RunSet {
                     test: name.clone(),
                     access: access(first),
                     higher_is_better: m.higher_is_better(),
-                    values: tests
-                        .iter()
-                        .map(|t| t.and_then(|t| m.headline(t)))
+                    values: (0..self.configs.len())
+                        .map(|c| self.run_values(c, name, m).geo_mean())
                         .collect(),
                 }
             })
             .collect();
         score::study_score(self.configs.len(), &inputs)
+    }
+
+    /// The score and the ranges of ranks the repeats support ([`Ranking`]).
+    pub fn ranking(&self) -> Ranking {
+        let score = self.score();
+        let n = self.configs.len();
+        let tests: Vec<(String, Metric)> = score
+            .ratios
+            .iter()
+            .map(|(name, _, _)| {
+                let m = primary_metric(self.aligned(name).iter().flatten().copied());
+                (name.clone(), m)
+            })
+            .collect();
+        let mut own: Vec<Vec<f64>> = Vec::new();
+        let mut earlier: Vec<Vec<f64>> = Vec::new();
+        for c in &self.configs {
+            let runs: Vec<&RunRecord> = c.runs.iter().collect();
+            own.push(repeat_scores(&runs, &tests));
+            let fps: Vec<&str> = c
+                .runs
+                .iter()
+                .filter_map(|r| self.noise.fingerprint(r))
+                .collect();
+            let others: Vec<&RunRecord> = self
+                .noise
+                .others
+                .iter()
+                .filter(|(fp, r)| r.complete && fps.contains(&fp.as_str()))
+                .map(|(_, r)| r)
+                .collect();
+            earlier.push(repeat_scores(&others, &tests));
+        }
+        let side = |c: usize| -> RunValues {
+            RunValues {
+                runs: own[c].iter().map(|v| (None, *v)).collect(),
+                command: None,
+                others: earlier[c].iter().map(|v| (0, *v)).collect(),
+            }
+        };
+        let scored: Vec<usize> = score
+            .ranked
+            .iter()
+            .filter(|c| c.total.is_some())
+            .map(|c| c.config)
+            .collect();
+        let mut pairs = Vec::new();
+        for (k, &i) in scored.iter().enumerate() {
+            for &j in &scored[k + 1..] {
+                let (i, j) = (i.min(j), i.max(j));
+                let mut jd = judge(&side(i), &side(j));
+                if let Judgement::Tested(t) = &mut jd {
+                    // Earlier repeats are not runs a report can name.
+                    t.noise_ids.clear();
+                }
+                pairs.push((i, j, jd));
+            }
+        }
+        pairs.sort_by_key(|(i, j, _)| (*i, *j));
+        // `beats(x, y)`: configuration x's score is significantly above y's.
+        let beats = |x: usize, y: usize| {
+            pairs.iter().any(|(i, j, jd)| match jd.tested() {
+                Some(t) if t.test.significant() => {
+                    (*i == x && *j == y && t.test.ratio < 1.0)
+                        || (*i == y && *j == x && t.test.ratio > 1.0)
+                }
+                _ => false,
+            })
+        };
+        let ranges_scored = noise::rank_ranges(scored.len(), |a, b| beats(scored[a], scored[b]));
+        let ranges = score
+            .ranked
+            .iter()
+            .map(|c| match scored.iter().position(|&x| x == c.config) {
+                Some(k) => ranges_scored[k],
+                None => (c.rank, c.rank),
+            })
+            .collect();
+        let noise_repeats = (0..n)
+            .map(|c| {
+                if own[c].len() == 1 {
+                    earlier[c].len()
+                } else {
+                    0
+                }
+            })
+            .collect();
+        Ranking {
+            repeats: own.iter().map(Vec::len).collect(),
+            noise_repeats,
+            score,
+            ranges,
+            pairs,
+        }
     }
 }
 

@@ -1,116 +1,251 @@
-//! Comparison of two runs with a known difference (one test 50% faster, the others equal),
-//! single-pass sides, more than two sides, the JSON document, and the history's marks.
+//! Comparisons judged on runs: three runs a side with a known difference, single runs that
+//! cannot be told from noise, single runs against the noise of other runs of the same
+//! command, more than two sides, the JSON document, and the history's marks.
 
 mod common;
 
-use iolab_report::compare::{compare, document, render, Verdict};
-use iolab_report::history;
-use iolab_report::set::{Metric, RunSet};
+use std::collections::HashMap;
 
-/// A, and B with SEQ1M Q8T1 Read 1.5 times as fast and RND4K Q1T1 Write 0.8 times.
-fn pair() -> RunSet {
-    let a = common::cdm_run();
-    let mut b = common::cdm_run_with(&|name: &str| match name {
-        "SEQ1M Q8T1 Read" => 1.5,
-        "RND4K Q1T1 Write" => 0.8,
-        _ => 1.0,
+use iolab_measure::RunRecord;
+use iolab_report::compare::{compare, document, evidence, render, Verdict};
+use iolab_report::history;
+use iolab_report::set::{Judgement, Metric, Noise, RunSet};
+use iolab_stats::noise::Method;
+
+/// Terminal text with its line breaks and indents undone, for phrase checks.
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A cdm run with id `id`, every test scaled by `base`, SEQ1M Q8T1 Read also by `fast`.
+fn run(id: i64, base: f64, fast: f64) -> RunRecord {
+    let mut r = common::cdm_run_with(&|name: &str| {
+        if name == "SEQ1M Q8T1 Read" {
+            base * fast
+        } else {
+            base
+        }
     });
-    b.id = Some(43);
-    b.label = Some("after".into());
-    b.warnings[0].code = iolab_measure::WarningCode::BusyDevice;
-    RunSet::per_run(vec![a, b])
+    r.id = Some(id);
+    r
+}
+
+/// Run-to-run wobble of ±1% (three runs: 1.00, 1.01, 0.99).
+const WOBBLE: [f64; 3] = [1.0, 1.01, 0.99];
+
+/// Labels before (runs 1-3) and after (runs 4-6): SEQ1M Q8T1 Read 1.5 times as fast after.
+fn three_a_side() -> RunSet {
+    let before = (0..3).map(|k| run(k as i64 + 1, WOBBLE[k], 1.0)).collect();
+    let after = (0..3)
+        .map(|k| run(k as i64 + 4, WOBBLE[(k + 1) % 3], 1.5))
+        .collect();
+    RunSet::groups(vec![
+        ("label before".into(), before),
+        ("label after".into(), after),
+    ])
+}
+
+fn row<'a>(
+    c: &'a iolab_report::compare::Comparison,
+    test: &str,
+    m: Metric,
+) -> &'a iolab_report::compare::Row {
+    c.rows
+        .iter()
+        .find(|r| r.test == test && r.metric == m)
+        .unwrap_or_else(|| panic!("no {test} {m:?}"))
+}
+
+/// Every row's B is "same", but the rows `skip` picks.
+fn all_same(
+    c: &iolab_report::compare::Comparison,
+    skip: impl Fn(&iolab_report::compare::Row) -> bool,
+) {
+    for r in c.rows.iter().filter(|r| !skip(r)) {
+        let key = r.cells[1].verdict.key();
+        assert_eq!(key, "same", "{} {:?}", r.test, r.metric);
+    }
 }
 
 #[test]
-fn a_known_difference_is_found_and_nothing_else() {
-    let c = compare(&pair());
-    assert_eq!(c.sides.len(), 2);
-    assert_eq!(c.sides[1].label, "after");
-    let row = |test: &str, m: Metric| {
-        c.rows
-            .iter()
-            .find(|r| r.test == test && r.metric == m)
-            .unwrap_or_else(|| panic!("no {test} {m:?}"))
-    };
-    // 3000 -> 4500 I/Os of 1 MiB per second: +50%, passes ±0.3%: p far below 0.05.
-    let fast = row("SEQ1M Q8T1 Read", Metric::MbS);
-    assert_eq!(fast.cells[0].median, Some(3000.0 * 1048576.0 / 1e6));
-    assert!((fast.cells[1].change_pct.unwrap() - 50.0).abs() < 1e-9);
+fn three_runs_a_side_find_a_known_difference_and_nothing_else() {
+    let c = compare(&three_a_side());
+    assert_eq!(c.sides[1].run_ids, [4, 5, 6]);
+    let fast = row(&c, "SEQ1M Q8T1 Read", Metric::MbS);
+    // Geometric mean of 3146 × (1, 1.01, 0.99) on A; the same wobble times 1.5 on B.
+    let a = 3000.0 * 1048576.0 / 1e6;
+    let gm = (1.01f64 * 0.99).powf(1.0 / 3.0);
+    assert!(
+        (fast.cells[0].value.unwrap() - a * gm).abs() < 0.01 * a,
+        "{fast:?}"
+    );
+    assert_eq!(fast.cells[0].runs, 3);
+    assert_eq!(fast.cells[1].run_values.len(), 3);
+    assert!(
+        (fast.cells[1].change_pct.unwrap() - 50.0).abs() < 0.1,
+        "{fast:?}"
+    );
     match &fast.cells[1].verdict {
-        Verdict::Better(w) => assert!(w.p < 1e-4 && w.t > 0.0, "{w:?}"),
+        Verdict::Better(t) => {
+            assert_eq!(t.test.method, Method::Welch);
+            assert_eq!((t.test.n_a, t.test.n_b), (3, 3));
+            assert!(t.test.p < 1e-4 && t.test.t > 0.0, "{t:?}");
+            assert!(t.test.ratio_low < 1.5 && 1.5 < t.test.ratio_high, "{t:?}");
+            assert!(t.noise_ids.is_empty());
+        }
         v => panic!("{v:?}"),
     }
-    assert_eq!(
-        row("SEQ1M Q8T1 Read", Metric::Iops).cells[1].verdict.key(),
-        "better"
-    );
-    // Slower is worse; for latency lower is better.
-    let slow = row("RND4K Q1T1 Write", Metric::MbS);
-    assert!((slow.cells[1].change_pct.unwrap() + 20.0).abs() < 1e-9);
-    assert_eq!(slow.cells[1].verdict.key(), "worse");
-    // Everything else is the same passes: t = 0, p = 1, not significant, 0% change.
-    for r in &c.rows {
-        if r.test == "SEQ1M Q8T1 Read" || r.test == "RND4K Q1T1 Write" {
-            continue;
-        }
-        let cell = &r.cells[1];
-        assert_eq!(cell.change_pct, Some(0.0), "{} {:?}", r.test, r.metric);
-        match &cell.verdict {
-            Verdict::Same(w) => assert!((w.p - 1.0).abs() < 1e-12),
-            v => panic!("{} {:?}: {v:?}", r.test, r.metric),
-        }
-    }
-    // Latency did not move in the fast test either: the difference is throughput only.
-    assert_eq!(
-        row("SEQ1M Q8T1 Read", Metric::LatMean).cells[1]
-            .verdict
-            .key(),
-        "same"
-    );
-    assert_eq!(c.warnings.len(), 2);
-}
-
-#[test]
-fn the_terminal_table_says_what_and_how() {
-    let text = render(&compare(&pair()));
+    // Everything else moved by the wobble only: same.
+    all_same(&c, |r| {
+        r.test == "SEQ1M Q8T1 Read" && r.metric != Metric::LatMean
+    });
+    let text = render(&c);
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
-    assert!(text.contains("Welch's t-test"));
-    assert!(text.contains("two-sided, 95%"));
     let line = text
         .lines()
         .find(|l| l.starts_with("SEQ1M Q8T1 Read"))
         .unwrap();
-    assert!(line.contains("3146") && line.contains("4719"), "{line}");
     assert!(
         line.contains("+50%") && line.contains("yes, better (p<0.001)"),
         "{line}"
     );
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("RND4K Q1T1 Write"))
-        .unwrap();
+    let f = flat(&text);
     assert!(
-        line.contains("-20%") && line.contains("yes, worse"),
-        "{line}"
+        f.contains("B vs A: 3 runs on A, 3 runs on B: Welch's t-test on ln(run value)."),
+        "{text}"
     );
-    assert!(text.contains("no (p=1.00)"));
-    // Warnings from both sides, with the side they come from; the test is marked.
-    assert!(text.contains("A: [CACHE_SMALL_REGION] SEQ1M Q8T1 Write"));
-    assert!(text.contains("B: [BUSY_DEVICE] SEQ1M Q8T1 Write"));
-    assert!(text.contains("SEQ1M Q8T1 Write !"));
+    assert!(f.contains("runs are the evidence, not passes"), "{text}");
 }
 
 #[test]
-fn single_passes_cannot_be_tested() {
-    let a = common::atto_run();
-    let mut b = common::atto_run();
-    b.id = Some(7);
-    let c = compare(&RunSet::per_run(vec![a, b]));
+fn single_runs_cannot_be_told_from_noise() {
+    // The old failure: two runs whose passes are tight (±0.3%) but 5% apart. Passes say
+    // "significant"; one run a side says nothing.
+    let set = RunSet::per_run(vec![run(1, 1.0, 1.0), run(2, 1.05, 1.0)]);
+    let c = compare(&set);
     assert!(!c.rows.is_empty());
     for r in &c.rows {
-        assert_eq!(r.cells[1].verdict, Verdict::TooFewPasses(1));
+        let lone = Judgement::NoNoise {
+            runs_a: 1,
+            runs_b: 1,
+            a: true,
+            b: true,
+        };
+        match &r.cells[1].verdict {
+            Verdict::Untested(j) => assert_eq!(*j, lone),
+            v => panic!("{} {:?}: {v:?}", r.test, r.metric),
+        }
+        assert_eq!(r.cells[1].verdict.significant(), None);
     }
-    assert!(render(&c).contains("n/a (1 pass)"));
+    let text = render(&c);
+    assert!(text.contains("can't tell (1 run)"), "{text}");
+    let f = flat(&text);
+    assert!(
+        f.contains("1 run on A and on B and no other stored run of the same command")
+            && f.contains("cannot be told from run-to-run noise")
+            && f.contains("--repeat N"),
+        "{text}"
+    );
+    let doc = document(&c, "0.1.0");
+    let cell = &doc["tests"][0]["metrics"]["mb_s"][1];
+    assert_eq!(cell["verdict"], "cannot_tell");
+    assert_eq!(cell["significant"], serde_json::Value::Null);
+    assert!(cell["evidence"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cannot be told from run-to-run noise"));
+}
+
+/// Runs 1 (A) and 2 (B), both of command `fp1-a`, and other stored runs 10-15 of that
+/// command whose values wobble by ±1%.
+fn with_other_runs(b_scale: f64) -> RunSet {
+    let mut set = RunSet::per_run(vec![run(1, 1.0, 1.0), run(2, b_scale, 1.0)]);
+    let wobble = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0];
+    let others = wobble
+        .iter()
+        .enumerate()
+        .map(|(k, w)| {
+            let mut r = run(10 + k as i64, *w, 1.0);
+            // As the store loads them: summaries only.
+            r.tests.iter_mut().for_each(|t| t.passes.clear());
+            ("fp1-a".to_string(), r)
+        })
+        .collect();
+    set.set_noise(Noise {
+        fingerprints: HashMap::from([(1, "fp1-a".to_string()), (2, "fp1-a".to_string())]),
+        others,
+    });
+    set
+}
+
+#[test]
+fn single_runs_are_judged_against_other_runs_of_the_same_command() {
+    // Noise sd of ln: about 0.7%. A 5% step is far outside it; a 0.5% one is not.
+    let c = compare(&with_other_runs(1.05));
+    let r = row(&c, "RND4K Q1T1 Read", Metric::MbS);
+    match &r.cells[1].verdict {
+        Verdict::Better(t) => {
+            assert_eq!(t.test.method, Method::Pooled);
+            assert_eq!((t.test.n_a, t.test.n_b, t.test.noise_runs), (1, 1, 6));
+            assert_eq!(t.test.df, 5.0);
+            assert_eq!(t.noise_ids, [10, 11, 12, 13, 14, 15]);
+        }
+        v => panic!("{v:?}"),
+    }
+    let text = render(&c);
+    assert!(
+        flat(&text)
+            .contains("noise measured on 6 other stored runs of the same command (runs 10-15"),
+        "{text}"
+    );
+    let doc = document(&c, "0.1.0");
+    let e = &doc["tests"][0]["metrics"]["mb_s"][1]["evidence"];
+    assert_eq!(e["method"], "pooled-log-noise");
+    assert_eq!(e["noise_runs"], 6);
+    assert_eq!(
+        e["noise_run_ids"],
+        serde_json::json!([10, 11, 12, 13, 14, 15])
+    );
+    assert!(doc["sides"][1]["evidence"][0]
+        .as_str()
+        .unwrap()
+        .contains("6 other stored runs"));
+
+    all_same(&compare(&with_other_runs(1.005)), |_| false);
+    // The other runs are not the compared ones: a set holding run 10 drops it from them.
+    let mut set = with_other_runs(1.0);
+    let mut ten = run(10, 1.0, 1.0);
+    ten.label = Some("x".into());
+    set.configs
+        .push(RunSet::per_run(vec![ten]).configs.remove(0));
+    let noise = set.noise.clone();
+    set.set_noise(noise);
+    assert_eq!(set.noise.others.len(), 5);
+}
+
+#[test]
+fn evidence_names_a_borrowed_spread() {
+    // A: one run; B: three runs of the same command and nothing else stored.
+    let mut set = RunSet::groups(vec![
+        ("run 1".into(), vec![run(1, 1.0, 1.0)]),
+        (
+            "label again".into(),
+            (0..3).map(|k| run(k as i64 + 2, WOBBLE[k], 1.0)).collect(),
+        ),
+    ]);
+    set.set_noise(Noise {
+        fingerprints: (1..=4).map(|id| (id, "fp1-a".to_string())).collect(),
+        others: Vec::new(),
+    });
+    let c = compare(&set);
+    let r = row(&c, "SEQ1M Q8T1 Read", Metric::MbS);
+    let t = r.cells[1].verdict.tested().expect("tested");
+    assert_eq!((t.test.method, t.test.noise_runs), (Method::Pooled, 0));
+    let lines = evidence(&c, 1);
+    assert!(
+        lines.iter().any(|l| l.contains("the spread of B's runs")),
+        "{lines:?}"
+    );
 }
 
 #[test]
@@ -134,17 +269,18 @@ fn three_sides_and_missing_tests() {
         .iter()
         .find(|r| r.test == "RND4K Q1T1 Read" && r.metric == Metric::MbS)
         .unwrap();
-    assert_eq!(r.cells[2].verdict, Verdict::Missing);
+    assert_eq!(r.cells[2].verdict, Verdict::Untested(Judgement::Missing));
     assert!((r.cells[1].change_pct.unwrap() - 20.0).abs() < 1e-9);
 }
 
 #[test]
 fn the_json_document() {
-    let c = compare(&pair());
+    let c = compare(&three_a_side());
     let doc = document(&c, "0.1.0");
-    assert_eq!(doc["schema"], "iolab.comparison/1");
+    assert_eq!(doc["schema"], "iolab.comparison/2");
     assert_eq!(doc["alpha"], 0.05);
-    assert_eq!(doc["sides"][1]["run_ids"], serde_json::json!([43]));
+    assert!(doc["method"].as_str().unwrap().contains("not passes"));
+    assert_eq!(doc["sides"][1]["run_ids"], serde_json::json!([4, 5, 6]));
     let t = doc["tests"]
         .as_array()
         .unwrap()
@@ -155,59 +291,128 @@ fn the_json_document() {
     assert_eq!(b["side"], "B");
     assert_eq!(b["verdict"], "better");
     assert_eq!(b["significant"], true);
-    assert_eq!(b["passes"], 3);
+    assert_eq!(
+        (b["runs"].as_u64(), b["passes"].as_u64()),
+        (Some(3), Some(9))
+    );
+    assert_eq!(b["run_values"].as_array().unwrap().len(), 3);
     assert!(b["p"].as_f64().unwrap() < 1e-4);
-    assert!((b["change_pct"].as_f64().unwrap() - 50.0).abs() < 1e-9);
+    assert_eq!(b["evidence"]["method"], "welch-log-runs");
+    assert_eq!(
+        (
+            b["evidence"]["runs_a"].as_u64(),
+            b["evidence"]["runs_b"].as_u64()
+        ),
+        (Some(3), Some(3))
+    );
+    let ci = b["evidence"]["ratio_ci95"].as_array().unwrap();
+    assert!(ci[0].as_f64().unwrap() < 1.5 && ci[1].as_f64().unwrap() > 1.5);
+    assert!((b["change_pct"].as_f64().unwrap() - 50.0).abs() < 0.1);
     assert_eq!(t["metrics"]["mb_s"][0]["verdict"], "baseline");
-    assert_eq!(doc["warnings"].as_array().unwrap().len(), 2);
+    assert_eq!(t["metrics"]["mb_s"][0]["evidence"], serde_json::Value::Null);
+    assert_eq!(doc["warnings"].as_array().unwrap().len(), 6);
+}
+
+/// A run of the series: id, day, SEQ1M Q8T1 Read scaled by `f`, the rest by `w`.
+fn day(i: i64, f: f64, w: f64) -> RunRecord {
+    let mut r = run(i, w, f / w);
+    r.started_at = format!("2025-03-{:02}T10:00:00Z", i);
+    r
 }
 
 #[test]
-fn history_marks_changes_beyond_the_noise() {
-    let mut runs = Vec::new();
-    for (i, f) in [1.0, 1.0, 1.5, 1.5].iter().enumerate() {
-        let mut r =
-            common::cdm_run_with(&|name: &str| if name == "SEQ1M Q8T1 Read" { *f } else { 1.0 });
-        r.id = Some(i as i64 + 1);
-        r.started_at = format!("2025-03-0{}T10:00:00Z", i + 1);
-        runs.push(r);
-    }
+fn history_marks_only_changes_beyond_the_noise_of_the_command() {
+    // Eight runs of one command: ±1% wobble, then SEQ1M Q8T1 Read 50% faster from run 5.
+    let f = [1.0, 1.01, 0.99, 1.0, 1.5, 1.51, 1.49, 1.5];
+    let w = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0, 1.01, 0.99];
+    let mut runs: Vec<RunRecord> = (0..8).map(|k| day(k as i64 + 1, f[k], w[k])).collect();
     let mut other = common::atto_run();
     other.id = Some(9);
     runs.push(other);
-    let s = history::series(&runs);
+    let noise = Noise {
+        fingerprints: (1..=8).map(|id| (id, "fp1-cdm".to_string())).collect(),
+        others: Vec::new(),
+    };
+    let s = history::series(&runs, &noise);
     assert_eq!(s.len(), 2, "cdm and atto are separate series");
     let cdm = &s[0];
-    assert_eq!(cdm.runs.len(), 4);
-    assert_eq!(
-        cdm.point(0, "SEQ1M Q8T1 Read").unwrap().1,
-        history::Move::First
-    );
-    assert!(
-        matches!(cdm.point(1, "SEQ1M Q8T1 Read").unwrap().1, history::Move::Steady(c) if c == 0.0)
-    );
-    match cdm.point(2, "SEQ1M Q8T1 Read").unwrap().1 {
-        history::Move::Up(c) => assert!((c - 50.0).abs() < 1e-9),
+    assert_eq!(cdm.runs.len(), 8);
+    let mv = |i: usize, t: &str| cdm.point(i, t).unwrap().1;
+    assert_eq!(mv(0, "SEQ1M Q8T1 Read"), history::Move::First);
+    // The noise of a mark comes from the runs of the command before the two compared:
+    // none for the second run, one (not a noise level) for the third.
+    for i in [1, 2] {
+        assert!(
+            matches!(mv(i, "SEQ1M Q8T1 Read"), history::Move::Unknown(_)),
+            "{i}"
+        );
+    }
+    // Within the wobble: steady, tested against runs 1 and 2.
+    match mv(3, "SEQ1M Q8T1 Read") {
+        history::Move::Steady(c, t) => {
+            assert!((c - 1.0 / 0.99 * 100.0 + 100.0).abs() < 1e-6, "{c}");
+            assert_eq!((t.noise_runs, t.method), (2, Method::Pooled));
+        }
         m => panic!("{m:?}"),
     }
-    assert!(matches!(
-        cdm.point(3, "SEQ1M Q8T1 Read").unwrap().1,
-        history::Move::Steady(_)
-    ));
-    // ATTO's single passes cannot be tested, but its first run is just first.
+    // The step, against runs 1-3 (sd of ln about 1%): t = ln 1.5 / (0.01 × √2) with 2 df.
+    match mv(4, "SEQ1M Q8T1 Read") {
+        history::Move::Up(c, t) => {
+            assert!((c - 50.0).abs() < 0.5, "{c}");
+            assert!(t.p < 0.01 && t.noise_runs == 3, "{t:?}");
+        }
+        m => panic!("{m:?}"),
+    }
+    // After it, the step is part of the earlier runs: the new level is steady.
+    for i in [5, 6, 7] {
+        assert!(
+            matches!(mv(i, "SEQ1M Q8T1 Read"), history::Move::Steady(..)),
+            "{i}"
+        );
+    }
+    // The other tests wobble only: no mark moves.
+    for i in 3..8 {
+        assert!(
+            matches!(mv(i, "RND4K Q1T1 Read"), history::Move::Steady(..)),
+            "{i}"
+        );
+    }
+    // ATTO's run has no other run of its command: its first run is just first.
     assert_eq!(s[1].point(0, "4K Read").unwrap().1, history::Move::First);
 
-    let text = history::render(&runs);
+    let text = history::render(&runs, &noise);
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
-    assert!(text.contains("3146 ") && text.contains("4719↑"), "{text}");
+    // The tables, below the legend.
+    let tables = |t: &str| -> String {
+        t.lines()
+            .skip_while(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let t = tables(&text);
+    assert_eq!(t.matches('↑').count(), 1, "{text}");
+    assert!(!t.contains('↓'), "{text}");
     assert!(
         text.contains("first → last") && text.contains("+50%"),
         "{text}"
     );
     assert!(text.contains("trend"));
-    let doc = history::document(&runs, "0.1.0");
-    assert_eq!(doc["schema"], "iolab.history/1");
-    let third = &doc["series"][0]["runs"][2]["tests"][0];
-    assert_eq!(third["test"], "SEQ1M Q8T1 Read");
-    assert_eq!(third["movement"], "up");
+    let doc = history::document(&runs, &noise, "0.1.0");
+    assert_eq!(doc["schema"], "iolab.history/2");
+    let fifth = &doc["series"][0]["runs"][4]["tests"][0];
+    assert_eq!(fifth["test"], "SEQ1M Q8T1 Read");
+    assert_eq!(fifth["movement"], "up");
+    assert_eq!(fifth["method"], "pooled-log-noise");
+    assert_eq!(fifth["noise_runs"], 3);
+
+    // Without other runs of the command nothing can be told: `?`, never an arrow.
+    let none = Noise::default();
+    let text = tables(&history::render(&runs, &none));
+    assert!(!text.contains('↑') && !text.contains('↓'), "{text}");
+    assert!(text.contains("4719?"), "{text}");
+    let s = history::series(&runs, &none);
+    assert!(matches!(
+        s[0].point(4, "SEQ1M Q8T1 Read").unwrap().1,
+        history::Move::Unknown(_)
+    ));
 }

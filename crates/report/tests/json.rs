@@ -442,3 +442,78 @@ fn non_finite_numbers_become_null_and_format_renders() {
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v);
     assert!(render_run(&run).contains("incomplete (interrupted or failed)"));
 }
+
+#[test]
+fn the_study_document_says_what_ranks_and_verdicts_rest_on() {
+    use iolab_report::json::study_document;
+    use iolab_report::set::RunSet;
+    // Three repeats a configuration, ±1% between runs (see markdown.rs for the numbers).
+    let set = RunSet::study("strip size", common::study_runs_repeated());
+    let doc = study_document(&set);
+    assert_eq!(doc["schema"], "iolab.study/2");
+    let ranked = doc["score"]["ranked"].as_array().unwrap();
+    let ranks: Vec<(&str, &str, u64)> = ranked
+        .iter()
+        .map(|r| {
+            (
+                r["label"].as_str().unwrap(),
+                r["rank_text"].as_str().unwrap(),
+                r["repeats"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ranks,
+        [("32KB", "1", 3), ("64KB", "2-3", 3), ("16KB", "2-3", 3)]
+    );
+    assert_eq!(
+        (
+            ranked[1]["rank_low"].as_u64(),
+            ranked[1]["rank_high"].as_u64()
+        ),
+        (Some(2), Some(3))
+    );
+    assert!(doc["score"]["ranks_basis"]
+        .as_str()
+        .unwrap()
+        .contains("3 repeat(s) per configuration"));
+    // Three pairs, each tested with Welch on the per-repeat scores.
+    let pairs = doc["score"]["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 3);
+    for p in pairs {
+        assert_eq!(p["test"]["method"], "welch-log-runs", "{p}");
+        assert_eq!(
+            (p["test"]["runs_a"].as_u64(), p["test"]["runs_b"].as_u64()),
+            (Some(3), Some(3))
+        );
+    }
+    // Per test: the runs behind each value and the verdict against the baseline (16KB).
+    let t = doc["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "RND4K Q1T1 Read")
+        .unwrap();
+    let v = &t["values"][1];
+    assert_eq!(v["runs"], 3);
+    assert_eq!(v["run_values"].as_array().unwrap().len(), 3);
+    assert!(
+        (v["ratio_to_baseline"].as_f64().unwrap() - 1.0 / 0.9).abs() < 1e-3,
+        "{v}"
+    );
+    let vs = &v["vs_baseline"];
+    assert_eq!(vs["significant"], true, "{vs}");
+    assert_eq!(vs["method"], "welch-log-runs");
+    let ci = vs["ratio_ci95"].as_array().unwrap();
+    assert!(ci[0].as_f64().unwrap() < 1.0 / 0.9 && ci[1].as_f64().unwrap() > 1.0 / 0.9);
+    assert_eq!(t["values"][0]["vs_baseline"], Value::Null);
+    // One repeat: no verdict, and the reason.
+    let one = study_document(&RunSet::study("strip size", common::study_runs()));
+    let vs = &one["tests"][0]["values"][1]["vs_baseline"];
+    assert_eq!(vs["significant"], Value::Null);
+    assert!(vs["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cannot be told from run-to-run noise"));
+    assert_eq!(one["score"]["ranked"][0]["rank_text"], "1-3");
+}

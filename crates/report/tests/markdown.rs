@@ -180,6 +180,12 @@ fn workloads_without_bytes_get_iops_and_sizes_become_columns() {
     }
 }
 
+/// The row of test `name` in the ratio-to-baseline table.
+fn ratio_row<'a>(t: &'a [MdTable], name: &str) -> &'a Vec<String> {
+    let ratio = t.iter().find(|x| x.title.starts_with("**Ratio")).unwrap();
+    ratio.rows.iter().find(|r| r[0] == name).unwrap()
+}
+
 #[test]
 fn study_columns_are_directions_by_configuration_with_the_score() {
     let mut runs = common::study_runs();
@@ -224,13 +230,9 @@ fn study_columns_are_directions_by_configuration_with_the_score() {
         let (v, _) = value(&row[col]).unwrap();
         assert!(close(v, ios * 4096.0 / 1e6), "{row:?}");
     }
-    let ratio = t.iter().find(|x| x.title.starts_with("**Ratio")).unwrap();
-    let r = ratio
-        .rows
-        .iter()
-        .find(|r| r[0] == "RND4K Q1T1 Read")
-        .unwrap();
-    assert_eq!(&r[1..], ["1.00", "1.11*", "1.07*"]);
+    let r = ratio_row(&t, "RND4K Q1T1 Read");
+    // One run per configuration: the ratios cannot be told from run-to-run noise.
+    assert_eq!(&r[1..], ["1.00", "1.11 ?", "1.07 ?"]);
     // Score by hand: random 0.90/1.00/0.96; sequential 1.00/0.98/0.95; total is the
     // geometric mean over 5 random and 4 sequential tests: 16KB 0.9^(5/9) = 0.9432,
     // 32KB 0.98^(4/9) = 0.9911, 64KB (0.96^5 · 0.95^4)^(1/9) = 0.9555; over the best:
@@ -247,19 +249,27 @@ fn study_columns_are_directions_by_configuration_with_the_score() {
             "Caveats"
         ]
     );
+    // One repeat: the ranks cannot be told apart, and the table says so.
+    assert!(
+        score
+            .title
+            .contains("Ranks cannot be told apart from run-to-run noise"),
+        "{}",
+        score.title
+    );
     assert_eq!(
         score.rows,
         [
-            ["1", "32KB", "1.00", "0.98", "1.00", "-"],
+            ["1-3", "32KB", "1.00", "0.98", "1.00", "-"],
             [
-                "2",
+                "1-3",
                 "64KB",
                 "0.96",
                 "0.95",
                 "0.96",
                 "⚠ unsafe: NO_BARRIER; cache: PAGE_CACHE"
             ],
-            ["3", "16KB", "0.90", "1.00", "0.95", "-"],
+            ["1-3", "16KB", "0.90", "1.00", "0.95", "-"],
         ]
     );
     let s = set.score();
@@ -274,6 +284,36 @@ fn study_columns_are_directions_by_configuration_with_the_score() {
     };
     assert!((total("16KB") - 0.9517).abs() < 1e-4);
     assert!((total("64KB") - 0.9642).abs() < 1e-4);
+}
+
+#[test]
+fn repeats_separate_ranks_and_ratios() {
+    // Three rounds, ±1% between runs. Score differences in ln: 32KB over 16KB 0.050,
+    // over 64KB 0.037; 64KB over 16KB 0.013 (see the score test above). With a per-repeat
+    // sd of about 0.01, Welch on 3 + 3 repeats gives t about 6 and 4.5 for the first two
+    // (p < 0.05) and 1.6 for the last: 32KB ranks first, the other two share 2-3.
+    let set = RunSet::study("strip size", common::study_runs_repeated());
+    let t = tables(&render(&set));
+    let score = t.iter().find(|x| x.title.starts_with("**Score")).unwrap();
+    assert!(
+        score
+            .title
+            .contains("Ranks rest on 3 repeat(s) per configuration"),
+        "{}",
+        score.title
+    );
+    let ranks: Vec<(&str, &str)> = score
+        .rows
+        .iter()
+        .map(|r| (r[0].as_str(), r[1].as_str()))
+        .collect();
+    assert_eq!(ranks, [("1", "32KB"), ("2-3", "64KB"), ("2-3", "16KB")]);
+    let r = ratio_row(&t, "RND4K Q1T1 Read");
+    // 10% and 6.7% above 16KB with ±1% between runs: significant.
+    assert_eq!(&r[1..], ["1.00", "1.11*", "1.07*"]);
+    let ranking = set.ranking();
+    assert_eq!(ranking.repeats, [3, 3, 3]);
+    assert_eq!(ranking.pairs.len(), 3);
 }
 
 #[test]
@@ -410,4 +450,56 @@ fn scrub_counts_are_tabulated_per_configuration() {
     assert_eq!(row("injected"), ["injected", "32", "32"]);
     assert_eq!(row("repaired"), ["repaired", "32", "11 (32)"]);
     assert_eq!(row("verdict"), ["verdict", "pass", "⚠ FAIL"]);
+}
+
+#[test]
+fn one_repeat_is_ranked_against_earlier_invocations() {
+    use std::collections::HashMap;
+    // This invocation: one run per configuration. The store holds an earlier invocation of
+    // the same study with three repeats: the spread of those repeats is each
+    // configuration's noise.
+    let mut set = RunSet::study("strip size", common::study_runs());
+    let fp = |label: &str| format!("fp1-{label}");
+    let fingerprints: HashMap<i64, String> = set
+        .runs()
+        .map(|r| (r.id.unwrap(), fp(r.config_label.as_deref().unwrap())))
+        .collect();
+    let others = common::study_runs_repeated()
+        .into_iter()
+        .map(|mut r| {
+            r.id = Some(r.id.unwrap() + 1000);
+            r.study_meta["invocation"] = "earlier".into();
+            r.tests.iter_mut().for_each(|t| t.passes.clear());
+            (fp(r.config_label.as_deref().unwrap()), r)
+        })
+        .collect();
+    set.set_noise(iolab_report::set::Noise {
+        fingerprints,
+        others,
+    });
+    let ranking = set.ranking();
+    assert_eq!(ranking.repeats, [1, 1, 1]);
+    assert_eq!(ranking.noise_repeats, [3, 3, 3]);
+    let text = |c: &str| ranking.rank_text(set.configs.iter().position(|x| x.label == c).unwrap());
+    // One repeat against one: se = 0.00998 × √2 = 0.0141 (the earlier repeats' sd of ln,
+    // 4 degrees of freedom from two configurations' 3 repeats each). 32KB over 16KB:
+    // t = 0.0496 / 0.0141 = 3.5, p = 0.025, separated; over 64KB: t = 0.037 / 0.0141 = 2.6,
+    // p = 0.06, and 64KB over 16KB t = 0.9: not. So 32KB ranks 1-2, 64KB 1-3, 16KB 2-3 —
+    // less separated than three repeats a side (see above).
+    assert_eq!(
+        (text("32KB"), text("64KB"), text("16KB")),
+        ("1-2".into(), "1-3".into(), "2-3".into())
+    );
+    assert!(
+        ranking.basis().contains("9 earlier repeat(s)"),
+        "{}",
+        ranking.basis()
+    );
+    // The ratio of a single run is tested against the earlier runs of its command too.
+    let md = render(&set);
+    let t = tables(&md);
+    assert_eq!(
+        &ratio_row(&t, "RND4K Q1T1 Read")[1..],
+        ["1.00", "1.11*", "1.07*"]
+    );
 }

@@ -4,6 +4,7 @@
 //! Confidence intervals use Student's t on the mean of the passes (the passes of a test are
 //! independent repeats of the same job); with one pass the interval is the value itself.
 
+pub mod noise;
 pub mod score;
 pub mod warnings;
 

@@ -46,7 +46,13 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
     }
     let (ma, va) = mean_var(a);
     let (mb, vb) = mean_var(b);
-    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
+    Some(welch_from_moments((a.len(), ma, va), (b.len(), mb, vb)))
+}
+
+/// Welch's t-test from each side's (n, mean, sample variance); both `n` at least 2.
+pub fn welch_from_moments(a: (usize, f64, f64), b: (usize, f64, f64)) -> Welch {
+    let ((na, ma, va), (nb, mb, vb)) = (a, b);
+    let (sa, sb) = (va / na as f64, vb / nb as f64);
     let se2 = sa + sb;
     let (t, df, p) = if se2 <= 0.0 {
         let p = if ma == mb { 1.0 } else { 0.0 };
@@ -55,21 +61,21 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
         } else {
             f64::INFINITY.copysign(mb - ma)
         };
-        (t, (a.len() + b.len() - 2) as f64, p)
+        (t, (na + nb - 2) as f64, p)
     } else {
         let t = (mb - ma) / se2.sqrt();
-        let df = se2 * se2 / (sa * sa / (a.len() as f64 - 1.0) + sb * sb / (b.len() as f64 - 1.0));
+        let df = se2 * se2 / (sa * sa / (na as f64 - 1.0) + sb * sb / (nb as f64 - 1.0));
         (t, df, student_t_p_two_sided(t, df))
     };
-    Some(Welch {
-        n_a: a.len(),
-        n_b: b.len(),
+    Welch {
+        n_a: na,
+        n_b: nb,
         mean_a: ma,
         mean_b: mb,
         t,
         df,
         p,
-    })
+    }
 }
 
 /// Two-sided p-value of Student's t distribution with `df` (possibly fractional) degrees

@@ -13,8 +13,12 @@
 //! [`Store::begin_run`], then [`Store::add_test`] and [`Store::add_pass`] as tests and passes
 //! complete, [`Store::update_test_summary`], and [`Store::finish_run`]. [`Store::save_run`]
 //! stores a finished record in one transaction.
+//!
+//! Every run carries a [`fingerprint`] of its command; [`Store::runs_like`] finds the other
+//! runs of a command (their spread is the run-to-run noise reports test against).
 
 mod error;
+pub mod fingerprint;
 mod health;
 mod schema;
 mod store;

@@ -82,7 +82,17 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN study_json TEXT;
     ",
+    // v4: which runs repeat one measurement (see fingerprint.rs); the runs stored before
+    // get theirs in the same transaction (`FINGERPRINTS`).
+    "
+    ALTER TABLE runs ADD COLUMN fingerprint TEXT;
+    CREATE INDEX runs_fingerprint ON runs (fingerprint, started_at);
+    ",
 ];
+
+/// The version whose step adds `runs.fingerprint`; the step also fills it in for the runs
+/// already stored (computed in Rust, see `store::backfill_fingerprints`).
+const FINGERPRINTS: i64 = 4;
 
 /// The schema version this build writes and understands.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -155,6 +165,10 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
                 .at(path)?;
         }
         tx.execute_batch(MIGRATIONS[version as usize]).at(path)?;
+        if version + 1 == FINGERPRINTS {
+            // In the same transaction: at version 4 every run has its fingerprint.
+            crate::store::backfill_fingerprints(&tx, path)?;
+        }
         tx.pragma_update(None, "user_version", version + 1)
             .at(path)?;
         tx.commit().at(path)?;

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{AtPath, StoreError};
-use crate::{health, schema};
+use crate::{fingerprint, health, schema};
 
 /// How long a write waits for another connection (another iolab) to finish its transaction
 /// before giving up with "database is locked".
@@ -266,6 +266,16 @@ impl Store {
     /// test's passes in order. The reads share one snapshot, so a run another iolab is
     /// still writing loads consistently.
     pub fn load_run(&self, id: i64) -> Result<RunRecord, StoreError> {
+        self.load(id, true)
+    }
+
+    /// Run `id` with its tests and their summaries but without passes (each test's
+    /// `passes` is empty; `summary.passes` still counts them).
+    pub fn load_run_summaries(&self, id: i64) -> Result<RunRecord, StoreError> {
+        self.load(id, false)
+    }
+
+    fn load(&self, id: i64, passes: bool) -> Result<RunRecord, StoreError> {
         let path = &self.path;
         let tx = self.conn.unchecked_transaction().at(path)?;
         let mut run = tx
@@ -298,24 +308,76 @@ impl Store {
                 tests.push(decode_test(path, row)?);
             }
         }
-        let mut stmt = tx
-            .prepare_cached(
-                "SELECT id, idx, bytes, ios, seconds, mb_s, iops, lat_json, read_json,
-                        write_json, sync_json, cpu_json, timeseries_json, errors_json,
-                        context_json
-                 FROM passes WHERE test_id = ?1 ORDER BY id",
-            )
-            .at(path)?;
-        for (test_id, test) in &mut tests {
-            let mut rows = stmt.query([*test_id]).at(path)?;
-            while let Some(row) = rows.next().at(path)? {
-                test.passes.push(decode_pass(path, row)?);
+        if passes {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT id, idx, bytes, ios, seconds, mb_s, iops, lat_json, read_json,
+                            write_json, sync_json, cpu_json, timeseries_json, errors_json,
+                            context_json
+                     FROM passes WHERE test_id = ?1 ORDER BY id",
+                )
+                .at(path)?;
+            for (test_id, test) in &mut tests {
+                let mut rows = stmt.query([*test_id]).at(path)?;
+                while let Some(row) = rows.next().at(path)? {
+                    test.passes.push(decode_pass(path, row)?);
+                }
             }
         }
-        drop(stmt);
         tx.commit().at(path)?;
         run.tests = tests.into_iter().map(|(_, t)| t).collect();
         Ok(run)
+    }
+
+    /// The fingerprint of run `id` (see [`fingerprint`]): the stored one, or, for a row
+    /// that has none, computed from its columns.
+    pub fn fingerprint(&self, id: i64) -> Result<String, StoreError> {
+        let path = &self.path;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT fingerprint, {FINGERPRINT_COLUMNS} FROM runs WHERE id = ?1"
+            ))
+            .at(path)?;
+        let mut rows = stmt.query([id]).at(path)?;
+        let Some(r) = rows.next().at(path)? else {
+            return Err(StoreError::RunNotFound {
+                path: path.to_path_buf(),
+                id,
+            });
+        };
+        match r.get::<_, Option<String>>("fingerprint").at(path)? {
+            Some(fp) => Ok(fp),
+            None => fingerprint_of_row(r, path),
+        }
+    }
+
+    /// The newest `limit` complete runs with fingerprint `fp`, oldest first, each with its
+    /// tests' summaries but no passes ([`Store::load_run_summaries`]): the other runs of one
+    /// command, whose spread is its run-to-run noise. One indexed lookup, however many runs
+    /// the database holds.
+    /// A run whose stored record is damaged is left out and handed to `skipped`.
+    pub fn runs_like(
+        &self,
+        fp: &str,
+        limit: usize,
+        skipped: &mut dyn FnMut(i64, StoreError),
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let path = &self.path;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut ids: Vec<i64> = self
+            .conn
+            .prepare_cached(RUNS_LIKE)
+            .and_then(|mut s| {
+                s.query_map(params![fp, limit], |r| r.get(0))?
+                    .collect::<Result<Vec<i64>, _>>()
+            })
+            .at(path)?;
+        ids.reverse();
+        skip_damaged(
+            ids.into_iter().map(|id| (id, self.load(id, false))),
+            skipped,
+        )
     }
 
     /// Runs matching `filter`, oldest first (by start time); with a limit, the newest N.
@@ -422,6 +484,76 @@ impl Store {
     }
 }
 
+/// The query behind [`Store::runs_like`] (its plan is checked in the tests: it must use
+/// the `runs_fingerprint` index).
+pub(crate) const RUNS_LIKE: &str = "SELECT id FROM runs WHERE fingerprint = ?1 AND complete = 1
+     ORDER BY started_at DESC, id DESC LIMIT ?2";
+
+/// The columns a fingerprint is computed from, for [`fingerprint_of_row`].
+const FINGERPRINT_COLUMNS: &str = "id, workload, preset, target_kind, target_path, label,
+     config_label, study, engine, settings_json, command_line,
+     CASE WHEN json_valid(env_json) THEN json_extract(env_json, '$.hostname') END AS host";
+
+/// The fingerprint of a run from a row of [`FINGERPRINT_COLUMNS`].
+fn fingerprint_of_row(r: &Row<'_>, path: &Path) -> Result<String, StoreError> {
+    let get = |c: &str| -> Result<String, StoreError> { r.get(c).at(path) };
+    let opt = |c: &str| -> Result<Option<String>, StoreError> { r.get(c).at(path) };
+    // A command line that does not parse counts as empty: the fingerprint then rests on
+    // the other parts.
+    let command_line: Vec<String> = serde_json::from_str(&get("command_line")?).unwrap_or_default();
+    let host: Option<String> = r.get::<_, Option<String>>("host").unwrap_or(None);
+    let (workload, preset, kind, target) = (
+        get("workload")?,
+        get("preset")?,
+        get("target_kind")?,
+        get("target_path")?,
+    );
+    let (label, config_label, study) = (opt("label")?, opt("config_label")?, opt("study")?);
+    let (engine, settings) = (get("engine")?, get("settings_json")?);
+    Ok(fingerprint::of_parts(&fingerprint::Parts {
+        workload: &workload,
+        preset: &preset,
+        target_kind: &kind,
+        target_path: &target,
+        label: label.as_deref(),
+        config_label: config_label.as_deref(),
+        study: study.as_deref(),
+        host: host.as_deref(),
+        engine: &engine,
+        settings_json: &settings,
+        command_line: &command_line,
+    }))
+}
+
+/// Fills in the fingerprint of every run stored without one, inside the migration to
+/// schema v4 (`tx`). A row too damaged to compute one from keeps none (it is then no
+/// other run's noise).
+pub(crate) fn backfill_fingerprints(tx: &Transaction<'_>, path: &Path) -> Result<(), StoreError> {
+    let rows: Vec<(i64, String)> = {
+        let mut stmt = tx
+            .prepare(&format!(
+                "SELECT {FINGERPRINT_COLUMNS} FROM runs WHERE fingerprint IS NULL"
+            ))
+            .at(path)?;
+        let mut rows = stmt.query([]).at(path)?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().at(path)? {
+            let id: i64 = r.get("id").at(path)?;
+            if let Ok(fp) = fingerprint_of_row(r, path) {
+                out.push((id, fp));
+            }
+        }
+        out
+    };
+    let mut update = tx
+        .prepare("UPDATE runs SET fingerprint = ?1 WHERE id = ?2")
+        .at(path)?;
+    for (id, fp) in &rows {
+        update.execute(params![fp, id]).at(path)?;
+    }
+    Ok(())
+}
+
 /// The `Ok` items, in order; an item whose error is a damaged row goes to `skipped` with its
 /// run id, any other error ends the whole.
 fn skip_damaged<T>(
@@ -525,16 +657,17 @@ fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64,
     let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
     let env = encode_value(path, "runs.env_json", &run.env)?;
     let study_meta = encode_value(path, "runs.study_json", &run.study_meta)?;
+    let fingerprint = fingerprint::of_run(run, &settings);
     let mut stmt = tx
         .prepare_cached(
             "INSERT INTO runs (uuid, started_at, finished_at, complete, preset, workload,
                  target_path, target_kind, io_path, fs_type, size, label, command_line,
                  iolab_version, engine, settings_json, notes_json, warnings_json, env_json,
-                 study, config_label, study_json)
+                 study, config_label, study_json, fingerprint)
              VALUES (:uuid, :started_at, :finished_at, :complete, :preset, :workload,
                  :target_path, :target_kind, :io_path, :fs_type, :size, :label, :command_line,
                  :iolab_version, :engine, :settings, :notes, :warnings, :env,
-                 :study, :config_label, :study_json)",
+                 :study, :config_label, :study_json, :fingerprint)",
         )
         .at(path)?;
     let t = &run.target;
@@ -561,6 +694,7 @@ fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64,
         ":study": run.study,
         ":config_label": run.config_label,
         ":study_json": study_meta,
+        ":fingerprint": fingerprint,
     })
     .map_err(|e| match constraint(&e) {
         Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => StoreError::DuplicateRun {

@@ -457,7 +457,8 @@ fn version_1_database_is_migrated_and_old_passes_load() {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "ALTER TABLE passes DROP COLUMN context_json; \
-             ALTER TABLE runs DROP COLUMN study_json; PRAGMA user_version = 1;",
+             ALTER TABLE runs DROP COLUMN study_json; DROP INDEX runs_fingerprint; \
+             ALTER TABLE runs DROP COLUMN fingerprint; PRAGMA user_version = 1;",
         )
         .unwrap();
     }
@@ -514,4 +515,124 @@ fn codes_and_kinds_are_stored_as_their_strings_and_unknown_ones_load() {
     assert_eq!(back.target.kind.as_str(), "pipe");
     assert_eq!(back.warnings[0].code.as_str(), "SOME_NEWER_CODE");
     assert_eq!(back.warnings[0].code.caveat(), None);
+}
+
+/// A `skipped` callback for runs none of which is damaged.
+fn no_skip(id: i64, e: StoreError) {
+    panic!("run {id} skipped: {e}");
+}
+
+#[test]
+fn runs_of_one_command_share_a_fingerprint() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let mut same = Vec::new();
+    for i in 0..5 {
+        let mut run = common::run(&format!("same-{i}"));
+        run.started_at = format!("2025-01-0{}T00:00:00Z", i + 1);
+        // Where the results went is not part of the command.
+        run.command_line.push("--db".into());
+        run.command_line.push(format!("/tmp/{i}.db"));
+        same.push(store.save_run(&run).unwrap());
+    }
+    let mut labelled = common::run("labelled");
+    labelled.label = Some("other".into());
+    let other = store.save_run(&labelled).unwrap();
+    let mut cut = common::run("interrupted");
+    cut.complete = false;
+    let interrupted = store.save_run(&cut).unwrap();
+
+    let fp = store.fingerprint(same[0]).unwrap();
+    assert!(fp.starts_with("fp1-"), "{fp}");
+    for id in &same[1..] {
+        assert_eq!(store.fingerprint(*id).unwrap(), fp);
+    }
+    assert_eq!(store.fingerprint(interrupted).unwrap(), fp);
+    assert_ne!(store.fingerprint(other).unwrap(), fp);
+    assert!(matches!(
+        store.fingerprint(9999),
+        Err(StoreError::RunNotFound { id: 9999, .. })
+    ));
+
+    // The newest three complete runs, oldest first; the interrupted one is not noise.
+    let like = store.runs_like(&fp, 3, &mut no_skip).unwrap();
+    let ids: Vec<i64> = like.iter().map(|r| r.id.unwrap()).collect();
+    assert_eq!(ids, same[2..]);
+    let all = store.runs_like(&fp, 100, &mut no_skip).unwrap();
+    assert_eq!(all.len(), 5);
+    // Summaries without passes.
+    let full = store.load_run(same[2]).unwrap();
+    for (t, f) in like[0].tests.iter().zip(&full.tests) {
+        assert!(t.passes.is_empty());
+        assert_eq!(t.summary, f.summary);
+        assert_eq!((&t.name, &t.job), (&f.name, &f.job));
+    }
+    assert!(store
+        .runs_like("fp1-0000000000000000", 10, &mut no_skip)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn version_3_database_gets_fingerprints_on_open() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let (a, b, c) = {
+        let mut store = Store::open(&path).unwrap();
+        let a = store.save_run(&common::run("v3-a")).unwrap();
+        let b = store.save_run(&common::run("v3-b")).unwrap();
+        let mut other = common::run("v3-c");
+        other.config_label = Some("another configuration".into());
+        let c = store.save_run(&other).unwrap();
+        (a, b, c)
+    };
+    let before = Store::open(&path).unwrap().fingerprint(a).unwrap();
+    {
+        // What iolab with schema v3 wrote: no fingerprint column.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP INDEX runs_fingerprint; ALTER TABLE runs DROP COLUMN fingerprint; \
+             PRAGMA user_version = 3;",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    // Filled from the stored columns: the same fingerprint the run got when it began.
+    assert_eq!(store.fingerprint(a).unwrap(), before);
+    assert_eq!(store.fingerprint(b).unwrap(), before);
+    assert_ne!(store.fingerprint(c).unwrap(), before);
+    assert_eq!(store.runs_like(&before, 10, &mut no_skip).unwrap().len(), 2);
+    let conn = Connection::open(&path).unwrap();
+    let missing: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM runs WHERE fingerprint IS NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(missing, 0);
+}
+
+#[test]
+fn the_noise_query_uses_its_index() {
+    // However many runs are stored, finding one command's runs is an index lookup (no
+    // scan of the runs table): SQLite's plan says so.
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    Store::open(&path).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE fingerprint = ?1 AND complete = 1
+             ORDER BY started_at DESC, id DESC LIMIT ?2",
+        )
+        .unwrap();
+    let plan: Vec<String> = stmt
+        .query_map(rusqlite::params!["fp1-0", 10], |r| r.get::<_, String>(3))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let text = plan.join("\n");
+    assert!(text.contains("USING INDEX runs_fingerprint"), "{text}");
+    assert!(!text.contains("SCAN runs"), "{text}");
 }

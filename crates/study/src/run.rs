@@ -177,6 +177,17 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
             runs.push(store.load_run(*id)?);
         }
         let mut set = RunSet::study(&study.name, runs);
+        // Earlier runs of the same configurations measure the noise of a single repeat.
+        let noise = iolab_report::set::Noise::load(
+            &set.run_ids(),
+            |id| store.fingerprint(id),
+            |fp, n| {
+                store.runs_like(fp, n, &mut |id, e| {
+                    eprintln!("iolab: warning: run {id} left out of the noise: {e}")
+                })
+            },
+        )?;
+        set.set_noise(noise);
         let base = &study.configs[study.baseline].label;
         if set.set_baseline(base).is_err() {
             println!("(the baseline '{base}' has no runs; comparing with the first configuration)");

@@ -481,33 +481,45 @@ pub fn workload_runs() -> Vec<RunRecord> {
     ]
 }
 
+/// The three configurations of [`study_runs`]: label, random and sequential scale.
+const STUDY_CONFIGS: [(&str, f64, f64); 3] = [
+    ("16KB", 0.90, 1.00),
+    ("32KB", 1.00, 0.98),
+    ("64KB", 0.96, 0.95),
+];
+
+/// A run of configuration `c` of [`STUDY_CONFIGS`], every test also scaled by `w`.
+fn study_run(id: i64, c: usize, w: f64) -> RunRecord {
+    let (label, random, seq) = STUDY_CONFIGS[c];
+    let mut run =
+        cdm_run_with(&|name: &str| w * if name.starts_with("RND") { random } else { seq });
+    run.id = Some(id);
+    run.uuid = format!("00000000-0000-4000-8000-{id:012}");
+    run.study = Some("strip size".into());
+    run.config_label = Some(label.to_string());
+    run.label = None;
+    run
+}
+
 /// Three configurations of a study of `cdm_run`s: random tests scaled 0.90 / 1.00 / 0.96
 /// and sequential ones 1.00 / 0.98 / 0.95, labelled 16KB, 32KB and 64KB.
 pub fn study_runs() -> Vec<RunRecord> {
-    let configs: [(&str, f64, f64); 3] = [
-        ("16KB", 0.90, 1.00),
-        ("32KB", 1.00, 0.98),
-        ("64KB", 0.96, 0.95),
-    ];
-    configs
-        .iter()
-        .enumerate()
-        .map(|(i, (label, random, seq))| {
-            let mut run = cdm_run_with(&|name: &str| {
-                if name.starts_with("RND") {
-                    *random
-                } else {
-                    *seq
-                }
-            });
-            run.id = Some(100 + i as i64);
-            run.uuid = format!("00000000-0000-4000-8000-00000000010{i}");
-            run.study = Some("strip size".into());
-            run.config_label = Some(label.to_string());
-            run.label = None;
-            run
-        })
-        .collect()
+    (0..3).map(|c| study_run(100 + c as i64, c, 1.0)).collect()
+}
+
+/// [`study_runs`] repeated in three rounds of one invocation, each run also scaled by a
+/// run-to-run wobble of ±1% (1.00, 1.01, 0.99, rotated per configuration).
+pub fn study_runs_repeated() -> Vec<RunRecord> {
+    let wobble = [1.0, 1.01, 0.99];
+    let mut out = Vec::new();
+    for round in 0..3 {
+        for c in 0..3 {
+            let mut run = study_run(100 + (round * 3 + c) as i64, c, wobble[(round + c) % 3]);
+            run.study_meta = serde_json::json!({"invocation": "inv-1", "round": round + 1});
+            out.push(run);
+        }
+    }
+    out
 }
 
 /// Two configurations of a study whose scrub test found 32 corruptions each; the second
