@@ -487,8 +487,21 @@ impl ForeignState {
             )));
         }
         let pid = journal.pid.or_else(|| pid_from_name(path));
-        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
-            return Err(Skip::Live(pid));
+        let owner_gone = pid.is_some_and(|p| {
+            p != std::process::id() as i32 && !sys::proc_is(p, journal.start_time)
+        });
+        // The lock is on the open file: a helper the owner forked just before it was killed
+        // holds it until it execs (which closes the descriptor). With the owner gone, wait
+        // a little for that instead of calling the file live.
+        let mut tries = if owner_gone { 40 } else { 1 };
+        while rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+            .is_err()
+        {
+            tries -= 1;
+            if tries == 0 {
+                return Err(Skip::Live(pid));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
         if let Some(p) = pid {
             if p == std::process::id() as i32 || sys::proc_is(p, journal.start_time) {
