@@ -61,15 +61,20 @@ fi
 MNT=$(mktemp -d /tmp/iolab-tta.XXXXXX)
 CG=$BLKIO/iolab-tta-$$
 DEV=""
+NAME=""
 NOISE_PID=""
 OUT=$(mktemp /tmp/iolab-tta.XXXXXX.json)
 cleanup() {
   set +e
   trap - EXIT INT TERM
   [ -n "$NOISE_PID" ] && kill "$NOISE_PID" 2>/dev/null && wait "$NOISE_PID" 2>/dev/null
-  [ -n "$DEV" ] && losetup -d "$DEV"
+  if [ -n "$DEV" ]; then
+    losetup -d "$DEV"
+    # The kernel lets go of the image a moment after losetup returns.
+    for _ in $(seq 50); do [ -e "/sys/block/$NAME/loop" ] || break; sleep 0.1; done
+  fi
   [ -d "$CG" ] && rmdir "$CG"
-  mountpoint -q "$MNT" && umount "$MNT"
+  for _ in $(seq 50); do mountpoint -q "$MNT" || break; umount "$MNT" 2>/dev/null || sleep 0.1; done
   rmdir "$MNT"
   rm -f "$OUT"
 }
