@@ -77,13 +77,14 @@ pub fn open_store(db: &DbArgs) -> Result<Store, CliError> {
     Ok(Store::open_read_only(&path)?)
 }
 
-/// The runs matching `filter`; a run whose stored rows are damaged is left out with a
-/// warning naming it, so one bad row does not break a listing of the whole database.
+/// The runs matching `filter`, with their tests' summaries but no passes (what `history`
+/// shows); a run whose stored rows are damaged is left out with a warning naming it, so
+/// one bad row does not break a listing of the whole database.
 pub fn load_skipping_damaged(
     store: &Store,
     filter: &iolab_store::RunFilter,
 ) -> Result<Vec<iolab_measure::RunRecord>, CliError> {
-    Ok(store.load_runs_skipping(filter, &mut skipped_warning)?)
+    Ok(store.load_run_summaries_skipping(filter, &mut skipped_warning)?)
 }
 
 /// The warning for a run left out of a listing because its stored record is damaged.

@@ -296,6 +296,7 @@ pub fn history(a: HistoryArgs) -> Result<i32, CliError> {
         study: None,
         limit: a.limit,
     };
+    // The headlines are in the tests' summaries: no pass is decoded.
     let runs = crate::error::load_skipping_damaged(&store, &filter)?;
     let ids: Vec<i64> = runs.iter().filter_map(|r| r.id).collect();
     let noise = load_noise(&store, &ids)?;

@@ -228,10 +228,12 @@ pub fn series<'a>(runs: &'a [RunRecord], noise: &'a Noise) -> Vec<Series<'a>> {
     out
 }
 
+/// Test `name` of run `r` when it measured something (runs may be loaded with their
+/// tests' summaries only).
 fn test<'a>(r: &'a RunRecord, name: &str) -> Option<&'a TestRecord> {
     r.tests
         .iter()
-        .find(|t| t.name == name && !t.passes.is_empty())
+        .find(|t| t.name == name && (!t.passes.is_empty() || t.summary.passes > 0))
 }
 
 impl Series<'_> {
@@ -246,7 +248,7 @@ impl Series<'_> {
         let m = self.metric(name);
         let r = self.runs[i];
         let t = test(r, name)?;
-        let v = m.headline(t)?;
+        let v = set::run_value(t, m)?;
         let prev = self.runs[..i]
             .iter()
             .rev()
@@ -254,10 +256,7 @@ impl Series<'_> {
         let mv = match prev {
             None => Move::First,
             Some((p, pt)) => {
-                let change = m
-                    .headline(pt)
-                    .and_then(|a| set::change_pct(a, v))
-                    .unwrap_or(0.0);
+                let change = set::change_pct(m.of_summary(&pt.summary), v).unwrap_or(0.0);
                 let sides = self
                     .index
                     .side(p, pt, m, p)
@@ -398,7 +397,7 @@ pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
                     let vals: Vec<Option<f64>> = s
                         .runs
                         .iter()
-                        .map(|r| test(r, t).and_then(|x| m.headline(x)))
+                        .map(|r| test(r, t).and_then(|x| set::run_value(x, m)))
                         .collect();
                     let w = t.chars().count().max(9);
                     let tail = &vals[vals.len().saturating_sub(w)..];

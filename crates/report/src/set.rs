@@ -112,7 +112,8 @@ pub fn primary_metric<'a>(tests: impl IntoIterator<Item = &'a TestRecord>) -> Me
     let mut any = false;
     for t in tests {
         any = true;
-        if t.passes.iter().any(|p| p.mb_s > 0.0) {
+        // A test loaded without its passes counts by its summary's largest pass.
+        if t.passes.iter().any(|p| p.mb_s > 0.0) || t.summary.stats_mb_s.max > 0.0 {
             return Metric::MbS;
         }
     }
@@ -169,12 +170,14 @@ impl Noise {
         let mut others = Vec::new();
         let own_ids: std::collections::HashSet<i64> = ids.iter().copied().collect();
         for (fp, own) in fps {
-            // The runs of `ids` are among the newest: load enough to leave NOISE_RUNS.
-            for r in runs_like(&fp, NOISE_RUNS + own)? {
-                if r.id.is_some_and(|id| !own_ids.contains(&id)) {
-                    others.push((fp.clone(), r));
-                }
-            }
+            // The runs of `ids` may be among the newest: load enough to leave NOISE_RUNS,
+            // and keep the newest NOISE_RUNS of the others (they come oldest first).
+            let mine: Vec<RunRecord> = runs_like(&fp, NOISE_RUNS + own)?
+                .into_iter()
+                .filter(|r| r.id.is_some_and(|id| !own_ids.contains(&id)))
+                .collect();
+            let skip = mine.len().saturating_sub(NOISE_RUNS);
+            others.extend(mine.into_iter().skip(skip).map(|r| (fp.clone(), r)));
         }
         Ok(Noise {
             fingerprints,
@@ -471,7 +474,7 @@ fn label_tests(r: &mut RunRecord) {
 }
 
 /// A test's headline value in a run loaded with or without its passes.
-fn run_value(t: &TestRecord, m: Metric) -> Option<f64> {
+pub fn run_value(t: &TestRecord, m: Metric) -> Option<f64> {
     (!t.passes.is_empty() || t.summary.passes > 0).then(|| m.of_summary(&t.summary))
 }
 

@@ -397,6 +397,12 @@ fn history_marks_only_changes_beyond_the_noise_of_the_command() {
         "{text}"
     );
     assert!(text.contains("trend"));
+    // As `iolab history` loads them (summaries, no passes): the same table.
+    let mut light = runs.clone();
+    for r in &mut light {
+        r.tests.iter_mut().for_each(|t| t.passes.clear());
+    }
+    assert_eq!(history::render(&light, &noise), text);
     let doc = history::document(&runs, &noise, "0.1.0");
     assert_eq!(doc["schema"], "iolab.history/2");
     let fifth = &doc["series"][0]["runs"][4]["tests"][0];
@@ -415,4 +421,26 @@ fn history_marks_only_changes_beyond_the_noise_of_the_command() {
         s[0].point(4, "SEQ1M Q8T1 Read").unwrap().1,
         history::Move::Unknown(_)
     ));
+}
+
+#[test]
+fn noise_is_the_newest_fifty_other_runs_of_each_command() {
+    use iolab_report::set::NOISE_RUNS;
+    // A store of 80 runs of one command (ids 1-80, oldest first); runs 2 and 3 compared.
+    let all: Vec<RunRecord> = (1..=80).map(|id| run(id, 1.0, 1.0)).collect();
+    let mut asked = Vec::new();
+    let noise = Noise::load(
+        &[2, 3],
+        |_| Ok::<_, ()>("fp1-a".to_string()),
+        |fp, n| {
+            asked.push((fp.to_string(), n));
+            Ok(all[all.len() - n..].to_vec())
+        },
+    )
+    .unwrap();
+    // One query for the command, for 50 + the 2 runs of the set.
+    assert_eq!(asked, [("fp1-a".to_string(), NOISE_RUNS + 2)]);
+    let ids: Vec<i64> = noise.others.iter().map(|(_, r)| r.id.unwrap()).collect();
+    assert_eq!(ids, (31..=80).collect::<Vec<i64>>());
+    assert_eq!(noise.fingerprints.len(), 2);
 }

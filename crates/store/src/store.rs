@@ -404,10 +404,30 @@ impl Store {
         filter: &RunFilter,
         skipped: &mut dyn FnMut(i64, StoreError),
     ) -> Result<Vec<RunRecord>, StoreError> {
+        self.load_listed(filter, true, skipped)
+    }
+
+    /// [`Store::load_runs_skipping`] with each run's tests' summaries but no passes
+    /// ([`Store::load_run_summaries`]): what a history of thousands of runs needs, without
+    /// decoding every pass's histograms.
+    pub fn load_run_summaries_skipping(
+        &self,
+        filter: &RunFilter,
+        skipped: &mut dyn FnMut(i64, StoreError),
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        self.load_listed(filter, false, skipped)
+    }
+
+    fn load_listed(
+        &self,
+        filter: &RunFilter,
+        passes: bool,
+        skipped: &mut dyn FnMut(i64, StoreError),
+    ) -> Result<Vec<RunRecord>, StoreError> {
         let loaded = self
             .listing(filter)?
             .into_iter()
-            .map(|(id, listed)| (id, listed.and_then(|_| self.load_run(id))));
+            .map(|(id, listed)| (id, listed.and_then(|_| self.load(id, passes))));
         skip_damaged(loaded, skipped)
     }
 
