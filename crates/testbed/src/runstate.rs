@@ -18,7 +18,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
@@ -209,8 +208,6 @@ struct Inner {
     deleted: bool,
 }
 
-static SEQ: AtomicU64 = AtomicU64::new(0);
-
 fn is_run_state_name(path: &Path) -> bool {
     path.file_name()
         .and_then(|n| n.to_str())
@@ -226,22 +223,7 @@ impl RunState {
             .mode(0o700)
             .create(dir)?;
         let (pid, start_time) = sys::self_identity();
-        let (path, file) = loop {
-            let n = SEQ.fetch_add(1, Ordering::Relaxed);
-            let path = dir.join(format!("run-{pid}-{n}.jsonl"));
-            match OpenOptions::new()
-                .create_new(true)
-                .append(true)
-                .read(true)
-                .mode(0o600)
-                .open(&path)
-            {
-                Ok(f) => break (path, f),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        };
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+        let (path, file) = crate::state::create_locked(dir, "run", pid).map_err(|(_, e)| e)?;
         let st = RunState {
             inner: Arc::new(Mutex::new(Inner {
                 path,

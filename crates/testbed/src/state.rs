@@ -265,26 +265,10 @@ impl StateFile {
             message: format!("state directory {}: {why}", dir.display()),
         })?;
         let (pid, start_time) = sys::self_identity();
-        let (path, file) = loop {
-            let n = SEQ.fetch_add(1, Ordering::Relaxed);
-            let path = dir.join(format!("testbed-{pid}-{n}.jsonl"));
-            match OpenOptions::new()
-                .create_new(true)
-                .append(true)
-                .read(true)
-                .mode(0o600)
-                .open(&path)
-            {
-                Ok(f) => break (path, f),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(TestbedError::io(format!("creating {}", path.display()), e)),
-            }
-        };
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
-            |e| TestbedError::State {
-                message: format!("cannot lock {}: {e}", path.display()),
-            },
-        )?;
+        let (path, file) =
+            create_locked(dir, "testbed", pid).map_err(|(path, e)| TestbedError::State {
+                message: format!("creating and locking {}: {e}", path.display()),
+            })?;
         let created_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -428,6 +412,39 @@ impl Drop for Inner {
         // cleanup_all.
         if !self.deleted && self.open.is_empty() {
             let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Creates `PREFIX-PID-N.jsonl` in `dir` (mode 0600, the first free N) and takes its
+/// exclusive lock: the owner's mark that it is alive. The journal of testbeds and of runs
+/// alike. On failure, the path it was at and the error.
+pub(crate) fn create_locked(
+    dir: &Path,
+    prefix: &str,
+    pid: i32,
+) -> Result<(PathBuf, File), (PathBuf, std::io::Error)> {
+    loop {
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("{prefix}-{pid}-{n}.jsonl"));
+        match OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .read(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(file) => {
+                return match rustix::fs::flock(
+                    &file,
+                    rustix::fs::FlockOperation::NonBlockingLockExclusive,
+                ) {
+                    Ok(()) => Ok((path, file)),
+                    Err(e) => Err((path, e.into())),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err((path, e)),
         }
     }
 }
