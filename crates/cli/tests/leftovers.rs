@@ -314,14 +314,31 @@ fn dbench_on_a_full_filesystem_fails_instead_of_reporting_a_speed() {
     }
     let sb = Sandbox::new();
     // Room for the free-space check; once the clients are writing, another process takes
-    // the rest of it.
+    // the rest of it, and keeps taking whatever the clients free (dbench deletes its files
+    // as it goes, so one fill at a moment when its files are large would leave it room
+    // for every later loop).
     let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=64m"]);
     let filler = m.path().join("other-process.fill");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut thread = None;
     let out = dbench_fails_with(&sb, &m.path(), "ENOSPC", || {
         let mut f = fs::File::create(&filler).unwrap();
-        let chunk = vec![0u8; 1 << 20];
-        while std::io::Write::write_all(&mut f, &chunk).is_ok() {}
+        let big = vec![0u8; 1 << 20];
+        while std::io::Write::write_all(&mut f, &big).is_ok() {}
+        let stop = stop.clone();
+        thread = Some(std::thread::spawn(move || {
+            let page = [0u8; 4096];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if std::io::Write::write_all(&mut f, &page).is_err() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }));
     });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(t) = thread {
+        t.join().unwrap();
+    }
     // The file that did not fit is named.
     out.stderr_has(&[&format!("{}/clients/client0/", m.path().display())]);
     let left: Vec<PathBuf> = tree(&m.path())
