@@ -17,10 +17,11 @@ use crate::buffers::BufferPool;
 /// file; giving one with another engine is refused.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EngineArgs {
-    /// I/O engine: io_uring (default), psync, or null (completes every I/O without touching
-    /// the target: iolab's own overhead).
-    #[arg(long, default_value = "io_uring")]
-    pub engine: String,
+    /// I/O engine: io_uring, psync, or null (completes every I/O without touching the
+    /// target: iolab's own overhead). Default io_uring, or psync with a note where the
+    /// kernel refuses io_uring; asked for by name, io_uring is never replaced.
+    #[arg(long)]
+    pub engine: Option<String>,
     #[command(flatten)]
     pub io_uring: io_uring::Options,
 }
@@ -31,6 +32,8 @@ pub struct EngineChoice {
     pub kind: iolab_spec::EngineKind,
     pub fixedbufs: bool,
     pub registerfiles: bool,
+    /// `--engine` was given: the run uses this engine or fails, never another.
+    pub named: bool,
 }
 
 impl EngineArgs {
@@ -38,6 +41,8 @@ impl EngineArgs {
     pub fn resolve(&self) -> Result<EngineChoice, (String, String)> {
         let kind: iolab_spec::EngineKind = self
             .engine
+            .as_deref()
+            .unwrap_or("io_uring")
             .parse()
             .map_err(|e: iolab_spec::SpecError| ("engine".to_string(), format!("--{e}")))?;
         if kind != iolab_spec::EngineKind::IoUring {
@@ -55,6 +60,7 @@ impl EngineArgs {
             kind,
             fixedbufs: !self.io_uring.no_fixedbufs,
             registerfiles: !self.io_uring.no_registerfiles,
+            named: self.engine.is_some(),
         })
     }
 }

@@ -377,6 +377,16 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
     let mut engine = choice.kind;
     if engine == EngineKind::IoUring {
         if let Err(e) = iolab_engine::io_uring_available() {
+            if choice.named {
+                return Err(UsageError::option(
+                    "engine",
+                    format!(
+                        "--engine io_uring: io_uring is not available here ({e}); \
+                         use --engine psync, or leave --engine out to fall back to psync"
+                    ),
+                )
+                .into());
+            }
             notes.push(format!(
                 "io_uring is not available here ({e}); fell back to psync (queue depth 1)"
             ));
