@@ -384,8 +384,7 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
                         "--engine io_uring: io_uring is not available here ({e}); \
                          use --engine psync, or leave --engine out to fall back to psync"
                     ),
-                )
-                .into());
+                ));
             }
             notes.push(format!(
                 "io_uring is not available here ({e}); fell back to psync (queue depth 1)"
