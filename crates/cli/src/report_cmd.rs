@@ -140,7 +140,7 @@ pub fn report(a: ReportArgs) -> Result<i32, CliError> {
                 },
             )?;
             if runs.is_empty() {
-                return Err(CliError::Failed(format!(
+                return Err(CliError::Usage(format!(
                     "study '{study}' not found in {}: no stored run belongs to it",
                     store.path().display()
                 )));
@@ -233,7 +233,7 @@ pub fn compare(a: CompareArgs) -> Result<i32, CliError> {
                 },
             )?;
             if runs.is_empty() {
-                return Err(CliError::Failed(format!(
+                return Err(CliError::Usage(format!(
                     "label '{label}' not found in {}: no stored run carries it",
                     store.path().display()
                 )));

@@ -431,7 +431,7 @@ fn results_and_show_reprint_the_stored_runs() {
     assert_eq!(table_part(&last.stdout), table_part(&r2.stdout));
 
     let missing = sb.iolab(&["show", "999"]);
-    assert_ne!(missing.code, Some(0), "{missing}");
+    assert_eq!(missing.code, Some(2), "{missing}");
     assert!(missing.stderr.contains("not found"), "{missing}");
     assert!(missing.stdout.is_empty(), "{missing}");
     let bad = sb.iolab(&["show", "abc"]);

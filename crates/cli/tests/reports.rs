@@ -735,14 +735,14 @@ fn json_documents_for_a_run_and_a_study() {
 fn bad_input_and_missing_runs() {
     let f = fixture();
     f.iolab(&["report", "999999", "--markdown"])
-        .code(1)
+        .code(2)
         .stderr_has(&["not found"]);
     f.iolab(&["report", "twelve"])
         .code(2)
         .stderr_has(&["not a number"]);
     f.iolab(&["report"]).code(2);
     f.iolab(&["report", "--study", "no such study"])
-        .code(1)
+        .code(2)
         .stderr_has(&["not found"]);
     f.iolab(&["report", "1", "--csv", "--markdown"])
         .code(2)
@@ -754,10 +754,10 @@ fn bad_input_and_missing_runs() {
         .code(2)
         .stderr_has(&["two sides"]);
     f.iolab(&["compare", "1", "999999"])
-        .code(1)
+        .code(2)
         .stderr_has(&["not found"]);
     f.iolab(&["compare", "--label", "before", "--label", "nobody"])
-        .code(1)
+        .code(2)
         .stderr_has(&["not found"]);
 }
 

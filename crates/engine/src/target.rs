@@ -400,7 +400,7 @@ pub fn prepare(
         }
         Some(m) => Err(TargetError::Unsupported(
             path,
-            format!("a {:?}", m.file_type()),
+            kind_name(m.file_type()).into(),
         )),
         None => {
             // A new file: its directory must exist; iolab creates, fills and removes it.
@@ -421,6 +421,20 @@ pub fn prepare(
                 true,
             ))
         }
+    }
+}
+
+/// What a target that is neither a directory, a regular file nor a block device is, in
+/// words.
+pub fn kind_name(t: std::fs::FileType) -> &'static str {
+    if t.is_char_device() {
+        "a character device"
+    } else if t.is_fifo() {
+        "a named pipe (FIFO)"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "neither a directory, a regular file nor a block device"
     }
 }
 

@@ -350,6 +350,41 @@ pub fn prepare_target(
         }
     }
 
+    // Any other test needs at least one block inside the region.
+    let region = target.info.size;
+    if let Some(t) = plan.tests.iter().find(|t| t.job.bs > region) {
+        let custom = plan.preset == "custom";
+        return Err(RunError::Usage(UsageError::option(
+            if custom { "bs" } else { "size" },
+            format!(
+                "test {} uses {} blocks, larger than the {} test region{}: give {}",
+                t.name,
+                iolab_spec::format_bytes(t.job.bs),
+                iolab_spec::format_bytes(region),
+                if plan.size_given {
+                    " (--size)"
+                } else {
+                    " (the size of the target)"
+                },
+                if custom {
+                    "a smaller --bs or a larger --size"
+                } else {
+                    "a larger --size"
+                }
+            ),
+        )));
+    }
+    if target.created() && target.info.kind == iolab_measure::TargetKind::File {
+        plan.notes.push(format!(
+            "{} did not exist: iolab created it as a new {} file on the {} filesystem and \
+             removes it after the run (if you meant an existing directory or device, check \
+             the path)",
+            target.io_path.display(),
+            iolab_spec::format_bytes(region),
+            target.info.fs_type
+        ));
+    }
+
     // O_DIRECT needs block-aligned I/O: skip (ATTO) or refuse (others) what cannot work.
     if plan.settings.direct {
         let lb = target.logical_block;

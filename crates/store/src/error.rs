@@ -74,8 +74,9 @@ impl StoreError {
 }
 
 impl StoreError {
-    /// Whether the database was refused before anything was written to it (newer, foreign,
-    /// damaged, or an old one that cannot be upgraded): the remedy is another `--db`.
+    /// Whether the error is the caller's to fix with another argument: a database refused
+    /// before anything was written to it (newer, foreign, damaged, or an old one that cannot
+    /// be upgraded: another `--db`), or a run or test id it does not hold. Exit 2.
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
@@ -84,6 +85,8 @@ impl StoreError {
                 | StoreError::BadVersion { .. }
                 | StoreError::Damaged { .. }
                 | StoreError::OldReadOnly { .. }
+                | StoreError::RunNotFound { .. }
+                | StoreError::TestNotFound { .. }
         )
     }
 
@@ -117,7 +120,11 @@ impl fmt::Display for StoreError {
                 path.display()
             ),
             StoreError::Sqlite { path, source } => {
-                write!(f, "result database {}: {source}", path.display())
+                write!(f, "result database {}: {source}", path.display())?;
+                if let Some(hint) = full_filesystem(path, source) {
+                    write!(f, "; {hint}")?;
+                }
+                Ok(())
             }
             StoreError::TooNew {
                 path,
@@ -204,6 +211,34 @@ impl std::error::Error for StoreError {
             | StoreError::DuplicateRun { .. } => None,
         }
     }
+}
+
+/// For a write SQLite could not do (SQLITE_FULL, or SQLITE_IOERR when the WAL or its index
+/// cannot grow), whether the filesystem holding the database is full, said so the user
+/// knows what to do ("disk I/O error" alone points at the device).
+fn full_filesystem(path: &std::path::Path, e: &rusqlite::Error) -> Option<String> {
+    let rusqlite::Error::SqliteFailure(f, _) = e else {
+        return None;
+    };
+    if !matches!(
+        f.code,
+        rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::SystemIoFailure
+    ) {
+        return None;
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let st = iolab_sys::statvfs(dir).ok()?;
+    // Less than what one run's rows and the WAL need: full for SQLite's purposes.
+    (st.available_bytes < 1 << 20).then(|| {
+        format!(
+            "the filesystem holding it is full ({} bytes available): make room there, or \
+             give --db a database on another filesystem",
+            st.available_bytes
+        )
+    })
 }
 
 /// Attaches the database path to a rusqlite result.

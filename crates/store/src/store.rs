@@ -113,7 +113,16 @@ impl Store {
             })
         };
         if let Err(e) = probe(&conn) {
-            if e.sqlite_error_code() != Some(ErrorCode::CannotOpen) {
+            // A reader of a WAL database needs its `-shm` index: where it cannot be made (a
+            // read-only directory: CANTOPEN; a full filesystem: IOERR) the file is read as
+            // immutable, which is exact only while no write-ahead log holds rows the main
+            // file lacks.
+            let wal = std::fs::metadata(format!("{}-wal", path.display())).map_or(0, |m| m.len());
+            if !matches!(
+                e.sqlite_error_code(),
+                Some(ErrorCode::CannotOpen | ErrorCode::SystemIoFailure)
+            ) || wal > 0
+            {
                 return Err(e).at(path);
             }
             conn = Connection::open_with_flags(format!("{uri}?immutable=1"), flags).at(path)?;

@@ -393,16 +393,11 @@ impl Visit<'_> {
                 println!("  [{n}/{total}] {who}: interrupted");
                 Ok(None)
             }
-            other => {
-                let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
-                Err(format!(
-                    "{who}: `iolab run {}` exited with {}: {}",
-                    w.kind,
-                    other.map_or("a signal".to_string(), |c| format!("status {c}")),
-                    tail.join(" / ")
-                ))
-            }
+            _ => Err(format!(
+                "{who}: `iolab run {}` {}",
+                w.kind,
+                child_failure(status, &stderr)
+            )),
         }
     }
 }
@@ -481,4 +476,57 @@ fn wait_forwarding(mut child: Child, stop: &AtomicBool, who: &str) -> Result<Chi
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
     Ok((status, stdout, stderr))
+}
+
+/// How a child run ended badly, and the end of what it said on stderr.
+fn child_failure(status: std::process::ExitStatus, stderr: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let how = match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(sig)) => format!("was killed by {}", signal_name(sig)),
+        (None, None) => format!("ended without an exit status ({status})"),
+    };
+    let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    if tail.is_empty() {
+        format!("{how}; it printed nothing on stderr")
+    } else {
+        format!("{how}: {}", tail.join(" / "))
+    }
+}
+
+/// A signal's name and number, as `kill -l` would name it ("SIGKILL (9)").
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => return format!("signal {sig}"),
+    };
+    format!("{name} ({sig})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn a_child_killed_by_a_signal_is_named_with_it() {
+        // A raw wait status of 9: killed by signal 9.
+        let m = child_failure(std::process::ExitStatus::from_raw(9), "");
+        assert_eq!(m, "was killed by SIGKILL (9); it printed nothing on stderr");
+        let m = child_failure(std::process::ExitStatus::from_raw(1 << 8), "a\nb\n");
+        assert_eq!(m, "exited with status 1: a / b");
+        let m = child_failure(std::process::ExitStatus::from_raw(64), "");
+        assert!(m.starts_with("was killed by signal 64"), "{m}");
+    }
 }

@@ -47,7 +47,7 @@ impl fmt::Display for WorkloadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WorkloadError::Io { path, action, err } => {
-                write!(f, "{}: cannot {action}: {err}", path.display())
+                write!(f, "cannot {action} {}: {err}", path.display())
             }
             WorkloadError::Invalid { option, reason } => write!(f, "{option}: {reason}"),
             WorkloadError::Mismatch { path, detail } => {
@@ -469,6 +469,19 @@ pub(crate) fn run_workers<T: Send, E: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_io_error_names_the_action_then_the_path() {
+        let e = WorkloadError::io(
+            Path::new("/mnt/x.dat"),
+            "write test data to",
+            io::Error::from_raw_os_error(libc::ENOSPC),
+        );
+        assert_eq!(
+            e.to_string(),
+            "cannot write test data to /mnt/x.dat: No space left on device (os error 28)"
+        );
+    }
 
     #[test]
     fn series_merge_aligns_on_intervals() {

@@ -103,6 +103,24 @@ pub struct DataTarget {
     pub keep: bool,
 }
 
+/// Why `--target` could not be prepared.
+#[derive(Debug)]
+pub enum PrepareError {
+    /// The target is refused (someone else's file, a device in use, a size that does not
+    /// fit): exit 2.
+    Refused(String),
+    /// Creating the data file failed (a read-only or full filesystem): exit 1.
+    Failed(String),
+}
+
+impl std::fmt::Display for PrepareError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrepareError::Refused(m) | PrepareError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
 impl DataTarget {
     /// Resolves `--target`: in a directory a new uniquely named file; a path that does not
     /// exist becomes a new file; an existing regular file needs `allow_overwrite`, a block
@@ -113,22 +131,27 @@ impl DataTarget {
         size_given: bool,
         allow_overwrite: bool,
         allow_destroy: bool,
-    ) -> Result<DataTarget, String> {
+    ) -> Result<DataTarget, PrepareError> {
         use iolab_engine::safety;
         let path = std::path::absolute(target).unwrap_or_else(|_| target.to_path_buf());
         let meta = match std::fs::metadata(&path) {
             Ok(m) => Some(m),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(format!("--target {}: {e}", path.display())),
+            Err(e) => {
+                return Err(PrepareError::Refused(format!(
+                    "--target {}: {e}",
+                    path.display()
+                )))
+            }
         };
-        let new_file = |p: PathBuf| -> Result<DataTarget, String> {
+        let new_file = |p: PathBuf| -> Result<DataTarget, PrepareError> {
             let parent = p.parent().unwrap_or(Path::new("/"));
             if !parent.is_dir() {
-                return Err(format!(
+                return Err(PrepareError::Refused(format!(
                     "--target {}: directory {} does not exist",
                     p.display(),
                     parent.display()
-                ));
+                )));
             }
             // The sidecar and its temporary file are replaced during the run and removed
             // with the data: refuse to start when either already exists, as iolab did not
@@ -138,13 +161,13 @@ impl DataTarget {
             tmp.push(SIDECAR_TMP_SUFFIX);
             for q in [side, PathBuf::from(tmp)] {
                 if std::fs::symlink_metadata(&q).is_ok() {
-                    return Err(format!(
+                    return Err(PrepareError::Refused(format!(
                         "--target {}: {} already exists; iolab writes the sidecar of a new data \
                          file there and removes it with the file: move it away or choose \
                          another --target",
                         p.display(),
                         q.display()
-                    ));
+                    )));
                 }
             }
             // The free space was checked by the caller (`iolab_runner::space`).
@@ -152,7 +175,7 @@ impl DataTarget {
                 .write(true)
                 .create_new(true)
                 .open(&p)
-                .map_err(|e| format!("--target {}: cannot create: {e}", p.display()))?;
+                .map_err(|e| PrepareError::Failed(format!("cannot create {}: {e}", p.display())))?;
             Ok(DataTarget {
                 path: p,
                 kind: iolab_measure::TargetKind::File,
@@ -165,16 +188,18 @@ impl DataTarget {
             Some(m) if m.is_dir() => new_file(path.join(format!("{}.dat", unique_name("verify")))),
             None => new_file(path),
             Some(m) if m.file_type().is_block_device() => {
-                safety::check_device_writable(&path, allow_destroy)
-                    .map_err(|e| format!("--target {}: {e}", path.display()))?;
-                let have = safety::device_size(&path)
-                    .map_err(|e| format!("--target {}: cannot size: {e}", path.display()))?;
+                safety::check_device_writable(&path, allow_destroy).map_err(|e| {
+                    PrepareError::Refused(format!("--target {}: {e}", path.display()))
+                })?;
+                let have = safety::device_size(&path).map_err(|e| {
+                    PrepareError::Refused(format!("--target {}: cannot size: {e}", path.display()))
+                })?;
                 let size = if size_given { size } else { have };
                 if size > have {
-                    return Err(format!(
+                    return Err(PrepareError::Refused(format!(
                         "--size {size}: larger than the device {} ({have} bytes)",
                         path.display()
-                    ));
+                    )));
                 }
                 Ok(DataTarget {
                     path,
@@ -185,8 +210,9 @@ impl DataTarget {
                 })
             }
             Some(m) if m.is_file() => {
-                safety::check_regular_file_overwrite(&path, allow_overwrite)
-                    .map_err(|e| format!("--target {}: {e}", path.display()))?;
+                safety::check_regular_file_overwrite(&path, allow_overwrite).map_err(|e| {
+                    PrepareError::Refused(format!("--target {}: {e}", path.display()))
+                })?;
                 Ok(DataTarget {
                     path,
                     kind: iolab_measure::TargetKind::File,
@@ -196,20 +222,11 @@ impl DataTarget {
                 })
             }
             Some(m) => {
-                let t = m.file_type();
-                let kind = if t.is_char_device() {
-                    "a character device"
-                } else if t.is_fifo() {
-                    "a FIFO"
-                } else if t.is_socket() {
-                    "a socket"
-                } else {
-                    "a special file"
-                };
-                Err(format!(
+                let kind = iolab_engine::target::kind_name(m.file_type());
+                Err(PrepareError::Refused(format!(
                     "--target {}: {kind}, not a directory, regular file or block device",
                     path.display()
-                ))
+                )))
             }
         }
     }
@@ -703,7 +720,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("someone-elses");
         std::fs::write(&p, vec![7u8; 8192]).unwrap();
-        let e = DataTarget::prepare(&p, 8192, true, false, false).unwrap_err();
+        let e = DataTarget::prepare(&p, 8192, true, false, false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--allow-overwrite-file"), "{e}");
         assert_eq!(std::fs::read(&p).unwrap(), vec![7u8; 8192]);
     }

@@ -14,7 +14,7 @@ use iolab_runner::{
 use iolab_spec::{format_bytes, parse_size};
 use iolab_testbed::runstate::RunResource;
 
-use super::{DataTarget, VerifyConfig, VerifyMode};
+use super::{DataTarget, PrepareError, VerifyConfig, VerifyMode};
 
 /// `run verify`'s entry in the registry.
 pub static WORKLOAD: Def<VerifyOptions> = Def::new(
@@ -219,7 +219,10 @@ impl Job for VerifyJob {
             safety.allow_overwrite_file,
             safety.allow_destroy_device,
         )
-        .map_err(|m| RunError::Usage(UsageError::option("target", m)))?;
+        .map_err(|e| match e {
+            PrepareError::Refused(m) => RunError::Usage(UsageError::option("target", m)),
+            PrepareError::Failed(m) => RunError::Failed(m),
+        })?;
         if cfg.direct {
             // Checked on the target itself (for a new file: the directory it goes in).
             let at = if target.path.exists() {
