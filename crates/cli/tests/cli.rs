@@ -770,3 +770,35 @@ fn direct_io_below_the_logical_block_size_is_refused_clearly() {
     aligned[5] = "4k";
     sb.iolab(&aligned).ok();
 }
+
+/// What a block test learns only after its passes (the `--verify` counts, the adaptive
+/// stop) is stored with it: `show --json` gives back the `extra` the run printed.
+#[test]
+fn show_json_keeps_what_a_block_test_found_after_its_passes() {
+    let sb = Sandbox::new();
+    let run = sb
+        .run(&[
+            "custom",
+            "--rw",
+            "randwrite",
+            "--size",
+            "4MiB",
+            "--duration",
+            "100ms",
+            "--runs",
+            "3",
+            "--until-stable",
+            "--max-runs",
+            "4",
+            "--verify",
+            "--json",
+            "-",
+        ])
+        .ok()
+        .json();
+    let extra = &run["tests"][0]["extra"];
+    assert!(extra["verify"].is_object(), "{extra}");
+    assert!(extra["adaptive"].is_object(), "{extra}");
+    let shown = sb.iolab(&["show", "last", "--json"]).ok().json();
+    assert_eq!(&shown["tests"][0]["extra"], extra);
+}

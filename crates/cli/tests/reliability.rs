@@ -67,7 +67,7 @@ fn a_closed_stdout_pipe_ends_quietly() {
         .stdout(Stdio::null())
         .status()
         .unwrap();
-    assert_eq!(out.code(), Some(1), "{out:?}");
+    assert_eq!(out.code(), Some(2), "{out:?}");
 }
 
 // --- Item 9: every count and duration is bounded ----------------------------------------

@@ -822,7 +822,7 @@ impl Schedule<'_> {
             _ => None,
         };
         if store {
-            ctx.store_summary(t.id, &t.record.summary)?;
+            ctx.store_summary(t.id, &t.record)?;
         }
         match t.published {
             Some(i) => ctx.run().tests[i] = t.record.clone(),

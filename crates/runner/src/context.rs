@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use iolab_env::Environment;
-use iolab_measure::{PassRecord, RunRecord, TargetInfo, TestRecord, TestSummary, Warning};
+use iolab_measure::{PassRecord, RunRecord, TargetInfo, TestRecord, Warning};
 use iolab_spec::RunSettings;
 use iolab_stats::warnings::TargetFacts;
 use iolab_store::Store;
@@ -322,9 +322,10 @@ impl RunContext {
         Ok(())
     }
 
-    pub fn store_summary(&mut self, test_id: Option<i64>, s: &TestSummary) -> Result<(), RunError> {
+    /// Stores a test's summary and `extra` once its passes are in.
+    pub fn store_summary(&mut self, test_id: Option<i64>, t: &TestRecord) -> Result<(), RunError> {
         if let (Some(st), Some(tid)) = (&mut self.store, test_id) {
-            st.update_test_summary(tid, s)?;
+            st.update_test_summary(tid, &t.summary, &t.extra)?;
         }
         Ok(())
     }
@@ -338,7 +339,7 @@ impl RunContext {
             for p in &t.passes {
                 self.store_pass(tid, p)?;
             }
-            self.store_summary(tid, &t.summary)?;
+            self.store_summary(tid, &t)?;
             if let Some(line) = crate::verify::note(&t) {
                 self.note(line);
             }

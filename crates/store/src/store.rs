@@ -182,7 +182,7 @@ impl Store {
 
     /// Stores a test of run `run_id` at position `idx` (0-based; tests load in this order).
     /// Only the test's own fields are stored: its passes go in with [`Store::add_pass`], and
-    /// its summary can be replaced with [`Store::update_test_summary`]. Returns the test's id.
+    /// its summary and `extra` can be replaced with [`Store::update_test_summary`]. Returns the test's id.
     pub fn add_test(
         &mut self,
         run_id: i64,
@@ -198,17 +198,20 @@ impl Store {
         self.write(|tx, path| insert_pass(tx, path, test_id, pass))
     }
 
-    /// Replaces the summary of test `test_id` (once its passes are in).
+    /// Replaces the summary and the workload's `extra` of test `test_id` (once its passes
+    /// are in: a block test's verify counts and adaptive stop are known only then).
     pub fn update_test_summary(
         &mut self,
         test_id: i64,
         summary: &TestSummary,
+        extra: &serde_json::Value,
     ) -> Result<(), StoreError> {
         self.write(|tx, path| {
             let summary = encode(path, "tests.summary_json", summary)?;
+            let extra = encode_value(path, "tests.extra_json", extra)?;
             let n = tx
-                .prepare_cached("UPDATE tests SET summary_json = ?1 WHERE id = ?2")
-                .and_then(|mut s| s.execute(params![summary, test_id]))
+                .prepare_cached("UPDATE tests SET summary_json = ?1, extra_json = ?2 WHERE id = ?3")
+                .and_then(|mut s| s.execute(params![summary, extra, test_id]))
                 .at(path)?;
             if n == 0 {
                 return Err(StoreError::TestNotFound {

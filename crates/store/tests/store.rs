@@ -111,7 +111,9 @@ fn incremental_writes_rebuild_the_same_record() {
         for pass in &test.passes {
             store.add_pass(test_id, pass).unwrap();
         }
-        store.update_test_summary(test_id, &test.summary).unwrap();
+        store
+            .update_test_summary(test_id, &test.summary, &test.extra)
+            .unwrap();
     }
     store.finish_run(run_id, &run).unwrap();
 
@@ -312,7 +314,7 @@ fn missing_rows_have_their_own_errors() {
     ));
     assert!(matches!(
         store
-            .update_test_summary(7, &run.tests[0].summary)
+            .update_test_summary(7, &run.tests[0].summary, &run.tests[0].extra)
             .unwrap_err(),
         StoreError::TestNotFound { id: 7, .. }
     ));

@@ -311,6 +311,20 @@ impl Testbed {
         let (major, minor) = sys::block_dev_numbers(&dev).ok_or_else(|| TestbedError::State {
             message: format!("no device numbers for {} in sysfs", dev.display()),
         })?;
+        // A loop device keeps its queue's write_cache across detach and attach: one left at
+        // "write through" by an earlier user would silently change this configuration (and
+        // drop its flushes). Without a write_cache in the spec, the device starts at the
+        // kernel's default for a loop device over a file.
+        if spec.write_cache.is_none() {
+            let path = sys::sysfs_attr(&dev, "queue/write_cache");
+            if sys::read_trim(&path).is_ok_and(|v| v != "write back") {
+                self.commands
+                    .push(display_write(&sys::text(&path), "write back"));
+                sys::write_attr(&path, "write back").map_err(|e| {
+                    TestbedError::io(format!("writing 'write back' to {}", path.display()), e)
+                })?;
+            }
+        }
         if spec.direct_io.unwrap_or(true) {
             let dio = sys::read_trim(sys::sysfs_attr(&dev, "loop/dio")).unwrap_or_default();
             if dio != "1" {

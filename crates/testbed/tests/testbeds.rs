@@ -695,6 +695,42 @@ fn spawn_kill9_child(kind: &str, state_dir: &Path, wait_built: bool) -> std::pro
     child
 }
 
+/// A state directory for one killed builder. If the test fails before its check passed,
+/// what the builder left would lose its state files with the directory: then it runs
+/// `cleanup_all` once more and, if anything is still recorded, keeps the directory and says
+/// where, so `iolab cleanup --state-dir` can finish the job.
+struct KillDir(Option<tempfile::TempDir>);
+
+impl KillDir {
+    fn new() -> KillDir {
+        KillDir(Some(tempfile::tempdir().unwrap()))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.as_ref().unwrap().path()
+    }
+}
+
+impl Drop for KillDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let dir = self.0.take().unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        let report = cleanup_all(dir.path());
+        eprintln!("after the failure, cleanup_all: {report}");
+        if !state_files(dir.path()).is_empty() {
+            let kept = dir.keep();
+            eprintln!(
+                "state files kept in {}: run `iolab cleanup --state-dir {}`",
+                kept.display(),
+                kept.display()
+            );
+        }
+    }
+}
+
 /// Kills the child with SIGKILL, runs cleanup_all and checks nothing of it is left.
 fn kill_and_clean(mut child: std::process::Child, state_dir: &Path, what: &str) {
     let prefix = format!("iolab-testbed-{}-", child.id());
@@ -731,13 +767,13 @@ fn sigkill_during_or_after_build_then_cleanup_all() {
     }
     let _g = device_lock();
     // Killed once the build finished (which also times it), then at random points during it.
-    let state_dir = tempfile::tempdir().unwrap();
+    let state_dir = KillDir::new();
     let started = Instant::now();
     let child = spawn_kill9_child("btrfs", state_dir.path(), true);
     let build_time = started.elapsed();
     kill_and_clean(child, state_dir.path(), "btrfs, killed after the build");
     for _ in 0..6 {
-        let state_dir = tempfile::tempdir().unwrap();
+        let state_dir = KillDir::new();
         let delay = Duration::from_millis(fastrand::u64(0..build_time.as_millis().max(50) as u64));
         let child = spawn_kill9_child("btrfs", state_dir.path(), false);
         std::thread::sleep(delay);
@@ -749,7 +785,7 @@ fn sigkill_during_or_after_build_then_cleanup_all() {
     }
     // The zfs-fuse daemon outlives its killed owner; cleanup_all stops it by its recorded pid.
     if zfs_usable("sigkill_during_or_after_build_then_cleanup_all (zfs round)") {
-        let state_dir = tempfile::tempdir().unwrap();
+        let state_dir = KillDir::new();
         let child = spawn_kill9_child("zfs", state_dir.path(), true);
         let prefix = format!("iolab-testbed-{}-", child.id());
         let daemon: Vec<String> = traces(&prefix)

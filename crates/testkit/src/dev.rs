@@ -57,6 +57,15 @@ impl Loop {
         args.extend_from_slice(options);
         args.push(file.to_str().unwrap());
         let dev = PathBuf::from(sh("losetup", &args));
+        // The queue's write_cache outlives a detach: start every test from the loop default,
+        // whatever an earlier user of this device number left.
+        let wc = format!(
+            "/sys/block/{}/queue/write_cache",
+            dev.file_name().unwrap().to_string_lossy()
+        );
+        if fs::read_to_string(&wc).is_ok_and(|v| v.trim() != "write back") {
+            fs::write(&wc, "write back").unwrap();
+        }
         Loop { dev, _dir: None }
     }
 
