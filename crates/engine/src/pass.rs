@@ -134,7 +134,7 @@ pub fn run_pass_with_clock<C: Clock>(
                 ramp: settings.ramp,
                 byte_limit,
                 data: settings.data,
-                seed: seed_base.wrapping_add(j as u64 * 0x9E37_79B9_7F4A_7C15),
+                seed: seed_base.wrapping_add((j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
                 stop,
                 progress: &progress[j],
                 written,

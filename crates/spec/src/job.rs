@@ -184,6 +184,36 @@ pub struct JobSpec {
     /// `rwmixread` per I/O (`bs` is then the largest transfer size).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub access: Vec<AccessLine>,
+    /// Rate limits and think time of each job thread (fio's rate, rate_iops, thinktime).
+    #[serde(default, skip_serializing_if = "Pace::is_none")]
+    pub pace: Pace,
+    /// Blocks skipped after each sequential I/O (negative: stepped back), fio's
+    /// `rw=read:8k` over `bs`; 0: contiguous.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seq_skip: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
+}
+
+/// fio's pacing of one job thread; all zero: none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pace {
+    /// At most this many bytes per second (fio's `rate`); 0: no limit.
+    pub rate_bytes: u64,
+    /// At most this many I/Os per second (fio's `rate_iops`); 0: no limit.
+    pub rate_iops: u64,
+    /// Idle this long, in microseconds, once every `think_blocks` I/Os have completed
+    /// (fio's `thinktime`, `thinktime_blocks`); 0: never.
+    pub think_us: u64,
+    pub think_blocks: u32,
+}
+
+impl Pace {
+    pub fn is_none(&self) -> bool {
+        *self == Pace::default()
+    }
 }
 
 impl JobSpec {
@@ -199,6 +229,8 @@ impl JobSpec {
             end_fsync: false,
             io_limit: None,
             access: Vec::new(),
+            pace: Pace::default(),
+            seq_skip: 0,
         }
     }
 
@@ -265,6 +297,13 @@ impl JobSpec {
                     ));
                 }
             }
+        }
+        if self.seq_skip.unsigned_abs() > 1 << 40 {
+            return Err(SpecError::new(
+                "rw",
+                self.seq_skip.to_string(),
+                "the skip between sequential I/Os is larger than any region",
+            ));
         }
         if self.rwmixread > 100 {
             return Err(SpecError::new(
