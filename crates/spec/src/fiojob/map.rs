@@ -148,6 +148,16 @@ fn effective(sections: &[Section], idx: usize) -> HashMap<&str, &RawOption> {
 
 /// Refuses every option iolab does not take, at its line, with a near miss named.
 fn check_known(file: &JobFile) -> Result<Vec<String>, FioError> {
+    // An engine iolab cannot emulate is what blocks a job file, whatever its other options.
+    for o in file.sections.iter().flat_map(|s| &s.options) {
+        if o.key == "ioengine" {
+            if let Some(v) = o.value.as_deref().map(str::trim) {
+                if unemulable(v) {
+                    return Err(err(o, refuse_engine(v)));
+                }
+            }
+        }
+    }
     let mut report_only = Vec::new();
     for s in &file.sections {
         for o in &s.options {
@@ -668,19 +678,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     "libaio" => EngineKind::IoUring,
                     "psync" | "sync" | "pvsync" | "pvsync2" | "vsync" => EngineKind::Psync,
                     "null" => EngineKind::Null,
-                    _ if options::UNEMULABLE_ENGINES.contains(&v)
-                        || v.starts_with("external")
-                        || v.contains('/') =>
-                    {
-                        return Err(err(
-                            o,
-                            format!(
-                                "ioengine={v} is an engine iolab cannot emulate (it runs \
-                                 io_uring, libaio as io_uring, psync, sync, pvsync, pvsync2, \
-                                 vsync as psync, and null)"
-                            ),
-                        ))
-                    }
+                    _ if unemulable(v) => return Err(err(o, refuse_engine(v))),
                     _ => {
                         return Err(err(
                             o,
@@ -914,6 +912,20 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
     })
 }
 
+/// An engine that does something else than file or block I/O on this machine.
+fn unemulable(engine: &str) -> bool {
+    options::UNEMULABLE_ENGINES.contains(&engine)
+        || engine.starts_with("external")
+        || engine.contains('/')
+}
+
+fn refuse_engine(engine: &str) -> String {
+    format!(
+        "ioengine={engine} is an engine iolab cannot emulate (it runs io_uring, libaio as \
+         io_uring, psync, sync, pvsync, pvsync2, vsync as psync, and null)"
+    )
+}
+
 fn check_bs(o: &RawOption, bs: u64) -> Result<(), FioError> {
     if !(512..=64 << 20).contains(&bs) || !bs.is_multiple_of(512) {
         return Err(err(
@@ -979,4 +991,172 @@ fn bssplit(o: &RawOption, text: &str, kb_base: u64) -> Result<Vec<(u64, u8)>, Fi
     }
     // (a share left over by integer division goes to the last open entry above)
     Ok(out)
+}
+
+/// The options in force for job `name` (every [global] before it, then its own), in file
+/// order, a later setting of an option replacing an earlier one; None when no such job.
+pub fn job_options<'a>(file: &'a JobFile, name: &str) -> Option<Vec<&'a RawOption>> {
+    let idx = file
+        .sections
+        .iter()
+        .position(|s| !s.is_global() && s.name == name)?;
+    let mut out: Vec<&RawOption> = Vec::new();
+    for (i, s) in file.sections.iter().enumerate() {
+        if i == idx || (i < idx && s.is_global()) {
+            for o in &s.options {
+                let key = options::canonical(&o.key);
+                out.retain(|p| options::canonical(&p.key) != key);
+                out.push(o);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// fio's own job file for job `name` alone, as `iolab crosscheck --job` runs it: the
+/// job's options as written (variables and includes resolved), less where and when it
+/// runs (filename, directory, the order and start options), with `extra` lines (the file
+/// iolab prepared, the region, the pass length) appended.
+pub fn single_job_file(file: &JobFile, name: &str, extra: &[String]) -> Option<String> {
+    const DROPPED: &[&str] = &[
+        "filename",
+        "directory",
+        "nrfiles",
+        "filesize",
+        "stonewall",
+        "wait_for",
+        "new_group",
+        "startdelay",
+    ];
+    let opts = job_options(file, name)?;
+    let mut text = format!("[{name}]\n");
+    for o in opts {
+        let key = options::canonical(&o.key);
+        if DROPPED.contains(&key) || extra.iter().any(|e| e.split('=').next() == Some(key)) {
+            continue;
+        }
+        match &o.value {
+            Some(v) => text.push_str(&format!("{}={v}\n", o.key)),
+            None => text.push_str(&format!("{}\n", o.key)),
+        }
+    }
+    for e in extra {
+        text.push_str(e);
+        text.push('\n');
+    }
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fiojob::parse::{parse, Sources};
+
+    fn plan(text: &str, ov: Overrides) -> Result<FioPlan, FioError> {
+        let src = Sources {
+            read: &|_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+            var: &|_| None,
+        };
+        map_jobs(&parse("j.fio", text.as_bytes(), &src)?, ov)
+    }
+
+    #[test]
+    fn globals_apply_to_the_jobs_after_them() {
+        let p = plan(
+            "[a]\nsize=1m\n[global]\nbs=64k\nrw=randrw\nrwmixwrite=30\n[b]\nsize=1m\n\
+             [c]\nsize=1m\nrw=write:128k\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        let j: Vec<&JobSpec> = p.jobs.iter().map(|j| &j.job).collect();
+        assert_eq!((j[0].bs, j[0].rw), (4096, Rw::Read));
+        assert_eq!((j[1].bs, j[1].rw, j[1].rwmixread), (65536, Rw::RandRw, 70));
+        assert_eq!((j[2].rw, j[2].seq_skip), (Rw::Write, 2));
+        assert_eq!(j[0].io_limit, Some(1 << 20));
+        assert!(!p.timed);
+        assert!(
+            p.notes.iter().any(|n| n.contains("b, c together")),
+            "{:?}",
+            p.notes
+        );
+    }
+
+    #[test]
+    fn weighted_sizes_pacing_and_engines() {
+        let p = plan(
+            "[global]\nioengine=libaio\nsize=8m\nruntime=2\ntime_based\n\
+             [a]\nrw=randread\nbssplit=4k/50:64k/:1m/\nrate_iops=100\nthinktime=2ms\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        let a = &p.jobs[0].job;
+        let shares: Vec<(u64, u8)> = a.access.iter().map(|l| (l.size, l.share)).collect();
+        assert_eq!(shares, [(4096, 50), (65536, 25), (1 << 20, 25)]);
+        assert_eq!(a.bs, 1 << 20);
+        assert_eq!(a.io_limit, None);
+        assert_eq!(
+            (a.pace.rate_iops, a.pace.think_us, a.pace.think_blocks),
+            (100, 2000, 1)
+        );
+        assert_eq!(
+            (p.engine, p.duration),
+            (EngineKind::IoUring, Duration::from_secs(2))
+        );
+        assert!(p
+            .notes
+            .iter()
+            .any(|n| n.contains("ioengine=libaio runs as iolab's io_uring")));
+    }
+
+    #[test]
+    fn refusals() {
+        let e = |t: &str| plan(t, Overrides::default()).unwrap_err().to_string();
+        assert_eq!(
+            e("[a]\nsize=1m\niodpeth=4\n"),
+            "j.fio:3: iodpeth: not an fio option iolab knows; did you mean iodepth?"
+        );
+        // The engine is named even when another unsupported option comes first.
+        assert!(
+            e("[a]\nhostname=x\nioengine=rdma\n").starts_with("j.fio:3: ioengine: ioengine=rdma")
+        );
+        assert!(e("[a]\nsize=1m\nruntime=1\n[b]\nsize=1m\nruntime=2\n")
+            .starts_with("j.fio:6: runtime: job b"));
+        assert!(e("[a]\ntime_based\nsize=1m\n").starts_with("j.fio:2: time_based:"));
+        assert!(e("[a]\nrw=randread:8\nsize=1m\n").starts_with("j.fio:2: rw:"));
+        assert!(e("[a]\nsize=1m\nsync=1\n").starts_with("j.fio:3: sync:"));
+        assert!(e("[a]\nrw=rw\nsize=1m\nrate=1m\n").starts_with("j.fio:4: rate:"));
+        assert!(e("[a]\nsize=1m\nbsrange=4k-12k\n").contains("divides 100"));
+        assert!(e("[a]\nrw=read\n").starts_with("j.fio:1: size:"));
+        // --size and --duration replace what differs.
+        let ov = Overrides {
+            size: Some(1 << 20),
+            duration: Some(Duration::from_millis(500)),
+        };
+        let p = plan("[a]\nsize=1g\nruntime=1\n[b]\nsize=2g\nruntime=2\n", ov).unwrap();
+        assert_eq!(
+            (p.size, p.duration),
+            (Some(1 << 20), Duration::from_millis(500))
+        );
+    }
+
+    #[test]
+    fn single_job_files_keep_the_options_and_replace_the_place() {
+        let src = Sources {
+            read: &|_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+            var: &|_| None,
+        };
+        let f = parse(
+            "j.fio",
+            b"[global]\nbs=8k\nfilename=/dev/sda\nsize=1g\n[a]\nrw=write\nbs=16k\n[b]\nstonewall\n",
+            &src,
+        )
+        .unwrap();
+        let t = single_job_file(&f, "a", &["filename=/t/f".into(), "size=4096".into()]).unwrap();
+        assert_eq!(t, "[a]\nrw=write\nbs=16k\nfilename=/t/f\nsize=4096\n");
+        assert_eq!(
+            single_job_file(&f, "b", &[]).unwrap(),
+            "[b]\nbs=8k\nsize=1g\n"
+        );
+        assert!(single_job_file(&f, "zz", &[]).is_none());
+    }
 }
