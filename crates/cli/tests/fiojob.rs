@@ -185,22 +185,15 @@ fn each_job_is_a_test_and_the_file_is_kept_with_the_run() {
     assert_eq!(r["rw"], "randread");
     assert_eq!(doc["settings"]["size_bytes"], 2 << 20);
     assert_eq!(doc["engine"], "psync");
-    let notes: Vec<&str> = doc["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap())
-        .collect();
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.starts_with(&format!("fio job file {f}:\n"))
-                && n.contains("bssplit=4k/50:16k/50")),
-        "{notes:?}"
-    );
-    assert!(notes
-        .iter()
-        .any(|n| n.starts_with(&format!("fio job file {inc}:\n"))));
+    let notes = doc["notes"].to_string();
+    let kept = |path: &str, has: &str| {
+        doc["notes"].as_array().unwrap().iter().any(|n| {
+            let n = n.as_str().unwrap();
+            n.starts_with(&format!("fio job file {path}:\n")) && n.contains(has)
+        })
+    };
+    assert!(kept(&f, "bssplit=4k/50:16k/50"), "{notes}");
+    assert!(kept(&inc, "size=${IOLAB_T_SIZE}"), "{notes}");
     // Stored like every run.
     let rows = sb.result_rows();
     assert_eq!(rows.len(), 1, "{rows:?}");

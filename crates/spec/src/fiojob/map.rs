@@ -248,26 +248,12 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     Some((b, s)) => (b.trim(), Some(s.trim())),
                     None => (v, None),
                 };
-                let rw = match base {
-                    "read" => Rw::Read,
-                    "write" => Rw::Write,
-                    "randread" => Rw::RandRead,
-                    "randwrite" => Rw::RandWrite,
-                    "rw" | "readwrite" => Rw::Rw,
-                    "randrw" => Rw::RandRw,
-                    "trim" | "randtrim" | "trimwrite" | "randtrimwrite" => {
-                        return Err(err(o, format!("rw={base}: iolab does not issue trims")))
-                    }
-                    _ => {
-                        return Err(err(
-                            o,
-                            format!(
-                                "'{base}': expected read, write, randread, randwrite, rw, \
-                                 readwrite or randrw"
-                            ),
-                        ))
-                    }
-                };
+                if base.contains("trim") {
+                    return Err(err(o, format!("rw={base}: iolab does not issue trims")));
+                }
+                let rw: Rw = base
+                    .parse()
+                    .map_err(|e: crate::SpecError| err(o, format!("'{base}': {}", e.reason)))?;
                 (rw, suffix.map(|s| (s, o)))
             }
         };
