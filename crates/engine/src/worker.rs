@@ -146,6 +146,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     let mut rng = fastrand::Rng::with_seed(p.seed);
     let mut seq_block = nblocks * p.index as u64 / job.numjobs.max(1) as u64;
     let random = job.rw.is_random();
+    let zipf = job.zipf.map(|theta| crate::zipf::Zipf::new(nblocks, theta));
     let mixed = job.rw.is_mixed();
     let fixed_dir = if job.rw.writes() {
         IoDir::Write
@@ -253,7 +254,10 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 let (off, gen) = loop {
                     let off = if access.is_empty() {
                         let block = if random {
-                            rng.u64(0..nblocks)
+                            match &zipf {
+                                Some(z) => z.block(&mut rng),
+                                None => rng.u64(0..nblocks),
+                            }
                         } else {
                             let b = seq_block;
                             seq_block = if job.seq_skip == 0 {

@@ -1,6 +1,7 @@
-//! fio's pacing and sequential skips in the job loop (`iolab run fio`): a rate limit or an
-//! IOPS limit caps what a pass issues (only upper bounds are asserted: a slow machine does
-//! less, never more), think time idles between I/Os, and `rw=write:N` skips blocks.
+//! fio's pacing, sequential skips and Zipf offsets in the job loop (`iolab run fio`): a rate
+//! limit or an IOPS limit caps what a pass issues (only upper bounds are asserted: a slow
+//! machine does less, never more), think time idles between I/Os, `rw=write:N` skips
+//! blocks, and `random_distribution=zipf` comes back to a few hot blocks.
 
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -100,35 +101,62 @@ fn rate_limits_cap_what_a_pass_does() {
     );
 }
 
+/// The 4 KiB blocks of `t`'s file that hold zeros.
+fn zeroed_blocks(t: &Target) -> Vec<usize> {
+    let data = std::fs::read(&t.info.io_path).unwrap();
+    data.chunks(4096)
+        .enumerate()
+        .filter(|(_, b)| b.iter().all(|&x| x == 0))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Writes zeros with `job` (psync, byte-limited) over a file of random data.
+fn write_zeros(size: u64, job: JobSpec) -> (TempDir, Target) {
+    let (dir, t) = target(size, DataPattern::Random);
+    let stop = AtomicBool::new(false);
+    let long = Duration::from_secs(60);
+    let out = run_pass(
+        &t,
+        &spec(job),
+        &settings(EngineKind::Psync, long),
+        1,
+        long,
+        &stop,
+        &(),
+        None,
+    )
+    .unwrap();
+    assert!(out.record.errors.is_empty());
+    (dir, t)
+}
+
+#[test]
+fn zipf_offsets_come_back_to_a_few_blocks() {
+    // 200 writes over 256 blocks: uniform offsets touch about 140 of them; Zipf with
+    // exponent 3 puts 83% on its first rank and touches about 10.
+    let mut job = JobSpec::new(Rw::RandWrite, 4 * KIB, 1, 1);
+    job.zipf = Some(3.0);
+    job.io_limit = Some(200 * 4 * KIB);
+    let (_dir, t) = write_zeros(MIB, job);
+    let zeroed = zeroed_blocks(&t);
+    assert!(zeroed.contains(&0), "rank 1 is block 0: {zeroed:?}");
+    assert!(
+        zeroed.len() <= 60,
+        "{} blocks written: {zeroed:?}",
+        zeroed.len()
+    );
+}
+
 #[test]
 fn sequential_skip_leaves_the_skipped_blocks_alone() {
     // 16 blocks of 4 KiB filled with random data; write zeros to 4 of them with a skip.
     for (skip, expect) in [(1i64, [0usize, 2, 4, 6]), (-3, [0, 14, 12, 10])] {
-        let (_dir, t) = target(64 * KIB, DataPattern::Random);
         let mut job = JobSpec::new(Rw::Write, 4 * KIB, 1, 1);
         job.seq_skip = skip;
         job.io_limit = Some(16 * KIB);
-        let stop = AtomicBool::new(false);
-        let long = Duration::from_secs(60);
-        let out = run_pass(
-            &t,
-            &spec(job),
-            &settings(EngineKind::Psync, long),
-            1,
-            long,
-            &stop,
-            &(),
-            None,
-        )
-        .unwrap();
-        assert!(out.record.errors.is_empty());
-        let data = std::fs::read(&t.info.io_path).unwrap();
-        let zeroed: Vec<usize> = data
-            .chunks(4096)
-            .enumerate()
-            .filter(|(_, b)| b.iter().all(|&x| x == 0))
-            .map(|(i, _)| i)
-            .collect();
+        let (_dir, t) = write_zeros(64 * KIB, job);
+        let zeroed = zeroed_blocks(&t);
         let mut want = expect.to_vec();
         want.sort();
         assert_eq!(zeroed, want, "skip {skip}");

@@ -191,6 +191,10 @@ pub struct JobSpec {
     /// `rw=read:8k` over `bs`; 0: contiguous.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub seq_skip: i64,
+    /// Random offsets Zipf-distributed with this exponent (fio's
+    /// `random_distribution=zipf:THETA`); None: uniform.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zipf: Option<f64>,
 }
 
 fn is_zero(v: &i64) -> bool {
@@ -231,6 +235,7 @@ impl JobSpec {
             access: Vec::new(),
             pace: Pace::default(),
             seq_skip: 0,
+            zipf: None,
         }
     }
 
@@ -304,6 +309,16 @@ impl JobSpec {
                 self.seq_skip.to_string(),
                 "the skip between sequential I/Os is larger than any region",
             ));
+        }
+        if let Some(t) = self.zipf {
+            if !(t > 0.0 && t <= 100.0) || t == 1.0 || !self.access.is_empty() {
+                return Err(SpecError::new(
+                    "random_distribution",
+                    t.to_string(),
+                    "a Zipf exponent above 0, other than 1, up to 100, for a job without an \
+                     access specification",
+                ));
+            }
         }
         if self.rwmixread > 100 {
             return Err(SpecError::new(

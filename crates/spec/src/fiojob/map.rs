@@ -408,14 +408,26 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             let t = pick(o, val(o)?)?;
             random_pct = values::int(&t, 0, 100).map_err(|e| err(o, e))? as u8;
         }
+        let mut zipf_at = None;
         if let Some(o) = get("random_distribution") {
             let v = val(o)?;
-            if v != "random" {
+            if let Some(t) = v.strip_prefix("zipf:") {
+                let theta: f64 = t
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|t: &f64| *t > 0.0 && *t <= 100.0 && *t != 1.0)
+                    .ok_or_else(|| {
+                        err(o, format!("'{v}': zipf's exponent is a number above 0, other than 1, up to 100"))
+                    })?;
+                job.zipf = Some(theta);
+                zipf_at = Some(o);
+            } else if v != "random" {
                 return Err(err(
                     o,
                     format!(
-                        "'{v}': iolab draws random offsets uniformly (fio's random); zipf, \
-                         pareto, normal and zoned distributions are not supported"
+                        "'{v}': iolab draws random offsets uniformly (random) or Zipf-distributed \
+                         (zipf:THETA); pareto, normal and zoned distributions are not supported"
                     ),
                 ));
             }
@@ -431,6 +443,13 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         let random_as_seq =
             !rw.is_random() && random_pct == 100 || rw.is_random() && random_pct == 0;
         if !split.is_empty() || seq_with_random || random_as_seq {
+            if let Some(o) = zipf_at {
+                return Err(err(
+                    o,
+                    "a Zipf distribution cannot be combined with bssplit, bsrange or \
+                     percentage_random",
+                ));
+            }
             if job.seq_skip != 0 {
                 return Err(err(
                     get("rw").expect("a skip comes from rw"),
@@ -1059,6 +1078,12 @@ mod tests {
         assert_eq!((j[1].bs, j[1].rw, j[1].rwmixread), (65536, Rw::RandRw, 70));
         assert_eq!((j[2].rw, j[2].seq_skip), (Rw::Write, 2));
         assert_eq!(j[0].io_limit, Some(1 << 20));
+        let z = plan(
+            "[z]\nrw=randread\nsize=1m\nrandom_distribution=zipf:1.2\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(z.jobs[0].job.zipf, Some(1.2));
         assert!(!p.timed);
         assert!(
             p.notes.iter().any(|n| n.contains("b, c together")),
@@ -1112,6 +1137,12 @@ mod tests {
         assert!(e("[a]\nsize=1m\nsync=1\n").starts_with("j.fio:3: sync:"));
         assert!(e("[a]\nrw=rw\nsize=1m\nrate=1m\n").starts_with("j.fio:4: rate:"));
         assert!(e("[a]\nsize=1m\nbsrange=4k-12k\n").contains("divides 100"));
+        assert!(
+            e("[a]\nrw=randread\nsize=1m\nrandom_distribution=pareto:0.9\n").contains("pareto")
+        );
+        assert!(
+            e("[a]\nrw=randread\nsize=1m\nrandom_distribution=zipf:1\n").contains("other than 1")
+        );
         assert!(e("[a]\nrw=read\n").starts_with("j.fio:1: size:"));
         // --size and --duration replace what differs.
         let ov = Overrides {
