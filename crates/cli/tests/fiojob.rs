@@ -256,6 +256,13 @@ fn refusals_name_file_line_and_option() {
             &["pareto"],
         ),
         (
+            "pinned.fio",
+            b"[global]\nsize=1g\n[big]\nbs=64m\niodepth=256\nnumjobs=64\nioengine=io_uring\n"
+                .to_vec(),
+            ":3: [big]:",
+            &["bs x iodepth x numjobs"],
+        ),
+        (
             "differ.fio",
             b"[a]\nsize=1m\n[b]\nsize=2m\n".to_vec(),
             ":4: size:",

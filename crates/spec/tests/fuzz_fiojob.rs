@@ -47,6 +47,7 @@ fn job_files() {
             "${",
             "rw=randrw:8\n",
             "rw=read:-8k\n",
+            "random_distribution=zipf:1.2\n",
             "bs=4k,8k\n",
             "bssplit=4k/10:64k/90\n",
             "bsrange=1k-4k\n",

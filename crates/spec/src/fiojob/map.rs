@@ -892,7 +892,15 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             report_only.join(", ")
         ));
     }
-    let (engine, engine_name) = engine.get().expect("at least one job");
+    let Some((engine, engine_name)) = engine.get() else {
+        let name = file.sources.first().map_or("JOBFILE", |(n, _)| n.as_str());
+        return Err(FioError::new(
+            name,
+            1,
+            "[section]",
+            "no job section: nothing to run",
+        ));
+    };
     if engine_name != engine.as_str() {
         note(format!(
             "ioengine={engine_name} runs as iolab's {} engine",

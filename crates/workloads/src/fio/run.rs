@@ -5,11 +5,12 @@ use std::path::PathBuf;
 
 use clap::Args;
 use iolab_engine::io_uring_available;
+use iolab_engine::pass::MAX_BUFFER_BYTES;
 use iolab_runner::block::BlockPlan;
 use iolab_runner::options::{DurationArg, RunsArg, SafetyArgs, SizeArg};
 use iolab_runner::{CommonArgs, Def, Job, RunContext, RunError, UsageError};
 use iolab_spec::fiojob::{self, FioError, Overrides};
-use iolab_spec::{EngineKind, RunSettings, TestSpec};
+use iolab_spec::{format_bytes, EngineKind, RunSettings, TestSpec};
 
 /// The workload's entry in the registry.
 pub static WORKLOAD: Def<FioOptions> = Def::new(
@@ -61,6 +62,23 @@ pub fn plan_file(
             "size",
             "the job file sets no size, and the target is a directory; give size or --size",
         )));
+    }
+    for j in &fp.jobs {
+        let depth = iolab_engine::effective_iodepth(fp.engine, j.job.iodepth) as u64;
+        let pinned = j.job.bs * depth * j.job.numjobs as u64;
+        if pinned > MAX_BUFFER_BYTES {
+            return Err(usage(FioError::new(
+                &j.file,
+                j.line,
+                format!("[{}]", j.name),
+                format!(
+                    "bs x iodepth x numjobs = {} of buffers, above the {} iolab pins for one \
+                     job",
+                    format_bytes(pinned),
+                    format_bytes(MAX_BUFFER_BYTES)
+                ),
+            )));
+        }
     }
     let mut notes = fp.notes.clone();
     let mut engine = fp.engine;
