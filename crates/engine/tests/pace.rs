@@ -162,3 +162,33 @@ fn sequential_skip_leaves_the_skipped_blocks_alone() {
         assert_eq!(zeroed, want, "skip {skip}");
     }
 }
+
+#[test]
+fn invalidate_drops_the_cached_file_before_a_buffered_pass() {
+    let (_dir, t) = target(4 * MIB, DataPattern::Random);
+    let path = t.info.io_path.clone();
+    std::fs::File::open(&path).unwrap().sync_all().unwrap();
+    // Read it all: its pages are in the cache, clean.
+    let _ = std::fs::read(&path).unwrap();
+    let before = t.resident_fraction().expect("mincore works on a regular file");
+    assert!(before > 0.5, "the file was read but {before} of it is cached");
+    let mut job = JobSpec::new(Rw::Read, 4 * KIB, 1, 1);
+    job.invalidate = true;
+    job.io_limit = Some(4 * KIB);
+    let stop = AtomicBool::new(false);
+    let d = Duration::from_secs(10);
+    // The null engine reads nothing back in: what is cached after is what the pass left.
+    run_pass(
+        &t,
+        &spec(job),
+        &settings(EngineKind::Null, d),
+        1,
+        d,
+        &stop,
+        &(),
+        None,
+    )
+    .unwrap();
+    let after = t.resident_fraction().unwrap();
+    assert!(after < 0.1, "{after} of the file still cached after invalidate");
+}

@@ -195,6 +195,10 @@ pub struct JobSpec {
     /// `random_distribution=zipf:THETA`); None: uniform.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zipf: Option<f64>,
+    /// Buffered passes start by dropping the target's clean cached pages (fio's
+    /// `invalidate=1`, posix_fadvise DONTNEED); iolab's own presets never do.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub invalidate: bool,
 }
 
 fn is_zero(v: &i64) -> bool {
@@ -236,6 +240,7 @@ impl JobSpec {
             pace: Pace::default(),
             seq_skip: 0,
             zipf: None,
+            invalidate: false,
         }
     }
 

@@ -723,10 +723,11 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             (None, None) => (false, None),
         };
         direct.put(d.0, sec, d.1, |v| format!("direct={}", u8::from(*v)))?;
-        if !d.0 && flag("invalidate")?.unwrap_or(true) && rw.reads() {
+        job.invalidate = !d.0 && flag("invalidate")?.unwrap_or(true);
+        if job.invalidate {
             note(
-                "fio drops a file's cached pages before each buffered job (invalidate=1, its \
-                 default); iolab does not, so buffered reads may come from the page cache"
+                "buffered jobs start by dropping the file's clean cached pages, as fio does \
+                 (invalidate=1, its default)"
                     .into(),
             );
         }
@@ -849,8 +850,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         if rw.is_random() || random_pct > 0 {
             if !flag("norandommap")?.unwrap_or(false) {
                 note(
-                    "iolab draws every random offset independently (fio's norandommap); fio's \
-                     default random map visits each block once per loop"
+                    "iolab draws every random offset independently, as fio does with \
+                     norandommap; fio's default random map visits each block once per loop and \
+                     shortens I/Os that would overlap blocks already done (with bssplit or \
+                     bsrange its transfers then come out smaller than the weights say)"
                         .into(),
                 );
             }
