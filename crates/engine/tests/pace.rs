@@ -170,8 +170,13 @@ fn invalidate_drops_the_cached_file_before_a_buffered_pass() {
     std::fs::File::open(&path).unwrap().sync_all().unwrap();
     // Read it all: its pages are in the cache, clean.
     let _ = std::fs::read(&path).unwrap();
-    let before = t.resident_fraction().expect("mincore works on a regular file");
-    assert!(before > 0.5, "the file was read but {before} of it is cached");
+    let before = t
+        .resident_fraction()
+        .expect("mincore works on a regular file");
+    assert!(
+        before > 0.5,
+        "the file was read but {before} of it is cached"
+    );
     let mut job = JobSpec::new(Rw::Read, 4 * KIB, 1, 1);
     job.invalidate = true;
     job.io_limit = Some(4 * KIB);
@@ -190,5 +195,8 @@ fn invalidate_drops_the_cached_file_before_a_buffered_pass() {
     )
     .unwrap();
     let after = t.resident_fraction().unwrap();
-    assert!(after < 0.1, "{after} of the file still cached after invalidate");
+    assert!(
+        after < 0.1,
+        "{after} of the file still cached after invalidate"
+    );
 }
