@@ -280,6 +280,11 @@ fn refusals_name_file_line_and_option() {
         out.stderr_has(&[&format!("{f}{at}")]).stderr_has(why);
         assert!(!out.stderr.contains("panicked"), "{out}");
     }
+    let missing = sb.path("missing.fio");
+    let missing = missing.to_str().unwrap();
+    sb.run(&["fio", missing])
+        .code(2)
+        .stderr_has(&[&format!("{missing}: JOBFILE: ")]);
     let out = sb.run(&["fio", loop_a.to_str().unwrap()]).code(2);
     out.stderr_has(&[":1: include:", "include loop"]);
     assert!(sb.result_rows().is_empty());

@@ -14,7 +14,8 @@ pub use map::{map_jobs, FioJob, FioPlan, Overrides};
 pub use parse::{parse, parse_file, JobFile, RawOption, Section};
 
 /// A refusal of a job file: where (`file:line`), which option (or `[section]`, `include`,
-/// `${VAR}`), and why. Displayed as `FILE:LINE: OPTION: message`.
+/// `${VAR}`), and why. Displayed as `FILE:LINE: OPTION: message` (`FILE: JOBFILE: message`
+/// when the file cannot be read at all).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FioError {
     pub file: String,
@@ -41,6 +42,10 @@ impl FioError {
 
 impl fmt::Display for FioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Line 0: about the file as a whole (it cannot be read).
+        if self.line == 0 {
+            return write!(f, "{}: {}: {}", self.file, self.option, self.message);
+        }
         write!(
             f,
             "{}:{}: {}: {}",
