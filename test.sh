@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES="fio dbench e2fsprogs xfsprogs btrfs-progs util-linux python3 chromium"
+PACKAGES="fio fio-examples dbench e2fsprogs xfsprogs btrfs-progs util-linux python3 chromium"
 
 apt_install() {
   local missing=()

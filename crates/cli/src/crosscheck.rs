@@ -8,7 +8,7 @@ use iolab_engine::run_pass;
 use iolab_runner::block::{prepare_target, target_error, BlockPlan};
 use iolab_runner::progress::Progress;
 use iolab_runner::{CommonArgs, ExitStatus, Registry, RunError, UsageError};
-use iolab_spec::fio;
+use iolab_spec::{fio, fiojob, TestSpec};
 use iolab_stats::median;
 
 /// The block presets only: what fio can run.
@@ -21,10 +21,30 @@ fn block_registry() -> Registry {
     }
 }
 
+/// `iolab run fio` only: what `crosscheck --job` plans with.
+static FIO_ONLY: &[&dyn iolab_runner::Workload] = &[&iolab_workloads::fio::run::WORKLOAD];
+
+fn fio_registry() -> Registry {
+    Registry {
+        workloads: FIO_ONLY,
+        default: |_| "fio",
+    }
+}
+
 /// A block preset's plan from `args`, refusing `refused` options (what the command cannot
 /// honour) by name.
 fn block_plan(
     bin: &str,
+    args: &[String],
+    refused: &[(&str, &str)],
+) -> Result<(BlockPlan, CommonArgs), ExitStatus> {
+    plan_with(bin, &block_registry(), args, refused)
+}
+
+/// A plan from `args` parsed by `registry`, refusing `refused` options by name.
+fn plan_with(
+    bin: &str,
+    registry: &Registry,
     args: &[String],
     refused: &[(&str, &str)],
 ) -> Result<(BlockPlan, CommonArgs), ExitStatus> {
@@ -39,7 +59,7 @@ fn block_plan(
             ));
         }
     }
-    let parsed = crate::run_cmd::parse(bin, &block_registry(), args)?;
+    let parsed = crate::run_cmd::parse(bin, registry, args)?;
     let plan = parsed
         .job
         .block()
@@ -173,7 +193,11 @@ fn run_fio(job_file: &str, bs: u64) -> Result<Sample, RunError> {
         let d = &job[dir];
         let bw = d["bw_bytes"].as_f64().unwrap_or(0.0);
         s.mb_s += bw / 1e6;
-        s.iops += bw / bs as f64;
+        s.iops += if bs > 0 {
+            bw / bs as f64
+        } else {
+            d["iops"].as_f64().unwrap_or(0.0)
+        };
         let n = d["total_ios"].as_f64().unwrap_or(0.0);
         lat_sum += d["lat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0 * n;
         ios += n;
@@ -218,13 +242,23 @@ const NOT_IN_CROSSCHECK: &[(&str, &str)] = &[
     ("--db", "nothing is stored"),
 ];
 
-/// `iolab crosscheck`: every test of the preset, iolab and fio alternately.
+/// How crosscheck writes fio's job for one test and pass length (seconds) on a file.
+type FioJobText<'a> = dyn Fn(&TestSpec, f64, &str, u64) -> String + 'a;
+
+/// `iolab crosscheck`: every test of the preset (or, with `--job FILE`, every job of an
+/// fio job file), iolab and fio alternately.
 pub fn crosscheck(args: &[String]) -> ExitStatus {
+    if let Some(i) = args
+        .iter()
+        .position(|a| a == "--job" || a.starts_with("--job="))
+    {
+        return crosscheck_job(args, i);
+    }
     let (plan, common) = match block_plan("iolab crosscheck", args, NOT_IN_CROSSCHECK) {
         Ok(p) => p,
         Err(s) => return s,
     };
-    match crosscheck_plan(plan, &common) {
+    match crosscheck_plan(plan, &common, None) {
         Ok(()) => ExitStatus::Ok,
         Err(e) => {
             eprintln!("iolab: error: {e}");
@@ -233,7 +267,69 @@ pub fn crosscheck(args: &[String]) -> ExitStatus {
     }
 }
 
-fn crosscheck_plan(mut plan: BlockPlan, a: &CommonArgs) -> Result<(), RunError> {
+/// `iolab crosscheck --job FILE [options]`: every job of the file, iolab and fio (on the
+/// file's own text, with the file, region and pass length iolab used) alternately.
+fn crosscheck_job(args: &[String], at: usize) -> ExitStatus {
+    let mut rest = args.to_vec();
+    let file = match rest[at].strip_prefix("--job=") {
+        Some(f) => {
+            let f = f.to_string();
+            rest.remove(at);
+            f
+        }
+        None => {
+            if at + 1 >= rest.len() {
+                eprintln!("iolab: error: --job needs a JOBFILE");
+                return ExitStatus::Usage;
+            }
+            rest.remove(at);
+            rest.remove(at)
+        }
+    };
+    let mut fio_args = vec!["fio".to_string(), file.clone()];
+    fio_args.extend(rest);
+    let (plan, common) = match plan_with(
+        "iolab crosscheck --job",
+        &fio_registry(),
+        &fio_args,
+        NOT_IN_CROSSCHECK,
+    ) {
+        Ok(p) => p,
+        Err(s) => return s,
+    };
+    let parsed = match fiojob::parse_file(std::path::Path::new(&file)) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("iolab: error: {e}");
+            return ExitStatus::Usage;
+        }
+    };
+    let timed = plan.settings.duration < iolab_spec::MAX_DURATION;
+    let text = |test: &TestSpec, secs: f64, io_path: &str, region: u64| {
+        let mut extra = vec![
+            format!("filename={}", io_path.replace(':', "\\:")),
+            format!("size={region}"),
+        ];
+        if timed {
+            extra.push(format!("runtime={}ms", (secs * 1000.0).round() as u64));
+        }
+        fiojob::map::single_job_file(&parsed, &test.name, &extra)
+            .expect("the plan's tests are the file's jobs")
+    };
+    match crosscheck_plan(plan, &common, Some(&text)) {
+        Ok(()) => ExitStatus::Ok,
+        Err(e) => {
+            eprintln!("iolab: error: {e}");
+            e.status()
+        }
+    }
+}
+
+fn crosscheck_plan(
+    mut plan: BlockPlan,
+    a: &CommonArgs,
+    fio_text: Option<&FioJobText>,
+) -> Result<(), RunError> {
     // Both tools run the same fixed passes (a cdm profile's adaptive default included).
     plan.until_stable = None;
     if Command::new("fio").arg("--version").output().is_err() {
@@ -251,16 +347,22 @@ fn crosscheck_plan(mut plan: BlockPlan, a: &CommonArgs) -> Result<(), RunError> 
     let mut rows = Vec::new();
     let mut elapsed = Duration::ZERO;
     for test in &plan.tests {
-        let job = format!(
-            "{}\n{}",
-            fio::global_section(&s, &io_path),
-            fio::job_section(test, s.duration.as_secs_f64())
-        );
-        let warm_job = format!(
-            "{}\n{}",
-            fio::global_section(&s, &io_path),
-            fio::job_section(test, s.warmup_duration.as_secs_f64())
-        );
+        let job_text = |secs: f64| match fio_text {
+            Some(f) => f(test, secs, &io_path, s.size),
+            None => format!(
+                "{}\n{}",
+                fio::global_section(&s, &io_path),
+                fio::job_section(test, secs)
+            ),
+        };
+        let job = job_text(s.duration.as_secs_f64());
+        let warm_job = job_text(s.warmup_duration.as_secs_f64());
+        // IOPS from fio's bandwidth over one block size, or fio's own with mixed sizes.
+        let bs = if test.job.access.is_empty() {
+            test.job.bs
+        } else {
+            0
+        };
         let mut ours = Vec::new();
         let mut theirs = Vec::new();
         for p in 0..s.warmup_passes + s.runs {
@@ -280,7 +382,7 @@ fn crosscheck_plan(mut plan: BlockPlan, a: &CommonArgs) -> Result<(), RunError> 
                 )));
             }
             let _ = progress.pass(format!("{} fio", test.name), elapsed, dur);
-            let f = run_fio(if warm { &warm_job } else { &job }, test.job.bs)?;
+            let f = run_fio(if warm { &warm_job } else { &job }, bs)?;
             elapsed += dur;
             if !warm {
                 let r = &out.record;

@@ -16,6 +16,7 @@ pub mod pass;
 pub mod safety;
 pub mod target;
 pub mod worker;
+pub mod zipf;
 
 pub use pass::{effective_iodepth, run_pass, run_pass_with_clock, PassObserver, PassOutcome};
 pub use target::{prepare, Target, TargetError, TargetRequest};

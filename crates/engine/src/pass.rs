@@ -114,6 +114,21 @@ pub fn run_pass_with_clock<C: Clock>(
     let files = (0..numjobs)
         .map(|_| target.open(job.rw.writes(), settings.direct))
         .collect::<Result<Vec<_>, _>>()?;
+    if job.invalidate && !settings.direct {
+        // fio's invalidate=1: the pass starts without the file's clean pages in the cache.
+        // SAFETY: an advisory call on a descriptor the pass owns.
+        let rc =
+            unsafe { libc::posix_fadvise(files[0].as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if rc != 0 {
+            return Err(TargetError::Unsupported(
+                target.io_path.clone(),
+                format!(
+                    "cannot drop the file's cached pages (invalidate): {}",
+                    std::io::Error::from_raw_os_error(rc)
+                ),
+            ));
+        }
+    }
     let byte_limit = job
         .io_limit
         .map(|l| l.div_ceil(numjobs as u64).div_ceil(job.bs) * job.bs);
@@ -134,7 +149,7 @@ pub fn run_pass_with_clock<C: Clock>(
                 ramp: settings.ramp,
                 byte_limit,
                 data: settings.data,
-                seed: seed_base.wrapping_add(j as u64 * 0x9E37_79B9_7F4A_7C15),
+                seed: seed_base.wrapping_add((j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
                 stop,
                 progress: &progress[j],
                 written,

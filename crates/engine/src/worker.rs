@@ -85,6 +85,33 @@ fn do_sync(fd: i32, mode: SyncMode) -> Result<(), i32> {
     }
 }
 
+/// When a paced job may issue its next I/O, having issued `bytes` in `ios` I/Os since
+/// `start` (the later of its rate and its IOPS limit); None when neither limits it.
+fn pace_at(pace: &iolab_spec::Pace, start: Instant, bytes: u64, ios: u64) -> Option<Instant> {
+    let mut at: Option<Instant> = None;
+    if pace.rate_bytes > 0 {
+        let t = start + Duration::from_secs_f64(bytes as f64 / pace.rate_bytes as f64);
+        at = Some(t);
+    }
+    if pace.rate_iops > 0 {
+        let t = start + Duration::from_secs_f64(ios as f64 / pace.rate_iops as f64);
+        at = Some(at.map_or(t, |a| a.max(t)));
+    }
+    at
+}
+
+/// Sleeps until `until` on `clock` in short steps (a stop request ends it early); returns
+/// the time it ended.
+fn idle_until<C: Clock>(clock: &C, until: Instant, stop: &AtomicBool) -> Instant {
+    loop {
+        let now = clock.now();
+        if now >= until || stop.load(Ordering::Relaxed) {
+            return now;
+        }
+        std::thread::sleep((until - now).min(Duration::from_millis(10)));
+    }
+}
+
 /// Tries to claim a random (or the next sequential) free offset this many times before
 /// leaving a slot idle until a completion.
 const CLAIM_TRIES: u32 = 64;
@@ -119,6 +146,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     let mut rng = fastrand::Rng::with_seed(p.seed);
     let mut seq_block = nblocks * p.index as u64 / job.numjobs.max(1) as u64;
     let random = job.rw.is_random();
+    let zipf = job.zipf.map(|theta| crate::zipf::Zipf::new(nblocks, theta));
     let mixed = job.rw.is_mixed();
     let fixed_dir = if job.rw.writes() {
         IoDir::Write
@@ -171,12 +199,28 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     let mut writes_since_sync = 0u32;
     let mut need_sync = false;
     let interval_ns = SERIES_INTERVAL.as_nanos() as u64;
+    let pace = job.pace;
+    let paced = !pace.is_none();
+    // Pacing: I/Os issued so far (rate_iops, thinktime) and when the next one may go.
+    let mut issued_ios: u64 = 0;
+    let mut think_count = 0u32;
+    let mut thinking = false;
+    let mut hold_until: Option<Instant> = None;
 
     loop {
         let mut busy = false;
-        if !stopping && !need_sync && !free.is_empty() {
+        if !stopping && !need_sync && !thinking && !free.is_empty() {
             let t_queue = clock.now();
             while let Some(slot) = free.pop() {
+                if paced {
+                    if let Some(at) = pace_at(&pace, start, issued, issued_ios) {
+                        if t_queue < at {
+                            free.push(slot);
+                            hold_until = Some(at);
+                            break;
+                        }
+                    }
+                }
                 if let Some(limit) = p.byte_limit {
                     if issued >= limit {
                         free.push(slot);
@@ -210,13 +254,23 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 let (off, gen) = loop {
                     let off = if access.is_empty() {
                         let block = if random {
-                            rng.u64(0..nblocks)
+                            match &zipf {
+                                Some(z) => z.block(&mut rng),
+                                None => rng.u64(0..nblocks),
+                            }
                         } else {
                             let b = seq_block;
-                            seq_block += 1;
-                            if seq_block >= nblocks {
-                                seq_block = 0;
-                            }
+                            seq_block = if job.seq_skip == 0 {
+                                if seq_block + 1 >= nblocks {
+                                    0
+                                } else {
+                                    seq_block + 1
+                                }
+                            } else {
+                                (seq_block as i128 + 1 + job.seq_skip as i128)
+                                    .rem_euclid(nblocks as i128)
+                                    as u64
+                            };
                             b
                         };
                         p.region_start + block * bs
@@ -269,8 +323,35 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 slot_t[s] = t_queue;
                 inflight += 1;
                 issued += len;
+                issued_ios += 1;
+                if pace.think_us > 0 {
+                    think_count += 1;
+                    if think_count >= pace.think_blocks.max(1) {
+                        think_count = 0;
+                        thinking = true;
+                        break;
+                    }
+                }
             }
         }
+        if inflight == 0 && (thinking || hold_until.is_some()) && !stopping && !need_sync {
+            // Paced: idle until the next I/O may go (or the think time is over).
+            let until = if thinking {
+                thinking = false;
+                clock.now() + Duration::from_micros(pace.think_us)
+            } else {
+                hold_until.take().expect("held")
+            };
+            if idle_until(clock, until.min(deadline), p.stop) >= deadline {
+                stopping = true;
+                deadline_hit = true;
+            }
+            if p.stop.load(Ordering::Relaxed) {
+                stopping = true;
+            }
+            continue;
+        }
+        hold_until = None;
         if inflight == 0 {
             if need_sync {
                 need_sync = false;

@@ -184,6 +184,44 @@ pub struct JobSpec {
     /// `rwmixread` per I/O (`bs` is then the largest transfer size).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub access: Vec<AccessLine>,
+    /// Rate limits and think time of each job thread (fio's rate, rate_iops, thinktime).
+    #[serde(default, skip_serializing_if = "Pace::is_none")]
+    pub pace: Pace,
+    /// Blocks skipped after each sequential I/O (negative: stepped back), fio's
+    /// `rw=read:8k` over `bs`; 0: contiguous.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seq_skip: i64,
+    /// Random offsets Zipf-distributed with this exponent (fio's
+    /// `random_distribution=zipf:THETA`); None: uniform.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zipf: Option<f64>,
+    /// Buffered passes start by dropping the target's clean cached pages (fio's
+    /// `invalidate=1`, posix_fadvise DONTNEED); iolab's own presets never do.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub invalidate: bool,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
+}
+
+/// fio's pacing of one job thread; all zero: none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pace {
+    /// At most this many bytes per second (fio's `rate`); 0: no limit.
+    pub rate_bytes: u64,
+    /// At most this many I/Os per second (fio's `rate_iops`); 0: no limit.
+    pub rate_iops: u64,
+    /// Idle this long, in microseconds, once every `think_blocks` I/Os have completed
+    /// (fio's `thinktime`, `thinktime_blocks`); 0: never.
+    pub think_us: u64,
+    pub think_blocks: u32,
+}
+
+impl Pace {
+    pub fn is_none(&self) -> bool {
+        *self == Pace::default()
+    }
 }
 
 impl JobSpec {
@@ -199,6 +237,10 @@ impl JobSpec {
             end_fsync: false,
             io_limit: None,
             access: Vec::new(),
+            pace: Pace::default(),
+            seq_skip: 0,
+            zipf: None,
+            invalidate: false,
         }
     }
 
@@ -264,6 +306,23 @@ impl JobSpec {
                         "alignment must be a positive multiple of 512 bytes",
                     ));
                 }
+            }
+        }
+        if self.seq_skip.unsigned_abs() > 1 << 40 {
+            return Err(SpecError::new(
+                "rw",
+                self.seq_skip.to_string(),
+                "the skip between sequential I/Os is larger than any region",
+            ));
+        }
+        if let Some(t) = self.zipf {
+            if !(t > 0.0 && t <= 100.0) || t == 1.0 || !self.access.is_empty() {
+                return Err(SpecError::new(
+                    "random_distribution",
+                    t.to_string(),
+                    "a Zipf exponent above 0, other than 1, up to 100, for a job without an \
+                     access specification",
+                ));
             }
         }
         if self.rwmixread > 100 {

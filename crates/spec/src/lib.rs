@@ -4,6 +4,7 @@
 //! `cdm`, `atto`) into a validated list of [`TestSpec`]s that the engine executes.
 
 pub mod fio;
+pub mod fiojob;
 pub mod iometer;
 mod job;
 mod presets;
@@ -11,7 +12,7 @@ pub mod tomlkey;
 mod units;
 
 pub use job::{
-    AccessLine, DataPattern, EngineKind, IoDir, JobSpec, RunSettings, Rw, SyncMode, TestSpec,
+    AccessLine, DataPattern, EngineKind, IoDir, JobSpec, Pace, RunSettings, Rw, SyncMode, TestSpec,
 };
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{

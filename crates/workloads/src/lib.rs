@@ -12,6 +12,7 @@ pub mod fsync;
 
 pub mod common;
 pub mod copy;
+pub mod fio;
 pub mod metadata;
 pub mod scrub;
 pub mod streams;
@@ -28,6 +29,7 @@ pub static WORKLOADS: &[&dyn iolab_runner::Workload] = &[
     &metadata::run::WORKLOAD,
     &verify::run::WORKLOAD,
     &scrub::run::WORKLOAD,
+    &fio::run::WORKLOAD,
 ];
 
 /// The registry `iolab run` and `iolab study` parse workloads with.

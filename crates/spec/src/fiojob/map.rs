@@ -1,0 +1,1190 @@
+//! A parsed job file onto iolab's engine: each job section becomes one test (its
+//! [`JobSpec`]), and what iolab keeps once per run (region size, runtime, ramp, engine,
+//! direct, write data, verify) must agree between jobs unless `--size`/`--duration`
+//! replace it. Every option is either mapped, accepted as report-only (listed in a note),
+//! or refused by name at its line; nothing is dropped unsaid.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::options::{self, Kind};
+use super::parse::{JobFile, RawOption, Section};
+use super::values;
+use super::FioError;
+use crate::job::{AccessLine, DataPattern, EngineKind, JobSpec, Pace, Rw, SyncMode};
+use crate::units::{format_bytes, MAX_DURATION};
+
+/// What the command line replaces in every job.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Overrides {
+    /// `--size`: the region, in place of size/filesize.
+    pub size: Option<u64>,
+    /// `--duration`: the runtime of every job.
+    pub duration: Option<Duration>,
+}
+
+/// One job section as an iolab test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FioJob {
+    pub name: String,
+    pub file: String,
+    pub line: usize,
+    pub job: JobSpec,
+}
+
+/// A job file resolved for one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FioPlan {
+    pub jobs: Vec<FioJob>,
+    /// The region every job works in (None: the job file gives none).
+    pub size: Option<u64>,
+    /// How long each job's pass may last (its runtime; the pass ends sooner when a job
+    /// that is not time_based has done its bytes).
+    pub duration: Duration,
+    /// Whether a runtime (or --duration) bounds the passes; else they end by bytes only.
+    pub timed: bool,
+    pub ramp: Duration,
+    pub engine: EngineKind,
+    /// The ioengine as the file names it.
+    pub engine_name: String,
+    pub direct: bool,
+    pub data: DataPattern,
+    pub verify: bool,
+    pub fixedbufs: bool,
+    pub registerfiles: bool,
+    /// What the run should say about the mapping.
+    pub notes: Vec<String>,
+}
+
+fn err(o: &RawOption, msg: impl Into<String>) -> FioError {
+    FioError::new(&o.file, o.line, o.key.clone(), msg)
+}
+
+fn val(o: &RawOption) -> Result<&str, FioError> {
+    match o.value.as_deref() {
+        Some(v) if !v.is_empty() => Ok(v),
+        _ => Err(err(o, "needs a value (key=value)")),
+    }
+}
+
+/// Where a value was first set: the value, its job, and the option's file and line.
+type First<T> = (T, String, Option<(String, usize)>);
+
+/// A value that must be the same for every job: the first job's, or an error at the
+/// option that differs.
+struct Agree<T> {
+    what: &'static str,
+    hint: &'static str,
+    first: Option<First<T>>,
+}
+
+impl<T: PartialEq + std::fmt::Debug + Clone> Agree<T> {
+    fn new(what: &'static str, hint: &'static str) -> Self {
+        Agree {
+            what,
+            hint,
+            first: None,
+        }
+    }
+
+    fn put(
+        &mut self,
+        v: T,
+        job: &Section,
+        at: Option<&RawOption>,
+        show: impl Fn(&T) -> String,
+    ) -> Result<(), FioError> {
+        match &self.first {
+            None => {
+                let loc = at.map(|o| (o.file.clone(), o.line));
+                self.first = Some((v, job.name.clone(), loc));
+                Ok(())
+            }
+            Some((f, fname, floc)) if *f != v => {
+                let (file, line) = at
+                    .map(|o| (o.file.clone(), o.line))
+                    .unwrap_or((job.file.clone(), job.line));
+                let first_at = floc
+                    .as_ref()
+                    .map(|(f, l)| format!(" ({f}:{l})"))
+                    .unwrap_or_default();
+                Err(FioError::new(
+                    &file,
+                    line,
+                    self.what,
+                    format!(
+                        "job {} has {} and job {fname}{first_at} {}; iolab runs the jobs of one \
+                         file with one {}{}",
+                        job.name,
+                        show(&v),
+                        show(f),
+                        self.what,
+                        self.hint
+                    ),
+                ))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn get(self) -> Option<T> {
+        self.first.map(|(v, _, _)| v)
+    }
+}
+
+/// The effective options of job `idx`: every [global] before it, then its own; a later
+/// setting of the same option wins.
+fn effective(sections: &[Section], idx: usize) -> HashMap<&str, &RawOption> {
+    let mut m = HashMap::new();
+    for (i, s) in sections.iter().enumerate() {
+        if i == idx || (i < idx && s.is_global()) {
+            for o in &s.options {
+                m.insert(options::canonical(&o.key), o);
+            }
+        }
+    }
+    m
+}
+
+/// Refuses every option iolab does not take, at its line, with a near miss named.
+fn check_known(file: &JobFile) -> Result<Vec<String>, FioError> {
+    // An engine iolab cannot emulate is what blocks a job file, whatever its other options.
+    for o in file.sections.iter().flat_map(|s| &s.options) {
+        if o.key == "ioengine" {
+            if let Some(v) = o.value.as_deref().map(str::trim) {
+                if unemulable(v) {
+                    return Err(err(o, refuse_engine(v)));
+                }
+            }
+        }
+    }
+    let mut report_only = Vec::new();
+    for s in &file.sections {
+        for o in &s.options {
+            let key = options::canonical(&o.key);
+            match options::kind(key) {
+                Kind::Mapped => {}
+                Kind::ReportOnly => {
+                    if !report_only.iter().any(|k| k == key) {
+                        report_only.push(key.to_string());
+                    }
+                }
+                Kind::Unsupported => {
+                    return Err(err(
+                        o,
+                        "an fio option iolab does not support (docs/fio.md lists what it maps)",
+                    ))
+                }
+                Kind::Unknown => {
+                    let hint = options::suggest(&o.key)
+                        .map(|s| format!("; did you mean {s}?"))
+                        .unwrap_or_default();
+                    return Err(err(o, format!("not an fio option iolab knows{hint}")));
+                }
+            }
+        }
+    }
+    Ok(report_only)
+}
+
+/// Maps every job of `file` onto iolab tests and the run's shared settings.
+pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
+    let report_only = check_known(file)?;
+    let job_names: Vec<&str> = file
+        .sections
+        .iter()
+        .filter(|s| !s.is_global())
+        .map(|s| s.name.as_str())
+        .collect();
+    let mut size = Agree::new("size", ": make them equal or give --size");
+    let mut runtime = Agree::new("runtime", ": make them equal or give --duration");
+    let mut ramp = Agree::new("ramp_time", "");
+    let mut engine = Agree::new("ioengine", "");
+    let mut direct = Agree::new("direct", "");
+    let mut data = Agree::new("zero_buffers", "");
+    let mut verify = Agree::new("verify", "");
+    let mut fixedbufs = Agree::new("fixedbufs", "");
+    let mut registerfiles = Agree::new("registerfiles", "");
+    let mut notes: Vec<String> = Vec::new();
+    let mut note = |n: String| {
+        if !notes.contains(&n) {
+            notes.push(n);
+        }
+    };
+    let mut jobs = Vec::new();
+    let mut replaced_paths = Vec::new();
+    let mut concurrent: Vec<String> = Vec::new();
+    for (idx, sec) in file.sections.iter().enumerate() {
+        if sec.is_global() {
+            continue;
+        }
+        let m = effective(&file.sections, idx);
+        let get = |k: &str| m.get(k).copied();
+        let flag = |k: &str| -> Result<Option<bool>, FioError> {
+            get(k)
+                .map(|o| values::boolean(o.value.as_deref()).map_err(|e| err(o, e)))
+                .transpose()
+        };
+        let kb_base = match get("kb_base") {
+            None => 1024,
+            Some(o) => match val(o)? {
+                "1024" => 1024,
+                "1000" => 1000,
+                v => return Err(err(o, format!("'{v}': expected 1024 or 1000"))),
+            },
+        };
+        let sz = |o: &RawOption| values::size(val(o)?, kb_base).map_err(|e| err(o, e));
+        let int =
+            |o: &RawOption, lo: u64, hi: u64| values::int(val(o)?, lo, hi).map_err(|e| err(o, e));
+        let secs =
+            |o: &RawOption, unit_us: u64| values::time(val(o)?, unit_us).map_err(|e| err(o, e));
+
+        // Access pattern.
+        let (rw, rw_suffix) = match get("rw") {
+            None => (Rw::Read, None),
+            Some(o) => {
+                let v = val(o)?;
+                let (base, suffix) = match v.split_once(':') {
+                    Some((b, s)) => (b.trim(), Some(s.trim())),
+                    None => (v, None),
+                };
+                if base.contains("trim") {
+                    return Err(err(o, format!("rw={base}: iolab does not issue trims")));
+                }
+                let rw: Rw = base
+                    .parse()
+                    .map_err(|e: crate::SpecError| err(o, format!("'{base}': {}", e.reason)))?;
+                (rw, suffix.map(|s| (s, o)))
+            }
+        };
+
+        // Block sizes: bs (one value, or read,write), bsrange, bssplit.
+        let pick = |o: &RawOption, text: &str| -> Result<String, FioError> {
+            // "r,w[,t]": the part for the directions this job does.
+            let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+            if parts.len() > 3 {
+                return Err(err(o, format!("'{text}': at most read,write,trim values")));
+            }
+            let r = parts[0];
+            let w = match parts.get(1) {
+                Some(w) if !w.is_empty() => *w,
+                Some(_) => "",
+                None => r,
+            };
+            match (rw.reads(), rw.writes()) {
+                (true, true) if r != w => Err(err(
+                    o,
+                    format!(
+                        "'{text}': different values for reads and writes of a mixed job are not \
+                         supported"
+                    ),
+                )),
+                (false, true) => Ok(w.to_string()),
+                _ => Ok(r.to_string()),
+            }
+        };
+        let mut bs: u64 = 4096;
+        if let Some(o) = get("bs") {
+            let t = pick(o, val(o)?)?;
+            if !t.is_empty() {
+                bs = values::size(&t, kb_base).map_err(|e| err(o, e))?;
+            }
+            check_bs(o, bs)?;
+        }
+        // (size lines of a weighted split: size, percent)
+        let mut split: Vec<(u64, u8)> = Vec::new();
+        if let Some(o) = get("bsrange") {
+            let t = pick(o, val(o)?)?;
+            let (lo, hi) = t
+                .split_once('-')
+                .ok_or_else(|| err(o, format!("'{t}': expected MIN-MAX, e.g. 4k-64k")))?;
+            let lo = values::size(lo, kb_base).map_err(|e| err(o, e))?;
+            let hi = values::size(hi, kb_base).map_err(|e| err(o, e))?;
+            check_bs(o, lo)?;
+            check_bs(o, hi)?;
+            if hi < lo || hi % lo != 0 {
+                return Err(err(
+                    o,
+                    format!(
+                        "'{t}': the maximum must be a multiple of the minimum and not below it"
+                    ),
+                ));
+            }
+            let n = hi / lo;
+            if n == 1 {
+                bs = lo;
+            } else if 100 % n == 0 {
+                // fio draws a multiple of the minimum, uniformly: n sizes of 100/n % each.
+                split = (1..=n).map(|k| (k * lo, (100 / n) as u8)).collect();
+            } else {
+                return Err(err(
+                    o,
+                    format!(
+                        "'{t}' spans {n} sizes; iolab weighs sizes in whole percent, so a range \
+                         works when its number of sizes divides 100 (give bssplit instead)"
+                    ),
+                ));
+            }
+        }
+        if let Some(o) = get("bssplit") {
+            if get("bsrange").is_some() {
+                return Err(err(o, "bssplit and bsrange both set; give one"));
+            }
+            let t = pick(o, val(o)?)?;
+            split = bssplit(o, &t, kb_base)?;
+        }
+        if let Some(o) = get("ba") {
+            let a = sz(o)?;
+            let min = split.iter().map(|l| l.0).min().unwrap_or(bs);
+            if a != min {
+                return Err(err(
+                    o,
+                    format!("offsets align to the smallest block size ({min}); other alignments are not supported"),
+                ));
+            }
+        }
+        let iodepth = get("iodepth")
+            .map(|o| int(o, 1, 256))
+            .transpose()?
+            .unwrap_or(1) as u32;
+        let numjobs = get("numjobs")
+            .map(|o| int(o, 1, 64))
+            .transpose()?
+            .unwrap_or(1) as u32;
+        let mut job = JobSpec::new(rw, bs, iodepth, numjobs);
+
+        // rw suffix: sequential skip, or random offsets per N I/Os (only N=1 is fio's default).
+        if let Some((s, o)) = rw_suffix {
+            if rw.is_random() {
+                match values::int(s, 0, u64::MAX) {
+                    Ok(0 | 1) => {}
+                    _ => {
+                        return Err(err(
+                            o,
+                            format!(
+                                "'{s}': a new random offset every N I/Os is not supported \
+                                 (only every I/O, :1)"
+                            ),
+                        ))
+                    }
+                }
+            } else {
+                let (neg, mag) = match s.strip_prefix('-') {
+                    Some(m) => (true, m),
+                    None => (false, s),
+                };
+                let skip = values::size(mag, kb_base).map_err(|e| err(o, e))?;
+                if skip % bs != 0 || !split.is_empty() {
+                    return Err(err(
+                        o,
+                        format!("'{s}': the skip must be a whole number of blocks of a single bs ({bs})"),
+                    ));
+                }
+                let blocks = (skip / bs) as i64;
+                job.seq_skip = if neg { -blocks } else { blocks };
+            }
+        }
+
+        // Mixes.
+        if let Some(o) = get("rwmixread").or(get("rwmixwrite")) {
+            let mr = m.get("rwmixread");
+            let mw = m.get("rwmixwrite");
+            // The one written later wins, as in fio.
+            let last = match (mr, mw) {
+                (Some(r), Some(w)) if (&w.file, w.line) > (&r.file, r.line) => w,
+                (Some(r), _) => r,
+                (None, Some(w)) => w,
+                (None, None) => o,
+            };
+            let p = int(last, 0, 100)? as u8;
+            job.rwmixread = if options::canonical(&last.key) == "rwmixread" {
+                p
+            } else {
+                100 - p
+            };
+        }
+        let mut random_pct = if rw.is_random() { 100 } else { 0 };
+        if let Some(o) = get("percentage_random") {
+            let t = pick(o, val(o)?)?;
+            random_pct = values::int(&t, 0, 100).map_err(|e| err(o, e))? as u8;
+        }
+        let mut zipf_at = None;
+        if let Some(o) = get("random_distribution") {
+            let v = val(o)?;
+            if let Some(t) = v.strip_prefix("zipf:") {
+                let theta: f64 = t
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|t: &f64| *t > 0.0 && *t <= 100.0 && *t != 1.0)
+                    .ok_or_else(|| {
+                        err(o, format!("'{v}': zipf's exponent is a number above 0, other than 1, up to 100"))
+                    })?;
+                job.zipf = Some(theta);
+                zipf_at = Some(o);
+            } else if v != "random" {
+                return Err(err(
+                    o,
+                    format!(
+                        "'{v}': iolab draws random offsets uniformly (random) or Zipf-distributed \
+                         (zipf:THETA); pareto, normal and zoned distributions are not supported"
+                    ),
+                ));
+            }
+        }
+        let mixed_pct = if rw.is_mixed() {
+            job.rwmixread
+        } else if rw.reads() {
+            100
+        } else {
+            0
+        };
+        let seq_with_random = random_pct != 0 && random_pct != 100;
+        let random_as_seq =
+            !rw.is_random() && random_pct == 100 || rw.is_random() && random_pct == 0;
+        if !split.is_empty() || seq_with_random || random_as_seq {
+            if let Some(o) = zipf_at {
+                return Err(err(
+                    o,
+                    "a Zipf distribution cannot be combined with bssplit, bsrange or \
+                     percentage_random",
+                ));
+            }
+            if job.seq_skip != 0 {
+                return Err(err(
+                    get("rw").expect("a skip comes from rw"),
+                    "a sequential skip cannot be combined with bssplit, bsrange or percentage_random",
+                ));
+            }
+            if split.is_empty() {
+                split.push((bs, 100));
+            }
+            let align = split.iter().map(|l| l.0).min().unwrap_or(bs);
+            job.access = split
+                .iter()
+                .map(|&(size, share)| AccessLine {
+                    share,
+                    size,
+                    read_pct: mixed_pct,
+                    random_pct,
+                    align,
+                })
+                .collect();
+            job.bs = split.iter().map(|l| l.0).max().unwrap_or(bs);
+        }
+
+        // Syncs.
+        let fsync = get("fsync")
+            .map(|o| int(o, 0, u32::MAX as u64))
+            .transpose()?;
+        let fdatasync = get("fdatasync")
+            .map(|o| int(o, 0, u32::MAX as u64))
+            .transpose()?;
+        match (fsync.unwrap_or(0), fdatasync.unwrap_or(0)) {
+            (0, 0) => {}
+            (n, 0) => job.fsync_every = n as u32,
+            (0, n) => {
+                job.fsync_every = n as u32;
+                job.sync_mode = SyncMode::Fdatasync;
+            }
+            _ => {
+                return Err(err(
+                    get("fdatasync").expect("set"),
+                    "fsync and fdatasync both set; give one",
+                ))
+            }
+        }
+        job.end_fsync = flag("end_fsync")?.unwrap_or(false);
+        if let Some(o) = get("sync") {
+            let v = o.value.as_deref().unwrap_or("1");
+            if !matches!(v, "0" | "none") {
+                return Err(err(
+                    o,
+                    format!(
+                        "'{v}': O_SYNC/O_DSYNC writes are not supported; fsync=1 or fdatasync=1 \
+                         flush after every write instead"
+                    ),
+                ));
+            }
+        }
+        if (job.fsync_every > 0 || job.end_fsync) && !rw.writes() {
+            note(format!(
+                "job {}: fsync, fdatasync and end_fsync flush writes, and the job only reads",
+                sec.name
+            ));
+            job.fsync_every = 0;
+            job.end_fsync = false;
+        }
+
+        // Pacing.
+        let mut pace = Pace::default();
+        for (key, slot) in [("rate", 0usize), ("rate_iops", 1)] {
+            let Some(o) = get(key) else { continue };
+            if rw.is_mixed() {
+                return Err(err(
+                    o,
+                    "fio limits the reads and the writes of a mixed job separately; iolab \
+                     paces only jobs that read or write",
+                ));
+            }
+            let t = pick(o, val(o)?)?;
+            let v = if slot == 0 {
+                values::size(&t, kb_base).map_err(|e| err(o, e))?
+            } else {
+                values::int(&t, 0, 10_000_000).map_err(|e| err(o, e))?
+            };
+            if slot == 0 {
+                pace.rate_bytes = v;
+            } else {
+                pace.rate_iops = v;
+            }
+        }
+        if let Some(o) = get("thinktime") {
+            let t = secs(o, 1)?;
+            pace.think_us = t.as_micros() as u64;
+            pace.think_blocks = get("thinktime_blocks")
+                .map(|b| int(b, 1, 1 << 20))
+                .transpose()?
+                .unwrap_or(1) as u32;
+            if let Some(s) = get("thinktime_spin") {
+                if secs(s, 1)? != Duration::ZERO {
+                    return Err(err(
+                        s,
+                        "spinning through part of the think time is not supported",
+                    ));
+                }
+            }
+        } else if let Some(o) = get("thinktime_blocks").or(get("thinktime_spin")) {
+            return Err(err(o, "given without thinktime"));
+        }
+        job.pace = pace;
+
+        // Region and how long: size, filesize, io_size, loops, runtime, time_based.
+        let job_size = match get("size").or(get("filesize")) {
+            Some(o) if ov.size.is_none() => {
+                let v = val(o)?;
+                if v.ends_with('%') {
+                    return Err(err(
+                        o,
+                        format!("'{v}': a share of the file or device; give a size or --size"),
+                    ));
+                }
+                if v.contains('-') {
+                    return Err(err(o, format!("'{v}': size ranges are not supported")));
+                }
+                Some((sz(o)?, o))
+            }
+            _ => None,
+        };
+        if let (Some(s), Some(f)) = (get("size"), get("filesize")) {
+            if ov.size.is_none() && sz(s)? != sz(f)? {
+                return Err(err(
+                    f,
+                    "filesize differs from size; iolab runs a job on one file of size bytes",
+                ));
+            }
+        }
+        let region = ov.size.or(job_size.map(|(v, _)| v));
+        size.put(region, sec, job_size.map(|(_, o)| o), |v| match v {
+            Some(b) => format!("size={}", format_bytes(*b)),
+            None => "no size".into(),
+        })?;
+        if let Some(o) = get("offset") {
+            if sz(o)? != 0 {
+                return Err(err(o, "jobs start at offset 0 of their region in iolab"));
+            }
+        }
+        if let Some(o) = get("nrfiles") {
+            if int(o, 1, u32::MAX as u64)? != 1 {
+                return Err(err(o, "iolab runs a job on one file (nrfiles=1)"));
+            }
+        }
+        for k in ["filename", "directory"] {
+            if let Some(o) = get(k) {
+                let shown = format!("{}={}", k, o.value.as_deref().unwrap_or(""));
+                if !replaced_paths.contains(&shown) {
+                    replaced_paths.push(shown);
+                }
+            }
+        }
+        let loops = get("loops")
+            .map(|o| int(o, 1, 1_000_000))
+            .transpose()?
+            .unwrap_or(1);
+        let time_based = flag("time_based")?.unwrap_or(false);
+        let rt = match get("runtime") {
+            Some(o) if ov.duration.is_none() => Some((secs(o, 1_000_000)?, o)),
+            _ => None,
+        };
+        if let Some((d, o)) = rt {
+            if d < Duration::from_millis(100) {
+                return Err(err(o, "iolab passes last at least 100ms"));
+            }
+        }
+        let run_for = ov.duration.or(rt.map(|(d, _)| d));
+        runtime.put(run_for, sec, rt.map(|(_, o)| o), |v| match v {
+            Some(d) => format!("runtime={}s", d.as_secs_f64()),
+            None => "no runtime".into(),
+        })?;
+        if time_based {
+            if run_for.is_none() {
+                let o = get("time_based").expect("set");
+                return Err(err(
+                    o,
+                    "without runtime fio runs until it is stopped; give runtime or --duration",
+                ));
+            }
+        } else {
+            let io = match get("io_size") {
+                Some(o) => sz(o)?,
+                None => match region {
+                    Some(r) => r.saturating_mul(loops),
+                    None => {
+                        return Err(FioError::new(
+                            &sec.file,
+                            sec.line,
+                            "size",
+                            format!(
+                                "job {} sets no size (fio would use the whole file or device); \
+                                 give size or --size",
+                                sec.name
+                            ),
+                        ))
+                    }
+                },
+            };
+            if io < job.bs {
+                let o = get("io_size").or(get("size")).or(get("filesize"));
+                let (file, line) = o.map_or((sec.file.as_str(), sec.line), |o| (&o.file, o.line));
+                return Err(FioError::new(
+                    file,
+                    line,
+                    o.map_or("size", |o| o.key.as_str()),
+                    format!("{io} bytes: less than one block of {} bytes", job.bs),
+                ));
+            }
+            job.io_limit = Some(io.saturating_mul(numjobs as u64));
+        }
+        if let Some(o) = get("ramp_time") {
+            ramp.put(secs(o, 1_000_000)?, sec, Some(o), |d| {
+                format!("ramp_time={}s", d.as_secs_f64())
+            })?;
+        } else {
+            ramp.put(Duration::ZERO, sec, None, |_| "no ramp_time".into())?;
+        }
+
+        // Engine and buffers.
+        let (kind, ename) = match get("ioengine") {
+            None => (EngineKind::Psync, "psync".to_string()),
+            Some(o) => {
+                let v = val(o)?;
+                let k = match v {
+                    "io_uring" => EngineKind::IoUring,
+                    "libaio" => EngineKind::IoUring,
+                    "psync" | "sync" | "pvsync" | "pvsync2" | "vsync" => EngineKind::Psync,
+                    "null" => EngineKind::Null,
+                    _ if unemulable(v) => return Err(err(o, refuse_engine(v))),
+                    _ => {
+                        return Err(err(
+                            o,
+                            format!(
+                                "'{v}': not an ioengine iolab knows (io_uring, libaio, psync, \
+                                 sync, pvsync, pvsync2, vsync, null)"
+                            ),
+                        ))
+                    }
+                };
+                (k, v.to_string())
+            }
+        };
+        engine.put((kind, ename.clone()), sec, get("ioengine"), |(_, n)| {
+            format!("ioengine={n}")
+        })?;
+        for (k, agree) in [
+            ("fixedbufs", &mut fixedbufs),
+            ("registerfiles", &mut registerfiles),
+        ] {
+            let v = flag(k)?.unwrap_or(false);
+            if v && kind != EngineKind::IoUring {
+                return Err(err(
+                    get(k).expect("set"),
+                    "an io_uring option, and the job's ioengine is not io_uring",
+                ));
+            }
+            agree.put(v, sec, get(k), |v| format!("{k}={}", u8::from(*v)))?;
+        }
+        // direct and buffered say the same thing; the later one wins.
+        let d = match (get("direct"), get("buffered")) {
+            (Some(d), Some(b)) if (&b.file, b.line) > (&d.file, d.line) => {
+                (!flag("buffered")?.unwrap_or(true), Some(b))
+            }
+            (Some(d), _) => (flag("direct")?.unwrap_or(false), Some(d)),
+            (None, Some(b)) => (!flag("buffered")?.unwrap_or(true), Some(b)),
+            (None, None) => (false, None),
+        };
+        direct.put(d.0, sec, d.1, |v| format!("direct={}", u8::from(*v)))?;
+        job.invalidate = !d.0 && flag("invalidate")?.unwrap_or(true);
+        if job.invalidate {
+            note(
+                "buffered jobs start by dropping the file's clean cached pages, as fio does \
+                 (invalidate=1, its default)"
+                    .into(),
+            );
+        }
+        let zero = flag("zero_buffers")?.unwrap_or(false);
+        if let Some(o) = get("buffer_compress_percentage") {
+            let p = int(o, 0, 100)?;
+            if p != 0 && !(p == 100 && zero) {
+                return Err(err(
+                    o,
+                    "iolab writes incompressible data (0) or zeros (zero_buffers); partly \
+                     compressible buffers are not supported",
+                ));
+            }
+        }
+        let refill = flag("refill_buffers")?.unwrap_or(false);
+        if zero && refill {
+            return Err(err(
+                get("refill_buffers").expect("set"),
+                "zero_buffers and refill_buffers both set",
+            ));
+        }
+        let dp = if zero {
+            DataPattern::Zeros
+        } else {
+            DataPattern::Random
+        };
+        data.put(dp, sec, get("zero_buffers"), |d| {
+            format!("{d:?}").to_lowercase()
+        })?;
+        let v = match get("verify") {
+            None => false,
+            Some(o) => {
+                let v = val(o)?;
+                let on = !matches!(v, "0" | "null" | "none");
+                if on
+                    && !matches!(
+                        v,
+                        "md5"
+                            | "crc64"
+                            | "crc32c"
+                            | "crc32c-intel"
+                            | "crc32"
+                            | "crc16"
+                            | "crc7"
+                            | "xxhash"
+                            | "sha512"
+                            | "sha256"
+                            | "sha1"
+                            | "sha3-224"
+                            | "sha3-256"
+                            | "sha3-384"
+                            | "sha3-512"
+                            | "meta"
+                            | "1"
+                    )
+                {
+                    return Err(err(
+                        o,
+                        format!("'{v}': iolab verifies with its own self-describing blocks, in place of a checksum; 'pattern' and unknown methods are not supported"),
+                    ));
+                }
+                on
+            }
+        };
+        let v = v && flag("do_verify")?.unwrap_or(true);
+        if v && rw.writes() {
+            note(format!(
+                "verify={}: iolab writes self-describing blocks and reads the region back after \
+                 every pass (its --verify), in place of fio's checksums",
+                get("verify")
+                    .and_then(|o| o.value.clone())
+                    .unwrap_or_default()
+            ));
+            verify.put(true, sec, get("verify"), |v| {
+                format!("verify={}", u8::from(*v))
+            })?;
+        } else if v {
+            note(format!(
+                "job {}: verify checks what a job writes, and the job only reads",
+                sec.name
+            ));
+        } else if rw.writes() {
+            verify.put(false, sec, get("verify"), |v| {
+                format!("verify={}", u8::from(*v))
+            })?;
+        }
+
+        // Order and reporting.
+        if let Some(o) = get("wait_for") {
+            let w = val(o)?;
+            if !job_names.contains(&w) || w == sec.name {
+                return Err(err(o, format!("'{w}': no other job of that name")));
+            }
+        }
+        let separated = sec.options.iter().any(|o| {
+            matches!(
+                options::canonical(&o.key),
+                "stonewall" | "new_group" | "wait_for"
+            ) && o.value.as_deref() != Some("0")
+        });
+        if !jobs.is_empty() && !separated {
+            concurrent.push(sec.name.clone());
+        }
+        if let Some(o) = get("startdelay") {
+            let d = o.value.as_deref().unwrap_or("");
+            if d.contains('-') {
+                return Err(err(
+                    o,
+                    format!("'{d}': random start delays are not supported"),
+                ));
+            }
+            if secs(o, 1_000_000)? > Duration::ZERO {
+                note(format!(
+                    "startdelay (job {}): not applied; iolab runs the jobs one after another, so \
+                     a delay would only leave the device idle",
+                    sec.name
+                ));
+            }
+        }
+        if rw.is_random() || random_pct > 0 {
+            if !flag("norandommap")?.unwrap_or(false) {
+                note(
+                    "iolab draws every random offset independently, as fio does with \
+                     norandommap; fio's default random map visits each block once per loop and \
+                     shortens I/Os that would overlap blocks already done (with bssplit or \
+                     bsrange its transfers then come out smaller than the weights say)"
+                        .into(),
+                );
+            }
+            if flag("randrepeat")?.unwrap_or(true) {
+                note("random offsets differ from run to run (fio's randrepeat=0)".into());
+            }
+        }
+        job.validate().map_err(|e| {
+            FioError::new(
+                &sec.file,
+                sec.line,
+                e.field.clone(),
+                format!("'{}': {}", e.value, e.reason),
+            )
+        })?;
+        jobs.push(FioJob {
+            name: sec.name.clone(),
+            file: sec.file.clone(),
+            line: sec.line,
+            job,
+        });
+    }
+    if !concurrent.is_empty() {
+        note(format!(
+            "fio starts job(s) {} together with the job before (no stonewall, new_group or \
+             wait_for); iolab runs every job on its own, one after another",
+            concurrent.join(", ")
+        ));
+    }
+    if !replaced_paths.is_empty() {
+        note(format!(
+            "the run's --target replaces the job file's {}",
+            replaced_paths.join(", ")
+        ));
+    }
+    if !report_only.is_empty() {
+        note(format!(
+            "not applied, as they change only fio's own report: {}",
+            report_only.join(", ")
+        ));
+    }
+    let Some((engine, engine_name)) = engine.get() else {
+        let name = file.sources.first().map_or("JOBFILE", |(n, _)| n.as_str());
+        return Err(FioError::new(
+            name,
+            1,
+            "[section]",
+            "no job section: nothing to run",
+        ));
+    };
+    if engine_name != engine.as_str() {
+        note(format!(
+            "ioengine={engine_name} runs as iolab's {} engine",
+            engine.as_str()
+        ));
+    }
+    let run_for = runtime.get().flatten();
+    Ok(FioPlan {
+        jobs,
+        size: size.get().flatten(),
+        duration: run_for.unwrap_or(MAX_DURATION),
+        timed: run_for.is_some(),
+        ramp: ramp.get().unwrap_or_default(),
+        engine,
+        engine_name,
+        direct: direct.get().unwrap_or(false),
+        data: data.get().unwrap_or(DataPattern::Random),
+        verify: verify.get().unwrap_or(false),
+        fixedbufs: fixedbufs.get().unwrap_or(false),
+        registerfiles: registerfiles.get().unwrap_or(false),
+        notes,
+    })
+}
+
+/// An engine that does something else than file or block I/O on this machine.
+fn unemulable(engine: &str) -> bool {
+    options::UNEMULABLE_ENGINES.contains(&engine)
+        || engine.starts_with("external")
+        || engine.contains('/')
+}
+
+fn refuse_engine(engine: &str) -> String {
+    format!(
+        "ioengine={engine} is an engine iolab cannot emulate (it runs io_uring, libaio as \
+         io_uring, psync, sync, pvsync, pvsync2, vsync as psync, and null)"
+    )
+}
+
+fn check_bs(o: &RawOption, bs: u64) -> Result<(), FioError> {
+    if !(512..=64 << 20).contains(&bs) || !bs.is_multiple_of(512) {
+        return Err(err(
+            o,
+            format!("{bs} bytes: block sizes are multiples of 512 bytes up to 64 MiB"),
+        ));
+    }
+    Ok(())
+}
+
+/// `size/percent:size/percent...`; entries without a percent share what is left equally.
+fn bssplit(o: &RawOption, text: &str, kb_base: u64) -> Result<Vec<(u64, u8)>, FioError> {
+    let mut lines: Vec<(u64, Option<u64>)> = Vec::new();
+    for part in text.split(':') {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        if lines.len() == 64 {
+            return Err(err(o, "more than 64 block sizes"));
+        }
+        let (s, p) = match part.split_once('/') {
+            Some((s, p)) if !p.trim().is_empty() => {
+                (s, Some(values::int(p, 0, 100).map_err(|e| err(o, e))?))
+            }
+            Some((s, _)) => (s, None),
+            None => (part, None),
+        };
+        let size = values::size(s, kb_base).map_err(|e| err(o, e))?;
+        check_bs(o, size)?;
+        lines.push((size, p));
+    }
+    if lines.is_empty() {
+        return Err(err(o, "no block sizes (size/percent:size/percent...)"));
+    }
+    let given: u64 = lines.iter().filter_map(|l| l.1).sum();
+    let open = lines.iter().filter(|l| l.1.is_none()).count() as u64;
+    if given > 100 || (open == 0 && given != 100) {
+        return Err(err(
+            o,
+            format!("the percentages add up to {given}, not 100"),
+        ));
+    }
+    let mut left = 100 - given;
+    let mut out = Vec::new();
+    let mut k = open;
+    for (size, p) in lines {
+        let share = match p {
+            Some(p) => p,
+            None => {
+                let s = left / k;
+                left -= s;
+                k -= 1;
+                s
+            }
+        };
+        if share > 0 {
+            out.push((size, share as u8));
+        }
+    }
+    if out.is_empty() {
+        return Err(err(o, "every block size has 0%"));
+    }
+    // (a share left over by integer division goes to the last open entry above)
+    Ok(out)
+}
+
+/// The options in force for job `name` (every [global] before it, then its own), in file
+/// order, a later setting of an option replacing an earlier one; None when no such job.
+pub fn job_options<'a>(file: &'a JobFile, name: &str) -> Option<Vec<&'a RawOption>> {
+    let idx = file
+        .sections
+        .iter()
+        .position(|s| !s.is_global() && s.name == name)?;
+    let mut out: Vec<&RawOption> = Vec::new();
+    for (i, s) in file.sections.iter().enumerate() {
+        if i == idx || (i < idx && s.is_global()) {
+            for o in &s.options {
+                let key = options::canonical(&o.key);
+                out.retain(|p| options::canonical(&p.key) != key);
+                out.push(o);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// fio's own job file for job `name` alone, as `iolab crosscheck --job` runs it: the
+/// job's options as written (variables and includes resolved), less where and when it
+/// runs (filename, directory, the order and start options), with `extra` lines (the file
+/// iolab prepared, the region, the pass length) appended.
+pub fn single_job_file(file: &JobFile, name: &str, extra: &[String]) -> Option<String> {
+    const DROPPED: &[&str] = &[
+        "filename",
+        "directory",
+        "nrfiles",
+        "filesize",
+        "stonewall",
+        "wait_for",
+        "new_group",
+        "startdelay",
+    ];
+    let opts = job_options(file, name)?;
+    let mut text = format!("[{name}]\n");
+    for o in opts {
+        let key = options::canonical(&o.key);
+        if DROPPED.contains(&key) || extra.iter().any(|e| e.split('=').next() == Some(key)) {
+            continue;
+        }
+        match &o.value {
+            Some(v) => text.push_str(&format!("{}={v}\n", o.key)),
+            None => text.push_str(&format!("{}\n", o.key)),
+        }
+    }
+    for e in extra {
+        text.push_str(e);
+        text.push('\n');
+    }
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fiojob::parse::{parse, Sources};
+
+    fn plan(text: &str, ov: Overrides) -> Result<FioPlan, FioError> {
+        let src = Sources {
+            read: &|_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+            var: &|_| None,
+        };
+        map_jobs(&parse("j.fio", text.as_bytes(), &src)?, ov)
+    }
+
+    #[test]
+    fn globals_apply_to_the_jobs_after_them() {
+        let p = plan(
+            "[a]\nsize=1m\n[global]\nbs=64k\nrw=randrw\nrwmixwrite=30\n[b]\nsize=1m\n\
+             [c]\nsize=1m\nrw=write:128k\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        let j: Vec<&JobSpec> = p.jobs.iter().map(|j| &j.job).collect();
+        assert_eq!((j[0].bs, j[0].rw), (4096, Rw::Read));
+        assert_eq!((j[1].bs, j[1].rw, j[1].rwmixread), (65536, Rw::RandRw, 70));
+        assert_eq!((j[2].rw, j[2].seq_skip), (Rw::Write, 2));
+        assert_eq!(j[0].io_limit, Some(1 << 20));
+        let z = plan(
+            "[z]\nrw=randread\nsize=1m\nrandom_distribution=zipf:1.2\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(z.jobs[0].job.zipf, Some(1.2));
+        assert!(!p.timed);
+        assert!(
+            p.notes.iter().any(|n| n.contains("b, c together")),
+            "{:?}",
+            p.notes
+        );
+    }
+
+    #[test]
+    fn weighted_sizes_pacing_and_engines() {
+        let p = plan(
+            "[global]\nioengine=libaio\nsize=8m\nruntime=2\ntime_based\n\
+             [a]\nrw=randread\nbssplit=4k/50:64k/:1m/\nrate_iops=100\nthinktime=2ms\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        let a = &p.jobs[0].job;
+        let shares: Vec<(u64, u8)> = a.access.iter().map(|l| (l.size, l.share)).collect();
+        assert_eq!(shares, [(4096, 50), (65536, 25), (1 << 20, 25)]);
+        assert_eq!(a.bs, 1 << 20);
+        assert_eq!(a.io_limit, None);
+        assert_eq!(
+            (a.pace.rate_iops, a.pace.think_us, a.pace.think_blocks),
+            (100, 2000, 1)
+        );
+        assert_eq!(
+            (p.engine, p.duration),
+            (EngineKind::IoUring, Duration::from_secs(2))
+        );
+        assert!(p
+            .notes
+            .iter()
+            .any(|n| n.contains("ioengine=libaio runs as iolab's io_uring")));
+    }
+
+    #[test]
+    fn refusals() {
+        let e = |t: &str| plan(t, Overrides::default()).unwrap_err().to_string();
+        assert_eq!(
+            e("[a]\nsize=1m\niodpeth=4\n"),
+            "j.fio:3: iodpeth: not an fio option iolab knows; did you mean iodepth?"
+        );
+        // The engine is named even when another unsupported option comes first.
+        assert!(
+            e("[a]\nhostname=x\nioengine=rdma\n").starts_with("j.fio:3: ioengine: ioengine=rdma")
+        );
+        assert!(e("[a]\nsize=1m\nruntime=1\n[b]\nsize=1m\nruntime=2\n")
+            .starts_with("j.fio:6: runtime: job b"));
+        assert!(e("[a]\ntime_based\nsize=1m\n").starts_with("j.fio:2: time_based:"));
+        assert!(e("[a]\nrw=randread:8\nsize=1m\n").starts_with("j.fio:2: rw:"));
+        assert!(e("[a]\nsize=1m\nsync=1\n").starts_with("j.fio:3: sync:"));
+        assert!(e("[a]\nrw=rw\nsize=1m\nrate=1m\n").starts_with("j.fio:4: rate:"));
+        assert!(e("[a]\nsize=1m\nbsrange=4k-12k\n").contains("divides 100"));
+        assert!(
+            e("[a]\nrw=randread\nsize=1m\nrandom_distribution=pareto:0.9\n").contains("pareto")
+        );
+        assert!(
+            e("[a]\nrw=randread\nsize=1m\nrandom_distribution=zipf:1\n").contains("other than 1")
+        );
+        assert!(e("[a]\nrw=read\n").starts_with("j.fio:1: size:"));
+        // --size and --duration replace what differs.
+        let ov = Overrides {
+            size: Some(1 << 20),
+            duration: Some(Duration::from_millis(500)),
+        };
+        let p = plan("[a]\nsize=1g\nruntime=1\n[b]\nsize=2g\nruntime=2\n", ov).unwrap();
+        assert_eq!(
+            (p.size, p.duration),
+            (Some(1 << 20), Duration::from_millis(500))
+        );
+    }
+
+    #[test]
+    fn single_job_files_keep_the_options_and_replace_the_place() {
+        let src = Sources {
+            read: &|_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+            var: &|_| None,
+        };
+        let f = parse(
+            "j.fio",
+            b"[global]\nbs=8k\nfilename=/dev/sda\nsize=1g\n[a]\nrw=write\nbs=16k\n[b]\nstonewall\n",
+            &src,
+        )
+        .unwrap();
+        let t = single_job_file(&f, "a", &["filename=/t/f".into(), "size=4096".into()]).unwrap();
+        assert_eq!(t, "[a]\nrw=write\nbs=16k\nfilename=/t/f\nsize=4096\n");
+        assert_eq!(
+            single_job_file(&f, "b", &[]).unwrap(),
+            "[b]\nbs=8k\nsize=1g\n"
+        );
+        assert!(single_job_file(&f, "zz", &[]).is_none());
+    }
+}

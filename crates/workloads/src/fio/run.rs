@@ -1,0 +1,165 @@
+//! `iolab run fio`: its options, the plan (job file to block plan, refusing what cannot be
+//! run) and the job.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use iolab_engine::io_uring_available;
+use iolab_engine::pass::MAX_BUFFER_BYTES;
+use iolab_runner::block::BlockPlan;
+use iolab_runner::options::{DurationArg, RunsArg, SafetyArgs, SizeArg};
+use iolab_runner::{CommonArgs, Def, Job, RunContext, RunError, UsageError};
+use iolab_spec::fiojob::{self, FioError, Overrides};
+use iolab_spec::{format_bytes, EngineKind, RunSettings, TestSpec};
+
+/// The workload's entry in the registry.
+pub static WORKLOAD: Def<FioOptions> = Def::new(
+    &["fio"],
+    "run an fio job file on iolab's engine: one test per job, --size and --duration \
+     replacing the jobs' size and runtime (docs/fio.md)",
+    plan,
+);
+
+/// Options of `iolab run fio`.
+#[derive(Args, Debug, Clone)]
+pub struct FioOptions {
+    /// The fio job file.
+    #[arg(value_name = "JOBFILE")]
+    pub jobfile: PathBuf,
+    /// The region every job works in, in place of the jobs' size/filesize.
+    #[command(flatten)]
+    pub size: SizeArg,
+    /// How long each job runs at most, in place of the jobs' runtime.
+    #[command(flatten)]
+    pub duration: DurationArg,
+    #[command(flatten)]
+    pub runs: RunsArg,
+    #[command(flatten)]
+    pub safety: SafetyArgs,
+}
+
+/// The start of the run note that keeps a job file's text.
+pub const JOB_FILE_NOTE: &str = "fio job file ";
+
+fn usage(e: FioError) -> UsageError {
+    UsageError::general(e.to_string())
+}
+
+/// Reads `path` and resolves it into a block plan with `ov` (shared by `iolab run fio`
+/// and `iolab crosscheck --job`); touches nothing but the job file and its includes.
+pub fn plan_file(
+    path: &std::path::Path,
+    ov: Overrides,
+    target_is_dir: bool,
+) -> Result<BlockPlan, UsageError> {
+    let file = fiojob::parse_file(path).map_err(usage)?;
+    let fp = fiojob::map_jobs(&file, ov).map_err(usage)?;
+    let first = &fp.jobs[0];
+    if fp.size.is_none() && target_is_dir {
+        return Err(usage(FioError::new(
+            &first.file,
+            first.line,
+            "size",
+            "the job file sets no size, and the target is a directory; give size or --size",
+        )));
+    }
+    for j in &fp.jobs {
+        let depth = iolab_engine::effective_iodepth(fp.engine, j.job.iodepth) as u64;
+        let pinned = j.job.bs * depth * j.job.numjobs as u64;
+        if pinned > MAX_BUFFER_BYTES {
+            return Err(usage(FioError::new(
+                &j.file,
+                j.line,
+                format!("[{}]", j.name),
+                format!(
+                    "bs x iodepth x numjobs = {} of buffers, above the {} iolab pins for one \
+                     job",
+                    format_bytes(pinned),
+                    format_bytes(MAX_BUFFER_BYTES)
+                ),
+            )));
+        }
+    }
+    let mut notes = fp.notes.clone();
+    let mut engine = fp.engine;
+    if engine == EngineKind::IoUring {
+        if let Err(e) = io_uring_available() {
+            notes.push(format!(
+                "io_uring is not available here ({e}); ran on psync (queue depth 1)"
+            ));
+            engine = EngineKind::Psync;
+        }
+    }
+    if engine == EngineKind::Psync && fp.jobs.iter().any(|j| j.job.iodepth > 1) {
+        notes.push("psync is synchronous: every job ran at iodepth 1".into());
+    }
+    if !fp.timed {
+        notes.push("no runtime: each job's pass ends when it has done its bytes".into());
+    }
+    for (name, text) in &file.sources {
+        notes.push(format!("{JOB_FILE_NOTE}{name}:\n{text}"));
+    }
+    let tests = fp
+        .jobs
+        .iter()
+        .map(|j| TestSpec {
+            name: j.name.clone(),
+            group: j.name.clone(),
+            job: j.job.clone(),
+        })
+        .collect();
+    let settings = RunSettings {
+        size: fp.size.unwrap_or(0),
+        duration: fp.duration,
+        runs: 1,
+        warmup_passes: 0,
+        warmup_duration: fp.duration,
+        ramp: fp.ramp,
+        engine,
+        direct: fp.direct,
+        data: fp.data,
+        fixedbufs: fp.fixedbufs,
+        registerfiles: fp.registerfiles,
+    };
+    let mut plan = BlockPlan::new("fio", settings, tests);
+    plan.notes = notes;
+    plan.verify = fp.verify;
+    plan.size_given = fp.size.is_some();
+    if plan.verify {
+        plan.check_verify()?;
+    }
+    Ok(plan)
+}
+
+fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
+    let ov = Overrides {
+        size: a.size.get()?,
+        duration: a.duration.get()?,
+    };
+    if let Some(d) = ov.duration {
+        if d < std::time::Duration::from_millis(100) {
+            return Err(UsageError::option(
+                "duration",
+                "--duration must be at least 100ms",
+            ));
+        }
+    }
+    let mut plan = plan_file(&a.jobfile, ov, common.target.is_dir())?;
+    plan.settings.runs = a.runs.get(1)?;
+    plan.allow_destroy_device = a.safety.allow_destroy_device;
+    plan.allow_overwrite_file = a.safety.allow_overwrite_file;
+    Ok(Box::new(FioJob(plan)))
+}
+
+/// A planned job-file run.
+pub struct FioJob(pub BlockPlan);
+
+impl Job for FioJob {
+    fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
+        iolab_runner::block::run(self.0, ctx)
+    }
+
+    fn block(&self) -> Option<&BlockPlan> {
+        Some(&self.0)
+    }
+}
