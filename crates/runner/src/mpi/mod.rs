@@ -1,0 +1,471 @@
+//! Multi-host runs on MPI (the `mpi` feature): one `iolab run` as many ranks (`mpirun -np N
+//! iolab run ...`), rank 0's plan on every rank, a barrier before every pass, each pass's
+//! aggregate, and how a failure on one rank ends the run on all of them. Plugs into the run
+//! through the [`Coordinator`] trait, which ordinary runs leave unset.
+
+mod aggregate;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::coord::Coordinator;
+use crate::status::RunError;
+use iolab_measure::{PassRecord, RunRecord};
+use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
+use mpi::topology::Communicator;
+use serde::{Deserialize, Serialize};
+
+pub use aggregate::Ranks;
+
+/// Messages from a rank to rank 0.
+const TAG_UP: i32 = 1;
+/// Rank 0's answer to every rank.
+const TAG_DOWN: i32 = 2;
+
+/// Where a rank runs, as rank 0 learns it when the ranks start.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Member {
+    pub rank: u32,
+    pub host: String,
+    pub pid: u32,
+    /// The kernel it runs on (boot id and pid namespace): ranks with the same one can see
+    /// each other's processes.
+    pub kernel: String,
+}
+
+/// What a rank tells rank 0 at each step.
+#[derive(Debug, Serialize, Deserialize)]
+enum Up {
+    Hello(Member),
+    Plan(serde_json::Value),
+    Ready,
+    Pass {
+        test: String,
+        warm: bool,
+        pass: Box<PassRecord>,
+        /// The counted part of the pass, in seconds after the barrier released the rank.
+        start_s: f64,
+        end_s: f64,
+    },
+    Done,
+    Failed(String),
+    Stored,
+}
+
+impl Up {
+    fn step(&self) -> &'static str {
+        match self {
+            Up::Hello(_) => "start",
+            Up::Plan(_) => "plan",
+            Up::Ready => "barrier before a pass",
+            Up::Pass { .. } => "end of a pass",
+            Up::Done => "end of the run",
+            Up::Failed(_) => "failure",
+            Up::Stored => "after storing",
+        }
+    }
+}
+
+/// Rank 0's answer, the same to every rank.
+#[derive(Debug, Serialize, Deserialize)]
+enum Down {
+    Members(Vec<Member>),
+    Plan(serde_json::Value),
+    Go,
+    Pass(Box<PassRecord>),
+    /// The run ends on every rank: which rank failed first and why.
+    Abort {
+        rank: u32,
+        host: String,
+        why: String,
+    },
+}
+
+/// This process as one rank of an MPI run.
+pub struct Rank {
+    /// Dropping it finalises MPI; forgotten instead when a rank may be gone.
+    universe: Option<mpi::environment::Universe>,
+    rank: u32,
+    size: u32,
+    me: Member,
+    members: Vec<Member>,
+    /// Set once rank 0 answered Abort: no further messages.
+    over: Option<RunError>,
+    /// When the last barrier released this rank.
+    released: Instant,
+    /// Rank 0: what every rank measured.
+    ranks: Ranks,
+    /// Rank 0: ranks found gone when the stop flag went up.
+    gone: Arc<Mutex<Option<Vec<u32>>>>,
+}
+
+impl Rank {
+    /// Initialises MPI and learns where every rank runs.
+    pub fn init() -> Result<Rank, String> {
+        let universe = mpi::initialize_with_threading(mpi::Threading::Funneled)
+            .map(|(u, _)| u)
+            .ok_or("MPI was initialised already")?;
+        let world = universe.world();
+        let me = Member {
+            rank: world.rank() as u32,
+            host: rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned(),
+            pid: std::process::id(),
+            kernel: kernel_id(),
+        };
+        let mut r = Rank {
+            rank: world.rank() as u32,
+            size: world.size() as u32,
+            universe: Some(universe),
+            me: me.clone(),
+            members: Vec::new(),
+            over: None,
+            released: Instant::now(),
+            ranks: Ranks::default(),
+            gone: Arc::new(Mutex::new(None)),
+        };
+        let never = AtomicBool::new(false);
+        match r.exchange(Up::Hello(me), &never) {
+            Ok(Down::Members(m)) => r.members = m,
+            Ok(other) => return Err(format!("unexpected answer from rank 0: {other:?}")),
+            Err(e) => return Err(e.to_string()),
+        }
+        Ok(r)
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// The rank refused the command line (the others learn it at their next step): says
+    /// so and waits for them, then exits.
+    pub fn refuse(&mut self, why: String) {
+        let never = AtomicBool::new(false);
+        let _ = self.exchange(Up::Failed(why), &never);
+        self.after_store(false);
+    }
+
+    /// Watches `stop` (rank 0): when it goes up, notes which ranks on this kernel are
+    /// already gone (killed: mpirun then stops the others with SIGTERM), before the
+    /// others, stopping too, exit.
+    pub fn watch(&self, stop: Arc<AtomicBool>) {
+        if self.rank != 0 {
+            return;
+        }
+        let gone = Arc::clone(&self.gone);
+        let mine = self.me.kernel.clone();
+        let peers: Vec<(u32, u32)> = self
+            .members
+            .iter()
+            .filter(|m| m.rank != 0 && m.kernel == mine && !mine.is_empty())
+            .map(|m| (m.rank, m.pid))
+            .collect();
+        let _ = std::thread::Builder::new()
+            .name("iolab-mpi-watch".into())
+            .spawn(move || loop {
+                if stop.load(Ordering::Relaxed) {
+                    let dead: Vec<u32> = peers
+                        .iter()
+                        .filter(|(_, pid)| !alive(*pid))
+                        .map(|(r, _)| *r)
+                        .collect();
+                    *gone.lock().unwrap_or_else(|p| p.into_inner()) = Some(dead);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            });
+    }
+
+    /// One step: every rank sends `up` to rank 0, which answers every rank the same. Gives
+    /// up once `stop` is raised (a rank may be gone; mpirun then ends the job).
+    fn exchange(&mut self, up: Up, stop: &AtomicBool) -> Result<Down, RunError> {
+        if let Some(e) = &self.over {
+            return Err(e.clone_error());
+        }
+        let world = self
+            .universe
+            .as_ref()
+            .expect("MPI is finalised only at the end")
+            .world();
+        let down = if self.rank == 0 {
+            let mut ups = Vec::with_capacity(self.size as usize);
+            ups.push(up);
+            for r in 1..self.size {
+                let bytes = receive(&world.process_at_rank(r as i32), TAG_UP, stop)?;
+                let up = serde_json::from_slice(&bytes).map_err(|e| {
+                    RunError::Failed(format!("rank {r} sent what this build cannot read: {e}"))
+                })?;
+                ups.push(up);
+            }
+            let down = self.decide(ups);
+            let bytes = serde_json::to_vec(&down).expect("an answer always serialises");
+            for r in 1..self.size {
+                world
+                    .process_at_rank(r as i32)
+                    .send_with_tag(&bytes[..], TAG_DOWN);
+            }
+            down
+        } else {
+            let bytes = serde_json::to_vec(&up).expect("a message always serialises");
+            world.process_at_rank(0).send_with_tag(&bytes[..], TAG_UP);
+            let bytes = receive(&world.process_at_rank(0), TAG_DOWN, stop)?;
+            serde_json::from_slice(&bytes).map_err(|e| {
+                RunError::Failed(format!("rank 0 answered what this build cannot read: {e}"))
+            })?
+        };
+        self.released = Instant::now();
+        if let Down::Abort { rank, host, why } = &down {
+            let e = RunError::Failed(format!("rank {rank} on {host} failed: {why}"));
+            self.over = Some(e.clone_error());
+            return Err(e);
+        }
+        Ok(down)
+    }
+
+    /// Rank 0: the answer to one step from what every rank sent.
+    fn decide(&mut self, ups: Vec<Up>) -> Down {
+        let host = |r: usize| {
+            self.members
+                .get(r)
+                .map(|m| m.host.clone())
+                .unwrap_or_else(|| "?".into())
+        };
+        if let Some((r, why)) = ups.iter().enumerate().find_map(|(r, u)| match u {
+            Up::Failed(why) => Some((r, why.clone())),
+            _ => None,
+        }) {
+            return Down::Abort {
+                rank: r as u32,
+                host: host(r),
+                why,
+            };
+        }
+        let step = ups[0].step();
+        if let Some((r, u)) = ups.iter().enumerate().find(|(_, u)| u.step() != step) {
+            return Down::Abort {
+                rank: r as u32,
+                host: host(r),
+                why: format!(
+                    "out of step: at the {} while rank 0 is at the {step}",
+                    u.step()
+                ),
+            };
+        }
+        let mut ups = ups;
+        match &ups[0] {
+            Up::Hello(_) => Down::Members(
+                ups.into_iter()
+                    .filter_map(|u| match u {
+                        Up::Hello(m) => Some(m),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            Up::Plan(p) => Down::Plan(p.clone()),
+            Up::Pass { .. } => {
+                let passes = ups
+                    .drain(..)
+                    .filter_map(|u| match u {
+                        Up::Pass {
+                            test,
+                            warm,
+                            pass,
+                            start_s,
+                            end_s,
+                        } => Some((test, warm, *pass, start_s, end_s)),
+                        _ => None,
+                    })
+                    .collect();
+                Down::Pass(Box::new(self.ranks.add(&self.members, passes)))
+            }
+            _ => Down::Go,
+        }
+    }
+
+    /// Rank 0, stopped by a signal: the ranks found gone, if the watch ran.
+    fn gone(&self) -> Vec<u32> {
+        self.gone
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default()
+    }
+}
+
+impl Coordinator for Rank {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn host(&self) -> &str {
+        &self.me.host
+    }
+
+    fn agree(
+        &mut self,
+        plan: serde_json::Value,
+        stop: &AtomicBool,
+    ) -> Result<serde_json::Value, RunError> {
+        let mine = if self.rank == 0 {
+            plan
+        } else {
+            serde_json::Value::Null
+        };
+        match self.exchange(Up::Plan(mine), stop)? {
+            Down::Plan(p) => Ok(p),
+            other => Err(RunError::Failed(format!(
+                "unexpected answer from rank 0: {other:?}"
+            ))),
+        }
+    }
+
+    fn before_pass(&mut self, stop: &AtomicBool) -> Result<(), RunError> {
+        self.exchange(Up::Ready, stop).map(|_| ())
+    }
+
+    fn after_pass(
+        &mut self,
+        test: &str,
+        warm: bool,
+        pass: PassRecord,
+        started: Instant,
+        ramp: Duration,
+        stop: &AtomicBool,
+    ) -> Result<PassRecord, RunError> {
+        let start_s = started
+            .saturating_duration_since(self.released)
+            .as_secs_f64()
+            + ramp.as_secs_f64();
+        let up = Up::Pass {
+            test: test.to_string(),
+            warm,
+            start_s,
+            end_s: start_s + pass.seconds,
+            pass: Box::new(pass),
+        };
+        match self.exchange(up, stop)? {
+            Down::Pass(p) => Ok(*p),
+            other => Err(RunError::Failed(format!(
+                "unexpected answer from rank 0: {other:?}"
+            ))),
+        }
+    }
+
+    fn end(
+        &mut self,
+        outcome: &Result<(), RunError>,
+        run: Option<&mut RunRecord>,
+        stopped: bool,
+    ) -> Result<(), RunError> {
+        let ended = if stopped {
+            // A signal: mpirun may be ending the job because a rank is gone, and a step
+            // with a rank that is gone never ends.
+            let gone = self.gone();
+            match gone.first() {
+                Some(&r) => {
+                    let m = &self.members[r as usize];
+                    Err(RunError::Failed(format!(
+                        "rank {r} on {} (pid {}) ended during the run, and mpirun stopped \
+                         the other ranks",
+                        m.host, m.pid
+                    )))
+                }
+                None => Ok(()),
+            }
+        } else {
+            let up = match outcome {
+                Ok(()) => Up::Done,
+                Err(e) => Up::Failed(e.to_string()),
+            };
+            let never = AtomicBool::new(false);
+            self.exchange(up, &never).map(|_| ())
+        };
+        if let (0, Some(run)) = (self.rank, run) {
+            self.ranks.record(&self.members, run, stopped);
+        }
+        ended
+    }
+
+    fn after_store(&mut self, stopped: bool) {
+        if stopped {
+            // Some rank may be gone: finalising would wait for it.
+            std::mem::forget(self.universe.take());
+            return;
+        }
+        let never = AtomicBool::new(false);
+        self.over = None;
+        let _ = self.exchange(Up::Stored, &never);
+    }
+}
+
+/// Polls for the message `tag` from `from` until it comes or `stop` is raised.
+fn receive(
+    from: &mpi::topology::Process<'_>,
+    tag: i32,
+    stop: &AtomicBool,
+) -> Result<Vec<u8>, RunError> {
+    let began = Instant::now();
+    loop {
+        if let Some(probed) = from.immediate_matched_probe_with_tag(tag) {
+            let (bytes, _) = probed.matched_receive_vec::<u8>();
+            return Ok(bytes);
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Err(RunError::Interrupted);
+        }
+        // Spin for the first millisecond (a barrier's skew), then sleep a little.
+        if began.elapsed() > Duration::from_millis(1) {
+            std::thread::sleep(Duration::from_micros(100));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The boot id and pid namespace of this process: equal on ranks that see each other's
+/// processes ("" when unreadable).
+fn kernel_id() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let ns = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if boot.is_empty() || ns.is_empty() {
+        return String::new();
+    }
+    format!("{} {ns}", boot.trim())
+}
+
+/// Whether process `pid` still runs (a zombie counts as gone).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// RunError is not Clone: the same error again, for every later step.
+trait CloneError {
+    fn clone_error(&self) -> RunError;
+}
+
+impl CloneError for RunError {
+    fn clone_error(&self) -> RunError {
+        match self {
+            RunError::Interrupted => RunError::Interrupted,
+            other => RunError::Failed(other.to_string()),
+        }
+    }
+}
