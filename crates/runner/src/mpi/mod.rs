@@ -13,6 +13,7 @@ use crate::coord::Coordinator;
 use crate::status::RunError;
 use iolab_measure::{PassRecord, RunRecord};
 use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
+use mpi::request::StaticScope;
 use mpi::topology::Communicator;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +23,13 @@ pub use aggregate::Ranks;
 const TAG_UP: i32 = 1;
 /// Rank 0's answer to every rank.
 const TAG_DOWN: i32 = 2;
+/// Parting after a signal: a rank's "my files are gone", rank 0's goodbye.
+const TAG_PART: i32 = 3;
+/// How long rank 0 waits for the other ranks' parting word after a signal (mpirun kills
+/// what is left a second after its SIGTERM by default anyway).
+const PART_WAIT: Duration = Duration::from_millis(1500);
+/// How long a parting word is offered.
+const PART_SEND: Duration = Duration::from_millis(200);
 
 /// Where a rank runs, as rank 0 learns it when the ranks start.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -202,7 +210,7 @@ impl Rank {
             let mut ups = Vec::with_capacity(self.size as usize);
             ups.push(up);
             for r in 1..self.size {
-                let bytes = receive(&world.process_at_rank(r as i32), TAG_UP, stop)?;
+                let bytes = receive(&world.process_at_rank(r as i32), TAG_UP, Until::Stop(stop))?;
                 let up = serde_json::from_slice(&bytes).map_err(|e| {
                     RunError::Failed(format!("rank {r} sent what this build cannot read: {e}"))
                 })?;
@@ -211,15 +219,18 @@ impl Rank {
             let down = self.decide(ups);
             let bytes = serde_json::to_vec(&down).expect("an answer always serialises");
             for r in 1..self.size {
-                world
-                    .process_at_rank(r as i32)
-                    .send_with_tag(&bytes[..], TAG_DOWN);
+                send(
+                    &world.process_at_rank(r as i32),
+                    bytes.clone(),
+                    TAG_DOWN,
+                    Until::Stop(stop),
+                )?;
             }
             down
         } else {
             let bytes = serde_json::to_vec(&up).expect("a message always serialises");
-            world.process_at_rank(0).send_with_tag(&bytes[..], TAG_UP);
-            let bytes = receive(&world.process_at_rank(0), TAG_DOWN, stop)?;
+            send(&world.process_at_rank(0), bytes, TAG_UP, Until::Stop(stop))?;
+            let bytes = receive(&world.process_at_rank(0), TAG_DOWN, Until::Stop(stop))?;
             serde_json::from_slice(&bytes).map_err(|e| {
                 RunError::Failed(format!("rank 0 answered what this build cannot read: {e}"))
             })?
@@ -290,6 +301,39 @@ impl Rank {
                 Down::Pass(Box::new(self.ranks.add(&self.members, passes)))
             }
             _ => Down::Go,
+        }
+    }
+
+    /// Stopped by a signal (Ctrl-C on mpirun, or mpirun ending the job because a rank is
+    /// gone): once one rank exits, mpirun kills the others at once, so rank 0 exits last.
+    /// Each other rank, its files removed, says so and waits for rank 0's goodbye; rank 0
+    /// waits for them (not for ranks found gone), then says goodbye. Every wait is
+    /// bounded: a rank may be gone unnoticed.
+    fn part_after_signal(&mut self) {
+        let Some(u) = self.universe.as_ref() else {
+            return;
+        };
+        let world = u.world();
+        if self.rank == 0 {
+            let gone = self.gone();
+            let deadline = Instant::now() + PART_WAIT;
+            for r in (1..self.size).filter(|r| !gone.contains(r)) {
+                let _ = receive(
+                    &world.process_at_rank(r as i32),
+                    TAG_PART,
+                    Until::Deadline(deadline),
+                );
+            }
+            let sent = Instant::now() + PART_SEND;
+            for r in 1..self.size {
+                let to = world.process_at_rank(r as i32);
+                let _ = send(&to, vec![0], TAG_PART, Until::Deadline(sent));
+            }
+        } else {
+            let now = Instant::now();
+            let to = world.process_at_rank(0);
+            let _ = send(&to, vec![0], TAG_PART, Until::Deadline(now + PART_SEND));
+            let _ = receive(&to, TAG_PART, Until::Deadline(now + PART_WAIT * 2));
         }
     }
 
@@ -399,6 +443,7 @@ impl Coordinator for Rank {
 
     fn after_store(&mut self, stopped: bool) {
         if stopped {
+            self.part_after_signal();
             // Some rank may be gone: finalising would wait for it.
             std::mem::forget(self.universe.take());
             return;
@@ -409,27 +454,89 @@ impl Coordinator for Rank {
     }
 }
 
-/// Polls for the message `tag` from `from` until it comes or `stop` is raised.
+/// When a polling loop gives up.
+#[derive(Clone, Copy)]
+enum Until<'a> {
+    /// When the stop flag goes up.
+    Stop(&'a AtomicBool),
+    /// At a deadline.
+    Deadline(Instant),
+}
+
+impl Until<'_> {
+    fn reached(self) -> bool {
+        match self {
+            Until::Stop(stop) => stop.load(Ordering::Relaxed),
+            Until::Deadline(d) => Instant::now() >= d,
+        }
+    }
+}
+
+/// Sends `bytes` to `to`, polling until it is sent or `until` (then the buffer stays with
+/// MPI, which may still read it: leaked).
+fn send(
+    to: &mpi::topology::Process<'_>,
+    bytes: Vec<u8>,
+    tag: i32,
+    until: Until<'_>,
+) -> Result<(), RunError> {
+    let buf: &'static mut [u8] = Box::leak(bytes.into_boxed_slice());
+    let ptr: *mut [u8] = buf;
+    // SAFETY: `ptr` comes from the leaked box; MPI only reads it until the request ends.
+    let mut req = to.immediate_send_with_tag(StaticScope, unsafe { &*ptr }, tag);
+    let mut pause = Pause::new();
+    loop {
+        match req.test() {
+            Ok(_) => {
+                // SAFETY: the send is complete, so MPI no longer reads the buffer, and
+                // nothing else refers to it.
+                drop(unsafe { Box::from_raw(ptr) });
+                return Ok(());
+            }
+            Err(r) => req = r,
+        }
+        if until.reached() {
+            std::mem::forget(req);
+            return Err(RunError::Interrupted);
+        }
+        pause.wait();
+    }
+}
+
+/// How a polling loop waits: spins for the first millisecond (a barrier's skew), then
+/// sleeps a little between polls.
+struct Pause(Instant);
+
+impl Pause {
+    fn new() -> Pause {
+        Pause(Instant::now())
+    }
+
+    fn wait(&mut self) {
+        if self.0.elapsed() > Duration::from_millis(1) {
+            std::thread::sleep(Duration::from_micros(100));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Polls for the message `tag` from `from` until it comes or `until`.
 fn receive(
     from: &mpi::topology::Process<'_>,
     tag: i32,
-    stop: &AtomicBool,
+    until: Until<'_>,
 ) -> Result<Vec<u8>, RunError> {
-    let began = Instant::now();
+    let mut pause = Pause::new();
     loop {
         if let Some(probed) = from.immediate_matched_probe_with_tag(tag) {
             let (bytes, _) = probed.matched_receive_vec::<u8>();
             return Ok(bytes);
         }
-        if stop.load(Ordering::Relaxed) {
+        if until.reached() {
             return Err(RunError::Interrupted);
         }
-        // Spin for the first millisecond (a barrier's skew), then sleep a little.
-        if began.elapsed() > Duration::from_millis(1) {
-            std::thread::sleep(Duration::from_micros(100));
-        } else {
-            std::hint::spin_loop();
-        }
+        pause.wait();
     }
 }
 
