@@ -57,20 +57,33 @@ struct RankPass {
     /// The counted part of its pass, seconds after the barrier released it (its own clock).
     start_s: f64,
     end_s: f64,
+    /// Seconds it spent in exchanges with the other ranks since its last pass (waiting at
+    /// the barrier included).
+    coord_s: f64,
 }
 
-/// One rank's pass as it arrives: test, warm-up, record, counted start and end.
-pub type Arrived = (String, bool, PassRecord, f64, f64);
+/// One rank's pass as it arrives.
+#[derive(Debug)]
+pub struct Arrived {
+    pub test: String,
+    pub warm: bool,
+    pub pass: PassRecord,
+    /// The counted part of the pass, seconds after the barrier released the rank.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Seconds the rank spent in exchanges since its last pass (the barrier included).
+    pub coord_s: f64,
+}
 
 impl Ranks {
     /// Adds one pass of every rank (in rank order) and returns its aggregate.
     pub fn add(&mut self, members: &[Member], passes: Vec<Arrived>) -> PassRecord {
-        let first_start = fold(&passes, |p| p.3, f64::min);
-        let first_end = fold(&passes, |p| p.4, f64::min);
-        let last_end = fold(&passes, |p| p.4, f64::max);
-        let last_start = fold(&passes, |p| p.3, f64::max);
+        let first_start = fold(&passes, |p| p.start_s, f64::min);
+        let first_end = fold(&passes, |p| p.end_s, f64::min);
+        let last_end = fold(&passes, |p| p.end_s, f64::max);
+        let last_start = fold(&passes, |p| p.start_s, f64::max);
         let span = (last_end - first_start).max(1e-9);
-        let records: Vec<&PassRecord> = passes.iter().map(|p| &p.2).collect();
+        let records: Vec<&PassRecord> = passes.iter().map(|p| &p.pass).collect();
         let read = merge_dir(records.iter().map(|p| p.read.as_ref()), span);
         let write = merge_dir(records.iter().map(|p| p.write.as_ref()), span);
         let sync = merge_sync(records.iter().map(|p| p.sync.as_ref()));
@@ -90,13 +103,13 @@ impl Ranks {
             cache_resident_after: first.context.cache_resident_after,
             ..PassContext::default()
         };
-        let (test, warm) = (passes[0].0.clone(), passes[0].1);
+        let (test, warm) = (passes[0].test.clone(), passes[0].warm);
         if !warm {
             let until_first: f64 = passes
                 .iter()
-                .map(|(_, _, p, s, e)| {
-                    let own = (e - s).max(1e-9);
-                    p.bytes as f64 * ((first_end - s) / own).clamp(0.0, 1.0)
+                .map(|a| {
+                    let own = (a.end_s - a.start_s).max(1e-9);
+                    a.pass.bytes as f64 * ((first_end - a.start_s) / own).clamp(0.0, 1.0)
                 })
                 .sum();
             let host = |r: usize| members.get(r).map(|m| m.host.clone()).unwrap_or_default();
@@ -112,17 +125,18 @@ impl Ranks {
                 ranks: passes
                     .iter()
                     .enumerate()
-                    .map(|(r, (_, _, p, s, e))| RankPass {
+                    .map(|(r, a)| RankPass {
                         rank: r as u32,
                         host: host(r),
-                        bytes: p.bytes,
-                        ios: p.ios,
-                        seconds: p.seconds,
-                        mb_s: p.mb_s,
-                        iops: p.iops,
-                        lat_p99_us: p.lat_us.p99,
-                        start_s: *s,
-                        end_s: *e,
+                        bytes: a.pass.bytes,
+                        ios: a.pass.ios,
+                        seconds: a.pass.seconds,
+                        mb_s: a.pass.mb_s,
+                        iops: a.pass.iops,
+                        lat_p99_us: a.pass.lat_us.p99,
+                        start_s: a.start_s,
+                        end_s: a.end_s,
+                        coord_s: a.coord_s,
                     })
                     .collect(),
             });
@@ -164,6 +178,19 @@ impl Ranks {
             hosts.len(),
             host_list.join(", ")
         ));
+        let bound: Vec<String> = members
+            .iter()
+            .filter(|m| m.cpus[0] > 0 && m.cpus[0] < m.cpus[1])
+            .map(|m| format!("rank {} ({} of {})", m.rank, m.cpus[0], m.cpus[1]))
+            .collect();
+        if !bound.is_empty() {
+            run.notes.push(format!(
+                "mpi: ranks bound to fewer CPUs than the host has: {}; on a busy host a rank \
+                 bound to a loaded CPU completes its I/O late (mpirun binds by default: \
+                 `--bind-to none` unless that is what you measure)",
+                bound.join(", ")
+            ));
+        }
         for (test, by_host) in &per_host {
             let cells: Vec<String> = by_host
                 .iter()
@@ -357,5 +384,168 @@ fn sum_series(records: &[&PassRecord]) -> TimeSeries {
     TimeSeries {
         interval_ms: interval,
         bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iolab_measure::{CpuUsage, LatencyHistogram};
+
+    use super::*;
+
+    fn member(rank: u32, host: &str) -> Member {
+        Member {
+            rank,
+            host: host.into(),
+            pid: 100 + rank,
+            kernel: String::new(),
+            cpus: [2, 2],
+        }
+    }
+
+    fn arrived(warm: bool, pass: PassRecord, start_s: f64, end_s: f64) -> Arrived {
+        Arrived {
+            test: "T".into(),
+            warm,
+            pass,
+            start_s,
+            end_s,
+            coord_s: 0.001,
+        }
+    }
+
+    /// A read pass of `bytes` over `seconds` with `ios` latencies of `lat_ns`.
+    fn pass(bytes: u64, seconds: f64, ios: u64, lat_ns: u64) -> PassRecord {
+        let mut h = LatencyHistogram::new();
+        for _ in 0..ios {
+            h.record(lat_ns);
+        }
+        let read = DirResult::from_histogram(bytes, seconds, h);
+        PassRecord::new(
+            1,
+            seconds,
+            Some(read),
+            None,
+            None,
+            CpuUsage::default(),
+            TimeSeries {
+                interval_ms: 100,
+                bytes: vec![bytes / 2, bytes / 2],
+            },
+        )
+    }
+
+    #[test]
+    fn a_pass_adds_bytes_and_ios_merges_latencies_and_spans_first_start_to_last_end() {
+        let members = [member(0, "a"), member(1, "b")];
+        let mut ranks = Ranks::default();
+        let agg = ranks.add(
+            &members,
+            vec![
+                arrived(false, pass(10_000_000, 1.0, 10, 1_000), 0.1, 1.1),
+                arrived(false, pass(30_000_000, 1.0, 30, 9_000), 0.3, 1.3),
+            ],
+        );
+        assert_eq!(agg.bytes, 40_000_000);
+        assert_eq!(agg.ios, 40);
+        // 40 MB over 1.2 s (0.1 .. 1.3).
+        assert!((agg.seconds - 1.2).abs() < 1e-9);
+        assert!((agg.mb_s - 40.0 / 1.2).abs() < 1e-9);
+        assert_eq!(agg.read.as_ref().unwrap().histogram.count(), 40);
+        assert!(
+            agg.lat_us.max >= 8.9 && agg.lat_us.min <= 1.01,
+            "{:?}",
+            agg.lat_us
+        );
+        assert_eq!(agg.timeseries.bytes, vec![20_000_000, 20_000_000]);
+        let row = &ranks.rows[0];
+        // By the first end (1.1 s) rank 0 did all 10 MB and rank 1 80% of its 30: 34 MB
+        // over 1.0 s.
+        assert!(
+            (row.first_done_mb_s - 34.0).abs() < 1e-9,
+            "{}",
+            row.first_done_mb_s
+        );
+        assert!((row.start_skew_s - 0.2).abs() < 1e-9);
+        // Warm-ups are aggregated for the ranks but not kept.
+        ranks.add(
+            &members,
+            vec![
+                arrived(true, pass(1, 1.0, 1, 1), 0.0, 1.0),
+                arrived(true, pass(1, 1.0, 1, 1), 0.0, 1.0),
+            ],
+        );
+        assert_eq!(ranks.rows.len(), 1);
+    }
+
+    fn run_of(ranks: &Ranks, members: &[Member]) -> RunRecord {
+        let mut run: RunRecord = serde_json::from_value(serde_json::json!({
+            "id": null, "uuid": "u", "iolab_version": "0", "preset": "custom",
+            "workload": "block",
+            "target": {"path": "/t", "kind": "dir", "io_path": "/t", "fs_type": "ext4",
+                       "size": 1},
+            "settings": crate::context::plain_settings(1, std::time::Duration::from_secs(1), 1,
+                                                       true),
+            "engine": "psync", "command_line": [], "label": null, "started_at": "",
+            "finished_at": null, "complete": true, "notes": [], "warnings": [],
+            "env": {}, "study": null, "config_label": null, "study_meta": null, "tests": []
+        }))
+        .unwrap();
+        ranks.record(members, &mut run, false);
+        run
+    }
+
+    #[test]
+    fn a_host_far_slower_per_rank_is_a_straggler_and_fewer_ranks_are_not() {
+        // Hosts a and b run two ranks at 10 MB/s each; c one rank at 10 (not slow per
+        // rank), d one at 2 (slow).
+        let members = [
+            member(0, "a"),
+            member(1, "a"),
+            member(2, "b"),
+            member(3, "b"),
+            member(4, "c"),
+            member(5, "d"),
+        ];
+        let mut ranks = Ranks::default();
+        let rates = [10, 10, 10, 10, 10, 2];
+        ranks.add(
+            &members,
+            rates
+                .iter()
+                .map(|&r| arrived(false, pass(r * 1_000_000, 1.0, 1, 1), 0.0, 1.0))
+                .collect(),
+        );
+        let run = run_of(&ranks, &members);
+        let w: Vec<&Warning> = run.warnings.iter().collect();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].code.as_str(), "STRAGGLER_HOST");
+        assert!(
+            w[0].message.starts_with("host d: 2.00 MB/s per rank"),
+            "{}",
+            w[0].message
+        );
+        assert_eq!(w[0].test.as_deref(), Some("T"));
+        let mpi = &run.env["mpi"];
+        assert_eq!(mpi["hosts"].as_array().unwrap().len(), 4);
+        assert_eq!(mpi["host_mb_s"][0]["hosts"]["a"], 20.0);
+        let notes = run.notes.join("\n");
+        assert!(
+            notes.contains(
+                "6 ranks on 4 host(s): a (ranks 0-1), b (ranks 2-3), c (ranks 4), d (ranks 5)"
+            ),
+            "{notes}"
+        );
+        // One host alone: no straggler whatever its ranks do.
+        let one = [member(0, "a"), member(1, "a")];
+        let mut ranks = Ranks::default();
+        ranks.add(
+            &one,
+            vec![
+                arrived(false, pass(10_000_000, 1.0, 1, 1), 0.0, 1.0),
+                arrived(false, pass(1_000_000, 1.0, 1, 1), 0.0, 1.0),
+            ],
+        );
+        assert!(run_of(&ranks, &one).warnings.is_empty());
     }
 }

@@ -17,7 +17,7 @@ use mpi::request::StaticScope;
 use mpi::topology::Communicator;
 use serde::{Deserialize, Serialize};
 
-pub use aggregate::Ranks;
+pub use aggregate::{Arrived, Ranks};
 
 /// Messages from a rank to rank 0.
 const TAG_UP: i32 = 1;
@@ -40,6 +40,8 @@ pub struct Member {
     /// The kernel it runs on (boot id and pid namespace): ranks with the same one can see
     /// each other's processes.
     pub kernel: String,
+    /// CPUs it may run on, and CPUs online: fewer when the launcher bound it.
+    pub cpus: [usize; 2],
 }
 
 /// What a rank tells rank 0 at each step.
@@ -55,6 +57,8 @@ enum Up {
         /// The counted part of the pass, in seconds after the barrier released the rank.
         start_s: f64,
         end_s: f64,
+        /// Seconds this rank spent in exchanges since its last pass (the barrier included).
+        coord_s: f64,
     },
     Done,
     Failed(String),
@@ -102,6 +106,8 @@ pub struct Rank {
     over: Option<RunError>,
     /// When the last barrier released this rank.
     released: Instant,
+    /// Time spent in exchanges since the last pass was sent.
+    waited: Duration,
     /// Rank 0: what every rank measured.
     ranks: Ranks,
     /// Rank 0: ranks found gone when the stop flag went up.
@@ -123,6 +129,7 @@ impl Rank {
                 .into_owned(),
             pid: std::process::id(),
             kernel: kernel_id(),
+            cpus: cpus(),
         };
         let mut r = Rank {
             rank: world.rank() as u32,
@@ -132,6 +139,7 @@ impl Rank {
             members: Vec::new(),
             over: None,
             released: Instant::now(),
+            waited: Duration::ZERO,
             ranks: Ranks::default(),
             gone: Arc::new(Mutex::new(None)),
         };
@@ -201,6 +209,13 @@ impl Rank {
         if let Some(e) = &self.over {
             return Err(e.clone_error());
         }
+        let began = Instant::now();
+        let down = self.exchange_now(up, stop);
+        self.waited += began.elapsed();
+        down
+    }
+
+    fn exchange_now(&mut self, up: Up, stop: &AtomicBool) -> Result<Down, RunError> {
         let world = self
             .universe
             .as_ref()
@@ -294,7 +309,15 @@ impl Rank {
                             pass,
                             start_s,
                             end_s,
-                        } => Some((test, warm, *pass, start_s, end_s)),
+                            coord_s,
+                        } => Some(Arrived {
+                            test,
+                            warm,
+                            pass: *pass,
+                            start_s,
+                            end_s,
+                            coord_s,
+                        }),
                         _ => None,
                     })
                     .collect();
@@ -396,6 +419,7 @@ impl Coordinator for Rank {
             warm,
             start_s,
             end_s: start_s + pass.seconds,
+            coord_s: std::mem::take(&mut self.waited).as_secs_f64(),
             pass: Box::new(pass),
         };
         match self.exchange(up, stop)? {
@@ -551,6 +575,21 @@ fn kernel_id() -> String {
         return String::new();
     }
     format!("{} {ns}", boot.trim())
+}
+
+/// [CPUs this process may run on, CPUs online] (0 when unknown).
+fn cpus() -> [usize; 2] {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set, filled in by the kernel.
+    let allowed = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        match libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) {
+            0 => libc::CPU_COUNT(&set) as usize,
+            _ => 0,
+        }
+    };
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(0) as usize;
+    [allowed, online]
 }
 
 /// Whether process `pid` still runs (a zombie counts as gone).
