@@ -36,7 +36,11 @@ mod with_mpi {
     /// `mpirun -np N [mpi_args] iolab <args> --db r.db`: as root, allowed to run as root;
     /// more ranks than cores allowed.
     fn mpirun(sb: &Sandbox, np: u32, mpi_args: &[&str], args: &[&str]) -> Command {
-        let cmd = sb.cmd(args);
+        mpirun_cmd(np, mpi_args, &sb.cmd(args))
+    }
+
+    /// `mpirun -np N [mpi_args] CMD`, with CMD's environment.
+    fn mpirun_cmd(np: u32, mpi_args: &[&str], cmd: &Command) -> Command {
         let mut c = Command::new("mpirun");
         c.args(["--oversubscribe", "-np", &np.to_string()])
             .args(mpi_args)
@@ -112,41 +116,53 @@ mod with_mpi {
         }
     }
 
+    /// The workload of most tests here: 2 passes of 300 ms writing 128 KiB blocks to a
+    /// 4 MiB file per rank.
+    const WRITE: [&str; 12] = [
+        "run",
+        "custom",
+        "--rw",
+        "write",
+        "--bs",
+        "128k",
+        "--size",
+        "4m",
+        "--duration",
+        "300ms",
+        "--runs",
+        "2",
+    ];
+
+    /// `np` ranks write for 2 passes of 300 ms, each its own 4 MiB file in the sandbox's
+    /// target; rank 0's JSON document (its stdout carries nothing else).
+    fn short_run(sb: &Sandbox, np: u32, mpi_args: &[&str]) -> Value {
+        let t = sb.target.to_str().unwrap();
+        let mut args = WRITE.to_vec();
+        args.extend(["--target", t, "--quiet", "--json", "-"]);
+        let out = mpirun(sb, np, mpi_args, &args).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).expect("rank 0's JSON only")
+    }
+
+    /// `cmd` run by `sh -c SCRIPT`, the script ending in `exec "$0" "$@"`.
+    fn through_sh(script: &str, cmd: &Command) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(script)
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .stdin(Stdio::null());
+        c
+    }
+
     #[test]
     fn ranks_add_up_to_the_aggregate_and_leave_nothing() {
         if !have_mpirun() {
             return;
         }
         let sb = Sandbox::new();
-        let t = sb.target.to_str().unwrap();
-        let out = mpirun(
-            &sb,
-            3,
-            &[],
-            &[
-                "run",
-                "custom",
-                "--rw",
-                "write",
-                "--bs",
-                "128k",
-                "--size",
-                "4m",
-                "--duration",
-                "300ms",
-                "--runs",
-                "2",
-                "--target",
-                t,
-                "--quiet",
-                "--json",
-                "-",
-            ],
-        )
-        .output()
-        .unwrap();
-        assert!(out.status.success(), "{}", text(&out));
-        let doc: Value = serde_json::from_slice(&out.stdout).expect("rank 0's JSON only");
+        let doc = short_run(&sb, 3, &[]);
         check_sums(&doc, 3);
         assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
         // Stored once, by rank 0, with every rank.
@@ -170,29 +186,10 @@ mod with_mpi {
             sb.target.display(),
             missing.display()
         );
-        let cmd = sb.cmd(&[
-            "run",
-            "custom",
-            "--rw",
-            "write",
-            "--bs",
-            "128k",
-            "--size",
-            "4m",
-            "--duration",
-            "300ms",
-            "--runs",
-            "2",
-            "--quiet",
-        ]);
-        let out = Command::new("mpirun")
-            .args(["--oversubscribe", "-np", "3", "sh", "-c", &script])
-            .arg(cmd.get_program())
-            .args(cmd.get_args())
-            .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .stdin(Stdio::null())
+        let mut args = WRITE.to_vec();
+        args.push("--quiet");
+        let cmd = sb.cmd(&args);
+        let out = mpirun_cmd(3, &[], &through_sh(&script, &cmd))
             .output()
             .unwrap();
         assert!(!out.status.success(), "{}", text(&out));
@@ -250,29 +247,17 @@ mod with_mpi {
         }
         let sb = Sandbox::new();
         let t = sb.target.to_str().unwrap();
+        // The first pass is 30 s long: the kill lands in it.
+        let mut args = WRITE.to_vec();
+        args[9] = "30s";
+        args.extend(["--target", t, "--quiet"]);
         let mut child = mpirun(
             &sb,
             3,
             // mpirun stops the survivors 2 s after a rank is gone and kills them 2 s later
             // (1 s by default): time to stop, remove their files and store the run.
             &["--mca", "odls_base_sigkill_timeout", "2"],
-            &[
-                "run",
-                "custom",
-                "--rw",
-                "write",
-                "--bs",
-                "128k",
-                "--size",
-                "4m",
-                "--duration",
-                "30s",
-                "--runs",
-                "2",
-                "--target",
-                t,
-                "--quiet",
-            ],
+            &args,
         )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -367,14 +352,7 @@ mod with_mpi {
             "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
             cg.dir.display()
         );
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .arg(cmd.get_program())
-            .args(cmd.get_args())
-            .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-            .output()
-            .unwrap();
+        let out = through_sh(&script, &cmd).output().unwrap();
         assert!(out.status.success(), "{}", text(&out));
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         check_sums(&doc, 4);
@@ -509,37 +487,9 @@ mod with_mpi {
         }
         let hosts = Hosts::new();
         let sb = Sandbox::new();
-        let t = sb.target.to_str().unwrap();
         let mpi_args = hosts.mpi_args();
         let mpi_args: Vec<&str> = mpi_args.iter().map(String::as_str).collect();
-        let out = mpirun(
-            &sb,
-            6,
-            &mpi_args,
-            &[
-                "run",
-                "custom",
-                "--rw",
-                "write",
-                "--bs",
-                "128k",
-                "--size",
-                "4m",
-                "--duration",
-                "300ms",
-                "--runs",
-                "2",
-                "--target",
-                t,
-                "--quiet",
-                "--json",
-                "-",
-            ],
-        )
-        .output()
-        .unwrap();
-        assert!(out.status.success(), "{}", text(&out));
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let doc = short_run(&sb, 6, &mpi_args);
         check_sums(&doc, 6);
         let mpi = &doc["env"]["mpi"];
         let got: Vec<&str> = mpi["hosts"]

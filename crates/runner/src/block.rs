@@ -615,11 +615,13 @@ impl Passes for OnTarget<'_> {
             None
         };
         let stop = std::sync::Arc::clone(&ctx.stop);
-        if let Some(c) = ctx.coordinator() {
-            c.before_pass(&stop)?;
-        }
         let t0 = Instant::now();
         let before = ActivitySample::now();
+        if let Some(c) = ctx.coordinator() {
+            // As late as can be: what each rank does between the barrier and its pass
+            // (sampling /proc takes milliseconds on a busy host) delays its start.
+            c.before_pass(&stop)?;
+        }
         let started = Instant::now();
         let out = {
             let obs = ctx.progress.pass(label, self.elapsed_plan, dur);

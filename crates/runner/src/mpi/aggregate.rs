@@ -400,6 +400,7 @@ mod tests {
             pid: 100 + rank,
             kernel: String::new(),
             cpus: [2, 2],
+            version: "0".into(),
         }
     }
 

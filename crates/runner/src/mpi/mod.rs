@@ -42,6 +42,8 @@ pub struct Member {
     pub kernel: String,
     /// CPUs it may run on, and CPUs online: fewer when the launcher bound it.
     pub cpus: [usize; 2],
+    /// The iolab version it runs: every rank must run the same.
+    pub version: String,
 }
 
 /// What a rank tells rank 0 at each step.
@@ -130,6 +132,7 @@ impl Rank {
             pid: std::process::id(),
             kernel: kernel_id(),
             cpus: cpus(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
         };
         let mut r = Rank {
             rank: world.rank() as u32,
@@ -226,9 +229,12 @@ impl Rank {
             ups.push(up);
             for r in 1..self.size {
                 let bytes = receive(&world.process_at_rank(r as i32), TAG_UP, Until::Stop(stop))?;
-                let up = serde_json::from_slice(&bytes).map_err(|e| {
-                    RunError::Failed(format!("rank {r} sent what this build cannot read: {e}"))
-                })?;
+                // What rank 0 cannot read ends the run on every rank like a failure.
+                let up = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                    Up::Failed(format!(
+                        "it sent what rank 0 cannot read (another iolab version?): {e}"
+                    ))
+                });
                 ups.push(up);
             }
             let down = self.decide(ups);
@@ -287,6 +293,21 @@ impl Rank {
                     u.step()
                 ),
             };
+        }
+        if let Up::Hello(first) = &ups[0] {
+            if let Some(other) = ups.iter().find_map(|u| match u {
+                Up::Hello(m) if m.version != first.version => Some(m),
+                _ => None,
+            }) {
+                return Down::Abort {
+                    rank: other.rank,
+                    host: other.host.clone(),
+                    why: format!(
+                        "it runs iolab {} and rank 0 iolab {}: every rank must run the same",
+                        other.version, first.version
+                    ),
+                };
+            }
         }
         let mut ups = ups;
         match &ups[0] {
