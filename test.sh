@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES="fio fio-examples dbench e2fsprogs xfsprogs btrfs-progs util-linux python3 chromium"
+# The `mpi` feature's build (rsmpi: an MPI implementation and libclang) and its tests
+# (mpirun; `ip` and `unshare` for the simulated hosts).
+PACKAGES="$PACKAGES libopenmpi-dev openmpi-bin libclang-dev iproute2"
 
 apt_install() {
   local missing=()
@@ -56,6 +59,20 @@ IOLAB_SKIP_LOG="$(pwd)/target/skipped.txt"
 export IOLAB_SKIP_LOG
 mkdir -p target && : > "$IOLAB_SKIP_LOG"
 cargo test --workspace
+# The optional `mpi` feature (docs/mpi.md): the default build above has none of it. Its
+# lint, the aggregation's unit tests and the real-mpirun tests.
+if command -v mpirun >/dev/null && pkg-config --exists ompi-c 2>/dev/null; then
+  cargo clippy -p iolab --all-targets --features mpi -- -D warnings
+  cargo test -p iolab-runner --features mpi --lib mpi::
+  cargo test -p iolab --features mpi --test mpi
+else
+  echo "test.sh: no MPI (libopenmpi-dev, openmpi-bin): the mpi feature's tests did not run" \
+    | tee -a "$IOLAB_SKIP_LOG"
+  if [ "${IOLAB_REQUIRE_DEVICE_TESTS:-}" = 1 ]; then
+    echo "test.sh: IOLAB_REQUIRE_DEVICE_TESTS=1: the mpi tests must run" >&2
+    exit 1
+  fi
+fi
 if [ -s "$IOLAB_SKIP_LOG" ]; then
   echo "test.sh: $(wc -l < "$IOLAB_SKIP_LOG") skips:"
   sed 's/^/  /' "$IOLAB_SKIP_LOG"

@@ -34,6 +34,9 @@ pub fn report_parse_error(e: ParseError) -> ExitStatus {
 }
 
 pub fn run(args: &[String]) -> ExitStatus {
+    if let Some(var) = launched_by_mpi() {
+        return run_mpi(args, var);
+    }
     let reg = registry();
     match parse("iolab run", &reg, args) {
         Ok(parsed) => {
@@ -146,4 +149,90 @@ fn print_finished(f: &Finished, json: Option<&str>, text_to_stderr: bool) -> Exi
         eprintln!("iolab: error: {e}");
     }
     status
+}
+
+/// The variable an MPI launcher (Open MPI's mpirun, MPICH's hydra, Slurm's srun with PMI)
+/// gives the processes it starts, when one is set.
+fn launched_by_mpi() -> Option<&'static str> {
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "MPI_LOCALNRANKS",
+    ]
+    .into_iter()
+    .find(|v| std::env::var_os(v).is_some())
+}
+
+/// Started by an MPI launcher, without MPI built in: every rank would run alone and store
+/// its own run.
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(_args: &[String], var: &str) -> ExitStatus {
+    eprintln!(
+        "iolab: error: started by an MPI launcher ({var} is set), and this iolab is built \
+         without MPI, so each rank would run alone; rebuild with `cargo build --release \
+         --features mpi` (docs/mpi.md), or run iolab without mpirun/srun"
+    );
+    ExitStatus::Usage
+}
+
+/// One rank of a multi-host run (docs/mpi.md): every rank parses the same command line and
+/// runs rank 0's plan; rank 0 stores and prints the run, the other ranks print only their
+/// own errors.
+#[cfg(feature = "mpi")]
+fn run_mpi(args: &[String], _var: &str) -> ExitStatus {
+    use iolab_runner::mpi::Rank;
+    let mut rank = match Rank::init() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("iolab: error: MPI: {e}");
+            return ExitStatus::Failed;
+        }
+    };
+    let me = rank.rank();
+    let reg = registry();
+    let mut parsed = match reg.parse("iolab run", args) {
+        Ok(p) => p,
+        Err(e) => {
+            // Every rank parses the same command line: rank 0 says why.
+            let status = match me {
+                0 => report_parse_error(e),
+                _ => ExitStatus::Usage,
+            };
+            rank.refuse("its command line was refused".into());
+            return status;
+        }
+    };
+    if parsed.common.repeat().unwrap_or(1) > 1 {
+        if me == 0 {
+            eprintln!("iolab: error: --repeat: does not run under MPI yet; give one run");
+        }
+        rank.refuse("--repeat does not run under MPI".into());
+        return ExitStatus::Usage;
+    }
+    let json = parsed.common.json.clone();
+    if me != 0 {
+        parsed.common.no_store = true;
+        parsed.common.quiet = true;
+        parsed.common.json = None;
+    }
+    let stop = match iolab_runner::signals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("iolab: error: signals: {e}");
+            rank.refuse(format!("signals: {e}"));
+            return ExitStatus::Failed;
+        }
+    };
+    rank.watch(std::sync::Arc::clone(&stop));
+    let host = iolab_runner::Coordinator::host(&rank).to_string();
+    let finished = iolab_runner::execute_with(parsed, stop, Box::new(rank));
+    if me == 0 {
+        return print_finished(&finished, json.as_deref(), json.as_deref() == Some("-"));
+    }
+    if let Some(e) = &finished.error {
+        eprintln!("iolab: rank {me} on {host}: error: {e}");
+    }
+    finished.status
 }

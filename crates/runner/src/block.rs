@@ -429,13 +429,12 @@ pub fn prepare_target(
 /// passes and gathers the facts for the warnings before the target is removed.
 pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     ctx.progress.set_total(plan.planned());
-    let recorded = ctx.will_create_target(&ctx.common.target.clone());
-    let target = prepare_target(
-        &mut plan,
-        ctx.common.target.clone(),
-        &ctx.stop,
-        &ctx.progress,
-    )?;
+    let path = match ctx.coordinator().is_some() {
+        true => agree_with_ranks(&mut plan, ctx)?,
+        false => ctx.common.target.clone(),
+    };
+    let recorded = ctx.will_create_target(&path);
+    let target = prepare_target(&mut plan, path, &ctx.stop, &ctx.progress)?;
     if target.created() {
         ctx.created(recorded);
     }
@@ -466,6 +465,40 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     ctx.set_facts(facts);
     drop(target);
     outcome
+}
+
+/// A rank of a multi-process run: runs rank 0's tests and settings, and in a target
+/// directory its own file, named with its rank, host and process; the path it uses.
+fn agree_with_ranks(plan: &mut BlockPlan, ctx: &mut RunContext) -> Result<PathBuf, RunError> {
+    let stop = std::sync::Arc::clone(&ctx.stop);
+    let dir = ctx.common.target_abs();
+    let Some(c) = ctx.coordinator() else {
+        return Ok(dir);
+    };
+    let mine = serde_json::json!({ "settings": &plan.settings, "tests": &plan.tests });
+    let agreed = c.agree(mine, &stop)?;
+    let bad = |e: serde_json::Error| RunError::Failed(format!("rank 0's plan: {e}"));
+    plan.settings = serde_json::from_value(agreed["settings"].clone()).map_err(bad)?;
+    plan.tests = serde_json::from_value(agreed["tests"].clone()).map_err(bad)?;
+    if !dir.is_dir() {
+        return Ok(dir);
+    }
+    let host: String = c
+        .host()
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || ch == '-' {
+                ch
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Ok(dir.join(format!(
+        "iolab-mpi-rank{}-{host}-{}.dat",
+        c.rank(),
+        std::process::id()
+    )))
 }
 
 /// The activity around a pass with iolab's own uncounted I/O (its ramp, and what drained
@@ -616,8 +649,15 @@ impl Passes for OnTarget<'_> {
         } else {
             None
         };
+        let stop = std::sync::Arc::clone(&ctx.stop);
         let t0 = Instant::now();
         let before = ActivitySample::now();
+        if let Some(c) = ctx.coordinator() {
+            // As late as can be: what each rank does between the barrier and its pass
+            // (sampling /proc takes milliseconds on a busy host) delays its start.
+            c.before_pass(&stop)?;
+        }
+        let started = Instant::now();
         let out = {
             let obs = ctx.progress.pass(label, self.elapsed_plan, dur);
             run_pass(
@@ -665,6 +705,13 @@ impl Passes for OnTarget<'_> {
             activity,
         };
         let errors = pass.errors.clone();
+        if errors.is_empty() {
+            if let Some(c) = ctx.coordinator() {
+                // Every rank records the aggregate of the ranks' passes (a rank whose pass
+                // failed does not come here: the others learn it from this call).
+                pass = c.after_pass(&test.name, warm, pass, started, s.ramp, &stop)?;
+            }
+        }
         if !warm || !errors.is_empty() {
             ctx.store_pass(t.id, &pass)?;
             t.record.passes.push(pass);

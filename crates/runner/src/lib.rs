@@ -4,7 +4,10 @@
 
 pub mod block;
 pub mod context;
+pub mod coord;
 pub mod facts;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod options;
 pub mod progress;
 pub mod repeat;
@@ -14,7 +17,10 @@ pub mod status;
 pub mod verify;
 pub mod workload;
 
-pub use context::{dir_info, execute, plain_settings, target_dir, Finished, RunContext, RunStart};
+pub use context::{
+    dir_info, execute, execute_with, plain_settings, target_dir, Finished, RunContext, RunStart,
+};
+pub use coord::Coordinator;
 pub use options::CommonArgs;
 pub use status::{ExitStatus, RunError, UsageError};
 pub use workload::{Def, Job, ParseError, Parsed, Registry, Workload};

@@ -1,0 +1,522 @@
+//! Multi-host runs on MPI (docs/mpi.md). Without the `mpi` feature: a binary started by an
+//! MPI launcher refuses to run alone. With it (`cargo test -p iolab --features mpi --test
+//! mpi`): real mpirun, real ranks on one machine: the aggregate is the ranks' sum, every
+//! rank's file goes, the stored run has every rank; a blkio throttle gives the aggregate's
+//! ground truth; network namespaces make three hosts; a failing or killed rank ends the run
+//! on every rank.
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn a_build_without_mpi_started_by_mpirun_says_how_to_rebuild() {
+    let sb = iolab_testkit::Sandbox::new();
+    for var in ["OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK"] {
+        let out = sb
+            .cmd(&["run", "custom", "--size", "1m", "--duration", "100ms"])
+            .env(var, "2")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{var}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(var) && err.contains("--features mpi"), "{err}");
+        assert!(sb.target_entries().is_empty());
+        assert!(!sb.db.exists(), "nothing is stored");
+    }
+}
+
+#[cfg(feature = "mpi")]
+mod with_mpi {
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Output, Stdio};
+    use std::time::Duration;
+
+    use iolab_testkit::{require_devices, require_root, require_tools, sh, skip, Cgroup, Loop};
+    use iolab_testkit::{Mount, Sandbox, MIB};
+    use serde_json::Value;
+
+    /// `mpirun -np N [mpi_args] iolab <args> --db r.db`: as root, allowed to run as root;
+    /// more ranks than cores allowed.
+    fn mpirun(sb: &Sandbox, np: u32, mpi_args: &[&str], args: &[&str]) -> Command {
+        mpirun_cmd(np, mpi_args, &sb.cmd(args))
+    }
+
+    /// `mpirun -np N [mpi_args] CMD`, with CMD's environment.
+    fn mpirun_cmd(np: u32, mpi_args: &[&str], cmd: &Command) -> Command {
+        let mut c = Command::new("mpirun");
+        c.args(["--oversubscribe", "-np", &np.to_string()])
+            .args(mpi_args)
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn have_mpirun() -> bool {
+        require_tools(&["mpirun"])
+    }
+
+    fn text(o: &Output) -> String {
+        format!(
+            "status {:?}\nstdout:\n{}\nstderr:\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    }
+
+    /// The JSON document of stored run `id`.
+    fn stored(sb: &Sandbox, id: &str) -> Value {
+        let out = sb.iolab(&["show", id, "--json"]).ok();
+        serde_json::from_str(&out.stdout).expect("show --json")
+    }
+
+    fn num(v: &Value) -> f64 {
+        v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+    }
+
+    /// The run's passes: each one's bytes are the sum of its ranks', its MB/s those bytes
+    /// over (last end − first start); the aggregate pass in the test is the same one.
+    fn check_sums(doc: &Value, ranks: usize) {
+        let mpi = &doc["env"]["mpi"];
+        assert_eq!(mpi["ranks"].as_array().unwrap().len(), ranks, "{mpi}");
+        let rows = mpi["passes"].as_array().unwrap();
+        let tests = doc["tests"].as_array().unwrap();
+        let n_passes: usize = tests
+            .iter()
+            .map(|t| t["passes"].as_array().unwrap().len())
+            .sum();
+        assert_eq!(rows.len(), n_passes);
+        for row in rows {
+            let per: Vec<&Value> = row["ranks"].as_array().unwrap().iter().collect();
+            assert_eq!(per.len(), ranks);
+            let sum: u64 = per.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+            assert!(per.iter().all(|p| p["bytes"].as_u64().unwrap() > 0));
+            assert_eq!(row["bytes"].as_u64().unwrap(), sum, "{row}");
+            let first = per
+                .iter()
+                .map(|p| num(&p["start_s"]))
+                .fold(f64::MAX, f64::min);
+            let last = per
+                .iter()
+                .map(|p| num(&p["end_s"]))
+                .fold(f64::MIN, f64::max);
+            let want = sum as f64 / 1e6 / (last - first);
+            assert!((num(&row["mb_s"]) - want).abs() <= want * 1e-9, "{row}");
+            let test = tests.iter().find(|t| t["name"] == row["test"]).unwrap();
+            let pass = test["passes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["index"] == row["index"])
+                .unwrap();
+            assert_eq!(pass["bytes"], row["bytes"]);
+            assert!((num(&pass["mb_s"]) - want).abs() <= want * 1e-9);
+        }
+    }
+
+    /// The workload of most tests here: 2 passes of 300 ms writing 128 KiB blocks to a
+    /// 4 MiB file per rank.
+    const WRITE: [&str; 12] = [
+        "run",
+        "custom",
+        "--rw",
+        "write",
+        "--bs",
+        "128k",
+        "--size",
+        "4m",
+        "--duration",
+        "300ms",
+        "--runs",
+        "2",
+    ];
+
+    /// `np` ranks write for 2 passes of 300 ms, each its own 4 MiB file in the sandbox's
+    /// target; rank 0's JSON document (its stdout carries nothing else).
+    fn short_run(sb: &Sandbox, np: u32, mpi_args: &[&str]) -> Value {
+        let t = sb.target.to_str().unwrap();
+        let mut args = WRITE.to_vec();
+        args.extend(["--target", t, "--quiet", "--json", "-"]);
+        let out = mpirun(sb, np, mpi_args, &args).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).expect("rank 0's JSON only")
+    }
+
+    /// `cmd` run by `sh -c SCRIPT`, the script ending in `exec "$0" "$@"`.
+    fn through_sh(script: &str, cmd: &Command) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(script)
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .stdin(Stdio::null());
+        c
+    }
+
+    #[test]
+    fn ranks_add_up_to_the_aggregate_and_leave_nothing() {
+        if !have_mpirun() {
+            return;
+        }
+        let sb = Sandbox::new();
+        let doc = short_run(&sb, 3, &[]);
+        check_sums(&doc, 3);
+        assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
+        // Stored once, by rank 0, with every rank.
+        assert_eq!(sb.result_rows().len(), 1);
+        let st = stored(&sb, "last");
+        check_sums(&st, 3);
+        let notes = st["notes"].to_string();
+        assert!(notes.contains("mpi: 3 ranks on 1 host(s)"), "{notes}");
+    }
+
+    #[test]
+    fn a_rank_that_fails_ends_the_run_on_every_rank() {
+        if !have_mpirun() {
+            return;
+        }
+        let sb = Sandbox::new();
+        let missing = sb.path("nowhere").join("dir");
+        // Rank 2's target does not exist (a host without the share mounted).
+        let script = format!(
+            "t={}; [ \"$OMPI_COMM_WORLD_RANK\" = 2 ] && t={}; exec \"$0\" \"$@\" --target \"$t\"",
+            sb.target.display(),
+            missing.display()
+        );
+        let mut args = WRITE.to_vec();
+        args.push("--quiet");
+        let cmd = sb.cmd(&args);
+        let out = mpirun_cmd(3, &[], &through_sh(&script, &cmd))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{}", text(&out));
+        assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
+        let st = stored(&sb, "last");
+        let host = st["env"]["mpi"]["ranks"][2]["host"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let failure = st["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n.as_str()?.strip_prefix("failed: "))
+            .next()
+            .unwrap_or_else(|| panic!("no failure note: {}", st["notes"]));
+        assert!(
+            failure.contains(&format!("rank 2 on {host}")) && failure.contains("does not exist"),
+            "{failure}"
+        );
+        assert_eq!(st["complete"], false);
+    }
+
+    /// The pid in a rank's file name (`iolab-mpi-rankR-HOST-PID.dat`).
+    fn rank_file(dir: &Path, rank: u32) -> Option<(PathBuf, i32)> {
+        std::fs::read_dir(dir).ok()?.flatten().find_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rest = name.strip_prefix(&format!("iolab-mpi-rank{rank}-"))?;
+            let pid = rest
+                .strip_suffix(".dat")?
+                .rsplit('-')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((e.path(), pid))
+        })
+    }
+
+    fn wait_for<T>(what: &str, child: &mut Child, mut f: impl FnMut() -> Option<T>) -> T {
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            if let Some(s) = child.try_wait().unwrap() {
+                panic!("mpirun ended ({s}) before {what}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    #[test]
+    fn a_rank_killed_mid_pass_ends_the_run_on_every_rank() {
+        if !have_mpirun() || !require_root("killing a rank of mpirun") {
+            return;
+        }
+        let sb = Sandbox::new();
+        let t = sb.target.to_str().unwrap();
+        // The first pass is 30 s long: the kill lands in it.
+        let mut args = WRITE.to_vec();
+        args[9] = "30s";
+        args.extend(["--target", t, "--quiet"]);
+        let mut child = mpirun(
+            &sb,
+            3,
+            // mpirun stops the survivors 2 s after a rank is gone and kills them 2 s later
+            // (1 s by default): time to stop, remove their files and store the run.
+            &["--mca", "odls_base_sigkill_timeout", "2"],
+            &args,
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        // Rank 0 stored the start of the run and every rank made its file: the passes
+        // run (the first one is 30 s long).
+        wait_for("the run is stored", &mut child, || {
+            (!sb.result_rows().is_empty()).then_some(())
+        });
+        let files: Vec<(PathBuf, i32)> = (0..3)
+            .map(|r| wait_for("every rank's file", &mut child, || rank_file(&sb.target, r)))
+            .collect();
+        let victim = files[2].1;
+        sh("kill", &["-9", &victim.to_string()]);
+        let out = child.wait_with_output().unwrap();
+        assert!(!out.status.success(), "{}", text(&out));
+        for (_, pid) in &files {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rsplit_once(')')
+                .map(|(_, s)| s.trim_start().chars().next());
+            assert!(
+                matches!(state, None | Some(Some('Z' | 'X'))),
+                "rank pid {pid} still runs: {stat} (victim {victim})"
+            );
+        }
+        assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
+        let st = stored(&sb, "last");
+        let host = st["env"]["mpi"]["ranks"][2]["host"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let notes = st["notes"].to_string();
+        assert!(
+            notes.contains(&format!("failed: rank 2 on {host} (pid {victim}) ended")),
+            "{notes}\n{}",
+            text(&out)
+        );
+    }
+
+    #[test]
+    fn four_ranks_under_one_throttle_add_up_to_the_cap() {
+        let Some(_lock) = require_devices(&["mkfs.ext4", "mpirun"]) else {
+            return;
+        };
+        if !Cgroup::blkio_available() {
+            skip!("no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO);
+        }
+        const BPS: u64 = 20 * MIB; // 20 MiB/s = 20.97 MB/s
+        let dev = Loop::with_options(160 * MIB, &["--direct-io=on"]);
+        sh("mkfs.ext4", &["-q", "-F", dev.s()]);
+        let mnt = Mount::new(dev.s(), &[]);
+        let dir = mnt.path().join("t");
+        std::fs::create_dir(&dir).unwrap();
+        let cg = Cgroup::blkio(&format!("iolab-mpi-{}", std::process::id()));
+        cg.set(
+            "blkio.throttle.read_bps_device",
+            &format!("{} {BPS}", dev.majmin()),
+        );
+        let sb = Sandbox::new();
+        let cmd = mpirun(
+            &sb,
+            4,
+            &[],
+            &[
+                "run",
+                "custom",
+                "--rw",
+                "read",
+                "--bs",
+                "128k",
+                "--iodepth",
+                "4",
+                "--size",
+                "16m",
+                "--duration",
+                "3s",
+                "--ramp",
+                "300ms",
+                "--runs",
+                "2",
+                "--target",
+                dir.to_str().unwrap(),
+                "--quiet",
+                "--json",
+                "-",
+            ],
+        );
+        // mpirun, its daemon and every rank in the throttled cgroup.
+        let script = format!(
+            "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
+            cg.dir.display()
+        );
+        let out = through_sh(&script, &cmd).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        check_sums(&doc, 4);
+        let truth = BPS as f64 / 1e6;
+        let got = num(&doc["tests"][0]["summary"]["mb_s"]);
+        let rows = doc["env"]["mpi"]["passes"].as_array().unwrap();
+        for row in rows {
+            let per: f64 = row["ranks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| num(&p["mb_s"]))
+                .sum();
+            println!(
+                "pass {}: aggregate {:.3} MB/s, ranks' rates sum to {per:.3}, start skew {:.1} ms",
+                row["index"],
+                num(&row["mb_s"]),
+                num(&row["start_skew_s"]) * 1e3
+            );
+            assert!((per - truth).abs() <= truth * 0.03, "{per} vs {truth}");
+        }
+        println!("aggregate median {got:.3} MB/s vs cap {truth:.3} MB/s");
+        assert!((got - truth).abs() <= truth * 0.03, "{got} vs {truth}");
+        assert!(std::fs::read_dir(&dir).unwrap().next().is_none());
+        drop(mnt);
+    }
+
+    /// Three network namespaces on a bridge, each a "host" with its own name; removed on
+    /// drop.
+    struct Hosts {
+        bridge: String,
+        names: Vec<String>,
+        agent: PathBuf,
+        hostfile: PathBuf,
+        _dir: tempfile::TempDir,
+    }
+
+    /// The subnet of the bridge and the namespaces (the bridge is .254).
+    const NET: &str = "10.251.0";
+
+    impl Hosts {
+        fn new() -> Hosts {
+            let id = std::process::id() % 100_000;
+            let dir = iolab_testkit::scratch_dir();
+            let h = Hosts {
+                bridge: format!("iolabbr{id}"),
+                names: (1..=3).map(|i| format!("iolab{id}h{i}")).collect(),
+                agent: dir.path().join("agent.sh"),
+                hostfile: dir.path().join("hosts"),
+                _dir: dir,
+            };
+            let ip = |args: &[&str]| sh("ip", args);
+            ip(&["link", "add", &h.bridge, "type", "bridge"]);
+            ip(&["addr", "add", &format!("{NET}.254/24"), "dev", &h.bridge]);
+            ip(&["link", "set", &h.bridge, "up"]);
+            for (i, ns) in h.names.iter().enumerate() {
+                ip(&["netns", "add", ns]);
+                let veth = format!("iolabv{id}x{i}");
+                ip(&[
+                    "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", ns,
+                ]);
+                ip(&["link", "set", &veth, "master", &h.bridge, "up"]);
+                let addr = format!("{NET}.{}/24", i + 1);
+                ip(&["-n", ns, "addr", "add", &addr, "dev", "eth0"]);
+                ip(&["-n", ns, "link", "set", "eth0", "up"]);
+                ip(&["-n", ns, "link", "set", "lo", "up"]);
+            }
+            // mpirun's launcher: `agent HOST COMMAND...` runs COMMAND in the namespace HOST,
+            // under its own host name.
+            std::fs::write(
+                &h.agent,
+                "#!/bin/sh\nns=\"$1\"; shift\nexec ip netns exec \"$ns\" unshare --uts sh -c \
+                 'hostname \"$0\" && eval \"$1\"' \"$ns\" \"$*\"\n",
+            )
+            .unwrap();
+            sh("chmod", &["+x", h.agent.to_str().unwrap()]);
+            let lines: Vec<String> = h.names.iter().map(|n| format!("{n} slots=2\n")).collect();
+            std::fs::write(&h.hostfile, lines.concat()).unwrap();
+            h
+        }
+
+        /// mpirun's options to start ranks on these hosts, TCP on the bridge only.
+        fn mpi_args(&self) -> Vec<String> {
+            let net = format!("{NET}.0/24");
+            [
+                "--hostfile",
+                self.hostfile.to_str().unwrap(),
+                "--mca",
+                "plm_rsh_agent",
+                self.agent.to_str().unwrap(),
+                "--mca",
+                "oob_tcp_if_include",
+                &net,
+                "--mca",
+                "btl",
+                "tcp,self",
+                "--mca",
+                "btl_tcp_if_include",
+                &net,
+                // The daemons start from the launcher, without mpirun's environment.
+                "-x",
+                "XDG_DATA_HOME",
+                "-x",
+                "HOME",
+                "-x",
+                "OMPI_ALLOW_RUN_AS_ROOT",
+                "-x",
+                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        }
+    }
+
+    impl Drop for Hosts {
+        fn drop(&mut self) {
+            for ns in &self.names {
+                let _ = iolab_testkit::try_sh("ip", &["netns", "del", ns]);
+            }
+            let _ = iolab_testkit::try_sh("ip", &["link", "del", &self.bridge]);
+        }
+    }
+
+    #[test]
+    fn three_hosts_show_in_the_per_host_results() {
+        if !have_mpirun()
+            || !require_root("network namespaces")
+            || !require_tools(&["ip", "unshare"])
+        {
+            return;
+        }
+        let hosts = Hosts::new();
+        let sb = Sandbox::new();
+        let mpi_args = hosts.mpi_args();
+        let mpi_args: Vec<&str> = mpi_args.iter().map(String::as_str).collect();
+        let doc = short_run(&sb, 6, &mpi_args);
+        check_sums(&doc, 6);
+        let mpi = &doc["env"]["mpi"];
+        let got: Vec<&str> = mpi["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["host"].as_str().unwrap())
+            .collect();
+        assert_eq!(got, hosts.names, "{mpi}");
+        for h in mpi["hosts"].as_array().unwrap() {
+            assert_eq!(h["ranks"].as_array().unwrap().len(), 2, "{h}");
+        }
+        // The per-host line of the stored run names every host with its rate.
+        let shown = sb.iolab(&["show", "last"]).ok().stdout;
+        let line: String = shown
+            .split("mpi per host")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no per-host line:\n{shown}"))
+            .split("\n  -")
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for h in &hosts.names {
+            assert!(line.contains(&format!("{h} ")), "{h} missing: {line}");
+        }
+        assert!(sb.target_entries().is_empty());
+    }
+}

@@ -1,0 +1,552 @@
+//! Rank 0's view of what the ranks measured: each pass's aggregate (bytes and I/Os summed,
+//! latency histograms merged, the rate over the span from the first rank's start to the last
+//! rank's end), every rank's own figures, per-host sums, and what goes into the run record
+//! at the end (`env.mpi`, the notes, the straggler warning).
+
+use std::collections::BTreeMap;
+
+use iolab_measure::{
+    DirResult, LatSummary, PassContext, PassRecord, RunRecord, SyncStats, TimeSeries, Warning,
+    WarningCode,
+};
+use serde::Serialize;
+
+use super::Member;
+
+/// A host whose median rate per rank is below this fraction of the other hosts' median is a
+/// straggler.
+pub const STRAGGLER_FRACTION: f64 = 0.5;
+
+/// The measured passes of every rank, as rank 0 gathers them.
+#[derive(Debug, Default)]
+pub struct Ranks {
+    rows: Vec<Row>,
+}
+
+/// One measured pass of one test on every rank.
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    test: String,
+    index: u32,
+    /// All ranks' bytes / (last end − first start).
+    mb_s: f64,
+    /// The ranks' rate while all of them ran: each rank's bytes up to the first rank's end
+    /// (its bytes prorated over its own counted time) over (first end − first start).
+    first_done_mb_s: f64,
+    /// The same as `mb_s`: the rate when the last rank is done.
+    last_done_mb_s: f64,
+    bytes: u64,
+    /// Last end − first start, seconds.
+    seconds: f64,
+    /// Latest start − earliest start, seconds (the barrier's skew and start-up).
+    start_skew_s: f64,
+    ranks: Vec<RankPass>,
+}
+
+/// One rank's own figures of a pass.
+#[derive(Debug, Clone, Serialize)]
+struct RankPass {
+    rank: u32,
+    host: String,
+    bytes: u64,
+    ios: u64,
+    seconds: f64,
+    mb_s: f64,
+    iops: f64,
+    lat_p99_us: f64,
+    /// The counted part of its pass, seconds after the barrier released it (its own clock).
+    start_s: f64,
+    end_s: f64,
+    /// Seconds it spent in exchanges with the other ranks since its last pass (waiting at
+    /// the barrier included).
+    coord_s: f64,
+}
+
+/// One rank's pass as it arrives.
+#[derive(Debug)]
+pub struct Arrived {
+    pub test: String,
+    pub warm: bool,
+    pub pass: PassRecord,
+    /// The counted part of the pass, seconds after the barrier released the rank.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Seconds the rank spent in exchanges since its last pass (the barrier included).
+    pub coord_s: f64,
+}
+
+impl Ranks {
+    /// Adds one pass of every rank (in rank order) and returns its aggregate.
+    pub fn add(&mut self, members: &[Member], passes: Vec<Arrived>) -> PassRecord {
+        let first_start = fold(&passes, |p| p.start_s, f64::min);
+        let first_end = fold(&passes, |p| p.end_s, f64::min);
+        let last_end = fold(&passes, |p| p.end_s, f64::max);
+        let last_start = fold(&passes, |p| p.start_s, f64::max);
+        let span = (last_end - first_start).max(1e-9);
+        let records: Vec<&PassRecord> = passes.iter().map(|p| &p.pass).collect();
+        let read = merge_dir(records.iter().map(|p| p.read.as_ref()), span);
+        let write = merge_dir(records.iter().map(|p| p.write.as_ref()), span);
+        let sync = merge_sync(records.iter().map(|p| p.sync.as_ref()));
+        let first = records[0];
+        let mut agg = PassRecord::new(
+            first.index,
+            span,
+            read,
+            write,
+            sync,
+            first.cpu,
+            sum_series(&records),
+        );
+        // Other ranks' I/O and CPU are not someone else's: activity is not judged here.
+        agg.context = PassContext {
+            cache_resident_before: first.context.cache_resident_before,
+            cache_resident_after: first.context.cache_resident_after,
+            ..PassContext::default()
+        };
+        let (test, warm) = (passes[0].test.clone(), passes[0].warm);
+        if !warm {
+            let until_first: f64 = passes
+                .iter()
+                .map(|a| {
+                    let own = (a.end_s - a.start_s).max(1e-9);
+                    a.pass.bytes as f64 * ((first_end - a.start_s) / own).clamp(0.0, 1.0)
+                })
+                .sum();
+            let host = |r: usize| members.get(r).map(|m| m.host.clone()).unwrap_or_default();
+            self.rows.push(Row {
+                test,
+                index: agg.index,
+                mb_s: agg.mb_s,
+                first_done_mb_s: until_first / 1e6 / (first_end - first_start).max(1e-9),
+                last_done_mb_s: agg.mb_s,
+                bytes: agg.bytes,
+                seconds: span,
+                start_skew_s: last_start - first_start,
+                ranks: passes
+                    .iter()
+                    .enumerate()
+                    .map(|(r, a)| RankPass {
+                        rank: r as u32,
+                        host: host(r),
+                        bytes: a.pass.bytes,
+                        ios: a.pass.ios,
+                        seconds: a.pass.seconds,
+                        mb_s: a.pass.mb_s,
+                        iops: a.pass.iops,
+                        lat_p99_us: a.pass.lat_us.p99,
+                        start_s: a.start_s,
+                        end_s: a.end_s,
+                        coord_s: a.coord_s,
+                    })
+                    .collect(),
+            });
+        }
+        agg
+    }
+
+    /// Puts what the ranks measured in the run: `env.mpi`, a note on the ranks and hosts,
+    /// a per-host line per test, and a STRAGGLER_HOST warning per slow host.
+    pub fn record(&self, members: &[Member], run: &mut RunRecord, stopped: bool) {
+        let hosts = hosts(members);
+        let per_host = self.per_host(&hosts);
+        let doc = serde_json::json!({
+            "ranks": members,
+            "hosts": hosts.iter().map(|(h, r)| serde_json::json!({"host": h, "ranks": r}))
+                .collect::<Vec<_>>(),
+            "passes": self.rows,
+            "host_mb_s": per_host
+                .iter()
+                .map(|(t, h)| serde_json::json!({"test": t, "hosts": h}))
+                .collect::<Vec<_>>(),
+            "stopped_by_signal": stopped,
+        });
+        if let serde_json::Value::Object(env) = &mut run.env {
+            env.insert("mpi".into(), doc);
+        } else {
+            run.env = serde_json::json!({ "mpi": doc });
+        }
+        let host_list: Vec<String> = hosts
+            .iter()
+            .map(|(h, r)| format!("{h} (ranks {})", list(r)))
+            .collect();
+        run.notes.push(format!(
+            "mpi: {} ranks on {} host(s): {}; each pass's MB/s is all ranks' bytes / (last \
+             end − first start), every rank timing its own pass from the barrier before it; \
+             device activity and other processes' CPU are not judged (the other ranks' I/O \
+             and CPU would count as someone else's)",
+            members.len(),
+            hosts.len(),
+            host_list.join(", ")
+        ));
+        let bound: Vec<String> = members
+            .iter()
+            .filter(|m| m.cpus[0] > 0 && m.cpus[0] < m.cpus[1])
+            .map(|m| format!("rank {} ({} of {})", m.rank, m.cpus[0], m.cpus[1]))
+            .collect();
+        if !bound.is_empty() {
+            run.notes.push(format!(
+                "mpi: ranks bound to fewer CPUs than the host has: {}; on a busy host a rank \
+                 bound to a loaded CPU completes its I/O late (mpirun binds by default: \
+                 `--bind-to none` unless that is what you measure)",
+                bound.join(", ")
+            ));
+        }
+        for (test, by_host) in &per_host {
+            let cells: Vec<String> = by_host
+                .iter()
+                .map(|(h, v)| format!("{h} {v:.2} MB/s"))
+                .collect();
+            run.notes
+                .push(format!("mpi per host, {test}: {}", cells.join(", ")));
+        }
+        run.warnings.extend(stragglers(&per_host, &hosts));
+    }
+
+    /// For every test (in the order they ran), each host's median over passes of its
+    /// ranks' summed MB/s.
+    fn per_host(&self, hosts: &[(String, Vec<u32>)]) -> Vec<(String, BTreeMap<String, f64>)> {
+        let mut tests: Vec<String> = Vec::new();
+        for r in &self.rows {
+            if !tests.contains(&r.test) {
+                tests.push(r.test.clone());
+            }
+        }
+        tests
+            .into_iter()
+            .map(|t| {
+                let rows: Vec<&Row> = self.rows.iter().filter(|r| r.test == t).collect();
+                let by_host = hosts
+                    .iter()
+                    .map(|(h, _)| {
+                        let sums: Vec<f64> = rows
+                            .iter()
+                            .map(|r| {
+                                r.ranks
+                                    .iter()
+                                    .filter(|p| &p.host == h)
+                                    .map(|p| p.mb_s)
+                                    .sum()
+                            })
+                            .collect();
+                        (h.clone(), iolab_stats::median(&sums))
+                    })
+                    .collect();
+                (t, by_host)
+            })
+            .collect()
+    }
+}
+
+/// The hosts in the order of their first rank, each with its ranks.
+fn hosts(members: &[Member]) -> Vec<(String, Vec<u32>)> {
+    let mut out: Vec<(String, Vec<u32>)> = Vec::new();
+    for m in members {
+        match out.iter_mut().find(|(h, _)| *h == m.host) {
+            Some((_, r)) => r.push(m.rank),
+            None => out.push((m.host.clone(), vec![m.rank])),
+        }
+    }
+    out
+}
+
+/// "0-3", "0, 2, 5".
+fn list(ranks: &[u32]) -> String {
+    let contiguous = ranks.windows(2).all(|w| w[1] == w[0] + 1);
+    match ranks {
+        [a, .., b] if contiguous => format!("{a}-{b}"),
+        _ => ranks
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// A host whose rate per rank is below [`STRAGGLER_FRACTION`] of the median of the other
+/// hosts' (per rank, so a host with fewer ranks is not a straggler for that).
+fn stragglers(
+    per_host: &[(String, BTreeMap<String, f64>)],
+    hosts: &[(String, Vec<u32>)],
+) -> Vec<Warning> {
+    let mut out = Vec::new();
+    if hosts.len() < 2 {
+        return out;
+    }
+    for (test, by_host) in per_host {
+        let per_rank: Vec<(&str, f64)> = hosts
+            .iter()
+            .map(|(h, r)| {
+                (
+                    h.as_str(),
+                    by_host.get(h).copied().unwrap_or(0.0) / r.len() as f64,
+                )
+            })
+            .collect();
+        for (h, v) in &per_rank {
+            let others: Vec<f64> = per_rank
+                .iter()
+                .filter(|(o, _)| o != h)
+                .map(|(_, v)| *v)
+                .collect();
+            let typical = iolab_stats::median(&others);
+            if typical > 0.0 && *v < STRAGGLER_FRACTION * typical {
+                out.push(Warning {
+                    code: WarningCode::StragglerHost,
+                    message: format!(
+                        "host {h}: {v:.2} MB/s per rank, under {:.0}% of the other hosts' \
+                         {typical:.2} MB/s per rank (median)",
+                        STRAGGLER_FRACTION * 100.0
+                    ),
+                    fix: format!(
+                        "look at host {h}: its network link, its mount options, other load \
+                         on it; the aggregate waits for its ranks"
+                    ),
+                    test: Some(test.clone()),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn fold(passes: &[Arrived], f: impl Fn(&Arrived) -> f64, g: fn(f64, f64) -> f64) -> f64 {
+    passes.iter().map(f).reduce(g).unwrap_or(0.0)
+}
+
+/// One direction of every rank: bytes summed and histograms merged, the rate over `span`.
+fn merge_dir<'a>(
+    dirs: impl Iterator<Item = Option<&'a DirResult>>,
+    span: f64,
+) -> Option<DirResult> {
+    let mut out: Option<(u64, iolab_measure::LatencyHistogram)> = None;
+    for d in dirs.flatten() {
+        let (bytes, hist) = out.get_or_insert_with(Default::default);
+        *bytes += d.bytes;
+        hist.merge(&d.histogram);
+    }
+    out.map(|(bytes, hist)| DirResult::from_histogram(bytes, span, hist))
+}
+
+/// Flushes of every rank: counts summed; the mean weighted by count; min, max and each
+/// percentile the worst of the ranks' (an upper bound: percentiles of summaries do not
+/// merge).
+fn merge_sync<'a>(syncs: impl Iterator<Item = Option<&'a SyncStats>>) -> Option<SyncStats> {
+    let all: Vec<&SyncStats> = syncs.flatten().collect();
+    if all.is_empty() {
+        return None;
+    }
+    let count: u64 = all.iter().map(|s| s.count).sum();
+    let worst = |f: fn(&LatSummary) -> f64| all.iter().map(|s| f(&s.lat_us)).fold(0.0, f64::max);
+    let mean = if count == 0 {
+        0.0
+    } else {
+        all.iter()
+            .map(|s| s.lat_us.mean * s.count as f64)
+            .sum::<f64>()
+            / count as f64
+    };
+    Some(SyncStats {
+        count,
+        lat_us: LatSummary {
+            mean,
+            min: all
+                .iter()
+                .map(|s| s.lat_us.min)
+                .fold(f64::INFINITY, f64::min),
+            p50: worst(|l| l.p50),
+            p90: worst(|l| l.p90),
+            p99: worst(|l| l.p99),
+            p999: worst(|l| l.p999),
+            p9999: worst(|l| l.p9999),
+            max: worst(|l| l.max),
+        },
+    })
+}
+
+/// The ranks' bytes per interval summed (the passes start together after the barrier);
+/// empty when their intervals differ.
+fn sum_series(records: &[&PassRecord]) -> TimeSeries {
+    let interval = records[0].timeseries.interval_ms;
+    if records.iter().any(|p| p.timeseries.interval_ms != interval) {
+        return TimeSeries::default();
+    }
+    let len = records
+        .iter()
+        .map(|p| p.timeseries.bytes.len())
+        .max()
+        .unwrap_or(0);
+    let mut bytes = vec![0u64; len];
+    for p in records {
+        for (sum, b) in bytes.iter_mut().zip(&p.timeseries.bytes) {
+            *sum += b;
+        }
+    }
+    TimeSeries {
+        interval_ms: interval,
+        bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iolab_measure::{CpuUsage, LatencyHistogram};
+
+    use super::*;
+
+    fn member(rank: u32, host: &str) -> Member {
+        Member {
+            rank,
+            host: host.into(),
+            pid: 100 + rank,
+            kernel: String::new(),
+            cpus: [2, 2],
+            version: "0".into(),
+        }
+    }
+
+    fn arrived(warm: bool, pass: PassRecord, start_s: f64, end_s: f64) -> Arrived {
+        Arrived {
+            test: "T".into(),
+            warm,
+            pass,
+            start_s,
+            end_s,
+            coord_s: 0.001,
+        }
+    }
+
+    /// A read pass of `bytes` over `seconds` with `ios` latencies of `lat_ns`.
+    fn pass(bytes: u64, seconds: f64, ios: u64, lat_ns: u64) -> PassRecord {
+        let mut h = LatencyHistogram::new();
+        for _ in 0..ios {
+            h.record(lat_ns);
+        }
+        let read = DirResult::from_histogram(bytes, seconds, h);
+        PassRecord::new(
+            1,
+            seconds,
+            Some(read),
+            None,
+            None,
+            CpuUsage::default(),
+            TimeSeries {
+                interval_ms: 100,
+                bytes: vec![bytes / 2, bytes / 2],
+            },
+        )
+    }
+
+    #[test]
+    fn a_pass_adds_bytes_and_ios_merges_latencies_and_spans_first_start_to_last_end() {
+        let members = [member(0, "a"), member(1, "b")];
+        let mut ranks = Ranks::default();
+        let agg = ranks.add(
+            &members,
+            vec![
+                arrived(false, pass(10_000_000, 1.0, 10, 1_000), 0.1, 1.1),
+                arrived(false, pass(30_000_000, 1.0, 30, 9_000), 0.3, 1.3),
+            ],
+        );
+        assert_eq!(agg.bytes, 40_000_000);
+        assert_eq!(agg.ios, 40);
+        // 40 MB over 1.2 s (0.1 .. 1.3).
+        assert!((agg.seconds - 1.2).abs() < 1e-9);
+        assert!((agg.mb_s - 40.0 / 1.2).abs() < 1e-9);
+        assert_eq!(agg.read.as_ref().unwrap().histogram.count(), 40);
+        assert!(
+            agg.lat_us.max >= 8.9 && agg.lat_us.min <= 1.01,
+            "{:?}",
+            agg.lat_us
+        );
+        assert_eq!(agg.timeseries.bytes, vec![20_000_000, 20_000_000]);
+        let row = &ranks.rows[0];
+        // By the first end (1.1 s) rank 0 did all 10 MB and rank 1 80% of its 30: 34 MB
+        // over 1.0 s.
+        assert!(
+            (row.first_done_mb_s - 34.0).abs() < 1e-9,
+            "{}",
+            row.first_done_mb_s
+        );
+        assert!((row.start_skew_s - 0.2).abs() < 1e-9);
+        // Warm-ups are aggregated for the ranks but not kept.
+        ranks.add(
+            &members,
+            vec![
+                arrived(true, pass(1, 1.0, 1, 1), 0.0, 1.0),
+                arrived(true, pass(1, 1.0, 1, 1), 0.0, 1.0),
+            ],
+        );
+        assert_eq!(ranks.rows.len(), 1);
+    }
+
+    fn run_of(ranks: &Ranks, members: &[Member]) -> RunRecord {
+        let mut run: RunRecord = serde_json::from_value(serde_json::json!({
+            "id": null, "uuid": "u", "iolab_version": "0", "preset": "custom",
+            "workload": "block",
+            "target": {"path": "/t", "kind": "dir", "io_path": "/t", "fs_type": "ext4",
+                       "size": 1},
+            "settings": crate::context::plain_settings(1, std::time::Duration::from_secs(1), 1,
+                                                       true),
+            "engine": "psync", "command_line": [], "label": null, "started_at": "",
+            "finished_at": null, "complete": true, "notes": [], "warnings": [],
+            "env": {}, "study": null, "config_label": null, "study_meta": null, "tests": []
+        }))
+        .unwrap();
+        ranks.record(members, &mut run, false);
+        run
+    }
+
+    #[test]
+    fn a_host_far_slower_per_rank_is_a_straggler_and_fewer_ranks_are_not() {
+        // Hosts a and b run two ranks at 10 MB/s each; c one rank at 10 (not slow per
+        // rank), d one at 2 (slow).
+        let members = [
+            member(0, "a"),
+            member(1, "a"),
+            member(2, "b"),
+            member(3, "b"),
+            member(4, "c"),
+            member(5, "d"),
+        ];
+        let mut ranks = Ranks::default();
+        let rates = [10, 10, 10, 10, 10, 2];
+        ranks.add(
+            &members,
+            rates
+                .iter()
+                .map(|&r| arrived(false, pass(r * 1_000_000, 1.0, 1, 1), 0.0, 1.0))
+                .collect(),
+        );
+        let run = run_of(&ranks, &members);
+        let w: Vec<&Warning> = run.warnings.iter().collect();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].code.as_str(), "STRAGGLER_HOST");
+        assert!(
+            w[0].message.starts_with("host d: 2.00 MB/s per rank"),
+            "{}",
+            w[0].message
+        );
+        assert_eq!(w[0].test.as_deref(), Some("T"));
+        let mpi = &run.env["mpi"];
+        assert_eq!(mpi["hosts"].as_array().unwrap().len(), 4);
+        assert_eq!(mpi["host_mb_s"][0]["hosts"]["a"], 20.0);
+        let notes = run.notes.join("\n");
+        assert!(
+            notes.contains(
+                "6 ranks on 4 host(s): a (ranks 0-1), b (ranks 2-3), c (ranks 4), d (ranks 5)"
+            ),
+            "{notes}"
+        );
+        // One host alone: no straggler whatever its ranks do.
+        let one = [member(0, "a"), member(1, "a")];
+        let mut ranks = Ranks::default();
+        ranks.add(
+            &one,
+            vec![
+                arrived(false, pass(10_000_000, 1.0, 1, 1), 0.0, 1.0),
+                arrived(false, pass(1_000_000, 1.0, 1, 1), 0.0, 1.0),
+            ],
+        );
+        assert!(run_of(&ranks, &one).warnings.is_empty());
+    }
+}
