@@ -786,7 +786,19 @@ impl Client<'_, '_> {
                     Some(_) => &self.write_buf[..size as usize],
                     None => &self.sh.zeros[..size as usize],
                 };
-                let n = f.write_at(data, offset)?;
+                // A write cut short (the filesystem filled up in the middle of it) goes on
+                // for the rest, so a full filesystem shows as the ENOSPC it is.
+                let mut n = f.write_at(data, offset)?;
+                while n < data.len() {
+                    match f.write_at(&data[n..], offset + n as u64) {
+                        Ok(0) => break,
+                        Ok(k) => n += k,
+                        Err(e) => {
+                            self.wrote = Some(n);
+                            return Err(e.into());
+                        }
+                    }
+                }
                 self.wrote = Some(n);
                 if n != ret as usize {
                     return Err(Fail::ShortWrite {
