@@ -236,11 +236,24 @@ fn flushes_on_tmpfs_have_no_effect() {
         ];
         sb.iolab(&args).ok().json()
     };
-    // tmpfs has nothing to flush: write+fdatasync runs as fast as a plain write.
-    let doc = probe(dir.path());
-    let w = warning(&doc, "FLUSH_NO_EFFECT");
-    assert_eq!(w["test"], Value::Null);
-    assert!(percent_in(string(w, "message")) >= 50.0, "{w}");
+    // tmpfs has nothing to flush: write+fdatasync runs as fast as a plain write. Both rates
+    // are CPU-bound, so another process taking the CPU in one of the two 200 ms passes can
+    // hide it: up to three tries, each shown if all fail.
+    let mut tries = Vec::new();
+    let found = (0..3).any(|_| {
+        let doc = probe(dir.path());
+        let codes = doc["warnings"].to_string();
+        let ok = doc["warnings"].as_array().is_some_and(|ws| {
+            ws.iter().any(|w| {
+                w["code"] == "FLUSH_NO_EFFECT"
+                    && w["test"] == Value::Null
+                    && percent_in(string(w, "message")) >= 50.0
+            })
+        });
+        tries.push(codes);
+        ok
+    });
+    assert!(found, "no FLUSH_NO_EFFECT on tmpfs in 3 tries: {tries:#?}");
     // On the build directory's disk a flush costs a real write.
     let doc = probe(&sb.target);
     absent(&doc, "FLUSH_NO_EFFECT");
