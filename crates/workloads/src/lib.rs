@@ -10,9 +10,11 @@ pub mod block;
 pub mod dbench;
 pub mod fsync;
 
+mod beneath;
 pub mod common;
 pub mod copy;
 pub mod metadata;
+pub mod replay;
 pub mod scrub;
 pub mod streams;
 pub mod verify;
@@ -28,6 +30,7 @@ pub static WORKLOADS: &[&dyn iolab_runner::Workload] = &[
     &metadata::run::WORKLOAD,
     &verify::run::WORKLOAD,
     &scrub::run::WORKLOAD,
+    &replay::run::WORKLOAD,
 ];
 
 /// The registry `iolab run` and `iolab study` parse workloads with.

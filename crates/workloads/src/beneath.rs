@@ -1,5 +1,5 @@
 //! Paths resolved beneath the run directory without following any symbolic link: every
-//! loadfile path (and every removal) goes through `openat2(RESOLVE_BENEATH |
+//! dbench loadfile or replayed trace path (and every removal) goes through `openat2(RESOLVE_BENEATH |
 //! RESOLVE_NO_SYMLINKS)` from a descriptor of the run directory, so a link swapped into a
 //! client's directory during the run makes that operation fail (ELOOP / EXDEV) instead of
 //! reaching outside the target. Names are then created, removed and renamed with the `*at`
