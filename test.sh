@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES="fio dbench e2fsprogs xfsprogs btrfs-progs util-linux python3 chromium"
+PACKAGES="fio dbench e2fsprogs xfsprogs btrfs-progs util-linux python3 chromium strace sqlite3 git"
 
 apt_install() {
   local missing=()

@@ -295,6 +295,16 @@ pub enum Op {
     Rmdir {
         path: TracePath,
     },
+    /// A hard link `to` of `from`.
+    Link {
+        from: TracePath,
+        to: TracePath,
+    },
+    /// A symbolic link at `path` holding `target` (never followed by the replay).
+    Symlink {
+        target: Vec<u8>,
+        path: TracePath,
+    },
     /// stat (`nofollow`: lstat).
     Stat {
         path: TracePath,
@@ -328,6 +338,8 @@ pub const OP_NAMES: &[&str] = &[
     "unlink",
     "mkdir",
     "rmdir",
+    "link",
+    "symlink",
     "stat",
     "lstat",
     "fstat",
@@ -358,6 +370,8 @@ impl Op {
             Op::Unlink { .. } => "unlink",
             Op::Mkdir { .. } => "mkdir",
             Op::Rmdir { .. } => "rmdir",
+            Op::Link { .. } => "link",
+            Op::Symlink { .. } => "symlink",
             Op::Stat {
                 nofollow: false, ..
             } => "stat",
@@ -400,8 +414,9 @@ impl Op {
             | Op::Unlink { path }
             | Op::Mkdir { path, .. }
             | Op::Rmdir { path }
-            | Op::Stat { path, .. } => vec![path],
-            Op::Rename { from, to } => vec![from, to],
+            | Op::Stat { path, .. }
+            | Op::Symlink { path, .. } => vec![path],
+            Op::Rename { from, to } | Op::Link { from, to } => vec![from, to],
             _ => Vec::new(),
         }
     }
@@ -473,7 +488,10 @@ impl Op {
                 offset,
                 len,
             } => format!("{} {mode} {offset} {len}", h(handle)),
-            Op::Rename { from, to } => format!("{} {}", from.encoded(), to.encoded()),
+            Op::Rename { from, to } | Op::Link { from, to } => {
+                format!("{} {}", from.encoded(), to.encoded())
+            }
+            Op::Symlink { target, path } => format!("{} {}", escape(target), path.encoded()),
             Op::Unlink { path } | Op::Rmdir { path } | Op::Stat { path, .. } => path.encoded(),
             Op::Mkdir { path, mode } => format!("{} {mode:o}", path.encoded()),
         }
@@ -1013,11 +1031,24 @@ impl<'f> Parser<'f> {
                     len: offset(a[3], "length")?,
                 }
             }
-            "rename" => {
+            "rename" | "link" => {
                 want(2)?;
-                Op::Rename {
-                    from: p(a[0])?,
-                    to: p(a[1])?,
+                let (from, to) = (p(a[0])?, p(a[1])?);
+                if name == "rename" {
+                    Op::Rename { from, to }
+                } else {
+                    Op::Link { from, to }
+                }
+            }
+            "symlink" => {
+                want(2)?;
+                let target = unescape(a[0])?;
+                if target.is_empty() || target.contains(&0) || target.len() > 4096 {
+                    return Err("symlink target: empty, with a NUL byte or too long".into());
+                }
+                Op::Symlink {
+                    target,
+                    path: p(a[1])?,
                 }
             }
             "unlink" | "rmdir" | "stat" | "lstat" => {

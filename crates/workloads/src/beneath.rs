@@ -118,6 +118,19 @@ impl Beneath {
         rustix::fs::renameat(&pa, a, &pb, b).map_err(os)
     }
 
+    /// A hard link `to` of `from`; neither is followed if it is a link.
+    pub fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let (pa, a) = self.parent(from)?;
+        let (pb, b) = self.parent(to)?;
+        rustix::fs::linkat(&pa, a, &pb, b, AtFlags::empty()).map_err(os)
+    }
+
+    /// A symbolic link at `at` holding `target` (nothing here ever follows it).
+    pub fn symlink(&self, target: &[u8], at: &Path) -> io::Result<()> {
+        let (p, name) = self.parent(at)?;
+        rustix::fs::symlinkat(OsStr::from_bytes(target), &p, name).map_err(os)
+    }
+
     /// The type of `rel` itself (a link is reported as a link, not followed).
     pub fn file_type(&self, rel: &Path) -> io::Result<FileType> {
         if rel.as_os_str().is_empty() {

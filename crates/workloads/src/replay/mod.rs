@@ -792,6 +792,8 @@ fn execute(sh: &Shared<'_>, op: &Op, rbuf: &mut Vec<u8>) -> io::Result<u64> {
         Op::Unlink { path } => d.unlink(&local(path)).map(|_| 0),
         Op::Mkdir { path, mode } => d.mkdir(&local(path), *mode).map(|_| 0),
         Op::Rmdir { path } => d.rmdir(&local(path)).map(|_| 0),
+        Op::Link { from, to } => d.link(&local(from), &local(to)).map(|_| 0),
+        Op::Symlink { target, path } => d.symlink(target, &local(path)).map(|_| 0),
         Op::Stat { path, .. } => d.file_type(&local(path)).map(|_| 0),
         Op::Fstat { handle } => file(*handle)?.metadata().map(|_| 0),
     }

@@ -49,6 +49,10 @@ const SYSCALLS: &[&str] = &[
     "mkdir",
     "mkdirat",
     "rmdir",
+    "link",
+    "linkat",
+    "symlink",
+    "symlinkat",
     "stat",
     "lstat",
     "fstat",
@@ -1008,6 +1012,25 @@ impl Converter {
                     return Err("unsupported");
                 }
                 self.emit(c, Op::Rename { from, to });
+                Ok(())
+            }
+            "link" | "linkat" => {
+                let (from, to) = if c.name == "link" {
+                    (self.path_op(c, None, 0)?, self.path_op(c, None, 1)?)
+                } else {
+                    (self.path_op(c, Some(0), 1)?, self.path_op(c, Some(2), 3)?)
+                };
+                self.emit(c, Op::Link { from, to });
+                Ok(())
+            }
+            "symlink" | "symlinkat" => {
+                let target = cstring(a(0)).filter(|t| !t.is_empty()).ok_or("undecoded")?;
+                let path = if c.name == "symlink" {
+                    self.path_op(c, None, 1)?
+                } else {
+                    self.path_op(c, Some(1), 2)?
+                };
+                self.emit(c, Op::Symlink { target, path });
                 Ok(())
             }
             "unlink" | "rmdir" => {
