@@ -59,18 +59,21 @@ fn traces() {
         let lines = text.split('\n').count().max(1);
         let shown = e.to_string();
         match e.line {
-            Some(l) if (1..=lines as u32).contains(&l) => {
-                if !shown.starts_with(&format!("t.trace:{l}: ")) {
-                    return Err(format!(
-                        "the error does not read FILE:LINE: reason: {shown}"
-                    ));
-                }
+            Some(l)
+                if (1..=lines as u32).contains(&l)
+                    && !shown.starts_with(&format!("t.trace:{l}: ")) =>
+            {
+                return Err(format!(
+                    "the error does not read FILE:LINE: reason: {shown}"
+                ))
             }
-            Some(l) => return Err(format!("line {l} is not a line of the input: {shown}")),
+            Some(l) if !(1..=lines as u32).contains(&l) => {
+                return Err(format!("line {l} is not a line of the input: {shown}"))
+            }
             None if !shown.starts_with("t.trace: ") => {
                 return Err(format!("the error names no file: {shown}"))
             }
-            None => {}
+            _ => {}
         }
         if e.reason.is_empty() {
             return Err("an empty reason".into());
