@@ -231,58 +231,19 @@ const GOOD: &str = "iolab-trace 1\nroot 0 /r\nfile 0:f 4096\n\
 #[test]
 fn bad_traces_are_refused_with_file_and_line() {
     let sb = Sandbox::new();
+    // (file, text replaced, by, the line refused, what the reason says)
     let cases = [
-        (
-            "escape.trace",
-            GOOD.replace("0:f rw", "0:../f rw"),
-            4,
-            "`..`",
-        ),
-        (
-            "abs.trace",
-            GOOD.replace("0:f rw", "0:/etc/passwd rw"),
-            4,
-            "absolute",
-        ),
-        (
-            "root.trace",
-            GOOD.replace("open h1 0:f", "open h1 3:f"),
-            4,
-            "root 3",
-        ),
-        (
-            "handle.trace",
-            GOOD.replace("pread h1", "pread h9"),
-            5,
-            "h9",
-        ),
-        (
-            "size.trace",
-            GOOD.replace("= 4096", "= 9999"),
-            5,
-            "more than",
-        ),
-        (
-            "op.trace",
-            GOOD.replace("close h1", "mmap h1"),
-            6,
-            "unknown operation",
-        ),
-        (
-            "cut.trace",
-            GOOD[..GOOD.len() - 5].to_string(),
-            6,
-            "expected `TID",
-        ),
-        (
-            "magic.trace",
-            GOOD.replace("iolab-trace 1", "iolab-trace 7"),
-            1,
-            "version",
-        ),
+        ("escape", "0:f rw", "0:../f rw", 4, "`..`"),
+        ("abs", "0:f rw", "0:/etc/passwd rw", 4, "absolute"),
+        ("root", "open h1 0:f", "open h1 3:f", 4, "root 3"),
+        ("handle", "pread h1", "pread h9", 5, "h9"),
+        ("size", "= 4096", "= 9999", 5, "more than"),
+        ("op", "close h1", "mmap h1", 6, "unknown operation"),
+        ("cut", "close h1 = 0\n", "close h1", 6, "expected `TID"),
+        ("magic", "iolab-trace 1", "iolab-trace 7", 1, "version"),
     ];
-    for (name, text, line, why) in cases {
-        let p = write(&sb, name, &text);
+    for (name, from, to, line, why) in cases {
+        let p = write(&sb, &format!("{name}.trace"), &GOOD.replace(from, to));
         let out = sb.run(&["replay", "--trace", p.to_str().unwrap()]).code(2);
         out.stderr_has(&[&format!("{}:{line}: ", p.display()), why]);
     }

@@ -380,6 +380,35 @@ impl Op {
         }
     }
 
+    /// A read or write: read/write (readv/writev with `vector`), pread/pwrite with an
+    /// `offset`.
+    pub fn io(write: bool, handle: u32, size: u64, offset: Option<u64>, vector: bool) -> Op {
+        match (write, offset) {
+            (false, None) => Op::Read {
+                handle,
+                size,
+                vector,
+            },
+            (true, None) => Op::Write {
+                handle,
+                size,
+                vector,
+            },
+            (false, Some(offset)) => Op::Pread {
+                handle,
+                size,
+                offset,
+                vector,
+            },
+            (true, Some(offset)) => Op::Pwrite {
+                handle,
+                size,
+                offset,
+                vector,
+            },
+        }
+    }
+
     /// Index of the kind in [`OP_NAMES`].
     pub fn kind(&self) -> usize {
         let n = self.name();
@@ -946,42 +975,15 @@ impl<'f> Parser<'f> {
                     _ => Op::Fstat { handle },
                 }
             }
-            "read" | "readv" | "write" | "writev" => {
-                want(2)?;
-                let (handle, size) = (handle(a[0])?, size(a[1], "size")?);
-                if name.starts_with('r') {
-                    Op::Read {
-                        handle,
-                        size,
-                        vector,
-                    }
-                } else {
-                    Op::Write {
-                        handle,
-                        size,
-                        vector,
-                    }
-                }
-            }
-            "pread" | "preadv" | "pwrite" | "pwritev" => {
-                want(3)?;
-                let (handle, size, offset) =
-                    (handle(a[0])?, size(a[1], "size")?, offset(a[2], "offset")?);
-                if name.starts_with("pr") {
-                    Op::Pread {
-                        handle,
-                        size,
-                        offset,
-                        vector,
-                    }
-                } else {
-                    Op::Pwrite {
-                        handle,
-                        size,
-                        offset,
-                        vector,
-                    }
-                }
+            "read" | "readv" | "write" | "writev" | "pread" | "preadv" | "pwrite" | "pwritev" => {
+                let positioned = name.starts_with('p');
+                want(if positioned { 3 } else { 2 })?;
+                let offset = match positioned {
+                    true => Some(offset(a[2], "offset")?),
+                    false => None,
+                };
+                let write = name.contains("write");
+                Op::io(write, handle(a[0])?, size(a[1], "size")?, offset, vector)
             }
             "lseek" => {
                 want(3)?;
@@ -1203,18 +1205,7 @@ fn parse_iolog(file: &str, text: &str, v3: bool) -> Result<Trace, TraceError> {
                 let len = size(w[3], "length").map_err(|e| err(line, e))?;
                 entry.1 = entry.1.max(off + len);
                 let mut e = ev(match act {
-                    "read" => Op::Pread {
-                        handle: h,
-                        size: len,
-                        offset: off,
-                        vector: false,
-                    },
-                    "write" => Op::Pwrite {
-                        handle: h,
-                        size: len,
-                        offset: off,
-                        vector: false,
-                    },
+                    "read" | "write" => Op::io(act == "write", h, len, Some(off), false),
                     "sync" => Op::Fsync { handle: h },
                     _ => Op::Fdatasync { handle: h },
                 });

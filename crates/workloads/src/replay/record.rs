@@ -11,64 +11,19 @@ use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::fmt;
 use std::io::{self, Write};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use iolab_spec::trace::{Event, Initial, Op, OpenFlags, Outcome, Trace, TracePath, Whence};
 
-/// The calls strace is asked to trace (`?`: no error where the architecture lacks one).
-const SYSCALLS: &[&str] = &[
-    "open",
-    "openat",
-    "openat2",
-    "creat",
-    "close",
-    "read",
-    "pread64",
-    "readv",
-    "preadv",
-    "preadv2",
-    "write",
-    "pwrite64",
-    "writev",
-    "pwritev",
-    "pwritev2",
-    "lseek",
-    "fsync",
-    "fdatasync",
-    "sync_file_range",
-    "ftruncate",
-    "truncate",
-    "fallocate",
-    "rename",
-    "renameat",
-    "renameat2",
-    "unlink",
-    "unlinkat",
-    "mkdir",
-    "mkdirat",
-    "rmdir",
-    "link",
-    "linkat",
-    "symlink",
-    "symlinkat",
-    "stat",
-    "lstat",
-    "fstat",
-    "newfstatat",
-    "statx",
-    "dup",
-    "dup2",
-    "dup3",
-    "fcntl",
-    "chdir",
-    "fchdir",
-    "clone",
-    "clone3",
-    "fork",
-    "vfork",
-];
+/// The calls strace is asked to trace (each given with `?`: no error where the
+/// architecture lacks one).
+const SYSCALLS: &str = "open openat openat2 creat close read pread64 readv preadv preadv2 \
+    write pwrite64 writev pwritev pwritev2 lseek fsync fdatasync sync_file_range ftruncate \
+    truncate fallocate rename renameat renameat2 link linkat symlink symlinkat unlink \
+    unlinkat mkdir mkdirat rmdir stat lstat fstat newfstatat statx dup dup2 dup3 fcntl \
+    chdir fchdir clone clone3 fork vfork";
 
 /// The most entries the walk of the roots before the run keeps.
 const MAX_ENTRIES: usize = 1_000_000;
@@ -147,7 +102,10 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded, RecordError> {
     let before = walk(&roots)?;
     let tmp = tempdir()?;
     let raw = tmp.join("strace.out");
-    let filter: Vec<String> = SYSCALLS.iter().map(|s| format!("?{s}")).collect();
+    let filter: Vec<String> = SYSCALLS
+        .split_whitespace()
+        .map(|s| format!("?{s}"))
+        .collect();
     let t0 = std::time::Instant::now();
     let status = Command::new(&strace)
         .args(["-f", "-ttt", "-T", "-y", "-s", "0", "-qq", "-o"])
@@ -887,50 +845,14 @@ impl Converter {
                     Err("")
                 }
             }
-            "read" | "write" | "readv" | "writev" => {
-                let handle = self.handle(c.tid, c.args.first())?;
-                let vector = c.name.ends_with('v');
-                let size = if vector { iov_total(a(1)) } else { num(2) };
-                let op = if c.name.starts_with('r') {
-                    Op::Read {
-                        handle,
-                        size,
-                        vector,
-                    }
-                } else {
-                    Op::Write {
-                        handle,
-                        size,
-                        vector,
-                    }
-                };
-                self.emit(c, op);
-                Ok(())
-            }
-            "pread64" | "pwrite64" | "preadv" | "pwritev" | "preadv2" | "pwritev2" => {
+            "read" | "write" | "readv" | "writev" | "pread64" | "pwrite64" | "preadv"
+            | "pwritev" | "preadv2" | "pwritev2" => {
                 let handle = self.handle(c.tid, c.args.first())?;
                 let vector = c.name.contains('v');
-                let (size, offset) = if vector {
-                    (iov_total(a(1)), num(3))
-                } else {
-                    (num(2), num(3))
-                };
-                let op = if c.name.starts_with("pr") {
-                    Op::Pread {
-                        handle,
-                        size,
-                        offset,
-                        vector,
-                    }
-                } else {
-                    Op::Pwrite {
-                        handle,
-                        size,
-                        offset,
-                        vector,
-                    }
-                };
-                self.emit(c, op);
+                let size = if vector { iov_total(a(1)) } else { num(2) };
+                let offset = c.name.starts_with('p').then(|| num(3));
+                let write = c.name.contains("write");
+                self.emit(c, Op::io(write, handle, size, offset, vector));
                 Ok(())
             }
             "lseek" => {
@@ -1107,13 +1029,6 @@ impl Converter {
         *r = r.saturating_sub(1);
         *r == 0
     }
-}
-
-/// Turns `--` arguments into the command (as the OS passes them).
-pub fn command_from(args: &[String]) -> Vec<OsString> {
-    args.iter()
-        .map(|a| OsString::from_vec(a.as_bytes().to_vec()))
-        .collect()
 }
 
 #[cfg(test)]
