@@ -381,3 +381,43 @@ fn replay_is_a_study_workload() {
     assert_same(&x, "the shipped sqlite trace");
     assert_clean(&sb.target);
 }
+
+#[test]
+fn a_full_filesystem_fails_the_replay_and_it_cleans_up() {
+    if !iolab_testkit::require_root("mounting a tmpfs") {
+        return;
+    }
+    let sb = Sandbox::new();
+    // One byte on each of 400 pages: 400 bytes by the trace's count (the free-space check
+    // passes), 1.6 MB of pages on tmpfs, which has 1 MiB.
+    let mut text =
+        String::from("iolab-trace 1\nroot 0 /r\n1 0.000000 0.000001 open h1 0:f w+creat 644 = 0\n");
+    for i in 0..400u64 {
+        text.push_str(&format!(
+            "1 0.{:06} 0.000001 pwrite h1 1 {} = 1\n",
+            i + 1,
+            i * 4096
+        ));
+    }
+    let p = write(&sb, "full.trace", &text);
+    let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=1m"]);
+    let out = sb
+        .iolab(&[
+            "run",
+            "replay",
+            "--trace",
+            p.to_str().unwrap(),
+            "--target",
+            m.path().to_str().unwrap(),
+            "--quiet",
+        ])
+        .code(1);
+    out.stderr_has(&["ENOSPC", "reports no throughput"]);
+    assert_clean(&m.path());
+    // Stored as a failed run.
+    let rows = sb.result_rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].2, "incomplete", "{rows:?}");
+    let shown = sb.iolab(&["show", "last"]).ok();
+    assert!(shown.stdout.contains("ENOSPC"), "{}", shown.stdout);
+}

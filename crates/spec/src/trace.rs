@@ -792,6 +792,7 @@ impl<'f> Parser<'f> {
         // Handles: open (line), closed.
         let mut open: HashMap<u32, bool> = HashMap::new();
         let mut seen_paths: HashSet<TracePath> = HashSet::new();
+        let mut dirs: HashSet<TracePath> = HashSet::new();
         let mut last_start = 0u64;
         for l in lines {
             self.line += 1;
@@ -849,6 +850,21 @@ impl<'f> Parser<'f> {
                         )));
                     }
                     let p = self.path(w[1], t.roots.len()).map_err(|e| self.err(e))?;
+                    if let Some(parent) = p.parent().filter(|d| !d.rel.is_empty()) {
+                        if !dirs.contains(&parent) {
+                            return Err(self.err(format!(
+                                "{}: its directory {} is not listed (as `dir`) before it",
+                                w[1],
+                                parent.encoded()
+                            )));
+                        }
+                    }
+                    if p.rel.is_empty() {
+                        return Err(self.err(format!("{}: the root itself", w[1])));
+                    }
+                    if want == 2 {
+                        dirs.insert(p.clone());
+                    }
                     if !seen_paths.insert(p.clone()) {
                         return Err(self.err(format!("{} listed twice", w[1])));
                     }
@@ -1294,6 +1310,7 @@ mod tests {
             (SAMPLE.replace("0.000030", "0.000001"), 9),
             (SAMPLE.replace("close h1 = 0", "close h1 ="), 11),
             (SAMPLE.replace("iolab-trace 1", "iolab-trace 9"), 1),
+            (SAMPLE.replace("dir 0:d\n", ""), 5),
         ];
         for (text, line) in cases {
             let e = parse("t", &text).unwrap_err();
