@@ -283,6 +283,16 @@ fn bad_traces_are_refused_with_file_and_line() {
     ])
     .code(2)
     .stderr_has(&["--root /nonexistent/x"]);
+    sb.iolab(&[
+        "record",
+        "-o",
+        sb.path("y").to_str().unwrap(),
+        "--",
+        "no-such-command-zz",
+    ])
+    .code(2)
+    .stderr_has(&["no-such-command-zz not found"]);
+    assert!(!sb.path("x").exists() && !sb.path("y").exists());
     assert!(sb.target_entries().is_empty());
 }
 
@@ -420,4 +430,61 @@ fn a_full_filesystem_fails_the_replay_and_it_cleans_up() {
     assert_eq!(rows[0].2, "incomplete", "{rows:?}");
     let shown = sb.iolab(&["show", "last"]).ok();
     assert!(shown.stdout.contains("ENOSPC"), "{}", shown.stdout);
+}
+
+#[test]
+fn a_recording_holds_no_contents_and_nothing_outside_its_roots() {
+    if !require_tools(&["strace"]) {
+        return;
+    }
+    let sb = Sandbox::new();
+    let root = sb.path("root");
+    let outside = sb.path("elsewhere");
+    fs::create_dir(&root).unwrap();
+    fs::create_dir(&outside).unwrap();
+    fs::write(root.join("old"), "0123456789").unwrap();
+    let trace = sb.path("t.trace");
+    record(
+        &sb,
+        &root,
+        &root,
+        &trace,
+        &[
+            "sh",
+            "-c",
+            "echo $((123456789 * 3)) > new; head -c 10 old > ../elsewhere/copy; mkdir d; mv new d/new",
+        ],
+    );
+    let text = fs::read_to_string(&trace).unwrap();
+    // What the shell wrote (370370367) is nowhere; only the command line (informational)
+    // names the outside directory.
+    assert!(!text.contains("370370367"), "{text}");
+    let calls: String = text
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert!(
+        !calls.contains("elsewhere") && !calls.contains("/etc"),
+        "{text}"
+    );
+    // The roots' file that existed, with its size; the calls on it and on the new file.
+    assert!(text.contains("\nfile 0:old 10\n"), "{text}");
+    assert!(
+        text.contains(" open h") && text.contains(" 0:new w+creat+trunc 666 = 0\n"),
+        "{text}"
+    );
+    assert!(text.contains(" write h1 10 = 10\n"), "{text}");
+    assert!(
+        text.contains(" read h") && text.contains(" = 10\n"),
+        "{text}"
+    );
+    assert!(text.contains(" mkdir 0:d 777 = 0\n"), "{text}");
+    // mv renames with RENAME_NOREPLACE.
+    assert!(text.contains(" rename 0:new 0:d/new"), "{text}");
+    assert!(!text.contains("unsupported"), "{text}");
+    assert!(text.contains("\nskipped outside "), "{text}");
+    // And it replays as recorded.
+    let x = replay(&sb, &trace, &sb.target, &["--verify"]);
+    assert_same(&x, "sh");
+    assert_clean(&sb.target);
 }

@@ -281,9 +281,11 @@ pub enum Op {
         offset: u64,
         len: u64,
     },
+    /// rename (`noreplace`: renameat2's RENAME_NOREPLACE, EEXIST over an existing name).
     Rename {
         from: TracePath,
         to: TracePath,
+        noreplace: bool,
     },
     Unlink {
         path: TracePath,
@@ -445,7 +447,7 @@ impl Op {
             | Op::Rmdir { path }
             | Op::Stat { path, .. }
             | Op::Symlink { path, .. } => vec![path],
-            Op::Rename { from, to } | Op::Link { from, to } => vec![from, to],
+            Op::Rename { from, to, .. } | Op::Link { from, to } => vec![from, to],
             _ => Vec::new(),
         }
     }
@@ -517,9 +519,17 @@ impl Op {
                 offset,
                 len,
             } => format!("{} {mode} {offset} {len}", h(handle)),
-            Op::Rename { from, to } | Op::Link { from, to } => {
-                format!("{} {}", from.encoded(), to.encoded())
-            }
+            Op::Rename {
+                from,
+                to,
+                noreplace,
+            } => format!(
+                "{} {}{}",
+                from.encoded(),
+                to.encoded(),
+                if *noreplace { " noreplace" } else { "" }
+            ),
+            Op::Link { from, to } => format!("{} {}", from.encoded(), to.encoded()),
             Op::Symlink { target, path } => format!("{} {}", escape(target), path.encoded()),
             Op::Unlink { path } | Op::Rmdir { path } | Op::Stat { path, .. } => path.encoded(),
             Op::Mkdir { path, mode } => format!("{} {mode:o}", path.encoded()),
@@ -1049,11 +1059,19 @@ impl<'f> Parser<'f> {
                     len: offset(a[3], "length")?,
                 }
             }
+            "rename" if a.len() == 3 && a[2] != "noreplace" => {
+                return Err(format!("rename flag {:?} (only noreplace)", a[2]))
+            }
             "rename" | "link" => {
-                want(2)?;
+                let noreplace = name == "rename" && a.len() == 3;
+                want(if noreplace { 3 } else { 2 })?;
                 let (from, to) = (p(a[0])?, p(a[1])?);
                 if name == "rename" {
-                    Op::Rename { from, to }
+                    Op::Rename {
+                        from,
+                        to,
+                        noreplace,
+                    }
                 } else {
                     Op::Link { from, to }
                 }

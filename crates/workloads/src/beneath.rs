@@ -113,9 +113,20 @@ impl Beneath {
     }
 
     pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.rename_with(from, to, false)
+    }
+
+    /// Renames `from` to `to`; with `noreplace`, EEXIST when `to` exists
+    /// (RENAME_NOREPLACE).
+    pub fn rename_with(&self, from: &Path, to: &Path, noreplace: bool) -> io::Result<()> {
         let (pa, a) = self.parent(from)?;
         let (pb, b) = self.parent(to)?;
-        rustix::fs::renameat(&pa, a, &pb, b).map_err(os)
+        let flags = if noreplace {
+            rustix::fs::RenameFlags::NOREPLACE
+        } else {
+            rustix::fs::RenameFlags::empty()
+        };
+        rustix::fs::renameat_with(&pa, a, &pb, b, flags).map_err(os)
     }
 
     /// A hard link `to` of `from`; neither is followed if it is a link.

@@ -788,7 +788,13 @@ fn execute(sh: &Shared<'_>, op: &Op, rbuf: &mut Vec<u8>) -> io::Result<u64> {
                 Ok(0)
             }
         }
-        Op::Rename { from, to } => d.rename(&local(from), &local(to)).map(|_| 0),
+        Op::Rename {
+            from,
+            to,
+            noreplace,
+        } => d
+            .rename_with(&local(from), &local(to), *noreplace)
+            .map(|_| 0),
         Op::Unlink { path } => d.unlink(&local(path)).map(|_| 0),
         Op::Mkdir { path, mode } => d.mkdir(&local(path), *mode).map(|_| 0),
         Op::Rmdir { path } => d.rmdir(&local(path)).map(|_| 0),

@@ -69,6 +69,18 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded, RecordError> {
             "record: no command (iolab record -o TRACE [--root DIR]... -- COMMAND ARGS...)".into(),
         ));
     }
+    let program = Path::new(&cfg.command[0]);
+    let found = if program.as_os_str().as_bytes().contains(&b'/') {
+        program.is_file()
+    } else {
+        program.to_str().and_then(iolab_sys::find_tool).is_some()
+    };
+    if !found {
+        return Err(RecordError::Usage(format!(
+            "record: command {} not found",
+            program.display()
+        )));
+    }
     let mut roots = Vec::new();
     for r in &cfg.roots {
         let c = std::fs::canonicalize(r)
@@ -930,10 +942,19 @@ impl Converter {
                 } else {
                     (self.path_op(c, Some(0), 1)?, self.path_op(c, Some(2), 3)?)
                 };
-                if c.name == "renameat2" && a(4) != "0" {
-                    return Err("unsupported");
-                }
-                self.emit(c, Op::Rename { from, to });
+                let noreplace = match (c.name.as_str(), a(4)) {
+                    ("renameat2", "RENAME_NOREPLACE") => true,
+                    ("renameat2", "0") | ("rename" | "renameat", _) => false,
+                    _ => return Err("unsupported"),
+                };
+                self.emit(
+                    c,
+                    Op::Rename {
+                        from,
+                        to,
+                        noreplace,
+                    },
+                );
                 Ok(())
             }
             "link" | "linkat" => {
