@@ -488,3 +488,35 @@ fn a_recording_holds_no_contents_and_nothing_outside_its_roots() {
     assert_same(&x, "sh");
     assert_clean(&sb.target);
 }
+
+#[test]
+fn a_trace_beyond_the_replays_bounds_is_refused() {
+    let sb = Sandbox::new();
+    // 5000 threads, one stat each.
+    let mut text = String::from("iolab-trace 1\nroot 0 /r\n");
+    for t in 0..5000 {
+        text.push_str(&format!("{} 0.{t:06} 0.000001 stat 0:. = 0\n", t + 1));
+    }
+    let p = write(&sb, "threads.trace", &text);
+    sb.run(&["replay", "--trace", p.to_str().unwrap()])
+        .code(2)
+        .stderr_has(&["5000 threads"]);
+    // 16 threads each reading 256 MiB at once: 4 GiB of buffers.
+    let mut text = String::from("iolab-trace 1\nroot 0 /r\nfile 0:f 0\n");
+    for t in 0..16 {
+        text.push_str(&format!(
+            "{} 0.{:06} 0.000001 open h{} 0:f r 0 = 0\n{} 0.{:06} 0.000001 read h{} 268435456 = 0\n",
+            t + 1,
+            2 * t,
+            t + 1,
+            t + 1,
+            2 * t + 1,
+            t + 1
+        ));
+    }
+    let p = write(&sb, "buffers.trace", &text);
+    sb.run(&["replay", "--trace", p.to_str().unwrap()])
+        .code(2)
+        .stderr_has(&["at most 2147483648"]);
+    assert!(sb.target_entries().is_empty());
+}

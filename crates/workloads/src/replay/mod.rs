@@ -97,6 +97,37 @@ pub fn footprint(t: &Trace) -> (u64, u64) {
     (bytes, names)
 }
 
+/// The most recorded threads a replay runs (each is a thread of its own).
+pub const MAX_THREADS: usize = 4096;
+/// The most memory the replay's read buffers may take together (each thread's is its
+/// largest read).
+pub const MAX_READ_BUFFERS: u64 = 2 << 30;
+
+/// Whether the replay can run `t`: its thread count and its read buffers within bounds.
+pub fn check_bounds(t: &Trace) -> Result<(), String> {
+    let threads = t.threads().len();
+    if threads > MAX_THREADS {
+        return Err(format!(
+            "the trace has {threads} threads; a replay runs at most {MAX_THREADS}"
+        ));
+    }
+    let mut largest: HashMap<u32, u64> = HashMap::new();
+    for e in &t.events {
+        if let Op::Read { size, .. } | Op::Pread { size, .. } = e.op {
+            let l = largest.entry(e.tid).or_default();
+            *l = (*l).max(size);
+        }
+    }
+    let total: u64 = largest.values().sum();
+    if total > MAX_READ_BUFFERS {
+        return Err(format!(
+            "the trace's threads read up to {total} bytes at once in all (each its largest \
+             read); a replay allocates at most {MAX_READ_BUFFERS}"
+        ));
+    }
+    Ok(())
+}
+
 /// One row of the operation table.
 #[derive(Debug, Clone, Serialize)]
 pub struct OpStats {

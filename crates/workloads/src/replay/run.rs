@@ -91,6 +91,8 @@ fn plan(_name: &str, a: ReplayOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, 
             format!("{}: the trace holds no call to replay", path.display()),
         ));
     }
+    super::check_bounds(&trace)
+        .map_err(|e| UsageError::option("trace", format!("{}: {e}", path.display())))?;
     Ok(Box::new(ReplayJob {
         trace: Arc::new(trace),
         path: std::path::absolute(&path).unwrap_or(path),
