@@ -38,6 +38,9 @@ pub enum Speed {
     Scaled(f64),
 }
 
+/// The most text a gzipped trace may unpack to.
+const MAX_TEXT: u64 = 4 << 30;
+
 /// Reads a trace file (plain or gzipped; iolab's format or fio's iolog).
 pub fn read_trace(path: &Path) -> Result<Trace, TraceError> {
     let whole = |reason: String| TraceError {
@@ -52,9 +55,14 @@ pub fn read_trace(path: &Path) -> Result<Trace, TraceError> {
     let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         flate2::read::MultiGzDecoder::new(&raw[..])
-            .take(4 << 30)
+            .take(MAX_TEXT + 1)
             .read_to_end(&mut out)
             .map_err(|e| whole(format!("cannot gunzip: {e}")))?;
+        if out.len() as u64 > MAX_TEXT {
+            return Err(whole(format!(
+                "more than {MAX_TEXT} bytes of text once gunzipped"
+            )));
+        }
         out
     } else {
         raw
@@ -467,7 +475,13 @@ fn run_prepared(
             std::thread::sleep(Duration::from_millis(20));
         }
         hs.into_iter()
-            .map(|h| h.join().unwrap_or_default())
+            .map(|h| match h.join() {
+                Ok(a) => a,
+                Err(_) => {
+                    spawn_error = Some("a replay thread panicked".into());
+                    Acc::default()
+                }
+            })
             .collect()
     });
     sh.handles.lock().unwrap_or_else(|p| p.into_inner()).clear();

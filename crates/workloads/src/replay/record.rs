@@ -198,13 +198,19 @@ fn walk(roots: &[PathBuf]) -> Result<HashMap<PathBuf, Option<u64>>, RecordError>
     let mut out = HashMap::new();
     let mut stack: Vec<PathBuf> = roots.to_vec();
     while let Some(d) = stack.pop() {
-        let rd = match std::fs::read_dir(&d) {
-            Ok(rd) => rd,
-            Err(_) => continue,
+        let cannot = |e: io::Error| {
+            RecordError::Failed(format!(
+                "cannot list {} (the trace needs what the roots hold): {e}",
+                d.display()
+            ))
         };
-        for e in rd.flatten() {
-            let Ok(m) = e.path().symlink_metadata() else {
-                continue;
+        for e in std::fs::read_dir(&d).map_err(cannot)? {
+            let e = e.map_err(cannot)?;
+            let m = match e.path().symlink_metadata() {
+                Ok(m) => m,
+                // Gone since it was listed: it is not there when the command starts.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(cannot(err)),
             };
             if m.is_dir() {
                 out.insert(e.path(), None);
