@@ -809,8 +809,12 @@ impl Converter {
                         (Some(0), 1, field("flags="), field("mode="))
                     }
                 };
+                // An unnamed temporary file has no path to replay.
+                let unsupported = flags.contains("O_TMPFILE");
                 // A successful open's path is the kernel's (links resolved).
-                let target = if ok {
+                let target = if unsupported {
+                    Err("unsupported")
+                } else if ok {
                     match c.ret_path.as_deref().and_then(|p| self.beneath(p)) {
                         Some(p) => Ok(p),
                         None => self.path_op(c, dirfd, path),
