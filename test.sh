@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES="fio fio-examples dbench e2fsprogs xfsprogs btrfs-progs util-linux python3 chromium"
+PACKAGES="fio fio-examples dbench e2fsprogs xfsprogs btrfs-progs util-linux python3 chromium strace sqlite3 git"
 # The `mpi` feature's build (rsmpi: an MPI implementation and libclang) and its tests
 # (mpirun; `ip` and `unshare` for the simulated hosts).
 PACKAGES="$PACKAGES libopenmpi-dev openmpi-bin libclang-dev iproute2"

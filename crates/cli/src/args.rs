@@ -55,6 +55,23 @@ pub enum Command {
     /// Check data written by `iolab run verify --keep` (or, with --journal, what survived a
     /// crash); reads only. Exit 3 when a block does not hold what was written.
     Verify(VerifyArgs),
+    /// Run a command and record its file I/O beneath --root into a trace for `iolab run
+    /// replay` (through strace; no file contents are recorded; see docs/workloads.md).
+    Record(RecordArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// The trace to write (gzipped when it ends in .gz).
+    #[arg(long, short = 'o', value_name = "TRACE")]
+    pub output: PathBuf,
+    /// A directory whose files are recorded (repeatable; default: the current directory).
+    /// Calls on anything outside the roots are counted and left out.
+    #[arg(long, value_name = "DIR")]
+    pub root: Vec<PathBuf>,
+    /// The command and its arguments, after `--`.
+    #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args, Debug)]

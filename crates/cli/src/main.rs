@@ -6,6 +6,7 @@ mod args;
 mod commands;
 mod crosscheck;
 mod error;
+mod record_cmd;
 mod report_cmd;
 mod run_cmd;
 mod study;

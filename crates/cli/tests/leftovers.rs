@@ -28,6 +28,20 @@ const WORKLOADS: &[(&str, &[&str])] = &[
     ("dbench", &["dbench", "--duration", "60s", "--warmup", "0s"]),
     ("verify", &["verify", "--size", "64MiB", "--runs", "1000"]),
     ("metadata", &["metadata", "--files", "2000000"]),
+    // The shipped sqlite trace (25 ms) with its gaps stretched 1,000 times.
+    (
+        "replay",
+        &[
+            "replay",
+            "--trace",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../spec/tests/corpus/trace/sqlite-wal.trace"
+            ),
+            "--speed",
+            "x0.001",
+        ],
+    ),
 ];
 
 static KILLS: Mutex<()> = Mutex::new(());

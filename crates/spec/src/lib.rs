@@ -9,6 +9,7 @@ pub mod iometer;
 mod job;
 mod presets;
 pub mod tomlkey;
+pub mod trace;
 mod units;
 
 pub use job::{

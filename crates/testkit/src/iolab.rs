@@ -62,7 +62,7 @@ impl Sandbox {
         // Only the commands that read or write the result database take --db.
         let stores = !matches!(
             args.first().copied(),
-            Some("env" | "verify" | "cleanup" | "presets" | "export-fio" | "crosscheck")
+            Some("env" | "verify" | "cleanup" | "presets" | "export-fio" | "crosscheck" | "record")
         );
         if stores {
             c.arg("--db").arg(&self.db);

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use iolab_measure::LatencyHistogram;
 
-use super::beneath::Beneath;
 use super::loadfile::{Action, Base, Loadfile, OpKind, Status, NO_TIME};
 use super::{IoFailure, MismatchSample, Seam};
+use crate::beneath::Beneath;
 use iolab_integrity::dbench::{Model, Stamp, Tamper};
 use iolab_integrity::Tally;
 

@@ -19,7 +19,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod beneath;
 mod client;
 pub mod footprint;
 mod loadfile;
@@ -362,7 +361,7 @@ fn run_inner(
     }
     let clients_dir = dir.join(client::CLIENTS);
     let existed = check_clients_dir(&clients_dir, cfg.clients)?;
-    let beneath = beneath::Beneath::open(&dir).map_err(|source| DbenchError::Dir {
+    let beneath = crate::beneath::Beneath::open(&dir).map_err(|source| DbenchError::Dir {
         path: dir.clone(),
         source,
     })?;

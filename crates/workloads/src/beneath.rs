@@ -1,5 +1,5 @@
 //! Paths resolved beneath the run directory without following any symbolic link: every
-//! loadfile path (and every removal) goes through `openat2(RESOLVE_BENEATH |
+//! dbench loadfile or replayed trace path (and every removal) goes through `openat2(RESOLVE_BENEATH |
 //! RESOLVE_NO_SYMLINKS)` from a descriptor of the run directory, so a link swapped into a
 //! client's directory during the run makes that operation fail (ELOOP / EXDEV) instead of
 //! reaching outside the target. Names are then created, removed and renamed with the `*at`
@@ -113,9 +113,33 @@ impl Beneath {
     }
 
     pub fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.rename_with(from, to, false)
+    }
+
+    /// Renames `from` to `to`; with `noreplace`, EEXIST when `to` exists
+    /// (RENAME_NOREPLACE).
+    pub fn rename_with(&self, from: &Path, to: &Path, noreplace: bool) -> io::Result<()> {
         let (pa, a) = self.parent(from)?;
         let (pb, b) = self.parent(to)?;
-        rustix::fs::renameat(&pa, a, &pb, b).map_err(os)
+        let flags = if noreplace {
+            rustix::fs::RenameFlags::NOREPLACE
+        } else {
+            rustix::fs::RenameFlags::empty()
+        };
+        rustix::fs::renameat_with(&pa, a, &pb, b, flags).map_err(os)
+    }
+
+    /// A hard link `to` of `from`; neither is followed if it is a link.
+    pub fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let (pa, a) = self.parent(from)?;
+        let (pb, b) = self.parent(to)?;
+        rustix::fs::linkat(&pa, a, &pb, b, AtFlags::empty()).map_err(os)
+    }
+
+    /// A symbolic link at `at` holding `target` (nothing here ever follows it).
+    pub fn symlink(&self, target: &[u8], at: &Path) -> io::Result<()> {
+        let (p, name) = self.parent(at)?;
+        rustix::fs::symlinkat(OsStr::from_bytes(target), &p, name).map_err(os)
     }
 
     /// The type of `rel` itself (a link is reported as a link, not followed).

@@ -1,0 +1,41 @@
+//! `iolab record`: runs a command under strace and writes the trace of its file I/O
+//! (the work is `iolab_workloads::replay::record`'s).
+
+use iolab_workloads::replay::record::{record as run_record, RecordConfig, RecordError};
+
+use crate::args::RecordArgs;
+use crate::error::CliError;
+
+pub fn record(a: RecordArgs) -> Result<i32, CliError> {
+    let cfg = RecordConfig {
+        output: a.output,
+        roots: a.root,
+        command: a.command,
+    };
+    let r = run_record(&cfg).map_err(|e| match e {
+        RecordError::Usage(m) => CliError::Usage(m),
+        RecordError::Failed(m) => CliError::Failed(m),
+    })?;
+    let t = &r.trace;
+    let skipped: u64 = t.skipped.iter().map(|(_, n)| n).sum();
+    println!(
+        "recorded {} calls of {} thread(s) in {:.3} s (under strace) to {}",
+        t.events.len(),
+        t.threads().len(),
+        r.seconds,
+        cfg.output.display()
+    );
+    if skipped > 0 {
+        let why: Vec<String> = t.skipped.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        println!("left out {skipped} calls: {}", why.join(", "));
+    }
+    match r.exit {
+        Some(0) => Ok(0),
+        Some(c) => Err(CliError::Failed(format!(
+            "the command exited with status {c} (the trace of what it did is written)"
+        ))),
+        None => Err(CliError::Failed(
+            "the command was killed by a signal (the trace of what it did is written)".into(),
+        )),
+    }
+}
