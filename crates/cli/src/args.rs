@@ -55,6 +55,12 @@ pub enum Command {
     /// Check data written by `iolab run verify --keep` (or, with --journal, what survived a
     /// crash); reads only. Exit 3 when a block does not hold what was written.
     Verify(VerifyArgs),
+    // ux: completions, man pages and removing stored runs.
+    /// Print the shell completion script for SHELL (every command, workload and option).
+    Completions(CompletionsArgs),
+    /// Write the man pages (iolab.1, iolab-COMMAND.1, iolab-run-WORKLOAD.1) to DIR, or print
+    /// iolab.1 when no DIR is given.
+    Man(ManArgs),
 }
 
 #[derive(Args, Debug)]
@@ -254,4 +260,19 @@ pub struct HistoryArgs {
     /// FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,
+}
+
+// ux: completions and man pages.
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The directory to write the pages to (it must exist), e.g. /usr/local/share/man/man1.
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }

@@ -24,6 +24,8 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Study(args) => crate::study::study(args),
         Command::Cleanup(args) => crate::study::cleanup(args),
         Command::Verify(args) => crate::verify_cmd::verify(args),
+        Command::Completions(args) => crate::shell::completions(args),
+        Command::Man(args) => crate::shell::man(args),
     }
 }
 

@@ -8,6 +8,7 @@ mod crosscheck;
 mod error;
 mod report_cmd;
 mod run_cmd;
+mod shell;
 mod study;
 mod verify_cmd;
 
