@@ -61,6 +61,11 @@ pub enum Command {
     /// Write the man pages (iolab.1, iolab-COMMAND.1, iolab-run-WORKLOAD.1) to DIR, or print
     /// iolab.1 when no DIR is given.
     Man(ManArgs),
+    /// Delete stored runs (their tests and passes) by id; asks first on a terminal.
+    Delete(DeleteArgs),
+    /// Delete the stored runs older than an age, optionally only those matching filters;
+    /// asks first on a terminal.
+    Prune(PruneArgs),
 }
 
 #[derive(Args, Debug)]
@@ -174,6 +179,12 @@ pub struct ResultsArgs {
     /// Show at most this many (the newest).
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Print the runs as a JSON array (one object per run; see docs/cli.md).
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the runs as CSV with a header row (see docs/cli.md).
+    #[arg(long)]
+    pub csv: bool,
 }
 
 #[derive(Args, Debug)]
@@ -275,4 +286,42 @@ pub struct ManArgs {
     /// The directory to write the pages to (it must exist), e.g. /usr/local/share/man/man1.
     #[arg(value_name = "DIR")]
     pub dir: Option<PathBuf>,
+}
+
+// ux: removing stored runs.
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Runs to delete, as listed by `iolab results` ("last" for the newest).
+    #[arg(value_name = "RUN_ID", required = true)]
+    pub run_ids: Vec<String>,
+    /// Do not ask (needed when standard input is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Delete the runs started longer ago than AGE: a whole number and s, m, h, d or w
+    /// (90d, 2w, 12h).
+    #[arg(long, value_name = "AGE", required = true)]
+    pub older_than: String,
+    /// Only runs with this label.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Only runs of this preset or workload.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// Only runs on this target path.
+    #[arg(long, value_name = "PATH")]
+    pub target: Option<String>,
+    /// Only runs of this study.
+    #[arg(long, value_name = "NAME")]
+    pub study: Option<String>,
+    /// Do not ask (needed when standard input is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }

@@ -1,9 +1,8 @@
-//! Dispatch of the subcommands, and the small ones: `presets`, `results`, `show`, `env`.
+//! Dispatch of the subcommands, and the small ones: `presets`, `show`, `env`.
 
 use iolab_spec::{expand_preset, format_bytes, JobSpec, Rw, PRESETS};
-use iolab_store::RunFilter;
 
-use crate::args::{Cli, Command, EnvArgs, ResultsArgs, ShowArgs};
+use crate::args::{Cli, Command, EnvArgs, ShowArgs};
 use crate::error::{open_store, CliError};
 
 pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
@@ -13,7 +12,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
             print!("{}", presets_text());
             Ok(0)
         }
-        Command::Results(args) => results(args),
+        Command::Results(args) => crate::listing::results(args),
         Command::Show(args) => show(args),
         Command::Env(args) => env_command(args),
         Command::ExportFio(args) => Ok(crate::crosscheck::export_fio(&args.args).code()),
@@ -26,6 +25,8 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Verify(args) => crate::verify_cmd::verify(args),
         Command::Completions(args) => crate::shell::completions(args),
         Command::Man(args) => crate::shell::man(args),
+        Command::Delete(args) => crate::delete::delete(args),
+        Command::Prune(args) => crate::delete::prune(args),
     }
 }
 
@@ -99,39 +100,6 @@ fn presets_text() -> String {
         }
     }
     out
-}
-
-fn results(args: ResultsArgs) -> Result<i32, CliError> {
-    let store = open_store(&args.db)?;
-    let filter = RunFilter {
-        preset: args.preset,
-        // Runs record absolute paths.
-        target: args.target.map(|t| {
-            std::path::absolute(&t)
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or(t)
-        }),
-        label: args.label,
-        study: args.study,
-        limit: args.limit,
-    };
-    let rows: Vec<iolab_report::ListRow> = store
-        .list_runs_skipping(&filter, &mut crate::error::skipped_warning)?
-        .into_iter()
-        .map(|r| iolab_report::ListRow {
-            id: r.id,
-            started_at: r.started_at,
-            preset: r.preset,
-            target: r.target,
-            fs_type: r.fs_type,
-            label: r.label,
-            config: r.config_label,
-            complete: r.complete,
-            tests: r.tests,
-        })
-        .collect();
-    print!("{}", iolab_report::render_list(&rows));
-    Ok(0)
 }
 
 fn show(args: ShowArgs) -> Result<i32, CliError> {

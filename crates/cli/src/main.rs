@@ -5,7 +5,9 @@
 mod args;
 mod commands;
 mod crosscheck;
+mod delete;
 mod error;
+mod listing;
 mod report_cmd;
 mod run_cmd;
 mod shell;
