@@ -16,6 +16,18 @@ use clap::{Args, Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Colour warnings, significant changes and unsafe caveats: auto (on a terminal, unless
+    /// NO_COLOR is set), always or never. Taken anywhere on the line, also after `run NAME`.
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    pub color: ColorChoice,
+}
+
+/// `--color`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Subcommand, Debug)]

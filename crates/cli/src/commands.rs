@@ -120,7 +120,10 @@ fn show(args: ShowArgs) -> Result<i32, CliError> {
     if args.json {
         println!("{}", iolab_report::to_json_string(&run));
     } else {
-        print!("{}", iolab_report::render_run(&run));
+        print!(
+            "{}",
+            iolab_report::style::paint(&iolab_report::render_run(&run))
+        );
         if !run.env.is_null() {
             match serde_json::from_value::<iolab_env::Environment>(run.env.clone()) {
                 Ok(env) => print!("\n{}", iolab_env::render(&env)),

@@ -113,3 +113,198 @@ fn man_pages_render_for_every_command_and_workload() {
         .code(2)
         .stderr_has(&["not a directory"]);
 }
+
+/// `cmd` run by `sh` on a terminal of `cols` columns (util-linux `script` makes the pty);
+/// its output, carriage returns made line ends. `None` (after a counted skip) without `script`.
+fn on_terminal(cols: u32, env: &[(&str, &str)], cmd: &str) -> Option<String> {
+    if !have("script") {
+        iolab_testkit::skip::skip("script (util-linux) is not installed: no terminal");
+        return None;
+    }
+    let mut c = Command::new("script");
+    c.args([
+        "-qec",
+        &format!("stty cols {cols} rows 40; {cmd}"),
+        "/dev/null",
+    ])
+    .stdin(std::process::Stdio::null())
+    .env_remove("NO_COLOR");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    // A progress bar redraws its line after a carriage return: each drawing on its own line.
+    let text = String::from_utf8_lossy(&out.stdout)
+        .replace("\r\n", "\n")
+        .replace('\r', "\n");
+    assert!(out.status.success(), "{cmd}: {text}");
+    Some(text)
+}
+
+/// `s` without escape sequences (colours, and the progress bar's line clearing).
+fn plain(s: &str) -> String {
+    let mut out = String::new();
+    let mut esc = false;
+    for c in s.chars() {
+        match (esc, c) {
+            (false, '\x1b') => esc = true,
+            (true, c) if c.is_ascii_alphabetic() => esc = false,
+            (true, _) => {}
+            (false, c) => out.push(c),
+        }
+    }
+    out
+}
+
+/// The words of the lines from `Warnings:` on.
+fn warning_words(text: &str) -> Vec<String> {
+    let at = text.find("Warnings:").expect("a Warnings: section");
+    text[at..].split_whitespace().map(str::to_string).collect()
+}
+
+/// Two stored runs of the same small file, the first buffered (so that it carries the
+/// PAGE_CACHE warning: the file was just written, its reads come from memory).
+fn two_runs(sb: &Sandbox) {
+    for extra in [&["--buffered"][..], &[]] {
+        let mut args = vec![
+            "custom",
+            "--rw",
+            "read",
+            "--bs",
+            "64k",
+            "--size",
+            "4MiB",
+            "--runs",
+            "1",
+            "--duration",
+            "100ms",
+            "--warmup",
+            "0",
+        ];
+        args.extend_from_slice(extra);
+        sb.run(&args).ok();
+    }
+}
+
+#[test]
+fn text_fits_an_80_column_terminal_and_pipes_get_the_stable_layout() {
+    let sb = Sandbox::new();
+    two_runs(&sb);
+    let bin = iolab_bin();
+    let db = sb.db.display().to_string();
+    let piped = sb.iolab(&["compare", "1", "2"]).ok().stdout;
+    assert!(!piped.contains('\x1b'), "colour in a pipe");
+    assert!(
+        piped.lines().any(|l| l.chars().count() > 80),
+        "the pipe layout is 100 columns"
+    );
+    assert!(piped.lines().all(|l| l.chars().count() <= 100));
+    // COLUMNS does not change a pipe's layout.
+    let mut c = sb.cmd(&["compare", "1", "2"]);
+    let with_columns = c.env("COLUMNS", "60").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&with_columns.stdout), piped);
+
+    for cmd in ["compare 1 2", "results", "show 1"] {
+        let Some(text) = on_terminal(80, &[], &format!("{} {cmd} --db {db}", bin.display())) else {
+            return;
+        };
+        let text = plain(&text);
+        // `show` ends with the environment, which iolab-env lays out on its own.
+        let report = text.split("\nEnvironment captured").next().unwrap();
+        for line in report.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "{cmd}: {} columns: {line}",
+                line.chars().count()
+            );
+        }
+        if cmd == "compare 1 2" {
+            // Wrapped at spaces: the same words as the 100-column text.
+            assert_eq!(warning_words(&text), warning_words(&piped));
+        }
+    }
+}
+
+#[test]
+fn colour_on_a_terminal_honours_no_color_and_the_color_flag() {
+    let sb = Sandbox::new();
+    two_runs(&sb);
+    let cmd = format!(
+        "{} compare 1 2 --db {}",
+        iolab_bin().display(),
+        sb.db.display()
+    );
+    let Some(tty) = on_terminal(100, &[], &cmd) else {
+        return;
+    };
+    assert!(tty.contains("\x1b[33m[PAGE_CACHE]\x1b[0m"), "{tty}");
+    let no_color = on_terminal(100, &[("NO_COLOR", "1")], &cmd).unwrap();
+    assert!(!no_color.contains('\x1b'));
+    assert_eq!(no_color, plain(&tty));
+    let never = on_terminal(100, &[], &format!("{cmd} --color never")).unwrap();
+    assert!(!never.contains('\x1b'));
+    // --color always: in a pipe too, and it wins over NO_COLOR.
+    let mut c = sb.cmd(&["compare", "1", "2", "--color", "always"]);
+    let out = c.env("NO_COLOR", "1").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\x1b[33m[PAGE_CACHE]"));
+    // Taken after a workload's options too, where the registry parses the rest.
+    let run = sb.run(&[
+        "custom",
+        "--rw",
+        "read",
+        "--bs",
+        "64k",
+        "--size",
+        "1MiB",
+        "--runs",
+        "1",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "0",
+        "--buffered",
+        "--color=always",
+    ]);
+    assert!(run.ok().stdout.contains("\x1b[33m[PAGE_CACHE]"));
+    sb.iolab(&["results", "--color", "sometimes"])
+        .code(2)
+        .stderr_has(&["--color"]);
+}
+
+#[test]
+fn progress_shows_the_plan_and_which_test_and_dry_run_an_estimate() {
+    let sb = Sandbox::new();
+    let cmd = format!(
+        "{} run cdm-real --target {} --size 4MiB --runs 1 --duration 100ms --warmup 0 --db {}",
+        iolab_bin().display(),
+        sb.target.display(),
+        sb.db.display()
+    );
+    let Some(text) = on_terminal(100, &[], &cmd) else {
+        return;
+    };
+    let text = plain(&text);
+    assert!(
+        text.contains("cdm-real on ") && text.contains("· region 4 MiB · 4 tests × (1 × 100ms)"),
+        "{text}"
+    );
+    for k in 1..=4 {
+        assert!(
+            text.contains(&format!("test {k} of 4 ")),
+            "test {k}: {text}"
+        );
+    }
+    let studies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../studies");
+    let out = sb
+        .iolab(&[
+            "study",
+            "--dry-run",
+            studies.join("raid5-cache.toml").to_str().unwrap(),
+        ])
+        .ok();
+    assert!(
+        out.stdout.contains("Estimated duration: ") && out.stdout.contains("of planned passes"),
+        "{}",
+        out.stdout
+    );
+}
