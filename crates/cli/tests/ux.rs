@@ -308,3 +308,50 @@ fn progress_shows_the_plan_and_which_test_and_dry_run_an_estimate() {
         out.stdout
     );
 }
+
+#[test]
+fn sizes_mean_what_their_unit_says_and_the_header_says_it() {
+    let sb = Sandbox::new();
+    for (size, region, bytes) in [
+        (
+            "64MB",
+            "Region:   61.04 MiB (64000000 bytes)",
+            64_000_000u64,
+        ),
+        ("8MiB", "Region:   8 MiB\n", 8 << 20),
+        ("8m", "Region:   8 MiB\n", 8 << 20),
+    ] {
+        let out = sb
+            .run(&[
+                "custom",
+                "--rw",
+                "read",
+                "--bs",
+                "64k",
+                "--size",
+                size,
+                "--runs",
+                "1",
+                "--duration",
+                "100ms",
+                "--warmup",
+                "0",
+                "--json",
+                "-",
+            ])
+            .ok();
+        assert!(out.stderr.contains(region), "{size}: {}", out.stderr);
+        assert_eq!(
+            out.json()["size_bytes"].as_u64(),
+            Some(bytes),
+            "{size}"
+        );
+    }
+    // 4KB is 4000 bytes: not a block size O_DIRECT can use.
+    sb.run(&["custom", "--rw", "read", "--bs", "4KB", "--size", "1MiB"])
+        .code(2)
+        .stderr_has(&["--bs", "512"]);
+    sb.run(&["custom", "--size", "1Gb/s"])
+        .code(2)
+        .stderr_has(&["--size", "powers of 10"]);
+}
