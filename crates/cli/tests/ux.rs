@@ -341,11 +341,7 @@ fn sizes_mean_what_their_unit_says_and_the_header_says_it() {
             ])
             .ok();
         assert!(out.stderr.contains(region), "{size}: {}", out.stderr);
-        assert_eq!(
-            out.json()["size_bytes"].as_u64(),
-            Some(bytes),
-            "{size}"
-        );
+        assert_eq!(out.json()["size_bytes"].as_u64(), Some(bytes), "{size}");
     }
     // 4KB is 4000 bytes: not a block size O_DIRECT can use.
     sb.run(&["custom", "--rw", "read", "--bs", "4KB", "--size", "1MiB"])

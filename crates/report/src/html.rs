@@ -38,7 +38,7 @@ pub fn esc(s: &str) -> String {
 }
 
 const CSS: &str = r#"
-:root{--fg:#1d2430;--muted:#5b6472;--line:#d8dde5;--soft:#f3f5f8;--warn:#7a4d00;--warnbg:#fff5dc;--warnline:#eccb7a;--read:#2ea043;--write:#d53e30;--readbg:#dff3e4;--writebg:#fbe3e0;--mixbg:#e1ecf8}
+:root{--fg:#1d2430;--muted:#5b6472;--line:#d8dde5;--soft:#f3f5f8;--warn:#7a4d00;--warnbg:#fff5dc;--warnline:#eccb7a;--read:#0072b2;--write:#d55e00;--readbg:#dcebf6;--writebg:#fbe6d9;--mixbg:#dcf1ea}
 *{box-sizing:border-box}
 body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--fg);background:#fff}
 main{max-width:1180px;margin:0 auto;padding:20px 24px 40px}
@@ -72,7 +72,8 @@ aside.warnings ul{margin:0;padding-left:18px}
 aside.warnings li{margin:4px 0}
 .code{font:600 11px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 a.badge,span.badge{display:inline-block;font:600 10px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;padding:0 4px;border-radius:3px;background:var(--warnbg);color:var(--warn);border:1px solid var(--warnline);text-decoration:none;margin:1px}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:14px}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:14px}
+.grid.wide{grid-template-columns:minmax(0,1fr);max-width:1000px}
 figure{margin:0 0 10px;break-inside:avoid;page-break-inside:avoid}
 figcaption{font-size:12px;color:var(--muted)}
 svg.chart{width:100%;height:auto;display:block}
@@ -97,7 +98,7 @@ footer{margin-top:30px;color:var(--muted);font-size:12px}
  body{font-size:11px}
  section.run,section.comparison{break-before:page}
  .cols{grid-template-columns:minmax(0,1fr) 230px}
- .grid{grid-template-columns:repeat(2,minmax(0,1fr))}
+ .grid,.grid.wide{grid-template-columns:minmax(0,1fr);max-width:none}
  a{color:inherit;text-decoration:none}
  nav.toc{display:none}
  .tile,.cdm .lbl,th{-webkit-print-color-adjust:exact;print-color-adjust:exact}
@@ -354,7 +355,7 @@ fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
             })
             .filter(|s: &BarSeries| s.values.iter().any(Option::is_some))
             .collect();
-        let svg = charts::vbars(row, &clusters, &series, label);
+        let svg = charts::vbars(&chart_title(row, &[]), &clusters, &series, label);
         let _ = write!(
             h,
             "<figure data-chart=\"study-bars\">{svg}<figcaption>{} by configuration, 95% CI \
@@ -885,13 +886,13 @@ fn atto_chart(r: &RunRecord, tests: &[&TestRecord], rows: &[String], h: &mut Str
         "Transfer rate by block size",
         &cats,
         &[series("Write", charts::WRITE), series("Read", charts::READ)],
-        "MB/s",
+        "throughput (MB/s)",
     );
     let qd = tests.first().map_or(0, |t| t.job.iodepth);
     let _ = writeln!(
         h,
-        "<h3>ATTO view</h3><figure data-chart=\"atto\">{svg}<figcaption>Write (red) and read \
-         (green) MB/s per block size, queue depth {qd}; error bars: 95% CI where a size had \
+        "<h3>ATTO view</h3><figure data-chart=\"atto\">{svg}<figcaption>Write (orange) and read \
+         (blue) MB/s per block size, queue depth {qd}; error bars: 95% CI where a size had \
          two or more passes. Run {}.</figcaption></figure>",
         esc(&r.id.map_or(r.uuid.clone(), |i| format!("#{i}")))
     );
@@ -1043,11 +1044,32 @@ fn curve(hist: &LatencyHistogram) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn kind_color(kind: &str, i: usize) -> plotters::style::RGBColor {
-    match kind {
-        "Read" => charts::READ,
-        "Write" => charts::WRITE,
-        _ => charts::color(i),
+/// A test's colour: its direction's (read blue, write orange, mixed green), the same in
+/// every chart of the report; a palette colour for a test that moves no data.
+fn test_color(t: &TestRecord, i: usize) -> plotters::style::RGBColor {
+    let rw = t.job.rw;
+    if rw.is_mixed() {
+        charts::MIXED
+    } else if rw.writes() {
+        charts::WRITE
+    } else if rw.reads() {
+        charts::READ
+    } else {
+        charts::color(i + 3)
+    }
+}
+
+/// A chart's title for a row of tests: the row, with the one kind it holds
+/// (`dbench 2 clients`), and without a study's workload label repeated in front of a
+/// test named after it (`dbench: dbench` is `dbench`).
+fn chart_title(row: &str, kinds: &[&str]) -> String {
+    let row = match row.split_once(": ") {
+        Some((label, rest)) if rest == label || rest.starts_with(&format!("{label} ")) => rest,
+        _ => row,
+    };
+    match kinds {
+        [k] if !k.is_empty() => format!("{row} {k}"),
+        _ => row.to_string(),
     }
 }
 
@@ -1079,12 +1101,12 @@ fn latency_curves(tests: &[&TestRecord], rows: &[String], kinds: &[String], h: &
                 } else {
                     base.clone()
                 };
-                // A mixed test's directions get colours of their own, not the read and
-                // write tests' green and red.
+                // A direction has one colour everywhere; a mixed test's read and write
+                // curves are lighter shades of it, so they stay apart from pure tests.
                 let color = if mixed {
-                    charts::color(if di == 0 { 0 } else { 3 })
+                    charts::shade(if di == 0 { charts::READ } else { charts::WRITE }, 2)
                 } else {
-                    kind_color(k, ki + series.len())
+                    test_color(t, ki + series.len())
                 };
                 series.push(Line {
                     name,
@@ -1096,11 +1118,16 @@ fn latency_curves(tests: &[&TestRecord], rows: &[String], kinds: &[String], h: &
         if series.is_empty() {
             continue;
         }
+        let here: Vec<&str> = kinds
+            .iter()
+            .filter(|k| set::test_at(tests, row, k).is_some())
+            .map(String::as_str)
+            .collect();
         let svg = charts::lines(
-            row,
+            &format!("{}: latency percentiles", chart_title(row, &here)),
             &series,
             "percentile (%)",
-            "latency µs",
+            "latency (µs, log scale)",
             Scale::Log,
             XLabels::Nines,
         );
@@ -1121,7 +1148,8 @@ fn figure_grid(h: &mut String, intro: &str, figs: &[String]) {
         return;
     }
     h.push_str(intro);
-    h.push_str("<div class=\"grid\">");
+    // Line charts one per row: their text stays readable on a laptop and on paper.
+    h.push_str("<div class=\"grid wide\">");
     h.push_str(&figs.join("\n"));
     h.push_str("</div>\n");
 }
@@ -1196,10 +1224,15 @@ fn throughput_over_time(tests: &[&TestRecord], rows: &[String], kinds: &[String]
                 } else {
                     format!("{k} pass {}", p.index)
                 };
-                let i = series.len();
+                // The test's direction colour, a lighter shade for each later pass.
+                let shade = t
+                    .passes
+                    .iter()
+                    .position(|q| std::ptr::eq(q, p))
+                    .unwrap_or(0);
                 series.push(Line {
                     name,
-                    color: charts::color(i),
+                    color: charts::shade(test_color(t, series.len()), shade),
                     points: pts,
                 });
             }
@@ -1207,11 +1240,20 @@ fn throughput_over_time(tests: &[&TestRecord], rows: &[String], kinds: &[String]
         if series.is_empty() {
             continue;
         }
+        let here: Vec<&str> = kinds
+            .iter()
+            .filter(|k| set::test_at(tests, row, k).is_some())
+            .map(String::as_str)
+            .collect();
         let svg = charts::lines(
-            row,
+            &format!("{}: throughput over time", chart_title(row, &here)),
             &series,
             "time in the pass (s)",
-            if ops { "ops/s" } else { "MB/s" },
+            if ops {
+                "operations per second (ops/s)"
+            } else {
+                "throughput (MB/s)"
+            },
             Scale::Linear,
             XLabels::Plain,
         );
