@@ -30,12 +30,18 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
     }
 }
 
-/// `text` word-wrapped to 98 columns, every line indented by two spaces.
+/// The widest line `presets` prints: the report's width (the terminal's, or 100 in a pipe)
+/// less a margin of two.
+fn presets_width() -> usize {
+    iolab_report::style::width() - 2
+}
+
+/// `text` word-wrapped to [`presets_width`] columns, every line indented by two spaces.
 fn indented(text: &str) -> String {
     let mut out = String::new();
     let mut line = String::from(" ");
     for word in text.split_whitespace() {
-        if line.len() + word.len() + 1 > 98 {
+        if line.chars().count() + word.chars().count() + 1 > presets_width() {
             out.push_str(&line);
             out.push('\n');
             line = String::from(" ");
@@ -74,7 +80,7 @@ fn presets_text() -> String {
                     t.job.iodepth,
                     t.job.numjobs
                 );
-                if line.len() + item.len() > 98 {
+                if line.chars().count() + item.chars().count() > presets_width() {
                     out.push_str(&line);
                     out.push('\n');
                     line = String::from("        ");

@@ -56,17 +56,7 @@ pub fn prune(args: PruneArgs) -> Result<i32, CliError> {
     let age = parse_age(&args.older_than)?;
     let cutoff = chrono::Utc::now() - age;
     let mut store = open_for_writing(&args.db)?;
-    let filter = RunFilter {
-        preset: args.preset,
-        target: args.target.map(|t| {
-            std::path::absolute(&t)
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or(t)
-        }),
-        label: args.label,
-        study: args.study,
-        limit: None,
-    };
+    let filter = crate::listing::filter(args.preset, args.target, args.label, args.study, None);
     let mut chosen = Vec::new();
     for run in store.list_runs_skipping(&filter, &mut crate::error::skipped_warning)? {
         let started = chrono::DateTime::parse_from_rfc3339(&run.started_at).map_err(|e| {

@@ -20,20 +20,30 @@ pub fn list_row(r: &RunListing) -> iolab_report::ListRow {
     }
 }
 
-pub fn results(args: ResultsArgs) -> Result<i32, CliError> {
-    let store = open_store(&args.db)?;
-    let filter = RunFilter {
-        preset: args.preset,
-        // Runs record absolute paths.
-        target: args.target.map(|t| {
+/// The filter of `results` and `prune`; a target path is made absolute, as runs record it.
+pub fn filter(
+    preset: Option<String>,
+    target: Option<String>,
+    label: Option<String>,
+    study: Option<String>,
+    limit: Option<usize>,
+) -> RunFilter {
+    RunFilter {
+        preset,
+        target: target.map(|t| {
             std::path::absolute(&t)
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or(t)
         }),
-        label: args.label,
-        study: args.study,
-        limit: args.limit,
-    };
+        label,
+        study,
+        limit,
+    }
+}
+
+pub fn results(args: ResultsArgs) -> Result<i32, CliError> {
+    let store = open_store(&args.db)?;
+    let filter = filter(args.preset, args.target, args.label, args.study, args.limit);
     let runs = store.list_runs_skipping(&filter, &mut crate::error::skipped_warning)?;
     if args.json {
         let doc = serde_json::to_string_pretty(&runs).expect("a listing always serialises");

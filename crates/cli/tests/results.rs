@@ -6,24 +6,10 @@ use iolab_testkit::{have, Sandbox};
 
 /// A small stored run with `label`.
 fn small_run(sb: &Sandbox, label: &str) {
-    sb.run(&[
-        "custom",
-        "--rw",
-        "read",
-        "--bs",
-        "64k",
-        "--size",
-        "1MiB",
-        "--runs",
-        "1",
-        "--duration",
-        "100ms",
-        "--warmup",
-        "0",
-        "--label",
-        label,
-    ])
-    .ok();
+    let line = "custom --rw read --bs 64k --size 1MiB --runs 1 --duration 100ms --warmup 0";
+    let mut args: Vec<&str> = line.split_whitespace().collect();
+    args.extend(["--label", label]);
+    sb.run(&args).ok();
 }
 
 /// The ids `results --json` lists.

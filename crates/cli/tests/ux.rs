@@ -2,6 +2,7 @@
 
 use std::process::Command;
 
+use iolab_report::style::plain;
 use iolab_testkit::iolab::iolab_bin;
 use iolab_testkit::{have, Out, Sandbox};
 
@@ -141,21 +142,6 @@ fn on_terminal(cols: u32, env: &[(&str, &str)], cmd: &str) -> Option<String> {
     Some(text)
 }
 
-/// `s` without escape sequences (colours, and the progress bar's line clearing).
-fn plain(s: &str) -> String {
-    let mut out = String::new();
-    let mut esc = false;
-    for c in s.chars() {
-        match (esc, c) {
-            (false, '\x1b') => esc = true,
-            (true, c) if c.is_ascii_alphabetic() => esc = false,
-            (true, _) => {}
-            (false, c) => out.push(c),
-        }
-    }
-    out
-}
-
 /// The words of the lines from `Warnings:` on.
 fn warning_words(text: &str) -> Vec<String> {
     let at = text.find("Warnings:").expect("a Warnings: section");
@@ -165,25 +151,15 @@ fn warning_words(text: &str) -> Vec<String> {
 /// Two stored runs of the same small file, the first buffered (so that it carries the
 /// PAGE_CACHE warning: the file was just written, its reads come from memory).
 fn two_runs(sb: &Sandbox) {
-    for extra in [&["--buffered"][..], &[]] {
-        let mut args = vec![
-            "custom",
-            "--rw",
-            "read",
-            "--bs",
-            "64k",
-            "--size",
-            "4MiB",
-            "--runs",
-            "1",
-            "--duration",
-            "100ms",
-            "--warmup",
-            "0",
-        ];
-        args.extend_from_slice(extra);
-        sb.run(&args).ok();
-    }
+    small_run(sb, "--size 4MiB --buffered").ok();
+    small_run(sb, "--size 4MiB").ok();
+}
+
+/// `iolab run custom` reading 64k blocks for one 100 ms pass, with `extra` options.
+fn small_run(sb: &Sandbox, extra: &str) -> Out {
+    let line = format!("custom --rw read --bs 64k --runs 1 --duration 100ms --warmup 0 {extra}");
+    let args: Vec<&str> = line.split_whitespace().collect();
+    sb.run(&args)
 }
 
 #[test]
@@ -204,8 +180,13 @@ fn text_fits_an_80_column_terminal_and_pipes_get_the_stable_layout() {
     let with_columns = c.env("COLUMNS", "60").output().unwrap();
     assert_eq!(String::from_utf8_lossy(&with_columns.stdout), piped);
 
-    for cmd in ["compare 1 2", "results", "show 1"] {
-        let Some(text) = on_terminal(80, &[], &format!("{} {cmd} --db {db}", bin.display())) else {
+    for cmd in [
+        format!("compare 1 2 --db {db}"),
+        format!("results --db {db}"),
+        format!("show 1 --db {db}"),
+        "presets".to_string(),
+    ] {
+        let Some(text) = on_terminal(80, &[], &format!("{} {cmd}", bin.display())) else {
             return;
         };
         let text = plain(&text);
@@ -218,7 +199,7 @@ fn text_fits_an_80_column_terminal_and_pipes_get_the_stable_layout() {
                 line.chars().count()
             );
         }
-        if cmd == "compare 1 2" {
+        if cmd.starts_with("compare") {
             // Wrapped at spaces: the same words as the 100-column text.
             assert_eq!(warning_words(&text), warning_words(&piped));
         }
@@ -248,23 +229,7 @@ fn colour_on_a_terminal_honours_no_color_and_the_color_flag() {
     let out = c.env("NO_COLOR", "1").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("\x1b[33m[PAGE_CACHE]"));
     // Taken after a workload's options too, where the registry parses the rest.
-    let run = sb.run(&[
-        "custom",
-        "--rw",
-        "read",
-        "--bs",
-        "64k",
-        "--size",
-        "1MiB",
-        "--runs",
-        "1",
-        "--duration",
-        "100ms",
-        "--warmup",
-        "0",
-        "--buffered",
-        "--color=always",
-    ]);
+    let run = small_run(&sb, "--size 1MiB --buffered --color=always");
     assert!(run.ok().stdout.contains("\x1b[33m[PAGE_CACHE]"));
     sb.iolab(&["results", "--color", "sometimes"])
         .code(2)
@@ -321,25 +286,7 @@ fn sizes_mean_what_their_unit_says_and_the_header_says_it() {
         ("8MiB", "Region:   8 MiB\n", 8 << 20),
         ("8m", "Region:   8 MiB\n", 8 << 20),
     ] {
-        let out = sb
-            .run(&[
-                "custom",
-                "--rw",
-                "read",
-                "--bs",
-                "64k",
-                "--size",
-                size,
-                "--runs",
-                "1",
-                "--duration",
-                "100ms",
-                "--warmup",
-                "0",
-                "--json",
-                "-",
-            ])
-            .ok();
+        let out = small_run(&sb, &format!("--size {size} --json -")).ok();
         assert!(out.stderr.contains(region), "{size}: {}", out.stderr);
         assert_eq!(out.json()["size_bytes"].as_u64(), Some(bytes), "{size}");
     }

@@ -107,24 +107,25 @@ fn paint_line(line: &str) -> String {
     s
 }
 
+/// `s` without terminal escape sequences (colours, a progress bar's line clearing): what
+/// a reader sees, for measuring and comparing.
+pub fn plain(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut esc = false;
+    for c in s.chars() {
+        match (esc, c) {
+            (false, '\x1b') => esc = true,
+            (true, c) if c.is_ascii_alphabetic() => esc = false,
+            (true, _) => {}
+            (false, c) => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `s` without escape sequences.
-    fn plain(s: &str) -> String {
-        let mut out = String::new();
-        let mut esc = false;
-        for c in s.chars() {
-            match (esc, c) {
-                (false, '\x1b') => esc = true,
-                (true, 'm') => esc = false,
-                (true, _) => {}
-                (false, c) => out.push(c),
-            }
-        }
-        out
-    }
 
     #[test]
     fn colours_warnings_changes_and_caveats_and_nothing_else() {
