@@ -194,7 +194,8 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
             println!("(the baseline '{base}' has no runs; comparing with the first configuration)");
         }
         println!();
-        print!("{}", markdown::render(&set));
+        // Coloured on a terminal (unsafe caveats, significant changes), as the binary set.
+        print!("{}", iolab_report::style::paint(&markdown::render(&set)));
         if let Some(path) = &opts.html {
             std::fs::write(path, html::render(&set))
                 .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))?;
