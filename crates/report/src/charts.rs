@@ -265,9 +265,8 @@ pub fn hbars(title: &str, categories: &[String], series: &[BarSeries], x_desc: &
 pub fn vbars(title: &str, clusters: &[String], series: &[BarSeries], y_desc: &str) -> String {
     let n = clusters.len().max(1);
     let k = series.len().max(1);
-    // One width for ordinary panels, so that a grid of them shares one text size; more
-    // bars than fit get a wider chart.
-    let w = (120 + n as u32 * (k as u32 * 30 + 28)).clamp(520, WIDE);
+    // Every chart is drawn at one width and shown one per row, so text has one size.
+    let w = WIDE;
     let y_max = value_axis_max(series);
     let legend_h = 24 * k as u32;
     draw(w, 340 + legend_h, title, |root| {
