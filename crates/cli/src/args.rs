@@ -16,6 +16,18 @@ use clap::{Args, Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Colour warnings, significant changes and unsafe caveats: auto (on a terminal, unless
+    /// NO_COLOR is set), always or never. Taken anywhere on the line, also after `run NAME`.
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    pub color: ColorChoice,
+}
+
+/// `--color`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Subcommand, Debug)]
@@ -55,6 +67,17 @@ pub enum Command {
     /// Check data written by `iolab run verify --keep` (or, with --journal, what survived a
     /// crash); reads only. Exit 3 when a block does not hold what was written.
     Verify(VerifyArgs),
+    // ux: completions, man pages and removing stored runs.
+    /// Print the shell completion script for SHELL (every command, workload and option).
+    Completions(CompletionsArgs),
+    /// Write the man pages (iolab.1, iolab-COMMAND.1, iolab-run-WORKLOAD.1) to DIR, or print
+    /// iolab.1 when no DIR is given.
+    Man(ManArgs),
+    /// Delete stored runs (their tests and passes) by id; asks first on a terminal.
+    Delete(DeleteArgs),
+    /// Delete the stored runs older than an age, optionally only those matching filters;
+    /// asks first on a terminal.
+    Prune(PruneArgs),
     /// Run a command and record its file I/O beneath --root into a trace for `iolab run
     /// replay` (through strace; no file contents are recorded; see docs/workloads.md).
     Record(RecordArgs),
@@ -185,6 +208,12 @@ pub struct ResultsArgs {
     /// Show at most this many (the newest).
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Print the runs as a JSON array (one object per run; see docs/cli.md).
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the runs as CSV with a header row (see docs/cli.md).
+    #[arg(long)]
+    pub csv: bool,
 }
 
 #[derive(Args, Debug)]
@@ -271,4 +300,57 @@ pub struct HistoryArgs {
     /// FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,
+}
+
+// ux: completions and man pages.
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The directory to write the pages to (it must exist), e.g. /usr/local/share/man/man1.
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+// ux: removing stored runs.
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Runs to delete, as listed by `iolab results` ("last" for the newest).
+    #[arg(value_name = "RUN_ID", required = true)]
+    pub run_ids: Vec<String>,
+    /// Do not ask (needed when standard input is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Delete the runs started longer ago than AGE: a whole number and s, m, h, d or w
+    /// (90d, 2w, 12h).
+    #[arg(long, value_name = "AGE", required = true)]
+    pub older_than: String,
+    /// Only runs with this label.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Only runs of this preset or workload.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// Only runs on this target path.
+    #[arg(long, value_name = "PATH")]
+    pub target: Option<String>,
+    /// Only runs of this study.
+    #[arg(long, value_name = "NAME")]
+    pub study: Option<String>,
+    /// Do not ask (needed when standard input is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }

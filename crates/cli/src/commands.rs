@@ -1,9 +1,8 @@
-//! Dispatch of the subcommands, and the small ones: `presets`, `results`, `show`, `env`.
+//! Dispatch of the subcommands, and the small ones: `presets`, `show`, `env`.
 
 use iolab_spec::{expand_preset, format_bytes, JobSpec, Rw, PRESETS};
-use iolab_store::RunFilter;
 
-use crate::args::{Cli, Command, EnvArgs, ResultsArgs, ShowArgs};
+use crate::args::{Cli, Command, EnvArgs, ShowArgs};
 use crate::error::{open_store, CliError};
 
 pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
@@ -13,7 +12,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
             print!("{}", presets_text());
             Ok(0)
         }
-        Command::Results(args) => results(args),
+        Command::Results(args) => crate::listing::results(args),
         Command::Show(args) => show(args),
         Command::Env(args) => env_command(args),
         Command::ExportFio(args) => Ok(crate::crosscheck::export_fio(&args.args).code()),
@@ -25,15 +24,25 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Cleanup(args) => crate::study::cleanup(args),
         Command::Verify(args) => crate::verify_cmd::verify(args),
         Command::Record(args) => crate::record_cmd::record(args),
+        Command::Completions(args) => crate::shell::completions(args),
+        Command::Man(args) => crate::shell::man(args),
+        Command::Delete(args) => crate::delete::delete(args),
+        Command::Prune(args) => crate::delete::prune(args),
     }
 }
 
-/// `text` word-wrapped to 98 columns, every line indented by two spaces.
+/// The widest line `presets` prints: the report's width (the terminal's, or 100 in a pipe)
+/// less a margin of two.
+fn presets_width() -> usize {
+    iolab_report::style::width() - 2
+}
+
+/// `text` word-wrapped to [`presets_width`] columns, every line indented by two spaces.
 fn indented(text: &str) -> String {
     let mut out = String::new();
     let mut line = String::from(" ");
     for word in text.split_whitespace() {
-        if line.len() + word.len() + 1 > 98 {
+        if line.chars().count() + word.chars().count() + 1 > presets_width() {
             out.push_str(&line);
             out.push('\n');
             line = String::from(" ");
@@ -72,7 +81,7 @@ fn presets_text() -> String {
                     t.job.iodepth,
                     t.job.numjobs
                 );
-                if line.len() + item.len() > 98 {
+                if line.chars().count() + item.chars().count() > presets_width() {
                     out.push_str(&line);
                     out.push('\n');
                     line = String::from("        ");
@@ -100,39 +109,6 @@ fn presets_text() -> String {
     out
 }
 
-fn results(args: ResultsArgs) -> Result<i32, CliError> {
-    let store = open_store(&args.db)?;
-    let filter = RunFilter {
-        preset: args.preset,
-        // Runs record absolute paths.
-        target: args.target.map(|t| {
-            std::path::absolute(&t)
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or(t)
-        }),
-        label: args.label,
-        study: args.study,
-        limit: args.limit,
-    };
-    let rows: Vec<iolab_report::ListRow> = store
-        .list_runs_skipping(&filter, &mut crate::error::skipped_warning)?
-        .into_iter()
-        .map(|r| iolab_report::ListRow {
-            id: r.id,
-            started_at: r.started_at,
-            preset: r.preset,
-            target: r.target,
-            fs_type: r.fs_type,
-            label: r.label,
-            config: r.config_label,
-            complete: r.complete,
-            tests: r.tests,
-        })
-        .collect();
-    print!("{}", iolab_report::render_list(&rows));
-    Ok(0)
-}
-
 fn show(args: ShowArgs) -> Result<i32, CliError> {
     let store = open_store(&args.db)?;
     let id = if args.run_id == "last" {
@@ -151,7 +127,10 @@ fn show(args: ShowArgs) -> Result<i32, CliError> {
     if args.json {
         println!("{}", iolab_report::to_json_string(&run));
     } else {
-        print!("{}", iolab_report::render_run(&run));
+        print!(
+            "{}",
+            iolab_report::style::paint(&iolab_report::render_run(&run))
+        );
         if !run.env.is_null() {
             match serde_json::from_value::<iolab_env::Environment>(run.env.clone()) {
                 Ok(env) => print!("\n{}", iolab_env::render(&env)),

@@ -5,11 +5,15 @@
 mod args;
 mod commands;
 mod crosscheck;
+mod delete;
 mod error;
+mod listing;
 mod record_cmd;
 mod report_cmd;
 mod run_cmd;
+mod shell;
 mod study;
+mod term;
 mod verify_cmd;
 
 use std::io::Write;
@@ -18,7 +22,15 @@ use clap::Parser;
 
 fn main() {
     error::quiet_broken_pipe();
-    let cli = args::Cli::parse();
+    let (argv, color) = match term::take_color(std::env::args_os().collect()) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "iolab: error: {e}");
+            std::process::exit(e.exit_code());
+        }
+    };
+    term::setup(color);
+    let cli = args::Cli::parse_from(argv);
     let outcome =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commands::dispatch(cli)));
     let code = match outcome {

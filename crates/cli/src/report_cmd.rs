@@ -276,7 +276,7 @@ pub fn compare(a: CompareArgs) -> Result<i32, CliError> {
                 text: ensure_newline(text),
             }])?;
         }
-        None => print!("{}", cmp::render(&c)),
+        None => print!("{}", iolab_report::style::paint(&cmp::render(&c))),
     }
     Ok(0)
 }
@@ -313,7 +313,10 @@ pub fn history(a: HistoryArgs) -> Result<i32, CliError> {
                 text: ensure_newline(text),
             }])?;
         }
-        None => print!("{}", hist::render(&runs, &noise)),
+        None => print!(
+            "{}",
+            iolab_report::style::paint(&hist::render(&runs, &noise))
+        ),
     }
     Ok(0)
 }

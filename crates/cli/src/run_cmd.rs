@@ -87,7 +87,7 @@ fn repeat(
     if to_stdout {
         eprint!("{text}");
     } else {
-        print!("{text}");
+        print!("{}", iolab_report::style::paint(&text));
     }
     let mut status = series.status;
     if let Some(dest) = json {
@@ -121,7 +121,7 @@ fn print_finished(f: &Finished, json: Option<&str>, text_to_stderr: bool) -> Exi
         if text_to_stderr {
             eprint!("{t}");
         } else {
-            print!("{t}");
+            print!("{}", iolab_report::style::paint(t));
         }
     };
     let mut status = f.status;

@@ -43,6 +43,10 @@ pub fn study(args: StudyArgs) -> Result<i32, CliError> {
     }
     if args.dry_run {
         print!("{}", iolab_study::plan::dry_run_text(&study));
+        print!(
+            "{}",
+            iolab_study::plan::estimate_text(&study, &crate::run_cmd::registry())
+        );
         return Ok(0);
     }
     let needs_root =

@@ -22,11 +22,33 @@ pub const PALETTE: [RGBColor; 8] = [
     RGBColor(0, 0, 0),
 ];
 
-/// ATTO draws writes red and reads green.
-pub const WRITE: RGBColor = RGBColor(213, 62, 48);
-pub const READ: RGBColor = RGBColor(46, 160, 67);
+/// One colour per direction across the whole report (ATTO, latency curves, throughput over
+/// time, the CrystalDiskMark tiles): reads blue, writes orange, mixed tests green (the first
+/// three Okabe–Ito colours).
+pub const READ: RGBColor = PALETTE[0];
+pub const WRITE: RGBColor = PALETTE[1];
+pub const MIXED: RGBColor = PALETTE[2];
 
 const FONT: &str = "sans-serif";
+
+/// Text sizes given to plotters, which writes about 0.8 of them as the SVG's font-size
+/// (20 becomes 16.1). Charts are drawn [`WIDE`] pixels wide and shown one per row (about
+/// 1000 px on a laptop, 700 on an A4 page), so labels stay at 12 px or more as displayed,
+/// on screen and in print.
+const TITLE_PX: u32 = 24;
+const LABEL_PX: u32 = 20;
+const DESC_PX: u32 = 20;
+
+/// The width line and bar charts are drawn at.
+pub const WIDE: u32 = 900;
+
+/// `c` blended towards white by `k` steps (0: `c` itself): passes of one direction in
+/// shades of its colour.
+pub fn shade(c: RGBColor, k: usize) -> RGBColor {
+    let t = (k.min(4) as f64) * 0.17;
+    let mix = |v: u8| (v as f64 + (255.0 - v as f64) * t).round() as u8;
+    RGBColor(mix(c.0), mix(c.1), mix(c.2))
+}
 
 /// The colour of series `i` when nothing else decides it.
 pub fn color(i: usize) -> RGBColor {
@@ -118,9 +140,8 @@ fn max_of<'a>(values: impl Iterator<Item = &'a f64>) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// The end of a bar chart's value axis: room for every bar, and for the error bars up to
-/// 1.6 times the largest bar (wider intervals, from two or three noisy passes, are cut at
-/// the edge rather than squashing every bar).
+/// The end of a bar chart's value axis: room for every bar and the whole of every error bar
+/// (an interval is never cut at the edge; a wide one from a few noisy passes shows as wide).
 fn value_axis_max(series: &[BarSeries]) -> f64 {
     let bars = max_of(series.iter().flat_map(|s| s.values.iter().flatten()));
     let ci = max_of(
@@ -128,7 +149,16 @@ fn value_axis_max(series: &[BarSeries]) -> f64 {
             .iter()
             .flat_map(|s| s.ci.iter().flatten().map(|(_, hi)| hi)),
     );
-    nice_max(bars.max(ci.min(bars * 1.6)))
+    nice_max(bars.max(ci))
+}
+
+/// The power of ten at or below `lo` and the one at or above `hi`: a log axis between them
+/// starts and ends on a labelled value (plotters always marks powers of ten), so no curve
+/// runs below the lowest label or above the highest.
+fn log_bounds(lo: f64, hi: f64) -> (f64, f64) {
+    let down = 10f64.powf(lo.log10().floor());
+    let up = 10f64.powf(hi.log10().ceil());
+    (down, if up > down { up } else { down * 10.0 })
 }
 
 /// Labels for a logarithmic axis: only 1, 2 and 5 times a power of ten, so that the many
@@ -151,21 +181,21 @@ fn log_label(y: f64) -> String {
 pub fn hbars(title: &str, categories: &[String], series: &[BarSeries], x_desc: &str) -> String {
     let n = categories.len().max(1);
     let k = series.len().max(1);
-    let row_px = (10 * k as u32 + 8).max(22);
-    let h = 70 + row_px * n as u32 + 20;
+    let row_px = (12 * k as u32 + 10).max(26);
+    let h = 80 + row_px * n as u32 + 30;
     let label_w = categories
         .iter()
-        .map(|c| text_px(c, 12.0))
+        .map(|c| text_px(c, LABEL_PX as f64))
         .max()
         .unwrap_or(20)
         + 14;
     let x_max = value_axis_max(series);
-    draw(900, h, title, |root| {
+    draw(WIDE, h, title, |root| {
         let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, 16))
+            .caption(title, (FONT, TITLE_PX))
             .margin(10)
-            .margin_right(24)
-            .x_label_area_size(36)
+            .margin_right(30)
+            .x_label_area_size(48)
             .y_label_area_size(label_w)
             .build_cartesian_2d(0f64..x_max, -0.5f64..(n as f64 - 0.5))
             .map_err(err)?;
@@ -186,8 +216,8 @@ pub fn hbars(title: &str, categories: &[String], series: &[BarSeries], x_desc: &
             .y_label_formatter(&cat)
             .x_label_formatter(&|x| axis_num(*x))
             .x_desc(x_desc)
-            .label_style((FONT, 12))
-            .axis_desc_style((FONT, 13))
+            .label_style((FONT, LABEL_PX))
+            .axis_desc_style((FONT, DESC_PX))
             .max_light_lines(0)
             .draw()
             .map_err(err)?;
@@ -222,7 +252,7 @@ pub fn hbars(title: &str, categories: &[String], series: &[BarSeries], x_desc: &
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT, 12))
+            .label_font((FONT, LABEL_PX))
             .background_style(WHITE.mix(0.9))
             .border_style(BLACK.mix(0.4))
             .draw()
@@ -235,19 +265,18 @@ pub fn hbars(title: &str, categories: &[String], series: &[BarSeries], x_desc: &
 pub fn vbars(title: &str, clusters: &[String], series: &[BarSeries], y_desc: &str) -> String {
     let n = clusters.len().max(1);
     let k = series.len().max(1);
-    // One width for ordinary panels, so that a grid of them shares one text size; more
-    // bars than fit get a wider chart.
-    let w = (100 + n as u32 * (k as u32 * 26 + 24)).clamp(460, 900);
+    // Every chart is drawn at one width and shown one per row, so text has one size.
+    let w = WIDE;
     let y_max = value_axis_max(series);
-    let legend_h = 18 * k as u32;
-    draw(w, 300 + legend_h, title, |root| {
-        let (plot, legend) = root.split_vertically(300);
+    let legend_h = 24 * k as u32;
+    draw(w, 340 + legend_h, title, |root| {
+        let (plot, legend) = root.split_vertically(340);
         let mut chart = ChartBuilder::on(&plot)
-            .caption(title, (FONT, 15))
+            .caption(title, (FONT, TITLE_PX))
             .margin(8)
             .margin_right(16)
-            .x_label_area_size(28)
-            .y_label_area_size(58)
+            .x_label_area_size(34)
+            .y_label_area_size(100)
             .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..y_max)
             .map_err(err)?;
         let cat = |x: &f64| -> String {
@@ -264,8 +293,8 @@ pub fn vbars(title: &str, clusters: &[String], series: &[BarSeries], y_desc: &st
             .x_label_formatter(&cat)
             .y_label_formatter(&|y| axis_num(*y))
             .y_desc(y_desc)
-            .label_style((FONT, 12))
-            .axis_desc_style((FONT, 12))
+            .label_style((FONT, LABEL_PX))
+            .axis_desc_style((FONT, DESC_PX))
             .max_light_lines(0)
             .draw()
             .map_err(err)?;
@@ -298,12 +327,12 @@ pub fn vbars(title: &str, clusters: &[String], series: &[BarSeries], y_desc: &st
         // The legend goes under the plot, one line per series, so long labels never cover
         // a bar.
         for (si, s) in series.iter().enumerate() {
-            let y = 4 + 18 * si as i32;
+            let y = 4 + 24 * si as i32;
             legend
-                .draw(&Rectangle::new([(60, y), (72, y + 12)], s.color.filled()))
+                .draw(&Rectangle::new([(84, y), (100, y + 16)], s.color.filled()))
                 .map_err(err)?;
             legend
-                .draw(&Text::new(s.name.clone(), (80, y), (FONT, 12)))
+                .draw(&Text::new(s.name.clone(), (108, y), (FONT, LABEL_PX)))
                 .map_err(err)?;
         }
         Ok(())
@@ -328,16 +357,16 @@ pub fn lines(
     let (y_min, y_max) = ys.fold((f64::INFINITY, 0.0f64), |(lo, hi), y| {
         (if y > 0.0 { lo.min(y) } else { lo }, hi.max(y))
     });
-    let legend_h = 18 * series.len() as u32;
-    draw(440, 270 + legend_h, title, |root| {
-        let (plot, legend) = root.split_vertically(270);
+    let legend_h = 24 * series.len() as u32;
+    draw(WIDE, 380 + legend_h, title, |root| {
+        let (plot, legend) = root.split_vertically(380);
         let mut builder = ChartBuilder::on(&plot);
         builder
-            .caption(title, (FONT, 14))
+            .caption(title, (FONT, TITLE_PX))
             .margin(8)
-            .margin_right(16)
-            .x_label_area_size(34)
-            .y_label_area_size(56);
+            .margin_right(24)
+            .x_label_area_size(48)
+            .y_label_area_size(100);
         let x_fmt = |x: &f64| match x_labels {
             XLabels::Plain => axis_num(*x),
             XLabels::Nines => nines_label(*x),
@@ -345,9 +374,9 @@ pub fn lines(
         match y_scale {
             Scale::Log => {
                 let lo = if y_min.is_finite() { y_min } else { 1.0 };
-                let hi = y_max.max(lo * 10.0);
+                let (lo, hi) = log_bounds(lo, y_max.max(lo));
                 let mut chart = builder
-                    .build_cartesian_2d(0f64..x_max, (lo / 1.5..hi * 1.5).log_scale())
+                    .build_cartesian_2d(0f64..x_max, (lo..hi).log_scale())
                     .map_err(err)?;
                 chart
                     .configure_mesh()
@@ -360,8 +389,8 @@ pub fn lines(
                     })
                     .x_label_formatter(&x_fmt)
                     .y_label_formatter(&|y| log_label(*y))
-                    .label_style((FONT, 11))
-                    .axis_desc_style((FONT, 12))
+                    .label_style((FONT, LABEL_PX))
+                    .axis_desc_style((FONT, DESC_PX))
                     .max_light_lines(0)
                     .draw()
                     .map_err(err)?;
@@ -389,8 +418,8 @@ pub fn lines(
                     .y_desc(y_desc)
                     .x_label_formatter(&x_fmt)
                     .y_label_formatter(&|y| axis_num(*y))
-                    .label_style((FONT, 11))
-                    .axis_desc_style((FONT, 12))
+                    .label_style((FONT, LABEL_PX))
+                    .axis_desc_style((FONT, DESC_PX))
                     .max_light_lines(0)
                     .draw()
                     .map_err(err)?;
@@ -414,15 +443,15 @@ pub fn lines(
             }
         }
         for (si, s) in series.iter().enumerate() {
-            let y = 2 + 18 * si as i32;
+            let y = 2 + 24 * si as i32;
             legend
                 .draw(&PathElement::new(
-                    vec![(60, y + 6), (76, y + 6)],
+                    vec![(84, y + 8), (104, y + 8)],
                     s.color.stroke_width(3),
                 ))
                 .map_err(err)?;
             legend
-                .draw(&Text::new(s.name.clone(), (84, y), (FONT, 12)))
+                .draw(&Text::new(s.name.clone(), (112, y), (FONT, LABEL_PX)))
                 .map_err(err)?;
         }
         Ok(())
@@ -506,6 +535,22 @@ mod tests {
         assert_eq!(log_label(2000.0), "2000");
         assert_eq!(log_label(3000.0), "");
         assert_eq!(log_label(50_000.0), "50k");
+        assert_eq!(log_bounds(1300.0, 18_000.0), (1000.0, 100_000.0));
+        assert_eq!(log_bounds(1000.0, 5000.0), (1000.0, 10_000.0));
+        assert_eq!(log_bounds(7.4, 7.4), (1.0, 10.0));
+        assert_eq!(shade(READ, 0), READ);
+        assert!(shade(WRITE, 2).0 > WRITE.0);
+    }
+
+    #[test]
+    fn error_bars_fit_on_the_axis() {
+        let s = BarSeries {
+            name: "a".into(),
+            color: READ,
+            values: vec![Some(100.0)],
+            ci: vec![Some((20.0, 900.0))],
+        };
+        assert!(value_axis_max(&[s]) >= 900.0);
     }
 
     #[test]

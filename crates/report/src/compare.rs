@@ -14,7 +14,6 @@ use serde_json::{json, Value};
 
 use crate::set::{self, id_ranges, Judgement, Metric, RunSet, Tested};
 use crate::text::{lat, num, wrap, Column, Gap, Shrink, Table};
-use crate::MAX_WIDTH;
 
 /// One side of a comparison.
 #[derive(Debug, Clone, PartialEq)]
@@ -383,7 +382,7 @@ pub fn evidence(c: &Comparison, k: usize) -> Vec<String> {
     out
 }
 
-/// The comparison as terminal text, at most [`MAX_WIDTH`] columns. Ends with a newline.
+/// The comparison as terminal text, at most [`crate::style::width`] columns. Ends with a newline.
 pub fn render(c: &Comparison) -> String {
     let mut out = Vec::new();
     out.push(format!(
@@ -392,14 +391,14 @@ pub fn render(c: &Comparison) -> String {
     ));
     for s in &c.sides {
         let line = format!("{} = {}: {}", s.letter, s.label, s.runs.join("; "));
-        out.extend(wrap(&line, MAX_WIDTH, "  ", "      "));
+        out.extend(wrap(&line, crate::style::width(), "  ", "      "));
     }
     out.push(String::new());
     let legend = "Values: each run's headline (median of its passes), the geometric mean where \
                   a side has several runs; change is against A. Significant? is decided on \
                   runs, not passes (see below and docs/statistics.md). `!` marks tests with \
                   warnings (below).";
-    out.extend(wrap(legend, MAX_WIDTH, "", ""));
+    out.extend(wrap(legend, crate::style::width(), "", ""));
     out.push(String::new());
 
     if c.rows.is_empty() {
@@ -451,17 +450,17 @@ pub fn render(c: &Comparison) -> String {
             }
             table.row(row);
         }
-        out.extend(table.render(MAX_WIDTH));
+        out.extend(table.render(crate::style::width()));
         out.push(String::new());
         out.extend(wrap(
             &format!("How it was decided ({METHOD}):"),
-            MAX_WIDTH,
+            crate::style::width(),
             "",
             "  ",
         ));
         for k in 1..c.sides.len() {
             for line in evidence(c, k) {
-                out.extend(wrap(&line, MAX_WIDTH, "  ", "    "));
+                out.extend(wrap(&line, crate::style::width(), "  ", "    "));
             }
         }
     }
@@ -471,7 +470,7 @@ pub fn render(c: &Comparison) -> String {
         for (t, have) in &c.partial {
             out.extend(wrap(
                 &format!("{t}: only on {}", have.join(", ")),
-                MAX_WIDTH,
+                crate::style::width(),
                 "  ",
                 "    ",
             ));
@@ -489,7 +488,7 @@ pub fn render(c: &Comparison) -> String {
             if !w.fix.is_empty() {
                 line.push_str(&format!(" — fix: {}", w.fix));
             }
-            out.extend(wrap(&line, MAX_WIDTH, "  ", "    "));
+            out.extend(wrap(&line, crate::style::width(), "  ", "    "));
         }
     }
     let mut s = out.join("\n");

@@ -9,7 +9,7 @@
 //! study's own marked as its configuration.
 
 use iolab_measure::{RunRecord, TestRecord};
-use iolab_spec::{format_bytes, format_size_short, DataPattern};
+use iolab_spec::{format_bytes, format_bytes_exact, format_size_short, DataPattern};
 use serde_json::Value;
 
 use crate::text;
@@ -221,7 +221,7 @@ pub(crate) fn workload_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
                 run.settings.size
             };
             if size > 0 {
-                v.push(("Region", format_bytes(size)));
+                v.push(("Region", format_bytes_exact(size)));
             }
             v.push(("Passes", passes(run)));
             v.push(("Engine", io(run)));
@@ -237,7 +237,7 @@ fn copy_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
         let size = extra_u64(run, "generated_size").or(bytes);
         Some(format!(
             "a generated random file of {}, evicted from the page cache before every pass",
-            size.map_or("unknown size".into(), format_bytes)
+            size.map_or("unknown size".into(), format_bytes_exact)
         ))
     } else {
         extra(run, "source").and_then(Value::as_str).map(|s| {
@@ -314,11 +314,11 @@ fn streams_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
         } else {
             "started together".to_string()
         };
-        format!("all on one {} file, {start}", format_bytes(size))
+        format!("all on one {} file, {start}", format_bytes_exact(size))
     } else {
         format!(
             "each on its own {} file, started together",
-            format_bytes(size)
+            format_bytes_exact(size)
         )
     };
     v.push((
@@ -360,7 +360,7 @@ fn metadata_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
         let mut what = format!(
             "{} of {} in {}, {}",
             plural(files, "file", "files"),
-            format_bytes(size),
+            format_bytes_exact(size),
             plural(
                 extra_u64(run, "dirs").unwrap_or(0),
                 "directory",

@@ -13,7 +13,6 @@ use serde_json::{json, Value};
 
 use crate::set::{self, Metric, Noise};
 use crate::text::{num, wrap, Column, Table};
-use crate::MAX_WIDTH;
 
 /// What the marks rest on, as the history prints it.
 pub const MARKS: &str = "↑/↓: higher/lower than the previous run with that test by more \
@@ -304,7 +303,7 @@ fn short_time(t: &str) -> String {
 }
 
 /// The history as terminal text: a table per target and preset (split into several when
-/// its tests do not fit in [`MAX_WIDTH`] columns). `noise`: the runs' fingerprints and
+/// its tests do not fit in [`crate::style::width`] columns). `noise`: the runs' fingerprints and
 /// the other stored runs of their commands. Ends with a newline.
 pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
     let mut out = Vec::new();
@@ -316,7 +315,7 @@ pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
             "Headline per test: MB/s (IOPS for tests that move no bytes), the median of the \
              run's passes. {MARKS} W = warnings."
         ),
-        MAX_WIDTH,
+        crate::style::width(),
         "",
         "",
     ));
@@ -330,7 +329,7 @@ pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
                 s.runs.len(),
                 if s.runs.len() == 1 { "" } else { "s" }
             ),
-            MAX_WIDTH,
+            crate::style::width(),
             "",
             "  ",
         ));
@@ -340,7 +339,7 @@ pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
         let mut width = fixed;
         for t in &s.tests {
             let w = t.chars().count().max(9) + 2;
-            if width + w > MAX_WIDTH && !chunks.last().unwrap().is_empty() {
+            if width + w > crate::style::width() && !chunks.last().unwrap().is_empty() {
                 chunks.push(Vec::new());
                 width = fixed;
             }
@@ -413,7 +412,7 @@ pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
                 table.row(trend);
                 table.row(change);
             }
-            out.extend(table.render(MAX_WIDTH));
+            out.extend(table.render(crate::style::width()));
         }
     }
     let mut s = out.join("\n");

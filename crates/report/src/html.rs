@@ -38,7 +38,7 @@ pub fn esc(s: &str) -> String {
 }
 
 const CSS: &str = r#"
-:root{--fg:#1d2430;--muted:#5b6472;--line:#d8dde5;--soft:#f3f5f8;--warn:#7a4d00;--warnbg:#fff5dc;--warnline:#eccb7a;--read:#2ea043;--write:#d53e30;--readbg:#dff3e4;--writebg:#fbe3e0;--mixbg:#e1ecf8}
+:root{--fg:#1d2430;--muted:#5b6472;--line:#d8dde5;--soft:#f3f5f8;--warn:#7a4d00;--warnbg:#fff5dc;--warnline:#eccb7a;--read:#0072b2;--write:#d55e00;--readbg:#dcebf6;--writebg:#fbe6d9;--mixbg:#dcf1ea}
 *{box-sizing:border-box}
 body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--fg);background:#fff}
 main{max-width:1180px;margin:0 auto;padding:20px 24px 40px}
@@ -72,7 +72,7 @@ aside.warnings ul{margin:0;padding-left:18px}
 aside.warnings li{margin:4px 0}
 .code{font:600 11px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 a.badge,span.badge{display:inline-block;font:600 10px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;padding:0 4px;border-radius:3px;background:var(--warnbg);color:var(--warn);border:1px solid var(--warnline);text-decoration:none;margin:1px}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:14px}
+.grid{display:grid;grid-template-columns:minmax(0,1fr);max-width:1000px;gap:14px}
 figure{margin:0 0 10px;break-inside:avoid;page-break-inside:avoid}
 figcaption{font-size:12px;color:var(--muted)}
 svg.chart{width:100%;height:auto;display:block}
@@ -97,7 +97,7 @@ footer{margin-top:30px;color:var(--muted);font-size:12px}
  body{font-size:11px}
  section.run,section.comparison{break-before:page}
  .cols{grid-template-columns:minmax(0,1fr) 230px}
- .grid{grid-template-columns:repeat(2,minmax(0,1fr))}
+ .grid{max-width:none}
  a{color:inherit;text-decoration:none}
  nav.toc{display:none}
  .tile,.cdm .lbl,th{-webkit-print-color-adjust:exact;print-color-adjust:exact}
@@ -354,7 +354,7 @@ fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
             })
             .filter(|s: &BarSeries| s.values.iter().any(Option::is_some))
             .collect();
-        let svg = charts::vbars(row, &clusters, &series, label);
+        let svg = charts::vbars(&chart_title(row, &[]), &clusters, &series, label);
         let _ = write!(
             h,
             "<figure data-chart=\"study-bars\">{svg}<figcaption>{} by configuration, 95% CI \
@@ -885,13 +885,13 @@ fn atto_chart(r: &RunRecord, tests: &[&TestRecord], rows: &[String], h: &mut Str
         "Transfer rate by block size",
         &cats,
         &[series("Write", charts::WRITE), series("Read", charts::READ)],
-        "MB/s",
+        "throughput (MB/s)",
     );
     let qd = tests.first().map_or(0, |t| t.job.iodepth);
     let _ = writeln!(
         h,
-        "<h3>ATTO view</h3><figure data-chart=\"atto\">{svg}<figcaption>Write (red) and read \
-         (green) MB/s per block size, queue depth {qd}; error bars: 95% CI where a size had \
+        "<h3>ATTO view</h3><figure data-chart=\"atto\">{svg}<figcaption>Write (orange) and read \
+         (blue) MB/s per block size, queue depth {qd}; error bars: 95% CI where a size had \
          two or more passes. Run {}.</figcaption></figure>",
         esc(&r.id.map_or(r.uuid.clone(), |i| format!("#{i}")))
     );
@@ -1043,68 +1043,117 @@ fn curve(hist: &LatencyHistogram) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn kind_color(kind: &str, i: usize) -> plotters::style::RGBColor {
-    match kind {
-        "Read" => charts::READ,
-        "Write" => charts::WRITE,
-        _ => charts::color(i),
+/// A test's colour: its direction's (read blue, write orange, mixed green), the same in
+/// every chart of the report; a palette colour for a test that moves no data.
+fn test_color(t: &TestRecord, i: usize) -> plotters::style::RGBColor {
+    let rw = t.job.rw;
+    if rw.is_mixed() {
+        charts::MIXED
+    } else if rw.writes() {
+        charts::WRITE
+    } else if rw.reads() {
+        charts::READ
+    } else {
+        charts::color(i + 3)
     }
+}
+
+/// A chart's title for a row of tests: the row, with the one kind it holds
+/// (`dbench 2 clients`), and without a study's workload label repeated in front of a
+/// test named after it (`dbench: dbench` is `dbench`).
+fn chart_title(row: &str, kinds: &[&str]) -> String {
+    let row = match row.split_once(": ") {
+        Some((label, rest)) if rest == label || rest.starts_with(&format!("{label} ")) => rest,
+        _ => row,
+    };
+    match kinds {
+        [k] if !k.is_empty() => format!("{row} {k}"),
+        _ => row.to_string(),
+    }
+}
+
+/// Every direction of every test in `row` with I/Os: its name in the chart, its colour and
+/// its latencies, all passes merged.
+fn row_latencies(
+    tests: &[&TestRecord],
+    row: &str,
+    kinds: &[String],
+) -> Vec<(String, plotters::style::RGBColor, LatencyHistogram)> {
+    let mut out = Vec::new();
+    for (ki, k) in kinds.iter().enumerate() {
+        let Some(t) = set::test_at(tests, row, k) else {
+            continue;
+        };
+        let base = if k.is_empty() {
+            t.name.clone()
+        } else {
+            k.clone()
+        };
+        let picks: [(&str, PickDir); 2] = [
+            ("read", |p| p.read.as_ref()),
+            ("write", |p| p.write.as_ref()),
+        ];
+        let mixed = t.job.rw.is_mixed();
+        for (di, (dname, pick)) in picks.into_iter().enumerate() {
+            let hist = merged(t, pick);
+            if hist.is_empty() {
+                continue;
+            }
+            let name = if mixed {
+                format!("{base} {dname}")
+            } else {
+                base.clone()
+            };
+            // A direction has one colour everywhere; a mixed test's read and write are
+            // lighter shades of it, so they stay apart from pure tests.
+            let color = if mixed {
+                charts::shade(if di == 0 { charts::READ } else { charts::WRITE }, 2)
+            } else {
+                test_color(t, ki + out.len())
+            };
+            out.push((name, color, hist));
+        }
+    }
+    out
+}
+
+/// The kinds `row` has a test of.
+fn kinds_in<'k>(tests: &[&TestRecord], row: &str, kinds: &'k [String]) -> Vec<&'k str> {
+    kinds
+        .iter()
+        .filter(|k| set::test_at(tests, row, k).is_some())
+        .map(String::as_str)
+        .collect()
 }
 
 fn latency_curves(tests: &[&TestRecord], rows: &[String], kinds: &[String], h: &mut String) {
     let mut figs = Vec::new();
+    let mut hists = Vec::new();
     for row in rows {
-        let mut series = Vec::new();
-        for (ki, k) in kinds.iter().enumerate() {
-            let Some(t) = set::test_at(tests, row, k) else {
-                continue;
-            };
-            let base = if k.is_empty() {
-                t.name.clone()
-            } else {
-                k.clone()
-            };
-            let picks: [(&str, PickDir); 2] = [
-                ("read", |p| p.read.as_ref()),
-                ("write", |p| p.write.as_ref()),
-            ];
-            let mixed = t.job.rw.is_mixed();
-            for (di, (dname, pick)) in picks.into_iter().enumerate() {
-                let pts = curve(&merged(t, pick));
-                if pts.is_empty() {
-                    continue;
-                }
-                let name = if mixed {
-                    format!("{base} {dname}")
-                } else {
-                    base.clone()
-                };
-                // A mixed test's directions get colours of their own, not the read and
-                // write tests' green and red.
-                let color = if mixed {
-                    charts::color(if di == 0 { 0 } else { 3 })
-                } else {
-                    kind_color(k, ki + series.len())
-                };
-                series.push(Line {
-                    name,
-                    color,
-                    points: pts,
-                });
-            }
-        }
+        let lat = row_latencies(tests, row, kinds);
+        let series: Vec<Line> = lat
+            .iter()
+            .map(|(name, color, hist)| Line {
+                name: name.clone(),
+                color: *color,
+                points: curve(hist),
+            })
+            .filter(|l| !l.points.is_empty())
+            .collect();
         if series.is_empty() {
             continue;
         }
+        let title = chart_title(row, &kinds_in(tests, row, kinds));
         let svg = charts::lines(
-            row,
+            &format!("{title}: latency percentiles"),
             &series,
             "percentile (%)",
-            "latency µs",
+            "latency (µs, log scale)",
             Scale::Log,
             XLabels::Nines,
         );
         figs.push(format!("<figure data-chart=\"latency\">{svg}</figure>"));
+        hists.push(latency_histogram(&title, &lat));
     }
     figure_grid(
         h,
@@ -1113,6 +1162,107 @@ fn latency_curves(tests: &[&TestRecord], rows: &[String], kinds: &[String], h: &
          A curve ends where the I/O count stops supporting finer percentiles.</p>",
         &figs,
     );
+    figure_grid(
+        h,
+        "<h3>Latency histograms</h3><p class=\"muted\">The share of each direction's I/Os \
+         (all passes) whose latency falls in each bucket; buckets end at 1, 2 and 5 times a \
+         power of ten microseconds, the label is the bucket's upper end.</p>",
+        &hists,
+    );
+}
+
+/// The fraction of `hist`'s values at or below `ns` (from its quantiles: the histogram's
+/// own resolution, about 0.1%).
+fn fraction_at_or_below(hist: &LatencyHistogram, ns: u64) -> f64 {
+    if hist.quantile_ns(0.0) > ns {
+        return 0.0;
+    }
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..40 {
+        let mid = (lo + hi) / 2.0;
+        if hist.quantile_ns(mid) <= ns {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Bucket upper ends (µs) covering `lo..=hi` at 1, 2 and 5 times powers of ten; decades
+/// only when that would make more than 16 buckets.
+fn bucket_edges(lo_us: f64, hi_us: f64) -> Vec<f64> {
+    let lo = lo_us.max(0.1);
+    let hi = hi_us.max(lo);
+    let mut steps = vec![1.0, 2.0, 5.0];
+    loop {
+        let mut edges = Vec::new();
+        let mut p = 10f64.powf(lo.log10().floor());
+        'outer: loop {
+            for m in &steps {
+                let e = m * p;
+                if e >= lo {
+                    edges.push(e);
+                }
+                if e >= hi {
+                    break 'outer;
+                }
+            }
+            p *= 10.0;
+        }
+        if edges.len() <= 16 || steps.len() == 1 {
+            return edges;
+        }
+        steps = vec![1.0];
+    }
+}
+
+/// A figure with the latency histogram of a row's directions, or nothing to show.
+fn latency_histogram(
+    title: &str,
+    lat: &[(String, plotters::style::RGBColor, LatencyHistogram)],
+) -> String {
+    let lo = lat
+        .iter()
+        .map(|(_, _, h)| h.quantile_ns(0.0) as f64 / 1000.0)
+        .fold(f64::INFINITY, f64::min);
+    let hi = lat
+        .iter()
+        .map(|(_, _, h)| h.quantile_ns(1.0) as f64 / 1000.0)
+        .fold(0.0, f64::max);
+    let edges = bucket_edges(lo, hi);
+    let series: Vec<BarSeries> = lat
+        .iter()
+        .map(|(name, color, hist)| {
+            let mut below = 0.0;
+            let values = edges
+                .iter()
+                .map(|e| {
+                    let at = fraction_at_or_below(hist, (e * 1000.0) as u64);
+                    let share = (at - below).max(0.0) * 100.0;
+                    below = at;
+                    Some(share)
+                })
+                .collect();
+            BarSeries {
+                name: name.clone(),
+                color: *color,
+                values,
+                ci: vec![None; edges.len()],
+            }
+        })
+        .collect();
+    let clusters: Vec<String> = edges.iter().map(|e| charts::axis_num(*e)).collect();
+    let svg = charts::vbars(
+        &format!("{title}: latency histogram"),
+        &clusters,
+        &series,
+        "share of I/Os (%)",
+    );
+    format!(
+        "<figure data-chart=\"latency-histogram\">{svg}<figcaption>x: bucket upper end in \
+         µs</figcaption></figure>"
+    )
 }
 
 /// `intro` and the figures in a grid; nothing when there are no figures.
@@ -1121,6 +1271,7 @@ fn figure_grid(h: &mut String, intro: &str, figs: &[String]) {
         return;
     }
     h.push_str(intro);
+    // One chart per row: their text stays readable on a laptop and on paper.
     h.push_str("<div class=\"grid\">");
     h.push_str(&figs.join("\n"));
     h.push_str("</div>\n");
@@ -1196,10 +1347,15 @@ fn throughput_over_time(tests: &[&TestRecord], rows: &[String], kinds: &[String]
                 } else {
                     format!("{k} pass {}", p.index)
                 };
-                let i = series.len();
+                // The test's direction colour, a lighter shade for each later pass.
+                let shade = t
+                    .passes
+                    .iter()
+                    .position(|q| std::ptr::eq(q, p))
+                    .unwrap_or(0);
                 series.push(Line {
                     name,
-                    color: charts::color(i),
+                    color: charts::shade(test_color(t, series.len()), shade),
                     points: pts,
                 });
             }
@@ -1208,10 +1364,17 @@ fn throughput_over_time(tests: &[&TestRecord], rows: &[String], kinds: &[String]
             continue;
         }
         let svg = charts::lines(
-            row,
+            &format!(
+                "{}: throughput over time",
+                chart_title(row, &kinds_in(tests, row, kinds))
+            ),
             &series,
             "time in the pass (s)",
-            if ops { "ops/s" } else { "MB/s" },
+            if ops {
+                "operations per second (ops/s)"
+            } else {
+                "throughput (MB/s)"
+            },
             Scale::Linear,
             XLabels::Plain,
         );
@@ -1319,5 +1482,32 @@ fn json_html(v: &Value, h: &mut String) {
             }
         }
         other => h.push_str(&scalar(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_cover_the_latencies_and_shares_add_up() {
+        assert_eq!(
+            bucket_edges(130.0, 1800.0),
+            vec![200.0, 500.0, 1000.0, 2000.0]
+        );
+        assert_eq!(bucket_edges(100.0, 100.0), vec![100.0]);
+        // Eight decades would be 22 buckets: decades only.
+        assert_eq!(bucket_edges(1.0, 5e7).len(), 9);
+        let mut h = LatencyHistogram::new();
+        for us in [150u64, 160, 170, 900, 950, 1500] {
+            h.record(us * 1000);
+        }
+        let at = |us: f64| fraction_at_or_below(&h, (us * 1000.0) as u64);
+        assert_eq!(at(100.0), 0.0);
+        assert!((at(200.0) - 0.5).abs() < 0.01, "{}", at(200.0));
+        assert!((at(1000.0) - 5.0 / 6.0).abs() < 0.01);
+        assert!(at(2000.0) > 0.999);
+        let title = latency_histogram("t", &[("Read".into(), charts::READ, h)]);
+        assert!(title.contains("t: latency histogram"));
     }
 }

@@ -11,7 +11,8 @@
 //! metrics. `docs/reports.md` describes every format.
 //!
 //! Everything here reads [`iolab_measure::RunRecord`]s and returns a `String` or a
-//! `serde_json::Value`; nothing writes to a file or a terminal.
+//! `serde_json::Value`; nothing writes to a file or a terminal. [`style`] holds the width
+//! terminal text is laid out at and its colouring, set once by the binary.
 
 pub mod charts;
 pub mod compare;
@@ -22,6 +23,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod set;
+pub mod style;
 pub mod terminal;
 mod text;
 

@@ -61,6 +61,19 @@ fn cell(t: Option<&TestRecord>, m: Metric) -> String {
     }
 }
 
+/// A table row's name: ATTO's transfer sizes with their unit (`512 B`, `4 KiB`, `64 MiB`),
+/// other tests as named.
+fn row_label(set: &RunSet, row: &str) -> String {
+    let atto = set.runs().next().is_some() && set.runs().all(|r| r.preset == "atto");
+    match atto
+        .then(|| iolab_spec::parse_size("bs", row).ok())
+        .flatten()
+    {
+        Some(bytes) => iolab_spec::format_bytes(bytes),
+        None => row.to_string(),
+    }
+}
+
 fn title(set: &RunSet) -> String {
     if let Some(s) = &set.study {
         return format!("Study {}", escape(s));
@@ -235,7 +248,7 @@ fn body(set: &RunSet, out: &mut String) {
                     bytes_ok && dir_ok
                 })
                 .map(|row| {
-                    let mut r = vec![escape(row)];
+                    let mut r = vec![escape(&row_label(set, row))];
                     for k in group {
                         for c in &set.configs {
                             let tests: Vec<&TestRecord> = c.tests.iter().collect();
@@ -279,10 +292,19 @@ fn body(set: &RunSet, out: &mut String) {
             (false, true) => " ops/s = operations per second.",
             _ => " MB/s = 10^6 bytes/s.",
         };
-        out.push_str(&format!(
-            "Headline = {score} of the passes; ±x% = half-width of the 95% confidence \
-             interval of the mean (Student t) over the passes.{units}\n\n"
-        ));
+        // A test of one pass has no interval: then the legend says so instead of
+        // explaining a ±x% that no cell shows.
+        if all.iter().any(|t| t.passes.len() >= 2) {
+            out.push_str(&format!(
+                "Headline = {score} of the passes; ±x% = half-width of the 95% confidence \
+                 interval of the mean (Student t) over the passes.{units}\n\n"
+            ));
+        } else {
+            out.push_str(&format!(
+                "Headline = the single measured pass of each test (no confidence interval \
+                 from one pass).{units}\n\n"
+            ));
+        }
     }
 
     if multi && !set.shared_test_names().is_empty() {

@@ -1,8 +1,9 @@
 //! Terminal output: a run as plain-text tables (CrystalDiskMark-style rows for `cdm*`, ATTO's
 //! size sweep for `atto`, one row per test otherwise), and a listing of stored runs.
 //!
-//! No colour and no cursor control: the text is the same on a terminal, in a pipe and in a
-//! file. Every line is at most [`MAX_WIDTH`] characters.
+//! No colour and no cursor control here (the binary colours finished text with
+//! [`crate::style::paint`]). Every line is at most [`crate::style::width`] characters:
+//! [`MAX_WIDTH`] in a pipe or a file, the terminal's width (up to that) on a terminal.
 
 use iolab_measure::{DirResult, MetricSummary, PassRecord, RunRecord, TestRecord};
 use iolab_spec::format_bytes;
@@ -11,7 +12,8 @@ use iolab_stats::{median, metric};
 use crate::facts;
 use crate::text::{self, ci, lat, num, pct1, wrap, Column, Gap, Shrink, Table};
 
-/// Widest line the terminal report prints, in characters.
+/// Widest line the terminal report prints, in characters, and the stable width used when
+/// stdout is not a terminal.
 pub const MAX_WIDTH: usize = 100;
 
 /// I/O errors printed per test before the rest are counted.
@@ -34,7 +36,7 @@ pub fn render_run(run: &RunRecord) -> String {
             Layout::Atto(groups) => atto_table(&groups),
             Layout::PerTest => test_table(run),
         };
-        out.extend(table.render(MAX_WIDTH));
+        out.extend(table.render(crate::style::width()));
     }
     op_tables(run, &mut out);
     durability(run, &mut out);
@@ -95,7 +97,7 @@ pub fn render_list(rows: &[ListRow]) -> String {
             r.label.clone().unwrap_or_default(),
         ]);
     }
-    let mut out = table.render(MAX_WIDTH);
+    let mut out = table.render(crate::style::width());
     out.push(format!(
         "{} run{}",
         rows.len(),
@@ -121,7 +123,12 @@ fn compact_time(t: &str) -> String {
 
 fn key_line(out: &mut Vec<String>, key: &str, value: &str) {
     let first = format!("{:<KEY_WIDTH$}", format!("{key}:"));
-    out.extend(wrap(value, MAX_WIDTH, &first, &" ".repeat(KEY_WIDTH)));
+    out.extend(wrap(
+        value,
+        crate::style::width(),
+        &first,
+        &" ".repeat(KEY_WIDTH),
+    ));
 }
 
 fn header(run: &RunRecord, out: &mut Vec<String>) {
@@ -129,7 +136,7 @@ fn header(run: &RunRecord, out: &mut Vec<String>) {
     if run.workload != "block" && !run.workload.is_empty() {
         title.push_str(&format!(" ({})", run.workload));
     }
-    out.extend(wrap(&title, MAX_WIDTH, "", "  "));
+    out.extend(wrap(&title, crate::style::width(), "", "  "));
     // The facts every format shows, less what the title says; the file or device the I/O
     // went to goes on the target's line.
     let all = facts::run_facts(run);
@@ -146,7 +153,7 @@ fn header(run: &RunRecord, out: &mut Vec<String>) {
         }
     }
     out.push(String::new());
-    out.extend(wrap(&facts::legend(run), MAX_WIDTH, "", ""));
+    out.extend(wrap(&facts::legend(run), crate::style::width(), "", ""));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -538,7 +545,7 @@ fn op_tables(run: &RunRecord, out: &mut Vec<String>) {
                 format!("{:.0}", num(o, "status_mismatches")),
             ]);
         }
-        out.extend(table.render(MAX_WIDTH));
+        out.extend(table.render(crate::style::width()));
     }
 }
 
@@ -550,7 +557,7 @@ fn durability(run: &RunRecord, out: &mut Vec<String>) {
     }
     section(out, "Durability, per sync method");
     for l in &lines {
-        out.extend(wrap(l, MAX_WIDTH, "  - ", "    "));
+        out.extend(wrap(l, crate::style::width(), "  - ", "    "));
     }
 }
 
@@ -567,7 +574,7 @@ fn short_tests(run: &RunRecord, out: &mut Vec<String>) {
         return;
     }
     section(out, "Tests with fewer passes than asked");
-    out.extend(wrap(&short.join(", "), MAX_WIDTH, "  ", "  "));
+    out.extend(wrap(&short.join(", "), crate::style::width(), "  ", "  "));
 }
 
 fn errors(run: &RunRecord, out: &mut Vec<String>) {
@@ -607,7 +614,7 @@ fn errors(run: &RunRecord, out: &mut Vec<String>) {
                     format_bytes(e.len),
                 ));
             }
-            out.extend(wrap(&line, MAX_WIDTH, "  ", "      "));
+            out.extend(wrap(&line, crate::style::width(), "  ", "      "));
         }
         if errs.len() > MAX_ERRORS_PER_TEST {
             out.push(format!(
@@ -625,7 +632,7 @@ fn notes(run: &RunRecord, out: &mut Vec<String>) {
     }
     section(out, "Notes");
     for n in &run.notes {
-        out.extend(wrap(n, MAX_WIDTH, "  - ", "    "));
+        out.extend(wrap(n, crate::style::width(), "  - ", "    "));
     }
 }
 
@@ -643,7 +650,7 @@ fn warnings(run: &RunRecord, out: &mut Vec<String>) {
         if !w.fix.is_empty() {
             line.push_str(&format!(" — fix: {}", w.fix));
         }
-        out.extend(wrap(&line, MAX_WIDTH, "  ", "    "));
+        out.extend(wrap(&line, crate::style::width(), "  ", "    "));
     }
 }
 

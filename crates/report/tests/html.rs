@@ -60,7 +60,8 @@ fn cdm_run_has_the_panel_curves_time_series_and_warnings_beside_the_numbers() {
     // One latency panel and one throughput panel per row: 4 CrystalDiskMark rows.
     assert_eq!(count(&html, "data-chart=\"latency\""), 4);
     assert_eq!(count(&html, "data-chart=\"throughput\""), 4);
-    assert_eq!(count(&html, "<svg class=\"chart\""), 8);
+    assert_eq!(count(&html, "data-chart=\"latency-histogram\""), 4);
+    assert_eq!(count(&html, "<svg class=\"chart\""), 12);
     // The warning's code sits on its test's row and in the panel with its message.
     let row = html
         .find("<td class=\"name\">SEQ1M Q8T1 Write</td>")
@@ -294,4 +295,75 @@ fn the_probe_and_metadata_are_charted_in_operations() {
     assert!(html.contains("<th class=\"n\">ops/s</th>"));
     assert!(!html.contains("<th class=\"n\">MB/s</th>"));
     assert!(html.contains("<th>What</th>") && !html.contains("QD×T"));
+}
+
+/// Every `<svg class="chart" ...>` element of `html`.
+fn charts_of(html: &str) -> Vec<&str> {
+    html.match_indices("<svg class=\"chart\"")
+        .map(|(at, _)| {
+            let end = at + html[at..].find("</svg>").unwrap();
+            &html[at..end]
+        })
+        .collect()
+}
+
+/// The number in `attr="N"` of the first `tag` of `svg`.
+fn attr_num(svg: &str, attr: &str) -> f64 {
+    let at = svg.find(&format!(" {attr}=\"")).unwrap() + attr.len() + 3;
+    svg[at..at + svg[at..].find('"').unwrap()].parse().unwrap()
+}
+
+#[test]
+fn charts_are_readable_and_each_direction_has_one_colour() {
+    // SVG colours as plotters writes them: #RRGGBB.
+    const READ: &str = "#0072B2";
+    const WRITE: &str = "#D55E00";
+    for (name, run) in [
+        ("cdm", common::cdm_run()),
+        ("atto", common::atto_run()),
+        ("dbench", common::dbench_run()),
+    ] {
+        let html = one(run);
+        let charts = charts_of(&html);
+        assert!(!charts.is_empty(), "{name}");
+        for svg in &charts {
+            // Drawn 900 px wide and shown one per row: text stays at 12 px or more on a
+            // laptop and on an A4 page.
+            assert!(attr_num(svg, "width") >= 900.0, "{name}: {}", &svg[..200]);
+            for (at, _) in svg.match_indices("font-size=\"") {
+                let v: f64 = svg[at + 11..at + 11 + svg[at + 11..].find('"').unwrap()]
+                    .trim_end_matches("px")
+                    .parse()
+                    .unwrap();
+                assert!(v >= 16.0, "{name}: font-size {v}");
+            }
+            // No test named twice in a title.
+            assert!(!svg.contains("dbench: dbench"), "{name}");
+        }
+        // Charts one per row, on screen and in print.
+        assert!(html.contains(".grid{display:grid;grid-template-columns:minmax(0,1fr);"));
+        assert!(!html.contains("auto-fill"));
+        // Reads blue and writes orange wherever a chart shows a direction; the old
+        // green/red pair nowhere.
+        if name != "dbench" {
+            let all = charts.join("");
+            assert!(all.contains(READ) && all.contains(WRITE), "{name}");
+        }
+        for old in ["#2EA043", "#D53E30"] {
+            assert!(!html.to_uppercase().contains(old), "{name}: {old}");
+        }
+        // Axes say their unit.
+        let all = charts.join("");
+        assert!(
+            all.contains("(µs, log scale)") || all.contains("(MB/s)"),
+            "{name}"
+        );
+    }
+    let html = one(common::dbench_run());
+    let latency = &html[html.find("data-chart=\"latency\"").unwrap()..];
+    assert!(latency.contains(": latency percentiles"));
+    // The histogram's shares of one direction add up to 100%: read from the bar heights
+    // is not possible in SVG text, so the chart is checked to exist with its axis.
+    let hist = &html[html.find("data-chart=\"latency-histogram\"").unwrap()..];
+    assert!(hist.contains("share of I/Os (%)"));
 }

@@ -449,6 +449,8 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
         env_path: PathBuf::from(&target.io_path),
     })?;
     let watch = crate::facts::top_devices(env);
+    ctx.progress
+        .println(&plan_line(&plan, &target.io_path.display().to_string()));
     let mut passes = OnTarget {
         plan: &plan,
         target: &target,
@@ -499,6 +501,43 @@ fn agree_with_ranks(plan: &mut BlockPlan, ctx: &mut RunContext) -> Result<PathBu
         c.rank(),
         std::process::id()
     )))
+}
+
+/// What the progress bar shows before the first pass: target, region and plan.
+/// `cdm on /mnt/x/iolab-1.dat · region 1 GiB · 8 tests × (1 warm-up + 3 × 5s) · about 2m 40s`.
+pub fn plan_line(plan: &BlockPlan, io_path: &str) -> String {
+    let s = &plan.settings;
+    let n = plan.tests.len();
+    let measured = match plan.until_stable {
+        Some(u) => format!(
+            "{}+ × {} until ±{}%",
+            plan.min_runs(),
+            crate::progress::short_duration(s.duration),
+            u.pct
+        ),
+        None => format!(
+            "{} × {}",
+            s.runs,
+            crate::progress::short_duration(s.duration)
+        ),
+    };
+    let warm = if s.warmup_passes > 0 {
+        format!("{} warm-up + ", s.warmup_passes)
+    } else {
+        String::new()
+    };
+    let budget = if plan.until_stable.is_some_and(|u| u.budget.is_some()) {
+        "at most"
+    } else {
+        "about"
+    };
+    format!(
+        "{} on {io_path} · region {} · {n} test{} × ({warm}{measured}) · {budget} {}",
+        plan.preset,
+        iolab_spec::format_bytes(s.size),
+        if n == 1 { "" } else { "s" },
+        crate::progress::short_duration(plan.planned())
+    )
 }
 
 /// The activity around a pass with iolab's own uncounted I/O (its ramp, and what drained
@@ -623,6 +662,14 @@ impl Passes for OnTarget<'_> {
         let test = t.spec;
         let measured = t.record.passes.len() as u32;
         let dur = if warm { s.warmup_duration } else { s.duration };
+        let k = self
+            .plan
+            .tests
+            .iter()
+            .position(|x| std::ptr::eq(x, test))
+            .map_or(0, |i| i + 1);
+        ctx.progress
+            .set_step(format!("test {k} of {} ", self.plan.tests.len()));
         let label = if warm {
             format!("{} warm-up", test.name)
         } else if let Some(u) = self.plan.until_stable {

@@ -193,7 +193,8 @@ pub const DEFAULT_STABLE_PCT: f64 = 3.0;
 #[derive(Args, Debug, Clone, Default)]
 pub struct SizeArg {
     /// How much data: the test region (block presets, verify) or the file size (fsync,
-    /// copy, streams), e.g. 1GiB, 256m.
+    /// copy, streams), e.g. 1GiB, 256m (k/m/g/t and KiB/MiB/GiB: powers of 2; kB/MB/GB:
+    /// powers of 10).
     #[arg(long, value_name = "SIZE")]
     pub size: Option<String>,
 }

@@ -40,6 +40,13 @@ pub trait Job {
     fn block(&self) -> Option<&crate::block::BlockPlan> {
         None
     }
+
+    /// The time its passes are planned to take, where the plan fixes it (the block
+    /// presets: [`BlockPlan::planned`](crate::block::BlockPlan::planned)); `None` where
+    /// the work decides (a copy, a metadata tree, a verify pass).
+    fn planned(&self) -> Option<std::time::Duration> {
+        self.block().map(|b| b.planned())
+    }
 }
 
 /// The plan function of a workload with one options struct.

@@ -29,8 +29,15 @@ impl fmt::Display for SpecError {
 
 impl std::error::Error for SpecError {}
 
-/// Parses a byte size. Suffixes are binary, as in fio and CrystalDiskMark: `k`, `KiB` and
-/// `KB` all mean 1024 bytes; `m`/`MiB`/`MB` 1024^2; `g`, `t` likewise. A bare number is bytes.
+/// Parses a byte size (docs/cli.md, "Sizes"). One rule, fio's for the bare letters:
+/// - `k`, `m`, `g`, `t` (either case) are powers of two: 2^10, 2^20, 2^30, 2^40 bytes;
+/// - `KiB`, `MiB`, `GiB`, `TiB` are the same powers of two;
+/// - `kB`, `MB`, `GB`, `TB` are powers of ten: 10^3, 10^6, 10^9, 10^12 bytes, as in MB/s;
+/// - a bare number, or one with `B`, is bytes.
+///
+/// The unit is matched without regard to case except that the `i` of the binary units
+/// is what makes them binary (`mib` = MiB, `mb` = MB). A fraction is allowed when the
+/// result is a whole number of bytes (`1.5g`).
 pub fn parse_size(field: &str, text: &str) -> Result<u64, SpecError> {
     let t = text.trim();
     if t.is_empty() {
@@ -49,15 +56,22 @@ pub fn parse_size(field: &str, text: &str) -> Result<u64, SpecError> {
     }
     let mult: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
         other => {
             return Err(SpecError::new(
                 field,
                 text,
-                format!("unknown unit '{other}' (use b, k, m, g, t or KiB, MiB, GiB, TiB)"),
+                format!(
+                    "unknown unit '{other}' (use k, m, g, t or KiB, MiB, GiB, TiB for powers \
+                     of 2; kB, MB, GB, TB for powers of 10)"
+                ),
             ))
         }
     };
@@ -134,6 +148,31 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
+/// [`format_bytes`], and the exact number of bytes when that rounds: `1 GiB`,
+/// `61.04 MiB (64000000 bytes)`. For headers, which say what a size option was read as.
+pub fn format_bytes_exact(bytes: u64) -> String {
+    let short = format_bytes(bytes);
+    let exact = {
+        let (num, unit) = short.split_once(' ').unwrap_or((&short, "B"));
+        let mult: u64 = match unit {
+            "KiB" => 1 << 10,
+            "MiB" => 1 << 20,
+            "GiB" => 1 << 30,
+            "TiB" => 1 << 40,
+            _ => 1,
+        };
+        // The printed number has at most two decimals; it is exact when it times the unit
+        // gives the bytes back (f64 holds these products exactly).
+        num.parse::<f64>()
+            .is_ok_and(|n| n * mult as f64 == bytes as f64)
+    };
+    if exact {
+        short
+    } else {
+        format!("{short} ({bytes} bytes)")
+    }
+}
+
 /// Short size as used in test names: `512`, `4K`, `128K`, `1M`, `64M` (CrystalDiskMark style).
 pub fn format_size_short(bytes: u64) -> String {
     if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
@@ -163,6 +202,46 @@ mod tests {
         assert!(parse_size("bs", "").is_err());
         assert!(parse_size("bs", "k").is_err());
         assert!(parse_size("bs", "0.3k").is_err());
+    }
+
+    #[test]
+    fn binary_and_decimal_units_mean_what_they_say() {
+        for (text, bytes) in [
+            ("1k", 1 << 10),
+            ("1K", 1 << 10),
+            ("1KiB", 1 << 10),
+            ("1kib", 1 << 10),
+            ("1kB", 1000),
+            ("1KB", 1000),
+            ("64m", 64 << 20),
+            ("64MiB", 64 << 20),
+            ("64MB", 64_000_000),
+            ("1g", 1 << 30),
+            ("1G", 1 << 30),
+            ("1GiB", 1 << 30),
+            ("1GB", 1_000_000_000),
+            ("2t", 2 << 40),
+            ("2TB", 2_000_000_000_000),
+            ("512B", 512),
+            ("1.5GB", 1_500_000_000),
+        ] {
+            assert_eq!(parse_size("size", text).unwrap(), bytes, "{text}");
+        }
+        let e = parse_size("size", "1Gb/s").unwrap_err();
+        assert!(e.reason.contains("powers of 10"), "{e}");
+    }
+
+    #[test]
+    fn exact_sizes_show_their_bytes_when_rounded() {
+        assert_eq!(format_bytes_exact(1 << 30), "1 GiB");
+        assert_eq!(format_bytes_exact(3 << 29), "1.5 GiB");
+        assert_eq!(
+            format_bytes_exact((1 << 30) + 1),
+            "1 GiB (1073741825 bytes)"
+        );
+        assert_eq!(format_bytes_exact(64_000_000), "61.04 MiB (64000000 bytes)");
+        assert_eq!(format_bytes_exact(512), "512 B");
+        assert_eq!(format_bytes_exact(1000), "1000 B");
     }
 
     #[test]

@@ -503,6 +503,40 @@ impl Store {
         rows.collect::<Result<_, _>>().at(path)
     }
 
+    /// Deletes the runs `ids` with their tests and passes (the schema's `ON DELETE
+    /// CASCADE`), in one transaction: if any id is not stored, nothing is deleted and the
+    /// error names it. Every other run is untouched. Returns how many runs were deleted
+    /// (an id given twice counts once).
+    pub fn delete_runs(&mut self, ids: &[i64]) -> Result<usize, StoreError> {
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        self.write(|tx, path| {
+            let mut deleted = 0;
+            for &id in &ids {
+                let n = tx
+                    .execute("DELETE FROM runs WHERE id = ?1", [id])
+                    .at(path)?;
+                if n == 0 {
+                    // Dropping `tx` without commit rolls back the deletes before this one.
+                    return Err(StoreError::RunNotFound {
+                        path: path.to_path_buf(),
+                        id,
+                    });
+                }
+                deleted += n;
+            }
+            Ok(deleted)
+        })
+    }
+
+    /// How many runs are stored (whatever their state).
+    pub fn count_runs(&self) -> Result<usize, StoreError> {
+        self.conn
+            .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+            .at(&self.path)
+    }
+
     /// The id of the most recently started run, if any.
     pub fn latest_run_id(&self) -> Result<Option<i64>, StoreError> {
         self.conn

@@ -638,3 +638,50 @@ fn the_noise_query_uses_its_index() {
     assert!(text.contains("USING INDEX runs_fingerprint"), "{text}");
     assert!(!text.contains("SCAN runs"), "{text}");
 }
+
+/// Rows of `table` in the database at `path`.
+fn rows(path: &Path, table: &str) -> i64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn delete_removes_the_runs_with_their_tests_and_passes_and_nothing_else() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let mut store = Store::open(&path).unwrap();
+    let ids: Vec<i64> = (0..3)
+        .map(|i| {
+            store
+                .save_run(&common::run(&format!("delete-{i}")))
+                .unwrap()
+        })
+        .collect();
+    let kept = store.load_run(ids[2]).unwrap();
+    let (tests, passes) = (rows(&path, "tests"), rows(&path, "passes"));
+    assert_eq!(tests, 6);
+    assert_eq!(passes, 18);
+
+    // Given twice, deleted once.
+    assert_eq!(store.delete_runs(&[ids[0], ids[1], ids[0]]).unwrap(), 2);
+    assert_eq!(store.count_runs().unwrap(), 1);
+    assert_eq!(rows(&path, "tests"), 2);
+    assert_eq!(rows(&path, "passes"), 6);
+    assert_eq!(store.load_run(ids[2]).unwrap(), kept);
+    assert!(matches!(
+        store.load_run(ids[0]),
+        Err(StoreError::RunNotFound { .. })
+    ));
+
+    // An unknown id among known ones: nothing is deleted.
+    let err = store.delete_runs(&[ids[2], 999]).unwrap_err();
+    assert!(
+        matches!(err, StoreError::RunNotFound { id: 999, .. }),
+        "{err}"
+    );
+    assert_eq!(store.count_runs().unwrap(), 1);
+    assert_eq!(store.load_run(ids[2]).unwrap(), kept);
+    assert_eq!(store.delete_runs(&[]).unwrap(), 0);
+}

@@ -90,6 +90,52 @@ pub fn dry_run_text(study: &Study) -> String {
     s
 }
 
+/// `--dry-run`'s estimate: the planned pass time of every run whose workload fixes it
+/// (the block presets, through `reg`), summed over the schedule, and what it leaves out.
+pub fn estimate_text(study: &Study, reg: &iolab_runner::Registry) -> String {
+    let mut planned = std::time::Duration::ZERO;
+    let mut unknown: Vec<&str> = Vec::new();
+    let mut counted = 0usize;
+    for c in &study.configs {
+        for w in study.workloads.iter().filter(|w| w.applies_to(&c.label)) {
+            let mut argv = vec![w.kind.clone()];
+            argv.extend(w.args.iter().cloned());
+            match reg
+                .parse("iolab run", &argv)
+                .ok()
+                .and_then(|p| p.job.planned())
+            {
+                Some(d) => {
+                    planned += d * study.repeats;
+                    counted += study.repeats as usize;
+                }
+                None => {
+                    if !unknown.contains(&w.label.as_str()) {
+                        unknown.push(&w.label);
+                    }
+                }
+            }
+        }
+    }
+    let mut s = if counted > 0 {
+        format!(
+            "\nEstimated duration: {} of planned passes ({counted} of {} runs)",
+            iolab_runner::progress::short_duration(planned),
+            study.run_count()
+        )
+    } else {
+        "\nEstimated duration: not known".to_string()
+    };
+    if !unknown.is_empty() {
+        s.push_str(&format!(
+            "; not estimated: {} (only the block presets plan their pass time)",
+            unknown.join(", ")
+        ));
+    }
+    s.push_str("; building and tearing down each configuration comes on top.\n");
+    s
+}
+
 /// Whether `tool` is installed.
 fn have(tool: &str) -> bool {
     iolab_sys::find_tool(tool).is_some()

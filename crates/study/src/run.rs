@@ -130,12 +130,13 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
                 Ok(Some(r)) => {
                     let run = store.load_run(r.id)?;
                     println!(
-                        "  [{done}/{total}] {} · {}: run #{} ({:.1} s){}",
+                        "  [{done}/{total}] {} · {}: run #{} ({:.1} s){}{}",
                         cfg.label,
                         w.label,
                         r.id,
                         r.secs,
-                        run_summary(&run)
+                        run_summary(&run),
+                        eta(started.elapsed(), done, total)
                     );
                     out.run_ids.push(r.id);
                     if let Some(msg) = r.integrity {
@@ -193,7 +194,8 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
             println!("(the baseline '{base}' has no runs; comparing with the first configuration)");
         }
         println!();
-        print!("{}", markdown::render(&set));
+        // Coloured on a terminal (unsafe caveats, significant changes), as the binary set.
+        print!("{}", iolab_report::style::paint(&markdown::render(&set)));
         if let Some(path) = &opts.html {
             std::fs::write(path, html::render(&set))
                 .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))?;
@@ -229,6 +231,16 @@ struct Stored {
     id: i64,
     secs: f64,
     integrity: Option<String>,
+}
+
+/// ` · ETA 12m 30s`: the time left if the remaining runs take as long as the finished ones
+/// did on average (builds included); empty when all are done.
+fn eta(elapsed: std::time::Duration, done: usize, total: usize) -> String {
+    if done == 0 || done >= total {
+        return String::new();
+    }
+    let left = elapsed.mul_f64((total - done) as f64 / done as f64);
+    format!(" · ETA {}", iolab_runner::progress::short_duration(left))
 }
 
 /// One configuration built for one round.

@@ -1,0 +1,177 @@
+//! `iolab delete RUN...` and `iolab prune --older-than AGE [filters]`: removing stored runs,
+//! after a confirmation on a terminal or `--yes`; never any run that was not selected.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use iolab_store::{RunFilter, RunListing, Store};
+
+use crate::args::DbArgs;
+use crate::args::{DeleteArgs, PruneArgs};
+use crate::error::CliError;
+
+/// The result database, opened for writing; a missing file is an error (deleting from
+/// nothing must not create a database).
+fn open_for_writing(db: &DbArgs) -> Result<Store, CliError> {
+    let path = db.db.clone().unwrap_or_else(iolab_store::default_db_path);
+    if !path.exists() {
+        return Err(CliError::Usage(format!(
+            "no result database at {} (nothing deleted)",
+            path.display()
+        )));
+    }
+    Ok(Store::open(&path)?)
+}
+
+pub fn delete(args: DeleteArgs) -> Result<i32, CliError> {
+    let mut store = open_for_writing(&args.db)?;
+    let all =
+        store.list_runs_skipping(&RunFilter::default(), &mut crate::error::skipped_warning)?;
+    let mut chosen = Vec::new();
+    for given in &args.run_ids {
+        let id = if given == "last" {
+            store
+                .latest_run_id()?
+                .ok_or_else(|| CliError::Usage("run 'last': no runs are stored".into()))?
+        } else {
+            given.parse::<i64>().map_err(|_| {
+                CliError::Usage(format!(
+                    "run id '{given}' is not a number (see `iolab results`)"
+                ))
+            })?
+        };
+        let Some(run) = all.iter().find(|r| r.id == id) else {
+            return Err(CliError::Usage(format!(
+                "run {id} is not stored in {} (nothing deleted)",
+                store.path().display()
+            )));
+        };
+        if !chosen.iter().any(|r: &RunListing| r.id == id) {
+            chosen.push(run.clone());
+        }
+    }
+    remove(&mut store, &chosen, args.yes)
+}
+
+pub fn prune(args: PruneArgs) -> Result<i32, CliError> {
+    let age = parse_age(&args.older_than)?;
+    let cutoff = chrono::Utc::now() - age;
+    let mut store = open_for_writing(&args.db)?;
+    let filter = crate::listing::filter(args.preset, args.target, args.label, args.study, None);
+    let mut chosen = Vec::new();
+    for run in store.list_runs_skipping(&filter, &mut crate::error::skipped_warning)? {
+        let started = chrono::DateTime::parse_from_rfc3339(&run.started_at).map_err(|e| {
+            CliError::Failed(format!(
+                "run {}: start time '{}' cannot be read ({e}); nothing deleted",
+                run.id, run.started_at
+            ))
+        })?;
+        if started < cutoff {
+            chosen.push(run);
+        }
+    }
+    if chosen.is_empty() {
+        println!(
+            "No runs match (started before {}).",
+            cutoff.format("%Y-%m-%d %H:%M:%S UTC")
+        );
+        return Ok(0);
+    }
+    remove(&mut store, &chosen, args.yes)
+}
+
+/// Lists `runs`, asks (or takes `--yes`), deletes exactly them.
+fn remove(store: &mut Store, runs: &[RunListing], yes: bool) -> Result<i32, CliError> {
+    let rows: Vec<iolab_report::ListRow> = runs.iter().map(crate::listing::list_row).collect();
+    let n = runs.len();
+    let what = format!("{n} run{}", if n == 1 { "" } else { "s" });
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(CliError::Usage(format!(
+                "refusing to delete {what} without --yes: standard input is not a terminal \
+                 to ask on (nothing deleted)"
+            )));
+        }
+        print!("{}", iolab_report::render_list(&rows));
+        eprint!(
+            "Delete these {what} from {}? [y/N] ",
+            store.path().display()
+        );
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut answer)
+            .map_err(|e| CliError::Failed(format!("cannot read the answer: {e}")))?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+            println!("Nothing deleted.");
+            return Ok(0);
+        }
+    }
+    let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+    let deleted = store.delete_runs(&ids)?;
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    println!(
+        "Deleted {deleted} run{} ({}) from {}.",
+        if deleted == 1 { "" } else { "s" },
+        list.join(", "),
+        store.path().display()
+    );
+    Ok(0)
+}
+
+/// `90d`, `2w`, `12h`, `30m`, `45s` (a whole number and one unit) as a duration.
+fn parse_age(text: &str) -> Result<chrono::TimeDelta, CliError> {
+    let bad = |why: &str| CliError::Usage(format!("--older-than '{text}': {why}"));
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: i64 = num
+        .parse()
+        .map_err(|_| bad("expected a whole number and a unit, e.g. 90d, 2w, 12h"))?;
+    let secs_per = match unit {
+        "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        "" => return Err(bad("give a unit: s, m, h, d or w")),
+        other => {
+            return Err(bad(&format!(
+                "unknown unit '{other}' (use s, m, h, d or w)"
+            )))
+        }
+    };
+    if n == 0 {
+        return Err(bad("an age of 0 would select runs still being written"));
+    }
+    // At most about 100 years: more is a typo, and the subtraction must not overflow.
+    n.checked_mul(secs_per)
+        .filter(|s| *s <= 100 * 366 * 86_400)
+        .map(chrono::TimeDelta::seconds)
+        .ok_or_else(|| bad("longer than 100 years"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages() {
+        assert_eq!(parse_age("90d").unwrap(), chrono::TimeDelta::days(90));
+        assert_eq!(parse_age("2w").unwrap(), chrono::TimeDelta::days(14));
+        assert_eq!(parse_age("30m").unwrap(), chrono::TimeDelta::minutes(30));
+        for bad in [
+            "",
+            "d",
+            "90",
+            "0d",
+            "1.5d",
+            "-3d",
+            "9y",
+            "99999999999999999999d",
+            "500000w",
+        ] {
+            assert!(parse_age(bad).is_err(), "{bad}");
+        }
+    }
+}
