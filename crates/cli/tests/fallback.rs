@@ -22,6 +22,22 @@ fn deny_io_uring() -> BpfProgram {
     filter.try_into().unwrap()
 }
 
+/// `iolab ARGS` with io_uring_setup denied to it.
+fn run_denied(sb: &Sandbox, args: &[&str]) -> Out {
+    let prog = deny_io_uring();
+    let mut cmd = sb.cmd(args);
+    // SAFETY: between fork and exec the closure only makes the prctl/seccomp calls
+    // (apply_filter sets no_new_privs and loads the already built program): no allocation,
+    // no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            seccompiler::apply_filter(&prog).map_err(|e| std::io::Error::other(e.to_string()))
+        });
+    }
+    let start = Instant::now();
+    Out::new(args, cmd.output().unwrap(), start.elapsed())
+}
+
 #[test]
 fn io_uring_refused_falls_back_to_psync_with_a_note() {
     let sb = Sandbox::new();
@@ -45,18 +61,7 @@ fn io_uring_refused_falls_back_to_psync_with_a_note() {
         "--target",
         target.to_str().unwrap(),
     ];
-    let prog = deny_io_uring();
-    let mut cmd = sb.cmd(&args);
-    // SAFETY: between fork and exec the closure only makes the prctl/seccomp calls
-    // (apply_filter sets no_new_privs and loads the already built program): no allocation,
-    // no lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            seccompiler::apply_filter(&prog).map_err(|e| std::io::Error::other(e.to_string()))
-        });
-    }
-    let start = Instant::now();
-    let out = Out::new(&args, cmd.output().unwrap(), start.elapsed());
+    let out = run_denied(&sb, &args);
     let doc = out.ok().json();
     assert_eq!(doc["engine"], "psync", "{doc}");
     let notes: Vec<&str> = doc["notes"]
@@ -95,16 +100,7 @@ fn io_uring_asked_for_by_name_and_refused_is_an_error() {
         "--target",
         target.to_str().unwrap(),
     ];
-    let prog = deny_io_uring();
-    let mut cmd = sb.cmd(&args);
-    // SAFETY: as above.
-    unsafe {
-        cmd.pre_exec(move || {
-            seccompiler::apply_filter(&prog).map_err(|e| std::io::Error::other(e.to_string()))
-        });
-    }
-    let start = Instant::now();
-    let out = Out::new(&args, cmd.output().unwrap(), start.elapsed());
+    let out = run_denied(&sb, &args);
     assert_ne!(out.code, Some(0), "{out}");
     assert_eq!(out.code, Some(2), "{out}");
     out.stderr_has(&["--engine io_uring", "not available", "--engine psync"]);
