@@ -55,6 +55,33 @@ pub enum Command {
     /// Check data written by `iolab run verify --keep` (or, with --journal, what survived a
     /// crash); reads only. Exit 3 when a block does not hold what was written.
     Verify(VerifyArgs),
+    /// The emulated disk's daemon and control requests (used by testbeds and tests; see
+    /// docs/testbeds.md).
+    #[command(hide = true, subcommand)]
+    Emudisk(EmudiskCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EmudiskCommand {
+    /// Serve the emulated disk: mount DIR/mnt (one image file over --backing), answer
+    /// DIR/ctl.sock, until stopped.
+    Serve {
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        #[arg(long, value_name = "FILE")]
+        backing: PathBuf,
+        /// The disk model as JSON (the keys of `[testbed.emulated]`).
+        #[arg(long, value_name = "JSON")]
+        spec: String,
+    },
+    /// Send one control request (stats, fault ..., clear-faults, ignore-flush on|off,
+    /// power-loss [tear], power-on, stop) to the disk served in DIR.
+    Ctl {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        #[arg(value_name = "REQUEST", num_args = 1.., required = true)]
+        request: Vec<String>,
+    },
 }
 
 #[derive(Args, Debug)]
