@@ -86,6 +86,8 @@ struct State {
 /// The emulated device over a backing file.
 pub struct Device {
     backing: File,
+    /// Time 0 of the model (the platter's angle is a function of time).
+    epoch: Instant,
     capacity: u64,
     state: Mutex<State>,
 }
@@ -105,6 +107,7 @@ impl Device {
         let capacity = backing.metadata()?.len();
         let now = Instant::now();
         Ok(Device {
+            epoch: now,
             backing,
             capacity,
             state: Mutex::new(State {
@@ -141,19 +144,10 @@ impl Device {
             for e in &st.cache {
                 overlay(&mut buf, off, e);
             }
-            let s = &mut *st;
-            let t = model::service(
-                &s.params,
-                &mut s.model,
-                &mut s.rng,
-                self.capacity,
-                off,
-                len,
-                false,
-            );
-            s.counts.reads += 1;
-            s.counts.read_bytes += len;
-            (buf, schedule(s, t))
+            st.counts.reads += 1;
+            st.counts.read_bytes += len;
+            let until = self.occupy(&mut st, 0.0, &[(off, len, false)]);
+            (buf, until)
         };
         sleep_until(until);
         Ok(data)
@@ -170,42 +164,35 @@ impl Device {
         st.counts.writes += 1;
         st.counts.write_bytes += len;
         let back = st.params.write_cache == WriteCacheMode::Back && len <= st.params.cache_size;
-        if back {
-            let mut t = 0.0;
+        let until = if back {
+            let mut out = Vec::new();
             while st.cache_bytes + len > st.params.cache_size {
                 let e = st.cache.remove(0);
                 st.cache_bytes -= e.data.len() as u64;
-                t += self.destage(&mut st, &e)?;
+                out.push(self.destage(&mut st, &e)?);
             }
             st.cache_bytes += len;
             st.cache.push(Entry {
                 off,
                 data: data.to_vec(),
             });
-            let until = schedule(&mut st, t);
-            drop(st);
-            sleep_until(until);
-            return Ok(());
-        }
-        let s = &mut *st;
-        let t = model::service(
-            &s.params,
-            &mut s.model,
-            &mut s.rng,
-            self.capacity,
-            off,
-            len,
-            true,
-        );
-        let until = schedule(s, t);
-        // A write-through write reaches the medium when it is acknowledged; a cached entry
-        // for the same bytes is older and must not shadow it.
-        s.cache.retain(|e| {
-            let end = e.off + e.data.len() as u64;
-            !(e.off >= off && end <= off + len)
-        });
-        s.cache_bytes = s.cache.iter().map(|e| e.data.len() as u64).sum();
-        self.backing.write_all_at(data, off).map_err(|_| Eio)?;
+            if out.is_empty() {
+                // Into the cache: no medium time.
+                return Ok(());
+            }
+            self.occupy(&mut st, 0.0, &out)
+        } else {
+            let until = self.occupy(&mut st, 0.0, &[(off, len, true)]);
+            // A write-through write reaches the medium when it is acknowledged; a cached
+            // entry inside the same bytes is older and must not shadow it.
+            st.cache.retain(|e| {
+                let end = e.off + e.data.len() as u64;
+                !(e.off >= off && end <= off + len)
+            });
+            st.cache_bytes = st.cache.iter().map(|e| e.data.len() as u64).sum();
+            self.backing.write_all_at(data, off).map_err(|_| Eio)?;
+            until
+        };
         drop(st);
         sleep_until(until);
         let mut st = self.lock();
@@ -226,33 +213,60 @@ impl Device {
             st.counts.flushes_ignored += 1;
             return Ok(());
         }
-        let mut t = st.params.flush_latency_s;
         let entries = std::mem::take(&mut st.cache);
         st.cache_bytes = 0;
+        let mut ios = Vec::with_capacity(entries.len());
         for e in &entries {
-            t += self.destage(&mut st, e)?;
+            ios.push(self.destage(&mut st, e)?);
         }
-        st.counts.flush_s += t;
-        let until = schedule(&mut st, t);
+        let fixed = st.params.flush_latency_s;
+        let before = st.counts.busy_s;
+        let until = self.occupy(&mut st, fixed, &ios);
+        st.counts.flush_s += st.counts.busy_s - before;
         drop(st);
         sleep_until(until);
         Ok(())
     }
 
-    /// Writes one cache entry to the medium; returns the model's time for it.
-    fn destage(&self, st: &mut State, e: &Entry) -> Result<f64, Eio> {
+    /// Writes one cache entry to the backing file; returns the medium access it costs.
+    fn destage(&self, st: &mut State, e: &Entry) -> Result<(u64, u64, bool), Eio> {
         let len = e.data.len() as u64;
         self.backing.write_all_at(&e.data, e.off).map_err(|_| Eio)?;
         st.counts.destaged_bytes += len;
-        Ok(model::service(
-            &st.params,
-            &mut st.model,
-            &mut st.rng,
-            self.capacity,
-            e.off,
-            len,
-            true,
-        ))
+        Ok((e.off, len, true))
+    }
+
+    /// Keeps the lane that frees first busy for `pre` seconds and then the medium accesses
+    /// `ios` (offset, length, write) one after another; returns when the last one ends.
+    fn occupy(&self, st: &mut State, pre: f64, ios: &[(u64, u64, bool)]) -> Instant {
+        let now = Instant::now();
+        let s = &mut *st;
+        let lane = s
+            .lanes
+            .iter_mut()
+            .min()
+            .expect("a device has at least one lane");
+        let start = (*lane).max(now);
+        let mut t = start.duration_since(self.epoch).as_secs_f64() + pre.max(0.0);
+        let mut busy = pre.max(0.0);
+        for &(off, len, write) in ios {
+            let d = model::service(
+                &s.params,
+                &mut s.model,
+                &mut s.rng,
+                self.capacity,
+                off,
+                len,
+                write,
+                t,
+            );
+            t += d;
+            busy += d;
+        }
+        s.counts.busy_s += busy;
+        let end = start + Duration::from_secs_f64(busy);
+        *lane = end;
+        end
     }
 
     /// Power, then the fault rules; counts what it refuses.
@@ -357,21 +371,6 @@ impl Device {
             powered: st.powered,
         }
     }
-}
-
-/// Puts `t` seconds of work on the lane that frees first; returns when it ends.
-fn schedule(st: &mut State, t: f64) -> Instant {
-    st.counts.busy_s += t;
-    let now = Instant::now();
-    let lane = st
-        .lanes
-        .iter_mut()
-        .min()
-        .expect("a device has at least one lane");
-    let start = (*lane).max(now);
-    let end = start + Duration::from_secs_f64(t.max(0.0));
-    *lane = end;
-    end
 }
 
 fn sleep_until(t: Instant) {

@@ -3,10 +3,13 @@
 //!
 //! - fixed: `read_latency` / `write_latency`, or a time drawn from `latency_percentiles`
 //!   (inverse CDF, linear between the given points, the first point below it, the last above).
-//! - hdd: a request that starts where the previous one ended costs only its transfer
-//!   (`len / transfer_rate`). Any other pays a seek, `track_seek + (full_seek - track_seek)
-//!   * sqrt(distance / capacity)`, plus a rotational delay drawn uniformly from one
-//!   revolution (`60 / rpm` s; the mean is half of it), plus the transfer.
+//! - hdd: one track holds what passes under the head in a revolution (`transfer_rate * 60 /
+//!   rpm` bytes), and an offset's angle is its place in its track. A request pays a seek
+//!   unless it starts where the previous one ended (`track_seek + (full_seek - track_seek) *
+//!   sqrt(distance / capacity)`), then waits until its angle comes under the head (the
+//!   platter turns with time: a request that follows the previous one back to back waits
+//!   nothing, one that starts a moment later waits almost a whole revolution; random
+//!   requests wait half a revolution on average), then transfers `len / transfer_rate`.
 //! - ssd: `read_latency` or the program latency, plus `len / transfer_rate`; writes take
 //!   `fast_write_latency` until `fast_cache` bytes have been written, `write_latency` after
 //!   (the cache never recovers: the cliff stays).
@@ -20,6 +23,7 @@ pub struct ModelState {
     pub fast_used: u64,
 }
 
+#[allow(clippy::too_many_arguments)]
 /// Seconds the medium spends on one read (`write` false) or write of `len` bytes at `off`.
 pub fn service(
     p: &Params,
@@ -29,6 +33,7 @@ pub fn service(
     off: u64,
     len: u64,
     write: bool,
+    start_s: f64,
 ) -> f64 {
     let xfer = len as f64 / p.transfer_rate as f64;
     match p.model {
@@ -44,16 +49,22 @@ pub fn service(
             }
         }
         ModelKind::Hdd => {
-            let t = if off == st.head {
-                xfer
+            let seek = if off == st.head {
+                0.0
             } else {
                 let dist = off.abs_diff(st.head) as f64 / capacity.max(1) as f64;
-                let seek = p.track_seek_s + (p.full_seek_s - p.track_seek_s) * dist.min(1.0).sqrt();
-                let rev = 60.0 / p.rpm as f64;
-                seek + rng.f64() * rev + xfer
+                p.track_seek_s + (p.full_seek_s - p.track_seek_s) * dist.min(1.0).sqrt()
             };
+            let rev = 60.0 / p.rpm as f64;
+            let track = p.transfer_rate as f64 * rev;
+            let under_head = ((start_s + seek) / rev).fract();
+            let wanted = (off as f64 / track).fract();
+            let mut wait = (wanted - under_head).rem_euclid(1.0) * rev;
+            if rev - wait < 1e-7 {
+                wait = 0.0; // back to back: rounding, not a revolution
+            }
             st.head = off + len;
-            t
+            seek + wait + xfer
         }
         ModelKind::Ssd => {
             if !write {
@@ -109,10 +120,24 @@ mod tests {
         let mut st = ModelState::default();
         let mut rng = fastrand::Rng::with_seed(1);
         let cap = 1 << 30;
-        let a = service(&p, &mut st, &mut rng, cap, 0, 1 << 20, false);
+        let a = service(&p, &mut st, &mut rng, cap, 0, 1 << 20, false, 0.0);
         assert!((a - 0.01).abs() < 1e-9, "{a}");
-        let b = service(&p, &mut st, &mut rng, cap, 1 << 29, 4096, true);
+        // back to back: transfer only; a moment later: almost a revolution
+        let b = service(&p, &mut st, &mut rng, cap, 1 << 20, 4096, false, a);
+        assert!((b - 4096.0 / (100 << 20) as f64).abs() < 1e-9, "{b}");
+        let c = service(
+            &p,
+            &mut st,
+            &mut rng,
+            cap,
+            (1 << 20) + 4096,
+            4096,
+            false,
+            a + b + 0.001,
+        );
+        assert!(c > 0.0070 && c < 0.0075, "{c}");
+        let d = service(&p, &mut st, &mut rng, cap, 1 << 29, 4096, true, 1.0);
         // seek over half the disk: 1 + 15 * sqrt(0.5) ms, plus up to 8.33 ms of rotation
-        assert!(b > 0.0116 && b < 0.0116 + 0.00834 + 1e-4, "{b}");
+        assert!(d > 0.0116 && d < 0.0116 + 0.00834 + 1e-4, "{d}");
     }
 }
