@@ -43,6 +43,16 @@ fn write_stats(dir: &Path, dev: &Device) {
     }
 }
 
+/// Asks for round-robin real-time scheduling (lowest priority) for this process and the
+/// threads it starts: the model sleeps most of the time, and its answers must not wait for a
+/// busy machine's compilers. Without the privilege it stays a normal process (the stats
+/// file's `realtime` says which).
+fn realtime() -> bool {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: plain syscall on this process with a valid parameter.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_RR, &param) == 0 }
+}
+
 /// Runs the daemon until it is told to stop. Errors before the mount answers are returned
 /// (the caller prints them and exits non-zero).
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
@@ -54,6 +64,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         .open(&args.backing)
         .map_err(|e| format!("--backing {}: {e}", args.backing.display()))?;
     let threads = params.parallelism as usize + 2;
+    realtime();
     let dev = Arc::new(Device::new(backing, params).map_err(|e| format!("--backing: {e}"))?);
     let mnt = args.dir.join("mnt");
     let sock_path = args.dir.join("ctl.sock");

@@ -126,6 +126,14 @@ pub(crate) fn knob_writes(spec: &TestbedSpec) -> Vec<(&'static str, String)> {
     if let Some(wc) = spec.write_cache.or(emulated) {
         v.push(("queue/write_cache", wc.as_sysfs().to_string()));
     }
+    // An emulated hard disk says so, as a real one does (FSYNC_TOO_FAST reads it).
+    if spec
+        .emulated
+        .as_ref()
+        .is_some_and(|e| e.model == Some(iolab_emudisk::ModelKind::Hdd))
+    {
+        v.push(("queue/rotational", "1".into()));
+    }
     if let Some(kb) = spec.read_ahead_kb {
         v.push(("queue/read_ahead_kb", kb.to_string()));
     }
