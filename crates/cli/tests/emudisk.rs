@@ -279,3 +279,74 @@ fn flush_warnings_fire_exactly_when_the_disk_or_the_path_drops_flushes() {
         codes(&doc)
     );
 }
+
+/// The stored run `id` as JSON.
+fn stored(sb: &Sandbox, id: &str) -> Value {
+    let out = sb.iolab(&["show", id, "--json"]).ok();
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+#[test]
+fn injected_eio_fails_the_run_naming_errno_and_offset_and_stores_it_failed() {
+    let Some(_lock) = emu_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let disk = EmuDisk::new(32 * MIB, r#"{"model":"fixed"}"#);
+    let at = "offset 4194304";
+    // Reads of 4 MiB .. 4 MiB + 4 KiB fail.
+    disk.ctl("fault read sectors 8192-8200");
+    let common = ["--runs", "1", "--allow-destroy-device"];
+    let mut read = vec![
+        "run",
+        "custom",
+        "--rw",
+        "read",
+        "--bs",
+        "64k",
+        "--target",
+        disk.s(),
+    ];
+    read.extend_from_slice(&[
+        "--size",
+        "16MiB",
+        "--duration",
+        "1s",
+        "--ramp",
+        "0",
+        "--warmup",
+        "0",
+    ]);
+    read.extend_from_slice(&common);
+    let out = sb.iolab(&read).code(1);
+    out.stderr_has(&["Input/output error", "errno 5", at]);
+    // Stored, as failed, with what it finished.
+    let doc = stored(&sb, "1");
+    assert_eq!(doc["complete"], false);
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("failed:") && notes.contains(at), "{notes}");
+    // Writes: run verify fails at the first bad block, stored failed.
+    disk.ctl("clear-faults");
+    disk.ctl("fault write sectors 8192-8200");
+    let mut verify = vec!["run", "verify", "--target", disk.s(), "--size", "8MiB"];
+    verify.extend_from_slice(&common);
+    let out = sb.iolab(&verify).code(1);
+    out.stderr_has(&["Input/output error", at]);
+    assert!(stored(&sb, "2")["notes"].to_string().contains("failed:"));
+    // The read-back of verify: the blocks were written, reading one fails; the integrity
+    // verdict names it (exit 3).
+    disk.ctl("clear-faults");
+    disk.ctl("fault read sectors 8192-8200");
+    let out = sb.iolab(&verify).code(3);
+    assert!(
+        out.stdout.contains("offset 4194304 [read-error]"),
+        "{}",
+        out.stdout
+    );
+    let s = disk.stats();
+    println!("emulated disk counts: {}", s["counts"]);
+    assert!(s["counts"]["errors_read"].as_u64().unwrap() >= 2);
+    assert!(s["counts"]["errors_write"].as_u64().unwrap() >= 1);
+    // Nothing of iolab's is left in the sandbox's target directory.
+    assert!(sb.target_entries().is_empty());
+}
