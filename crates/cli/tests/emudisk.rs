@@ -350,3 +350,161 @@ fn injected_eio_fails_the_run_naming_errno_and_offset_and_stores_it_failed() {
     // Nothing of iolab's is left in the sandbox's target directory.
     assert!(sb.target_entries().is_empty());
 }
+
+/// One simulated power cut under `iolab run verify --journal` on `disk`: the writer runs
+/// until its journal holds `cut_at` bytes, the power goes (tearing a write when `tear`), the
+/// writer is killed, the power comes back and `iolab verify --journal` checks what the disk
+/// kept. Returns the check's report and the ranges the model dropped.
+fn cut(
+    sb: &Sandbox,
+    disk: &EmuDisk,
+    n: usize,
+    cut_at: u64,
+    tear: bool,
+) -> (Value, Vec<(u64, u64)>) {
+    let journal = sb.path(&format!("cut{n}.journal"));
+    let mut child = sb
+        .cmd(&[
+            "run",
+            "verify",
+            "--target",
+            disk.s(),
+            "--size",
+            "4MiB",
+            "--journal",
+            journal.to_str().unwrap(),
+            "--fsync-every",
+            "16",
+            "--runs",
+            "1000",
+            "--allow-destroy-device",
+            "--no-store",
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Progress, not time, decides the cut: the journal's size, then the moment the disk's
+    // cache holds writes not yet flushed.
+    loop {
+        let len = std::fs::metadata(&journal).map(|m| m.len()).unwrap_or(0);
+        if len >= cut_at && disk.stats()["cached_bytes"].as_u64().unwrap() > 0 {
+            break;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("the writer ended before the cut ({st})");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let loss = disk.power_loss(tear);
+    let _ = child.kill();
+    let _ = child.wait();
+    disk.power_on();
+    let dropped: Vec<(u64, u64)> = loss["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_u64().unwrap(), r[1].as_u64().unwrap()))
+        .collect();
+    let out = sb.iolab(&[
+        "verify",
+        "--target",
+        disk.s(),
+        "--journal",
+        journal.to_str().unwrap(),
+        "--json",
+    ]);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|_| panic!("{out}"));
+    (doc["report"].clone(), dropped)
+}
+
+/// Cut points: `IOLAB_EMU_CUTS` (bench/emudisk-powerloss.sh runs 50), else 8.
+fn cuts() -> usize {
+    std::env::var("IOLAB_EMU_CUTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8)
+}
+
+#[test]
+fn power_loss_loses_no_acknowledged_write_when_flushes_are_honoured() {
+    let Some(_lock) = emu_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let disk = EmuDisk::new(
+        16 * MIB,
+        r#"{"model":"fixed","write_latency":"50us","write_cache":"back","cache_size":"1MiB","seed":7}"#,
+    );
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let (mut acked, mut dropped_total, mut in_flight) = (0, 0, 0);
+    let n = cuts();
+    for i in 0..n {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let cut_at = 4096 + rng % (96 * 1024);
+        let (report, dropped) = cut(&sb, &disk, i, cut_at, i % 2 == 1);
+        let lost = report["lost_acked"].as_u64().unwrap();
+        assert_eq!(
+            lost, 0,
+            "cut {i} at journal byte {cut_at}: {lost} acknowledged writes lost: {report}"
+        );
+        acked += report["acked"].as_u64().unwrap();
+        in_flight += report["in_flight"].as_u64().unwrap();
+        dropped_total += dropped.len();
+    }
+    println!(
+        "{n} cuts: 0 lost of {acked} acknowledged blocks checked; the model dropped {dropped_total} \
+         unflushed writes; {in_flight} blocks were in flight"
+    );
+    assert!(acked > 0);
+    assert!(
+        dropped_total > 0,
+        "no cut found unflushed data in the cache: the test showed nothing"
+    );
+}
+
+#[test]
+fn power_loss_with_ignored_flushes_loses_only_what_the_model_dropped() {
+    let Some(_lock) = emu_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let disk = EmuDisk::new(
+        16 * MIB,
+        r#"{"model":"fixed","write_latency":"50us","write_cache":"back","cache_size":"1MiB","ignore_flush":true,"seed":7}"#,
+    );
+    let mut found = 0;
+    for (i, cut_at) in [48 * 1024u64, 80 * 1024, 120 * 1024]
+        .into_iter()
+        .enumerate()
+    {
+        let (report, dropped) = cut(&sb, &disk, i, cut_at, false);
+        let lost = report["lost_acked"].as_u64().unwrap();
+        let blocks: u64 = dropped.iter().map(|d| d.1 / 4096).sum();
+        assert!(
+            lost <= blocks,
+            "{lost} lost acknowledged writes but the model dropped {blocks} blocks"
+        );
+        // Every reported loss (the report samples them) lies in a dropped range.
+        for f in report["tally"]["failures"].as_array().unwrap() {
+            assert_eq!(f["class"], "lost-ack", "{f}");
+            let off = f["offset"].as_u64().unwrap();
+            assert!(
+                dropped
+                    .iter()
+                    .any(|&(o, l)| off >= o && off + 4096 <= o + l),
+                "lost write at {off} is not among the {} ranges the model dropped",
+                dropped.len()
+            );
+        }
+        found += lost;
+    }
+    println!("ignored flushes: {found} lost acknowledged writes found, all among the dropped");
+    assert!(
+        found > 0,
+        "a lying disk lost nothing: the test showed nothing"
+    );
+}
