@@ -508,3 +508,126 @@ fn power_loss_with_ignored_flushes_loses_only_what_the_model_dropped() {
         "a lying disk lost nothing: the test showed nothing"
     );
 }
+
+/// What a study with pid `pid` left: mounts, loop devices, directories under /var/tmp and
+/// processes (the run, the emulated disk's daemon) naming its testbed.
+fn left_by(pid: u32) -> Vec<String> {
+    let tag = format!("iolab-testbed-{pid}-");
+    let mut out: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(&tag))
+        .map(|l| format!("mount: {l}"))
+        .collect();
+    let loops = iolab_testkit::sh("losetup", &["-a"]);
+    out.extend(
+        loops
+            .lines()
+            .filter(|l| l.contains(&tag))
+            .map(|l| format!("loop: {l}")),
+    );
+    for e in std::fs::read_dir("/var/tmp").unwrap().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.contains(&tag) {
+            out.push(format!("dir: /var/tmp/{n}"));
+        }
+    }
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(&tag) {
+                out.push(format!("process: {cmd}"));
+            }
+        }
+    }
+    out
+}
+
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn study_file(sb: &Sandbox, duration: &str) -> String {
+    let p = sb.path(&format!("emu-{duration}.toml"));
+    std::fs::write(
+        &p,
+        format!(
+            r#"name = "t-emulated"
+[testbed]
+kind = "loop"
+size = "64MiB"
+fs = "ext4"
+[testbed.emulated]
+model = "hdd"
+rpm = 7200
+write_cache = "back"
+cache_size = "4MiB"
+[[workload]]
+kind = "fsync"
+sizes = ["4k"]
+methods = ["fdatasync"]
+duration = "{duration}"
+"#
+        ),
+    )
+    .unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_study_runs_on_an_emulated_disk_and_cleanup_removes_it_after_kill_9() {
+    let Some(_lock) = emu_devices(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    // A whole study: built, measured, torn down; the run records the disk.
+    let f = study_file(&sb, "300ms");
+    let child = sb.cmd(&["study", &f]).output().unwrap();
+    assert!(
+        child.status.success(),
+        "{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+    let doc = stored(&sb, "1");
+    let devices = doc["env"]["target"]["devices"].to_string();
+    assert!(
+        devices.contains("emulated hdd 7200 rpm, write-back cache 4 MiB"),
+        "{devices}"
+    );
+    // Killed with SIGKILL while measuring: the daemon, its FUSE mount and the loop device
+    // stay until `iolab cleanup`.
+    let f = study_file(&sb, "60s");
+    let mut child = sb
+        .cmd(&["study", &f])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    until("a running workload", || {
+        left_by(pid)
+            .iter()
+            .any(|l| l.starts_with("process") && l.contains(" run fsync "))
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    until("the run to exit", || {
+        !left_by(pid)
+            .iter()
+            .any(|l| l.starts_with("process") && l.contains(" run fsync "))
+    });
+    let left = left_by(pid);
+    for what in ["emudisk serve", "iolab-emudisk:"] {
+        assert!(left.iter().any(|l| l.contains(what)), "{what}: {left:?}");
+    }
+    sb.iolab(&["cleanup"]).ok();
+    let left = left_by(pid);
+    assert!(left.is_empty(), "{left:?}");
+}
