@@ -631,3 +631,78 @@ fn a_study_runs_on_an_emulated_disk_and_cleanup_removes_it_after_kill_9() {
     let left = left_by(pid);
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn bad_emulated_keys_are_refused_with_file_line_and_key() {
+    let sb = Sandbox::new();
+    for (line, key) in [
+        ("read_latency = \"1ms\"", "testbed.emulated.read_latency"),
+        ("rpm = 0", "testbed.emulated.rpm"),
+        ("rpm = 99999999999", "testbed.emulated"),
+        ("cache_size = \"1MiB\"", "testbed.emulated.cache_size"),
+        ("track_seek = \"1h\"", "testbed.emulated.track_seek"),
+        ("transfer_rate = \"0\"", "testbed.emulated.transfer_rate"),
+        ("write_cache = \"sometimes\"", "testbed.emulated"),
+        (
+            "errors = [{ op = \"read\", sectors = \"5-2\" }]",
+            "testbed.emulated.errors[0]",
+        ),
+        (
+            "errors = [{ op = \"read\", probability = 2.0 }]",
+            "testbed.emulated.errors[0]",
+        ),
+    ] {
+        let p = sb.path("bad.toml");
+        std::fs::write(
+            &p,
+            format!(
+                "name = \"x\"\n[testbed]\nkind = \"loop\"\nsize = \"64MiB\"\n\
+                 [testbed.emulated]\nmodel = \"hdd\"\n{line}\n[[workload]]\nkind = \"fsync\"\n"
+            ),
+        )
+        .unwrap();
+        let out = sb
+            .iolab(&["study", "--dry-run", p.to_str().unwrap()])
+            .code(2);
+        let file = p.to_str().unwrap();
+        assert!(
+            out.stderr.contains(&format!("{file}:")) && out.stderr.contains(key),
+            "{line}: {}",
+            out.stderr
+        );
+    }
+    // Cache and large sizes: refused, not allocated.
+    let p = sb.path("huge.toml");
+    std::fs::write(
+        &p,
+        "name = \"x\"\n[testbed]\nkind = \"loop\"\nsize = \"64MiB\"\n[testbed.emulated]\n\
+         model = \"ssd\"\nwrite_cache = \"back\"\ncache_size = \"100TiB\"\nparallelism = 100000\n\
+         [[workload]]\nkind = \"fsync\"\n",
+    )
+    .unwrap();
+    let out = sb
+        .iolab(&["study", "--dry-run", p.to_str().unwrap()])
+        .code(2);
+    assert!(
+        out.stderr.contains(":8: testbed.emulated.cache_size")
+            || out.stderr.contains("parallelism"),
+        "{}",
+        out.stderr
+    );
+    // The daemon itself refuses a bad spec (exit 1, naming it) before mounting anything.
+    let out = std::process::Command::new(iolab_testkit::iolab::iolab_bin())
+        .args([
+            "emudisk",
+            "serve",
+            "--dir",
+            "/nonexistent",
+            "--backing",
+            "/nonexistent",
+        ])
+        .args(["--spec", "{\"model\":\"tape\"}"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--spec") && err.contains("tape"), "{err}");
+}

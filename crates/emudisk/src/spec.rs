@@ -178,12 +178,23 @@ fn issue(key: &str, message: impl Into<String>) -> SpecIssue {
     }
 }
 
+/// The longest service time or flush cost a model takes: beyond it a disk hangs rather
+/// than serves, and the kernel's timeouts would be what a study measured.
+pub const MAX_LATENCY: Duration = Duration::from_secs(10);
+
 fn dur(key: &str, v: &Option<String>, default: f64) -> Result<f64, SpecIssue> {
     match v {
         None => Ok(default),
-        Some(t) => parse_duration(key, t)
-            .map(|d: Duration| d.as_secs_f64())
-            .map_err(|e| issue(key, e.reason)),
+        Some(t) => {
+            let d: Duration = parse_duration(key, t).map_err(|e| issue(key, e.reason))?;
+            if d > MAX_LATENCY {
+                return Err(issue(
+                    key,
+                    format!("{t:?}: at most {} s", MAX_LATENCY.as_secs()),
+                ));
+            }
+            Ok(d.as_secs_f64())
+        }
     }
 }
 
