@@ -104,20 +104,22 @@ fn qd1_latency_equals_the_fixed_service_time() {
     }
     let reads = disk.stats()["counts"]["reads"].as_u64().unwrap();
     assert!(reads > 0, "the model served no read");
-    // A distribution: percentiles come out where they were put (plus the overhead).
+    // A distribution: percentiles come out where they were put (plus the overhead). Narrow
+    // and slow, so that ~100 draws pin p50 and p90 within a few percent and a busy
+    // machine's scheduling delay is small beside them.
     drop(disk);
     let disk = EmuDisk::new(
         32 * MIB,
-        r#"{"model":"fixed","latency_percentiles":{"0":"1ms","50":"3ms","100":"5ms"}}"#,
+        r#"{"model":"fixed","latency_percentiles":{"0":"18ms","50":"20ms","100":"24ms"}}"#,
     );
-    let (_, p50, lat) = qd1_read_latency(&sb, &disk, "1");
+    let (_, p50, lat) = qd1_read_latency(&sb, &disk, "2");
     let p90 = lat["p90"].as_f64().unwrap();
-    println!("distribution: p50 {p50:.1} µs, p90 {p90:.1} µs");
-    for (what, got, want) in [("p50", p50, 3000.0), ("p90", p90, 4600.0)] {
+    println!("distribution: p50 {p50:.1} µs, p90 {p90:.1} µs (last pass)");
+    for (what, got, want) in [("p50", p50, 20_000.0), ("p90", p90, 23_200.0)] {
         let err = (got - o_p50 - want) / want;
         assert!(
-            err.abs() <= 0.08,
-            "{what} {got:.1} µs - overhead {o_p50:.1} µs is not within 8% of {want} µs"
+            err.abs() <= 0.05,
+            "{what} {got:.1} µs - overhead {o_p50:.1} µs is not within 5% of {want} µs"
         );
     }
 }
