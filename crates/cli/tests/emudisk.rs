@@ -429,16 +429,23 @@ fn cuts() -> usize {
         .unwrap_or(8)
 }
 
+/// A 16 MiB disk with a 1 MiB write-back cache (writes 50 µs) that honours flushes or not.
+fn cached_disk(ignore_flush: bool) -> EmuDisk {
+    EmuDisk::new(
+        16 * MIB,
+        &format!(
+            r#"{{"model":"fixed","write_latency":"50us","write_cache":"back","cache_size":"1MiB","ignore_flush":{ignore_flush},"seed":7}}"#
+        ),
+    )
+}
+
 #[test]
 fn power_loss_loses_no_acknowledged_write_when_flushes_are_honoured() {
     let Some(_lock) = emu_devices(&[]) else {
         return;
     };
     let sb = Sandbox::new();
-    let disk = EmuDisk::new(
-        16 * MIB,
-        r#"{"model":"fixed","write_latency":"50us","write_cache":"back","cache_size":"1MiB","seed":7}"#,
-    );
+    let disk = cached_disk(false);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let (mut acked, mut dropped_total, mut in_flight) = (0, 0, 0);
     let n = cuts();
@@ -474,10 +481,7 @@ fn power_loss_with_ignored_flushes_loses_only_what_the_model_dropped() {
         return;
     };
     let sb = Sandbox::new();
-    let disk = EmuDisk::new(
-        16 * MIB,
-        r#"{"model":"fixed","write_latency":"50us","write_cache":"back","cache_size":"1MiB","ignore_flush":true,"seed":7}"#,
-    );
+    let disk = cached_disk(true);
     let mut found = 0;
     for (i, cut_at) in [48 * 1024u64, 80 * 1024, 120 * 1024]
         .into_iter()
