@@ -140,4 +140,22 @@ mod tests {
         // seek over half the disk: 1 + 15 * sqrt(0.5) ms, plus up to 8.33 ms of rotation
         assert!(d > 0.0116 && d < 0.0116 + 0.00834 + 1e-4, "{d}");
     }
+
+    #[test]
+    fn ssd_fast_cache_runs_out() {
+        let s: EmuSpec = serde_json::from_str(
+            r#"{"model":"ssd","fast_cache":"8KiB","fast_write_latency":"10us","write_latency":"1ms","transfer_rate":"4GiB"}"#,
+        )
+        .unwrap();
+        let p = validate(&s).unwrap();
+        let (mut st, mut rng) = (ModelState::default(), fastrand::Rng::with_seed(1));
+        let w = |st: &mut ModelState, rng: &mut fastrand::Rng| {
+            service(&p, st, rng, 1 << 30, 0, 4096, true, 0.0)
+        };
+        let xfer = 4096.0 / (4u64 << 30) as f64;
+        assert!((w(&mut st, &mut rng) - (10e-6 + xfer)).abs() < 1e-12);
+        assert!((w(&mut st, &mut rng) - (10e-6 + xfer)).abs() < 1e-12);
+        assert!((w(&mut st, &mut rng) - (1e-3 + xfer)).abs() < 1e-12);
+        assert_eq!(p.parallelism, 4);
+    }
 }
