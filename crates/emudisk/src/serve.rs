@@ -80,6 +80,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         uid: unsafe { libc::geteuid() },
         gid: unsafe { libc::getegid() },
         started: SystemTime::now(),
+        parallel: threads > 3,
     };
     let mut config = Config::default();
     config.mount_options = vec![
