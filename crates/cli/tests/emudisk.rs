@@ -601,6 +601,12 @@ fn a_study_runs_on_an_emulated_disk_and_cleanup_removes_it_after_kill_9() {
         "{}",
         String::from_utf8_lossy(&child.stderr)
     );
+    // The report says which disk it was.
+    let report = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        report.contains("on an emulated hdd 7200 rpm, write-back cache 4 MiB"),
+        "{report}"
+    );
     let doc = stored(&sb, "1");
     let devices = doc["env"]["target"]["devices"].to_string();
     assert!(
