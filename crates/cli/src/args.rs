@@ -49,8 +49,8 @@ pub enum Command {
     /// (interleaved), tear them down, and print the ranked comparison (see docs/studies.md).
     Study(StudyArgs),
     /// Remove what killed studies and runs left behind: mounts, loop devices, images,
-    /// cgroups, zfs-fuse daemons, emulated disks, test files, verify data, dbench's clients/, metadata
-    /// trees (from the state files in /run/iolab).
+    /// cgroups, zfs-fuse daemons, emulated disks, test files, verify data, dbench's
+    /// clients/, metadata trees (from the state files in /run/iolab).
     Cleanup(CleanupArgs),
     /// Check data written by `iolab run verify --keep` (or, with --journal, what survived a
     /// crash); reads only. Exit 3 when a block does not hold what was written.
