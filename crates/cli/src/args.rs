@@ -61,8 +61,8 @@ pub enum Command {
     /// (interleaved), tear them down, and print the ranked comparison (see docs/studies.md).
     Study(StudyArgs),
     /// Remove what killed studies and runs left behind: mounts, loop devices, images,
-    /// cgroups, zfs-fuse daemons, test files, verify data, dbench's clients/, metadata
-    /// trees (from the state files in /run/iolab).
+    /// cgroups, zfs-fuse daemons, emulated disks, test files, verify data, dbench's
+    /// clients/, metadata trees (from the state files in /run/iolab).
     Cleanup(CleanupArgs),
     /// Check data written by `iolab run verify --keep` (or, with --journal, what survived a
     /// crash); reads only. Exit 3 when a block does not hold what was written.
@@ -81,6 +81,33 @@ pub enum Command {
     /// Run a command and record its file I/O beneath --root into a trace for `iolab run
     /// replay` (through strace; no file contents are recorded; see docs/workloads.md).
     Record(RecordArgs),
+    /// The emulated disk's daemon and control requests (used by testbeds and tests; see
+    /// docs/testbeds.md).
+    #[command(hide = true, subcommand)]
+    Emudisk(EmudiskCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EmudiskCommand {
+    /// Serve the emulated disk: mount DIR/mnt (one image file over --backing), answer
+    /// DIR/ctl.sock, until stopped.
+    Serve {
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        #[arg(long, value_name = "FILE")]
+        backing: PathBuf,
+        /// The disk model as JSON (the keys of `[testbed.emulated]`).
+        #[arg(long, value_name = "JSON")]
+        spec: String,
+    },
+    /// Send one control request (stats, fault ..., clear-faults, ignore-flush on|off,
+    /// power-loss [tear], power-on, stop) to the disk served in DIR.
+    Ctl {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        #[arg(value_name = "REQUEST", num_args = 1.., required = true)]
+        request: Vec<String>,
+    },
 }
 
 #[derive(Args, Debug)]

@@ -28,6 +28,27 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Man(args) => crate::shell::man(args),
         Command::Delete(args) => crate::delete::delete(args),
         Command::Prune(args) => crate::delete::prune(args),
+        Command::Emudisk(cmd) => emudisk(cmd),
+    }
+}
+
+/// `iolab emudisk serve|ctl` (hidden): the emulated disk's daemon and its control requests.
+fn emudisk(cmd: crate::args::EmudiskCommand) -> Result<i32, CliError> {
+    use crate::args::EmudiskCommand;
+    match cmd {
+        EmudiskCommand::Serve { dir, backing, spec } => {
+            let args = iolab_emudisk::ServeArgs { dir, backing, spec };
+            iolab_emudisk::serve(&args).map_err(CliError::Failed)?;
+            Ok(0)
+        }
+        EmudiskCommand::Ctl { dir, request } => {
+            let answer = iolab_emudisk::ctl::request(&dir.join("ctl.sock"), &request.join(" "))
+                .map_err(CliError::Failed)?;
+            if !answer.is_empty() {
+                println!("{answer}");
+            }
+            Ok(0)
+        }
     }
 }
 

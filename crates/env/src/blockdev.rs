@@ -424,6 +424,7 @@ pub(crate) fn read_device(name: &str) -> BlockDevice {
             bd.loop_dio = read_bool(l.join("dio"));
             bd.loop_offset = read_u64(l.join("offset"));
             bd.loop_sizelimit = read_u64(l.join("sizelimit"));
+            bd.emulated_disk = bd.loop_backing_file.as_deref().and_then(emulated_disk);
         }
         "dm" => bd.dm_name = read_trim(sys.join("dm/name")),
         _ => {}
@@ -564,6 +565,17 @@ fn nvme_power(device: &Path) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+/// The stats of the iolab emulated disk whose image `file` is (a file on a FUSE mount with
+/// the source `iolab-emudisk:...`; its `stats.json` lies beside the mount point), if it is one.
+fn emulated_disk(file: &str) -> Option<serde_json::Value> {
+    let m = crate::mounts::mount_of(Path::new(file))?;
+    if !m.source.starts_with("iolab-emudisk:") {
+        return None;
+    }
+    let stats = Path::new(&m.mount_point).parent()?.join("stats.json");
+    serde_json::from_str(&std::fs::read_to_string(stats).ok()?).ok()
 }
 
 #[cfg(test)]

@@ -154,6 +154,10 @@ pub struct BlockDevice {
     pub loop_dio: Option<bool>,
     pub loop_offset: Option<u64>,
     pub loop_sizelimit: Option<u64>,
+    /// Loop devices over an iolab emulated disk (the image of an `iolab emudisk serve` FUSE
+    /// mount): the disk's `stats.json` (summary, model parameters, I/O counts so far).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulated_disk: Option<serde_json::Value>,
     /// SATA (libata) disks: the host's `link_power_management_policy`.
     pub link_power_policy: Option<String>,
     /// NVMe disks: power settings found in sysfs (controller runtime PM, APST latency

@@ -204,6 +204,10 @@ fn device(r: &mut Out, number: usize, d: &BlockDevice) {
                 opt(&d.loop_sizelimit)
             ),
         );
+        if let Some(e) = &d.emulated_disk {
+            let summary = e["summary"].as_str().unwrap_or("(no summary)");
+            r.line(5, &format!("on an {summary}"));
+        }
     }
     if matches!(d.bus.as_deref(), Some("ata") | Some("scsi")) {
         r.line(

@@ -691,6 +691,10 @@ fn known_env(env: &Value) -> Vec<(String, String)> {
                 if let Some(x) = s(d, "write_cache") {
                     parts.push(format!("cache {x}"));
                 }
+                // A loop device over iolab's emulated disk: say which disk it was.
+                if let Some(x) = d.get("emulated_disk").and_then(|e| s(e, "summary")) {
+                    parts.push(format!("on an {x}"));
+                }
                 parts.join(", ")
             })
             .filter(|s| !s.is_empty())

@@ -156,7 +156,7 @@ fn preflight(spec: &TestbedSpec) -> Result<(), TestbedError> {
     Ok(())
 }
 
-fn check(stop: &AtomicBool) -> Result<(), TestbedError> {
+pub(crate) fn check(stop: &AtomicBool) -> Result<(), TestbedError> {
     if stop.load(Ordering::Relaxed) {
         Err(TestbedError::Interrupted)
     } else {
@@ -204,7 +204,14 @@ fn build_loop(
         tb.make_image(&names.image(i), size)?;
     }
     if spec.uses_loop_devices() {
-        for img in tb.images.clone() {
+        let mut targets = tb.images.clone();
+        if spec.emulated.is_some() {
+            for (i, img) in tb.images.clone().iter().enumerate() {
+                check(stop)?;
+                targets[i] = tb.start_emudisk(spec, &names, i, img, stop)?;
+            }
+        }
+        for img in targets {
             check(stop)?;
             tb.attach(spec, &img)?;
         }
@@ -237,7 +244,7 @@ impl Testbed {
     }
 
     /// Creates directory `dir` (which must not exist) and records it.
-    fn make_dir(&mut self, dir: &Path) -> Result<(), TestbedError> {
+    pub(crate) fn make_dir(&mut self, dir: &Path) -> Result<(), TestbedError> {
         let res = Resource::Dir {
             path: dir.to_path_buf(),
         };

@@ -199,7 +199,10 @@ fn needles(resources: &[(u64, Resource)]) -> Vec<String> {
                 v.push(name.clone());
                 v.push(sys::text(mountpoint));
             }
-            Resource::Knob { .. } | Resource::ZfsDaemon { .. } | Resource::Hook { .. } => {}
+            Resource::Knob { .. }
+            | Resource::ZfsDaemon { .. }
+            | Resource::EmuDaemon { .. }
+            | Resource::Hook { .. } => {}
         }
     }
     v.retain(|s| !s.is_empty());
@@ -233,6 +236,7 @@ fn wait_for_helpers(resources: &[(u64, Resource)]) -> Vec<String> {
             .into_iter()
             .filter(|p| *p != me && sys::proc_alive(*p))
             .filter(|p| sys::proc_comm(*p).as_deref() != Some("zfs-fuse"))
+            .filter(|p| !crate::emulated::is_daemon(&sys::proc_cmdline(*p)))
             .filter_map(|p| {
                 let cmd = sys::proc_cmdline(p);
                 cmd.iter()

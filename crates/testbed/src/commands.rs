@@ -120,8 +120,19 @@ pub(crate) fn knob_writes(spec: &TestbedSpec) -> Vec<(&'static str, String)> {
     if let Some(sched) = &spec.scheduler {
         v.push(("queue/scheduler", sched.clone()));
     }
-    if let Some(wc) = spec.write_cache {
+    // A loop device over a FUSE file starts as "write through", which drops flushes before
+    // they reach the emulated disk: its cache is what the study is about, so write back.
+    let emulated = spec.emulated.as_ref().map(|_| crate::WriteCache::WriteBack);
+    if let Some(wc) = spec.write_cache.or(emulated) {
         v.push(("queue/write_cache", wc.as_sysfs().to_string()));
+    }
+    // An emulated hard disk says so, as a real one does (FSYNC_TOO_FAST reads it).
+    if spec
+        .emulated
+        .as_ref()
+        .is_some_and(|e| e.model == Some(iolab_emudisk::ModelKind::Hdd))
+    {
+        v.push(("queue/rotational", "1".into()));
     }
     if let Some(kb) = spec.read_ahead_kb {
         v.push(("queue/read_ahead_kb", kb.to_string()));
@@ -432,6 +443,26 @@ pub fn plan(spec: &TestbedSpec) -> Vec<String> {
             let mut cgroup_procs = None;
             if spec.uses_loop_devices() {
                 for (i, img) in images.iter().enumerate() {
+                    let img = match &spec.emulated {
+                        Some(e) => {
+                            let dir = names.base.join(format!("emu{i}"));
+                            out.push(mkdir_line(&dir.join("mnt")));
+                            let json = serde_json::to_string(e).unwrap_or_default();
+                            let bin = std::path::Path::new("iolab");
+                            out.push(format!(
+                                "{}  # emulated disk daemon; waits for {}",
+                                display_cmd(&crate::emulated::serve_argv(bin, &dir, img, &json)),
+                                s(&dir.join("ready"))
+                            ));
+                            down.push(format!(
+                                "kill -TERM <emudisk pid {i}>  # unmounts {}",
+                                s(&dir.join("mnt"))
+                            ));
+                            dir.join("mnt").join(iolab_emudisk::IMAGE_NAME)
+                        }
+                        None => img.clone(),
+                    };
+                    let img = &img;
                     out.push(display_cmd(&losetup(spec, img)));
                     down.push(display_cmd(&[
                         "losetup".into(),

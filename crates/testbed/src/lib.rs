@@ -17,12 +17,14 @@
 //! Modules: `spec` (the TOML shape and validation), `commands` (every command line, shared by
 //! plan and build), `build`, `testbed` (the built object, describe, teardown), `state` (the
 //! journal), `remove` (removing one resource, idempotently), `cleanup` (dead owners), `sys`
-//! (tools, sysfs, mountinfo, /proc), `runstate` (what a single `iolab run` creates, recorded
+//! (tools, sysfs, mountinfo, /proc), `emulated` (emulated disks: the `iolab emudisk serve`
+//! daemon under each image, its FUSE mount), `runstate` (what a single `iolab run` creates, recorded
 //! the same way, and its cleanup).
 
 mod build;
 mod cleanup;
 mod commands;
+mod emulated;
 mod error;
 mod remove;
 pub mod runstate;

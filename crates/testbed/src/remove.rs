@@ -65,6 +65,11 @@ pub(crate) fn remove(res: &Resource, daemon: &mut Option<Child>) -> Removal {
             pid,
             start_time,
         } => stop_daemon(marker, *pid, *start_time, daemon),
+        Resource::EmuDaemon {
+            dir,
+            pid,
+            start_time,
+        } => crate::emulated::stop(dir, *pid, *start_time),
         Resource::ZfsPool { name } => destroy_pool(name),
         Resource::ZfsDataset { name, mountpoint } => destroy_dataset(name, mountpoint),
         Resource::Hook { command, cwd, env } => run_hook(command, cwd, env),

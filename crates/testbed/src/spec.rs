@@ -78,6 +78,11 @@ pub struct TestbedSpec {
     /// Every loop device: cgroup v1 blkio throttle limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttle: Option<Throttle>,
+    /// kind = "loop": put each image on an emulated disk (`iolab-emudisk`): the loop device
+    /// sits on the one file of a FUSE filesystem whose device model (`model = "hdd"`, ...)
+    /// serves it; the image file is the model's backing store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated: Option<iolab_emudisk::EmuSpec>,
     /// Shell command (`sh -c`) run after the testbed is built, in its work directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<String>,
@@ -252,6 +257,7 @@ impl TestbedSpec {
             scheduler: None,
             write_cache: None,
             throttle: None,
+            emulated: None,
             setup: None,
             teardown: None,
         }
@@ -348,7 +354,8 @@ fn invalid(key: &str, message: &str) -> TestbedError {
 /// every error names the offending key. Facts of the machine (tools, schedulers, cgroups) are
 /// checked by [`crate::build`].
 pub fn validate(spec: &TestbedSpec) -> Result<(), TestbedError> {
-    let loop_only: [(&str, bool); 14] = [
+    let loop_only: [(&str, bool); 15] = [
+        ("emulated", spec.emulated.is_some()),
         ("devices", spec.devices.is_some()),
         ("size", spec.size.is_some()),
         ("image_dir", spec.image_dir.is_some()),
@@ -419,6 +426,22 @@ fn validate_loop(spec: &TestbedSpec, zfs_only: &[(&str, bool)]) -> Result<(), Te
         ));
     }
     spec.size_bytes()?;
+    if let Some(e) = &spec.emulated {
+        iolab_emudisk::validate(e)
+            .map_err(|i| invalid(&format!("emulated.{}", i.key), &i.message))?;
+        if spec.direct_io == Some(false) {
+            return Err(invalid(
+                "direct_io",
+                "an emulated disk needs direct_io (a buffered loop device would hide its latency)",
+            ));
+        }
+        if spec.vdevs == Some(Vdevs::Files) {
+            return Err(invalid(
+                "vdevs",
+                "\"files\" bypasses the loop devices, so the emulated disks would serve nothing",
+            ));
+        }
+    }
     if let Some(dir) = &spec.image_dir {
         if !dir.is_absolute() {
             return Err(invalid("image_dir", "must be an absolute path"));

@@ -75,6 +75,16 @@ pub enum Resource {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         start_time: Option<u64>,
     },
+    /// An emulated disk's daemon (`iolab emudisk serve --dir DIR`); `dir` is its directory
+    /// (under an `iolab-…` directory), pid and start time are recorded once it runs. Its FUSE
+    /// mount is a separate [`Resource::Mount`] recorded before it.
+    EmuDaemon {
+        dir: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_time: Option<u64>,
+    },
     /// A zfs pool (created with cachefile=none: it vanishes with the daemon).
     ZfsPool { name: String },
     /// The zfs dataset workloads run in, mounted on `mountpoint`.
@@ -121,6 +131,10 @@ impl Resource {
             Resource::ZfsDaemon { pid, .. } => match pid {
                 Some(p) => format!("zfs-fuse daemon (pid {p})"),
                 None => "zfs-fuse daemon".to_string(),
+            },
+            Resource::EmuDaemon { dir, pid, .. } => match pid {
+                Some(p) => format!("emulated disk daemon pid {p} ({})", dir.display()),
+                None => format!("emulated disk daemon for {}", dir.display()),
             },
             Resource::ZfsPool { name } => format!("zfs pool {name}"),
             Resource::ZfsDataset { name, .. } => format!("zfs dataset {name}"),

@@ -73,6 +73,8 @@ pub struct Testbed {
     pub(crate) zfs: Option<ZfsInfo>,
     pub(crate) commands: Vec<String>,
     pub(crate) daemon: Option<Child>,
+    /// The directories of the emulated disks (`emuI/`), in device order.
+    pub(crate) emulated: Vec<PathBuf>,
     finished: bool,
 }
 
@@ -96,6 +98,9 @@ pub struct Description {
     /// Throttle rules as the cgroup reports them: `read_bps_device 7:3 10485760`.
     pub throttle: Vec<String>,
     pub zfs: Option<ZfsFacts>,
+    /// Emulated disks: each one's `stats.json` (model parameters, I/O counts so far).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub emulated: Vec<serde_json::Value>,
     /// The commands the build ran.
     pub commands: Vec<String>,
 }
@@ -159,6 +164,7 @@ impl Testbed {
             zfs: None,
             commands: Vec::new(),
             daemon: None,
+            emulated: Vec::new(),
             finished: false,
         }
     }
@@ -351,6 +357,7 @@ impl Testbed {
             cgroup: self.cgroup.clone(),
             throttle,
             zfs,
+            emulated: crate::emulated::stats(&self.emulated),
             commands: self.commands.clone(),
         }
     }

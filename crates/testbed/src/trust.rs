@@ -143,6 +143,7 @@ pub(crate) fn check_record(res: &Resource, observed: Option<&Observed>) -> Resul
         Resource::BtrfsDevices { images, .. } => images.iter().try_for_each(|i| named(i, "image")),
         Resource::Cgroup { path } => named(path, "cgroup"),
         Resource::ZfsDaemon { marker, .. } => named(Path::new(marker), "daemon marker"),
+        Resource::EmuDaemon { dir, .. } => named(dir, "emulated disk directory"),
         Resource::ZfsPool { name } | Resource::ZfsDataset { name, .. } => {
             if name.starts_with("iolab-") {
                 Ok(())

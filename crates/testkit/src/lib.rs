@@ -8,6 +8,7 @@
 //!   [`require_tools`], [`optional_tools`], [`require_devices`].
 //! - [`sys`]: [`is_root`], [`tool`], [`have`], [`sh`], [`try_sh`], [`shell`].
 //! - [`dev`]: [`Loop`], [`Mount`], [`Cgroup`], [`QueueSetting`], [`device_lock`].
+//! - [`emudisk`]: [`EmuDisk`], an emulated disk (`iolab emudisk serve`) with a loop device.
 //! - [`scratch`]: [`scratch_dir`] (on the build directory's filesystem, not a tmpfs).
 //! - [`iolab`]: [`Sandbox`] and [`Out`], for running the built binary.
 //! - [`fuzz`]: a bounded mutation loop over a corpus for the text parsers.
@@ -15,6 +16,7 @@
 
 pub mod data;
 pub mod dev;
+pub mod emudisk;
 pub mod fuzz;
 pub mod iolab;
 pub mod json;
@@ -24,6 +26,7 @@ pub mod sys;
 
 pub use data::{median, random_bytes, KIB, MIB};
 pub use dev::{device_lock, Cgroup, Loop, Mount, QueueSetting};
+pub use emudisk::EmuDisk;
 pub use iolab::{table_part, Out, Sandbox};
 pub use json::{arr, get, num, read_json, string, uint};
 pub use scratch::{scratch_dir, scratch_root};

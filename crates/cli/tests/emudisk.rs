@@ -1,0 +1,720 @@
+//! Ground truth from the emulated disk (`iolab emudisk serve` under a direct-I/O loop
+//! device): latency, flush cost, flush-dropping warnings, injected EIO and power loss. Root,
+//! /dev/fuse and losetup needed (a counted skip elsewhere, a failure under
+//! IOLAB_REQUIRE_DEVICE_TESTS=1).
+
+use std::path::Path;
+use std::sync::MutexGuard;
+
+use iolab_testkit::{require_devices, skip, EmuDisk, Sandbox, MIB};
+use serde_json::Value;
+
+/// Root, losetup, the loop driver, `tools` and /dev/fuse; the device lock, or None after a
+/// counted skip.
+fn emu_devices(tools: &[&str]) -> Option<MutexGuard<'static, ()>> {
+    let lock = require_devices(tools)?;
+    if !Path::new("/dev/fuse").exists() {
+        skip::skip("no /dev/fuse (the emulated disk is a FUSE file)");
+        return None;
+    }
+    Some(lock)
+}
+
+/// `iolab run ARGS --no-store --quiet --json -` and its document (any exit status).
+fn run_json(sb: &Sandbox, args: &[&str]) -> (i32, Value, String) {
+    let mut all: Vec<&str> = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--quiet", "--json", "-"]);
+    let out = sb.cmd(&all).output().unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        doc,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Mean and p50 latency (µs) of 4 KiB random reads at QD1 on `disk`, over `runs` passes of
+/// 1 s: the lowest pass mean (a pass the busy machine disturbed only gets slower) and the
+/// median p50; and the last pass's latency summary.
+fn qd1_read_latency(sb: &Sandbox, disk: &EmuDisk, runs: &str) -> (f64, f64, Value) {
+    let (code, doc, err) = run_json(
+        sb,
+        &[
+            "custom",
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "1",
+            "--target",
+            disk.s(),
+            "--size",
+            "16MiB",
+            "--duration",
+            "1s",
+            "--ramp",
+            "0",
+            "--runs",
+            runs,
+            "--warmup",
+            "0",
+            "--allow-destroy-device",
+            "--no-store",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let passes = doc["tests"][0]["passes"].as_array().unwrap();
+    let lat = |k: &str| -> Vec<f64> {
+        passes
+            .iter()
+            .map(|p| p["lat_us"][k].as_f64().unwrap())
+            .collect()
+    };
+    let mean = lat("mean").into_iter().fold(f64::INFINITY, f64::min);
+    let p50 = iolab_testkit::median(&lat("p50"));
+    (mean, p50, passes.last().unwrap()["lat_us"].clone())
+}
+
+#[test]
+fn qd1_latency_equals_the_fixed_service_time() {
+    let Some(_lock) = emu_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let zero = EmuDisk::new(32 * MIB, r#"{"model":"fixed"}"#);
+    let (o_mean, o_p50, _) = qd1_read_latency(&sb, &zero, "3");
+    drop(zero);
+    let t_us = 20000.0;
+    let disk = EmuDisk::new(
+        32 * MIB,
+        r#"{"model":"fixed","read_latency":"20ms","write_latency":"20ms"}"#,
+    );
+    let (mean, p50, _) = qd1_read_latency(&sb, &disk, "3");
+    println!(
+        "overhead mean {o_mean:.1} µs p50 {o_p50:.1} µs; T = {t_us} µs: mean {mean:.1} p50 {p50:.1}"
+    );
+    for (what, got, base) in [("mean", mean, o_mean), ("p50", p50, o_p50)] {
+        let err = (got - base - t_us) / t_us;
+        assert!(
+            err.abs() <= 0.05,
+            "{what} {got:.1} µs - overhead {base:.1} µs is not within 5% of {t_us} µs"
+        );
+    }
+    let reads = disk.stats()["counts"]["reads"].as_u64().unwrap();
+    assert!(reads > 0, "the model served no read");
+    // A distribution: percentiles come out where they were put (plus the overhead). Narrow
+    // and slow, so that ~100 draws pin p50 and p90 within a few percent and a busy
+    // machine's scheduling delay is small beside them.
+    drop(disk);
+    let disk = EmuDisk::new(
+        32 * MIB,
+        r#"{"model":"fixed","latency_percentiles":{"0":"18ms","50":"20ms","100":"24ms"}}"#,
+    );
+    let (_, p50, lat) = qd1_read_latency(&sb, &disk, "2");
+    let p90 = lat["p90"].as_f64().unwrap();
+    println!("distribution: p50 {p50:.1} µs, p90 {p90:.1} µs (last pass)");
+    for (what, got, want) in [("p50", p50, 20_000.0), ("p90", p90, 23_200.0)] {
+        let err = (got - o_p50 - want) / want;
+        assert!(
+            err.abs() <= 0.05,
+            "{what} {got:.1} µs - overhead {o_p50:.1} µs is not within 5% of {want} µs"
+        );
+    }
+}
+
+/// ext4 on `disk`, mounted with `options`, for the probe.
+fn ext4_on(disk: &EmuDisk, options: &str) -> iolab_testkit::Mount {
+    iolab_testkit::sh("mkfs.ext4", &["-q", "-F", disk.s()]);
+    iolab_testkit::Mount::new(disk.dev(), &["-o", options])
+}
+
+/// `iolab run fsync` with none and write+fdatasync at 4 KiB: the document.
+fn probe(sb: &Sandbox, dir: &Path) -> Value {
+    let (code, doc, err) = run_json(
+        sb,
+        &[
+            "fsync",
+            "--sizes",
+            "4k",
+            "--methods",
+            "none,fdatasync",
+            "--duration",
+            "1s",
+            "--target",
+            dir.to_str().unwrap(),
+            "--no-store",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    doc
+}
+
+fn test_named<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no test {name}"))
+}
+
+fn codes(doc: &Value) -> Vec<String> {
+    doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn fsync_probe_flush_latency_is_the_configured_flush_cost() {
+    let Some(_lock) = emu_devices(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    // Writes cost nothing; every honoured flush costs 20 ms (the cache holds only a few
+    // blocks, written at no cost).
+    let disk = EmuDisk::new(
+        64 * MIB,
+        r#"{"model":"fixed","write_cache":"back","flush_latency":"20ms"}"#,
+    );
+    let m = ext4_on(&disk, "barrier=1");
+    let before = disk.stats()["counts"]["flushes"].as_u64().unwrap();
+    let doc = probe(&sb, &m.path());
+    let after = disk.stats()["counts"]["flushes"].as_u64().unwrap();
+    let t = test_named(&doc, "write+fdatasync 4K");
+    let p = &t["passes"][0];
+    let ops = p["ios"].as_u64().unwrap();
+    let flush_us = p["sync"]["lat_us"]["mean"].as_f64().unwrap();
+    let flush_p50 = p["sync"]["lat_us"]["p50"].as_f64().unwrap();
+    println!(
+        "fdatasync: {ops} calls, {} device flushes during the run, flush mean {flush_us:.0} µs p50 {flush_p50:.0} µs",
+        after - before
+    );
+    // One device flush per fdatasync (an in-place rewrite needs no journal commit).
+    let per_call = (after - before) as f64 / ops as f64;
+    assert!(
+        (1.0..1.5).contains(&per_call),
+        "{per_call} flushes per fdatasync"
+    );
+    let err = (flush_p50 - 20_000.0) / 20_000.0;
+    assert!(
+        (0.0..=0.05).contains(&err),
+        "fdatasync p50 {flush_p50:.0} µs is not 20 ms (+0..5% for the path)"
+    );
+}
+
+#[test]
+fn flush_warnings_fire_exactly_when_the_disk_or_the_path_drops_flushes() {
+    let Some(_lock) = emu_devices(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let disk = EmuDisk::new(64 * MIB, r#"{"model":"hdd","write_cache":"back"}"#);
+    let dropping = [
+        "FSYNC_TOO_FAST",
+        "FLUSH_NO_EFFECT",
+        "NO_BARRIER",
+        "WRITE_THROUGH_DROPS_FLUSH",
+    ];
+    let fired = |doc: &Value| -> Vec<String> {
+        codes(doc)
+            .into_iter()
+            .filter(|c| dropping.contains(&c.as_str()))
+            .collect()
+    };
+    // Honoured: a flush writes the cache to the platter, no warning.
+    let m = ext4_on(&disk, "barrier=1");
+    let doc = probe(&sb, &m.path());
+    let t = test_named(&doc, "write+fdatasync 4K");
+    println!(
+        "honoured: {} fdatasync/s, flush {:.0} µs",
+        t["summary"]["iops"], t["passes"][0]["sync"]["lat_us"]["mean"]
+    );
+    assert_eq!(fired(&doc), Vec::<String>::new());
+    assert_eq!(
+        t["extra"]["durability"]["verdict"],
+        "as_far_as_timing_shows"
+    );
+    // The disk lies: flushes come back at once from a rotational device.
+    disk.ctl("ignore-flush on");
+    let doc = probe(&sb, &m.path());
+    let t = test_named(&doc, "write+fdatasync 4K");
+    println!(
+        "ignored: {} fdatasync/s, flush {:.0} µs, warnings {:?}",
+        t["summary"]["iops"],
+        t["passes"][0]["sync"]["lat_us"]["mean"],
+        codes(&doc)
+    );
+    assert_eq!(fired(&doc), vec!["FSYNC_TOO_FAST".to_string()]);
+    assert_eq!(t["extra"]["durability"]["verdict"], "cache_answered");
+    disk.ctl("ignore-flush off");
+    // barrier=0: the filesystem sends no flush.
+    m.remount("barrier=0");
+    let doc = probe(&sb, &m.path());
+    let mut got = fired(&doc);
+    got.sort();
+    assert_eq!(
+        got,
+        vec!["FSYNC_TOO_FAST", "NO_BARRIER"],
+        "{:?}",
+        codes(&doc)
+    );
+    m.remount("barrier=1");
+    // A write-through queue: the block layer drops the flushes.
+    let q = format!(
+        "/sys/block/{}/queue/write_cache",
+        disk.dev().file_name().unwrap().to_str().unwrap()
+    );
+    std::fs::write(&q, "write through").unwrap();
+    let doc = probe(&sb, &m.path());
+    std::fs::write(&q, "write back").unwrap();
+    let mut got = fired(&doc);
+    got.sort();
+    assert_eq!(
+        got,
+        vec!["FSYNC_TOO_FAST", "WRITE_THROUGH_DROPS_FLUSH"],
+        "{:?}",
+        codes(&doc)
+    );
+}
+
+/// The stored run `id` as JSON.
+fn stored(sb: &Sandbox, id: &str) -> Value {
+    let out = sb.iolab(&["show", id, "--json"]).ok();
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+#[test]
+fn injected_eio_fails_the_run_naming_errno_and_offset_and_stores_it_failed() {
+    let Some(_lock) = emu_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let disk = EmuDisk::new(32 * MIB, r#"{"model":"fixed"}"#);
+    let at = "offset 4194304";
+    // Reads of 4 MiB .. 4 MiB + 4 KiB fail.
+    disk.ctl("fault read sectors 8192-8200");
+    let common = ["--runs", "1", "--allow-destroy-device"];
+    let mut read = vec![
+        "run",
+        "custom",
+        "--rw",
+        "read",
+        "--bs",
+        "64k",
+        "--target",
+        disk.s(),
+    ];
+    read.extend_from_slice(&[
+        "--size",
+        "16MiB",
+        "--duration",
+        "1s",
+        "--ramp",
+        "0",
+        "--warmup",
+        "0",
+    ]);
+    read.extend_from_slice(&common);
+    let out = sb.iolab(&read).code(1);
+    out.stderr_has(&["Input/output error", "errno 5", at]);
+    // Stored, as failed, with what it finished.
+    let doc = stored(&sb, "1");
+    assert_eq!(doc["complete"], false);
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("failed:") && notes.contains(at), "{notes}");
+    // Writes: run verify fails at the first bad block, stored failed.
+    disk.ctl("clear-faults");
+    disk.ctl("fault write sectors 8192-8200");
+    let mut verify = vec!["run", "verify", "--target", disk.s(), "--size", "8MiB"];
+    verify.extend_from_slice(&common);
+    let out = sb.iolab(&verify).code(1);
+    out.stderr_has(&["Input/output error", at]);
+    assert!(stored(&sb, "2")["notes"].to_string().contains("failed:"));
+    // The read-back of verify: the blocks were written, reading one fails; the integrity
+    // verdict names it (exit 3).
+    disk.ctl("clear-faults");
+    disk.ctl("fault read sectors 8192-8200");
+    let out = sb.iolab(&verify).code(3);
+    assert!(
+        out.stdout.contains("offset 4194304 [read-error]"),
+        "{}",
+        out.stdout
+    );
+    let s = disk.stats();
+    println!("emulated disk counts: {}", s["counts"]);
+    assert!(s["counts"]["errors_read"].as_u64().unwrap() >= 2);
+    assert!(s["counts"]["errors_write"].as_u64().unwrap() >= 1);
+    // Nothing of iolab's is left in the sandbox's target directory.
+    assert!(sb.target_entries().is_empty());
+}
+
+/// One simulated power cut under `iolab run verify --journal` on `disk`: the writer runs
+/// until its journal holds `cut_at` bytes, the power goes (tearing a write when `tear`), the
+/// writer is killed, the power comes back and `iolab verify --journal` checks what the disk
+/// kept. Returns the check's report and the ranges the model dropped.
+fn cut(
+    sb: &Sandbox,
+    disk: &EmuDisk,
+    n: usize,
+    cut_at: u64,
+    tear: bool,
+) -> (Value, Vec<(u64, u64)>) {
+    let journal = sb.path(&format!("cut{n}.journal"));
+    let mut child = sb
+        .cmd(&[
+            "run",
+            "verify",
+            "--target",
+            disk.s(),
+            "--size",
+            "4MiB",
+            "--journal",
+            journal.to_str().unwrap(),
+            "--fsync-every",
+            "16",
+            "--runs",
+            "1000",
+            "--allow-destroy-device",
+            "--no-store",
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Progress, not time, decides the cut: the journal's size, then the moment the disk's
+    // cache holds writes not yet flushed.
+    loop {
+        let len = std::fs::metadata(&journal).map(|m| m.len()).unwrap_or(0);
+        if len >= cut_at && disk.stats()["cached_bytes"].as_u64().unwrap() > 0 {
+            break;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("the writer ended before the cut ({st})");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let loss = disk.power_loss(tear);
+    let _ = child.kill();
+    let _ = child.wait();
+    disk.power_on();
+    let dropped: Vec<(u64, u64)> = loss["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_u64().unwrap(), r[1].as_u64().unwrap()))
+        .collect();
+    let out = sb.iolab(&[
+        "verify",
+        "--target",
+        disk.s(),
+        "--journal",
+        journal.to_str().unwrap(),
+        "--json",
+    ]);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|_| panic!("{out}"));
+    (doc["report"].clone(), dropped)
+}
+
+/// Cut points: `IOLAB_EMU_CUTS` (bench/emudisk-powerloss.sh runs 50), else 8.
+fn cuts() -> usize {
+    std::env::var("IOLAB_EMU_CUTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8)
+}
+
+/// A 16 MiB disk with a 1 MiB write-back cache (writes 50 µs) that honours flushes or not.
+fn cached_disk(ignore_flush: bool) -> EmuDisk {
+    EmuDisk::new(
+        16 * MIB,
+        &format!(
+            r#"{{"model":"fixed","write_latency":"50us","write_cache":"back","cache_size":"1MiB","ignore_flush":{ignore_flush},"seed":7}}"#
+        ),
+    )
+}
+
+#[test]
+fn power_loss_loses_no_acknowledged_write_when_flushes_are_honoured() {
+    let Some(_lock) = emu_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let disk = cached_disk(false);
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let (mut acked, mut dropped_total, mut in_flight) = (0, 0, 0);
+    let n = cuts();
+    for i in 0..n {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let cut_at = 4096 + rng % (96 * 1024);
+        let (report, dropped) = cut(&sb, &disk, i, cut_at, i % 2 == 1);
+        let lost = report["lost_acked"].as_u64().unwrap();
+        assert_eq!(
+            lost, 0,
+            "cut {i} at journal byte {cut_at}: {lost} acknowledged writes lost: {report}"
+        );
+        acked += report["acked"].as_u64().unwrap();
+        in_flight += report["in_flight"].as_u64().unwrap();
+        dropped_total += dropped.len();
+    }
+    println!(
+        "{n} cuts: 0 lost of {acked} acknowledged blocks checked; the model dropped {dropped_total} \
+         unflushed writes; {in_flight} blocks were in flight"
+    );
+    assert!(acked > 0);
+    assert!(
+        dropped_total > 0,
+        "no cut found unflushed data in the cache: the test showed nothing"
+    );
+}
+
+#[test]
+fn power_loss_with_ignored_flushes_loses_only_what_the_model_dropped() {
+    let Some(_lock) = emu_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let disk = cached_disk(true);
+    let mut found = 0;
+    for (i, cut_at) in [48 * 1024u64, 80 * 1024, 120 * 1024]
+        .into_iter()
+        .enumerate()
+    {
+        let (report, dropped) = cut(&sb, &disk, i, cut_at, false);
+        let lost = report["lost_acked"].as_u64().unwrap();
+        let blocks: u64 = dropped.iter().map(|d| d.1 / 4096).sum();
+        assert!(
+            lost <= blocks,
+            "{lost} lost acknowledged writes but the model dropped {blocks} blocks"
+        );
+        // Every reported loss (the report samples them) lies in a dropped range.
+        for f in report["tally"]["failures"].as_array().unwrap() {
+            assert_eq!(f["class"], "lost-ack", "{f}");
+            let off = f["offset"].as_u64().unwrap();
+            assert!(
+                dropped
+                    .iter()
+                    .any(|&(o, l)| off >= o && off + 4096 <= o + l),
+                "lost write at {off} is not among the {} ranges the model dropped",
+                dropped.len()
+            );
+        }
+        found += lost;
+    }
+    println!("ignored flushes: {found} lost acknowledged writes found, all among the dropped");
+    assert!(
+        found > 0,
+        "a lying disk lost nothing: the test showed nothing"
+    );
+}
+
+/// What a study with pid `pid` left: mounts, loop devices, directories under /var/tmp and
+/// processes (the run, the emulated disk's daemon) naming its testbed.
+fn left_by(pid: u32) -> Vec<String> {
+    let tag = format!("iolab-testbed-{pid}-");
+    let mut out: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(&tag))
+        .map(|l| format!("mount: {l}"))
+        .collect();
+    let loops = iolab_testkit::sh("losetup", &["-a"]);
+    out.extend(
+        loops
+            .lines()
+            .filter(|l| l.contains(&tag))
+            .map(|l| format!("loop: {l}")),
+    );
+    for e in std::fs::read_dir("/var/tmp").unwrap().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.contains(&tag) {
+            out.push(format!("dir: /var/tmp/{n}"));
+        }
+    }
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(&tag) {
+                out.push(format!("process: {cmd}"));
+            }
+        }
+    }
+    out
+}
+
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn study_file(sb: &Sandbox, duration: &str) -> String {
+    let p = sb.path(&format!("emu-{duration}.toml"));
+    std::fs::write(
+        &p,
+        format!(
+            r#"name = "t-emulated"
+[testbed]
+kind = "loop"
+size = "64MiB"
+fs = "ext4"
+[testbed.emulated]
+model = "hdd"
+rpm = 7200
+write_cache = "back"
+cache_size = "4MiB"
+[[workload]]
+kind = "fsync"
+sizes = ["4k"]
+methods = ["fdatasync"]
+duration = "{duration}"
+"#
+        ),
+    )
+    .unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_study_runs_on_an_emulated_disk_and_cleanup_removes_it_after_kill_9() {
+    let Some(_lock) = emu_devices(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    // A whole study: built, measured, torn down; the run records the disk.
+    let f = study_file(&sb, "300ms");
+    let child = sb.cmd(&["study", &f]).output().unwrap();
+    assert!(
+        child.status.success(),
+        "{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+    // The report says which disk it was.
+    let report = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        report.contains("on an emulated hdd 7200 rpm, write-back cache 4 MiB"),
+        "{report}"
+    );
+    let doc = stored(&sb, "1");
+    let devices = doc["env"]["target"]["devices"].to_string();
+    assert!(
+        devices.contains("emulated hdd 7200 rpm, write-back cache 4 MiB"),
+        "{devices}"
+    );
+    // Killed with SIGKILL while measuring: the daemon, its FUSE mount and the loop device
+    // stay until `iolab cleanup`.
+    let f = study_file(&sb, "60s");
+    let mut child = sb
+        .cmd(&["study", &f])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    until("a running workload", || {
+        left_by(pid)
+            .iter()
+            .any(|l| l.starts_with("process") && l.contains(" run fsync "))
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    until("the run to exit", || {
+        !left_by(pid)
+            .iter()
+            .any(|l| l.starts_with("process") && l.contains(" run fsync "))
+    });
+    let left = left_by(pid);
+    for what in ["emudisk serve", "iolab-emudisk:"] {
+        assert!(left.iter().any(|l| l.contains(what)), "{what}: {left:?}");
+    }
+    sb.iolab(&["cleanup"]).ok();
+    let left = left_by(pid);
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn bad_emulated_keys_are_refused_with_file_line_and_key() {
+    let sb = Sandbox::new();
+    for (line, key) in [
+        ("read_latency = \"1ms\"", "testbed.emulated.read_latency"),
+        ("rpm = 0", "testbed.emulated.rpm"),
+        ("rpm = 99999999999", "testbed.emulated"),
+        ("cache_size = \"1MiB\"", "testbed.emulated.cache_size"),
+        ("track_seek = \"1h\"", "testbed.emulated.track_seek"),
+        ("transfer_rate = \"0\"", "testbed.emulated.transfer_rate"),
+        ("write_cache = \"sometimes\"", "testbed.emulated"),
+        (
+            "errors = [{ op = \"read\", sectors = \"5-2\" }]",
+            "testbed.emulated.errors[0]",
+        ),
+        (
+            "errors = [{ op = \"read\", probability = 2.0 }]",
+            "testbed.emulated.errors[0]",
+        ),
+    ] {
+        let p = sb.path("bad.toml");
+        std::fs::write(
+            &p,
+            format!(
+                "name = \"x\"\n[testbed]\nkind = \"loop\"\nsize = \"64MiB\"\n\
+                 [testbed.emulated]\nmodel = \"hdd\"\n{line}\n[[workload]]\nkind = \"fsync\"\n"
+            ),
+        )
+        .unwrap();
+        let out = sb
+            .iolab(&["study", "--dry-run", p.to_str().unwrap()])
+            .code(2);
+        let file = p.to_str().unwrap();
+        assert!(
+            out.stderr.contains(&format!("{file}:")) && out.stderr.contains(key),
+            "{line}: {}",
+            out.stderr
+        );
+    }
+    // Cache and large sizes: refused, not allocated.
+    let p = sb.path("huge.toml");
+    std::fs::write(
+        &p,
+        "name = \"x\"\n[testbed]\nkind = \"loop\"\nsize = \"64MiB\"\n[testbed.emulated]\n\
+         model = \"ssd\"\nwrite_cache = \"back\"\ncache_size = \"100TiB\"\nparallelism = 100000\n\
+         [[workload]]\nkind = \"fsync\"\n",
+    )
+    .unwrap();
+    let out = sb
+        .iolab(&["study", "--dry-run", p.to_str().unwrap()])
+        .code(2);
+    assert!(
+        out.stderr.contains(":8: testbed.emulated.cache_size")
+            || out.stderr.contains("parallelism"),
+        "{}",
+        out.stderr
+    );
+    // The daemon itself refuses a bad spec (exit 1, naming it) before mounting anything.
+    let out = std::process::Command::new(iolab_testkit::iolab::iolab_bin())
+        .args([
+            "emudisk",
+            "serve",
+            "--dir",
+            "/nonexistent",
+            "--backing",
+            "/nonexistent",
+        ])
+        .args(["--spec", "{\"model\":\"tape\"}"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--spec") && err.contains("tape"), "{err}");
+}

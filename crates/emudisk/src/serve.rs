@@ -1,0 +1,139 @@
+//! The daemon: mounts the FUSE filesystem on `DIR/mnt`, answers the control socket, keeps
+//! `DIR/stats.json` fresh, and unmounts on `stop`, SIGTERM, SIGINT or SIGHUP. After a
+//! SIGKILL the mount stays behind, disconnected; `iolab cleanup` (testbed state) detaches
+//! the loop device and unmounts it.
+
+use std::fs::{self, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use fuser::{Config, MountOption, Session};
+
+use crate::ctl::{handle, After};
+use crate::device::Device;
+use crate::fs::ImageFs;
+use crate::spec::{validate, EmuSpec};
+use crate::{FS_SUBTYPE, IMAGE_NAME};
+
+/// `iolab emudisk serve --dir DIR --backing FILE --spec JSON`.
+#[derive(Debug, Clone)]
+pub struct ServeArgs {
+    /// The disk's directory: `mnt/` must exist (the mount point).
+    pub dir: PathBuf,
+    /// The backing file (its length is the disk's capacity).
+    pub backing: PathBuf,
+    /// The [`EmuSpec`] as JSON.
+    pub spec: String,
+}
+
+fn write_atomic(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    if fs::write(&tmp, text).is_ok() {
+        let _ = fs::rename(&tmp, path);
+    }
+}
+
+fn write_stats(dir: &Path, dev: &Device) {
+    if let Ok(s) = serde_json::to_string_pretty(&dev.stats()) {
+        write_atomic(&dir.join("stats.json"), &s);
+    }
+}
+
+/// Asks for round-robin real-time scheduling (lowest priority) for this process and the
+/// threads it starts: the model sleeps most of the time, and its answers must not wait for a
+/// busy machine's compilers. Without the privilege it stays a normal process (the stats
+/// file's `realtime` says which).
+fn realtime() -> bool {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: plain syscall on this process with a valid parameter.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_RR, &param) == 0 }
+}
+
+/// Runs the daemon until it is told to stop. Errors before the mount answers are returned
+/// (the caller prints them and exits non-zero).
+pub fn serve(args: &ServeArgs) -> Result<(), String> {
+    let spec: EmuSpec = serde_json::from_str(&args.spec).map_err(|e| format!("--spec: {e}"))?;
+    let params = validate(&spec).map_err(|e| format!("--spec: {e}"))?;
+    let backing = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&args.backing)
+        .map_err(|e| format!("--backing {}: {e}", args.backing.display()))?;
+    let threads = params.parallelism as usize + 2;
+    realtime();
+    let dev = Arc::new(Device::new(backing, params).map_err(|e| format!("--backing: {e}"))?);
+    let mnt = args.dir.join("mnt");
+    let sock_path = args.dir.join("ctl.sock");
+    let listener =
+        UnixListener::bind(&sock_path).map_err(|e| format!("{}: {e}", sock_path.display()))?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
+    }
+    let fs = ImageFs {
+        dev: Arc::clone(&dev),
+        uid: unsafe { libc::geteuid() },
+        gid: unsafe { libc::getegid() },
+        started: SystemTime::now(),
+        parallel: threads > 3,
+    };
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(format!("iolab-emudisk:{}", args.backing.display())),
+        MountOption::Subtype(FS_SUBTYPE.into()),
+        MountOption::NoAtime,
+    ];
+    config.n_threads = Some(threads);
+    let session = Session::new(fs, &mnt, &config)
+        .map_err(|e| format!("mounting FUSE on {}: {e}", mnt.display()))?;
+    let bg = session.spawn().map_err(|e| e.to_string())?;
+    let image = mnt.join(IMAGE_NAME);
+    fs::metadata(&image).map_err(|e| format!("{}: {e}", image.display()))?;
+    write_stats(&args.dir, &dev);
+    write_atomic(
+        &args.dir.join("ready"),
+        &format!("{}\n", std::process::id()),
+    );
+    let mut last = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).ok();
+                s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+                let mut line = String::new();
+                let mut r = BufReader::new(&s);
+                if r.read_line(&mut line).is_ok() {
+                    let (answer, after) = handle(&dev, line.trim());
+                    let _ = writeln!(&s, "{answer}");
+                    if line.trim() == "stats" {
+                        write_stats(&args.dir, &dev);
+                    }
+                    if let After::Stop = after {
+                        break;
+                    }
+                }
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+        if last.elapsed() >= Duration::from_secs(1) {
+            write_stats(&args.dir, &dev);
+            last = Instant::now();
+        }
+    }
+    write_stats(&args.dir, &dev);
+    let _ = fs::remove_file(&sock_path);
+    let _ = fs::remove_file(args.dir.join("ready"));
+    // Unmount (lazily, if a loop device still holds the image) and end the session; a
+    // session kept alive by a holder is cut when this process exits.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(bg.umount_and_join());
+    });
+    let _ = rx.recv_timeout(Duration::from_secs(3));
+    Ok(())
+}
