@@ -605,6 +605,11 @@ impl Coordinator for Rank {
         let never = AtomicBool::new(false);
         self.over = None;
         let _ = self.exchange(Up::Stored, &never);
+        if self.mode.stonewall {
+            // `--stonewall`'s messages no pass took (a stop for a rank that had ended by
+            // itself): taken, so MPI ends with none left over.
+            let _ = (self.pending(TAG_WALL), self.pending(TAG_STOP));
+        }
     }
 }
 
