@@ -540,6 +540,17 @@ mod with_mpi {
         for h in &hosts.names {
             assert!(line.contains(&format!("{h} ")), "{h} missing: {line}");
         }
+        // And the per-host table: a row per host, then all hosts.
+        let table = shown
+            .split("Per host (MPI):")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no per-host table:\n{shown}"));
+        for h in hosts.names.iter().map(String::as_str).chain(["all hosts"]) {
+            assert!(
+                table.lines().any(|l| l.contains(h)),
+                "{h} missing:\n{table}"
+            );
+        }
         assert!(sb.target_entries().is_empty());
     }
 
