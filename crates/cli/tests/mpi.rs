@@ -625,25 +625,10 @@ mod with_mpi {
             s.display(),
             f.display()
         );
-        let mut args = vec![
-            "run",
-            "custom",
-            "--rw",
-            "read",
-            "--bs",
-            "128k",
-            "--size",
-            "8m",
-            "--io-size",
-            "4m",
-            "--duration",
-            "20s",
-            "--runs",
-            "2",
-            "--quiet",
-            "--json",
-            "-",
-        ];
+        let mut args: Vec<&str> = "run custom --rw read --bs 128k --size 8m --io-size 4m \
+                                    --duration 20s --runs 2 --quiet --json -"
+            .split_whitespace()
+            .collect();
         if stonewall {
             args.push("--stonewall");
         }
