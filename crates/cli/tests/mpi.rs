@@ -23,6 +23,29 @@ fn a_build_without_mpi_started_by_mpirun_says_how_to_rebuild() {
     }
 }
 
+#[test]
+fn shared_file_and_stonewall_outside_mpirun_are_refused() {
+    let sb = iolab_testkit::Sandbox::new();
+    for opt in ["--shared-file", "--stonewall"] {
+        let t = sb.target.to_str().unwrap();
+        let args = [
+            "run",
+            "custom",
+            "--size",
+            "1m",
+            "--duration",
+            "100ms",
+            "--target",
+            t,
+        ];
+        let out = sb.cmd(&args).arg(opt).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{opt}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(opt) && err.contains("MPI run"), "{err}");
+        assert!(sb.target_entries().is_empty());
+    }
+}
+
 #[cfg(feature = "mpi")]
 mod with_mpi {
     use std::path::{Path, PathBuf};
@@ -517,6 +540,164 @@ mod with_mpi {
         for h in &hosts.names {
             assert!(line.contains(&format!("{h} ")), "{h} missing: {line}");
         }
+        // And the per-host table: a row per host, then all hosts.
+        let table = shown
+            .split("Per host (MPI):")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no per-host table:\n{shown}"));
+        for h in hosts.names.iter().map(String::as_str).chain(["all hosts"]) {
+            assert!(
+                table.lines().any(|l| l.contains(h)),
+                "{h} missing:\n{table}"
+            );
+        }
         assert!(sb.target_entries().is_empty());
+    }
+
+    #[test]
+    fn a_shared_file_gives_each_rank_its_own_region() {
+        if !have_mpirun() {
+            return;
+        }
+        let sb = Sandbox::new();
+        let t = sb.target.to_str().unwrap();
+        let mut args = WRITE.to_vec();
+        // --verify: every rank stamps its writes and reads its region back after every
+        // pass; a rank writing outside its region spoils another's read-back (and any
+        // rank's failed check fails the run).
+        args.extend(["--target", t, "--quiet", "--json", "-", "--verify"]);
+        args.push("--shared-file");
+        let out = mpirun(&sb, 3, &["--bind-to", "none"], &args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        check_sums(&doc, 3);
+        let shared = doc["env"]["mpi"]["shared_file"].as_str().unwrap();
+        assert!(
+            Path::new(shared).parent() == Some(sb.target.as_path()),
+            "{shared}"
+        );
+        let notes = doc["notes"].to_string();
+        assert!(
+            notes.contains(&format!("one shared file {shared} of 12 MiB (3 ranks)")),
+            "{notes}"
+        );
+        let v = &doc["tests"][0]["extra"]["verify"];
+        assert_eq!(v["failures"], 0, "{v}");
+        assert!(v["checked"].as_u64().unwrap() > 0, "{v}");
+        // Rank 0 removed the file.
+        assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
+    }
+
+    /// 3 ranks read 4 MiB per pass (--io-size): rank 1 on a device throttled to 64 MiB/s,
+    /// ranks 0 and 2 on one throttled to 4 MiB/s between them; rank 0's JSON document.
+    fn uneven_reads(stonewall: bool) -> Option<Value> {
+        let lock = require_devices(&["mkfs.ext4", "mpirun"])?;
+        if !Cgroup::blkio_available() {
+            skip!(=> None, "no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO);
+        }
+        let (fast, slow) = (
+            Loop::with_options(64 * MIB, &["--direct-io=on"]),
+            Loop::with_options(64 * MIB, &["--direct-io=on"]),
+        );
+        let cg = Cgroup::blkio(&format!("iolab-mpi-wall-{}", std::process::id()));
+        let mut mounts = Vec::new();
+        for (dev, bps) in [(&fast, 64 * MIB), (&slow, 4 * MIB)] {
+            sh("mkfs.ext4", &["-q", "-F", dev.s()]);
+            let m = Mount::new(dev.s(), &[]);
+            cg.set(
+                "blkio.throttle.read_bps_device",
+                &format!("{} {bps}", dev.majmin()),
+            );
+            mounts.push(m);
+        }
+        let sb = Sandbox::new();
+        let (f, s) = (mounts[0].path(), mounts[1].path());
+        // mpirun, its daemon and every rank in the throttled cgroup; rank 1 on the fast
+        // device.
+        let cgroup = format!(
+            "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
+            cg.dir.display()
+        );
+        let target = format!(
+            "t={}; [ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && t={}; exec \"$0\" \"$@\" --target \"$t\"",
+            s.display(),
+            f.display()
+        );
+        let mut args: Vec<&str> = "run custom --rw read --bs 128k --size 8m --io-size 4m \
+                                    --duration 20s --runs 2 --quiet --json -"
+            .split_whitespace()
+            .collect();
+        if stonewall {
+            args.push("--stonewall");
+        }
+        let rank = through_sh(&target, &sb.cmd(&args));
+        let cmd = mpirun_cmd(3, &["--bind-to", "none"], &rank);
+        let script = cgroup;
+        let out = through_sh(&script, &cmd).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        for m in [f, s] {
+            assert!(std::fs::read_dir(m)
+                .unwrap()
+                .all(|e| { e.unwrap().file_name() == "lost+found" }));
+        }
+        drop(mounts);
+        drop(lock);
+        Some(serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    /// Each measured pass's rows: (bytes, end_s, stonewalled) of ranks 0, 1, 2.
+    fn rank_rows(doc: &Value) -> Vec<Vec<(u64, f64, bool)>> {
+        doc["env"]["mpi"]["passes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| {
+                row["ranks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| {
+                        let wall = p["stonewalled"].as_bool().unwrap();
+                        (p["bytes"].as_u64().unwrap(), num(&p["end_s"]), wall)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stonewall_ends_every_pass_when_the_first_rank_is_done() {
+        let Some(walled) = uneven_reads(true) else {
+            return;
+        };
+        let Some(plain) = uneven_reads(false) else {
+            return;
+        };
+        const IO: u64 = 4 * MIB;
+        assert_eq!(walled["env"]["mpi"]["stonewall"], true);
+        assert_eq!(plain["env"]["mpi"]["stonewall"], false);
+        check_sums(&walled, 3);
+        check_sums(&plain, 3);
+        let w = rank_rows(&walled);
+        assert_eq!(w.len(), 2, "{}", walled["env"]["mpi"]);
+        for p in &w {
+            println!("stonewalled pass: (bytes, end s, stonewalled) by rank: {p:?}");
+            // The fast rank did its 4 MiB by itself; the slow ones were stopped short.
+            assert_eq!((p[1].0, p[1].2), (IO, false), "{p:?}");
+            for r in [0, 2] {
+                assert!(p[r].2 && p[r].0 < IO, "{p:?}");
+            }
+        }
+        for p in &rank_rows(&plain) {
+            println!("plain pass: (bytes, end s, stonewalled) by rank: {p:?}");
+            // Every rank does its 4 MiB; the slow ranks end after the fast one.
+            assert!(p.iter().all(|r| r.0 == IO && !r.2), "{p:?}");
+            assert!(p[0].1 > p[1].1 && p[2].1 > p[1].1, "{p:?}");
+        }
+        // The aggregate rests on the stonewalled bytes.
+        let bytes = |d: &Value| d["env"]["mpi"]["passes"][0]["bytes"].as_u64().unwrap();
+        assert!(bytes(&walled) < 3 * IO && bytes(&plain) == 3 * IO);
     }
 }

@@ -143,7 +143,7 @@ pub fn run_pass_with_clock<C: Clock>(
                 job,
                 index: j as u32,
                 iodepth,
-                region_start: 0,
+                region_start: target.region_offset,
                 region_len: target.info.size,
                 duration,
                 ramp: settings.ramp,

@@ -102,6 +102,9 @@ pub struct Target {
     created: bool,
     /// Logical block size of the device under the target (512 if unknown).
     pub logical_block: u64,
+    /// Where the region (`info.size` bytes) starts in `io_path`: 0 but for one process's
+    /// region of a file several share (an MPI run's `--shared-file`).
+    pub region_offset: u64,
 }
 
 impl Target {
@@ -127,7 +130,49 @@ impl Target {
             logical_block: logical_block_size(&io_path, is_device),
             io_path,
             created,
+            region_offset: 0,
         }
+    }
+
+    /// This target as the region `[offset, offset + len)` of its file, a file in directory
+    /// `dir` that several processes share, each its own region.
+    pub fn into_region(mut self, dir: &Path, offset: u64, len: u64) -> Target {
+        self.info.kind = TargetKind::Dir;
+        self.info.path = dir.to_string_lossy().into_owned();
+        self.info.size = len;
+        self.region_offset = offset;
+        self
+    }
+
+    /// Region `[offset, offset + len)` of `io_path`, a file in `dir` another process made
+    /// (and removes): refused when the file is not there or too short.
+    pub fn shared_region(
+        dir: &Path,
+        io_path: PathBuf,
+        offset: u64,
+        len: u64,
+    ) -> Result<Target, TargetError> {
+        let meta = std::fs::metadata(&io_path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => TargetError::NotFound(io_path.clone()),
+            _ => io_err(&io_path, "inspect")(e),
+        })?;
+        if !meta.is_file() {
+            return Err(TargetError::Unsupported(
+                io_path,
+                kind_name(meta.file_type()).into(),
+            ));
+        }
+        let want = offset.saturating_add(len);
+        if meta.len() < want {
+            return Err(TargetError::TooSmall {
+                path: io_path,
+                have: meta.len(),
+                want,
+            });
+        }
+        let fs_type = fs_type_of(dir);
+        let t = Target::new(dir, TargetKind::File, io_path, fs_type, want, false);
+        Ok(t.into_region(dir, offset, len))
     }
 
     pub fn created(&self) -> bool {

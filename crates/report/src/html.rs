@@ -589,6 +589,7 @@ fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
         warnings_panel(r, h);
         h.push_str("</div>\n");
     }
+    mpi_hosts(r, h);
     ops_tables(r, h);
     let verdicts = facts::durability(r);
     if !verdicts.is_empty() {
@@ -895,6 +896,58 @@ fn atto_chart(r: &RunRecord, tests: &[&TestRecord], rows: &[String], h: &mut Str
          two or more passes. Run {}.</figcaption></figure>",
         esc(&r.id.map_or(r.uuid.clone(), |i| format!("#{i}")))
     );
+}
+
+/// An MPI run: a bar chart of each host's MB/s per test beside the aggregate, and the
+/// same figures as a table.
+fn mpi_hosts(r: &RunRecord, h: &mut String) {
+    let Some(p) = crate::mpi::per_host(r) else {
+        return;
+    };
+    let tests: Vec<String> = p.tests.iter().map(|t| t.test.clone()).collect();
+    let none = vec![None; tests.len()];
+    let mut series: Vec<BarSeries> = p
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(i, (host, ranks))| BarSeries {
+            name: format!(
+                "{host} ({ranks} rank{})",
+                if *ranks == 1 { "" } else { "s" }
+            ),
+            color: charts::color(i % (charts::PALETTE.len() - 1)),
+            values: p.tests.iter().map(|t| t.hosts[i]).collect(),
+            ci: none.clone(),
+        })
+        .collect();
+    series.push(BarSeries {
+        name: crate::mpi::ALL_HOSTS.to_string(),
+        color: charts::PALETTE[charts::PALETTE.len() - 1],
+        values: p.tests.iter().map(|t| t.aggregate).collect(),
+        ci: none,
+    });
+    let svg = charts::hbars("MB/s per host", &tests, &series, "throughput (MB/s)");
+    let _ = writeln!(
+        h,
+        "<h3>Per host (MPI)</h3><figure data-chart=\"mpi-hosts\">{svg}<figcaption>Each \
+         host's MB/s per test, and all hosts together (black): {}.</figcaption></figure>",
+        esc(crate::mpi::EXPLAINED)
+    );
+    h.push_str(
+        "<table data-table=\"mpi-hosts\"><tr><th>Test</th><th>Host</th>\
+         <th class=\"n\">Ranks</th><th class=\"n\">MB/s</th></tr>\n",
+    );
+    for row in crate::mpi::rows(&p) {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&row[0]),
+            esc(&row[1]),
+            esc(&row[2]),
+            esc(&row[3])
+        );
+    }
+    h.push_str("</table>\n");
 }
 
 /// Tables found in a test's `extra.ops` (an array of objects, such as dbench's operation

@@ -11,7 +11,7 @@
 //! metrics. `docs/reports.md` describes every format.
 //!
 //! Everything here reads [`iolab_measure::RunRecord`]s and returns a `String` or a
-//! `serde_json::Value`; nothing writes to a file or a terminal. [`style`] holds the width
+//! `serde_json::Value`; nothing writes to a file or a terminal. [`mpi`] reads an MPI run's per-host figures for every format. [`style`] holds the width
 //! terminal text is laid out at and its colouring, set once by the binary.
 
 pub mod charts;
@@ -22,6 +22,7 @@ pub mod history;
 pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod mpi;
 pub mod set;
 pub mod style;
 pub mod terminal;

@@ -38,6 +38,7 @@ pub fn render_run(run: &RunRecord) -> String {
         };
         out.extend(table.render(crate::style::width()));
     }
+    per_host(run, &mut out);
     op_tables(run, &mut out);
     durability(run, &mut out);
     short_tests(run, &mut out);
@@ -510,6 +511,30 @@ fn test_cells(label: &str, rw: Option<&str>, h: Option<Head>, cpu: String) -> Ve
 fn section(out: &mut Vec<String>, title: &str) {
     out.push(String::new());
     out.push(format!("{title}:"));
+}
+
+/// An MPI run: each host's MB/s per test, and the aggregate.
+fn per_host(run: &RunRecord, out: &mut Vec<String>) {
+    let Some(p) = crate::mpi::per_host(run) else {
+        return;
+    };
+    section(out, "Per host (MPI)");
+    let mut table = Table::new(vec![
+        Column::left("Test"),
+        Column::left("Host"),
+        Column::right("Ranks"),
+        Column::right("MB/s"),
+    ]);
+    for r in crate::mpi::rows(&p) {
+        table.row(r.to_vec());
+    }
+    out.extend(table.render(crate::style::width()));
+    out.extend(wrap(
+        crate::mpi::EXPLAINED,
+        crate::style::width(),
+        "  ",
+        "  ",
+    ));
 }
 
 /// Per-operation tables a workload keeps in `extra.ops` (dbench: Count, AvgLat, MaxLat,

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use iolab_engine::{prepare, run_pass, Target, TargetError, TargetRequest};
+use iolab_engine::{prepare, run_pass, PassObserver, Target, TargetError, TargetRequest};
 use iolab_integrity::written::{granule_of, Written};
 use iolab_integrity::Tally;
 use iolab_measure::{Activity, ActivitySample, PassContext, TestRecord, TestSummary};
@@ -68,6 +68,8 @@ pub struct BlockPlan {
     pub size_given: bool,
     pub allow_destroy_device: bool,
     pub allow_overwrite_file: bool,
+    /// `--shared-file`, `--stonewall`: for the ranks of an MPI run only.
+    pub mpi: crate::coord::MpiMode,
 }
 
 impl BlockPlan {
@@ -85,6 +87,7 @@ impl BlockPlan {
             size_given: true,
             allow_destroy_device: false,
             allow_overwrite_file: false,
+            mpi: crate::coord::MpiMode::default(),
         }
     }
 
@@ -328,6 +331,12 @@ pub fn prepare_target(
         crate::options::check_verify_map(&plan.tests, &req.path, req.size, req.default_size)?;
     }
     let target = prepare(&req, stop, &mut |d, t| progress.preparing(d, t)).map_err(target_error)?;
+    fit_region(plan, target)
+}
+
+/// Fits the plan to its prepared target's region: drops the tests it cannot run (ATTO
+/// sizes that do not fit the region or the device's logical block), or refuses the plan.
+fn fit_region(plan: &mut BlockPlan, target: Target) -> Result<Target, RunError> {
     plan.settings.size = target.info.size;
 
     // ATTO sweeps block sizes up to 64 MiB; one larger than the region cannot be placed in it.
@@ -429,15 +438,24 @@ pub fn prepare_target(
 /// passes and gathers the facts for the warnings before the target is removed.
 pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     ctx.progress.set_total(plan.planned());
-    let path = match ctx.coordinator().is_some() {
+    let (path, shared) = match ctx.coordinator().is_some() {
         true => agree_with_ranks(&mut plan, ctx)?,
-        false => ctx.common.target.clone(),
+        false => {
+            refuse_mpi_options(plan.mpi)?;
+            (ctx.common.target.clone(), None)
+        }
     };
-    let recorded = ctx.will_create_target(&path);
-    let target = prepare_target(&mut plan, path, &ctx.stop, &ctx.progress)?;
-    if target.created() {
-        ctx.created(recorded);
-    }
+    let target = match shared {
+        Some(rank) => prepare_shared(&mut plan, path, rank, ctx)?,
+        None => {
+            let recorded = ctx.will_create_target(&path);
+            let target = prepare_target(&mut plan, path, &ctx.stop, &ctx.progress)?;
+            if target.created() {
+                ctx.created(recorded);
+            }
+            target
+        }
+    };
     let mut notes = plan.notes.clone();
     notes.extend(plan.stable_note());
     let env = ctx.start(RunStart {
@@ -469,22 +487,37 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     outcome
 }
 
+/// `--shared-file` and `--stonewall` outside an MPI run: refused, naming the option.
+fn refuse_mpi_options(mode: crate::coord::MpiMode) -> Result<(), RunError> {
+    let given = [
+        ("shared-file", mode.shared_file),
+        ("stonewall", mode.stonewall),
+    ];
+    match given.iter().find(|(_, on)| *on) {
+        Some((name, _)) => Err(RunError::Usage(UsageError::option(
+            name,
+            format!(
+                "--{name} applies to the ranks of an MPI run only (mpirun -np N iolab run \
+                 ..., docs/mpi.md)"
+            ),
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A rank of a multi-process run: runs rank 0's tests and settings, and in a target
-/// directory its own file, named with its rank, host and process; the path it uses.
-fn agree_with_ranks(plan: &mut BlockPlan, ctx: &mut RunContext) -> Result<PathBuf, RunError> {
+/// directory its own file, named with its rank, host and process, or with
+/// `--shared-file` rank 0's one file; the path it uses, and with `--shared-file` this
+/// rank's number and the number of ranks.
+fn agree_with_ranks(
+    plan: &mut BlockPlan,
+    ctx: &mut RunContext,
+) -> Result<(PathBuf, Option<[u32; 2]>), RunError> {
     let stop = std::sync::Arc::clone(&ctx.stop);
     let dir = ctx.common.target_abs();
     let Some(c) = ctx.coordinator() else {
-        return Ok(dir);
+        return Ok((dir, None));
     };
-    let mine = serde_json::json!({ "settings": &plan.settings, "tests": &plan.tests });
-    let agreed = c.agree(mine, &stop)?;
-    let bad = |e: serde_json::Error| RunError::Failed(format!("rank 0's plan: {e}"));
-    plan.settings = serde_json::from_value(agreed["settings"].clone()).map_err(bad)?;
-    plan.tests = serde_json::from_value(agreed["tests"].clone()).map_err(bad)?;
-    if !dir.is_dir() {
-        return Ok(dir);
-    }
     let host: String = c
         .host()
         .chars()
@@ -496,11 +529,123 @@ fn agree_with_ranks(plan: &mut BlockPlan, ctx: &mut RunContext) -> Result<PathBu
             }
         })
         .collect();
-    Ok(dir.join(format!(
-        "iolab-mpi-rank{}-{host}-{}.dat",
-        c.rank(),
-        std::process::id()
-    )))
+    let shared_name = format!("iolab-mpi-shared-{host}-{}.dat", std::process::id());
+    let mine = serde_json::json!({
+        "settings": &plan.settings,
+        "tests": &plan.tests,
+        "mpi": plan.mpi,
+        "shared": shared_name,
+    });
+    let agreed = c.agree(mine, &stop)?;
+    let bad = |e: serde_json::Error| RunError::Failed(format!("rank 0's plan: {e}"));
+    plan.settings = serde_json::from_value(agreed["settings"].clone()).map_err(bad)?;
+    plan.tests = serde_json::from_value(agreed["tests"].clone()).map_err(bad)?;
+    plan.mpi = serde_json::from_value(agreed["mpi"].clone()).map_err(bad)?;
+    if plan.mpi.shared_file {
+        if !dir.is_dir() {
+            return Err(RunError::Usage(UsageError::option(
+                "shared-file",
+                format!(
+                    "--shared-file makes one file in the target directory, and {} is not a \
+                     directory",
+                    dir.display()
+                ),
+            )));
+        }
+        let name = agreed["shared"].as_str().unwrap_or_default();
+        let path = dir.join(name);
+        c.set_mode(plan.mpi, Some(&path.to_string_lossy()));
+        return Ok((path, Some([c.rank(), c.ranks()])));
+    }
+    c.set_mode(plan.mpi, None);
+    if !dir.is_dir() {
+        return Ok((dir, None));
+    }
+    Ok((
+        dir.join(format!(
+            "iolab-mpi-rank{}-{host}-{}.dat",
+            c.rank(),
+            std::process::id()
+        )),
+        None,
+    ))
+}
+
+/// `--shared-file`: rank 0 makes one file of every rank's region at `path` (it removes it
+/// at the end), then every rank meets the others, and the others open it; each rank uses
+/// its region, `rank × size` onwards.
+fn prepare_shared(
+    plan: &mut BlockPlan,
+    path: PathBuf,
+    [rank, ranks]: [u32; 2],
+    ctx: &mut RunContext,
+) -> Result<Target, RunError> {
+    let dir = ctx.common.target_abs();
+    let len = plan.settings.size;
+    let full = len.checked_mul(u64::from(ranks)).ok_or_else(|| {
+        RunError::Usage(UsageError::option(
+            "size",
+            format!("--size {len} for each of {ranks} ranks is more than a file can hold"),
+        ))
+    })?;
+    let target = if rank == 0 {
+        let recorded = ctx.will_create_target(&path);
+        // The whole file, every rank's region; its checks are repeated on this region.
+        let mut settings = plan.settings.clone();
+        settings.size = full;
+        let mut whole = BlockPlan::new(&plan.preset, settings, plan.tests.clone());
+        whole.verify = plan.verify;
+        whole.allow_overwrite_file = plan.allow_overwrite_file;
+        let target = prepare_target(&mut whole, path.clone(), &ctx.stop, &ctx.progress)?;
+        if target.created() {
+            ctx.created(recorded);
+        }
+        Some(target.into_region(&dir, 0, len))
+    } else {
+        None
+    };
+    let stop = std::sync::Arc::clone(&ctx.stop);
+    if let Some(c) = ctx.coordinator() {
+        // Rank 0 has made and filled the file (or failed: the others learn it here).
+        c.before_pass(&stop)?;
+    }
+    let target = match target {
+        Some(t) => t,
+        None => Target::shared_region(&dir, path.clone(), u64::from(rank) * len, len)
+            .map_err(target_error)?,
+    };
+    plan.notes.push(format!(
+        "mpi: one shared file {} of {} ({} ranks), rank R in bytes [R × {len}, (R + 1) × \
+         {len})",
+        path.display(),
+        iolab_spec::format_bytes(full),
+        ranks
+    ));
+    fit_region(plan, target)
+}
+
+/// A `--stonewall` pass's observer: ends the pass (`pass_stop`) when another rank
+/// finished its pass first or a signal came (`signal`), polled at every tick on the
+/// thread that runs the pass.
+struct Stonewall<'a> {
+    inner: &'a dyn PassObserver,
+    coord: std::sync::Mutex<&'a mut (dyn crate::coord::Coordinator + 'static)>,
+    signal: &'a AtomicBool,
+    pass_stop: &'a AtomicBool,
+}
+
+impl PassObserver for Stonewall<'_> {
+    fn tick(&self, bytes: u64, elapsed: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.inner.tick(bytes, elapsed);
+        let walled = match self.coord.lock() {
+            Ok(mut c) => c.stonewalled(),
+            Err(_) => false,
+        };
+        if walled || self.signal.load(Relaxed) {
+            self.pass_stop.store(true, Relaxed);
+        }
+    }
 }
 
 /// What the progress bar shows before the first pass: target, region and plan.
@@ -705,20 +850,44 @@ impl Passes for OnTarget<'_> {
             c.before_pass(&stop)?;
         }
         let started = Instant::now();
-        let out = {
-            let obs = ctx.progress.pass(label, self.elapsed_plan, dur);
-            run_pass(
-                self.target,
-                test,
-                s,
-                index,
-                dur,
-                &ctx.stop,
-                &obs,
-                t.written.as_ref(),
-            )
+        let stonewall = self.plan.mpi.stonewall;
+        let walled = AtomicBool::new(false);
+        let mut out = {
+            let (progress, coord) = ctx.progress_and_coordinator();
+            let obs = progress.pass(label, self.elapsed_plan, dur);
+            let run = |flag: &AtomicBool, obs: &dyn PassObserver| {
+                run_pass(
+                    self.target,
+                    test,
+                    s,
+                    index,
+                    dur,
+                    flag,
+                    obs,
+                    t.written.as_ref(),
+                )
+            };
+            match coord.filter(|_| stonewall) {
+                Some(c) => run(
+                    &walled,
+                    &Stonewall {
+                        inner: &obs,
+                        coord: std::sync::Mutex::new(c),
+                        signal: &stop,
+                        pass_stop: &walled,
+                    },
+                ),
+                None => run(&stop, &obs),
+            }
             .map_err(target_error)?
         };
+        if stonewall {
+            out.interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
+            if let (false, Some(c)) = (out.interrupted, ctx.coordinator()) {
+                // Ended by itself: the first, unless another rank's end stopped it.
+                c.pass_ended(!walled.load(std::sync::atomic::Ordering::Relaxed));
+            }
+        }
         let activity = own_io_apart(
             before.until(&ActivitySample::now(), self.watch),
             out.uncounted_bytes,
@@ -782,7 +951,12 @@ impl Passes for OnTarget<'_> {
 
     fn written(&self, spec: &TestSpec, before: Option<&Written>) -> Option<Written> {
         let id = self.verify.filter(|_| spec.job.rw.writes())?;
-        let w = Written::new(id, granule_of(&spec.job), 0, self.target.info.size)?;
+        let w = Written::new(
+            id,
+            granule_of(&spec.job),
+            self.target.region_offset,
+            self.target.info.size,
+        )?;
         Some(match before {
             // Later tests overwrote what the last visit wrote: a fresh map, and
             // generations that cannot be mistaken for the last visit's.

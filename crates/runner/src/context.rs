@@ -156,6 +156,13 @@ impl RunContext {
         self.coord.as_deref_mut()
     }
 
+    /// The progress display and the coordinator together (a pass's observer needs both).
+    pub fn progress_and_coordinator(
+        &mut self,
+    ) -> (&Progress, Option<&mut (dyn Coordinator + 'static)>) {
+        (&self.progress, self.coord.as_deref_mut())
+    }
+
     /// Records, before the run creates it, something `iolab cleanup` removes if the run is
     /// killed (and a second Ctrl-C removes at once); its id for [`Self::created`]. None
     /// when nothing is recorded.

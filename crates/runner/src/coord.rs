@@ -9,13 +9,34 @@ use iolab_measure::{PassRecord, RunRecord};
 
 use crate::status::RunError;
 
+/// How the ranks of a multi-process run share their target and end their passes
+/// (`--shared-file`, `--stonewall`; docs/mpi.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MpiMode {
+    /// One file in the target directory, each rank its own region of it.
+    pub shared_file: bool,
+    /// The first rank to finish a pass ends the others' pass.
+    pub stonewall: bool,
+}
+
 /// One rank's view of the other ranks of its run. Every call but [`Coordinator::rank`]
 /// and [`Coordinator::host`] is collective: every rank makes the same calls in the same
 /// order, and a call returns an error on every rank when one of them failed (it says
 /// which). A call gives up (`RunError::Interrupted`) once `stop` is raised.
-pub trait Coordinator {
+pub trait Coordinator: Send {
     /// This rank's number (0 stores the run).
     fn rank(&self) -> u32;
+    /// How many ranks the run has.
+    fn ranks(&self) -> u32;
+    /// Rank 0's mode, once agreed (the shared file's path when there is one), recorded
+    /// with the run.
+    fn set_mode(&mut self, mode: MpiMode, shared_file: Option<&str>);
+    /// During a `--stonewall` pass, on the thread that runs it (polled, never waits):
+    /// whether another rank finished its pass first, so this one should stop.
+    fn stonewalled(&mut self) -> bool;
+    /// After this rank's `--stonewall` pass, before [`Coordinator::after_pass`]:
+    /// `first` when it ended by itself (not stonewalled), so the others stop.
+    fn pass_ended(&mut self, first: bool);
     /// The host name this rank runs on.
     fn host(&self) -> &str;
     /// The plan every rank runs: rank 0's `plan` (JSON) in place of this rank's.

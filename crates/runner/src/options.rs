@@ -10,6 +10,29 @@ use iolab_spec::{format_bytes, parse_duration, parse_size};
 
 use crate::status::UsageError;
 
+/// How the ranks of an MPI run share the target and end their passes (docs/mpi.md);
+/// refused outside mpirun.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MpiArgs {
+    /// Under mpirun: one file in the target directory for every rank, each rank its own
+    /// region of --size in it (IOR's shared-file mode); default: a file per rank.
+    #[arg(long)]
+    pub shared_file: bool,
+    /// Under mpirun: when the first rank finishes a pass, the others end theirs there
+    /// (IOR's stonewalling), for passes of a fixed amount of I/O (--io-size).
+    #[arg(long)]
+    pub stonewall: bool,
+}
+
+impl MpiArgs {
+    pub fn mode(&self) -> crate::coord::MpiMode {
+        crate::coord::MpiMode {
+            shared_file: self.shared_file,
+            stonewall: self.stonewall,
+        }
+    }
+}
+
 /// What every `iolab run` takes: where, how to label, store and show the run.
 #[derive(Args, Debug, Clone, Default)]
 pub struct CommonArgs {

@@ -21,6 +21,10 @@ pub const STRAGGLER_FRACTION: f64 = 0.5;
 #[derive(Debug, Default)]
 pub struct Ranks {
     rows: Vec<Row>,
+    /// `--shared-file`, `--stonewall`, as rank 0 ran them.
+    pub mode: crate::coord::MpiMode,
+    /// `--shared-file`: the file's path.
+    pub shared_file: Option<String>,
 }
 
 /// One measured pass of one test on every rank.
@@ -60,6 +64,8 @@ struct RankPass {
     /// Seconds it spent in exchanges with the other ranks since its last pass (waiting at
     /// the barrier included).
     coord_s: f64,
+    /// `--stonewall`: another rank's end ended this rank's pass.
+    stonewalled: bool,
 }
 
 /// One rank's pass as it arrives.
@@ -73,6 +79,7 @@ pub struct Arrived {
     pub end_s: f64,
     /// Seconds the rank spent in exchanges since its last pass (the barrier included).
     pub coord_s: f64,
+    pub stonewalled: bool,
 }
 
 impl Ranks {
@@ -137,6 +144,7 @@ impl Ranks {
                         start_s: a.start_s,
                         end_s: a.end_s,
                         coord_s: a.coord_s,
+                        stonewalled: a.stonewalled,
                     })
                     .collect(),
             });
@@ -159,6 +167,8 @@ impl Ranks {
                 .map(|(t, h)| serde_json::json!({"test": t, "hosts": h}))
                 .collect::<Vec<_>>(),
             "stopped_by_signal": stopped,
+            "shared_file": self.shared_file,
+            "stonewall": self.mode.stonewall,
         });
         if let serde_json::Value::Object(env) = &mut run.env {
             env.insert("mpi".into(), doc);
@@ -412,6 +422,7 @@ mod tests {
             start_s,
             end_s,
             coord_s: 0.001,
+            stonewalled: false,
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::coord::Coordinator;
+use crate::coord::{Coordinator, MpiMode};
 use crate::status::RunError;
 use iolab_measure::{PassRecord, RunRecord};
 use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
@@ -25,6 +25,10 @@ const TAG_UP: i32 = 1;
 const TAG_DOWN: i32 = 2;
 /// Parting after a signal: a rank's "my files are gone", rank 0's goodbye.
 const TAG_PART: i32 = 3;
+/// `--stonewall`: a rank to rank 0, "I finished pass K by myself" (K as 8 bytes).
+const TAG_WALL: i32 = 4;
+/// `--stonewall`: rank 0 to every rank, "stop pass K".
+const TAG_STOP: i32 = 5;
 /// How long rank 0 waits for the other ranks' parting word after a signal (mpirun kills
 /// what is left a second after its SIGTERM by default anyway).
 const PART_WAIT: Duration = Duration::from_millis(1500);
@@ -61,6 +65,9 @@ enum Up {
         end_s: f64,
         /// Seconds this rank spent in exchanges since its last pass (the barrier included).
         coord_s: f64,
+        /// `--stonewall`: another rank's end ended this pass.
+        #[serde(default)]
+        stonewalled: bool,
     },
     Done,
     Failed(String),
@@ -114,6 +121,13 @@ pub struct Rank {
     ranks: Ranks,
     /// Rank 0: ranks found gone when the stop flag went up.
     gone: Arc<Mutex<Option<Vec<u32>>>>,
+    /// Rank 0's `--shared-file` and `--stonewall`.
+    mode: MpiMode,
+    /// Passes begun (barriers passed): the number `--stonewall`'s messages carry.
+    pass_no: u64,
+    /// `--stonewall`: this pass was ended by another rank's end; rank 0: the stop is sent.
+    walled: bool,
+    stop_sent: bool,
 }
 
 impl Rank {
@@ -145,6 +159,10 @@ impl Rank {
             waited: Duration::ZERO,
             ranks: Ranks::default(),
             gone: Arc::new(Mutex::new(None)),
+            mode: MpiMode::default(),
+            pass_no: 0,
+            walled: false,
+            stop_sent: false,
         };
         let never = AtomicBool::new(false);
         match r.exchange(Up::Hello(me), &never) {
@@ -331,6 +349,7 @@ impl Rank {
                             start_s,
                             end_s,
                             coord_s,
+                            stonewalled,
                         } => Some(Arrived {
                             test,
                             warm,
@@ -338,6 +357,7 @@ impl Rank {
                             start_s,
                             end_s,
                             coord_s,
+                            stonewalled,
                         }),
                         _ => None,
                     })
@@ -381,6 +401,50 @@ impl Rank {
         }
     }
 
+    /// `--stonewall`, rank 0: tells every other rank to stop the current pass (once).
+    fn send_stops(&mut self) {
+        if self.stop_sent {
+            return;
+        }
+        self.stop_sent = true;
+        let Some(u) = self.universe.as_ref() else {
+            return;
+        };
+        let world = u.world();
+        for r in 1..self.size {
+            let until = Until::Deadline(Instant::now() + PART_SEND);
+            let to = world.process_at_rank(r as i32);
+            let _ = send(&to, self.pass_no.to_le_bytes().to_vec(), TAG_STOP, until);
+        }
+    }
+
+    /// `--stonewall`: the pass numbers waiting from `from` under `tag` (taken, never
+    /// waited for).
+    fn pending(&self, tag: i32) -> Vec<u64> {
+        let Some(u) = self.universe.as_ref() else {
+            return Vec::new();
+        };
+        let world = u.world();
+        let mut got = Vec::new();
+        loop {
+            let probed = match self.rank {
+                0 => world.any_process().immediate_matched_probe_with_tag(tag),
+                _ => world
+                    .process_at_rank(0)
+                    .immediate_matched_probe_with_tag(tag),
+            };
+            let Some(probed) = probed else {
+                return got;
+            };
+            let (bytes, _) = probed.matched_receive_vec::<u8>();
+            let mut k = [0u8; 8];
+            if bytes.len() == 8 {
+                k.copy_from_slice(&bytes);
+                got.push(u64::from_le_bytes(k));
+            }
+        }
+    }
+
     /// Rank 0, stopped by a signal: the ranks found gone, if the watch ran.
     fn gone(&self) -> Vec<u32> {
         self.gone
@@ -398,6 +462,46 @@ impl Coordinator for Rank {
 
     fn host(&self) -> &str {
         &self.me.host
+    }
+
+    fn ranks(&self) -> u32 {
+        self.size
+    }
+
+    fn set_mode(&mut self, mode: MpiMode, shared_file: Option<&str>) {
+        self.mode = mode;
+        self.ranks.mode = mode;
+        self.ranks.shared_file = shared_file.map(str::to_string);
+    }
+
+    fn stonewalled(&mut self) -> bool {
+        if !self.mode.stonewall || self.walled {
+            return self.walled;
+        }
+        let now = self.pass_no;
+        if self.rank == 0 {
+            if self.pending(TAG_WALL).contains(&now) {
+                self.walled = true;
+                self.send_stops();
+            }
+        } else if self.pending(TAG_STOP).contains(&now) {
+            self.walled = true;
+        }
+        self.walled
+    }
+
+    fn pass_ended(&mut self, first: bool) {
+        if !self.mode.stonewall || !first {
+            return;
+        }
+        if self.rank == 0 {
+            self.send_stops();
+        } else if let Some(u) = self.universe.as_ref() {
+            let world = u.world();
+            let to = world.process_at_rank(0);
+            let until = Until::Deadline(Instant::now() + PART_SEND);
+            let _ = send(&to, self.pass_no.to_le_bytes().to_vec(), TAG_WALL, until);
+        }
     }
 
     fn agree(
@@ -419,7 +523,11 @@ impl Coordinator for Rank {
     }
 
     fn before_pass(&mut self, stop: &AtomicBool) -> Result<(), RunError> {
-        self.exchange(Up::Ready, stop).map(|_| ())
+        self.exchange(Up::Ready, stop)?;
+        self.pass_no += 1;
+        self.walled = false;
+        self.stop_sent = false;
+        Ok(())
     }
 
     fn after_pass(
@@ -442,6 +550,7 @@ impl Coordinator for Rank {
             end_s: start_s + pass.seconds,
             coord_s: std::mem::take(&mut self.waited).as_secs_f64(),
             pass: Box::new(pass),
+            stonewalled: self.walled,
         };
         match self.exchange(up, stop)? {
             Down::Pass(p) => Ok(*p),
@@ -496,6 +605,11 @@ impl Coordinator for Rank {
         let never = AtomicBool::new(false);
         self.over = None;
         let _ = self.exchange(Up::Stored, &never);
+        if self.mode.stonewall {
+            // `--stonewall`'s messages no pass took (a stop for a rank that had ended by
+            // itself): taken, so MPI ends with none left over.
+            let _ = (self.pending(TAG_WALL), self.pending(TAG_STOP));
+        }
     }
 }
 

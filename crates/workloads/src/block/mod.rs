@@ -12,8 +12,8 @@ use clap::{ArgMatches, Args, Command, FromArgMatches};
 use iolab_engine::engines::EngineArgs;
 use iolab_runner::block::{self as pass_loop, BlockPlan, UntilStable};
 use iolab_runner::options::{
-    bounded, opt_duration, BsArg, BufferedArg, DurationArg, EndFsyncArg, RunsArg, SafetyArgs,
-    SizeArg, StableArgs, VerifyArg, MAX_PASSES,
+    bounded, opt_duration, BsArg, BufferedArg, DurationArg, EndFsyncArg, MpiArgs, RunsArg,
+    SafetyArgs, SizeArg, StableArgs, VerifyArg, MAX_PASSES,
 };
 use iolab_runner::{CommonArgs, Job, RunContext, RunError, UsageError, Workload};
 use iolab_spec::{
@@ -77,6 +77,8 @@ pub struct BlockArgs {
     pub safety: SafetyArgs,
     #[command(flatten)]
     pub verify: VerifyArg,
+    #[command(flatten)]
+    pub mpi: MpiArgs,
 }
 
 /// I/Os in flight and jobs: `custom` and `iometer`.
@@ -433,6 +435,7 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         size_given,
         allow_destroy_device: a.safety.allow_destroy_device,
         allow_overwrite_file: a.safety.allow_overwrite_file,
+        mpi: a.mpi.mode(),
     };
     let default_budget = plan.default_budget();
     if let Some(u) = &mut plan.until_stable {
