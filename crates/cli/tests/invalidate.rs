@@ -12,28 +12,11 @@ const NOTE: &str = "O_DIRECT: the test region's cached pages were dropped";
 
 /// `iolab run custom --rw randread` on `target`, two short passes, the JSON document.
 fn randread(sb: &Sandbox, target: &Path, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "run",
-        "custom",
-        "--rw",
-        "randread",
-        "--bs",
-        "4k",
-        "--size",
-        "8MiB",
-        "--duration",
-        "100ms",
-        "--runs",
-        "2",
-        "--warmup",
-        "0",
-        "--no-store",
-        "--quiet",
-        "--json",
-        "-",
-        "--target",
-        target.to_str().unwrap(),
-    ];
+    let mut args: Vec<&str> = "run custom --rw randread --bs 4k --size 8MiB --duration 100ms \
+                                --runs 2 --warmup 0 --no-store --quiet --json -"
+        .split_whitespace()
+        .collect();
+    args.extend(["--target", target.to_str().unwrap()]);
     args.extend_from_slice(extra);
     sb.iolab(&args).ok().json()
 }
