@@ -491,6 +491,33 @@ impl Target {
         (len > 0).then(|| resident as f64 / len as f64)
     }
 
+    /// Drops the test region's clean pages from the page cache (posix_fadvise DONTNEED on
+    /// the file or device, fio's `invalidate=1`), so O_DIRECT I/O does not run against
+    /// cached pages (the kernel looks them up, and writes must invalidate them). Dirty
+    /// pages are written first (fdatasync), else they would stay. Returns the bytes of the
+    /// region that were cached before, when that can be known.
+    pub fn drop_cached_pages(&self) -> Result<Option<u64>, TargetError> {
+        let before = page_cache_residency(&self.io_path, Some(self.info.size)).map(|(r, _)| r);
+        if before == Some(0) {
+            return Ok(before);
+        }
+        let file = File::open(&self.io_path).map_err(io_err(&self.io_path, "open"))?;
+        let fail = |err| TargetError::Io {
+            path: self.io_path.clone(),
+            action: "drop the cached pages of",
+            err,
+        };
+        file.sync_data().map_err(fail)?;
+        let len = i64::try_from(self.info.size).unwrap_or(0);
+        // SAFETY: an advisory call on an open descriptor.
+        let rc =
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, len, libc::POSIX_FADV_DONTNEED) };
+        if rc != 0 {
+            return Err(fail(io::Error::from_raw_os_error(rc)));
+        }
+        Ok(before)
+    }
+
     /// Whether O_DIRECT is really honoured: a direct read into a misaligned buffer must be
     /// refused with EINVAL. If it succeeds, either the filesystem ignores O_DIRECT (tmpfs,
     /// some FUSE filesystems) and reads come from memory, or it only falls back to the page

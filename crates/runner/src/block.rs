@@ -475,6 +475,7 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
         watch: &watch,
         verify: plan.verify.then(|| fastrand::u64(1..)),
         elapsed_plan: Duration::ZERO,
+        dropped: false,
     };
     let outcome = execute(&plan, &mut passes, ctx);
     let facts = crate::facts::facts(
@@ -794,6 +795,8 @@ struct OnTarget<'a> {
     verify: Option<u64>,
     /// Planned time of the passes run so far, for the progress bar.
     elapsed_plan: Duration,
+    /// O_DIRECT: the cached pages were dropped before an earlier test (and noted).
+    dropped: bool,
 }
 
 impl Passes for OnTarget<'_> {
@@ -835,7 +838,12 @@ impl Passes for OnTarget<'_> {
             format!("{} {}/{}", test.name, measured + 1, s.runs)
         };
         let index = if warm { 0 } else { measured + 1 };
-        let check_cache = !s.direct && test.job.rw.reads();
+        if s.direct && t.wall.is_zero() {
+            // The test's first pass: O_DIRECT starts on a region with no cached pages.
+            drop_cached(self.target, !self.dropped, ctx)?;
+            self.dropped = true;
+        }
+        let check_cache = test.job.rw.reads();
         let cache_before = if check_cache {
             self.target.resident_fraction()
         } else {
@@ -964,6 +972,29 @@ impl Passes for OnTarget<'_> {
             None => w,
         })
     }
+}
+
+/// O_DIRECT runs drop the region's cached pages before each test's first pass, as fio's
+/// `invalidate=1` does: a direct read of a range with cached pages is slower (the kernel
+/// checks and may write back the pages), and the file's fill or an earlier buffered reader
+/// may have left them. Said once in the run's notes (`first`), with how much was cached.
+fn drop_cached(target: &Target, first: bool, ctx: &mut RunContext) -> Result<(), RunError> {
+    let before = target.drop_cached_pages().map_err(target_error)?;
+    if !first {
+        return Ok(());
+    }
+    let was = match before {
+        Some(b) => format!(
+            "{} of it was cached before the first test",
+            iolab_spec::format_bytes(b)
+        ),
+        None => "how much was cached before could not be read".into(),
+    };
+    ctx.note(format!(
+        "O_DIRECT: the test region's cached pages were dropped (posix_fadvise DONTNEED, \
+         as fio's invalidate=1) before each test's first pass; {was}"
+    ));
+    Ok(())
 }
 
 /// Which test gets the next pass. Time here is planned time (each pass's ramp and
