@@ -310,13 +310,18 @@ fn a_sidecar_path_iolab_did_not_create_is_neither_replaced_nor_removed() {
         if keep {
             args.push("--keep");
         }
-        run_verify(&sb, &data, &args).code(2).stderr_has(&[
-            "--target",
-            "iolab-verify.json",
-            "exists",
-        ]);
+        let out = run_verify(&sb, &data, &args).code(2);
+        out.stderr_has(&["--target", "iolab-verify.json", "exists"]);
+        // Not recorded as the run's own either: nothing "left behind" for `iolab cleanup`
+        // to delete later.
+        assert!(!out.stderr.contains("left behind"), "{out}");
         assert_eq!(std::fs::read(&side).unwrap(), b"precious");
         assert!(!data.exists());
+    }
+    sb.iolab(&["cleanup"]).ok();
+    for keep in [false, true] {
+        let side = sb.path(&format!("data-{keep}.iolab-verify.json"));
+        assert_eq!(std::fs::read(&side).unwrap(), b"precious");
     }
     // A symlink where the sidecar's temporary file goes: iolab used to write through it.
     let victim = sb.path("victim");

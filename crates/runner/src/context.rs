@@ -167,6 +167,14 @@ impl RunContext {
     /// killed (and a second Ctrl-C removes at once); its id for [`Self::created`]. None
     /// when nothing is recorded.
     pub fn will_create(&mut self, resource: RunResource) -> Option<u64> {
+        // A file or tree that is already there is not this run's to create: recording it
+        // would let `iolab cleanup` (or the run's own removal) delete someone else's data
+        // after a refusal (a sidecar path or a dbench client directory someone else holds).
+        if let RunResource::File { path } | RunResource::Tree { path } = &resource {
+            if std::fs::symlink_metadata(path).is_ok() {
+                return None;
+            }
+        }
         let st = self.state.as_ref()?;
         match st.intent(resource) {
             Ok(id) => Some(id),
