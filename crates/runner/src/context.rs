@@ -64,6 +64,9 @@ pub struct RunContext {
     /// What the run creates, recorded before it is created (None: detached, or no state
     /// directory, which `state_note` says).
     state: Option<RunState>,
+    /// The run state file is made on the first thing recorded (a run that creates nothing
+    /// leaves no file, even when it is killed); false once tried, and for detached contexts.
+    state_wanted: bool,
     state_note: Option<String>,
     /// Notes made before the run record exists.
     pending: Vec<String>,
@@ -108,25 +111,11 @@ impl RunContext {
             (Some(Store::open(&path)?), Some(path))
         };
         let quiet = common.quiet;
-        let (state, state_note) = match open_run_state() {
-            Ok(s) => {
-                crate::signals::set_teardown(s.clone());
-                (Some(s), None)
-            }
-            Err(e) => (
-                None,
-                Some(format!(
-                    "what this run creates is not recorded for `iolab cleanup` ({e}): a kill -9 \
-                     leaves it in place"
-                )),
-            ),
-        };
         Ok(RunContext {
             progress: Progress::new(Duration::ZERO, quiet),
             store,
             db_path,
-            state,
-            state_note,
+            state_wanted: true,
             ..RunContext::detached(common, stop)
         })
     }
@@ -145,6 +134,7 @@ impl RunContext {
             status: ExitStatus::Ok,
             epilogue: String::new(),
             state: None,
+            state_wanted: false,
             state_note: None,
             pending: Vec::new(),
             coord: None,
@@ -173,6 +163,20 @@ impl RunContext {
         if let RunResource::File { path } | RunResource::Tree { path } = &resource {
             if std::fs::symlink_metadata(path).is_ok() {
                 return None;
+            }
+        }
+        if std::mem::take(&mut self.state_wanted) {
+            match open_run_state() {
+                Ok(s) => {
+                    crate::signals::set_teardown(s.clone());
+                    self.state = Some(s);
+                }
+                Err(e) => {
+                    self.state_note = Some(format!(
+                        "what this run creates is not recorded for `iolab cleanup` ({e}): a \
+                         kill -9 leaves it in place"
+                    ));
+                }
             }
         }
         let st = self.state.as_ref()?;
