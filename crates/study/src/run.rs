@@ -509,21 +509,10 @@ fn child_failure(status: std::process::ExitStatus, stderr: &str) -> String {
 
 /// A signal's name and number, as `kill -l` would name it ("SIGKILL (9)").
 fn signal_name(sig: i32) -> String {
-    let name = match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
-        _ => return format!("signal {sig}"),
-    };
-    format!("{name} ({sig})")
+    match signal_hook::low_level::signal_name(sig) {
+        Some(name) => format!("{name} ({sig})"),
+        None => format!("signal {sig}"),
+    }
 }
 
 #[cfg(test)]
