@@ -81,6 +81,15 @@ fn crosscheck_runs_iolab_and_fio_on_the_same_file() {
     }
     let ratio = r["ratio_mb_s"].as_f64().unwrap();
     assert!(ratio.is_finite() && ratio > 0.0, "{r}");
+    // The ratio rests on the two alternated pairs: every pass is kept and the interval
+    // holds the ratio.
+    assert_eq!(r["pairs"], 2, "{r}");
+    for tool in ["iolab", "fio"] {
+        assert_eq!(r[tool]["passes"].as_array().unwrap().len(), 2, "{r}");
+    }
+    let ci = r["ratio_mb_s_ci95"].as_array().unwrap();
+    let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+    assert!(lo <= ratio && ratio <= hi, "{r}");
     // The test file iolab prepared is gone.
     assert!(sb.target_entries().is_empty());
 }

@@ -59,6 +59,7 @@ macro_rules! string_enum_impls {
 
 mod activity;
 mod cpu;
+pub mod crosscheck;
 mod histogram;
 mod model;
 mod warning;

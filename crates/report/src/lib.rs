@@ -16,6 +16,7 @@
 
 pub mod charts;
 pub mod compare;
+pub mod crosscheck;
 pub mod csv;
 mod facts;
 pub mod history;

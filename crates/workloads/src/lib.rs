@@ -13,6 +13,7 @@ pub mod fsync;
 mod beneath;
 pub mod common;
 pub mod copy;
+pub mod crosscheck;
 pub mod fio;
 pub mod metadata;
 pub mod replay;

@@ -1,0 +1,91 @@
+//! Running fio on one job file and reading the figures crosscheck compares from its JSON.
+
+use std::process::Command;
+
+use iolab_measure::crosscheck::ToolSample;
+use iolab_runner::RunError;
+
+/// Whether fio can be started at all.
+pub fn installed() -> bool {
+    Command::new("fio").arg("--version").output().is_ok()
+}
+
+/// Runs fio on `job_file` (text) and reads its JSON: read and write summed (mixed tests).
+/// IOPS are fio's bandwidth over `bs` when the test has one block size: fio's own `iops`
+/// field is computed over another interval when `ramp_time` is set and then disagrees with
+/// its bandwidth. `bs` 0 (mixed sizes) takes fio's `iops`.
+pub fn run(job_file: &str, bs: u64) -> Result<ToolSample, RunError> {
+    let dir = std::env::temp_dir().join(format!("iolab-crosscheck-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+    let path = dir.join("job.fio");
+    let out = std::fs::write(&path, job_file)
+        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))
+        .and_then(|()| {
+            Command::new("fio")
+                .arg("--output-format=json")
+                .arg(&path)
+                .output()
+                .map_err(|e| RunError::Failed(format!("cannot run fio: {e}")))
+        });
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out?;
+    if !out.status.success() {
+        return Err(RunError::Failed(format!(
+            "fio failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    parse(&String::from_utf8_lossy(&out.stdout), bs)
+}
+
+/// The figures of fio's first job in its JSON output (which fio may precede with notes).
+pub fn parse(text: &str, bs: u64) -> Result<ToolSample, RunError> {
+    let start = text.find('{').unwrap_or(0);
+    let doc: serde_json::Value = serde_json::from_str(&text[start..])
+        .map_err(|e| RunError::Failed(format!("cannot parse fio's JSON: {e}")))?;
+    let job = &doc["jobs"][0];
+    if job.is_null() {
+        return Err(RunError::Failed("fio's JSON has no job".into()));
+    }
+    let mut s = ToolSample::default();
+    let mut lat_sum = 0.0;
+    let mut ios = 0.0;
+    for dir in ["read", "write"] {
+        let d = &job[dir];
+        let bw = d["bw_bytes"].as_f64().unwrap_or(0.0);
+        s.mb_s += bw / 1e6;
+        s.iops += if bs > 0 {
+            bw / bs as f64
+        } else {
+            d["iops"].as_f64().unwrap_or(0.0)
+        };
+        let n = d["total_ios"].as_f64().unwrap_or(0.0);
+        lat_sum += d["lat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0 * n;
+        ios += n;
+    }
+    s.lat_mean_us = if ios > 0.0 { lat_sum / ios } else { 0.0 };
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mixed_job_sums_both_directions_and_weights_latency_by_ios() {
+        let text = r#"note: something first
+{"jobs":[{"read":{"bw_bytes":4096000,"iops":1000,"total_ios":1000,"lat_ns":{"mean":2000}},
+"write":{"bw_bytes":4096000,"iops":1000,"total_ios":3000,"lat_ns":{"mean":6000}}}]}"#;
+        let s = parse(text, 4096).unwrap();
+        assert_eq!(s.mb_s, 8.192);
+        assert_eq!(s.iops, 2000.0);
+        assert_eq!(s.lat_mean_us, 5.0);
+    }
+
+    #[test]
+    fn output_without_a_job_is_an_error() {
+        assert!(parse("{\"jobs\":[]}", 4096).is_err());
+        assert!(parse("garbage", 4096).is_err());
+    }
+}

@@ -1,0 +1,256 @@
+//! `iolab export-fio` and `iolab crosscheck`: a block preset (or an fio job file) as fio
+//! job text, and the same tests run by iolab and by fio alternately on one prepared file.
+//!
+//! Both parse their options through the block workload's (or `run fio`'s) own option
+//! structs, and refuse by name the options they cannot honour.
+
+pub mod fio_tool;
+
+use std::path::Path;
+use std::time::Duration;
+
+use iolab_engine::run_pass;
+use iolab_measure::crosscheck::{CrossRow, ToolSample};
+use iolab_runner::block::{prepare_target, target_error, BlockPlan};
+use iolab_runner::progress::Progress;
+use iolab_runner::{CommonArgs, ParseError, Registry, RunError, UsageError, Workload};
+use iolab_spec::{fio, fiojob, TestSpec};
+
+/// The block presets only: what fio can run.
+static BLOCK_ONLY: &[&dyn Workload] = &[&crate::block::WORKLOAD];
+
+/// `iolab run fio` only: what `crosscheck --job` plans with.
+static FIO_ONLY: &[&dyn Workload] = &[&crate::fio::run::WORKLOAD];
+
+/// What a fio job file cannot say, and why.
+pub const NOT_IN_A_JOB_FILE: &[(&str, &str)] = &[
+    ("--runs", ONE_JOB),
+    ("--passes", ONE_JOB),
+    ("--warmup", NO_WARMUP),
+    ("--warmup-time", NO_WARMUP),
+    ("--until-stable", NOT_ADAPTIVE),
+    ("--max-runs", NOT_ADAPTIVE),
+    ("--max-time", NOT_ADAPTIVE),
+    ("--budget", NOT_ADAPTIVE),
+    (
+        "--repeat",
+        "a job file describes one run; run fio several times",
+    ),
+    ("--score", "fio reports one result per job"),
+    ("--verify", NOT_FIO_VERIFY),
+    ("--label", NOTHING_STORED),
+    ("--no-store", NOTHING_STORED),
+    ("--db", NOTHING_STORED),
+    ("--json", "the job file is the output (see --output)"),
+    ("--quiet", "nothing runs"),
+    ("-q", "nothing runs"),
+];
+
+/// What crosscheck does not do, and why.
+pub const NOT_IN_CROSSCHECK: &[(&str, &str)] = &[
+    ("--until-stable", FIXED_PASSES),
+    ("--max-runs", FIXED_PASSES),
+    ("--max-time", FIXED_PASSES),
+    ("--budget", FIXED_PASSES),
+    ("--repeat", "nothing is stored; give more --runs"),
+    ("--score", "the comparison is of medians"),
+    ("--verify", NOT_FIO_VERIFY),
+    ("--label", NOTHING_STORED),
+    ("--no-store", NOTHING_STORED),
+    ("--db", NOTHING_STORED),
+];
+
+const ONE_JOB: &str = "a fio job runs once; run fio several times (or use `iolab crosscheck`)";
+const NO_WARMUP: &str = "fio has no warm-up passes (ramp_time is --ramp)";
+const NOT_ADAPTIVE: &str = "fio cannot repeat a job until it is stable";
+const NOT_FIO_VERIFY: &str = "iolab's verified blocks are not fio's verify formats";
+const NOTHING_STORED: &str = "nothing is stored";
+const FIXED_PASSES: &str = "both tools run the same fixed number of passes";
+
+/// A plan from `args` parsed by `workloads`, after refusing `refused` options by name.
+fn plan_with(
+    bin: &str,
+    workloads: &'static [&'static dyn Workload],
+    args: &[String],
+    refused: &[(&str, &str)],
+) -> Result<(BlockPlan, CommonArgs), ParseError> {
+    for (flag, why) in refused {
+        if let Some(given) = args
+            .iter()
+            .find(|a| *a == flag || a.starts_with(&format!("{flag}=")))
+        {
+            let e = UsageError::option(flag, format!("{given} does not apply to `{bin}`: {why}"));
+            return Err(ParseError::Usage(e));
+        }
+    }
+    let registry = Registry {
+        workloads,
+        default: crate::block::default_name,
+    };
+    let parsed = registry.parse(bin, args)?;
+    let plan = parsed
+        .job
+        .block()
+        .expect("block presets and fio job files plan block jobs")
+        .clone();
+    Ok((plan, parsed.common))
+}
+
+/// `iolab export-fio ARGS`: the fio job file of a block preset.
+pub fn export_fio(args: &[String]) -> Result<String, ParseError> {
+    let (plan, common) = plan_with("iolab export-fio", BLOCK_ONLY, args, NOT_IN_A_JOB_FILE)?;
+    Ok(fio::job_file(
+        &plan.tests,
+        &plan.settings,
+        &export_filename(&common),
+    ))
+}
+
+/// The file fio should use: the target itself, or a file in the target directory.
+fn export_filename(c: &CommonArgs) -> String {
+    let p = c.target_abs();
+    if p.is_dir() {
+        p.join("iolab-fio.dat").to_string_lossy().into_owned()
+    } else {
+        p.to_string_lossy().into_owned()
+    }
+}
+
+/// How fio's job is written for one test, pass length (seconds), file and region size.
+type FioJobText = Box<dyn Fn(&TestSpec, f64, &str, u64) -> String>;
+
+/// A crosscheck ready to run: iolab's plan, the common options and, for a job file, how
+/// fio's text is cut from the file (a preset's is written by `iolab_spec::fio`).
+pub struct Crosscheck {
+    pub plan: BlockPlan,
+    pub common: CommonArgs,
+    fio_text: Option<FioJobText>,
+}
+
+impl Crosscheck {
+    /// `iolab crosscheck PRESET [options]`.
+    pub fn preset(args: &[String]) -> Result<Self, ParseError> {
+        let (plan, common) = plan_with("iolab crosscheck", BLOCK_ONLY, args, NOT_IN_CROSSCHECK)?;
+        Ok(Crosscheck {
+            plan,
+            common,
+            fio_text: None,
+        })
+    }
+
+    /// `iolab crosscheck --job FILE [options]`: every job of the file, fio on the file's own
+    /// text with the file, region and pass length iolab used.
+    pub fn job_file(file: &str, args: &[String]) -> Result<Self, ParseError> {
+        let mut fio_args = vec!["fio".to_string(), file.to_string()];
+        fio_args.extend(args.iter().cloned());
+        let (plan, common) = plan_with(
+            "iolab crosscheck --job",
+            FIO_ONLY,
+            &fio_args,
+            NOT_IN_CROSSCHECK,
+        )?;
+        let parsed = fiojob::parse_file(Path::new(file))
+            .map_err(|e| ParseError::Usage(UsageError::general(e.to_string())))?;
+        let timed = plan.settings.duration < iolab_spec::MAX_DURATION;
+        let text = move |test: &TestSpec, secs: f64, io_path: &str, region: u64| {
+            let mut extra = vec![
+                format!("filename={}", io_path.replace(':', "\\:")),
+                format!("size={region}"),
+            ];
+            if timed {
+                extra.push(format!("runtime={}ms", (secs * 1000.0).round() as u64));
+            }
+            fiojob::map::single_job_file(&parsed, &test.name, &extra)
+                .expect("the plan's tests are the file's jobs")
+        };
+        Ok(Crosscheck {
+            plan,
+            common,
+            fio_text: Some(Box::new(text)),
+        })
+    }
+
+    /// Prepares the target as `run` does, then for every test runs an iolab pass and an fio
+    /// pass of the same job on the same file, alternately (`--warmup` + `--runs` times each);
+    /// the measured passes of both, pair by pair. The target is removed at the end if iolab
+    /// created it.
+    pub fn run(mut self) -> Result<(Vec<CrossRow>, String), RunError> {
+        // Both tools run the same fixed passes (a cdm profile's adaptive default included).
+        self.plan.until_stable = None;
+        if !fio_tool::installed() {
+            return Err(RunError::Failed(
+                "fio is not installed (Debian: apt-get install fio)".into(),
+            ));
+        }
+        let stop = iolab_runner::signals::install()
+            .map_err(|e| RunError::Failed(format!("signals: {e}")))?;
+        let progress = Progress::new(self.plan.planned() * 2, self.common.quiet);
+        let target = prepare_target(&mut self.plan, self.common.target.clone(), &stop, &progress)?;
+        let s = self.plan.settings.clone();
+        let io_path = target.info.io_path.clone();
+        let mut rows = Vec::new();
+        let mut elapsed = Duration::ZERO;
+        for test in &self.plan.tests {
+            let job_text = |secs: f64| match &self.fio_text {
+                Some(f) => f(test, secs, &io_path, s.size),
+                None => format!(
+                    "{}\n{}",
+                    fio::global_section(&s, &io_path),
+                    fio::job_section(test, secs)
+                ),
+            };
+            let job = job_text(s.duration.as_secs_f64());
+            let warm_job = job_text(s.warmup_duration.as_secs_f64());
+            // IOPS from fio's bandwidth over one block size, or fio's own with mixed sizes.
+            let bs = if test.job.access.is_empty() {
+                test.job.bs
+            } else {
+                0
+            };
+            let mut row = CrossRow {
+                test: test.name.clone(),
+                ..CrossRow::default()
+            };
+            for p in 0..s.warmup_passes + s.runs {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Err(RunError::Interrupted);
+                }
+                let warm = p < s.warmup_passes;
+                let dur = if warm { s.warmup_duration } else { s.duration };
+                let obs = progress.pass(format!("{} iolab", test.name), elapsed, dur);
+                let out = run_pass(&target, test, &s, p + 1, dur, &stop, &obs, None)
+                    .map_err(target_error)?;
+                elapsed += dur;
+                if let Some(e) = out.record.errors.first() {
+                    return Err(RunError::Failed(format!(
+                        "{}: {} (errno {}) at offset {}",
+                        test.name, e.message, e.errno, e.offset
+                    )));
+                }
+                let _ = progress.pass(format!("{} fio", test.name), elapsed, dur);
+                let f = fio_tool::run(if warm { &warm_job } else { &job }, bs)?;
+                elapsed += dur;
+                if !warm {
+                    let r = &out.record;
+                    row.iolab.push(ToolSample {
+                        mb_s: r.mb_s,
+                        iops: r.iops,
+                        lat_mean_us: r.lat_us.mean,
+                    });
+                    row.fio.push(f);
+                }
+            }
+            rows.push(row);
+        }
+        progress.finish();
+        drop(target);
+        let heading = format!(
+            "iolab vs fio on {io_path} · {} · {} · {} pass(es) of {:.1} s each, alternating",
+            s.engine.as_str(),
+            if s.direct { "O_DIRECT" } else { "buffered" },
+            s.runs,
+            s.duration.as_secs_f64()
+        );
+        Ok((rows, heading))
+    }
+}
