@@ -66,7 +66,7 @@ pub enum Command {
     Cleanup(CleanupArgs),
     /// Check data written by `iolab run verify --keep` (or, with --journal, what survived a
     /// crash); reads only. Exit 3 when a block does not hold what was written.
-    Verify(VerifyArgs),
+    Verify(iolab_workloads::verify::later::LaterArgs),
     // ux: completions, man pages and removing stored runs.
     /// Print the shell completion script for SHELL (every command, workload and option).
     Completions(CompletionsArgs),
@@ -151,37 +151,6 @@ pub struct CleanupArgs {
     /// Where the state files are (default: /run/iolab as root, else $XDG_RUNTIME_DIR/iolab).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct VerifyArgs {
-    /// The data file or device the run wrote.
-    #[arg(long, short = 't', value_name = "PATH")]
-    pub target: PathBuf,
-    /// The run's journal: every acknowledged block is checked, blocks in flight are
-    /// reported separately.
-    #[arg(long, value_name = "PATH")]
-    pub journal: Option<PathBuf>,
-    /// Run id (hex, as the run printed it); checked against the sidecar or journal, needed
-    /// without either when the first block is damaged.
-    #[arg(long, value_name = "ID")]
-    pub run_id: Option<String>,
-    /// Block size, when there is neither a sidecar nor a readable first block.
-    #[arg(long, value_name = "SIZE")]
-    pub bs: Option<String>,
-    /// Expect every block at this generation (default: the sidecar's).
-    #[arg(long, value_name = "N")]
-    pub generation: Option<u64>,
-    /// Bytes to check from the start (default: the sidecar's region, else the whole file
-    /// or device).
-    #[arg(long, value_name = "SIZE")]
-    pub size: Option<String>,
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress bar.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
 }
 
 #[derive(Args, Debug)]
