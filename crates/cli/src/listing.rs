@@ -82,11 +82,9 @@ const COLUMNS: [&str; 11] = [
 ];
 
 fn csv(runs: &[RunListing]) -> String {
-    let mut out = COLUMNS.join(",");
-    out.push('\n');
-    for r in runs {
-        let opt = |v: &Option<String>| v.clone().unwrap_or_default();
-        let fields = [
+    let opt = |v: &Option<String>| v.clone().unwrap_or_default();
+    let rows = runs.iter().map(|r| {
+        vec![
             r.id.to_string(),
             r.started_at.clone(),
             r.preset.clone(),
@@ -98,19 +96,7 @@ fn csv(runs: &[RunListing]) -> String {
             r.tests.to_string(),
             opt(&r.study),
             opt(&r.config_label),
-        ];
-        let quoted: Vec<String> = fields.iter().map(|f| field(f)).collect();
-        out.push_str(&quoted.join(","));
-        out.push('\n');
-    }
-    out
-}
-
-/// One CSV field (RFC 4180): quoted when it holds a comma, quote or line break.
-fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+        ]
+    });
+    iolab_report::csv::table(&COLUMNS, rows)
 }

@@ -128,18 +128,27 @@ fn row(run: &RunRecord, config: &str, t: &TestRecord, p: &PassRecord) -> Vec<Str
 /// Every pass of every run of `set` (each run's own passes, not pooled), with the
 /// configuration label of its set. Ends with a newline.
 pub fn render(set: &RunSet) -> String {
-    let mut w = ::csv::Writer::from_writer(Vec::new());
-    w.write_record(COLUMNS).expect("writing to memory");
+    let mut rows = Vec::new();
     for c in &set.configs {
         for run in &c.runs {
             for t in &run.tests {
                 for p in &t.passes {
                     let r = row(run, &c.label, t, p);
                     debug_assert_eq!(r.len(), COLUMNS.len());
-                    w.write_record(&r).expect("writing to memory");
+                    rows.push(r);
                 }
             }
         }
+    }
+    table(COLUMNS, rows)
+}
+
+/// A CSV table (RFC 4180 quoting): the header `columns`, then `rows`. Ends with a newline.
+pub fn table<R: AsRef<[u8]>>(columns: &[&str], rows: impl IntoIterator<Item = Vec<R>>) -> String {
+    let mut w = ::csv::Writer::from_writer(Vec::new());
+    w.write_record(columns).expect("writing to memory");
+    for r in rows {
+        w.write_record(&r).expect("writing to memory");
     }
     let bytes = w.into_inner().expect("flushing to memory");
     String::from_utf8(bytes).expect("all cells are UTF-8")
