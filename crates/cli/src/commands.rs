@@ -1,7 +1,5 @@
 //! Dispatch of the subcommands, and the small ones: `presets`, `show`, `env`.
 
-use iolab_spec::{expand_preset, format_bytes, JobSpec, Rw, PRESETS};
-
 use crate::args::{Cli, Command, EnvArgs, ShowArgs};
 use crate::error::{open_store, CliError};
 
@@ -52,82 +50,13 @@ fn emudisk(cmd: crate::args::EmudiskCommand) -> Result<i32, CliError> {
     }
 }
 
-/// The widest line `presets` prints: the report's width (the terminal's, or 100 in a pipe)
-/// less a margin of two.
-fn presets_width() -> usize {
-    iolab_report::style::width() - 2
-}
-
-/// `text` word-wrapped to [`presets_width`] columns, every line indented by two spaces.
-fn indented(text: &str) -> String {
-    let mut out = String::new();
-    let mut line = String::from(" ");
-    for word in text.split_whitespace() {
-        if line.chars().count() + word.chars().count() + 1 > presets_width() {
-            out.push_str(&line);
-            out.push('\n');
-            line = String::from(" ");
-        }
-        line.push(' ');
-        line.push_str(word);
-    }
-    out.push_str(&line);
-    out.push('\n');
-    out
-}
-
+/// `iolab presets`: the presets, then every other workload of the registry.
 fn presets_text() -> String {
-    let mut out = String::new();
-    for p in PRESETS {
-        out.push_str(&format!("{}\n", p.name));
-        out.push_str(&indented(p.summary));
-        out.push_str(&format!(
-            "  defaults: size {}, {} measured pass(es) of {} s, {} warm-up pass(es)\n",
-            format_bytes(p.defaults.size),
-            p.defaults.runs,
-            p.defaults.duration.as_secs_f64(),
-            p.defaults.warmup_passes
-        ));
-        let example = JobSpec::new(Rw::RandRead, 4096, 1, 1);
-        let tests = expand_preset(p.name, Some(&example), false, p.defaults.size)
-            .expect("built-in presets expand");
-        if p.name != "custom" {
-            let mut line = String::from("  tests:");
-            for t in &tests {
-                let item = format!(
-                    " {} ({} bs={} iodepth={} numjobs={});",
-                    t.name,
-                    t.job.rw,
-                    iolab_spec::format_size_short(t.job.bs),
-                    t.job.iodepth,
-                    t.job.numjobs
-                );
-                if line.chars().count() + item.chars().count() > presets_width() {
-                    out.push_str(&line);
-                    out.push('\n');
-                    line = String::from("        ");
-                }
-                line.push_str(&item);
-            }
-            out.push_str(&line);
-            out.push('\n');
-        }
-        out.push('\n');
-    }
-    out.push_str("Options: --mix adds CrystalDiskMark's 70/30 read/write mix test to cdm rows.\n");
-    out.push_str("\nWorkloads (iolab run NAME --target DIR; see docs/workloads.md):\n");
-    for w in iolab_workloads::WORKLOADS {
-        // The presets are listed above.
-        for name in w
-            .names()
-            .iter()
-            .filter(|n| iolab_spec::preset_info(n).is_none())
-        {
-            out.push_str(&format!("{name}\n"));
-            out.push_str(&indented(w.summary(name)));
-        }
-    }
-    out
+    let workloads: Vec<(&str, &str)> = iolab_workloads::WORKLOADS
+        .iter()
+        .flat_map(|w| w.names().iter().map(move |n| (*n, w.summary(n))))
+        .collect();
+    iolab_report::presets::text(&workloads)
 }
 
 fn show(args: ShowArgs) -> Result<i32, CliError> {

@@ -53,7 +53,8 @@ pub fn delete(args: DeleteArgs) -> Result<i32, CliError> {
 }
 
 pub fn prune(args: PruneArgs) -> Result<i32, CliError> {
-    let age = parse_age(&args.older_than)?;
+    let age = iolab_spec::parse_age("older-than", &args.older_than)?;
+    let age = chrono::TimeDelta::from_std(age).expect("at most 100 years");
     let cutoff = chrono::Utc::now() - age;
     let mut store = open_for_writing(&args.db)?;
     let filter = crate::listing::filter(args.preset, args.target, args.label, args.study, None);
@@ -117,61 +118,4 @@ fn remove(store: &mut Store, runs: &[RunListing], yes: bool) -> Result<i32, CliE
         store.path().display()
     );
     Ok(0)
-}
-
-/// `90d`, `2w`, `12h`, `30m`, `45s` (a whole number and one unit) as a duration.
-fn parse_age(text: &str) -> Result<chrono::TimeDelta, CliError> {
-    let bad = |why: &str| CliError::Usage(format!("--older-than '{text}': {why}"));
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: i64 = num
-        .parse()
-        .map_err(|_| bad("expected a whole number and a unit, e.g. 90d, 2w, 12h"))?;
-    let secs_per = match unit {
-        "s" => 1,
-        "m" | "min" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 7 * 86_400,
-        "" => return Err(bad("give a unit: s, m, h, d or w")),
-        other => {
-            return Err(bad(&format!(
-                "unknown unit '{other}' (use s, m, h, d or w)"
-            )))
-        }
-    };
-    if n == 0 {
-        return Err(bad("an age of 0 would select runs still being written"));
-    }
-    // At most about 100 years: more is a typo, and the subtraction must not overflow.
-    n.checked_mul(secs_per)
-        .filter(|s| *s <= 100 * 366 * 86_400)
-        .map(chrono::TimeDelta::seconds)
-        .ok_or_else(|| bad("longer than 100 years"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ages() {
-        assert_eq!(parse_age("90d").unwrap(), chrono::TimeDelta::days(90));
-        assert_eq!(parse_age("2w").unwrap(), chrono::TimeDelta::days(14));
-        assert_eq!(parse_age("30m").unwrap(), chrono::TimeDelta::minutes(30));
-        for bad in [
-            "",
-            "d",
-            "90",
-            "0d",
-            "1.5d",
-            "-3d",
-            "9y",
-            "99999999999999999999d",
-            "500000w",
-        ] {
-            assert!(parse_age(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -102,22 +102,6 @@ fn ensure_newline(mut s: String) -> String {
     s
 }
 
-/// The runs of the study invocation the newest run belongs to (runs stored without an
-/// invocation, by hand with a study name, are kept together).
-fn newest_invocation(runs: Vec<RunRecord>) -> Vec<RunRecord> {
-    let invocation = |r: &RunRecord| r.study_meta["invocation"].as_str().map(str::to_string);
-    let Some(newest) = runs
-        .iter()
-        .max_by_key(|r| r.started_at.clone())
-        .map(invocation)
-    else {
-        return runs;
-    };
-    runs.into_iter()
-        .filter(|r| invocation(r) == newest)
-        .collect()
-}
-
 pub fn report(a: ReportArgs) -> Result<i32, CliError> {
     let mut markdown_dest = a.markdown.clone();
     if a.html.is_none() && a.csv.is_none() && a.json.is_none() && markdown_dest.is_none() {
@@ -145,14 +129,8 @@ pub fn report(a: ReportArgs) -> Result<i32, CliError> {
                     store.path().display()
                 )));
             }
-            let runs = if a.all_invocations {
-                runs
-            } else {
-                newest_invocation(runs)
-            };
-            // A failed run (its I/O failed) measured nothing that can be ranked.
-            let (failed, runs): (Vec<RunRecord>, Vec<RunRecord>) =
-                runs.into_iter().partition(|r| r.failure().is_some());
+            let (set, failed) =
+                RunSet::stored_study(study, runs, a.all_invocations).map_err(CliError::Failed)?;
             for r in &failed {
                 eprintln!(
                     "iolab: run {} ({}) is left out: it failed: {}",
@@ -160,19 +138,6 @@ pub fn report(a: ReportArgs) -> Result<i32, CliError> {
                     r.config_label.as_deref().unwrap_or(&r.preset),
                     r.failure().unwrap_or("")
                 );
-            }
-            if runs.is_empty() {
-                return Err(CliError::Failed(format!(
-                    "study '{study}': every stored run of it failed; nothing to compare"
-                )));
-            }
-            let baseline = runs
-                .last()
-                .and_then(|r| r.study_meta["baseline"].as_str().map(str::to_string));
-            let mut set = RunSet::study(study, runs);
-            if let (Some(b), None) = (baseline, &a.baseline) {
-                // The study file's baseline, when it has runs.
-                let _ = set.set_baseline(&b);
             }
             set
         }
@@ -284,18 +249,7 @@ pub fn compare(a: CompareArgs) -> Result<i32, CliError> {
 pub fn history(a: HistoryArgs) -> Result<i32, CliError> {
     check_destinations(&[("json", &a.json)])?;
     let store = open_store(&a.db)?;
-    let filter = RunFilter {
-        preset: a.preset,
-        // Runs record absolute paths.
-        target: a.target.map(|t| {
-            std::path::absolute(&t)
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or(t)
-        }),
-        label: a.label,
-        study: None,
-        limit: a.limit,
-    };
+    let filter = crate::listing::filter(a.preset, a.target, a.label, None, a.limit);
     // The headlines are in the tests' summaries: no pass is decoded.
     let runs = crate::error::load_skipping_damaged(&store, &filter)?;
     let ids: Vec<i64> = runs.iter().filter_map(|r| r.id).collect();

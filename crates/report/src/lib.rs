@@ -24,6 +24,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod mpi;
+pub mod presets;
 pub mod set;
 pub mod style;
 pub mod terminal;

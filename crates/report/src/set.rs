@@ -651,6 +651,38 @@ impl RunSet {
         }
     }
 
+    /// The set `iolab report --study NAME` compares, from every stored run of the study:
+    /// the runs of the newest invocation (all of them with `all_invocations`), without the
+    /// failed ones (they measured nothing that can be ranked; returned second, to be named),
+    /// with the study file's baseline when it has runs. Err when no run is left.
+    pub fn stored_study(
+        name: &str,
+        runs: Vec<RunRecord>,
+        all_invocations: bool,
+    ) -> Result<(RunSet, Vec<RunRecord>), String> {
+        let runs = if all_invocations {
+            runs
+        } else {
+            newest_invocation(runs)
+        };
+        let (failed, runs): (Vec<RunRecord>, Vec<RunRecord>) =
+            runs.into_iter().partition(|r| r.failure().is_some());
+        if runs.is_empty() {
+            return Err(format!(
+                "study '{name}': every stored run of it failed; nothing to compare"
+            ));
+        }
+        let baseline = runs
+            .last()
+            .and_then(|r| r.study_meta["baseline"].as_str().map(str::to_string));
+        let mut set = RunSet::study(name, runs);
+        if let Some(b) = baseline {
+            // The study file's baseline, when it has runs.
+            let _ = set.set_baseline(&b);
+        }
+        Ok((set, failed))
+    }
+
     /// A study: runs grouped by `config_label` (runs without one are their own
     /// configuration), configurations in order of their first run.
     pub fn study(name: &str, runs: Vec<RunRecord>) -> RunSet {
@@ -1130,4 +1162,20 @@ pub fn test_at<'a>(tests: &[&'a TestRecord], row: &str, kind: &str) -> Option<&'
         let (r, k) = row_and_kind(t);
         r == row && k == kind
     })
+}
+
+/// The runs of the study invocation the newest run belongs to (runs stored without an
+/// invocation, by hand with a study name, are kept together).
+fn newest_invocation(runs: Vec<RunRecord>) -> Vec<RunRecord> {
+    let invocation = |r: &RunRecord| r.study_meta["invocation"].as_str().map(str::to_string);
+    let Some(newest) = runs
+        .iter()
+        .max_by_key(|r| r.started_at.clone())
+        .map(invocation)
+    else {
+        return runs;
+    };
+    runs.into_iter()
+        .filter(|r| invocation(r) == newest)
+        .collect()
 }

@@ -17,6 +17,6 @@ pub use job::{
 };
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{
-    format_bytes, format_bytes_exact, format_size_short, parse_duration, parse_size, SpecError,
-    MAX_DURATION,
+    format_bytes, format_bytes_exact, format_size_short, parse_age, parse_duration, parse_size,
+    SpecError, MAX_DURATION,
 };

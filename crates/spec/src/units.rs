@@ -186,9 +186,68 @@ pub fn format_size_short(bytes: u64) -> String {
     }
 }
 
+/// The longest age [`parse_age`] takes: more is a typo (about 100 years).
+const MAX_AGE_SECS: u64 = 100 * 366 * 86_400;
+
+/// An age such as `90d`, `2w`, `12h`, `30m`, `45s`: a whole number above 0 and one unit
+/// (`iolab prune --older-than`).
+pub fn parse_age(field: &str, text: &str) -> Result<Duration, SpecError> {
+    let bad = |why: &str| SpecError::new(field, text, why);
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| bad("expected a whole number and a unit, e.g. 90d, 2w, 12h"))?;
+    let secs_per = match unit {
+        "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        "" => return Err(bad("give a unit: s, m, h, d or w")),
+        other => {
+            return Err(bad(&format!(
+                "unknown unit '{other}' (use s, m, h, d or w)"
+            )))
+        }
+    };
+    if n == 0 {
+        return Err(bad("an age of 0 would select runs still being written"));
+    }
+    n.checked_mul(secs_per)
+        .filter(|s| *s <= MAX_AGE_SECS)
+        .map(Duration::from_secs)
+        .ok_or_else(|| bad("longer than 100 years"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ages() {
+        let day = 86_400;
+        assert_eq!(
+            parse_age("a", "90d").unwrap(),
+            Duration::from_secs(90 * day)
+        );
+        assert_eq!(parse_age("a", "2w").unwrap(), Duration::from_secs(14 * day));
+        assert_eq!(parse_age("a", "30m").unwrap(), Duration::from_secs(1800));
+        for bad in [
+            "",
+            "d",
+            "90",
+            "0d",
+            "1.5d",
+            "-3d",
+            "9y",
+            "99999999999999999999d",
+            "500000w",
+        ] {
+            assert!(parse_age("a", bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn sizes() {
