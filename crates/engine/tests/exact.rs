@@ -189,3 +189,41 @@ fn every_latency_is_exactly_one_step() {
     assert_eq!(lat.mean, 1000.0);
     assert!((lat.min - 1000.0).abs() < 1.0 && (lat.max - 1000.0).abs() < 1.0);
 }
+
+#[test]
+fn an_access_specification_draws_each_line_at_its_share() {
+    // Iometer's file-server mix on the null engine: 1 s at 50 µs a reading is exactly
+    // 10,000 rounds of 8 I/Os, so the share check rests on a known 80,000 draws whatever
+    // the machine's load (a wall-clock pass counted as few as it managed).
+    let mut t = test(Rw::RandRead, 4 * KIB, 8, None);
+    t.job.access = iolab_spec::iometer::pattern("file-server").unwrap();
+    let (_dir, target) = target();
+    let clock = StepClock::new(50 * US);
+    let stop = AtomicBool::new(false);
+    let out = run_pass_with_clock(
+        &target,
+        &t,
+        &settings(),
+        1,
+        1000 * MS,
+        &stop,
+        &(),
+        None,
+        &clock,
+    )
+    .unwrap();
+    assert_eq!(out.record.ios, 80_000);
+    let counts = &out.access_ios;
+    assert_eq!(counts.iter().sum::<u64>(), 80_000);
+    let n = 80_000.0;
+    for (i, (line, c)) in t.job.access.iter().zip(counts).enumerate() {
+        let s = f64::from(line.share);
+        let got = 100.0 * *c as f64 / n;
+        // Five binomial standard deviations of a share over n draws.
+        let tol = 5.0 * (s * (100.0 - s) / n).sqrt();
+        assert!(
+            (got - s).abs() <= tol,
+            "line {i}: {got:.3}% vs {s}% (±{tol:.3})"
+        );
+    }
+}
