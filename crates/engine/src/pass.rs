@@ -10,13 +10,30 @@ use std::time::{Duration, Instant};
 use iolab_measure::{
     CpuSample, DirResult, IoErrorRecord, LatencyHistogram, PassRecord, SyncStats, TimeSeries,
 };
-use iolab_spec::{format_bytes, DataPattern, EngineKind, RunSettings, TestSpec};
+use iolab_spec::{format_bytes, DataPattern, RunSettings, TestSpec};
 
 use crate::buffers::BufferPool;
 use crate::clock::{Clock, Monotonic};
-use crate::engines::{io_uring::Uring, null::Null, psync::Psync};
+pub use crate::engines::effective_iodepth;
+use crate::engines::{open_and_run, Engine, WithEngine};
 use crate::target::{Target, TargetError};
 use crate::worker::{run_job, JobParams, JobResult, SERIES_INTERVAL};
+
+/// A job's loop, handed to whichever engine the run uses: it starts when every job's
+/// engine is open (the barrier).
+struct JobWork<'a, C> {
+    params: &'a JobParams<'a>,
+    clock: &'a C,
+    barrier: &'a Barrier,
+}
+
+impl<C: Clock> WithEngine for JobWork<'_, C> {
+    type Output = JobResult;
+    fn run<E: Engine>(self, engine: &mut E, bufs: &mut BufferPool) -> JobResult {
+        self.barrier.wait();
+        run_job(engine, bufs, self.params, self.clock)
+    }
+}
 use iolab_integrity::written::Written;
 
 /// Largest buffer memory a test may pin (iodepth x bs x numjobs).
@@ -43,14 +60,6 @@ pub struct PassOutcome {
     /// Bytes read and written outside the counted part of the pass (in the ramp, and
     /// drained after the deadline): the device moved them, the pass does not count them.
     pub uncounted_bytes: [u64; 2],
-}
-
-/// Effective queue depth for an engine: psync is synchronous, so 1.
-pub fn effective_iodepth(engine: EngineKind, iodepth: u32) -> u32 {
-    match engine {
-        EngineKind::Psync => 1,
-        EngineKind::IoUring | EngineKind::Null => iodepth,
-    }
 }
 
 /// Runs one pass of `test` for `duration` on `target` with the engine of `settings`. With
@@ -162,51 +171,15 @@ pub fn run_pass_with_clock<C: Clock>(
                     if settings.data == DataPattern::Random {
                         bufs.fill_random(&mut fastrand::Rng::with_seed(params.seed ^ 0x5555));
                     }
-                    let mut notes = Vec::new();
-                    match engine {
-                        EngineKind::IoUring => {
-                            let ring = Uring::new(
-                                fd,
-                                iodepth,
-                                &bufs,
-                                settings.registerfiles,
-                                settings.fixedbufs,
-                            );
-                            let mut ring = match ring {
-                                Ok(r) => r,
-                                Err(e) => {
-                                    barrier.wait();
-                                    return Err(format!("io_uring setup failed: {e}"));
-                                }
-                            };
-                            let reg = ring.registration();
-                            if settings.fixedbufs && !reg.fixed_bufs {
-                                notes.push(
-                                    "io_uring buffer registration failed; used plain buffers"
-                                        .into(),
-                                );
-                            }
-                            if settings.registerfiles && !reg.fixed_file {
-                                notes.push(
-                                    "io_uring file registration failed; used the plain fd".into(),
-                                );
-                            }
-                            barrier.wait();
-                            let r = run_job(&mut ring, &mut bufs, &params, clock);
-                            drop(ring);
-                            Ok((r, notes))
-                        }
-                        EngineKind::Psync => {
-                            let mut eng = Psync::new(fd);
-                            barrier.wait();
-                            Ok((run_job(&mut eng, &mut bufs, &params, clock), notes))
-                        }
-                        EngineKind::Null => {
-                            let mut eng = Null::new(fd, iodepth);
-                            barrier.wait();
-                            Ok((run_job(&mut eng, &mut bufs, &params, clock), notes))
-                        }
-                    }
+                    let work = JobWork {
+                        params: &params,
+                        clock,
+                        barrier,
+                    };
+                    open_and_run(engine, fd, iodepth, &mut bufs, settings, work).inspect_err(|_| {
+                        // The others and the pass wait for every job to be ready.
+                        barrier.wait();
+                    })
                 }),
             );
         }

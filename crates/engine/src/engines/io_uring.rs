@@ -10,7 +10,7 @@ use std::os::fd::RawFd;
 use io_uring::{opcode, squeue, types, IoUring};
 use iolab_spec::IoDir;
 
-use super::{Completion, Engine};
+use super::{Completion, Engine, Open};
 use crate::buffers::BufferPool;
 
 /// The options only io_uring has, as `iolab run` takes them.
@@ -99,10 +99,6 @@ impl Uring {
         Ok(Uring { ring, fd, reg })
     }
 
-    pub fn registration(&self) -> Registration {
-        self.reg
-    }
-
     fn sqe(&self, ptr: *mut u8, slot: u32, dir: IoDir, offset: u64, len: u32) -> squeue::Entry {
         macro_rules! build {
             ($target:expr) => {
@@ -132,6 +128,20 @@ impl Uring {
 }
 
 impl Engine for Uring {
+    fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
+        let (file, bufs) = (o.settings.registerfiles, o.settings.fixedbufs);
+        let ring = Uring::new(o.fd, o.iodepth, o.bufs, file, bufs)
+            .map_err(|e| format!("io_uring setup failed: {e}"))?;
+        let mut notes = Vec::new();
+        if bufs && !ring.reg.fixed_bufs {
+            notes.push("io_uring buffer registration failed; used plain buffers".into());
+        }
+        if file && !ring.reg.fixed_file {
+            notes.push("io_uring file registration failed; used the plain fd".into());
+        }
+        Ok((ring, notes))
+    }
+
     #[inline]
     fn queue(&mut self, bufs: &BufferPool, slot: u32, dir: IoDir, offset: u64, len: u32) {
         let sqe = self.sqe(bufs.slot_ptr(slot as usize), slot, dir, offset, len);

@@ -1,6 +1,7 @@
-//! The I/O engines, one file each, behind one small interface: queue I/Os into slots, then
-//! submit and reap completions. The job loop in `worker.rs` is generic over [`Engine`], so
-//! the per-I/O path has no dynamic dispatch.
+//! The I/O engines, one file each, behind one small interface: open for a job, queue I/Os
+//! into slots, then submit and reap completions. The job loop in `worker.rs` is generic over
+//! [`Engine`], so the per-I/O path has no dynamic dispatch; the registry at the end of this
+//! file (one line an engine) picks the concrete engine for a run's [`EngineKind`].
 
 pub mod io_uring;
 pub mod null;
@@ -9,7 +10,7 @@ pub mod psync;
 use std::io;
 use std::os::fd::RawFd;
 
-use iolab_spec::IoDir;
+use iolab_spec::{EngineKind, IoDir, RunSettings};
 
 use crate::buffers::BufferPool;
 
@@ -72,8 +73,34 @@ pub struct Completion {
     pub result: i32,
 }
 
+/// What a job's engine is opened with.
+pub struct Open<'a> {
+    /// The job's file descriptor.
+    pub fd: RawFd,
+    /// The job's queue depth (after [`Engine::depth`]).
+    pub iodepth: u32,
+    /// The job's buffers (the engine may register them; it must not keep a reference).
+    pub bufs: &'a BufferPool,
+    pub settings: &'a RunSettings,
+}
+
 /// One job's I/O engine, bound to one file descriptor and one buffer pool.
 pub trait Engine {
+    /// Opens the engine for one job thread. The notes say what the settings asked for and
+    /// the engine did another way (a registration the kernel refused); an error fails the
+    /// pass.
+    fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String>
+    where
+        Self: Sized;
+
+    /// The queue depth a job runs at with this engine, given `--iodepth`.
+    fn depth(iodepth: u32) -> u32
+    where
+        Self: Sized,
+    {
+        iodepth
+    }
+
     /// Queues an I/O of `len` bytes at `offset` using buffer slot `slot`. The I/O may be
     /// executed here (psync) or at the next [`Engine::submit_and_reap`] (io_uring).
     fn queue(&mut self, bufs: &BufferPool, slot: u32, dir: IoDir, offset: u64, len: u32);
@@ -84,4 +111,48 @@ pub trait Engine {
 
     /// The file descriptor, for synchronous flushes.
     fn fd(&self) -> RawFd;
+}
+
+/// Work on a job's engine whatever its type (the job loop, generic over [`Engine`]).
+pub trait WithEngine {
+    type Output;
+    fn run<E: Engine>(self, engine: &mut E, bufs: &mut BufferPool) -> Self::Output;
+}
+
+/// The registry of engines: `EngineKind` variant => engine type.
+macro_rules! registry {
+    ($($kind:ident => $engine:ty),* $(,)?) => {
+        /// Opens the engine of `kind` for one job and runs `work` on it; the engine's notes
+        /// beside the output. The engine is closed before `bufs` can be dropped.
+        pub fn open_and_run<W: WithEngine>(
+            kind: EngineKind,
+            fd: RawFd,
+            iodepth: u32,
+            bufs: &mut BufferPool,
+            settings: &RunSettings,
+            work: W,
+        ) -> Result<(W::Output, Vec<String>), String> {
+            match kind {
+                $(EngineKind::$kind => {
+                    let o = Open { fd, iodepth, bufs: &*bufs, settings };
+                    let (mut engine, notes) = <$engine>::open(&o)?;
+                    Ok((work.run(&mut engine, bufs), notes))
+                })*
+            }
+        }
+
+        /// The queue depth a job of `kind` runs at, given `--iodepth` (psync: 1).
+        pub fn effective_iodepth(kind: EngineKind, iodepth: u32) -> u32 {
+            match kind {
+                $(EngineKind::$kind => <$engine>::depth(iodepth),)*
+            }
+        }
+    };
+}
+
+// Every engine, one line each (its name and string are `EngineKind`'s, in iolab-spec).
+registry! {
+    IoUring => io_uring::Uring,
+    Psync => psync::Psync,
+    Null => null::Null,
 }

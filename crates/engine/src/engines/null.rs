@@ -7,7 +7,7 @@ use std::os::fd::RawFd;
 
 use iolab_spec::IoDir;
 
-use super::{Completion, Engine};
+use super::{Completion, Engine, Open};
 use crate::buffers::BufferPool;
 
 /// Queued I/Os are held as (slot, length) and all complete, in full, at the next submit.
@@ -27,6 +27,10 @@ impl Null {
 }
 
 impl Engine for Null {
+    fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
+        Ok((Null::new(o.fd, o.iodepth), Vec::new()))
+    }
+
     #[inline]
     fn queue(&mut self, _bufs: &BufferPool, slot: u32, _dir: IoDir, _offset: u64, len: u32) {
         self.queued.push((slot, len));

@@ -5,7 +5,7 @@ use std::os::fd::RawFd;
 
 use iolab_spec::IoDir;
 
-use super::{Completion, Engine};
+use super::{Completion, Engine, Open};
 use crate::buffers::BufferPool;
 
 pub struct Psync {
@@ -23,6 +23,15 @@ impl Psync {
 }
 
 impl Engine for Psync {
+    fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
+        Ok((Psync::new(o.fd), Vec::new()))
+    }
+
+    /// Synchronous: one I/O at a time.
+    fn depth(_iodepth: u32) -> u32 {
+        1
+    }
+
     #[inline]
     fn queue(&mut self, bufs: &BufferPool, slot: u32, dir: IoDir, offset: u64, len: u32) {
         let ptr = bufs.slot_ptr(slot as usize);
