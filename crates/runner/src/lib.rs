@@ -23,4 +23,4 @@ pub use context::{
 pub use coord::Coordinator;
 pub use options::CommonArgs;
 pub use status::{ExitStatus, RunError, UsageError};
-pub use workload::{Def, Job, ParseError, Parsed, Registry, Workload};
+pub use workload::{unknown_flag, Def, Job, ParseError, Parsed, Registry, Workload};

@@ -233,22 +233,9 @@ impl Registry {
     /// An unknown option becomes an error naming the option and the workloads that take
     /// it; other parser errors stay as they are.
     fn explain(&self, bin: &str, name: &str, e: clap::Error) -> ParseError {
-        use clap::error::{ContextKind, ErrorKind};
-        if e.kind() != ErrorKind::UnknownArgument {
-            return ParseError::Clap(e);
-        }
-        let Some(arg) = e.get(ContextKind::InvalidArg).map(|v| v.to_string()) else {
+        let Some(flag) = unknown_flag(&e) else {
             return ParseError::Clap(e);
         };
-        let flag = arg
-            .trim_start_matches('-')
-            .split(['=', ' '])
-            .next()
-            .unwrap_or("")
-            .to_string();
-        if !arg.starts_with("--") || flag.is_empty() {
-            return ParseError::Clap(e);
-        }
         let takers = self.takers(bin, &flag);
         if takers.is_empty() {
             return ParseError::Clap(e);
@@ -262,4 +249,20 @@ impl Registry {
             ),
         ))
     }
+}
+
+/// The long option (without dashes) a parser error says is unknown, if that is the error.
+pub fn unknown_flag(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let arg = e.get(ContextKind::InvalidArg)?.to_string();
+    let flag = arg
+        .trim_start_matches('-')
+        .split(['=', ' '])
+        .next()
+        .unwrap_or("")
+        .to_string();
+    (arg.starts_with("--") && !flag.is_empty()).then_some(flag)
 }

@@ -87,7 +87,22 @@ fn plan_with(
         workloads,
         default: crate::block::default_name,
     };
-    let parsed = registry.parse(bin, args)?;
+    let parsed = registry.parse(bin, args).map_err(|e| match e {
+        // An option of another workload: say which (as `iolab run` does).
+        ParseError::Clap(c) => match iolab_runner::unknown_flag(&c) {
+            Some(flag) if !crate::registry().takers("iolab run", &flag).is_empty() => {
+                ParseError::Usage(UsageError::option(
+                    &flag,
+                    format!(
+                        "--{flag} does not apply to `{bin}`; it is an option of `iolab run` {}",
+                        crate::registry().takers("iolab run", &flag).join(", ")
+                    ),
+                ))
+            }
+            _ => ParseError::Clap(c),
+        },
+        other => other,
+    })?;
     let plan = parsed
         .job
         .block()
