@@ -9,20 +9,25 @@ use crate::run_cmd::report_parse_error;
 /// Takes `FLAG VALUE` or `FLAG=VALUE` out of `args`: Ok(None) when absent, Err when the
 /// value is missing.
 fn take_value(args: &mut Vec<String>, flags: &[&str], what: &str) -> Result<Option<String>, ()> {
+    let missing = || eprintln!("iolab: error: {} needs {what}", flags[0]);
     for (i, a) in args.iter().enumerate() {
-        if let Some(v) = flags.iter().find_map(|f| a.strip_prefix(&format!("{f}="))) {
+        let value = if let Some(v) = flags.iter().find_map(|f| a.strip_prefix(&format!("{f}="))) {
             let v = v.to_string();
             args.remove(i);
-            return Ok(Some(v));
-        }
-        if flags.contains(&a.as_str()) {
-            if i + 1 >= args.len() {
-                eprintln!("iolab: error: {} needs {what}", flags[0]);
-                return Err(());
-            }
+            v
+        } else if flags.contains(&a.as_str()) && i + 1 < args.len() {
             args.remove(i);
-            return Ok(Some(args.remove(i)));
+            args.remove(i)
+        } else if flags.contains(&a.as_str()) {
+            String::new()
+        } else {
+            continue;
+        };
+        if value.is_empty() {
+            missing();
+            return Err(());
         }
+        return Ok(Some(value));
     }
     Ok(None)
 }

@@ -17,7 +17,11 @@ fn refused(sb: &Sandbox, args: &[&str], needles: &[&str]) {
 #[test]
 fn an_option_of_another_workload_is_refused_naming_it_and_its_workloads() {
     let sb = Sandbox::new();
-    refused(&sb, &["run", "cdm", "--clients", "4"], &["--clients", "dbench"]);
+    refused(
+        &sb,
+        &["run", "cdm", "--clients", "4"],
+        &["--clients", "dbench"],
+    );
     refused(&sb, &["run", "dbench", "--bs", "4k"], &["--bs", "custom"]);
     refused(
         &sb,
@@ -38,11 +42,22 @@ fn an_option_of_another_workload_is_refused_naming_it_and_its_workloads() {
     // A journal is written only by `run verify`: elsewhere it is refused, never ignored.
     refused(
         &sb,
-        &["run", "custom", "--rw", "write", "--verify", "--journal", "/tmp/j"],
+        &[
+            "run",
+            "custom",
+            "--rw",
+            "write",
+            "--verify",
+            "--journal",
+            "/tmp/j",
+        ],
         &["--journal", "verify"],
     );
     assert!(!std::path::Path::new("/tmp/j").exists());
-    assert_eq!(sb.iolab(&["results", "--json"]).ok().json(), serde_json::json!([]));
+    assert_eq!(
+        sb.iolab(&["results", "--json"]).ok().json(),
+        serde_json::json!([])
+    );
 }
 
 #[test]
@@ -69,7 +84,14 @@ fn options_that_need_another_say_which() {
 fn a_workloads_help_lists_its_options_and_the_common_ones_only() {
     let sb = Sandbox::new();
     let out = sb.iolab(&["run", "metadata", "--help"]).ok();
-    for own in ["--files", "--dirs", "--threads", "--target", "--json", "--repeat"] {
+    for own in [
+        "--files",
+        "--dirs",
+        "--threads",
+        "--target",
+        "--json",
+        "--repeat",
+    ] {
         assert!(out.stdout.contains(own), "{own} missing: {out}");
     }
     for other in ["--iodepth", "--clients", "--bs", "--journal", "--engine"] {
