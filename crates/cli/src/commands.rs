@@ -1,9 +1,10 @@
 //! Dispatch of the subcommands, and the small ones: `presets`, `show`, `env`.
 
 use crate::args::{Cli, Command, EnvArgs, ShowArgs};
-use crate::error::{open_store, CliError};
+use crate::error::open_store;
+use iolab_runner::RunError;
 
-pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
+pub fn dispatch(cli: Cli) -> Result<i32, RunError> {
     match cli.command {
         Command::Run(args) => Ok(crate::run_cmd::run(&args.args).code()),
         Command::Presets => {
@@ -31,17 +32,17 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
 }
 
 /// `iolab emudisk serve|ctl` (hidden): the emulated disk's daemon and its control requests.
-fn emudisk(cmd: crate::args::EmudiskCommand) -> Result<i32, CliError> {
+fn emudisk(cmd: crate::args::EmudiskCommand) -> Result<i32, RunError> {
     use crate::args::EmudiskCommand;
     match cmd {
         EmudiskCommand::Serve { dir, backing, spec } => {
             let args = iolab_emudisk::ServeArgs { dir, backing, spec };
-            iolab_emudisk::serve(&args).map_err(CliError::Failed)?;
+            iolab_emudisk::serve(&args).map_err(RunError::Failed)?;
             Ok(0)
         }
         EmudiskCommand::Ctl { dir, request } => {
             let answer = iolab_emudisk::ctl::request(&dir.join("ctl.sock"), &request.join(" "))
-                .map_err(CliError::Failed)?;
+                .map_err(RunError::Failed)?;
             if !answer.is_empty() {
                 println!("{answer}");
             }
@@ -59,15 +60,15 @@ fn presets_text() -> String {
     iolab_report::presets::text(&workloads)
 }
 
-fn show(args: ShowArgs) -> Result<i32, CliError> {
+fn show(args: ShowArgs) -> Result<i32, RunError> {
     let store = open_store(&args.db)?;
     let id = if args.run_id == "last" {
         store
             .latest_run_id()?
-            .ok_or_else(|| CliError::Failed("no runs stored yet".into()))?
+            .ok_or_else(|| RunError::Failed("no runs stored yet".into()))?
     } else {
         args.run_id.parse::<i64>().map_err(|_| {
-            CliError::Usage(format!(
+            RunError::usage(format!(
                 "run id '{}' is not a number (see `iolab results`)",
                 args.run_id
             ))
@@ -91,10 +92,10 @@ fn show(args: ShowArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-fn env_command(a: EnvArgs) -> Result<i32, CliError> {
+fn env_command(a: EnvArgs) -> Result<i32, RunError> {
     if let Some(t) = &a.target {
         if !t.exists() {
-            return Err(CliError::Usage(format!(
+            return Err(RunError::usage(format!(
                 "target {} does not exist",
                 t.display()
             )));

@@ -1,20 +1,20 @@
 //! `iolab delete RUN...` and `iolab prune --older-than AGE [filters]`: removing stored runs,
 //! after a confirmation on a terminal or `--yes`; never any run that was not selected.
 
+use iolab_runner::RunError;
 use std::io::{BufRead, IsTerminal, Write};
 
 use iolab_store::{RunFilter, RunListing, Store};
 
 use crate::args::DbArgs;
 use crate::args::{DeleteArgs, PruneArgs};
-use crate::error::CliError;
 
 /// The result database, opened for writing; a missing file is an error (deleting from
 /// nothing must not create a database).
-fn open_for_writing(db: &DbArgs) -> Result<Store, CliError> {
+fn open_for_writing(db: &DbArgs) -> Result<Store, RunError> {
     let path = db.db.clone().unwrap_or_else(iolab_store::default_db_path);
     if !path.exists() {
-        return Err(CliError::Usage(format!(
+        return Err(RunError::usage(format!(
             "no result database at {} (nothing deleted)",
             path.display()
         )));
@@ -22,7 +22,7 @@ fn open_for_writing(db: &DbArgs) -> Result<Store, CliError> {
     Ok(Store::open(&path)?)
 }
 
-pub fn delete(args: DeleteArgs) -> Result<i32, CliError> {
+pub fn delete(args: DeleteArgs) -> Result<i32, RunError> {
     let mut store = open_for_writing(&args.db)?;
     let all =
         store.list_runs_skipping(&RunFilter::default(), &mut crate::error::skipped_warning)?;
@@ -31,16 +31,16 @@ pub fn delete(args: DeleteArgs) -> Result<i32, CliError> {
         let id = if given == "last" {
             store
                 .latest_run_id()?
-                .ok_or_else(|| CliError::Usage("run 'last': no runs are stored".into()))?
+                .ok_or_else(|| RunError::usage("run 'last': no runs are stored"))?
         } else {
             given.parse::<i64>().map_err(|_| {
-                CliError::Usage(format!(
+                RunError::usage(format!(
                     "run id '{given}' is not a number (see `iolab results`)"
                 ))
             })?
         };
         let Some(run) = all.iter().find(|r| r.id == id) else {
-            return Err(CliError::Usage(format!(
+            return Err(RunError::usage(format!(
                 "run {id} is not stored in {} (nothing deleted)",
                 store.path().display()
             )));
@@ -52,7 +52,7 @@ pub fn delete(args: DeleteArgs) -> Result<i32, CliError> {
     remove(&mut store, &chosen, args.yes)
 }
 
-pub fn prune(args: PruneArgs) -> Result<i32, CliError> {
+pub fn prune(args: PruneArgs) -> Result<i32, RunError> {
     let age = iolab_spec::parse_age("older-than", &args.older_than)?;
     let age = chrono::TimeDelta::from_std(age).expect("at most 100 years");
     let cutoff = chrono::Utc::now() - age;
@@ -61,7 +61,7 @@ pub fn prune(args: PruneArgs) -> Result<i32, CliError> {
     let mut chosen = Vec::new();
     for run in store.list_runs_skipping(&filter, &mut crate::error::skipped_warning)? {
         let started = chrono::DateTime::parse_from_rfc3339(&run.started_at).map_err(|e| {
-            CliError::Failed(format!(
+            RunError::Failed(format!(
                 "run {}: start time '{}' cannot be read ({e}); nothing deleted",
                 run.id, run.started_at
             ))
@@ -81,13 +81,13 @@ pub fn prune(args: PruneArgs) -> Result<i32, CliError> {
 }
 
 /// Lists `runs`, asks (or takes `--yes`), deletes exactly them.
-fn remove(store: &mut Store, runs: &[RunListing], yes: bool) -> Result<i32, CliError> {
+fn remove(store: &mut Store, runs: &[RunListing], yes: bool) -> Result<i32, RunError> {
     let rows: Vec<iolab_report::ListRow> = runs.iter().map(crate::listing::list_row).collect();
     let n = runs.len();
     let what = format!("{n} run{}", if n == 1 { "" } else { "s" });
     if !yes {
         if !std::io::stdin().is_terminal() {
-            return Err(CliError::Usage(format!(
+            return Err(RunError::usage(format!(
                 "refusing to delete {what} without --yes: standard input is not a terminal \
                  to ask on (nothing deleted)"
             )));
@@ -102,7 +102,7 @@ fn remove(store: &mut Store, runs: &[RunListing], yes: bool) -> Result<i32, CliE
         std::io::stdin()
             .lock()
             .read_line(&mut answer)
-            .map_err(|e| CliError::Failed(format!("cannot read the answer: {e}")))?;
+            .map_err(|e| RunError::Failed(format!("cannot read the answer: {e}")))?;
         if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
             println!("Nothing deleted.");
             return Ok(0);

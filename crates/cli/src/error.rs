@@ -1,78 +1,15 @@
-//! The error of the commands that are not runs (listing, reports, studies, checks), with
-//! its exit status, and the result database they open.
+//! What the commands that are not runs share: the result database they open, damaged runs
+//! skipped in listings, and a quiet end when stdout's reader has gone away. Their errors are
+//! the runner's `RunError` (one exit status for every command).
 
-use std::fmt;
-
-use iolab_runner::{ExitStatus, RunError, UsageError};
+use iolab_runner::RunError;
 use iolab_store::{default_db_path, Store};
 
 use crate::args::DbArgs;
 
-/// Everything that ends a command with a message and a non-zero exit.
-#[derive(Debug)]
-pub enum CliError {
-    /// Bad input: exit 2.
-    Usage(String),
-    /// The run was stopped by a signal: exit 130.
-    Interrupted,
-    /// Anything else: exit 1.
-    Failed(String),
-}
-
-impl CliError {
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            CliError::Usage(_) => ExitStatus::Usage,
-            CliError::Interrupted => ExitStatus::Interrupted,
-            CliError::Failed(_) => ExitStatus::Failed,
-        }
-        .code()
-    }
-}
-
-impl fmt::Display for CliError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CliError::Usage(m) | CliError::Failed(m) => f.write_str(m),
-            CliError::Interrupted => f.write_str("interrupted"),
-        }
-    }
-}
-
-impl From<iolab_spec::SpecError> for CliError {
-    fn from(e: iolab_spec::SpecError) -> Self {
-        CliError::Usage(format!("--{e}"))
-    }
-}
-
-impl From<UsageError> for CliError {
-    fn from(e: UsageError) -> Self {
-        CliError::Usage(e.to_string())
-    }
-}
-
-impl From<RunError> for CliError {
-    fn from(e: RunError) -> Self {
-        match e {
-            RunError::Usage(u) => CliError::Usage(u.to_string()),
-            RunError::Interrupted => CliError::Interrupted,
-            RunError::Failed(m) => CliError::Failed(m),
-        }
-    }
-}
-
-impl From<iolab_store::StoreError> for CliError {
-    fn from(e: iolab_store::StoreError) -> Self {
-        if e.is_refusal() {
-            return CliError::Usage(e.to_string());
-        }
-        CliError::Failed(e.to_string())
-    }
-}
-
 /// The result database of a command that reads it (results, show, report, compare,
 /// history): opened read-only, so these work on a read-only mount and never change the file.
-pub fn open_store(db: &DbArgs) -> Result<Store, CliError> {
+pub fn open_store(db: &DbArgs) -> Result<Store, RunError> {
     let path = db.db.clone().unwrap_or_else(default_db_path);
     Ok(Store::open_read_only(&path)?)
 }
@@ -83,7 +20,7 @@ pub fn open_store(db: &DbArgs) -> Result<Store, CliError> {
 pub fn load_skipping_damaged(
     store: &Store,
     filter: &iolab_store::RunFilter,
-) -> Result<Vec<iolab_measure::RunRecord>, CliError> {
+) -> Result<Vec<iolab_measure::RunRecord>, RunError> {
     Ok(store.load_run_summaries_skipping(filter, &mut skipped_warning)?)
 }
 

@@ -1,9 +1,10 @@
 //! `iolab results`: the stored runs as a table, JSON or CSV.
 
+use iolab_runner::RunError;
 use iolab_store::{RunFilter, RunListing};
 
 use crate::args::ResultsArgs;
-use crate::error::{open_store, CliError};
+use crate::error::open_store;
 
 /// A run of the listing as the terminal table shows it.
 pub fn list_row(r: &RunListing) -> iolab_report::ListRow {
@@ -41,7 +42,7 @@ pub fn filter(
     }
 }
 
-pub fn results(args: ResultsArgs) -> Result<i32, CliError> {
+pub fn results(args: ResultsArgs) -> Result<i32, RunError> {
     let store = open_store(&args.db)?;
     let filter = filter(args.preset, args.target, args.label, args.study, args.limit);
     let runs = store.list_runs_skipping(&filter, &mut crate::error::skipped_warning)?;

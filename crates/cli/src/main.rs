@@ -26,7 +26,7 @@ fn main() {
         Ok(v) => v,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "iolab: error: {e}");
-            std::process::exit(e.exit_code());
+            std::process::exit(e.status().code());
         }
     };
     term::setup(color);
@@ -38,7 +38,7 @@ fn main() {
         Ok(Err(e)) => {
             // A closed stderr must not turn the refusal into a panic.
             let _ = writeln!(std::io::stderr(), "iolab: error: {e}");
-            e.exit_code()
+            e.status().code()
         }
         Err(panic) => error::end_after_panic(panic),
     };

@@ -1,20 +1,20 @@
 //! `iolab record`: runs a command under strace and writes the trace of its file I/O
 //! (the work is `iolab_workloads::replay::record`'s).
 
+use iolab_runner::RunError;
 use iolab_workloads::replay::record::{record as run_record, RecordConfig, RecordError};
 
 use crate::args::RecordArgs;
-use crate::error::CliError;
 
-pub fn record(a: RecordArgs) -> Result<i32, CliError> {
+pub fn record(a: RecordArgs) -> Result<i32, RunError> {
     let cfg = RecordConfig {
         output: a.output,
         roots: a.root,
         command: a.command,
     };
     let r = run_record(&cfg).map_err(|e| match e {
-        RecordError::Usage(m) => CliError::Usage(m),
-        RecordError::Failed(m) => CliError::Failed(m),
+        RecordError::Usage(m) => RunError::usage(m),
+        RecordError::Failed(m) => RunError::Failed(m),
     })?;
     let t = &r.trace;
     let skipped: u64 = t.skipped.iter().map(|(_, n)| n).sum();
@@ -31,10 +31,10 @@ pub fn record(a: RecordArgs) -> Result<i32, CliError> {
     }
     match r.exit {
         Some(0) => Ok(0),
-        Some(c) => Err(CliError::Failed(format!(
+        Some(c) => Err(RunError::Failed(format!(
             "the command exited with status {c} (the trace of what it did is written)"
         ))),
-        None => Err(CliError::Failed(
+        None => Err(RunError::Failed(
             "the command was killed by a signal (the trace of what it did is written)".into(),
         )),
     }

@@ -1,6 +1,7 @@
 //! `iolab report`, `iolab compare` and `iolab history`: load stored runs, hand them to
 //! iolab-report, and write what it renders to files or standard output.
 
+use iolab_runner::RunError;
 use std::path::Path;
 
 use iolab_measure::RunRecord;
@@ -9,23 +10,23 @@ use iolab_report::{compare as cmp, csv, history as hist, html, json, markdown};
 use iolab_store::{RunFilter, Store};
 
 use crate::args::{CompareArgs, HistoryArgs, ReportArgs};
-use crate::error::{open_store, CliError};
+use crate::error::open_store;
 
 /// Parses a run id as `iolab results` lists it, or `last`.
-fn run_id(store: &Store, s: &str) -> Result<i64, CliError> {
+fn run_id(store: &Store, s: &str) -> Result<i64, RunError> {
     if s == "last" {
         return store
             .latest_run_id()?
-            .ok_or_else(|| CliError::Failed("no runs stored yet: run 'last' not found".into()));
+            .ok_or_else(|| RunError::Failed("no runs stored yet: run 'last' not found".into()));
     }
     s.parse::<i64>().map_err(|_| {
-        CliError::Usage(format!(
+        RunError::usage(format!(
             "run id '{s}' is not a number (see `iolab results`)"
         ))
     })
 }
 
-fn load_ids(store: &Store, ids: &[String]) -> Result<Vec<RunRecord>, CliError> {
+fn load_ids(store: &Store, ids: &[String]) -> Result<Vec<RunRecord>, RunError> {
     ids.iter()
         .map(|s| {
             let id = run_id(store, s)?;
@@ -36,7 +37,7 @@ fn load_ids(store: &Store, ids: &[String]) -> Result<Vec<RunRecord>, CliError> {
 
 /// The fingerprints of runs `ids` and the other stored runs of their commands: the
 /// run-to-run noise single runs are judged against.
-fn load_noise(store: &Store, ids: &[i64]) -> Result<Noise, CliError> {
+fn load_noise(store: &Store, ids: &[i64]) -> Result<Noise, RunError> {
     Ok(Noise::load(
         ids,
         |id| store.fingerprint(id),
@@ -44,7 +45,7 @@ fn load_noise(store: &Store, ids: &[i64]) -> Result<Noise, CliError> {
     )?)
 }
 
-fn load_filtered(store: &Store, filter: &RunFilter) -> Result<Vec<RunRecord>, CliError> {
+fn load_filtered(store: &Store, filter: &RunFilter) -> Result<Vec<RunRecord>, RunError> {
     store
         .list_runs(filter)?
         .into_iter()
@@ -60,21 +61,21 @@ struct Output<'a> {
 
 /// Checks destinations before anything is computed: at most one on standard output, and
 /// none that looks like a run id swallowed by an option (`--csv 12`).
-fn check_destinations(dests: &[(&str, &Option<String>)]) -> Result<(), CliError> {
+fn check_destinations(dests: &[(&str, &Option<String>)]) -> Result<(), RunError> {
     let mut stdout = Vec::new();
     for (opt, d) in dests {
         let Some(d) = d else { continue };
         if d == "-" {
             stdout.push(*opt);
         } else if (d == "last" || d.parse::<i64>().is_ok()) && !Path::new(d).exists() {
-            return Err(CliError::Usage(format!(
+            return Err(RunError::usage(format!(
                 "--{opt} {d}: '{d}' looks like a run id; put run ids before --{opt} \
                  (or write ./{d} to mean a file)"
             )));
         }
     }
     if stdout.len() > 1 {
-        return Err(CliError::Usage(format!(
+        return Err(RunError::usage(format!(
             "only one format can go to standard output (--{} all have no FILE)",
             stdout.join(", --")
         )));
@@ -82,13 +83,13 @@ fn check_destinations(dests: &[(&str, &Option<String>)]) -> Result<(), CliError>
     Ok(())
 }
 
-fn write_outputs(outputs: Vec<Output<'_>>) -> Result<(), CliError> {
+fn write_outputs(outputs: Vec<Output<'_>>) -> Result<(), RunError> {
     for o in outputs {
         if o.dest == "-" {
             print!("{}", o.text);
         } else {
             std::fs::write(o.dest, &o.text)
-                .map_err(|e| CliError::Failed(format!("cannot write {}: {e}", o.dest)))?;
+                .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", o.dest)))?;
             eprintln!("wrote {}", o.dest);
         }
     }
@@ -102,7 +103,7 @@ fn ensure_newline(mut s: String) -> String {
     s
 }
 
-pub fn report(a: ReportArgs) -> Result<i32, CliError> {
+pub fn report(a: ReportArgs) -> Result<i32, RunError> {
     let mut markdown_dest = a.markdown.clone();
     if a.html.is_none() && a.csv.is_none() && a.json.is_none() && markdown_dest.is_none() {
         markdown_dest = Some("-".into());
@@ -124,13 +125,13 @@ pub fn report(a: ReportArgs) -> Result<i32, CliError> {
                 },
             )?;
             if runs.is_empty() {
-                return Err(CliError::Usage(format!(
+                return Err(RunError::usage(format!(
                     "study '{study}' not found in {}: no stored run belongs to it",
                     store.path().display()
                 )));
             }
             let (set, failed) =
-                RunSet::stored_study(study, runs, a.all_invocations).map_err(CliError::Failed)?;
+                RunSet::stored_study(study, runs, a.all_invocations).map_err(RunError::Failed)?;
             for r in &failed {
                 eprintln!(
                     "iolab: run {} ({}) is left out: it failed: {}",
@@ -145,7 +146,7 @@ pub fn report(a: ReportArgs) -> Result<i32, CliError> {
     };
     let mut set = set;
     if let Some(b) = &a.baseline {
-        set.set_baseline(b).map_err(CliError::Usage)?;
+        set.set_baseline(b).map_err(RunError::usage)?;
     }
     set.set_noise(load_noise(&store, &set.run_ids())?);
     let mut outputs = Vec::new();
@@ -184,7 +185,7 @@ pub fn report(a: ReportArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-pub fn compare(a: CompareArgs) -> Result<i32, CliError> {
+pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
     check_destinations(&[("json", &a.json)])?;
     let store = open_store(&a.db)?;
     let groups: Vec<(String, Vec<RunRecord>)> = if !a.label.is_empty() {
@@ -198,7 +199,7 @@ pub fn compare(a: CompareArgs) -> Result<i32, CliError> {
                 },
             )?;
             if runs.is_empty() {
-                return Err(CliError::Usage(format!(
+                return Err(RunError::usage(format!(
                     "label '{label}' not found in {}: no stored run carries it",
                     store.path().display()
                 )));
@@ -219,8 +220,8 @@ pub fn compare(a: CompareArgs) -> Result<i32, CliError> {
             .collect()
     };
     if groups.len() < 2 {
-        return Err(CliError::Usage(
-            "compare needs at least two sides: two or more run ids, or --label twice".into(),
+        return Err(RunError::usage(
+            "compare needs at least two sides: two or more run ids, or --label twice",
         ));
     }
     let mut set = RunSet::groups(groups);
@@ -246,7 +247,7 @@ pub fn compare(a: CompareArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-pub fn history(a: HistoryArgs) -> Result<i32, CliError> {
+pub fn history(a: HistoryArgs) -> Result<i32, RunError> {
     check_destinations(&[("json", &a.json)])?;
     let store = open_store(&a.db)?;
     let filter = crate::listing::filter(a.preset, a.target, a.label, None, a.limit);

@@ -2,13 +2,13 @@
 //! with `run`, `export-fio` and `crosscheck` replaced by the workload registry's command
 //! (one subcommand per workload with its options), which the fixed grammar cannot know.
 
+use iolab_runner::RunError;
 use std::io::Write;
 use std::path::Path;
 
 use clap::{Command, CommandFactory};
 
 use crate::args::{Cli, CompletionsArgs, ManArgs};
-use crate::error::CliError;
 
 /// The whole command tree: the fixed commands, and the registry's workloads under the
 /// commands that take a workload.
@@ -28,7 +28,7 @@ pub fn full_command() -> Command {
     cmd
 }
 
-pub fn completions(args: CompletionsArgs) -> Result<i32, CliError> {
+pub fn completions(args: CompletionsArgs) -> Result<i32, RunError> {
     let mut cmd = full_command();
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "iolab", &mut out);
@@ -37,7 +37,7 @@ pub fn completions(args: CompletionsArgs) -> Result<i32, CliError> {
 }
 
 /// The page of `cmd` called `name` (`iolab`, `iolab-run`, `iolab-run-cdm`).
-fn page(cmd: &Command, name: &str) -> Result<Vec<u8>, CliError> {
+fn page(cmd: &Command, name: &str) -> Result<Vec<u8>, RunError> {
     let cmd = cmd
         .clone()
         .name(name.to_string())
@@ -48,12 +48,12 @@ fn page(cmd: &Command, name: &str) -> Result<Vec<u8>, CliError> {
         .source(format!("iolab {}", env!("CARGO_PKG_VERSION")))
         .manual("iolab manual")
         .render(&mut out)
-        .map_err(|e| CliError::Failed(format!("cannot render the man page {name}: {e}")))?;
+        .map_err(|e| RunError::Failed(format!("cannot render the man page {name}: {e}")))?;
     Ok(out)
 }
 
 /// Every page: the top one, one per subcommand and one per workload under `run`.
-fn pages() -> Result<Vec<(String, Vec<u8>)>, CliError> {
+fn pages() -> Result<Vec<(String, Vec<u8>)>, RunError> {
     let mut cmd = full_command();
     cmd.build();
     let mut out = vec![("iolab".to_string(), page(&cmd, "iolab")?)];
@@ -70,14 +70,14 @@ fn pages() -> Result<Vec<(String, Vec<u8>)>, CliError> {
     Ok(out)
 }
 
-pub fn man(args: ManArgs) -> Result<i32, CliError> {
+pub fn man(args: ManArgs) -> Result<i32, RunError> {
     let pages = pages()?;
     let Some(dir) = args.dir else {
         write_stdout(&pages[0].1)?;
         return Ok(0);
     };
     if !dir.is_dir() {
-        return Err(CliError::Usage(format!(
+        return Err(RunError::usage(format!(
             "{} is not a directory (create it first)",
             dir.display()
         )));
@@ -90,14 +90,14 @@ pub fn man(args: ManArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-fn write_file(path: &Path, text: &[u8]) -> Result<(), CliError> {
+fn write_file(path: &Path, text: &[u8]) -> Result<(), RunError> {
     std::fs::write(path, text)
-        .map_err(|e| CliError::Failed(format!("cannot write {}: {e}", path.display())))
+        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))
 }
 
 /// Prints `bytes` (UTF-8: clap writes text); a closed pipe ends the process as it ends
 /// `cat` (see `error::end_after_panic`).
-fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
+fn write_stdout(bytes: &[u8]) -> Result<(), RunError> {
     print!("{}", String::from_utf8_lossy(bytes));
     let _ = std::io::stdout().flush();
     Ok(())

@@ -2,27 +2,27 @@
 //! its workloads' options by `iolab run`'s own registry; iolab-study then builds, runs
 //! and compares.
 
+use iolab_runner::RunError;
 use std::path::Path;
 
 use iolab_study::{parse, Study, Workload, WorkloadProblem};
 use iolab_testbed::{Kind, StateFile};
 
 use crate::args::{CleanupArgs, StudyArgs};
-use crate::error::CliError;
 
 /// Checks a workload's options with `iolab run`'s own registry.
 fn check_workload(w: &Workload) -> Result<(), WorkloadProblem> {
     iolab_study::check_workload(&crate::run_cmd::registry(), w)
 }
 
-fn load(file: &Path) -> Result<Study, CliError> {
+fn load(file: &Path) -> Result<Study, RunError> {
     let text = std::fs::read_to_string(file)
-        .map_err(|e| CliError::Usage(format!("{}: {e}", file.display())))?;
+        .map_err(|e| RunError::usage(format!("{}: {e}", file.display())))?;
     parse(&file.display().to_string(), &text, &mut check_workload)
-        .map_err(|e| CliError::Usage(e.to_string()))
+        .map_err(|e| RunError::usage(e.to_string()))
 }
 
-pub fn study(args: StudyArgs) -> Result<i32, CliError> {
+pub fn study(args: StudyArgs) -> Result<i32, RunError> {
     if args.list_testbeds {
         print!("{}", iolab_study::plan::catalogue());
         return Ok(0);
@@ -35,7 +35,7 @@ pub fn study(args: StudyArgs) -> Result<i32, CliError> {
             .iter()
             .position(|c| &c.label == b)
             .ok_or_else(|| {
-                CliError::Usage(format!(
+                RunError::usage(format!(
                     "--baseline '{b}': no configuration of {} has that label",
                     file.display()
                 ))
@@ -52,7 +52,7 @@ pub fn study(args: StudyArgs) -> Result<i32, CliError> {
     let needs_root =
         study.configs.iter().any(|c| c.testbed.kind == Kind::Loop) || study.drop_caches;
     if needs_root && !iolab_sys::is_root() {
-        return Err(CliError::Usage(format!(
+        return Err(RunError::usage(format!(
             "{}: this study builds loop-device testbeds{}, which needs root; run it with sudo \
              (or check it with --dry-run)",
             file.display(),
@@ -72,13 +72,13 @@ pub fn study(args: StudyArgs) -> Result<i32, CliError> {
         db_given: args.db.db.is_some(),
         html: args.html.clone(),
     };
-    Ok(iolab_study::run::execute(&study, &opts)?)
+    iolab_study::run::execute(&study, &opts)
 }
 
-pub fn cleanup(args: CleanupArgs) -> Result<i32, CliError> {
+pub fn cleanup(args: CleanupArgs) -> Result<i32, RunError> {
     let dir = match args.state_dir {
         Some(d) => d,
-        None => StateFile::default_dir().map_err(|e| CliError::Failed(e.to_string()))?,
+        None => StateFile::default_dir().map_err(|e| RunError::Failed(e.to_string()))?,
     };
     if !dir.exists() {
         println!("nothing to clean up: {} does not exist", dir.display());
@@ -97,14 +97,14 @@ pub fn cleanup(args: CleanupArgs) -> Result<i32, CliError> {
     print_run_cleanup(&runs);
     let failures = report.failures.len() + runs.failures.len();
     if !report.untrusted.is_empty() {
-        Err(CliError::Failed(format!(
+        Err(RunError::Failed(format!(
             "{} state file(s) or directories not trusted and left alone (listed above)",
             report.untrusted.len()
         )))
     } else if failures == 0 {
         Ok(0)
     } else {
-        Err(CliError::Failed(format!(
+        Err(RunError::Failed(format!(
             "{failures} resource(s) could not be removed (listed above); they stay recorded \
              in {}",
             dir.display()

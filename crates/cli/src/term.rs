@@ -2,23 +2,25 @@
 //! it is coloured (`--color auto|always|never`, `NO_COLOR`), handed to iolab-report's
 //! `style`.
 
+use iolab_runner::RunError;
 use std::ffi::OsString;
 use std::io::IsTerminal;
 
 use crate::args::ColorChoice;
-use crate::error::CliError;
 
 /// `args` without `--color WHEN` / `--color=WHEN` (anywhere: `iolab run cdm --color never`
 /// hands the rest to the workload registry, which does not know it), and the last WHEN.
-pub fn take_color(args: Vec<OsString>) -> Result<(Vec<OsString>, ColorChoice), CliError> {
+pub fn take_color(args: Vec<OsString>) -> Result<(Vec<OsString>, ColorChoice), RunError> {
     let mut kept = Vec::with_capacity(args.len());
     let mut choice = ColorChoice::Auto;
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         let value = match a.to_str() {
-            Some("--color") => Some(it.next().ok_or_else(|| {
-                CliError::Usage("--color needs a value: auto, always or never".into())
-            })?),
+            Some("--color") => {
+                Some(it.next().ok_or_else(|| {
+                    RunError::usage("--color needs a value: auto, always or never")
+                })?)
+            }
             Some(s) if s.starts_with("--color=") => Some(OsString::from(&s["--color=".len()..])),
             // Everything after `--` is an operand.
             Some("--") => {
@@ -35,7 +37,7 @@ pub fn take_color(args: Vec<OsString>) -> Result<(Vec<OsString>, ColorChoice), C
                     Some("always") => ColorChoice::Always,
                     Some("never") => ColorChoice::Never,
                     _ => {
-                        return Err(CliError::Usage(format!(
+                        return Err(RunError::usage(format!(
                             "--color '{}': use auto, always or never",
                             v.to_string_lossy()
                         )))

@@ -1,11 +1,10 @@
 //! `iolab verify`: the check is iolab-workloads' (`verify::later`); this prints it.
 
 use iolab_runner::ExitStatus;
+use iolab_runner::RunError;
 use iolab_workloads::verify::later::{check, LaterArgs};
 
-use crate::error::CliError;
-
-pub fn verify(args: LaterArgs) -> Result<i32, CliError> {
+pub fn verify(args: LaterArgs) -> Result<i32, RunError> {
     let checked = check(&args)?;
     if args.json {
         println!(

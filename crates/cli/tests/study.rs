@@ -380,12 +380,14 @@ warmup = 0
             "{knobs:?}"
         );
         // The cap is a ceiling: never above it (3% for the throttle's 100 ms slices over a
-        // 1 s pass), and a little below it only when the CPU is short (7%; seen at 19.4
-        // MB/s with three compilers running beside the test).
+        // 1 s pass); an unthrottled loop device runs far faster, so staying under it shows
+        // the run was in the testbed's cgroup. Below it only when the CPU is short: 19.4
+        // MB/s with three compilers beside the test, lower at a load of 4.7 on 2 cores, so
+        // the floor only catches a run that went wrong.
         let mb_s = doc["tests"][0]["summary"]["mb_s"].as_f64().unwrap();
         let ratio = mb_s / CAP_MB_S;
         assert!(
-            (0.93..1.03).contains(&ratio),
+            (0.5..1.03).contains(&ratio),
             "run {id}: {mb_s} MB/s, the throttle allows {CAP_MB_S}"
         );
     }
