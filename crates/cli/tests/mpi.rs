@@ -99,24 +99,44 @@ mod with_mpi {
         v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
     }
 
-    /// The run's passes: each one's bytes are the sum of its ranks', its MB/s those bytes
-    /// over (last end − first start); the aggregate pass in the test is the same one.
+    /// A block run's passes: as [`check_phase_sums`], and every rank moved bytes in each.
     fn check_sums(doc: &Value, ranks: usize) {
+        for row in doc["env"]["mpi"]["passes"].as_array().unwrap() {
+            let per = row["ranks"].as_array().unwrap();
+            assert!(
+                per.iter().all(|p| p["bytes"].as_u64().unwrap() > 0),
+                "{row}"
+            );
+        }
+        check_phase_sums(doc, ranks);
+    }
+
+    /// The run's passes (a metadata or dbench run's phases): each one's operations (`ios`)
+    /// and bytes are the sums of its ranks', its ops/s and MB/s those sums over (last end −
+    /// first start), and the test's pass is the same aggregate. Returns each pass's (test,
+    /// operations of every rank).
+    fn check_phase_sums(doc: &Value, ranks: usize) -> Vec<(String, Vec<u64>)> {
         let mpi = &doc["env"]["mpi"];
         assert_eq!(mpi["ranks"].as_array().unwrap().len(), ranks, "{mpi}");
-        let rows = mpi["passes"].as_array().unwrap();
         let tests = doc["tests"].as_array().unwrap();
+        let rows = mpi["passes"].as_array().unwrap();
         let n_passes: usize = tests
             .iter()
             .map(|t| t["passes"].as_array().unwrap().len())
             .sum();
-        assert_eq!(rows.len(), n_passes);
+        assert_eq!(rows.len(), n_passes, "{mpi}");
+        let mut out = Vec::new();
         for row in rows {
             let per: Vec<&Value> = row["ranks"].as_array().unwrap().iter().collect();
             assert_eq!(per.len(), ranks);
-            let sum: u64 = per.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
-            assert!(per.iter().all(|p| p["bytes"].as_u64().unwrap() > 0));
-            assert_eq!(row["bytes"].as_u64().unwrap(), sum, "{row}");
+            let ios: Vec<u64> = per.iter().map(|p| p["ios"].as_u64().unwrap()).collect();
+            let bytes: u64 = per.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+            assert_eq!(
+                row["ios"].as_u64().unwrap(),
+                ios.iter().sum::<u64>(),
+                "{row}"
+            );
+            assert_eq!(row["bytes"].as_u64().unwrap(), bytes, "{row}");
             let first = per
                 .iter()
                 .map(|p| num(&p["start_s"]))
@@ -125,8 +145,11 @@ mod with_mpi {
                 .iter()
                 .map(|p| num(&p["end_s"]))
                 .fold(f64::MIN, f64::max);
-            let want = sum as f64 / 1e6 / (last - first);
-            assert!((num(&row["mb_s"]) - want).abs() <= want * 1e-9, "{row}");
+            let span = (last - first).max(1e-9);
+            let iops = ios.iter().sum::<u64>() as f64 / span;
+            assert!((num(&row["iops"]) - iops).abs() <= iops * 1e-9, "{row}");
+            let mb_s = bytes as f64 / 1e6 / span;
+            assert!((num(&row["mb_s"]) - mb_s).abs() <= mb_s * 1e-9, "{row}");
             let test = tests.iter().find(|t| t["name"] == row["test"]).unwrap();
             let pass = test["passes"]
                 .as_array()
@@ -134,9 +157,12 @@ mod with_mpi {
                 .iter()
                 .find(|p| p["index"] == row["index"])
                 .unwrap();
+            assert_eq!(pass["ios"], row["ios"]);
             assert_eq!(pass["bytes"], row["bytes"]);
-            assert!((num(&pass["mb_s"]) - want).abs() <= want * 1e-9);
+            assert!((num(&pass["mb_s"]) - mb_s).abs() <= mb_s * 1e-9, "{pass}");
+            out.push((row["test"].as_str().unwrap().to_string(), ios));
         }
+        out
     }
 
     /// The workload of most tests here: 2 passes of 300 ms writing 128 KiB blocks to a
@@ -196,53 +222,67 @@ mod with_mpi {
         assert!(notes.contains("mpi: 3 ranks on 1 host(s)"), "{notes}");
     }
 
-    #[test]
-    fn a_rank_that_fails_ends_the_run_on_every_rank() {
-        if !have_mpirun() {
-            return;
-        }
+    /// 3 ranks run `args`, rank `rank` with a target that does not exist (a host without
+    /// the share mounted): the run ends on every rank, nothing is left in the target, and
+    /// rank 0 stores it as failed naming the rank and its host; the failure.
+    fn without_target(rank: u32, args: &[&str]) -> String {
         let sb = Sandbox::new();
         let missing = sb.path("nowhere").join("dir");
-        // Rank 2's target does not exist (a host without the share mounted).
         let script = format!(
-            "t={}; [ \"$OMPI_COMM_WORLD_RANK\" = 2 ] && t={}; exec \"$0\" \"$@\" --target \"$t\"",
+            "t={}; [ \"$OMPI_COMM_WORLD_RANK\" = {rank} ] && t={}; exec \"$0\" \"$@\" --target \"$t\"",
             sb.target.display(),
             missing.display()
         );
-        let mut args = WRITE.to_vec();
-        args.push("--quiet");
-        let cmd = sb.cmd(&args);
-        let out = mpirun_cmd(3, &[], &through_sh(&script, &cmd))
+        let out = mpirun_cmd(3, &[], &through_sh(&script, &sb.cmd(args)))
             .output()
             .unwrap();
         assert!(!out.status.success(), "{}", text(&out));
         assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
         let st = stored(&sb, "last");
-        let host = st["env"]["mpi"]["ranks"][2]["host"]
+        assert_eq!(st["complete"], false);
+        let host = st["env"]["mpi"]["ranks"][rank as usize]["host"]
             .as_str()
-            .unwrap()
-            .to_string();
-        let failure = st["notes"]
+            .unwrap();
+        let failure = failure_note(&st);
+        assert!(
+            failure.contains(&format!("rank {rank} on {host}")),
+            "{failure}"
+        );
+        failure
+    }
+
+    /// Rank 0's stored failure note.
+    fn failure_note(st: &Value) -> String {
+        st["notes"]
             .as_array()
             .unwrap()
             .iter()
             .filter_map(|n| n.as_str()?.strip_prefix("failed: "))
             .next()
-            .unwrap_or_else(|| panic!("no failure note: {}", st["notes"]));
-        assert!(
-            failure.contains(&format!("rank 2 on {host}")) && failure.contains("does not exist"),
-            "{failure}"
-        );
-        assert_eq!(st["complete"], false);
+            .unwrap_or_else(|| panic!("no failure note: {}", st["notes"]))
+            .to_string()
     }
 
-    /// The pid in a rank's file name (`iolab-mpi-rankR-HOST-PID.dat`).
+    #[test]
+    fn a_rank_that_fails_ends_the_run_on_every_rank() {
+        if !have_mpirun() {
+            return;
+        }
+        let mut args = WRITE.to_vec();
+        args.push("--quiet");
+        let failure = without_target(2, &args);
+        assert!(failure.contains("does not exist"), "{failure}");
+    }
+
+    /// The pid in a rank's file or directory name (`iolab-mpi-rankR-HOST-PID.dat`, dbench's
+    /// `iolab-mpi-rankR-HOST-PID`).
     fn rank_file(dir: &Path, rank: u32) -> Option<(PathBuf, i32)> {
         std::fs::read_dir(dir).ok()?.flatten().find_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let rest = name.strip_prefix(&format!("iolab-mpi-rank{rank}-"))?;
             let pid = rest
-                .strip_suffix(".dat")?
+                .strip_suffix(".dat")
+                .unwrap_or(rest)
                 .rsplit('-')
                 .next()?
                 .parse()
@@ -263,31 +303,29 @@ mod with_mpi {
         }
     }
 
-    #[test]
-    fn a_rank_killed_mid_pass_ends_the_run_on_every_rank() {
-        if !have_mpirun() || !require_root("killing a rank of mpirun") {
-            return;
-        }
-        let sb = Sandbox::new();
-        let t = sb.target.to_str().unwrap();
-        // The first pass is 30 s long: the kill lands in it.
-        let mut args = WRITE.to_vec();
-        args[9] = "30s";
-        args.extend(["--target", t, "--quiet"]);
+    /// 3 ranks run `args` (a run that lasts 30 s); once rank 0 stored the start of the run
+    /// and every rank made its file or directory in the target, rank 2 is killed with
+    /// SIGKILL. Every rank ends, nothing is left in the target, and the run is stored as
+    /// failed naming rank 2, its host and its pid.
+    fn kill_rank_2(sb: &Sandbox, args: &[&str]) {
         let mut child = mpirun(
-            &sb,
+            sb,
             3,
             // mpirun stops the survivors 2 s after a rank is gone and kills them 2 s later
             // (1 s by default): time to stop, remove their files and store the run.
-            &["--mca", "odls_base_sigkill_timeout", "2"],
-            &args,
+            &[
+                "--bind-to",
+                "none",
+                "--mca",
+                "odls_base_sigkill_timeout",
+                "2",
+            ],
+            args,
         )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-        // Rank 0 stored the start of the run and every rank made its file: the passes
-        // run (the first one is 30 s long).
         wait_for("the run is stored", &mut child, || {
             (!sb.result_rows().is_empty()).then_some(())
         });
@@ -308,18 +346,31 @@ mod with_mpi {
                 "rank pid {pid} still runs: {stat} (victim {victim})"
             );
         }
+        // The survivors removed theirs, and rank 0 what the killed rank left.
         assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
-        let st = stored(&sb, "last");
-        let host = st["env"]["mpi"]["ranks"][2]["host"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let notes = st["notes"].to_string();
+        let st = stored(sb, "last");
+        assert_eq!(st["complete"], false);
+        let host = st["env"]["mpi"]["ranks"][2]["host"].as_str().unwrap();
+        let failure = failure_note(&st);
         assert!(
-            notes.contains(&format!("failed: rank 2 on {host} (pid {victim}) ended")),
-            "{notes}\n{}",
+            failure.contains(&format!("rank 2 on {host} (pid {victim}) ended")),
+            "{failure}\n{}",
             text(&out)
         );
+    }
+
+    #[test]
+    fn a_rank_killed_mid_pass_ends_the_run_on_every_rank() {
+        if !have_mpirun() || !require_root("killing a rank of mpirun") {
+            return;
+        }
+        let sb = Sandbox::new();
+        let t = sb.target.to_str().unwrap();
+        // The first pass is 30 s long: the kill lands in it.
+        let mut args = WRITE.to_vec();
+        args[9] = "30s";
+        args.extend(["--target", t, "--quiet"]);
+        kill_rank_2(&sb, &args);
     }
 
     #[test]
@@ -699,5 +750,122 @@ mod with_mpi {
         // The aggregate rests on the stonewalled bytes.
         let bytes = |d: &Value| d["env"]["mpi"]["passes"][0]["bytes"].as_u64().unwrap();
         assert!(bytes(&walled) < 3 * IO && bytes(&plain) == 3 * IO);
+    }
+
+    const FILES: u64 = 40;
+
+    #[test]
+    fn metadata_ranks_add_up_to_each_phase_and_leave_nothing() {
+        if !have_mpirun() {
+            return;
+        }
+        let sb = Sandbox::new();
+        let t = sb.target.to_str().unwrap();
+        let files = FILES.to_string();
+        let args = [
+            "run", "metadata", "--files", &files, "--dirs", "3", "--target", t, "--quiet",
+            "--json", "-",
+        ];
+        let out = mpirun(&sb, 3, &["--bind-to", "none"], &args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("rank 0's JSON only");
+        let phases = check_phase_sums(&doc, 3);
+        let names: Vec<&str> = phases.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(names, ["create", "stat", "read", "rename", "delete"]);
+        for (test, ios) in &phases {
+            println!("metadata {test}: operations by rank {ios:?}");
+            // Every rank did every one of its files; the aggregate is their sum.
+            assert_eq!(ios, &vec![FILES; 3], "{test}");
+            let t = doc["tests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["name"] == *test)
+                .unwrap();
+            assert_eq!(t["extra"]["ops"].as_u64(), Some(3 * FILES), "{test}");
+        }
+        assert_eq!(doc["env"]["mpi"]["host_unit"], "ops/s");
+        // Each rank's tree is gone.
+        assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
+        assert_eq!(sb.result_rows().len(), 1);
+        let st = stored(&sb, "last");
+        check_phase_sums(&st, 3);
+        let shown = sb.iolab(&["show", "last"]).ok().stdout;
+        let table = shown
+            .split("Per host (MPI):")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no per-host table:\n{shown}"));
+        assert!(
+            table.contains("ops/s") && table.contains("all hosts"),
+            "{table}"
+        );
+    }
+
+    /// `run dbench` with 2 clients on the testkit's tiny loadfile (written next to the
+    /// target), for
+    /// `duration` after a 200 ms warm-up, `runs` replays.
+    fn dbench_args(sb: &Sandbox, duration: &str, runs: &str) -> Vec<String> {
+        let lf = sb.path("client.txt");
+        std::fs::write(&lf, iolab_testkit::DBENCH_TINY_LOADFILE).unwrap();
+        let lf = lf.to_str().unwrap();
+        format!(
+            "run dbench --loadfile {lf} --clients 2 --duration {duration} --warmup 200ms \
+             --runs {runs} --quiet"
+        )
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+    }
+
+    #[test]
+    fn dbench_ranks_add_up_to_each_replay_and_leave_nothing() {
+        if !have_mpirun() {
+            return;
+        }
+        let sb = Sandbox::new();
+        let mut args = dbench_args(&sb, "500ms", "2");
+        args.extend(["--target", sb.target.to_str().unwrap(), "--json", "-"].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = mpirun(&sb, 2, &["--bind-to", "none"], &args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("rank 0's JSON only");
+        let replays = check_phase_sums(&doc, 2);
+        assert_eq!(replays.len(), 2);
+        for (test, ios) in &replays {
+            println!("{test}: ReadX + WriteX by rank {ios:?}");
+        }
+        assert_eq!(doc["env"]["mpi"]["host_unit"], "MB/s");
+        let extra = &doc["tests"][0]["extra"];
+        let last = doc["tests"][0]["passes"][1]["mb_s"].as_f64().unwrap();
+        assert_eq!(extra["throughput_mb_s"].as_f64(), Some(last));
+        // Each rank's directory (and its clients' in it) is gone.
+        assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
+        assert_eq!(sb.result_rows().len(), 1);
+        check_phase_sums(&stored(&sb, "last"), 2);
+    }
+
+    #[test]
+    fn a_metadata_rank_without_its_target_ends_the_run_on_every_rank() {
+        if !have_mpirun() {
+            return;
+        }
+        let failure = without_target(1, &["run", "metadata", "--files", "40", "--quiet"]);
+        assert!(failure.contains("needs an existing directory"), "{failure}");
+    }
+
+    #[test]
+    fn a_dbench_rank_killed_mid_replay_ends_the_run_on_every_rank() {
+        if !have_mpirun() || !require_root("killing a rank of mpirun") {
+            return;
+        }
+        let sb = Sandbox::new();
+        // 30 s measured: the kill lands in the replay.
+        let mut args = dbench_args(&sb, "30s", "1");
+        args.extend(["--target", sb.target.to_str().unwrap()].map(String::from));
+        kill_rank_2(&sb, &args.iter().map(String::as_str).collect::<Vec<_>>());
     }
 }

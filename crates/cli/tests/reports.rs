@@ -77,19 +77,6 @@ impl Fixture {
     }
 }
 
-const TINY_LOADFILE: &str = r#"Deltree "\clients\client1" NT_STATUS_OK
-Mkdir "\clients" NT_STATUS_OK
-Mkdir "\clients\client1" NT_STATUS_OK
-NTCreateX "\clients\client1\a.dat" 0x40 0x2 3 NT_STATUS_OK
-WriteX 3 0 65536 65536 NT_STATUS_OK
-ReadX 3 0 4096 4096 NT_STATUS_OK
-Flush 3 NT_STATUS_OK
-Close 3 NT_STATUS_OK
-QUERY_PATH_INFORMATION "\clients\client1\a.dat" 1004 NT_STATUS_OK
-Unlink "\clients\client1\a.dat" 0x6 NT_STATUS_OK
-Deltree "\clients\client1" NT_STATUS_OK
-"#;
-
 /// Multiplies a pass's throughput (bytes, I/Os, MB/s, IOPS, time series) by `f`.
 fn scale_pass(p: &mut PassRecord, f: f64) {
     let sc = |x: u64| (x as f64 * f).round() as u64;
@@ -149,7 +136,7 @@ fn fixture() -> &'static Fixture {
             trend: Vec::new(),
         };
         let loadfile = root.join("tiny-loadfile.txt");
-        fs::write(&loadfile, TINY_LOADFILE).unwrap();
+        fs::write(&loadfile, iolab_testkit::DBENCH_TINY_LOADFILE).unwrap();
         let short = ["--runs", "2", "--duration", "150ms", "--warmup", "0"];
         let with = |extra: &[&'static str]| -> Vec<&'static str> {
             let mut v = extra.to_vec();

@@ -254,8 +254,8 @@ warning_codes! {
         caveat: None,
         title: "One host of a multi-host run is far slower than the others",
         when: "an MPI run (see [mpi.md](mpi.md)) on two or more hosts: a host's MB/s per rank \
-               (the median over a test's passes) is below half the median of the other \
-               hosts'; the aggregate then rests on the slowest host",
+               (ops/s for metadata; the median over a test's passes) is below half the \
+               median of the other hosts'; the aggregate then rests on the slowest host",
         fix: "look at that host: its network link, its mount options, other load on it",
     }
     BusyCpu = "BUSY_CPU" {

@@ -926,16 +926,23 @@ fn mpi_hosts(r: &RunRecord, h: &mut String) {
         values: p.tests.iter().map(|t| t.aggregate).collect(),
         ci: none,
     });
-    let svg = charts::hbars("MB/s per host", &tests, &series, "throughput (MB/s)");
+    let u = &p.unit;
+    let axis = match u.as_str() {
+        "ops/s" => "operations per second",
+        _ => "throughput (MB/s)",
+    };
+    let svg = charts::hbars(&format!("{u} per host"), &tests, &series, axis);
     let _ = writeln!(
         h,
         "<h3>Per host (MPI)</h3><figure data-chart=\"mpi-hosts\">{svg}<figcaption>Each \
-         host's MB/s per test, and all hosts together (black): {}.</figcaption></figure>",
-        esc(crate::mpi::EXPLAINED)
+         host's {u} per test, and all hosts together (black): {}.</figcaption></figure>",
+        esc(&crate::mpi::explained(&p))
     );
-    h.push_str(
+    let _ = writeln!(
+        h,
         "<table data-table=\"mpi-hosts\"><tr><th>Test</th><th>Host</th>\
-         <th class=\"n\">Ranks</th><th class=\"n\">MB/s</th></tr>\n",
+         <th class=\"n\">Ranks</th><th class=\"n\">{}</th></tr>",
+        esc(u)
     );
     for row in crate::mpi::rows(&p) {
         let _ = write!(

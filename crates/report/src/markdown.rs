@@ -273,13 +273,13 @@ fn body(set: &RunSet, out: &mut String) {
             }
             if let Some(p) = crate::mpi::per_host(r) {
                 out.push_str("**Per host (MPI)**\n\n");
-                let header = ["Test", "Host", "Ranks", "MB/s"].map(String::from);
+                let header = ["Test", "Host", "Ranks", &p.unit].map(String::from);
                 let rows: Vec<Vec<String>> = crate::mpi::rows(&p)
                     .iter()
                     .map(|row| row.iter().map(|c| escape(c)).collect())
                     .collect();
                 table(out, &header, 2, &rows);
-                out.push_str(&format!("{}\n\n", escape(crate::mpi::EXPLAINED)));
+                out.push_str(&format!("{}\n\n", escape(&crate::mpi::explained(&p))));
             }
             if !r.notes.is_empty() {
                 out.push_str("**Notes**\n\n");

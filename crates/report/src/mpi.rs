@@ -12,6 +12,8 @@ pub struct PerHost {
     pub hosts: Vec<(String, usize)>,
     /// Every test in the order run.
     pub tests: Vec<TestHosts>,
+    /// What the figures are: "MB/s", or "ops/s" for a metadata run.
+    pub unit: String,
 }
 
 /// One test: the aggregate headline and each host's rate (in the order of
@@ -19,7 +21,8 @@ pub struct PerHost {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TestHosts {
     pub test: String,
-    /// The test's headline MB/s (over all ranks' bytes), if the run has the test.
+    /// The test's headline MB/s (over all ranks' bytes; ops/s over all ranks' operations
+    /// for a metadata run), if the run has the test.
     pub aggregate: Option<f64>,
     /// The median over the test's passes of the host's ranks' summed MB/s.
     pub hosts: Vec<Option<f64>>,
@@ -38,8 +41,14 @@ pub fn per_host(run: &RunRecord) -> Option<PerHost> {
             Some((name, ranks))
         })
         .collect();
+    // Runs stored before `host_unit` are in MB/s.
+    let unit = mpi
+        .get("host_unit")
+        .and_then(Value::as_str)
+        .unwrap_or("MB/s");
+    let ops = unit == "ops/s";
     let tests: Vec<TestHosts> = mpi
-        .get("host_mb_s")?
+        .get(if ops { "host_ops_s" } else { "host_mb_s" })?
         .as_array()?
         .iter()
         .filter_map(|row| {
@@ -50,7 +59,7 @@ pub fn per_host(run: &RunRecord) -> Option<PerHost> {
                     .tests
                     .iter()
                     .find(|t| t.name == test && !t.passes.is_empty())
-                    .map(|t| t.summary.mb_s),
+                    .map(|t| if ops { t.summary.iops } else { t.summary.mb_s }),
                 hosts: hosts
                     .iter()
                     .map(|(h, _)| by_host.get(h).and_then(Value::as_f64))
@@ -59,10 +68,14 @@ pub fn per_host(run: &RunRecord) -> Option<PerHost> {
             })
         })
         .collect();
-    (!hosts.is_empty() && !tests.is_empty()).then_some(PerHost { hosts, tests })
+    (!hosts.is_empty() && !tests.is_empty()).then_some(PerHost {
+        hosts,
+        tests,
+        unit: unit.to_string(),
+    })
 }
 
-/// The rows of the per-host table: test, host, ranks, MB/s; each test's hosts, then its
+/// The rows of the per-host table: test, host, ranks, MB/s (or ops/s); each test's hosts, then its
 /// aggregate ("all hosts").
 pub fn rows(p: &PerHost) -> Vec<[String; 4]> {
     let all: usize = p.hosts.iter().map(|(_, r)| r).sum();
@@ -86,6 +99,14 @@ pub fn rows(p: &PerHost) -> Vec<[String; 4]> {
 pub const ALL_HOSTS: &str = "all hosts";
 
 /// What the per-host figures are, under their table.
-pub const EXPLAINED: &str = "each host: the median over the test's passes of its ranks' \
-     summed MB/s; all hosts: the test's headline, all ranks' bytes over (last end − first \
-     start) of each pass";
+pub fn explained(p: &PerHost) -> String {
+    let what = match p.unit.as_str() {
+        "ops/s" => "operations",
+        _ => "bytes",
+    };
+    format!(
+        "each host: the median over the test's passes of its ranks' summed {u}; all hosts: \
+         the test's headline, all ranks' {what} over (last end − first start) of each pass",
+        u = p.unit
+    )
+}

@@ -523,14 +523,14 @@ fn per_host(run: &RunRecord, out: &mut Vec<String>) {
         Column::left("Test"),
         Column::left("Host"),
         Column::right("Ranks"),
-        Column::right("MB/s"),
+        Column::right(&p.unit),
     ]);
     for r in crate::mpi::rows(&p) {
         table.row(r.to_vec());
     }
     out.extend(table.render(crate::style::width()));
     out.extend(wrap(
-        crate::mpi::EXPLAINED,
+        &crate::mpi::explained(&p),
         crate::style::width(),
         "  ",
         "  ",

@@ -88,3 +88,38 @@ fn markdown_and_html_carry_the_hosts_and_the_aggregate() {
     let plain = render(&RunSet::per_run(vec![common::cdm_run()]));
     assert!(!plain.contains("mpi-hosts"));
 }
+
+#[test]
+fn a_metadata_run_shows_operations_per_second_per_host() {
+    // The same hosts' figures, as a metadata run's ops/s: the table's column and the
+    // aggregate (the test's IOPS headline) follow `host_unit`.
+    let mut run = mpi_run();
+    let mpi = &mut run.env["mpi"];
+    mpi["host_ops_s"] = mpi["host_mb_s"].clone();
+    mpi["host_mb_s"] = serde_json::json!([]);
+    mpi["host_unit"] = "ops/s".into();
+    let iops = run
+        .tests
+        .iter()
+        .find(|t| t.name == "SEQ1M Q8T1 Read")
+        .unwrap()
+        .summary
+        .iops;
+    let out = iolab_report::render_run(&run);
+    let part = out
+        .split("Per host (MPI):")
+        .nth(1)
+        .expect("per-host section");
+    assert!(
+        part.contains("ops/s") && part.contains("summed ops/s"),
+        "{part}"
+    );
+    assert!(
+        part.contains("2000.00") && part.contains(&format!("{iops:.2}")),
+        "{part}"
+    );
+    let md = iolab_report::markdown::render(&RunSet::per_run(vec![run.clone()]));
+    assert!(md.contains("| Test | Host | Ranks | ops/s |"), "{md}");
+    let html = render(&RunSet::per_run(vec![run]));
+    assert!(html.contains("<th class=\"n\">ops/s</th>"));
+}

@@ -519,17 +519,7 @@ fn agree_with_ranks(
     let Some(c) = ctx.coordinator() else {
         return Ok((dir, None));
     };
-    let host: String = c
-        .host()
-        .chars()
-        .map(|ch| {
-            if ch.is_ascii_alphanumeric() || ch == '-' {
-                ch
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let host = crate::coord::file_host(c.host());
     let shared_name = format!("iolab-mpi-shared-{host}-{}.dat", std::process::id());
     let mine = serde_json::json!({
         "settings": &plan.settings,
@@ -563,11 +553,7 @@ fn agree_with_ranks(
         return Ok((dir, None));
     }
     Ok((
-        dir.join(format!(
-            "iolab-mpi-rank{}-{host}-{}.dat",
-            c.rank(),
-            std::process::id()
-        )),
+        dir.join(format!("{}.dat", crate::coord::rank_name(&*c))),
         None,
     ))
 }

@@ -73,3 +73,75 @@ pub trait Coordinator: Send {
     /// `stopped`.
     fn after_store(&mut self, stopped: bool);
 }
+
+/// A host name as part of a file name: anything but ASCII letters, digits and '-' as '_'.
+pub fn file_host(host: &str) -> String {
+    host.chars()
+        .map(|ch| match ch.is_ascii_alphanumeric() || ch == '-' {
+            true => ch,
+            false => '_',
+        })
+        .collect()
+}
+
+/// What a rank names its own file or directory in a shared target directory:
+/// `iolab-mpi-rank<R>-<host>-<pid>`.
+pub fn rank_name(c: &dyn Coordinator) -> String {
+    format!(
+        "iolab-mpi-rank{}-{}-{}",
+        c.rank(),
+        file_host(c.host()),
+        std::process::id()
+    )
+}
+
+/// Where a workload that runs in phases (metadata's create, stat, ...; dbench's replays)
+/// meets the other ranks: the barrier before each phase and the phase's aggregate after it,
+/// through the same [`Coordinator::before_pass`] and [`Coordinator::after_pass`] as a
+/// block pass. Without a coordinator (an ordinary run) both return at once and a phase is
+/// its own aggregate.
+pub struct Phases<'a> {
+    coord: Option<&'a mut (dyn Coordinator + 'static)>,
+    stop: &'a AtomicBool,
+}
+
+impl<'a> Phases<'a> {
+    pub fn new(coord: Option<&'a mut (dyn Coordinator + 'static)>, stop: &'a AtomicBool) -> Self {
+        Phases { coord, stop }
+    }
+
+    /// The run's stop flag.
+    pub fn stop(&self) -> &'a AtomicBool {
+        self.stop
+    }
+
+    /// How many ranks run the phases (1 without a coordinator).
+    pub fn ranks(&self) -> u32 {
+        self.coord.as_ref().map_or(1, |c| c.ranks())
+    }
+
+    /// Before a phase: returns once every rank is here (an error when one failed, or on a
+    /// stop).
+    pub fn before(&mut self) -> Result<(), RunError> {
+        match self.coord.as_deref_mut() {
+            Some(c) => c.before_pass(self.stop),
+            None => Ok(()),
+        }
+    }
+
+    /// After this rank's phase `test` (begun at `started`, timed in `pass.seconds`): the
+    /// aggregate of every rank's phase, or `pass` itself without other ranks. A warm-up's
+    /// aggregate is not kept in `env.mpi`.
+    pub fn after(
+        &mut self,
+        test: &str,
+        warm: bool,
+        pass: PassRecord,
+        started: Instant,
+    ) -> Result<PassRecord, RunError> {
+        match self.coord.as_deref_mut() {
+            Some(c) => c.after_pass(test, warm, pass, started, Duration::ZERO, self.stop),
+            None => Ok(pass),
+        }
+    }
+}

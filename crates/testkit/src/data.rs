@@ -28,3 +28,18 @@ pub fn median(v: &[f64]) -> f64 {
         (s[n / 2 - 1] + s[n / 2]) / 2.0
     }
 }
+
+/// A dbench loadfile of one client's few operations (a file written, read, flushed, queried
+/// and removed), for short replays.
+pub const DBENCH_TINY_LOADFILE: &str = r#"Deltree "\clients\client1" NT_STATUS_OK
+Mkdir "\clients" NT_STATUS_OK
+Mkdir "\clients\client1" NT_STATUS_OK
+NTCreateX "\clients\client1\a.dat" 0x40 0x2 3 NT_STATUS_OK
+WriteX 3 0 65536 65536 NT_STATUS_OK
+ReadX 3 0 4096 4096 NT_STATUS_OK
+Flush 3 NT_STATUS_OK
+Close 3 NT_STATUS_OK
+QUERY_PATH_INFORMATION "\clients\client1\a.dat" 1004 NT_STATUS_OK
+Unlink "\clients\client1\a.dat" 0x6 NT_STATUS_OK
+Deltree "\clients\client1" NT_STATUS_OK
+"#;

@@ -24,7 +24,7 @@ pub mod scratch;
 pub mod skip;
 pub mod sys;
 
-pub use data::{median, random_bytes, KIB, MIB};
+pub use data::{median, random_bytes, DBENCH_TINY_LOADFILE, KIB, MIB};
 pub use dev::{device_lock, Cgroup, Loop, Mount, QueueSetting};
 pub use emudisk::EmuDisk;
 pub use iolab::{table_part, Out, Sandbox};

@@ -41,6 +41,9 @@ pub enum WorkloadError {
     /// Something the workload wrote did not read back as it should (a copy that differs
     /// from its source, a file with the wrong size, a count that does not add up).
     Mismatch { path: PathBuf, detail: String },
+    /// The other ranks of an MPI run: one of them failed (which, and why), or a stop came
+    /// while waiting for them.
+    Ranks(iolab_runner::RunError),
 }
 
 impl fmt::Display for WorkloadError {
@@ -53,6 +56,7 @@ impl fmt::Display for WorkloadError {
             WorkloadError::Mismatch { path, detail } => {
                 write!(f, "{}: verification failed: {detail}", path.display())
             }
+            WorkloadError::Ranks(e) => write!(f, "{e}"),
         }
     }
 }

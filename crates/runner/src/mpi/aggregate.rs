@@ -40,6 +40,13 @@ struct Row {
     /// The same as `mb_s`: the rate when the last rank is done.
     last_done_mb_s: f64,
     bytes: u64,
+    /// All ranks' operations (I/Os; metadata's and dbench's operations).
+    ios: u64,
+    /// All ranks' operations / (last end − first start), and the same two rates as for
+    /// bytes.
+    iops: f64,
+    first_done_iops: f64,
+    last_done_iops: f64,
     /// Last end − first start, seconds.
     seconds: f64,
     /// Latest start − earliest start, seconds (the barrier's skew and start-up).
@@ -112,21 +119,30 @@ impl Ranks {
         };
         let (test, warm) = (passes[0].test.clone(), passes[0].warm);
         if !warm {
-            let until_first: f64 = passes
-                .iter()
-                .map(|a| {
-                    let own = (a.end_s - a.start_s).max(1e-9);
-                    a.pass.bytes as f64 * ((first_end - a.start_s) / own).clamp(0.0, 1.0)
-                })
-                .sum();
+            // Each rank's count up to the first rank's end, prorated over its own counted
+            // time, over (first end − first start).
+            let until_first = |count: fn(&PassRecord) -> u64| -> f64 {
+                let sum: f64 = passes
+                    .iter()
+                    .map(|a| {
+                        let own = (a.end_s - a.start_s).max(1e-9);
+                        count(&a.pass) as f64 * ((first_end - a.start_s) / own).clamp(0.0, 1.0)
+                    })
+                    .sum();
+                sum / (first_end - first_start).max(1e-9)
+            };
             let host = |r: usize| members.get(r).map(|m| m.host.clone()).unwrap_or_default();
             self.rows.push(Row {
                 test,
                 index: agg.index,
                 mb_s: agg.mb_s,
-                first_done_mb_s: until_first / 1e6 / (first_end - first_start).max(1e-9),
+                first_done_mb_s: until_first(|p| p.bytes) / 1e6,
                 last_done_mb_s: agg.mb_s,
                 bytes: agg.bytes,
+                ios: agg.ios,
+                iops: agg.iops,
+                first_done_iops: until_first(|p| p.ios),
+                last_done_iops: agg.iops,
                 seconds: span,
                 start_skew_s: last_start - first_start,
                 ranks: passes
@@ -153,19 +169,26 @@ impl Ranks {
     }
 
     /// Puts what the ranks measured in the run: `env.mpi`, a note on the ranks and hosts,
-    /// a per-host line per test, and a STRAGGLER_HOST warning per slow host.
+    /// a per-host line per test, and a STRAGGLER_HOST warning per slow host. A metadata
+    /// run's figures are operations per second, the others' MB/s.
     pub fn record(&self, members: &[Member], run: &mut RunRecord, stopped: bool) {
         let hosts = hosts(members);
-        let per_host = self.per_host(&hosts);
+        let unit = Unit::of(&run.workload);
+        let per_host_mb = self.per_host(&hosts, |p| p.mb_s);
+        let per_host_ops = self.per_host(&hosts, |p| p.iops);
+        let by_test = |rows: &[(String, BTreeMap<String, f64>)]| {
+            rows.iter()
+                .map(|(t, h)| serde_json::json!({"test": t, "hosts": h}))
+                .collect::<Vec<_>>()
+        };
         let doc = serde_json::json!({
             "ranks": members,
             "hosts": hosts.iter().map(|(h, r)| serde_json::json!({"host": h, "ranks": r}))
                 .collect::<Vec<_>>(),
             "passes": self.rows,
-            "host_mb_s": per_host
-                .iter()
-                .map(|(t, h)| serde_json::json!({"test": t, "hosts": h}))
-                .collect::<Vec<_>>(),
+            "host_mb_s": by_test(&per_host_mb),
+            "host_ops_s": by_test(&per_host_ops),
+            "host_unit": unit.name(),
             "stopped_by_signal": stopped,
             "shared_file": self.shared_file,
             "stonewall": self.mode.stonewall,
@@ -180,13 +203,14 @@ impl Ranks {
             .map(|(h, r)| format!("{h} (ranks {})", list(r)))
             .collect();
         run.notes.push(format!(
-            "mpi: {} ranks on {} host(s): {}; each pass's MB/s is all ranks' bytes / (last \
-             end − first start), every rank timing its own pass from the barrier before it; \
-             device activity and other processes' CPU are not judged (the other ranks' I/O \
-             and CPU would count as someone else's)",
+            "mpi: {} ranks on {} host(s): {}; {}, every rank timing its own {} from the \
+             barrier before it; device activity and other processes' CPU are not judged (the \
+             other ranks' I/O and CPU would count as someone else's)",
             members.len(),
             hosts.len(),
-            host_list.join(", ")
+            host_list.join(", "),
+            unit.rule(),
+            unit.pass(),
         ));
         let bound: Vec<String> = members
             .iter()
@@ -201,20 +225,28 @@ impl Ranks {
                 bound.join(", ")
             ));
         }
-        for (test, by_host) in &per_host {
+        let per_host = match unit {
+            Unit::Ops => &per_host_ops,
+            _ => &per_host_mb,
+        };
+        for (test, by_host) in per_host {
             let cells: Vec<String> = by_host
                 .iter()
-                .map(|(h, v)| format!("{h} {v:.2} MB/s"))
+                .map(|(h, v)| format!("{h} {v:.2} {}", unit.name()))
                 .collect();
             run.notes
                 .push(format!("mpi per host, {test}: {}", cells.join(", ")));
         }
-        run.warnings.extend(stragglers(&per_host, &hosts));
+        run.warnings.extend(stragglers(per_host, &hosts, unit));
     }
 
     /// For every test (in the order they ran), each host's median over passes of its
-    /// ranks' summed MB/s.
-    fn per_host(&self, hosts: &[(String, Vec<u32>)]) -> Vec<(String, BTreeMap<String, f64>)> {
+    /// ranks' summed `rate`.
+    fn per_host(
+        &self,
+        hosts: &[(String, Vec<u32>)],
+        rate: fn(&RankPass) -> f64,
+    ) -> Vec<(String, BTreeMap<String, f64>)> {
         let mut tests: Vec<String> = Vec::new();
         for r in &self.rows {
             if !tests.contains(&r.test) {
@@ -230,13 +262,7 @@ impl Ranks {
                     .map(|(h, _)| {
                         let sums: Vec<f64> = rows
                             .iter()
-                            .map(|r| {
-                                r.ranks
-                                    .iter()
-                                    .filter(|p| &p.host == h)
-                                    .map(|p| p.mb_s)
-                                    .sum()
-                            })
+                            .map(|r| r.ranks.iter().filter(|p| &p.host == h).map(rate).sum())
                             .collect();
                         (h.clone(), iolab_stats::median(&sums))
                     })
@@ -244,6 +270,53 @@ impl Ranks {
                 (t, by_host)
             })
             .collect()
+    }
+}
+
+/// What a run's per-host figures and headline are: MB/s (block presets, dbench) or
+/// operations per second (metadata).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Mb,
+    Ops,
+    Dbench,
+}
+
+impl Unit {
+    fn of(workload: &str) -> Unit {
+        match workload {
+            "metadata" => Unit::Ops,
+            "dbench" => Unit::Dbench,
+            _ => Unit::Mb,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Unit::Ops => "ops/s",
+            _ => "MB/s",
+        }
+    }
+
+    /// How the aggregate is made.
+    fn rule(self) -> &'static str {
+        match self {
+            Unit::Mb => "each pass's MB/s is all ranks' bytes / (last end − first start)",
+            Unit::Ops => "each phase's ops/s is all ranks' operations / (last end − first start)",
+            Unit::Dbench => {
+                "each replay's MB/s is all ranks' bytes of the measured part / (last end − \
+                 first start)"
+            }
+        }
+    }
+
+    /// What one rank times.
+    fn pass(self) -> &'static str {
+        match self {
+            Unit::Mb => "pass",
+            Unit::Ops => "phase",
+            Unit::Dbench => "replay",
+        }
     }
 }
 
@@ -277,6 +350,7 @@ fn list(ranks: &[u32]) -> String {
 fn stragglers(
     per_host: &[(String, BTreeMap<String, f64>)],
     hosts: &[(String, Vec<u32>)],
+    unit: Unit,
 ) -> Vec<Warning> {
     let mut out = Vec::new();
     if hosts.len() < 2 {
@@ -303,9 +377,10 @@ fn stragglers(
                 out.push(Warning {
                     code: WarningCode::StragglerHost,
                     message: format!(
-                        "host {h}: {v:.2} MB/s per rank, under {:.0}% of the other hosts' \
-                         {typical:.2} MB/s per rank (median)",
-                        STRAGGLER_FRACTION * 100.0
+                        "host {h}: {v:.2} {u} per rank, under {:.0}% of the other hosts' \
+                         {typical:.2} {u} per rank (median)",
+                        STRAGGLER_FRACTION * 100.0,
+                        u = unit.name()
                     ),
                     fix: format!(
                         "look at host {h}: its network link, its mount options, other load \
@@ -479,6 +554,15 @@ mod tests {
             row.first_done_mb_s
         );
         assert!((row.start_skew_s - 0.2).abs() < 1e-9);
+        // The same for operations: 40 over 1.2 s, and 10 + 24 by the first end.
+        assert_eq!(row.ios, 40);
+        assert!((row.iops - 40.0 / 1.2).abs() < 1e-9, "{}", row.iops);
+        assert!(
+            (row.first_done_iops - 34.0).abs() < 1e-9,
+            "{}",
+            row.first_done_iops
+        );
+        assert_eq!(row.last_done_iops, row.iops);
         // Warm-ups are aggregated for the ranks but not kept.
         ranks.add(
             &members,
@@ -491,9 +575,13 @@ mod tests {
     }
 
     fn run_of(ranks: &Ranks, members: &[Member]) -> RunRecord {
+        run_of_workload(ranks, members, "block")
+    }
+
+    fn run_of_workload(ranks: &Ranks, members: &[Member], workload: &str) -> RunRecord {
         let mut run: RunRecord = serde_json::from_value(serde_json::json!({
             "id": null, "uuid": "u", "iolab_version": "0", "preset": "custom",
-            "workload": "block",
+            "workload": workload,
             "target": {"path": "/t", "kind": "dir", "io_path": "/t", "fs_type": "ext4",
                        "size": 1},
             "settings": crate::context::plain_settings(1, std::time::Duration::from_secs(1), 1,
@@ -559,5 +647,41 @@ mod tests {
             ],
         );
         assert!(run_of(&ranks, &one).warnings.is_empty());
+    }
+
+    #[test]
+    fn a_metadata_run_is_judged_per_host_in_operations_per_second() {
+        // A stat phase: no bytes; host a does 1000 operations in 1 s, host b 100.
+        let members = [member(0, "a"), member(1, "b")];
+        let mut ranks = Ranks::default();
+        ranks.add(
+            &members,
+            vec![
+                arrived(false, pass(0, 1.0, 1000, 1), 0.0, 1.0),
+                arrived(false, pass(0, 1.0, 100, 1), 0.0, 1.0),
+            ],
+        );
+        let run = run_of_workload(&ranks, &members, "metadata");
+        let mpi = &run.env["mpi"];
+        assert_eq!(mpi["host_unit"], "ops/s");
+        assert_eq!(mpi["host_ops_s"][0]["hosts"]["a"], 1000.0);
+        assert_eq!(mpi["host_mb_s"][0]["hosts"]["a"], 0.0);
+        assert_eq!(mpi["passes"][0]["ios"], 1100);
+        let w: Vec<&Warning> = run.warnings.iter().collect();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].message.starts_with("host b: 100.00 ops/s per rank"),
+            "{}",
+            w[0].message
+        );
+        let notes = run.notes.join("\n");
+        assert!(
+            notes.contains("mpi per host, T: a 1000.00 ops/s, b 100.00 ops/s"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("each phase's ops/s is all ranks' operations"),
+            "{notes}"
+        );
     }
 }

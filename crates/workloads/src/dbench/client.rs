@@ -104,8 +104,11 @@ pub(crate) struct Shared<'a> {
     pub sync_open: bool,
     pub fsync_every_write: bool,
     pub max_loops: Option<u64>,
-    pub warmup: Duration,
     pub time: Duration,
+    /// When the measured part starts, in nanoseconds after the start; [`NOT_YET`] while an
+    /// MPI rank waits at the end of its warm-up for the other ranks (its clients go on,
+    /// still warming up).
+    pub measure_at: AtomicU64,
     pub stop: &'a AtomicBool,
     /// Raised by the first client whose I/O fails in a way the loadfile does not expect
     /// (a full, read-only or failing filesystem): every client stops.
@@ -122,7 +125,24 @@ pub(crate) struct Shared<'a> {
     pub seam: Option<&'a Seam<'a>>,
 }
 
+/// [`Shared::measure_at`] before the measured part's start is known.
+pub(crate) const NOT_YET: u64 = u64::MAX;
+
 impl Shared<'_> {
+    /// When the measured part starts (None: not known yet).
+    pub fn measure_start(&self, start: Instant) -> Option<Instant> {
+        match self.measure_at.load(Ordering::Acquire) {
+            NOT_YET => None,
+            ns => Some(start + Duration::from_nanos(ns)),
+        }
+    }
+
+    /// Whether the measured part is over at `t`.
+    fn over(&self, start: Instant, t: Instant) -> bool {
+        self.measure_start(start)
+            .is_some_and(|m| t >= m + self.time)
+    }
+
     /// Stopped by the user or by a client's I/O failure.
     pub fn halted(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.abort.load(Ordering::Relaxed)
@@ -352,8 +372,6 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
     let Some(start) = start else {
         return out;
     };
-    let measure_start = start + sh.warmup;
-    let end = measure_start + sh.time;
     let live = &sh.live[id as usize];
 
     'run: loop {
@@ -363,7 +381,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
                 break 'run;
             }
             if e.at_us != NO_TIME
-                && !pause_until(sh, loop_start + Duration::from_micros(e.at_us), end)
+                && !pause_until(sh, loop_start + Duration::from_micros(e.at_us), start)
             {
                 break 'run;
             }
@@ -371,7 +389,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
                 if !pause_until(
                     sh,
                     Instant::now() + Duration::from_micros(micros as u64),
-                    end,
+                    start,
                 ) {
                     break 'run;
                 }
@@ -393,7 +411,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
                 c.settle(&e.action, status.ok, &result, e.line);
                 c.inline_time((t0 - b) + t1.elapsed());
             }
-            if t1 >= end {
+            if sh.over(start, t1) {
                 break 'run;
             }
             if let Err(f) = &result {
@@ -427,7 +445,7 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
                 live.bytes.fetch_add(bytes, Ordering::Relaxed);
             }
             live.ops.fetch_add(1, Ordering::Relaxed);
-            if t1 >= measure_start {
+            if let Some(measure_start) = sh.measure_start(start).filter(|m| t1 >= *m) {
                 let ns = (t1 - t0).as_nanos().min(u64::MAX as u128) as u64;
                 acc.hist.record(ns);
                 acc.max_ns = acc.max_ns.max(ns);
@@ -486,12 +504,13 @@ pub(crate) fn client_dir(id: u32) -> PathBuf {
 /// The directory all clients work in, relative to the run directory.
 pub(crate) const CLIENTS: &str = "clients";
 
-/// Sleeps until `when`, in slices so that the stop flag and the end of the run are noticed;
+/// Sleeps until `when`, in slices so that the stop flag and the end of the run (started at
+/// `start`) are noticed;
 /// false when the client should stop instead.
-fn pause_until(sh: &Shared<'_>, when: Instant, end: Instant) -> bool {
+fn pause_until(sh: &Shared<'_>, when: Instant, start: Instant) -> bool {
     loop {
         let now = Instant::now();
-        if sh.halted() || now >= end {
+        if sh.halted() || sh.over(start, now) {
             return false;
         }
         if now >= when {

@@ -30,10 +30,11 @@ use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use iolab_measure::{LatencyHistogram, MB};
+use iolab_runner::coord::Phases;
 use serde::{Deserialize, Serialize};
 
 #[doc(hidden)]
@@ -242,6 +243,9 @@ pub struct DbenchResult {
     /// What `--verify` found (None without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<Tally>,
+    /// When the measured part started, on this process's clock (None: it did not).
+    #[serde(skip)]
+    pub measure_started: Option<Instant>,
 }
 
 impl DbenchResult {
@@ -276,6 +280,8 @@ pub enum DbenchError {
     Occupied { path: PathBuf, reason: String },
     /// A client thread could not be started or panicked.
     Client(String),
+    /// The other ranks of an MPI run: one of them failed (which, and why).
+    Ranks(iolab_runner::RunError),
 }
 
 impl fmt::Display for DbenchError {
@@ -289,6 +295,7 @@ impl fmt::Display for DbenchError {
                 path.display()
             ),
             DbenchError::Client(m) => write!(f, "dbench: {m}"),
+            DbenchError::Ranks(e) => write!(f, "{e}"),
         }
     }
 }
@@ -315,7 +322,21 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<DbenchResult, DbenchError> {
-    run_inner(cfg, loadfile, stop, progress, None)
+    run_inner(cfg, loadfile, progress, None, &mut Phases::new(None, stop))
+}
+
+/// [`run`] as one rank of an MPI run: the replay starts at a barrier with the other ranks
+/// (the clients are set up and waiting), and the measured part starts at a second one,
+/// when every rank has warmed up for `cfg.warmup` at least (the clients go on replaying
+/// while their rank waits, still warming up). The result's `measure_started` is when it
+/// started, on this rank's clock.
+pub fn run_with(
+    cfg: &DbenchConfig,
+    loadfile: &Loadfile,
+    progress: &mut dyn FnMut(&Progress),
+    phases: &mut Phases<'_>,
+) -> Result<DbenchResult, DbenchError> {
+    run_inner(cfg, loadfile, progress, None, phases)
 }
 
 /// [`run`] with a test seam: with `cfg.verify`, `seam` is called in every client before
@@ -329,16 +350,21 @@ pub fn run_with_seam(
     progress: &mut dyn FnMut(&Progress),
     seam: &Seam<'_>,
 ) -> Result<DbenchResult, DbenchError> {
-    run_inner(cfg, loadfile, stop, progress, Some(seam))
+    let mut alone = Phases::new(None, stop);
+    run_inner(cfg, loadfile, progress, Some(seam), &mut alone)
 }
 
 fn run_inner(
     cfg: &DbenchConfig,
     loadfile: &Loadfile,
-    stop: &AtomicBool,
     progress: &mut dyn FnMut(&Progress),
     seam: Option<&Seam<'_>>,
+    phases: &mut Phases<'_>,
 ) -> Result<DbenchResult, DbenchError> {
+    let stop = phases.stop();
+    // With other ranks and a warm-up, the measured part starts when every rank is done
+    // warming up.
+    let meet_after_warmup = phases.ranks() > 1 && !cfg.warmup.is_zero();
     if cfg.clients == 0 || cfg.clients > MAX_CLIENTS {
         return Err(DbenchError::Config(format!(
             "--clients {}: must be between 1 and {MAX_CLIENTS}",
@@ -386,8 +412,11 @@ fn run_inner(
         sync_open: cfg.sync_open,
         fsync_every_write: cfg.fsync_every_write,
         max_loops: cfg.max_loops,
-        warmup: cfg.warmup,
         time: cfg.time,
+        measure_at: AtomicU64::new(match meet_after_warmup {
+            true => client::NOT_YET,
+            false => cfg.warmup.as_nanos().min(u64::MAX as u128 - 1) as u64,
+        }),
         stop,
         abort: AtomicBool::new(false),
         gate: Gate::default(),
@@ -399,6 +428,7 @@ fn run_inner(
     };
 
     let mut interrupted_at: Option<Instant> = None;
+    let mut ranks_failed: Option<iolab_runner::RunError> = None;
     let joined: Vec<std::thread::Result<Outcome>> = std::thread::scope(|s| {
         let mut handles = Vec::new();
         for id in 0..cfg.clients {
@@ -422,9 +452,24 @@ fn run_inner(
             }
         }
         shared.gate.wait_ready(cfg.clients);
+        // Every client is set up: the other ranks' barrier, then the start.
+        let met = phases.before();
         let start = Instant::now();
-        shared.gate.open(Some(start));
-        interrupted_at = monitor(&shared, cfg, start, progress);
+        match met {
+            Ok(()) => {
+                shared.gate.open(Some(start));
+                let meet = meet_after_warmup.then_some(&mut *phases);
+                match monitor(&shared, cfg, start, progress, meet) {
+                    Ok(at) => interrupted_at = at,
+                    Err(e) => ranks_failed = Some(e),
+                }
+            }
+            Err(e) => {
+                // The clients go home, cleaning up after themselves.
+                shared.gate.open(None);
+                ranks_failed = Some(e);
+            }
+        }
         handles.into_iter().map(|h| h.join()).collect()
     });
 
@@ -461,20 +506,47 @@ fn run_inner(
             }
         }
     }
-    let start = shared.gate.start().expect("the run started");
-    Ok(merge(cfg, start, interrupted_at, outcomes, notes))
+    match ranks_failed {
+        Some(iolab_runner::RunError::Interrupted) => interrupted_at = Some(Instant::now()),
+        Some(e) => return Err(DbenchError::Ranks(e)),
+        None => {}
+    }
+    let Some(start) = shared.gate.start() else {
+        // Stopped at the barrier before the start: nothing ran.
+        return Ok(merge(
+            cfg,
+            Instant::now(),
+            None,
+            interrupted_at,
+            Vec::new(),
+            notes,
+        ));
+    };
+    let measure_start = shared.measure_start(start);
+    Ok(merge(
+        cfg,
+        start,
+        measure_start,
+        interrupted_at,
+        outcomes,
+        notes,
+    ))
 }
 
 /// The progress loop on the calling thread: one report per second until the measured phase
-/// ends or the stop flag is set. Returns when the stop flag was seen.
+/// ends or the stop flag is set. Returns when the stop flag was seen. With `meet` (an MPI
+/// rank), at the end of the warm-up it waits for the other ranks and starts the measured
+/// part when they are all there: an error when one of them failed (the clients are told to
+/// stop).
 fn monitor(
     shared: &Shared<'_>,
     cfg: &DbenchConfig,
     start: Instant,
     progress: &mut dyn FnMut(&Progress),
-) -> Option<Instant> {
-    let measure_start = start + cfg.warmup;
-    let end = measure_start + cfg.time;
+    mut meet: Option<&mut Phases<'_>>,
+) -> Result<Option<Instant>, iolab_runner::RunError> {
+    let mut measure_start = start + cfg.warmup;
+    let mut end = measure_start + cfg.time;
     let total_bytes = || -> u64 {
         shared
             .live
@@ -503,6 +575,19 @@ fn monitor(
             break;
         }
         if phase_bytes.is_none() && now >= measure_start {
+            if let Some(m) = meet.take() {
+                if let Err(e) = m.before() {
+                    shared.abort.store(true, Ordering::SeqCst);
+                    return Err(e);
+                }
+                let at = Instant::now();
+                shared
+                    .measure_at
+                    .store((at - start).as_nanos() as u64, Ordering::Release);
+                measure_start = at;
+                end = measure_start + cfg.time;
+                continue;
+            }
             phase_bytes = Some(total_bytes());
         }
         if now >= next_tick && now < end && interrupted.is_none() {
@@ -536,18 +621,20 @@ fn monitor(
         }
         std::thread::sleep(wake.saturating_duration_since(Instant::now()));
     }
-    interrupted
+    Ok(interrupted)
 }
 
 /// Combines the clients' outcomes into the result.
 fn merge(
     cfg: &DbenchConfig,
     start: Instant,
+    measure_start: Option<Instant>,
     interrupted_at: Option<Instant>,
     outcomes: Vec<Outcome>,
     mut notes: Vec<String>,
 ) -> DbenchResult {
-    let measure_start = start + cfg.warmup;
+    // Stopped before an MPI rank's measured part started: it is empty, at the stop.
+    let measure_start = measure_start.or(interrupted_at).unwrap_or(start);
     // The measured phase ends at its time, at the stop, or when the last client finished
     // its passes (max_loops), whichever came first.
     let mut measure_end = measure_start + cfg.time;
@@ -665,6 +752,7 @@ fn merge(
         mismatches,
         short_reads,
         interrupted: interrupted_at.is_some(),
+        measure_started: (measure_start >= start).then_some(measure_start),
         notes,
         failure: failure.map(|(_, f)| f),
         verify,

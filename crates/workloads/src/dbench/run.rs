@@ -19,6 +19,7 @@ use iolab_testbed::runstate::RunResource;
 use serde::Serialize;
 
 use super::{DbenchConfig, MismatchSample, OpKind};
+use iolab_runner::coord::Phases;
 
 /// Debian's dbench package installs its client loadfile here.
 pub const DEFAULT_LOADFILE: &str = "/usr/share/dbench/client.txt";
@@ -110,145 +111,214 @@ impl Job for DbenchJob {
         }
         let parsed = super::parse_loadfile(&cfg.loadfile)
             .map_err(|e| RunError::Usage(UsageError::option("loadfile", e.to_string())))?;
-        let clients = cfg.clients;
-        // What killed iolab runs left in clients/ is removed (it would look foreign), then
-        // what this run creates is recorded before it exists.
-        let clients_dir = cfg.dir.join("clients");
-        ctx.clear_leftovers_under(&clients_dir);
-        super::footprint::check(&parsed, &cfg.dir, clients, verify)?;
-        if clients_dir.is_dir() {
-            for id in 0..clients {
-                ctx.will_create(RunResource::Tree {
-                    path: clients_dir.join(format!("client{id}")),
-                });
+        let target = cfg.dir.clone();
+        // A rank of an MPI run replays in its own directory in the target.
+        let Some(name) = ctx
+            .coordinator()
+            .map(|c| iolab_runner::coord::rank_name(&*c))
+        else {
+            return replays(cfg, &target, &parsed, runs, verify, ctx);
+        };
+        let mine = target.join(name);
+        let id = ctx.will_create(RunResource::Tree { path: mine.clone() });
+        std::fs::create_dir(&mine)
+            .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", mine.display())))?;
+        ctx.created(id);
+        cfg.dir = mine.clone();
+        let outcome = replays(cfg, &target, &parsed, runs, verify, ctx);
+        // The replays removed what they made in it.
+        if let Err(e) = std::fs::remove_dir(&mine) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                ctx.left_behind(format!("{}: {e}", mine.display()));
             }
-        } else {
-            ctx.will_create(RunResource::Tree { path: clients_dir });
         }
-        ctx.start(RunStart::in_dir(
-            "dbench",
-            &cfg.dir,
-            0,
-            plain_settings(0, cfg.time, runs, false),
-        ))?;
-        let mut verified: Option<Tally> = None;
-        let mut passes = Vec::new();
-        let mut extra: Option<DbenchExtra> = None;
-        for index in 1..=runs {
-            // `--verify`: a new run id for every replay, so no replay's data passes for
-            // another's.
-            let cfg = DbenchConfig {
-                verify: verify.then(|| fastrand::u64(1..)),
-                ..cfg.clone()
-            };
-            let cpu0 = CpuSample::now();
-            let r = {
-                let progress = &ctx.progress;
-                super::run(&cfg, &parsed, &ctx.stop, &mut |p| {
+        outcome
+    }
+}
+
+/// The replays of a dbench run in `cfg.dir` (in `target`, or this rank's directory in it):
+/// the run started, one pass per replay, the test added.
+fn replays(
+    cfg: DbenchConfig,
+    target: &std::path::Path,
+    parsed: &super::Loadfile,
+    runs: u32,
+    verify: bool,
+    ctx: &mut RunContext,
+) -> Result<(), RunError> {
+    let clients = cfg.clients;
+    let name = format!(
+        "dbench {clients} client{}",
+        if clients == 1 { "" } else { "s" }
+    );
+    // What killed iolab runs left in clients/ is removed (it would look foreign), then
+    // what this run creates is recorded before it exists.
+    let clients_dir = cfg.dir.join("clients");
+    ctx.clear_leftovers_under(&clients_dir);
+    super::footprint::check(parsed, &cfg.dir, clients, verify)?;
+    if clients_dir.is_dir() {
+        for id in 0..clients {
+            ctx.will_create(RunResource::Tree {
+                path: clients_dir.join(format!("client{id}")),
+            });
+        }
+    } else {
+        ctx.will_create(RunResource::Tree { path: clients_dir });
+    }
+    ctx.start(RunStart::in_dir(
+        "dbench",
+        target,
+        0,
+        plain_settings(0, cfg.time, runs, false),
+    ))?;
+    let mut verified: Option<Tally> = None;
+    let mut passes = Vec::new();
+    let mut extra: Option<DbenchExtra> = None;
+    for index in 1..=runs {
+        // `--verify`: a new run id for every replay, so no replay's data passes for
+        // another's.
+        let cfg = DbenchConfig {
+            verify: verify.then(|| fastrand::u64(1..)),
+            ..cfg.clone()
+        };
+        let cpu0 = CpuSample::now();
+        let stop = std::sync::Arc::clone(&ctx.stop);
+        let r = {
+            let (progress, coord) = ctx.progress_and_coordinator();
+            let mut phases = Phases::new(coord, &stop);
+            let r = super::run_with(
+                &cfg,
+                parsed,
+                &mut |p| {
                     progress.phase(
                         &format!("dbench {index}/{runs} {:?}", p.phase).to_lowercase(),
                         format!("{:.1} MB/s", p.mb_s),
                     )
-                })
-                .map_err(|e| RunError::Failed(e.to_string()))?
-            };
-            for n in &r.notes {
-                if let Some(what) = n.strip_prefix("cleanup: ") {
-                    ctx.left_behind(what.to_string());
-                }
+                },
+                &mut phases,
+            );
+            match r {
+                Ok(r) => r,
+                Err(super::DbenchError::Ranks(e)) => return Err(e),
+                Err(e) => return Err(RunError::Failed(e.to_string())),
             }
-            if let Some(f) = &r.failure {
-                // The replay's figures measured a failing filesystem: no speed is reported.
-                return Err(RunError::Failed(format!(
-                    "dbench: {f}; a replay whose I/O fails reports no throughput"
-                )));
-            }
-            if r.interrupted {
-                break;
-            }
-            if let Some(v) = &r.verify {
-                verified
-                    .get_or_insert_with(Default::default)
-                    .merge(v.clone());
-            }
-            let hist = |k: OpKind| -> LatencyHistogram {
-                r.ops
-                    .iter()
-                    .find(|o| o.op == k)
-                    .map(|o| o.histogram.clone())
-                    .unwrap_or_default()
-            };
-            let secs = r.measured_seconds;
-            let read = (r.bytes_read > 0)
-                .then(|| DirResult::from_histogram(r.bytes_read, secs, hist(OpKind::ReadX)));
-            let write = (r.bytes_written > 0)
-                .then(|| DirResult::from_histogram(r.bytes_written, secs, hist(OpKind::WriteX)));
-            let flush = hist(OpKind::Flush);
-            let sync = (!flush.is_empty()).then(|| SyncStats {
-                count: flush.count(),
-                lat_us: flush.summary_us(),
-            });
-            let series = TimeSeries {
-                interval_ms: 1000,
-                bytes: r.per_second_mb_s.iter().map(|m| (m * 1e6) as u64).collect(),
-            };
-            let cpu = cpu0.usage_until(&CpuSample::now(), 0);
-            passes.push(PassRecord::new(index, secs, read, write, sync, cpu, series));
-            extra = Some(DbenchExtra {
-                loadfile: cfg.loadfile.clone(),
-                clients,
-                throughput_mb_s: r.mb_s,
-                warmup_seconds: r.warmup_seconds,
-                loops_completed: r.loops_completed,
-                status_mismatches: r.status_mismatches,
-                mismatch_samples: r.mismatches.clone(),
-                short_reads: r.short_reads,
-                notes: r.notes.clone(),
-                ops: r
-                    .ops
-                    .iter()
-                    .map(|o| OpRow {
-                        op: o.op.name(),
-                        count: o.count,
-                        avg_ms: o.avg_ms,
-                        max_ms: o.max_ms,
-                        p99_ms: o.p99_ms,
-                        status_mismatches: o.status_mismatches,
-                    })
-                    .collect(),
-                verify: None,
-            });
-        }
-        let Some(mut extra) = extra.filter(|_| !passes.is_empty()) else {
-            return Ok(());
         };
-        if let Some(v) = &verified {
-            ctx.epilogue(&verify_text(clients, v));
+        for n in &r.notes {
+            if let Some(what) = n.strip_prefix("cleanup: ") {
+                ctx.left_behind(what.to_string());
+            }
         }
-        extra.verify = verified;
-        let mut job = iolab_spec::JobSpec::new(iolab_spec::Rw::Rw, 4096, 1, clients);
-        // The share of ReadX bytes, so the mixed-test rows read like dbench's traffic.
-        let (rb, wb) = passes.iter().fold((0u64, 0u64), |(r, w), p| {
-            (
-                r + p.read.as_ref().map_or(0, |d| d.bytes),
-                w + p.write.as_ref().map_or(0, |d| d.bytes),
-            )
+        if let Some(f) = &r.failure {
+            // The replay's figures measured a failing filesystem: no speed is reported.
+            return Err(RunError::Failed(format!(
+                "dbench: {f}; a replay whose I/O fails reports no throughput"
+            )));
+        }
+        if r.interrupted {
+            break;
+        }
+        if let Some(v) = &r.verify {
+            verified
+                .get_or_insert_with(Default::default)
+                .merge(v.clone());
+        }
+        let hist = |k: OpKind| -> LatencyHistogram {
+            r.ops
+                .iter()
+                .find(|o| o.op == k)
+                .map(|o| o.histogram.clone())
+                .unwrap_or_default()
+        };
+        let secs = r.measured_seconds;
+        let read = (r.bytes_read > 0)
+            .then(|| DirResult::from_histogram(r.bytes_read, secs, hist(OpKind::ReadX)));
+        let write = (r.bytes_written > 0)
+            .then(|| DirResult::from_histogram(r.bytes_written, secs, hist(OpKind::WriteX)));
+        let flush = hist(OpKind::Flush);
+        let sync = (!flush.is_empty()).then(|| SyncStats {
+            count: flush.count(),
+            lat_us: flush.summary_us(),
         });
-        job.rwmixread = (100 * rb / (rb + wb).max(1)) as u8;
-        job.fsync_every = u32::from(cfg.fsync_every_write);
-        let summary = iolab_stats::summarize(&passes, iolab_stats::Score::Median);
-        ctx.add_tests(vec![TestRecord {
-            name: format!(
-                "dbench {clients} client{}",
-                if clients == 1 { "" } else { "s" }
-            ),
-            group: "dbench".into(),
-            job,
-            passes,
-            summary,
-            extra: serde_json::to_value(&extra).unwrap_or_default(),
-        }])
+        let series = TimeSeries {
+            interval_ms: 1000,
+            bytes: r.per_second_mb_s.iter().map(|m| (m * 1e6) as u64).collect(),
+        };
+        let cpu = cpu0.usage_until(&CpuSample::now(), 0);
+        let pass = PassRecord::new(index, secs, read, write, sync, cpu, series);
+        // With other ranks: the aggregate of every rank's measured part.
+        let started = r.measure_started.unwrap_or_else(std::time::Instant::now);
+        let (_, coord) = ctx.progress_and_coordinator();
+        let pass = match Phases::new(coord, &stop).after(&name, false, pass, started) {
+            Ok(p) => p,
+            Err(RunError::Interrupted) => break,
+            Err(e) => return Err(e),
+        };
+        let mb_s = pass.mb_s;
+        passes.push(pass);
+        extra = Some(DbenchExtra {
+            loadfile: cfg.loadfile.clone(),
+            clients,
+            throughput_mb_s: if ctx.coordinator().is_some() {
+                mb_s
+            } else {
+                r.mb_s
+            },
+            warmup_seconds: r.warmup_seconds,
+            loops_completed: r.loops_completed,
+            status_mismatches: r.status_mismatches,
+            mismatch_samples: r.mismatches.clone(),
+            short_reads: r.short_reads,
+            notes: r.notes.clone(),
+            ops: r
+                .ops
+                .iter()
+                .map(|o| OpRow {
+                    op: o.op.name(),
+                    count: o.count,
+                    avg_ms: o.avg_ms,
+                    max_ms: o.max_ms,
+                    p99_ms: o.p99_ms,
+                    status_mismatches: o.status_mismatches,
+                })
+                .collect(),
+            verify: None,
+        });
     }
+    if ctx.coordinator().is_some() {
+        ctx.note(
+            "mpi: each replay's pass is every rank's measured part (bytes and ReadX/WriteX \
+             summed, latencies merged, over last end − first start), which starts at a \
+             barrier once every rank has warmed up; the operation table, loops and status \
+             mismatches in extra are rank 0's own"
+                .into(),
+        );
+    }
+    let Some(mut extra) = extra.filter(|_| !passes.is_empty()) else {
+        return Ok(());
+    };
+    if let Some(v) = &verified {
+        ctx.epilogue(&verify_text(clients, v));
+    }
+    extra.verify = verified;
+    let mut job = iolab_spec::JobSpec::new(iolab_spec::Rw::Rw, 4096, 1, clients);
+    // The share of ReadX bytes, so the mixed-test rows read like dbench's traffic.
+    let (rb, wb) = passes.iter().fold((0u64, 0u64), |(r, w), p| {
+        (
+            r + p.read.as_ref().map_or(0, |d| d.bytes),
+            w + p.write.as_ref().map_or(0, |d| d.bytes),
+        )
+    });
+    job.rwmixread = (100 * rb / (rb + wb).max(1)) as u8;
+    job.fsync_every = u32::from(cfg.fsync_every_write);
+    let summary = iolab_stats::summarize(&passes, iolab_stats::Score::Median);
+    ctx.add_tests(vec![TestRecord {
+        name,
+        group: "dbench".into(),
+        job,
+        passes,
+        summary,
+        extra: serde_json::to_value(&extra).unwrap_or_default(),
+    }])
 }
 
 /// What a dbench test carries in `extra` (docs/dbench.md).

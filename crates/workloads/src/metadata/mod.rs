@@ -27,6 +27,8 @@ use crate::common::{
 };
 use iolab_integrity::filecheck::{self, Comparison, Content};
 use iolab_integrity::{Tally, Unit};
+use iolab_runner::coord::Phases;
+use iolab_runner::RunError;
 
 /// Default size of each file: smaller than any allocation unit.
 pub const DEFAULT_FILE_SIZE: u64 = 100;
@@ -510,6 +512,8 @@ struct SpaceExtra {
 /// One finished phase.
 struct PhaseResult {
     phase: Phase,
+    /// When its first thread started.
+    started: Instant,
     pass: PassRecord,
     ops: u64,
     seconds: f64,
@@ -525,9 +529,10 @@ fn run_phase(
     cfg: &MetadataConfig,
     threads: u64,
     devices: &[String],
-    stop: &AtomicBool,
     progress: &mut dyn FnMut(&str, u64),
+    phases: &mut Phases<'_>,
 ) -> Result<Option<PhaseResult>, WorkloadError> {
+    let stop = phases.stop();
     let content = cfg.content();
     // Random bytes shared by every create, unless `verify` writes each file's own content.
     let data = {
@@ -541,6 +546,12 @@ fn run_phase(
     let counters: Vec<Counter> = (0..threads).map(|_| Counter::default()).collect();
     progress(phase.name(), 0);
     let watch = Watch::start(devices);
+    // The other ranks' barrier as late as can be: what a rank does between it and its
+    // threads' start delays its start.
+    match phases.before() {
+        Err(RunError::Interrupted) => return Ok(None),
+        r => r.map_err(WorkloadError::Ranks)?,
+    }
     let results: Vec<Result<ThreadResult, WorkloadError>> = run_workers(
         threads as usize,
         &abort,
@@ -629,6 +640,7 @@ fn run_phase(
     pass.context.activity = activity;
     Ok(Some(PhaseResult {
         phase,
+        started: first,
         pass,
         ops,
         seconds,
@@ -684,7 +696,21 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str, u64),
 ) -> Result<Vec<TestRecord>, WorkloadError> {
+    run_with(cfg, progress, &mut Phases::new(None, stop))
+}
+
+/// [`run`] as one rank of an MPI run: every phase starts at a barrier with the other
+/// ranks, and its test holds the aggregate of every rank's phase (operations summed over
+/// last end − first start). With other ranks the create phase has no `space` (their
+/// files land on the filesystem too) and the phases no `ops_series`.
+pub fn run_with(
+    cfg: &MetadataConfig,
+    progress: &mut dyn FnMut(&str, u64),
+    phases: &mut Phases<'_>,
+) -> Result<Vec<TestRecord>, WorkloadError> {
     check_config(cfg)?;
+    let stop = phases.stop();
+    let alone = phases.ranks() == 1;
     let dir = std::path::absolute(&cfg.dir).unwrap_or_else(|_| cfg.dir.clone());
     let meta = std::fs::metadata(&dir).map_err(io_err(&dir, "inspect"))?;
     if !meta.is_dir() {
@@ -717,11 +743,23 @@ pub fn run(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        match run_phase(phase, &tree, cfg, threads, &devices, stop, progress)? {
-            Some(r) => results.push(r),
-            None => break,
+        let Some(mut r) = run_phase(phase, &tree, cfg, threads, &devices, progress, phases)? else {
+            break;
+        };
+        match phases.after(phase.name(), false, r.pass, r.started) {
+            Ok(all) => {
+                r.ops = all.ios;
+                r.seconds = all.seconds;
+                r.pass = all;
+            }
+            Err(RunError::Interrupted) => break,
+            Err(e) => return Err(WorkloadError::Ranks(e)),
         }
-        if phase == Phase::Create {
+        if !alone {
+            r.ops_series.clear();
+        }
+        results.push(r);
+        if phase == Phase::Create && alone {
             let (used, ffree, _) = usage(&tree.base)?;
             space_after = Some((used, ffree));
         }

@@ -8,6 +8,7 @@ use iolab_runner::{
 
 use super::MetadataConfig;
 use crate::common::WorkloadError;
+use iolab_runner::coord::Phases;
 use iolab_runner::space::Need;
 
 /// The metadata workload's entry in the registry.
@@ -92,13 +93,31 @@ impl Job for MetadataJob {
             cfg.file_size * cfg.files,
             plain_settings(cfg.file_size, Default::default(), 1, false),
         ))?;
+        let stop = std::sync::Arc::clone(&ctx.stop);
         let tests = {
-            let progress = &ctx.progress;
-            super::run(&cfg, &ctx.stop, &mut |label, n| {
-                progress.phase(label, format!("{n} ops"))
-            })
-            .map_err(|e| RunError::Failed(e.to_string()))?
+            let (progress, coord) = ctx.progress_and_coordinator();
+            let mut phases = Phases::new(coord, &stop);
+            let many = phases.ranks() > 1;
+            let tests = super::run_with(
+                &cfg,
+                &mut |label, n| progress.phase(label, format!("{n} ops")),
+                &mut phases,
+            );
+            match tests {
+                Ok(t) => (t, many),
+                Err(WorkloadError::Ranks(e)) => return Err(e),
+                Err(e) => return Err(RunError::Failed(e.to_string())),
+            }
         };
-        ctx.add_tests(tests)
+        if tests.1 {
+            ctx.note(
+                "mpi: each phase's ops/s is all ranks' operations over (last end − first \
+                 start); the space per file is not measured (the other ranks' files land on \
+                 the filesystem too) and ops_series is empty (per-rank series are not \
+                 gathered)"
+                    .into(),
+            );
+        }
+        ctx.add_tests(tests.0)
     }
 }
