@@ -454,6 +454,110 @@ mod with_mpi {
         drop(mnt);
     }
 
+    /// The BUSY_DEVICE / BUSY_CPU warnings of a 2-rank direct read on `dir`.
+    fn busy_warnings(sb: &Sandbox, dir: &Path) -> Vec<(String, String)> {
+        let cmd = mpirun(
+            sb,
+            2,
+            &["--bind-to", "none"],
+            &[
+                "run",
+                "custom",
+                "--rw",
+                "randread",
+                "--bs",
+                "128k",
+                "--iodepth",
+                "4",
+                "--size",
+                "16m",
+                "--duration",
+                "1s",
+                "--runs",
+                "2",
+                "--target",
+                dir.to_str().unwrap(),
+                "--quiet",
+                "--json",
+                "-",
+            ],
+        );
+        let out = cmd_output(cmd);
+        let doc: Value = serde_json::from_slice(&out).unwrap();
+        assert!(
+            doc["notes"].to_string().contains("judged per machine"),
+            "{}",
+            doc["notes"]
+        );
+        doc["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                (
+                    w["code"].as_str().unwrap().to_string(),
+                    w["message"].as_str().unwrap().to_string(),
+                )
+            })
+            .filter(|(c, _)| c.starts_with("BUSY_"))
+            .collect()
+    }
+
+    fn cmd_output(mut cmd: Command) -> Vec<u8> {
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        out.stdout
+    }
+
+    #[test]
+    fn busy_device_is_judged_per_machine_and_the_ranks_are_not_each_others_load() {
+        let Some(_lock) = require_devices(&["mkfs.ext4", "mpirun", "dd"]) else {
+            return;
+        };
+        let dev = Loop::with_options(96 * MIB, &["--direct-io=on"]);
+        sh("mkfs.ext4", &["-q", "-F", dev.s()]);
+        let mnt = Mount::new(dev.s(), &[]);
+        let dir = mnt.path().join("t");
+        std::fs::create_dir(&dir).unwrap();
+        let sb = Sandbox::new();
+        let host = rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned();
+        // Alone on the device: two ranks' reads are the run's own, not a shared device.
+        // (BUSY_CPU may fire on a busy machine: other tests' processes are other processes;
+        // that the ranks are not each other's load is measure's tests/ours.rs.)
+        let quiet = busy_warnings(&sb, &dir);
+        println!("alone: {quiet:?}");
+        assert!(quiet.iter().all(|(c, _)| c != "BUSY_DEVICE"), "{quiet:?}");
+        // With someone else reading the same device, the warning names this host.
+        let mut reader = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "while :; do dd if={} of=/dev/null bs=1M count=64 iflag=direct status=none; done",
+                dev.s()
+            ))
+            .spawn()
+            .unwrap();
+        let shared = busy_warnings(&sb, &dir);
+        let _ = Command::new("pkill")
+            .args(["-P", &reader.id().to_string()])
+            .status();
+        let _ = reader.kill();
+        let _ = reader.wait();
+        println!("with dd: {shared:?}");
+        let name = dev.dev.file_name().unwrap().to_str().unwrap().to_string();
+        assert!(
+            shared
+                .iter()
+                .any(|(c, m)| c == "BUSY_DEVICE"
+                    && m.starts_with(&format!("on {host}: {name} moved"))),
+            "{shared:?}"
+        );
+        assert!(std::fs::read_dir(&dir).unwrap().next().is_none());
+        drop(mnt);
+    }
+
     /// Three network namespaces on a bridge, each a "host" with its own name; removed on
     /// drop.
     struct Hosts {

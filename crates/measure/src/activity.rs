@@ -38,6 +38,15 @@ pub struct Activity {
     pub other_cpu_pct: f64,
     /// The busiest of them (at most 3, each above 1% of a CPU).
     pub top_processes: Vec<ProcessCpu>,
+    /// Bytes iolab itself moved outside the counted pass (its ramp, and what drained after
+    /// the deadline), already taken off `devices`: what another rank of an MPI run on the
+    /// same machine adds back to tell its I/O from someone else's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub own_uncounted_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn read_diskstats() -> HashMap<String, DiskCounters> {
@@ -70,9 +79,21 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 /// the checksums and the device I/O of a run on zfs), not competition for the CPU.
 const STORAGE_DAEMONS: &[&str] = &["zfs-fuse"];
 
-/// (name, utime + stime in clock ticks) of every user-space process but `skip` and the
-/// storage daemons.
+/// Other processes whose CPU time is the run's own: the other ranks of a multi-process
+/// run on this machine (set once by the runner, see [`count_as_ours`]).
+static ALSO_OURS: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+
+/// Counts the CPU of `pids` (the other ranks of an MPI run on this machine) as the run's
+/// own, not as other processes' (BUSY_CPU). Set once per process; later calls are ignored
+/// and return false.
+pub fn count_as_ours(pids: Vec<u32>) -> bool {
+    ALSO_OURS.set(pids).is_ok()
+}
+
+/// (name, utime + stime in clock ticks) of every user-space process but `skip`, the
+/// processes [`count_as_ours`] named and the storage daemons.
 fn read_process_times(skip: u32) -> HashMap<u32, (String, u64)> {
+    let ours = ALSO_OURS.get().map(Vec::as_slice).unwrap_or(&[]);
     let mut out = HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return out;
@@ -81,7 +102,7 @@ fn read_process_times(skip: u32) -> HashMap<u32, (String, u64)> {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        if pid == skip {
+        if pid == skip || ours.contains(&pid) {
             continue;
         }
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {

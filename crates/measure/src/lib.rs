@@ -64,7 +64,7 @@ mod histogram;
 mod model;
 mod warning;
 
-pub use activity::{Activity, ActivitySample, DeviceIo, ProcessCpu};
+pub use activity::{count_as_ours, Activity, ActivitySample, DeviceIo, ProcessCpu};
 pub use cpu::{CpuSample, CpuUsage};
 pub use histogram::LatencyHistogram;
 pub use model::{

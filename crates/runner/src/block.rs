@@ -680,6 +680,7 @@ fn own_io_apart(mut a: Activity, uncounted: [u64; 2]) -> Activity {
         d.read_bytes = d.read_bytes.saturating_sub(uncounted[0]);
         d.write_bytes = d.write_bytes.saturating_sub(uncounted[1]);
     }
+    a.own_uncounted_bytes = uncounted[0] + uncounted[1];
     a
 }
 

@@ -632,6 +632,7 @@ fn busy_cpu(pct: f64) -> RunRecord {
             name: "burner".into(),
             cpu_pct: pct - 1.0,
         }],
+        ..Activity::default()
     };
     run
 }

@@ -6,9 +6,11 @@
 use std::collections::BTreeMap;
 
 use iolab_measure::{
-    DirResult, LatSummary, PassContext, PassRecord, RunRecord, SyncStats, TimeSeries, Warning,
-    WarningCode,
+    Activity, DirResult, LatSummary, PassContext, PassRecord, RunRecord, SyncStats, TimeSeries,
+    Warning, WarningCode,
 };
+use iolab_spec::format_bytes;
+use iolab_stats::warnings::{BUSY_CPU_PCT, FOREIGN_IO_SHARE};
 use serde::Serialize;
 
 use super::Member;
@@ -59,6 +61,10 @@ struct Row {
 struct RankPass {
     rank: u32,
     host: String,
+    /// Device traffic and other processes' CPU around the rank's pass, as it sampled them
+    /// (kept for the per-machine BUSY_DEVICE/BUSY_CPU judgement, not in `env.mpi`).
+    #[serde(skip)]
+    activity: Activity,
     bytes: u64,
     ios: u64,
     seconds: f64,
@@ -151,6 +157,7 @@ impl Ranks {
                     .map(|(r, a)| RankPass {
                         rank: r as u32,
                         host: host(r),
+                        activity: a.pass.context.activity.clone(),
                         bytes: a.pass.bytes,
                         ios: a.pass.ios,
                         seconds: a.pass.seconds,
@@ -204,8 +211,8 @@ impl Ranks {
             .collect();
         run.notes.push(format!(
             "mpi: {} ranks on {} host(s): {}; {}, every rank timing its own {} from the \
-             barrier before it; device activity and other processes' CPU are not judged (the \
-             other ranks' I/O and CPU would count as someone else's)",
+             barrier before it; device traffic and other processes' CPU are judged per \
+             machine, with every rank's I/O and CPU there counted as the run's own",
             members.len(),
             hosts.len(),
             host_list.join(", "),
@@ -238,6 +245,8 @@ impl Ranks {
                 .push(format!("mpi per host, {test}: {}", cells.join(", ")));
         }
         run.warnings.extend(stragglers(per_host, &hosts, unit));
+        run.warnings
+            .extend(busy(&self.rows, members, run.settings.direct));
     }
 
     /// For every test (in the order they ran), each host's median over passes of its
@@ -327,6 +336,133 @@ fn hosts(members: &[Member]) -> Vec<(String, Vec<u32>)> {
         match out.iter_mut().find(|(h, _)| *h == m.host) {
             Some((_, r)) => r.push(m.rank),
             None => out.push((m.host.clone(), vec![m.rank])),
+        }
+    }
+    out
+}
+
+/// The ranks on each machine (one kernel: one /proc/diskstats, one process table), named
+/// by their hosts; a rank that did not say its kernel is a machine of its own.
+fn machines(members: &[Member]) -> Vec<(String, Vec<u32>)> {
+    let mut out: Vec<(String, Vec<u32>, Vec<String>)> = Vec::new();
+    for m in members {
+        let key = match m.kernel.is_empty() {
+            true => format!("rank {}", m.rank),
+            false => m.kernel.clone(),
+        };
+        match out.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, r, h)) => {
+                r.push(m.rank);
+                if !h.contains(&m.host) {
+                    h.push(m.host.clone());
+                }
+            }
+            None => out.push((key, vec![m.rank], vec![m.host.clone()])),
+        }
+    }
+    out.into_iter().map(|(_, r, h)| (h.join(", "), r)).collect()
+}
+
+/// BUSY_DEVICE and BUSY_CPU judged per machine, named by its hosts: a device's traffic
+/// beyond what every rank on that machine moved (counted or not), with direct I/O only, as
+/// for a single process; and other processes' CPU, which each rank samples without the
+/// other ranks on its kernel (`count_as_ours`). One warning per test and machine, from its
+/// worst pass.
+fn busy(rows: &[Row], members: &[Member], direct: bool) -> Vec<Warning> {
+    let mut out = Vec::new();
+    let machines = machines(members);
+    let mut tests: Vec<&str> = Vec::new();
+    for r in rows {
+        if !tests.contains(&r.test.as_str()) {
+            tests.push(&r.test);
+        }
+    }
+    for test in tests {
+        for (hosts, ranks) in &machines {
+            let mut worst_dev: Option<(f64, u64, String)> = None;
+            let mut worst_cpu: Option<(f64, u32, &Activity)> = None;
+            for row in rows.iter().filter(|r| r.test == test) {
+                let here: Vec<&RankPass> = row
+                    .ranks
+                    .iter()
+                    .filter(|p| ranks.contains(&p.rank))
+                    .collect();
+                let mut devices: Vec<&str> = Vec::new();
+                for p in &here {
+                    for d in &p.activity.devices {
+                        if !devices.contains(&d.device.as_str()) {
+                            devices.push(&d.device);
+                        }
+                    }
+                }
+                for dev in devices {
+                    // Each rank saw the machine's whole traffic (plus back its own uncounted
+                    // bytes); the largest window is the one that holds every rank's pass.
+                    let mut seen = 0;
+                    let mut ours = 0;
+                    for p in &here {
+                        if let Some(d) = p.activity.devices.iter().find(|d| d.device == dev) {
+                            let own = p.activity.own_uncounted_bytes;
+                            seen = seen.max(d.read_bytes + d.write_bytes + own);
+                            ours += p.bytes + own;
+                        }
+                    }
+                    let foreign = seen.saturating_sub(ours);
+                    let share = foreign as f64 / ours.max(1) as f64;
+                    if direct
+                        && foreign > 1 << 20
+                        && share > FOREIGN_IO_SHARE
+                        && worst_dev.as_ref().is_none_or(|(s, _, _)| share > *s)
+                    {
+                        worst_dev = Some((share, foreign, dev.to_string()));
+                    }
+                }
+                for p in &here {
+                    let a = &p.activity;
+                    if a.other_cpu_pct > BUSY_CPU_PCT
+                        && worst_cpu.is_none_or(|(c, _, _)| a.other_cpu_pct > c)
+                    {
+                        worst_cpu = Some((a.other_cpu_pct, row.index, a));
+                    }
+                }
+            }
+            if let Some((share, foreign, dev)) = worst_dev {
+                out.push(Warning {
+                    code: WarningCode::BusyDevice,
+                    message: format!(
+                        "on {hosts}: {dev} moved {} more than the ranks there did during a \
+                         pass ({:.0}% on top of their I/O): the device was shared",
+                        format_bytes(foreign),
+                        share * 100.0
+                    ),
+                    fix: format!("stop other I/O on {dev} on {hosts} and rerun"),
+                    test: Some(test.to_string()),
+                });
+            }
+            if let Some((pct, index, a)) = worst_cpu {
+                let who: Vec<String> = a
+                    .top_processes
+                    .iter()
+                    .map(|p| format!("{} {:.0}%", p.name, p.cpu_pct))
+                    .collect();
+                out.push(Warning {
+                    code: WarningCode::BusyCpu,
+                    message: format!(
+                        "on {hosts}: other processes used {pct:.0}% of a CPU during pass \
+                         {index} ({})",
+                        if who.is_empty() {
+                            "many small ones".into()
+                        } else {
+                            who.join(", ")
+                        }
+                    ),
+                    fix: format!(
+                        "close other programs on {hosts}, or accept the number as measured \
+                         under load"
+                    ),
+                    test: Some(test.to_string()),
+                });
+            }
         }
     }
     out
@@ -593,6 +729,89 @@ mod tests {
         .unwrap();
         ranks.record(members, &mut run, false);
         run
+    }
+
+    /// A pass of `mb` MB whose rank saw `dev_mb` MB on `dev` (after taking off its own
+    /// `own_mb` uncounted MB) and other processes at `cpu` % of a CPU.
+    fn seen(mb: u64, dev: &str, dev_mb: u64, own_mb: u64, cpu: f64) -> Arrived {
+        let mut p = pass(mb * 1_000_000, 1.0, 1, 1);
+        p.context.activity = Activity {
+            devices: vec![iolab_measure::DeviceIo {
+                device: dev.into(),
+                read_bytes: dev_mb * 1_000_000,
+                write_bytes: 0,
+            }],
+            other_cpu_pct: cpu,
+            top_processes: vec![iolab_measure::ProcessCpu {
+                pid: 9,
+                name: "make".into(),
+                cpu_pct: cpu,
+            }],
+            own_uncounted_bytes: own_mb * 1_000_000,
+        };
+        arrived(false, p, 0.0, 1.0)
+    }
+
+    fn on(rank: u32, host: &str, kernel: &str) -> Member {
+        Member {
+            kernel: kernel.into(),
+            ..member(rank, host)
+        }
+    }
+
+    #[test]
+    fn busy_device_and_cpu_are_judged_per_machine_with_every_rank_there_counted_as_ours() {
+        // Ranks 0 and 1 share machine k1 (hosts a and a2, two namespaces on one kernel) and
+        // loop7: 10 MB each plus 1 MB of ramp each; each saw 22 MB raw, 21 after its own
+        // ramp. Rank 2 alone on k2 moved 10 MB and saw 20 MB on vdb.
+        let members = [on(0, "a", "k1"), on(1, "a2", "k1"), on(2, "b", "k2")];
+        let mut ranks = Ranks::default();
+        ranks.add(
+            &members,
+            vec![
+                seen(10, "loop7", 21, 1, 3.0),
+                seen(10, "loop7", 21, 1, 40.0),
+                seen(10, "vdb", 20, 0, 0.0),
+            ],
+        );
+        let run = run_of(&ranks, &members);
+        let mut w: Vec<(&str, &str)> = run
+            .warnings
+            .iter()
+            .map(|w| (w.code.as_str(), w.message.as_str()))
+            .collect();
+        w.sort();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert_eq!(w[1].0, "BUSY_DEVICE");
+        assert!(
+            w[1].1
+                .starts_with("on b: vdb moved 9.54 MiB more than the ranks there did")
+                && w[1].1.contains("(100% on top"),
+            "{}",
+            w[1].1
+        );
+        assert_eq!(w[0].0, "BUSY_CPU");
+        assert!(
+            w[0].1
+                .starts_with("on a, a2: other processes used 40% of a CPU during pass 1")
+                && w[0].1.contains("make 40%"),
+            "{}",
+            w[0].1
+        );
+        assert!(run.notes.iter().any(|n| n.contains("judged per machine")));
+
+        // Buffered I/O: device traffic is not iolab's alone to judge (as for one process).
+        let mut run = run_of(&ranks, &members);
+        run.warnings.clear();
+        run.settings.direct = false;
+        ranks.record(&members, &mut run, false);
+        assert!(
+            run.warnings
+                .iter()
+                .all(|w| w.code.as_str() != "BUSY_DEVICE"),
+            "{:?}",
+            run.warnings
+        );
     }
 
     #[test]

@@ -170,6 +170,16 @@ impl Rank {
             Ok(other) => return Err(format!("unexpected answer from rank 0: {other:?}")),
             Err(e) => return Err(e.to_string()),
         }
+        // The other ranks on this kernel are the run, not other processes competing for
+        // the CPU (BUSY_CPU).
+        let mine = &r.me.kernel;
+        iolab_measure::count_as_ours(
+            r.members
+                .iter()
+                .filter(|m| m.rank != r.rank && &m.kernel == mine && !mine.is_empty())
+                .map(|m| m.pid)
+                .collect(),
+        );
         Ok(r)
     }
 
