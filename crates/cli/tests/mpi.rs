@@ -558,6 +558,107 @@ mod with_mpi {
         drop(mnt);
     }
 
+    #[test]
+    fn a_mismatch_another_rank_finds_is_in_the_stored_run() {
+        use std::os::unix::fs::FileExt;
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::Arc;
+        if !have_mpirun() {
+            return;
+        }
+        let sb = Sandbox::new();
+        let dir = sb.target.clone();
+        // Another writer keeps zeroing blocks 16..24 of rank 1's file while the ranks run.
+        let (from, to) = (16 * 4096u64, 24 * 4096u64);
+        let done = Arc::new(AtomicBool::new(false));
+        let hits = Arc::new(AtomicU64::new(0));
+        let corrupter = {
+            let (done, hits, dir) = (Arc::clone(&done), Arc::clone(&hits), dir.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    if let Some((path, _)) = rank_file(&dir, 1) {
+                        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) {
+                            let long = f.metadata().is_ok_and(|m| m.len() >= to);
+                            if long && f.write_all_at(&vec![0; (to - from) as usize], from).is_ok()
+                            {
+                                hits.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            })
+        };
+        let out = mpirun(
+            &sb,
+            2,
+            &["--bind-to", "none"],
+            &[
+                "run",
+                "custom",
+                "--rw",
+                "randwrite",
+                "--bs",
+                "4k",
+                "--size",
+                "4MiB",
+                "--iodepth",
+                "8",
+                "--io-size",
+                "64MiB",
+                "--duration",
+                "120s",
+                "--warmup",
+                "0",
+                "--runs",
+                "1",
+                "--verify",
+                "--target",
+                dir.to_str().unwrap(),
+                "--quiet",
+                "--json",
+                "-",
+            ],
+        )
+        .output()
+        .unwrap();
+        done.store(true, Ordering::Relaxed);
+        corrupter.join().unwrap();
+        assert!(
+            hits.load(Ordering::Relaxed) > 0,
+            "the corrupter never wrote"
+        );
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = &doc["tests"][0]["extra"]["verify"];
+        let failures = v["failures"].as_u64().unwrap();
+        assert!(failures > 0, "{v}");
+        // Rank 0's file was left alone: every failure is rank 1's, and the run says so.
+        let note = format!("--verify found {failures} of ");
+        assert!(
+            doc["notes"].as_array().unwrap().iter().any(|n| n
+                .as_str()
+                .unwrap()
+                .starts_with("mpi: rank 1 on ")
+                && n.as_str().unwrap().contains(&note)),
+            "{}",
+            doc["notes"]
+        );
+        assert!(
+            doc["warnings"].to_string().contains("DATA_MISMATCH"),
+            "{}",
+            doc["warnings"]
+        );
+        for s in v["failure_samples"].as_array().unwrap() {
+            let off = s["offset"].as_u64().unwrap();
+            assert!((from..to).contains(&off), "{s}");
+        }
+        // Stored as rank 0 printed it.
+        let stored = stored(&sb, "last");
+        assert_eq!(stored["tests"][0]["extra"]["verify"]["failures"], failures);
+        assert!(sb.target_entries().is_empty());
+    }
+
     /// Three network namespaces on a bridge, each a "host" with its own name; removed on
     /// drop.
     struct Hosts {

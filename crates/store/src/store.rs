@@ -224,7 +224,9 @@ impl Store {
     }
 
     /// Records how run `run_id` ended: `finished_at`, `complete`, `notes`, `warnings` and
-    /// `env` are taken from `run`; everything else stored for the run stays as it is.
+    /// `env` are taken from `run`, and each stored test's `extra` from the test at its
+    /// position in `run.tests` (an MPI run adds the other ranks' `--verify` counts at the
+    /// end); everything else stored for the run stays as it is.
     pub fn finish_run(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
         self.write(|tx, path| {
             let notes = encode(path, "runs.notes_json", &run.notes)?;
@@ -252,6 +254,14 @@ impl Store {
                     path: path.to_path_buf(),
                     id: run_id,
                 });
+            }
+            for (idx, t) in run.tests.iter().enumerate() {
+                let extra = encode_value(path, "tests.extra_json", &t.extra)?;
+                tx.prepare_cached(
+                    "UPDATE tests SET extra_json = ?1 WHERE run_id = ?2 AND idx = ?3",
+                )
+                .and_then(|mut s| s.execute(params![extra, run_id, idx as i64]))
+                .at(path)?;
             }
             Ok(())
         })

@@ -125,6 +125,20 @@ fn incremental_writes_rebuild_the_same_record() {
 }
 
 #[test]
+fn finishing_a_run_records_each_tests_final_extra() {
+    // An MPI run learns the other ranks' --verify counts only at its end.
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let mut run = common::run("extra-at-the-end");
+    let run_id = store.save_run(&run).unwrap();
+    run.tests[1].extra = serde_json::json!({"verify": {"failures": 3}});
+    store.finish_run(run_id, &run).unwrap();
+    let loaded = store.load_run(run_id).unwrap();
+    assert_eq!(loaded.tests[1].extra, run.tests[1].extra);
+    assert_eq!(loaded.tests[0].extra, run.tests[0].extra);
+}
+
+#[test]
 fn interrupted_run_keeps_its_finished_passes() {
     let dir = TempDir::new().unwrap();
     let path = db(&dir);

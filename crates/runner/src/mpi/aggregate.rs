@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use iolab_integrity::Tally;
 use iolab_measure::{
     Activity, DirResult, LatSummary, PassContext, PassRecord, RunRecord, SyncStats, TimeSeries,
     Warning, WarningCode,
@@ -27,6 +28,9 @@ pub struct Ranks {
     pub mode: crate::coord::MpiMode,
     /// `--shared-file`: the file's path.
     pub shared_file: Option<String>,
+    /// The other ranks' `--verify` counts per test (rank, [(test, extra.verify)]), added
+    /// to rank 0's in the stored run.
+    pub verify: Vec<(u32, Vec<(String, serde_json::Value)>)>,
 }
 
 /// One measured pass of one test on every rank.
@@ -244,6 +248,7 @@ impl Ranks {
             run.notes
                 .push(format!("mpi per host, {test}: {}", cells.join(", ")));
         }
+        self.add_verify(members, run);
         run.warnings.extend(stragglers(per_host, &hosts, unit));
         run.warnings
             .extend(busy(&self.rows, members, run.settings.direct));
@@ -339,6 +344,41 @@ fn hosts(members: &[Member]) -> Vec<(String, Vec<u32>)> {
         }
     }
     out
+}
+
+impl Ranks {
+    /// Adds the other ranks' `--verify` counts to each test's in `run` (so a mismatch any
+    /// rank found is the stored run's), with a note per rank that found one.
+    fn add_verify(&self, members: &[Member], run: &mut RunRecord) {
+        for (rank, tests) in &self.verify {
+            let host = members.get(*rank as usize).map_or("?", |m| m.host.as_str());
+            for (name, counts) in tests {
+                let Ok(theirs) = serde_json::from_value::<Tally>(counts.clone()) else {
+                    run.notes.push(format!(
+                        "mpi: rank {rank} on {host} sent --verify counts for {name} this \
+                         build cannot read"
+                    ));
+                    continue;
+                };
+                let Some(t) = run.tests.iter_mut().find(|t| &t.name == name) else {
+                    continue;
+                };
+                if theirs.failures > 0 {
+                    run.notes.push(format!(
+                        "mpi: rank {rank} on {host}: --verify found {} of {} {} not as \
+                         written in {name}",
+                        theirs.failures,
+                        theirs.checked,
+                        theirs.unit.as_str()
+                    ));
+                }
+                let mut ours: Tally =
+                    serde_json::from_value(t.extra["verify"].clone()).unwrap_or_default();
+                ours.merge(theirs);
+                t.extra["verify"] = serde_json::to_value(&ours).expect("a tally serialises");
+            }
+        }
+    }
 }
 
 /// The ranks on each machine (one kernel: one /proc/diskstats, one process table), named
@@ -812,6 +852,45 @@ mod tests {
             "{:?}",
             run.warnings
         );
+    }
+
+    #[test]
+    fn every_ranks_verify_counts_are_the_stored_runs() {
+        let members = [member(0, "a"), member(1, "b"), member(2, "c")];
+        let mut ranks = Ranks::default();
+        let counts = |checked: u64, failures: u64| {
+            serde_json::json!({"unit": "blocks", "checked": checked, "ok": checked - failures,
+                "failures": failures,
+                "classes": {"ok": checked - failures, "zeroed": failures},
+                "failure_samples": []})
+        };
+        ranks.verify = vec![
+            (1, vec![("T".into(), counts(8, 0))]),
+            (2, vec![("T".into(), counts(8, 3))]),
+        ];
+        let mut run = run_of(&Ranks::default(), &members);
+        run.tests.push(iolab_measure::TestRecord {
+            name: "T".into(),
+            group: "T".into(),
+            job: iolab_spec::JobSpec::new(iolab_spec::Rw::Write, 4096, 1, 1),
+            passes: Vec::new(),
+            summary: Default::default(),
+            extra: serde_json::json!({"verify": counts(8, 0)}),
+        });
+        ranks.record(&members, &mut run, false);
+        let v = &run.tests[0].extra["verify"];
+        assert_eq!(v["checked"], 24, "{v}");
+        assert_eq!(v["failures"], 3, "{v}");
+        assert_eq!(v["classes"]["zeroed"], 3, "{v}");
+        assert!(
+            run.notes
+                .iter()
+                .any(|n| n == "mpi: rank 2 on c: --verify found 3 of 8 blocks not as written in T"),
+            "{:?}",
+            run.notes
+        );
+        // The run's integrity verdict sees them.
+        assert!(crate::verify::failures(&run).is_some());
     }
 
     #[test]

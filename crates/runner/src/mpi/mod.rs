@@ -69,7 +69,12 @@ enum Up {
         #[serde(default)]
         stonewalled: bool,
     },
-    Done,
+    /// The rank's job ended well; with each test's `--verify` counts (test name and its
+    /// `extra.verify`), which rank 0 adds to the stored run's.
+    Done {
+        #[serde(default)]
+        verify: Vec<(String, serde_json::Value)>,
+    },
     Failed(String),
     Stored,
 }
@@ -81,7 +86,7 @@ impl Up {
             Up::Plan(_) => "plan",
             Up::Ready => "barrier before a pass",
             Up::Pass { .. } => "end of a pass",
-            Up::Done => "end of the run",
+            Up::Done { .. } => "end of the run",
             Up::Failed(_) => "failure",
             Up::Stored => "after storing",
         }
@@ -374,6 +379,18 @@ impl Rank {
                     .collect();
                 Down::Pass(Box::new(self.ranks.add(&self.members, passes)))
             }
+            Up::Done { .. } => {
+                self.ranks.verify = ups
+                    .into_iter()
+                    .enumerate()
+                    .skip(1)
+                    .filter_map(|(r, u)| match u {
+                        Up::Done { verify } if !verify.is_empty() => Some((r as u32, verify)),
+                        _ => None,
+                    })
+                    .collect();
+                Down::Go
+            }
             _ => Down::Go,
         }
     }
@@ -593,7 +610,9 @@ impl Coordinator for Rank {
             }
         } else {
             let up = match outcome {
-                Ok(()) => Up::Done,
+                Ok(()) => Up::Done {
+                    verify: run.as_deref().map(verify_counts).unwrap_or_default(),
+                },
                 Err(e) => Up::Failed(e.to_string()),
             };
             let never = AtomicBool::new(false);
@@ -759,4 +778,13 @@ impl CloneError for RunError {
             other => RunError::Failed(other.to_string()),
         }
     }
+}
+
+/// Each test's `--verify` counts in `run`: (test name, its `extra.verify`).
+fn verify_counts(run: &RunRecord) -> Vec<(String, serde_json::Value)> {
+    run.tests
+        .iter()
+        .filter(|t| t.extra["verify"].is_object())
+        .map(|t| (t.name.clone(), t.extra["verify"].clone()))
+        .collect()
 }
