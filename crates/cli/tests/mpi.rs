@@ -454,6 +454,95 @@ mod with_mpi {
         drop(mnt);
     }
 
+    #[test]
+    fn four_ranks_each_throttled_on_its_own_device_add_up_to_four_caps() {
+        let Some(_lock) = require_devices(&["mkfs.ext4", "mpirun"]) else {
+            return;
+        };
+        if !Cgroup::blkio_available() {
+            skip!("no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO);
+        }
+        const BPS: u64 = 5 * MIB; // 5 MiB/s = 5.24 MB/s a rank
+        let mut devices = Vec::new();
+        let mut case = String::new();
+        for r in 0..4 {
+            let dev = Loop::with_options(64 * MIB, &["--direct-io=on"]);
+            sh("mkfs.ext4", &["-q", "-F", dev.s()]);
+            let mnt = Mount::new(dev.s(), &[]);
+            let dir = mnt.path().join("t");
+            std::fs::create_dir(&dir).unwrap();
+            let cg = Cgroup::blkio(&format!("iolab-mpi-{}-{r}", std::process::id()));
+            cg.set(
+                "blkio.throttle.read_bps_device",
+                &format!("{} {BPS}", dev.majmin()),
+            );
+            case.push_str(&format!(
+                "{r}) echo $$ > {}/cgroup.procs && t={} ;; ",
+                cg.dir.display(),
+                dir.display()
+            ));
+            // Dropped in this order: unmounted before the loop device is detached.
+            devices.push((mnt, dev, dir, cg));
+        }
+        let sb = Sandbox::new();
+        let iolab = sb.cmd(&[
+            "run",
+            "custom",
+            "--rw",
+            "read",
+            "--bs",
+            "128k",
+            "--iodepth",
+            "4",
+            "--size",
+            "8m",
+            "--duration",
+            "2s",
+            "--ramp",
+            "300ms",
+            "--runs",
+            "2",
+            "--quiet",
+            "--json",
+            "-",
+        ]);
+        // Each rank joins its own cgroup and runs on its own device.
+        let script = format!(
+            "case $OMPI_COMM_WORLD_RANK in {case} *) exit 9 ;; esac; \
+             exec \"$0\" \"$@\" --target \"$t\""
+        );
+        let wrapped = through_sh(&script, &iolab);
+        let out = mpirun_cmd(4, &["--bind-to", "none"], &wrapped)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        check_sums(&doc, 4);
+        let cap = BPS as f64 / 1e6;
+        for row in doc["env"]["mpi"]["passes"].as_array().unwrap() {
+            let per: Vec<f64> = row["ranks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| num(&p["mb_s"]))
+                .collect();
+            println!("pass {}: ranks {per:.3?} MB/s", row["index"]);
+            for r in &per {
+                assert!((r - cap).abs() <= cap * 0.03, "{r} vs {cap}: {row}");
+            }
+        }
+        let got = num(&doc["tests"][0]["summary"]["mb_s"]);
+        println!("aggregate median {got:.3} MB/s vs 4 x {cap:.3}");
+        assert!(
+            (got - 4.0 * cap).abs() <= 4.0 * cap * 0.03,
+            "{got} vs {}",
+            4.0 * cap
+        );
+        for (_, _, dir, _) in &devices {
+            assert!(std::fs::read_dir(dir).unwrap().next().is_none());
+        }
+    }
+
     /// The BUSY_DEVICE / BUSY_CPU warnings of a 2-rank direct read on `dir`.
     fn busy_warnings(sb: &Sandbox, dir: &Path) -> Vec<(String, String)> {
         let cmd = mpirun(
