@@ -1136,6 +1136,20 @@ mod with_mpi {
         let extra = &doc["tests"][0]["extra"];
         let last = doc["tests"][0]["passes"][1]["mb_s"].as_f64().unwrap();
         assert_eq!(extra["throughput_mb_s"].as_f64(), Some(last));
+        // The operation table is every rank's last replay: its ReadX and WriteX counts are
+        // that pass's operations, summed over the ranks.
+        let count = |op: &str| {
+            extra["ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["op"] == op)
+                .map_or(0, |o| o["count"].as_u64().unwrap())
+        };
+        let last_ios = doc["tests"][0]["passes"][1]["ios"].as_u64().unwrap();
+        assert_eq!(count("ReadX") + count("WriteX"), last_ios, "{extra}");
+        assert_eq!(replays[1].1.iter().sum::<u64>(), last_ios);
+        assert!(doc["notes"].to_string().contains("are every rank's"));
         // Each rank's directory (and its clients' in it) is gone.
         assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
         assert_eq!(sb.result_rows().len(), 1);

@@ -59,6 +59,13 @@ pub trait Coordinator: Send {
         ramp: Duration,
         stop: &AtomicBool,
     ) -> Result<PassRecord, RunError>;
+    /// Every rank's `what` (a workload's own tally, such as dbench's operation table), in
+    /// rank order, on rank 0; the other ranks get an empty list.
+    fn gather(
+        &mut self,
+        what: serde_json::Value,
+        stop: &AtomicBool,
+    ) -> Result<Vec<serde_json::Value>, RunError>;
     /// The end of this rank's job: tells the others how it ended and learns how theirs
     /// did (not collective when `stopped`: a signal may mean a rank is gone). Rank 0 adds
     /// what the ranks measured to `run`. An error: the run failed on some rank.
@@ -126,6 +133,16 @@ impl<'a> Phases<'a> {
         match self.coord.as_deref_mut() {
             Some(c) => c.before_pass(self.stop),
             None => Ok(()),
+        }
+    }
+
+    /// What a workload adds up itself, from every rank (see [`Coordinator::gather`]):
+    /// every rank's `what` on rank 0, nothing on the others, and `what` alone without other
+    /// ranks, so one merge serves both.
+    pub fn gather(&mut self, what: serde_json::Value) -> Result<Vec<serde_json::Value>, RunError> {
+        match self.coord.as_deref_mut() {
+            Some(c) => c.gather(what, self.stop),
+            None => Ok(vec![what]),
         }
     }
 

@@ -77,6 +77,8 @@ enum Up {
     },
     Failed(String),
     Stored,
+    /// A workload's own tally for rank 0 to add up ([`Coordinator::gather`]).
+    Gather(serde_json::Value),
 }
 
 impl Up {
@@ -89,6 +91,7 @@ impl Up {
             Up::Done { .. } => "end of the run",
             Up::Failed(_) => "failure",
             Up::Stored => "after storing",
+            Up::Gather(_) => "gathering a workload's tally",
         }
     }
 }
@@ -124,6 +127,8 @@ pub struct Rank {
     waited: Duration,
     /// Rank 0: what every rank measured.
     ranks: Ranks,
+    /// Rank 0: every rank's value of the last [`Coordinator::gather`].
+    gathered: Vec<serde_json::Value>,
     /// Rank 0: ranks found gone when the stop flag went up.
     gone: Arc<Mutex<Option<Vec<u32>>>>,
     /// Rank 0's `--shared-file` and `--stonewall`.
@@ -163,6 +168,7 @@ impl Rank {
             released: Instant::now(),
             waited: Duration::ZERO,
             ranks: Ranks::default(),
+            gathered: Vec::new(),
             gone: Arc::new(Mutex::new(None)),
             mode: MpiMode::default(),
             pass_no: 0,
@@ -379,6 +385,16 @@ impl Rank {
                     .collect();
                 Down::Pass(Box::new(self.ranks.add(&self.members, passes)))
             }
+            Up::Gather(_) => {
+                self.gathered = ups
+                    .into_iter()
+                    .filter_map(|u| match u {
+                        Up::Gather(v) => Some(v),
+                        _ => None,
+                    })
+                    .collect();
+                Down::Go
+            }
             Up::Done { .. } => {
                 self.ranks.verify = ups
                     .into_iter()
@@ -547,6 +563,15 @@ impl Coordinator for Rank {
                 "unexpected answer from rank 0: {other:?}"
             ))),
         }
+    }
+
+    fn gather(
+        &mut self,
+        what: serde_json::Value,
+        stop: &AtomicBool,
+    ) -> Result<Vec<serde_json::Value>, RunError> {
+        self.exchange(Up::Gather(what), stop)?;
+        Ok(std::mem::take(&mut self.gathered))
     }
 
     fn before_pass(&mut self, stop: &AtomicBool) -> Result<(), RunError> {

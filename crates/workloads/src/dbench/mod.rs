@@ -310,7 +310,7 @@ impl std::error::Error for DbenchError {
 }
 
 /// How many mismatch samples a result keeps.
-const MAX_SAMPLES: usize = 20;
+pub(crate) const MAX_SAMPLES: usize = 20;
 
 /// Replays `loadfile` with `cfg.clients` clients in `cfg.dir/clients/`: warm-up, then
 /// `cfg.time` measured, calling `progress` about once a second. Ends early (with

@@ -16,7 +16,7 @@ use iolab_runner::{
 use iolab_integrity::Tally;
 use iolab_testbed::runstate::RunResource;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{DbenchConfig, MismatchSample, OpKind};
 use iolab_runner::coord::Phases;
@@ -255,6 +255,17 @@ fn replays(
         };
         let mb_s = pass.mb_s;
         passes.push(pass);
+        // The operation table of every rank's replay (rank 0 adds them up; another rank
+        // and a run without ranks keep their own).
+        let own = serde_json::to_value(RankTable::of(&r)).expect("a table serialises");
+        let (_, coord) = ctx.progress_and_coordinator();
+        let tables = match Phases::new(coord, &stop).gather(own.clone()) {
+            Ok(t) if t.is_empty() => vec![own],
+            Ok(t) => t,
+            Err(RunError::Interrupted) => break,
+            Err(e) => return Err(e),
+        };
+        let table = RankTable::merge(tables)?;
         extra = Some(DbenchExtra {
             loadfile: cfg.loadfile.clone(),
             clients,
@@ -264,23 +275,12 @@ fn replays(
                 r.mb_s
             },
             warmup_seconds: r.warmup_seconds,
-            loops_completed: r.loops_completed,
-            status_mismatches: r.status_mismatches,
-            mismatch_samples: r.mismatches.clone(),
-            short_reads: r.short_reads,
+            loops_completed: table.loops,
+            status_mismatches: table.status_mismatches,
+            mismatch_samples: table.mismatches.clone(),
+            short_reads: table.short_reads,
             notes: r.notes.clone(),
-            ops: r
-                .ops
-                .iter()
-                .map(|o| OpRow {
-                    op: o.op.name(),
-                    count: o.count,
-                    avg_ms: o.avg_ms,
-                    max_ms: o.max_ms,
-                    p99_ms: o.p99_ms,
-                    status_mismatches: o.status_mismatches,
-                })
-                .collect(),
+            ops: table.rows(),
             verify: None,
         });
     }
@@ -288,8 +288,9 @@ fn replays(
         ctx.note(
             "mpi: each replay's pass is every rank's measured part (bytes and ReadX/WriteX \
              summed, latencies merged, over last end − first start), which starts at a \
-             barrier once every rank has warmed up; the operation table, loops and status \
-             mismatches in extra are rank 0's own"
+             barrier once every rank has warmed up; the operation table (counts summed, \
+             latencies merged), loops, short reads and status mismatches in extra are every \
+             rank's"
                 .into(),
         );
     }
@@ -337,6 +338,102 @@ struct DbenchExtra {
     ops: Vec<OpRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     verify: Option<Tally>,
+}
+
+/// One replay's operation table as a rank sends it to rank 0: the latency histograms
+/// travel, so the merged table's mean and p99 are those of every rank's operations.
+#[derive(Debug, Serialize, Deserialize)]
+struct RankTable {
+    loops: u64,
+    status_mismatches: u64,
+    short_reads: u64,
+    mismatches: Vec<MismatchSample>,
+    ops: Vec<RankOp>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RankOp {
+    op: OpKind,
+    max_ms: f64,
+    status_mismatches: u64,
+    histogram: LatencyHistogram,
+}
+
+impl RankTable {
+    fn of(r: &super::DbenchResult) -> RankTable {
+        RankTable {
+            loops: r.loops_completed,
+            status_mismatches: r.status_mismatches,
+            short_reads: r.short_reads,
+            mismatches: r.mismatches.clone(),
+            ops: r
+                .ops
+                .iter()
+                .map(|o| RankOp {
+                    op: o.op,
+                    max_ms: o.max_ms,
+                    status_mismatches: o.status_mismatches,
+                    histogram: o.histogram.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Every rank's table added up: counts and mismatches summed, histograms merged, the
+    /// highest maximum; the first mismatch samples of the ranks in rank order.
+    fn merge(tables: Vec<serde_json::Value>) -> Result<RankTable, RunError> {
+        let mut out = RankTable {
+            loops: 0,
+            status_mismatches: 0,
+            short_reads: 0,
+            mismatches: Vec::new(),
+            ops: Vec::new(),
+        };
+        for (rank, v) in tables.into_iter().enumerate() {
+            let t: RankTable = serde_json::from_value(v).map_err(|e| {
+                RunError::Failed(format!(
+                    "dbench: rank {rank}'s operation table cannot be read: {e}"
+                ))
+            })?;
+            out.loops += t.loops;
+            out.status_mismatches += t.status_mismatches;
+            out.short_reads += t.short_reads;
+            let room = super::MAX_SAMPLES.saturating_sub(out.mismatches.len());
+            out.mismatches.extend(t.mismatches.into_iter().take(room));
+            for o in t.ops {
+                match out.ops.iter_mut().find(|m| m.op == o.op) {
+                    Some(m) => {
+                        m.max_ms = m.max_ms.max(o.max_ms);
+                        m.status_mismatches += o.status_mismatches;
+                        m.histogram.merge(&o.histogram);
+                    }
+                    None => out.ops.push(o),
+                }
+            }
+        }
+        out.ops.sort_by_key(|o| o.op.index());
+        Ok(out)
+    }
+
+    /// The table as `extra.ops` shows it.
+    fn rows(&self) -> Vec<OpRow> {
+        let ms = |ns: f64| ns / 1e6;
+        self.ops
+            .iter()
+            .map(|o| OpRow {
+                op: o.op.name(),
+                count: o.histogram.count(),
+                avg_ms: ms(o.histogram.mean_ns()),
+                max_ms: o.max_ms,
+                p99_ms: if o.histogram.is_empty() {
+                    0.0
+                } else {
+                    ms(o.histogram.quantile_ns(0.99) as f64)
+                },
+                status_mismatches: o.status_mismatches,
+            })
+            .collect()
+    }
 }
 
 /// One row of dbench's operation table.
