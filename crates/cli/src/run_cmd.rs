@@ -227,12 +227,17 @@ fn run_mpi(args: &[String], _var: &str) -> ExitStatus {
     };
     rank.watch(std::sync::Arc::clone(&stop));
     let host = iolab_runner::Coordinator::host(&rank).to_string();
-    let finished = iolab_runner::execute_with(parsed, stop, Box::new(rank));
-    if me == 0 {
-        return print_finished(&finished, json.as_deref(), json.as_deref() == Some("-"));
-    }
-    if let Some(e) = &finished.error {
-        eprintln!("iolab: rank {me} on {host}: error: {e}");
-    }
-    finished.status
+    let mut finished = iolab_runner::execute_with(parsed, stop, Box::new(rank));
+    let status = if me == 0 {
+        print_finished(&finished, json.as_deref(), json.as_deref() == Some("-"))
+    } else {
+        if let Some(e) = &finished.error {
+            eprintln!("iolab: rank {me} on {host}: error: {e}");
+        }
+        finished.status
+    };
+    // Every rank waits here until rank 0 has printed: a rank that exits early with a
+    // non-zero status makes mpirun end rank 0 mid-print.
+    finished.part();
+    status
 }

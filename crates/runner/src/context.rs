@@ -90,6 +90,20 @@ pub struct Finished {
     pub epilogue: String,
     /// What failed an integrity check, in one sentence.
     pub integrity: Option<String>,
+    /// A rank of a multi-process run: the other ranks, met one last time by
+    /// [`Finished::part`] once the run is printed, and whether a signal stopped the run.
+    pub coordinator: Option<(Box<dyn Coordinator>, bool)>,
+}
+
+impl Finished {
+    /// For a rank of a multi-process run, after the run is stored and printed: the last
+    /// meeting of the ranks, so that no rank exits (mpirun ends the whole job when a rank
+    /// exits with a non-zero status) before rank 0 has printed. Nothing for an ordinary run.
+    pub fn part(&mut self) {
+        if let Some((mut c, stopped)) = self.coordinator.take() {
+            c.after_store(stopped);
+        }
+    }
 }
 
 impl RunContext {
@@ -404,10 +418,8 @@ impl RunContext {
                 outcome.and(ended)
             }
         };
-        let finished = self.finish_run(outcome, stopped);
-        if let Some(c) = coord.as_mut() {
-            c.after_store(stopped);
-        }
+        let mut finished = self.finish_run(outcome, stopped);
+        finished.coordinator = coord.map(|c| (c, stopped));
         finished
     }
 
@@ -438,6 +450,7 @@ impl RunContext {
                 error,
                 epilogue: self.epilogue,
                 integrity: None,
+                coordinator: None,
             };
         };
         run.finished_at = Some(now_rfc3339());
@@ -483,6 +496,7 @@ impl RunContext {
             error,
             epilogue: self.epilogue,
             integrity,
+            coordinator: None,
         }
     }
 }
@@ -536,6 +550,7 @@ fn run_parsed_with(
                 error: Some(e),
                 epilogue: String::new(),
                 integrity: None,
+                coordinator: None,
             };
         }
     };

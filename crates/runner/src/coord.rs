@@ -75,9 +75,9 @@ pub trait Coordinator: Send {
         run: Option<&mut RunRecord>,
         stopped: bool,
     ) -> Result<(), RunError>;
-    /// The last call, after rank 0 stored the run: returns once every rank is here, so
-    /// no rank exits (which ends an MPI job) before the run is stored. Not collective when
-    /// `stopped`.
+    /// The last call, after rank 0 stored and printed the run ([`crate::Finished::part`]):
+    /// returns once every rank is here, so no rank exits (which ends an MPI job) before
+    /// then. Not collective when `stopped`.
     fn after_store(&mut self, stopped: bool);
 }
 
