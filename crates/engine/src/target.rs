@@ -213,13 +213,25 @@ impl Target {
     }
 
     /// Opens the target for one job.
+    ///
+    /// With O_NOATIME where the kernel allows it (the caller owns the file, or is root): a
+    /// benchmark leaves the target's access time alone, and a buffered read skips the
+    /// atime check and update (about 2% of a page-cached 4K read's CPU); where it is
+    /// refused (EPERM), the plain open.
     pub fn open(&self, write: bool, direct: bool) -> Result<File, TargetError> {
-        let mut o = OpenOptions::new();
-        o.read(true).write(write);
-        if direct {
-            o.custom_flags(libc::O_DIRECT);
-        }
-        o.open(&self.io_path).map_err(|err| {
+        let open = |noatime: bool| {
+            let mut o = OpenOptions::new();
+            o.read(true).write(write);
+            let direct = if direct { libc::O_DIRECT } else { 0 };
+            let noatime = if noatime { libc::O_NOATIME } else { 0 };
+            o.custom_flags(direct | noatime);
+            o.open(&self.io_path)
+        };
+        let file = match open(true) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(false),
+            r => r,
+        };
+        file.map_err(|err| {
             if direct && err.raw_os_error() == Some(libc::EINVAL) {
                 TargetError::DirectUnsupported {
                     path: self.io_path.clone(),
