@@ -6,15 +6,15 @@
 #              - a 64-job run: 4K randread QD32 x 64 jobs on one file, against fio --thread
 #                (one process, like iolab; without it fio forks 64 processes and max RSS
 #                only shows the largest);
-#   start    the time from execve to the first I/O on the test file (the first
-#            io_uring_enter that submits, or the first pread/pwrite on the file), under
-#            strace --seccomp-bpf (only the traced calls stop the process);
+#   start    the time from exec (sched:sched_process_exec) to the first io_uring_enter
+#            that submits I/O (perf record on the two tracepoints: nothing stops the
+#            process, unlike strace), for 4K randread QD32 on an existing 1 GiB file;
 #   verify   CPU microseconds per 4K write, buffered randwrite QD32 on a tmpfs file, with
 #            and without verification: iolab --verify (per-write stamp + crc32c) against
 #            fio verify=crc32c do_verify=0 (the header and checksum, no read-back).
 # Every measurement alternates the tools N times (default 5) and prints the median and
 # range. Settings: N, WHAT ("mem start verify"), DEFAULT=1 (also the default cdm run),
-# IOLAB (the binary). Needs root (mounts a tmpfs), fio, strace, python3 and /usr/bin/time.
+# IOLAB (the binary). Needs root (mounts a tmpfs), fio, perf, python3 and /usr/bin/time.
 # Everything is made under one directory in /var/tmp and removed on exit.
 set -euo pipefail
 
@@ -25,7 +25,7 @@ IOLAB=$(realpath "${IOLAB:-$(dirname "$0")/../target/release/iolab}")
 
 die() { echo "overheads: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "needs root (mounts a tmpfs)"
-for t in fio strace python3 /usr/bin/time; do command -v "$t" >/dev/null || die "needs $t"; done
+for t in fio perf python3 bc /usr/bin/time; do command -v "$t" >/dev/null || die "needs $t"; done
 [ -x "$IOLAB" ] || die "build iolab first: cargo build --release"
 
 WORK=$(mktemp -d /var/tmp/iolab-overheads.XXXXXX)
@@ -85,27 +85,22 @@ if [[ " $WHAT " == *" mem "* ]]; then
 fi
 
 if [[ " $WHAT " == *" start "* ]]; then
-  echo "time from execve to the first I/O on the file (ms, under strace); load before: $(load)"
-  cat >"$WORK/first.py" <<'PY'
+  echo "time from exec to the first I/O submitted (ms; perf tracepoints); load before: $(load)"
+  first() { # tool args...: sched_process_exec to the first io_uring_enter that submits
+    perf record -q -o "$WORK/perf.data" -e sched:sched_process_exec \
+      -e syscalls:sys_enter_io_uring_enter -- "$@" >/dev/null 2>"$WORK/err" ||
+      { cat "$WORK/err" >&2; die "failed: $*"; }
+    perf script -i "$WORK/perf.data" -F time,event,trace 2>/dev/null | python3 -c '
 import re, sys
-path = sys.argv[1]
-t0 = None
-for line in open(sys.argv[2]):
-    f = line.split(None, 2)
-    if len(f) < 3:
-        continue
-    t, call = float(f[1]), f[2]
-    if t0 is None and call.startswith("execve("):
+t0 = first = None
+for line in sys.stdin:  # read to the end: perf script must not die of a closed pipe
+    t = float(line.split(":")[0])
+    if t0 is None and "sched_process_exec" in line:
         t0 = t
-    m = re.match(r"io_uring_enter\(\d+<[^>]*>, (\d+),", call)
-    if (m and int(m.group(1)) > 0) or (re.match(r"p(read|write)64\(\d+<" + re.escape(path) + ">", call)):
-        print("%.2f" % ((t - t0) * 1000))
-        break
-PY
-  first() { # tool args...
-    strace -f -ttt -y --seccomp-bpf -e trace=execve,pread64,pwrite64,io_uring_enter \
-      -o "$WORK/st.txt" "$@" >/dev/null 2>"$WORK/err" || { cat "$WORK/err" >&2; die "failed: $*"; }
-    python3 "$WORK/first.py" "$FILE" "$WORK/st.txt"
+    m = re.search(r"to_submit: (0x[0-9a-f]+)", line)
+    if first is None and t0 is not None and m and int(m.group(1), 16) > 0:
+        first = t
+print("%.2f" % ((first - t0) * 1000))'
   }
   a=() b=()
   for i in $(seq "$N"); do
