@@ -29,6 +29,7 @@ for t in fio perf python3 bc /usr/bin/time; do command -v "$t" >/dev/null || die
 [ -x "$IOLAB" ] || die "build iolab first: cargo build --release"
 
 WORK=$(mktemp -d /var/tmp/iolab-overheads.XXXXXX)
+cd "$WORK"   # fio writes state files into the working directory
 SHM=$WORK/shm
 cleanup() {
   set +e
@@ -113,7 +114,7 @@ print("%.2f" % ((first - t0) * 1000))'
 fi
 
 if [[ " $WHAT " == *" verify "* ]]; then
-  echo "CPU us per 4K write, buffered randwrite QD32 on tmpfs (the tools' own CPU figures); load before: $(load)"
+  echo "CPU us per 4K write, buffered randwrite QD32 on tmpfs (iolab's pass, fio's whole process); load before: $(load)"
   mkdir -p "$SHM"
   mount -t tmpfs -o size=600m tmpfs "$SHM"
   W=$SHM/w.dat
@@ -148,7 +149,7 @@ PY
   a=() av=() b=() bv=()
   for i in $(seq "$N"); do
     a+=("$(iolab_w)"); b+=("$(fio_w)")
-    av+=("$(iolab_w --verify)"); bv+=("$(fio_w --verify=crc32c --do_verify=0)")
+    av+=("$(iolab_w --verify)"); bv+=("$(fio_w --verify=crc32c --do_verify=0 --verify_state_save=0)")
   done
   stats "iolab plain (16-byte stamps per 4K)" "${a[@]}"
   stats "iolab --verify" "${av[@]}"
