@@ -15,7 +15,8 @@
 # Settings (environment): N=8 (alternations per case), RUNTIME=2 (seconds per run),
 # SIZE=1024 (MiB of the test file), CASES (a space-separated subset of case names, e.g.
 # "4k-qd32-j1-read cached"), TOOLS="iolab fio fio-default" (fio-default: fio's defaults
-# for the case: no batching, no registered buffers/file), IOLAB (the binary; default
+# for the case: no batching, no registered buffers/file; iolab-base: a second iolab binary,
+# IOLAB_BASE, for before/after), IOLAB (the binary; default
 # target/release/iolab), DIR (where the file goes; default a new directory under /var/tmp).
 # Needs root (it reads /proc/diskstats of the real disk and drops the file's pages), fio
 # and python3. Its file is removed on exit, error or Ctrl-C.
@@ -87,8 +88,9 @@ def cases():
 BS = {"4k": 4096, "128k": 131072, "1m": 1 << 20}
 
 def command(tool, bs, qd, nj, rw, direct):
-    if tool == "iolab":
-        c = [iolab, "run", "custom", "--rw", rw, "--bs", bs, "--iodepth", str(qd),
+    if tool in ("iolab", "iolab-base"):
+        binary = iolab if tool == "iolab" else os.environ["IOLAB_BASE"]
+        c = [binary, "run", "custom", "--rw", rw, "--bs", bs, "--iodepth", str(qd),
              "--numjobs", str(nj), "--target", path, "--size", "%dMiB" % size_mib,
              "--duration", "%ds" % runtime, "--runs", "1", "--warmup", "0", "--ramp", "0",
              "--no-store", "--quiet", "--json", "-"]
@@ -108,6 +110,10 @@ def command(tool, bs, qd, nj, rw, direct):
 
 def run(tool, case):
     name, bs, qd, nj, rw, direct = case
+    if not direct:
+        # Again before every run: the machine's DAMON pageout scheme drops clean pages
+        # idle for ~30 s, and a case of N rounds lasts longer than that.
+        cache_file()
     d0 = diskstats()
     t0 = time.monotonic()
     p = subprocess.Popen(command(tool, bs, qd, nj, rw, direct), stdout=subprocess.PIPE,
@@ -120,7 +126,7 @@ def run(tool, case):
     if status != 0:
         raise SystemExit("%s failed on %s: %s" % (tool, name, err.decode(errors="replace")[-2000:]))
     j = json.loads(out)
-    if tool == "iolab":
+    if tool.startswith("iolab"):
         ps = j["tests"][0]["passes"][0]
         iops = ps["iops"]
         ios = iops * ps["seconds"]
@@ -191,6 +197,8 @@ for case in cases():
         print("    iolab/%s %.2f [%.2f, %.2f]; runs iolab %s; %s %s" % (
             t, r, lo, hi, " ".join("%.0f" % x["iops"] for x in res["iolab"]), t,
             " ".join("%.0f" % x["iops"] for x in res[t])))
+        r, lo, hi = interval([x["pcpu"] for x in res["iolab"]], [x["pcpu"] for x in res[t]])
+        print("    process CPU per I/O iolab/%s %.2f [%.2f, %.2f]" % (t, r, lo, hi))
     sys.stdout.flush()
 print("load after: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
 PY

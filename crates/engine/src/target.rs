@@ -6,7 +6,7 @@
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -213,13 +213,25 @@ impl Target {
     }
 
     /// Opens the target for one job.
+    ///
+    /// With O_NOATIME where the kernel allows it (the caller owns the file, or is root): a
+    /// benchmark leaves the target's access time alone, and a buffered read skips the
+    /// atime check and update (about 2% of a page-cached 4K read's CPU); where it is
+    /// refused (EPERM), the plain open.
     pub fn open(&self, write: bool, direct: bool) -> Result<File, TargetError> {
-        let mut o = OpenOptions::new();
-        o.read(true).write(write);
-        if direct {
-            o.custom_flags(libc::O_DIRECT);
-        }
-        o.open(&self.io_path).map_err(|err| {
+        let open = |noatime: bool| {
+            let mut o = OpenOptions::new();
+            o.read(true).write(write);
+            let direct = if direct { libc::O_DIRECT } else { 0 };
+            let noatime = if noatime { libc::O_NOATIME } else { 0 };
+            o.custom_flags(direct | noatime);
+            o.open(&self.io_path)
+        };
+        let file = match open(true) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(false),
+            r => r,
+        };
+        file.map_err(|err| {
             if direct && err.raw_os_error() == Some(libc::EINVAL) {
                 TargetError::DirectUnsupported {
                     path: self.io_path.clone(),
@@ -603,8 +615,7 @@ fn aligned_direct_read_cached(file: &File, offset: i64) -> Option<bool> {
 }
 
 /// Bytes of a file (its first `len` bytes, or all of it) resident in the page cache, and the
-/// length examined: mincore(2) on a shared read-only mapping, which reads nothing. None when
-/// it cannot be known.
+/// length examined; reads nothing. None when it cannot be known.
 pub fn page_cache_residency(path: &Path, len: Option<u64>) -> Option<(u64, u64)> {
     let file = File::open(path).ok()?;
     let len = match len {
@@ -614,6 +625,67 @@ pub fn page_cache_residency(path: &Path, len: Option<u64>) -> Option<(u64, u64)>
     if len == 0 {
         return Some((0, 0));
     }
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let fd = file.as_raw_fd();
+    let pages = cachestat_pages(fd, len).or_else(|| mincore_pages(fd, len, page))?;
+    Some(((pages * page).min(len), len))
+}
+
+/// Cached pages of the first `len` bytes of `fd` by cachestat(2) (Linux 6.5+): one call
+/// that walks the page cache folio by folio, where mincore(2) looks up every page (12 ms
+/// per GiB on the project VM, and a direct run probed twice before its first I/O). None
+/// where the kernel lacks it.
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+))]
+fn cachestat_pages(fd: RawFd, len: u64) -> Option<u64> {
+    // The same number on every architecture with the unified syscall table.
+    const SYS_CACHESTAT: libc::c_long = 451;
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Stat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    let range = Range { off: 0, len };
+    let mut stat = Stat::default();
+    // SAFETY: the kernel reads `range` and writes `stat`, both live and of the layout
+    // cachestat(2) defines; flags must be 0.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd as libc::c_uint,
+            &range as *const Range,
+            &mut stat as *mut Stat,
+            0 as libc::c_uint,
+        )
+    };
+    (rc == 0).then_some(stat.nr_cache)
+}
+
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+)))]
+fn cachestat_pages(_fd: RawFd, _len: u64) -> Option<u64> {
+    None
+}
+
+/// Resident pages of the first `len` bytes of `fd`: mincore(2) on a shared read-only
+/// mapping.
+fn mincore_pages(fd: RawFd, len: u64, page: u64) -> Option<u64> {
     let len = usize::try_from(len).ok()?;
     // SAFETY: a shared read-only mapping of `len` bytes of an open file; unmapped below.
     let addr = unsafe {
@@ -622,25 +694,19 @@ pub fn page_cache_residency(path: &Path, len: Option<u64>) -> Option<(u64, u64)>
             len,
             libc::PROT_READ,
             libc::MAP_SHARED,
-            file.as_raw_fd(),
+            fd,
             0,
         )
     };
     if addr == libc::MAP_FAILED {
         return None;
     }
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-    let mut vec = vec![0u8; len.div_ceil(page)];
+    let mut vec = vec![0u8; len.div_ceil(page as usize)];
     // SAFETY: vec has one byte per page of the mapping.
     let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
     // SAFETY: unmapping exactly what was mapped.
     unsafe { libc::munmap(addr, len) };
-    if rc != 0 {
-        return None;
-    }
-    let resident = vec.iter().filter(|&&b| b & 1 == 1).count() as u64;
-    Some(((resident * page as u64).min(len as u64), len as u64))
+    (rc == 0).then(|| vec.iter().filter(|&&b| b & 1 == 1).count() as u64)
 }
 
 /// Filesystem type of the mount holding `path`, or "unknown".
@@ -648,4 +714,33 @@ fn fs_type_of(path: &Path) -> String {
     iolab_env::mount_of(path)
         .map(|m| m.fs_type)
         .unwrap_or_else(|| "unknown".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn cachestat_and_mincore_agree() {
+        let dir = std::env::temp_dir().join(format!("iolab-cachestat-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let mut f = File::create(&path).unwrap();
+        f.write_all(&vec![7u8; 1 << 20]).unwrap();
+        f.sync_all().unwrap();
+        // SAFETY: an advisory call on an open descriptor.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let mut r = File::open(&path).unwrap();
+        r.read_exact(&mut vec![0u8; 256 << 10]).unwrap();
+        let (fd, len) = (r.as_raw_fd(), 1u64 << 20);
+        let by_mincore = mincore_pages(fd, len, 4096).unwrap();
+        assert!(by_mincore > 0, "the pages just read are cached");
+        if let Some(by_cachestat) = cachestat_pages(fd, len) {
+            assert_eq!(by_cachestat, by_mincore);
+        }
+        let (resident, examined) = page_cache_residency(&path, None).unwrap();
+        assert_eq!((resident, examined), (by_mincore * 4096, len));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -112,6 +112,37 @@ fn idle_until<C: Clock>(clock: &C, until: Instant, stop: &AtomicBool) -> Instant
     }
 }
 
+/// Consecutive completions of one direction that took the same time (I/Os queued in one
+/// batch and reaped in one batch), recorded in the histogram in one step.
+struct LatRun {
+    dir: IoDir,
+    ns: u64,
+    n: u64,
+}
+
+impl LatRun {
+    #[inline]
+    fn add(&mut self, dir: IoDir, ns: u64, res: &mut JobResult) {
+        if self.n > 0 && (dir != self.dir || ns != self.ns) {
+            self.flush(res);
+        }
+        self.dir = dir;
+        self.ns = ns;
+        self.n += 1;
+    }
+
+    #[inline]
+    fn flush(&mut self, res: &mut JobResult) {
+        if self.n > 0 {
+            match self.dir {
+                IoDir::Read => res.read_hist.record_n(self.ns, self.n),
+                IoDir::Write => res.write_hist.record_n(self.ns, self.n),
+            }
+            self.n = 0;
+        }
+    }
+}
+
 /// Tries to claim a random (or the next sequential) free offset this many times before
 /// leaving a slot idle until a completion.
 const CLAIM_TRIES: u32 = 64;
@@ -388,6 +419,11 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
         // for much longer than they took to issue.
         let ramping = t_done < measure_from || (cut_at_deadline && t_done > deadline);
         let mut batch_bytes = 0u64;
+        let mut lats = LatRun {
+            dir: IoDir::Read,
+            ns: 0,
+            n: 0,
+        };
         for c in done.drain(..) {
             let s = c.slot as usize;
             let lat = (t_done - slot_t[s]).as_nanos() as u64;
@@ -425,11 +461,11 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
             match dir {
                 IoDir::Read => {
                     res.read_bytes += len;
-                    res.read_hist.record(lat);
+                    lats.add(dir, lat, &mut res);
                 }
                 IoDir::Write => {
                     res.write_bytes += len;
-                    res.write_hist.record(lat);
+                    lats.add(dir, lat, &mut res);
                     if job.fsync_every > 0 {
                         writes_since_sync += 1;
                         if writes_since_sync >= job.fsync_every {
@@ -440,6 +476,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 }
             }
         }
+        lats.flush(&mut res);
         if batch_bytes > 0 {
             let bucket = ((t_done - measure_from).as_nanos() as u64 / interval_ns) as usize;
             if res.series.len() <= bucket {

@@ -59,16 +59,22 @@ pub struct Uring {
 
 fn build_ring(entries: u32) -> io::Result<IoUring> {
     // Single issuer + deferred task running: completions are processed only when we enter
-    // the kernel to wait for them, which is exactly the job loop's rhythm.
-    let fast = IoUring::builder()
-        .setup_single_issuer()
-        .setup_defer_taskrun()
-        .setup_coop_taskrun()
-        .build(entries);
-    match fast {
-        Ok(r) => Ok(r),
-        Err(_) => IoUring::builder().build(entries),
+    // the kernel to wait for them, which is exactly the job loop's rhythm. No SQ index array
+    // (6.6+): the kernel takes submissions in ring order, one indirection less per I/O.
+    // Each kernel gets the first set it accepts.
+    for no_sqarray in [true, false] {
+        let mut b = IoUring::builder();
+        b.setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_coop_taskrun();
+        if no_sqarray {
+            b.setup_no_sqarray();
+        }
+        if let Ok(r) = b.build(entries) {
+            return Ok(r);
+        }
     }
+    IoUring::builder().build(entries)
 }
 
 impl Uring {
