@@ -143,6 +143,8 @@ pub fn run_pass_with_clock<C: Clock>(
         .map(|l| l.div_ceil(numjobs as u64).div_ceil(job.bs) * job.bs);
     let progress: Vec<AtomicU64> = (0..numjobs).map(|_| AtomicU64::new(0)).collect();
     let barrier = Barrier::new(numjobs as usize + 1);
+    // Random offsets (an access specification's random lines included) never merge.
+    let random = job.rw.is_random() || job.access.iter().any(|l| l.random_pct > 0);
     let seed_base = fastrand::u64(..);
 
     let (results, notes, cpu_start, cpu_end) = std::thread::scope(|s| {
@@ -176,10 +178,11 @@ pub fn run_pass_with_clock<C: Clock>(
                         clock,
                         barrier,
                     };
-                    open_and_run(engine, fd, iodepth, &mut bufs, settings, work).inspect_err(|_| {
-                        // The others and the pass wait for every job to be ready.
-                        barrier.wait();
-                    })
+                    open_and_run(engine, fd, iodepth, &mut bufs, settings, random, work)
+                        .inspect_err(|_| {
+                            // The others and the pass wait for every job to be ready.
+                            barrier.wait();
+                        })
                 }),
             );
         }

@@ -55,6 +55,8 @@ pub struct Uring {
     ring: IoUring,
     fd: RawFd,
     reg: Registration,
+    /// Submit every I/O as soon as it is queued instead of the round's batch at once.
+    each: bool,
 }
 
 fn build_ring(entries: u32) -> io::Result<IoUring> {
@@ -102,7 +104,12 @@ impl Uring {
                 reg.fixed_bufs = true;
             }
         }
-        Ok(Uring { ring, fd, reg })
+        Ok(Uring {
+            ring,
+            fd,
+            reg,
+            each: false,
+        })
     }
 
     fn sqe(&self, ptr: *mut u8, slot: u32, dir: IoDir, offset: u64, len: u32) -> squeue::Entry {
@@ -136,8 +143,15 @@ impl Uring {
 impl Engine for Uring {
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
         let (file, bufs) = (o.settings.registerfiles, o.settings.fixedbufs);
-        let ring = Uring::new(o.fd, o.iodepth, o.bufs, file, bufs)
+        let mut ring = Uring::new(o.fd, o.iodepth, o.bufs, file, bufs)
             .map_err(|e| format!("io_uring setup failed: {e}"))?;
+        // Random direct I/O cannot merge in the block layer: each I/O goes to the device as
+        // soon as it is queued, so the device starts on the first one while the job
+        // prepares the rest (4K randread QD32 on a virtio disk: 92k instead of 77k IOPS).
+        // At queue depth 1 the wait submits the one I/O anyway. Sequential and buffered I/O
+        // keep the round's batch: sequential requests merge while a batch is plugged, and
+        // buffered reads complete inside the submit call.
+        ring.each = o.settings.direct && o.random && o.iodepth > 1;
         let mut notes = Vec::new();
         if bufs && !ring.reg.fixed_bufs {
             notes.push("io_uring buffer registration failed; used plain buffers".into());
@@ -159,6 +173,10 @@ impl Engine for Uring {
                 .submission()
                 .push(&sqe)
                 .expect("submission queue sized for iodepth");
+        }
+        if self.each {
+            // Errors surface at the next submit_and_reap, which submits whatever is left.
+            let _ = self.ring.submit();
         }
     }
 

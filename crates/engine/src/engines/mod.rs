@@ -82,6 +82,8 @@ pub struct Open<'a> {
     /// The job's buffers (the engine may register them; it must not keep a reference).
     pub bufs: &'a BufferPool,
     pub settings: &'a RunSettings,
+    /// The job's offsets are random (they cannot merge into larger requests).
+    pub random: bool,
 }
 
 /// One job's I/O engine, bound to one file descriptor and one buffer pool.
@@ -130,11 +132,12 @@ macro_rules! registry {
             iodepth: u32,
             bufs: &mut BufferPool,
             settings: &RunSettings,
+            random: bool,
             work: W,
         ) -> Result<(W::Output, Vec<String>), String> {
             match kind {
                 $(EngineKind::$kind => {
-                    let o = Open { fd, iodepth, bufs: &*bufs, settings };
+                    let o = Open { fd, iodepth, bufs: &*bufs, settings, random };
                     let (mut engine, notes) = <$engine>::open(&o)?;
                     Ok((work.run(&mut engine, bufs), notes))
                 })*
