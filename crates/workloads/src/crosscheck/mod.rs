@@ -89,18 +89,22 @@ fn plan_with(
     };
     let parsed = registry.parse(bin, args).map_err(|e| match e {
         // An option of another workload: say which (as `iolab run` does).
-        ParseError::Clap(c) => match iolab_runner::unknown_flag(&c) {
-            Some(flag) if !crate::registry().takers("iolab run", &flag).is_empty() => {
-                ParseError::Usage(UsageError::option(
-                    &flag,
-                    format!(
-                        "--{flag} does not apply to `{bin}`; it is an option of `iolab run` {}",
-                        crate::registry().takers("iolab run", &flag).join(", ")
-                    ),
-                ))
+        ParseError::Clap(c) => {
+            let Some(flag) = iolab_runner::unknown_flag(&c) else {
+                return ParseError::Clap(c);
+            };
+            let takers = crate::registry().takers("iolab run", &flag);
+            if takers.is_empty() {
+                return ParseError::Clap(c);
             }
-            _ => ParseError::Clap(c),
-        },
+            ParseError::Usage(UsageError::option(
+                &flag,
+                format!(
+                    "--{flag} does not apply to `{bin}`; it is an option of `iolab run` {}",
+                    takers.join(", ")
+                ),
+            ))
+        }
         other => other,
     })?;
     let plan = parsed
