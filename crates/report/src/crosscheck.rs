@@ -4,7 +4,7 @@
 //! leaves 1.0).
 
 use iolab_measure::crosscheck::{CrossRow, ToolSample};
-use iolab_stats::{median, t_975};
+use iolab_stats::median;
 
 /// The ratio iolab/fio of one metric over the pairs: geometric mean and, from two pairs
 /// on, the 95% Student t interval of the mean log ratio.
@@ -25,20 +25,15 @@ pub fn ratio(row: &CrossRow, pick: fn(&ToolSample) -> f64) -> Option<Ratio> {
         .filter(|(a, b)| *a > 0.0 && *b > 0.0 && a.is_finite() && b.is_finite())
         .map(|(a, b)| (a / b).ln())
         .collect();
-    let n = logs.len();
-    if n == 0 {
+    if logs.is_empty() {
         return None;
     }
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    let ci95 = (n >= 2).then(|| {
-        let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        let half = t_975(n - 1) * (var / n as f64).sqrt();
-        ((mean - half).exp(), (mean + half).exp())
-    });
+    // The Student t interval of the mean log ratio, as every other interval iolab shows.
+    let m = iolab_stats::metric(&logs);
     Some(Ratio {
-        value: mean.exp(),
-        ci95,
-        pairs: n,
+        value: m.mean.exp(),
+        ci95: (m.n >= 2).then(|| (m.ci_low.exp(), m.ci_high.exp())),
+        pairs: logs.len(),
     })
 }
 
@@ -153,6 +148,7 @@ pub fn json(rows: &[CrossRow]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iolab_stats::t_975;
 
     fn s(mb_s: f64) -> ToolSample {
         ToolSample {
