@@ -312,6 +312,16 @@ impl std::error::Error for DbenchError {
 /// How many mismatch samples a result keeps.
 pub(crate) const MAX_SAMPLES: usize = 20;
 
+/// The mean and 99th percentile of an operation's latencies, in milliseconds (0 without
+/// any).
+pub(crate) fn latency_ms(h: &LatencyHistogram) -> (f64, f64) {
+    let ms = |ns: f64| ns / 1e6;
+    match h.is_empty() {
+        true => (0.0, 0.0),
+        false => (ms(h.mean_ns()), ms(h.quantile_ns(0.99) as f64)),
+    }
+}
+
 /// Replays `loadfile` with `cfg.clients` clients in `cfg.dir/clients/`: warm-up, then
 /// `cfg.time` measured, calling `progress` about once a second. Ends early (with
 /// `interrupted`) when `stop` is set. Whatever the run created is removed before it returns,
@@ -695,16 +705,13 @@ fn merge(
         .iter()
         .filter_map(|&k| {
             let (h, max, mis) = per_kind[k.index()].take()?;
+            let (avg_ms, p99_ms) = latency_ms(&h);
             Some(OpStats {
                 op: k,
                 count: h.count(),
-                avg_ms: ms(h.mean_ns()),
+                avg_ms,
                 max_ms: ms(max as f64),
-                p99_ms: if h.is_empty() {
-                    0.0
-                } else {
-                    ms(h.quantile_ns(0.99) as f64)
-                },
+                p99_ms,
                 status_mismatches: mis,
                 histogram: h,
             })

@@ -417,20 +417,18 @@ impl RankTable {
 
     /// The table as `extra.ops` shows it.
     fn rows(&self) -> Vec<OpRow> {
-        let ms = |ns: f64| ns / 1e6;
         self.ops
             .iter()
-            .map(|o| OpRow {
-                op: o.op.name(),
-                count: o.histogram.count(),
-                avg_ms: ms(o.histogram.mean_ns()),
-                max_ms: o.max_ms,
-                p99_ms: if o.histogram.is_empty() {
-                    0.0
-                } else {
-                    ms(o.histogram.quantile_ns(0.99) as f64)
-                },
-                status_mismatches: o.status_mismatches,
+            .map(|o| {
+                let (avg_ms, p99_ms) = super::latency_ms(&o.histogram);
+                OpRow {
+                    op: o.op.name(),
+                    count: o.histogram.count(),
+                    avg_ms,
+                    max_ms: o.max_ms,
+                    p99_ms,
+                    status_mismatches: o.status_mismatches,
+                }
             })
             .collect()
     }
