@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::MutexGuard;
 
-use iolab_testkit::{require_devices, skip, EmuDisk, Sandbox, MIB};
+use iolab_testkit::{require_devices, skip, warning_codes, EmuDisk, Sandbox, MIB};
 use serde_json::Value;
 
 /// Root, losetup, the loop driver, `tools` and /dev/fuse; the device lock, or None after a
@@ -160,15 +160,6 @@ fn test_named<'a>(doc: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no test {name}"))
 }
 
-fn codes(doc: &Value) -> Vec<String> {
-    doc["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["code"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn fsync_probe_flush_latency_is_the_configured_flush_cost() {
     let Some(_lock) = emu_devices(&["mkfs.ext4"]) else {
@@ -221,7 +212,7 @@ fn flush_warnings_fire_exactly_when_the_disk_or_the_path_drops_flushes() {
         "WRITE_THROUGH_DROPS_FLUSH",
     ];
     let fired = |doc: &Value| -> Vec<String> {
-        codes(doc)
+        warning_codes(doc)
             .into_iter()
             .filter(|c| dropping.contains(&c.as_str()))
             .collect()
@@ -247,7 +238,7 @@ fn flush_warnings_fire_exactly_when_the_disk_or_the_path_drops_flushes() {
         "ignored: {} fdatasync/s, flush {:.0} µs, warnings {:?}",
         t["summary"]["iops"],
         t["passes"][0]["sync"]["lat_us"]["mean"],
-        codes(&doc)
+        warning_codes(&doc)
     );
     assert_eq!(fired(&doc), vec!["FSYNC_TOO_FAST".to_string()]);
     assert_eq!(t["extra"]["durability"]["verdict"], "cache_answered");
@@ -261,7 +252,7 @@ fn flush_warnings_fire_exactly_when_the_disk_or_the_path_drops_flushes() {
         got,
         vec!["FSYNC_TOO_FAST", "NO_BARRIER"],
         "{:?}",
-        codes(&doc)
+        warning_codes(&doc)
     );
     m.remount("barrier=1");
     // A write-through queue: the block layer drops the flushes.
@@ -278,7 +269,7 @@ fn flush_warnings_fire_exactly_when_the_disk_or_the_path_drops_flushes() {
         got,
         vec!["FSYNC_TOO_FAST", "WRITE_THROUGH_DROPS_FLUSH"],
         "{:?}",
-        codes(&doc)
+        warning_codes(&doc)
     );
 }
 

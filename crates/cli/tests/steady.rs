@@ -75,13 +75,6 @@ fn devices_and_blkio() -> Option<std::sync::MutexGuard<'static, ()>> {
     Some(lock)
 }
 
-fn codes(doc: &Value) -> Vec<String> {
-    arr(doc, "warnings")
-        .iter()
-        .map(|w| string(w, "code").to_string())
-        .collect()
-}
-
 /// `iolab run custom` on `dev` at queue depth 4: `rest` starts with the --rw, --bs, --runs
 /// and --duration values, then any other options.
 fn custom_on<'a>(dev: &'a Loop, rest: &[&'a str]) -> Vec<&'a str> {
@@ -131,7 +124,7 @@ fn a_throttles_start_up_burst_is_not_counted_without_any_ramp_option() {
         err.abs() <= 0.02,
         "{got} MB/s is not within 2% of {CAP_MB_S}"
     );
-    let codes = codes(&doc);
+    let codes = warning_codes(&doc);
     assert!(codes.contains(&"BLKIO_THROTTLE".to_string()), "{codes:?}");
     // The ramp's own I/O and what drained after the deadline are not someone else's.
     assert!(!codes.contains(&"BUSY_DEVICE".to_string()), "{codes:?}");

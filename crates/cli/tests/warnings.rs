@@ -41,13 +41,6 @@ fn doc_of(sb: &Sandbox, target: &Path, args: &[&str]) -> Value {
     run_custom(sb, target, args).ok().json()
 }
 
-fn codes(doc: &Value) -> Vec<String> {
-    arr(doc, "warnings")
-        .iter()
-        .map(|w| string(w, "code").to_string())
-        .collect()
-}
-
 /// The warning with `code`, which must be there exactly once.
 #[track_caller]
 fn warning<'a>(doc: &'a Value, code: &str) -> &'a Value {
@@ -73,7 +66,7 @@ fn message_of<'a>(doc: &'a Value, code: &str) -> &'a str {
 #[track_caller]
 fn absent(doc: &Value, code: &str) {
     assert!(
-        !codes(doc).iter().any(|c| c == code),
+        !warning_codes(doc).iter().any(|c| c == code),
         "unexpected {code}: {:#}",
         get(doc, "warnings")
     );
@@ -117,12 +110,12 @@ fn buffered_reads_of_a_small_file_come_from_the_page_cache() {
     // "pageout" scheme), so a run that found them gone is tried again, twice at most.
     let mut doc = doc_of(&sb, &sb.target, &buffered);
     for _ in 0..2 {
-        if codes(&doc).iter().any(|c| c == "PAGE_CACHE") {
+        if warning_codes(&doc).iter().any(|c| c == "PAGE_CACHE") {
             break;
         }
         println!(
             "pages reclaimed during the run, trying again: {:?}",
-            codes(&doc)
+            warning_codes(&doc)
         );
         doc = doc_of(&sb, &sb.target, &buffered);
     }

@@ -243,6 +243,21 @@ warning_codes! {
                throttle is the configuration measured, shown in the run's facts instead",
         fix: "expected on an emulated device; remove otherwise",
     }
+    ThrottleSplit = "THROTTLE_SPLIT" {
+        caveat: None,
+        title: "A throttled device got each I/O in parts",
+        when: "direct I/O tests under a blkio throttle: the throttled device completed at least \
+               1.5 requests per I/O of the test's block size during its passes \
+               (/proc/diskstats), so the block layer split the I/Os (the device's \
+               max_sectors_kb or max_segments). Linux 6.18 charges a split I/O against a \
+               throttle twice: a 20 MiB/s cap reads as 10.5 MB/s (docs/benchmarks.md). Raised \
+               when the test's median rate in the throttled direction was also below 90% of the \
+               cap (bytes or I/Os per second, as the throttle counts); the message gives both",
+        fix: "measure a throttled device with I/Os no larger than the requests it takes \
+              (128 KiB is whole on loop devices); for larger ones keep transparent huge pages \
+              on (madvise or always), which lays iolab's buffers out contiguously so that a \
+              1 MiB I/O stays whole",
+    }
     BusyDevice = "BUSY_DEVICE" {
         caveat: None,
         title: "Other I/O on the device",

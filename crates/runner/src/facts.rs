@@ -113,6 +113,7 @@ pub fn facts(env: &Environment, target: Option<&Target>, direct: bool) -> Target
                         cgroup: th.cgroup.clone(),
                         kind: th.kind.as_str().to_string(),
                         limit: th.limit,
+                        device: th.device_name.clone().unwrap_or_else(|| th.device.clone()),
                     });
                 }
             }

@@ -42,6 +42,9 @@ pub struct ThrottleFact {
     pub kind: String,
     /// Bytes or I/Os per second.
     pub limit: u64,
+    /// The throttled device's kernel name (`loop0`; its `maj:min` when it has none), as
+    /// pass activity names devices.
+    pub device: String,
 }
 
 /// What is known about the target; `None`/empty means unknown or not applicable.
@@ -544,9 +547,107 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
     for t in &run.tests {
         per_test(&mut out, run, t, f, &knobs);
     }
+    throttle_split(&mut out, run, f);
     few_ios(&mut out, run, &knobs);
     writes_faster_than_reads(&mut out, run, f);
     out
+}
+
+/// Requests per I/O from which a throttled device is taken to have split the I/Os.
+pub const SPLIT_REQUESTS_PER_IO: f64 = 1.5;
+/// Share of a throttle's cap below which split I/Os are taken to have cost the test.
+pub const SPLIT_BELOW_CAP: f64 = 0.9;
+
+/// `THROTTLE_SPLIT`, once per test: direct I/O under a blkio throttle that reached the
+/// throttled device in parts. The device's requests over the passes (iolab's ramp and drain
+/// included, so its bytes are added back) against the I/Os those bytes make at the test's
+/// block size.
+fn throttle_split(out: &mut Vec<Warning>, run: &RunRecord, f: &TargetFacts) {
+    if !run.settings.direct {
+        return;
+    }
+    for t in &run.tests {
+        let bs = t.job.bs;
+        if bs == 0 || t.passes.is_empty() {
+            continue;
+        }
+        for th in &f.throttles {
+            let reads = th.kind.starts_with("read");
+            if (reads && !t.job.rw.reads()) || (!reads && !t.job.rw.writes()) {
+                continue;
+            }
+            let (mut bytes, mut requests) = (0u64, 0u64);
+            for p in &t.passes {
+                let a = &p.context.activity;
+                if let Some(d) = a.devices.iter().find(|d| d.device == th.device) {
+                    bytes += d.read_bytes + d.write_bytes + a.own_uncounted_bytes;
+                    requests += d.read_requests + d.write_requests;
+                }
+            }
+            let ios = bytes as f64 / bs as f64;
+            // Too few requests to tell (or a record from before requests were kept).
+            if requests < 8 || ios < 1.0 {
+                continue;
+            }
+            let per_io = requests as f64 / ios;
+            if per_io < SPLIT_REQUESTS_PER_IO {
+                continue;
+            }
+            // The rate in the throttle's unit, in the throttled direction: median of passes.
+            let bps = th.kind.ends_with("bps");
+            let mut rates: Vec<f64> = t
+                .passes
+                .iter()
+                .filter_map(|p| {
+                    if reads {
+                        p.read.as_ref()
+                    } else {
+                        p.write.as_ref()
+                    }
+                })
+                .map(|d| if bps { d.mb_s * 1e6 } else { d.iops })
+                .collect();
+            if rates.is_empty() || th.limit == 0 {
+                continue;
+            }
+            rates.sort_by(f64::total_cmp);
+            let rate = rates[rates.len() / 2];
+            // At the cap: the split cost nothing here (a filesystem's own bios of the
+            // device's size, say, are whole when they reach the throttle).
+            if rate >= SPLIT_BELOW_CAP * th.limit as f64 {
+                continue;
+            }
+            let (got, cap) = if bps {
+                (
+                    format!("{:.2} MB/s", rate / 1e6),
+                    format!("{:.2} MB/s", th.limit as f64 / 1e6),
+                )
+            } else {
+                (format!("{rate:.0} IOPS"), format!("{} IOPS", th.limit))
+            };
+            out.push(w(
+                WarningCode::ThrottleSplit,
+                format!(
+                    "{} took each {} I/O as {per_io:.1} requests of {} on average during the \
+                     passes (the block layer split them), and the test measured {got} against \
+                     a cap of {cap} ({:.0}%): blk-throttle on Linux 6.18 charges a split I/O \
+                     twice, so under {} the rate can be half the cap",
+                    th.device,
+                    format_bytes(bs),
+                    // Whole KiB: requests are sectors, their mean is not.
+                    format_bytes((bytes as f64 / requests as f64 / 1024.0).round() as u64 * 1024),
+                    100.0 * rate / th.limit as f64,
+                    th.text
+                ),
+                "measure a throttled device with I/Os no larger than the requests it takes \
+                 (128 KiB is whole on loop devices); for larger ones keep transparent huge \
+                 pages on (madvise or always), so that iolab's buffers are contiguous and a \
+                 1 MiB I/O stays whole",
+                Some(t),
+            ));
+            break;
+        }
+    }
 }
 
 /// `FEW_IOS`, once for the run: the tests with a pass of fewer than [`MIN_IOS_FOR_P99`]

@@ -556,7 +556,105 @@ fn throttle(text: &str, cgroup: &str, kind: &str, limit: u64) -> ThrottleFact {
         cgroup: cgroup.into(),
         kind: kind.into(),
         limit,
+        device: "loop0".into(),
     }
+}
+
+/// Half of a 20 MiB/s cap, in MB/s: what a throttle that charges every I/O twice lets by.
+const HALF_CAP: [f64; 3] = [10.49, 10.48, 10.5];
+
+/// A direct 1 MiB sequential read run at `mb_s` whose device loop0 completed `per_io`
+/// requests per I/O, with iolab's own uncounted bytes (ramp, drain) at `own` of each
+/// pass's bytes: the device's requests cover those too.
+fn split_run(mb_s: &[f64], per_io: f64, own: f64) -> RunRecord {
+    let mut t = test_of("SR", Rw::Read, mb_s);
+    t.job.bs = MIB;
+    for p in &mut t.passes {
+        let own_bytes = (p.bytes as f64 * own) as u64;
+        // Whole MiB on the device (what it moved for iolab, its own uncounted bytes included).
+        let ios = (p.bytes + own_bytes) / MIB;
+        p.context.activity.own_uncounted_bytes = own_bytes;
+        p.context.activity.devices = vec![DeviceIo {
+            device: "loop0".into(),
+            read_bytes: ios * MIB - own_bytes,
+            write_bytes: 0,
+            read_requests: (ios as f64 * per_io).round() as u64,
+            write_requests: 0,
+        }];
+    }
+    run_of(vec![t])
+}
+
+#[test]
+fn throttle_split_when_the_throttled_device_took_each_io_in_parts() {
+    let th = "loop0 read_bps = 20 MiB/s on 7:0 (cgroup /sys/fs/cgroup/blkio/x)";
+    let read_cap = TargetFacts {
+        throttles: vec![throttle(th, "/sys/fs/cgroup/blkio/x", "read_bps", 20 * MIB)],
+        ..TargetFacts::default()
+    };
+    let ws = analyze(&split_run(&HALF_CAP, 2.0, 0.0), &read_cap);
+    fired(
+        &ws,
+        "THROTTLE_SPLIT",
+        Some("SR"),
+        &[
+            "loop0",
+            "1 MiB I/O as 2.0 requests of 512 KiB",
+            th,
+            "measured 10.49 MB/s against a cap of 20.97 MB/s (50%)",
+        ],
+    );
+    fired(&ws, "BLKIO_THROTTLE", None, &[th]);
+    // Four parts each, counting the ramp's requests and bytes alike.
+    fired(
+        &analyze(&split_run(&HALF_CAP, 4.0, 0.5), &read_cap),
+        "THROTTLE_SPLIT",
+        Some("SR"),
+        &["4.0 requests of 256 KiB"],
+    );
+    let not_split = |run: RunRecord, f: &TargetFacts| {
+        let ws = analyze(&run, f);
+        assert!(
+            ws.iter().all(|w| w.code.as_str() != "THROTTLE_SPLIT"),
+            "{ws:#?}"
+        );
+    };
+    // Whole I/Os (the ramp's bytes are iolab's, so its requests do not count against it),
+    // merged ones, buffered I/O (the page cache decides the requests), a throttle on the
+    // other direction, and records that have no request counts.
+    not_split(split_run(&HALF_CAP, 1.0, 0.5), &read_cap);
+    not_split(split_run(&HALF_CAP, 0.5, 0.0), &read_cap);
+    not_split(buffered(split_run(&HALF_CAP, 2.0, 0.0)), &read_cap);
+    let write_cap = TargetFacts {
+        throttles: vec![throttle(
+            th,
+            "/sys/fs/cgroup/blkio/x",
+            "write_bps",
+            20 * MIB,
+        )],
+        ..TargetFacts::default()
+    };
+    not_split(split_run(&HALF_CAP, 2.0, 0.0), &write_cap);
+    not_split(split_run(&HALF_CAP, 0.0, 0.0), &read_cap);
+    // Split, but at the cap all the same: the parts were charged once (bios a filesystem
+    // built at the device's size, say).
+    not_split(split_run(&[20.97, 20.96, 20.98], 4.0, 0.0), &read_cap);
+    // An IOPS cap is set against the test's IOPS: 1000 per pass of 1 s here.
+    let iops_cap = |limit| TargetFacts {
+        throttles: vec![throttle(th, "/sys/fs/cgroup/blkio/x", "read_iops", limit)],
+        ..TargetFacts::default()
+    };
+    let ws = analyze(&split_run(&HALF_CAP, 2.0, 0.0), &iops_cap(2000));
+    fired(
+        &ws,
+        "THROTTLE_SPLIT",
+        Some("SR"),
+        &[
+            "2.0 requests",
+            "measured 1000 IOPS against a cap of 2000 IOPS (50%)",
+        ],
+    );
+    not_split(split_run(&HALF_CAP, 2.0, 0.0), &iops_cap(1000));
 }
 
 // --- other activity -----------------------------------------------------------------------
@@ -571,12 +669,16 @@ fn shared_device(iolab_mb_s: f64, foreign: u64) -> RunRecord {
                 device: "loop7".into(),
                 read_bytes: p.bytes + extra,
                 write_bytes: 0,
+                read_requests: 0,
+                write_requests: 0,
             },
             // Another device's traffic never counts.
             DeviceIo {
                 device: "vda".into(),
                 read_bytes: 0,
                 write_bytes: 1 << 30,
+                read_requests: 0,
+                write_requests: 0,
             },
         ];
     }

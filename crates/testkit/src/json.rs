@@ -41,3 +41,12 @@ pub fn string<'a>(v: &'a Value, key: &str) -> &'a str {
         .as_str()
         .unwrap_or_else(|| panic!("{key} is not a string: {v}"))
 }
+
+/// The codes of a run document's `warnings`, in order.
+#[track_caller]
+pub fn warning_codes(doc: &Value) -> Vec<String> {
+    arr(doc, "warnings")
+        .iter()
+        .map(|w| string(w, "code").to_string())
+        .collect()
+}

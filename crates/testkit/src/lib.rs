@@ -28,7 +28,7 @@ pub use data::{median, random_bytes, DBENCH_TINY_LOADFILE, KIB, MIB};
 pub use dev::{device_lock, Cgroup, Loop, Mount, QueueSetting};
 pub use emudisk::EmuDisk;
 pub use iolab::{table_part, Out, Sandbox};
-pub use json::{arr, get, num, read_json, string, uint};
+pub use json::{arr, get, num, read_json, string, uint, warning_codes};
 pub use scratch::{scratch_dir, scratch_root};
 pub use skip::{
     optional_tools, require_devices, require_root, require_tools, skip, skip_allowed, skips,

@@ -780,6 +780,8 @@ mod tests {
                 device: dev.into(),
                 read_bytes: dev_mb * 1_000_000,
                 write_bytes: 0,
+                read_requests: 0,
+                write_requests: 0,
             }],
             other_cpu_pct: cpu,
             top_processes: vec![iolab_measure::ProcessCpu {

@@ -100,6 +100,8 @@ pub fn pass(seed: u64, index: u32, mixed: bool) -> PassRecord {
                 device: "loop3".into(),
                 read_bytes: 4096 * seed,
                 write_bytes: 512,
+                read_requests: seed,
+                write_requests: 1,
             }],
             other_cpu_pct: 3.5,
             top_processes: vec![ProcessCpu {
