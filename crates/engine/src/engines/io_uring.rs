@@ -164,6 +164,13 @@ impl Engine for Uring {
 
     #[inline]
     fn queue(&mut self, bufs: &BufferPool, slot: u32, dir: IoDir, offset: u64, len: u32) {
+        if self.each && !self.ring.submission().is_empty() {
+            // The I/O queued before this one goes now; this one waits for the next queue()
+            // or goes with submit_and_reap's wait, so a round of k I/Os takes k system
+            // calls in all, and a round of one takes one. Errors surface at that
+            // submit_and_reap, which submits whatever is left.
+            let _ = self.ring.submit();
+        }
         let sqe = self.sqe(bufs.slot_ptr(slot as usize), slot, dir, offset, len);
         // SAFETY: the buffer stays valid and untouched until the completion is reaped. The
         // ring has at least iodepth entries and never more than iodepth I/Os in flight, so
@@ -173,10 +180,6 @@ impl Engine for Uring {
                 .submission()
                 .push(&sqe)
                 .expect("submission queue sized for iodepth");
-        }
-        if self.each {
-            // Errors surface at the next submit_and_reap, which submits whatever is left.
-            let _ = self.ring.submit();
         }
     }
 
