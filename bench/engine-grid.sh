@@ -50,7 +50,11 @@ cleanup() {
   set +e
   trap - EXIT INT TERM
   [ -n "$LOOP" ] && losetup -d "$LOOP"
-  mountpoint -q "$WORK/tmpfs" && umount "$WORK/tmpfs"
+  # A detached loop device lets go of its image a moment later.
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    mountpoint -q "$WORK/tmpfs" || break
+    umount "$WORK/tmpfs" 2>/dev/null || sleep 0.5
+  done
   rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
@@ -89,10 +93,11 @@ def diskstats(disk):
     raise SystemExit("no %s in /proc/diskstats" % disk)
 
 def busy_seconds():
-    # All CPUs' time outside idle and iowait: the tool, its interrupts and softirqs, kernel
-    # threads working for it, and whatever else ran.
+    # All CPUs' user, nice, system, irq and softirq time: the tool, its interrupts, kernel
+    # threads working for it, and whatever else ran (not idle, iowait or steal; guest time
+    # is inside user already).
     v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
-    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
 
 def drop_cache():
     fd = os.open(path, os.O_RDONLY)

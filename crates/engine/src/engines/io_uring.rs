@@ -1,5 +1,6 @@
-//! io_uring: one ring per job, submissions batched (one io_uring_enter per batch), with
-//! the job's file and buffers optionally registered with the kernel.
+//! io_uring: one ring per job, submissions batched (one io_uring_enter per batch; random
+//! direct I/O at depth > 1 goes one I/O per call instead, see `Engine::open`), with the
+//! job's file and buffers optionally registered with the kernel.
 //!
 //! SQPOLL is deliberately not used: on small machines its polling thread competes with the
 //! job threads and distorts latencies.
