@@ -373,6 +373,37 @@ mod with_mpi {
         kill_rank_2(&sb, &args);
     }
 
+    /// ext4 on a direct-I/O loop device of `mib` MiB, a directory `t` in it, and a blkio
+    /// cgroup (`iolab-mpi-PID{suffix}`) capping the device's reads at `bps`.
+    struct ThrottledFs {
+        // Dropped in this order: unmounted before the loop device is detached.
+        _mnt: Mount,
+        _dev: Loop,
+        dir: PathBuf,
+        cg: Cgroup,
+    }
+
+    impl ThrottledFs {
+        fn new(mib: u64, bps: u64, suffix: &str) -> ThrottledFs {
+            let dev = Loop::with_options(mib * MIB, &["--direct-io=on"]);
+            sh("mkfs.ext4", &["-q", "-F", dev.s()]);
+            let mnt = Mount::new(dev.s(), &[]);
+            let dir = mnt.path().join("t");
+            std::fs::create_dir(&dir).unwrap();
+            let cg = Cgroup::blkio(&format!("iolab-mpi-{}{suffix}", std::process::id()));
+            cg.set(
+                "blkio.throttle.read_bps_device",
+                &format!("{} {bps}", dev.majmin()),
+            );
+            ThrottledFs {
+                _mnt: mnt,
+                _dev: dev,
+                dir,
+                cg,
+            }
+        }
+    }
+
     #[test]
     fn four_ranks_under_one_throttle_add_up_to_the_cap() {
         let Some(_lock) = require_devices(&["mkfs.ext4", "mpirun"]) else {
@@ -382,16 +413,8 @@ mod with_mpi {
             skip!("no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO);
         }
         const BPS: u64 = 20 * MIB; // 20 MiB/s = 20.97 MB/s
-        let dev = Loop::with_options(160 * MIB, &["--direct-io=on"]);
-        sh("mkfs.ext4", &["-q", "-F", dev.s()]);
-        let mnt = Mount::new(dev.s(), &[]);
-        let dir = mnt.path().join("t");
-        std::fs::create_dir(&dir).unwrap();
-        let cg = Cgroup::blkio(&format!("iolab-mpi-{}", std::process::id()));
-        cg.set(
-            "blkio.throttle.read_bps_device",
-            &format!("{} {BPS}", dev.majmin()),
-        );
+        let fs = ThrottledFs::new(160, BPS, "");
+        let (dir, cg) = (&fs.dir, &fs.cg);
         let sb = Sandbox::new();
         let cmd = mpirun(
             &sb,
@@ -450,8 +473,7 @@ mod with_mpi {
         }
         println!("aggregate median {got:.3} MB/s vs cap {truth:.3} MB/s");
         assert!((got - truth).abs() <= truth * 0.03, "{got} vs {truth}");
-        assert!(std::fs::read_dir(&dir).unwrap().next().is_none());
-        drop(mnt);
+        assert!(std::fs::read_dir(dir).unwrap().next().is_none());
     }
 
     #[test]
@@ -466,23 +488,13 @@ mod with_mpi {
         let mut devices = Vec::new();
         let mut case = String::new();
         for r in 0..4 {
-            let dev = Loop::with_options(64 * MIB, &["--direct-io=on"]);
-            sh("mkfs.ext4", &["-q", "-F", dev.s()]);
-            let mnt = Mount::new(dev.s(), &[]);
-            let dir = mnt.path().join("t");
-            std::fs::create_dir(&dir).unwrap();
-            let cg = Cgroup::blkio(&format!("iolab-mpi-{}-{r}", std::process::id()));
-            cg.set(
-                "blkio.throttle.read_bps_device",
-                &format!("{} {BPS}", dev.majmin()),
-            );
+            let fs = ThrottledFs::new(64, BPS, &format!("-{r}"));
             case.push_str(&format!(
                 "{r}) echo $$ > {}/cgroup.procs && t={} ;; ",
-                cg.dir.display(),
-                dir.display()
+                fs.cg.dir.display(),
+                fs.dir.display()
             ));
-            // Dropped in this order: unmounted before the loop device is detached.
-            devices.push((mnt, dev, dir, cg));
+            devices.push(fs);
         }
         let sb = Sandbox::new();
         let iolab = sb.cmd(&[
@@ -538,8 +550,8 @@ mod with_mpi {
             "{got} vs {}",
             4.0 * cap
         );
-        for (_, _, dir, _) in &devices {
-            assert!(std::fs::read_dir(dir).unwrap().next().is_none());
+        for fs in &devices {
+            assert!(std::fs::read_dir(&fs.dir).unwrap().next().is_none());
         }
     }
 
@@ -643,8 +655,7 @@ mod with_mpi {
                     && m.starts_with(&format!("on {host}: {name} moved"))),
             "{shared:?}"
         );
-        assert!(std::fs::read_dir(&dir).unwrap().next().is_none());
-        drop(mnt);
+        assert!(std::fs::read_dir(dir).unwrap().next().is_none());
     }
 
     #[test]

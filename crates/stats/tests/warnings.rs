@@ -534,20 +534,20 @@ fn fsync_too_fast_only_on_rotational_devices() {
 #[test]
 fn blkio_throttle_names_the_limit() {
     let th = "loop0 write_bps = 20 MiB/s on 7:0 (cgroup /sys/fs/cgroup/blkio/x)";
-    let f = TargetFacts {
-        throttles: vec![throttle(
-            th,
-            "/sys/fs/cgroup/blkio/x",
-            "write_bps",
-            20 * MIB,
-        )],
-        ..TargetFacts::default()
-    };
+    let f = throttled(th, "/sys/fs/cgroup/blkio/x", "write_bps", 20 * MIB);
     for run in [read_run(), write_run(), buffered(read_run())] {
         let ws = analyze(&run, &f);
         fired(&ws, "BLKIO_THROTTLE", None, &[th]);
     }
     none(&analyze(&read_run(), &TargetFacts::default()));
+}
+
+/// Target facts with one throttle and nothing else.
+fn throttled(text: &str, cgroup: &str, kind: &str, limit: u64) -> TargetFacts {
+    TargetFacts {
+        throttles: vec![throttle(text, cgroup, kind, limit)],
+        ..TargetFacts::default()
+    }
 }
 
 fn throttle(text: &str, cgroup: &str, kind: &str, limit: u64) -> ThrottleFact {
@@ -588,10 +588,7 @@ fn split_run(mb_s: &[f64], per_io: f64, own: f64) -> RunRecord {
 #[test]
 fn throttle_split_when_the_throttled_device_took_each_io_in_parts() {
     let th = "loop0 read_bps = 20 MiB/s on 7:0 (cgroup /sys/fs/cgroup/blkio/x)";
-    let read_cap = TargetFacts {
-        throttles: vec![throttle(th, "/sys/fs/cgroup/blkio/x", "read_bps", 20 * MIB)],
-        ..TargetFacts::default()
-    };
+    let read_cap = throttled(th, "/sys/fs/cgroup/blkio/x", "read_bps", 20 * MIB);
     let ws = analyze(&split_run(&HALF_CAP, 2.0, 0.0), &read_cap);
     fired(
         &ws,
@@ -625,25 +622,14 @@ fn throttle_split_when_the_throttled_device_took_each_io_in_parts() {
     not_split(split_run(&HALF_CAP, 1.0, 0.5), &read_cap);
     not_split(split_run(&HALF_CAP, 0.5, 0.0), &read_cap);
     not_split(buffered(split_run(&HALF_CAP, 2.0, 0.0)), &read_cap);
-    let write_cap = TargetFacts {
-        throttles: vec![throttle(
-            th,
-            "/sys/fs/cgroup/blkio/x",
-            "write_bps",
-            20 * MIB,
-        )],
-        ..TargetFacts::default()
-    };
+    let write_cap = throttled(th, "/sys/fs/cgroup/blkio/x", "write_bps", 20 * MIB);
     not_split(split_run(&HALF_CAP, 2.0, 0.0), &write_cap);
     not_split(split_run(&HALF_CAP, 0.0, 0.0), &read_cap);
     // Split, but at the cap all the same: the parts were charged once (bios a filesystem
     // built at the device's size, say).
     not_split(split_run(&[20.97, 20.96, 20.98], 4.0, 0.0), &read_cap);
     // An IOPS cap is set against the test's IOPS: 1000 per pass of 1 s here.
-    let iops_cap = |limit| TargetFacts {
-        throttles: vec![throttle(th, "/sys/fs/cgroup/blkio/x", "read_iops", limit)],
-        ..TargetFacts::default()
-    };
+    let iops_cap = |limit| throttled(th, "/sys/fs/cgroup/blkio/x", "read_iops", limit);
     let ws = analyze(&split_run(&HALF_CAP, 2.0, 0.0), &iops_cap(2000));
     fired(
         &ws,
@@ -1227,30 +1213,14 @@ fn few_ios_once_per_run_with_what_ends_the_pass() {
 #[test]
 fn a_studys_own_throttle_is_its_configuration() {
     let cg = "/sys/fs/cgroup/blkio/iolab-testbed-42-0";
-    let f = TargetFacts {
-        throttles: vec![throttle(
-            "loop7 read_bps = 20 MiB/s",
-            cg,
-            "read_bps",
-            20 * MIB,
-        )],
-        ..TargetFacts::default()
-    };
+    let f = throttled("loop7 read_bps = 20 MiB/s", cg, "read_bps", 20 * MIB);
     let mut run = read_run();
     fired(&analyze(&run, &f), "BLKIO_THROTTLE", None, &["loop7"]);
     run.study = Some("s".into());
     run.study_meta = serde_json::json!({"built": {"cgroup": format!("{cg}/")}});
     none(&analyze(&run, &f));
     // Another cgroup's throttle on the same run is still a problem.
-    let f = TargetFacts {
-        throttles: vec![throttle(
-            "loop7 read_bps",
-            "/sys/fs/cgroup/blkio/x",
-            "read_bps",
-            1,
-        )],
-        ..TargetFacts::default()
-    };
+    let f = throttled("loop7 read_bps", "/sys/fs/cgroup/blkio/x", "read_bps", 1);
     fired(&analyze(&run, &f), "BLKIO_THROTTLE", None, &["loop7"]);
 }
 
@@ -1305,10 +1275,7 @@ fn direct_writes_far_faster_than_reads_were_answered_by_a_cache() {
         &f,
     ));
     // A throttle that holds reads lower than writes explains the gap.
-    let th = TargetFacts {
-        throttles: vec![throttle("read cap", "/x", "read_bps", 10 * MIB)],
-        ..TargetFacts::default()
-    };
+    let th = throttled("read cap", "/x", "read_bps", 10 * MIB);
     quiet(
         &analyze(&pairs((10.0, 2000.0), (40.0, 50.0)), &th),
         "WRITES_FASTER_THAN_READS",
