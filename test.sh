@@ -58,13 +58,16 @@ cargo clippy --workspace --all-targets -- -D warnings
 IOLAB_SKIP_LOG="$(pwd)/target/skipped.txt"
 export IOLAB_SKIP_LOG
 mkdir -p target && : > "$IOLAB_SKIP_LOG"
-cargo test --workspace
+# --no-fail-fast: a failing test binary does not hide the ones after it; every step after
+# this one still runs, and the script exits non-zero at the end if any of them failed.
+FAILED=()
+cargo test --workspace --no-fail-fast || FAILED+=("cargo test --workspace")
 # The optional `mpi` feature (docs/mpi.md): the default build above has none of it. Its
 # lint, the aggregation's unit tests and the real-mpirun tests.
 if command -v mpirun >/dev/null && pkg-config --exists ompi-c 2>/dev/null; then
-  cargo clippy -p iolab --all-targets --features mpi -- -D warnings
-  cargo test -p iolab-runner --features mpi --lib mpi::
-  cargo test -p iolab --features mpi --test mpi
+  cargo clippy -p iolab --all-targets --features mpi -- -D warnings || FAILED+=("mpi clippy")
+  cargo test -p iolab-runner --features mpi --lib mpi:: || FAILED+=("mpi unit tests")
+  cargo test -p iolab --features mpi --test mpi --no-fail-fast || FAILED+=("mpi tests")
 else
   echo "test.sh: no MPI (libopenmpi-dev, openmpi-bin): the mpi feature's tests did not run" \
     | tee -a "$IOLAB_SKIP_LOG"
@@ -76,4 +79,8 @@ fi
 if [ -s "$IOLAB_SKIP_LOG" ]; then
   echo "test.sh: $(wc -l < "$IOLAB_SKIP_LOG") skips:"
   sed 's/^/  /' "$IOLAB_SKIP_LOG"
+fi
+if [ ${#FAILED[@]} -gt 0 ]; then
+  echo "test.sh: FAILED: ${FAILED[*]} (the failing tests are listed above each step's end)" >&2
+  exit 1
 fi

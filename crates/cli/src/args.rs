@@ -148,7 +148,8 @@ pub struct StudyArgs {
 
 #[derive(Args, Debug)]
 pub struct CleanupArgs {
-    /// Where the state files are (default: /run/iolab as root, else $XDG_RUNTIME_DIR/iolab).
+    /// Where the state files are (default: $IOLAB_STATE_DIR if set, else /run/iolab as root,
+    /// else $XDG_RUNTIME_DIR/iolab).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::MutexGuard;
 
-use iolab_testkit::{require_devices, skip, warning_codes, EmuDisk, Sandbox, MIB};
+use iolab_testkit::{require_devices, skip, warning_codes, CpuWait, EmuDisk, Sandbox, MIB};
 use serde_json::Value;
 
 /// Root, losetup, the loop driver, `tools` and /dev/fuse; the device lock, or None after a
@@ -34,10 +34,11 @@ fn run_json(sb: &Sandbox, args: &[&str]) -> (i32, Value, String) {
     )
 }
 
-/// Mean and p50 latency (µs) of 4 KiB random reads at QD1 on `disk`, over `runs` passes of
-/// 1 s: the lowest pass mean (a pass the busy machine disturbed only gets slower) and the
-/// median p50; and the last pass's latency summary.
-fn qd1_read_latency(sb: &Sandbox, disk: &EmuDisk, runs: &str) -> (f64, f64, Value) {
+/// 4 KiB random reads at QD1 on `disk` in `runs` passes of 1 s: the mean latency over
+/// every I/O (µs), the median of the passes' p50s, the number of I/Os, and the CPU wait the
+/// machine's tasks met meanwhile (µs, [`CpuWait`]).
+fn qd1_read_latency(sb: &Sandbox, disk: &EmuDisk, runs: &str) -> (f64, f64, f64, f64) {
+    let wait = CpuWait::start();
     let (code, doc, err) = run_json(
         sb,
         &[
@@ -64,19 +65,36 @@ fn qd1_read_latency(sb: &Sandbox, disk: &EmuDisk, runs: &str) -> (f64, f64, Valu
             "--no-store",
         ],
     );
+    let waited = wait.us();
     assert_eq!(code, 0, "{err}");
     let passes = doc["tests"][0]["passes"].as_array().unwrap();
-    let lat = |k: &str| -> Vec<f64> {
-        passes
-            .iter()
-            .map(|p| p["lat_us"][k].as_f64().unwrap())
-            .collect()
-    };
-    let mean = lat("mean").into_iter().fold(f64::INFINITY, f64::min);
-    let p50 = iolab_testkit::median(&lat("p50"));
-    (mean, p50, passes.last().unwrap()["lat_us"].clone())
+    let ios: f64 = passes.iter().map(|p| p["ios"].as_f64().unwrap()).sum();
+    let mean = passes
+        .iter()
+        .map(|p| p["ios"].as_f64().unwrap() * p["lat_us"]["mean"].as_f64().unwrap())
+        .sum::<f64>()
+        / ios;
+    let p50s: Vec<f64> = passes
+        .iter()
+        .map(|p| p["lat_us"]["p50"].as_f64().unwrap())
+        .collect();
+    (mean, iolab_testkit::median(&p50s), ios, waited)
 }
 
+/// The device's own clock (`served` in its stats) since the last `reset-served`: its
+/// summary of `what` ("reads", "flushes" or "late") in µs.
+fn served(disk: &EmuDisk, what: &str, key: &str) -> f64 {
+    disk.stats()["served"][what][key].as_f64().unwrap()
+}
+
+/// iolab's latency is the device's plus the path's overhead. The device's own clock says
+/// what each read took in the model (the truth a host with no overhead would see): iolab can
+/// never see a read complete sooner (lower bound). Above it, iolab may add the overhead
+/// measured on a zero-latency disk, 5%, and the scheduling delay the machine's tasks met
+/// during the run ([`CpuWait`], spread over its I/Os, which at QD1 wait one after another):
+/// a tight bound on a quiet machine that loosens exactly as much as the load made the truth
+/// uncertain. The median may move by at most twice what the mean moves (Markov: at most
+/// half the I/Os can be delayed by more than twice the mean delay).
 #[test]
 fn qd1_latency_equals_the_fixed_service_time() {
     let Some(_lock) = emu_devices(&[]) else {
@@ -84,42 +102,131 @@ fn qd1_latency_equals_the_fixed_service_time() {
     };
     let sb = Sandbox::new();
     let zero = EmuDisk::new(32 * MIB, r#"{"model":"fixed"}"#);
-    let (o_mean, o_p50, _) = qd1_read_latency(&sb, &zero, "3");
+    let (o_mean, o_p50, _, _) = qd1_read_latency(&sb, &zero, "3");
     drop(zero);
     let t_us = 20000.0;
     let disk = EmuDisk::new(
         32 * MIB,
         r#"{"model":"fixed","read_latency":"20ms","write_latency":"20ms"}"#,
     );
-    let (mean, p50, _) = qd1_read_latency(&sb, &disk, "3");
+    disk.ctl("reset-served");
+    let (mean, p50, ios, waited) = qd1_read_latency(&sb, &disk, "3");
+    let model_mean = served(&disk, "reads", "mean");
+    let delay = waited / ios;
     println!(
-        "overhead mean {o_mean:.1} µs p50 {o_p50:.1} µs; T = {t_us} µs: mean {mean:.1} p50 {p50:.1}"
+        "overhead mean {o_mean:.1} µs p50 {o_p50:.1} µs; T = {t_us} µs (the model's own mean \
+         {model_mean:.1}): mean {mean:.1} p50 {p50:.1} over {ios} I/Os; the machine's CPU \
+         wait meanwhile {waited:.0} µs, {delay:.1} µs an I/O"
     );
-    for (what, got, base) in [("mean", mean, o_mean), ("p50", p50, o_p50)] {
-        let err = (got - base - t_us) / t_us;
+    assert!(
+        (model_mean - t_us).abs() <= 0.01 * t_us,
+        "the model's own mean {model_mean} µs is not its fixed {t_us} µs"
+    );
+    for (what, got, base, sched) in [
+        ("mean", mean, o_mean, delay),
+        ("p50", p50, o_p50, 2.0 * delay),
+    ] {
         assert!(
-            err.abs() <= 0.05,
-            "{what} {got:.1} µs - overhead {base:.1} µs is not within 5% of {t_us} µs"
+            got >= t_us * 0.995,
+            "{what} {got:.1} µs is below the device's own {t_us} µs"
+        );
+        let bound = t_us * 1.05 + base + sched;
+        assert!(
+            got <= bound,
+            "{what} {got:.1} µs is above {bound:.1} µs: {t_us} µs + 5% + the overhead \
+             {base:.1} µs + the scheduling delay {sched:.1} µs"
         );
     }
     let reads = disk.stats()["counts"]["reads"].as_u64().unwrap();
     assert!(reads > 0, "the model served no read");
-    // A distribution: percentiles come out where they were put (plus the overhead). Narrow
-    // and slow, so that ~100 draws pin p50 and p90 within a few percent and a busy
-    // machine's scheduling delay is small beside them.
-    drop(disk);
+}
+
+/// A latency distribution comes out where it was put. Two questions, each asked of the
+/// clock that answers it: the model draws its percentiles right (its own clock, over every
+/// read of the run; the draws themselves are checked exactly in the emudisk crate's unit
+/// tests), and iolab reports the percentiles of what the device did: never below the
+/// model's percentiles of the same reads, and above them by no more than 2% (the
+/// histograms' resolution), three times the run's own mean excess over the model (which
+/// carries the path's overhead), and the scheduling delay the machine's tasks met
+/// ([`CpuWait`], per I/O; ten times it for p90, since a tenth of the I/Os may carry ten
+/// times the mean delay).
+#[test]
+fn qd1_latency_percentiles_are_the_devices() {
+    let Some(_lock) = emu_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
     let disk = EmuDisk::new(
         32 * MIB,
         r#"{"model":"fixed","latency_percentiles":{"0":"18ms","50":"20ms","100":"24ms"}}"#,
     );
-    let (_, p50, lat) = qd1_read_latency(&sb, &disk, "2");
-    let p90 = lat["p90"].as_f64().unwrap();
-    println!("distribution: p50 {p50:.1} µs, p90 {p90:.1} µs (last pass)");
-    for (what, got, want) in [("p50", p50, 20_000.0), ("p90", p90, 23_200.0)] {
-        let err = (got - o_p50 - want) / want;
+    disk.ctl("reset-served");
+    let wait = CpuWait::start();
+    let (code, doc, err) = run_json(
+        &sb,
+        &[
+            "custom",
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "1",
+            "--target",
+            disk.s(),
+            "--size",
+            "16MiB",
+            "--duration",
+            "3s",
+            "--ramp",
+            "0",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--allow-destroy-device",
+            "--no-store",
+        ],
+    );
+    let waited = wait.us();
+    assert_eq!(code, 0, "{err}");
+    let pass = &doc["tests"][0]["passes"][0];
+    let lat = &pass["lat_us"];
+    let got = |k: &str| lat[k].as_f64().unwrap();
+    let model = |k: &str| served(&disk, "reads", k);
+    let excess = (got("mean") - model("mean")).max(0.0);
+    let delay = waited / pass["ios"].as_f64().unwrap();
+    println!(
+        "iolab: mean {:.1} p50 {:.1} p90 {:.1} µs; the model's clock over {} reads: mean {:.1} \
+         p50 {:.1} p90 {:.1} µs; iolab's mean excess {excess:.1} µs; CPU wait {delay:.1} µs \
+         an I/O",
+        got("mean"),
+        got("p50"),
+        got("p90"),
+        model("count"),
+        model("mean"),
+        model("p50"),
+        model("p90"),
+    );
+    // The model: ~150 draws from 18..24 ms with p50 at 20 ms and p90 at 23.2 ms.
+    for (what, want) in [("p50", 20_000.0), ("p90", 23_200.0)] {
+        let m = model(what);
         assert!(
-            err.abs() <= 0.05,
-            "{what} {got:.1} µs - overhead {o_p50:.1} µs is not within 5% of {want} µs"
+            (m - want).abs() <= 0.06 * want,
+            "the model's own {what} {m:.1} µs is not near {want} µs"
+        );
+    }
+    for (what, sched) in [("p50", 2.0 * delay), ("p90", 10.0 * delay)] {
+        let (g, m) = (got(what), model(what));
+        assert!(
+            g >= m * 0.99,
+            "iolab's {what} {g:.1} µs is below the device's own {m:.1} µs"
+        );
+        let bound = m * 1.02 + 3.0 * excess + sched;
+        assert!(
+            g <= bound,
+            "iolab's {what} {g:.1} µs is above {bound:.1} µs: the device's own {m:.1} µs + \
+             2% + 3 x the run's mean excess {excess:.1} µs + the scheduling delay {sched:.1} µs"
         );
     }
 }
@@ -174,15 +281,30 @@ fn fsync_probe_flush_latency_is_the_configured_flush_cost() {
     );
     let m = ext4_on(&disk, "barrier=1");
     let before = disk.stats()["counts"]["flushes"].as_u64().unwrap();
+    disk.ctl("reset-served");
+    let wait = CpuWait::start();
     let doc = probe(&sb, &m.path());
+    let waited = wait.us();
     let after = disk.stats()["counts"]["flushes"].as_u64().unwrap();
+    let model_p50 = served(&disk, "flushes", "p50");
     let t = test_named(&doc, "write+fdatasync 4K");
     let p = &t["passes"][0];
     let ops = p["ios"].as_u64().unwrap();
     let flush_us = p["sync"]["lat_us"]["mean"].as_f64().unwrap();
     let flush_p50 = p["sync"]["lat_us"]["p50"].as_f64().unwrap();
+    // The writes and flushes of both tests (no-sync and fdatasync) wait one after another.
+    let calls: u64 = doc["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["passes"].as_array().unwrap().iter())
+        .map(|p| p["ios"].as_u64().unwrap())
+        .sum();
+    let delay = waited / calls as f64;
     println!(
-        "fdatasync: {ops} calls, {} device flushes during the run, flush mean {flush_us:.0} µs p50 {flush_p50:.0} µs",
+        "fdatasync: {ops} calls, {} device flushes during the run, flush mean {flush_us:.0} µs \
+         p50 {flush_p50:.0} µs; the device's own clock: flush p50 {model_p50:.0} µs; CPU wait \
+         {delay:.1} µs a call",
         after - before
     );
     // One device flush per fdatasync (an in-place rewrite needs no journal commit).
@@ -191,10 +313,22 @@ fn fsync_probe_flush_latency_is_the_configured_flush_cost() {
         (1.0..1.5).contains(&per_call),
         "{per_call} flushes per fdatasync"
     );
-    let err = (flush_p50 - 20_000.0) / 20_000.0;
+    // The model's flush is its configured cost; iolab's fdatasync is that flush and the
+    // path to it: never less, and more by at most 5% and twice the scheduling delay per call
+    // (Markov, as for the QD1 reads above).
     assert!(
-        (0.0..=0.05).contains(&err),
-        "fdatasync p50 {flush_p50:.0} µs is not 20 ms (+0..5% for the path)"
+        (model_p50 - 20_000.0).abs() <= 0.01 * 20_000.0,
+        "the model's own flush p50 {model_p50:.0} µs is not the configured 20 ms"
+    );
+    assert!(
+        flush_p50 >= model_p50 * 0.995,
+        "fdatasync p50 {flush_p50:.0} µs is below the device's own flush {model_p50:.0} µs"
+    );
+    let bound = model_p50 * 1.05 + 2.0 * delay;
+    assert!(
+        flush_p50 <= bound,
+        "fdatasync p50 {flush_p50:.0} µs is above {bound:.0} µs: the device's flush \
+         {model_p50:.0} µs + 5% + the scheduling delay"
     );
 }
 

@@ -127,9 +127,9 @@ fn finish(child: Child, what: &str) -> Out {
     Out::new(&[what], out, Duration::ZERO)
 }
 
-/// The run-state files of process `pid` (root: /run/iolab).
-fn run_state_files(pid: u32) -> Vec<PathBuf> {
-    let Ok(rd) = fs::read_dir("/run/iolab") else {
+/// The run-state files of process `pid` (in the sandbox's state directory).
+fn run_state_files(sb: &Sandbox, pid: u32) -> Vec<PathBuf> {
+    let Ok(rd) = fs::read_dir(sb.state_dir()) else {
         return Vec::new();
     };
     rd.flatten()
@@ -178,7 +178,7 @@ fn two_signals(first: i32, second: i32) {
         let out = finish(child, name);
         assert_eq!(out.code, Some(130), "{name}: {out}");
         assert_nothing_left(name, sb, &out);
-        assert!(run_state_files(pid).is_empty(), "{name}: {out}");
+        assert!(run_state_files(sb, pid).is_empty(), "{name}: {out}");
     });
 }
 
@@ -226,7 +226,7 @@ fn cleanup_removes_what_a_killed_run_left() {
             !tree(&sb.target).is_empty(),
             "{name}: a kill -9 left nothing?"
         );
-        assert_eq!(run_state_files(pid).len(), 1, "{name}: no run state");
+        assert_eq!(run_state_files(sb, pid).len(), 1, "{name}: no run state");
         let out = sb.iolab(&["cleanup"]).ok();
         assert!(
             out.stdout
@@ -234,7 +234,7 @@ fn cleanup_removes_what_a_killed_run_left() {
             "{name}: {out}"
         );
         assert_nothing_left(name, sb, &out);
-        assert!(run_state_files(pid).is_empty(), "{name}: {out}");
+        assert!(run_state_files(sb, pid).is_empty(), "{name}: {out}");
     });
 }
 
@@ -402,7 +402,7 @@ fn turns_read_only(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool) -> Out {
         out.stderr_has(&["left behind: could not remove", &p.to_string_lossy()]);
     }
     out.stderr_has(&["iolab cleanup"]);
-    assert_eq!(run_state_files(pid).len(), 1, "{out}");
+    assert_eq!(run_state_files(&sb, pid).len(), 1, "{out}");
     let shown = sb.iolab(&["show", "last"]).ok();
     assert!(shown.stdout.contains("left behind"), "{shown}");
     // Repaired and mounted again: cleanup removes what the run recorded.
@@ -416,7 +416,7 @@ fn turns_read_only(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool) -> Out {
     let _m = Mount::at(&lo.dev, &mnt, &[]);
     sb.iolab(&["cleanup"]).ok();
     assert!(top_level(&dir).is_empty(), "{:?}", top_level(&dir));
-    assert!(run_state_files(pid).is_empty());
+    assert!(run_state_files(&sb, pid).is_empty());
     out
 }
 
@@ -512,7 +512,7 @@ fn device_returns_eio(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool) -> Out 
     drop(m);
     drop(lo);
     sb.iolab(&["cleanup"]).ok();
-    assert!(run_state_files(pid).is_empty());
+    assert!(run_state_files(&sb, pid).is_empty());
     out
 }
 

@@ -227,7 +227,7 @@ verify_mode = "after"
 /// Everything a study process `pid` could have left: mounts, loop devices, cgroups, state
 /// files, directories, temporary files, and `iolab run` children. Testbed names contain
 /// the owner's pid.
-fn leftovers(pid: u32) -> Vec<String> {
+fn leftovers(sb: &Sandbox, pid: u32) -> Vec<String> {
     let tag = format!("iolab-testbed-{pid}-");
     let mut out = Vec::new();
     let tmp = std::env::temp_dir();
@@ -254,7 +254,7 @@ fn leftovers(pid: u32) -> Vec<String> {
     for (dir, what) in [
         ("/sys/fs/cgroup/blkio", "cgroup"),
         ("/var/tmp", "dir"),
-        ("/run/iolab", "state"),
+        (sb.state_dir().to_str().unwrap(), "state"),
     ] {
         if let Ok(rd) = std::fs::read_dir(dir) {
             for e in rd.flatten() {
@@ -297,10 +297,10 @@ fn spawn_study(sb: &Sandbox, file: &str) -> Child {
 
 /// Waits until the study's workload is running (its child `iolab run` exists inside a
 /// mounted testbed).
-fn wait_until_measuring(pid: u32) {
+fn wait_until_measuring(sb: &Sandbox, pid: u32) {
     let tag = format!("iolab-testbed-{pid}-");
     wait_for("a running workload", Duration::from_secs(60), || {
-        leftovers(pid)
+        leftovers(sb, pid)
             .iter()
             .any(|l| l.starts_with("process") && l.contains(" run ") && l.contains(&tag))
     });
@@ -357,7 +357,7 @@ warmup = 0
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    assert!(leftovers(&sb, pid).is_empty(), "{:?}", leftovers(&sb, pid));
 
     // Four runs, configurations alternating, each inside the throttle.
     let ids: Vec<i64> = sb.result_rows().iter().map(|r| r.0).collect();
@@ -379,15 +379,17 @@ warmup = 0
                 .any(|k| k.to_string().contains("read_ahead_kb")),
             "{knobs:?}"
         );
-        // The cap is a ceiling: never above it (3% for the throttle's 100 ms slices over a
-        // 1 s pass); an unthrottled loop device runs far faster, so staying under it shows
-        // the run was in the testbed's cgroup. Below it only when the CPU is short: 19.4
-        // MB/s with three compilers beside the test, lower at a load of 4.7 on 2 cores, so
-        // the floor only catches a run that went wrong.
+        // What this shows is that the run was inside the testbed's cgroup: an unthrottled
+        // loop device reads at GB/s, a throttled one near the cap. The cap's exactness is
+        // ground_truth.rs's question, not this one's: here the 300 ms ramp and the 1 s pass
+        // share the throttle's slice, so on a busy machine the budget a descheduled ramp left
+        // unspent is spent at the pass's start (22.3 MB/s, 1.06x, measured beside four
+        // compilers). Below the cap only when the CPU is short (19.4 MB/s with three
+        // compilers beside the test, lower at a load of 4.7 on 2 cores).
         let mb_s = doc["tests"][0]["summary"]["mb_s"].as_f64().unwrap();
         let ratio = mb_s / CAP_MB_S;
         assert!(
-            (0.5..1.03).contains(&ratio),
+            (0.5..1.25).contains(&ratio),
             "run {id}: {mb_s} MB/s, the throttle allows {CAP_MB_S}"
         );
     }
@@ -475,7 +477,7 @@ warmup = 0
         stderr.contains("bad: building the testbed failed"),
         "{stderr}"
     );
-    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    assert!(leftovers(&sb, pid).is_empty(), "{:?}", leftovers(&sb, pid));
     let rows = sb.result_rows();
     assert_eq!(rows.len(), 1, "{}", sb.results());
 }
@@ -506,12 +508,12 @@ fn stops_and_tears_down(sig: i32) {
     let f = write(&sb, "long.toml", LONG);
     let mut child = spawn_study(&sb, &f);
     let pid = child.id();
-    wait_until_measuring(pid);
+    wait_until_measuring(&sb, pid);
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(pid as i32, sig) };
     let code = wait_exit(&mut child, Duration::from_secs(30));
     assert_eq!(code, Some(130));
-    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    assert!(leftovers(&sb, pid).is_empty(), "{:?}", leftovers(&sb, pid));
 }
 
 #[test]
@@ -534,22 +536,22 @@ fn cleanup_removes_what_a_killed_study_left() {
     let f = write(&sb, "long.toml", LONG);
     let mut child = spawn_study(&sb, &f);
     let pid = child.id();
-    wait_until_measuring(pid);
+    wait_until_measuring(&sb, pid);
     child.kill().unwrap();
     child.wait().unwrap();
     // The testbed is still there: a kill -9 gives no chance to tear down.
     assert!(
-        leftovers(pid).iter().any(|l| l.starts_with("mount")),
+        leftovers(&sb, pid).iter().any(|l| l.starts_with("mount")),
         "{:?}",
-        leftovers(pid)
+        leftovers(&sb, pid)
     );
     // The run child was told (parent-death signal) and leaves the mount.
     wait_for("the run to exit", Duration::from_secs(20), || {
-        !leftovers(pid).iter().any(|l| l.starts_with("process"))
+        !leftovers(&sb, pid).iter().any(|l| l.starts_with("process"))
     });
     let out = sb.iolab(&["cleanup"]).ok();
     assert!(out.stdout.contains("removed mount"), "{}", out.stdout);
-    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    assert!(leftovers(&sb, pid).is_empty(), "{:?}", leftovers(&sb, pid));
 
     // Killed at other moments: while building (mkfs, mount, knobs) and just after.
     for ms in [150, 400, 900, 1600] {
@@ -559,13 +561,13 @@ fn cleanup_removes_what_a_killed_study_left() {
         child.kill().unwrap();
         child.wait().unwrap();
         wait_for("the run to exit", Duration::from_secs(20), || {
-            !leftovers(pid).iter().any(|l| l.starts_with("process"))
+            !leftovers(&sb, pid).iter().any(|l| l.starts_with("process"))
         });
         sb.iolab(&["cleanup"]).ok();
         assert!(
-            leftovers(pid).is_empty(),
+            leftovers(&sb, pid).is_empty(),
             "killed after {ms} ms: {:?}",
-            leftovers(pid)
+            leftovers(&sb, pid)
         );
     }
 }

@@ -72,6 +72,10 @@ pub fn handle(dev: &Device, line: &str) -> (String, After) {
             dev.set_ignore_flush(*v == "on");
             ok(String::new())
         }
+        ["reset-served"] => {
+            dev.reset_served();
+            ok(String::new())
+        }
         ["clear-faults"] => {
             dev.clear_faults();
             ok(String::new())
@@ -85,8 +89,8 @@ pub fn handle(dev: &Device, line: &str) -> (String, After) {
         },
         ["stop"] => ("ok".into(), After::Stop),
         _ => err(format!(
-            "unknown request {line:?}: stats, fault, clear-faults, ignore-flush, power-loss, \
-             power-on, stop"
+            "unknown request {line:?}: stats, reset-served, fault, clear-faults, ignore-flush, \
+             power-loss, power-on, stop"
         )),
     }
 }

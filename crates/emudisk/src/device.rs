@@ -19,6 +19,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{self, ModelState};
@@ -48,6 +49,32 @@ pub struct Counts {
     pub flush_s: f64,
 }
 
+/// A distribution of times in microseconds, summarised.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TimesUs {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// What the device's own clock saw since it started (or since `reset-served`): for each
+/// served read and honoured flush, the model's time from its arrival to its planned
+/// completion (queueing on the lanes included: what a perfect host would measure) and the
+/// time until the daemon actually answered it (`*_answered`: the model's time plus how late
+/// the daemon's thread woke); and for every request the daemon waited on, that lateness
+/// alone (`late`: the scheduling delay of the moment, measured where it happened).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Served {
+    pub reads: TimesUs,
+    pub reads_answered: TimesUs,
+    pub flushes: TimesUs,
+    pub flushes_answered: TimesUs,
+    pub late: TimesUs,
+}
+
 /// The stats file's content.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Stats {
@@ -55,8 +82,52 @@ pub struct Stats {
     pub capacity: u64,
     pub params: Params,
     pub counts: Counts,
+    #[serde(default)]
+    pub served: Served,
     pub cached_bytes: u64,
     pub powered: bool,
+}
+
+/// The histograms behind [`Served`]: microseconds, 3 significant digits, up to an hour.
+struct ServedHist {
+    reads: Histogram<u64>,
+    reads_answered: Histogram<u64>,
+    flushes: Histogram<u64>,
+    flushes_answered: Histogram<u64>,
+    late: Histogram<u64>,
+}
+
+impl ServedHist {
+    fn new() -> ServedHist {
+        let h = || Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds");
+        ServedHist {
+            reads: h(),
+            reads_answered: h(),
+            flushes: h(),
+            flushes_answered: h(),
+            late: h(),
+        }
+    }
+
+    fn summary(h: &Histogram<u64>) -> TimesUs {
+        if h.is_empty() {
+            return TimesUs::default();
+        }
+        let q = |p: f64| h.value_at_quantile(p) as f64;
+        TimesUs {
+            count: h.len(),
+            mean: h.mean(),
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            max: h.max() as f64,
+        }
+    }
+}
+
+/// A time in whole microseconds for a histogram (at least 1, at most its bound).
+fn us(d: Duration) -> u64 {
+    (d.as_micros() as u64).clamp(1, 3_600_000_000)
 }
 
 /// What a power loss dropped: byte ranges `(offset, len)` of acknowledged writes that never
@@ -81,6 +152,7 @@ struct State {
     cache_bytes: u64,
     powered: bool,
     counts: Counts,
+    served: ServedHist,
 }
 
 /// The emulated device over a backing file.
@@ -119,6 +191,7 @@ impl Device {
                 cache_bytes: 0,
                 powered: true,
                 counts: Counts::default(),
+                served: ServedHist::new(),
             }),
         })
     }
@@ -136,6 +209,7 @@ impl Device {
     /// Serves a read of `len` bytes at `off` (clipped to the capacity).
     pub fn read(&self, off: u64, len: u64) -> Result<Vec<u8>, Eio> {
         let len = len.min(self.capacity.saturating_sub(off));
+        let arrived = Instant::now();
         let (data, until) = {
             let mut st = self.lock();
             self.admit(&mut st, Op::Read, off, len)?;
@@ -147,9 +221,15 @@ impl Device {
             st.counts.reads += 1;
             st.counts.read_bytes += len;
             let until = self.occupy(&mut st, 0.0, &[(off, len, false)]);
+            let _ = st
+                .served
+                .reads
+                .record(us(until.saturating_duration_since(arrived)));
             (buf, until)
         };
-        sleep_until(until);
+        self.wait_until(until);
+        let answered = us(arrived.elapsed());
+        let _ = self.lock().served.reads_answered.record(answered);
         Ok(data)
     }
 
@@ -202,7 +282,7 @@ impl Device {
             until
         };
         drop(st);
-        sleep_until(until);
+        self.wait_until(until);
         let mut st = self.lock();
         if !st.powered {
             // The power went while it was in flight: never acknowledged.
@@ -214,6 +294,7 @@ impl Device {
 
     /// Serves a flush (cache flush / FUA barrier).
     pub fn flush(&self) -> Result<(), Eio> {
+        let arrived = Instant::now();
         let mut st = self.lock();
         self.admit(&mut st, Op::Flush, 0, 0)?;
         st.counts.flushes += 1;
@@ -228,8 +309,14 @@ impl Device {
         let before = st.counts.busy_s;
         let until = self.occupy(&mut st, fixed, &ios);
         st.counts.flush_s += st.counts.busy_s - before;
+        let _ = st
+            .served
+            .flushes
+            .record(us(until.saturating_duration_since(arrived)));
         drop(st);
-        sleep_until(until);
+        self.wait_until(until);
+        let answered = us(arrived.elapsed());
+        let _ = self.lock().served.flushes_answered.record(answered);
         Ok(())
     }
 
@@ -381,16 +468,33 @@ impl Device {
             capacity: self.capacity,
             params: st.params.clone(),
             counts: st.counts.clone(),
+            served: Served {
+                reads: ServedHist::summary(&st.served.reads),
+                reads_answered: ServedHist::summary(&st.served.reads_answered),
+                flushes: ServedHist::summary(&st.served.flushes),
+                flushes_answered: ServedHist::summary(&st.served.flushes_answered),
+                late: ServedHist::summary(&st.served.late),
+            },
             cached_bytes: st.cache_bytes,
             powered: st.powered,
         }
     }
-}
 
-fn sleep_until(t: Instant) {
-    let now = Instant::now();
-    if t > now {
-        std::thread::sleep(t - now);
+    /// Starts [`Served`] afresh (the `reset-served` request), so that a measurement can be
+    /// set beside exactly the requests it made.
+    pub fn reset_served(&self) {
+        self.lock().served = ServedHist::new();
+    }
+
+    /// Sleeps until the planned completion `t`, then records how late the thread woke
+    /// (only when it had to sleep: a completion already due is not a wake-up).
+    fn wait_until(&self, t: Instant) {
+        let now = Instant::now();
+        if t > now {
+            std::thread::sleep(t - now);
+            let late = Instant::now().saturating_duration_since(t);
+            let _ = self.lock().served.late.record(us(late));
+        }
     }
 }
 

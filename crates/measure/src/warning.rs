@@ -217,8 +217,9 @@ warning_codes! {
     FsyncTooFast = "FSYNC_TOO_FAST" {
         caveat: None,
         title: "Flushes faster than a rotating disk",
-        when: "flushes averaged under 1 ms on a device that reports itself rotational (one \
-               warning per run, naming the tests; virtio disks report rotational, so it fires \
+        when: "the median flush took under 1 ms on a device that reports itself rotational \
+               (the median, so that a busy machine's scheduling delays, which stretch a few \
+               calls, neither hide a cache nor make one; one warning per run, naming the tests; virtio disks report rotational, so it fires \
                on VMs whose host cache answers flushes). `run fsync` judges every sync method \
                by the same floor in its durability verdict",
         fix: "turn the volatile write cache off (`hdparm -W 0`; on a VM a host disk cache \

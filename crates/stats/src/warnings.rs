@@ -484,7 +484,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                     .passes
                     .iter()
                     .filter_map(|p| p.sync.as_ref())
-                    .map(|s| s.lat_us.mean)
+                    .map(|s| s.lat_us.p50)
                     .collect();
                 if !syncs.is_empty() {
                     let m = crate::median(&syncs);
@@ -505,7 +505,7 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                 out.push(Warning {
                     code: WarningCode::FsyncTooFast,
                     message: format!(
-                        "flushes took {range} on average on a device that reports itself \
+                        "the median flush took {range} on a device that reports itself \
                          rotational; a disk cannot reach its platter that fast, so a volatile \
                          cache answered (tests: {})",
                         names.join(", ")

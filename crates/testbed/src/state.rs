@@ -252,8 +252,19 @@ struct Inner {
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl StateFile {
-    /// Where state files go: /run/iolab for root, else $XDG_RUNTIME_DIR/iolab.
+    /// Where state files go: `$IOLAB_STATE_DIR` when set (one machine, several independent
+    /// setups: each test sandbox has its own, so one's `iolab cleanup` never meets another's
+    /// state), else /run/iolab for root, else $XDG_RUNTIME_DIR/iolab.
     pub fn default_dir() -> Result<PathBuf, TestbedError> {
+        if let Some(d) = std::env::var_os("IOLAB_STATE_DIR").filter(|d| !d.is_empty()) {
+            let d = PathBuf::from(d);
+            if !d.is_absolute() {
+                return Err(TestbedError::State {
+                    message: format!("IOLAB_STATE_DIR={} is not an absolute path", d.display()),
+                });
+            }
+            return Ok(d);
+        }
         if sys::is_root() && Path::new("/run").is_dir() {
             return Ok(PathBuf::from("/run/iolab"));
         }

@@ -187,8 +187,10 @@ impl Mount {
 impl Drop for Mount {
     fn drop(&mut self) {
         let Some(umount) = tool("umount") else { return };
-        // Just after a process exits, the kernel may still hold its files for a moment.
-        let deadline = Instant::now() + Duration::from_secs(5);
+        // Just after a process exits, the kernel may still hold its files for a while (on a
+        // busy machine, seconds): retry while it is busy. The limit only guards against a
+        // real hang; a lazy unmount leaves the device held, which breaks what follows.
+        let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let ok = Command::new(&umount)
                 .arg(&self.dir)

@@ -68,11 +68,20 @@ impl Sandbox {
             c.arg("--db").arg(&self.db);
         }
         c
-            // Keep anything that would go to a default location inside the sandbox.
+            // Keep anything that would go to a default location inside the sandbox; its own
+            // state directory, so that `iolab cleanup` in one test (or one of two suites on
+            // a machine) never meets what another left running.
             .env("XDG_DATA_HOME", self.dir.path())
             .env("HOME", self.dir.path())
+            .env("IOLAB_STATE_DIR", self.state_dir())
             .stdin(Stdio::null());
         c
+    }
+
+    /// The state directory every command of this sandbox uses (`IOLAB_STATE_DIR`): its run
+    /// state and testbed state files.
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
     }
 
     /// Runs `iolab <args> --db r.db`.

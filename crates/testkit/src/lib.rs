@@ -6,7 +6,8 @@
 //!
 //! - [`skip`]: [`skip()`](skip::skip), [`skip!`], [`skip_allowed!`], [`require_root`],
 //!   [`require_tools`], [`optional_tools`], [`require_devices`].
-//! - [`sys`]: [`is_root`], [`tool`], [`have`], [`sh`], [`try_sh`], [`shell`].
+//! - [`sys`]: [`is_root`], [`tool`], [`have`], [`sh`], [`try_sh`], [`shell`], [`CpuWait`] (the
+//!   scheduling delay a ground-truth test adds to its bound).
 //! - [`dev`]: [`Loop`], [`Mount`], [`Cgroup`], [`QueueSetting`], [`device_lock`].
 //! - [`emudisk`]: [`EmuDisk`], an emulated disk (`iolab emudisk serve`) with a loop device.
 //! - [`scratch`]: [`scratch_dir`] (on the build directory's filesystem, not a tmpfs).
@@ -34,4 +35,4 @@ pub use skip::{
     optional_tools, require_devices, require_root, require_tools, skip, skip_allowed, skips,
     REQUIRE_VAR,
 };
-pub use sys::{have, is_root, sh, shell, tool, try_sh};
+pub use sys::{have, is_root, sh, shell, tool, try_sh, CpuWait};

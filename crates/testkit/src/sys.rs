@@ -60,3 +60,43 @@ pub fn shell(cmd: &str) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// The CPU time the machine's tasks spent waiting for a CPU from when it was made: the
+/// kernel's pressure stall figure (`/proc/pressure/cpu`, `some`) times the number of CPUs,
+/// since the kernel averages `some` over the CPUs. It bounds the scheduling delay any chain
+/// of tasks met in that time (a task waiting on any CPU is counted there), so a
+/// ground-truth test of time adds it to its bound: tight on a quiet machine, as loose as
+/// the load made the truth. Without PSI it reads 0 and says so once.
+pub struct CpuWait {
+    start: Option<u64>,
+}
+
+impl CpuWait {
+    pub fn start() -> CpuWait {
+        let start = cpu_some_total_us();
+        if start.is_none() {
+            eprintln!("testkit: no /proc/pressure/cpu: scheduling delay taken as 0");
+        }
+        CpuWait { start }
+    }
+
+    /// Microseconds of waiting for a CPU since `start`, over all CPUs.
+    pub fn us(&self) -> f64 {
+        match (self.start, cpu_some_total_us()) {
+            (Some(a), Some(b)) => {
+                let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+                b.saturating_sub(a) as f64 * cpus as f64
+            }
+            _ => 0.0,
+        }
+    }
+}
+
+fn cpu_some_total_us() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("total="))?
+        .parse()
+        .ok()
+}

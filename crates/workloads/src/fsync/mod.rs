@@ -584,8 +584,9 @@ impl Durability {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Judgement {
     pub verdict: Durability,
-    /// What a flush added to a write on average (µs): the flush call's own time for
-    /// fdatasync/fsync, else the write's time beyond a plain write of the same size (or the
+    /// What a flush added to a write (µs): the flush call's median time for fdatasync/fsync
+    /// (a typical flush: a busy machine's scheduling delays stretch a few calls, which would
+    /// move a mean, not this), else the write's time beyond a plain write of the same size (or the
     /// whole write's without one); none for plain writes.
     pub flush_us: Option<f64>,
     /// The evidence, one sentence with its numbers.
@@ -707,11 +708,11 @@ fn judge_one(
         Some((_, p, _)) => format!("{size}: {rate:.0} ops/s against {p:.0} plain"),
         None => format!("{size}: {rate:.0} ops/s, no plain write measured"),
     };
-    // What the flush added: the flush call's own time where it is a call of its own (the
+    // What the flush added: the flush call's median time where it is a call of its own (the
     // same figure FSYNC_TOO_FAST judges), else the write's time beyond a plain one.
     let flush_us = match method {
         SyncMethod::Fdatasync | SyncMethod::Fsync => {
-            pass_median(t, |p| p.sync.as_ref().map(|s| s.lat_us.mean))
+            pass_median(t, |p| p.sync.as_ref().map(|s| s.lat_us.p50))
         }
         _ => Some(t.summary.lat_mean_us - plain.map_or(0.0, |p| p.2)),
     }
