@@ -158,13 +158,7 @@ fn record_with(
     let result = trace_command(cfg, strace, &tmp, stop).and_then(|(status, seconds, text)| {
         let cwd = std::env::current_dir().unwrap_or_default();
         let mut trace = convert(&String::from_utf8_lossy(&text), roots, &cwd, &before);
-        trace.command = Some(
-            cfg.command
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .join(" "),
-        );
+        trace.command = Some(shell_words(&cfg.command));
         Ok(Recorded {
             trace,
             exit: status.code(),
@@ -182,6 +176,26 @@ fn record_with(
             cfg.output.display()
         ))),
     }
+}
+
+/// The command line as a shell would take it back: an argument with anything but letters,
+/// digits and `_@%+=:,./-` in single quotes (so `sh -c 'a b'` is not `sh -c a b`).
+fn shell_words(args: &[OsString]) -> String {
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| {
+            let a = a.to_string_lossy();
+            let plain = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c));
+            if plain {
+                a.into_owned()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect();
+    words.join(" ")
 }
 
 /// What a recording creates, in a run state (`iolab_testbed::runstate`, as `iolab run`
@@ -1500,5 +1514,37 @@ mod tests {
         assert!(got.contains("close h1 = 0"), "{got}");
         assert_eq!(t.skipped, vec![("outside".to_string(), 1)]);
         iolab_spec::trace::parse("t", &got).unwrap();
+    }
+
+    #[test]
+    fn names_decode_one_way_and_links_resolve() {
+        let text = "\
+10 100.000000 openat(AT_FDCWD</r>, \"d\\\\x\", O_RDONLY) = 3</r/d\\\\x> <0.000010>
+10 100.000100 close(3</r/d\\\\x>) = 0 <0.000010>
+10 100.000200 unlink(\"d\\\\x\") = 0 <0.000010>
+10 100.000300 openat(AT_FDCWD</r>, \"x\\76\", O_RDONLY) = 3</r/x\\76> <0.000010>
+10 100.000400 openat(AT_FDCWD</r>, \"leak\", O_RDONLY) = 4</etc/passwd> <0.000010>
+10 100.000500 read(4</etc/passwd>, \"\"..., 10) = 10 <0.000010>
+10 100.000600 newfstatat(AT_FDCWD</r>, \"up/passwd\", 0x7ff, 0) = 0 <0.000010>
+10 100.000700 newfstatat(AT_FDCWD</r>, \"in\", 0x7ff, 0) = 0 <0.000010>
+10 100.000800 newfstatat(AT_FDCWD</r>, \"in\", 0x7ff, AT_SYMLINK_NOFOLLOW) = 0 <0.000010>
+10 100.000900 stat(\"/r/sub/up2/r/f\", 0x7ff) = 0 <0.000010>
+";
+        let mut before = Before::default();
+        before.links.insert(b"/r/up".to_vec(), b"/etc".to_vec());
+        before.links.insert(b"/r/in".to_vec(), b"sub/f".to_vec());
+        before
+            .links
+            .insert(b"/r/sub/up2".to_vec(), b"../..".to_vec());
+        let t = convert(text, &[PathBuf::from("/r")], Path::new("/r"), &before);
+        let got = t.to_text();
+        assert!(got.contains(" open h1 0:d\\x r 0 = 0\n"), "{got}");
+        assert!(got.contains(" unlink 0:d\\x = 0\n"), "{got}");
+        assert!(got.contains(" open h2 0:x> r 0 = 0\n"), "{got}");
+        assert!(got.contains(" stat 0:sub/f = 0\n"), "{got}");
+        assert!(got.contains(" lstat 0:in = 0\n"), "{got}");
+        assert!(got.contains(" stat 0:f = 0\n"), "{got}");
+        assert!(!got.contains("leak") && !got.contains("passwd"), "{got}");
+        assert_eq!(t.skipped, vec![("outside".to_string(), 3)]);
     }
 }
