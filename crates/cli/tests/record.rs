@@ -410,8 +410,9 @@ fn every_name_is_escaped_one_way_and_replays() {
     let s = setup();
     let out = s.sb.path("names.trace");
     // Names strace shows escaped: a backslash, a newline, a quote, `>`, `<` and a comma
-    // (which the `<path>` after a descriptor escapes too), a space, an ESC, UTF-8.
-    let script = r#"for n in 'd\x' "$(printf 'a\nb')" 'q"x' 'x>, <5' 'sp ace' "$(printf 'e\033z')" 'ü'; do
+    // (which the `<path>` after a descriptor escapes too), a space, an ESC, UTF-8; and one
+    // that looks like the end of a call (`) = `).
+    let script = r#"for n in 'd\x' "$(printf 'a\nb')" 'q"x' 'x>, <5' 'sp ace' "$(printf 'e\033z')" 'ü' 'p) = 9'; do
         echo 1234 > "$n"; cat "$n" > /dev/null; rm "$n"; done"#;
     let c = record_cmd(&s.sb, &s.work, &s.tmp, &out, &s.work, &["sh", "-c", script]);
     output(c, "record").ok();
@@ -423,6 +424,7 @@ fn every_name_is_escaped_one_way_and_replays() {
             "0:a%0Ab",
             "0:d\\x",
             "0:e%1Bz",
+            "0:p)%20=%209",
             "0:q\"x",
             "0:sp%20ace",
             "0:x>,%20<5",

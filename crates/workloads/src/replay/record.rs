@@ -155,15 +155,15 @@ fn record_with(
     let tmp_base = std::path::absolute(std::env::temp_dir())
         .map_err(|e| RecordError::Failed(format!("the temporary directory: {e}")))?;
     let tmp = state.dir(&tmp_base.join(unique_name("record")))?;
-    let result = trace_command(cfg, strace, &tmp, stop).and_then(|(status, seconds, text)| {
+    let result = trace_command(cfg, strace, &tmp, stop).map(|(status, seconds, text)| {
         let cwd = std::env::current_dir().unwrap_or_default();
         let mut trace = convert(&String::from_utf8_lossy(&text), roots, &cwd, &before);
         trace.command = Some(shell_words(&cfg.command));
-        Ok(Recorded {
+        Recorded {
             trace,
             exit: status.code(),
             seconds,
-        })
+        }
     });
     state.remove(tmp);
     let rec = result?;
@@ -727,13 +727,45 @@ fn calls(text: &str) -> Vec<Call> {
     out
 }
 
+/// Where the argument list that starts at `from` closes: the first `)` outside quotes,
+/// brackets and a descriptor's `<path>` (a name may hold `) = `; strace escapes `<`, `>`
+/// and `"` in names, so those delimit).
+fn args_end(s: &str, from: usize) -> Option<usize> {
+    let b = s.as_bytes();
+    let (mut depth, mut in_str, mut in_fd) = (0u32, false, false);
+    let mut i = from;
+    while i < b.len() {
+        let c = b[i];
+        if in_str {
+            if c == b'\\' {
+                i += 1;
+            } else if c == b'"' {
+                in_str = false;
+            }
+        } else if in_fd {
+            in_fd = c != b'>';
+        } else {
+            match c {
+                b'"' => in_str = true,
+                b'<' => in_fd = true,
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' if depth == 0 => return Some(i),
+                b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
 fn parse_call(tid: u32, time_us: u64, s: &str) -> Option<Call> {
     let open = s.find('(')?;
     let name = &s[..open];
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return None;
     }
-    let eq = s.rfind(") = ")?;
+    let eq = args_end(s, open + 1).filter(|&i| s[i..].starts_with(") = "))?;
     let args = split_args(&s[open + 1..eq]);
     let mut tail = &s[eq + 4..];
     let mut dur_us = 0;
@@ -1205,8 +1237,8 @@ impl Converter {
                 let unsupported = flags.contains("O_TMPFILE");
                 // A successful open's path is the kernel's (links resolved): one that
                 // ends outside the roots is outside, whatever name led there.
-                let follow = !flags.contains("O_NOFOLLOW")
-                    && !(flags.contains("O_CREAT") && flags.contains("O_EXCL"));
+                let excl = flags.contains("O_CREAT") && flags.contains("O_EXCL");
+                let follow = !flags.contains("O_NOFOLLOW") && !excl;
                 let target = if unsupported {
                     Err("unsupported")
                 } else if let (true, Some(real)) = (ok, c.ret_path.as_deref()) {
