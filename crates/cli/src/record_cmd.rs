@@ -15,6 +15,7 @@ pub fn record(a: RecordArgs) -> Result<i32, RunError> {
     let r = run_record(&cfg).map_err(|e| match e {
         RecordError::Usage(m) => RunError::usage(m),
         RecordError::Failed(m) => RunError::Failed(m),
+        RecordError::Interrupted => RunError::Interrupted,
     })?;
     let t = &r.trace;
     let skipped: u64 = t.skipped.iter().map(|(_, n)| n).sum();

@@ -636,7 +636,7 @@ impl Trace {
             s.push_str(&format!("root {i} {}\n", escape(r.as_bytes())));
         }
         if let Some(c) = &self.command {
-            s.push_str(&format!("command {}\n", escape_line(c)));
+            s.push_str(&format!("command {}\n", escape_command(c)));
         }
         for (why, n) in &self.skipped {
             s.push_str(&format!("skipped {why} {n}\n"));
@@ -674,17 +674,19 @@ impl Trace {
     }
 }
 
-/// Control characters of a free-text header value shown as `\xNN`, so it stays one line.
-fn escape_line(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                format!("\\x{:02x}", c as u32 & 0xff)
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+/// The command line as the trace writes it: [`escape`]'s `%XX`, but the spaces between
+/// its words kept (only a leading or trailing one escaped, so the line reads back whole).
+fn escape_command(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(b.len());
+    for (i, &c) in b.iter().enumerate() {
+        if c == b' ' && i > 0 && i + 1 < b.len() {
+            out.push(' ');
+        } else {
+            out.push_str(&escape(&[c]));
+        }
+    }
+    out
 }
 
 /// Reads a trace: iolab's own format, or fio's iolog (v2 or v3), told apart by the first
@@ -835,7 +837,14 @@ impl<'f> Parser<'f> {
                 }
                 "command" => {
                     header(&self)?;
-                    t.command = Some(l["command".len()..].trim().to_string());
+                    // %XX-escaped as names are (an older trace's line with no valid escape
+                    // is kept as it is: the line is informational).
+                    let c = l["command".len()..].trim();
+                    let c = unescape(c).map_or_else(
+                        |_| c.to_string(),
+                        |b| String::from_utf8_lossy(&b).into_owned(),
+                    );
+                    t.command = Some(c);
                 }
                 "skipped" => {
                     header(&self)?;
@@ -1316,6 +1325,24 @@ mod tests {
             e.line = 0;
         }
         assert_eq!(again, t0);
+    }
+
+    #[test]
+    fn the_command_line_round_trips() {
+        let mut t = parse("t", SAMPLE).unwrap();
+        for c in [" sh -c 'a\nb' 100% d\\x \"q\" \u{fc}\t ", "git commit -m x"] {
+            t.command = Some(c.to_string());
+            let text = t.to_text();
+            assert_eq!(
+                text.lines().filter(|l| l.starts_with("command ")).count(),
+                1
+            );
+            assert_eq!(
+                parse("t", &text).unwrap().command.as_deref(),
+                Some(c),
+                "{text}"
+            );
+        }
     }
 
     #[test]

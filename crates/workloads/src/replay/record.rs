@@ -10,10 +10,16 @@
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::fmt;
-use std::io::{self, Write};
-use std::os::unix::ffi::OsStrExt;
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use iolab_sys::loopdev::FileId;
+use iolab_sys::newfile::{create_private_dir, create_private_file, unique_name, NewFile};
+use iolab_testbed::runstate::{RunResource, RunState};
 
 use iolab_spec::trace::{Event, Initial, Op, OpenFlags, Outcome, Trace, TracePath, Whence};
 
@@ -51,18 +57,28 @@ pub enum RecordError {
     /// Bad arguments: exit 2.
     Usage(String),
     Failed(String),
+    /// Stopped by SIGINT, SIGTERM or SIGHUP: the command and strace are stopped, nothing
+    /// is written (exit 130).
+    Interrupted,
 }
 
 impl fmt::Display for RecordError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RecordError::Usage(m) | RecordError::Failed(m) => f.write_str(m),
+            RecordError::Interrupted => f.write_str("interrupted"),
         }
     }
 }
 
+/// The largest strace output a recording reads (checked on the open file).
+const MAX_STRACE_OUTPUT: u64 = 1 << 30;
+
 /// Runs the command under strace in the current directory and writes the trace to
-/// `cfg.output` (gzip when it ends in `.gz`).
+/// `cfg.output` (gzip when it ends in `.gz`). What it creates (a private temporary
+/// directory for strace's output, the trace's temporary file) is recorded in a run state
+/// first, so that `iolab cleanup` removes what a kill -9 leaves; SIGINT, SIGTERM or SIGHUP
+/// stop strace and everything it traces, remove both and write no trace.
 pub fn record(cfg: &RecordConfig) -> Result<Recorded, RecordError> {
     if cfg.command.is_empty() {
         return Err(RecordError::Usage(
@@ -108,74 +124,353 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded, RecordError> {
             )));
         }
     }
+    // The output's directory is held from now on, and what is at its name checked: a
+    // regular file is replaced at the end, anything else refused before the command runs.
+    let out = NewFile::plan(&cfg.output, "record")
+        .map_err(|e| RecordError::Usage(format!("-o {}: {e}", cfg.output.display())))?;
     let strace = iolab_sys::find_tool("strace").ok_or_else(|| {
         RecordError::Failed("record needs strace (Debian: apt-get install strace)".into())
     })?;
-    let before = walk(&roots)?;
-    let tmp = tempdir()?;
-    let raw = tmp.join("strace.out");
+    let stop = iolab_runner::signals::install()
+        .map_err(|e| RecordError::Failed(format!("cannot install signal handlers: {e}")))?;
+    let state = Made::open();
+    let r = record_with(cfg, &roots, out, &strace, &stop, &state);
+    state.finish();
+    r
+}
+
+/// [`record`] once its arguments are checked, what it makes recorded in `state`.
+fn record_with(
+    cfg: &RecordConfig,
+    roots: &[PathBuf],
+    out: NewFile,
+    strace: &Path,
+    stop: &AtomicBool,
+    state: &Made,
+) -> Result<Recorded, RecordError> {
+    let before = walk(roots)?;
+    if stop.load(Ordering::SeqCst) {
+        return Err(RecordError::Interrupted);
+    }
+    let tmp_base = std::path::absolute(std::env::temp_dir())
+        .map_err(|e| RecordError::Failed(format!("the temporary directory: {e}")))?;
+    let tmp = state.dir(&tmp_base.join(unique_name("record")))?;
+    let result = trace_command(cfg, strace, &tmp, stop).map(|(status, seconds, text)| {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let mut trace = convert(&String::from_utf8_lossy(&text), roots, &cwd, &before);
+        trace.command = Some(shell_words(&cfg.command));
+        Recorded {
+            trace,
+            exit: status.code(),
+            seconds,
+        }
+    });
+    state.remove(tmp);
+    let rec = result?;
+    let gzip = cfg.output.extension().is_some_and(|e| e == "gz");
+    match write_trace(out, gzip, &rec.trace, state, stop) {
+        Ok(()) => Ok(rec),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(RecordError::Interrupted),
+        Err(e) => Err(RecordError::Failed(format!(
+            "{}: {e}",
+            cfg.output.display()
+        ))),
+    }
+}
+
+/// The command line as a shell would take it back: an argument with anything but letters,
+/// digits and `_@%+=:,./-` in single quotes (so `sh -c 'a b'` is not `sh -c a b`).
+fn shell_words(args: &[OsString]) -> String {
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| {
+            let a = a.to_string_lossy();
+            let plain = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c));
+            if plain {
+                a.into_owned()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect();
+    words.join(" ")
+}
+
+/// What a recording creates, in a run state (`iolab_testbed::runstate`, as `iolab run`
+/// records its files) when one can be kept.
+struct Made {
+    state: Option<RunState>,
+}
+
+/// A directory or file made, with its record.
+struct Resource {
+    path: PathBuf,
+    id: Option<u64>,
+    made: Option<FileId>,
+}
+
+impl Made {
+    fn open() -> Made {
+        let state = iolab_testbed::StateFile::default_dir()
+            .map_err(|e| e.to_string())
+            .and_then(|d| RunState::create(&d).map_err(|e| format!("{}: {e}", d.display())));
+        match state {
+            Ok(s) => {
+                // A second signal removes what is recorded at once.
+                iolab_runner::signals::set_teardown(s.clone());
+                Made { state: Some(s) }
+            }
+            Err(e) => {
+                eprintln!(
+                    "iolab: warning: what record creates is not recorded for `iolab cleanup` \
+                     ({e}): a kill -9 leaves its temporary files in place"
+                );
+                Made { state: None }
+            }
+        }
+    }
+
+    fn intent(&self, resource: RunResource) -> Option<u64> {
+        let st = self.state.as_ref()?;
+        match st.intent(resource) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                eprintln!(
+                    "iolab: warning: could not record a temporary file in {} ({e}): a kill \
+                     -9 leaves it in place",
+                    st.path().display()
+                );
+                None
+            }
+        }
+    }
+
+    fn created(&self, id: Option<u64>) {
+        if let (Some(st), Some(id)) = (&self.state, id) {
+            let _ = st.created(id);
+        }
+    }
+
+    /// Creates the private directory `path` (0700), recorded first.
+    fn dir(&self, path: &Path) -> Result<Resource, RecordError> {
+        let id = self.intent(RunResource::Tree {
+            path: path.to_path_buf(),
+        });
+        let made = create_private_dir(path)
+            .map_err(|e| RecordError::Failed(format!("{}: {e}", path.display())))?;
+        self.created(id);
+        Ok(Resource {
+            path: path.to_path_buf(),
+            id,
+            made: Some(made),
+        })
+    }
+
+    /// Removes `r` while it is still what was made, and marks it removed.
+    fn remove(&self, r: Resource) {
+        if let Some(made) = r.made {
+            match iolab_sys::newfile::remove_if_same(&r.path, made) {
+                Ok(true) => {}
+                // Something else by that name now: the run state's end decides.
+                Ok(false) if std::fs::symlink_metadata(&r.path).is_ok() => return,
+                Ok(false) => {}
+                Err(e) => {
+                    eprintln!("iolab: warning: {}: {e}", r.path.display());
+                    return;
+                }
+            }
+        }
+        if let (Some(st), Some(id)) = (&self.state, r.id) {
+            let _ = st.removed(id);
+        }
+    }
+
+    /// The run state's end: deleted when nothing recorded is left.
+    fn finish(&self) {
+        if let Some(st) = &self.state {
+            for left in st.finish() {
+                eprintln!(
+                    "iolab: warning: left behind: {left} (recorded in {}; `iolab cleanup` \
+                     removes it)",
+                    st.path().display()
+                );
+            }
+        }
+    }
+}
+
+/// Runs the command under strace (output in `tmp`); (its status, seconds, strace's output).
+/// A signal to iolab stops strace and everything it traces: Interrupted.
+fn trace_command(
+    cfg: &RecordConfig,
+    strace: &Path,
+    tmp: &Resource,
+    stop: &AtomicBool,
+) -> Result<(std::process::ExitStatus, f64, Vec<u8>), RecordError> {
+    let raw = tmp.path.join("strace.out");
+    create_private_file(&raw)
+        .map_err(|e| RecordError::Failed(format!("{}: {e}", raw.display())))?;
     let filter: Vec<String> = SYSCALLS
         .split_whitespace()
         .map(|s| format!("?{s}"))
         .collect();
-    let t0 = std::time::Instant::now();
-    let status = Command::new(&strace)
-        .args(["-f", "-ttt", "-T", "-y", "-s", "0", "-qq", "-o"])
+    // Orphans of the traced command come back to iolab, to be found and stopped with the
+    // rest; strace itself dies with iolab (a kill -9 included).
+    // SAFETY: prctl with these arguments only sets a flag of this process.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let parent = std::process::id() as i32;
+    let mut cmd = Command::new(strace);
+    cmd.args(["-f", "-ttt", "-T", "-y", "-s", "0", "-qq", "-o"])
         .arg(&raw)
         .arg(format!("-etrace={}", filter.join(",")))
         .arg("--")
-        .args(&cfg.command)
-        .status();
+        .args(&cfg.command);
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // iolab died before the flag was set: nobody would stop strace.
+            if libc::getppid() != parent {
+                return Err(io::Error::other("iolab is gone"));
+            }
+            Ok(())
+        })
+    };
+    let t0 = std::time::Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| RecordError::Failed(format!("cannot run {}: {e}", strace.display())))?;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) => {}
+            Err(e) => {
+                stop_descendants();
+                return Err(RecordError::Failed(format!(
+                    "waiting for {}: {e}",
+                    strace.display()
+                )));
+            }
+        }
+        if stop.load(Ordering::SeqCst) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let seconds = t0.elapsed().as_secs_f64();
-    let result = status
-        .map_err(|e| RecordError::Failed(format!("cannot run {}: {e}", strace.display())))
-        .and_then(|status| {
-            let text = std::fs::read(&raw).map_err(|e| {
-                RecordError::Failed(format!("strace wrote no output ({}): {e}", raw.display()))
-            })?;
-            let cwd = std::env::current_dir().unwrap_or_default();
-            let mut trace = convert(&String::from_utf8_lossy(&text), &roots, &cwd, &before);
-            trace.command = Some(
-                cfg.command
-                    .iter()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            );
-            Ok(Recorded {
-                trace,
-                exit: status.code(),
-                seconds,
-            })
-        });
-    let _ = std::fs::remove_dir_all(&tmp);
-    let rec = result?;
-    write_trace(&cfg.output, &rec.trace)
-        .map_err(|e| RecordError::Failed(format!("{}: {e}", cfg.output.display())))?;
-    Ok(rec)
+    // Whatever is still running under iolab (the command's orphans) is stopped too.
+    stop_descendants();
+    let Some(status) = status else {
+        return Err(RecordError::Interrupted);
+    };
+    let f = std::fs::File::open(&raw).map_err(|e| {
+        RecordError::Failed(format!("strace wrote no output ({}): {e}", raw.display()))
+    })?;
+    let len = f
+        .metadata()
+        .map_err(|e| RecordError::Failed(format!("{}: {e}", raw.display())))?
+        .len();
+    if len > MAX_STRACE_OUTPUT {
+        return Err(RecordError::Failed(format!(
+            "strace's output is {len} bytes, more than the {MAX_STRACE_OUTPUT} record reads: \
+             record a shorter run"
+        )));
+    }
+    let mut text = Vec::new();
+    f.take(MAX_STRACE_OUTPUT + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| RecordError::Failed(format!("{}: {e}", raw.display())))?;
+    if stop.load(Ordering::SeqCst) {
+        return Err(RecordError::Interrupted);
+    }
+    Ok((status, seconds, text))
 }
 
-fn tempdir() -> Result<PathBuf, RecordError> {
-    let base = std::env::temp_dir();
-    for _ in 0..100 {
-        let p = base.join(format!("iolab-record-{:016x}", fastrand::u64(..)));
-        match std::fs::create_dir(&p) {
-            Ok(()) => return Ok(p),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(RecordError::Failed(format!("{}: {e}", p.display()))),
+/// The processes beneath this one (its children, theirs, and orphans reparented to it as
+/// subreaper), zombies left out.
+fn descendants() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut parent: HashMap<i32, i32> = HashMap::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `PID (COMM) STATE PPID ...`: COMM may hold anything, so after its last `)`.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut w = rest.split_whitespace();
+        let (Some(state), Some(ppid)) = (w.next(), w.next().and_then(|p| p.parse().ok())) else {
+            continue;
+        };
+        if state != "Z" && state != "X" {
+            parent.insert(pid, ppid);
         }
     }
-    Err(RecordError::Failed("no free temporary directory".into()))
+    parent
+        .keys()
+        .copied()
+        .filter(|&p| {
+            let mut cur = p;
+            for _ in 0..parent.len() {
+                match parent.get(&cur) {
+                    Some(&pp) if pp == me => return true,
+                    Some(&pp) => cur = pp,
+                    None => return false,
+                }
+            }
+            false
+        })
+        .collect()
 }
 
-/// Writes `trace`, gzipped when `path` ends in `.gz`; through a temporary name, so a
-/// failed write leaves no half trace.
-pub fn write_trace(path: &Path, trace: &Trace) -> io::Result<()> {
-    let text = trace.to_text();
-    let tmp = PathBuf::from(format!("{}.partial", path.display()));
+/// Kills every process beneath this one (strace and what it traces, SIGKILL: strace blocks
+/// the others while it runs a command) and reaps them, until none is left.
+fn stop_descendants() {
+    for _ in 0..500 {
+        let left = descendants();
+        for &p in &left {
+            // SAFETY: kill has no memory preconditions; a pid gone since is ESRCH.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+        // SAFETY: reaps this process's ended children; status is not needed.
+        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+        if left.is_empty() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Writes `trace` to `out` (gzipped when its name ends in `.gz`): into a new private file
+/// in its directory (recorded in `state` first), renamed into place once synced. A signal
+/// before the rename leaves nothing.
+fn write_trace(
+    mut out: NewFile,
+    gzip: bool,
+    trace: &Trace,
+    state: &Made,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let id = state.intent(RunResource::File {
+        path: std::path::absolute(out.temp_path())?,
+    });
     let res = (|| {
-        let f = std::fs::File::create(&tmp)?;
-        if path.extension().is_some_and(|e| e == "gz") {
+        let f = out.create()?;
+        state.created(id);
+        let text = trace.to_text();
+        if gzip {
             let mut gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
             gz.write_all(text.as_bytes())?;
             gz.finish()?.sync_all()?;
@@ -184,18 +479,29 @@ pub fn write_trace(path: &Path, trace: &Trace) -> io::Result<()> {
             f.write_all(text.as_bytes())?;
             f.sync_all()?;
         }
-        std::fs::rename(&tmp, path)
+        if stop.load(Ordering::SeqCst) {
+            return Err(io::Error::from(io::ErrorKind::Interrupted));
+        }
+        out.commit()
     })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    // Renamed, or removed by the NewFile dropped uncommitted: the run state's end marks it
+    // gone (or keeps it for `iolab cleanup` if it is still there).
     res
 }
 
-/// What existed in the roots before the run: directories, and files with their sizes
-/// (nothing else: links and devices are not recreated).
-fn walk(roots: &[PathBuf]) -> Result<HashMap<PathBuf, Option<u64>>, RecordError> {
-    let mut out = HashMap::new();
+/// What the roots held before the run.
+#[derive(Debug, Default)]
+struct Before {
+    /// Directories (None) and files with their sizes: what the replay recreates (links and
+    /// devices are not).
+    entries: HashMap<PathBuf, Option<u64>>,
+    /// Symbolic links, path → target as stored: a path through one is resolved.
+    links: HashMap<Vec<u8>, Vec<u8>>,
+}
+
+/// What existed in the roots before the run.
+fn walk(roots: &[PathBuf]) -> Result<Before, RecordError> {
+    let mut out = Before::default();
     let mut stack: Vec<PathBuf> = roots.to_vec();
     while let Some(d) = stack.pop() {
         let cannot = |e: io::Error| {
@@ -213,12 +519,21 @@ fn walk(roots: &[PathBuf]) -> Result<HashMap<PathBuf, Option<u64>>, RecordError>
                 Err(err) => return Err(cannot(err)),
             };
             if m.is_dir() {
-                out.insert(e.path(), None);
+                out.entries.insert(e.path(), None);
                 stack.push(e.path());
             } else if m.is_file() {
-                out.insert(e.path(), Some(m.len()));
+                out.entries.insert(e.path(), Some(m.len()));
+            } else if m.is_symlink() {
+                match std::fs::read_link(e.path()) {
+                    Ok(t) => {
+                        let p = e.path().into_os_string().into_vec();
+                        out.links.insert(p, t.into_os_string().into_vec());
+                    }
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                    Err(err) => return Err(cannot(err)),
+                }
             }
-            if out.len() > MAX_ENTRIES {
+            if out.entries.len() + out.links.len() > MAX_ENTRIES {
                 return Err(RecordError::Usage(format!(
                     "--root: more than {MAX_ENTRIES} entries beneath the roots; name a \
                      smaller directory"
@@ -305,17 +620,24 @@ fn split_args(s: &str) -> Vec<String> {
 fn cstring(s: &str) -> Option<Vec<u8>> {
     let s = s.strip_prefix('"')?;
     let end = s.rfind('"')?;
-    let b = &s.as_bytes()[..end];
-    let mut out = Vec::new();
+    unescape(&s.as_bytes()[..end])
+}
+
+/// strace's escapes undone: the one decoding of every name in its output, the quoted
+/// arguments and the `<path>` it prints after a descriptor (where it escapes `<`, `>` and
+/// `"` too), so a name reaches the trace as the same bytes whichever way strace showed it.
+/// None for a malformed escape.
+fn unescape(b: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] != b'\\' || i + 1 >= b.len() {
+        if b[i] != b'\\' {
             out.push(b[i]);
             i += 1;
             continue;
         }
         i += 1;
-        match b[i] {
+        match *b.get(i)? {
             b'n' => out.push(b'\n'),
             b't' => out.push(b'\t'),
             b'r' => out.push(b'\r'),
@@ -334,7 +656,7 @@ fn cstring(s: &str) -> Option<Vec<u8>> {
                     i += 1;
                     n += 1;
                 }
-                out.push(v as u8);
+                out.push(u8::try_from(v).ok()?);
                 continue;
             }
             c => out.push(c),
@@ -347,7 +669,9 @@ fn cstring(s: &str) -> Option<Vec<u8>> {
 /// `3</a/b>` → (3, Some("/a/b")); `AT_FDCWD</x>` → (-100, Some("/x")); `7` → (7, None).
 fn fd_arg(s: &str) -> Option<(i32, Option<Vec<u8>>)> {
     let (num, path) = match s.find('<') {
-        Some(i) if s.ends_with('>') => (&s[..i], Some(s.as_bytes()[i + 1..s.len() - 1].to_vec())),
+        Some(i) if s.ends_with('>') => {
+            (&s[..i], Some(unescape(&s.as_bytes()[i + 1..s.len() - 1])?))
+        }
         _ => (s, None),
     };
     let fd = if num == "AT_FDCWD" {
@@ -403,13 +727,45 @@ fn calls(text: &str) -> Vec<Call> {
     out
 }
 
+/// Where the argument list that starts at `from` closes: the first `)` outside quotes,
+/// brackets and a descriptor's `<path>` (a name may hold `) = `; strace escapes `<`, `>`
+/// and `"` in names, so those delimit).
+fn args_end(s: &str, from: usize) -> Option<usize> {
+    let b = s.as_bytes();
+    let (mut depth, mut in_str, mut in_fd) = (0u32, false, false);
+    let mut i = from;
+    while i < b.len() {
+        let c = b[i];
+        if in_str {
+            if c == b'\\' {
+                i += 1;
+            } else if c == b'"' {
+                in_str = false;
+            }
+        } else if in_fd {
+            in_fd = c != b'>';
+        } else {
+            match c {
+                b'"' => in_str = true,
+                b'<' => in_fd = true,
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' if depth == 0 => return Some(i),
+                b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
 fn parse_call(tid: u32, time_us: u64, s: &str) -> Option<Call> {
     let open = s.find('(')?;
     let name = &s[..open];
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return None;
     }
-    let eq = s.rfind(") = ")?;
+    let eq = args_end(s, open + 1).filter(|&i| s[i..].starts_with(") = "))?;
     let args = split_args(&s[open + 1..eq]);
     let mut tail = &s[eq + 4..];
     let mut dur_us = 0;
@@ -434,7 +790,7 @@ fn parse_call(tid: u32, time_us: u64, s: &str) -> Option<Call> {
     };
     let ret_path = match tail.find('<') {
         Some(i) if tail.ends_with('>') && ret.is_some() => {
-            Some(tail.as_bytes()[i + 1..tail.len() - 1].to_vec())
+            unescape(&tail.as_bytes()[i + 1..tail.len() - 1])
         }
         _ => None,
     };
@@ -486,16 +842,14 @@ struct Converter {
     events: Vec<Event>,
     skipped: std::collections::BTreeMap<&'static str, u64>,
     used: BTreeSet<TracePath>,
+    /// The symbolic links beneath the roots: those there before the run, and those the
+    /// command made (path → target).
+    links: HashMap<Vec<u8>, Vec<u8>>,
 }
 
 /// Turns strace's output into a trace: `roots` canonical, `cwd` the command's start
 /// directory, `before` what the roots held before the run.
-fn convert(
-    text: &str,
-    roots: &[PathBuf],
-    cwd: &Path,
-    before: &HashMap<PathBuf, Option<u64>>,
-) -> Trace {
+fn convert(text: &str, roots: &[PathBuf], cwd: &Path, before: &Before) -> Trace {
     let mut c = Converter {
         roots: roots
             .iter()
@@ -510,6 +864,7 @@ fn convert(
         events: Vec::new(),
         skipped: Default::default(),
         used: BTreeSet::new(),
+        links: before.links.clone(),
     };
     for call in calls(text) {
         c.call(&call);
@@ -532,7 +887,10 @@ fn convert(
         let mut abs = c.roots[p.root as usize].clone();
         abs.push(b'/');
         abs.extend_from_slice(&p.rel);
-        match before.get(Path::new(std::ffi::OsStr::from_bytes(&abs))) {
+        match before
+            .entries
+            .get(Path::new(std::ffi::OsStr::from_bytes(&abs)))
+        {
             Some(None) => initial.push(Initial::Dir(p)),
             Some(Some(size)) => initial.push(Initial::File(p, *size)),
             None => {}
@@ -708,16 +1066,81 @@ impl Converter {
         });
     }
 
+    /// The path argument `path` (against the dirfd argument `dirfd`), through the links
+    /// beneath the roots (the last component's too when `follow`): where the call went.
     fn path_op(
         &mut self,
         c: &Call,
         dirfd: Option<usize>,
         path: usize,
+        follow: bool,
     ) -> Result<TracePath, &'static str> {
         let d = dirfd.and_then(|i| c.args.get(i).cloned());
         let p = c.args.get(path).ok_or("undecoded")?;
         let abs = self.resolve(c.tid, d.as_deref(), p).ok_or("undecoded")?;
-        self.beneath(&abs).ok_or("outside")
+        let real = self.follow(&abs, follow).ok_or("undecoded")?;
+        self.beneath(&real).ok_or("outside")
+    }
+
+    /// `abs` with `.`, `..` and the known links resolved component by component, in the
+    /// kernel's order (a `..` after a link is the parent of where the link led); the last
+    /// component followed only when `last`. None after 40 links (a loop: ELOOP).
+    fn follow(&self, abs: &[u8], last: bool) -> Option<Vec<u8>> {
+        let mut todo: Vec<Vec<u8>> = abs
+            .split(|&b| b == b'/')
+            .rev()
+            .filter(|c| !c.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect();
+        let mut cur: Vec<u8> = Vec::new();
+        let mut hops = 0;
+        while let Some(comp) = todo.pop() {
+            match comp.as_slice() {
+                b"." => continue,
+                b".." => {
+                    let cut = cur.iter().rposition(|&b| b == b'/').unwrap_or(0);
+                    cur.truncate(cut);
+                    continue;
+                }
+                _ => {}
+            }
+            let mut next = cur.clone();
+            next.push(b'/');
+            next.extend_from_slice(&comp);
+            let is_last = todo.is_empty();
+            if let Some(target) = self.links.get(&next).filter(|_| last || !is_last) {
+                hops += 1;
+                if hops > 40 {
+                    return None;
+                }
+                if target.starts_with(b"/") {
+                    cur.clear();
+                }
+                todo.extend(
+                    target
+                        .split(|&b| b == b'/')
+                        .rev()
+                        .filter(|c| !c.is_empty())
+                        .map(<[u8]>::to_vec),
+                );
+                continue;
+            }
+            cur = next;
+        }
+        if cur.is_empty() {
+            cur.push(b'/');
+        }
+        Some(cur)
+    }
+
+    /// The absolute path of a trace path.
+    fn abs(&self, p: &TracePath) -> Vec<u8> {
+        let mut a = self.roots[p.root as usize].clone();
+        if !p.rel.is_empty() {
+            a.push(b'/');
+            a.extend_from_slice(&p.rel);
+        }
+        a
     }
 
     fn call(&mut self, c: &Call) {
@@ -761,6 +1184,7 @@ impl Converter {
                 if ok {
                     let to = if c.name == "chdir" {
                         self.resolve(c.tid, None, a(0))
+                            .and_then(|p| self.follow(&p, true))
                     } else {
                         fd_arg(a(0)).and_then(|(_, p)| p)
                     };
@@ -811,16 +1235,16 @@ impl Converter {
                 };
                 // An unnamed temporary file has no path to replay.
                 let unsupported = flags.contains("O_TMPFILE");
-                // A successful open's path is the kernel's (links resolved).
+                // A successful open's path is the kernel's (links resolved): one that
+                // ends outside the roots is outside, whatever name led there.
+                let excl = flags.contains("O_CREAT") && flags.contains("O_EXCL");
+                let follow = !flags.contains("O_NOFOLLOW") && !excl;
                 let target = if unsupported {
                     Err("unsupported")
-                } else if ok {
-                    match c.ret_path.as_deref().and_then(|p| self.beneath(p)) {
-                        Some(p) => Ok(p),
-                        None => self.path_op(c, dirfd, path),
-                    }
+                } else if let (true, Some(real)) = (ok, c.ret_path.as_deref()) {
+                    self.beneath(real).ok_or("outside")
                 } else {
-                    self.path_op(c, dirfd, path)
+                    self.path_op(c, dirfd, path, follow)
                 };
                 let t = self.table(c.tid);
                 if ok {
@@ -929,7 +1353,7 @@ impl Converter {
                 Ok(())
             }
             "truncate" => {
-                let path = self.path_op(c, None, 0)?;
+                let path = self.path_op(c, None, 0, true)?;
                 self.emit(c, Op::Truncate { path, len: num(1) });
                 Ok(())
             }
@@ -948,15 +1372,28 @@ impl Converter {
             }
             "rename" | "renameat" | "renameat2" => {
                 let (from, to) = if c.name == "rename" {
-                    (self.path_op(c, None, 0)?, self.path_op(c, None, 1)?)
+                    (
+                        self.path_op(c, None, 0, false)?,
+                        self.path_op(c, None, 1, false)?,
+                    )
                 } else {
-                    (self.path_op(c, Some(0), 1)?, self.path_op(c, Some(2), 3)?)
+                    (
+                        self.path_op(c, Some(0), 1, false)?,
+                        self.path_op(c, Some(2), 3, false)?,
+                    )
                 };
                 let noreplace = match (c.name.as_str(), a(4)) {
                     ("renameat2", "RENAME_NOREPLACE") => true,
                     ("renameat2", "0") | ("rename" | "renameat", _) => false,
                     _ => return Err("unsupported"),
                 };
+                if ok {
+                    let (f, t) = (self.abs(&from), self.abs(&to));
+                    self.links.remove(&t);
+                    if let Some(target) = self.links.remove(&f) {
+                        self.links.insert(t, target);
+                    }
+                }
                 self.emit(
                     c,
                     Op::Rename {
@@ -969,9 +1406,16 @@ impl Converter {
             }
             "link" | "linkat" => {
                 let (from, to) = if c.name == "link" {
-                    (self.path_op(c, None, 0)?, self.path_op(c, None, 1)?)
+                    (
+                        self.path_op(c, None, 0, false)?,
+                        self.path_op(c, None, 1, false)?,
+                    )
                 } else {
-                    (self.path_op(c, Some(0), 1)?, self.path_op(c, Some(2), 3)?)
+                    let follow = a(4).contains("AT_SYMLINK_FOLLOW");
+                    (
+                        self.path_op(c, Some(0), 1, follow)?,
+                        self.path_op(c, Some(2), 3, false)?,
+                    )
                 };
                 self.emit(c, Op::Link { from, to });
                 Ok(())
@@ -979,15 +1423,23 @@ impl Converter {
             "symlink" | "symlinkat" => {
                 let target = cstring(a(0)).filter(|t| !t.is_empty()).ok_or("undecoded")?;
                 let path = if c.name == "symlink" {
-                    self.path_op(c, None, 1)?
+                    self.path_op(c, None, 1, false)?
                 } else {
-                    self.path_op(c, Some(1), 2)?
+                    self.path_op(c, Some(1), 2, false)?
                 };
+                if ok {
+                    let abs = self.abs(&path);
+                    self.links.insert(abs, target.clone());
+                }
                 self.emit(c, Op::Symlink { target, path });
                 Ok(())
             }
             "unlink" | "rmdir" => {
-                let path = self.path_op(c, None, 0)?;
+                let path = self.path_op(c, None, 0, false)?;
+                if ok {
+                    let abs = self.abs(&path);
+                    self.links.remove(&abs);
+                }
                 let op = if c.name == "unlink" {
                     Op::Unlink { path }
                 } else {
@@ -997,7 +1449,11 @@ impl Converter {
                 Ok(())
             }
             "unlinkat" => {
-                let path = self.path_op(c, Some(0), 1)?;
+                let path = self.path_op(c, Some(0), 1, false)?;
+                if ok {
+                    let abs = self.abs(&path);
+                    self.links.remove(&abs);
+                }
                 let op = if a(2).contains("AT_REMOVEDIR") {
                     Op::Rmdir { path }
                 } else {
@@ -1008,9 +1464,9 @@ impl Converter {
             }
             "mkdir" | "mkdirat" => {
                 let (path, mode) = if c.name == "mkdir" {
-                    (self.path_op(c, None, 0)?, a(1))
+                    (self.path_op(c, None, 0, false)?, a(1))
                 } else {
-                    (self.path_op(c, Some(0), 1)?, a(2))
+                    (self.path_op(c, Some(0), 1, false)?, a(2))
                 };
                 let mode = u32::from_str_radix(mode.trim_start_matches("0o"), 8).unwrap_or(0o755);
                 self.emit(
@@ -1023,7 +1479,7 @@ impl Converter {
                 Ok(())
             }
             "stat" | "lstat" => {
-                let path = self.path_op(c, None, 0)?;
+                let path = self.path_op(c, None, 0, c.name == "stat")?;
                 self.emit(
                     c,
                     Op::Stat {
@@ -1040,14 +1496,9 @@ impl Converter {
                     self.emit(c, Op::Fstat { handle });
                     return Ok(());
                 }
-                let path = self.path_op(c, Some(0), 1)?;
-                self.emit(
-                    c,
-                    Op::Stat {
-                        path,
-                        nofollow: flags.contains("AT_SYMLINK_NOFOLLOW"),
-                    },
-                );
+                let nofollow = flags.contains("AT_SYMLINK_NOFOLLOW");
+                let path = self.path_op(c, Some(0), 1, !nofollow)?;
+                self.emit(c, Op::Stat { path, nofollow });
                 Ok(())
             }
             _ => Err("unsupported"),
@@ -1079,7 +1530,7 @@ mod tests {
 10 100.000600 close(3</r/a b>) = 0 <0.000010>
 10 100.000700 +++ exited with 0 +++
 ";
-        let before = HashMap::new();
+        let before = Before::default();
         let t = convert(text, &[PathBuf::from("/r")], Path::new("/r"), &before);
         let got = t.to_text();
         assert!(
@@ -1095,5 +1546,37 @@ mod tests {
         assert!(got.contains("close h1 = 0"), "{got}");
         assert_eq!(t.skipped, vec![("outside".to_string(), 1)]);
         iolab_spec::trace::parse("t", &got).unwrap();
+    }
+
+    #[test]
+    fn names_decode_one_way_and_links_resolve() {
+        let text = "\
+10 100.000000 openat(AT_FDCWD</r>, \"d\\\\x\", O_RDONLY) = 3</r/d\\\\x> <0.000010>
+10 100.000100 close(3</r/d\\\\x>) = 0 <0.000010>
+10 100.000200 unlink(\"d\\\\x\") = 0 <0.000010>
+10 100.000300 openat(AT_FDCWD</r>, \"x\\76\", O_RDONLY) = 3</r/x\\76> <0.000010>
+10 100.000400 openat(AT_FDCWD</r>, \"leak\", O_RDONLY) = 4</etc/passwd> <0.000010>
+10 100.000500 read(4</etc/passwd>, \"\"..., 10) = 10 <0.000010>
+10 100.000600 newfstatat(AT_FDCWD</r>, \"up/passwd\", 0x7ff, 0) = 0 <0.000010>
+10 100.000700 newfstatat(AT_FDCWD</r>, \"in\", 0x7ff, 0) = 0 <0.000010>
+10 100.000800 newfstatat(AT_FDCWD</r>, \"in\", 0x7ff, AT_SYMLINK_NOFOLLOW) = 0 <0.000010>
+10 100.000900 stat(\"/r/sub/up2/r/f\", 0x7ff) = 0 <0.000010>
+";
+        let mut before = Before::default();
+        before.links.insert(b"/r/up".to_vec(), b"/etc".to_vec());
+        before.links.insert(b"/r/in".to_vec(), b"sub/f".to_vec());
+        before
+            .links
+            .insert(b"/r/sub/up2".to_vec(), b"../..".to_vec());
+        let t = convert(text, &[PathBuf::from("/r")], Path::new("/r"), &before);
+        let got = t.to_text();
+        assert!(got.contains(" open h1 0:d\\x r 0 = 0\n"), "{got}");
+        assert!(got.contains(" unlink 0:d\\x = 0\n"), "{got}");
+        assert!(got.contains(" open h2 0:x> r 0 = 0\n"), "{got}");
+        assert!(got.contains(" stat 0:sub/f = 0\n"), "{got}");
+        assert!(got.contains(" lstat 0:in = 0\n"), "{got}");
+        assert!(got.contains(" stat 0:f = 0\n"), "{got}");
+        assert!(!got.contains("leak") && !got.contains("passwd"), "{got}");
+        assert_eq!(t.skipped, vec![("outside".to_string(), 3)]);
     }
 }
