@@ -123,9 +123,9 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-fn run_state_files(pid: u32) -> Vec<PathBuf> {
+fn run_state_files(sb: &Sandbox, pid: u32) -> Vec<PathBuf> {
     let prefix = format!("run-{pid}-");
-    fs::read_dir("/run/iolab")
+    fs::read_dir(sb.state_dir())
         .map(|rd| {
             rd.flatten()
                 .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
@@ -322,7 +322,7 @@ fn interrupt(sig: &str, group: bool) {
             .any(|n| n.contains("iolab-") || n.contains("partial")),
         "{names:?}"
     );
-    assert!(run_state_files(pid).is_empty(), "{sig}: {o}");
+    assert!(run_state_files(&s.sb, pid).is_empty(), "{sig}: {o}");
 }
 
 #[test]
@@ -347,7 +347,7 @@ fn ctrl_c_to_the_process_group_leaves_nothing() {
 
 #[test]
 fn cleanup_removes_what_a_killed_record_left() {
-    if !require_tools(&["strace", "sleep"]) || !require_root("the run state in /run/iolab") {
+    if !require_tools(&["strace", "sleep"]) || !require_root("the run state of a root run") {
         return;
     }
     let _g = kills();
@@ -377,14 +377,14 @@ fn cleanup_removes_what_a_killed_record_left() {
         fs::metadata(&left[0]).unwrap().permissions().mode() & 0o7777,
         0o700
     );
-    assert_eq!(run_state_files(pid).len(), 1);
+    assert_eq!(run_state_files(&s.sb, pid).len(), 1);
     let o = s.sb.iolab(&["cleanup"]);
     assert!(
         o.stdout.contains(&format!("removed {}", left[0].display())),
         "{o}"
     );
     assert!(entries(&s.tmp).is_empty(), "{o}");
-    assert!(run_state_files(pid).is_empty(), "{o}");
+    assert!(run_state_files(&s.sb, pid).is_empty(), "{o}");
     assert!(!out.exists());
 }
 

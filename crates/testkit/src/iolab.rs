@@ -34,6 +34,9 @@ pub struct Sandbox {
     pub dir: TempDir,
     pub db: PathBuf,
     pub target: PathBuf,
+    /// The state directory (`IOLAB_STATE_DIR`) of every command: apart from `dir`, whose
+    /// listing tests compare.
+    state: TempDir,
 }
 
 impl Default for Sandbox {
@@ -48,7 +51,12 @@ impl Sandbox {
         let db = dir.path().join("r.db");
         let target = dir.path().join("t");
         fs::create_dir(&target).unwrap();
-        Sandbox { dir, db, target }
+        Sandbox {
+            dir,
+            db,
+            target,
+            state: scratch_dir(),
+        }
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -81,7 +89,7 @@ impl Sandbox {
     /// The state directory every command of this sandbox uses (`IOLAB_STATE_DIR`): its run
     /// state and testbed state files.
     pub fn state_dir(&self) -> PathBuf {
-        self.dir.path().join("state")
+        self.state.path().to_path_buf()
     }
 
     /// Runs `iolab <args> --db r.db`.
