@@ -66,6 +66,9 @@ pub struct BlockPlan {
     pub verify: bool,
     /// `--size` was given (a file or device target is then used up to it).
     pub size_given: bool,
+    /// Where an input file set the size when `--size` did not (`FILE:LINE: size`), for
+    /// refusals of it.
+    pub size_at: Option<String>,
     pub allow_destroy_device: bool,
     pub allow_overwrite_file: bool,
     /// `--shared-file`, `--stonewall`: for the ranks of an MPI run only.
@@ -85,6 +88,7 @@ impl BlockPlan {
             notes: Vec::new(),
             verify: false,
             size_given: true,
+            size_at: None,
             allow_destroy_device: false,
             allow_overwrite_file: false,
             mpi: crate::coord::MpiMode::default(),
@@ -326,7 +330,13 @@ pub fn prepare_target(
         allow_destroy_device: plan.allow_destroy_device,
         allow_overwrite_file: plan.allow_overwrite_file,
     };
-    crate::space::check_target(&req.path, req.size, req.default_size, writes)?;
+    crate::space::check_target(
+        &req.path,
+        req.size,
+        req.default_size,
+        writes,
+        plan.size_at.as_deref(),
+    )?;
     if plan.verify {
         crate::options::check_verify_map(&plan.tests, &req.path, req.size, req.default_size)?;
     }

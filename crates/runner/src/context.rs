@@ -575,13 +575,15 @@ fn study_fields(a: &CommonArgs) -> (Option<String>, Option<String>, serde_json::
         .study_meta
         .as_ref()
         .and_then(|p| {
+            // Written by iolab study (stdin, "-", the deliberate pipe); bounded all the same.
+            const MAX_META: u64 = 1 << 20;
             if p.as_os_str() == "-" {
-                std::io::read_to_string(std::io::stdin()).ok()
+                iolab_sys::input::read_stdin(MAX_META).ok()
             } else {
-                std::fs::read_to_string(p).ok()
+                iolab_sys::input::read_input(p, MAX_META).ok()
             }
         })
-        .and_then(|t| serde_json::from_str(&t).ok())
+        .and_then(|t| serde_json::from_slice(&t).ok())
         .unwrap_or(serde_json::Value::Null);
     (a.study.clone(), a.config.clone(), meta)
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use iolab_spec::fiojob::parse::Sources;
 use iolab_spec::fiojob::{map_jobs, parse, FioError, Overrides};
+use iolab_sys::input::InputError;
 use iolab_testkit::fuzz::{run, Alloc, Fuzz};
 
 #[global_allocator]
@@ -72,11 +73,11 @@ fn job_files() {
             "\n",
         ],
     };
-    let read = |p: &Path| {
+    let read = |p: &Path, limit: u64| {
         if p == Path::new("inc.fio") {
-            Ok(INCLUDED.as_bytes().to_vec())
+            iolab_sys::input::read_bounded(INCLUDED.as_bytes(), limit)
         } else {
-            Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+            Err(InputError::Io(std::io::ErrorKind::NotFound.into()))
         }
     };
     let var = |v: &str| (v == "SIZE").then(|| "4m".to_string());
