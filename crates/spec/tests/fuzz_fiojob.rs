@@ -8,7 +8,7 @@ use std::time::Duration;
 use iolab_spec::fiojob::parse::Sources;
 use iolab_spec::fiojob::{map_jobs, parse, FioError, Overrides};
 use iolab_sys::input::InputError;
-use iolab_testkit::fuzz::{run, Alloc, Fuzz};
+use iolab_testkit::fuzz::{limits, run, Alloc, Fuzz, Limits};
 
 #[global_allocator]
 static A: Alloc = Alloc;
@@ -112,5 +112,27 @@ fn job_files() {
             }
         }
         Ok(())
+    });
+}
+
+#[test]
+fn job_file_limits() {
+    let l = Limits {
+        name: "fiojob",
+        limit: iolab_spec::fiojob::parse::MAX_FILE_BYTES as u64,
+        max_alloc: 1 << 20,
+        extra: vec![
+            (
+                "includes-zero",
+                b"[j]\nsize=1m\ninclude /dev/zero\n".to_vec(),
+            ),
+            ("not-a-job-file", b"root:x:0:0::/root:/bin/sh\n".to_vec()),
+        ],
+    };
+    limits(&l, |p| match iolab_spec::fiojob::parse_file(p) {
+        Ok(_) => Err("accepted".into()),
+        Err(e) if e.file != p.display().to_string() => Err(format!("names another file: {e}")),
+        Err(e) if e.message.contains("root:") => Err(format!("shows the file: {e}")),
+        Err(_) => Ok(()),
     });
 }
