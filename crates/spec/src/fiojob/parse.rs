@@ -51,10 +51,13 @@ pub struct JobFile {
     pub sources: Vec<(String, String)>,
 }
 
+/// Reads an included file, at most the given number of bytes (more is an error).
+pub type ReadInclude<'a> = dyn Fn(&Path, u64) -> Result<Vec<u8>, InputError> + 'a;
+
 /// Where `include` and `${VAR}` look: the real filesystem and environment, or a test's.
 pub struct Sources<'a> {
-    /// Reads an included file, at most the given number of bytes (more is an error).
-    pub read: &'a dyn Fn(&Path, u64) -> Result<Vec<u8>, InputError>,
+    /// Reads an included file.
+    pub read: &'a ReadInclude<'a>,
     /// Looks up an environment variable.
     pub var: &'a dyn Fn(&str) -> Option<String>,
 }

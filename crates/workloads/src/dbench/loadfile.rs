@@ -647,7 +647,7 @@ impl Parser {
         if trimmed.is_empty() || trimmed.starts_with('#') {
             return Ok(());
         }
-        tokenize(trimmed, &mut self.tokens).map_err(|r| blind(r))?;
+        tokenize(trimmed, &mut self.tokens).map_err(&blind)?;
         let mut toks: &[String] = &self.tokens;
 
         let mut at_us = NO_TIME;
