@@ -15,9 +15,18 @@ fn check_workload(w: &Workload) -> Result<(), WorkloadProblem> {
     iolab_study::check_workload(&crate::run_cmd::registry(), w)
 }
 
+/// The most bytes a study file may have.
+pub const MAX_STUDY_BYTES: u64 = 1 << 20;
+
 fn load(file: &Path) -> Result<Study, RunError> {
-    let text = std::fs::read_to_string(file)
+    let bytes = iolab_sys::input::read_input(file, MAX_STUDY_BYTES)
         .map_err(|e| RunError::usage(format!("{}: {e}", file.display())))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        RunError::usage(format!(
+            "{}: not UTF-8 text (a study file is TOML)",
+            file.display()
+        ))
+    })?;
     parse(&file.display().to_string(), &text, &mut check_workload)
         .map_err(|e| RunError::usage(e.to_string()))
 }

@@ -292,6 +292,27 @@ fn refusals_name_file_line_and_option() {
 }
 
 #[test]
+fn a_job_files_values_are_its_own_refusals() {
+    let sb = Sandbox::new();
+    // Too large for the filesystem: the job file's line and key, not --size.
+    let f = job_file(&sb, "peta.fio", b"[j]\nrw=read\nsize=1P\n");
+    let out = sb.run(&["fio", &f]).code(2);
+    out.stderr_has(&[&format!("{f}:3: size: the run needs")]);
+    assert!(!out.stderr.contains("--size:"), "{out}");
+    // A value --duration replaces is still checked.
+    let f = job_file(&sb, "neg.fio", b"[j]\nrw=read\nsize=1m\nruntime=-1\n");
+    sb.run(&["fio", &f, "--duration", "200ms"])
+        .code(2)
+        .stderr_has(&[&format!("{f}:4: runtime:")]);
+    let f = job_file(&sb, "negsize.fio", b"[j]\nrw=read\nsize=-1\n");
+    sb.run(&["fio", &f, "--size", "1m", "--duration", "200ms"])
+        .code(2)
+        .stderr_has(&[&format!("{f}:3: size:")]);
+    assert!(sb.result_rows().is_empty());
+    assert!(sb.target_entries().is_empty());
+}
+
+#[test]
 fn crosscheck_job_runs_both_tools_per_job() {
     if tool("fio").is_none() {
         skip!("fio is not installed");

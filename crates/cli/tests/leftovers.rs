@@ -166,7 +166,7 @@ fn assert_nothing_left(name: &str, sb: &Sandbox, out: &dyn std::fmt::Display) {
 /// Two signals in a row (the second sent once the first was taken): exit 130, and every
 /// file the run created is gone, its run-state file too.
 fn two_signals(first: i32, second: i32) {
-    if !require_root("the run state in /run/iolab") {
+    if !require_root("the run state of a root run") {
         return;
     }
     let _g = kills();
@@ -214,7 +214,7 @@ fn sighup_stops_every_workload_like_ctrl_c() {
 
 #[test]
 fn cleanup_removes_what_a_killed_run_left() {
-    if !require_root("the run state in /run/iolab") {
+    if !require_root("the run state of a root run") {
         return;
     }
     let _g = kills();
@@ -240,7 +240,7 @@ fn cleanup_removes_what_a_killed_run_left() {
 
 #[test]
 fn a_dbench_rerun_takes_a_killed_runs_clients_for_iolabs_own() {
-    if !require_root("the run state in /run/iolab") || !have_client_txt() {
+    if !require_root("the run state of a root run") || !have_client_txt() {
         return;
     }
     let _g = kills();
@@ -579,4 +579,61 @@ fn a_failed_run_is_never_ranked_in_a_study_report() {
     // Run 1 failed, run 2 is the study's only comparable run.
     assert!(out.stdout.contains("Run: #2"), "{out}");
     assert!(!out.stdout.contains("#1"), "{out}");
+}
+
+/// The end of a run removes its test file only while the path still holds that file (device
+/// and inode): a file moved away during the run and replaced by someone else's is left
+/// alone, the run says so and where its own went, and nothing stays recorded for cleanup.
+#[test]
+fn a_test_file_replaced_during_the_run_is_left_alone() {
+    let _k = kills();
+    let sb = Sandbox::new();
+    let child = sb.spawn_run(&[
+        "custom",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--size",
+        "8MiB",
+        "--runs",
+        "1",
+        "--duration",
+        "60s",
+    ]);
+    let pid = child.id();
+    // The test file (iolab-PID-….dat), once it is there and filled (8 MiB).
+    let test_file = || {
+        sb.target_entries().into_iter().find(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with(&format!("iolab-{pid}-"))
+                && n.ends_with(".dat")
+                && fs::metadata(p).is_ok_and(|m| m.len() == 8 << 20)
+        })
+    };
+    wait_for("the test file", || test_file().is_some());
+    let ours = test_file().unwrap();
+    let moved = sb.path("moved-away.dat");
+    fs::rename(&ours, &moved).unwrap();
+    fs::write(&ours, "someone else's file\n").unwrap();
+    signal(&child, libc::SIGINT);
+    let out = finish(child, "custom");
+    assert_eq!(out.code, Some(130), "{out}");
+    assert_eq!(
+        fs::read_to_string(&ours).unwrap(),
+        "someone else's file\n",
+        "the replacement was removed: {out}"
+    );
+    out.stderr_has(&[
+        &format!("{} is not the file this run created", ours.display()),
+        &format!("moved to {}", moved.display()),
+    ]);
+    assert!(moved.exists(), "iolab's moved file was removed");
+    assert!(run_state_files(&sb, pid).is_empty(), "still recorded: {out}");
+    let notes = sb.iolab(&["show", "last", "--json"]).ok().json()["notes"].to_string();
+    assert!(
+        notes.contains("is not the file this run created"),
+        "{notes}"
+    );
+    fs::remove_file(&moved).unwrap();
 }

@@ -100,6 +100,9 @@ pub struct Target {
     pub io_path: PathBuf,
     /// True when iolab created `io_path` and must remove it.
     created: bool,
+    /// The file iolab created, held open: `io_path` is removed only while it is still this
+    /// file (device and inode), and if it was moved, where it went can be said.
+    own: Option<File>,
     /// Logical block size of the device under the target (512 if unknown).
     pub logical_block: u64,
     /// Where the region (`info.size` bytes) starts in `io_path`: 0 but for one process's
@@ -130,8 +133,16 @@ impl Target {
             logical_block: logical_block_size(&io_path, is_device),
             io_path,
             created,
+            own: None,
             region_offset: 0,
         }
+    }
+
+    /// The device and inode of the file iolab created, when it did.
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = self.own.as_ref()?.metadata().ok()?;
+        Some((m.dev(), m.ino()))
     }
 
     /// This target as the region `[offset, offset + len)` of its file, a file in directory
@@ -181,13 +192,46 @@ impl Target {
 
     /// Removes the test file now (also done on drop). Returns what was removed.
     pub fn cleanup(&mut self) -> Option<PathBuf> {
-        if self.created {
-            self.created = false;
-            if std::fs::remove_file(&self.io_path).is_ok() {
-                return Some(self.io_path.clone());
-            }
+        match self.remove() {
+            Removal::Removed(p) => Some(p),
+            _ => None,
         }
-        None
+    }
+
+    /// Removes the test file iolab created, only while `io_path` is still that file (the
+    /// same device and inode): a file put in its place during the run is left alone.
+    pub fn remove(&mut self) -> Removal {
+        use std::os::unix::fs::MetadataExt;
+        if !std::mem::take(&mut self.created) {
+            return Removal::Nothing;
+        }
+        let own = self.own.take();
+        let ours = own
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .map(|m| (m.dev(), m.ino()));
+        let here = std::fs::symlink_metadata(&self.io_path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        match (ours, here) {
+            (_, None) => Removal::Nothing,
+            (Some(o), Some(h)) if o != h => {
+                // Where iolab's file went, if it still has a name.
+                let moved_to = own.as_ref().and_then(|f| {
+                    let p = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok()?;
+                    let deleted = p.to_string_lossy().ends_with(" (deleted)");
+                    (!deleted && p != self.io_path).then_some(p)
+                });
+                Removal::NotOurs {
+                    path: self.io_path.clone(),
+                    moved_to,
+                }
+            }
+            _ => match std::fs::remove_file(&self.io_path) {
+                Ok(()) => Removal::Removed(self.io_path.clone()),
+                Err(_) => Removal::Nothing,
+            },
+        }
     }
 
     /// `--verify`: reads the test region back (O_DIRECT when `direct`) once no write is
@@ -348,7 +392,7 @@ fn create_and_fill(
     req: &TargetRequest,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<(), TargetError> {
+) -> Result<File, TargetError> {
     let mut o = OpenOptions::new();
     o.write(true).create_new(true);
     if req.direct {
@@ -366,9 +410,31 @@ fn create_and_fill(
     };
     let res = fill_file(&file, path, size, req.direct, req.data, stop, progress);
     if res.is_err() {
-        let _ = std::fs::remove_file(path);
+        // Only while the path still holds the file just made (it may have been replaced).
+        use std::os::unix::fs::MetadataExt;
+        let same =
+            |m: &std::fs::Metadata, n: &std::fs::Metadata| (m.dev(), m.ino()) == (n.dev(), n.ino());
+        if let (Ok(m), Ok(n)) = (file.metadata(), std::fs::symlink_metadata(path)) {
+            if same(&m, &n) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
     }
-    res
+    res.map(|()| file)
+}
+
+/// What [`Target::remove`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// Nothing to remove (iolab did not create the file, or it is gone).
+    Nothing,
+    Removed(PathBuf),
+    /// `path` is not the file iolab created (replaced during the run): left alone.
+    /// `moved_to`: where iolab's file is now, when it was moved and still has a name.
+    NotOurs {
+        path: PathBuf,
+        moved_to: Option<PathBuf>,
+    },
 }
 
 /// Resolves the target, checks it is safe to use, and creates and fills the test file
@@ -397,16 +463,11 @@ pub fn prepare(
         Some(m) if m.is_dir() => {
             let name = format!("iolab-{}-{:08x}.dat", std::process::id(), fastrand::u32(..));
             let io_path = path.join(name);
-            create_and_fill(&io_path, size, req, stop, progress)?;
+            let own = create_and_fill(&io_path, size, req, stop, progress)?;
             let fs_type = fs_type_of(&path);
-            Ok(Target::new(
-                &path,
-                TargetKind::Dir,
-                io_path,
-                fs_type,
-                size,
-                true,
-            ))
+            let mut t = Target::new(&path, TargetKind::Dir, io_path, fs_type, size, true);
+            t.own = Some(own);
+            Ok(t)
         }
         Some(m) if m.file_type().is_block_device() => {
             let dev_size = safety::device_size(&path).map_err(io_err(&path, "size"))?;
@@ -467,16 +528,11 @@ pub fn prepare(
                     return Err(TargetError::NotFound(parent.to_path_buf()));
                 }
             }
-            create_and_fill(&path, size, req, stop, progress)?;
+            let own = create_and_fill(&path, size, req, stop, progress)?;
             let fs_type = fs_type_of(&path);
-            Ok(Target::new(
-                &path,
-                TargetKind::File,
-                path.clone(),
-                fs_type,
-                size,
-                true,
-            ))
+            let mut t = Target::new(&path, TargetKind::File, path.clone(), fs_type, size, true);
+            t.own = Some(own);
+            Ok(t)
         }
     }
 }

@@ -17,13 +17,15 @@
 //! | `E` end | passes completed | 0 |
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Bytes per record.
 pub const RECORD_LEN: usize = 32;
+/// The largest journal `iolab verify` reads (a regular file only).
+pub const MAX_JOURNAL_BYTES: u64 = 2 << 30;
 const PREFIX: &[u8; 3] = b"IOJ";
 
 /// What a record says.
@@ -325,10 +327,8 @@ impl Journal {
     /// is ignored (counted in `torn_tail`).
     pub fn read(path: &Path) -> Result<Journal, String> {
         let fail = |what: String| format!("--journal {}: {what}", path.display());
-        let mut data = Vec::new();
-        File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut data))
-            .map_err(|e| fail(format!("cannot read: {e}")))?;
+        let data = iolab_sys::input::read_input(path, MAX_JOURNAL_BYTES)
+            .map_err(|e| fail(e.to_string()))?;
         let chunks: Vec<&[u8]> = data.chunks(RECORD_LEN).collect();
         let mut records = Vec::with_capacity(chunks.len());
         let mut torn_tail = 0;

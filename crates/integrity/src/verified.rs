@@ -129,9 +129,10 @@ mod hex_id {
 
 impl Sidecar {
     pub fn read(path: &Path) -> Result<Sidecar, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        let s: Sidecar = serde_json::from_str(&text)
+        // A sidecar is a few hundred bytes of JSON.
+        let text = iolab_sys::input::read_input(path, 64 << 10)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let s: Sidecar = serde_json::from_slice(&text)
             .map_err(|e| format!("{}: not a sidecar: {e}", path.display()))?;
         s.check()
             .map_err(|m| format!("{}: not a usable sidecar: {m}", path.display()))?;

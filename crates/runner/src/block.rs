@@ -66,6 +66,9 @@ pub struct BlockPlan {
     pub verify: bool,
     /// `--size` was given (a file or device target is then used up to it).
     pub size_given: bool,
+    /// Where an input file set the size when `--size` did not (`FILE:LINE: size`), for
+    /// refusals of it.
+    pub size_at: Option<String>,
     pub allow_destroy_device: bool,
     pub allow_overwrite_file: bool,
     /// `--shared-file`, `--stonewall`: for the ranks of an MPI run only.
@@ -85,6 +88,7 @@ impl BlockPlan {
             notes: Vec::new(),
             verify: false,
             size_given: true,
+            size_at: None,
             allow_destroy_device: false,
             allow_overwrite_file: false,
             mpi: crate::coord::MpiMode::default(),
@@ -326,7 +330,13 @@ pub fn prepare_target(
         allow_destroy_device: plan.allow_destroy_device,
         allow_overwrite_file: plan.allow_overwrite_file,
     };
-    crate::space::check_target(&req.path, req.size, req.default_size, writes)?;
+    crate::space::check_target(
+        &req.path,
+        req.size,
+        req.default_size,
+        writes,
+        plan.size_at.as_deref(),
+    )?;
     if plan.verify {
         crate::options::check_verify_map(&plan.tests, &req.path, req.size, req.default_size)?;
     }
@@ -451,7 +461,7 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
             let recorded = ctx.will_create_target(&path);
             let target = prepare_target(&mut plan, path, &ctx.stop, &ctx.progress)?;
             if target.created() {
-                ctx.created(recorded);
+                ctx.adopt(recorded, &target.io_path, target.identity());
             }
             target
         }
@@ -484,8 +494,24 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
         plan.settings.direct,
     );
     ctx.set_facts(facts);
-    drop(target);
+    remove_target(target, ctx);
     outcome
+}
+
+/// Removes the run's test file if it is still the one the run created; one replaced during
+/// the run is left alone (the run's end says so), and where iolab's own went is noted.
+fn remove_target(mut target: Target, ctx: &mut RunContext) {
+    if let iolab_engine::target::Removal::NotOurs {
+        moved_to: Some(m), ..
+    } = target.remove()
+    {
+        let note = format!(
+            "the test file this run created was moved to {} during the run: left there",
+            m.display()
+        );
+        eprintln!("iolab: warning: {note}");
+        ctx.note(note);
+    }
 }
 
 /// `--shared-file` and `--stonewall` outside an MPI run: refused, naming the option.
@@ -585,7 +611,7 @@ fn prepare_shared(
         whole.allow_overwrite_file = plan.allow_overwrite_file;
         let target = prepare_target(&mut whole, path.clone(), &ctx.stop, &ctx.progress)?;
         if target.created() {
-            ctx.created(recorded);
+            ctx.adopt(recorded, &target.io_path, target.identity());
         }
         Some(target.into_region(&dir, 0, len))
     } else {

@@ -217,6 +217,15 @@ impl RunContext {
         }
     }
 
+    /// Records the exact file (device and inode) the run made for [`Self::will_create`]'s
+    /// `id` at `path`, in place of what `id` stood for.
+    pub fn adopt(&mut self, id: Option<u64>, path: &Path, identity: Option<(u64, u64)>) {
+        if let (Some(st), Some(id), Some((dev, ino))) = (&self.state, id, identity) {
+            let p = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+            let _ = st.adopt(id, &p, dev, ino);
+        }
+    }
+
     /// Records the test file a block run creates for `target`: in a directory, a file with
     /// iolab's unique name for this process; a path that does not exist, that file.
     pub fn will_create_target(&mut self, target: &Path) -> Option<u64> {
@@ -426,7 +435,17 @@ impl RunContext {
     fn finish_run(mut self, outcome: Result<(), RunError>, stopped: bool) -> Finished {
         // Everything the workload created is gone by now, or it said what it could not
         // remove: what is still there stays recorded for `iolab cleanup`.
-        let left = self.state.take().map(|s| (s.finish(), s.path()));
+        let finish = self.state.take().map(|s| (s.finish(), s.path()));
+        let left = finish.map(|(f, path)| {
+            for p in &f.replaced {
+                let note = runstate::replaced_note(p);
+                eprintln!("iolab: warning: {note}");
+                if self.run.is_some() {
+                    self.note(note);
+                }
+            }
+            (f.left, path)
+        });
         if let Some((left, path)) = left.filter(|(l, _)| !l.is_empty()) {
             self.left_behind(format!(
                 "{} (recorded in {}; `iolab cleanup` removes it once it can)",
@@ -575,13 +594,15 @@ fn study_fields(a: &CommonArgs) -> (Option<String>, Option<String>, serde_json::
         .study_meta
         .as_ref()
         .and_then(|p| {
+            // Written by iolab study (stdin, "-", the deliberate pipe); bounded all the same.
+            const MAX_META: u64 = 1 << 20;
             if p.as_os_str() == "-" {
-                std::io::read_to_string(std::io::stdin()).ok()
+                iolab_sys::input::read_stdin(MAX_META).ok()
             } else {
-                std::fs::read_to_string(p).ok()
+                iolab_sys::input::read_input(p, MAX_META).ok()
             }
         })
-        .and_then(|t| serde_json::from_str(&t).ok())
+        .and_then(|t| serde_json::from_slice(&t).ok())
         .unwrap_or(serde_json::Value::Null);
     (a.study.clone(), a.config.clone(), meta)
 }

@@ -38,6 +38,9 @@ pub struct Need<'a> {
     pub files: u64,
     /// Bytes of `bytes` that files of iolab's already occupy there: they need no new room.
     pub already: u64,
+    /// Where an input file sets the amount in place of the option (`FILE:LINE: KEY`), named
+    /// instead of `--option`.
+    pub at: Option<&'a str>,
 }
 
 impl<'a> Need<'a> {
@@ -48,6 +51,7 @@ impl<'a> Need<'a> {
             bytes,
             files,
             already: 0,
+            at: None,
         }
     }
 }
@@ -97,6 +101,11 @@ pub fn margin(total: u64, bytes: u64) -> u64 {
 /// names the filesystem in the message.
 pub fn fits(room: &Room, need: &Need, place: &Path) -> Result<(), String> {
     let opt = need.option;
+    // What the refusal is about, and what to make smaller.
+    let (about, smaller) = match need.at {
+        Some(at) => (at.to_string(), format!("{opt} there, a --{opt},")),
+        None => (format!("--{opt}"), format!("--{opt}")),
+    };
     let new_bytes = need.bytes.saturating_sub(need.already);
     let margin = margin(room.total, new_bytes);
     let usable = room.usable();
@@ -116,10 +125,10 @@ pub fn fits(room: &Room, need: &Need, place: &Path) -> Result<(), String> {
             String::new()
         };
         return Err(format!(
-            "--{opt}: the run needs {} on the filesystem of {}{already}: {limit}, and iolab \
+            "{about}: the run needs {} on the filesystem of {}{already}: {limit}, and iolab \
              keeps {} of it free (the lesser of 5% of the filesystem and 1 GiB for other \
              processes, plus 1/64 of what it writes for the filesystem's own metadata); give \
-             a smaller --{opt} or a --target on another filesystem",
+             a smaller {smaller} or a --target on another filesystem",
             format_bytes(need.bytes),
             place.display(),
             format_bytes(margin)
@@ -134,9 +143,9 @@ pub fn fits(room: &Room, need: &Need, place: &Path) -> Result<(), String> {
         let keep = (free / 20).min(10_000);
         if need.files.saturating_add(keep) > free {
             return Err(format!(
-                "--{opt}: the run needs {} files and directories on the filesystem of {}: it has \
-                 {free} free inodes{}, and iolab leaves {keep} of them free; give a smaller \
-                 --{opt} or a --target on another filesystem",
+                "{about}: the run needs {} files and directories on the filesystem of {}: it \
+                 has {free} free inodes{}, and iolab leaves {keep} of them free; give a smaller \
+                 {smaller} or a --target on another filesystem",
                 need.files,
                 place.display(),
                 if room.quota_files.is_some() {
@@ -156,7 +165,10 @@ pub fn fits(room: &Room, need: &Need, place: &Path) -> Result<(), String> {
 pub fn check(dir: &Path, need: Need) -> Result<(), UsageError> {
     let place = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     match Room::of(dir) {
-        Ok(room) => fits(&room, &need, &place).map_err(|m| UsageError::option(need.option, m)),
+        Ok(room) => fits(&room, &need, &place).map_err(|m| match need.at {
+            Some(_) => UsageError::general(m),
+            None => UsageError::option(need.option, m),
+        }),
         Err(_) => Ok(()),
     }
 }
@@ -171,14 +183,22 @@ pub fn check_target(
     size: Option<u64>,
     default_size: u64,
     writes: bool,
+    size_at: Option<&str>,
 ) -> Result<(), UsageError> {
-    let new_file = |dir: &Path| check(dir, Need::new("size", size.unwrap_or(default_size), 1));
+    let new_file = |dir: &Path| {
+        let need = Need {
+            at: size_at,
+            ..Need::new("size", size.unwrap_or(default_size), 1)
+        };
+        check(dir, need)
+    };
     match fs::metadata(target) {
         Ok(m) if m.is_dir() => new_file(target),
         Ok(m) if m.is_file() && writes => {
             let bytes = size.unwrap_or(m.len());
             let need = Need {
                 already: allocated_bytes(&m).min(bytes),
+                at: size_at,
                 ..Need::new("size", bytes, 0)
             };
             check(target.parent().unwrap_or(Path::new("/")), need)

@@ -20,6 +20,9 @@ fn line(share: u8, size: u64, read_pct: u8, random_pct: u8) -> AccessLine {
     }
 }
 
+/// The most bytes an Iometer spec file (`--spec FILE`) may have.
+pub const MAX_SPEC_BYTES: u64 = 1 << 20;
+
 /// Built-in access specifications and what they model.
 pub const PATTERNS: &[(&str, &str)] = &[
     (

@@ -33,6 +33,20 @@ pub const MAX_IO: u64 = 256 << 20;
 pub const MAX_FILE: u64 = 1 << 40;
 /// The most roots a trace names.
 pub const MAX_ROOTS: u32 = 64;
+/// The most bytes of a trace file, and of its text once gunzipped.
+pub const MAX_TEXT: u64 = 256 << 20;
+/// The most calls a trace may hold (the replay keeps them all in memory).
+pub const MAX_EVENTS: usize = 4_000_000;
+
+/// Refuses one more event than [`MAX_EVENTS`].
+fn room_for_one_more(t: &Trace) -> Result<(), String> {
+    if t.events.len() >= MAX_EVENTS {
+        return Err(format!(
+            "more than {MAX_EVENTS} calls: a replay holds at most {MAX_EVENTS}"
+        ));
+    }
+    Ok(())
+}
 
 /// A path beneath one of the recorded roots: the root's index and the path below it
 /// (components without `.`, `..` or empty names; empty is the root itself).
@@ -935,6 +949,7 @@ impl<'f> Parser<'f> {
                     }
                     let mut e = e;
                     e.line = self.line;
+                    room_for_one_more(&t).map_err(|m| self.err(m))?;
                     t.events.push(e);
                 }
             }
@@ -1174,6 +1189,13 @@ fn parse_iolog(file: &str, text: &str, v3: bool) -> Result<Trace, TraceError> {
         let l = l.strip_suffix('\r').unwrap_or(l);
         if l.trim().is_empty() {
             continue;
+        }
+        // An open and a call at most per line.
+        if t.events.len() + 2 > MAX_EVENTS {
+            return Err(err(
+                line,
+                format!("more than {MAX_EVENTS} calls: a replay holds at most {MAX_EVENTS}"),
+            ));
         }
         let mut w: Vec<&str> = l.split_whitespace().collect();
         let mut at = last;

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use iolab_spec::fiojob::parse::Sources;
 use iolab_spec::fiojob::{map_jobs, parse, FioError, Overrides};
-use iolab_testkit::fuzz::{run, Alloc, Fuzz};
+use iolab_sys::input::InputError;
+use iolab_testkit::fuzz::{limits, run, Alloc, Fuzz, Limits};
 
 #[global_allocator]
 static A: Alloc = Alloc;
@@ -72,11 +73,11 @@ fn job_files() {
             "\n",
         ],
     };
-    let read = |p: &Path| {
+    let read = |p: &Path, limit: u64| {
         if p == Path::new("inc.fio") {
-            Ok(INCLUDED.as_bytes().to_vec())
+            iolab_sys::input::read_bounded(INCLUDED.as_bytes(), limit)
         } else {
-            Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+            Err(InputError::Io(std::io::ErrorKind::NotFound.into()))
         }
     };
     let var = |v: &str| (v == "SIZE").then(|| "4m".to_string());
@@ -111,5 +112,27 @@ fn job_files() {
             }
         }
         Ok(())
+    });
+}
+
+#[test]
+fn job_file_limits() {
+    let l = Limits {
+        name: "fiojob",
+        limit: iolab_spec::fiojob::parse::MAX_FILE_BYTES as u64,
+        max_alloc: 1 << 20,
+        extra: vec![
+            (
+                "includes-zero",
+                b"[j]\nsize=1m\ninclude /dev/zero\n".to_vec(),
+            ),
+            ("not-a-job-file", b"root:x:0:0::/root:/bin/sh\n".to_vec()),
+        ],
+    };
+    limits(&l, |p| match iolab_spec::fiojob::parse_file(p) {
+        Ok(_) => Err("accepted".into()),
+        Err(e) if e.file != p.display().to_string() => Err(format!("names another file: {e}")),
+        Err(e) if e.message.contains("root:") => Err(format!("shows the file: {e}")),
+        Err(_) => Ok(()),
     });
 }

@@ -1,11 +1,13 @@
 //! OS helpers every layer uses, kept once below all other iolab crates: whether the process
 //! is root, dropping the page cache, statvfs(3), the size of a block device, finding an
-//! external tool, page-aligned memory for O_DIRECT I/O ([`buffers`]) and loop devices with
-//! their backing files ([`loopdev`]), and files and directories created where someone else
-//! may have put a name first ([`newfile`]: exclusive, unpredictable names, fixed modes, the
-//! write-then-rename of an output). Depends on no iolab crate.
+//! external tool, page-aligned memory for O_DIRECT I/O ([`buffers`]), loop devices with
+//! their backing files ([`loopdev`]), files and directories created where someone else may
+//! have put a name first ([`newfile`]: exclusive, unpredictable names, fixed modes, the
+//! write-then-rename of an output) and bounded reads of input files ([`input`]). Depends on
+//! no iolab crate.
 
 pub mod buffers;
+pub mod input;
 pub mod loopdev;
 pub mod newfile;
 

@@ -299,6 +299,31 @@ impl RunState {
         Ok(())
     }
 
+    /// Records the exact file `path` (device `dev`, inode `ino`) that the run made for
+    /// resource `id` (a `Named` one: iolab's unique name in a directory), in its place: from
+    /// now on only that file is removed, by [`Self::remove_all`] or `iolab cleanup`, and a
+    /// file put at its path during the run is not taken for it.
+    pub fn adopt(&self, id: u64, path: &Path, dev: u64, ino: u64) -> io::Result<()> {
+        let exact = self.intent(RunResource::File {
+            path: path.to_path_buf(),
+        })?;
+        {
+            let mut i = self.lock();
+            append_locked(
+                &mut i,
+                &Line::Done {
+                    id: exact,
+                    dev,
+                    ino,
+                },
+            )?;
+            if let Some(e) = i.open.get_mut(&exact) {
+                e.identity = Some((dev, ino));
+            }
+        }
+        self.removed(id)
+    }
+
     /// Records that resource `id` is gone (removed by the run, or kept on purpose).
     pub fn removed(&self, id: u64) -> io::Result<()> {
         let mut i = self.lock();
@@ -310,27 +335,39 @@ impl RunState {
         Ok(())
     }
 
-    /// At the end of the run: every resource the run removed itself is marked gone; the
-    /// file is deleted when nothing recorded is left, else it stays for `iolab cleanup`.
-    /// Returns what is left.
-    pub fn finish(&self) -> Vec<String> {
+    /// At the end of the run: every resource the run removed itself is marked gone, and so
+    /// is one whose path now holds another file (replaced during the run: not the run's to
+    /// remove); the file is deleted when nothing recorded is left, else it stays for `iolab
+    /// cleanup`. Returns what is left and the paths found replaced.
+    pub fn finish(&self) -> Finish {
         let mut i = self.lock();
         let ids: Vec<u64> = i.open.keys().copied().collect();
-        let mut left = Vec::new();
+        let mut out = Finish::default();
         for id in ids {
-            let present = i.open[&id].resource.present();
-            if present.is_empty() {
+            let e = &i.open[&id];
+            let present = e.resource.present();
+            let replaced = match (&e.resource, e.identity) {
+                (RunResource::File { path } | RunResource::Tree { path }, Some(id)) => {
+                    fs::symlink_metadata(path).is_ok_and(|m| (m.dev(), m.ino()) != id)
+                }
+                _ => false,
+            };
+            if present.is_empty() || replaced {
+                if replaced {
+                    out.replaced.extend(present);
+                }
                 if append_locked(&mut i, &Line::Removed { id }).is_ok() {
                     i.open.remove(&id);
                 }
             } else {
-                left.extend(present.iter().map(|p| p.display().to_string()));
+                out.left
+                    .extend(present.iter().map(|p| p.display().to_string()));
             }
         }
         if i.open.is_empty() && !i.deleted && fs::remove_file(&i.path).is_ok() {
             i.deleted = true;
         }
-        left
+        out
     }
 
     /// Removes everything recorded that still is what was recorded (a second Ctrl-C);
@@ -374,6 +411,25 @@ impl Drop for Inner {
             let _ = fs::remove_file(&self.path);
         }
     }
+}
+
+/// What [`RunState::finish`] found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Finish {
+    /// What the run created and is still there (recorded for `iolab cleanup`).
+    pub left: Vec<String>,
+    /// Paths of things the run created that hold another file now (moved away and
+    /// replaced during the run): left alone, no longer recorded.
+    pub replaced: Vec<PathBuf>,
+}
+
+/// The note for a file iolab created that was replaced during the run.
+pub fn replaced_note(path: &Path) -> String {
+    format!(
+        "{} is not the file this run created (it was replaced during the run): left alone, \
+         not removed",
+        path.display()
+    )
 }
 
 /// What removing one entry did.

@@ -10,6 +10,10 @@
 //!
 //! [`Alloc`] is a global allocator for fuzz test binaries: it records the largest single
 //! request, and [`run`] fails a case whose parser asked for more than [`ALLOC_LIMIT`].
+//!
+//! [`limits`] feeds a reader of input files what must be refused or taken without reading
+//! past its limit: empty and binary files, a file one byte over the limit, `/dev/zero`, a
+//! FIFO nobody writes to, a directory, and the caller's own (a gzip bomb).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -20,6 +24,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub const ALLOC_LIMIT: usize = 64 << 20;
 
 static LARGEST: AtomicUsize = AtomicUsize::new(0);
+
+/// One loop ([`run`] or [`limits`]) at a time per test binary: the allocation record and
+/// the panic hook are global.
+static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The system allocator, remembering the largest request since [`run`] last reset it.
 /// Install it in a fuzz test file: `#[global_allocator] static A: Alloc = Alloc;`.
@@ -172,8 +180,6 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, seeds: &[(String, Vec<u8>)], dict:
 /// replaced, as the parsers read text) and returns `Err(why)` for a broken property.
 /// Returns the number of cases run.
 pub fn run(f: &Fuzz<'_>, mut check: impl FnMut(&str) -> Result<(), String>) -> usize {
-    // One loop at a time per test binary: the allocation record and panic hook are global.
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let seeds = corpus(f.corpus);
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
@@ -227,4 +233,89 @@ pub fn run(f: &Fuzz<'_>, mut check: impl FnMut(&str) -> Result<(), String>) -> u
         panic!("{msg}");
     }
     cases
+}
+
+/// What a reader of input files is fed by [`limits`]: where the files go and the reader's
+/// byte limit.
+pub struct Limits<'a> {
+    pub name: &'a str,
+    /// The reader's documented limit on a file's bytes.
+    pub limit: u64,
+    /// The largest single allocation the reader may make for any of these files (a
+    /// reader that refuses an oversized file before reading it allocates little).
+    pub max_alloc: usize,
+    /// More files the caller makes (a gzip bomb, a format's own hostile case), by name.
+    pub extra: Vec<(&'a str, Vec<u8>)>,
+}
+
+/// Feeds a file reader the inputs no reader may take whole or choke on: an empty file,
+/// binary bytes, a (sparse) file one byte over the limit, `/dev/zero`, a FIFO nobody writes
+/// to, a directory, and the caller's extra files. `read` gets each path and returns
+/// `Err(why)` when the reader broke a property (accepted what it must refuse, named no
+/// file); a panic, a blocked read (none ends within a minute) or an allocation over
+/// `max_alloc` fails the case too. Panics naming the first failure; returns the number of
+/// inputs.
+pub fn limits<F>(l: &Limits<'_>, read: F) -> usize
+where
+    F: Fn(&Path) -> Result<(), String> + Send + Sync + 'static,
+{
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let mut inputs: Vec<(String, std::path::PathBuf)> = Vec::new();
+    let mut file = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        inputs.push((name.to_string(), p));
+    };
+    file("empty", b"");
+    let mut rng = Rng::new(l.limit);
+    let binary: Vec<u8> = (0..4096).map(|_| rng.next_u64() as u8).collect();
+    file("binary", &binary);
+    for (name, bytes) in &l.extra {
+        file(name, bytes);
+    }
+    let over = dir.path().join("over-limit");
+    std::fs::File::create(&over)
+        .and_then(|f| f.set_len(l.limit + 1))
+        .unwrap();
+    inputs.push(("over-limit".into(), over));
+    inputs.push(("/dev/zero".into(), "/dev/zero".into()));
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: c is NUL-terminated.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    inputs.push(("fifo".into(), fifo));
+    inputs.push(("directory".into(), dir.path().to_path_buf()));
+
+    let read = std::sync::Arc::new(read);
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let mut failure = None;
+    for (name, path) in &inputs {
+        LARGEST.store(0, Ordering::Relaxed);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (r, p) = (read.clone(), path.clone());
+        std::thread::spawn(move || {
+            let outcome = catch_unwind(AssertUnwindSafe(|| r(&p)));
+            let _ = tx.send(outcome);
+        });
+        let why = match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Err(_) => Some("blocked: no answer within a minute".to_string()),
+            Ok(Err(_)) => Some("panicked".to_string()),
+            Ok(Ok(Err(why))) => Some(why),
+            Ok(Ok(Ok(()))) => {
+                let largest = LARGEST.load(Ordering::Relaxed);
+                (largest > l.max_alloc).then(|| format!("allocated {largest} bytes at once"))
+            }
+        };
+        if let Some(why) = why {
+            failure = Some(format!("limits {}: input {name}: {why}", l.name));
+            break;
+        }
+    }
+    std::panic::set_hook(quiet);
+    if let Some(msg) = failure {
+        panic!("{msg}");
+    }
+    inputs.len()
 }

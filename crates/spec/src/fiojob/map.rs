@@ -38,6 +38,8 @@ pub struct FioPlan {
     pub jobs: Vec<FioJob>,
     /// The region every job works in (None: the job file gives none).
     pub size: Option<u64>,
+    /// Where the job file sets that size (`FILE:LINE: size`), when `--size` does not.
+    pub size_at: Option<String>,
     /// How long each job's pass may last (its runtime; the pass ends sooner when a job
     /// that is not time_based has done its bytes).
     pub duration: Duration,
@@ -197,6 +199,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         .map(|s| s.name.as_str())
         .collect();
     let mut size = Agree::new("size", ": make them equal or give --size");
+    let mut size_at: Option<String> = None;
     let mut runtime = Agree::new("runtime", ": make them equal or give --duration");
     let mut ramp = Agree::new("ramp_time", "");
     let mut engine = Agree::new("ioengine", "");
@@ -560,21 +563,30 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         job.pace = pace;
 
         // Region and how long: size, filesize, io_size, loops, runtime, time_based.
+        // A value is checked even when --size or --duration replaces it: a job file
+        // iolab accepts is one it could run as written.
         let job_size = match get("size").or(get("filesize")) {
-            Some(o) if ov.size.is_none() => {
+            Some(o) => {
                 let v = val(o)?;
+                let replaced = ov.size.is_some();
                 if v.ends_with('%') {
-                    return Err(err(
-                        o,
-                        format!("'{v}': a share of the file or device; give a size or --size"),
-                    ));
+                    if !replaced {
+                        return Err(err(
+                            o,
+                            format!("'{v}': a share of the file or device; give a size or --size"),
+                        ));
+                    }
+                    None
+                } else if v.contains('-') && !v.starts_with('-') {
+                    if !replaced {
+                        return Err(err(o, format!("'{v}': size ranges are not supported")));
+                    }
+                    None
+                } else {
+                    Some((sz(o)?, o))
                 }
-                if v.contains('-') {
-                    return Err(err(o, format!("'{v}': size ranges are not supported")));
-                }
-                Some((sz(o)?, o))
             }
-            _ => None,
+            None => None,
         };
         if let (Some(s), Some(f)) = (get("size"), get("filesize")) {
             if ov.size.is_none() && sz(s)? != sz(f)? {
@@ -583,6 +595,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     "filesize differs from size; iolab runs a job on one file of size bytes",
                 ));
             }
+        }
+        let job_size = job_size.filter(|_| ov.size.is_none());
+        if let (None, Some((_, o))) = (&size_at, job_size) {
+            size_at = Some(format!("{}:{}: {}", o.file, o.line, o.key));
         }
         let region = ov.size.or(job_size.map(|(v, _)| v));
         size.put(region, sec, job_size.map(|(_, o)| o), |v| match v {
@@ -613,14 +629,15 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             .unwrap_or(1);
         let time_based = flag("time_based")?.unwrap_or(false);
         let rt = match get("runtime") {
-            Some(o) if ov.duration.is_none() => Some((secs(o, 1_000_000)?, o)),
-            _ => None,
+            Some(o) => Some((secs(o, 1_000_000)?, o)),
+            None => None,
         };
         if let Some((d, o)) = rt {
             if d < Duration::from_millis(100) {
                 return Err(err(o, "iolab passes last at least 100ms"));
             }
         }
+        let rt = rt.filter(|_| ov.duration.is_none());
         let run_for = ov.duration.or(rt.map(|(d, _)| d));
         runtime.put(run_for, sec, rt.map(|(_, o)| o), |v| match v {
             Some(d) => format!("runtime={}s", d.as_secs_f64()),
@@ -914,6 +931,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
     Ok(FioPlan {
         jobs,
         size: size.get().flatten(),
+        size_at,
         duration: run_for.unwrap_or(MAX_DURATION),
         timed: run_for.is_some(),
         ramp: ramp.get().unwrap_or_default(),
@@ -1070,7 +1088,11 @@ mod tests {
 
     fn plan(text: &str, ov: Overrides) -> Result<FioPlan, FioError> {
         let src = Sources {
-            read: &|_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+            read: &|_, _| {
+                Err(iolab_sys::input::InputError::Io(
+                    std::io::ErrorKind::NotFound.into(),
+                ))
+            },
             var: &|_| None,
         };
         map_jobs(&parse("j.fio", text.as_bytes(), &src)?, ov)
@@ -1155,6 +1177,18 @@ mod tests {
             e("[a]\nrw=randread\nsize=1m\nrandom_distribution=zipf:1\n").contains("other than 1")
         );
         assert!(e("[a]\nrw=read\n").starts_with("j.fio:1: size:"));
+        // A value --size or --duration replaces is still checked.
+        let ov = Overrides {
+            size: Some(1 << 20),
+            duration: Some(Duration::from_millis(500)),
+        };
+        let e = plan("[a]\nsize=1m\nruntime=-1\n", ov)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("j.fio:3: runtime:"), "{e}");
+        let e = plan("[a]\nsize=-1\n", ov).unwrap_err().to_string();
+        assert!(e.starts_with("j.fio:2: size:"), "{e}");
+        assert!(plan("[a]\nsize=50%\n", ov).is_ok());
         // --size and --duration replace what differs.
         let ov = Overrides {
             size: Some(1 << 20),
@@ -1170,7 +1204,11 @@ mod tests {
     #[test]
     fn single_job_files_keep_the_options_and_replace_the_place() {
         let src = Sources {
-            read: &|_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+            read: &|_, _| {
+                Err(iolab_sys::input::InputError::Io(
+                    std::io::ErrorKind::NotFound.into(),
+                ))
+            },
             var: &|_| None,
         };
         let f = parse(

@@ -5,9 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
+use iolab_sys::input::{read_input, InputError};
+
 use super::FioError;
 
-/// Largest job file (each included file counts on its own).
+/// Most bytes of a job file and all its includes together (each file read counts, an
+/// included file as often as it is included).
 pub const MAX_FILE_BYTES: usize = 1 << 20;
 /// Deepest `include` nesting.
 pub const MAX_INCLUDE_DEPTH: usize = 16;
@@ -48,10 +51,13 @@ pub struct JobFile {
     pub sources: Vec<(String, String)>,
 }
 
+/// Reads an included file, at most the given number of bytes (more is an error).
+pub type ReadInclude<'a> = dyn Fn(&Path, u64) -> Result<Vec<u8>, InputError> + 'a;
+
 /// Where `include` and `${VAR}` look: the real filesystem and environment, or a test's.
 pub struct Sources<'a> {
     /// Reads an included file.
-    pub read: &'a dyn Fn(&Path) -> std::io::Result<Vec<u8>>,
+    pub read: &'a ReadInclude<'a>,
     /// Looks up an environment variable.
     pub var: &'a dyn Fn(&str) -> Option<String>,
 }
@@ -60,9 +66,9 @@ pub struct Sources<'a> {
 /// environment).
 pub fn parse_file(path: &Path) -> Result<JobFile, FioError> {
     let name = path.display().to_string();
-    let bytes =
-        std::fs::read(path).map_err(|e| FioError::new(&name, 0, "JOBFILE", e.to_string()))?;
-    let read = |p: &Path| std::fs::read(p);
+    let bytes = read_input(path, MAX_FILE_BYTES as u64)
+        .map_err(|e| FioError::new(&name, 0, "JOBFILE", e.to_string()))?;
+    let read = |p: &Path, limit: u64| read_input(p, limit);
     let var = |v: &str| std::env::var(v).ok();
     parse(
         &name,
@@ -105,14 +111,16 @@ fn read_into(
     out: &mut JobFile,
     stack: &mut Vec<PathBuf>,
 ) -> Result<(), FioError> {
-    if bytes.len() > MAX_FILE_BYTES {
+    let read_so_far: usize = out.sources.iter().map(|(_, t)| t.len()).sum();
+    if read_so_far + bytes.len() > MAX_FILE_BYTES {
         return Err(FioError::new(
             name,
-            1,
+            0,
             "JOBFILE",
             format!(
-                "{} bytes: larger than the {MAX_FILE_BYTES} bytes a job file may have",
-                bytes.len()
+                "{} bytes: more than the {MAX_FILE_BYTES} bytes a job file and its includes \
+                 may have together",
+                read_so_far + bytes.len()
             ),
         ));
     }
@@ -153,7 +161,7 @@ fn read_into(
                     name,
                     n,
                     "[section]",
-                    format!("'{line}': a section header is [name], closed on its line"),
+                    "not a section header: a header is [name], closed on its line",
                 ));
             };
             let sec = sec.trim();
@@ -162,7 +170,7 @@ fn read_into(
                     name,
                     n,
                     "[section]",
-                    format!("'{line}': not a section name"),
+                    "not a section name (no control characters or brackets)",
                 ));
             }
             if sec != "global" {
@@ -209,11 +217,14 @@ fn read_into(
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         {
+            // Not the format: the line is not shown (an include of a file that is not a job
+            // file must not print it).
             return Err(FioError::new(
                 name,
                 n,
-                key_for_error(key),
-                format!("'{line}': not an option (key=value or key)"),
+                "JOBFILE",
+                "not an option: expected key=value, key, [section] or include FILE (a key is \
+                 letters, digits, _ and -)",
             ));
         }
         let Some(section) = out.sections.last_mut() else {
@@ -232,16 +243,6 @@ fn read_into(
         });
     }
     Ok(())
-}
-
-/// What an error calls a key that is not one: itself, shortened.
-fn key_for_error(key: &str) -> String {
-    let k: String = key.chars().take(40).collect();
-    if k.is_empty() {
-        "JOBFILE".into()
-    } else {
-        k
-    }
 }
 
 /// `include FILE` (fio takes the word and a blank, then the path).
@@ -288,8 +289,18 @@ fn include(
             format!("includes nested deeper than {MAX_INCLUDE_DEPTH}"),
         ));
     }
-    let bytes = (src.read)(&full)
-        .map_err(|e| FioError::new(name, n, "include", format!("{}: {e}", full.display())))?;
+    let read_so_far: usize = out.sources.iter().map(|(_, t)| t.len()).sum();
+    let left = MAX_FILE_BYTES.saturating_sub(read_so_far) as u64;
+    let bytes = (src.read)(&full, left).map_err(|e| {
+        let why = match e {
+            InputError::TooLarge { .. } => format!(
+                "{e}: a job file and its includes may have {MAX_FILE_BYTES} bytes together, \
+                 {read_so_far} of them read before this include"
+            ),
+            e => e.to_string(),
+        };
+        FioError::new(name, n, "include", format!("{}: {why}", full.display()))
+    })?;
     stack.push(canon);
     let shown = full.display().to_string();
     let r = read_into(&shown, &bytes, src, out, stack);
@@ -308,19 +319,14 @@ fn substitute(name: &str, n: usize, line: &str, src: &Sources) -> Result<String,
         out.push_str(&rest[..at]);
         let after = &rest[at + 2..];
         let Some(end) = after.find('}') else {
-            return Err(FioError::new(
-                name,
-                n,
-                "${VAR}",
-                format!("'{}': ${{ without a closing }}", line.trim()),
-            ));
+            return Err(FioError::new(name, n, "${VAR}", "${ without a closing }"));
         };
         let var = &after[..end];
         if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(FioError::new(
                 name,
                 n,
-                format!("${{{}}}", var.chars().take(40).collect::<String>()),
+                "${VAR}",
                 "not a variable name (letters, digits and _)",
             ));
         }
@@ -361,11 +367,11 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let read = |p: &Path| {
+        let read = |p: &Path, _: u64| {
             files
                 .get(p)
                 .cloned()
-                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+                .ok_or_else(|| InputError::Io(std::io::Error::from(std::io::ErrorKind::NotFound)))
         };
         let var = |v: &str| vars.get(v).cloned();
         parse(
@@ -436,7 +442,7 @@ mod tests {
             "x.fio",
             b"[j]\n\xff\xfe\n",
             &Sources {
-                read: &|_| Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+                read: &|_, _| Err(InputError::Io(std::io::ErrorKind::NotFound.into())),
                 var: &|_| None,
             },
         )

@@ -221,8 +221,15 @@ fn iometer_tests(g: &Given) -> Result<Vec<TestSpec>, UsageError> {
     let a = &g.iometer;
     let (name, lines) = match (&a.spec, &a.pattern) {
         (Some(path), _) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                UsageError::option("spec", format!("--spec {}: {e}", path.display()))
+            let bytes =
+                iolab_sys::input::read_input(path, iometer::MAX_SPEC_BYTES).map_err(|e| {
+                    UsageError::option("spec", format!("--spec {}: {e}", path.display()))
+                })?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                UsageError::option(
+                    "spec",
+                    format!("--spec {}: not UTF-8 text (a spec is TOML)", path.display()),
+                )
             })?;
             let file = path.display().to_string();
             let (name, lines) = iometer::parse_spec(&file, &text).map_err(|e| {
@@ -433,6 +440,7 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         notes,
         verify: a.verify.verify,
         size_given,
+        size_at: None,
         allow_destroy_device: a.safety.allow_destroy_device,
         allow_overwrite_file: a.safety.allow_overwrite_file,
         mpi: a.mpi.mode(),

@@ -6,10 +6,10 @@
 //! client's own directory `\clients\client1` (rebased onto `clients/clientN` at run time).
 
 use std::fmt;
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use iolab_sys::input::{open_input, Bounded, InputError};
 use serde::{Deserialize, Serialize};
 
 /// An operation of the loadfile, named as dbench names it in its operation table.
@@ -472,8 +472,14 @@ impl fmt::Display for LoadfileError {
 
 impl std::error::Error for LoadfileError {}
 
-/// Reads and parses a loadfile; gzip-compressed files (recognised by their magic bytes) are
-/// decompressed on the fly.
+/// The most bytes of a loadfile, and of its text once gunzipped.
+pub const MAX_LOADFILE_BYTES: u64 = 256 << 20;
+/// The longest line of a loadfile.
+pub const MAX_LOADFILE_LINE: u64 = 64 << 10;
+
+/// Reads and parses a loadfile (a regular file of at most [`MAX_LOADFILE_BYTES`], lines of
+/// at most [`MAX_LOADFILE_LINE`]); gzip-compressed files (recognised by their magic bytes)
+/// are decompressed on the fly, to at most [`MAX_LOADFILE_BYTES`] of text.
 pub fn parse_loadfile(path: impl AsRef<Path>) -> Result<Loadfile, LoadfileError> {
     let path = path.as_ref();
     let whole = |reason: String| LoadfileError {
@@ -482,7 +488,8 @@ pub fn parse_loadfile(path: impl AsRef<Path>) -> Result<Loadfile, LoadfileError>
         reason,
         text: None,
     };
-    let mut file = File::open(path).map_err(|e| whole(format!("cannot open: {e}")))?;
+    let (file, _) = open_input(path, MAX_LOADFILE_BYTES).map_err(|e| whole(e.to_string()))?;
+    let mut file = Bounded::new(file, MAX_LOADFILE_BYTES);
     let mut magic = [0u8; 2];
     let mut got = 0;
     while got < 2 {
@@ -490,13 +497,17 @@ pub fn parse_loadfile(path: impl AsRef<Path>) -> Result<Loadfile, LoadfileError>
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(whole(format!("cannot read: {e}"))),
+            Err(e) => return Err(whole(InputError::from(e).to_string())),
         }
     }
     let head = std::io::Cursor::new(magic[..got].to_vec());
     let raw = head.chain(file);
-    let reader: Box<dyn Read> = if got == 2 && magic == [0x1f, 0x8b] {
-        Box::new(flate2::read::MultiGzDecoder::new(raw))
+    let gzipped = got == 2 && magic == [0x1f, 0x8b];
+    let reader: Box<dyn Read> = if gzipped {
+        Box::new(Bounded::new(
+            flate2::read::MultiGzDecoder::new(raw),
+            MAX_LOADFILE_BYTES,
+        ))
     } else {
         Box::new(raw)
     };
@@ -506,13 +517,30 @@ pub fn parse_loadfile(path: impl AsRef<Path>) -> Result<Loadfile, LoadfileError>
     let mut lineno = 0u32;
     loop {
         buf.clear();
-        let n = reader
+        let n = (&mut reader)
+            .take(MAX_LOADFILE_LINE + 1)
             .read_until(b'\n', &mut buf)
-            .map_err(|e| whole(format!("cannot read after line {lineno}: {e}")))?;
+            .map_err(|e| {
+                let e = InputError::from(e);
+                whole(match e {
+                    InputError::TooLarge { .. } if gzipped => format!(
+                        "after line {lineno}: more than {MAX_LOADFILE_BYTES} bytes once gunzipped"
+                    ),
+                    e => format!("after line {lineno}: {e}"),
+                })
+            })?;
         if n == 0 {
             break;
         }
         lineno += 1;
+        if buf.len() as u64 > MAX_LOADFILE_LINE {
+            return Err(LoadfileError {
+                file: path.to_path_buf(),
+                line: Some(lineno),
+                reason: format!("a line longer than {MAX_LOADFILE_LINE} bytes"),
+                text: None,
+            });
+        }
         let text = std::str::from_utf8(&buf).map_err(|e| LoadfileError {
             file: path.to_path_buf(),
             line: Some(lineno),
@@ -607,11 +635,19 @@ impl Parser {
             reason,
             text: Some(text.trim().to_string()),
         };
+        // Until the line is known to be an operation, a refusal shows none of it: a file
+        // that is not a loadfile at all (a secret, say) is not printed.
+        let blind = |reason: &str| LoadfileError {
+            file: self.file.clone(),
+            line: Some(lineno),
+            reason: reason.to_string(),
+            text: None,
+        };
         let trimmed = text.trim();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             return Ok(());
         }
-        tokenize(trimmed, &mut self.tokens).map_err(|r| err(r.to_string()))?;
+        tokenize(trimmed, &mut self.tokens).map_err(&blind)?;
         let mut toks: &[String] = &self.tokens;
 
         let mut at_us = NO_TIME;
@@ -620,22 +656,27 @@ impl Parser {
                 .parse()
                 .ok()
                 .filter(|s: &f64| s.is_finite() && *s >= 0.0)
-                .ok_or_else(|| err(format!("bad timestamp \"{}\"", toks[0])))?;
+                .ok_or_else(|| {
+                    blind("bad timestamp: expected seconds (a number) before the operation")
+                })?;
             at_us = (secs * 1e6).round().min((NO_TIME - 1) as f64) as u64;
             toks = &toks[1..];
         }
         let Some(word) = toks.first() else {
-            return Err(err("a timestamp without an operation".into()));
+            return Err(blind("a timestamp without an operation"));
         };
         if word.starts_with("SMB") {
-            return Err(err(
+            return Err(blind(
                 "this is a dbench 1 loadfile (SMB... operations); only the dbench 3/4 \
-                 format is supported"
-                    .into(),
+                 format is supported",
             ));
         }
-        let kind =
-            OpKind::from_word(word).ok_or_else(|| err(format!("unknown operation \"{word}\"")))?;
+        let kind = OpKind::from_word(word).ok_or_else(|| {
+            blind(
+                "not a loadfile line: expected an operation (NTCreateX, ReadX, WriteX, Close, \
+                 ...) with its arguments and a status",
+            )
+        })?;
         let (names, required) = kind.args();
         if toks.len() < 2 {
             return Err(err(format!(

@@ -41,7 +41,9 @@ use serde::{Deserialize, Serialize};
 pub use iolab_integrity::dbench::Tamper;
 pub use iolab_integrity::dbench::BLOCK as VERIFY_BLOCK;
 use iolab_integrity::Tally;
-pub use loadfile::{parse_loadfile, Loadfile, LoadfileError, OpKind};
+pub use loadfile::{
+    parse_loadfile, Loadfile, LoadfileError, OpKind, MAX_LOADFILE_BYTES, MAX_LOADFILE_LINE,
+};
 
 /// The test seam of [`run_with_seam`]. Not part of the API.
 #[doc(hidden)]

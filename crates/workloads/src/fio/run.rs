@@ -125,6 +125,7 @@ pub fn plan_file(
     plan.notes = notes;
     plan.verify = fp.verify;
     plan.size_given = fp.size.is_some();
+    plan.size_at = fp.size_at.clone();
     if plan.verify {
         plan.check_verify()?;
     }

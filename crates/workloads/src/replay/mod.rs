@@ -23,7 +23,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use iolab_measure::{LatencyHistogram, MB};
-use iolab_spec::trace::{Initial, Op, Outcome, Trace, TraceError, TracePath, Whence, OP_NAMES};
+use iolab_spec::trace::{
+    Initial, Op, Outcome, Trace, TraceError, TracePath, Whence, MAX_TEXT, OP_NAMES,
+};
+use iolab_sys::input::{read_bounded, read_input, InputError};
 use rustix::fs::OFlags;
 use serde::Serialize;
 
@@ -38,32 +41,24 @@ pub enum Speed {
     Scaled(f64),
 }
 
-/// The most text a gzipped trace may unpack to.
-const MAX_TEXT: u64 = 4 << 30;
-
-/// Reads a trace file (plain or gzipped; iolab's format or fio's iolog).
+/// Reads a trace file (plain or gzipped; iolab's format or fio's iolog): a regular file of
+/// at most [`MAX_TEXT`] bytes, unpacking to at most as many.
 pub fn read_trace(path: &Path) -> Result<Trace, TraceError> {
     let whole = |reason: String| TraceError {
         file: path.display().to_string(),
         line: None,
         reason,
     };
-    let mut raw = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut raw))
-        .map_err(|e| whole(format!("cannot read: {e}")))?;
+    let raw = read_input(path, MAX_TEXT).map_err(|e| whole(e.to_string()))?;
     let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::MultiGzDecoder::new(&raw[..])
-            .take(MAX_TEXT + 1)
-            .read_to_end(&mut out)
-            .map_err(|e| whole(format!("cannot gunzip: {e}")))?;
-        if out.len() as u64 > MAX_TEXT {
-            return Err(whole(format!(
-                "more than {MAX_TEXT} bytes of text once gunzipped"
-            )));
-        }
-        out
+        read_bounded(flate2::read::MultiGzDecoder::new(&raw[..]), MAX_TEXT).map_err(|e| {
+            whole(match e {
+                InputError::TooLarge { .. } => {
+                    format!("more than {MAX_TEXT} bytes of text once gunzipped")
+                }
+                e => format!("cannot gunzip: {e}"),
+            })
+        })?
     } else {
         raw
     };

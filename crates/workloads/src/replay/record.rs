@@ -290,11 +290,18 @@ impl Made {
     /// The run state's end: deleted when nothing recorded is left.
     fn finish(&self) {
         if let Some(st) = &self.state {
-            for left in st.finish() {
+            let end = st.finish();
+            for left in end.left {
                 eprintln!(
                     "iolab: warning: left behind: {left} (recorded in {}; `iolab cleanup` \
                      removes it)",
                     st.path().display()
+                );
+            }
+            for p in end.replaced {
+                eprintln!(
+                    "iolab: warning: {}",
+                    iolab_testbed::runstate::replaced_note(&p)
                 );
             }
         }

@@ -198,7 +198,7 @@ impl Job for VerifyJob {
         }
         // Blocks are written sparse-file first: without this a --size beyond the free space
         // would fill the filesystem before failing with ENOSPC.
-        iolab_runner::space::check_target(&target_path, Some(cfg.size), cfg.size, true)?;
+        iolab_runner::space::check_target(&target_path, Some(cfg.size), cfg.size, true, None)?;
         // Data that is not kept is recorded before it is created: in a directory, files with
         // iolab's unique name for this process; a new file and its sidecar by name.
         if !(keep || cfg.journal.is_some()) {
