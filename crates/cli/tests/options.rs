@@ -98,3 +98,41 @@ fn a_workloads_help_lists_its_options_and_the_common_ones_only() {
         assert!(!out.stdout.contains(other), "{other} listed: {out}");
     }
 }
+
+/// Sizes past the largest iolab takes are refused at parse time naming the option, never
+/// wrapped into a tiny run: `--io-size 18446744073709551615` used to round up to the block
+/// size as 0 bytes and store a run of 0 I/Os at 0 MB/s, exit 0 (a panic in a debug build).
+#[test]
+fn sizes_that_would_overflow_are_refused_naming_the_option() {
+    let sb = Sandbox::new();
+    for (option, value) in [
+        ("--io-size", "18446744073709551615"),
+        ("--io-size", "18446744073709551616"),
+        ("--io-size", "1025t"),
+        ("--size", "18446744073709551615"),
+        ("--bs", "18446744073709551615"),
+    ] {
+        let mut args = vec!["run", "custom", "--rw", "read", option, value];
+        if option != "--bs" {
+            args.extend(["--bs", "4k"]);
+        }
+        args.extend(["--runs", "1", "--duration", "100ms"]);
+        refused(&sb, &args, &[option, "the largest size iolab takes"]);
+    }
+    for (workload, option, value) in [
+        ("streams", "--size", "18446744073709551615"),
+        ("metadata", "--file-size", "18446744073709551615"),
+        ("copy", "--bs", "18446744073709551615"),
+        ("verify", "--size", "17179869184t"),
+    ] {
+        refused(
+            &sb,
+            &["run", workload, option, value],
+            &[option, "the largest size iolab takes"],
+        );
+    }
+    assert_eq!(
+        sb.iolab(&["results", "--json"]).ok().json(),
+        serde_json::json!([])
+    );
+}

@@ -923,6 +923,16 @@ impl Passes for OnTarget<'_> {
                 pass = c.after_pass(&test.name, warm, pass, started, s.ramp, &stop)?;
             }
         }
+        if errors.is_empty() && pass.ios == 0 {
+            // Nothing completed: 0 MB/s here would be a measurement of nothing.
+            return Err(RunError::Failed(format!(
+                "{}: {} pass of {} completed no I/O in {:.3} s: there is nothing to measure",
+                self.target.info.io_path,
+                if warm { "a warm-up" } else { "a measured" },
+                test.name,
+                pass.seconds
+            )));
+        }
         if !warm || !errors.is_empty() {
             ctx.store_pass(t.id, &pass)?;
             t.record.passes.push(pass);
