@@ -789,6 +789,7 @@ mod tests {
                 name: "make".into(),
                 cpu_pct: cpu,
             }],
+            cpu_resolution_pct: 1.25,
             own_uncounted_bytes: own_mb * 1_000_000,
         };
         arrived(false, p, 0.0, 1.0)
