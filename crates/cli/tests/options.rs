@@ -136,3 +136,66 @@ fn sizes_that_would_overflow_are_refused_naming_the_option() {
         serde_json::json!([])
     );
 }
+
+/// A pass in which no I/O completed is not a measurement of 0 MB/s: an emulated disk that
+/// takes 5 s for every read and passes of 200 ms, so no read can finish inside a pass. The
+/// run fails (exit 1), is stored with a failure note naming the pass, and has no pass.
+#[test]
+fn a_pass_that_completed_no_io_fails_the_run() {
+    let Some(_lock) = iolab_testkit::require_devices(&[]) else {
+        return;
+    };
+    if !std::path::Path::new("/dev/fuse").exists() {
+        iolab_testkit::skip::skip("no /dev/fuse (the emulated disk is a FUSE file)");
+        return;
+    }
+    let sb = Sandbox::new();
+    let disk = iolab_testkit::EmuDisk::new(
+        16 << 20,
+        r#"{"model":"fixed","read_latency":"5s","write_latency":"5s"}"#,
+    );
+    let out = sb
+        .iolab(&[
+            "run",
+            "custom",
+            "--rw",
+            "read",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "1",
+            "--size",
+            "1MiB",
+            "--duration",
+            "200ms",
+            "--ramp",
+            "0",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--quiet",
+            "--target",
+            disk.s(),
+        ])
+        .code(1);
+    out.stderr_has(&["completed no I/O", "nothing to measure"]);
+    let doc = sb.iolab(&["show", "last", "--json"]).ok().json();
+    assert_eq!(doc["complete"], false, "{doc}");
+    let notes: Vec<&str> = doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("failed: ") && n.contains("completed no I/O")),
+        "{notes:?}"
+    );
+    assert!(
+        doc["tests"][0]["passes"].as_array().unwrap().is_empty(),
+        "{doc}"
+    );
+}
