@@ -137,6 +137,37 @@ fn sizes_that_would_overflow_are_refused_naming_the_option() {
     );
 }
 
+/// Counts and sizes a workload checked only once its run had started (stored as a failed
+/// run, exit 1) or took as a silent no-op (`--fsync 0`: never) are refused before anything
+/// runs, naming the option.
+#[test]
+fn counts_out_of_range_are_refused_before_the_run() {
+    let sb = Sandbox::new();
+    refused(
+        &sb,
+        &["run", "streams", "--streams", "65", "--size", "1m"],
+        &["--streams 65", "between 1 and 64"],
+    );
+    refused(
+        &sb,
+        &["run", "streams", "--streams", "4000000000", "--size", "1m"],
+        &["--streams 4000000000"],
+    );
+    refused(&sb, &["run", "streams", "--bs", "65m"], &["--bs"]);
+    refused(&sb, &["run", "copy", "--bs", "257m"], &["--bs"]);
+    for o in ["--fsync", "--fdatasync"] {
+        refused(
+            &sb,
+            &["run", "custom", "--rw", "write", o, "0"],
+            &[&format!("{o} 0")],
+        );
+    }
+    assert_eq!(
+        sb.iolab(&["results", "--json"]).ok().json(),
+        serde_json::json!([])
+    );
+}
+
 /// A pass in which no I/O completed is not a measurement of 0 MB/s: an emulated disk that
 /// takes 5 s for every read and passes of 200 ms, so no read can finish inside a pass. The
 /// run fails (exit 1), is stored with a failure note naming the pass, and has no pass.

@@ -96,8 +96,9 @@ pub fn parse_size(field: &str, text: &str) -> Result<u64, SpecError> {
     if whole.len() > 20 {
         return Err(too_big());
     }
-    if frac.len() > 18 {
-        return Err(SpecError::new(field, text, "not a whole number of bytes"));
+    // 26 digits times the largest unit still fit the arithmetic below.
+    if frac.len() > 26 {
+        return Err(SpecError::new(field, text, "too many decimals"));
     }
     let digits = |d: &str| -> u128 { d.bytes().fold(0, |n, b| n * 10 + u128::from(b - b'0')) };
     let scale = 10u128.pow(frac.len() as u32);
@@ -294,6 +295,11 @@ mod tests {
         assert!(parse_size("bs", ".").is_err());
         assert!(parse_size("bs", "1.2.3").is_err());
         assert_eq!(parse_size("size", "0.5k").unwrap(), 512);
+        // 2^40 x 5^19 / 10^19 = 2^21: whole, with 19 decimals.
+        assert_eq!(
+            parse_size("size", "0.0000019073486328125t").unwrap(),
+            2 << 20
+        );
         assert_eq!(parse_size("size", "1024t").unwrap(), MAX_SIZE);
     }
 
