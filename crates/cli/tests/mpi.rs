@@ -373,6 +373,24 @@ mod with_mpi {
         kill_rank_2(&sb, &args);
     }
 
+    /// Passes of 100 ms, hundreds of them: the ranks spend much of the run at the barrier
+    /// around each pass, so the kill mostly lands while rank 0 waits there for rank 2. Rank
+    /// 0 then gave up waiting at mpirun's SIGTERM and stored the run as interrupted, with
+    /// no note naming the rank that died.
+    #[test]
+    fn a_rank_killed_between_short_passes_is_named() {
+        if !have_mpirun() || !require_root("killing a rank of mpirun") {
+            return;
+        }
+        let sb = Sandbox::new();
+        let t = sb.target.to_str().unwrap();
+        let mut args = WRITE.to_vec();
+        args[9] = "100ms";
+        args[11] = "500";
+        args.extend(["--warmup", "0", "--target", t, "--quiet"]);
+        kill_rank_2(&sb, &args);
+    }
+
     /// ext4 on a direct-I/O loop device of `mib` MiB, a directory `t` in it, and a blkio
     /// cgroup (`iolab-mpi-PID{suffix}`) capping the device's reads at `bps`.
     struct ThrottledFs {

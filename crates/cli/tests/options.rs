@@ -98,3 +98,134 @@ fn a_workloads_help_lists_its_options_and_the_common_ones_only() {
         assert!(!out.stdout.contains(other), "{other} listed: {out}");
     }
 }
+
+/// Sizes past the largest iolab takes are refused at parse time naming the option, never
+/// wrapped into a tiny run: `--io-size 18446744073709551615` used to round up to the block
+/// size as 0 bytes and store a run of 0 I/Os at 0 MB/s, exit 0 (a panic in a debug build).
+#[test]
+fn sizes_that_would_overflow_are_refused_naming_the_option() {
+    let sb = Sandbox::new();
+    for (option, value) in [
+        ("--io-size", "18446744073709551615"),
+        ("--io-size", "18446744073709551616"),
+        ("--io-size", "1025t"),
+        ("--size", "18446744073709551615"),
+        ("--bs", "18446744073709551615"),
+    ] {
+        let mut args = vec!["run", "custom", "--rw", "read", option, value];
+        if option != "--bs" {
+            args.extend(["--bs", "4k"]);
+        }
+        args.extend(["--runs", "1", "--duration", "100ms"]);
+        refused(&sb, &args, &[option, "the largest size iolab takes"]);
+    }
+    for (workload, option, value) in [
+        ("streams", "--size", "18446744073709551615"),
+        ("metadata", "--file-size", "18446744073709551615"),
+        ("copy", "--bs", "18446744073709551615"),
+        ("verify", "--size", "17179869184t"),
+    ] {
+        refused(
+            &sb,
+            &["run", workload, option, value],
+            &[option, "the largest size iolab takes"],
+        );
+    }
+    assert_eq!(
+        sb.iolab(&["results", "--json"]).ok().json(),
+        serde_json::json!([])
+    );
+}
+
+/// Counts and sizes a workload checked only once its run had started (stored as a failed
+/// run, exit 1) or took as a silent no-op (`--fsync 0`: never) are refused before anything
+/// runs, naming the option.
+#[test]
+fn counts_out_of_range_are_refused_before_the_run() {
+    let sb = Sandbox::new();
+    refused(
+        &sb,
+        &["run", "streams", "--streams", "65", "--size", "1m"],
+        &["--streams 65", "between 1 and 64"],
+    );
+    refused(
+        &sb,
+        &["run", "streams", "--streams", "4000000000", "--size", "1m"],
+        &["--streams 4000000000"],
+    );
+    refused(&sb, &["run", "streams", "--bs", "65m"], &["--bs"]);
+    refused(&sb, &["run", "copy", "--bs", "257m"], &["--bs"]);
+    for o in ["--fsync", "--fdatasync"] {
+        refused(
+            &sb,
+            &["run", "custom", "--rw", "write", o, "0"],
+            &[&format!("{o} 0")],
+        );
+    }
+    assert_eq!(
+        sb.iolab(&["results", "--json"]).ok().json(),
+        serde_json::json!([])
+    );
+}
+
+/// A test in which no I/O completed is not a measurement of 0 MB/s: an emulated disk that
+/// takes 5 s for every read and a pass of 200 ms, so no read can finish inside it. The run
+/// fails (exit 1) and is stored with a failure note naming the test.
+#[test]
+fn a_pass_that_completed_no_io_fails_the_run() {
+    let Some(_lock) = iolab_testkit::require_devices(&[]) else {
+        return;
+    };
+    if !std::path::Path::new("/dev/fuse").exists() {
+        iolab_testkit::skip::skip("no /dev/fuse (the emulated disk is a FUSE file)");
+        return;
+    }
+    let sb = Sandbox::new();
+    let disk = iolab_testkit::EmuDisk::new(
+        16 << 20,
+        r#"{"model":"fixed","read_latency":"5s","write_latency":"5s"}"#,
+    );
+    let out = sb
+        .iolab(&[
+            "run",
+            "custom",
+            "--rw",
+            "read",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "1",
+            "--size",
+            "1MiB",
+            "--duration",
+            "200ms",
+            "--ramp",
+            "0",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--quiet",
+            "--target",
+            disk.s(),
+        ])
+        .code(1);
+    out.stderr_has(&[
+        "no I/O completed in any measured pass",
+        "nothing to measure",
+    ]);
+    let doc = sb.iolab(&["show", "last", "--json"]).ok().json();
+    assert_eq!(doc["complete"], false, "{doc}");
+    let notes: Vec<&str> = doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("failed: ") && n.contains("no I/O completed")),
+        "{notes:?}"
+    );
+}

@@ -356,6 +356,56 @@ fn a_busy_process_is_named() {
     }
 }
 
+/// Passes of one I/O (`--io-size` one block) while several processes keep the CPUs busy:
+/// a pass of a millisecond or so is far shorter than a clock tick, and every busy process
+/// charged a tick in it used to read as several CPUs' worth ("other processes used 461%
+/// of a CPU" on 2 CPUs). Each pass now says how coarse its CPU figure was, gives none when
+/// a tick is above 5% of a CPU, and never more than the machine's CPUs.
+#[test]
+fn other_processes_cpu_is_never_more_than_the_machine_has() {
+    let sb = Sandbox::new();
+    // SAFETY: sysconf has no preconditions.
+    let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as f64;
+    let burners: Vec<Background> = (0..4)
+        .map(|_| Background::sh("while :; do :; done"))
+        .collect();
+    let doc = doc_of(
+        &sb,
+        &sb.target,
+        &[
+            "--rw",
+            "read",
+            "--bs",
+            "4k",
+            "--io-size",
+            "4k",
+            "--size",
+            "1MiB",
+        ],
+    );
+    drop(burners);
+    for p in passes(&doc) {
+        let a = &p["context"]["activity"];
+        let pct = num(a, "other_cpu_pct");
+        let resolution = num(a, "cpu_resolution_pct");
+        assert!(resolution > 0.0, "{a}");
+        assert!(pct <= 100.0 * ncpu, "{a}");
+        for t in arr(a, "top_processes") {
+            assert!(num(t, "cpu_pct") <= 100.0 * ncpu, "{a}");
+        }
+        if resolution > 5.0 {
+            assert_eq!(pct, 0.0, "{a}");
+            assert!(arr(a, "top_processes").is_empty(), "{a}");
+        }
+    }
+    for w in arr(&doc, "warnings") {
+        if w["code"] == "BUSY_CPU" {
+            let m = string(w, "message");
+            assert!(percent_in(m) <= 100.0 * ncpu, "{m}");
+        }
+    }
+}
+
 // --- loop devices (root) ------------------------------------------------------------------
 
 fn loop_dio(dev: &Loop) -> String {

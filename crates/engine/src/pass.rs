@@ -138,9 +138,14 @@ pub fn run_pass_with_clock<C: Clock>(
             ));
         }
     }
-    let byte_limit = job
-        .io_limit
-        .map(|l| l.div_ceil(numjobs as u64).div_ceil(job.bs) * job.bs);
+    // Each job's share, rounded up to whole blocks; a limit so large the rounding would
+    // overflow is no limit (sizes are bounded at parse time, so this is a last guard: a
+    // wrapped product would end the pass before its first I/O).
+    let byte_limit = job.io_limit.map(|l| {
+        l.div_ceil(numjobs as u64)
+            .div_ceil(job.bs)
+            .saturating_mul(job.bs)
+    });
     let progress: Vec<AtomicU64> = (0..numjobs).map(|_| AtomicU64::new(0)).collect();
     let barrier = Barrier::new(numjobs as usize + 1);
     // Random offsets (an access specification's random lines included) never merge.

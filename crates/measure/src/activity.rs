@@ -44,10 +44,19 @@ pub struct ProcessCpu {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Activity {
     pub devices: Vec<DeviceIo>,
-    /// CPU used by other user-space processes, in percent of one CPU.
+    /// CPU used by other user-space processes, in percent of one CPU: at most the
+    /// machine's CPUs times 100. 0 (and no `top_processes`) when the window was too short
+    /// for the kernel's tick counts to give a figure: `cpu_resolution_pct` says how coarse
+    /// it was.
     pub other_cpu_pct: f64,
     /// The busiest of them (at most 3, each above 1% of a CPU).
     pub top_processes: Vec<ProcessCpu>,
+    /// What one clock tick of CPU time is over the sampled window (start of the first
+    /// sample to the end of the second), in percent of one CPU: each process's figure is
+    /// this coarse. Above [`MAX_CPU_RESOLUTION_PCT`] no CPU figure is given. Absent in
+    /// records from before it was kept.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub cpu_resolution_pct: f64,
     /// Bytes iolab itself moved outside the counted pass (its ramp, and what drained after
     /// the deadline), already taken off `devices`: what another rank of an MPI run on the
     /// same machine adds back to tell its I/O from someone else's.
@@ -58,6 +67,16 @@ pub struct Activity {
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
+
+fn is_zero_f64(n: &f64) -> bool {
+    *n == 0.0
+}
+
+/// The coarsest CPU figure given: one clock tick may be at most 5% of a CPU over the
+/// window (at 100 ticks a second, a window of at least 200 ms). A shorter window gives no
+/// figure: a process that ran 1 ms can be charged a whole 10 ms tick, and a handful of
+/// them over 20 ms read as several CPUs' worth.
+pub const MAX_CPU_RESOLUTION_PCT: f64 = 5.0;
 
 fn read_diskstats() -> HashMap<String, DiskCounters> {
     let text = std::fs::read_to_string("/proc/diskstats").unwrap_or_default();
@@ -144,7 +163,10 @@ fn parse_stat(stat: &str) -> Option<(String, u64, u64)> {
 
 /// A snapshot of device counters and process CPU times.
 pub struct ActivitySample {
+    /// When reading began, and when it ended: a process's ticks were read somewhere
+    /// in between.
     at: Instant,
+    done: Instant,
     disks: HashMap<String, DiskCounters>,
     procs: HashMap<u32, (String, u64)>,
 }
@@ -152,10 +174,14 @@ pub struct ActivitySample {
 impl ActivitySample {
     /// Samples now. `devices` limits nothing: all devices are read, the diff filters.
     pub fn now() -> Self {
+        let at = Instant::now();
+        let disks = read_diskstats();
+        let procs = read_process_times(std::process::id());
         ActivitySample {
-            at: Instant::now(),
-            disks: read_diskstats(),
-            procs: read_process_times(std::process::id()),
+            at,
+            done: Instant::now(),
+            disks,
+            procs,
         }
     }
 
@@ -175,34 +201,70 @@ impl ActivitySample {
         }
         // SAFETY: sysconf has no preconditions.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        let secs = end.at.duration_since(self.at).as_secs_f64().max(1e-3);
-        let mut procs: Vec<ProcessCpu> = Vec::new();
-        for (pid, (name, t1)) in &end.procs {
-            // A process missing from the first sample started during the pass: all its time counts.
+        // SAFETY: as above.
+        let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+        let ticks = end.procs.iter().map(|(pid, (name, t1))| {
+            // A process missing from the first sample started during the pass: all its
+            // time counts.
             let t0 = self.procs.get(pid).map(|p| p.1).unwrap_or(0);
-            let pct = 100.0 * t1.saturating_sub(t0) as f64 / hz / secs;
-            if pct > 0.0 {
-                act.other_cpu_pct += pct;
-                procs.push(ProcessCpu {
-                    pid: *pid,
-                    name: name.clone(),
-                    cpu_pct: pct,
-                });
-            }
-        }
-        procs.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
-        act.top_processes = procs
-            .into_iter()
-            .filter(|p| p.cpu_pct > 1.0)
-            .take(3)
-            .collect();
+            (*pid, name.clone(), t1.saturating_sub(t0))
+        });
+        let window = end.done.saturating_duration_since(self.at);
+        other_cpu(&mut act, ticks, hz, window, ncpu);
         act
     }
+}
+
+/// Fills `act`'s CPU figures from each process's clock ticks (`hz` a second) over
+/// `window` on a machine of `ncpu` CPUs: none when one tick is coarser than
+/// [`MAX_CPU_RESOLUTION_PCT`], else each process and their sum bounded by `ncpu` CPUs
+/// (tick counts are rounded per process, so a sum of many can exceed what the window
+/// allows).
+fn other_cpu(
+    act: &mut Activity,
+    ticks: impl Iterator<Item = (u32, String, u64)>,
+    hz: f64,
+    window: std::time::Duration,
+    ncpu: u32,
+) {
+    let secs = window.as_secs_f64();
+    let resolution = if secs > 0.0 {
+        100.0 / (hz * secs)
+    } else {
+        f64::INFINITY
+    };
+    act.cpu_resolution_pct = resolution.min(1e6);
+    act.other_cpu_pct = 0.0;
+    act.top_processes.clear();
+    if resolution > MAX_CPU_RESOLUTION_PCT {
+        return;
+    }
+    let most = 100.0 * f64::from(ncpu);
+    let mut procs: Vec<ProcessCpu> = Vec::new();
+    for (pid, name, n) in ticks {
+        let pct = (n as f64 * resolution).min(most);
+        if pct > 0.0 {
+            act.other_cpu_pct += pct;
+            procs.push(ProcessCpu {
+                pid,
+                name,
+                cpu_pct: pct,
+            });
+        }
+    }
+    act.other_cpu_pct = act.other_cpu_pct.min(most);
+    procs.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct));
+    act.top_processes = procs
+        .into_iter()
+        .filter(|p| p.cpu_pct > 1.0)
+        .take(3)
+        .collect();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn parses_diskstats_and_stat() {
@@ -219,6 +281,70 @@ mod tests {
         assert_eq!(name, "my (odd) name");
         assert_eq!(t, 300);
         assert_eq!(flags, 4194560);
+    }
+
+    /// Two samples `window` apart (each read instantly), `n` other processes charged
+    /// `each` clock ticks between them.
+    fn samples(window: Duration, n: u32, each: u64) -> (ActivitySample, ActivitySample) {
+        let at = Instant::now();
+        let procs = |t: u64| (0..n).map(|i| (100 + i, (format!("p{i}"), t))).collect();
+        let sample = |at: Instant, t: u64| ActivitySample {
+            at,
+            done: at,
+            disks: HashMap::new(),
+            procs: procs(t),
+        };
+        (sample(at, 1000), sample(at + window, 1000 + each))
+    }
+
+    fn hz_and_cpus() -> (f64, f64) {
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        // SAFETY: as above.
+        let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as f64;
+        (hz, ncpu)
+    }
+
+    #[test]
+    fn a_window_too_short_for_its_ticks_gives_no_cpu_figure() {
+        // The samples that read "other processes used 461% of a CPU" on a 2-CPU machine:
+        // a 13 ms pass, six processes charged a tick each (at 100 ticks a second).
+        let (a, b) = samples(Duration::from_millis(13), 6, 1);
+        let act = a.until(&b, &[]);
+        assert_eq!(act.other_cpu_pct, 0.0, "{act:?}");
+        assert!(act.top_processes.is_empty(), "{act:?}");
+        let (hz, _) = hz_and_cpus();
+        assert!(
+            (act.cpu_resolution_pct - 100.0 / (hz * 0.013)).abs() < 1e-6,
+            "{act:?}"
+        );
+        // No window at all: no figure, and a finite resolution in the record.
+        let (a, b) = samples(Duration::ZERO, 6, 1);
+        let act = a.until(&b, &[]);
+        assert_eq!(act.other_cpu_pct, 0.0);
+        assert!(act.cpu_resolution_pct.is_finite());
+    }
+
+    #[test]
+    fn cpu_figures_are_bounded_by_the_machines_cpus() {
+        let (hz, ncpu) = hz_and_cpus();
+        // A window in which one tick is 2% of a CPU; every process shows 2 ticks more than
+        // the window holds on all CPUs together, split over many processes and in one.
+        let window = Duration::from_secs_f64(50.0 / hz);
+        let ticks = (ncpu * 50.0) as u64 + 2;
+        let (a, b) = samples(window, ticks as u32, 1);
+        let act = a.until(&b, &[]);
+        assert!((act.cpu_resolution_pct - 2.0).abs() < 1e-6, "{act:?}");
+        assert!(act.other_cpu_pct <= 100.0 * ncpu, "{act:?}");
+        let (a, b) = samples(window, 1, ticks);
+        let act = a.until(&b, &[]);
+        assert!(act.other_cpu_pct <= 100.0 * ncpu, "{act:?}");
+        assert!(act.top_processes[0].cpu_pct <= 100.0 * ncpu, "{act:?}");
+        // A plausible figure is kept as it is: 30 ticks a second for a second = 30%.
+        let (a, b) = samples(Duration::from_secs(1), 1, (hz * 0.3) as u64);
+        let act = a.until(&b, &[]);
+        assert!((act.other_cpu_pct - 30.0).abs() < 1e-6, "{act:?}");
+        assert_eq!(act.top_processes.len(), 1);
     }
 
     #[test]

@@ -263,7 +263,9 @@ warning_codes! {
         caveat: None,
         title: "Other I/O on the device",
         when: "direct I/O tests: the top device under the target moved more than 1 MiB and \
-               more than 10% beyond iolab's own bytes during a pass (/proc/diskstats)",
+               more than 10% beyond iolab's own bytes during a pass (/proc/diskstats); the \
+               message gives the other traffic as a percentage of iolab's up to ten times it, \
+               then as a multiple",
         fix: "stop the other I/O",
     }
     StragglerHost = "STRAGGLER_HOST" {
@@ -279,7 +281,10 @@ warning_codes! {
         title: "Other processes busy on the CPU",
         when: "other user-space processes used more than 25% of a CPU during a pass \
                (/proc/PID/stat; kernel threads and the zfs-fuse daemon, which does the run's \
-               own I/O, excluded); the busiest are named",
+               own I/O, excluded); the busiest are named. The figure counts clock ticks \
+               over the pass and the sampling around it, is at most the machine's CPUs times \
+               100%, and is not taken (0 in the record, `cpu_resolution_pct` above 5) when \
+               the pass was too short for one tick to be within 5% of a CPU",
         fix: "close them, or accept the number as \"under load\"",
     }
     HighVariation = "HIGH_VARIATION" {

@@ -1226,6 +1226,7 @@ fn execute(plan: &BlockPlan, src: &mut impl Passes, ctx: &mut RunContext) -> Res
         sched.visit(src, t, Some(allowed), ctx)?;
         sched.close(t, ctx)?;
     }
+    nothing_measured(&tests, ctx)?;
     if let Some(b) = plan.until_stable.and_then(|u| u.budget) {
         let unstable: Vec<&str> = tests
             .iter()
@@ -1243,6 +1244,57 @@ fn execute(plan: &BlockPlan, src: &mut impl Passes, ctx: &mut RunContext) -> Res
             } else {
                 format!("not stable: {}", unstable.join(", "))
             }
+        ));
+    }
+    Ok(())
+}
+
+/// Tests whose every measured pass completed no I/O measured nothing: their 0 MB/s is not
+/// a result. A run in which no test completed an I/O fails rather than store 0 MB/s as
+/// one; a test among others that did is named in a note. (One such pass among others of
+/// a test is a window shorter than the I/Os' latency, and stays, with FEW_IOS.)
+fn nothing_measured(tests: &[TestRun], ctx: &mut RunContext) -> Result<(), RunError> {
+    if ctx.stopped() {
+        return Ok(());
+    }
+    let measured: Vec<&TestRun> = tests
+        .iter()
+        .filter(|t| !t.record.passes.is_empty())
+        .collect();
+    let empty: Vec<&TestRun> = measured
+        .iter()
+        .copied()
+        .filter(|t| t.record.passes.iter().all(|p| p.ios == 0))
+        .collect();
+    let longest = |t: &TestRun| {
+        t.record
+            .passes
+            .iter()
+            .map(|p| p.seconds)
+            .fold(0.0, f64::max)
+    };
+    if !empty.is_empty() && empty.len() == measured.len() {
+        let t = empty[0];
+        return Err(RunError::Failed(format!(
+            "no I/O completed in any measured pass of {} ({} pass(es), {:.3} s the longest){}: \
+             there is nothing to measure; give passes longer than an I/O takes (--duration)",
+            t.record.name,
+            t.record.passes.len(),
+            longest(t),
+            if empty.len() > 1 {
+                format!(" nor of the {} other tests", empty.len() - 1)
+            } else {
+                String::new()
+            }
+        )));
+    }
+    for t in empty {
+        ctx.note(format!(
+            "{}: no I/O completed in any of its {} measured pass(es) ({:.3} s the longest): \
+             its 0 MB/s measures nothing; give passes longer than an I/O takes (--duration)",
+            t.record.name,
+            t.record.passes.len(),
+            longest(t)
         ));
     }
     Ok(())
@@ -1297,6 +1349,9 @@ mod tests {
                 TimeSeries::default(),
             );
             p.mb_s = (self.mb_s)(&name, n);
+            // A script's 0 MB/s is a pass in which no I/O completed.
+            p.ios = u64::from(p.mb_s > 0.0);
+            p.bytes = (p.mb_s * 1e6) as u64;
             t.record.passes.push(p);
             if self.stop_after == Some((name.as_str(), n + 1)) {
                 ctx.stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -1340,6 +1395,10 @@ mod tests {
     }
 
     fn run(plan: &BlockPlan, script: &mut Script) -> RunRecord {
+        try_run(plan, script).unwrap()
+    }
+
+    fn try_run(plan: &BlockPlan, script: &mut Script) -> Result<RunRecord, RunError> {
         let dir = tempfile::tempdir().unwrap();
         // A detached context stores nothing and shows no progress.
         let common = CommonArgs {
@@ -1354,8 +1413,40 @@ mod tests {
             plan.settings.clone(),
         ))
         .unwrap();
-        execute(plan, script, &mut ctx).unwrap();
-        ctx.run().clone()
+        execute(plan, script, &mut ctx)?;
+        Ok(ctx.run().clone())
+    }
+
+    #[test]
+    fn a_run_that_completed_no_io_fails_and_a_test_that_did_not_is_named() {
+        // No test completes an I/O (a byte limit that wrapped to 0 did this): the run fails.
+        let p = plan(&["A", "B", "C"], 0, None);
+        let mut s = script(|_, _| 0.0);
+        let e = try_run(&p, &mut s).unwrap_err();
+        let RunError::Failed(m) = e else {
+            panic!("not a failure: {e:?}")
+        };
+        assert!(
+            m.starts_with("no I/O completed in any measured pass of A (3 pass(es)"),
+            "{m}"
+        );
+        assert!(m.contains("nor of the 2 other tests"), "{m}");
+        // B alone never completes an I/O: the run stands, with a note naming B.
+        let mut s = script(|name, _| if name == "B" { 0.0 } else { 100.0 });
+        let r = try_run(&p, &mut s).unwrap();
+        assert_eq!(r.tests.len(), 3);
+        let notes: Vec<&String> = r.notes.iter().filter(|n| n.contains("no I/O")).collect();
+        assert_eq!(notes.len(), 1, "{:?}", r.notes);
+        assert!(notes[0].starts_with("B: no I/O completed"), "{notes:?}");
+        // One pass without I/O among others is a window shorter than the I/Os: kept.
+        let mut s = script(|name, n| if name == "B" && n == 0 { 0.0 } else { 100.0 });
+        let r = try_run(&p, &mut s).unwrap();
+        assert_eq!(r.tests[1].passes[0].ios, 0);
+        assert!(
+            !r.notes.iter().any(|n| n.contains("no I/O")),
+            "{:?}",
+            r.notes
+        );
     }
 
     fn script(mb_s: fn(&str, usize) -> f64) -> Script {

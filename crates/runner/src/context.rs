@@ -424,7 +424,12 @@ impl RunContext {
                     // What a rank that was killed left here (its process is gone).
                     self.clear_leftovers_under(&self.common.target_abs());
                 }
-                outcome.and(ended)
+                match (outcome, ended) {
+                    // Stopped waiting for a rank that is gone: its end is what happened
+                    // (mpirun's stop is only the consequence), and the note names it.
+                    (Err(RunError::Interrupted), Err(e)) => Err(e),
+                    (outcome, ended) => outcome.and(ended),
+                }
             }
         };
         let mut finished = self.finish_run(outcome, stopped);

@@ -75,18 +75,48 @@ pub fn parse_size(field: &str, text: &str) -> Result<u64, SpecError> {
             ))
         }
     };
-    let value: f64 = num
-        .parse()
-        .map_err(|_| SpecError::new(field, text, "not a number"))?;
-    let bytes = value * mult as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(SpecError::new(field, text, "out of range"));
+    // Exact arithmetic (no float: 2^53 and up would round): whole part and fraction apart.
+    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+    if frac.contains('.') || (whole.is_empty() && frac.is_empty()) {
+        return Err(SpecError::new(field, text, "not a number"));
     }
-    if bytes.fract() != 0.0 {
+    let too_big = || {
+        SpecError::new(
+            field,
+            text,
+            format!(
+                "more than {}, the largest size iolab takes",
+                format_bytes(MAX_SIZE)
+            ),
+        )
+    };
+    // Leading zeros are harmless; more digits than that cannot be a size iolab takes.
+    let whole = whole.trim_start_matches('0');
+    let frac = frac.trim_end_matches('0');
+    if whole.len() > 20 {
+        return Err(too_big());
+    }
+    // 26 digits times the largest unit still fit the arithmetic below.
+    if frac.len() > 26 {
+        return Err(SpecError::new(field, text, "too many decimals"));
+    }
+    let digits = |d: &str| -> u128 { d.bytes().fold(0, |n, b| n * 10 + u128::from(b - b'0')) };
+    let scale = 10u128.pow(frac.len() as u32);
+    let frac_bytes = digits(frac) * u128::from(mult);
+    if frac_bytes % scale != 0 {
         return Err(SpecError::new(field, text, "not a whole number of bytes"));
+    }
+    let bytes = digits(whole) * u128::from(mult) + frac_bytes / scale;
+    if bytes > u128::from(MAX_SIZE) {
+        return Err(too_big());
     }
     Ok(bytes as u64)
 }
+
+/// The largest size any option takes: 1 PiB. Larger ones are refused at parse time, so a
+/// size times a count (jobs, ranks, streams, files) or rounded up to a block never
+/// overflows into a small number.
+pub const MAX_SIZE: u64 = 1 << 50;
 
 /// The longest duration any option takes: 7 days. Longer ones are refused at parse time,
 /// so no loop, deadline or sample buffer ever sees an absurd number.
@@ -261,6 +291,39 @@ mod tests {
         assert!(parse_size("bs", "").is_err());
         assert!(parse_size("bs", "k").is_err());
         assert!(parse_size("bs", "0.3k").is_err());
+        assert!(parse_size("bs", "1.").is_ok());
+        assert!(parse_size("bs", ".").is_err());
+        assert!(parse_size("bs", "1.2.3").is_err());
+        assert_eq!(parse_size("size", "0.5k").unwrap(), 512);
+        // 2^40 x 5^19 / 10^19 = 2^21: whole, with 19 decimals.
+        assert_eq!(
+            parse_size("size", "0.0000019073486328125t").unwrap(),
+            2 << 20
+        );
+        assert_eq!(parse_size("size", "1024t").unwrap(), MAX_SIZE);
+    }
+
+    #[test]
+    fn sizes_beyond_the_largest_are_refused_not_wrapped() {
+        // u64::MAX went through f64 as 2^64 and came back as u64::MAX: a byte limit that
+        // rounded up to the block size wrapped to 0 and the run did no I/O.
+        for text in [
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999999999",
+            "1125899906842625",
+            "1025t",
+            "16777216g",
+        ] {
+            let e = parse_size("io-size", text).unwrap_err();
+            assert_eq!(e.field, "io-size");
+            assert!(e.reason.contains("1024 TiB"), "{e}");
+        }
+        // Exact to the byte up to the largest.
+        assert_eq!(
+            parse_size("size", "1125899906842623").unwrap(),
+            MAX_SIZE - 1
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use iolab_spec::iometer::parse_spec;
-use iolab_spec::{parse_duration, parse_size, SpecError};
+use iolab_spec::{parse_duration, parse_size, SpecError, MAX_DURATION, MAX_SIZE};
 use iolab_testkit::fuzz::{run, Alloc, Fuzz};
 
 #[global_allocator]
@@ -23,8 +23,14 @@ const UNIT_WORDS: &[&str] = &[
     "9", "e9", "-", "+", "\u{0660}",
 ];
 
-/// Fuzzes one option's parser: a refusal names the option and the value as given.
-fn option<T>(name: &str, option: &str, parse: fn(&str, &str) -> Result<T, SpecError>) {
+/// Fuzzes one option's parser: a refusal names the option and the value as given, and
+/// what is taken passes `within` (the option's bound).
+fn option<T>(
+    name: &str,
+    option: &str,
+    parse: fn(&str, &str) -> Result<T, SpecError>,
+    within: fn(&T) -> bool,
+) {
     let f = Fuzz {
         name,
         corpus: &corpus(name),
@@ -32,7 +38,8 @@ fn option<T>(name: &str, option: &str, parse: fn(&str, &str) -> Result<T, SpecEr
         dictionary: UNIT_WORDS,
     };
     run(&f, |text| match parse(option, text) {
-        Ok(_) => Ok(()),
+        Ok(v) if within(&v) => Ok(()),
+        Ok(_) => Err("taken beyond the bound every value of the option keeps".into()),
         Err(e) if e.field == option && e.value == text && !e.reason.is_empty() => Ok(()),
         Err(e) => Err(format!(
             "the error does not name the option and value: {e:?}"
@@ -42,12 +49,15 @@ fn option<T>(name: &str, option: &str, parse: fn(&str, &str) -> Result<T, SpecEr
 
 #[test]
 fn sizes() {
-    option("size", "--size", parse_size);
+    // At most MAX_SIZE: a size times a count or rounded to a block never overflows.
+    option("size", "--size", parse_size, |b| *b <= MAX_SIZE);
 }
 
 #[test]
 fn durations() {
-    option("duration", "--duration", parse_duration);
+    option("duration", "--duration", parse_duration, |d| {
+        *d <= MAX_DURATION
+    });
 }
 
 /// Whether `line` sets `key` (`key = ...`, possibly quoted) or opens it (`[key]`).

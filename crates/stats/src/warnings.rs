@@ -23,6 +23,22 @@ pub const CACHE_RESIDENT: f64 = 0.5;
 pub const BUSY_CPU_PCT: f64 = 25.0;
 /// Device traffic beyond iolab's own, as a share of iolab's, above which it was shared.
 pub const FOREIGN_IO_SHARE: f64 = 0.10;
+/// How much device traffic beyond `ours` bytes the `foreign` bytes were, for BUSY_DEVICE's
+/// message ("{whose}": "iolab's", "their"): a percentage on top of it up to ten times it,
+/// then a multiple, and when `ours` is 0 no ratio at all (a share of nothing is not a
+/// number).
+pub fn foreign_share(foreign: u64, ours: u64, whose: &str) -> String {
+    if ours == 0 {
+        return format!("while {whose} I/O moved nothing");
+    }
+    let share = foreign as f64 / ours as f64;
+    if share >= 10.0 {
+        format!("{share:.0} times {whose} I/O")
+    } else {
+        format!("{:.0}% on top of {whose} I/O", share * 100.0)
+    }
+}
+
 /// Mean flush latency below which a rotational device cannot have flushed (µs).
 pub const FSYNC_FLOOR_ROTATIONAL_US: f64 = 1000.0;
 /// Direct-I/O writes this many times faster than direct reads of the same shape (block
@@ -947,7 +963,7 @@ fn per_test(
     // to it: direct I/O).
     if run.settings.direct {
         if let Some(dev) = &f.top_device {
-            let mut worst: Option<(f64, u64)> = None;
+            let mut worst: Option<(f64, u64, u64)> = None;
             for p in &t.passes {
                 if let Some(d) = p.context.activity.devices.iter().find(|d| &d.device == dev) {
                     let dev_bytes = d.read_bytes + d.write_bytes;
@@ -955,20 +971,20 @@ fn per_test(
                     let share = foreign as f64 / p.bytes.max(1) as f64;
                     if foreign > 1 << 20
                         && share > FOREIGN_IO_SHARE
-                        && worst.is_none_or(|(s, _)| share > s)
+                        && worst.is_none_or(|(s, _, _)| share > s)
                     {
-                        worst = Some((share, foreign));
+                        worst = Some((share, foreign, p.bytes));
                     }
                 }
             }
-            if let Some((share, foreign)) = worst {
+            if let Some((_, foreign, ours)) = worst {
                 out.push(w(
                     WarningCode::BusyDevice,
                     format!(
-                        "{dev} moved {} more than iolab did during a pass ({:.0}% on top of \
-                         iolab's I/O): the device was shared",
+                        "{dev} moved {} more than iolab did during a pass ({}): the device \
+                         was shared",
                         format_bytes(foreign),
-                        share * 100.0
+                        foreign_share(foreign, ours, "iolab's")
                     ),
                     "stop other I/O on the device and rerun",
                     Some(t),

@@ -739,6 +739,41 @@ fn busy_device_beyond_1_mib_and_10_percent() {
     ));
 }
 
+/// The share of a device's other traffic is a number people can read: a percentage up to
+/// ten times iolab's I/O, then a multiple, and no ratio of nothing (a pass of 0 bytes read
+/// "19296256000% on top of iolab's I/O").
+#[test]
+fn busy_device_says_a_share_that_can_be() {
+    let f = TargetFacts {
+        top_device: Some("loop7".into()),
+        ..TargetFacts::default()
+    };
+    let mut run = shared_device(4.0, 0);
+    let p = &mut run.tests[0].passes[1];
+    p.bytes = 0;
+    p.context.activity.devices[0].read_bytes = 192_962_560;
+    let ws = analyze(&run, &f);
+    fired(
+        &ws,
+        "BUSY_DEVICE",
+        Some("RR"),
+        &["loop7", "while iolab's I/O moved nothing"],
+    );
+    assert!(!ws[0].message.contains('%'), "{}", ws[0].message);
+    let mut run = shared_device(4.0, 0);
+    let p = &mut run.tests[0].passes[1];
+    p.bytes = 4096;
+    p.context.activity.devices[0].read_bytes = 4096 + (1 << 30);
+    let ws = analyze(&run, &f);
+    fired(
+        &ws,
+        "BUSY_DEVICE",
+        Some("RR"),
+        &["1 GiB", "262144 times iolab's I/O"],
+    );
+    assert!(!ws[0].message.contains('%'), "{}", ws[0].message);
+}
+
 fn busy_cpu(pct: f64) -> RunRecord {
     let mut run = read_run();
     run.tests[0].passes[1].context.activity = Activity {

@@ -11,7 +11,7 @@ use iolab_measure::{
     Warning, WarningCode,
 };
 use iolab_spec::format_bytes;
-use iolab_stats::warnings::{BUSY_CPU_PCT, FOREIGN_IO_SHARE};
+use iolab_stats::warnings::{foreign_share, BUSY_CPU_PCT, FOREIGN_IO_SHARE};
 use serde::Serialize;
 
 use super::Member;
@@ -419,7 +419,7 @@ fn busy(rows: &[Row], members: &[Member], direct: bool) -> Vec<Warning> {
     }
     for test in tests {
         for (hosts, ranks) in &machines {
-            let mut worst_dev: Option<(f64, u64, String)> = None;
+            let mut worst_dev: Option<(f64, u64, u64, String)> = None;
             let mut worst_cpu: Option<(f64, u32, &Activity)> = None;
             for row in rows.iter().filter(|r| r.test == test) {
                 let here: Vec<&RankPass> = row
@@ -452,9 +452,9 @@ fn busy(rows: &[Row], members: &[Member], direct: bool) -> Vec<Warning> {
                     if direct
                         && foreign > 1 << 20
                         && share > FOREIGN_IO_SHARE
-                        && worst_dev.as_ref().is_none_or(|(s, _, _)| share > *s)
+                        && worst_dev.as_ref().is_none_or(|(s, _, _, _)| share > *s)
                     {
-                        worst_dev = Some((share, foreign, dev.to_string()));
+                        worst_dev = Some((share, foreign, ours, dev.to_string()));
                     }
                 }
                 for p in &here {
@@ -466,14 +466,14 @@ fn busy(rows: &[Row], members: &[Member], direct: bool) -> Vec<Warning> {
                     }
                 }
             }
-            if let Some((share, foreign, dev)) = worst_dev {
+            if let Some((_, foreign, ours, dev)) = worst_dev {
                 out.push(Warning {
                     code: WarningCode::BusyDevice,
                     message: format!(
                         "on {hosts}: {dev} moved {} more than the ranks there did during a \
-                         pass ({:.0}% on top of their I/O): the device was shared",
+                         pass ({}): the device was shared",
                         format_bytes(foreign),
-                        share * 100.0
+                        foreign_share(foreign, ours, "their")
                     ),
                     fix: format!("stop other I/O on {dev} on {hosts} and rerun"),
                     test: Some(test.to_string()),
@@ -789,6 +789,7 @@ mod tests {
                 name: "make".into(),
                 cpu_pct: cpu,
             }],
+            cpu_resolution_pct: 1.25,
             own_uncounted_bytes: own_mb * 1_000_000,
         };
         arrived(false, p, 0.0, 1.0)

@@ -222,27 +222,29 @@ impl Rank {
             return;
         }
         let gone = Arc::clone(&self.gone);
-        let mine = self.me.kernel.clone();
-        let peers: Vec<(u32, u32)> = self
-            .members
-            .iter()
-            .filter(|m| m.rank != 0 && m.kernel == mine && !mine.is_empty())
-            .map(|m| (m.rank, m.pid))
-            .collect();
+        let peers = self.peers_here();
         let _ = std::thread::Builder::new()
             .name("iolab-mpi-watch".into())
             .spawn(move || loop {
                 if stop.load(Ordering::Relaxed) {
-                    let dead: Vec<u32> = peers
-                        .iter()
-                        .filter(|(_, pid)| !alive(*pid))
-                        .map(|(r, _)| *r)
-                        .collect();
-                    *gone.lock().unwrap_or_else(|p| p.into_inner()) = Some(dead);
+                    let mut seen = gone.lock().unwrap_or_else(|p| p.into_inner());
+                    if seen.is_none() {
+                        *seen = Some(dead(&peers));
+                    }
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(1));
             });
+    }
+
+    /// The other ranks on this kernel, (rank, pid): those whose end rank 0 can see.
+    fn peers_here(&self) -> Vec<(u32, u32)> {
+        let mine = &self.me.kernel;
+        self.members
+            .iter()
+            .filter(|m| m.rank != self.rank && &m.kernel == mine && !mine.is_empty())
+            .map(|m| (m.rank, m.pid))
+            .collect()
     }
 
     /// One step: every rank sends `up` to rank 0, which answers every rank the same. Gives
@@ -488,13 +490,16 @@ impl Rank {
         }
     }
 
-    /// Rank 0, stopped by a signal: the ranks found gone, if the watch ran.
+    /// Rank 0, stopped by a signal: the ranks found gone when the signal came. The watch
+    /// looks within a millisecond of it, and the run can end sooner (a rank waiting at a
+    /// barrier gives up at once): then they are looked for here, before any rank that
+    /// stopped cleanly could have exited.
     fn gone(&self) -> Vec<u32> {
-        self.gone
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .unwrap_or_default()
+        if self.rank != 0 {
+            return Vec::new();
+        }
+        let mut seen = self.gone.lock().unwrap_or_else(|p| p.into_inner());
+        seen.get_or_insert_with(|| dead(&self.peers_here())).clone()
     }
 }
 
@@ -779,6 +784,15 @@ fn cpus() -> [usize; 2] {
     // SAFETY: sysconf has no preconditions.
     let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(0) as usize;
     [allowed, online]
+}
+
+/// The ranks of `peers` (rank, pid) whose process has ended.
+fn dead(peers: &[(u32, u32)]) -> Vec<u32> {
+    peers
+        .iter()
+        .filter(|(_, pid)| !alive(*pid))
+        .map(|(r, _)| *r)
+        .collect()
 }
 
 /// Whether process `pid` still runs (a zombie counts as gone).

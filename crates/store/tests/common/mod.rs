@@ -109,6 +109,7 @@ pub fn pass(seed: u64, index: u32, mixed: bool) -> PassRecord {
                 name: "chromium".into(),
                 cpu_pct: 2.25,
             }],
+            cpu_resolution_pct: 1.25,
             own_uncounted_bytes: 1 << 20,
         },
     };

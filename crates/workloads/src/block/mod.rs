@@ -354,6 +354,14 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
             format!("--{o} flushes writes, and every test of {preset} only reads"),
         ));
     }
+    for (o, n) in [("fsync", a.fsync), ("fdatasync", a.fdatasync)] {
+        if n == Some(0) {
+            return Err(UsageError::option(
+                o,
+                format!("--{o} 0: flushes after every N writes, N at least 1"),
+            ));
+        }
+    }
     for t in &mut tests {
         if let Some(n) = a.fsync {
             t.job.fsync_every = n;

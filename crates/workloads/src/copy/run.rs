@@ -57,7 +57,10 @@ fn plan(_name: &str, a: CopyOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, Us
         cfg.source = Some(std::path::absolute(src).unwrap_or_else(|_| src.clone()));
     }
     cfg.generate_size = a.size.get()?.unwrap_or(cfg.generate_size);
-    cfg.buffer_size = a.bs.get()?.map_or(cfg.buffer_size, |b| b as usize);
+    if let Some(b) = a.bs.get()? {
+        cfg.buffer_size =
+            iolab_runner::options::bounded("bs", b, 1, super::MAX_BUFFER_SIZE as u64)? as usize;
+    }
     cfg.runs = a.runs.get(cfg.runs)?;
     cfg.drop_caches = a.drop_caches.drop_caches;
     Ok(Box::new(CopyJob { cfg }))

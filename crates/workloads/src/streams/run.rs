@@ -61,7 +61,9 @@ fn plan(_name: &str, a: StreamsOptions, _c: &CommonArgs) -> Result<Box<dyn Job>,
         ));
     }
     cfg.streams = a.streams.unwrap_or(cfg.streams);
-    cfg.bs = a.bs.get()?.map_or(cfg.bs, |b| b as usize);
+    cfg.bs =
+        a.bs.get()?
+            .map_or(cfg.bs, |b| usize::try_from(b).unwrap_or(usize::MAX));
     cfg.rw = match a.rw.as_deref() {
         None | Some("read") => iolab_spec::Rw::Read,
         Some("write") => iolab_spec::Rw::Write,
@@ -89,6 +91,9 @@ fn plan(_name: &str, a: StreamsOptions, _c: &CommonArgs) -> Result<Box<dyn Job>,
     if a.verify.verify {
         streams_verify(&mut cfg)?;
     }
+    // Counts and sizes out of range are refused here (exit 2), not when the run starts.
+    iolab_runner::options::bounded("streams", cfg.streams, 1, super::MAX_STREAMS)?;
+    iolab_runner::options::bounded("bs", cfg.bs, 1, super::MAX_BS)?;
     Ok(Box::new(StreamsJob { cfg }))
 }
 
