@@ -1,9 +1,11 @@
 //! OS helpers every layer uses, kept once below all other iolab crates: whether the process
 //! is root, dropping the page cache, statvfs(3), the size of a block device, finding an
-//! external tool, page-aligned memory for O_DIRECT I/O ([`buffers`]) and loop devices with
-//! their backing files ([`loopdev`]). Depends on no iolab crate.
+//! external tool, page-aligned memory for O_DIRECT I/O ([`buffers`]), loop devices with
+//! their backing files ([`loopdev`]) and the files and directories iolab creates, with fixed
+//! modes and never through a link ([`files`]). Depends on no iolab crate.
 
 pub mod buffers;
+pub mod files;
 pub mod loopdev;
 
 use std::ffi::{CStr, CString};
