@@ -7,7 +7,7 @@
 use std::process::{Command, Output, Stdio};
 
 use iolab_testkit::iolab::iolab_bin;
-use iolab_testkit::{require_emudisk, Sandbox};
+use iolab_testkit::{require_devices, require_emudisk, Sandbox};
 
 fn write(sb: &Sandbox, name: &str, text: &str) -> String {
     let p = sb.path(name);
@@ -175,4 +175,187 @@ fn the_emulated_disk_daemon_refuses_a_shared_directory() {
         text(&out)
     );
     assert!(!dir.join("ctl.sock").exists());
+}
+
+/// A cheap hash of a device's contents (to show it was not written).
+fn digest(lo: &iolab_testkit::Loop) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    lo.contents().hash(&mut h);
+    h.finish()
+}
+
+/// Device paths in mkfs options, mount options and path keys are refused when the file is
+/// read (exit 2, FILE:LINE: KEY), by `--dry-run` and by the study itself, and the device
+/// is not written: a loop device of the test's own, named directly, through a link, and
+/// inside `device=`.
+#[test]
+fn a_study_cannot_name_a_device_it_does_not_build() {
+    let Some(_g) = require_devices(&["mkfs.btrfs", "mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let lo = iolab_testkit::Loop::new(256 << 20);
+    let before = digest(&lo);
+    let link = sb.path("innocent");
+    std::os::unix::fs::symlink(&lo.dev, &link).unwrap();
+    let dev = lo.s();
+    let link = link.to_str().unwrap();
+    let cases = [
+        (
+            "btrfs",
+            format!("mkfs_options = [\"{dev}\"]"),
+            "testbed.mkfs_options[1]",
+        ),
+        (
+            "btrfs",
+            format!("mkfs_options = [\"-f\", \"{link}\"]"),
+            "testbed.mkfs_options[2]",
+        ),
+        (
+            "btrfs",
+            format!("mount_options = \"device={dev}\""),
+            "testbed.mount_options",
+        ),
+        (
+            "ext4",
+            format!("mkfs_options = [\"-J\", \"device={link}\"]"),
+            "testbed.mkfs_options[2]",
+        ),
+        (
+            "ext4",
+            "image_dir = \"/dev/shm\"".to_string(),
+            "testbed.image_dir",
+        ),
+    ];
+    for (i, (fs, line, key)) in cases.iter().enumerate() {
+        let f = write(
+            &sb,
+            &format!("dev{i}.toml"),
+            &format!(
+                "name = \"t-dev\"\n[testbed]\nkind = \"loop\"\nsize = \"128MiB\"\nfs = \"{fs}\"\n\
+                 {line}\n[[workload]]\nkind = \"fsync\"\n"
+            ),
+        );
+        for dry in [true, false] {
+            let args: Vec<&str> = if dry {
+                vec!["study", "--dry-run", &f]
+            } else {
+                vec!["study", &f]
+            };
+            sb.iolab(&args)
+                .code(2)
+                .stderr_has(&[&format!("dev{i}.toml:6: {key}:"), "names a device"]);
+        }
+    }
+    assert_eq!(digest(&lo), before, "the device was written");
+    assert!(sb.result_rows().is_empty());
+}
+
+/// A directory testbed pointing into a btrfs raid1 the study did not build (two loop
+/// devices of the test's own): a scrub test with `allow_corrupt_members = true` is
+/// refused when the file is read, and neither member is written.
+#[test]
+fn a_study_does_not_corrupt_a_filesystem_it_did_not_build() {
+    let Some(_g) = require_devices(&["mkfs.btrfs", "btrfs"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let a = iolab_testkit::Loop::new(256 << 20);
+    let b = iolab_testkit::Loop::new(256 << 20);
+    iolab_testkit::sh(
+        "mkfs.btrfs",
+        &["-q", "-f", "-d", "raid1", "-m", "raid1", a.s(), b.s()],
+    );
+    let m = iolab_testkit::Mount::new(a.s(), &["-t", "btrfs", "-o", &format!("device={}", b.s())]);
+    let work = m.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    // Read-only from here, so the filesystem itself writes nothing to its members.
+    m.remount("ro");
+    iolab_testkit::sh("sync", &[]);
+    let before = (digest(&a), digest(&b));
+    let f = write(
+        &sb,
+        "scrub.toml",
+        &format!(
+            "name = \"t-scrub\"\n[testbed]\nkind = \"dir\"\npath = \"{}\"\n\n[[workload]]\n\
+             kind = \"scrub-test\"\ndataset_size = \"16MiB\"\ncorrupt = 4\n\
+             allow_corrupt_members = true\n",
+            work.display()
+        ),
+    );
+    for args in [vec!["study", "--dry-run", &f], vec!["study", &f]] {
+        sb.iolab(&args).code(2).stderr_has(&[
+            "scrub.toml:10: workload[1].allow_corrupt_members:",
+            "directory testbed",
+        ]);
+    }
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
+    iolab_testkit::sh("sync", &[]);
+    assert_eq!((digest(&a), digest(&b)), before, "a member was written");
+}
+
+/// A workload label is the run's label and nothing else: `--target=/etc` does not move the
+/// run; a label or name with a control character, and a workload key that is not an
+/// option's name, are refused with FILE:LINE: KEY; an unknown key of `[testbed.emulated]`
+/// is named by its path, on its line.
+#[test]
+fn labels_are_values_and_keys_are_named_where_they_are() {
+    let sb = Sandbox::new();
+    let dir = sb.path("bed");
+    let base = format!(
+        "name = \"t-label\"\n[testbed]\nkind = \"dir\"\npath = \"{}\"\n",
+        dir.display()
+    );
+    let wl = "[[workload]]\nkind = \"custom\"\nrw = \"read\"\nbs = \"64k\"\nsize = \"1MiB\"\n\
+              duration = \"100ms\"\nramp = \"0s\"\nruns = 1\nwarmup = 0\n";
+    let f = write(
+        &sb,
+        "label.toml",
+        &format!("{base}{wl}label = \"--target=/etc\"\n"),
+    );
+    let out = sb.iolab(&["study", &f]).ok();
+    assert!(
+        out.stdout.contains("· --target=/etc: run #1"),
+        "{}",
+        out.stdout
+    );
+    let rows = sb.result_rows();
+    assert_eq!(rows.len(), 1, "{}", sb.results());
+    let doc = sb
+        .iolab(&["show", &rows[0].0.to_string(), "--json"])
+        .ok()
+        .json();
+    assert_eq!(doc["label"], "--target=/etc");
+    assert!(
+        doc["target"]
+            .as_str()
+            .unwrap()
+            .starts_with(dir.to_str().unwrap()),
+        "{}",
+        doc["target"]
+    );
+    for (name, text, want) in [
+        ("esc.toml", format!("{base}{wl}label = \"a\\u001b[2Jb\"\n"), "esc.toml:14: workload[1].label: contains the control character"),
+        ("nl.toml", format!("{base}{wl}label = \"a\\nb\"\n"), "nl.toml:14: workload[1].label: contains the control character"),
+        ("name.toml", format!("{}{wl}", base.replace("t-label", "t\\u0007")), "name.toml:1: name: contains the control character"),
+        ("key.toml", format!("{base}{wl}\"target=/etc\" = true\n"), "key.toml:14: workload[1].target=/etc: is not an option name"),
+        (
+            "emu.toml",
+            format!(
+                "name = \"e\"\n[testbed]\nkind = \"loop\"\nsize = \"64MiB\"\n\n[[config]]\nlabel = \"a\"\n\
+                 [config.testbed.emulated]\nmodel = \"ssd\"\nbogus = 3\n\n{wl}"
+            ),
+            "emu.toml:10: config[1].testbed.emulated.bogus: unknown field `bogus`",
+        ),
+        (
+            "emu2.toml",
+            format!("{base}[testbed.emulated]\nmodel = \"ssd\"\n\n{wl}")
+                .replace("kind = \"dir\"\npath", "kind = \"loop\"\nsize = \"64MiB\"\nbogus = 1\n#path"),
+            "emu2.toml:5: testbed.bogus: unknown field `bogus`",
+        ),
+    ] {
+        let f = write(&sb, name, &text);
+        sb.iolab(&["study", "--dry-run", &f]).code(2).stderr_has(&[want]);
+    }
 }
