@@ -4,21 +4,9 @@
 //! IOLAB_REQUIRE_DEVICE_TESTS=1).
 
 use std::path::Path;
-use std::sync::MutexGuard;
 
-use iolab_testkit::{require_devices, skip, warning_codes, CpuWait, EmuDisk, Sandbox, MIB};
+use iolab_testkit::{require_emudisk, warning_codes, CpuWait, EmuDisk, Sandbox, MIB};
 use serde_json::Value;
-
-/// Root, losetup, the loop driver, `tools` and /dev/fuse; the device lock, or None after a
-/// counted skip.
-fn emu_devices(tools: &[&str]) -> Option<MutexGuard<'static, ()>> {
-    let lock = require_devices(tools)?;
-    if !Path::new("/dev/fuse").exists() {
-        skip::skip("no /dev/fuse (the emulated disk is a FUSE file)");
-        return None;
-    }
-    Some(lock)
-}
 
 /// `iolab run ARGS --no-store --quiet --json -` and its document (any exit status).
 fn run_json(sb: &Sandbox, args: &[&str]) -> (i32, Value, String) {
@@ -97,7 +85,7 @@ fn served(disk: &EmuDisk, what: &str, key: &str) -> f64 {
 /// half the I/Os can be delayed by more than twice the mean delay).
 #[test]
 fn qd1_latency_equals_the_fixed_service_time() {
-    let Some(_lock) = emu_devices(&[]) else {
+    let Some(_lock) = require_emudisk(&[]) else {
         return;
     };
     let sb = Sandbox::new();
@@ -152,7 +140,7 @@ fn qd1_latency_equals_the_fixed_service_time() {
 /// times the mean delay).
 #[test]
 fn qd1_latency_percentiles_are_the_devices() {
-    let Some(_lock) = emu_devices(&[]) else {
+    let Some(_lock) = require_emudisk(&[]) else {
         return;
     };
     let sb = Sandbox::new();
@@ -269,7 +257,7 @@ fn test_named<'a>(doc: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn fsync_probe_flush_latency_is_the_configured_flush_cost() {
-    let Some(_lock) = emu_devices(&["mkfs.ext4"]) else {
+    let Some(_lock) = require_emudisk(&["mkfs.ext4"]) else {
         return;
     };
     let sb = Sandbox::new();
@@ -334,7 +322,7 @@ fn fsync_probe_flush_latency_is_the_configured_flush_cost() {
 
 #[test]
 fn flush_warnings_fire_exactly_when_the_disk_or_the_path_drops_flushes() {
-    let Some(_lock) = emu_devices(&["mkfs.ext4"]) else {
+    let Some(_lock) = require_emudisk(&["mkfs.ext4"]) else {
         return;
     };
     let sb = Sandbox::new();
@@ -415,7 +403,7 @@ fn stored(sb: &Sandbox, id: &str) -> Value {
 
 #[test]
 fn injected_eio_fails_the_run_naming_errno_and_offset_and_stores_it_failed() {
-    let Some(_lock) = emu_devices(&[]) else {
+    let Some(_lock) = require_emudisk(&[]) else {
         return;
     };
     let sb = Sandbox::new();
@@ -566,7 +554,7 @@ fn cached_disk(ignore_flush: bool) -> EmuDisk {
 
 #[test]
 fn power_loss_loses_no_acknowledged_write_when_flushes_are_honoured() {
-    let Some(_lock) = emu_devices(&[]) else {
+    let Some(_lock) = require_emudisk(&[]) else {
         return;
     };
     let sb = Sandbox::new();
@@ -602,7 +590,7 @@ fn power_loss_loses_no_acknowledged_write_when_flushes_are_honoured() {
 
 #[test]
 fn power_loss_with_ignored_flushes_loses_only_what_the_model_dropped() {
-    let Some(_lock) = emu_devices(&[]) else {
+    let Some(_lock) = require_emudisk(&[]) else {
         return;
     };
     let sb = Sandbox::new();
@@ -714,7 +702,7 @@ duration = "{duration}"
 
 #[test]
 fn a_study_runs_on_an_emulated_disk_and_cleanup_removes_it_after_kill_9() {
-    let Some(_lock) = emu_devices(&["mkfs.ext4"]) else {
+    let Some(_lock) = require_emudisk(&["mkfs.ext4"]) else {
         return;
     };
     let sb = Sandbox::new();

@@ -31,7 +31,7 @@ pub struct ImageFs {
 impl ImageFs {
     fn attr(&self, ino: INodeNo) -> Option<FileAttr> {
         let (kind, perm, size, nlink) = match ino {
-            INodeNo::ROOT => (FileType::Directory, 0o755, 0, 2),
+            INodeNo::ROOT => (FileType::Directory, 0o700, 0, 2),
             IMAGE => (FileType::RegularFile, 0o600, self.dev.capacity(), 1),
             _ => return None,
         };

@@ -18,6 +18,7 @@ use crate::device::Device;
 use crate::fs::ImageFs;
 use crate::spec::{validate, EmuSpec};
 use crate::{FS_SUBTYPE, IMAGE_NAME};
+use iolab_sys::files;
 
 /// `iolab emudisk serve --dir DIR --backing FILE --spec JSON`.
 #[derive(Debug, Clone)]
@@ -30,17 +31,47 @@ pub struct ServeArgs {
     pub spec: String,
 }
 
-fn write_atomic(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    if fs::write(&tmp, text).is_ok() {
-        let _ = fs::rename(&tmp, path);
+fn write_stats(dir: &Path, dev: &Device) {
+    if let Ok(s) = serde_json::to_string_pretty(&dev.stats()) {
+        let _ = files::replace_file(dir, "stats.json", s.as_bytes());
     }
 }
 
-fn write_stats(dir: &Path, dev: &Device) {
-    if let Ok(s) = serde_json::to_string_pretty(&dev.stats()) {
-        write_atomic(&dir.join("stats.json"), &s);
+/// The daemon's directory must be private: its control socket takes `power-loss`, and its
+/// files are written as the daemon's user. Refused when it is a link, not owned by this
+/// user, or writable by anyone else.
+fn check_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::symlink_metadata(dir).map_err(|e| format!("--dir {}: {e}", dir.display()))?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !m.is_dir() || m.uid() != me || files::writable_by_others(m.mode()) {
+        return Err(format!(
+            "--dir {}: must be a directory of this user that no one else can write to \
+             (mode {:o}, owner {}); the control socket and stats are kept there",
+            dir.display(),
+            m.mode() & 0o7777,
+            m.uid()
+        ));
     }
+    Ok(())
+}
+
+/// Binds the control socket with mode 0600 whatever the umask: the umask is narrowed around
+/// bind(2) (the socket file takes its mode from it), and the mode is checked after.
+fn bind_private(path: &Path) -> Result<UnixListener, String> {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: umask cannot fail; the old mask is restored right after bind.
+    let old = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(path);
+    unsafe { libc::umask(old) };
+    let listener = bound.map_err(|e| format!("{}: {e}", path.display()))?;
+    let m = fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if m.permissions().mode() & 0o777 != files::FILE_MODE {
+        fs::set_permissions(path, fs::Permissions::from_mode(files::FILE_MODE))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(listener)
 }
 
 /// Asks for round-robin real-time scheduling (lowest priority) for this process and the
@@ -68,8 +99,8 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let dev = Arc::new(Device::new(backing, params).map_err(|e| format!("--backing: {e}"))?);
     let mnt = args.dir.join("mnt");
     let sock_path = args.dir.join("ctl.sock");
-    let listener =
-        UnixListener::bind(&sock_path).map_err(|e| format!("{}: {e}", sock_path.display()))?;
+    check_dir(&args.dir)?;
+    let listener = bind_private(&sock_path)?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
@@ -95,10 +126,12 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let image = mnt.join(IMAGE_NAME);
     fs::metadata(&image).map_err(|e| format!("{}: {e}", image.display()))?;
     write_stats(&args.dir, &dev);
-    write_atomic(
-        &args.dir.join("ready"),
-        &format!("{}\n", std::process::id()),
-    );
+    files::replace_file(
+        &args.dir,
+        "ready",
+        format!("{}\n", std::process::id()).as_bytes(),
+    )
+    .map_err(|e| format!("{}: {e}", args.dir.join("ready").display()))?;
     let mut last = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {

@@ -16,7 +16,7 @@ pub fn check_workload(reg: &Registry, w: &Workload) -> Result<(), WorkloadProble
             key: Some("kind".into()),
             message: format!(
                 "unknown workload '{}' (known: {})",
-                w.kind,
+                w.kind.escape_debug(),
                 reg.names().join(", ")
             ),
         });

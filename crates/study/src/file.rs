@@ -5,7 +5,7 @@ use std::ops::Range;
 use serde::Deserialize;
 use toml::{Spanned, Table, Value};
 
-use iolab_testbed::{validate, TestbedError, TestbedSpec};
+use iolab_testbed::{validate, Kind, TestbedError, TestbedSpec};
 
 use crate::error::StudyError;
 use crate::matrix::{expand, merge_tables, set_dotted, value_text};
@@ -181,15 +181,32 @@ impl Source<'_> {
     /// runs from its header to the next header that is not one of its sub-tables.
     fn region(&self, span: &Range<usize>) -> Range<usize> {
         let head = &self.text[span.clone()];
-        if !head.starts_with('[') {
+        let line_start = self.text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+        let (start, name) = if head.starts_with('[') {
+            let name = head
+                .trim_matches(|c| c == '[' || c == ']')
+                .trim()
+                .to_string();
+            (span.start, name)
+        } else if self.text[line_start..span.start]
+            .trim_start()
+            .starts_with('[')
+        {
+            // A table opened only by a deeper header (`[config.testbed.emulated]` makes
+            // `testbed`): its span is the key within that header; the table runs from the
+            // header through the headers below the key.
+            let name = self.text[line_start..span.end]
+                .trim_start()
+                .trim_start_matches('[')
+                .trim()
+                .to_string();
+            (line_start, name)
+        } else {
             return span.clone();
-        }
-        let name = head
-            .trim_matches(|c| c == '[' || c == ']')
-            .trim()
-            .to_string();
+        };
+        // From the end of the key (the rest of its header line included).
         let mut pos = span.end;
-        for line in self.text[span.end..].split_inclusive('\n') {
+        for line in self.text[pos..].split_inclusive('\n') {
             let t = line.trim_start();
             if t.starts_with('[') {
                 let other = t
@@ -198,21 +215,42 @@ impl Source<'_> {
                     .unwrap_or("")
                     .trim_matches(|c| c == '[' || c == ' ');
                 if !other.starts_with(&format!("{name}.")) {
-                    return span.start..pos;
+                    return start..pos;
                 }
             }
             pos += line.len();
         }
-        span.start..pos
+        start..pos
     }
 
-    /// The line where `key` (its last dotted part, else its first) is set or opened inside
-    /// the table at `span`.
+    /// The line where `key` is set or opened inside the table at `span`: a dotted key is
+    /// followed part by part (`emulated.bogus`: the `bogus` after `emulated`'s own header
+    /// or inline table), an index (`mkfs_options[2]`) is its array's line; failing that,
+    /// the last part anywhere in the table, else the first.
     fn key_line(&self, span: &Range<usize>, key: &str) -> Option<usize> {
         let region = self.region(span);
         let hay = &self.text[region.clone()];
-        let mut candidates: Vec<&str> = vec![key.rsplit('.').next().unwrap_or(key)];
-        if let Some(first) = key.split('.').next() {
+        let parts: Vec<&str> = key
+            .split('.')
+            .map(|p| p.split('[').next().unwrap_or(p))
+            .filter(|p| !p.is_empty())
+            .collect();
+        let mut at = 0;
+        let mut walked = true;
+        for p in &parts {
+            match find_key(&hay[at..], p) {
+                Some(off) => at += off,
+                None => {
+                    walked = false;
+                    break;
+                }
+            }
+        }
+        if walked && !parts.is_empty() {
+            return Some(self.line_of(region.start + at));
+        }
+        let mut candidates: Vec<&str> = parts.last().copied().into_iter().collect();
+        if let Some(first) = parts.first() {
             candidates.push(first);
         }
         for k in candidates {
@@ -266,6 +304,18 @@ fn find_key(hay: &str, key: &str) -> Option<usize> {
     None
 }
 
+/// Why `text` may not name something a study prints and passes on (a study name, a
+/// configuration or workload label): a control character (ESC, a newline, ...) would reach
+/// the terminal in the study's progress, or split a line of it.
+fn control_char(text: &str) -> Option<String> {
+    text.chars().find(|c| c.is_control()).map(|c| {
+        format!(
+            "contains the control character {:?}; names and labels are printed as they are",
+            c
+        )
+    })
+}
+
 /// The name between the first pair of backticks of a serde message (`unknown field `x``).
 fn quoted(message: &str) -> Option<&str> {
     let start = message.find('`')? + 1;
@@ -297,6 +347,13 @@ pub fn parse(
     let name = match &raw.name {
         Some(n) if n.get_ref().trim().is_empty() => {
             return Err(src.err(Some(n.span()), "name", "must not be empty"))
+        }
+        Some(n) if control_char(n.get_ref()).is_some() => {
+            return Err(src.err(
+                Some(n.span()),
+                "name",
+                control_char(n.get_ref()).unwrap_or_default(),
+            ))
         }
         Some(n) => n.get_ref().clone(),
         None => std::path::Path::new(file)
@@ -372,6 +429,34 @@ pub fn parse(
                     ),
                 ));
             }
+        }
+    }
+    // Corrupting members is allowed only on a filesystem the study builds: a directory
+    // testbed may point into anyone's redundant filesystem.
+    for (i, w) in workloads.iter().enumerate() {
+        let corrupts = w
+            .options
+            .iter()
+            .any(|(k, v)| k == "allow_corrupt_members" && v == "true");
+        if !corrupts {
+            continue;
+        }
+        if let Some(c) = configs
+            .iter()
+            .find(|c| w.applies_to(&c.label) && c.testbed.kind == Kind::Dir)
+        {
+            return Err(src.key_err(
+                &raw.workload[i].span(),
+                "allow_corrupt_members",
+                &format!("workload[{}].allow_corrupt_members", i + 1),
+                format!(
+                    "configuration '{}' is a directory testbed: a study corrupts only the \
+                     members of a filesystem it builds (kind = \"loop\"); give `iolab run \
+                     scrub-test --target DIR --allow-corrupt-members` yourself to corrupt an \
+                     existing filesystem's members",
+                    c.label
+                ),
+            ));
         }
     }
     Ok(Study {
@@ -593,6 +678,16 @@ fn configurations(src: &Source<'_>, raw: &Raw) -> Result<Vec<Config>, StudyError
                 };
                 locate(&key, format!("{message} (configuration '{label}')"))
             })?;
+            if let Some(why) = control_char(&label) {
+                return Err(StudyError {
+                    line: Some(base.line),
+                    ..src.err(
+                        None,
+                        "config.label",
+                        format!("'{}' {why}", label.escape_debug()),
+                    )
+                });
+            }
             if let Some(prev) = configs.iter().find(|c| c.label == label) {
                 return Err(StudyError {
                     line: Some(base.line),
@@ -629,7 +724,14 @@ fn testbed_spec(table: &Table) -> Result<TestbedSpec, (String, String)> {
             let named =
                 message.starts_with("unknown field") || message.starts_with("missing field");
             if let Some(k) = quoted(&message).filter(|_| named) {
-                return Err((k.to_string(), message));
+                // An unknown key of a nested table (`[testbed.emulated]`) is named by its
+                // path in the testbed.
+                let path = if table.contains_key(k) || message.starts_with("missing field") {
+                    k.to_string()
+                } else {
+                    nested_key(table, k).unwrap_or_else(|| k.to_string())
+                };
+                return Err((path, message));
             }
             // The message does not say which key: try each key alone (with `kind`).
             for (k, v) in table {
@@ -645,6 +747,37 @@ fn testbed_spec(table: &Table) -> Result<TestbedSpec, (String, String)> {
             Err((String::new(), message))
         }
     }
+}
+
+/// The dotted path (`emulated.bogus`, `emulated.errors[1].bogus`) of the first key `name`
+/// in a table nested in `table`.
+fn nested_key(table: &Table, name: &str) -> Option<String> {
+    for (k, v) in table {
+        match v {
+            Value::Table(t) if t.contains_key(name) => return Some(format!("{k}.{name}")),
+            Value::Table(t) => {
+                if let Some(p) = nested_key(t, name) {
+                    return Some(format!("{k}.{p}"));
+                }
+            }
+            Value::Array(a) => {
+                for (i, item) in a.iter().enumerate() {
+                    if let Value::Table(t) = item {
+                        let found = if t.contains_key(name) {
+                            Some(name.to_string())
+                        } else {
+                            nested_key(t, name)
+                        };
+                        if let Some(p) = found {
+                            return Some(format!("{k}[{}].{p}", i + 1));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The workloads with their `iolab run` arguments.
@@ -681,6 +814,14 @@ fn workloads(
         };
         let label = match t.get("label") {
             None => kind.clone(),
+            Some(Value::String(s)) if control_char(s).is_some() => {
+                return Err(src.key_err(
+                    &span,
+                    "label",
+                    &format!("{key}.label"),
+                    control_char(s).unwrap_or_default(),
+                ))
+            }
             Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
             Some(_) => {
                 return Err(src.key_err(
@@ -724,6 +865,20 @@ fn workloads(
                 continue;
             }
             let full = format!("{key}.{k}");
+            // The key becomes `--KEY`: only an option's name, never `target=/etc` or a
+            // second option in disguise.
+            if k.is_empty()
+                || !k
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            {
+                return Err(src.key_err(
+                    &span,
+                    k,
+                    &format!("{key}.{}", k.escape_debug()),
+                    "is not an option name (lowercase letters, digits and `_`)",
+                ));
+            }
             if RESERVED_OPTIONS.contains(&k.as_str()) {
                 return Err(src.key_err(
                     &span,

@@ -10,7 +10,7 @@ use crate::{schedule, Study};
 /// `--dry-run`: the expanded configurations, their build commands, the workloads' command
 /// lines and the order of the runs.
 pub fn dry_run_text(study: &Study) -> String {
-    let mut s = String::new();
+    let mut s = hooks_text(study);
     let runs = study.run_count();
     s.push_str(&format!(
         "Study {} ({}): {} configuration(s), {} workload(s), {} repeat(s): {runs} runs, {} \
@@ -45,7 +45,7 @@ pub fn dry_run_text(study: &Study) -> String {
     s.push_str("\nWorkloads (run on every configuration, in this order):\n");
     for w in &study.workloads {
         s.push_str(&format!(
-            "  {}: iolab run {} {}--target <testbed> --label '{}'{}\n",
+            "  {}: iolab run {} {}--target=<testbed> --label='{}'{}\n",
             w.label,
             w.kind,
             w.args.iter().map(|a| format!("{a} ")).collect::<String>(),
@@ -87,6 +87,36 @@ pub fn dry_run_text(study: &Study) -> String {
     if root {
         s.push_str("\nNeeds root (loop devices, mounts, sysfs knobs, cgroups).\n");
     }
+    s
+}
+
+/// The shell commands a study's testbeds run (`setup`, `teardown`), printed first by
+/// `--dry-run`: they run as the study's user (root for loop testbeds) with no check of
+/// what they do, so whoever runs the study must read them.
+fn hooks_text(study: &Study) -> String {
+    let mut lines = Vec::new();
+    for c in &study.configs {
+        for (key, hook) in [
+            ("setup", &c.testbed.setup),
+            ("teardown", &c.testbed.teardown),
+        ] {
+            if let Some(h) = hook {
+                lines.push(format!("  {} · {key}: {}\n", c.label, h.trim()));
+            }
+        }
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    lines.dedup();
+    let mut s = String::from(
+        "Hooks: shell commands this study runs as your user (root for loop testbeds), \
+         unchecked. A study file with hooks is as trusted as a shell script run as root:\n",
+    );
+    for l in lines {
+        s.push_str(&l);
+    }
+    s.push('\n');
     s
 }
 

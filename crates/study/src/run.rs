@@ -304,20 +304,22 @@ impl Visit<'_> {
         // if the study is killed.
         let meta = self.meta(tb, w).to_string();
         let mut cmd = Command::new(self.exe);
+        // Every value the study sets is joined to its option (`--label=VALUE`): a label,
+        // name or path can never be read as an option of its own.
+        let joined = |opt: &str, v: &std::ffi::OsStr| {
+            let mut s = std::ffi::OsString::from(format!("{opt}="));
+            s.push(v);
+            s
+        };
         cmd.arg("run")
             .arg(&w.kind)
             .args(&w.args)
-            .arg("--target")
-            .arg(&target)
+            .arg(joined("--target", target.as_os_str()))
             .args(extra)
-            .arg("--db")
-            .arg(self.db)
-            .arg("--label")
-            .arg(&w.label)
-            .arg("--study")
-            .arg(&self.study.name)
-            .arg("--config")
-            .arg(&cfg.label)
+            .arg(joined("--db", self.db.as_os_str()))
+            .arg(joined("--label", w.label.as_ref()))
+            .arg(joined("--study", self.study.name.as_ref()))
+            .arg(joined("--config", cfg.label.as_ref()))
             .arg("--study-meta")
             .arg("-")
             .arg("--json")

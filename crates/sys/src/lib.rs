@@ -1,12 +1,13 @@
 //! OS helpers every layer uses, kept once below all other iolab crates: whether the process
 //! is root, dropping the page cache, statvfs(3), the size of a block device, finding an
 //! external tool, page-aligned memory for O_DIRECT I/O ([`buffers`]), loop devices with
-//! their backing files ([`loopdev`]), files and directories created where someone else may
-//! have put a name first ([`newfile`]: exclusive, unpredictable names, fixed modes, the
-//! write-then-rename of an output) and bounded reads of input files ([`input`]). Depends on
-//! no iolab crate.
+//! their backing files ([`loopdev`]), the files and directories iolab creates, with fixed
+//! modes and never through a link ([`files`]; [`newfile`] for an output written under a
+//! temporary name and renamed into place), and bounded reads of input files ([`input`]).
+//! Depends on no iolab crate.
 
 pub mod buffers;
+pub mod files;
 pub mod input;
 pub mod loopdev;
 pub mod newfile;

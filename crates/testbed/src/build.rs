@@ -1,7 +1,7 @@
 //! [`build`]: creating a testbed step by step, recording each resource in the state file
 //! before creating it, and removing everything again when a step fails.
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -250,7 +250,7 @@ impl Testbed {
         };
         let id = self.state.intent(&res)?;
         self.commands.push(commands::mkdir_line(dir));
-        match fs::create_dir(dir) {
+        match iolab_sys::files::create_dir(dir) {
             Ok(()) => self.state.done(id, &res),
             Err(e) => {
                 // Nothing was created (an existing directory is not ours to remove).
@@ -260,13 +260,18 @@ impl Testbed {
         }
     }
 
-    /// Creates a new empty file and records it.
-    fn make_file(&mut self, path: &Path, size: u64) -> Result<(), TestbedError> {
+    /// Creates a new empty file (mode 0600, never through a link, never an existing file)
+    /// and records it.
+    pub(crate) fn make_file(
+        &mut self,
+        path: &Path,
+        size: u64,
+    ) -> Result<std::fs::File, TestbedError> {
         let res = Resource::File {
             path: path.to_path_buf(),
         };
         let id = self.state.intent(&res)?;
-        let f = match OpenOptions::new().write(true).create_new(true).open(path) {
+        let f = match iolab_sys::files::create_new(path) {
             Ok(f) => f,
             Err(e) => {
                 if e.kind() == ErrorKind::AlreadyExists {
@@ -280,13 +285,13 @@ impl Testbed {
             f.set_len(size)
                 .map_err(|e| TestbedError::io(format!("sizing {}", path.display()), e))?;
         }
-        Ok(())
+        Ok(f)
     }
 
     /// A sparse image file of `size` bytes.
     fn make_image(&mut self, path: &Path, size: u64) -> Result<(), TestbedError> {
         self.commands.push(commands::create_image_line(path, size));
-        self.make_file(path, size)?;
+        drop(self.make_file(path, size)?);
         self.images.push(path.to_path_buf());
         Ok(())
     }
@@ -441,7 +446,7 @@ impl Testbed {
         let res = Resource::Cgroup { path: path.clone() };
         let id = self.state.intent(&res)?;
         self.commands.push(commands::mkdir_line(&path));
-        if let Err(e) = fs::create_dir(&path) {
+        if let Err(e) = iolab_sys::files::create_dir(&path) {
             if e.kind() == ErrorKind::AlreadyExists {
                 self.state.removed(id, true)?;
             }
@@ -522,7 +527,7 @@ impl Testbed {
         }
         let log = names.daemon_log();
         self.commands.push(commands::touch_line(&log));
-        self.make_file(&log, 0)?;
+        let log_file = self.make_file(&log, 0)?;
         let marker = sys::text(names.daemon_marker());
         let procs = self.cgroup.as_ref().map(|c| c.join("cgroup.procs"));
         let argv = commands::zfs_daemon(
@@ -539,9 +544,8 @@ impl Testbed {
         let id = self.state.intent(&res)?;
         self.commands.push(display_cmd(&argv));
         let log_file = |what| {
-            OpenOptions::new()
-                .append(true)
-                .open(&log)
+            log_file
+                .try_clone()
                 .map_err(|e| TestbedError::io(format!("opening {} for {what}", log.display()), e))
         };
         // Its own process group: a Ctrl-C meant for iolab must not reach the daemon (it

@@ -7,7 +7,7 @@
 //! mount, the daemon; teardown (newest first) detaches the loop device, stops the daemon
 //! (SIGTERM: it unmounts; SIGKILL after 10 s), unmounts what is left, removes the files.
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,15 +25,11 @@ use crate::state::Resource;
 use crate::sys;
 use crate::testbed::Testbed;
 
-/// Files the daemon writes in its directory (recorded so teardown removes them).
-const DAEMON_FILES: [&str; 6] = [
-    "log",
-    "stats.json",
-    "stats.tmp",
-    "ready",
-    "ready.tmp",
-    "ctl.sock",
-];
+/// Files the daemon writes in its directory (recorded so teardown removes them), besides
+/// its log, which the testbed creates. The daemon writes `stats.json` and `ready` through
+/// temporary files of unpredictable names (renamed over them), so there is no fixed
+/// temporary name to record or to plant a link at.
+const DAEMON_FILES: [&str; 3] = ["stats.json", "ready", "ctl.sock"];
 
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -120,12 +116,13 @@ impl Testbed {
         let mnt = dir.join("mnt");
         self.make_dir(&dir)?;
         self.make_dir(&mnt)?;
+        let log = dir.join("log");
+        let out = self.make_file(&log, 0)?;
         for f in DAEMON_FILES {
             let res = Resource::File { path: dir.join(f) };
             let id = self.state.intent(&res)?;
             self.state.done(id, &res)?;
         }
-        let log = dir.join("log");
         let json = serde_json::to_string(emu).map_err(|e| TestbedError::State {
             message: format!("emulated: {e}"),
         })?;
@@ -142,11 +139,6 @@ impl Testbed {
         };
         let id = self.state.intent(&res)?;
         self.commands.push(sys::display_cmd(&argv));
-        let out = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(|e| TestbedError::io(format!("opening {}", log.display()), e))?;
         let err = out
             .try_clone()
             .map_err(|e| TestbedError::io(format!("opening {}", log.display()), e))?;

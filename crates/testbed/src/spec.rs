@@ -350,10 +350,97 @@ fn invalid(key: &str, message: &str) -> TestbedError {
     }
 }
 
-/// Checks that the keys of `spec` make sense together. Reads nothing and changes nothing;
-/// every error names the offending key. Facts of the machine (tools, schedulers, cgroups) are
-/// checked by [`crate::build`].
+/// Whether `word` (a whole option, or a part of one between `=` and `,`) names a device: a
+/// path under /dev, a path that resolves to a block or character device, or a
+/// `LABEL=`/`UUID=`-style name a tool would look a device up by.
+fn names_device(word: &str) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let w = word.trim();
+    if w.is_empty() {
+        return false;
+    }
+    let upper = w.to_ascii_uppercase();
+    if ["UUID=", "LABEL=", "PARTUUID=", "PARTLABEL="]
+        .iter()
+        .any(|p| upper.contains(p))
+    {
+        return true;
+    }
+    let under_dev =
+        |p: &std::path::Path| p == std::path::Path::new("/dev") || p.starts_with("/dev/");
+    for part in w.split([',', '=']).map(str::trim).filter(|p| !p.is_empty()) {
+        let path = std::path::Path::new(part);
+        if under_dev(path) || std::fs::canonicalize(path).is_ok_and(|c| under_dev(&c)) {
+            return true;
+        }
+        if std::fs::metadata(path)
+            .is_ok_and(|m| m.file_type().is_block_device() || m.file_type().is_char_device())
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// A study or testbed builds its own devices and nothing else: options passed on to mkfs,
+/// mount, zpool/zfs and the zfs-fuse daemon, and the image directory, may not name a
+/// device (an extra argument to mkfs.btrfs would make a device the testbed never declared
+/// a member; `device=` in btrfs's mount options, an ext4 external journal, an xfs log
+/// device likewise). Refused whatever the flags of the command: a study file is
+/// declarative.
+fn refuse_devices(spec: &TestbedSpec) -> Result<(), TestbedError> {
+    let refuse = |key: &str, value: &str| {
+        invalid(
+            key,
+            &format!(
+                "'{value}' names a device; a testbed formats, mounts and changes only the \
+                 devices it creates (loop devices over its own images)"
+            ),
+        )
+    };
+    for (i, opt) in spec.mkfs_options.iter().enumerate() {
+        if names_device(opt) {
+            return Err(refuse(&format!("mkfs_options[{}]", i + 1), opt));
+        }
+    }
+    let single = [
+        ("mount_options", spec.mount_options.as_deref()),
+        (
+            "zfs_daemon.fuse_mount_options",
+            spec.zfs_daemon
+                .as_ref()
+                .and_then(|z| z.fuse_mount_options.as_deref()),
+        ),
+        (
+            "image_dir",
+            spec.image_dir.as_deref().and_then(|p| p.to_str()),
+        ),
+    ];
+    for (key, value) in single {
+        if let Some(v) = value.filter(|v| names_device(v)) {
+            return Err(refuse(key, v));
+        }
+    }
+    for (table, props) in [
+        ("pool_properties", &spec.pool_properties),
+        ("dataset_properties", &spec.dataset_properties),
+    ] {
+        for (k, v) in props {
+            let v = v.to_string();
+            if names_device(&v) {
+                return Err(refuse(&format!("{table}.{k}"), &v));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the keys of `spec` make sense together, and that none names a device (see
+/// [`refuse_devices`]: paths are looked at, nothing is opened or changed); every error
+/// names the offending key. Facts of the machine (tools, schedulers, cgroups) are checked
+/// by [`crate::build`].
 pub fn validate(spec: &TestbedSpec) -> Result<(), TestbedError> {
+    refuse_devices(spec)?;
     let loop_only: [(&str, bool); 15] = [
         ("emulated", spec.emulated.is_some()),
         ("devices", spec.devices.is_some()),

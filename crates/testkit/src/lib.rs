@@ -32,7 +32,7 @@ pub use iolab::{table_part, Out, Sandbox};
 pub use json::{arr, get, num, read_json, string, uint, warning_codes};
 pub use scratch::{scratch_dir, scratch_root};
 pub use skip::{
-    optional_tools, require_devices, require_root, require_tools, skip, skip_allowed, skips,
-    REQUIRE_VAR,
+    optional_tools, require_devices, require_emudisk, require_root, require_tools, skip,
+    skip_allowed, skips, REQUIRE_VAR,
 };
 pub use sys::{have, is_root, sh, shell, tool, try_sh, CpuWait};

@@ -149,3 +149,16 @@ pub fn require_devices(tools: &[&str]) -> Option<MutexGuard<'static, ()>> {
     }
     Some(device_lock())
 }
+
+/// For tests of the emulated disk: [`require_devices`] (root, losetup, the loop driver,
+/// `tools`) and /dev/fuse (the disk is a FUSE file). The device lock, or `None` after a
+/// skip.
+#[track_caller]
+pub fn require_emudisk(tools: &[&str]) -> Option<MutexGuard<'static, ()>> {
+    let lock = require_devices(tools)?;
+    if !std::path::Path::new("/dev/fuse").exists() {
+        skip("no /dev/fuse (the emulated disk is a FUSE file)");
+        return None;
+    }
+    Some(lock)
+}
