@@ -12,6 +12,7 @@ use rusqlite::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::dbfile::{self, DbFile};
 use crate::error::{AtPath, StoreError};
 use crate::{fingerprint, health, schema};
 
@@ -54,59 +55,85 @@ pub struct RunListing {
 /// one file: they take turns, waiting up to [`BUSY_TIMEOUT`].
 #[derive(Debug)]
 pub struct Store {
+    // Dropped in this order: SQLite closes its descriptors before the checked file's.
     conn: Connection,
     path: PathBuf,
+    _file: Option<DbFile>,
 }
 
 impl Store {
     /// Opens (creating it and its directory if needed) the database at `path` for writing
-    /// and brings its schema up to date. A database written by a newer iolab, an SQLite file
-    /// that is not iolab's, or a damaged one (the check of `health.rs`) is refused before
-    /// anything is written to it.
+    /// and brings its schema up to date. Anything but a regular file (a device, a FIFO, a
+    /// symlink to one: `dbfile.rs`), a file on a read-only filesystem or one that cannot be
+    /// written, a database written by a newer iolab, an SQLite file that is not iolab's, or
+    /// a damaged one (the check of `health.rs`) is refused before anything is written to it.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-                path: path.to_path_buf(),
-                dir: dir.to_path_buf(),
-                source,
-            })?;
+        let file = match dbfile::check(path)? {
+            Some(f) => f,
+            None => {
+                dbfile::create(path)?;
+                dbfile::check(path)?.ok_or_else(|| StoreError::Refused {
+                    path: path.to_path_buf(),
+                    detail: "it disappeared as it was being created".into(),
+                })?
+            }
+        };
+        if dbfile::on_read_only_fs(&file) {
+            return Err(dbfile::read_only(path, &file.real));
         }
-        health::check_header(path)?;
-        let mut conn = Connection::open(path).at(path)?;
+        health::check_header(path, &file)?;
+        // Not CREATE: the file is there (checked above); NOFOLLOW: its resolved path is
+        // opened, not whatever a symlink put there since.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let mut conn = Connection::open_with_flags(&file.real, flags).at(path)?;
+        dbfile::verify_opened(&conn, path, &file)?;
+        if conn.is_readonly("main").at(path)? {
+            return Err(StoreError::Refused {
+                path: path.to_path_buf(),
+                detail: "it cannot be written (permission denied): give --db a database you \
+                         may write"
+                    .into(),
+            });
+        }
         conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
         schema::check_compatible(&conn, path)?;
-        let len = std::fs::metadata(path).map_or(0, |m| m.len());
-        health::check_structure(&conn, path, len)?;
+        health::check_structure(&conn, path, file.len)?;
         enable_wal(&conn, path)?;
         conn.pragma_update(None, "foreign_keys", true).at(path)?;
         schema::migrate(&mut conn, path)?;
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            _file: Some(file),
         })
     }
 
     /// Opens the database at `path` for reading only: nothing is created or written, so
     /// listing and reports work on a read-only mount or a copy one may not change. A file
-    /// that does not exist (or is empty) reads as an empty database. On a read-only
+    /// that does not exist (or is empty) reads as an empty database; anything but a regular
+    /// file is refused as [`Store::open`] refuses it. On a read-only
     /// filesystem, where SQLite cannot make the `-shm` file a WAL database needs, the file
     /// is read as immutable. A database of an older schema is upgraded when it can be
     /// written (as [`Store::open`] would) and refused otherwise.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
-        let empty = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
-        if empty {
+        let Some(file) = dbfile::check(path)?.filter(|f| f.len > 0) else {
             let mut conn = Connection::open_in_memory().at(path)?;
             schema::migrate(&mut conn, path)?;
             return Ok(Store {
                 conn,
                 path: path.to_path_buf(),
+                _file: None,
             });
-        }
+        };
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let uri = file_uri(path);
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let uri = file_uri(&file.real);
         let mut conn = Connection::open_with_flags(format!("{uri}?mode=ro"), flags).at(path)?;
+        dbfile::verify_opened(&conn, path, &file)?;
         let probe = |c: &Connection| {
             c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
                 r.get::<_, i64>(0)
@@ -117,7 +144,8 @@ impl Store {
             // read-only directory: CANTOPEN; a full filesystem: IOERR) the file is read as
             // immutable, which is exact only while no write-ahead log holds rows the main
             // file lacks.
-            let wal = std::fs::metadata(format!("{}-wal", path.display())).map_or(0, |m| m.len());
+            let wal =
+                std::fs::metadata(format!("{}-wal", file.real.display())).map_or(0, |m| m.len());
             if !matches!(
                 e.sqlite_error_code(),
                 Some(ErrorCode::CannotOpen | ErrorCode::SystemIoFailure)
@@ -126,6 +154,7 @@ impl Store {
                 return Err(e).at(path);
             }
             conn = Connection::open_with_flags(format!("{uri}?immutable=1"), flags).at(path)?;
+            dbfile::verify_opened(&conn, path, &file)?;
         }
         conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
         schema::check_compatible(&conn, path)?;
@@ -145,12 +174,18 @@ impl Store {
                         supported: schema::SCHEMA_VERSION,
                     }
                 }
+                StoreError::Refused { .. } => StoreError::OldReadOnly {
+                    path: path.to_path_buf(),
+                    found: version,
+                    supported: schema::SCHEMA_VERSION,
+                },
                 _ => e,
             });
         }
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            _file: Some(file),
         })
     }
 

@@ -1,10 +1,12 @@
 //! OS helpers every layer uses, kept once below all other iolab crates: whether the process
 //! is root, dropping the page cache, statvfs(3), the size of a block device, finding an
-//! external tool, page-aligned memory for O_DIRECT I/O ([`buffers`]) and loop devices with
-//! their backing files ([`loopdev`]). Depends on no iolab crate.
+//! external tool, page-aligned memory for O_DIRECT I/O ([`buffers`]), loop devices with
+//! their backing files ([`loopdev`]) and which process is which across pid reuse
+//! ([`process`]). Depends on no iolab crate.
 
 pub mod buffers;
 pub mod loopdev;
+pub mod process;
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -42,6 +44,8 @@ pub struct FsStats {
     /// Inodes in total and free (`f_files`, `f_ffree`).
     pub files: u64,
     pub files_free: u64,
+    /// Mounted read-only (`ST_RDONLY` in `f_flag`): nothing can be written there.
+    pub read_only: bool,
 }
 
 impl FsStats {
@@ -75,6 +79,7 @@ pub fn statvfs_cstr(path: &CStr) -> io::Result<FsStats> {
         available_bytes: (st.f_bavail as u64).saturating_mul(frsize),
         files: st.f_files as u64,
         files_free: st.f_ffree as u64,
+        read_only: st.f_flag & libc::ST_RDONLY != 0,
     })
 }
 
