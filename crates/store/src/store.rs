@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use iolab_measure::{PassRecord, RunRecord, TargetInfo, TargetKind, TestRecord, TestSummary};
+use iolab_sys::process::Identity;
 use rusqlite::{
     ffi, named_params, params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row,
     Transaction, TransactionBehavior,
@@ -270,7 +271,8 @@ impl Store {
             let n = tx
                 .prepare_cached(
                     "UPDATE runs SET finished_at = :finished_at, complete = :complete,
-                            notes_json = :notes, warnings_json = :warnings, env_json = :env
+                            notes_json = :notes, warnings_json = :warnings, env_json = :env,
+                            writer_pid = NULL, writer_start = NULL, writer_boot = NULL
                      WHERE id = :id",
                 )
                 .and_then(|mut s| {
@@ -549,16 +551,56 @@ impl Store {
     }
 
     /// Deletes the runs `ids` with their tests and passes (the schema's `ON DELETE
-    /// CASCADE`), in one transaction: if any id is not stored, nothing is deleted and the
+    /// CASCADE`), in one transaction: if any id is not stored, or is a run still being
+    /// written (its writer, recorded by [`Store::begin_run`], is alive:
+    /// [`StoreError::RunBeingWritten`] names it and the process), nothing is deleted and the
     /// error names it. Every other run is untouched. Returns how many runs were deleted
     /// (an id given twice counts once).
     pub fn delete_runs(&mut self, ids: &[i64]) -> Result<usize, StoreError> {
+        self.delete(ids, false).map(|(deleted, _)| deleted)
+    }
+
+    /// [`Store::delete_runs`] for `prune`: a run still being written is left out and
+    /// returned with its writer's pid instead of refusing the whole. Returns how many runs
+    /// were deleted and the runs left out.
+    pub fn delete_runs_but_running(
+        &mut self,
+        ids: &[i64],
+    ) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
+        self.delete(ids, true)
+    }
+
+    /// The process still writing run `id` (its pid), or `None` when the run has ended or
+    /// the process that wrote it is gone (killed: the run stays incomplete).
+    pub fn writer(&self, id: i64) -> Result<Option<u32>, StoreError> {
+        live_writer(&self.conn, &self.path, id)
+    }
+
+    fn delete(
+        &mut self,
+        ids: &[i64],
+        skip_live: bool,
+    ) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
         let mut ids = ids.to_vec();
         ids.sort_unstable();
         ids.dedup();
+        // Inside the write transaction: no run can begin or end between the check of its
+        // writer and its deletion.
         self.write(|tx, path| {
             let mut deleted = 0;
+            let mut running = Vec::new();
             for &id in &ids {
+                if let Some(pid) = live_writer(tx, path, id)? {
+                    if !skip_live {
+                        return Err(StoreError::RunBeingWritten {
+                            path: path.to_path_buf(),
+                            id,
+                            pid,
+                        });
+                    }
+                    running.push((id, pid));
+                    continue;
+                }
                 let n = tx
                     .execute("DELETE FROM runs WHERE id = ?1", [id])
                     .at(path)?;
@@ -571,7 +613,7 @@ impl Store {
                 }
                 deleted += n;
             }
-            Ok(deleted)
+            Ok((deleted, running))
         })
     }
 
@@ -593,6 +635,31 @@ impl Store {
             .optional()
             .at(&self.path)
     }
+}
+
+/// The pid of the live process writing run `id`, if its row records one (see
+/// [`Store::writer`]).
+fn live_writer(conn: &Connection, path: &Path, id: i64) -> Result<Option<u32>, StoreError> {
+    let row: Option<(Option<i64>, Option<i64>, Option<String>)> = conn
+        .query_row(
+            "SELECT writer_pid, writer_start, writer_boot FROM runs WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .at(path)?;
+    let Some((Some(pid), Some(start), Some(boot_id))) = row else {
+        return Ok(None);
+    };
+    let (Ok(pid), Ok(start_ticks)) = (u32::try_from(pid), u64::try_from(start)) else {
+        return Ok(None);
+    };
+    let writer = Identity {
+        pid,
+        start_ticks,
+        boot_id,
+    };
+    Ok(writer.alive().then_some(pid))
 }
 
 /// The query behind [`Store::runs_like`] (its plan is checked in the tests: it must use
@@ -769,16 +836,21 @@ fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64,
     let env = encode_value(path, "runs.env_json", &run.env)?;
     let study_meta = encode_value(path, "runs.study_json", &run.study_meta)?;
     let fingerprint = fingerprint::of_run(run, &settings);
+    // This process writes the run until `finish_run`; without /proc it cannot be named,
+    // and the run is then not protected from `delete` while it is written.
+    let writer = Identity::current();
     let mut stmt = tx
         .prepare_cached(
             "INSERT INTO runs (uuid, started_at, finished_at, complete, preset, workload,
                  target_path, target_kind, io_path, fs_type, size, label, command_line,
                  iolab_version, engine, settings_json, notes_json, warnings_json, env_json,
-                 study, config_label, study_json, fingerprint)
+                 study, config_label, study_json, fingerprint, writer_pid, writer_start,
+                 writer_boot)
              VALUES (:uuid, :started_at, :finished_at, :complete, :preset, :workload,
                  :target_path, :target_kind, :io_path, :fs_type, :size, :label, :command_line,
                  :iolab_version, :engine, :settings, :notes, :warnings, :env,
-                 :study, :config_label, :study_json, :fingerprint)",
+                 :study, :config_label, :study_json, :fingerprint, :writer_pid, :writer_start,
+                 :writer_boot)",
         )
         .at(path)?;
     let t = &run.target;
@@ -806,6 +878,9 @@ fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64,
         ":config_label": run.config_label,
         ":study_json": study_meta,
         ":fingerprint": fingerprint,
+        ":writer_pid": writer.as_ref().map(|w| w.pid),
+        ":writer_start": writer.as_ref().map(|w| w.start_ticks as i64),
+        ":writer_boot": writer.as_ref().map(|w| w.boot_id.as_str()),
     })
     .map_err(|e| match constraint(&e) {
         Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => StoreError::DuplicateRun {
