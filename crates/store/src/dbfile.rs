@@ -255,6 +255,9 @@ pub(crate) fn create(path: &Path) -> Result<(), StoreError> {
             source,
         },
     })?;
+    // SQLite's files next to it are checked before the database is made, too.
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    check_sidecars(path, path, unsafe { libc::geteuid() })?;
     let made = OpenOptions::new()
         .write(true)
         .create_new(true)
