@@ -504,3 +504,54 @@ fn a_run_still_being_written_is_not_deleted_or_pruned_and_is_stored_whole() {
     sb.iolab(&["delete", &id, "--yes"]).ok();
     assert!(ids(&sb).is_empty());
 }
+
+#[test]
+fn a_file_planted_next_to_the_database_is_refused_not_written_through() {
+    let sb = Sandbox::new();
+    let victim = sb.path("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let target = sb.target.to_str().unwrap();
+    let run = [
+        "run",
+        "custom",
+        "--rw",
+        "read",
+        "--size",
+        "1MiB",
+        "--runs",
+        "1",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--target",
+        target,
+    ];
+    for fresh in [true, false] {
+        if !fresh {
+            small_run(&sb, "there");
+        }
+        for suffix in ["-wal", "-journal", "-shm"] {
+            let side = sb.path(&format!("r.db{suffix}"));
+            std::os::unix::fs::symlink(&victim, &side).unwrap();
+            for args in [&run[..], &["delete", "1", "--yes"], &["results"]] {
+                if fresh && args[0] != "run" {
+                    continue; // no database: nothing to delete, an empty listing
+                }
+                let out = with_db(&sb, &sb.db, args).code(2);
+                out.stderr_has(&[&format!("r.db{suffix} is a symlink")]);
+            }
+            std::fs::remove_file(&side).unwrap();
+            assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        }
+        assert_eq!(sb.db.exists(), !fresh, "nothing created");
+    }
+    // Someone else's file where SQLite's write-ahead log goes.
+    let side = sb.path("r.db-wal");
+    std::fs::write(&side, "").unwrap();
+    std::os::unix::fs::chown(&side, Some(65534), None).unwrap();
+    with_db(&sb, &sb.db, &run)
+        .code(2)
+        .stderr_has(&["belongs to uid 65534"]);
+}
