@@ -555,3 +555,44 @@ fn a_file_planted_next_to_the_database_is_refused_not_written_through() {
         .code(2)
         .stderr_has(&["belongs to uid 65534"]);
 }
+
+#[test]
+fn another_users_database_is_refused_with_exit_2_when_it_cannot_be_read_or_written() {
+    if !iolab_testkit::require_root("running as a second user")
+        || !iolab_testkit::require_tools(&["setpriv"])
+    {
+        return;
+    }
+    let sb = Sandbox::new();
+    small_run(&sb, "root's");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(sb.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        let out = Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(iolab_testkit::iolab::iolab_bin())
+            .args(args)
+            .arg("--db")
+            .arg(&sb.db)
+            .env("HOME", sb.dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        iolab_testkit::Out::new(args, out, std::time::Duration::ZERO)
+    };
+    // Created 0600: another user can neither read nor write it.
+    let mode = std::fs::metadata(&sb.db).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    as_nobody(&["results"])
+        .code(2)
+        .stderr_has(&["cannot be read (permission denied)"]);
+    as_nobody(&["delete", "1", "--yes"])
+        .code(2)
+        .stderr_has(&["cannot be read"]);
+    std::fs::set_permissions(&sb.db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(as_nobody(&["results"]).ok().stdout.contains("1 run"));
+    as_nobody(&["delete", "1", "--yes"])
+        .code(2)
+        .stderr_has(&["cannot be written (permission denied)"]);
+    assert_eq!(ids(&sb), [1]);
+}

@@ -150,13 +150,22 @@ pub(crate) fn check(path: &Path) -> Result<Option<DbFile>, StoreError> {
         }
     }
     check_sidecars(path, &real, st.st_uid)?;
-    Ok(Some(DbFile {
+    let file = DbFile {
         fd,
         real,
         dev,
         ino,
         len: st.st_size as u64,
-    }))
+    };
+    if let Err(e) = reopen(&file) {
+        if e.kind() == io::ErrorKind::PermissionDenied {
+            return Err(refused(
+                path,
+                "it cannot be read (permission denied): give --db a database you may read",
+            ));
+        }
+    }
+    Ok(Some(file))
 }
 
 /// Refuses a `-wal`, `-shm` or `-journal` file next to the database that is not a regular

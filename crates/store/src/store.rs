@@ -142,14 +142,15 @@ impl Store {
         };
         if let Err(e) = probe(&conn) {
             // A reader of a WAL database needs its `-shm` index: where it cannot be made (a
-            // read-only directory: CANTOPEN; a full filesystem: IOERR) the file is read as
-            // immutable, which is exact only while no write-ahead log holds rows the main
-            // file lacks.
+            // read-only filesystem: CANTOPEN; a directory this user may not write, beside
+            // another user's database: READONLY_CANTINIT; a full filesystem: IOERR) the file
+            // is read as immutable, which is exact only while no write-ahead log holds rows
+            // the main file lacks.
             let wal =
                 std::fs::metadata(format!("{}-wal", file.real.display())).map_or(0, |m| m.len());
             if !matches!(
                 e.sqlite_error_code(),
-                Some(ErrorCode::CannotOpen | ErrorCode::SystemIoFailure)
+                Some(ErrorCode::CannotOpen | ErrorCode::SystemIoFailure | ErrorCode::ReadOnly)
             ) || wal > 0
             {
                 return Err(e).at(path);
