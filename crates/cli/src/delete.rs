@@ -1,5 +1,6 @@
 //! `iolab delete RUN...` and `iolab prune --older-than AGE [filters]`: removing stored runs,
-//! after a confirmation on a terminal or `--yes`; never any run that was not selected.
+//! after a confirmation on a terminal or `--yes`; never any run that was not selected, and
+//! never a run another iolab is still writing (`delete` refuses it, `prune` leaves it).
 
 use iolab_runner::RunError;
 use std::io::{BufRead, IsTerminal, Write};
@@ -45,11 +46,19 @@ pub fn delete(args: DeleteArgs) -> Result<i32, RunError> {
                 store.path().display()
             )));
         };
+        if let Some(pid) = store.writer(id)? {
+            return Err(iolab_store::StoreError::RunBeingWritten {
+                path: store.path().to_path_buf(),
+                id,
+                pid,
+            }
+            .into());
+        }
         if !chosen.iter().any(|r: &RunListing| r.id == id) {
             chosen.push(run.clone());
         }
     }
-    remove(&mut store, &chosen, args.yes)
+    remove(&mut store, &chosen, args.yes, false)
 }
 
 pub fn prune(args: PruneArgs) -> Result<i32, RunError> {
@@ -58,7 +67,7 @@ pub fn prune(args: PruneArgs) -> Result<i32, RunError> {
     let cutoff = chrono::Utc::now() - age;
     let mut store = open_for_writing(&args.db)?;
     let filter = crate::listing::filter(args.preset, args.target, args.label, args.study, None);
-    let mut chosen = Vec::new();
+    let (mut chosen, mut left) = (Vec::new(), 0);
     for run in store.list_runs_skipping(&filter, &mut crate::error::skipped_warning)? {
         let started = chrono::DateTime::parse_from_rfc3339(&run.started_at).map_err(|e| {
             RunError::Failed(format!(
@@ -67,8 +76,21 @@ pub fn prune(args: PruneArgs) -> Result<i32, RunError> {
             ))
         })?;
         if started < cutoff {
-            chosen.push(run);
+            match store.writer(run.id)? {
+                Some(pid) => {
+                    println!(
+                        "Run {} is still being written by process {pid}: left alone.",
+                        run.id
+                    );
+                    left += 1;
+                }
+                None => chosen.push(run),
+            }
         }
+    }
+    if chosen.is_empty() && left > 0 {
+        println!("Nothing deleted.");
+        return Ok(0);
     }
     if chosen.is_empty() {
         println!(
@@ -77,11 +99,17 @@ pub fn prune(args: PruneArgs) -> Result<i32, RunError> {
         );
         return Ok(0);
     }
-    remove(&mut store, &chosen, args.yes)
+    remove(&mut store, &chosen, args.yes, true)
 }
 
-/// Lists `runs`, asks (or takes `--yes`), deletes exactly them.
-fn remove(store: &mut Store, runs: &[RunListing], yes: bool) -> Result<i32, RunError> {
+/// Lists `runs`, asks (or takes `--yes`), deletes exactly them; a run that another iolab
+/// began writing meanwhile refuses the whole (`delete`) or is left out and said (`prune`).
+fn remove(
+    store: &mut Store,
+    runs: &[RunListing],
+    yes: bool,
+    leave_running: bool,
+) -> Result<i32, RunError> {
     let rows: Vec<iolab_report::ListRow> = runs.iter().map(crate::listing::list_row).collect();
     let n = runs.len();
     let what = format!("{n} run{}", if n == 1 { "" } else { "s" });
@@ -108,8 +136,21 @@ fn remove(store: &mut Store, runs: &[RunListing], yes: bool) -> Result<i32, RunE
             return Ok(0);
         }
     }
-    let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
-    let deleted = store.delete_runs(&ids)?;
+    let mut ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+    let deleted = if leave_running {
+        let (deleted, running) = store.delete_runs_but_running(&ids)?;
+        for (id, pid) in &running {
+            println!("Run {id} is still being written by process {pid}: left alone.");
+        }
+        ids.retain(|id| !running.iter().any(|(r, _)| r == id));
+        deleted
+    } else {
+        store.delete_runs(&ids)?
+    };
+    if ids.is_empty() {
+        println!("Nothing deleted.");
+        return Ok(0);
+    }
     let list: Vec<String> = ids.iter().map(i64::to_string).collect();
     println!(
         "Deleted {deleted} run{} ({}) from {}.",

@@ -520,8 +520,10 @@ fn a_database_on_a_read_only_mount_can_be_read() {
     read(&["history"]).ok();
     read(&["compare", "1", "2"]).ok();
     read(&["report", "1"]).ok();
+    // A writer is refused, as docs/cli.md's exit statuses say (2: a database refused).
     let out = read(&["run", "custom", "--rw", "read", "--size", "1MiB", "-q"]);
-    assert_eq!(out.code, Some(1), "{out}");
+    assert_eq!(out.code, Some(2), "{out}");
+    out.stderr_has(&["read-only filesystem"]);
     assert!(!out.stderr.contains("panicked"), "{out}");
 }
 

@@ -204,3 +204,395 @@ fn delete_and_prune_never_create_a_database() {
     sb.iolab(&["prune", "--older-than", "1d", "--yes"]).code(2);
     assert!(!sb.db.exists());
 }
+
+/// `iolab ARGS --db DB`, run in the sandbox (its own database not given).
+fn with_db(sb: &Sandbox, db: &std::path::Path, args: &[&str]) -> iolab_testkit::Out {
+    let start = std::time::Instant::now();
+    let out = Command::new(iolab_testkit::iolab::iolab_bin())
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .env("XDG_DATA_HOME", sb.dir.path())
+        .env("HOME", sb.dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    iolab_testkit::Out::new(args, out, start.elapsed())
+}
+
+/// Every command that opens the result database, as `with_db` arguments.
+fn db_commands(sb: &Sandbox) -> Vec<Vec<String>> {
+    let target = sb.target.to_str().unwrap().to_string();
+    let study = sb.path("db-study.toml");
+    std::fs::write(
+        &study,
+        format!(
+            "name = \"db\"\n[[config]]\nlabel = \"a\"\ntestbed = {{ kind = \"dir\", path = \
+             \"{target}\" }}\n[[workload]]\nkind = \"custom\"\nrw = \"read\"\nsize = \"1MiB\"\n\
+             duration = \"100ms\"\nruns = 1\nwarmup = 0\n"
+        ),
+    )
+    .unwrap();
+    let run = "run custom --rw read --bs 64k --size 1MiB --runs 1 --duration 100ms --warmup 0 \
+               --quiet --target";
+    let mut all: Vec<Vec<String>> = [
+        "delete 1 --yes",
+        "prune --older-than 1d --yes",
+        "results",
+        "show 1",
+        "report 1",
+        "compare 1 2",
+        "history",
+    ]
+    .iter()
+    .map(|c| c.split_whitespace().map(String::from).collect())
+    .collect();
+    let mut r: Vec<String> = run.split_whitespace().map(String::from).collect();
+    r.push(target);
+    all.push(r);
+    all.push(vec!["study".into(), study.to_str().unwrap().into()]);
+    all
+}
+
+/// Every command refuses `db` with exit 2 and a message saying what it is.
+fn all_refuse(sb: &Sandbox, db: &std::path::Path, says: &str) {
+    for args in db_commands(sb) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = with_db(sb, db, &args).code(2);
+        out.stderr_has(&["refused", says]);
+    }
+}
+
+#[test]
+fn a_database_that_is_not_a_regular_file_is_refused_by_every_command() {
+    let sb = Sandbox::new();
+    let fifo = sb.path("fifo");
+    iolab_testkit::sh("mkfifo", &[fifo.to_str().unwrap()]);
+    all_refuse(&sb, &fifo, "it is a FIFO");
+    all_refuse(&sb, std::path::Path::new("/dev/null"), "a character device");
+    let to_null = sb.path("to-null");
+    std::os::unix::fs::symlink("/dev/null", &to_null).unwrap();
+    all_refuse(
+        &sb,
+        &to_null,
+        "a symlink to /dev/null, which is a character device",
+    );
+    let dangling = sb.path("dangling");
+    std::os::unix::fs::symlink(sb.path("nowhere"), &dangling).unwrap();
+    let out = with_db(
+        &sb,
+        &dangling,
+        &[
+            "run",
+            "custom",
+            "--size",
+            "1MiB",
+            "--target",
+            sb.target.to_str().unwrap(),
+        ],
+    )
+    .code(2);
+    out.stderr_has(&["which does not exist"]);
+    assert!(
+        !sb.path("nowhere").exists(),
+        "nothing created through the symlink"
+    );
+    let dir = sb.path("a-dir");
+    std::fs::create_dir(&dir).unwrap();
+    all_refuse(&sb, &dir, "it is a directory");
+}
+
+#[test]
+fn a_block_device_as_the_database_is_refused_and_left_as_it_was() {
+    let Some(_lock) = iolab_testkit::require_devices(&["mkfs.ext4"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let lo = iolab_testkit::Loop::new(32 << 20);
+    iolab_testkit::sh("mkfs.ext4", &["-q", lo.s()]);
+    let before = lo.contents();
+    all_refuse(&sb, &lo.dev, "it is a block device");
+    let link = sb.path("to-loop");
+    std::os::unix::fs::symlink(&lo.dev, &link).unwrap();
+    all_refuse(&sb, &link, "which is a block device");
+    assert!(lo.contents() == before, "the device was written");
+    // Mounted, too (mounting changes the superblock itself: SQLite's header would go in the
+    // first 1024 bytes, which ext4 leaves alone).
+    let m = iolab_testkit::Mount::new(&lo.dev, &[]);
+    for args in [
+        &["delete", "1", "--yes"][..],
+        &[
+            "run",
+            "custom",
+            "--size",
+            "1MiB",
+            "--target",
+            m.path().to_str().unwrap(),
+        ],
+    ] {
+        with_db(&sb, &lo.dev, args).code(2);
+    }
+    drop(m);
+    assert!(
+        lo.contents()[..1024] == before[..1024],
+        "the device was written"
+    );
+    let blkid = iolab_testkit::sh("blkid", &["-o", "value", "-s", "TYPE", lo.s()]);
+    assert_eq!(blkid.trim(), "ext4");
+}
+
+#[test]
+fn a_database_on_a_read_only_filesystem_is_refused_with_exit_2() {
+    if !iolab_testkit::require_root("mounting a tmpfs") {
+        return;
+    }
+    let sb = Sandbox::new();
+    small_run(&sb, "a");
+    let m = iolab_testkit::Mount::new("tmpfs", &["-t", "tmpfs"]);
+    let db = m.path().join("r.db");
+    std::fs::copy(&sb.db, &db).unwrap();
+    m.remount("ro");
+    let target = sb.target.to_str().unwrap();
+    let run = [
+        "run",
+        "custom",
+        "--rw",
+        "read",
+        "--size",
+        "1MiB",
+        "--runs",
+        "1",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--target",
+        target,
+    ];
+    for args in [
+        &run[..],
+        &["delete", "1", "--yes"],
+        &["prune", "--older-than", "1s", "--yes"],
+    ] {
+        with_db(&sb, &db, args)
+            .code(2)
+            .stderr_has(&["read-only filesystem"]);
+        // A database it would create there.
+        with_db(&sb, &m.path().join("new/r.db"), args).code(2);
+    }
+    // Readers still read it.
+    assert!(with_db(&sb, &db, &["results"])
+        .ok()
+        .stdout
+        .contains("1 run"));
+}
+
+/// Waits until the run `child` writes is stored in `sb`'s database (an incomplete run,
+/// read directly, as often as needed) and returns its id; fails with the run's output if it
+/// ends first.
+fn wait_for_run(sb: &Sandbox, child: &mut std::process::Child) -> i64 {
+    loop {
+        let seen = rusqlite::Connection::open_with_flags(
+            &sb.db,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .and_then(|c| {
+            c.query_row("SELECT max(id) FROM runs WHERE complete = 0", [], |r| {
+                r.get::<_, Option<i64>>(0)
+            })
+        })
+        .unwrap_or(None);
+        if let Some(id) = seen {
+            return id;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("the run ended ({status}) before it was stored: {err}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Stops `pid` (SIGSTOP) at a moment it holds no write transaction on `sb`'s database, so
+/// that other commands can write while it stays alive.
+fn stop_outside_a_write(sb: &Sandbox, pid: u32) {
+    loop {
+        iolab_testkit::sh("kill", &["-STOP", &pid.to_string()]);
+        let conn = rusqlite::Connection::open(&sb.db).unwrap();
+        if conn.execute_batch("BEGIN IMMEDIATE; ROLLBACK;").is_ok() {
+            return;
+        }
+        drop(conn);
+        iolab_testkit::sh("kill", &["-CONT", &pid.to_string()]);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_run_still_being_written_is_not_deleted_or_pruned_and_is_stored_whole() {
+    let sb = Sandbox::new();
+    small_run(&sb, "finished");
+    let mut child = sb.spawn_run(&[
+        "custom",
+        "--rw",
+        "read",
+        "--bs",
+        "64k",
+        "--size",
+        "1MiB",
+        "--runs",
+        "1",
+        "--duration",
+        "3s",
+        "--warmup",
+        "0",
+    ]);
+    let pid = child.id();
+    assert_eq!(wait_for_run(&sb, &mut child), 2);
+    stop_outside_a_write(&sb, pid);
+    backdate(&sb, 1, "2000-01-01T00:00:00.000Z");
+    backdate(&sb, 2, "2000-01-01T00:00:00.000Z");
+
+    let out = sb.iolab(&["delete", "2", "--yes"]).code(2);
+    out.stderr_has(&["run 2", &format!("still being written by process {pid}")]);
+    let out = sb.iolab(&["delete", "1", "2", "--yes"]).code(2);
+    out.stderr_has(&["run 2", "still being written"]);
+    assert_eq!(ids(&sb), [1, 2], "nothing deleted");
+    let out = sb.iolab(&["prune", "--older-than", "1d", "--yes"]).ok();
+    assert!(
+        out.stdout.contains(&format!(
+            "Run 2 is still being written by process {pid}: left alone."
+        )) && out.stdout.contains("Deleted 1 run (1)"),
+        "{out}"
+    );
+    assert_eq!(ids(&sb), [2]);
+
+    iolab_testkit::sh("kill", &["-CONT", &pid.to_string()]);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = sb.iolab(&["results", "--json"]).ok().json();
+    assert_eq!(v[0]["id"], 2);
+    assert_eq!(v[0]["complete"], true);
+    assert_eq!(v[0]["tests"], 1);
+    sb.iolab(&["delete", "2", "--yes"]).ok();
+
+    // A writer killed with -9: its run stays incomplete and can be deleted.
+    let mut child = sb.spawn_run(&[
+        "custom",
+        "--rw",
+        "read",
+        "--bs",
+        "64k",
+        "--size",
+        "1MiB",
+        "--runs",
+        "1",
+        "--duration",
+        "60s",
+        "--warmup",
+        "0",
+    ]);
+    let id = wait_for_run(&sb, &mut child).to_string();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    sb.iolab(&["delete", &id, "--yes"]).ok();
+    assert!(ids(&sb).is_empty());
+}
+
+#[test]
+fn a_file_planted_next_to_the_database_is_refused_not_written_through() {
+    let sb = Sandbox::new();
+    let victim = sb.path("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let target = sb.target.to_str().unwrap();
+    let run = [
+        "run",
+        "custom",
+        "--rw",
+        "read",
+        "--size",
+        "1MiB",
+        "--runs",
+        "1",
+        "--duration",
+        "100ms",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--target",
+        target,
+    ];
+    for fresh in [true, false] {
+        if !fresh {
+            small_run(&sb, "there");
+        }
+        for suffix in ["-wal", "-journal", "-shm"] {
+            let side = sb.path(&format!("r.db{suffix}"));
+            std::os::unix::fs::symlink(&victim, &side).unwrap();
+            for args in [&run[..], &["delete", "1", "--yes"], &["results"]] {
+                if fresh && args[0] != "run" {
+                    continue; // no database: nothing to delete, an empty listing
+                }
+                let out = with_db(&sb, &sb.db, args).code(2);
+                out.stderr_has(&[&format!("r.db{suffix} is a symlink")]);
+            }
+            std::fs::remove_file(&side).unwrap();
+            assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        }
+        assert_eq!(sb.db.exists(), !fresh, "nothing created");
+    }
+    // Someone else's file where SQLite's write-ahead log goes.
+    let side = sb.path("r.db-wal");
+    std::fs::write(&side, "").unwrap();
+    std::os::unix::fs::chown(&side, Some(65534), None).unwrap();
+    with_db(&sb, &sb.db, &run)
+        .code(2)
+        .stderr_has(&["belongs to uid 65534"]);
+}
+
+#[test]
+fn another_users_database_is_refused_with_exit_2_when_it_cannot_be_read_or_written() {
+    if !iolab_testkit::require_root("running as a second user")
+        || !iolab_testkit::require_tools(&["setpriv"])
+    {
+        return;
+    }
+    let sb = Sandbox::new();
+    small_run(&sb, "root's");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(sb.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        let out = Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(iolab_testkit::iolab::iolab_bin())
+            .args(args)
+            .arg("--db")
+            .arg(&sb.db)
+            .env("HOME", sb.dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        iolab_testkit::Out::new(args, out, std::time::Duration::ZERO)
+    };
+    // Created 0600: another user can neither read nor write it.
+    let mode = std::fs::metadata(&sb.db).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    as_nobody(&["results"])
+        .code(2)
+        .stderr_has(&["cannot be read (permission denied)"]);
+    as_nobody(&["delete", "1", "--yes"])
+        .code(2)
+        .stderr_has(&["cannot be read"]);
+    std::fs::set_permissions(&sb.db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(as_nobody(&["results"]).ok().stdout.contains("1 run"));
+    as_nobody(&["delete", "1", "--yes"])
+        .code(2)
+        .stderr_has(&["cannot be written (permission denied)"]);
+    assert_eq!(ids(&sb), [1]);
+}

@@ -45,6 +45,14 @@ pub enum StoreError {
     TestNotFound { path: PathBuf, id: i64 },
     /// A run with this uuid is already stored.
     DuplicateRun { path: PathBuf, uuid: String },
+    /// The path is not a database iolab may open: not a regular file (a device, a FIFO, a
+    /// socket, a directory, a symlink to one of those or to nothing), a file SQLite keeps
+    /// next to it that is not its own, a file on a read-only filesystem or one that cannot
+    /// be written (for a writer), or a file that changed while it was being opened. Nothing
+    /// was opened for writing.
+    Refused { path: PathBuf, detail: String },
+    /// A run that is still being written: the process writing it (`pid`) is alive.
+    RunBeingWritten { path: PathBuf, id: i64, pid: u32 },
     /// A structured column could not be encoded, or decoded when read back.
     Json {
         path: PathBuf,
@@ -68,6 +76,8 @@ impl StoreError {
             | StoreError::RunNotFound { path, .. }
             | StoreError::TestNotFound { path, .. }
             | StoreError::DuplicateRun { path, .. }
+            | StoreError::Refused { path, .. }
+            | StoreError::RunBeingWritten { path, .. }
             | StoreError::Json { path, .. } => path,
         }
     }
@@ -76,7 +86,8 @@ impl StoreError {
 impl StoreError {
     /// Whether the error is the caller's to fix with another argument: a database refused
     /// before anything was written to it (newer, foreign, damaged, or an old one that cannot
-    /// be upgraded: another `--db`), or a run or test id it does not hold. Exit 2.
+    /// be upgraded: another `--db`; not a regular file, read-only: `Refused`), or a run or
+    /// test id it does not hold, or a run still being written. Exit 2.
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
@@ -85,6 +96,8 @@ impl StoreError {
                 | StoreError::BadVersion { .. }
                 | StoreError::Damaged { .. }
                 | StoreError::OldReadOnly { .. }
+                | StoreError::Refused { .. }
+                | StoreError::RunBeingWritten { .. }
                 | StoreError::RunNotFound { .. }
                 | StoreError::TestNotFound { .. }
         )
@@ -191,6 +204,17 @@ impl fmt::Display for StoreError {
             StoreError::Json { path, what, source } => {
                 write!(f, "result database {}: {what}: {source}", path.display())
             }
+            StoreError::Refused { path, detail } => write!(
+                f,
+                "result database {} refused: {detail} (nothing was written to it)",
+                path.display()
+            ),
+            StoreError::RunBeingWritten { path, id, pid } => write!(
+                f,
+                "run {id} in result database {} is still being written by process {pid}; \
+                 it can be deleted once that run has ended (or the process is gone)",
+                path.display()
+            ),
         }
     }
 }
@@ -208,7 +232,9 @@ impl std::error::Error for StoreError {
             | StoreError::OldReadOnly { .. }
             | StoreError::RunNotFound { .. }
             | StoreError::TestNotFound { .. }
-            | StoreError::DuplicateRun { .. } => None,
+            | StoreError::DuplicateRun { .. }
+            | StoreError::Refused { .. }
+            | StoreError::RunBeingWritten { .. } => None,
         }
     }
 }

@@ -14,12 +14,12 @@
 //!   `tests` and `passes` tables, which is where new rows go. The passes themselves (nine tenths of the
 //!   file) are not read: a damaged one shows when its run is loaded, and `history` skips it.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension};
 
+use crate::dbfile::DbFile;
 use crate::error::StoreError;
 
 /// Files up to this size get a full `PRAGMA quick_check` before every write session.
@@ -32,16 +32,17 @@ fn damaged(path: &Path, detail: impl Into<String>) -> StoreError {
     }
 }
 
-/// What the 100-byte header of an SQLite file says, or why it is not one.
-pub(crate) fn check_header(path: &Path) -> Result<(), StoreError> {
-    let mut f = match File::open(path) {
-        Ok(f) => f,
-        Err(_) => return Ok(()), // a new database, or one SQLite reports on itself
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+/// What the 100-byte header of an SQLite file says, or why it is not one. `file` is the
+/// database file as `dbfile::check` found it (a regular file).
+pub(crate) fn check_header(path: &Path, file: &DbFile) -> Result<(), StoreError> {
+    let len = file.len;
     if len == 0 {
         return Ok(()); // created, nothing written yet
     }
+    let mut f = match crate::dbfile::reopen(file) {
+        Ok(f) => f,
+        Err(_) => return Ok(()), // SQLite reports it on itself
+    };
     let mut h = [0u8; 100];
     if len < 100 || f.read_exact(&mut h).is_err() {
         return Err(damaged(

@@ -17,6 +17,7 @@
 //! Every run carries a [`fingerprint`] of its command; [`Store::runs_like`] finds the other
 //! runs of a command (their spread is the run-to-run noise reports test against).
 
+mod dbfile;
 mod error;
 pub mod fingerprint;
 mod health;

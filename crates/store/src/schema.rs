@@ -88,6 +88,13 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN fingerprint TEXT;
     CREATE INDEX runs_fingerprint ON runs (fingerprint, started_at);
     ",
+    // v5: the process writing a run, from `begin_run` until `finish_run` (NULL once it
+    // ended): `delete` and `prune` leave a run alone while that process is alive.
+    "
+    ALTER TABLE runs ADD COLUMN writer_pid INTEGER;
+    ALTER TABLE runs ADD COLUMN writer_start INTEGER;
+    ALTER TABLE runs ADD COLUMN writer_boot TEXT;
+    ",
 ];
 
 /// The version whose step adds `runs.fingerprint`; the step also fills it in for the runs

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use iolab_measure::{PassRecord, RunRecord, TargetInfo, TargetKind, TestRecord, TestSummary};
+use iolab_sys::process::Identity;
 use rusqlite::{
     ffi, named_params, params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row,
     Transaction, TransactionBehavior,
@@ -12,6 +13,7 @@ use rusqlite::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::dbfile::{self, DbFile};
 use crate::error::{AtPath, StoreError};
 use crate::{fingerprint, health, schema};
 
@@ -54,59 +56,85 @@ pub struct RunListing {
 /// one file: they take turns, waiting up to [`BUSY_TIMEOUT`].
 #[derive(Debug)]
 pub struct Store {
+    // Dropped in this order: SQLite closes its descriptors before the checked file's.
     conn: Connection,
     path: PathBuf,
+    _file: Option<DbFile>,
 }
 
 impl Store {
     /// Opens (creating it and its directory if needed) the database at `path` for writing
-    /// and brings its schema up to date. A database written by a newer iolab, an SQLite file
-    /// that is not iolab's, or a damaged one (the check of `health.rs`) is refused before
-    /// anything is written to it.
+    /// and brings its schema up to date. Anything but a regular file (a device, a FIFO, a
+    /// symlink to one: `dbfile.rs`), a file on a read-only filesystem or one that cannot be
+    /// written, a database written by a newer iolab, an SQLite file that is not iolab's, or
+    /// a damaged one (the check of `health.rs`) is refused before anything is written to it.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-                path: path.to_path_buf(),
-                dir: dir.to_path_buf(),
-                source,
-            })?;
+        let file = match dbfile::check(path)? {
+            Some(f) => f,
+            None => {
+                dbfile::create(path)?;
+                dbfile::check(path)?.ok_or_else(|| StoreError::Refused {
+                    path: path.to_path_buf(),
+                    detail: "it disappeared as it was being created".into(),
+                })?
+            }
+        };
+        if dbfile::on_read_only_fs(&file) {
+            return Err(dbfile::read_only(path, &file.real));
         }
-        health::check_header(path)?;
-        let mut conn = Connection::open(path).at(path)?;
+        health::check_header(path, &file)?;
+        // Not CREATE: the file is there (checked above); NOFOLLOW: its resolved path is
+        // opened, not whatever a symlink put there since.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let mut conn = Connection::open_with_flags(&file.real, flags).at(path)?;
+        dbfile::verify_opened(&conn, path, &file)?;
+        if conn.is_readonly("main").at(path)? {
+            return Err(StoreError::Refused {
+                path: path.to_path_buf(),
+                detail: "it cannot be written (permission denied): give --db a database you \
+                         may write"
+                    .into(),
+            });
+        }
         conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
         schema::check_compatible(&conn, path)?;
-        let len = std::fs::metadata(path).map_or(0, |m| m.len());
-        health::check_structure(&conn, path, len)?;
+        health::check_structure(&conn, path, file.len)?;
         enable_wal(&conn, path)?;
         conn.pragma_update(None, "foreign_keys", true).at(path)?;
         schema::migrate(&mut conn, path)?;
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            _file: Some(file),
         })
     }
 
     /// Opens the database at `path` for reading only: nothing is created or written, so
     /// listing and reports work on a read-only mount or a copy one may not change. A file
-    /// that does not exist (or is empty) reads as an empty database. On a read-only
+    /// that does not exist (or is empty) reads as an empty database; anything but a regular
+    /// file is refused as [`Store::open`] refuses it. On a read-only
     /// filesystem, where SQLite cannot make the `-shm` file a WAL database needs, the file
     /// is read as immutable. A database of an older schema is upgraded when it can be
     /// written (as [`Store::open`] would) and refused otherwise.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
-        let empty = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
-        if empty {
+        let Some(file) = dbfile::check(path)?.filter(|f| f.len > 0) else {
             let mut conn = Connection::open_in_memory().at(path)?;
             schema::migrate(&mut conn, path)?;
             return Ok(Store {
                 conn,
                 path: path.to_path_buf(),
+                _file: None,
             });
-        }
+        };
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let uri = file_uri(path);
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let uri = file_uri(&file.real);
         let mut conn = Connection::open_with_flags(format!("{uri}?mode=ro"), flags).at(path)?;
+        dbfile::verify_opened(&conn, path, &file)?;
         let probe = |c: &Connection| {
             c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
                 r.get::<_, i64>(0)
@@ -114,18 +142,21 @@ impl Store {
         };
         if let Err(e) = probe(&conn) {
             // A reader of a WAL database needs its `-shm` index: where it cannot be made (a
-            // read-only directory: CANTOPEN; a full filesystem: IOERR) the file is read as
-            // immutable, which is exact only while no write-ahead log holds rows the main
-            // file lacks.
-            let wal = std::fs::metadata(format!("{}-wal", path.display())).map_or(0, |m| m.len());
+            // read-only filesystem: CANTOPEN; a directory this user may not write, beside
+            // another user's database: READONLY_CANTINIT; a full filesystem: IOERR) the file
+            // is read as immutable, which is exact only while no write-ahead log holds rows
+            // the main file lacks.
+            let wal =
+                std::fs::metadata(format!("{}-wal", file.real.display())).map_or(0, |m| m.len());
             if !matches!(
                 e.sqlite_error_code(),
-                Some(ErrorCode::CannotOpen | ErrorCode::SystemIoFailure)
+                Some(ErrorCode::CannotOpen | ErrorCode::SystemIoFailure | ErrorCode::ReadOnly)
             ) || wal > 0
             {
                 return Err(e).at(path);
             }
             conn = Connection::open_with_flags(format!("{uri}?immutable=1"), flags).at(path)?;
+            dbfile::verify_opened(&conn, path, &file)?;
         }
         conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
         schema::check_compatible(&conn, path)?;
@@ -145,12 +176,18 @@ impl Store {
                         supported: schema::SCHEMA_VERSION,
                     }
                 }
+                StoreError::Refused { .. } => StoreError::OldReadOnly {
+                    path: path.to_path_buf(),
+                    found: version,
+                    supported: schema::SCHEMA_VERSION,
+                },
                 _ => e,
             });
         }
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            _file: Some(file),
         })
     }
 
@@ -235,7 +272,8 @@ impl Store {
             let n = tx
                 .prepare_cached(
                     "UPDATE runs SET finished_at = :finished_at, complete = :complete,
-                            notes_json = :notes, warnings_json = :warnings, env_json = :env
+                            notes_json = :notes, warnings_json = :warnings, env_json = :env,
+                            writer_pid = NULL, writer_start = NULL, writer_boot = NULL
                      WHERE id = :id",
                 )
                 .and_then(|mut s| {
@@ -514,16 +552,56 @@ impl Store {
     }
 
     /// Deletes the runs `ids` with their tests and passes (the schema's `ON DELETE
-    /// CASCADE`), in one transaction: if any id is not stored, nothing is deleted and the
+    /// CASCADE`), in one transaction: if any id is not stored, or is a run still being
+    /// written (its writer, recorded by [`Store::begin_run`], is alive:
+    /// [`StoreError::RunBeingWritten`] names it and the process), nothing is deleted and the
     /// error names it. Every other run is untouched. Returns how many runs were deleted
     /// (an id given twice counts once).
     pub fn delete_runs(&mut self, ids: &[i64]) -> Result<usize, StoreError> {
+        self.delete(ids, false).map(|(deleted, _)| deleted)
+    }
+
+    /// [`Store::delete_runs`] for `prune`: a run still being written is left out and
+    /// returned with its writer's pid instead of refusing the whole. Returns how many runs
+    /// were deleted and the runs left out.
+    pub fn delete_runs_but_running(
+        &mut self,
+        ids: &[i64],
+    ) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
+        self.delete(ids, true)
+    }
+
+    /// The process still writing run `id` (its pid), or `None` when the run has ended or
+    /// the process that wrote it is gone (killed: the run stays incomplete).
+    pub fn writer(&self, id: i64) -> Result<Option<u32>, StoreError> {
+        live_writer(&self.conn, &self.path, id)
+    }
+
+    fn delete(
+        &mut self,
+        ids: &[i64],
+        skip_live: bool,
+    ) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
         let mut ids = ids.to_vec();
         ids.sort_unstable();
         ids.dedup();
+        // Inside the write transaction: no run can begin or end between the check of its
+        // writer and its deletion.
         self.write(|tx, path| {
             let mut deleted = 0;
+            let mut running = Vec::new();
             for &id in &ids {
+                if let Some(pid) = live_writer(tx, path, id)? {
+                    if !skip_live {
+                        return Err(StoreError::RunBeingWritten {
+                            path: path.to_path_buf(),
+                            id,
+                            pid,
+                        });
+                    }
+                    running.push((id, pid));
+                    continue;
+                }
                 let n = tx
                     .execute("DELETE FROM runs WHERE id = ?1", [id])
                     .at(path)?;
@@ -536,7 +614,7 @@ impl Store {
                 }
                 deleted += n;
             }
-            Ok(deleted)
+            Ok((deleted, running))
         })
     }
 
@@ -558,6 +636,31 @@ impl Store {
             .optional()
             .at(&self.path)
     }
+}
+
+/// The pid of the live process writing run `id`, if its row records one (see
+/// [`Store::writer`]).
+fn live_writer(conn: &Connection, path: &Path, id: i64) -> Result<Option<u32>, StoreError> {
+    let row: Option<(Option<i64>, Option<i64>, Option<String>)> = conn
+        .query_row(
+            "SELECT writer_pid, writer_start, writer_boot FROM runs WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .at(path)?;
+    let Some((Some(pid), Some(start), Some(boot_id))) = row else {
+        return Ok(None);
+    };
+    let (Ok(pid), Ok(start_ticks)) = (u32::try_from(pid), u64::try_from(start)) else {
+        return Ok(None);
+    };
+    let writer = Identity {
+        pid,
+        start_ticks,
+        boot_id,
+    };
+    Ok(writer.alive().then_some(pid))
 }
 
 /// The query behind [`Store::runs_like`] (its plan is checked in the tests: it must use
@@ -734,16 +837,21 @@ fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64,
     let env = encode_value(path, "runs.env_json", &run.env)?;
     let study_meta = encode_value(path, "runs.study_json", &run.study_meta)?;
     let fingerprint = fingerprint::of_run(run, &settings);
+    // This process writes the run until `finish_run`; without /proc it cannot be named,
+    // and the run is then not protected from `delete` while it is written.
+    let writer = Identity::current();
     let mut stmt = tx
         .prepare_cached(
             "INSERT INTO runs (uuid, started_at, finished_at, complete, preset, workload,
                  target_path, target_kind, io_path, fs_type, size, label, command_line,
                  iolab_version, engine, settings_json, notes_json, warnings_json, env_json,
-                 study, config_label, study_json, fingerprint)
+                 study, config_label, study_json, fingerprint, writer_pid, writer_start,
+                 writer_boot)
              VALUES (:uuid, :started_at, :finished_at, :complete, :preset, :workload,
                  :target_path, :target_kind, :io_path, :fs_type, :size, :label, :command_line,
                  :iolab_version, :engine, :settings, :notes, :warnings, :env,
-                 :study, :config_label, :study_json, :fingerprint)",
+                 :study, :config_label, :study_json, :fingerprint, :writer_pid, :writer_start,
+                 :writer_boot)",
         )
         .at(path)?;
     let t = &run.target;
@@ -771,6 +879,9 @@ fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64,
         ":config_label": run.config_label,
         ":study_json": study_meta,
         ":fingerprint": fingerprint,
+        ":writer_pid": writer.as_ref().map(|w| w.pid),
+        ":writer_start": writer.as_ref().map(|w| w.start_ticks as i64),
+        ":writer_boot": writer.as_ref().map(|w| w.boot_id.as_str()),
     })
     .map_err(|e| match constraint(&e) {
         Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => StoreError::DuplicateRun {

@@ -474,7 +474,9 @@ fn version_1_database_is_migrated_and_old_passes_load() {
         conn.execute_batch(
             "ALTER TABLE passes DROP COLUMN context_json; \
              ALTER TABLE runs DROP COLUMN study_json; DROP INDEX runs_fingerprint; \
-             ALTER TABLE runs DROP COLUMN fingerprint; PRAGMA user_version = 1;",
+             ALTER TABLE runs DROP COLUMN fingerprint; ALTER TABLE runs DROP COLUMN writer_pid; \
+             ALTER TABLE runs DROP COLUMN writer_start; ALTER TABLE runs DROP COLUMN writer_boot; \
+             PRAGMA user_version = 1;",
         )
         .unwrap();
     }
@@ -608,7 +610,8 @@ fn version_3_database_gets_fingerprints_on_open() {
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch(
             "DROP INDEX runs_fingerprint; ALTER TABLE runs DROP COLUMN fingerprint; \
-             PRAGMA user_version = 3;",
+             ALTER TABLE runs DROP COLUMN writer_pid; ALTER TABLE runs DROP COLUMN writer_start; \
+             ALTER TABLE runs DROP COLUMN writer_boot; PRAGMA user_version = 3;",
         )
         .unwrap();
     }
@@ -698,4 +701,61 @@ fn delete_removes_the_runs_with_their_tests_and_passes_and_nothing_else() {
     assert_eq!(store.count_runs().unwrap(), 1);
     assert_eq!(store.load_run(ids[2]).unwrap(), kept);
     assert_eq!(store.delete_runs(&[]).unwrap(), 0);
+}
+
+#[test]
+fn a_run_whose_writer_is_alive_is_not_deleted_and_one_whose_writer_died_is() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let mut store = Store::open(&path).unwrap();
+    let done = store.save_run(&common::run("writer-done")).unwrap();
+    // Begun by this process and not finished: being written.
+    let running = store.begin_run(&common::run("writer-running")).unwrap();
+    let me = std::process::id();
+    assert_eq!(store.writer(running).unwrap(), Some(me));
+    assert_eq!(store.writer(done).unwrap(), None);
+
+    let err = store.delete_runs(&[done, running]).unwrap_err();
+    assert!(
+        matches!(err, StoreError::RunBeingWritten { id, pid, .. } if id == running && pid == me),
+        "{err}"
+    );
+    assert!(err.is_refusal());
+    assert!(err.to_string().contains(&format!("process {me}")), "{err}");
+    assert_eq!(store.count_runs().unwrap(), 2, "nothing deleted");
+
+    // prune's way: the finished run goes, the running one is said and kept.
+    let (deleted, kept) = store.delete_runs_but_running(&[done, running]).unwrap();
+    assert_eq!((deleted, kept), (1, vec![(running, me)]));
+    assert_eq!(store.count_runs().unwrap(), 1);
+
+    // Its writer gone (as after kill -9: a later process got the pid, or another boot):
+    // deletable.
+    for (col, value) in [("writer_start", "writer_start + 1"), ("writer_boot", "'x'")] {
+        let conn = Connection::open(&path).unwrap();
+        let saved: rusqlite::types::Value = conn
+            .query_row(
+                &format!("SELECT {col} FROM runs WHERE id = ?1"),
+                [running],
+                |r| r.get(0),
+            )
+            .unwrap();
+        conn.execute(
+            &format!("UPDATE runs SET {col} = {value} WHERE id = ?1"),
+            [running],
+        )
+        .unwrap();
+        assert_eq!(store.writer(running).unwrap(), None, "{col}");
+        conn.execute(
+            &format!("UPDATE runs SET {col} = ?1 WHERE id = ?2"),
+            (saved, running),
+        )
+        .unwrap();
+    }
+    // Finished: no writer any more.
+    let mut run = common::run("writer-running");
+    run.complete = true;
+    store.finish_run(running, &run).unwrap();
+    assert_eq!(store.writer(running).unwrap(), None);
+    assert_eq!(store.delete_runs(&[running]).unwrap(), 1);
 }

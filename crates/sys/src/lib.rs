@@ -3,14 +3,15 @@
 //! external tool, page-aligned memory for O_DIRECT I/O ([`buffers`]), loop devices with
 //! their backing files ([`loopdev`]), the files and directories iolab creates, with fixed
 //! modes and never through a link ([`files`]; [`newfile`] for an output written under a
-//! temporary name and renamed into place), and bounded reads of input files ([`input`]).
-//! Depends on no iolab crate.
+//! temporary name and renamed into place), bounded reads of input files ([`input`]) and
+//! which process is which across pid reuse ([`process`]). Depends on no iolab crate.
 
 pub mod buffers;
 pub mod files;
 pub mod input;
 pub mod loopdev;
 pub mod newfile;
+pub mod process;
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -48,6 +49,8 @@ pub struct FsStats {
     /// Inodes in total and free (`f_files`, `f_ffree`).
     pub files: u64,
     pub files_free: u64,
+    /// Mounted read-only (`ST_RDONLY` in `f_flag`): nothing can be written there.
+    pub read_only: bool,
 }
 
 impl FsStats {
@@ -81,6 +84,7 @@ pub fn statvfs_cstr(path: &CStr) -> io::Result<FsStats> {
         available_bytes: (st.f_bavail as u64).saturating_mul(frsize),
         files: st.f_files as u64,
         files_free: st.f_ffree as u64,
+        read_only: st.f_flag & libc::ST_RDONLY != 0,
     })
 }
 
