@@ -79,7 +79,7 @@ for i in $(seq 1 "$RUNS"); do
   took=$(( $(date +%s) - start ))
   failed=$(python3 "$REPO/bench/flaky-parse.py" "$log" | tr '\n' ' ')
   # The machine's load over the run: the 15-minute load average at its end (the suite's
-  # own processes included), and the share of time tasks waited for a CPU (PSI), if known.
+  # own processes included).
   load=$(cut -d' ' -f3 /proc/loadavg)
   printf 'run %d: exit %d in %d min %02d s, load average %s; failed: %s\n' "$i" "$rc" \
     $((took / 60)) $((took % 60)) "$load" "${failed:-none}"
