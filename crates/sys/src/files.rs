@@ -1,15 +1,21 @@
 //! Files and directories iolab creates: never reached through a link someone planted, never
-//! over a file that is already there, and with fixed modes whatever the caller's umask
-//! (0600 files, 0700 directories). A file that is rewritten while others may read it
-//! ([`replace_file`]) is written under an unpredictable name and renamed over the old one.
+//! over a file that is already there (`O_CREAT|O_EXCL|O_NOFOLLOW`, a directory with mkdir),
+//! with fixed modes whatever the caller's umask (0600 files, 0700 directories, set through
+//! the new descriptor), under unpredictable names where someone else may have put a name
+//! first, and removed only while the name is still what was created ([`remove_if_same`]).
+//! A file rewritten while others may read it ([`replace_file`]) and an output file
+//! ([`NewFile`]) are written under an unpredictable name in their directory and renamed
+//! into place (rename never follows a link at its target name: it replaces the entry).
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::loopdev::FileId;
 
 /// The mode of every file iolab creates.
 pub const FILE_MODE: u32 = 0o600;
@@ -38,15 +44,17 @@ pub fn create_new(path: &Path) -> io::Result<File> {
 }
 
 /// Creates the new directory `path` (an existing one or a link there is an error), mode 0700
-/// whatever the umask. The mode is set through a descriptor of the directory just made,
+/// whatever the umask, and returns what it is (for a record that removes it later only while
+/// it is still this one). The mode is set through a descriptor of the directory just made,
 /// opened without following a link.
-pub fn create_dir(path: &Path) -> io::Result<()> {
+pub fn create_dir(path: &Path) -> io::Result<FileId> {
     std::fs::DirBuilder::new().mode(DIR_MODE).create(path)?;
     let dir = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
-    dir.set_permissions(Permissions::from_mode(DIR_MODE))
+    dir.set_permissions(Permissions::from_mode(DIR_MODE))?;
+    fd_identity(dir.as_raw_fd())
 }
 
 /// An unpredictable name for a temporary file: 16 bytes from getrandom(2) in hex (the
@@ -95,27 +103,12 @@ pub fn replace_file(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
     let target = cstring(name.as_bytes())?;
     loop {
         let tmp = cstring(random_name(&format!(".{name}.")).as_bytes())?;
-        // SAFETY: dirfd is open, tmp is NUL-terminated; the descriptor is owned below.
-        let fd = unsafe {
-            libc::openat(
-                dirfd.as_raw_fd(),
-                tmp.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                FILE_MODE as libc::c_uint,
-            )
+        let mut file = match create_at(dirfd.as_raw_fd(), &tmp) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
         };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::AlreadyExists {
-                continue;
-            }
-            return Err(e);
-        }
-        // SAFETY: fd was just opened and is not owned elsewhere.
-        let mut file = unsafe { File::from_raw_fd(fd) };
-        let written = file
-            .set_permissions(Permissions::from_mode(FILE_MODE))
-            .and_then(|()| file.write_all(contents));
+        let written = file.write_all(contents);
         drop(file);
         // SAFETY: both names are NUL-terminated and relative to the open directory.
         let renamed = written.and_then(|()| {
@@ -144,6 +137,190 @@ pub fn replace_file(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
 /// Whether `mode` (of a file or directory) lets anyone but its owner write to it.
 pub fn writable_by_others(mode: u32) -> bool {
     mode & 0o022 != 0
+}
+
+/// `iolab-WORD-PID-RANDOM`: iolab's unique name for something of this process.
+pub fn unique_name(word: &str) -> String {
+    random_name(&format!("iolab-{word}-{}-", std::process::id()))
+}
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn fd_identity(fd: libc::c_int) -> io::Result<FileId> {
+    // SAFETY: an all-zero stat is a valid value to be overwritten by fstat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is an open descriptor and st a valid out-pointer.
+    check(unsafe { libc::fstat(fd, &mut st) })?;
+    Ok(FileId {
+        dev: st.st_dev,
+        ino: st.st_ino,
+    })
+}
+
+/// What `name` in directory `dir` is now, without following a link: its identity and
+/// `st_mode`; None when there is nothing by that name.
+fn lstat_at(dir: libc::c_int, name: &CString) -> io::Result<Option<(FileId, u32)>> {
+    // SAFETY: as in fd_identity.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: dir is an open descriptor, name a NUL-terminated string, st an out-pointer.
+    let r = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::NotFound {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(Some((
+        FileId {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        },
+        st.st_mode,
+    )))
+}
+
+/// `openat(dir, name, O_CREAT|O_EXCL|O_NOFOLLOW|O_WRONLY|O_CLOEXEC)`, then mode 0600 set
+/// on the descriptor (the umask left out).
+fn create_at(dir: libc::c_int, name: &CString) -> io::Result<File> {
+    let flags = libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_WRONLY | libc::O_CLOEXEC;
+    // SAFETY: dir is an open descriptor (or AT_FDCWD), name NUL-terminated.
+    let fd = check(unsafe { libc::openat(dir, name.as_ptr(), flags, FILE_MODE as libc::c_uint) })?;
+    // SAFETY: fd was just returned by openat and is owned by nothing else.
+    let f = unsafe { File::from_raw_fd(fd) };
+    // SAFETY: f's descriptor is open.
+    check(unsafe { libc::fchmod(f.as_raw_fd(), FILE_MODE as libc::mode_t) })?;
+    Ok(f)
+}
+
+/// Removes `path` (a file, or a directory with everything in it, links not followed) if it
+/// is still `id`; Ok(false) when it is gone or is something else now (then left alone).
+pub fn remove_if_same(path: &Path, id: FileId) -> io::Result<bool> {
+    let m = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if FileId::from_meta(&m) != id {
+        return Ok(false);
+    }
+    if m.is_dir() {
+        std::fs::remove_dir_all(path)?;
+    } else {
+        std::fs::remove_file(path)?;
+    }
+    Ok(true)
+}
+
+/// An output file written under a private temporary name in its directory and renamed into
+/// place once complete; dropped without [`NewFile::commit`], the temporary file is removed.
+#[derive(Debug)]
+pub struct NewFile {
+    /// The output's directory, held open: the temporary file and the rename are in it
+    /// whatever happens to the path leading there.
+    dir: OwnedFd,
+    name: CString,
+    tmp: CString,
+    tmp_path: PathBuf,
+    created: Option<FileId>,
+}
+
+impl NewFile {
+    /// Opens `path`'s directory and picks the temporary name there (`iolab-WORD-PID-…`);
+    /// creates nothing yet (record [`Self::temp_path`] first where a kill -9 must not leave it
+    /// unknown). Refuses a `path` that exists and is not a regular file (a link, a directory,
+    /// a device, a FIFO, a socket): [`Self::commit`] replaces a regular file only.
+    pub fn plan(path: &Path, word: &str) -> io::Result<NewFile> {
+        let name = path
+            .file_name()
+            .filter(|n| *n != OsStr::new("..") && *n != OsStr::new("."))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let c = cstring(parent.as_os_str().as_bytes())?;
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        // SAFETY: c is NUL-terminated.
+        let fd = check(unsafe { libc::open(c.as_ptr(), flags) })?;
+        // SAFETY: fd was just opened and is owned here only.
+        let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+        let tmp_name = format!("{}.partial", unique_name(word));
+        let f = NewFile {
+            dir,
+            name: cstring(name.as_bytes())?,
+            tmp: cstring(tmp_name.as_bytes())?,
+            tmp_path: parent.join(&tmp_name),
+            created: None,
+        };
+        f.check_target()?;
+        Ok(f)
+    }
+
+    /// Whatever is at the output's name now is a regular file or nothing.
+    fn check_target(&self) -> io::Result<()> {
+        match lstat_at(self.dir.as_raw_fd(), &self.name)? {
+            Some((_, mode)) if mode & libc::S_IFMT != libc::S_IFREG => Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "exists and is not a regular file (a link, a directory, a device, a FIFO \
+                 or a socket is never replaced)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The temporary file's path.
+    pub fn temp_path(&self) -> &Path {
+        &self.tmp_path
+    }
+
+    /// Creates the temporary file (0600, `O_CREAT|O_EXCL|O_NOFOLLOW`) and returns it.
+    pub fn create(&mut self) -> io::Result<File> {
+        let f = create_at(self.dir.as_raw_fd(), &self.tmp)?;
+        self.created = Some(fd_identity(f.as_raw_fd())?);
+        Ok(f)
+    }
+
+    /// Puts the temporary file (written and synced by the caller) in place of the output.
+    pub fn commit(mut self) -> io::Result<()> {
+        let Some(id) = self.created else {
+            return Err(io::Error::other("nothing was written"));
+        };
+        // Still ours (nobody can replace it in a directory only they and we may write,
+        // but a shared sticky one is checked too), and the output still a file or nothing.
+        match lstat_at(self.dir.as_raw_fd(), &self.tmp)? {
+            Some((now, _)) if now == id => {}
+            _ => return Err(io::Error::other("the temporary file was replaced")),
+        }
+        self.check_target()?;
+        let d = self.dir.as_raw_fd();
+        // SAFETY: d is open, both names NUL-terminated.
+        check(unsafe { libc::renameat(d, self.tmp.as_ptr(), d, self.name.as_ptr()) })?;
+        self.created = None;
+        Ok(())
+    }
+}
+
+impl Drop for NewFile {
+    fn drop(&mut self) {
+        let Some(id) = self.created.take() else {
+            return;
+        };
+        let d = self.dir.as_raw_fd();
+        if let Ok(Some((now, _))) = lstat_at(d, &self.tmp) {
+            if now == id {
+                // SAFETY: d is open, tmp NUL-terminated.
+                unsafe { libc::unlinkat(d, self.tmp.as_ptr(), 0) };
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -198,5 +375,56 @@ mod tests {
         assert_eq!(names.len(), 2);
         assert!(replace_file(d.path(), "a/b", b"x").is_err());
         assert_ne!(random_name("x"), random_name("x"));
+    }
+
+    #[test]
+    fn a_new_file_replaces_a_file_never_a_link_and_leaves_no_temporary() {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("out");
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, &out).unwrap();
+        let e = NewFile::plan(&out, "t").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        std::fs::remove_file(&out).unwrap();
+        std::fs::write(&out, "old").unwrap();
+        let mut n = NewFile::plan(&out, "t").unwrap();
+        // A link planted at the temporary name is refused, not followed.
+        std::os::unix::fs::symlink(&victim, n.temp_path()).unwrap();
+        assert_eq!(n.create().unwrap_err().raw_os_error(), Some(libc::EEXIST));
+        std::fs::remove_file(n.temp_path()).unwrap();
+        let mut f = n.create().unwrap();
+        f.write_all(b"new").unwrap();
+        let m = f.metadata().unwrap();
+        assert_eq!(m.permissions().mode() & 0o7777, 0o600);
+        n.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "new");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        // Dropped uncommitted: nothing left.
+        let mut n = NewFile::plan(&out, "t").unwrap();
+        n.create().unwrap();
+        let tmp = n.temp_path().to_path_buf();
+        assert!(tmp.exists());
+        drop(n);
+        assert!(!tmp.exists());
+        let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+        assert_eq!(names.len(), 2);
+    }
+
+    #[test]
+    fn a_private_dir_is_0700_and_removed_only_while_it_is_the_same() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(unique_name("t"));
+        let id = create_dir(&p).unwrap();
+        assert!(create_dir(&p).is_err());
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!(m.permissions().mode() & 0o7777, 0o700);
+        std::fs::write(p.join("x"), "x").unwrap();
+        std::fs::rename(&p, d.path().join("moved")).unwrap();
+        std::fs::create_dir(&p).unwrap();
+        assert!(!remove_if_same(&p, id).unwrap());
+        assert!(p.exists());
+        assert!(remove_if_same(&d.path().join("moved"), id).unwrap());
+        assert!(!d.path().join("moved").exists());
     }
 }

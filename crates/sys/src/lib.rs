@@ -2,15 +2,14 @@
 //! is root, dropping the page cache, statvfs(3), the size of a block device, finding an
 //! external tool, page-aligned memory for O_DIRECT I/O ([`buffers`]), loop devices with
 //! their backing files ([`loopdev`]), the files and directories iolab creates, with fixed
-//! modes and never through a link ([`files`]; [`newfile`] for an output written under a
-//! temporary name and renamed into place), bounded reads of input files ([`input`]) and
+//! modes, never through a link, removed by inode, an output written under a temporary name
+//! and renamed into place ([`files`]), bounded reads of input files ([`input`]) and
 //! which process is which across pid reuse ([`process`]). Depends on no iolab crate.
 
 pub mod buffers;
 pub mod files;
 pub mod input;
 pub mod loopdev;
-pub mod newfile;
 pub mod process;
 
 use std::ffi::{CStr, CString};

@@ -251,7 +251,7 @@ impl Testbed {
         let id = self.state.intent(&res)?;
         self.commands.push(commands::mkdir_line(dir));
         match iolab_sys::files::create_dir(dir) {
-            Ok(()) => self.state.done(id, &res),
+            Ok(_) => self.state.done(id, &res),
             Err(e) => {
                 // Nothing was created (an existing directory is not ours to remove).
                 self.state.removed(id, true)?;

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use iolab_sys::files::{create_dir, create_new, unique_name, NewFile};
 use iolab_sys::loopdev::FileId;
-use iolab_sys::newfile::{create_private_dir, create_private_file, unique_name, NewFile};
 use iolab_testbed::runstate::{RunResource, RunState};
 
 use iolab_spec::trace::{Event, Initial, Op, OpenFlags, Outcome, Trace, TracePath, Whence};
@@ -258,7 +258,7 @@ impl Made {
         let id = self.intent(RunResource::Tree {
             path: path.to_path_buf(),
         });
-        let made = create_private_dir(path)
+        let made = create_dir(path)
             .map_err(|e| RecordError::Failed(format!("{}: {e}", path.display())))?;
         self.created(id);
         Ok(Resource {
@@ -271,7 +271,7 @@ impl Made {
     /// Removes `r` while it is still what was made, and marks it removed.
     fn remove(&self, r: Resource) {
         if let Some(made) = r.made {
-            match iolab_sys::newfile::remove_if_same(&r.path, made) {
+            match iolab_sys::files::remove_if_same(&r.path, made) {
                 Ok(true) => {}
                 // Something else by that name now: the run state's end decides.
                 Ok(false) if std::fs::symlink_metadata(&r.path).is_ok() => return,
@@ -317,8 +317,7 @@ fn trace_command(
     stop: &AtomicBool,
 ) -> Result<(std::process::ExitStatus, f64, Vec<u8>), RecordError> {
     let raw = tmp.path.join("strace.out");
-    create_private_file(&raw)
-        .map_err(|e| RecordError::Failed(format!("{}: {e}", raw.display())))?;
+    create_new(&raw).map_err(|e| RecordError::Failed(format!("{}: {e}", raw.display())))?;
     let filter: Vec<String> = SYSCALLS
         .split_whitespace()
         .map(|s| format!("?{s}"))
