@@ -29,6 +29,7 @@ pub mod set;
 pub mod style;
 pub mod terminal;
 mod text;
+pub mod warngroup;
 
 pub use json::{run_document, to_json_string, SCHEMA};
 pub use terminal::{render_list, render_run, ListRow, MAX_WIDTH};
