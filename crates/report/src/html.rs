@@ -761,7 +761,7 @@ fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
     if !verdicts.is_empty() {
         h.push_str("<h3>Durability, per sync method</h3><ul data-panel=\"durability\">");
         for v in &verdicts {
-            let _ = write!(h, "<li>{}</li>", esc(v));
+            let _ = write!(h, "<li>{}</li>", inline(v));
         }
         h.push_str("</ul>\n");
     }
@@ -772,7 +772,7 @@ fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
     if !r.notes.is_empty() {
         h.push_str("<h3>Notes</h3><ul>");
         for n in &r.notes {
-            let _ = write!(h, "<li>{}</li>", esc(n));
+            let _ = write!(h, "<li>{}</li>", inline(n));
         }
         h.push_str("</ul>\n");
     }

@@ -398,6 +398,7 @@ fn a_run_opens_with_its_view_and_one_line_per_warning_code() {
             test: Some(t.clone()),
         });
     }
+    run.notes.push("ran with `--buffered`".into());
     run.warnings.push(Warning {
         code: WarningCode::PageCache,
         message: "reads came from the page cache".into(),
@@ -423,6 +424,7 @@ fn a_run_opens_with_its_view_and_one_line_per_warning_code() {
     assert_eq!(count(panel, "MB/s varied by 9%"), tests.len() + 1);
     // Backticks became code.
     assert!(panel.contains("<code>--max-runs 20</code>"), "{panel}");
+    assert!(html.contains("ran with <code>--buffered</code>"));
     let text_only: String = html
         .split("<style>")
         .enumerate()
