@@ -813,23 +813,37 @@ fn browse(chrome: &Path, page: &Path, extra: &[&str]) -> (String, String) {
 }
 
 /// A copy of the report with a probe: it records script errors and policy violations,
-/// counts resources the page fetched, and measures every chart, then writes its findings
-/// into the DOM for `--dump-dom`. The copy's policy allows only that inline script.
+/// counts resources the page fetched, and measures every chart (collapsed ones opened
+/// first), then writes its findings into the DOM for `--dump-dom`. The copy's policy
+/// allows only that inline script.
 fn probe_copy(html: &str, path: &Path) {
+    probe_copy_with(
+        html,
+        path,
+        "document.querySelectorAll('details').forEach(function(d){d.open=true});\
+         var out={errors:window.__errs,charts:{},empty:0,\
+         resources:performance.getEntriesByType('resource').length};\
+         document.querySelectorAll('[data-chart]').forEach(function(el){\
+           var k=el.getAttribute('data-chart');var r=el.getBoundingClientRect();\
+           var svg=el.querySelector('svg');var s=svg?svg.getBoundingClientRect():r;\
+           if(s.width>50&&s.height>50){out.charts[k]=(out.charts[k]||0)+1}else{out.empty++}});",
+    );
+}
+
+/// A copy of the report that runs `measure` (script that sets `out`) once loaded and
+/// writes `out` as JSON into a `<pre id="probe">` for `--dump-dom`.
+fn probe_copy_with(html: &str, path: &Path, measure: &str) {
     let policy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
     assert!(html.contains(policy));
     let early = "<script>window.__errs=[];\
         window.addEventListener('error',function(e){__errs.push('error: '+e.message)});\
         document.addEventListener('securitypolicyviolation',function(e){__errs.push('csp: '+e.blockedURI+' '+e.violatedDirective)});\
         </script>";
-    let late = "<script>(function(){var out={errors:window.__errs,charts:{},empty:0,\
-        resources:performance.getEntriesByType('resource').length};\
-        document.querySelectorAll('[data-chart]').forEach(function(el){\
-          var k=el.getAttribute('data-chart');var r=el.getBoundingClientRect();\
-          var svg=el.querySelector('svg');var s=svg?svg.getBoundingClientRect():r;\
-          if(s.width>50&&s.height>50){out.charts[k]=(out.charts[k]||0)+1}else{out.empty++}});\
-        var pre=document.createElement('pre');pre.id='probe';pre.textContent=JSON.stringify(out);\
-        document.body.appendChild(pre);})();</script>";
+    let late = format!(
+        "<script>(function(){{{measure}\
+         var pre=document.createElement('pre');pre.id='probe';pre.textContent=JSON.stringify(out);\
+         document.body.appendChild(pre);}})();</script>"
+    );
     let relaxed = format!("{policy}; script-src 'unsafe-inline'");
     let copy = html
         .replacen(policy, &relaxed, 1)
@@ -840,6 +854,24 @@ fn probe_copy(html: &str, path: &Path) {
         )
         .replacen("</body>", &format!("{late}</body>"), 1);
     fs::write(path, copy).unwrap();
+}
+
+/// Opens a probe copy (see [`probe_copy_with`]) and returns what it wrote, and the log.
+fn run_probe(chrome: &Path, name: &str, probe: &Path, extra: &[&str]) -> (Value, String) {
+    let mut args = vec!["--dump-dom", "--virtual-time-budget=3000"];
+    args.extend_from_slice(extra);
+    let (dom, log) = browse(chrome, probe, &args);
+    let start = dom
+        .find("<pre id=\"probe\">")
+        .unwrap_or_else(|| panic!("{name}: the probe did not run; log:\n{log}"));
+    let json = &dom[start + 16..];
+    let json = &json[..json.find("</pre>").unwrap()];
+    let json = json
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    (serde_json::from_str(&json).unwrap(), log)
 }
 
 /// Console messages and refused loads in Chromium's log.
@@ -857,17 +889,7 @@ fn check_in_browser(chrome: &Path, name: &str, html_path: &Path, want: &[(&str, 
     // 1. The probe.
     let probe = html_path.with_extension("probe.html");
     probe_copy(&html, &probe);
-    let (dom, log) = browse(
-        chrome,
-        &probe,
-        &["--dump-dom", "--virtual-time-budget=3000"],
-    );
-    let start = dom
-        .find("<pre id=\"probe\">")
-        .unwrap_or_else(|| panic!("{name}: the probe did not run; log:\n{log}"));
-    let json = &dom[start + 16..];
-    let json = &json[..json.find("</pre>").unwrap()];
-    let found: Value = serde_json::from_str(&json.replace("&quot;", "\"")).unwrap();
+    let (found, log) = run_probe(chrome, name, &probe, &[]);
     assert_eq!(found["errors"], serde_json::json!([]), "{name}: {found}");
     assert_eq!(found["resources"], 0, "{name} fetched something: {found}");
     assert_eq!(found["empty"], 0, "{name}: a chart has no size: {found}");
@@ -1210,4 +1232,87 @@ fn fixture_sizes_stay_small() {
     let f = fixture();
     assert!(fs::read_dir(&f.target).unwrap().next().is_none());
     assert!(fs::metadata(&f.db).unwrap().len() < 64 * MIB);
+}
+
+/// The report of two short real cdm runs, as a person opens it on a 1280 px laptop: the
+/// page at most 8,000 px tall (it was 18,000 to 28,900 px, most of it charts one per row
+/// and each run's warning list), CrystalDiskMark's tiles in the first screen, nothing
+/// wider than the window (the runs table scrolled sideways), and a print to PDF that
+/// works. Screenshots of the first screen and the whole page go to target/test-artifacts.
+#[test]
+fn two_cdm_runs_fit_a_laptop_screen() {
+    let f = fixture();
+    let html_path = f.root.join("two-cdm.html");
+    let (a, b) = (f.ids["cdm"].to_string(), f.ids["cdm-after"].to_string());
+    f.iolab(&["report", &a, &b, "--html", html_path.to_str().unwrap()])
+        .ok();
+    let html = fs::read_to_string(&html_path).unwrap();
+    let Some(chrome) = chromium() else {
+        skip!("chromium is not installed (test.sh installs it)");
+    };
+    let probe = f.root.join("two-cdm.probe.html");
+    probe_copy_with(
+        &html,
+        &probe,
+        "var W=document.documentElement.clientWidth;\
+         var out={errors:window.__errs,height:document.documentElement.scrollHeight,\
+           scroll_width:document.documentElement.scrollWidth,viewport:W,wider:[]};\
+         var t=document.querySelector('[data-chart^=cdm]');\
+         out.tiles_top=t?t.getBoundingClientRect().top+window.scrollY:-1;\
+         document.querySelectorAll('body *').forEach(function(e){\
+           var r=e.getBoundingClientRect();\
+           if(r.right>W+1&&out.wider.length<5){out.wider.push(e.tagName+'.'+e.className+' '+Math.round(r.right))}});",
+    );
+    let (found, log) = run_probe(&chrome, "two-cdm", &probe, &["--window-size=1280,1000"]);
+    println!("two cdm runs at 1280 px: {found}");
+    assert_eq!(found["errors"], serde_json::json!([]), "{found}\n{log}");
+    let height = found["height"].as_f64().unwrap();
+    assert!(height <= 8000.0, "the page is {height} px tall: {found}");
+    // The first tiles: the comparison's (both runs in one panel), else a run's.
+    let top = found["tiles_top"].as_f64().unwrap();
+    assert!(
+        (0.0..1000.0).contains(&top),
+        "the tiles start at {top} px, below the first screen: {found}"
+    );
+    assert_eq!(found["wider"], serde_json::json!([]), "{found}");
+    assert_eq!(found["scroll_width"], found["viewport"], "{found}");
+
+    // Screenshots to look at, and the print.
+    let art = artifacts();
+    for (file, size) in [
+        ("two-cdm-first-screen.png", "1280,1000".to_string()),
+        ("two-cdm-page.png", format!("1280,{}", height.ceil() as u64)),
+    ] {
+        let shot = art.join(file);
+        let _ = fs::remove_file(&shot);
+        browse(
+            &chrome,
+            &html_path,
+            &[
+                &format!("--screenshot={}", shot.display()),
+                &format!("--window-size={size}"),
+                "--hide-scrollbars",
+            ],
+        );
+        let png = fs::read(&shot).unwrap_or_else(|_| panic!("no screenshot {file}"));
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    }
+    let pdf = art.join("two-cdm.pdf");
+    let _ = fs::remove_file(&pdf);
+    browse(
+        &chrome,
+        &html_path,
+        &[
+            &format!("--print-to-pdf={}", pdf.display()),
+            "--no-pdf-header-footer",
+        ],
+    );
+    let bytes = fs::read(&pdf).expect("no PDF printed");
+    assert!(bytes.starts_with(b"%PDF"));
+    // The comparison and each run start a page of their own.
+    let pages = bytes
+        .windows(12)
+        .filter(|w| w.starts_with(b"/Type /Page") && w[11] != b's')
+        .count();
+    assert!(pages >= 3, "{pages} pages");
 }

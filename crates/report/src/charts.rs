@@ -32,15 +32,42 @@ pub const MIXED: RGBColor = PALETTE[2];
 const FONT: &str = "sans-serif";
 
 /// Text sizes given to plotters, which writes about 0.8 of them as the SVG's font-size
-/// (20 becomes 16.1). Charts are drawn [`WIDE`] pixels wide and shown one per row (about
-/// 1000 px on a laptop, 700 on an A4 page), so labels stay at 12 px or more as displayed,
-/// on screen and in print.
+/// (20 becomes 16.1). Charts are drawn [`WIDE`] pixels wide and shown two per row on a
+/// laptop screen (about 560 px each at 1280 px) and one per row on an A4 page (about
+/// 700 px), so labels stay at 12 px or more as displayed, on screen and in print.
 const TITLE_PX: u32 = 24;
 const LABEL_PX: u32 = 20;
 const DESC_PX: u32 = 20;
 
 /// The width line and bar charts are drawn at.
-pub const WIDE: u32 = 900;
+pub const WIDE: u32 = 560;
+
+/// Where each legend entry goes, flowing left to right and wrapping at the chart's width:
+/// (x, y) of every entry (`None` for an unnamed series, which has no entry) and the
+/// legend's height. Entries are a 24 px swatch and their text.
+fn legend_layout(names: &[&str]) -> (Vec<Option<(i32, i32)>>, u32) {
+    let (left, right) = (16i32, WIDE as i32 - 8);
+    let (mut x, mut y) = (left, 2i32);
+    let mut any = false;
+    let out = names
+        .iter()
+        .map(|n| {
+            if n.is_empty() {
+                return None;
+            }
+            let w = 28 + text_px(n, LABEL_PX as f64 * 0.8) as i32 + 18;
+            if x > left && x + w > right {
+                x = left;
+                y += 24;
+            }
+            any = true;
+            let at = (x, y);
+            x += w;
+            Some(at)
+        })
+        .collect();
+    (out, if any { (y + 26) as u32 } else { 0 })
+}
 
 /// `c` blended towards white by `k` steps (0: `c` itself): passes of one direction in
 /// shades of its colour.
@@ -268,9 +295,10 @@ pub fn vbars(title: &str, clusters: &[String], series: &[BarSeries], y_desc: &st
     // Every chart is drawn at one width and shown one per row, so text has one size.
     let w = WIDE;
     let y_max = value_axis_max(series);
-    let legend_h = 24 * k as u32;
-    draw(w, 340 + legend_h, title, |root| {
-        let (plot, legend) = root.split_vertically(340);
+    let names: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
+    let (spots, legend_h) = legend_layout(&names);
+    draw(w, 260 + legend_h, title, |root| {
+        let (plot, legend) = root.split_vertically(260);
         let mut chart = ChartBuilder::on(&plot)
             .caption(title, (FONT, TITLE_PX))
             .margin(8)
@@ -324,15 +352,18 @@ pub fn vbars(title: &str, clusters: &[String], series: &[BarSeries], y_desc: &st
             });
             chart.draw_series(errs).map_err(err)?;
         }
-        // The legend goes under the plot, one line per series, so long labels never cover
-        // a bar.
-        for (si, s) in series.iter().enumerate() {
-            let y = 4 + 24 * si as i32;
+        // The legend goes under the plot, its entries side by side, so long labels never
+        // cover a bar.
+        for (s, spot) in series.iter().zip(&spots) {
+            let Some((x, y)) = *spot else { continue };
             legend
-                .draw(&Rectangle::new([(84, y), (100, y + 16)], s.color.filled()))
+                .draw(&Rectangle::new(
+                    [(x, y + 2), (x + 16, y + 18)],
+                    s.color.filled(),
+                ))
                 .map_err(err)?;
             legend
-                .draw(&Text::new(s.name.clone(), (108, y), (FONT, LABEL_PX)))
+                .draw(&Text::new(s.name.clone(), (x + 24, y), (FONT, LABEL_PX)))
                 .map_err(err)?;
         }
         Ok(())
@@ -357,9 +388,10 @@ pub fn lines(
     let (y_min, y_max) = ys.fold((f64::INFINITY, 0.0f64), |(lo, hi), y| {
         (if y > 0.0 { lo.min(y) } else { lo }, hi.max(y))
     });
-    let legend_h = 24 * series.len() as u32;
-    draw(WIDE, 380 + legend_h, title, |root| {
-        let (plot, legend) = root.split_vertically(380);
+    let names: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
+    let (spots, legend_h) = legend_layout(&names);
+    draw(WIDE, 280 + legend_h, title, |root| {
+        let (plot, legend) = root.split_vertically(280);
         let mut builder = ChartBuilder::on(&plot);
         builder
             .caption(title, (FONT, TITLE_PX))
@@ -442,16 +474,18 @@ pub fn lines(
                 }
             }
         }
-        for (si, s) in series.iter().enumerate() {
-            let y = 2 + 24 * si as i32;
+        // Entries side by side under the plot; a series without a name (a further pass
+        // of a test already in the legend) has none.
+        for (s, spot) in series.iter().zip(&spots) {
+            let Some((x, y)) = *spot else { continue };
             legend
                 .draw(&PathElement::new(
-                    vec![(84, y + 8), (104, y + 8)],
+                    vec![(x, y + 10), (x + 20, y + 10)],
                     s.color.stroke_width(3),
                 ))
                 .map_err(err)?;
             legend
-                .draw(&Text::new(s.name.clone(), (112, y), (FONT, LABEL_PX)))
+                .draw(&Text::new(s.name.clone(), (x + 28, y), (FONT, LABEL_PX)))
                 .map_err(err)?;
         }
         Ok(())

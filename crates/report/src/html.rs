@@ -19,6 +19,7 @@ use crate::compare::p_text;
 use crate::facts;
 use crate::set::{self, RunSet};
 use crate::text::{ci, lat, lat_unit, num, pct1};
+use crate::warngroup;
 
 /// Escapes text for HTML content and attribute values.
 pub fn esc(s: &str) -> String {
@@ -62,26 +63,34 @@ td.name{white-space:nowrap}
 dl.facts{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:1px 14px;margin:8px 0}
 dl.facts dt{color:var(--muted)}
 dl.facts dd{margin:0;overflow-wrap:anywhere}
-.cols{display:grid;grid-template-columns:minmax(0,1fr) 340px;gap:20px;align-items:start;margin-top:8px}
-section.run>aside.warnings{margin:8px 0;max-width:900px}
-@media (max-width:980px){.cols{grid-template-columns:1fr}}
+.cols{display:flex;flex-wrap:wrap;gap:14px 24px;align-items:flex-start;margin-top:8px}
+.cols>*{flex:1 1 420px;min-width:0}
+.cols>.view{flex:0 1 600px}
+section.run>aside.warnings{margin:8px 0}
 aside.warnings{background:var(--warnbg);border:1px solid var(--warnline);border-radius:6px;padding:8px 12px;font-size:13px}
 aside.warnings.none{background:var(--soft);border-color:var(--line)}
 aside.warnings h3{margin:2px 0 6px}
 aside.warnings ul{margin:0;padding-left:18px}
 aside.warnings li{margin:4px 0}
+aside.warnings details{margin:2px 0 0}
+aside.warnings details ul{padding-left:14px}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:var(--soft);padding:0 2px;border-radius:2px}
 .code{font:600 11px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
-a.badge,span.badge{display:inline-block;font:600 10px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;padding:0 4px;border-radius:3px;background:var(--warnbg);color:var(--warn);border:1px solid var(--warnline);text-decoration:none;margin:1px}
-.grid{display:grid;grid-template-columns:minmax(0,1fr);max-width:1000px;gap:14px}
+a.badge,span.badge{display:inline-block;white-space:nowrap;font:600 10px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;padding:0 4px;border-radius:3px;background:var(--warnbg);color:var(--warn);border:1px solid var(--warnline);text-decoration:none;margin:1px}
+.grid{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:10px 14px}
+@media (max-width:1000px){.grid{grid-template-columns:minmax(0,1fr)}}
 figure{margin:0 0 10px;break-inside:avoid;page-break-inside:avoid}
 figcaption{font-size:12px;color:var(--muted)}
 svg.chart{width:100%;height:auto;display:block}
-.cdm{display:grid;gap:6px;margin:8px 0 14px;max-width:760px}
+.cdm{display:grid;gap:6px;margin:8px 0 14px;max-width:640px}
 .cdm .hd{font-weight:600;text-align:center;padding:2px}
 .cdm .lbl{display:flex;align-items:center;font-weight:600;padding:6px 10px;background:#2f3a4a;color:#fff;border-radius:4px;white-space:pre-line}
 .tile{border:1px solid var(--line);border-radius:4px;padding:6px 10px;text-align:right;background:linear-gradient(90deg,var(--tc) var(--fill),#fff var(--fill))}
 .tile.read{--tc:var(--readbg)}.tile.write{--tc:var(--writebg)}.tile.mix{--tc:var(--mixbg)}
 .tile .big{display:block;font-size:26px;font-weight:600;line-height:1.1}
+.tile .cmp{display:flex;justify-content:space-between;gap:8px;align-items:baseline}
+.tile .cmp b{font-size:20px}
+.tile .cfg{color:var(--muted);font-size:12px;text-align:left;overflow-wrap:anywhere}
 .tile .small{font-size:12px;color:var(--muted)}
 .tile.empty{background:var(--soft);color:var(--muted);text-align:center}
 tr.best td.v{font-weight:700}
@@ -96,8 +105,7 @@ footer{margin-top:30px;color:var(--muted);font-size:12px}
  main{max-width:none;padding:0}
  body{font-size:11px}
  section.run,section.comparison{break-before:page}
- .cols{grid-template-columns:minmax(0,1fr) 230px}
- .grid{max-width:none}
+ .grid{grid-template-columns:minmax(0,1fr)}
  a{color:inherit;text-decoration:none}
  nav.toc{display:none}
  .tile,.cdm .lbl,th{-webkit-print-color-adjust:exact;print-color-adjust:exact}
@@ -157,11 +165,13 @@ pub fn render(set: &RunSet) -> String {
     }
     h.push_str("</nav></header>\n");
 
-    if n_runs > 1 {
-        overview(set, &mut h);
-    }
+    // The answer first: each comparison opens with its familiar view and verdicts; the
+    // list of runs follows.
     for (i, f) in families.iter().enumerate() {
         comparison(f, i, families.len(), &mut h);
+    }
+    if n_runs > 1 {
+        overview(set, &mut h);
     }
     for c in &set.configs {
         for r in &c.runs {
@@ -222,7 +232,7 @@ fn overview(set: &RunSet, h: &mut String) {
             let _ = writeln!(
                 h,
                 "<tr><td><a href=\"#{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td class=\"name\">{}</td><td class=\"name\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                 <td class=\"name\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
                 run_anchor(r),
                 r.id.map_or("-".into(), |i| format!("#{i}")),
                 esc(&c.label),
@@ -276,184 +286,31 @@ fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
     let base = &set.configs[set.baseline];
     let _ = writeln!(
         h,
-        "<p>{} configurations; baseline <b>{}</b>. Bars show each test's headline with the \
-         95% confidence interval of the mean as an error bar; runs sharing a configuration \
-         have their passes pooled.</p>",
+        "<p>{} configurations; baseline <b>{}</b>; runs sharing a configuration have their \
+         passes pooled.</p>",
         set.configs.len(),
         esc(&base.label)
     );
 
-    // Grouped bars: one panel per row of the results table.
-    let names = set.test_names();
-    let unique: Vec<&TestRecord> = names
-        .iter()
-        .filter_map(|n| set.aligned(n).into_iter().flatten().next())
-        .collect();
-    let (rows, kinds) = set::rows_and_kinds(&unique);
-    h.push_str("<div class=\"grid\">");
-    for row in &rows {
-        let in_row: Vec<&str> = kinds
-            .iter()
-            .filter(|k| set::test_at(&unique, row, k).is_some())
-            .map(String::as_str)
-            .collect();
-        let tests_of = |k: &str| -> Vec<Option<&TestRecord>> {
-            set.configs
-                .iter()
-                .map(|c| {
-                    let ts: Vec<&TestRecord> = c.tests.iter().collect();
-                    set::test_at(&ts, row, k)
-                })
-                .collect()
-        };
-        let all: Vec<&TestRecord> = in_row.iter().flat_map(|k| tests_of(k)).flatten().collect();
-        let configs_in_row = (0..set.configs.len())
-            .filter(|&c| in_row.iter().any(|k| tests_of(k)[c].is_some()))
-            .count();
-        if configs_in_row < 2 {
-            continue;
-        }
-        let m = set::primary_metric(all.iter().copied());
-        let label = facts::metric_label(m, all.iter().copied());
-        let clusters: Vec<String> = in_row
-            .iter()
-            .map(|k| {
-                if k.is_empty() {
-                    label.to_string()
-                } else {
-                    k.to_string()
-                }
-            })
-            .collect();
-        let series: Vec<BarSeries> = set
-            .configs
-            .iter()
-            .enumerate()
-            .map(|(ci_, c)| {
-                let ts: Vec<&TestRecord> = c.tests.iter().collect();
-                let picked: Vec<Option<&TestRecord>> =
-                    in_row.iter().map(|k| set::test_at(&ts, row, k)).collect();
-                BarSeries {
-                    name: c.label.clone(),
-                    // A configuration keeps its colour in every panel.
-                    color: charts::color(ci_),
-                    values: picked
-                        .iter()
-                        .map(|t| t.and_then(|t| m.headline(t)))
-                        .collect(),
-                    ci: picked
-                        .iter()
-                        .map(|t| {
-                            t.filter(|t| t.passes.len() >= 2).map(|t| {
-                                let s = m.stats(t);
-                                (s.ci_low, s.ci_high)
-                            })
-                        })
-                        .collect(),
-                }
-            })
-            .filter(|s: &BarSeries| s.values.iter().any(Option::is_some))
-            .collect();
-        let svg = charts::vbars(&chart_title(row, &[]), &clusters, &series, label);
-        let _ = write!(
-            h,
-            "<figure data-chart=\"study-bars\">{svg}<figcaption>{} by configuration, 95% CI \
-             error bars</figcaption></figure>",
-            esc(label)
+    h.push_str("<div class=\"cols\">");
+    let tiles = cdm_compare_panel(set);
+    if let Some(view) = &tiles {
+        let _ = write!(h, "<div class=\"view\">{view}</div>");
+    }
+    h.push_str("<div>");
+    ratio_table(set, h);
+    h.push_str("</div></div>\n");
+    if tiles.is_some() {
+        // The tiles hold the same numbers: their bars wait behind a click.
+        h.push_str(
+            "<details data-panel=\"study-bars\"><summary>Bars by configuration, with the \
+             95% confidence interval of each</summary>",
         );
+        comparison_bars(set, h);
+        h.push_str("</details>\n");
+    } else {
+        comparison_bars(set, h);
     }
-    h.push_str("</div>\n");
-
-    // Ratio to the baseline.
-    let _ = writeln!(
-        h,
-        "<h3>Ratio to the baseline ({})</h3><p class=\"muted\">Headline values (MB/s, or \
-         IOPS for tests that move no bytes) and their ratio to the baseline. \
-         <span class=\"sig\">●</span> significant at 95%, ○ not, ? cannot be told from \
-         run-to-run noise (a single run and no other stored run of its command): judged on \
-         runs, not passes (t-test on ln of each run's value, two-sided; see \
-         docs/statistics.md); bold: the best configuration for the test.</p>\
-         <div class=\"wide\">\
-         <table data-table=\"ratio\"><tr><th>Test</th><th>Metric</th>",
-        esc(&base.label)
-    );
-    for c in &set.configs {
-        let _ = write!(h, "<th class=\"n\">{}</th>", esc(&c.label));
-    }
-    h.push_str("</tr>\n");
-    for name in set.shared_test_names() {
-        let tests = set.aligned(&name);
-        let m = set::primary_metric(tests.iter().flatten().copied());
-        // A configuration's value: the geometric mean of its runs' headlines.
-        let vals: Vec<Option<f64>> = (0..tests.len())
-            .map(|i| set.run_values(i, &name, m).geo_mean())
-            .collect();
-        let best = vals.iter().flatten().copied().reduce(|a, b| {
-            if m.higher_is_better() {
-                a.max(b)
-            } else {
-                a.min(b)
-            }
-        });
-        let _ = write!(h, "<tr><td>{}</td><td>{}</td>", esc(&name), esc(m.label()));
-        for i in 0..tests.len() {
-            let Some(v) = vals[i] else {
-                h.push_str("<td class=\"n\">-</td>");
-                continue;
-            };
-            let is_best = Some(v) == best;
-            let mut cell = num(v);
-            if let Some(bv) = vals[set.baseline].filter(|x| *x > 0.0) {
-                let _ = write!(cell, " <span class=\"ci\">{:.2}×</span>", v / bv);
-                if i != set.baseline {
-                    match set.judge(&name, m, set.baseline, i) {
-                        set::Judgement::Tested(x) => {
-                            let (class, mark, word) = if x.test.significant() {
-                                ("sig", "●", "significant")
-                            } else {
-                                ("ci", "○", "not significant")
-                            };
-                            let _ = write!(
-                                cell,
-                                " <span class=\"{class}\" title=\"{}\">{mark}</span>",
-                                esc(&format!(
-                                    "{word}, {}; {} vs {} run(s){}",
-                                    p_text(x.test.p),
-                                    x.test.n_b,
-                                    x.test.n_a,
-                                    if x.test.noise_runs > 0 {
-                                        format!(
-                                            "; noise from {} other runs of the command",
-                                            x.test.noise_runs
-                                        )
-                                    } else {
-                                        String::new()
-                                    }
-                                ))
-                            );
-                        }
-                        set::Judgement::NoNoise { .. } => {
-                            cell.push_str(
-                                " <span class=\"ci\" title=\"cannot be told from run-to-run \
-                                 noise: a single run and no other stored run of its \
-                                 command\">?</span>",
-                            );
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            let style = if is_best {
-                " style=\"font-weight:700\""
-            } else {
-                ""
-            };
-            let _ = write!(h, "<td class=\"n\"{style}>{cell}</td>");
-        }
-        h.push_str("</tr>\n");
-    }
-    h.push_str("</table></div>\n");
-
     // Ranked score.
     let ranking = set.ranking();
     let s = &ranking.score;
@@ -544,6 +401,312 @@ fn comparison(set: &RunSet, index: usize, families: usize, h: &mut String) {
     h.push_str("</section>\n");
 }
 
+/// Grouped bars: one panel per row of the results table.
+fn comparison_bars(set: &RunSet, h: &mut String) {
+    h.push_str(
+        "<h3>By configuration</h3><p class=\"muted\">Each test's headline, with the 95% \
+         confidence interval of the mean as an error bar.</p>",
+    );
+    let names = set.test_names();
+    let unique: Vec<&TestRecord> = names
+        .iter()
+        .filter_map(|n| set.aligned(n).into_iter().flatten().next())
+        .collect();
+    let (rows, kinds) = set::rows_and_kinds(&unique);
+    h.push_str("<div class=\"grid\">");
+    for row in &rows {
+        let in_row: Vec<&str> = kinds
+            .iter()
+            .filter(|k| set::test_at(&unique, row, k).is_some())
+            .map(String::as_str)
+            .collect();
+        let tests_of = |k: &str| -> Vec<Option<&TestRecord>> {
+            set.configs
+                .iter()
+                .map(|c| {
+                    let ts: Vec<&TestRecord> = c.tests.iter().collect();
+                    set::test_at(&ts, row, k)
+                })
+                .collect()
+        };
+        let all: Vec<&TestRecord> = in_row.iter().flat_map(|k| tests_of(k)).flatten().collect();
+        let configs_in_row = (0..set.configs.len())
+            .filter(|&c| in_row.iter().any(|k| tests_of(k)[c].is_some()))
+            .count();
+        if configs_in_row < 2 {
+            continue;
+        }
+        let m = set::primary_metric(all.iter().copied());
+        let label = facts::metric_label(m, all.iter().copied());
+        let clusters: Vec<String> = in_row
+            .iter()
+            .map(|k| {
+                if k.is_empty() {
+                    label.to_string()
+                } else {
+                    k.to_string()
+                }
+            })
+            .collect();
+        let series: Vec<BarSeries> = set
+            .configs
+            .iter()
+            .enumerate()
+            .map(|(ci_, c)| {
+                let ts: Vec<&TestRecord> = c.tests.iter().collect();
+                let picked: Vec<Option<&TestRecord>> =
+                    in_row.iter().map(|k| set::test_at(&ts, row, k)).collect();
+                BarSeries {
+                    name: c.label.clone(),
+                    // A configuration keeps its colour in every panel.
+                    color: charts::color(ci_),
+                    values: picked
+                        .iter()
+                        .map(|t| t.and_then(|t| m.headline(t)))
+                        .collect(),
+                    ci: picked
+                        .iter()
+                        .map(|t| {
+                            t.filter(|t| t.passes.len() >= 2).map(|t| {
+                                let s = m.stats(t);
+                                (s.ci_low, s.ci_high)
+                            })
+                        })
+                        .collect(),
+                }
+            })
+            .filter(|s: &BarSeries| s.values.iter().any(Option::is_some))
+            .collect();
+        let svg = charts::vbars(&chart_title(row, &[]), &clusters, &series, label);
+        let _ = write!(
+            h,
+            "<figure data-chart=\"study-bars\">{svg}<figcaption>{} by configuration, 95% CI \
+             error bars</figcaption></figure>",
+            esc(label)
+        );
+    }
+    h.push_str("</div>\n");
+}
+
+/// A comparison of CrystalDiskMark runs in CrystalDiskMark's layout: one tile per test,
+/// read and write side by side, each configuration's MB/s in it with its change against
+/// the baseline and the verdict. `None` for other presets or more than four
+/// configurations (the ratio table is their view).
+fn cdm_compare_panel(set: &RunSet) -> Option<String> {
+    let cdm = set
+        .runs()
+        .all(|r| r.preset == "cdm" || r.preset.starts_with("cdm-"));
+    if !cdm || !(2..=4).contains(&set.configs.len()) {
+        return None;
+    }
+    let names = set.shared_test_names();
+    let unique: Vec<&TestRecord> = names
+        .iter()
+        .filter_map(|n| set.aligned(n).into_iter().flatten().next())
+        .collect();
+    let (rows, kinds) = set::rows_and_kinds(&unique);
+    if !kinds.iter().any(|k| k == "Read" || k == "Write") {
+        return None;
+    }
+    let m = set::Metric::MbS;
+    let value = |c: usize, name: &str| set.run_values(c, name, m).geo_mean();
+    let max = names
+        .iter()
+        .flat_map(|n| (0..set.configs.len()).filter_map(|c| value(c, n)))
+        .fold(0.0, f64::max);
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<h3>CrystalDiskMark view</h3><div class=\"cdm\" data-chart=\"cdm-compare\" \
+         style=\"grid-template-columns:max-content repeat({},minmax(170px,1fr))\"><div></div>",
+        kinds.len()
+    );
+    for k in &kinds {
+        let _ = write!(h, "<div class=\"hd\">{} (MB/s)</div>", esc(k));
+    }
+    for row in &rows {
+        let _ = write!(
+            h,
+            "<div class=\"lbl\">{}</div>",
+            esc(&row.replacen(' ', "\n", 1))
+        );
+        for k in &kinds {
+            let Some(t) = set::test_at(&unique, row, k) else {
+                h.push_str("<div class=\"tile empty\">-</div>");
+                continue;
+            };
+            let base = value(set.baseline, &t.name);
+            let top = (0..set.configs.len())
+                .filter_map(|c| value(c, &t.name))
+                .fold(0.0, f64::max);
+            let fill = if max > 0.0 { 100.0 * top / max } else { 0.0 };
+            let _ = write!(
+                h,
+                "<div class=\"tile {}\" style=\"--fill:{fill:.1}%\">",
+                kind_class(k)
+            );
+            for (c, conf) in set.configs.iter().enumerate() {
+                let Some(v) = value(c, &t.name) else {
+                    let _ = write!(
+                        h,
+                        "<span class=\"cmp\"><span class=\"cfg\">{}</span>-</span>",
+                        esc(&conf.label)
+                    );
+                    continue;
+                };
+                let _ = write!(
+                    h,
+                    "<span class=\"cmp\"><span class=\"cfg\">{}</span><b>{}</b></span>",
+                    esc(&conf.label),
+                    num(v)
+                );
+                if c == set.baseline {
+                    continue;
+                }
+                let change = base
+                    .and_then(|b| set::change_pct(b, v))
+                    .map_or(String::new(), |p| format!("{p:+.0}% "));
+                let verdict = match set.judge(&t.name, m, set.baseline, c) {
+                    set::Judgement::Tested(x) if x.test.significant() => {
+                        if v >= base.unwrap_or(v) {
+                            "<span class=\"sig\">● better</span>".to_string()
+                        } else {
+                            "<span class=\"worse\">● worse</span>".to_string()
+                        }
+                    }
+                    set::Judgement::Tested(x) => format!("○ same ({})", esc(&p_text(x.test.p))),
+                    set::Judgement::NoNoise { .. } => "? cannot tell (1 run)".to_string(),
+                    _ => String::new(),
+                };
+                let _ = write!(h, "<span class=\"small\">{change}{verdict}</span>");
+            }
+            h.push_str(&badges_of_test(set, &t.name));
+            h.push_str("</div>");
+        }
+    }
+    h.push_str("</div>\n");
+    Some(h)
+}
+
+/// One mark for the warning codes any run of `set` raised about `test`: `⚠ CODE +2`,
+/// every code in its title.
+fn badges_of_test(set: &RunSet, test: &str) -> String {
+    let mut codes: Vec<&iolab_measure::WarningCode> = Vec::new();
+    for w in set.runs().flat_map(|r| r.warnings.iter()) {
+        if w.test.as_deref() == Some(test) && !codes.contains(&&w.code) {
+            codes.push(&w.code);
+        }
+    }
+    codes.sort_by_key(|c| warngroup::severity(c));
+    let Some(first) = codes.first() else {
+        return String::new();
+    };
+    let all: Vec<&str> = codes.iter().map(|c| c.as_str()).collect();
+    format!(
+        " <span class=\"badge\" title=\"{}\">⚠ {}{}</span>",
+        esc(&all.join(", ")),
+        esc(first.as_str()),
+        if codes.len() > 1 {
+            format!(" +{}", codes.len() - 1)
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// The ratio-to-baseline table: each configuration's value, its ratio and the verdict.
+fn ratio_table(set: &RunSet, h: &mut String) {
+    let base = &set.configs[set.baseline];
+    let _ = writeln!(
+        h,
+        "<h3>Ratio to the baseline ({})</h3><p class=\"muted\">Headline values (MB/s, or \
+         IOPS for tests that move no bytes) and their ratio to the baseline. \
+         <span class=\"sig\">●</span> significant at 95%, ○ not, ? cannot be told from \
+         run-to-run noise (a single run and no other stored run of its command): judged on \
+         runs, not passes (t-test on ln of each run's value, two-sided; see \
+         docs/statistics.md); bold: the best configuration for the test.</p>\
+         <div class=\"wide\">\
+         <table data-table=\"ratio\"><tr><th>Test</th><th>Metric</th>",
+        esc(&base.label)
+    );
+    for c in &set.configs {
+        let _ = write!(h, "<th class=\"n\">{}</th>", esc(&c.label));
+    }
+    h.push_str("</tr>\n");
+    for name in set.shared_test_names() {
+        let tests = set.aligned(&name);
+        let m = set::primary_metric(tests.iter().flatten().copied());
+        // A configuration's value: the geometric mean of its runs' headlines.
+        let vals: Vec<Option<f64>> = (0..tests.len())
+            .map(|i| set.run_values(i, &name, m).geo_mean())
+            .collect();
+        let best = vals.iter().flatten().copied().reduce(|a, b| {
+            if m.higher_is_better() {
+                a.max(b)
+            } else {
+                a.min(b)
+            }
+        });
+        let _ = write!(h, "<tr><td>{}</td><td>{}</td>", esc(&name), esc(m.label()));
+        for i in 0..tests.len() {
+            let Some(v) = vals[i] else {
+                h.push_str("<td class=\"n\">-</td>");
+                continue;
+            };
+            let is_best = Some(v) == best;
+            let mut cell = num(v);
+            if let Some(bv) = vals[set.baseline].filter(|x| *x > 0.0) {
+                let _ = write!(cell, " <span class=\"ci\">{:.2}×</span>", v / bv);
+                if i != set.baseline {
+                    match set.judge(&name, m, set.baseline, i) {
+                        set::Judgement::Tested(x) => {
+                            let (class, mark, word) = if x.test.significant() {
+                                ("sig", "●", "significant")
+                            } else {
+                                ("ci", "○", "not significant")
+                            };
+                            let _ = write!(
+                                cell,
+                                " <span class=\"{class}\" title=\"{}\">{mark}</span>",
+                                esc(&format!(
+                                    "{word}, {}; {} vs {} run(s){}",
+                                    p_text(x.test.p),
+                                    x.test.n_b,
+                                    x.test.n_a,
+                                    if x.test.noise_runs > 0 {
+                                        format!(
+                                            "; noise from {} other runs of the command",
+                                            x.test.noise_runs
+                                        )
+                                    } else {
+                                        String::new()
+                                    }
+                                ))
+                            );
+                        }
+                        set::Judgement::NoNoise { .. } => {
+                            cell.push_str(
+                                " <span class=\"ci\" title=\"cannot be told from run-to-run \
+                                 noise: a single run and no other stored run of its \
+                                 command\">?</span>",
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            let style = if is_best {
+                " style=\"font-weight:700\""
+            } else {
+                ""
+            };
+            let _ = write!(h, "<td class=\"n\"{style}>{cell}</td>");
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table></div>\n");
+}
+
 // ---------------------------------------------------------------------------------------
 // One run
 
@@ -557,19 +720,8 @@ fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
     if in_set {
         let _ = writeln!(h, "<p class=\"muted\">Configuration: {}</p>", esc(config));
     }
-    h.push_str("<dl class=\"facts\">");
-    for (k, v) in facts::run_facts(r) {
-        let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(&v));
-    }
-    h.push_str("</dl>\n");
-
-    // The results, each row with its warnings' codes; then the headline view (the
-    // CrystalDiskMark panel or ATTO's chart) with the warnings panel beside it.
-    if r.tests.is_empty() {
-        h.push_str("<p>No test finished a pass.</p>");
-    } else {
-        results_table(r, h);
-    }
+    // The familiar view first (the CrystalDiskMark panel, ATTO's chart, or else the
+    // results table) with the warnings, one line per code, beside it; then the facts.
     let tests: Vec<&TestRecord> = r.tests.iter().filter(|t| !t.passes.is_empty()).collect();
     let (rows, kinds) = set::rows_and_kinds(&tests);
     let mut view = String::new();
@@ -580,14 +732,28 @@ fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
     {
         cdm_panel(r, &tests, &rows, &kinds, &mut view);
     }
+    let results = |h: &mut String| {
+        if r.tests.is_empty() {
+            h.push_str("<p>No test finished a pass.</p>");
+        } else {
+            results_table(r, h);
+        }
+    };
     if view.is_empty() {
+        results(h);
         warnings_panel(r, h);
     } else {
-        h.push_str("<div class=\"cols\"><div>");
-        h.push_str(&view);
-        h.push_str("</div>");
+        let _ = write!(h, "<div class=\"cols\"><div class=\"view\">{view}</div>");
         warnings_panel(r, h);
         h.push_str("</div>\n");
+    }
+    h.push_str("<dl class=\"facts\">");
+    for (k, v) in facts::run_facts(r) {
+        let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(&v));
+    }
+    h.push_str("</dl>\n");
+    if !view.is_empty() {
+        results(h);
     }
     mpi_hosts(r, h);
     ops_tables(r, h);
@@ -595,7 +761,7 @@ fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
     if !verdicts.is_empty() {
         h.push_str("<h3>Durability, per sync method</h3><ul data-panel=\"durability\">");
         for v in &verdicts {
-            let _ = write!(h, "<li>{}</li>", esc(v));
+            let _ = write!(h, "<li>{}</li>", inline(v));
         }
         h.push_str("</ul>\n");
     }
@@ -606,7 +772,7 @@ fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
     if !r.notes.is_empty() {
         h.push_str("<h3>Notes</h3><ul>");
         for n in &r.notes {
-            let _ = write!(h, "<li>{}</li>", esc(n));
+            let _ = write!(h, "<li>{}</li>", inline(n));
         }
         h.push_str("</ul>\n");
     }
@@ -614,20 +780,39 @@ fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
     h.push_str("</section>\n");
 }
 
+/// One small mark for the warnings about `test`: `⚠ CODE` for one code, `⚠ CODE +2` for
+/// more, every code and first message in its title; it links to the first code's line in
+/// the warnings panel.
 fn badges(r: &RunRecord, test: &str) -> String {
-    let mut s = String::new();
-    for (i, w) in r.warnings.iter().enumerate() {
-        if w.test.as_deref() == Some(test) {
-            let _ = write!(
-                s,
-                "<a class=\"badge\" href=\"#{}\" title=\"{}\">⚠ {}</a>",
-                warning_anchor(r, i),
-                esc(&w.message),
-                esc(w.code.as_str())
-            );
+    let mut codes: Vec<(&str, &str)> = Vec::new();
+    for w in r
+        .warnings
+        .iter()
+        .filter(|w| w.test.as_deref() == Some(test))
+    {
+        if !codes.iter().any(|(c, _)| *c == w.code.as_str()) {
+            codes.push((w.code.as_str(), &w.message));
         }
     }
-    s
+    codes.sort_by_key(|(c, _)| warngroup::severity(&iolab_measure::WarningCode::parse(c)));
+    let Some((first, _)) = codes.first() else {
+        return String::new();
+    };
+    let title: Vec<String> = codes
+        .iter()
+        .map(|(c, m)| format!("{c}: {}", m.replace('`', "")))
+        .collect();
+    format!(
+        "<a class=\"badge\" href=\"#{}\" title=\"{}\">⚠ {}{}</a>",
+        group_anchor(r, first),
+        esc(&title.join("\n")),
+        esc(first),
+        if codes.len() > 1 {
+            format!(" +{}", codes.len() - 1)
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// Selects one direction of a pass (`|p| p.read.as_ref()`).
@@ -766,35 +951,96 @@ fn warnings_panel(r: &RunRecord, h: &mut String) {
         );
         return;
     }
+    let groups = warngroup::group(&r.warnings);
     let _ = write!(
         h,
-        "<aside class=\"warnings\" data-panel=\"warnings\"><h3>Warnings ({})</h3><ul>",
-        r.warnings.len()
+        "<aside class=\"warnings\" data-panel=\"warnings\"><h3>Warnings: {1} kind{2} ({0} in all)</h3>\
+         <p class=\"muted\">Most serious first; one line per code, the details under it.</p><ul>",
+        r.warnings.len(),
+        groups.len(),
+        if groups.len() == 1 { "" } else { "s" }
     );
-    for (i, w) in r.warnings.iter().enumerate() {
+    for g in &groups {
+        let code = g.code.as_str();
+        let first = g.items[0].1;
         let _ = write!(
             h,
-            "<li id=\"{}\"><span class=\"code\">{}</span> ",
-            warning_anchor(r, i),
-            esc(w.code.as_str())
+            "<li id=\"{}\" data-code=\"{}\"><span class=\"code\">{}</span> {}: {}",
+            group_anchor(r, code),
+            esc(code),
+            esc(code),
+            esc(&warngroup::scope(g, r.tests.len())),
+            inline(&headline_of(g))
         );
-        if let Some(t) = &w.test {
-            match r.tests.iter().position(|x| &x.name == t) {
-                Some(k) => {
-                    let _ = write!(h, "<a href=\"#{}\">{}</a>: ", test_anchor(r, k), esc(t));
-                }
-                None => {
-                    let _ = write!(h, "{}: ", esc(t));
+        let _ = write!(
+            h,
+            "<details><summary>{} — details{}</summary><ul>",
+            match g.items.len() {
+                1 => "1 warning".to_string(),
+                n => format!("{n} warnings"),
+            },
+            if first.fix.is_empty() { "" } else { " and fix" }
+        );
+        for (i, w) in &g.items {
+            let _ = write!(h, "<li id=\"{}\">", warning_anchor(r, *i));
+            if let Some(t) = &w.test {
+                match r.tests.iter().position(|x| &x.name == t) {
+                    Some(k) => {
+                        let _ = write!(h, "<a href=\"#{}\">{}</a>: ", test_anchor(r, k), esc(t));
+                    }
+                    None => {
+                        let _ = write!(h, "{}: ", esc(t));
+                    }
                 }
             }
+            h.push_str(&inline(&w.message));
+            if !w.fix.is_empty() {
+                let _ = write!(h, " <i>Fix: {}</i>", inline(&w.fix));
+            }
+            h.push_str("</li>");
         }
-        let _ = write!(h, "{}", esc(&w.message));
-        if !w.fix.is_empty() {
-            let _ = write!(h, " <i>Fix: {}</i>", esc(&w.fix));
-        }
-        h.push_str("</li>");
+        h.push_str("</ul></details></li>");
     }
     h.push_str("</ul></aside>");
+}
+
+/// The anchor of a run's group of warnings of one code.
+fn group_anchor(r: &RunRecord, code: &str) -> String {
+    format!("{}-w-{}", run_anchor(r), esc(code))
+}
+
+/// A group's one line: its message, marked as an example when the warnings of the code
+/// say different things (each is in the details).
+fn headline_of(g: &warngroup::Group<'_>) -> String {
+    let first = &g.items[0].1.message;
+    if g.items.iter().all(|(_, w)| &w.message == first) {
+        first.clone()
+    } else {
+        format!("e.g. {first}")
+    }
+}
+
+/// Escaped text with `code` spans (warning messages and fixes are written with
+/// Markdown's backticks) shown as code, never as raw backticks.
+pub fn inline(s: &str) -> String {
+    let parts: Vec<&str> = s.split('`').collect();
+    if parts.len() < 3 {
+        return esc(&s.replace('`', "'"));
+    }
+    let mut out = String::new();
+    let n = parts.len();
+    for (i, p) in parts.iter().enumerate() {
+        if i % 2 == 1 && i + 1 < n {
+            let _ = write!(out, "<code>{}</code>", esc(p));
+        } else if i % 2 == 1 {
+            // An unpaired backtick: plain text.
+            out.push('\'');
+            out.push_str(&esc(p));
+        } else {
+            out.push_str(&esc(p));
+        }
+    }
+    out
 }
 
 fn kind_class(kind: &str) -> &'static str {
@@ -1222,13 +1468,20 @@ fn latency_curves(tests: &[&TestRecord], rows: &[String], kinds: &[String], h: &
          A curve ends where the I/O count stops supporting finer percentiles.</p>",
         &figs,
     );
-    figure_grid(
-        h,
-        "<h3>Latency histograms</h3><p class=\"muted\">The share of each direction's I/Os \
-         (all passes) whose latency falls in each bucket; buckets end at 1, 2 and 5 times a \
-         power of ten microseconds, the label is the bucket's upper end.</p>",
-        &hists,
-    );
+    if !hists.is_empty() {
+        // The curves say the same at a glance: the histograms wait behind a click.
+        h.push_str(
+            "<details data-panel=\"latency-histograms\"><summary>Latency histograms</summary>",
+        );
+        figure_grid(
+            h,
+            "<p class=\"muted\">The share of each direction's I/Os (all passes) whose latency \
+             falls in each bucket; buckets end at 1, 2 and 5 times a power of ten \
+             microseconds, the label is the bucket's upper end.</p>",
+            &hists,
+        );
+        h.push_str("</details>\n");
+    }
 }
 
 /// The fraction of `hist`'s values at or below `ns` (from its quantiles: the histogram's
@@ -1331,7 +1584,8 @@ fn figure_grid(h: &mut String, intro: &str, figs: &[String]) {
         return;
     }
     h.push_str(intro);
-    // One chart per row: their text stays readable on a laptop and on paper.
+    // Two charts per row on a laptop screen, one on paper and narrow screens (the CSS):
+    // drawn at the width they are shown, their text stays at 12 px or more.
     h.push_str("<div class=\"grid\">");
     h.push_str(&figs.join("\n"));
     h.push_str("</div>\n");
@@ -1402,20 +1656,21 @@ fn throughput_over_time(tests: &[&TestRecord], rows: &[String], kinds: &[String]
                         ((i as f64 * iv + end) / 2.0, v)
                     })
                     .collect();
-                let name = if k.is_empty() {
-                    format!("pass {}", p.index)
-                } else {
-                    format!("{k} pass {}", p.index)
+                // One legend entry per test, on its first pass: every pass of a test is
+                // drawn in the test's direction colour.
+                let first = std::ptr::eq(p, &t.passes[0]);
+                let passes = match t.passes.len() {
+                    1 => "1 pass".to_string(),
+                    n => format!("{n} passes"),
                 };
-                // The test's direction colour, a lighter shade for each later pass.
-                let shade = t
-                    .passes
-                    .iter()
-                    .position(|q| std::ptr::eq(q, p))
-                    .unwrap_or(0);
+                let name = match (first, k.is_empty()) {
+                    (false, _) => String::new(),
+                    (true, true) => passes,
+                    (true, false) => format!("{k} ({passes})"),
+                };
                 series.push(Line {
                     name,
-                    color: charts::shade(test_color(t, series.len()), shade),
+                    color: test_color(t, series.len()),
                     points: pts,
                 });
             }
@@ -1442,9 +1697,9 @@ fn throughput_over_time(tests: &[&TestRecord], rows: &[String], kinds: &[String]
     }
     figure_grid(
         h,
-        "<h3>Throughput over time</h3><p class=\"muted\">Every measured pass, MB/s (ops/s \
-         for workloads that count operations) per interval; a stall or a cache running out \
-         shows as a drop.</p>",
+        "<h3>Throughput over time</h3><p class=\"muted\">Every measured pass, one line each \
+         in its test's colour, MB/s (ops/s for workloads that count operations) per interval; \
+         a stall or a cache running out shows as a drop.</p>",
         &figs,
     );
 }

@@ -11,7 +11,7 @@
 //! metrics. `docs/reports.md` describes every format.
 //!
 //! Everything here reads [`iolab_measure::RunRecord`]s and returns a `String` or a
-//! `serde_json::Value`; nothing writes to a file or a terminal. [`mpi`] reads an MPI run's per-host figures for every format. [`style`] holds the width
+//! `serde_json::Value`; nothing writes to a file or a terminal. [`mpi`] reads an MPI run's per-host figures for every format; [`warngroup`] groups a run's warnings by code. [`style`] holds the width
 //! terminal text is laid out at and its colouring, set once by the binary.
 
 pub mod charts;
@@ -29,6 +29,7 @@ pub mod set;
 pub mod style;
 pub mod terminal;
 mod text;
+pub mod warngroup;
 
 pub use json::{run_document, to_json_string, SCHEMA};
 pub use terminal::{render_list, render_run, ListRow, MAX_WIDTH};

@@ -15,18 +15,27 @@ use crate::text::{ci, num};
 /// their own.
 const MAX_COLUMNS: usize = 12;
 
-/// Escapes text for a Markdown table cell or line: the table's `|`, HTML's `<` and `>`,
-/// emphasis and code markers; newlines become spaces.
+/// Escapes text for a Markdown table cell or line: the table's `|`, emphasis and code
+/// markers, and a `<` that could open an HTML tag or an autolink (`<b`, `</`, `<!`, `<?`)
+/// with a backslash, which reads the same as text and renders as the character (never an
+/// entity such as `&gt;`, which shows literally in a terminal); newlines become spaces. A
+/// `>` needs nothing: nothing here starts a line with user text, so it cannot open a
+/// quote.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
         match c {
             '|' | '\\' | '*' | '`' | '[' | ']' => {
                 out.push('\\');
                 out.push(c);
             }
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
+            '<' if chars
+                .peek()
+                .is_some_and(|n| n.is_ascii_alphabetic() || matches!(n, '/' | '!' | '?')) =>
+            {
+                out.push_str("\\<");
+            }
             c if c.is_control() => out.push(' '),
             c => out.push(c),
         }
@@ -209,6 +218,10 @@ fn body(set: &RunSet, out: &mut String) {
         for group in &groups {
             let title = metric_title(m, &unique);
             match group.as_slice() {
+                // The tests that are rows of their own have no direction to name.
+                [k] if groups.len() > 1 && k.is_empty() => {
+                    out.push_str(&format!("**{title}, other tests**\n\n"))
+                }
                 [k] if groups.len() > 1 => out.push_str(&format!("**{title}, {}**\n\n", escape(k))),
                 _ => out.push_str(&format!("**{title}**\n\n")),
             }

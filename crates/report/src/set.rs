@@ -550,6 +550,9 @@ pub struct Ranking {
     /// Every pair of scored configurations (i < j, input order) and the test of j's
     /// per-repeat score against i's.
     pub pairs: Vec<(usize, usize, Judgement)>,
+    /// Whether the configurations are a study's (its file sets the repeats) or runs put
+    /// side by side (repeated with `--repeat N`).
+    pub study: bool,
 }
 
 /// How the ranks are separated, as the score tables say it.
@@ -596,10 +599,14 @@ impl Ranking {
         };
         let noise: usize = scored.iter().map(|&c| self.noise_repeats[c]).sum();
         if !self.any_tested() {
+            let how = if self.study {
+                "repeat the study (repeats = 3 in its file)"
+            } else {
+                "run each configuration again, or with --repeat 3"
+            };
             return format!(
                 "Ranks cannot be told apart from run-to-run noise: {reps} repeat(s) per \
-                 configuration and no earlier runs of them stored; repeat the study \
-                 (`repeats = 3` in its file) to separate them."
+                 configuration and no earlier runs of them stored; {how} to separate them."
             );
         }
         let mut s = format!("Ranks rest on {reps} repeat(s) per configuration: {RANK_METHOD}.");
@@ -1017,6 +1024,7 @@ impl RunSet {
             score,
             ranges,
             pairs,
+            study: self.study.is_some(),
         }
     }
 }

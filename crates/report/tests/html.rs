@@ -327,9 +327,9 @@ fn charts_are_readable_and_each_direction_has_one_colour() {
         let charts = charts_of(&html);
         assert!(!charts.is_empty(), "{name}");
         for svg in &charts {
-            // Drawn 900 px wide and shown one per row: text stays at 12 px or more on a
-            // laptop and on an A4 page.
-            assert!(attr_num(svg, "width") >= 900.0, "{name}: {}", &svg[..200]);
+            // Drawn 560 px wide and shown two per row at 1280 px (about 560 px each), one
+            // per row on paper: text stays at 12 px or more on a laptop and on an A4 page.
+            assert_eq!(attr_num(svg, "width"), 560.0, "{name}: {}", &svg[..200]);
             for (at, _) in svg.match_indices("font-size=\"") {
                 let v: f64 = svg[at + 11..at + 11 + svg[at + 11..].find('"').unwrap()]
                     .trim_end_matches("px")
@@ -340,9 +340,24 @@ fn charts_are_readable_and_each_direction_has_one_colour() {
             // No test named twice in a title.
             assert!(!svg.contains("dbench: dbench"), "{name}");
         }
-        // Charts one per row, on screen and in print.
-        assert!(html.contains(".grid{display:grid;grid-template-columns:minmax(0,1fr);"));
+        // Charts two per row on a laptop screen, one per row in print and below 1000 px.
+        assert!(html.contains(".grid{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));"));
+        assert!(
+            html.contains("@media print{")
+                && html.contains(" .grid{grid-template-columns:minmax(0,1fr)}")
+        );
         assert!(!html.contains("auto-fill"));
+        // A legend names each test once, never each pass: a time chart of seven passes of
+        // a read, a write and a mix has three entries.
+        for svg in charts
+            .iter()
+            .filter(|s| s.contains(": throughput over time"))
+        {
+            assert!(
+                count(svg, "pass 1") == 0 && count(svg, "passes)") <= 3,
+                "{name}: {svg}"
+            );
+        }
         // Reads blue and writes orange wherever a chart shows a direction; the old
         // green/red pair nowhere.
         if name != "dbench" {
@@ -366,4 +381,100 @@ fn charts_are_readable_and_each_direction_has_one_colour() {
     // is not possible in SVG text, so the chart is checked to exist with its axis.
     let hist = &html[html.find("data-chart=\"latency-histogram\"").unwrap()..];
     assert!(hist.contains("share of I/Os (%)"));
+}
+
+/// The run opens with its familiar view and the warnings beside it, one line per code with
+/// the details collapsed, most serious first; warning text written with backticks shows as
+/// code, never as raw backticks.
+#[test]
+fn a_run_opens_with_its_view_and_one_line_per_warning_code() {
+    let mut run = common::cdm_run();
+    let tests: Vec<String> = run.tests.iter().map(|t| t.name.clone()).collect();
+    for t in &tests {
+        run.warnings.push(Warning {
+            code: WarningCode::NotConverged,
+            message: format!("{t}: MB/s varied by 9% after 7 passes"),
+            fix: "more passes (`--max-runs 20`)".into(),
+            test: Some(t.clone()),
+        });
+    }
+    run.notes.push("ran with `--buffered`".into());
+    run.warnings.push(Warning {
+        code: WarningCode::PageCache,
+        message: "reads came from the page cache".into(),
+        fix: "use `--direct`".into(),
+        test: None,
+    });
+    let html = one(run);
+    save("report-lib-warnings.html", &html);
+    let panel = &html[html.find("data-panel=\"warnings\"").unwrap()..];
+    let panel = &panel[..panel.find("</aside>").unwrap()];
+    // One line per code, PAGE_CACHE (a cache caveat) before NOT_CONVERGED (noise).
+    assert_eq!(count(panel, "data-code=\"NOT_CONVERGED\""), 1, "{panel}");
+    let cache = panel.find("data-code=\"PAGE_CACHE\"").unwrap();
+    let noise = panel.find("data-code=\"NOT_CONVERGED\"").unwrap();
+    assert!(cache < noise, "{panel}");
+    assert!(
+        panel.contains(&format!("all {} tests", tests.len())),
+        "{panel}"
+    );
+    // The details: every warning, behind a closed <details>.
+    assert_eq!(count(panel, "<details>"), count(panel, "data-code="));
+    assert!(!panel.contains("<details open"));
+    assert_eq!(count(panel, "MB/s varied by 9%"), tests.len() + 1);
+    // Backticks became code.
+    assert!(panel.contains("<code>--max-runs 20</code>"), "{panel}");
+    assert!(html.contains("ran with <code>--buffered</code>"));
+    let text_only: String = html
+        .split("<style>")
+        .enumerate()
+        .map(|(i, part)| {
+            if i == 0 {
+                part
+            } else {
+                &part[part.find("</style>").unwrap()..]
+            }
+        })
+        .collect();
+    assert!(!text_only.contains('`'), "a raw backtick");
+    // The familiar view comes first, with the warnings beside it; the facts and the
+    // results table after; charts last.
+    let tiles = html.find("data-chart=\"cdm\"").unwrap();
+    let facts = html.find("<dl class=\"facts\">").unwrap();
+    let results = html.find("data-table=\"results\"").unwrap();
+    let chart = html.find("<svg class=\"chart\"").unwrap();
+    assert!(tiles < html.find("data-panel=\"warnings\"").unwrap());
+    assert!(tiles < facts && facts < results && results < chart);
+    // A table row carries one compact mark, not a badge per warning.
+    let row = html
+        .find("<td class=\"name\">SEQ1M Q8T1 Read</td>")
+        .unwrap();
+    let row = &html[row..row + html[row..].find("</tr>").unwrap()];
+    assert_eq!(count(row, "class=\"badge\""), 1, "{row}");
+}
+
+/// Two cdm runs side by side open with CrystalDiskMark's tiles holding both runs' numbers
+/// and the verdicts, the ratio table beside them; the bars wait behind a click; a run
+/// that is not a study is not told to repeat "the study".
+#[test]
+fn a_comparison_of_cdm_runs_opens_with_tiles_and_verdicts() {
+    let a = common::cdm_run();
+    let mut b = common::cdm_run_with(&|_| 1.5);
+    b.id = Some(a.id.unwrap_or(1) + 1);
+    b.uuid = "00000000-0000-4000-8000-0000000000b2".into();
+    b.label = Some("after".into());
+    let html = render(&RunSet::per_run(vec![a, b]));
+    save("report-lib-compare.html", &html);
+    assert_balanced(&html);
+    let cmp = html.find("<section class=\"comparison\"").unwrap();
+    let tiles = html.find("data-chart=\"cdm-compare\"").unwrap();
+    let ratio = html.find("data-table=\"ratio\"").unwrap();
+    let bars = html.find("data-chart=\"study-bars\"").unwrap();
+    let runs = html.find("data-table=\"runs\"").unwrap();
+    assert!(cmp < tiles && tiles < ratio && ratio < bars && bars < runs);
+    assert!(html[..bars].contains("<details data-panel=\"study-bars\">"));
+    let tile = &html[tiles..ratio];
+    assert!(tile.contains("+50% ? cannot tell (1 run)"), "{tile}");
+    assert!(!html.contains("repeat the study"), "not a study");
+    assert!(html.contains("with --repeat 3"));
 }

@@ -358,7 +358,12 @@ fn a_wide_study_gets_one_table_per_direction() {
 
 #[test]
 fn markdown_text_is_escaped() {
-    assert_eq!(escape("a|b <c> *d*"), "a\\|b &lt;c&gt; \\*d\\*");
+    assert_eq!(escape("a|b <c> *d*"), "a\\|b \\<c> \\*d\\*");
+    // No HTML entity: `&gt;` would show literally where the Markdown is read as text.
+    assert_eq!(
+        escape("z-score > 3.5, p<0.001, </x>"),
+        "z-score > 3.5, p<0.001, \\</x>"
+    );
     let mut run = common::cdm_run();
     run.tests[0].name = "SEQ1M Q8T1 Re|ad".into();
     let md = render(&RunSet::per_run(vec![run]));
@@ -502,4 +507,49 @@ fn one_repeat_is_ranked_against_earlier_invocations() {
         &ratio_row(&t, "RND4K Q1T1 Read")[1..],
         ["1.00", "1.11*", "1.07*"]
     );
+}
+
+/// Warnings with `>` and `<` read as written in the Markdown, never as `&gt;`/`&lt;`.
+#[test]
+fn markdown_prints_no_entities() {
+    let mut run = common::cdm_run();
+    run.warnings.push(iolab_measure::Warning {
+        code: iolab_measure::WarningCode::OutlierPass,
+        message: "pass 7 is an outlier (modified z-score > 3.5)".into(),
+        fix: "p<0.05 is not enough".into(),
+        test: Some(run.tests[0].name.clone()),
+    });
+    let md = render(&RunSet::per_run(vec![run]));
+    assert!(md.contains("modified z-score > 3.5"), "{md}");
+    assert!(md.contains("p<0.05"), "{md}");
+    assert!(!md.contains("&gt;") && !md.contains("&lt;"), "{md}");
+}
+
+/// A wide study whose tests include one that is a row of its own: its table per direction
+/// is titled "other tests", never with an empty direction (`**Throughput, MB/s, **`).
+#[test]
+fn a_wide_study_titles_the_table_of_tests_without_a_direction() {
+    let mut runs = common::study_runs();
+    for (i, label) in ["128KB", "256KB"].into_iter().enumerate() {
+        let mut r = runs[0].clone();
+        r.id = Some(200 + i as i64);
+        r.uuid = format!("00000000-0000-4000-8000-00000000020{i}");
+        r.config_label = Some(label.into());
+        runs.push(r);
+    }
+    for r in &mut runs {
+        let mut t = r.tests[0].clone();
+        t.name = "flush".into();
+        r.tests.push(t);
+    }
+    let md = render(&RunSet::study("strip size", runs));
+    assert!(!md.contains(", **"), "an empty heading: {md}");
+    assert!(md.contains("**Throughput, MB/s, other tests**"), "{md}");
+    let t = tables(&md);
+    let other = t
+        .iter()
+        .find(|x| x.title == "**Throughput, MB/s, other tests**")
+        .unwrap();
+    assert_eq!(other.rows.len(), 1);
+    assert_eq!(other.rows[0][0], "flush");
 }
