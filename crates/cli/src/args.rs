@@ -220,8 +220,14 @@ pub struct ShowArgs {
     /// Run id as listed by `iolab results` ("last" for the newest).
     pub run_id: String,
     /// Print the JSON document instead of the table.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["warnings", "verbose"])]
     pub json: bool,
+    /// Print only the run's warnings, each in full (its test, message and fix).
+    #[arg(long, conflicts_with = "verbose")]
+    pub warnings: bool,
+    /// Print every warning in full under the report instead of one line per code.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 #[derive(Args, Debug)]
