@@ -281,6 +281,9 @@ pub struct CompareArgs {
     /// it to FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,
+    /// Print every warning of every side in full instead of one line per code and side.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 #[derive(Args, Debug)]

@@ -764,17 +764,37 @@ fn warnings_summary(run: &RunRecord, out: &mut Vec<String>) {
             if n == 1 { "" } else { " in all" }
         ),
     );
+    out.extend(summarise(
+        run.warnings.iter().collect(),
+        run.tests.len(),
+        "  ",
+        |tests| busiest(&run.tests, tests),
+    ));
+}
+
+/// One line per code of `warnings` (most meaningful code first, [`WarningCode::weight`]),
+/// each after `lead`: the tests it concerns (of `n_tests`) and its worst figure, at most
+/// [`crate::style::width`] columns. `busy` gives BUSY_CPU's figure from the passes of the
+/// tests named, where the caller has them.
+pub(crate) fn summarise(
+    mut warnings: Vec<&Warning>,
+    n_tests: usize,
+    lead: &str,
+    busy: impl Fn(&[&str]) -> Option<String>,
+) -> Vec<String> {
+    warnings.sort_by_key(|w| w.code.weight());
     let mut codes: Vec<Vec<&Warning>> = Vec::new();
-    for w in by_weight(run) {
+    for w in warnings {
         match codes.iter_mut().find(|c| c[0].code == w.code) {
             Some(c) => c.push(w),
             None => codes.push(vec![w]),
         }
     }
     let width = crate::style::width();
+    let mut out = Vec::new();
     for ws in &codes {
-        let (head, gist, tail) = code_line(run, ws);
-        let head = format!("  {head}");
+        let (head, gist, tail) = code_line(n_tests, ws, &busy);
+        let head = format!("{lead}{head}");
         let whole = format!("{head}{gist}{tail}");
         out.push(if text::width(&whole) <= width {
             whole
@@ -782,6 +802,7 @@ fn warnings_summary(run: &RunRecord, out: &mut Vec<String>) {
             fit(&head, &gist, width)
         });
     }
+    out
 }
 
 /// `head` then `gist` on one line of at most `width` columns: the gist cut at the last
@@ -804,7 +825,11 @@ fn fit(head: &str, gist: &str, width: usize) -> String {
 /// A code's summary line: the lead (`[CODE] on K of N tests: `, `[CODE] TEST: ` for one
 /// test, `[CODE] ` for the run), the worst figure, and the test it was worst in (` (worst:
 /// TEST)`, the first part left out when the line is too long).
-fn code_line(run: &RunRecord, ws: &[&Warning]) -> (String, String, String) {
+fn code_line(
+    n_tests: usize,
+    ws: &[&Warning],
+    busy: &dyn Fn(&[&str]) -> Option<String>,
+) -> (String, String, String) {
     let code = &ws[0].code;
     let mut tests: Vec<&str> = Vec::new();
     for w in ws {
@@ -814,9 +839,9 @@ fn code_line(run: &RunRecord, ws: &[&Warning]) -> (String, String, String) {
             }
         }
     }
-    let of_tests = |k: usize| format!("[{code}] on {k} of {} tests: ", run.tests.len());
+    let of_tests = |k: usize| format!("[{code}] on {k} of {n_tests} tests: ");
     if *code == WarningCode::BusyCpu {
-        if let Some(busy) = busiest(run, &tests) {
+        if let Some(busy) = busy(&tests) {
             return match tests.len() {
                 1 => (format!("[{code}] {}: ", tests[0]), busy, String::new()),
                 k => (of_tests(k), busy, String::new()),
@@ -895,9 +920,8 @@ fn figure(code: &WarningCode, message: &str) -> f64 {
 
 /// BUSY_CPU's worst figure from the passes of `tests`: the most CPU other processes used
 /// during one pass, and the busiest of them with its pid.
-fn busiest(run: &RunRecord, tests: &[&str]) -> Option<String> {
-    let pass = run
-        .tests
+pub(crate) fn busiest(all: &[TestRecord], tests: &[&str]) -> Option<String> {
+    let pass = all
         .iter()
         .filter(|t| tests.contains(&t.name.as_str()))
         .flat_map(|t| &t.passes)
@@ -913,12 +937,12 @@ fn busiest(run: &RunRecord, tests: &[&str]) -> Option<String> {
     }
     let mut s = format!("up to {:.0}% of a CPU used by others", a.other_cpu_pct);
     if let Some(p) = a.top_processes.first() {
-        s.push_str(&format!(
-            ", most by `{}` (pid {}, {:.0}%)",
+        s = format!(
+            "up to {:.0}% of a CPU, most by `{}` (pid {})",
+            a.other_cpu_pct,
             text::clean(&p.name),
-            p.pid,
-            p.cpu_pct
-        ));
+            p.pid
+        );
     }
     Some(s)
 }

@@ -609,10 +609,7 @@ fn warnings_are_one_line_a_code_caveats_first_and_busy_cpu_names_the_pid() {
     );
     assert_eq!(
         lines[3],
-        format!(
-            "  [BUSY_CPU] on {n} of {n} tests: up to 110% of a CPU used by others, most by \
-             `cc1` (pid 4123, 90%)"
-        )
+        format!("  [BUSY_CPU] on {n} of {n} tests: up to 110% of a CPU, most by `cc1` (pid 4123)")
     );
     // In full: every warning with its fix, caveats first.
     let full = render_run_with(&run, Detail::Full);
