@@ -190,6 +190,36 @@ fn header(run: &RunRecord, out: &mut Vec<String>) {
     }
     out.push(String::new());
     out.extend(wrap(&facts::legend(run), crate::style::width(), "", ""));
+    if let Some(cdm) = against_crystaldiskmark(run) {
+        out.extend(wrap(&cdm, crate::style::width(), "", ""));
+    }
+}
+
+/// For a cdm preset's run: how its headline relates to CrystalDiskMark's (the best of 5
+/// passes of 5 s), and the options that make it CrystalDiskMark's.
+fn against_crystaldiskmark(run: &RunRecord) -> Option<String> {
+    let is_cdm = run.preset == "cdm" || run.preset.starts_with("cdm-");
+    if !is_cdm || run.tests.is_empty() {
+        return None;
+    }
+    let best = run.tests.iter().all(is_best);
+    let five_by_five = run.settings.runs == 5
+        && run.settings.duration == std::time::Duration::from_secs(5)
+        && run.tests.iter().all(|t| t.passes.len() == 5);
+    Some(
+        match (best, five_by_five) {
+            (true, true) => "As CrystalDiskMark: the best of 5 passes of 5 s.",
+            (true, false) => {
+                "CrystalDiskMark: best of 5 × 5 s passes (--like-crystaldiskmark: its \
+                          schedule too)"
+            }
+            (false, _) => {
+                "CrystalDiskMark: best of 5 × 5 s passes (--score best: its statistic; \
+                       --like-crystaldiskmark: both)"
+            }
+        }
+        .to_string(),
+    )
 }
 
 // ---------------------------------------------------------------------------------------

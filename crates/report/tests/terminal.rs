@@ -587,6 +587,13 @@ fn warnings_are_one_line_a_code_caveats_first_and_busy_cpu_names_the_pid() {
     let n = names.len();
     let out = render_run(&run);
     assert_fits(&out);
+    // The header says once how the headline relates to CrystalDiskMark's.
+    assert_eq!(
+        out.matches("CrystalDiskMark: best of 5 × 5 s passes (--score best")
+            .count(),
+        1,
+        "{out}"
+    );
     let at = out.find("Warnings (").expect("a warnings heading");
     let lines: Vec<&str> = out[at..].lines().collect();
     assert_eq!(
