@@ -718,7 +718,7 @@ fn errors(run: &RunRecord, out: &mut Vec<String>) {
 
 /// Lines a note takes in a [`Detail::Summary`] report; a longer one ends with `…` there
 /// (whole under `--verbose`, in `iolab show N --verbose` and in every other format).
-const NOTE_LINES: usize = 2;
+const NOTE_LINES: usize = 1;
 
 fn notes(run: &RunRecord, out: &mut Vec<String>, detail: Detail) {
     if run.notes.is_empty() {
@@ -734,7 +734,7 @@ fn notes(run: &RunRecord, out: &mut Vec<String>, detail: Detail) {
     section(
         out,
         if cut {
-            "Notes (cut to two lines each; whole with --verbose)"
+            "Notes (one line each; whole with --verbose)"
         } else {
             "Notes"
         },
