@@ -225,7 +225,8 @@ pub struct ShowArgs {
     /// Print only the run's warnings, each in full (its test, message and fix).
     #[arg(long, conflicts_with = "verbose")]
     pub warnings: bool,
-    /// Print every warning in full under the report instead of one line per code.
+    /// Print every warning in full and every note whole under the report, instead of one
+    /// line per warning code and note.
     #[arg(long, short = 'v')]
     pub verbose: bool,
 }
