@@ -220,8 +220,15 @@ pub struct ShowArgs {
     /// Run id as listed by `iolab results` ("last" for the newest).
     pub run_id: String,
     /// Print the JSON document instead of the table.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["warnings", "verbose"])]
     pub json: bool,
+    /// Print only the run's warnings, each in full (its test, message and fix).
+    #[arg(long, conflicts_with = "verbose")]
+    pub warnings: bool,
+    /// Print every warning in full and every note whole under the report, instead of one
+    /// line per warning code and note.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 #[derive(Args, Debug)]
@@ -275,6 +282,9 @@ pub struct CompareArgs {
     /// it to FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,
+    /// Print every warning of every side in full instead of one line per code and side.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 #[derive(Args, Debug)]

@@ -77,10 +77,20 @@ fn show(args: ShowArgs) -> Result<i32, RunError> {
     let run = store.load_run(id)?;
     if args.json {
         println!("{}", iolab_report::to_json_string(&run));
-    } else {
+    } else if args.warnings {
         print!(
             "{}",
-            iolab_report::style::paint(&iolab_report::render_run(&run))
+            iolab_report::style::paint(&iolab_report::render_warnings(&run))
+        );
+    } else {
+        let detail = if args.verbose {
+            iolab_report::Detail::Full
+        } else {
+            iolab_report::Detail::Summary
+        };
+        print!(
+            "{}",
+            iolab_report::style::paint(&iolab_report::render_run_with(&run, detail))
         );
         if !run.env.is_null() {
             match serde_json::from_value::<iolab_env::Environment>(run.env.clone()) {

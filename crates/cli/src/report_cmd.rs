@@ -242,7 +242,17 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
                 text: ensure_newline(text),
             }])?;
         }
-        None => print!("{}", iolab_report::style::paint(&cmp::render(&c))),
+        None => {
+            let detail = if a.verbose {
+                iolab_report::Detail::Full
+            } else {
+                iolab_report::Detail::Summary
+            };
+            print!(
+                "{}",
+                iolab_report::style::paint(&cmp::render_with(&c, detail))
+            )
+        }
     }
     Ok(0)
 }

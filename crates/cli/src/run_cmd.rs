@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use iolab_report::Detail;
 use iolab_runner::{execute, ExitStatus, Finished, ParseError, Parsed, Registry};
 
 /// The registry `iolab run` (and `iolab study`) parse workloads with.
@@ -41,12 +42,14 @@ pub fn run(args: &[String]) -> ExitStatus {
     match parse("iolab run", &reg, args) {
         Ok(parsed) => {
             let json = parsed.common.json.clone();
+            let detail = detail(&parsed);
             // Registry::parse has checked --repeat.
             match parsed.common.repeat().unwrap_or(1) {
                 1 => print_finished(
                     &execute(parsed),
                     json.as_deref(),
                     json.as_deref() == Some("-"),
+                    detail,
                 ),
                 n => repeat(&reg, args, parsed, n, json.as_deref()),
             }
@@ -65,6 +68,7 @@ fn repeat(
     json: Option<&str>,
 ) -> ExitStatus {
     let to_stdout = json == Some("-");
+    let detail = detail(&first);
     let series = iolab_runner::repeat::run(
         first,
         n,
@@ -80,7 +84,7 @@ fn repeat(
             } else {
                 print!("{head}");
             }
-            print_finished(f, None, to_stdout);
+            print_finished(f, None, to_stdout, detail);
         },
     );
     let text = series.render();
@@ -116,7 +120,12 @@ fn repeat(
 /// Prints a finished run (its report, where it was stored, the JSON document, what the
 /// workload adds, the integrity verdict and the error) and returns its status; the text
 /// goes to stderr when stdout carries JSON.
-fn print_finished(f: &Finished, json: Option<&str>, text_to_stderr: bool) -> ExitStatus {
+fn print_finished(
+    f: &Finished,
+    json: Option<&str>,
+    text_to_stderr: bool,
+    detail: Detail,
+) -> ExitStatus {
     let text_out = |t: &str| {
         if text_to_stderr {
             eprint!("{t}");
@@ -126,7 +135,7 @@ fn print_finished(f: &Finished, json: Option<&str>, text_to_stderr: bool) -> Exi
     };
     let mut status = f.status;
     if let Some(run) = &f.run {
-        text_out(&iolab_report::render_run(run));
+        text_out(&iolab_report::render_run_with(run, detail));
         if let Some((id, path)) = &f.stored {
             text_out(&format!("stored as run {id} in {}\n", path.display()));
         }
@@ -149,6 +158,16 @@ fn print_finished(f: &Finished, json: Option<&str>, text_to_stderr: bool) -> Exi
         eprintln!("iolab: error: {e}");
     }
     status
+}
+
+/// How much of a finished run's warnings to print: every one with `--verbose`, else one
+/// line a code.
+fn detail(parsed: &Parsed) -> Detail {
+    if parsed.common.verbose {
+        Detail::Full
+    } else {
+        Detail::Summary
+    }
 }
 
 /// The variable an MPI launcher (Open MPI's mpirun, MPICH's hydra, Slurm's srun with PMI)
@@ -212,6 +231,7 @@ fn run_mpi(args: &[String], _var: &str) -> ExitStatus {
         return ExitStatus::Usage;
     }
     let json = parsed.common.json.clone();
+    let detail = detail(&parsed);
     if me != 0 {
         parsed.common.no_store = true;
         parsed.common.quiet = true;
@@ -229,7 +249,12 @@ fn run_mpi(args: &[String], _var: &str) -> ExitStatus {
     let host = iolab_runner::Coordinator::host(&rank).to_string();
     let mut finished = iolab_runner::execute_with(parsed, stop, Box::new(rank));
     let status = if me == 0 {
-        print_finished(&finished, json.as_deref(), json.as_deref() == Some("-"))
+        print_finished(
+            &finished,
+            json.as_deref(),
+            json.as_deref() == Some("-"),
+            detail,
+        )
     } else {
         if let Some(e) = &finished.error {
             eprintln!("iolab: rank {me} on {host}: error: {e}");

@@ -229,3 +229,37 @@ fn a_pass_that_completed_no_io_fails_the_run() {
         "{notes:?}"
     );
 }
+
+#[test]
+fn like_crystaldiskmark_is_its_schedule_and_only_for_cdm() {
+    let sb = Sandbox::new();
+    // Five passes of 5 s, each second measured (no ramp), best pass: the fio job shows the
+    // pass length and no ramp for every test.
+    let job = sb
+        .iolab(&[
+            "export-fio",
+            "cdm",
+            "--like-crystaldiskmark",
+            "--target",
+            sb.target.to_str().unwrap(),
+        ])
+        .ok()
+        .stdout;
+    assert_eq!(job.matches("runtime=5000ms").count(), 8, "{job}");
+    assert!(!job.contains("ramp_time"), "{job}");
+    refused(
+        &sb,
+        &["run", "atto", "--like-crystaldiskmark"],
+        &["--like-crystaldiskmark", "cdm"],
+    );
+    refused(
+        &sb,
+        &["run", "cdm", "--like-crystaldiskmark", "--runs", "3"],
+        &["--like-crystaldiskmark", "--runs"],
+    );
+    refused(
+        &sb,
+        &["run", "cdm", "--like-crystaldiskmark", "--score", "median"],
+        &["--score", "best"],
+    );
+}

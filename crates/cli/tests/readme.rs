@@ -14,7 +14,8 @@
 //! the block presets get `--runs 1` unless the line sets --runs or --until-stable; `run`
 //! lines get --quiet; nothing else changes. `iolab` is the binary under test, and the journal path in
 //! /dev/shm is made unique to this test. A command that exits non-zero fails the test with
-//! the README line, what ran and its output.
+//! the README line, what ran and its output. The output of `iolab run cdm`, `run atto` and
+//! `compare` lines must fit their screens ([`SCREENS`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,23 @@ const SHRINK: &[(&str, &str, bool)] = &[
     ("--files", "200", false),
     ("--stagger", "100ms", false),
 ];
+
+/// The screens the README's commands print on: (how the README line starts, lines of at most
+/// 100 columns, the layout of a pipe). A `--repeat` line prints every run and is not held
+/// to a run's screen. docs/reports.md states the same budgets.
+const SCREENS: &[(&str, usize)] = &[
+    ("iolab run cdm ", 40),
+    ("iolab run atto ", 50),
+    ("iolab compare ", 50),
+];
+
+/// The screen `line`'s output must fit in, if it has one.
+fn screen(line: &str) -> Option<(&'static str, usize)> {
+    if line.contains(" --repeat ") {
+        return None;
+    }
+    SCREENS.iter().copied().find(|(p, _)| line.starts_with(p))
+}
 
 /// The marker that keeps the next block from running.
 const SKIP_MARKER: &str = "<!-- readme-test: skip (";
@@ -209,6 +227,7 @@ fn every_readme_command_works_in_order() {
     let _ = std::fs::remove_file(&journal);
     let bin = iolab_bin();
     let mut known = HashMap::new();
+    let mut screened: Vec<&str> = Vec::new();
     for line in &lines {
         if line.text.contains(" crosscheck ") && !have("fio") {
             iolab_testkit::skip::skip(format!("README line {}: fio is not installed", line.number));
@@ -239,7 +258,31 @@ fn every_readme_command_works_in_order() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        if let Some((prefix, rows)) = screen(&line.text) {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let n = stdout.lines().count();
+            assert!(
+                n <= rows,
+                "README line {}: `{}` printed {n} lines, more than its {rows}-line screen:\n{stdout}",
+                line.number,
+                line.text
+            );
+            for l in stdout.lines() {
+                assert!(
+                    l.chars().count() <= 100,
+                    "README line {}: a line wider than 100 columns: {l}",
+                    line.number
+                );
+            }
+            screened.push(prefix);
+        }
     }
     let _ = std::fs::remove_file(&journal);
     let _ = std::fs::remove_file(format!("{journal}.lock"));
+    for (prefix, _) in SCREENS {
+        assert!(
+            screened.contains(prefix),
+            "no README line starting `{prefix}` had its output measured"
+        );
+    }
 }

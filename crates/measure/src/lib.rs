@@ -71,4 +71,4 @@ pub use model::{
     DirResult, IoErrorRecord, LatSummary, MetricSummary, PassContext, PassRecord, RunRecord,
     SyncStats, TargetInfo, TargetKind, TestRecord, TestSummary, TimeSeries, FAILED_NOTE, MB,
 };
-pub use warning::{Caveat, CodeDoc, Warning, WarningCode, DOCS_BEGIN, DOCS_END};
+pub use warning::{Caveat, CodeDoc, Warning, WarningCode, Weight, DOCS_BEGIN, DOCS_END};

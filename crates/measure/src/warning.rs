@@ -430,6 +430,46 @@ fn wrap(text: &str) -> String {
     out
 }
 
+/// How much a warning changes what the numbers mean, most first: the order a summary of
+/// warnings lists codes in (the terminal report, one line a code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Weight {
+    /// Data came back wrong or a check failed: the run's outcome, not a number's.
+    Integrity,
+    /// The number is faster because data may not reach stable storage ([`Caveat::Unsafe`]).
+    Unsafe,
+    /// The number may be a cache's or a compressor's ([`Caveat::Cache`]).
+    Cache,
+    /// A condition of the setup that qualifies the number (a throttle, few I/Os, a flush
+    /// floor, a straggling host).
+    Setup,
+    /// Noise: the number is the device's, measured less precisely (passes that varied or did
+    /// not converge, a busy machine or device, a slow first pass, an outlier).
+    Noise,
+}
+
+impl WarningCode {
+    /// Where this code stands in [`Weight`]'s order: the caveat class first, then the
+    /// integrity codes and the noise codes named here; codes this build does not know count
+    /// as setup.
+    pub fn weight(&self) -> Weight {
+        use WarningCode::*;
+        if let Some(c) = self.caveat() {
+            return match c {
+                Caveat::Unsafe => Weight::Unsafe,
+                Caveat::Cache => Weight::Cache,
+            };
+        }
+        match self {
+            DataMismatch | ScrubNotRepaired | ScrubMiscounted | StatusMismatch => Weight::Integrity,
+            BusyDevice | BusyCpu | HighVariation | OutlierPass | SlowFirstPass | NotConverged => {
+                Weight::Noise
+            }
+            _ => Weight::Setup,
+        }
+    }
+}
+
 // Equal when the strings are (an `Other` holding a known code's string equals that code);
 // prints and (de)serialises as the string.
 string_enum_impls!(WarningCode);
@@ -447,6 +487,19 @@ pub struct Warning {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn caveats_come_before_noise() {
+        let w = |s: &str| WarningCode::parse(s).weight();
+        assert!(w("NO_BARRIER") < w("PAGE_CACHE"));
+        assert!(w("PAGE_CACHE") < w("FEW_IOS"));
+        assert!(w("WRITES_FASTER_THAN_READS") < w("NOT_CONVERGED"));
+        for noise in ["NOT_CONVERGED", "HIGH_VARIATION", "BUSY_CPU", "BUSY_DEVICE"] {
+            assert_eq!(w(noise), Weight::Noise, "{noise}");
+        }
+        assert_eq!(w("DATA_MISMATCH"), Weight::Integrity);
+        assert_eq!(w("SOMETHING_NEW"), Weight::Setup);
+    }
 
     #[test]
     fn codes_round_trip_through_their_strings() {

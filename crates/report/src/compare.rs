@@ -7,12 +7,13 @@
 //! [`compare`] computes it, [`render`] prints it for a terminal (≤ 100 columns) and
 //! [`document`] gives the `iolab.comparison/2` JSON document (`docs/reports.md`).
 
-use iolab_measure::Warning;
+use iolab_measure::{Warning, WarningCode};
 use iolab_stats::noise::{Method, METHOD};
 use iolab_stats::score::ALPHA;
 use serde_json::{json, Value};
 
 use crate::set::{self, id_ranges, Judgement, Metric, RunSet, Tested};
+use crate::terminal::Detail;
 use crate::text::{lat, num, wrap, Column, Gap, Shrink, Table};
 
 /// One side of a comparison.
@@ -146,6 +147,9 @@ pub struct Comparison {
     pub partial: Vec<(String, Vec<String>)>,
     /// Every warning of every run, with the side's letter.
     pub warnings: Vec<(String, Warning)>,
+    /// Per side, BUSY_CPU's worst figure over the passes of the tests it was raised on: the
+    /// most CPU other processes used in one pass, the busiest of them and its pid.
+    pub busiest: Vec<Option<String>>,
 }
 
 fn letter(i: usize) -> String {
@@ -281,11 +285,26 @@ pub fn compare(set: &RunSet) -> Comparison {
                 .flat_map(move |r| r.warnings.iter().map(move |w| (letter(i), w.clone())))
         })
         .collect();
+    let busiest = set
+        .configs
+        .iter()
+        .map(|c| {
+            let busy: Vec<&str> = c
+                .runs
+                .iter()
+                .flat_map(|r| &r.warnings)
+                .filter(|w| w.code == WarningCode::BusyCpu)
+                .filter_map(|w| w.test.as_deref())
+                .collect();
+            crate::terminal::busiest(&c.tests, &busy)
+        })
+        .collect();
     Comparison {
         sides,
         rows,
         partial,
         warnings,
+        busiest,
     }
 }
 
@@ -382,8 +401,65 @@ pub fn evidence(c: &Comparison, k: usize) -> Vec<String> {
     out
 }
 
-/// The comparison as terminal text, at most [`crate::style::width`] columns. Ends with a newline.
+/// The comparison as terminal text, at most [`crate::style::width`] columns, each side's
+/// warnings one line a code. Ends with a newline.
 pub fn render(c: &Comparison) -> String {
+    render_with(c, Detail::Summary)
+}
+
+/// Every warning of every side in full (its test, message and fix).
+fn warnings_full(c: &Comparison, out: &mut Vec<String>) {
+    if c.warnings.is_empty() {
+        return;
+    }
+    out.push(String::new());
+    out.push("Warnings:".into());
+    for (side, w) in &c.warnings {
+        let mut line = format!("{side}: [{}] ", w.code);
+        if let Some(t) = &w.test {
+            line.push_str(&format!("{t}: "));
+        }
+        line.push_str(&w.message);
+        if !w.fix.is_empty() {
+            line.push_str(&format!(" — fix: {}", w.fix));
+        }
+        out.extend(wrap(&line, crate::style::width(), "  ", "    "));
+    }
+}
+
+/// Each side's warnings, one line a code, most meaningful code first.
+fn warnings_summary(c: &Comparison, out: &mut Vec<String>) {
+    if c.warnings.is_empty() {
+        return;
+    }
+    let mut tests: Vec<&str> = c.rows.iter().map(|r| r.test.as_str()).collect();
+    tests.extend(c.partial.iter().map(|(t, _)| t.as_str()));
+    tests.sort_unstable();
+    tests.dedup();
+    out.push(String::new());
+    out.push(format!(
+        "Warnings ({} in all; each with its fix: --verbose):",
+        c.warnings.len()
+    ));
+    for (k, s) in c.sides.iter().enumerate() {
+        let mine: Vec<&Warning> = c
+            .warnings
+            .iter()
+            .filter(|(side, _)| *side == s.letter)
+            .map(|(_, w)| w)
+            .collect();
+        if !mine.is_empty() {
+            let lead = format!("  {}: ", s.letter);
+            let busy = || c.busiest.get(k).cloned().flatten();
+            out.extend(crate::terminal::summarise(mine, tests.len(), &lead, |_| {
+                busy()
+            }));
+        }
+    }
+}
+
+/// The comparison as terminal text with its warnings as `detail` asks.
+pub fn render_with(c: &Comparison, detail: Detail) -> String {
     let mut out = Vec::new();
     out.push(format!(
         "iolab compare · {} sides, tests aligned by name",
@@ -394,11 +470,16 @@ pub fn render(c: &Comparison) -> String {
         out.extend(wrap(&line, crate::style::width(), "  ", "      "));
     }
     out.push(String::new());
-    let legend = "Values: each run's headline (median of its passes), the geometric mean where \
-                  a side has several runs; change is against A. Significant? is decided on \
-                  runs, not passes (see below and docs/statistics.md). `!` marks tests with \
-                  warnings (below).";
-    out.extend(wrap(legend, crate::style::width(), "", ""));
+    let mut legend = "Values: each run's headline (median of its passes), the geometric mean \
+                      where a side has several runs; change is against A. Significant? is \
+                      decided on runs, not passes (see below and docs/statistics.md). `!` marks \
+                      tests with warnings (below)."
+        .to_string();
+    let more = detail == Detail::Summary && c.rows.windows(2).any(|w| w[0].test == w[1].test);
+    if more {
+        legend.push_str(" Each test's first metric; IOPS and latencies with --verbose.");
+    }
+    out.extend(wrap(&legend, crate::style::width(), "", ""));
     out.push(String::new());
 
     if c.rows.is_empty() {
@@ -433,6 +514,9 @@ pub fn render(c: &Comparison) -> String {
             .collect();
         let mut last = "";
         for r in &c.rows {
+            if more && r.test == last {
+                continue;
+            }
             let name = if r.test == last {
                 String::new()
             } else if warned.contains(&r.test.as_str()) {
@@ -476,20 +560,9 @@ pub fn render(c: &Comparison) -> String {
             ));
         }
     }
-    if !c.warnings.is_empty() {
-        out.push(String::new());
-        out.push("Warnings:".into());
-        for (side, w) in &c.warnings {
-            let mut line = format!("{side}: [{}] ", w.code);
-            if let Some(t) = &w.test {
-                line.push_str(&format!("{t}: "));
-            }
-            line.push_str(&w.message);
-            if !w.fix.is_empty() {
-                line.push_str(&format!(" — fix: {}", w.fix));
-            }
-            out.extend(wrap(&line, crate::style::width(), "  ", "    "));
-        }
+    match detail {
+        Detail::Full => warnings_full(c, &mut out),
+        Detail::Summary => warnings_summary(c, &mut out),
     }
     let mut s = out.join("\n");
     s.push('\n');

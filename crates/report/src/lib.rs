@@ -32,4 +32,6 @@ mod text;
 pub mod warngroup;
 
 pub use json::{run_document, to_json_string, SCHEMA};
-pub use terminal::{render_list, render_run, ListRow, MAX_WIDTH};
+pub use terminal::{
+    render_list, render_run, render_run_with, render_warnings, Detail, ListRow, MAX_WIDTH,
+};

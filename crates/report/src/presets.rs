@@ -34,13 +34,27 @@ pub fn text(workloads: &[(&str, &str)]) -> String {
     for p in PRESETS {
         out.push_str(&format!("{}\n", p.name));
         out.push_str(&indented(p.summary));
-        out.push_str(&format!(
-            "  defaults: size {}, {} measured pass(es) of {} s, {} warm-up pass(es)\n",
-            format_bytes(p.defaults.size),
-            p.defaults.runs,
-            p.defaults.duration.as_secs_f64(),
-            p.defaults.warmup_passes
-        ));
+        let d = &p.defaults;
+        let passes = if d.adaptive {
+            format!(
+                "{} or more measured passes of {} s, until each test's 95% CI is within ±3% \
+                 (adaptive, within a budget; --runs N for exactly N)",
+                d.runs,
+                d.duration.as_secs_f64()
+            )
+        } else {
+            format!(
+                "{} measured pass(es) of {} s",
+                d.runs,
+                d.duration.as_secs_f64()
+            )
+        };
+        out.push_str(&indented(&format!(
+            "defaults: size {}, {passes}, {} warm-up pass(es); headline = median of the \
+             passes (--score best: the best pass, as CrystalDiskMark shows)",
+            format_bytes(d.size),
+            d.warmup_passes
+        )));
         let example = JobSpec::new(Rw::RandRead, 4096, 1, 1);
         let tests = expand_preset(p.name, Some(&example), false, p.defaults.size)
             .expect("built-in presets expand");

@@ -5,7 +5,9 @@
 //! [`crate::style::paint`]). Every line is at most [`crate::style::width`] characters:
 //! [`MAX_WIDTH`] in a pipe or a file, the terminal's width (up to that) on a terminal.
 
-use iolab_measure::{DirResult, MetricSummary, PassRecord, RunRecord, TestRecord};
+use iolab_measure::{
+    DirResult, MetricSummary, PassRecord, RunRecord, TestRecord, Warning, WarningCode,
+};
 use iolab_spec::format_bytes;
 use iolab_stats::{median, metric};
 
@@ -22,9 +24,39 @@ const MAX_ERRORS_PER_TEST: usize = 10;
 /// Width of the `Key:` column of the header.
 const KEY_WIDTH: usize = 10;
 
-/// The full terminal report of one run: header, results table, then errors, notes and
-/// warnings. Ends with a newline.
+/// How a run's report prints its warnings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// One line per warning code, most meaningful first: the tests it concerns and the
+    /// worst figure (the default; it keeps a run's report on one screen).
+    Summary,
+    /// Every warning with its test, its message and its fix (`--verbose`).
+    Full,
+}
+
+/// The terminal report of one run: header, results table, then errors, notes and a
+/// summary of the warnings (one line a code). Ends with a newline.
 pub fn render_run(run: &RunRecord) -> String {
+    render_run_with(run, Detail::Summary)
+}
+
+/// Every warning of a run in full (test, message, fix), most meaningful code first; what
+/// `iolab show N --warnings` prints. Ends with a newline.
+pub fn render_warnings(run: &RunRecord) -> String {
+    let mut out = Vec::new();
+    if run.warnings.is_empty() {
+        out.push("No warnings.".to_string());
+    } else {
+        warnings_full(run, &mut out);
+        out.drain(..2);
+    }
+    let mut s = out.join("\n");
+    s.push('\n');
+    s
+}
+
+/// The terminal report of one run with its warnings as `detail` asks.
+pub fn render_run_with(run: &RunRecord, detail: Detail) -> String {
     let mut out = Vec::new();
     header(run, &mut out);
     out.push(String::new());
@@ -43,8 +75,11 @@ pub fn render_run(run: &RunRecord) -> String {
     durability(run, &mut out);
     short_tests(run, &mut out);
     errors(run, &mut out);
-    notes(run, &mut out);
-    warnings(run, &mut out);
+    notes(run, &mut out, detail);
+    match detail {
+        Detail::Summary => warnings_summary(run, &mut out),
+        Detail::Full => warnings_full(run, &mut out),
+    }
     let mut s = out.join("\n");
     s.push('\n');
     s
@@ -155,6 +190,36 @@ fn header(run: &RunRecord, out: &mut Vec<String>) {
     }
     out.push(String::new());
     out.extend(wrap(&facts::legend(run), crate::style::width(), "", ""));
+    if let Some(cdm) = against_crystaldiskmark(run) {
+        out.extend(wrap(&cdm, crate::style::width(), "", ""));
+    }
+}
+
+/// For a cdm preset's run: how its headline relates to CrystalDiskMark's (the best of 5
+/// passes of 5 s), and the options that make it CrystalDiskMark's.
+fn against_crystaldiskmark(run: &RunRecord) -> Option<String> {
+    let is_cdm = run.preset == "cdm" || run.preset.starts_with("cdm-");
+    if !is_cdm || run.tests.is_empty() {
+        return None;
+    }
+    let best = run.tests.iter().all(is_best);
+    let five_by_five = run.settings.runs == 5
+        && run.settings.duration == std::time::Duration::from_secs(5)
+        && run.tests.iter().all(|t| t.passes.len() == 5);
+    Some(
+        match (best, five_by_five) {
+            (true, true) => "As CrystalDiskMark: the best of 5 passes of 5 s.",
+            (true, false) => {
+                "CrystalDiskMark: best of 5 × 5 s passes (--like-crystaldiskmark: its \
+                          schedule too)"
+            }
+            (false, _) => {
+                "CrystalDiskMark: best of 5 × 5 s passes (--score best: its statistic; \
+                       --like-crystaldiskmark: both)"
+            }
+        }
+        .to_string(),
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -651,22 +716,54 @@ fn errors(run: &RunRecord, out: &mut Vec<String>) {
     }
 }
 
-fn notes(run: &RunRecord, out: &mut Vec<String>) {
+/// Lines a note takes in a [`Detail::Summary`] report; a longer one ends with `…` there
+/// (whole under `--verbose`, in `iolab show N --verbose` and in every other format).
+const NOTE_LINES: usize = 1;
+
+fn notes(run: &RunRecord, out: &mut Vec<String>, detail: Detail) {
     if run.notes.is_empty() {
         return;
     }
-    section(out, "Notes");
-    for n in &run.notes {
-        out.extend(wrap(n, crate::style::width(), "  - ", "    "));
+    let width = crate::style::width();
+    let wrapped: Vec<Vec<String>> = run
+        .notes
+        .iter()
+        .map(|n| wrap(n, width, "  - ", "    "))
+        .collect();
+    let cut = detail == Detail::Summary && wrapped.iter().any(|w| w.len() > NOTE_LINES);
+    section(
+        out,
+        if cut {
+            "Notes (one line each; whole with --verbose)"
+        } else {
+            "Notes"
+        },
+    );
+    for mut lines in wrapped {
+        if cut && lines.len() > NOTE_LINES {
+            lines.truncate(NOTE_LINES);
+            let last = lines.pop().unwrap_or_default();
+            lines.push(text::truncate_end(&format!("{last} …"), width));
+        }
+        out.extend(lines);
     }
 }
 
-fn warnings(run: &RunRecord, out: &mut Vec<String>) {
+/// The run's warnings, most meaningful code first ([`WarningCode::weight`]), in the order
+/// the run raised them within a code.
+fn by_weight(run: &RunRecord) -> Vec<&Warning> {
+    let mut ws: Vec<&Warning> = run.warnings.iter().collect();
+    ws.sort_by_key(|w| w.code.weight());
+    ws
+}
+
+/// Every warning on its own lines, with its test and fix.
+fn warnings_full(run: &RunRecord, out: &mut Vec<String>) {
     if run.warnings.is_empty() {
         return;
     }
     section(out, "Warnings");
-    for w in &run.warnings {
+    for w in by_weight(run) {
         let mut line = format!("[{}] ", w.code);
         if let Some(test) = &w.test {
             line.push_str(&format!("{test}: "));
@@ -677,6 +774,207 @@ fn warnings(run: &RunRecord, out: &mut Vec<String>) {
         }
         out.extend(wrap(&line, crate::style::width(), "  ", "    "));
     }
+}
+
+/// One line per warning code, most meaningful first: the tests it concerns and its worst
+/// figure, cut to the width; where to read them in full.
+fn warnings_summary(run: &RunRecord, out: &mut Vec<String>) {
+    if run.warnings.is_empty() {
+        return;
+    }
+    let n = run.warnings.len();
+    let full = match run.id {
+        Some(id) => format!("`iolab show {id} --warnings`"),
+        None => "--verbose".to_string(),
+    };
+    section(
+        out,
+        &format!(
+            "Warnings ({n}{}; each with its fix: {full})",
+            if n == 1 { "" } else { " in all" }
+        ),
+    );
+    out.extend(summarise(
+        run.warnings.iter().collect(),
+        run.tests.len(),
+        "  ",
+        |tests| busiest(&run.tests, tests),
+    ));
+}
+
+/// One line per code of `warnings` (most meaningful code first, [`WarningCode::weight`]),
+/// each after `lead`: the tests it concerns (of `n_tests`) and its worst figure, at most
+/// [`crate::style::width`] columns. `busy` gives BUSY_CPU's figure from the passes of the
+/// tests named, where the caller has them.
+pub(crate) fn summarise(
+    mut warnings: Vec<&Warning>,
+    n_tests: usize,
+    lead: &str,
+    busy: impl Fn(&[&str]) -> Option<String>,
+) -> Vec<String> {
+    warnings.sort_by_key(|w| w.code.weight());
+    let mut codes: Vec<Vec<&Warning>> = Vec::new();
+    for w in warnings {
+        match codes.iter_mut().find(|c| c[0].code == w.code) {
+            Some(c) => c.push(w),
+            None => codes.push(vec![w]),
+        }
+    }
+    let width = crate::style::width();
+    let mut out = Vec::new();
+    for ws in &codes {
+        let (head, gist, tail) = code_line(n_tests, ws, &busy);
+        let head = format!("{lead}{head}");
+        let whole = format!("{head}{gist}{tail}");
+        out.push(if text::width(&whole) <= width {
+            whole
+        } else {
+            fit(&head, &gist, width)
+        });
+    }
+    out
+}
+
+/// `head` then `gist` on one line of at most `width` columns: the gist cut at the last
+/// clause (`, ` or `; `) that fits, else at the width with `…`.
+fn fit(head: &str, gist: &str, width: usize) -> String {
+    let room = width.saturating_sub(text::width(head));
+    if text::width(gist) <= room {
+        return format!("{head}{gist}");
+    }
+    let cut = gist
+        .match_indices([',', ';'])
+        .map(|(i, _)| i)
+        .rfind(|&i| text::width(&gist[..i]) < room);
+    match cut {
+        Some(i) => format!("{head}{}…", &gist[..i]),
+        None => text::truncate_end(&format!("{head}{gist}"), width),
+    }
+}
+
+/// A code's summary line: the lead (`[CODE] on K of N tests: `, `[CODE] TEST: ` for one
+/// test, `[CODE] ` for the run), the worst figure, and the test it was worst in (` (worst:
+/// TEST)`, the first part left out when the line is too long).
+fn code_line(
+    n_tests: usize,
+    ws: &[&Warning],
+    busy: &dyn Fn(&[&str]) -> Option<String>,
+) -> (String, String, String) {
+    let code = &ws[0].code;
+    let mut tests: Vec<&str> = Vec::new();
+    for w in ws {
+        if let Some(t) = w.test.as_deref() {
+            if !tests.contains(&t) {
+                tests.push(t);
+            }
+        }
+    }
+    let of_tests = |k: usize| format!("[{code}] on {k} of {n_tests} tests: ");
+    if *code == WarningCode::BusyCpu {
+        if let Some(busy) = busy(&tests) {
+            return match tests.len() {
+                1 => (format!("[{code}] {}: ", tests[0]), busy, String::new()),
+                k => (of_tests(k), busy, String::new()),
+            };
+        }
+    }
+    let worst = ws
+        .iter()
+        .copied()
+        .max_by(|a, b| figure(code, &a.message).total_cmp(&figure(code, &b.message)))
+        .expect("a code's group has a warning");
+    let gist = match code {
+        WarningCode::NotConverged => format!(
+            "the 95% CI was still ±{}% when passes stopped",
+            figure(code, &worst.message)
+        ),
+        _ => gist(&worst.message),
+    };
+    let worst_in = |t: &str| format!(" (worst: {t})");
+    match (tests.len(), worst.test.as_deref()) {
+        (_, None) if ws.len() == 1 => (format!("[{code}] "), gist, String::new()),
+        (1, Some(t)) if ws.len() == 1 => (format!("[{code}] {t}: "), gist, String::new()),
+        (k, Some(t)) if k > 1 => (of_tests(k), gist, worst_in(t)),
+        (_, Some(t)) => (format!("[{code}] {} times: ", ws.len()), gist, worst_in(t)),
+        (_, None) => (
+            format!("[{code}] {} times: ", ws.len()),
+            gist,
+            String::new(),
+        ),
+    }
+}
+
+/// The finding of a message: up to its first `: ` (before the explanation), without
+/// parenthesised asides.
+fn gist(message: &str) -> String {
+    let first = message.split(": ").next().unwrap_or(message);
+    let mut out = String::new();
+    let mut depth = 0usize;
+    for c in first.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    // Asides leave a doubled space or a space before punctuation.
+    let mut s = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    for p in [",", ";", "."] {
+        s = s.replace(&format!(" {p}"), p);
+    }
+    s.trim_end_matches(['.', ',']).to_string()
+}
+
+/// The figure a warning of `code` is ranked by in its code's summary (larger is worse): the
+/// number after the code's own marker in the message (`±` for NOT_CONVERGED's interval,
+/// "varied by" for HIGH_VARIATION), else the first number; 0 without one.
+fn figure(code: &WarningCode, message: &str) -> f64 {
+    let after = match code {
+        WarningCode::NotConverged => message.find("at ±").map(|i| i + "at ±".len()),
+        WarningCode::HighVariation => message.find("by ").map(|i| i + 3),
+        _ => None,
+    };
+    let rest = &message[after.unwrap_or(0)..];
+    let start = rest.find(|c: char| c.is_ascii_digit());
+    start
+        .map(|i| {
+            let digits: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            digits.trim_end_matches('.').parse().unwrap_or(0.0)
+        })
+        .unwrap_or(0.0)
+}
+
+/// BUSY_CPU's worst figure from the passes of `tests`: the most CPU other processes used
+/// during one pass, and the busiest of them with its pid.
+pub(crate) fn busiest(all: &[TestRecord], tests: &[&str]) -> Option<String> {
+    let pass = all
+        .iter()
+        .filter(|t| tests.contains(&t.name.as_str()))
+        .flat_map(|t| &t.passes)
+        .max_by(|a, b| {
+            a.context
+                .activity
+                .other_cpu_pct
+                .total_cmp(&b.context.activity.other_cpu_pct)
+        })?;
+    let a = &pass.context.activity;
+    if a.other_cpu_pct <= 0.0 {
+        return None;
+    }
+    let mut s = format!("up to {:.0}% of a CPU used by others", a.other_cpu_pct);
+    if let Some(p) = a.top_processes.first() {
+        s = format!(
+            "up to {:.0}% of a CPU, most by `{}` (pid {})",
+            a.other_cpu_pct,
+            text::clean(&p.name),
+            p.pid
+        );
+    }
+    Some(s)
 }
 
 #[cfg(test)]

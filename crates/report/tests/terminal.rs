@@ -4,7 +4,9 @@ mod common;
 
 use common::*;
 use iolab_measure::{RunRecord, TestRecord};
-use iolab_report::{render_list, render_run, ListRow, MAX_WIDTH};
+use iolab_report::{
+    render_list, render_run, render_run_with, render_warnings, Detail, ListRow, MAX_WIDTH,
+};
 
 fn assert_fits(text: &str) {
     for line in text.lines() {
@@ -75,7 +77,7 @@ fn head(t: &TestRecord) -> [f64; 4] {
 #[test]
 fn cdm_rows_follow_crystaldiskmark() {
     let run = cdm_run();
-    let out = render_run(&run);
+    let out = render_run_with(&run, Detail::Full);
     assert_fits(&out);
     let f = flat(&out);
     for want in [
@@ -231,7 +233,7 @@ fn atto_rows_are_sizes_write_before_read() {
 #[test]
 fn custom_rows_show_tails_cpu_errors_and_the_interruption() {
     let run = custom_run();
-    let out = render_run(&run);
+    let out = render_run_with(&run, Detail::Full);
     assert_fits(&out);
     let f = flat(&out);
     assert!(
@@ -536,4 +538,90 @@ fn the_header_counts_the_passes_each_test_ran() {
         f.contains("headline = median of each test's passes (3–5)"),
         "{out}"
     );
+}
+
+/// A warning of `code` on `test`.
+fn warn(code: &str, message: &str, test: Option<&str>) -> iolab_measure::Warning {
+    iolab_measure::Warning {
+        code: iolab_measure::WarningCode::parse(code),
+        message: message.into(),
+        fix: "the fix".into(),
+        test: test.map(str::to_string),
+    }
+}
+
+#[test]
+fn warnings_are_one_line_a_code_caveats_first_and_busy_cpu_names_the_pid() {
+    let mut run = cdm_run();
+    run.id = Some(7);
+    run.warnings.clear();
+    let names: Vec<String> = run.tests.iter().map(|t| t.name.clone()).collect();
+    for (i, name) in names.iter().enumerate() {
+        run.warnings.push(warn(
+            "HIGH_VARIATION",
+            &format!(
+                "MB/s varied by {}% (coefficient of variation) across 7 passes",
+                10 + i
+            ),
+            Some(name),
+        ));
+        run.warnings.push(warn(
+            "BUSY_CPU",
+            "other processes used 50% of a CPU during pass 1 (cc1 50%)",
+            Some(name),
+        ));
+    }
+    run.warnings.push(warn(
+        "WRITES_FASTER_THAN_READS",
+        "direct writes ran at least 2× as fast as direct reads: a cache",
+        None,
+    ));
+    // The busiest pass of all: 110% of a CPU, most of it `cc1` with pid 4123.
+    let pass = &mut run.tests[2].passes[1];
+    pass.context.activity.other_cpu_pct = 110.0;
+    pass.context.activity.top_processes = vec![iolab_measure::ProcessCpu {
+        pid: 4123,
+        name: "cc1".into(),
+        cpu_pct: 90.0,
+    }];
+    let n = names.len();
+    let out = render_run(&run);
+    assert_fits(&out);
+    // The header says once how the headline relates to CrystalDiskMark's.
+    assert_eq!(
+        out.matches("CrystalDiskMark: best of 5 × 5 s passes (--score best")
+            .count(),
+        1,
+        "{out}"
+    );
+    let at = out.find("Warnings (").expect("a warnings heading");
+    let lines: Vec<&str> = out[at..].lines().collect();
+    assert_eq!(
+        lines[0],
+        format!(
+            "Warnings ({} in all; each with its fix: `iolab show 7 --warnings`):",
+            2 * n + 1
+        )
+    );
+    assert_eq!(lines.len(), 4, "one line a code:\n{out}");
+    assert!(lines[1].starts_with("  [WRITES_FASTER_THAN_READS] direct writes ran"));
+    assert_eq!(
+        lines[2],
+        format!(
+            "  [HIGH_VARIATION] on {n} of {n} tests: MB/s varied by {}% across 7 passes \
+             (worst: {})",
+            10 + n - 1,
+            names[n - 1]
+        )
+    );
+    assert_eq!(
+        lines[3],
+        format!("  [BUSY_CPU] on {n} of {n} tests: up to 110% of a CPU, most by `cc1` (pid 4123)")
+    );
+    // In full: every warning with its fix, caveats first.
+    let full = render_run_with(&run, Detail::Full);
+    assert_eq!(flat(&full).matches("— fix: the fix").count(), 2 * n + 1);
+    let only = render_warnings(&run);
+    assert!(only.starts_with("  [WRITES_FASTER_THAN_READS]"), "{only}");
+    assert_eq!(only.matches("[BUSY_CPU]").count(), n);
 }

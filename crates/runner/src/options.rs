@@ -55,6 +55,11 @@ pub struct CommonArgs {
     /// No progress bar.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Print every warning in full (its test, message and fix) and every note whole, instead
+    /// of one line per warning code and note (`iolab show N --warnings` prints the warnings
+    /// of a stored run).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// Run the whole workload N times (every test, then all again), each repetition stored
     /// as its own run under one label, then summarise each test across the N runs.
     #[arg(long, value_name = "N", allow_hyphen_values = true)]

@@ -71,8 +71,16 @@ pub struct BlockArgs {
     #[command(flatten)]
     pub stable: StableArgs,
     /// Headline value: median of passes (default) or best (CrystalDiskMark's best of N).
-    #[arg(long, default_value = "median")]
-    pub score: String,
+    #[arg(long, value_name = "median|best")]
+    pub score: Option<String>,
+    /// cdm presets: CrystalDiskMark's own schedule and statistic: 5 passes of 5 s per test,
+    /// every second measured (no ramp), no warm-up pass, headline = the best pass, 1 GiB
+    /// unless --size says otherwise (CrystalDiskMark's 5 s pause between tests is not made).
+    #[arg(
+        long,
+        conflicts_with_all = ["runs", "duration", "until_stable", "warmup", "ramp", "warmup_time"]
+    )]
+    pub like_crystaldiskmark: bool,
     #[command(flatten)]
     pub safety: SafetyArgs,
     #[command(flatten)]
@@ -289,12 +297,40 @@ fn custom_job(g: &Given) -> Result<JobSpec, UsageError> {
     Ok(job)
 }
 
+/// CrystalDiskMark's measured passes per test (`--like-crystaldiskmark`).
+const CDM_PASSES: u32 = 5;
+/// CrystalDiskMark's pass length.
+const CDM_PASS: Duration = Duration::from_secs(5);
+
 /// Resolves a block preset's options into a plan; touches nothing.
 pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
     let a = &g.block;
     let info = preset_info(preset)
         .ok_or_else(|| UsageError::general(format!("unknown preset '{preset}'")))?;
-    let d = info.defaults;
+    let mut d = info.defaults;
+    let cdm_like = a.like_crystaldiskmark;
+    if cdm_like {
+        if !is_cdm(preset) {
+            return Err(UsageError::option(
+                "like-crystaldiskmark",
+                format!(
+                    "--like-crystaldiskmark runs CrystalDiskMark's schedule, which only the cdm \
+                     presets follow, not {preset}"
+                ),
+            ));
+        }
+        if a.score.as_deref().is_some_and(|s| s != "best") {
+            return Err(UsageError::option(
+                "score",
+                "--like-crystaldiskmark scores the best pass, as CrystalDiskMark does: \
+                 leave --score out",
+            ));
+        }
+        d.runs = CDM_PASSES;
+        d.duration = CDM_PASS;
+        d.warmup_passes = 0;
+        d.adaptive = false;
+    }
     let size_given = a.size.size.is_some();
     let size = a.size.get()?.unwrap_or(d.size);
     let duration = a.duration.get()?.unwrap_or(d.duration);
@@ -311,7 +347,11 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         .resolve()
         .map_err(|(o, m)| UsageError::option(&o, m))?;
     let data: DataPattern = a.data.parse()?;
-    let score = match a.score.as_str() {
+    let score = match a
+        .score
+        .as_deref()
+        .unwrap_or(if cdm_like { "best" } else { "median" })
+    {
         "median" => Score::Median,
         "best" => Score::Best,
         other => {
@@ -418,6 +458,7 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
     let byte_limited = tests.iter().any(|t| t.job.io_limit.is_some());
     let ramp = match opt_duration("ramp", &a.ramp)? {
         Some(r) => r,
+        None if cdm_like => Duration::ZERO,
         None => pass_loop::default_ramp(duration, byte_limited),
     };
     // Adaptive passes: asked for, or the preset's default when --runs does not fix them.
