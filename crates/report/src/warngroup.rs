@@ -3,7 +3,7 @@
 //! (NO_BARRIER, PAGE_CACHE...), then the environment, noise last. Every format that
 //! summarises warnings (the HTML report's panel; the details stay one line each) uses it.
 
-use iolab_measure::{Caveat, Warning, WarningCode};
+use iolab_measure::{Warning, WarningCode};
 
 /// The warnings of one code.
 #[derive(Debug, Clone)]
@@ -17,20 +17,10 @@ pub struct Group<'a> {
     pub run_wide: bool,
 }
 
-/// How far up a code's group goes: 0 data is wrong, 1 unsafe, 2 cache, 3 other, 4 noise.
-pub fn severity(code: &WarningCode) -> u8 {
-    use WarningCode::*;
-    match code {
-        DataMismatch | ScrubNotRepaired | ScrubMiscounted | StatusMismatch => 0,
-        _ => match code.caveat() {
-            Some(Caveat::Unsafe) => 1,
-            Some(Caveat::Cache) => 2,
-            None => match code {
-                HighVariation | OutlierPass | SlowFirstPass | NotConverged | FewIos => 4,
-                _ => 3,
-            },
-        },
-    }
+/// How far up a code's group goes: [`WarningCode::weight`] (declared once, with the codes;
+/// the terminal's summary orders by it too): data wrong, unsafe, cache, setup, noise last.
+pub fn severity(code: &WarningCode) -> iolab_measure::Weight {
+    code.weight()
 }
 
 /// `warnings` grouped by code, most serious first (codes of one severity in the order
