@@ -629,11 +629,57 @@ fn a_test_file_replaced_during_the_run_is_left_alone() {
         &format!("moved to {}", moved.display()),
     ]);
     assert!(moved.exists(), "iolab's moved file was removed");
-    assert!(run_state_files(&sb, pid).is_empty(), "still recorded: {out}");
+    assert!(
+        run_state_files(&sb, pid).is_empty(),
+        "still recorded: {out}"
+    );
     let notes = sb.iolab(&["show", "last", "--json"]).ok().json()["notes"].to_string();
     assert!(
         notes.contains("is not the file this run created"),
         "{notes}"
     );
     fs::remove_file(&moved).unwrap();
+}
+
+/// Something else where dbench's `clients/` or a client's directory goes is refused before
+/// the run starts: exit 2 naming it, no run stored, nothing created, nothing recorded.
+#[test]
+fn dbench_refuses_what_is_in_the_way_before_the_run() {
+    let sb = Sandbox::new();
+    let lf = sb.path("tiny.txt");
+    fs::write(&lf, iolab_testkit::DBENCH_TINY_LOADFILE).unwrap();
+    let args = [
+        "dbench",
+        "--loadfile",
+        lf.to_str().unwrap(),
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+    ];
+    // A file where clients/ goes; then a file where client0/ goes.
+    let clients = sb.target.join("clients");
+    fs::write(&clients, "mine\n").unwrap();
+    let client0 = clients.join("client0");
+    for (theirs, made) in [(&clients, None), (&client0, Some(&clients))] {
+        if let Some(d) = made {
+            fs::remove_file(d).unwrap();
+            fs::create_dir(d).unwrap();
+            fs::write(theirs, "mine\n").unwrap();
+        }
+        let out = sb.run(&args).code(2);
+        out.stderr_has(&[&format!("{} is in the way", theirs.display())]);
+        assert_eq!(fs::read_to_string(theirs).unwrap(), "mine\n", "{out}");
+        assert!(sb.result_rows().is_empty(), "stored: {out}");
+        assert_eq!(
+            tree(&sb.target),
+            vec![PathBuf::from("clients")]
+                .into_iter()
+                .chain(made.map(|_| PathBuf::from("clients/client0")))
+                .collect::<Vec<_>>(),
+            "{out}"
+        );
+        let states: Vec<_> = fs::read_dir(sb.state_dir()).unwrap().collect();
+        assert!(states.is_empty(), "recorded: {states:?}");
+    }
 }

@@ -770,7 +770,7 @@ fn merge(
 
 /// `clients/` must be a real directory if it exists, and each client directory this run will
 /// use may hold nothing but directories. Returns whether `clients/` existed.
-fn check_clients_dir(clients_dir: &Path, clients: u32) -> Result<bool, DbenchError> {
+pub(crate) fn check_clients_dir(clients_dir: &Path, clients: u32) -> Result<bool, DbenchError> {
     match fs::symlink_metadata(clients_dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(source) => Err(DbenchError::Dir {
