@@ -683,3 +683,73 @@ fn dbench_refuses_what_is_in_the_way_before_the_run() {
         assert!(states.is_empty(), "recorded: {states:?}");
     }
 }
+
+/// A test file replaced while it is still being filled, the run then killed (kill -9): the
+/// run state already names the file the run created (device and inode), so `iolab cleanup`
+/// leaves the replacement alone (and says so) instead of removing whatever has iolab's
+/// name for the process in the directory.
+#[test]
+fn a_test_file_replaced_while_filled_is_left_alone_by_cleanup_after_a_kill() {
+    if !require_root("the run state of a root run") {
+        return;
+    }
+    let _k = kills();
+    let sb = Sandbox::new();
+    const SIZE: u64 = 256 << 20;
+    // The fill is caught by stopping the run (SIGSTOP) once its file is there; a fill that
+    // had already finished by then is tried again.
+    for attempt in 1.. {
+        assert!(
+            attempt <= 20,
+            "never caught a test file while it was filled"
+        );
+        let mut child = sb.spawn_run(&[
+            "custom",
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--size",
+            "256MiB",
+            "--runs",
+            "1",
+            "--duration",
+            "60s",
+        ]);
+        let pid = child.id();
+        let test_file = || {
+            sb.target_entries().into_iter().find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(&format!("iolab-{pid}-")) && n.ends_with(".dat")
+            })
+        };
+        wait_for("the test file", || test_file().is_some());
+        signal(&child, libc::SIGSTOP);
+        let ours = test_file().unwrap();
+        let filled = fs::metadata(&ours).unwrap().len() >= SIZE;
+        let moved = sb.path("moved-away.dat");
+        if !filled {
+            fs::rename(&ours, &moved).unwrap();
+            fs::write(&ours, "someone else's file\n").unwrap();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        if filled {
+            sb.iolab(&["cleanup"]).ok();
+            continue;
+        }
+        let out = sb.iolab(&["cleanup"]);
+        assert_eq!(
+            fs::read_to_string(&ours).unwrap(),
+            "someone else's file\n",
+            "cleanup removed the replacement: {out}"
+        );
+        assert!(out.stdout.contains("left alone"), "{out}");
+        // Once the path is free, the record goes too (iolab's moved file was never at it).
+        fs::remove_file(&ours).unwrap();
+        sb.iolab(&["cleanup"]).ok();
+        assert!(run_state_files(&sb, pid).is_empty());
+        fs::remove_file(&moved).unwrap();
+        break;
+    }
+}
