@@ -753,3 +753,83 @@ fn a_test_file_replaced_while_filled_is_left_alone_by_cleanup_after_a_kill() {
         break;
     }
 }
+
+/// What a run made, moved away during the run and replaced by someone else's directory:
+/// the end of the run removes nothing in the replacement, says so on stderr and in a note,
+/// and keeps nothing recorded for `iolab cleanup` (which would remove the replacement).
+fn a_tree_replaced_during_the_run(
+    sb: &Sandbox,
+    args: &[&str],
+    ours: impl Fn(u32) -> Option<PathBuf>,
+) {
+    let child = sb.spawn_run(args);
+    let pid = child.id();
+    wait_for("what the run works in", || ours(pid).is_some());
+    let ours = ours(pid).unwrap();
+    let moved = sb.path("moved-away");
+    fs::rename(&ours, &moved).unwrap();
+    fs::create_dir(&ours).unwrap();
+    fs::write(ours.join("keep"), "someone else's file\n").unwrap();
+    signal(&child, libc::SIGINT);
+    let out = finish(child, args[0]);
+    assert!(matches!(out.code, Some(1 | 130)), "{out}");
+    assert_eq!(
+        fs::read_to_string(ours.join("keep")).unwrap(),
+        "someone else's file\n",
+        "the replacement was emptied: {out}"
+    );
+    out.stderr_has(&[
+        &format!("{} is not the directory this run", ours.display()),
+        &format!("moved to {}", moved.display()),
+    ]);
+    let notes = sb.iolab(&["show", "last", "--json"]).ok().json()["notes"].to_string();
+    assert!(
+        notes.contains(&runstate_note(&ours)),
+        "no note of {}: {notes}",
+        ours.display()
+    );
+    assert!(run_state_files(sb, pid).is_empty(), "still recorded: {out}");
+    let c = sb.iolab(&["cleanup"]).ok();
+    assert!(ours.join("keep").exists(), "{c}");
+    fs::remove_dir_all(&moved).unwrap();
+    fs::remove_dir_all(&ours).unwrap();
+}
+
+/// The note the run state's end gives a replaced path.
+fn runstate_note(p: &Path) -> String {
+    format!("{} is not the file this run created", p.display())
+}
+
+#[test]
+fn a_metadata_tree_replaced_during_the_run_is_left_alone() {
+    let _k = kills();
+    let sb = Sandbox::new();
+    a_tree_replaced_during_the_run(&sb, &["metadata", "--files", "2000000"], |pid| {
+        sb.target_entries().into_iter().find(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with(&format!("iolab-md-{pid}-"))
+        })
+    });
+}
+
+#[test]
+fn a_dbench_clients_directory_replaced_during_the_run_is_left_alone() {
+    let _k = kills();
+    let sb = Sandbox::new();
+    let lf = sb.path("tiny.txt");
+    fs::write(&lf, iolab_testkit::DBENCH_TINY_LOADFILE).unwrap();
+    let clients = sb.target.join("clients");
+    a_tree_replaced_during_the_run(
+        &sb,
+        &[
+            "dbench",
+            "--loadfile",
+            lf.to_str().unwrap(),
+            "--duration",
+            "60s",
+            "--warmup",
+            "0s",
+        ],
+        |_| clients.is_dir().then(|| clients.clone()),
+    );
+}

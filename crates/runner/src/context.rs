@@ -226,13 +226,13 @@ impl RunContext {
     }
 
     /// [`Self::adopt`] for `id` as a function of the path and identity, to be called where
-    /// the context is borrowed (as soon as a file is created, before it is filled). Does
+    /// the context is borrowed (as soon as a file is created, before it is filled), once
+    /// for each thing made for `id` (a directory made again for every replay). Does
     /// nothing when nothing is recorded.
     pub fn adopter(&self, id: Option<u64>) -> impl FnMut(&Path, (u64, u64)) {
         let st = self.state.clone();
-        let mut id = id;
         move |path, (dev, ino)| {
-            if let (Some(st), Some(i)) = (&st, id.take()) {
+            if let (Some(st), Some(i)) = (&st, id) {
                 let p = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
                 let _ = st.adopt(i, &p, dev, ino);
             }

@@ -167,6 +167,7 @@ fn replays(
     super::check_clients_dir(&clients_dir, clients)
         .map_err(|e| RunError::Usage(UsageError::general(e.to_string())))?;
     super::footprint::check(parsed, &cfg.dir, clients, verify)?;
+    let mut recorded = None;
     if clients_dir.is_dir() {
         for id in 0..clients {
             ctx.will_create(RunResource::Tree {
@@ -174,8 +175,11 @@ fn replays(
             });
         }
     } else {
-        ctx.will_create(RunResource::Tree { path: clients_dir });
+        recorded = ctx.will_create(RunResource::Tree { path: clients_dir });
     }
+    // The run state names `clients/` exactly (device and inode) once a replay makes it:
+    // one put at its path during the run is never taken for it.
+    let mut adopt = ctx.adopter(recorded);
     ctx.start(RunStart::in_dir(
         "dbench",
         target,
@@ -207,6 +211,7 @@ fn replays(
                     )
                 },
                 &mut phases,
+                &mut adopt,
             );
             match r {
                 Ok(r) => r,
