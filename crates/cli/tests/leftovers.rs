@@ -761,15 +761,24 @@ fn a_tree_replaced_during_the_run(
     sb: &Sandbox,
     args: &[&str],
     ours: impl Fn(u32) -> Option<PathBuf>,
+    warning: &str,
 ) {
     let child = sb.spawn_run(args);
     let pid = child.id();
-    wait_for("what the run works in", || ours(pid).is_some());
-    let ours = ours(pid).unwrap();
+    // Held still (SIGSTOP) while it is replaced, so it cannot go in between.
+    let ours = loop {
+        wait_for("what the run works in", || ours(pid).is_some());
+        signal(&child, libc::SIGSTOP);
+        match ours(pid) {
+            Some(p) => break p,
+            None => signal(&child, libc::SIGCONT),
+        }
+    };
     let moved = sb.path("moved-away");
     fs::rename(&ours, &moved).unwrap();
     fs::create_dir(&ours).unwrap();
     fs::write(ours.join("keep"), "someone else's file\n").unwrap();
+    signal(&child, libc::SIGCONT);
     signal(&child, libc::SIGINT);
     let out = finish(child, args[0]);
     assert!(matches!(out.code, Some(1 | 130)), "{out}");
@@ -778,10 +787,7 @@ fn a_tree_replaced_during_the_run(
         "someone else's file\n",
         "the replacement was emptied: {out}"
     );
-    out.stderr_has(&[
-        &format!("{} is not the directory this run", ours.display()),
-        &format!("moved to {}", moved.display()),
-    ]);
+    out.stderr_has(&[&format!("{} is not {warning}", ours.display())]);
     let notes = sb.iolab(&["show", "last", "--json"]).ok().json()["notes"].to_string();
     assert!(
         notes.contains(&runstate_note(&ours)),
@@ -804,12 +810,18 @@ fn runstate_note(p: &Path) -> String {
 fn a_metadata_tree_replaced_during_the_run_is_left_alone() {
     let _k = kills();
     let sb = Sandbox::new();
-    a_tree_replaced_during_the_run(&sb, &["metadata", "--files", "2000000"], |pid| {
-        sb.target_entries().into_iter().find(|p| {
-            let n = p.file_name().unwrap().to_string_lossy().into_owned();
-            n.starts_with(&format!("iolab-md-{pid}-"))
-        })
-    });
+    a_tree_replaced_during_the_run(
+        &sb,
+        &["metadata", "--files", "2000000"],
+        |pid| {
+            sb.target_entries().into_iter().find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(&format!("iolab-md-{pid}-"))
+            })
+        },
+        "the directory this run created (it was replaced during the run): left alone; \
+        the run's own was moved to",
+    );
 }
 
 #[test]
@@ -831,5 +843,24 @@ fn a_dbench_clients_directory_replaced_during_the_run_is_left_alone() {
             "0s",
         ],
         |_| clients.is_dir().then(|| clients.clone()),
+        "the directory this run created (it was replaced during the run): left alone, nothing \
+         in it removed; the run's own was moved to",
+    );
+}
+
+#[test]
+fn a_copy_destination_replaced_during_the_run_is_left_alone() {
+    let _k = kills();
+    let sb = Sandbox::new();
+    a_tree_replaced_during_the_run(
+        &sb,
+        &["copy", "--size", "32MiB", "--runs", "1000"],
+        |pid| {
+            sb.target_entries().into_iter().find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(&format!("iolab-copy-{pid}-")) && !n.ends_with(".src")
+            })
+        },
+        "what this run created (it was replaced during the run): left alone",
     );
 }

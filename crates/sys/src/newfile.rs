@@ -110,6 +110,16 @@ pub fn create_private_dir(path: &Path) -> io::Result<FileId> {
 /// Removes `path` (a file, or a directory with everything in it, links not followed) if it
 /// is still `id`; Ok(false) when it is gone or is something else now (then left alone).
 pub fn remove_if_same(path: &Path, id: FileId) -> io::Result<bool> {
+    remove_same(path, id, true)
+}
+
+/// [`remove_if_same`] for one entry: a file (or link) unlinked, a directory removed only
+/// when empty (rmdir), so a directory that holds anything else stays (an error says so).
+pub fn remove_one_if_same(path: &Path, id: FileId) -> io::Result<bool> {
+    remove_same(path, id, false)
+}
+
+fn remove_same(path: &Path, id: FileId, tree: bool) -> io::Result<bool> {
     let m = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
@@ -118,8 +128,10 @@ pub fn remove_if_same(path: &Path, id: FileId) -> io::Result<bool> {
     if FileId::from_meta(&m) != id {
         return Ok(false);
     }
-    if m.is_dir() {
+    if m.is_dir() && tree {
         std::fs::remove_dir_all(path)?;
+    } else if m.is_dir() {
+        std::fs::remove_dir(path)?;
     } else {
         std::fs::remove_file(path)?;
     }
