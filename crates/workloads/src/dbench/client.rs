@@ -96,8 +96,9 @@ pub(crate) struct Shared<'a> {
     pub lf: &'a Loadfile,
     pub clients_dir: PathBuf,
     /// `clients/` as the run found or made it, held: what is in it is removed at the end
-    /// only while `clients_dir` still is it (not one put there during the run).
-    pub clients: iolab_sys::newfile::Made,
+    /// only while `clients_dir` still is it (not one put there during the run). None when
+    /// it could not be made (the replay fails making it too).
+    pub clients: Option<iolab_sys::newfile::Made>,
     /// The run directory (absolute, for messages).
     pub run_dir: PathBuf,
     /// The run directory: every loadfile path is resolved beneath it, never through a link.
@@ -148,7 +149,9 @@ impl Shared<'_> {
 
     /// Whether `clients_dir` is still the `clients/` the run found or made.
     pub fn clients_here(&self) -> bool {
-        matches!(self.clients.check(), Ok(iolab_sys::newfile::Found::Same))
+        self.clients
+            .as_ref()
+            .is_none_or(|c| matches!(c.check(), Ok(iolab_sys::newfile::Found::Same)))
     }
 
     /// Stopped by the user or by a client's I/O failure.

@@ -419,17 +419,15 @@ fn run_inner(
     let existed = check_clients_dir(&clients_dir, cfg.clients)?;
     // `clients/` made here (0700: nothing in it is anyone else's) and held, or the one
     // found (iolab's or dbench's, checked above) held: the end removes what is in it only
-    // while its path still is it.
+    // while its path still is it. One that cannot be made (a read-only or full
+    // filesystem) is left to the replay, whose failure names the errno and the loadfile
+    // line.
     let clients = match existed {
-        true => iolab_sys::newfile::Made::hold(&clients_dir),
-        false => iolab_sys::newfile::Made::private_dir(&clients_dir),
-    }
-    .map_err(|source| DbenchError::Dir {
-        path: clients_dir.clone(),
-        source,
-    })?;
-    if !existed {
-        created(&clients_dir, (clients.id().dev, clients.id().ino));
+        true => iolab_sys::newfile::Made::hold(&clients_dir).ok(),
+        false => iolab_sys::newfile::Made::private_dir(&clients_dir).ok(),
+    };
+    if let (false, Some(c)) = (existed, &clients) {
+        created(&clients_dir, (c.id().dev, c.id().ino));
     }
     let beneath = crate::beneath::Beneath::open(&dir).map_err(|source| DbenchError::Dir {
         path: dir.clone(),
@@ -521,8 +519,8 @@ fn run_inner(
     // Safety net: client directories of clients that panicked, then `clients/` itself;
     // nothing in a `clients/` put in place of the run's during the run.
     let mut notes = Vec::new();
-    let replaced = match shared.clients.check() {
-        Ok(iolab_sys::newfile::Found::Replaced { moved_to }) => Some(moved_to),
+    let replaced = match shared.clients.as_ref().map(|c| c.check()) {
+        Some(Ok(iolab_sys::newfile::Found::Replaced { moved_to })) => Some(moved_to),
         _ => None,
     };
     if let Some(moved_to) = replaced {
