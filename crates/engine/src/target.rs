@@ -397,10 +397,10 @@ fn create_and_fill(
     let own = iolab_sys::newfile::Made::of_file(path, &file).map_err(io_err(path, "inspect"))?;
     created(path, (own.id().dev, own.id().ino));
     let res = fill_file(&file, path, size, req.direct, req.data, stop, progress);
-    if res.is_err() {
+    if let Err(e) = res {
         // Only while the path still holds the file just made (it may have been replaced).
         let _ = own.remove();
-        return Err(res.unwrap_err());
+        return Err(e);
     }
     Ok(own)
 }
