@@ -797,7 +797,10 @@ fn a_tree_replaced_during_the_run(
     assert!(run_state_files(sb, pid).is_empty(), "still recorded: {out}");
     let c = sb.iolab(&["cleanup"]).ok();
     assert!(ours.join("keep").exists(), "{c}");
-    fs::remove_dir_all(&moved).unwrap();
+    match moved.is_dir() {
+        true => fs::remove_dir_all(&moved).unwrap(),
+        false => fs::remove_file(&moved).unwrap(),
+    }
     fs::remove_dir_all(&ours).unwrap();
 }
 
@@ -862,5 +865,23 @@ fn a_copy_destination_replaced_during_the_run_is_left_alone() {
             })
         },
         "what this run created (it was replaced during the run): left alone",
+    );
+}
+
+#[test]
+fn an_fsync_probe_file_replaced_during_the_run_is_left_alone() {
+    let _k = kills();
+    let sb = Sandbox::new();
+    a_tree_replaced_during_the_run(
+        &sb,
+        &["fsync", "--duration", "60s"],
+        |pid| {
+            sb.target_entries().into_iter().find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(&format!("iolab-fsync-{pid}-"))
+            })
+        },
+        "what this run created (it was replaced during the run): left alone; the run's own \
+         was moved to",
     );
 }
