@@ -885,3 +885,21 @@ fn an_fsync_probe_file_replaced_during_the_run_is_left_alone() {
          was moved to",
     );
 }
+
+#[test]
+fn a_verify_data_file_replaced_during_the_run_is_left_alone() {
+    let _k = kills();
+    let sb = Sandbox::new();
+    a_tree_replaced_during_the_run(
+        &sb,
+        &["verify", "--size", "64MiB", "--runs", "1000"],
+        |pid| {
+            sb.target_entries().into_iter().find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(&format!("iolab-verify-{pid}-")) && n.ends_with(".dat")
+            })
+        },
+        "what this run created (it was replaced during the run): left alone; the run's own \
+         was moved to",
+    );
+}
