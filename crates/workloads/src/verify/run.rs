@@ -226,7 +226,17 @@ impl Job for VerifyJob {
         })?;
         // The run state names the data file exactly (device and inode): one put at its path
         // during the run is never taken for it.
-        ctx.adopt(recorded, &target.path, target.identity());
+        if recorded.is_some() && target.identity().is_some() {
+            ctx.adopt(recorded, &target.path, target.identity());
+            // Its sidecar and the sidecar's temporary file, which the directory-wide
+            // record covered, by name (rewritten by rename during the run).
+            if let Some(side) = target.sidecar() {
+                let mut tmp = side.clone().into_os_string();
+                tmp.push(super::SIDECAR_TMP_SUFFIX);
+                ctx.will_create(RunResource::File { path: side });
+                ctx.will_create(RunResource::File { path: tmp.into() });
+            }
+        }
         if cfg.direct {
             // Checked on the target itself (for a new file: the directory it goes in).
             let at = if target.path.exists() {
