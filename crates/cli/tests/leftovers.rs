@@ -640,3 +640,266 @@ fn a_test_file_replaced_during_the_run_is_left_alone() {
     );
     fs::remove_file(&moved).unwrap();
 }
+
+/// Something else where dbench's `clients/` or a client's directory goes is refused before
+/// the run starts: exit 2 naming it, no run stored, nothing created, nothing recorded.
+#[test]
+fn dbench_refuses_what_is_in_the_way_before_the_run() {
+    let sb = Sandbox::new();
+    let lf = sb.path("tiny.txt");
+    fs::write(&lf, iolab_testkit::DBENCH_TINY_LOADFILE).unwrap();
+    let args = [
+        "dbench",
+        "--loadfile",
+        lf.to_str().unwrap(),
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+    ];
+    // A file where clients/ goes; then a file where client0/ goes.
+    let clients = sb.target.join("clients");
+    fs::write(&clients, "mine\n").unwrap();
+    let client0 = clients.join("client0");
+    for (theirs, made) in [(&clients, None), (&client0, Some(&clients))] {
+        if let Some(d) = made {
+            fs::remove_file(d).unwrap();
+            fs::create_dir(d).unwrap();
+            fs::write(theirs, "mine\n").unwrap();
+        }
+        let out = sb.run(&args).code(2);
+        out.stderr_has(&[&format!("{} is in the way", theirs.display())]);
+        assert_eq!(fs::read_to_string(theirs).unwrap(), "mine\n", "{out}");
+        assert!(sb.result_rows().is_empty(), "stored: {out}");
+        assert_eq!(
+            tree(&sb.target),
+            vec![PathBuf::from("clients")]
+                .into_iter()
+                .chain(made.map(|_| PathBuf::from("clients/client0")))
+                .collect::<Vec<_>>(),
+            "{out}"
+        );
+        let states: Vec<_> = fs::read_dir(sb.state_dir()).unwrap().collect();
+        assert!(states.is_empty(), "recorded: {states:?}");
+    }
+}
+
+/// A test file replaced while it is still being filled, the run then killed (kill -9): the
+/// run state already names the file the run created (device and inode), so `iolab cleanup`
+/// leaves the replacement alone (and says so) instead of removing whatever has iolab's
+/// name for the process in the directory.
+#[test]
+fn a_test_file_replaced_while_filled_is_left_alone_by_cleanup_after_a_kill() {
+    if !require_root("the run state of a root run") {
+        return;
+    }
+    let _k = kills();
+    let sb = Sandbox::new();
+    const SIZE: u64 = 256 << 20;
+    // The fill is caught by stopping the run (SIGSTOP) once its file is there; a fill that
+    // had already finished by then is tried again.
+    for attempt in 1.. {
+        assert!(
+            attempt <= 20,
+            "never caught a test file while it was filled"
+        );
+        let mut child = sb.spawn_run(&[
+            "custom",
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--size",
+            "256MiB",
+            "--runs",
+            "1",
+            "--duration",
+            "60s",
+        ]);
+        let pid = child.id();
+        let test_file = || {
+            sb.target_entries().into_iter().find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(&format!("iolab-{pid}-")) && n.ends_with(".dat")
+            })
+        };
+        wait_for("the test file", || test_file().is_some());
+        signal(&child, libc::SIGSTOP);
+        let ours = test_file().unwrap();
+        let filled = fs::metadata(&ours).unwrap().len() >= SIZE;
+        let moved = sb.path("moved-away.dat");
+        if !filled {
+            fs::rename(&ours, &moved).unwrap();
+            fs::write(&ours, "someone else's file\n").unwrap();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        if filled {
+            sb.iolab(&["cleanup"]).ok();
+            continue;
+        }
+        let out = sb.iolab(&["cleanup"]);
+        assert_eq!(
+            fs::read_to_string(&ours).unwrap(),
+            "someone else's file\n",
+            "cleanup removed the replacement: {out}"
+        );
+        assert!(out.stdout.contains("left alone"), "{out}");
+        // Once the path is free, the record goes too (iolab's moved file was never at it).
+        fs::remove_file(&ours).unwrap();
+        sb.iolab(&["cleanup"]).ok();
+        assert!(run_state_files(&sb, pid).is_empty());
+        fs::remove_file(&moved).unwrap();
+        break;
+    }
+}
+
+/// What a run made, moved away during the run and replaced by someone else's directory:
+/// the end of the run removes nothing in the replacement, says so on stderr and in a note,
+/// and keeps nothing recorded for `iolab cleanup` (which would remove the replacement).
+fn a_tree_replaced_during_the_run(
+    sb: &Sandbox,
+    args: &[&str],
+    ours: impl Fn(u32) -> Option<PathBuf>,
+    warning: &str,
+) {
+    let child = sb.spawn_run(args);
+    let pid = child.id();
+    // Held still (SIGSTOP) while it is replaced, so it cannot go in between.
+    let ours = loop {
+        wait_for("what the run works in", || ours(pid).is_some());
+        signal(&child, libc::SIGSTOP);
+        match ours(pid) {
+            Some(p) => break p,
+            None => signal(&child, libc::SIGCONT),
+        }
+    };
+    let moved = sb.path("moved-away");
+    fs::rename(&ours, &moved).unwrap();
+    fs::create_dir(&ours).unwrap();
+    fs::write(ours.join("keep"), "someone else's file\n").unwrap();
+    signal(&child, libc::SIGCONT);
+    signal(&child, libc::SIGINT);
+    let out = finish(child, args[0]);
+    assert!(matches!(out.code, Some(1 | 130)), "{out}");
+    assert_eq!(
+        fs::read_to_string(ours.join("keep")).unwrap(),
+        "someone else's file\n",
+        "the replacement was emptied: {out}"
+    );
+    out.stderr_has(&[&format!("{} is not {warning}", ours.display())]);
+    let notes = sb.iolab(&["show", "last", "--json"]).ok().json()["notes"].to_string();
+    assert!(
+        notes.contains(&runstate_note(&ours)),
+        "no note of {}: {notes}",
+        ours.display()
+    );
+    assert!(run_state_files(sb, pid).is_empty(), "still recorded: {out}");
+    let c = sb.iolab(&["cleanup"]).ok();
+    assert!(ours.join("keep").exists(), "{c}");
+    match moved.is_dir() {
+        true => fs::remove_dir_all(&moved).unwrap(),
+        false => fs::remove_file(&moved).unwrap(),
+    }
+    fs::remove_dir_all(&ours).unwrap();
+}
+
+/// The note the run state's end gives a replaced path.
+fn runstate_note(p: &Path) -> String {
+    format!("{} is not the file this run created", p.display())
+}
+
+#[test]
+fn a_metadata_tree_replaced_during_the_run_is_left_alone() {
+    let _k = kills();
+    let sb = Sandbox::new();
+    a_tree_replaced_during_the_run(
+        &sb,
+        &["metadata", "--files", "2000000"],
+        |pid| {
+            sb.target_entries().into_iter().find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(&format!("iolab-md-{pid}-"))
+            })
+        },
+        "the directory this run created (it was replaced during the run): left alone; \
+        the run's own was moved to",
+    );
+}
+
+#[test]
+fn a_dbench_clients_directory_replaced_during_the_run_is_left_alone() {
+    let _k = kills();
+    let sb = Sandbox::new();
+    let lf = sb.path("tiny.txt");
+    fs::write(&lf, iolab_testkit::DBENCH_TINY_LOADFILE).unwrap();
+    let clients = sb.target.join("clients");
+    a_tree_replaced_during_the_run(
+        &sb,
+        &[
+            "dbench",
+            "--loadfile",
+            lf.to_str().unwrap(),
+            "--duration",
+            "60s",
+            "--warmup",
+            "0s",
+        ],
+        |_| clients.is_dir().then(|| clients.clone()),
+        "the directory this run created (it was replaced during the run): left alone, nothing \
+         in it removed; the run's own was moved to",
+    );
+}
+
+#[test]
+fn a_copy_destination_replaced_during_the_run_is_left_alone() {
+    let _k = kills();
+    let sb = Sandbox::new();
+    a_tree_replaced_during_the_run(
+        &sb,
+        &["copy", "--size", "32MiB", "--runs", "1000"],
+        |pid| {
+            sb.target_entries().into_iter().find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(&format!("iolab-copy-{pid}-")) && !n.ends_with(".src")
+            })
+        },
+        "what this run created (it was replaced during the run): left alone",
+    );
+}
+
+#[test]
+fn an_fsync_probe_file_replaced_during_the_run_is_left_alone() {
+    let _k = kills();
+    let sb = Sandbox::new();
+    a_tree_replaced_during_the_run(
+        &sb,
+        &["fsync", "--duration", "60s"],
+        |pid| {
+            sb.target_entries().into_iter().find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(&format!("iolab-fsync-{pid}-"))
+            })
+        },
+        "what this run created (it was replaced during the run): left alone; the run's own \
+         was moved to",
+    );
+}
+
+#[test]
+fn a_verify_data_file_replaced_during_the_run_is_left_alone() {
+    let _k = kills();
+    let sb = Sandbox::new();
+    a_tree_replaced_during_the_run(
+        &sb,
+        &["verify", "--size", "64MiB", "--runs", "1000"],
+        |pid| {
+            sb.target_entries().into_iter().find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(&format!("iolab-verify-{pid}-")) && n.ends_with(".dat")
+            })
+        },
+        "what this run created (it was replaced during the run): left alone; the run's own \
+         was moved to",
+    );
+}

@@ -19,7 +19,7 @@ pub mod worker;
 pub mod zipf;
 
 pub use pass::{effective_iodepth, run_pass, run_pass_with_clock, PassObserver, PassOutcome};
-pub use target::{prepare, Target, TargetError, TargetRequest};
+pub use target::{prepare, prepare_with, Target, TargetError, TargetRequest};
 
 /// Whether io_uring can be used here; the error says why not.
 pub fn io_uring_available() -> Result<(), std::io::Error> {

@@ -102,7 +102,7 @@ pub struct Target {
     created: bool,
     /// The file iolab created, held open: `io_path` is removed only while it is still this
     /// file (device and inode), and if it was moved, where it went can be said.
-    own: Option<File>,
+    own: Option<iolab_sys::files::Made>,
     /// Logical block size of the device under the target (512 if unknown).
     pub logical_block: u64,
     /// Where the region (`info.size` bytes) starts in `io_path`: 0 but for one process's
@@ -140,9 +140,8 @@ impl Target {
 
     /// The device and inode of the file iolab created, when it did.
     pub fn identity(&self) -> Option<(u64, u64)> {
-        use std::os::unix::fs::MetadataExt;
-        let m = self.own.as_ref()?.metadata().ok()?;
-        Some((m.dev(), m.ino()))
+        let id = self.own.as_ref()?.id();
+        Some((id.dev, id.ino))
     }
 
     /// This target as the region `[offset, offset + len)` of its file, a file in directory
@@ -201,36 +200,20 @@ impl Target {
     /// Removes the test file iolab created, only while `io_path` is still that file (the
     /// same device and inode): a file put in its place during the run is left alone.
     pub fn remove(&mut self) -> Removal {
-        use std::os::unix::fs::MetadataExt;
+        use iolab_sys::files::Found;
         if !std::mem::take(&mut self.created) {
             return Removal::Nothing;
         }
-        let own = self.own.take();
-        let ours = own
-            .as_ref()
-            .and_then(|f| f.metadata().ok())
-            .map(|m| (m.dev(), m.ino()));
-        let here = std::fs::symlink_metadata(&self.io_path)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
-        match (ours, here) {
-            (_, None) => Removal::Nothing,
-            (Some(o), Some(h)) if o != h => {
-                // Where iolab's file went, if it still has a name.
-                let moved_to = own.as_ref().and_then(|f| {
-                    let p = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok()?;
-                    let deleted = p.to_string_lossy().ends_with(" (deleted)");
-                    (!deleted && p != self.io_path).then_some(p)
-                });
-                Removal::NotOurs {
-                    path: self.io_path.clone(),
-                    moved_to,
-                }
-            }
-            _ => match std::fs::remove_file(&self.io_path) {
-                Ok(()) => Removal::Removed(self.io_path.clone()),
-                Err(_) => Removal::Nothing,
+        let Some(own) = self.own.take() else {
+            return Removal::Nothing;
+        };
+        match own.remove() {
+            Ok(Found::Same) => Removal::Removed(self.io_path.clone()),
+            Ok(Found::Replaced { moved_to }) => Removal::NotOurs {
+                path: self.io_path.clone(),
+                moved_to,
             },
+            Ok(Found::Gone) | Err(_) => Removal::Nothing,
         }
     }
 
@@ -392,7 +375,8 @@ fn create_and_fill(
     req: &TargetRequest,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<File, TargetError> {
+    created: &mut dyn FnMut(&Path, (u64, u64)),
+) -> Result<iolab_sys::files::Made, TargetError> {
     let mut o = OpenOptions::new();
     o.write(true).create_new(true);
     if req.direct {
@@ -408,19 +392,17 @@ fn create_and_fill(
         }
         Err(e) => return Err(io_err(path, "create")(e)),
     };
+    // Held from now on: the fill may take long, and whatever replaces the path meanwhile
+    // is never taken for this file (by the run state either, told right away).
+    let own = iolab_sys::files::Made::of_file(path, &file).map_err(io_err(path, "inspect"))?;
+    created(path, (own.id().dev, own.id().ino));
     let res = fill_file(&file, path, size, req.direct, req.data, stop, progress);
-    if res.is_err() {
+    if let Err(e) = res {
         // Only while the path still holds the file just made (it may have been replaced).
-        use std::os::unix::fs::MetadataExt;
-        let same =
-            |m: &std::fs::Metadata, n: &std::fs::Metadata| (m.dev(), m.ino()) == (n.dev(), n.ino());
-        if let (Ok(m), Ok(n)) = (file.metadata(), std::fs::symlink_metadata(path)) {
-            if same(&m, &n) {
-                let _ = std::fs::remove_file(path);
-            }
-        }
+        let _ = own.remove();
+        return Err(e);
     }
-    res.map(|()| file)
+    Ok(own)
 }
 
 /// What [`Target::remove`] did.
@@ -444,6 +426,18 @@ pub fn prepare(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Target, TargetError> {
+    prepare_with(req, stop, progress, &mut |_, _| {})
+}
+
+/// [`prepare`], calling `created` with the test file's path and identity (device, inode)
+/// as soon as it is created, before it is filled (for a record that must never take
+/// another file at its path for it).
+pub fn prepare_with(
+    req: &TargetRequest,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(u64, u64),
+    created: &mut dyn FnMut(&Path, (u64, u64)),
+) -> Result<Target, TargetError> {
     let path = std::path::absolute(&req.path).unwrap_or_else(|_| req.path.clone());
     if let Some(s) = req.size {
         if s == 0 || s % 4096 != 0 {
@@ -463,7 +457,7 @@ pub fn prepare(
         Some(m) if m.is_dir() => {
             let name = format!("iolab-{}-{:08x}.dat", std::process::id(), fastrand::u32(..));
             let io_path = path.join(name);
-            let own = create_and_fill(&io_path, size, req, stop, progress)?;
+            let own = create_and_fill(&io_path, size, req, stop, progress, created)?;
             let fs_type = fs_type_of(&path);
             let mut t = Target::new(&path, TargetKind::Dir, io_path, fs_type, size, true);
             t.own = Some(own);
@@ -528,7 +522,7 @@ pub fn prepare(
                     return Err(TargetError::NotFound(parent.to_path_buf()));
                 }
             }
-            let own = create_and_fill(&path, size, req, stop, progress)?;
+            let own = create_and_fill(&path, size, req, stop, progress, created)?;
             let fs_type = fs_type_of(&path);
             let mut t = Target::new(&path, TargetKind::File, path.clone(), fs_type, size, true);
             t.own = Some(own);

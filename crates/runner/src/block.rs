@@ -4,11 +4,11 @@
 //! are not), the `--verify` read-back after each pass, page-cache and device-activity
 //! sampling around the counted part of each pass, and each pass stored as it finishes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use iolab_engine::{prepare, run_pass, PassObserver, Target, TargetError, TargetRequest};
+use iolab_engine::{prepare_with, run_pass, PassObserver, Target, TargetError, TargetRequest};
 use iolab_integrity::written::{granule_of, Written};
 use iolab_integrity::Tally;
 use iolab_measure::{Activity, ActivitySample, PassContext, TestRecord, TestSummary};
@@ -318,6 +318,7 @@ pub fn prepare_target(
     path: PathBuf,
     stop: &AtomicBool,
     progress: &Progress,
+    created: &mut dyn FnMut(&Path, (u64, u64)),
 ) -> Result<Target, RunError> {
     let writes = plan.tests.iter().any(|t| t.job.rw.writes());
     let req = TargetRequest {
@@ -340,7 +341,8 @@ pub fn prepare_target(
     if plan.verify {
         crate::options::check_verify_map(&plan.tests, &req.path, req.size, req.default_size)?;
     }
-    let target = prepare(&req, stop, &mut |d, t| progress.preparing(d, t)).map_err(target_error)?;
+    let target = prepare_with(&req, stop, &mut |d, t| progress.preparing(d, t), created)
+        .map_err(target_error)?;
     fit_region(plan, target)
 }
 
@@ -459,11 +461,10 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
         Some(rank) => prepare_shared(&mut plan, path, rank, ctx)?,
         None => {
             let recorded = ctx.will_create_target(&path);
-            let target = prepare_target(&mut plan, path, &ctx.stop, &ctx.progress)?;
-            if target.created() {
-                ctx.adopt(recorded, &target.io_path, target.identity());
-            }
-            target
+            // The run state names the exact file as soon as it exists (a file put at its
+            // path while it is filled is never taken for it, even after a kill -9).
+            let mut adopt = ctx.adopter(recorded);
+            prepare_target(&mut plan, path, &ctx.stop, &ctx.progress, &mut adopt)?
         }
     };
     let mut notes = plan.notes.clone();
@@ -609,10 +610,14 @@ fn prepare_shared(
         let mut whole = BlockPlan::new(&plan.preset, settings, plan.tests.clone());
         whole.verify = plan.verify;
         whole.allow_overwrite_file = plan.allow_overwrite_file;
-        let target = prepare_target(&mut whole, path.clone(), &ctx.stop, &ctx.progress)?;
-        if target.created() {
-            ctx.adopt(recorded, &target.io_path, target.identity());
-        }
+        let mut adopt = ctx.adopter(recorded);
+        let target = prepare_target(
+            &mut whole,
+            path.clone(),
+            &ctx.stop,
+            &ctx.progress,
+            &mut adopt,
+        )?;
         Some(target.into_region(&dir, 0, len))
     } else {
         None

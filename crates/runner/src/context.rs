@@ -220,9 +220,22 @@ impl RunContext {
     /// Records the exact file (device and inode) the run made for [`Self::will_create`]'s
     /// `id` at `path`, in place of what `id` stood for.
     pub fn adopt(&mut self, id: Option<u64>, path: &Path, identity: Option<(u64, u64)>) {
-        if let (Some(st), Some(id), Some((dev, ino))) = (&self.state, id, identity) {
-            let p = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-            let _ = st.adopt(id, &p, dev, ino);
+        if let Some((dev, ino)) = identity {
+            self.adopter(id)(path, (dev, ino));
+        }
+    }
+
+    /// [`Self::adopt`] for `id` as a function of the path and identity, to be called where
+    /// the context is borrowed (as soon as a file is created, before it is filled), once
+    /// for each thing made for `id` (a directory made again for every replay). Does
+    /// nothing when nothing is recorded.
+    pub fn adopter(&self, id: Option<u64>) -> impl FnMut(&Path, (u64, u64)) {
+        let st = self.state.clone();
+        move |path, (dev, ino)| {
+            if let (Some(st), Some(i)) = (&st, id) {
+                let p = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+                let _ = st.adopt(i, &p, dev, ino);
+            }
         }
     }
 

@@ -203,6 +203,16 @@ fn create_at(dir: libc::c_int, name: &CString) -> io::Result<File> {
 /// Removes `path` (a file, or a directory with everything in it, links not followed) if it
 /// is still `id`; Ok(false) when it is gone or is something else now (then left alone).
 pub fn remove_if_same(path: &Path, id: FileId) -> io::Result<bool> {
+    remove_same(path, id, true)
+}
+
+/// [`remove_if_same`] for one entry: a file (or link) unlinked, a directory removed only
+/// when empty (rmdir), so a directory that holds anything else stays (an error says so).
+pub fn remove_one_if_same(path: &Path, id: FileId) -> io::Result<bool> {
+    remove_same(path, id, false)
+}
+
+fn remove_same(path: &Path, id: FileId, tree: bool) -> io::Result<bool> {
     let m = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
@@ -211,12 +221,115 @@ pub fn remove_if_same(path: &Path, id: FileId) -> io::Result<bool> {
     if FileId::from_meta(&m) != id {
         return Ok(false);
     }
-    if m.is_dir() {
+    if m.is_dir() && tree {
         std::fs::remove_dir_all(path)?;
+    } else if m.is_dir() {
+        std::fs::remove_dir(path)?;
     } else {
         std::fs::remove_file(path)?;
     }
     Ok(true)
+}
+
+/// Something iolab made at `path` (a file, or a directory and what it holds), held open by
+/// a descriptor from the moment it was made: it is removed only while `path` still is it
+/// (device and inode), and when it was moved away, where it is now can be told.
+#[derive(Debug)]
+pub struct Made {
+    path: PathBuf,
+    fd: OwnedFd,
+    id: FileId,
+}
+
+/// What [`Made::check`] and [`Made::remove`] found at the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// The path still held what was made (for `remove`: it is removed now).
+    Same,
+    /// Nothing is at the path any more.
+    Gone,
+    /// Something else is at the path (it was moved away and replaced): left alone.
+    /// `moved_to`: where what iolab made is now, when it still has a name.
+    Replaced { moved_to: Option<PathBuf> },
+}
+
+impl Made {
+    /// Holds what is at `path` now, not following a link: call it right after making it
+    /// (mkdir), so what is held is what was made.
+    pub fn hold(path: &Path) -> io::Result<Made> {
+        let c = cstring(path.as_os_str().as_bytes())?;
+        let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: c is NUL-terminated.
+        let fd = check(unsafe { libc::open(c.as_ptr(), flags) })?;
+        // SAFETY: fd was just opened and is owned here only.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let id = fd_identity(fd.as_raw_fd())?;
+        Ok(Made {
+            path: path.to_path_buf(),
+            fd,
+            id,
+        })
+    }
+
+    /// Holds `file`, just created at `path` (its own descriptor, duplicated: no race).
+    pub fn of_file(path: &Path, file: &File) -> io::Result<Made> {
+        let fd = OwnedFd::from(file.try_clone()?);
+        let id = fd_identity(fd.as_raw_fd())?;
+        Ok(Made {
+            path: path.to_path_buf(),
+            fd,
+            id,
+        })
+    }
+
+    /// A directory made private (0700, see [`create_dir`]) and held.
+    pub fn private_dir(path: &Path) -> io::Result<Made> {
+        let id = create_dir(path)?;
+        let m = Made::hold(path)?;
+        if m.id != id {
+            return Err(io::Error::other("replaced as it was made"));
+        }
+        Ok(m)
+    }
+
+    pub fn id(&self) -> FileId {
+        self.id
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where what was made is now, when it still has a name and it is not `path`.
+    pub fn moved_to(&self) -> Option<PathBuf> {
+        let p = std::fs::read_link(format!("/proc/self/fd/{}", self.fd.as_raw_fd())).ok()?;
+        let deleted = p.to_string_lossy().ends_with(" (deleted)");
+        (!deleted && p != self.path).then_some(p)
+    }
+
+    /// Whether `path` still holds what was made.
+    pub fn check(&self) -> io::Result<Found> {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if FileId::from_meta(&m) == self.id => Ok(Found::Same),
+            Ok(_) => Ok(Found::Replaced {
+                moved_to: self.moved_to(),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Found::Gone),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes it (a directory with everything in it) while `path` still is it
+    /// ([`remove_if_same`]); something else there is left alone.
+    pub fn remove(self) -> io::Result<Found> {
+        if remove_if_same(&self.path, self.id)? {
+            return Ok(Found::Same);
+        }
+        match self.check()? {
+            Found::Same => Err(io::Error::other("still there after removal")),
+            other => Ok(other),
+        }
+    }
 }
 
 /// An output file written under a private temporary name in its directory and renamed into
@@ -409,6 +522,30 @@ mod tests {
         assert!(!tmp.exists());
         let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
         assert_eq!(names.len(), 2);
+    }
+
+    #[test]
+    fn what_was_made_is_removed_only_while_it_is_there() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("made");
+        let m = Made::private_dir(&p).unwrap();
+        assert_eq!(m.check().unwrap(), Found::Same);
+        let moved = d.path().join("moved");
+        std::fs::rename(&p, &moved).unwrap();
+        assert_eq!(m.check().unwrap(), Found::Gone);
+        std::fs::write(&p, "theirs").unwrap();
+        let r = m.remove().unwrap();
+        assert_eq!(
+            r,
+            Found::Replaced {
+                moved_to: Some(moved.clone())
+            }
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "theirs");
+        let f = create_new(&d.path().join("f")).unwrap();
+        let m = Made::of_file(&d.path().join("f"), &f).unwrap();
+        assert_eq!(m.remove().unwrap(), Found::Same);
+        assert!(!d.path().join("f").exists());
     }
 
     #[test]

@@ -299,13 +299,17 @@ impl RunState {
         Ok(())
     }
 
-    /// Records the exact file `path` (device `dev`, inode `ino`) that the run made for
-    /// resource `id` (a `Named` one: iolab's unique name in a directory), in its place: from
+    /// Records the exact file or directory `path` (device `dev`, inode `ino`) that the run
+    /// made for resource `id` (a `Named` one: iolab's unique name in a directory; or the
+    /// path itself, its identity known from the moment it was made), in its place: from
     /// now on only that file is removed, by [`Self::remove_all`] or `iolab cleanup`, and a
     /// file put at its path during the run is not taken for it.
     pub fn adopt(&self, id: u64, path: &Path, dev: u64, ino: u64) -> io::Result<()> {
-        let exact = self.intent(RunResource::File {
-            path: path.to_path_buf(),
+        // A directory is recorded as the tree it is (removed with what it holds).
+        let path = path.to_path_buf();
+        let exact = self.intent(match fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => RunResource::Tree { path },
+            _ => RunResource::File { path },
         })?;
         {
             let mut i = self.lock();

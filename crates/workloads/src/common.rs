@@ -390,37 +390,96 @@ pub(crate) fn sleep_until(at: Instant, stop: &AtomicBool) -> bool {
 
 /// Paths iolab created, removed in reverse order of creation: files and symlinks with
 /// unlink, directories with rmdir (so a directory that holds anything iolab did not put
-/// there stays, and the removal reports it). Dropping it removes what is left.
+/// there stays, and the removal reports it), each only while its path still holds what was
+/// made (device and inode, known once it exists): one moved away and replaced during the
+/// run is left alone, with a warning, and nothing under a replaced directory is touched.
+/// Dropping it removes what is left.
 #[derive(Debug, Default)]
 pub(crate) struct Created {
-    entries: Vec<(PathBuf, bool)>,
+    entries: Vec<Made>,
+}
+
+#[derive(Debug)]
+struct Made {
+    path: PathBuf,
+    dir: bool,
+    id: Option<iolab_sys::loopdev::FileId>,
+}
+
+/// What `p` is now, not following a link.
+pub(crate) fn identity(p: &Path) -> Option<iolab_sys::loopdev::FileId> {
+    std::fs::symlink_metadata(p)
+        .ok()
+        .map(|m| iolab_sys::loopdev::FileId::from_meta(&m))
 }
 
 impl Created {
+    /// A file (or link) the run is about to create or just created; [`Self::identify`]
+    /// once it exists if it did not yet.
     pub(crate) fn file(&mut self, p: PathBuf) {
-        self.entries.push((p, false));
+        let id = identity(&p);
+        self.entries.push(Made {
+            path: p,
+            dir: false,
+            id,
+        });
     }
 
+    /// A directory the run just created.
     pub(crate) fn dir(&mut self, p: PathBuf) {
-        self.entries.push((p, true));
+        let id = identity(&p);
+        self.entries.push(Made {
+            path: p,
+            dir: true,
+            id,
+        });
     }
 
-    /// Removes everything registered. Entries already gone are fine; the first failure is
+    /// Records what `p`, registered before it existed, is now that the run made it.
+    pub(crate) fn identify(&mut self, p: &Path) {
+        if let Some(e) = self.entries.iter_mut().rev().find(|e| e.path == p) {
+            e.id = e.id.or_else(|| identity(p));
+        }
+    }
+
+    /// Removes everything registered. Entries already gone are fine, and so are ones
+    /// replaced by someone else's (left alone, with a warning); the first failure is
     /// returned after trying all the others.
     pub(crate) fn remove_all(&mut self) -> Result<(), WorkloadError> {
         let mut first: Option<WorkloadError> = None;
-        while let Some((p, is_dir)) = self.entries.pop() {
-            let r = if is_dir {
-                std::fs::remove_dir(&p)
-            } else {
-                std::fs::remove_file(&p)
+        // Directories that are something else now: nothing under them is the run's.
+        let replaced: Vec<PathBuf> = self
+            .entries
+            .iter()
+            .filter(|e| {
+                e.dir && e.id.is_some() && identity(&e.path).is_some_and(|i| Some(i) != e.id)
+            })
+            .map(|e| e.path.clone())
+            .collect();
+        while let Some(e) = self.entries.pop() {
+            let p = &e.path;
+            if replaced.iter().any(|d| p.starts_with(d) && p != d) {
+                continue;
+            }
+            let r = match e.id {
+                Some(id) => iolab_sys::files::remove_one_if_same(p, id).map(|gone| {
+                    if !gone && identity(p).is_some() {
+                        eprintln!(
+                            "iolab: warning: {} is not what this run created (it was replaced \
+                             during the run): left alone",
+                            p.display()
+                        );
+                    }
+                }),
+                None if e.dir => std::fs::remove_dir(p),
+                None => std::fs::remove_file(p),
             };
             match r {
                 Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => {
                     if first.is_none() {
-                        first = Some(WorkloadError::io(&p, "remove", e));
+                        first = Some(WorkloadError::io(p, "remove", err));
                     }
                 }
             }

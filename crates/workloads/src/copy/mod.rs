@@ -22,7 +22,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 pub use crate::common::WorkloadError;
 use crate::common::{
-    device_of, drop_caches, evict_file, fsync_dir, io_err, resident_fraction, ser_round6,
+    device_of, drop_caches, evict_file, fsync_dir, identity, io_err, resident_fraction, ser_round6,
     ser_round6_opt, test_record, unique_name, write_random_file, Created, Series, Watch, POLL,
 };
 
@@ -456,6 +456,18 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str, u64),
 ) -> Result<Vec<TestRecord>, WorkloadError> {
+    run_with(cfg, stop, progress, &mut |_, _| {})
+}
+
+/// [`run`], telling `created` the path and identity (device, inode) of the generated
+/// source and of every pass's destination directory as soon as they are made (for a record
+/// that must never take another file at their path for them).
+pub fn run_with(
+    cfg: &CopyConfig,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str, u64),
+    created_at: &mut dyn FnMut(&Path, (u64, u64)),
+) -> Result<Vec<TestRecord>, WorkloadError> {
     if cfg.runs == 0 {
         return Err(WorkloadError::invalid(
             "runs",
@@ -517,9 +529,14 @@ pub fn run(
             let p = target.join(format!("{}.src", unique_name("copy")));
             created.file(p.clone());
             progress("generate", 0);
-            if !write_random_file(&p, cfg.generate_size, stop, &mut |b| {
+            let generated = write_random_file(&p, cfg.generate_size, stop, &mut |b| {
                 progress("generate", b)
-            })? {
+            });
+            created.identify(&p);
+            if let Some(id) = identity(&p) {
+                created_at(&p, (id.dev, id.ino));
+            }
+            if !generated? {
                 return Ok(Vec::new());
             }
             (p, true)
@@ -552,9 +569,12 @@ pub fn run(
             break;
         }
         let root = target.join(unique_name("copy"));
-        std::fs::create_dir(&root).map_err(io_err(&root, "create the destination"))?;
+        // 0700: nothing in it is anyone else's; what it is, recorded at once.
+        let id =
+            iolab_sys::files::create_dir(&root).map_err(io_err(&root, "create the destination"))?;
         let mut pass_created = Created::default();
         pass_created.dir(root.clone());
+        created_at(&root, (id.dev, id.ino));
         if cfg.drop_caches {
             progress(&label("drop caches", index, cfg.runs), 0);
             drop_caches()?;
@@ -613,7 +633,9 @@ pub fn run(
                         &mut copied,
                         stop,
                         &mut tick,
-                    )?;
+                    );
+                    pass_created.identify(&dst);
+                    let done = done?;
                     written_files.push(dst);
                     if !done {
                         interrupted = true;

@@ -81,7 +81,10 @@ impl Job for CopyJob {
         };
         iolab_runner::space::check(&cfg.target, need)?;
         // Everything it creates there has iolab's unique name for this process.
-        ctx.will_create_target(&cfg.target);
+        let recorded = ctx.will_create_target(&cfg.target);
+        // The run state names each thing made exactly (device and inode) once it exists:
+        // one put at its path during the run is never taken for it.
+        let mut adopt = ctx.adopter(recorded);
         ctx.start(RunStart::in_dir(
             "copy",
             &cfg.target,
@@ -90,9 +93,12 @@ impl Job for CopyJob {
         ))?;
         let tests = {
             let progress = &ctx.progress;
-            super::run(&cfg, &ctx.stop, &mut |label, n| {
-                progress.phase(label, iolab_spec::format_bytes(n))
-            })
+            super::run_with(
+                &cfg,
+                &ctx.stop,
+                &mut |label, n| progress.phase(label, iolab_spec::format_bytes(n)),
+                &mut adopt,
+            )
             .map_err(|e| RunError::Failed(e.to_string()))?
         };
         ctx.add_tests(tests)

@@ -204,7 +204,13 @@ impl Crosscheck {
         let stop = iolab_runner::signals::install()
             .map_err(|e| RunError::Failed(format!("signals: {e}")))?;
         let progress = Progress::new(self.plan.planned() * 2, self.common.quiet);
-        let target = prepare_target(&mut self.plan, self.common.target.clone(), &stop, &progress)?;
+        let target = prepare_target(
+            &mut self.plan,
+            self.common.target.clone(),
+            &stop,
+            &progress,
+            &mut |_, _| {},
+        )?;
         let s = self.plan.settings.clone();
         let io_path = target.info.io_path.clone();
         let mut rows = Vec::new();

@@ -95,6 +95,10 @@ impl Gate {
 pub(crate) struct Shared<'a> {
     pub lf: &'a Loadfile,
     pub clients_dir: PathBuf,
+    /// `clients/` as the run found or made it, held: what is in it is removed at the end
+    /// only while `clients_dir` still is it (not one put there during the run). None when
+    /// it could not be made (the replay fails making it too).
+    pub clients: Option<iolab_sys::files::Made>,
     /// The run directory (absolute, for messages).
     pub run_dir: PathBuf,
     /// The run directory: every loadfile path is resolved beneath it, never through a link.
@@ -141,6 +145,13 @@ impl Shared<'_> {
     fn over(&self, start: Instant, t: Instant) -> bool {
         self.measure_start(start)
             .is_some_and(|m| t >= m + self.time)
+    }
+
+    /// Whether `clients_dir` is still the `clients/` the run found or made.
+    pub fn clients_here(&self) -> bool {
+        self.clients
+            .as_ref()
+            .is_none_or(|c| matches!(c.check(), Ok(iolab_sys::files::Found::Same)))
     }
 
     /// Stopped by the user or by a client's I/O failure.
@@ -488,10 +499,11 @@ pub(crate) fn run_client(sh: &Shared<'_>, id: u32) -> Outcome {
         out.verify = c.model.take().map(|m| m.tally);
     }
     out.short_reads = c.short_reads;
+    // Not in a `clients/` put in place of the run's (the run's end says so).
     out.cleanup_error = sh
-        .beneath
-        .remove_tree(&c.rel_root)
-        .err()
+        .clients_here()
+        .then(|| sh.beneath.remove_tree(&c.rel_root).err())
+        .flatten()
         .map(|e| format!("could not remove {}: {e}", c.root.display()));
     out
 }

@@ -334,7 +334,14 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<DbenchResult, DbenchError> {
-    run_inner(cfg, loadfile, progress, None, &mut Phases::new(None, stop))
+    run_inner(
+        cfg,
+        loadfile,
+        progress,
+        None,
+        &mut Phases::new(None, stop),
+        &mut |_, _| {},
+    )
 }
 
 /// [`run`] as one rank of an MPI run: the replay starts at a barrier with the other ranks
@@ -342,13 +349,16 @@ pub fn run(
 /// when every rank has warmed up for `cfg.warmup` at least (the clients go on replaying
 /// while their rank waits, still warming up). The result's `measure_started` is when it
 /// started, on this rank's clock.
+/// `created` is told `clients/`'s path and identity (device, inode) as soon as the replay
+/// makes it (for a record that must never take another directory at its path for it).
 pub fn run_with(
     cfg: &DbenchConfig,
     loadfile: &Loadfile,
     progress: &mut dyn FnMut(&Progress),
     phases: &mut Phases<'_>,
+    created: &mut dyn FnMut(&Path, (u64, u64)),
 ) -> Result<DbenchResult, DbenchError> {
-    run_inner(cfg, loadfile, progress, None, phases)
+    run_inner(cfg, loadfile, progress, None, phases, created)
 }
 
 /// [`run`] with a test seam: with `cfg.verify`, `seam` is called in every client before
@@ -363,7 +373,14 @@ pub fn run_with_seam(
     seam: &Seam<'_>,
 ) -> Result<DbenchResult, DbenchError> {
     let mut alone = Phases::new(None, stop);
-    run_inner(cfg, loadfile, progress, Some(seam), &mut alone)
+    run_inner(
+        cfg,
+        loadfile,
+        progress,
+        Some(seam),
+        &mut alone,
+        &mut |_, _| {},
+    )
 }
 
 fn run_inner(
@@ -372,6 +389,7 @@ fn run_inner(
     progress: &mut dyn FnMut(&Progress),
     seam: Option<&Seam<'_>>,
     phases: &mut Phases<'_>,
+    created: &mut dyn FnMut(&Path, (u64, u64)),
 ) -> Result<DbenchResult, DbenchError> {
     let stop = phases.stop();
     // With other ranks and a warm-up, the measured part starts when every rank is done
@@ -399,6 +417,18 @@ fn run_inner(
     }
     let clients_dir = dir.join(client::CLIENTS);
     let existed = check_clients_dir(&clients_dir, cfg.clients)?;
+    // `clients/` made here (0700: nothing in it is anyone else's) and held, or the one
+    // found (iolab's or dbench's, checked above) held: the end removes what is in it only
+    // while its path still is it. One that cannot be made (a read-only or full
+    // filesystem) is left to the replay, whose failure names the errno and the loadfile
+    // line.
+    let clients = match existed {
+        true => iolab_sys::files::Made::hold(&clients_dir).ok(),
+        false => iolab_sys::files::Made::private_dir(&clients_dir).ok(),
+    };
+    if let (false, Some(c)) = (existed, &clients) {
+        created(&clients_dir, (c.id().dev, c.id().ino));
+    }
     let beneath = crate::beneath::Beneath::open(&dir).map_err(|source| DbenchError::Dir {
         path: dir.clone(),
         source,
@@ -418,6 +448,7 @@ fn run_inner(
     let shared = Shared {
         lf: loadfile,
         clients_dir: clients_dir.clone(),
+        clients,
         run_dir: dir.clone(),
         beneath,
         fs_dir,
@@ -485,23 +516,27 @@ fn run_inner(
         handles.into_iter().map(|h| h.join()).collect()
     });
 
-    // Safety net: client directories of clients that panicked, then `clients/` itself.
+    // Safety net: client directories of clients that panicked, then `clients/` itself;
+    // nothing in a `clients/` put in place of the run's during the run.
     let mut notes = Vec::new();
-    for id in 0..cfg.clients {
-        if let Err(e) = shared.beneath.remove_tree(&client::client_dir(id)) {
-            let p = clients_dir.join(format!("client{id}"));
-            notes.push(format!("cleanup: could not remove {}: {e}", p.display()));
+    let replaced = match shared.clients.as_ref().map(|c| c.check()) {
+        Some(Ok(iolab_sys::files::Found::Replaced { moved_to })) => Some(moved_to),
+        _ => None,
+    };
+    if let Some(moved_to) = replaced {
+        let mut note = format!(
+            "{} is not the directory this run {} (it was replaced during the run): left \
+             alone, nothing in it removed",
+            clients_dir.display(),
+            if existed { "used" } else { "created" }
+        );
+        if let Some(m) = moved_to {
+            note.push_str(&format!("; the run's own was moved to {}", m.display()));
         }
-    }
-    if !existed {
-        match shared.beneath.rmdir(Path::new(client::CLIENTS)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => notes.push(format!(
-                "cleanup: could not remove {}: {e}",
-                clients_dir.display()
-            )),
-        }
+        eprintln!("iolab: warning: {note}");
+        notes.push(note);
+    } else {
+        remove_clients(&shared, cfg.clients, existed, &clients_dir, &mut notes);
     }
 
     let mut outcomes = Vec::new();
@@ -543,6 +578,32 @@ fn run_inner(
         outcomes,
         notes,
     ))
+}
+
+/// Removes the client directories a replay used and, when it made it, `clients/`.
+fn remove_clients(
+    shared: &Shared<'_>,
+    clients: u32,
+    existed: bool,
+    clients_dir: &Path,
+    notes: &mut Vec<String>,
+) {
+    for id in 0..clients {
+        if let Err(e) = shared.beneath.remove_tree(&client::client_dir(id)) {
+            let p = clients_dir.join(format!("client{id}"));
+            notes.push(format!("cleanup: could not remove {}: {e}", p.display()));
+        }
+    }
+    if !existed {
+        match shared.beneath.rmdir(Path::new(client::CLIENTS)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => notes.push(format!(
+                "cleanup: could not remove {}: {e}",
+                clients_dir.display()
+            )),
+        }
+    }
 }
 
 /// The progress loop on the calling thread: one report per second until the measured phase
@@ -770,7 +831,7 @@ fn merge(
 
 /// `clients/` must be a real directory if it exists, and each client directory this run will
 /// use may hold nothing but directories. Returns whether `clients/` existed.
-fn check_clients_dir(clients_dir: &Path, clients: u32) -> Result<bool, DbenchError> {
+pub(crate) fn check_clients_dir(clients_dir: &Path, clients: u32) -> Result<bool, DbenchError> {
     match fs::symlink_metadata(clients_dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(source) => Err(DbenchError::Dir {

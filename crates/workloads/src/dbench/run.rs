@@ -120,6 +120,13 @@ impl Job for DbenchJob {
             return replays(cfg, &target, &parsed, runs, verify, ctx);
         };
         let mine = target.join(name);
+        if std::fs::symlink_metadata(&mine).is_ok() {
+            return Err(RunError::Usage(UsageError::general(format!(
+                "dbench: {} is in the way: this rank's directory goes there; remove it or \
+                 choose another directory",
+                mine.display()
+            ))));
+        }
         let id = ctx.will_create(RunResource::Tree { path: mine.clone() });
         std::fs::create_dir(&mine)
             .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", mine.display())))?;
@@ -155,7 +162,12 @@ fn replays(
     // what this run creates is recorded before it exists.
     let clients_dir = cfg.dir.join("clients");
     ctx.clear_leftovers_under(&clients_dir);
+    // Something else where `clients/` or a client's directory goes: refused before the run
+    // starts (nothing stored, nothing created).
+    super::check_clients_dir(&clients_dir, clients)
+        .map_err(|e| RunError::Usage(UsageError::general(e.to_string())))?;
     super::footprint::check(parsed, &cfg.dir, clients, verify)?;
+    let mut recorded = None;
     if clients_dir.is_dir() {
         for id in 0..clients {
             ctx.will_create(RunResource::Tree {
@@ -163,8 +175,11 @@ fn replays(
             });
         }
     } else {
-        ctx.will_create(RunResource::Tree { path: clients_dir });
+        recorded = ctx.will_create(RunResource::Tree { path: clients_dir });
     }
+    // The run state names `clients/` exactly (device and inode) once a replay makes it:
+    // one put at its path during the run is never taken for it.
+    let mut adopt = ctx.adopter(recorded);
     ctx.start(RunStart::in_dir(
         "dbench",
         target,
@@ -196,6 +211,7 @@ fn replays(
                     )
                 },
                 &mut phases,
+                &mut adopt,
             );
             match r {
                 Ok(r) => r,

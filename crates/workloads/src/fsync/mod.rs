@@ -172,12 +172,26 @@ impl std::fmt::Display for FsyncError {
 
 impl std::error::Error for FsyncError {}
 
-/// Removes the probe file on drop.
-struct ProbeFile(PathBuf);
+/// Removes the probe file on drop, only while its path still holds it (device and inode):
+/// one moved away and replaced during the run is left alone, with a warning.
+struct ProbeFile(Option<iolab_sys::files::Made>);
 
 impl Drop for ProbeFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let Some(made) = self.0.take() else {
+            return;
+        };
+        let path = made.path().to_path_buf();
+        if let Ok(iolab_sys::files::Found::Replaced { moved_to }) = made.remove() {
+            let mut what = format!(
+                "{} is not what this run created (it was replaced during the run): left alone",
+                path.display()
+            );
+            if let Some(m) = moved_to {
+                what.push_str(&format!("; the run's own was moved to {}", m.display()));
+            }
+            eprintln!("iolab: warning: {what}");
+        }
     }
 }
 
@@ -195,6 +209,17 @@ pub fn run(
     cfg: &FsyncConfig,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str),
+) -> Result<FsyncReport, FsyncError> {
+    run_with(cfg, stop, progress, &mut |_, _| {})
+}
+
+/// [`run`], telling `created` the probe file's path and identity (device, inode) as soon
+/// as it is created (for a record that must never take another file at its path for it).
+pub fn run_with(
+    cfg: &FsyncConfig,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&str),
+    created: &mut dyn FnMut(&Path, (u64, u64)),
 ) -> Result<FsyncReport, FsyncError> {
     if let (Some(_), Some(bad)) = (cfg.verify, cfg.sizes.iter().find(|s| !is_block_size(**s))) {
         return Err(FsyncError {
@@ -216,7 +241,10 @@ pub fn run(
         .create_new(true)
         .open(&path)
         .map_err(err(&path, "create the probe file"))?;
-    let _guard = ProbeFile(path.clone());
+    let made = iolab_sys::files::Made::of_file(&path, &file)
+        .map_err(err(&path, "inspect the probe file"))?;
+    created(&path, (made.id().dev, made.id().ino));
+    let _guard = ProbeFile(Some(made));
     // Preallocate with real data so no write extends the file or fills a hole.
     let mut rng = fastrand::Rng::new();
     let mut chunk = vec![0u8; 1 << 20];

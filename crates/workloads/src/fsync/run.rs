@@ -151,7 +151,9 @@ impl Job for FsyncJob {
         cfg.dir = target_dir(&ctx.common, "fsync")?;
         space::check(&cfg.dir, Need::new("size", cfg.file_size, 1))?;
         // Everything it creates there has iolab's unique name for this process.
-        ctx.will_create_target(&cfg.dir);
+        let recorded = ctx.will_create_target(&cfg.dir);
+        // The run state names the probe file exactly (device and inode) once it exists.
+        let mut adopt = ctx.adopter(recorded);
         let per_test = cfg.duration * cfg.runs;
         ctx.progress
             .set_total(per_test * (cfg.sizes.len() * cfg.methods.len()) as u32);
@@ -164,10 +166,15 @@ impl Job for FsyncJob {
         let mut step = std::time::Duration::ZERO;
         let report = {
             let progress = &ctx.progress;
-            super::run(&cfg, &ctx.stop, &mut |label| {
-                let _ = progress.pass(label.to_string(), step, per_test);
-                step += per_test;
-            })
+            super::run_with(
+                &cfg,
+                &ctx.stop,
+                &mut |label| {
+                    let _ = progress.pass(label.to_string(), step, per_test);
+                    step += per_test;
+                },
+                &mut adopt,
+            )
             .map_err(|e| RunError::Failed(e.to_string()))?
         };
         let mut tests = report.tests;

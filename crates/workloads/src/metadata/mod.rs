@@ -139,10 +139,13 @@ impl Phase {
 /// The work directory: `base/dNNNN/fNNNNNNNNN`, renamed to `rNNNNNNNNN`.
 struct Tree {
     base: PathBuf,
+    /// The work directory as it was made (device and inode): swept only while `base`
+    /// still is it.
+    made: iolab_sys::files::Made,
     dirs: u32,
     files: u64,
     /// Subdirectories created so far.
-    made: u32,
+    subdirs: u32,
     /// Dismantled already (after a complete run).
     gone: bool,
 }
@@ -176,10 +179,33 @@ impl Tree {
     }
 
     /// Removes iolab's files (whatever phase they reached), then the directories.
-    /// Anything else found in them stays, and the directory with it.
+    /// Anything else found in them stays, and the directory with it. A work directory
+    /// moved away and replaced during the run is not swept: what is at its path now is
+    /// someone else's (the run state tells: `RunState::finish`).
     fn sweep(&mut self) -> Result<(), WorkloadError> {
         if self.gone {
             return Ok(());
+        }
+        match self.made.check() {
+            Ok(iolab_sys::files::Found::Same) => {}
+            Ok(iolab_sys::files::Found::Gone) => {
+                self.gone = true;
+                return Ok(());
+            }
+            Ok(iolab_sys::files::Found::Replaced { moved_to }) => {
+                self.gone = true;
+                let mut what = format!(
+                    "{} is not the directory this run created (it was replaced during the \
+                     run): left alone",
+                    self.base.display()
+                );
+                if let Some(m) = moved_to {
+                    what.push_str(&format!("; the run's own was moved to {}", m.display()));
+                }
+                eprintln!("iolab: warning: {what}");
+                return Ok(());
+            }
+            Err(err) => return Err(WorkloadError::io(&self.base, "inspect", err)),
         }
         let mut first: Option<WorkloadError> = None;
         let mut keep = |e: WorkloadError| {
@@ -187,7 +213,7 @@ impl Tree {
                 first = Some(e);
             }
         };
-        for d in 0..self.made {
+        for d in 0..self.subdirs {
             let dir = self.subdir(d);
             match std::fs::read_dir(&dir) {
                 Ok(rd) => {
@@ -696,17 +722,20 @@ pub fn run(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str, u64),
 ) -> Result<Vec<TestRecord>, WorkloadError> {
-    run_with(cfg, progress, &mut Phases::new(None, stop))
+    run_with(cfg, progress, &mut Phases::new(None, stop), &mut |_, _| {})
 }
 
 /// [`run`] as one rank of an MPI run: every phase starts at a barrier with the other
 /// ranks, and its test holds the aggregate of every rank's phase (operations summed over
 /// last end − first start). With other ranks the create phase has no `space` (their
 /// files land on the filesystem too) and the phases no `ops_series`.
+/// `created` is told the work directory's path and identity (device, inode) as soon as it
+/// is made (for a record that must never take another directory at its path for it).
 pub fn run_with(
     cfg: &MetadataConfig,
     progress: &mut dyn FnMut(&str, u64),
     phases: &mut Phases<'_>,
+    created: &mut dyn FnMut(&Path, (u64, u64)),
 ) -> Result<Vec<TestRecord>, WorkloadError> {
     check_config(cfg)?;
     let stop = phases.stop();
@@ -721,19 +750,21 @@ pub fn run_with(
     }
     let threads = (cfg.threads as u64).min(cfg.files);
     let base = dir.join(unique_name("md"));
-    std::fs::create_dir(&base).map_err(io_err(&base, "create"))?;
+    let made = iolab_sys::files::Made::private_dir(&base).map_err(io_err(&base, "create"))?;
+    created(&base, (made.id().dev, made.id().ino));
     let mut tree = Tree {
         base,
+        made,
         dirs: cfg.dirs,
         files: cfg.files,
-        made: 0,
+        subdirs: 0,
         gone: false,
     };
     progress("mkdir", 0);
     for d in 0..cfg.dirs {
         let p = tree.subdir(d);
         std::fs::create_dir(&p).map_err(io_err(&p, "create"))?;
-        tree.made += 1;
+        tree.subdirs += 1;
     }
     let devices: Vec<String> = device_of(&dir).into_iter().collect();
     let (used_before, ffree_before, st) = usage(&tree.base)?;
@@ -772,7 +803,7 @@ pub fn run_with(
     let complete = results.len() == Phase::ALL.len();
     if complete {
         // Every file was deleted: the directories must be empty now.
-        for d in 0..tree.made {
+        for d in 0..tree.subdirs {
             let p = tree.subdir(d);
             let left = std::fs::read_dir(&p).map_err(io_err(&p, "list"))?.count();
             if left != 0 {
@@ -784,7 +815,7 @@ pub fn run_with(
         }
     }
     progress("rmdir", 0);
-    let dirs_removed = tree.made;
+    let dirs_removed = tree.subdirs;
     tree.sweep()?;
 
     let allocated_per_file = results

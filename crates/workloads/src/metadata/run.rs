@@ -86,7 +86,7 @@ impl Job for MetadataJob {
         let need = Need::new("files", bytes, cfg.files + cfg.dirs as u64 + 1);
         iolab_runner::space::check(&cfg.dir, need)?;
         // Everything it creates there has iolab's unique name for this process.
-        ctx.will_create_target(&cfg.dir);
+        let recorded = ctx.will_create_target(&cfg.dir);
         ctx.start(RunStart::in_dir(
             "metadata",
             &cfg.dir,
@@ -94,6 +94,9 @@ impl Job for MetadataJob {
             plain_settings(cfg.file_size, Default::default(), 1, false),
         ))?;
         let stop = std::sync::Arc::clone(&ctx.stop);
+        // The run state names the work directory exactly (device and inode) once it is
+        // made: one put at its path during the run is never taken for it.
+        let mut adopt = ctx.adopter(recorded);
         let tests = {
             let (progress, coord) = ctx.progress_and_coordinator();
             let mut phases = Phases::new(coord, &stop);
@@ -102,6 +105,7 @@ impl Job for MetadataJob {
                 &cfg,
                 &mut |label, n| progress.phase(label, format!("{n} ops")),
                 &mut phases,
+                &mut adopt,
             );
             match tests {
                 Ok(t) => (t, many),

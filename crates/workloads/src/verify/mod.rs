@@ -102,6 +102,8 @@ pub struct DataTarget {
     /// iolab created the file (and removes it unless `keep`).
     pub created: bool,
     pub keep: bool,
+    /// The data file iolab created, held: removed only while `path` still is it.
+    made: Option<iolab_sys::files::Made>,
 }
 
 /// Why `--target` could not be prepared.
@@ -172,17 +174,19 @@ impl DataTarget {
                 }
             }
             // The free space was checked by the caller (`iolab_runner::space`).
-            OpenOptions::new()
+            let file = OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&p)
                 .map_err(|e| PrepareError::Failed(format!("cannot create {}: {e}", p.display())))?;
+            let made = iolab_sys::files::Made::of_file(&p, &file).ok();
             Ok(DataTarget {
                 path: p,
                 kind: iolab_measure::TargetKind::File,
                 size,
                 created: true,
                 keep: false,
+                made,
             })
         };
         match meta {
@@ -208,6 +212,7 @@ impl DataTarget {
                     size,
                     created: false,
                     keep: true,
+                    made: None,
                 })
             }
             Some(m) if m.is_file() => {
@@ -220,6 +225,7 @@ impl DataTarget {
                     size,
                     created: false,
                     keep: true,
+                    made: None,
                 })
             }
             Some(m) => {
@@ -230,6 +236,12 @@ impl DataTarget {
                 )))
             }
         }
+    }
+
+    /// The device and inode of the data file iolab created, when it did.
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        let id = self.made.as_ref()?.id();
+        Some((id.dev, id.ino))
     }
 
     /// The sidecar describing the data (regular files only).
@@ -247,7 +259,25 @@ impl DataTarget {
             return failed;
         }
         self.created = false;
-        let mut paths = vec![self.path.clone()];
+        // The data file only while its path still holds it (a file put there during the
+        // run is someone else's); the sidecar, rewritten by rename during the run, by name.
+        let mut paths = Vec::new();
+        match self.made.take().map(|m| m.remove()) {
+            Some(Ok(iolab_sys::files::Found::Replaced { moved_to })) => {
+                let mut what = format!(
+                    "{} is not what this run created (it was replaced during the run): left \
+                     alone",
+                    self.path.display()
+                );
+                if let Some(m) = moved_to {
+                    what.push_str(&format!("; the run's own was moved to {}", m.display()));
+                }
+                eprintln!("iolab: warning: {what}");
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => failed.push(format!("could not remove {}: {e}", self.path.display())),
+            None => paths.push(self.path.clone()),
+        }
         if let Some(s) = self.sidecar() {
             let mut tmp = s.clone().into_os_string();
             tmp.push(SIDECAR_TMP_SUFFIX);

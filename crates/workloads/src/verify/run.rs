@@ -201,12 +201,13 @@ impl Job for VerifyJob {
         iolab_runner::space::check_target(&target_path, Some(cfg.size), cfg.size, true, None)?;
         // Data that is not kept is recorded before it is created: in a directory, files with
         // iolab's unique name for this process; a new file and its sidecar by name.
+        let mut recorded = None;
         if !(keep || cfg.journal.is_some()) {
             let p = ctx.common.target_abs();
             if p.is_dir() {
-                ctx.will_create_target(&p);
+                recorded = ctx.will_create_target(&p);
             } else if std::fs::symlink_metadata(&p).is_err() {
-                ctx.will_create_target(&p);
+                recorded = ctx.will_create_target(&p);
                 ctx.will_create(RunResource::File {
                     path: iolab_integrity::verified::sidecar_path(&p),
                 });
@@ -223,6 +224,19 @@ impl Job for VerifyJob {
             PrepareError::Refused(m) => RunError::Usage(UsageError::option("target", m)),
             PrepareError::Failed(m) => RunError::Failed(m),
         })?;
+        // The run state names the data file exactly (device and inode): one put at its path
+        // during the run is never taken for it.
+        if recorded.is_some() && target.identity().is_some() {
+            ctx.adopt(recorded, &target.path, target.identity());
+            // Its sidecar and the sidecar's temporary file, which the directory-wide
+            // record covered, by name (rewritten by rename during the run).
+            if let Some(side) = target.sidecar() {
+                let mut tmp = side.clone().into_os_string();
+                tmp.push(super::SIDECAR_TMP_SUFFIX);
+                ctx.will_create(RunResource::File { path: side });
+                ctx.will_create(RunResource::File { path: tmp.into() });
+            }
+        }
         if cfg.direct {
             // Checked on the target itself (for a new file: the directory it goes in).
             let at = if target.path.exists() {
