@@ -629,7 +629,10 @@ fn a_test_file_replaced_during_the_run_is_left_alone() {
         &format!("moved to {}", moved.display()),
     ]);
     assert!(moved.exists(), "iolab's moved file was removed");
-    assert!(run_state_files(&sb, pid).is_empty(), "still recorded: {out}");
+    assert!(
+        run_state_files(&sb, pid).is_empty(),
+        "still recorded: {out}"
+    );
     let notes = sb.iolab(&["show", "last", "--json"]).ok().json()["notes"].to_string();
     assert!(
         notes.contains("is not the file this run created"),

@@ -94,16 +94,22 @@ pub fn create_private_file(path: &Path) -> io::Result<File> {
 /// Creates the directory `path`, which must not exist, mode 0700 whatever the umask;
 /// returns what it is (for a record that deletes it later only while it is still this).
 pub fn create_private_dir(path: &Path) -> io::Result<FileId> {
+    create_dir_with_mode(path, 0o700)
+}
+
+/// Creates the directory `path`, which must not exist, with `mode` whatever the umask (for
+/// what others must read, such as man pages: 0755); returns what it is.
+pub fn create_dir_with_mode(path: &Path, mode: libc::mode_t) -> io::Result<FileId> {
     let c = cstr(path.as_os_str().as_bytes())?;
     // SAFETY: c is NUL-terminated.
-    check(unsafe { libc::mkdir(c.as_ptr(), 0o700) })?;
+    check(unsafe { libc::mkdir(c.as_ptr(), mode & 0o700) })?;
     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: as above.
     let fd = check(unsafe { libc::open(c.as_ptr(), flags) })?;
     // SAFETY: fd was just opened and is owned here only.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: fd is open.
-    check(unsafe { libc::fchmod(fd.as_raw_fd(), 0o700) })?;
+    check(unsafe { libc::fchmod(fd.as_raw_fd(), mode) })?;
     fd_identity(fd.as_raw_fd())
 }
 

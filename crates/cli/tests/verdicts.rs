@@ -1,0 +1,186 @@
+//! Every workload prints the verdict its help promises, once: `run verify` how many blocks it
+//! read back and whether they held what was written, `run copy` "verified identical",
+//! `run metadata` the space each small file takes, `dbench --verify` its check (once, not
+//! again after the report). And the small messages: `--size` that is not a multiple of 4 KiB
+//! on a directory blames --size, not the directory; `iolab man DIR` makes DIR (0755 whatever
+//! the umask) and writes no page for the hidden `emudisk`; `--help` puts each option under
+//! the heading it belongs to.
+
+use std::os::unix::fs::PermissionsExt;
+
+use iolab_testkit::{Out, Sandbox};
+
+/// How often `needle` is in `text`, with lines joined (the report wraps long notes).
+fn count(text: &str, needle: &str) -> usize {
+    flat(text).matches(needle).count()
+}
+
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn verify_prints_its_verdict() {
+    let sb = Sandbox::new();
+    let out = sb.run(&["verify", "--size", "4MiB", "--runs", "1"]).ok();
+    let line = "verify write 4K: 1024 blocks read back and checked: all held what was written";
+    assert_eq!(count(&out.stdout, line), 1, "{out}");
+    // Stored with the run: `show` says it too.
+    let shown = sb.iolab(&["show", "1"]).ok();
+    assert_eq!(count(&shown.stdout, line), 1, "{shown}");
+}
+
+#[test]
+fn copy_says_verified_identical() {
+    let sb = Sandbox::new();
+    let out = sb.run(&["copy", "--size", "2MiB", "--runs", "2"]).ok();
+    assert_eq!(count(&out.stdout, "verified identical"), 1, "{out}");
+    assert!(
+        flat(&out.stdout).contains("each of 2 copies read back and compared with the source"),
+        "{out}"
+    );
+}
+
+#[test]
+fn metadata_prints_the_space_per_file() {
+    let sb = Sandbox::new();
+    let out = sb
+        .run(&[
+            "metadata",
+            "--files",
+            "50",
+            "--dirs",
+            "2",
+            "--file-size",
+            "100B",
+        ])
+        .ok();
+    assert_eq!(
+        count(&out.stdout, "space: each 100 B file takes"),
+        1,
+        "{out}"
+    );
+    assert!(
+        flat(&out.stdout).contains("bytes allocated per file"),
+        "{out}"
+    );
+}
+
+#[test]
+fn dbench_verify_prints_its_verdict_once() {
+    let sb = Sandbox::new();
+    let lf = sb.path("tiny.txt");
+    std::fs::write(&lf, iolab_testkit::DBENCH_TINY_LOADFILE).unwrap();
+    let out = sb
+        .run(&[
+            "dbench",
+            "--loadfile",
+            lf.to_str().unwrap(),
+            "--time",
+            "300ms",
+            "--warmup",
+            "0",
+            "--verify",
+        ])
+        .ok();
+    assert_eq!(count(&out.stdout, "verify dbench 1 client:"), 1, "{out}");
+    assert!(out.stdout.contains(": all ok"), "{out}");
+}
+
+#[test]
+fn a_size_that_is_not_a_multiple_of_4k_blames_size_not_the_directory() {
+    let sb = Sandbox::new();
+    let out = sb
+        .run(&[
+            "custom",
+            "--size",
+            "1GB",
+            "--runs",
+            "1",
+            "--duration",
+            "100ms",
+        ])
+        .code(2);
+    out.stderr_has(&[
+        "--size 1000000000 is not a positive multiple of 4 KiB",
+        "1GiB",
+    ]);
+    assert!(
+        !out.stderr.contains("use a directory, a regular file"),
+        "{out}"
+    );
+}
+
+#[test]
+fn man_makes_its_directory_and_has_no_page_for_hidden_commands() {
+    let sb = Sandbox::new();
+    let dir = sb.path("share/man/man1");
+    // SAFETY: umask only changes this process's mask; the child inherits it.
+    let old = unsafe { libc::umask(0o077) };
+    let man = |d: &std::path::Path| {
+        let out = std::process::Command::new(iolab_testkit::iolab::iolab_bin())
+            .arg("man")
+            .arg(d)
+            .output()
+            .unwrap();
+        Out::new(&["man"], out, std::time::Duration::ZERO)
+    };
+    let out = man(&dir);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let out = out.ok();
+    assert!(out.stdout.contains("man pages to"), "{out}");
+    for d in [sb.path("share"), sb.path("share/man"), dir.clone()] {
+        let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755, "{}", d.display());
+    }
+    assert!(dir.join("iolab-run-cdm.1").is_file());
+    assert!(!dir.join("iolab-emudisk.1").exists());
+    // A file where the directory should be is refused, naming it.
+    let file = sb.path("f");
+    std::fs::write(&file, b"x").unwrap();
+    man(&file)
+        .code(2)
+        .stderr_has(&["exists and is not a directory"]);
+}
+
+#[test]
+fn help_groups_hold_their_own_options() {
+    let sb = Sandbox::new();
+    let out = sb.iolab(&["run", "custom", "--help"]).ok();
+    // The options under each heading, heading by heading.
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for l in out.stdout.lines() {
+        if !l.starts_with(' ') && l.ends_with(':') {
+            groups.push((l.trim_end_matches(':').to_string(), Vec::new()));
+        } else if let Some(opt) = l
+            .trim_start()
+            .split_whitespace()
+            .find(|w| w.starts_with("--"))
+        {
+            if let Some(g) = groups.last_mut() {
+                g.1.push(opt.trim_end_matches(',').to_string());
+            }
+        }
+    }
+    let group_of = |opt: &str| {
+        groups
+            .iter()
+            .find(|g| g.1.iter().any(|o| o == opt))
+            .map(|g| g.0.clone())
+            .unwrap_or_else(|| panic!("{opt} in no group: {groups:?}"))
+    };
+    let uring = group_of("--no-fixedbufs");
+    for opt in [
+        "--buffered",
+        "--verify",
+        "--stonewall",
+        "--rw",
+        "--until-stable",
+    ] {
+        assert_ne!(group_of(opt), uring, "{opt}: {groups:?}");
+    }
+    assert_eq!(group_of("--stonewall"), group_of("--shared-file"));
+    let cdm = sb.iolab(&["run", "cdm", "--help"]).ok();
+    assert!(cdm.stdout.contains("cdm options:\n      --mix"), "{cdm}");
+}
