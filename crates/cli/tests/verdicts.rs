@@ -184,3 +184,54 @@ fn help_groups_hold_their_own_options() {
     let cdm = sb.iolab(&["run", "cdm", "--help"]).ok();
     assert!(cdm.stdout.contains("cdm options:\n      --mix"), "{cdm}");
 }
+
+#[test]
+fn streams_that_never_overlapped_say_so() {
+    let sb = Sandbox::new();
+    // 4 MiB reads started 2 s apart: each is long done when the next starts.
+    let out = sb
+        .run(&[
+            "streams",
+            "--streams",
+            "2",
+            "--same-file",
+            "--stagger",
+            "2s",
+            "--size",
+            "4MiB",
+            "--json",
+            "-",
+        ])
+        .ok();
+    let doc = out.json();
+    let spans: Vec<(f64, f64)> = doc["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["extra"]["stream"].is_u64())
+        .map(|t| {
+            (
+                t["extra"]["start_s"].as_f64().unwrap(),
+                t["extra"]["end_s"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(spans.len(), 2, "{out}");
+    let said = doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.as_str())
+        .any(|n| n.starts_with("the streams never overlapped"));
+    if spans[0].1 <= spans[1].0 {
+        assert!(said, "{out}");
+        assert!(
+            flat(&out.stderr).contains("the streams never overlapped"),
+            "{out}"
+        );
+    } else {
+        // A 4 MiB read that outlasted 2 s (a very busy machine): nothing to check.
+        assert!(!said, "{out}");
+        iolab_testkit::skip::skip_allowed("the first 4 MiB stream outlasted the 2 s stagger");
+    }
+}
