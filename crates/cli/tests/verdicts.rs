@@ -154,8 +154,8 @@ fn help_groups_hold_their_own_options() {
         if !l.starts_with(' ') && l.ends_with(':') {
             groups.push((l.trim_end_matches(':').to_string(), Vec::new()));
         } else if let Some(opt) = l
-            .trim_start()
             .split_whitespace()
+            .take_while(|w| w.starts_with('-'))
             .find(|w| w.starts_with("--"))
         {
             if let Some(g) = groups.last_mut() {
