@@ -235,3 +235,86 @@ fn streams_that_never_overlapped_say_so() {
         iolab_testkit::skip::skip_allowed("the first 4 MiB stream outlasted the 2 s stagger");
     }
 }
+
+/// The README's recording: `seq > n.txt` through the shell's redirection (dash saves fd 1,
+/// dup2s the file onto it and vforks, a call strace pads before ` = `) is recorded, so the
+/// replay reads what it wrote and nothing differs; what a recording leaves out beneath its
+/// root is named with its calls and why.
+#[test]
+fn a_redirected_write_is_recorded_and_replayed() {
+    if !iolab_testkit::have("strace") {
+        iolab_testkit::skip::skip_allowed("strace is not installed");
+        return;
+    }
+    let sb = Sandbox::new();
+    let root = sb.target.to_str().unwrap().to_string();
+    let trace = sb.path("sort.trace");
+    let script = format!("seq 20000 > {root}/n.txt && sort -rn {root}/n.txt -o {root}/s.txt");
+    let out = sb
+        .iolab(&[
+            "record",
+            "-o",
+            trace.to_str().unwrap(),
+            "--root",
+            &root,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .ok();
+    assert!(!out.stdout.contains("untracked"), "{out}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let writes = text
+        .lines()
+        .filter(|l| l.contains(" write h") && l.ends_with("= 4096"))
+        .count();
+    assert!(writes > 0, "no write of n.txt recorded: {text}");
+    std::fs::remove_file(sb.target.join("n.txt")).unwrap();
+    std::fs::remove_file(sb.target.join("s.txt")).unwrap();
+    let out = sb
+        .run(&["replay", "--trace", trace.to_str().unwrap(), "--verify"])
+        .ok();
+    assert!(out.stdout.contains(", 0 outcomes differ"), "{out}");
+}
+
+/// A replay whose outcomes differ says which and why, and its operation table counts them.
+#[test]
+fn a_replay_that_differs_says_which_calls_and_why() {
+    let sb = Sandbox::new();
+    let trace = sb.path("m.trace");
+    std::fs::write(
+        &trace,
+        "iolab-trace 1\nroot 0 /x\nskipped untracked 2\n\
+         1 0.000000 0.000010 open h1 0:n.txt w+creat+trunc 666 = 0\n\
+         1 0.000100 0.000010 close h1 = 0\n\
+         1 0.000200 0.000010 open h2 0:n.txt r 0 = 0\n\
+         1 0.000300 0.000010 read h2 4096 = 100\n\
+         1 0.000400 0.000010 close h2 = 0\n",
+    )
+    .unwrap();
+    let out = sb.run(&["replay", "--trace", trace.to_str().unwrap()]).ok();
+    let text = flat(&out.stdout);
+    assert!(
+        text.contains("1 outcomes differ from the recording"),
+        "{out}"
+    );
+    assert!(
+        text.contains("differ: 1 read (first: trace line 7: read returned 0, recorded 100)"),
+        "{out}"
+    );
+    assert!(
+        text.contains("the recording left out 2 calls beneath its roots"),
+        "{out}"
+    );
+    assert!(text.contains("--verify makes this exit 3"), "{out}");
+    // The table's Mismatch column: the read row counts it.
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("read "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(row.trim_end().ends_with(" 1"), "{row}");
+    sb.run(&["replay", "--trace", trace.to_str().unwrap(), "--verify"])
+        .code(3);
+}
