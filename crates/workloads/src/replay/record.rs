@@ -1658,6 +1658,32 @@ mod tests {
     }
 
     #[test]
+    fn what_is_left_out_beneath_the_roots_is_named() {
+        // A descriptor the recording never saw opened (inherited from before the command).
+        let text = "\
+30 100.000000 write(5</r/old.log>, \"\"..., 10) = 10 <0.000010>
+30 100.000100 write(5</r/old.log>, \"\"..., 10) = 10 <0.000010>
+30 100.000200 write(1</dev/pts/0>, \"\"..., 10) = 10 <0.000010>
+";
+        let (t, left) = convert_with(
+            text,
+            &[PathBuf::from("/r")],
+            Path::new("/r"),
+            &Before::default(),
+        );
+        assert_eq!(
+            t.skipped,
+            vec![("outside".to_string(), 1), ("untracked".to_string(), 2)]
+        );
+        let lines = left_out_lines(&left);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("untracked: 2 calls (2 write on /r/old.log): on descriptors"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
     fn names_decode_one_way_and_links_resolve() {
         let text = "\
 10 100.000000 openat(AT_FDCWD</r>, \"d\\\\x\", O_RDONLY) = 3</r/d\\\\x> <0.000010>
