@@ -318,3 +318,29 @@ fn a_replay_that_differs_says_which_calls_and_why() {
     sb.run(&["replay", "--trace", trace.to_str().unwrap(), "--verify"])
         .code(3);
 }
+
+/// `history` of runs too few to judge changes says why every change is "?", under the
+/// table, and still shows the values.
+#[test]
+fn history_says_why_every_change_is_unknown() {
+    let sb = Sandbox::new();
+    for _ in 0..2 {
+        sb.run(&[
+            "custom",
+            "--size",
+            "4MiB",
+            "--runs",
+            "1",
+            "--duration",
+            "100ms",
+        ])
+        .ok();
+    }
+    let out = sb.iolab(&["history", "--preset", "custom"]).ok();
+    let text = flat(&out.stdout);
+    assert!(
+        text.contains("? on every change: no run here has 2 earlier stored runs"),
+        "{out}"
+    );
+    assert!(text.contains("iolab run custom ... --repeat 3"), "{out}");
+}
