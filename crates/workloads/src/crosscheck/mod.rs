@@ -19,21 +19,6 @@ use iolab_spec::{fio, fiojob, TestSpec};
 /// (requests completed, merges, sectors) of one /proc/diskstats row, both directions.
 type Counters = (u64, u64, u64);
 
-/// The /proc/diskstats name of the block device holding `path` (the device itself for a
-/// block device target); None for a filesystem without one (tmpfs, FUSE).
-fn device_name(path: &Path) -> Option<String> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let m = std::fs::metadata(path).ok()?;
-    let dev = if m.file_type().is_block_device() {
-        m.rdev()
-    } else {
-        m.dev()
-    };
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    let link = std::fs::read_link(format!("/sys/dev/block/{major}:{minor}")).ok()?;
-    Some(link.file_name()?.to_string_lossy().into_owned())
-}
-
 /// `name`'s counters now.
 fn disk_counters(name: &str) -> Option<Counters> {
     let text = std::fs::read_to_string("/proc/diskstats").ok()?;
@@ -263,7 +248,13 @@ impl Crosscheck {
         let io_path = target.info.io_path.clone();
         // The block device under the file (its /proc/diskstats row), for requests and
         // merges per I/O on both sides.
-        let device = device_name(Path::new(&io_path));
+        let device = {
+            use std::os::unix::fs::{FileTypeExt, MetadataExt};
+            match std::fs::metadata(&io_path) {
+                Ok(m) if m.file_type().is_block_device() => crate::common::device_name(m.rdev()),
+                _ => crate::common::device_of(Path::new(&io_path)),
+            }
+        };
         let mut rows = Vec::new();
         let mut elapsed = Duration::ZERO;
         for test in &self.plan.tests {
