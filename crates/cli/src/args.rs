@@ -319,7 +319,8 @@ pub struct CompletionsArgs {
 
 #[derive(Args, Debug)]
 pub struct ManArgs {
-    /// The directory to write the pages to (it must exist), e.g. /usr/local/share/man/man1.
+    /// The directory to write the pages to, made (0755) when missing, e.g.
+    /// /usr/local/share/man/man1.
     #[arg(value_name = "DIR")]
     pub dir: Option<PathBuf>,
 }

@@ -27,8 +27,18 @@ pub fn record(a: RecordArgs) -> Result<i32, RunError> {
         cfg.output.display()
     );
     if skipped > 0 {
-        let why: Vec<String> = t.skipped.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let why: Vec<String> = t
+            .skipped
+            .iter()
+            .map(|(k, n)| match k.as_str() {
+                "outside" => format!("{n} outside the --root directories"),
+                _ => format!("{n} {k}"),
+            })
+            .collect();
         println!("left out {skipped} calls: {}", why.join(", "));
+        for line in &r.left_out {
+            println!("  {line}");
+        }
     }
     match r.exit {
         Some(0) => Ok(0),

@@ -57,7 +57,11 @@ fn pages() -> Result<Vec<(String, Vec<u8>)>, RunError> {
     let mut cmd = full_command();
     cmd.build();
     let mut out = vec![("iolab".to_string(), page(&cmd, "iolab")?)];
-    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+    // Hidden commands (the emudisk daemon the tests and studies start) get no page.
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| s.get_name() != "help" && !s.is_hide_set())
+    {
         let name = format!("iolab-{}", sub.get_name());
         out.push((name.clone(), page(sub, &name)?));
         if sub.get_name() == "run" {
@@ -76,18 +80,43 @@ pub fn man(args: ManArgs) -> Result<i32, RunError> {
         write_stdout(&pages[0].1)?;
         return Ok(0);
     };
-    if !dir.is_dir() {
-        return Err(RunError::usage(format!(
-            "{} is not a directory (create it first)",
-            dir.display()
-        )));
-    }
+    make_dir(&dir)?;
     for (name, text) in &pages {
         let path = dir.join(format!("{name}.1"));
         write_file(&path, text)?;
     }
     println!("wrote {} man pages to {}", pages.len(), dir.display());
     Ok(0)
+}
+
+/// `iolab man DIR`'s directory: an existing one is used as it is; a missing one (and its
+/// missing parents) is made mode 0755 whatever the umask, since man pages are for every user
+/// of the machine to read.
+fn make_dir(dir: &Path) -> Result<(), RunError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(_) if dir.is_dir() => return Ok(()),
+        Ok(_) => {
+            return Err(RunError::usage(format!(
+                "{} exists and is not a directory",
+                dir.display()
+            )))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(RunError::usage(format!("{}: {e}", dir.display())));
+        }
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        make_dir(parent)?;
+    }
+    match iolab_sys::files::create_dir_with_mode(dir, 0o755) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(RunError::Failed(format!(
+            "cannot create the directory {}: {e}",
+            dir.display()
+        ))),
+    }
 }
 
 fn write_file(path: &Path, text: &[u8]) -> Result<(), RunError> {

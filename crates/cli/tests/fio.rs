@@ -90,6 +90,27 @@ fn crosscheck_runs_iolab_and_fio_on_the_same_file() {
     let ci = r["ratio_mb_s_ci95"].as_array().unwrap();
     let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
     assert!(lo <= ratio && ratio <= hi, "{r}");
+    // What explains a ratio, measured the same way on both sides: CPU per I/O, and the
+    // device's requests and merges per I/O where the file sits on a block device.
+    let on_device = {
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(&sb.target).unwrap().dev();
+        std::path::Path::new(&format!(
+            "/sys/dev/block/{}:{}",
+            libc::major(dev),
+            libc::minor(dev)
+        ))
+        .exists()
+    };
+    for tool in ["iolab", "fio"] {
+        for p in r[tool]["passes"].as_array().unwrap() {
+            assert!(p["cpu_us_per_io"].as_f64().unwrap() > 0.0, "{tool}: {p}");
+            if on_device {
+                assert!(p["requests_per_io"].as_f64().unwrap() > 0.0, "{tool}: {p}");
+                assert!(p["merges_per_io"].as_f64().is_some(), "{tool}: {p}");
+            }
+        }
+    }
     // The test file iolab prepared is gone.
     assert!(sb.target_entries().is_empty());
 }

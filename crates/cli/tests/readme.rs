@@ -286,3 +286,31 @@ fn every_readme_command_works_in_order() {
         );
     }
 }
+
+/// The README says how many studies ship, in words; `studies/` holds that many files, and
+/// the install line builds the locked dependency versions.
+#[test]
+fn the_readme_counts_the_shipped_studies_and_installs_locked() {
+    let readme = std::fs::read_to_string(readme_path()).unwrap();
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let studies = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../studies");
+    let n = std::fs::read_dir(studies)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "toml")
+        })
+        .count();
+    let words = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    ];
+    let said = words
+        .iter()
+        .position(|w| flat.contains(&format!("the {w} shipped studies")))
+        .expect("the README says how many studies ship");
+    assert_eq!(said, n, "the README says {} shipped studies", words[said]);
+    assert!(flat.contains("cargo install --locked --path crates/cli"));
+}

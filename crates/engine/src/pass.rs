@@ -107,7 +107,7 @@ pub fn run_pass_with_clock<C: Clock>(
         return Err(TargetError::Unsupported(
             target.io_path.clone(),
             format!(
-                "asked to pin {} of buffers (bs x iodepth x numjobs), above the {} limit",
+                "the job asks to pin {} of buffers (bs x iodepth x numjobs), above the {} limit",
                 format_bytes(mem),
                 format_bytes(MAX_BUFFER_BYTES)
             ),

@@ -60,13 +60,7 @@ impl fmt::Display for TargetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TargetError::NotFound(p) => write!(f, "target {} does not exist", p.display()),
-            TargetError::Unsupported(p, what) => {
-                write!(
-                    f,
-                    "target {} is {what}; use a directory, a regular file or a block device",
-                    p.display()
-                )
-            }
+            TargetError::Unsupported(p, what) => write!(f, "target {}: {what}", p.display()),
             TargetError::Safety(e) => write!(f, "{e}"),
             TargetError::TooSmall { path, have, want } => write!(
                 f,
@@ -169,7 +163,7 @@ impl Target {
         if !meta.is_file() {
             return Err(TargetError::Unsupported(
                 io_path,
-                kind_name(meta.file_type()).into(),
+                not_a_target(meta.file_type()),
             ));
         }
         let want = offset.saturating_add(len);
@@ -419,6 +413,14 @@ pub enum Removal {
     },
 }
 
+/// Why a path of this type cannot be a target.
+fn not_a_target(t: std::fs::FileType) -> String {
+    format!(
+        "is {}; use a directory, a regular file or a block device",
+        kind_name(t)
+    )
+}
+
 /// Resolves the target, checks it is safe to use, and creates and fills the test file
 /// when iolab needs one.
 pub fn prepare(
@@ -443,7 +445,10 @@ pub fn prepare_with(
         if s == 0 || s % 4096 != 0 {
             return Err(TargetError::Unsupported(
                 path,
-                format!("given --size {s}, which is not a positive multiple of 4 KiB"),
+                format!(
+                    "--size {s} is not a positive multiple of 4 KiB (4096 bytes); give one, \
+                     e.g. 1GiB (1073741824) rather than 1GB (1000000000)"
+                ),
             ));
         }
     }
@@ -510,10 +515,7 @@ pub fn prepare_with(
                 false,
             ))
         }
-        Some(m) => Err(TargetError::Unsupported(
-            path,
-            kind_name(m.file_type()).into(),
-        )),
+        Some(m) => Err(TargetError::Unsupported(path, not_a_target(m.file_type()))),
         None => {
             // A new file: its directory must exist; iolab creates, fills and removes it.
             let parent = path.parent().filter(|p| !p.as_os_str().is_empty());

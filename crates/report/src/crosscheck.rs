@@ -98,7 +98,112 @@ pub fn text(heading: &str, rows: &[CrossRow]) -> String {
             num(med(&r.fio, lat)),
         ));
     }
+    let why: Vec<String> = rows.iter().filter_map(explain).collect();
+    if !why.is_empty() {
+        out.push('\n');
+        for w in why {
+            out.push_str(&w);
+            out.push('\n');
+        }
+    }
     out
+}
+
+/// The median of an optional figure over the passes that have it.
+fn med_opt(v: &[ToolSample], pick: fn(&ToolSample) -> Option<f64>) -> Option<f64> {
+    let xs: Vec<f64> = v
+        .iter()
+        .filter_map(pick)
+        .filter(|x| x.is_finite())
+        .collect();
+    (!xs.is_empty()).then(|| median(&xs))
+}
+
+/// One line for a test whose MB/s ratio stands out (its interval leaves 1.0 by more than
+/// 10%, or a single pair 10% off): which of what iolab measured on both sides differs most
+/// (device requests or merges per I/O, CPU per I/O, the share of the region cached before
+/// the pass), or that none of them does.
+pub fn explain(row: &CrossRow) -> Option<String> {
+    let r = ratio(row, mb_s)?;
+    let beyond = |x: f64, f: f64| x > f || x < 1.0 / f;
+    // Clearly off (the interval leaves 1.0 by 10%), or a large ratio the pairs are too few
+    // or too noisy to pin down (said so).
+    let (off, unsure) = match r.ci95 {
+        Some((lo, hi)) if lo > 1.1 || hi < 1.0 / 1.1 => (true, false),
+        _ => (beyond(r.value, 1.5), true),
+    };
+    if !off {
+        return None;
+    }
+    // (how different, the sentence), the most different first.
+    let mut found: Vec<(f64, String)> = Vec::new();
+    let both = |pick: fn(&ToolSample) -> Option<f64>| {
+        Some((med_opt(&row.iolab, pick)?, med_opt(&row.fio, pick)?))
+    };
+    let spread = |a: f64, b: f64, floor: f64| (a.max(floor) / b.max(floor)).ln().abs();
+    if let Some((a, b)) = both(|s| s.requests_per_io) {
+        let more = if b > a { "fio's" } else { "iolab's" };
+        found.push((
+            spread(a, b, 0.01),
+            format!(
+                "{more} I/Os reached the device as more requests (per I/O: iolab {a:.2}, fio \
+                 {b:.2}; smaller requests: buffer alignment or the queue's size limits split \
+                 them)"
+            ),
+        ));
+    }
+    if let Some((a, b)) = both(|s| s.merges_per_io) {
+        let more = if b > a { "fio's" } else { "iolab's" };
+        found.push((
+            spread(a, b, 0.25),
+            format!(
+                "the queue merged more of {more} requests (merges per I/O: iolab {a:.2}, fio \
+                 {b:.2})"
+            ),
+        ));
+    }
+    if let Some((a, b)) = both(|s| s.cpu_us_per_io) {
+        let more = if b > a { "fio" } else { "iolab" };
+        found.push((
+            spread(a, b, 0.5),
+            format!("{more} spent more CPU per I/O (iolab {a:.1} µs, fio {b:.1} µs)"),
+        ));
+    }
+    if let Some((a, b)) = both(|s| s.cached_before) {
+        let more = if b > a { "fio's" } else { "iolab's" };
+        // A tenth of the region cached counts as much as a 25% spread.
+        found.push((
+            (a - b).abs() * 2.2,
+            format!(
+                "more of the region was in the page cache before {more} passes (iolab \
+                 {:.0}%, fio {:.0}%)",
+                a * 100.0,
+                b * 100.0
+            ),
+        ));
+    }
+    found.sort_by(|x, y| y.0.total_cmp(&x.0));
+    let head = format!(
+        "{} {:.2}x{}:",
+        row.test,
+        r.value,
+        if unsure {
+            " (its interval includes 1.0)"
+        } else {
+            ""
+        }
+    );
+    Some(match found.first() {
+        Some((d, why)) if *d > 0.22 => format!("{head} {why}"),
+        _ if found.is_empty() => format!(
+            "{head} not explained: neither tool's device requests, CPU or cached pages could \
+             be measured here"
+        ),
+        _ => format!(
+            "{head} not explained by device requests, merges, CPU per I/O or cached pages \
+             (alike on both sides)"
+        ),
+    })
 }
 
 fn ratio_json(r: Option<Ratio>) -> (serde_json::Value, serde_json::Value) {
@@ -155,6 +260,7 @@ mod tests {
             mb_s,
             iops: mb_s * 10.0,
             lat_mean_us: 1.0,
+            ..ToolSample::default()
         }
     }
 
@@ -191,6 +297,43 @@ mod tests {
         let r = row(&[150.0], &[100.0]);
         assert_eq!(ratio(&r, mb_s).unwrap().ci95, None);
         assert!(text("h", &[r]).contains("1.50 (1 pair)"));
+    }
+
+    #[test]
+    fn a_ratio_that_stands_out_is_explained_by_what_differs_most() {
+        let with = |mb: f64, req: f64, cpu: f64| ToolSample {
+            requests_per_io: Some(req),
+            merges_per_io: Some(0.0),
+            cpu_us_per_io: Some(cpu),
+            cached_before: Some(0.0),
+            ..s(mb)
+        };
+        // SEQ1M Q1T1 Read: iolab 2.3 times fio, fio's 1 MiB I/Os as 8 requests, iolab's 2.
+        let r = CrossRow {
+            test: "SEQ1M Q1T1 Read".into(),
+            iolab: vec![with(1590.0, 2.0, 20.0), with(1580.0, 2.0, 21.0)],
+            fio: vec![with(690.0, 8.0, 22.0), with(687.0, 8.0, 21.0)],
+        };
+        let line = explain(&r).unwrap();
+        assert!(
+            line.starts_with(
+                "SEQ1M Q1T1 Read 2.30x: fio's I/Os reached the device as more requests"
+            ),
+            "{line}"
+        );
+        assert!(text("h", &[r]).contains(&line));
+        // Alike on both sides: said to be unexplained.
+        let r = CrossRow {
+            test: "t".into(),
+            iolab: vec![with(200.0, 1.0, 5.0), with(200.0, 1.0, 5.0)],
+            fio: vec![with(100.0, 1.0, 5.0), with(101.0, 1.0, 5.0)],
+        };
+        assert!(explain(&r).unwrap().contains("not explained by"));
+        // Equal rates: nothing to explain; no figures measured: said so.
+        assert_eq!(explain(&row(&[100.0, 101.0], &[100.0, 100.5])), None);
+        assert!(explain(&row(&[200.0, 201.0], &[100.0, 100.0]))
+            .unwrap()
+            .contains("could be measured"));
     }
 
     #[test]

@@ -414,6 +414,33 @@ pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
             }
             out.extend(table.render(crate::style::width()));
         }
+        // Every change "?": say why here, not only in the legend above.
+        let (mut unknown, mut judged) = (0usize, 0usize);
+        for i in 0..s.runs.len() {
+            for t in &s.tests {
+                match s.point(i, t) {
+                    Some((_, Move::Unknown(_))) => unknown += 1,
+                    Some((_, Move::Up(..) | Move::Down(..) | Move::Steady(..))) => judged += 1,
+                    _ => {}
+                }
+            }
+        }
+        if unknown > 0 && judged == 0 {
+            out.push(String::new());
+            out.extend(wrap(
+                &format!(
+                    "? on every change: no run here has 2 earlier stored runs of its own \
+                     command (same target, options, label and host) to measure run-to-run \
+                     noise, so no change can be told from noise; the values are the runs' \
+                     medians. Repeat the command (`iolab run {} ... --repeat 3`, or the same \
+                     command on other days) to have changes judged.",
+                    s.preset
+                ),
+                crate::style::width(),
+                "",
+                "",
+            ));
+        }
     }
     let mut s = out.join("\n");
     s.push('\n');

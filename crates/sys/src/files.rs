@@ -48,12 +48,20 @@ pub fn create_new(path: &Path) -> io::Result<File> {
 /// it is still this one). The mode is set through a descriptor of the directory just made,
 /// opened without following a link.
 pub fn create_dir(path: &Path) -> io::Result<FileId> {
+    create_dir_with_mode(path, DIR_MODE)
+}
+
+/// Creates the directory `path` (which must not exist) with `mode` whatever the umask, for
+/// what others must read (man pages: 0755); returns what it is. Made 0700 at first (never
+/// open to others while it is being set up), then given `mode` through a descriptor of the
+/// directory just made, opened without following a link.
+pub fn create_dir_with_mode(path: &Path, mode: u32) -> io::Result<FileId> {
     std::fs::DirBuilder::new().mode(DIR_MODE).create(path)?;
     let dir = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
-    dir.set_permissions(Permissions::from_mode(DIR_MODE))?;
+    dir.set_permissions(Permissions::from_mode(mode))?;
     fd_identity(dir.as_raw_fd())
 }
 

@@ -155,7 +155,11 @@ pub(crate) fn resident_fraction<'a>(paths: impl IntoIterator<Item = &'a Path>) -
 /// The block device holding `path`, named as /proc/diskstats names it ("vda", "sda1",
 /// "dm-0"); None for filesystems without one (tmpfs, overlay, network).
 pub fn device_of(path: &Path) -> Option<String> {
-    let dev = std::fs::metadata(path).ok()?.dev();
+    device_name(std::fs::metadata(path).ok()?.dev())
+}
+
+/// The /proc/diskstats name of the block device numbered `dev`.
+pub fn device_name(dev: u64) -> Option<String> {
     let link = std::fs::read_link(format!(
         "/sys/dev/block/{}:{}",
         libc::major(dev),

@@ -52,7 +52,7 @@ pub struct BlockArgs {
     pub ramp: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "I/O options")]
     pub buffered: BufferedArg,
     /// Write data: random (incompressible, default) or zeros.
     #[arg(long, default_value = "random")]
@@ -68,7 +68,7 @@ pub struct BlockArgs {
     pub fdatasync: Option<u32>,
     #[command(flatten)]
     pub end_fsync: EndFsyncArg,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Passes and headline")]
     pub stable: StableArgs,
     /// Headline value: median of passes (default) or best (CrystalDiskMark's best of N).
     #[arg(long, value_name = "median|best")]
@@ -81,11 +81,11 @@ pub struct BlockArgs {
         conflicts_with_all = ["runs", "duration", "until_stable", "warmup", "ramp", "warmup_time"]
     )]
     pub like_crystaldiskmark: bool,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Safety and integrity")]
     pub safety: SafetyArgs,
     #[command(flatten)]
     pub verify: VerifyArg,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "MPI options (under mpirun)")]
     pub mpi: MpiArgs,
 }
 
@@ -153,7 +153,8 @@ impl Workload for Block {
     }
 
     fn args(&self, name: &str, cmd: Command) -> Command {
-        let mut cmd = BlockArgs::augment_args(cmd);
+        // Each group below BlockArgs's last (MPI) heading gets its own.
+        let mut cmd = BlockArgs::augment_args(cmd).next_help_heading(format!("{name} options"));
         if name == "custom" {
             cmd = ShapeArgs::augment_args(cmd);
         }

@@ -101,6 +101,31 @@ impl Job for CopyJob {
             )
             .map_err(|e| RunError::Failed(e.to_string()))?
         };
-        ctx.add_tests(tests)
+        let verdicts: Vec<String> = tests.iter().filter_map(verdict).collect();
+        ctx.add_tests(tests)?;
+        for v in verdicts {
+            ctx.note(v);
+        }
+        Ok(())
     }
+}
+
+/// The verdict the help promises ("verified identical"), for a test whose every copy was
+/// compared with its source: one line with what was compared.
+fn verdict(t: &iolab_measure::TestRecord) -> Option<String> {
+    let e = &t.extra;
+    if e["verified"].as_bool() != Some(true) {
+        return None;
+    }
+    let copies = e["passes"].as_array().map_or(t.passes.len(), Vec::len);
+    let files = e["files"].as_u64().unwrap_or(0);
+    Some(format!(
+        "{}: verified identical: each of {copies} cop{} read back and compared with the \
+         source ({} in {files} file{}, {})",
+        t.name,
+        if copies == 1 { "y" } else { "ies" },
+        iolab_spec::format_bytes(e["bytes"].as_u64().unwrap_or(0)),
+        if files == 1 { "" } else { "s" },
+        e["hash"].as_str().unwrap_or("hashed"),
+    ))
 }

@@ -65,6 +65,12 @@ pub fn parse(text: &str, bs: u64) -> Result<ToolSample, RunError> {
         ios += n;
     }
     s.lat_mean_us = if ios > 0.0 { lat_sum / ios } else { 0.0 };
+    // fio's usr_cpu/sys_cpu are percent of one CPU over the job's runtime.
+    let cpu_pct = job["usr_cpu"].as_f64().unwrap_or(0.0) + job["sys_cpu"].as_f64().unwrap_or(0.0);
+    let runtime_s = job["job_runtime"].as_f64().unwrap_or(0.0) / 1000.0;
+    if ios > 0.0 && runtime_s > 0.0 && job["usr_cpu"].is_number() {
+        s.cpu_us_per_io = Some(cpu_pct / 100.0 * runtime_s * 1e6 / ios);
+    }
     Ok(s)
 }
 
@@ -81,6 +87,12 @@ mod tests {
         assert_eq!(s.mb_s, 8.192);
         assert_eq!(s.iops, 2000.0);
         assert_eq!(s.lat_mean_us, 5.0);
+        assert_eq!(s.cpu_us_per_io, None);
+        // usr_cpu + sys_cpu: percent of one CPU over job_runtime (ms), per I/O.
+        let text = r#"{"jobs":[{"usr_cpu":10.0,"sys_cpu":30.0,"job_runtime":2000,
+"read":{"bw_bytes":4096000,"iops":1000,"total_ios":2000,"lat_ns":{"mean":2000}}}]}"#;
+        let s = parse(text, 4096).unwrap();
+        assert_eq!(s.cpu_us_per_io, Some(400.0));
     }
 
     #[test]

@@ -16,6 +16,45 @@ use iolab_runner::progress::Progress;
 use iolab_runner::{CommonArgs, ParseError, Registry, RunError, UsageError, Workload};
 use iolab_spec::{fio, fiojob, TestSpec};
 
+/// (requests completed, merges, sectors) of one /proc/diskstats row, both directions.
+type Counters = (u64, u64, u64);
+
+/// `name`'s counters now.
+fn disk_counters(name: &str) -> Option<Counters> {
+    let text = std::fs::read_to_string("/proc/diskstats").ok()?;
+    parse_diskstats(&text, name)
+}
+
+fn parse_diskstats(text: &str, name: &str) -> Option<Counters> {
+    text.lines().find_map(|l| {
+        let f: Vec<u64> = l
+            .split_whitespace()
+            .enumerate()
+            .filter(|(i, _)| *i != 2)
+            .map(|(_, w)| w.parse().unwrap_or(0))
+            .collect();
+        let n = l.split_whitespace().nth(2)?;
+        // After dropping the name: reads 2, read merges 3, read sectors 4, writes 6,
+        // write merges 7, write sectors 8.
+        (n == name && f.len() >= 9).then(|| (f[2] + f[6], f[3] + f[7], f[4] + f[8]))
+    })
+}
+
+/// (requests, merges) per I/O of `bs` bytes since `before`: the device's counts scaled by
+/// the I/Os its bytes make (so a pass's ramp, counted on both sides, does not matter).
+fn device_per_io(name: Option<&str>, before: Option<Counters>, bs: u64) -> Option<(f64, f64)> {
+    let (b, a) = (before?, disk_counters(name?)?);
+    let bytes = a.2.saturating_sub(b.2) * 512;
+    if bs == 0 || bytes < bs {
+        return None;
+    }
+    let ios = bytes as f64 / bs as f64;
+    Some((
+        a.0.saturating_sub(b.0) as f64 / ios,
+        a.1.saturating_sub(b.1) as f64 / ios,
+    ))
+}
+
 /// The block presets only: what fio can run.
 static BLOCK_ONLY: &[&dyn Workload] = &[&crate::block::WORKLOAD];
 
@@ -213,6 +252,15 @@ impl Crosscheck {
         )?;
         let s = self.plan.settings.clone();
         let io_path = target.info.io_path.clone();
+        // The block device under the file (its /proc/diskstats row), for requests and
+        // merges per I/O on both sides.
+        let device = {
+            use std::os::unix::fs::{FileTypeExt, MetadataExt};
+            match std::fs::metadata(&io_path) {
+                Ok(m) if m.file_type().is_block_device() => crate::common::device_name(m.rdev()),
+                _ => crate::common::device_of(Path::new(&io_path)),
+            }
+        };
         let mut rows = Vec::new();
         let mut elapsed = Duration::ZERO;
         for test in &self.plan.tests {
@@ -243,8 +291,10 @@ impl Crosscheck {
                 let warm = p < s.warmup_passes;
                 let dur = if warm { s.warmup_duration } else { s.duration };
                 let obs = progress.pass(format!("{} iolab", test.name), elapsed, dur);
+                let before = device.as_deref().and_then(disk_counters);
                 let out = run_pass(&target, test, &s, p + 1, dur, &stop, &obs, None)
                     .map_err(target_error)?;
+                let iolab_dev = device_per_io(device.as_deref(), before, bs);
                 elapsed += dur;
                 if let Some(e) = out.record.errors.first() {
                     return Err(RunError::Failed(format!(
@@ -253,7 +303,10 @@ impl Crosscheck {
                     )));
                 }
                 let _ = progress.pass(format!("{} fio", test.name), elapsed, dur);
-                let f = fio_tool::run(if warm { &warm_job } else { &job }, bs)?;
+                let cached = target.resident_fraction();
+                let before = device.as_deref().and_then(disk_counters);
+                let mut f = fio_tool::run(if warm { &warm_job } else { &job }, bs)?;
+                let fio_dev = device_per_io(device.as_deref(), before, bs);
                 elapsed += dur;
                 if !warm {
                     let r = &out.record;
@@ -261,7 +314,14 @@ impl Crosscheck {
                         mb_s: r.mb_s,
                         iops: r.iops,
                         lat_mean_us: r.lat_us.mean,
+                        requests_per_io: iolab_dev.map(|d| d.0),
+                        merges_per_io: iolab_dev.map(|d| d.1),
+                        cpu_us_per_io: (r.ios > 0).then_some(r.cpu.cpu_us_per_io),
+                        cached_before: r.context.cache_resident_before,
                     });
+                    f.requests_per_io = fio_dev.map(|d| d.0);
+                    f.merges_per_io = fio_dev.map(|d| d.1);
+                    f.cached_before = cached;
                     row.fio.push(f);
                 }
             }

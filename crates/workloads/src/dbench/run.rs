@@ -313,8 +313,10 @@ fn replays(
     let Some(mut extra) = extra.filter(|_| !passes.is_empty()) else {
         return Ok(());
     };
-    if let Some(v) = &verified {
-        ctx.epilogue(&verify_text(clients, v));
+    // The summary line is the run's note (from `extra.verify`); what follows the report is
+    // only the detail behind a failure or a skipped read-back.
+    if let Some(text) = verified.as_ref().map(verify_text).filter(|t| !t.is_empty()) {
+        ctx.epilogue(&text);
     }
     extra.verify = verified;
     let mut job = iolab_spec::JobSpec::new(iolab_spec::Rw::Rw, 4096, 1, clients);
@@ -461,15 +463,13 @@ struct OpRow {
     status_mismatches: u64,
 }
 
-/// The lines `run dbench --verify` prints after the report: what was checked and, on a
-/// mismatch, the first failures.
-fn verify_text(clients: u32, v: &Tally) -> String {
-    let name = format!(
-        "dbench {clients} client{}",
-        if clients == 1 { "" } else { "s" }
-    );
-    let mut out = v.summary_line(&name);
-    out.push('\n');
+/// The lines `run dbench --verify` prints after the report, below its verdict (the run's
+/// note): the first failures, and whether the files were read back.
+fn verify_text(v: &Tally) -> String {
+    let mut out = String::new();
+    if v.failures > 0 {
+        out.push_str("dbench --verify: the first failures:\n");
+    }
     for f in v.failure_samples.iter().take(5) {
         out.push_str(&format!(
             "  {} offset {} [{}] {} ({})\n",

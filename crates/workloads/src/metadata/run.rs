@@ -122,6 +122,36 @@ impl Job for MetadataJob {
                     .into(),
             );
         }
-        ctx.add_tests(tests.0)
+        let space = tests.0.iter().find_map(|t| space_line(t, cfg.file_size));
+        ctx.add_tests(tests.0)?;
+        if let Some(line) = space {
+            ctx.note(line);
+        }
+        Ok(())
     }
+}
+
+/// The space per file the help promises, from the create phase's `extra.space`: what the
+/// filesystem's used space and inodes grew by per file, and st_blocks per file.
+fn space_line(t: &iolab_measure::TestRecord, file_size: u64) -> Option<String> {
+    let s = t.extra.get("space").filter(|s| s.is_object())?;
+    let per_file = s["bytes_per_file"].as_f64()?;
+    let mut line = format!(
+        "space: each {} file takes {} on the filesystem (statvfs used space grew by {:.0} \
+         bytes per file",
+        iolab_spec::format_bytes_exact(file_size),
+        iolab_spec::format_bytes(per_file.max(0.0) as u64),
+        per_file
+    );
+    if let Some(r) = s["overhead_ratio"].as_f64() {
+        line.push_str(&format!(", {r:.1}x its size"));
+    }
+    if let Some(i) = s["inodes_per_file"].as_f64() {
+        line.push_str(&format!("; {i:.2} inodes per file"));
+    }
+    if let Some(a) = s["allocated_bytes_per_file"].as_f64() {
+        line.push_str(&format!("; st_blocks: {a:.0} bytes allocated per file"));
+    }
+    line.push(')');
+    Some(line)
 }

@@ -50,6 +50,9 @@ pub struct Recorded {
     pub exit: Option<i32>,
     /// Wall time of the command under strace, seconds.
     pub seconds: f64,
+    /// What was left out and why, one line per reason other than "outside" (see
+    /// [`left_out_lines`]).
+    pub left_out: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -157,12 +160,13 @@ fn record_with(
     let tmp = state.dir(&tmp_base.join(unique_name("record")))?;
     let result = trace_command(cfg, strace, &tmp, stop).map(|(status, seconds, text)| {
         let cwd = std::env::current_dir().unwrap_or_default();
-        let mut trace = convert(&String::from_utf8_lossy(&text), roots, &cwd, &before);
+        let (mut trace, left) = convert_with(&String::from_utf8_lossy(&text), roots, &cwd, &before);
         trace.command = Some(shell_words(&cfg.command));
         Recorded {
             trace,
             exit: status.code(),
             seconds,
+            left_out: left_out_lines(&left),
         }
     });
     state.remove(tmp);
@@ -771,9 +775,10 @@ fn parse_call(tid: u32, time_us: u64, s: &str) -> Option<Call> {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return None;
     }
-    let eq = args_end(s, open + 1).filter(|&i| s[i..].starts_with(") = "))?;
+    // strace pads a short call to a column before ` = ` (`vfork()         = 21`).
+    let eq = args_end(s, open + 1)?;
+    let mut tail = s[eq + 1..].trim_start_matches(' ').strip_prefix("= ")?;
     let args = split_args(&s[open + 1..eq]);
-    let mut tail = &s[eq + 4..];
     let mut dur_us = 0;
     if let Some(i) = tail.rfind(" <") {
         if let Some(d) = tail[i + 2..].strip_suffix('>').and_then(stamp_us) {
@@ -847,6 +852,8 @@ struct Converter {
     next_handle: u32,
     events: Vec<Event>,
     skipped: std::collections::BTreeMap<&'static str, u64>,
+    /// The calls left out for a reason other than "outside": (reason, call, path) → count.
+    left: std::collections::BTreeMap<(&'static str, String, String), u64>,
     used: BTreeSet<TracePath>,
     /// The symbolic links beneath the roots: those there before the run, and those the
     /// command made (path → target).
@@ -855,7 +862,16 @@ struct Converter {
 
 /// Turns strace's output into a trace: `roots` canonical, `cwd` the command's start
 /// directory, `before` what the roots held before the run.
+#[cfg(test)]
 fn convert(text: &str, roots: &[PathBuf], cwd: &Path, before: &Before) -> Trace {
+    convert_with(text, roots, cwd, before).0
+}
+
+/// Calls left out, by (reason, call, path), for [`left_out_lines`].
+type LeftOut = std::collections::BTreeMap<(&'static str, String, String), u64>;
+
+/// [`convert`], with what was left out for a reason other than "outside".
+fn convert_with(text: &str, roots: &[PathBuf], cwd: &Path, before: &Before) -> (Trace, LeftOut) {
     let mut c = Converter {
         roots: roots
             .iter()
@@ -869,6 +885,7 @@ fn convert(text: &str, roots: &[PathBuf], cwd: &Path, before: &Before) -> Trace 
         next_handle: 1,
         events: Vec::new(),
         skipped: Default::default(),
+        left: Default::default(),
         used: BTreeSet::new(),
         links: before.links.clone(),
     };
@@ -909,7 +926,7 @@ fn convert(text: &str, roots: &[PathBuf], cwd: &Path, before: &Before) -> Trace 
             i.path().clone(),
         )
     });
-    Trace {
+    let trace = Trace {
         roots: roots
             .iter()
             .map(|r| r.to_string_lossy().into_owned())
@@ -919,7 +936,55 @@ fn convert(text: &str, roots: &[PathBuf], cwd: &Path, before: &Before) -> Trace 
         initial,
         events: c.events,
         format: iolab_spec::trace::MAGIC.into(),
+    };
+    (trace, c.left)
+}
+
+/// One line per reason a call beneath the roots was left out (not "outside": those are
+/// not the application's files), naming the calls and paths (the three most frequent) and
+/// why: `untracked: 316 write on /r/n.txt: descriptors ...`.
+pub fn left_out_lines(left: &LeftOut) -> Vec<String> {
+    let mut out = Vec::new();
+    for why in ["untracked", "unsupported", "undecoded"] {
+        let mut calls: Vec<(&String, &String, u64)> = left
+            .iter()
+            .filter(|((w, _, _), _)| *w == why)
+            .map(|((_, name, path), n)| (name, path, *n))
+            .collect();
+        if calls.is_empty() {
+            continue;
+        }
+        let total: u64 = calls.iter().map(|c| c.2).sum();
+        calls.sort_by_key(|c| std::cmp::Reverse(c.2));
+        let mut named: Vec<String> = calls
+            .iter()
+            .take(3)
+            .map(|(name, path, n)| {
+                if path.is_empty() {
+                    format!("{n} {name}")
+                } else {
+                    format!("{n} {name} on {path}")
+                }
+            })
+            .collect();
+        if calls.len() > 3 {
+            named.push(format!("{} more", calls.len() - 3));
+        }
+        let reason = match why {
+            "untracked" => {
+                "on descriptors beneath the roots that the recording did not see opened \
+                 (opened before the command started, or passed in by a process strace \
+                 could not follow): the replay cannot tell which file they use"
+            }
+            "unsupported" => "calls or flags the trace format has no event for",
+            _ => "strace printed arguments the recording could not read",
+        };
+        out.push(format!(
+            "{why}: {total} calls ({}): {reason}",
+            named.join(", ")
+        ));
     }
+    out
 }
 
 /// O_* flags as strace prints them.
@@ -1153,6 +1218,16 @@ impl Converter {
         if let Err(why) = self.try_call(c) {
             if !why.is_empty() {
                 self.skip(why);
+            }
+            if !why.is_empty() && why != "outside" {
+                // The descriptor's or the path's name, as strace printed it.
+                let a0 = c.args.first().map(String::as_str).unwrap_or("");
+                let path = fd_arg(a0)
+                    .and_then(|(_, p)| p)
+                    .or_else(|| cstring(a0))
+                    .map(|p| String::from_utf8_lossy(&p).into_owned())
+                    .unwrap_or_default();
+                *self.left.entry((why, c.name.clone(), path)).or_default() += 1;
             }
         }
     }
@@ -1552,6 +1627,59 @@ mod tests {
         assert!(got.contains("close h1 = 0"), "{got}");
         assert_eq!(t.skipped, vec![("outside".to_string(), 1)]);
         iolab_spec::trace::parse("t", &got).unwrap();
+    }
+
+    #[test]
+    fn a_shell_redirection_is_followed_into_the_command() {
+        // dash running `seq 3 > /r/n.txt`: opens, saves fd 1, dup2s the file onto it,
+        // vforks (strace pads the short call before ` = `); the child (seq) writes fd 1.
+        let text = "\
+20 100.000000 openat(AT_FDCWD</r>, \"/r/n.txt\", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3</r/n.txt> <0.000010>
+20 100.000100 fcntl(1</tmp/out>, F_DUPFD, 10) = 11</tmp/out> <0.000010>
+20 100.000110 close(1</tmp/out>) = 0 <0.000010>
+20 100.000120 fcntl(11</tmp/out>, F_SETFD, FD_CLOEXEC) = 0 <0.000010>
+20 100.000130 dup2(3</r/n.txt>, 1) = 1</r/n.txt> <0.000010>
+20 100.000140 close(3</r/n.txt>) = 0 <0.000010>
+20 100.000200 vfork()         = 21 <0.000235>
+21 100.000400 write(1</r/n.txt>, \"\"..., 6) = 6 <0.000010>
+21 100.000500 close(1</r/n.txt>) = 0 <0.000010>
+";
+        let t = convert(
+            text,
+            &[PathBuf::from("/r")],
+            Path::new("/r"),
+            &Before::default(),
+        );
+        let got = t.to_text();
+        assert!(got.contains("21 0.000400 0.000010 write h1 6 = 6"), "{got}");
+        // Only the shell's own stdout (outside the root) is left out.
+        assert_eq!(t.skipped, vec![("outside".to_string(), 1)], "{got}");
+    }
+
+    #[test]
+    fn what_is_left_out_beneath_the_roots_is_named() {
+        // A descriptor the recording never saw opened (inherited from before the command).
+        let text = "\
+30 100.000000 write(5</r/old.log>, \"\"..., 10) = 10 <0.000010>
+30 100.000100 write(5</r/old.log>, \"\"..., 10) = 10 <0.000010>
+30 100.000200 write(1</dev/pts/0>, \"\"..., 10) = 10 <0.000010>
+";
+        let (t, left) = convert_with(
+            text,
+            &[PathBuf::from("/r")],
+            Path::new("/r"),
+            &Before::default(),
+        );
+        assert_eq!(
+            t.skipped,
+            vec![("outside".to_string(), 1), ("untracked".to_string(), 2)]
+        );
+        let lines = left_out_lines(&left);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("untracked: 2 calls (2 write on /r/old.log): on descriptors"),
+            "{lines:?}"
+        );
     }
 
     #[test]

@@ -256,6 +256,12 @@ impl Job for ReplayJob {
                 r.recorded_bytes_written,
                 r.mismatches,
             ));
+            if r.mismatches > 0 {
+                ctx.epilogue(&format!(
+                    "  {}\n",
+                    differ_why(&r, &self.trace.skipped, self.verify)
+                ));
+            }
         }
         let Some(extra) = extra.filter(|_| !passes.is_empty()) else {
             return Ok(());
@@ -293,4 +299,53 @@ impl Job for ReplayJob {
             extra: serde_json::to_value(&extra).unwrap_or_default(),
         }])
     }
+}
+
+/// Why a replay's outcomes differ from the recording, in one line: which operations (with
+/// the first difference) and the likeliest cause, from what the recording left out and the
+/// bytes the reads returned.
+fn differ_why(r: &super::ReplayResult, skipped: &[(String, u64)], verify: bool) -> String {
+    let which: Vec<String> = r
+        .ops
+        .iter()
+        .filter(|o| o.mismatches > 0)
+        .map(|o| format!("{} {}", o.mismatches, o.op))
+        .collect();
+    let mut line = format!("differ: {}", which.join(", "));
+    if let Some(m) = r.mismatch_samples.first() {
+        line.push_str(&format!(
+            " (first: trace line {}: {} returned {}, recorded {})",
+            m.line, m.op, m.got, m.expected
+        ));
+    }
+    let left: u64 = skipped
+        .iter()
+        .filter(|(why, _)| why != "outside")
+        .map(|(_, n)| n)
+        .sum();
+    let cause = if left > 0 {
+        format!(
+            "the recording left out {left} calls beneath its roots (`iolab record` lists \
+             them: untracked or unsupported), so the files did not hold what the application's \
+             held; record again once nothing is left out"
+        )
+    } else if r.bytes_read < r.recorded_bytes_read {
+        format!(
+            "the reads returned {} bytes where the recording read {}: a file was shorter or \
+             missing (the trace holds the sizes of the files that existed before, not what \
+             was written to them from outside its roots)",
+            r.bytes_read, r.recorded_bytes_read
+        )
+    } else {
+        "the replay met another state than the recording (threads interleaved differently, \
+         another filesystem's limits or errors)"
+            .to_string()
+    };
+    line.push_str(&format!("; why: {cause}"));
+    if !verify {
+        line.push_str(
+            "; the replay did not repeat the recorded work exactly (--verify makes this exit 3)",
+        );
+    }
+    line
 }

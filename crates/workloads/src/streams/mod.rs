@@ -665,9 +665,130 @@ pub fn run(
     Ok(tests)
 }
 
+/// When some streams ran alone: the run's note saying which and for how long, and what to
+/// change so that they overlap (a larger --size, a smaller --stagger). `spans` are the
+/// streams' (start, end) in seconds from the common start and `mb_s` their rates, in stream
+/// order; `stagger` the planned distance between starts. None when every stream overlapped
+/// another for most of its time, or there is only one stream.
+pub fn overlap_note(spans: &[(f64, f64)], mb_s: &[f64], stagger: f64) -> Option<String> {
+    if spans.len() < 2 {
+        return None;
+    }
+    // Each stream's time alongside at least one other.
+    let shared: Vec<f64> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, &(a, b))| {
+            let mut cuts: Vec<(f64, f64)> = spans
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, &(c, d))| (a.max(c), b.min(d)))
+                .filter(|(x, y)| y > x)
+                .collect();
+            cuts.sort_by(|x, y| x.0.total_cmp(&y.0));
+            let (mut sum, mut reach) = (0.0, f64::MIN);
+            for (x, y) in cuts {
+                let from = x.max(reach);
+                if y > from {
+                    sum += y - from;
+                }
+                reach = reach.max(y);
+            }
+            sum
+        })
+        .collect();
+    let alone: Vec<usize> = (0..spans.len())
+        .filter(|&i| {
+            let len = (spans[i].1 - spans[i].0).max(1e-9);
+            shared[i] < 0.5 * len
+        })
+        .collect();
+    if alone.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = alone.iter().map(|i| (i + 1).to_string()).collect();
+    let what = if shared.iter().all(|&t| t <= 0.0) {
+        "the streams never overlapped: each ran alone, so the aggregate is one stream at a \
+         time, not streams competing"
+            .to_string()
+    } else {
+        let shares: Vec<String> = alone
+            .iter()
+            .map(|&i| {
+                let len = (spans[i].1 - spans[i].0).max(1e-9);
+                format!("{:.0}%", 100.0 * shared[i] / len)
+            })
+            .collect();
+        format!(
+            "stream{} {} ran alone for most of {} time (alongside another for {} of it)",
+            if alone.len() == 1 { "" } else { "s" },
+            names.join(", "),
+            if alone.len() == 1 { "its" } else { "their" },
+            shares.join(", ")
+        )
+    };
+    let longest = alone
+        .iter()
+        .map(|&i| spans[i].1 - spans[i].0)
+        .fold(0.0, f64::max);
+    let mut fix = format!("{what} (the longest lasted {longest:.1} s");
+    if stagger > 0.0 {
+        // A stream must last about twice the stagger to share half its time with the next.
+        let rate = {
+            let mut r: Vec<f64> = mb_s.iter().copied().filter(|r| *r > 0.0).collect();
+            r.sort_by(f64::total_cmp);
+            r.get(r.len() / 2).copied().unwrap_or(0.0)
+        };
+        fix.push_str(&format!(
+            ", the next started {stagger:.1} s after the one before)"
+        ));
+        if rate > 0.0 {
+            let gb = 2.0 * stagger * rate / 1000.0;
+            fix.push_str(&format!(
+                ": at {rate:.0} MB/s a stream lasts twice the stagger with --size of about \
+                 {gb:.1} GB or more; give that, or a smaller --stagger"
+            ));
+        } else {
+            fix.push_str(": give a larger --size or a smaller --stagger");
+        }
+    } else {
+        fix.push_str("): give a larger --size so that each stream lasts longer");
+    }
+    Some(fix)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streams_that_ran_one_after_another_are_named() {
+        // Report 004's experiment: 1.3 s reads started 10 s apart.
+        let spans = [(0.0, 1.3), (10.0, 11.3), (20.0, 21.3)];
+        let n = overlap_note(&spans, &[820.0, 830.0, 810.0], 10.0).unwrap();
+        assert!(n.starts_with("the streams never overlapped"), "{n}");
+        assert!(n.contains("about 16.4 GB"), "{n}");
+        // Overlapping for most of their time: nothing to say.
+        let spans = [(0.0, 30.0), (10.0, 40.0), (20.0, 50.0)];
+        assert_eq!(overlap_note(&spans, &[800.0; 3], 10.0), None);
+        // Only the last one alone; together at the start: nothing.
+        let spans = [(0.0, 30.0), (10.0, 40.0), (50.0, 60.0)];
+        let n = overlap_note(&spans, &[800.0; 3], 10.0).unwrap();
+        assert!(n.starts_with("stream 3 ran alone"), "{n}");
+        // Together a little: named with their share.
+        let spans = [(0.0, 12.0), (10.0, 22.0)];
+        let n = overlap_note(&spans, &[800.0; 2], 10.0).unwrap();
+        assert!(
+            n.contains("streams 1, 2 ran alone") && n.contains("17%, 17%"),
+            "{n}"
+        );
+        assert_eq!(
+            overlap_note(&[(0.0, 1.0), (0.0, 1.0)], &[1.0; 2], 0.0),
+            None
+        );
+        assert_eq!(overlap_note(&[(0.0, 1.0)], &[1.0], 5.0), None);
+    }
     use crate::common::assert_keys;
 
     #[test]

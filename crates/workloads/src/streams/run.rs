@@ -124,8 +124,37 @@ impl Job for StreamsJob {
             })
             .map_err(|e| RunError::Failed(e.to_string()))?
         };
-        ctx.add_tests(tests)
+        let note = overlap(&tests, cfg.stagger.as_secs_f64());
+        ctx.add_tests(tests)?;
+        if let Some(n) = note {
+            ctx.note(n);
+        }
+        Ok(())
     }
+}
+
+/// The run's note when streams did not overlap (`super::overlap_note`), from the streams'
+/// own tests.
+fn overlap(tests: &[iolab_measure::TestRecord], stagger: f64) -> Option<String> {
+    let streams: Vec<&serde_json::Value> = tests
+        .iter()
+        .map(|t| &t.extra)
+        .filter(|e| e.get("stream").is_some())
+        .collect();
+    let spans: Vec<(f64, f64)> = streams
+        .iter()
+        .map(|e| {
+            (
+                e["start_s"].as_f64().unwrap_or(0.0),
+                e["end_s"].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect();
+    let rates: Vec<f64> = streams
+        .iter()
+        .map(|e| e["mb_s"].as_f64().unwrap_or(0.0))
+        .collect();
+    super::overlap_note(&spans, &rates, stagger)
 }
 
 /// `--verify` on `run streams --rw write`: the streams write verified blocks and every

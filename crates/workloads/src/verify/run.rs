@@ -309,7 +309,9 @@ fn measure(
     let tally = out.tally;
     // Stopped before a pass finished: nothing was measured.
     if !out.test.passes.is_empty() {
+        let verdict = verdict_line(&out.test.name, &tally);
         ctx.add_tests(vec![out.test])?;
+        ctx.note(verdict);
     }
     let mut text = String::new();
     if target.created && target.keep {
@@ -334,4 +336,20 @@ fn measure(
     }
     ctx.epilogue(&text);
     Ok(())
+}
+
+/// The verdict `run verify` prints (and stores as a note): how many blocks were read back
+/// and whether every one held what was written.
+fn verdict_line(test: &str, tally: &iolab_integrity::Tally) -> String {
+    let what = format!("{test}: {} blocks read back and checked", tally.checked);
+    if tally.checked == 0 {
+        format!("{test}: no block read back (--verify-mode none): nothing verified")
+    } else if tally.failures == 0 {
+        format!("{what}: all held what was written")
+    } else {
+        format!(
+            "{what}: {} did not hold what was written (exit 3)",
+            tally.failures
+        )
+    }
 }
