@@ -141,15 +141,20 @@ impl Sandbox {
         let Some(header) = text.lines().find(|l| l.trim_start().starts_with("ID ")) else {
             return Vec::new();
         };
+        // Columns are found by character, not byte: a shortened target starts with `…`
+        // (three bytes, one column), which moved every later byte offset (the rows of a
+        // sandbox under a long build path were misread: status "1").
         let col = |name: &str| {
-            header
+            let at = header
                 .find(name)
-                .unwrap_or_else(|| panic!("no {name} column in {header:?}"))
+                .unwrap_or_else(|| panic!("no {name} column in {header:?}"));
+            header[..at].chars().count()
         };
         let (preset_at, status_at) = (col("Preset"), col("Status"));
         let word_at = |l: &str, at: usize| -> String {
-            l.get(at..)
-                .unwrap_or("")
+            l.chars()
+                .skip(at)
+                .collect::<String>()
                 .split_whitespace()
                 .next()
                 .unwrap_or("")
