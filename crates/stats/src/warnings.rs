@@ -1004,7 +1004,7 @@ fn per_test(
             let who: Vec<String> = a
                 .top_processes
                 .iter()
-                .map(|p| format!("{} {:.0}%", p.name, p.cpu_pct))
+                .map(|p| format!("{} (pid {}) {:.0}%", p.name, p.pid, p.cpu_pct))
                 .collect();
             out.push(w(
                 WarningCode::BusyCpu,

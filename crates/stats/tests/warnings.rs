@@ -799,7 +799,7 @@ fn busy_cpu_above_25_percent_names_the_process() {
         &ws,
         "BUSY_CPU",
         Some("RR"),
-        &["26%", "pass 2", "burner 25%"],
+        &["26%", "pass 2", "burner (pid 4242) 25%"],
     );
     assert_eq!(codes(&ws), ["BUSY_CPU"]);
     // Many small processes: no names, still busy.
