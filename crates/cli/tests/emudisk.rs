@@ -22,10 +22,9 @@ fn run_json(sb: &Sandbox, args: &[&str]) -> (i32, Value, String) {
     )
 }
 
-/// 4 KiB random reads at QD1 on `disk` in `runs` passes of 1 s: the mean latency over
-/// every I/O (µs), the median of the passes' p50s, the number of I/Os, and the CPU wait the
-/// machine's tasks met meanwhile (µs, [`CpuWait`]).
-fn qd1_read_latency(sb: &Sandbox, disk: &EmuDisk, runs: &str) -> (f64, f64, f64, f64) {
+/// `iolab run custom` of 4 KiB random reads at QD1 on `disk`, `runs` passes of `duration`:
+/// the document, and the CPU wait the machine's tasks met meanwhile (µs, [`CpuWait`]).
+fn qd1_reads(sb: &Sandbox, disk: &EmuDisk, duration: &str, runs: &str) -> (Value, f64) {
     let wait = CpuWait::start();
     let (code, doc, err) = run_json(
         sb,
@@ -42,7 +41,7 @@ fn qd1_read_latency(sb: &Sandbox, disk: &EmuDisk, runs: &str) -> (f64, f64, f64,
             "--size",
             "16MiB",
             "--duration",
-            "1s",
+            duration,
             "--ramp",
             "0",
             "--runs",
@@ -55,6 +54,14 @@ fn qd1_read_latency(sb: &Sandbox, disk: &EmuDisk, runs: &str) -> (f64, f64, f64,
     );
     let waited = wait.us();
     assert_eq!(code, 0, "{err}");
+    (doc, waited)
+}
+
+/// 4 KiB random reads at QD1 on `disk` in `runs` passes of 1 s: the mean latency over
+/// every I/O (µs), the median of the passes' p50s, the number of I/Os, and the CPU wait the
+/// machine's tasks met meanwhile (µs, [`CpuWait`]).
+fn qd1_read_latency(sb: &Sandbox, disk: &EmuDisk, runs: &str) -> (f64, f64, f64, f64) {
+    let (doc, waited) = qd1_reads(sb, disk, "1s", runs);
     let passes = doc["tests"][0]["passes"].as_array().unwrap();
     let ios: f64 = passes.iter().map(|p| p["ios"].as_f64().unwrap()).sum();
     let mean = passes
@@ -149,35 +156,7 @@ fn qd1_latency_percentiles_are_the_devices() {
         r#"{"model":"fixed","latency_percentiles":{"0":"18ms","50":"20ms","100":"24ms"}}"#,
     );
     disk.ctl("reset-served");
-    let wait = CpuWait::start();
-    let (code, doc, err) = run_json(
-        &sb,
-        &[
-            "custom",
-            "--rw",
-            "randread",
-            "--bs",
-            "4k",
-            "--iodepth",
-            "1",
-            "--target",
-            disk.s(),
-            "--size",
-            "16MiB",
-            "--duration",
-            "3s",
-            "--ramp",
-            "0",
-            "--runs",
-            "1",
-            "--warmup",
-            "0",
-            "--allow-destroy-device",
-            "--no-store",
-        ],
-    );
-    let waited = wait.us();
-    assert_eq!(code, 0, "{err}");
+    let (doc, waited) = qd1_reads(&sb, &disk, "3s", "1");
     let pass = &doc["tests"][0]["passes"][0];
     let lat = &pass["lat_us"];
     let got = |k: &str| lat[k].as_f64().unwrap();
