@@ -8,7 +8,7 @@
 #   --load   a CPU and disk hog runs beside every suite: `stress-ng --cpu 2 --hdd 1`
 #            (Debian's stress-ng; refused without it), started before the clone's build
 #            and stopped after its last test
-#   LOG_DIR  where each run's full output is kept (default: a new /var/tmp/iolab-flaky.*)
+#   LOG_DIR  where each run's full output is kept (default: a new /var/tmp/flaky-logs.*)
 #
 # Each run is `.ci/run` on the clone (fmt, clippy, every test binary with --no-fail-fast,
 # the mpi feature's tests); as root it sets IOLAB_REQUIRE_DEVICE_TESTS=1 as CI does, so a
@@ -40,9 +40,13 @@ if [ "$LOAD" = 1 ] && ! command -v stress-ng >/dev/null; then
   exit 2
 fi
 
-LOG_DIR=${LOG_DIR:-$(mktemp -d /var/tmp/iolab-flaky.XXXXXX)}
+# Not named iolab-*: `iolab cleanup` treats directories of that name as iolab's own, and
+# the suite's trust tests would see the clone inside one. World-searchable, like a checkout
+# in a home directory: tests run steps as a second user (nobody) under the clone.
+LOG_DIR=${LOG_DIR:-$(mktemp -d /var/tmp/flaky-logs.XXXXXX)}
 mkdir -p "$LOG_DIR"
-WORK=$(mktemp -d /var/tmp/iolab-flaky-work.XXXXXX)
+WORK=$(mktemp -d /var/tmp/flaky-work.XXXXXX)
+chmod 0755 "$WORK"
 HOG_PID=
 stop_hog() {
   if [ -n "$HOG_PID" ]; then

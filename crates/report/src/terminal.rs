@@ -55,8 +55,21 @@ pub fn render_warnings(run: &RunRecord) -> String {
     s
 }
 
+/// The lines a run's summary report aims to fit (a 100 x 40 terminal): notes are shown whole
+/// when the report fits in them, else cut to one line each (whole with `--verbose`).
+const SCREEN_LINES: usize = 40;
+
 /// The terminal report of one run with its warnings as `detail` asks.
 pub fn render_run_with(run: &RunRecord, detail: Detail) -> String {
+    let whole = render_run_notes(run, detail, true);
+    if detail == Detail::Summary && whole.lines().count() > SCREEN_LINES {
+        return render_run_notes(run, detail, false);
+    }
+    whole
+}
+
+/// The report with its notes whole, or cut to one line each (`whole_notes` false).
+fn render_run_notes(run: &RunRecord, detail: Detail, whole_notes: bool) -> String {
     let mut out = Vec::new();
     header(run, &mut out);
     out.push(String::new());
@@ -75,7 +88,7 @@ pub fn render_run_with(run: &RunRecord, detail: Detail) -> String {
     durability(run, &mut out);
     short_tests(run, &mut out);
     errors(run, &mut out);
-    notes(run, &mut out, detail);
+    notes(run, &mut out, whole_notes);
     match detail {
         Detail::Summary => warnings_summary(run, &mut out),
         Detail::Full => warnings_full(run, &mut out),
@@ -724,7 +737,7 @@ fn errors(run: &RunRecord, out: &mut Vec<String>) {
 /// (whole under `--verbose`, in `iolab show N --verbose` and in every other format).
 const NOTE_LINES: usize = 1;
 
-fn notes(run: &RunRecord, out: &mut Vec<String>, detail: Detail) {
+fn notes(run: &RunRecord, out: &mut Vec<String>, whole: bool) {
     if run.notes.is_empty() {
         return;
     }
@@ -734,7 +747,7 @@ fn notes(run: &RunRecord, out: &mut Vec<String>, detail: Detail) {
         .iter()
         .map(|n| wrap(n, width, "  - ", "    "))
         .collect();
-    let cut = detail == Detail::Summary && wrapped.iter().any(|w| w.len() > NOTE_LINES);
+    let cut = !whole && wrapped.iter().any(|w| w.len() > NOTE_LINES);
     section(
         out,
         if cut {
