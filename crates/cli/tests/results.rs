@@ -566,21 +566,31 @@ fn another_users_database_is_refused_with_exit_2_when_it_cannot_be_read_or_writt
     let sb = Sandbox::new();
     small_run(&sb, "root's");
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(sb.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The second user must reach the database's directory whatever the checkout's path (a
+    // clone under /root is not searchable by nobody): a copy in a directory of its own
+    // under the system's temporary directory, searchable by all.
+    let dir = tempfile::Builder::new()
+        .prefix("results-other-user")
+        .tempdir_in(std::env::temp_dir())
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = dir.path().join("r.db");
+    std::fs::copy(&sb.db, &db).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).unwrap();
     let as_nobody = |args: &[&str]| {
         let out = Command::new("setpriv")
             .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
             .arg(iolab_testkit::iolab::iolab_bin())
             .args(args)
             .arg("--db")
-            .arg(&sb.db)
-            .env("HOME", sb.dir.path())
+            .arg(&db)
+            .env("HOME", dir.path())
             .stdin(Stdio::null())
             .output()
             .unwrap();
         iolab_testkit::Out::new(args, out, std::time::Duration::ZERO)
     };
-    // Created 0600: another user can neither read nor write it.
+    // Created 0600 (the copy keeps it): another user can neither read nor write it.
     let mode = std::fs::metadata(&sb.db).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     as_nobody(&["results"])
@@ -589,10 +599,18 @@ fn another_users_database_is_refused_with_exit_2_when_it_cannot_be_read_or_writt
     as_nobody(&["delete", "1", "--yes"])
         .code(2)
         .stderr_has(&["cannot be read"]);
-    std::fs::set_permissions(&sb.db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
     assert!(as_nobody(&["results"]).ok().stdout.contains("1 run"));
     as_nobody(&["delete", "1", "--yes"])
         .code(2)
         .stderr_has(&["cannot be written (permission denied)"]);
-    assert_eq!(ids(&sb), [1]);
+    let left = Command::new(iolab_testkit::iolab::iolab_bin())
+        .args(["results", "--db"])
+        .arg(&db)
+        .env("HOME", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let left = iolab_testkit::Out::new(&["results"], left, std::time::Duration::ZERO).ok();
+    assert!(left.stdout.contains("1 run"), "{left}");
 }
