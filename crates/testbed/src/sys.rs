@@ -217,11 +217,9 @@ pub(crate) fn mount_containing(path: &Path) -> Option<PathBuf> {
         .max_by_key(|mp| mp.as_os_str().len())
 }
 
-/// A process's start time (clock ticks since boot), from /proc/PID/stat.
+/// A process's start time (clock ticks since boot): `iolab_sys::process`'s reading.
 pub(crate) fn proc_start_time(pid: i32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
+    iolab_sys::process::start_ticks(u32::try_from(pid).ok()?)
 }
 
 /// Whether `pid` is a live process (not a zombie).
