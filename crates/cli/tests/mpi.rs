@@ -899,8 +899,9 @@ mod with_mpi {
         for h in mpi["hosts"].as_array().unwrap() {
             assert_eq!(h["ranks"].as_array().unwrap().len(), 2, "{h}");
         }
-        // The per-host line of the stored run names every host with its rate.
-        let shown = sb.iolab(&["show", "last"]).ok().stdout;
+        // The per-host note of the stored run names every host with its rate (whole
+        // under --verbose: a report longer than a screen cuts its notes to one line).
+        let shown = sb.iolab(&["show", "last", "--verbose"]).ok().stdout;
         let line: String = shown
             .split("mpi per host")
             .nth(1)
