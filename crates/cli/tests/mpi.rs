@@ -403,7 +403,9 @@ mod with_mpi {
 
     impl ThrottledFs {
         fn new(mib: u64, bps: u64, suffix: &str) -> ThrottledFs {
-            let dev = Loop::with_options(mib * MIB, &["--direct-io=on"]);
+            // In memory: a disk writer beside the test must not slow the backing file
+            // below the cap.
+            let dev = Loop::in_memory(mib * MIB, &["--direct-io=on"]);
             sh("mkfs.ext4", &["-q", "-F", dev.s()]);
             let mnt = Mount::new(dev.s(), &[]);
             let dir = mnt.path().join("t");
@@ -973,8 +975,8 @@ mod with_mpi {
             skip!(=> None, "no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO);
         }
         let (fast, slow) = (
-            Loop::with_options(64 * MIB, &["--direct-io=on"]),
-            Loop::with_options(64 * MIB, &["--direct-io=on"]),
+            Loop::in_memory(64 * MIB, &["--direct-io=on"]),
+            Loop::in_memory(64 * MIB, &["--direct-io=on"]),
         );
         let cg = Cgroup::blkio(&format!("iolab-mpi-wall-{}", std::process::id()));
         let mut mounts = Vec::new();

@@ -51,6 +51,32 @@ impl Loop {
         lo
     }
 
+    /// A device over an image of `size` bytes in memory (a file on the /dev/shm tmpfs,
+    /// written out in full), for ground truths whose only limit must be a throttle: no disk
+    /// writer beside the test can slow its backing file. On the scratch filesystem where
+    /// /dev/shm is not a tmpfs.
+    pub fn in_memory(size: u64, options: &[&str]) -> Loop {
+        let dir = if crate::sys::shm_is_tmpfs() {
+            tempfile::tempdir_in("/dev/shm").unwrap()
+        } else {
+            scratch_dir()
+        };
+        let img = dir.path().join("disk.img");
+        let mut f = File::create(&img).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        let mut left = size;
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            std::io::Write::write_all(&mut f, &chunk[..n]).unwrap();
+            left -= n as u64;
+        }
+        f.sync_all().unwrap();
+        drop(f);
+        let mut lo = Loop::attach(&img, options);
+        lo._dir = Some(dir);
+        lo
+    }
+
     /// Attaches an existing file (which the caller keeps).
     pub fn attach(file: &Path, options: &[&str]) -> Loop {
         let mut args = vec!["-f", "--show"];

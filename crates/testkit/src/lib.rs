@@ -35,4 +35,4 @@ pub use skip::{
     optional_tools, require_devices, require_emudisk, require_root, require_tools, skip,
     skip_allowed, skips, REQUIRE_VAR,
 };
-pub use sys::{have, is_root, sh, shell, tool, try_sh, CpuWait};
+pub use sys::{have, is_root, sh, shell, shm_is_tmpfs, tool, try_sh, CpuWait};

@@ -3,6 +3,18 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+/// Whether /dev/shm is a tmpfs (memory that no disk writer beside a test slows).
+pub fn shm_is_tmpfs() -> bool {
+    std::fs::read_to_string("/proc/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| {
+            l.split_whitespace()
+                .take(3)
+                .eq(["tmpfs", "/dev/shm", "tmpfs"])
+        })
+}
+
 /// Whether the tests run as root.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

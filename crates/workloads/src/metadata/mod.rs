@@ -510,6 +510,10 @@ struct PhaseExtra {
     /// create phase did not finish).
     #[serde(skip_serializing_if = "Option::is_none")]
     space: Option<SpaceExtra>,
+    /// The create phase, when `space` is left out because other writers moved the
+    /// filesystem's use during the run: why, with the figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    space_unmeasured: Option<String>,
     /// The read phase with `verify`: the comparison of every file (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     verify: Option<Tally>,
@@ -676,6 +680,34 @@ fn run_phase(
     }))
 }
 
+/// Why the statvfs space figure cannot be the run's, or None when it can: used space
+/// before the create phase, after it, and at the end once the run's files and directories
+/// were removed. Used space that shrank while files were created, or that did not come
+/// back to within a tenth of the growth (and 64 blocks) of where it was, was moved by
+/// other writers on the filesystem.
+fn space_drift(before: u64, after: u64, end: u64, block: u64) -> Option<String> {
+    let growth = after as i128 - before as i128;
+    let drift = end as i128 - before as i128;
+    let slack = (growth.abs() / 10).max(64 * block.max(512) as i128);
+    let fmt = |v: i128| {
+        let s = iolab_spec::format_bytes(v.unsigned_abs() as u64);
+        if v < 0 {
+            format!("-{s}")
+        } else {
+            s
+        }
+    };
+    if growth < 0 || drift.abs() > slack {
+        Some(format!(
+            "not measured: the filesystem's used space changed by {} while the files were              created and was {} off its start once they were all removed: other processes              wrote or freed space on it during the run (measure on a filesystem nothing else              writes to)",
+            fmt(growth),
+            fmt(drift)
+        ))
+    } else {
+        None
+    }
+}
+
 /// Blocks in use and free inodes of the filesystem, after writing it back.
 fn usage(path: &Path) -> Result<(u64, u64, iolab_sys::FsStats), WorkloadError> {
     syncfs(path)?;
@@ -822,6 +854,26 @@ pub fn run_with(
         .iter()
         .find(|r| r.phase == Phase::Stat)
         .map(|r| r.allocated as f64 / cfg.files as f64);
+    // The space figure is statvfs's, which counts every writer on the filesystem: it is
+    // kept only when the filesystem's use came back to where it was once the run's files
+    // and directories were gone (else others wrote or freed space meanwhile).
+    let used_end = match space_after {
+        Some(_) if complete => Some(usage(&cfg.dir)?.0),
+        _ => None,
+    };
+    let mut space_unmeasured = None;
+    let space_after = match (space_after, used_end) {
+        (Some((used_after, ffree_after)), Some(end)) => {
+            match space_drift(used_before, used_after, end, st.fragment_size) {
+                None => Some((used_after, ffree_after)),
+                Some(why) => {
+                    space_unmeasured = Some(why);
+                    None
+                }
+            }
+        }
+        (after, _) => after,
+    };
     let mut space = space_after.map(|(used_after, ffree_after)| {
         let per_file = (used_after as f64 - used_before as f64) / cfg.files as f64;
         SpaceExtra {
@@ -871,6 +923,11 @@ pub fn run_with(
                 } else {
                     None
                 },
+                space_unmeasured: if r.phase == Phase::Create {
+                    space_unmeasured.take()
+                } else {
+                    None
+                },
                 verify: match (r.verify, cfg.content()) {
                     (Some(t), Some(c)) => Some(filecheck::describe(t, &c, &tree.base)),
                     _ => None,
@@ -911,8 +968,26 @@ mod tests {
             ops_series: vec![300, 400, 300],
             content: "random",
             space: None,
+            space_unmeasured: None,
             verify: None,
         }
+    }
+
+    #[test]
+    fn space_is_kept_only_when_the_filesystem_comes_back_to_its_start() {
+        let mib = 1u64 << 20;
+        // Quiet: grew by the files, back to the start (within a few blocks) at the end.
+        assert_eq!(space_drift(100 * mib, 108 * mib, 100 * mib, 4096), None);
+        assert_eq!(
+            space_drift(100 * mib, 108 * mib, 100 * mib + 8192, 4096),
+            None
+        );
+        // Another writer freed space during the create phase: the growth is negative.
+        let why = space_drift(100 * mib, 90 * mib, 80 * mib, 4096).unwrap();
+        assert!(why.contains("changed by -10 MiB"), "{why}");
+        // Another writer added space during the run: not back at its start.
+        let why = space_drift(100 * mib, 140 * mib, 132 * mib, 4096).unwrap();
+        assert!(why.contains("32 MiB off its start"), "{why}");
     }
 
     const PHASE_KEYS: [&str; 15] = [

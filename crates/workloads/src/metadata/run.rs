@@ -134,6 +134,9 @@ impl Job for MetadataJob {
 /// The space per file the help promises, from the create phase's `extra.space`: what the
 /// filesystem's used space and inodes grew by per file, and st_blocks per file.
 fn space_line(t: &iolab_measure::TestRecord, file_size: u64) -> Option<String> {
+    if let Some(why) = t.extra.get("space_unmeasured").and_then(|w| w.as_str()) {
+        return Some(format!("space: {why}"));
+    }
     let s = t.extra.get("space").filter(|s| s.is_object())?;
     let per_file = s["bytes_per_file"].as_f64()?;
     let mut line = format!(
