@@ -61,6 +61,15 @@ mkdir -p target && : > "$IOLAB_SKIP_LOG"
 # --no-fail-fast: a failing test binary does not hide the ones after it; every step after
 # this one still runs, and the script exits non-zero at the end if any of them failed.
 FAILED=()
+# A suite killed earlier (Ctrl-C, a CI timeout) may have left what its tests' commands
+# recorded in their sandboxes' state directories (scratch directories under target/tmp):
+# `iolab cleanup` removes it before this run starts.
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+if [ -x "$TARGET_DIR/debug/iolab" ] && [ -d "$TARGET_DIR/tmp" ]; then
+  for d in "$TARGET_DIR"/tmp/.tmp*/; do
+    [ -d "$d" ] && "$TARGET_DIR/debug/iolab" cleanup --state-dir "$d" >/dev/null 2>&1 || true
+  done
+fi
 cargo test --workspace --no-fail-fast || FAILED+=("cargo test --workspace")
 # The optional `mpi` feature (docs/mpi.md): the default build above has none of it. Its
 # lint, the aggregation's unit tests and the real-mpirun tests.

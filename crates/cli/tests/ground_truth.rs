@@ -1,11 +1,12 @@
 //! Ground truth: a loop device with direct I/O under a cgroup-v1 blkio throttle has a known
-//! speed. iolab's passes (their work over their time) must land within ±2% of the cap,
-//! and the throttle warning must be raised. Root only (a counted skip elsewhere, a failure under IOLAB_REQUIRE_DEVICE_TESTS=1).
+//! speed. iolab's passes (their work over their time) must land within ±2% of the cap
+//! (more only as far as the CPU wait measured meanwhile allows), and the throttle warning
+//! must be raised. Root only (a counted skip elsewhere, a failure under IOLAB_REQUIRE_DEVICE_TESTS=1).
 
 use std::process::Command;
 
 use iolab_testkit::{
-    require_devices, skip, warning_codes, Cgroup, Loop, QueueSetting, Sandbox, MIB,
+    require_devices, skip, warning_codes, Cgroup, CpuWait, Loop, QueueSetting, Sandbox, MIB,
 };
 use serde_json::Value;
 
@@ -29,8 +30,10 @@ impl Throttled {
         Throttled(cg)
     }
 
-    /// Runs iolab inside the cgroup and returns its JSON document.
+    /// Runs iolab inside the cgroup and returns its JSON document, with the CPU wait the
+    /// machine's tasks met meanwhile (µs over all CPUs, [`CpuWait`]) under `cpu_wait_us`.
     fn iolab(&self, sb: &Sandbox, args: &[&str]) -> Value {
+        let wait = CpuWait::start();
         let cmd = sb.cmd(args);
         // Enter the cgroup from a shell, then exec iolab, so every thread is throttled.
         let script = format!(
@@ -52,7 +55,9 @@ impl Throttled {
             "iolab failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+        let mut doc: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+        doc["cpu_wait_us"] = wait.us().into();
+        doc
     }
 }
 
@@ -61,24 +66,38 @@ fn check(doc: &Value, metric: &str, truth: f64) {
     let got = test["summary"][metric].as_f64().unwrap();
     let passes = test["passes"].as_array().unwrap();
     let rates: Vec<f64> = passes.iter().map(|p| p[metric].as_f64().unwrap()).collect();
-    // The cap is judged over the passes' work and time together: the throttle hands out
-    // its budget in slices, so a 1 s window can hold one slice boundary's worth more or
-    // less than the cap (up to +5% in one pass under load), which three passes pool out.
+    // The cap is judged over the passes' work and time together. The throttle hands out
+    // its budget per slice (100 ms, the kernel's slice for a rotational queue), counted
+    // from the slice's start: a process kept off the CPU leaves budget unspent, which it
+    // may spend at once when it runs again, so a pass can hold up to one slice's worth
+    // more than the cap when the machine was busy (+5% in one pass beside stress-ng), and
+    // less when the process waited for a CPU longer than its queue lasted. Both are bounded
+    // by the CPU wait measured during the run ([`CpuWait`]): on a quiet machine the bound
+    // is the 2% the throttle gives, under load it widens exactly as far as the load did.
     let total = |key: &str| passes.iter().map(|p| p[key].as_f64().unwrap()).sum::<f64>();
+    let seconds = total("seconds");
     let pooled = match metric {
-        "mb_s" => total("bytes") / 1e6 / total("seconds"),
-        _ => total("ios") / total("seconds"),
+        "mb_s" => total("bytes") / 1e6 / seconds,
+        _ => total("ios") / seconds,
     };
+    let wait_s = doc["cpu_wait_us"].as_f64().unwrap_or(0.0) / 1e6;
+    let above = 0.02 + wait_s.min(0.1 * passes.len() as f64) / seconds;
+    let below = 0.02 + wait_s.min(seconds) / seconds;
     let err = (pooled - truth) / truth;
     println!(
-        "{}: {metric} over the passes {pooled:.3} vs cap {truth:.3} ({:+.2}%), median \
-         {got:.3}, passes {rates:?}",
+        "{}: {metric} over the passes {pooled:.3} vs cap {truth:.3} ({:+.2}%; allowed \
+         -{:.1}% to +{:.1}% after a CPU wait of {wait_s:.3} s), median {got:.3}, passes \
+         {rates:?}",
         test["name"],
-        err * 100.0
+        err * 100.0,
+        below * 100.0,
+        above * 100.0
     );
     assert!(
-        err.abs() <= 0.02,
-        "{metric} {pooled} over the passes is not within 2% of {truth}"
+        err <= above && -err <= below,
+        "{metric} {pooled} over the passes is not within -{:.1}%/+{:.1}% of {truth}",
+        below * 100.0,
+        above * 100.0
     );
     let codes = warning_codes(doc);
     assert!(

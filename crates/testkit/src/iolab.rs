@@ -39,6 +39,35 @@ pub struct Sandbox {
     state: TempDir,
 }
 
+/// A test that fails (panics) halfway leaves what its commands recorded in the sandbox's
+/// state directory (a study's mounts and loop devices, a killed run's files): the drop
+/// runs `iolab cleanup` on it, as a user would, so that one failure does not leave devices
+/// behind for the tests after it.
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let dir = self.state_dir();
+        if fs::read_dir(&dir).map_or(true, |mut d| d.next().is_none()) {
+            return;
+        }
+        match Command::new(iolab_bin())
+            .arg("cleanup")
+            .arg("--state-dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .output()
+        {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "sandbox: iolab cleanup --state-dir {} exited {}: {}",
+                dir.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => eprintln!("sandbox: iolab cleanup: {e}"),
+        }
+    }
+}
+
 impl Default for Sandbox {
     fn default() -> Sandbox {
         Sandbox::new()
