@@ -765,13 +765,22 @@ fn a_tree_replaced_during_the_run(
 ) {
     let child = sb.spawn_run(args);
     let pid = child.id();
-    // Held still (SIGSTOP) while it is replaced, so it cannot go in between.
+    // Held still (SIGSTOP) while it is replaced, so it cannot go in between; replaced only
+    // once the run state names it exactly (device and inode), as the run knows it from then.
+    let since = Instant::now();
     let ours = loop {
+        assert!(
+            since.elapsed() < Duration::from_secs(120),
+            "the run state never named what the run works in"
+        );
         wait_for("what the run works in", || ours(pid).is_some());
         signal(&child, libc::SIGSTOP);
         match ours(pid) {
-            Some(p) => break p,
-            None => signal(&child, libc::SIGCONT),
+            Some(p) if recorded_exactly(sb, pid, &p) => break p,
+            _ => {
+                signal(&child, libc::SIGCONT);
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     };
     let moved = sb.path("moved-away");
@@ -802,6 +811,21 @@ fn a_tree_replaced_during_the_run(
         false => fs::remove_file(&moved).unwrap(),
     }
     fs::remove_dir_all(&ours).unwrap();
+}
+
+/// Whether the run state of `pid` records `path`'s device and inode (a `done` line).
+fn recorded_exactly(sb: &Sandbox, pid: u32, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    run_state_files(sb, pid).iter().any(|f| {
+        fs::read_to_string(f).unwrap_or_default().lines().any(|l| {
+            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| {
+                v["ino"].as_u64() == Some(m.ino()) && v["dev"].as_u64() == Some(m.dev())
+            })
+        })
+    })
 }
 
 /// The note the run state's end gives a replaced path.

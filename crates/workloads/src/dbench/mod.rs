@@ -424,7 +424,18 @@ fn run_inner(
     // line.
     let clients = match existed {
         true => iolab_sys::files::Made::hold(&clients_dir).ok(),
-        false => iolab_sys::files::Made::private_dir(&clients_dir).ok(),
+        false => match iolab_sys::files::Made::private_dir(&clients_dir) {
+            Ok(m) => Some(m),
+            // Something is at its path that the run does not hold as made (another
+            // directory put there as it was made): not the run's to work in or remove.
+            Err(source) if fs::symlink_metadata(&clients_dir).is_ok() => {
+                return Err(DbenchError::Dir {
+                    path: clients_dir,
+                    source,
+                })
+            }
+            Err(_) => None,
+        },
     };
     if let (false, Some(c)) = (existed, &clients) {
         created(&clients_dir, (c.id().dev, c.id().ino));
@@ -594,7 +605,9 @@ fn remove_clients(
             notes.push(format!("cleanup: could not remove {}: {e}", p.display()));
         }
     }
-    if !existed {
+    // `clients/` only when the run made and holds it (checked above to be still at its
+    // path): never by its name alone.
+    if !existed && shared.clients.is_some() {
         match shared.beneath.rmdir(Path::new(client::CLIENTS)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
