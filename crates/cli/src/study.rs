@@ -50,6 +50,13 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
                 ))
             })?;
     }
+    let consent = iolab_testbed::DeviceConsent {
+        allowed: args.allow_destroy_device.clone(),
+        wipe: args.wipe,
+    };
+    study
+        .use_devices(&args.device, &consent)
+        .map_err(RunError::usage)?;
     if args.dry_run {
         print!("{}", iolab_study::plan::dry_run_text(&study));
         print!(
@@ -58,11 +65,10 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
         );
         return Ok(0);
     }
-    let needs_root =
-        study.configs.iter().any(|c| c.testbed.kind == Kind::Loop) || study.drop_caches;
+    let needs_root = study.configs.iter().any(|c| c.testbed.kind != Kind::Dir) || study.drop_caches;
     if needs_root && !iolab_sys::is_root() {
         return Err(RunError::usage(format!(
-            "{}: this study builds loop-device testbeds{}, which needs root; run it with sudo \
+            "{}: this study builds loop or device testbeds{}, which needs root; run it with sudo \
              (or check it with --dry-run)",
             file.display(),
             if study.drop_caches {
@@ -71,6 +77,15 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
                 ""
             }
         )));
+    }
+    // The user's devices are checked before anything is written (exit 2 when refused).
+    for c in study
+        .configs
+        .iter()
+        .filter(|c| c.testbed.kind == Kind::Device)
+    {
+        iolab_testbed::check_devices(&c.testbed)
+            .map_err(|e| RunError::usage(format!("{}: {}: {e}", file.display(), c.label)))?;
     }
     let opts = iolab_study::run::RunOptions {
         db: args

@@ -1,11 +1,12 @@
 //! The study file: its TOML shape, its validation, and where in the file each problem is.
 
 use std::ops::Range;
+use std::path::PathBuf;
 
 use serde::Deserialize;
 use toml::{Spanned, Table, Value};
 
-use iolab_testbed::{validate, Kind, TestbedError, TestbedSpec};
+use iolab_testbed::{validate, DeviceConsent, Devices, Kind, TestbedError, TestbedSpec};
 
 use crate::error::StudyError;
 use crate::matrix::{expand, merge_tables, set_dotted, value_text};
@@ -104,6 +105,67 @@ impl Workload {
 }
 
 impl Study {
+    /// Gives the `kind = "device"` configurations the command line's devices (`--device`,
+    /// in order: all of them, or the first N where the file says `devices = N`; they replace
+    /// a list in the file) and what it allows (`--allow-destroy-device`, `--wipe`), and
+    /// checks each again. An error names the option or the configuration and key.
+    pub fn use_devices(
+        &mut self,
+        devices: &[PathBuf],
+        consent: &DeviceConsent,
+    ) -> Result<(), String> {
+        let any = self.configs.iter().any(|c| c.testbed.kind == Kind::Device);
+        if !any {
+            for (given, opt) in [
+                (!devices.is_empty(), "--device"),
+                (!consent.allowed.is_empty(), "--allow-destroy-device"),
+                (consent.wipe, "--wipe"),
+            ] {
+                if given {
+                    return Err(format!(
+                        "{opt}: {} has no kind = \"device\" testbed (it builds its own \
+                         devices)",
+                        self.file
+                    ));
+                }
+            }
+            return Ok(());
+        }
+        for c in self
+            .configs
+            .iter_mut()
+            .filter(|c| c.testbed.kind == Kind::Device)
+        {
+            let t = &mut c.testbed;
+            let who = format!("{}: configuration '{}'", self.file, c.label);
+            let chosen = match &t.devices {
+                Some(Devices::Count(n)) => {
+                    let n = *n as usize;
+                    if devices.len() < n {
+                        return Err(format!(
+                            "{who}: devices = {n} takes the first {n} devices of --device, \
+                             and {} were given",
+                            devices.len()
+                        ));
+                    }
+                    devices[..n].to_vec()
+                }
+                Some(Devices::Paths(p)) if devices.is_empty() => p.clone(),
+                _ if devices.is_empty() => {
+                    return Err(format!(
+                        "{who}: names no device; give --device DEV (once per device) or \
+                         devices = [\"/dev/sdX\"] in the file"
+                    ))
+                }
+                _ => devices.to_vec(),
+            };
+            t.devices = Some(Devices::Paths(chosen));
+            t.consent = consent.clone();
+            validate(t).map_err(|e| format!("{who}: {e}"))?;
+        }
+        Ok(())
+    }
+
     /// How many runs the study makes: repeats x the (configuration, workload) pairs that
     /// apply.
     pub fn run_count(&self) -> usize {

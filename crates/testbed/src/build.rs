@@ -86,6 +86,22 @@ fn preflight(spec: &TestbedSpec) -> Result<(), TestbedError> {
                 });
             }
         }
+        Kind::Device => {
+            if !sys::is_root() {
+                return Err(TestbedError::Unsupported {
+                    key: "kind".into(),
+                    message: "device testbeds need root (mkfs, mount, sysfs)".into(),
+                });
+            }
+            crate::device::check_devices(spec)?;
+            if spec.drive_write_cache.is_some() {
+                for p in spec.device_paths() {
+                    crate::device::drive_cache_tool(&crate::device::canonical(p)?)?;
+                }
+            }
+            tools.push(("wipefs", "to list and erase the signatures a build makes"));
+            fs_tools(spec, &mut tools);
+        }
         Kind::Loop => {
             if !sys::is_root() {
                 return Err(TestbedError::Unsupported {
@@ -118,42 +134,57 @@ fn preflight(spec: &TestbedSpec) -> Result<(), TestbedError> {
                         .into(),
                 });
             }
-            match spec.fs_kind() {
-                Fs::None => {}
-                Fs::Ext4 => tools.push(("mkfs.ext4", "for fs = \"ext4\"")),
-                Fs::Xfs => tools.push(("mkfs.xfs", "for fs = \"xfs\"")),
-                Fs::Btrfs => {
-                    tools.push(("mkfs.btrfs", "for fs = \"btrfs\""));
-                    tools.push(("btrfs", "for fs = \"btrfs\" (device registrations)"));
+            fs_tools(spec, &mut tools);
+            if spec.fs_kind() == Fs::Zfs {
+                if let Some(pid) = sys::pids_named("zfs-fuse").first() {
+                    return Err(TestbedError::ZfsDaemonBusy { pid: *pid });
                 }
-                Fs::Zfs => {
-                    tools.push(("zfs-fuse", "for fs = \"zfs\" (the daemon)"));
-                    tools.push(("zpool", "for fs = \"zfs\""));
-                    tools.push(("zfs", "for fs = \"zfs\""));
-                    if commands::zfsrc_mount().is_some() {
-                        tools.push((
-                            "unshare",
-                            "for fs = \"zfs\" (to hide /etc/zfs/zfsrc from the daemon)",
-                        ));
-                    }
-                    if let Some(pid) = sys::pids_named("zfs-fuse").first() {
-                        return Err(TestbedError::ZfsDaemonBusy { pid: *pid });
-                    }
-                }
-            }
-            if spec.fs_kind() != Fs::None {
-                tools.push(("mount", "to mount the filesystem"));
-                tools.push(("umount", "to unmount the filesystem"));
             }
         }
     }
     if spec.setup.is_some() || spec.teardown.is_some() || spec.throttle.is_some() {
         tools.push(("sh", "for the setup and teardown hooks"));
     }
+    if spec.throttle.is_some() && sys::blkio_root().is_none() {
+        return Err(TestbedError::Unsupported {
+            key: "throttle".into(),
+            message: "no cgroup v1 blkio hierarchy is mounted (looked for \
+                      /sys/fs/cgroup/blkio and cgroup mounts with blkio)"
+                .into(),
+        });
+    }
     for (tool, purpose) in tools {
         sys::require_tool(tool, purpose)?;
     }
     Ok(())
+}
+
+/// The tools the filesystem of `spec` needs.
+fn fs_tools(spec: &TestbedSpec, tools: &mut Vec<(&str, &str)>) {
+    match spec.fs_kind() {
+        Fs::None => {}
+        Fs::Ext4 => tools.push(("mkfs.ext4", "for fs = \"ext4\"")),
+        Fs::Xfs => tools.push(("mkfs.xfs", "for fs = \"xfs\"")),
+        Fs::Btrfs => {
+            tools.push(("mkfs.btrfs", "for fs = \"btrfs\""));
+            tools.push(("btrfs", "for fs = \"btrfs\" (device registrations)"));
+        }
+        Fs::Zfs => {
+            tools.push(("zfs-fuse", "for fs = \"zfs\" (the daemon)"));
+            tools.push(("zpool", "for fs = \"zfs\""));
+            tools.push(("zfs", "for fs = \"zfs\""));
+            if commands::zfsrc_mount().is_some() {
+                tools.push((
+                    "unshare",
+                    "for fs = \"zfs\" (to hide /etc/zfs/zfsrc from the daemon)",
+                ));
+            }
+        }
+    }
+    if spec.fs_kind() != Fs::None {
+        tools.push(("mount", "to mount the filesystem"));
+        tools.push(("umount", "to unmount the filesystem"));
+    }
 }
 
 pub(crate) fn check(stop: &AtomicBool) -> Result<(), TestbedError> {
@@ -177,6 +208,7 @@ fn build_into(tb: &mut Testbed, stop: &AtomicBool) -> Result<(), TestbedError> {
             path
         }
         Kind::Loop => build_loop(tb, &spec, stop)?,
+        Kind::Device => build_device(tb, &spec, stop)?,
     };
     check(stop)?;
     if spec.setup.is_some() || spec.teardown.is_some() {
@@ -229,6 +261,74 @@ fn build_loop(
             tb.make_zfs(spec, &names, stop)?;
             Ok(names.mnt())
         }
+        Fs::Ext4 | Fs::Xfs | Fs::Btrfs => {
+            tb.make_fs(spec, &names, stop)?;
+            Ok(names.mnt())
+        }
+    }
+}
+
+/// kind = "device": the user's devices, checked by [`preflight`]; `--wipe` erases what is
+/// on them, then knobs, throttle and filesystem as on loop devices.
+fn build_device(
+    tb: &mut Testbed,
+    spec: &TestbedSpec,
+    stop: &AtomicBool,
+) -> Result<PathBuf, TestbedError> {
+    check(stop)?;
+    let names = Names::new(spec, &fresh_name());
+    tb.make_dir(&names.base)?;
+    tb.base = Some(names.base.clone());
+    tb.name = Some(names.name.clone());
+    for p in spec.device_paths() {
+        let path = crate::device::canonical(p)?;
+        let rdev = crate::device::rdev_text(&path).ok_or_else(|| TestbedError::Refused {
+            device: p.clone(),
+            message: "is not a block device".into(),
+        })?;
+        let (major, minor) = rdev
+            .split_once(':')
+            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+            .unwrap_or_default();
+        tb.devices.push(Device {
+            path,
+            major,
+            minor,
+            image: PathBuf::new(),
+        });
+    }
+    if spec.consent.wipe {
+        for dev in tb.devices.clone() {
+            check(stop)?;
+            if !crate::device::signatures(&dev.path)?.is_empty() {
+                let argv = vec!["wipefs".to_string(), "-a".into(), sys::text(&dev.path)];
+                tb.commands.push(format!(
+                    "{}  # --wipe: the signatures already on it",
+                    display_cmd(&argv)
+                ));
+                sys::run(&argv)?;
+            }
+        }
+    }
+    check(stop)?;
+    tb.apply_knobs(spec)?;
+    if let Some(on) = spec.drive_write_cache {
+        for dev in tb.devices.clone() {
+            check(stop)?;
+            tb.set_drive_cache(&dev, on)?;
+        }
+    }
+    if spec.throttle.is_some() {
+        check(stop)?;
+        tb.make_cgroup(spec, &names.name)?;
+    }
+    check(stop)?;
+    match spec.fs_kind() {
+        Fs::None => Ok(names.base.clone()),
+        Fs::Zfs => Err(TestbedError::Invalid {
+            key: "fs".into(),
+            message: "zfs is not built on the user's devices".into(),
+        }),
         Fs::Ext4 | Fs::Xfs | Fs::Btrfs => {
             tb.make_fs(spec, &names, stop)?;
             Ok(names.mnt())
@@ -373,8 +473,23 @@ impl Testbed {
             let mut ids = Vec::new();
             for (attr, value) in commands::knob_record_order(&knobs) {
                 let path = sys::sysfs_attr(&dev.path, attr);
-                let raw = sys::read_trim(&path)
-                    .map_err(|e| TestbedError::io(format!("reading {}", path.display()), e))?;
+                let raw = match sys::read_trim(&path) {
+                    Ok(v) => v,
+                    Err(e) if e.kind() == ErrorKind::NotFound => {
+                        return Err(TestbedError::Unsupported {
+                            key: attr.trim_start_matches("queue/").into(),
+                            message: format!(
+                                "{} has no {attr} ({} does not exist; a partition's queue is \
+                                 its disk's)",
+                                dev.path.display(),
+                                path.display()
+                            ),
+                        })
+                    }
+                    Err(e) => {
+                        return Err(TestbedError::io(format!("reading {}", path.display()), e))
+                    }
+                };
                 if attr == "queue/scheduler" {
                     let available = sys::list_entries(&raw);
                     if !available.contains(&value) {
@@ -389,11 +504,20 @@ impl Testbed {
                     }
                 }
                 let previous = knob_value(&dev.path, attr).unwrap_or(raw);
-                let res = Resource::Knob {
-                    device: dev.path.clone(),
-                    image: dev.image.clone(),
-                    attr: attr.to_string(),
-                    previous: previous.clone(),
+                let res = if spec.kind == Kind::Device {
+                    Resource::DeviceKnob {
+                        device: dev.path.clone(),
+                        rdev: dev.maj_min(),
+                        attr: attr.to_string(),
+                        previous: previous.clone(),
+                    }
+                } else {
+                    Resource::Knob {
+                        device: dev.path.clone(),
+                        image: dev.image.clone(),
+                        attr: attr.to_string(),
+                        previous: previous.clone(),
+                    }
                 };
                 ids.push((self.state.intent(&res)?, res, attr, previous));
             }
@@ -430,6 +554,38 @@ impl Testbed {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// The drive's own write cache of `dev` (kind = "device"), recorded, set and read back.
+    fn set_drive_cache(&mut self, dev: &Device, on: bool) -> Result<(), TestbedError> {
+        use crate::device::{drive_cache_read, drive_cache_set, drive_cache_tool};
+        let tool = drive_cache_tool(&dev.path)?;
+        let previous = drive_cache_read(tool, &dev.path)?;
+        let res = Resource::DriveCache {
+            device: dev.path.clone(),
+            rdev: dev.maj_min(),
+            tool: tool.to_string(),
+            previous,
+        };
+        let id = self.state.intent(&res)?;
+        self.run_logged(&drive_cache_set(tool, &dev.path, on))?;
+        self.state.done(id, &res)?;
+        if drive_cache_read(tool, &dev.path)? != on {
+            return Err(TestbedError::Unsupported {
+                key: "drive_write_cache".into(),
+                message: format!(
+                    "{} did not take the write cache setting (the drive may not allow it)",
+                    dev.path.display()
+                ),
+            });
+        }
+        self.knobs.push(KnobChange {
+            device: dev.path.clone(),
+            attr: format!("drive write cache ({tool})"),
+            previous: if previous { "on" } else { "off" }.into(),
+            value: if on { "on" } else { "off" }.into(),
+        });
         Ok(())
     }
 
@@ -475,6 +631,9 @@ impl Testbed {
         stop: &AtomicBool,
     ) -> Result<(), TestbedError> {
         let devs: Vec<String> = self.devices.iter().map(|d| sys::text(&d.path)).collect();
+        if spec.kind == Kind::Device {
+            return self.make_fs_on_devices(spec, names, stop, &devs);
+        }
         if spec.fs_kind() == Fs::Btrfs {
             let res = Resource::BtrfsDevices {
                 devices: self.devices.iter().map(|d| d.path.clone()).collect(),
@@ -486,15 +645,58 @@ impl Testbed {
         if let Some(argv) = commands::mkfs(spec, &devs) {
             self.run_logged(&argv)?;
         }
+        self.mount_fs(spec, names, stop, &devs)
+    }
+
+    /// mkfs on the user's devices, each one's signatures recorded before (none) and after,
+    /// then the mount.
+    fn make_fs_on_devices(
+        &mut self,
+        spec: &TestbedSpec,
+        names: &Names,
+        stop: &AtomicBool,
+        devs: &[String],
+    ) -> Result<(), TestbedError> {
+        let mut records = Vec::new();
+        for dev in self.devices.clone() {
+            let res = Resource::DeviceSignatures {
+                device: dev.path.clone(),
+                rdev: dev.maj_min(),
+                signatures: Vec::new(),
+            };
+            records.push((self.state.intent(&res)?, dev));
+        }
+        if let Some(argv) = commands::mkfs(spec, devs) {
+            self.run_logged(&argv)?;
+        }
+        for (id, dev) in records {
+            let res = Resource::DeviceSignatures {
+                signatures: crate::device::signatures(&dev.path)?,
+                device: dev.path,
+                rdev: format!("{}:{}", dev.major, dev.minor),
+            };
+            self.state.done(id, &res)?;
+        }
+        self.mount_fs(spec, names, stop, devs)
+    }
+
+    /// A fresh mount directory and the mount of the new filesystem.
+    fn mount_fs(
+        &mut self,
+        spec: &TestbedSpec,
+        names: &Names,
+        stop: &AtomicBool,
+        devs: &[String],
+    ) -> Result<(), TestbedError> {
         check(stop)?;
         let mnt = names.mnt();
         self.make_dir(&mnt)?;
         let res = Resource::Mount {
             target: mnt.clone(),
-            source: devs[0].clone(),
+            source: devs.first().cloned().unwrap_or_default(),
         };
         let id = self.state.intent(&res)?;
-        self.run_logged(&commands::mount(spec, &devs, &mnt))?;
+        self.run_logged(&commands::mount(spec, devs, &mnt))?;
         self.state.done(id, &res)?;
         self.mount_point = Some(mnt.clone());
         self.work_dir = Some(mnt);
