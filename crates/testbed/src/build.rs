@@ -94,11 +94,6 @@ fn preflight(spec: &TestbedSpec) -> Result<(), TestbedError> {
                 });
             }
             crate::device::check_devices(spec)?;
-            if spec.drive_write_cache.is_some() {
-                for p in spec.device_paths() {
-                    crate::device::drive_cache_tool(&crate::device::canonical(p)?)?;
-                }
-            }
             tools.push(("wipefs", "to list and erase the signatures a build makes"));
             fs_tools(spec, &mut tools);
         }

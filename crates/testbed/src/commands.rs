@@ -650,8 +650,7 @@ fn plan_device(spec: &TestbedSpec, out: &mut Vec<String>, down: &mut Vec<String>
                     out.push(display_cmd(&crate::device::drive_cache_get(tool, dev)));
                     out.push(display_cmd(&crate::device::drive_cache_set(tool, dev, on)));
                     down.push(format!(
-                        "{}  # back to the value read before",
-                        display_cmd(&crate::device::drive_cache_set(tool, dev, !on))
+                        "# {tool}: the drive write cache of {d} back to the value read before"
                     ));
                 }
                 Err(e) => out.push(format!("# refused: {e}")),

@@ -67,7 +67,8 @@ fn members(path: &Path, rdev: u64) -> Vec<u64> {
 /// block device, named once, named with `--allow-destroy-device` (`spec.consent`), not hold
 /// the root filesystem, not be mounted, held (holders, swap, btrfs, a loop device over it,
 /// the kernel's exclusive claim), open for writing by another process or hold the backing
-/// file of a loop device; a device with a signature needs `--wipe`. Nothing is changed.
+/// file of a loop device; a device with a signature needs `--wipe`; `drive_write_cache`
+/// needs a drive that has one and its tool. Nothing is changed.
 pub fn check_devices(spec: &TestbedSpec) -> Result<(), TestbedError> {
     if spec.kind != Kind::Device {
         return Ok(());
@@ -129,6 +130,9 @@ pub fn check_devices(spec: &TestbedSpec) -> Result<(), TestbedError> {
         let writers = safety::device_writers(path);
         if !writers.is_empty() {
             return Err(refused(path, format!("is in use: {}", writers.join("; "))));
+        }
+        if spec.drive_write_cache.is_some() {
+            drive_cache_tool(&canonical(path)?)?;
         }
         if !allowed.contains(&rdev) {
             return Err(refused(
