@@ -55,7 +55,7 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
         wipe: args.wipe,
     };
     study
-        .use_devices(&args.device, &consent)
+        .use_devices(&args.device, &consent, !args.dry_run)
         .map_err(RunError::usage)?;
     if args.dry_run {
         print!("{}", iolab_study::plan::dry_run_text(&study));

@@ -35,6 +35,38 @@ fn every_shipped_study_passes_the_dry_run() {
         assert!(out.stdout.contains("Order:"), "{}", out.stdout);
     }
     assert!(seen >= 5, "expected the five shipped studies, found {seen}");
+    // The studies for the user's own disks take them from the command line; a dry run
+    // shows the commands on the named device (which need not exist for a dry run).
+    let mut disks = 0;
+    for e in std::fs::read_dir(studies_dir().join("disk")).unwrap() {
+        let p = e.unwrap().path();
+        disks += 1;
+        let f = p.to_str().unwrap();
+        let out = sb.iolab(&["study", "--dry-run", f]).ok();
+        assert!(out.stdout.contains("<--device>"), "{}", out.stdout);
+        let three = [
+            "--device",
+            "/dev/sdx9",
+            "--device",
+            "/dev/sdy9",
+            "--device",
+            "/dev/sdz9",
+        ];
+        let out = sb
+            .iolab(&[&["study", "--dry-run", f][..], &three].concat())
+            .ok();
+        assert!(
+            out.stdout.contains("device testbed on /dev/sdx9"),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("--allow-destroy-device"),
+            "{}",
+            out.stdout
+        );
+    }
+    assert!(disks >= 4, "expected the four disk studies, found {disks}");
     // The matrix of raid5-cache: 5 base configurations x 2 write-cache modes.
     let p = studies_dir().join("raid5-cache.toml");
     let out = sb.iolab(&["study", "--dry-run", p.to_str().unwrap()]).ok();

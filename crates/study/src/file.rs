@@ -108,11 +108,14 @@ impl Study {
     /// Gives the `kind = "device"` configurations the command line's devices (`--device`,
     /// in order: all of them, or the first N where the file says `devices = N`; they replace
     /// a list in the file) and what it allows (`--allow-destroy-device`, `--wipe`), and
-    /// checks each again. An error names the option or the configuration and key.
+    /// checks each again. An error names the option or the configuration and key. With
+    /// `require` false (a dry run) a configuration may stay without devices: its plan
+    /// shows `<--device>`.
     pub fn use_devices(
         &mut self,
         devices: &[PathBuf],
         consent: &DeviceConsent,
+        require: bool,
     ) -> Result<(), String> {
         let any = self.configs.iter().any(|c| c.testbed.kind == Kind::Device);
         if !any {
@@ -138,6 +141,10 @@ impl Study {
         {
             let t = &mut c.testbed;
             let who = format!("{}: configuration '{}'", self.file, c.label);
+            if devices.is_empty() && !require && !matches!(t.devices, Some(Devices::Paths(_))) {
+                t.consent = consent.clone();
+                continue;
+            }
             let chosen = match &t.devices {
                 Some(Devices::Count(n)) => {
                     let n = *n as usize;

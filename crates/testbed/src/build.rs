@@ -134,6 +134,7 @@ fn preflight(spec: &TestbedSpec) -> Result<(), TestbedError> {
                 if let Some(pid) = sys::pids_named("zfs-fuse").first() {
                     return Err(TestbedError::ZfsDaemonBusy { pid: *pid });
                 }
+                check_daemon_options(spec)?;
             }
         }
     }
@@ -150,6 +151,49 @@ fn preflight(spec: &TestbedSpec) -> Result<(), TestbedError> {
     }
     for (tool, purpose) in tools {
         sys::require_tool(tool, purpose)?;
+    }
+    Ok(())
+}
+
+/// Every option the spec gives the zfs-fuse daemon (`zfs_daemon`) must be one this zfs-fuse
+/// has (its `--help` lists it): otherwise the knob is refused by its key before anything is
+/// built, rather than a daemon that fails to start.
+fn check_daemon_options(spec: &TestbedSpec) -> Result<(), TestbedError> {
+    const KEYS: [(&str, &str); 8] = [
+        ("--zfs-prefetch-disable", "zfs_daemon.prefetch"),
+        ("--vdev-cache-size", "zfs_daemon.vdev_cache_size_mb"),
+        ("--max-arc-size", "zfs_daemon.max_arc_size_mb"),
+        ("--disable-block-cache", "zfs_daemon.disable_block_cache"),
+        ("--fuse-attr-timeout", "zfs_daemon.fuse_attr_timeout"),
+        ("--fuse-entry-timeout", "zfs_daemon.fuse_entry_timeout"),
+        ("--fuse-mount-options", "zfs_daemon.fuse_mount_options"),
+        ("--enable-xattr", "zfs_daemon.enable_xattr"),
+    ];
+    if spec.zfs_daemon.is_none() {
+        return Ok(());
+    }
+    let exe = sys::require_tool("zfs-fuse", "for fs = \"zfs\" (the daemon)")?;
+    let out = Command::new(&exe)
+        .arg("--help")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| TestbedError::io(format!("running {} --help", exe.display()), e))?;
+    let help = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let args = commands::zfs_fuse_args(spec, Path::new("/"));
+    for (flag, key) in KEYS {
+        if args.iter().any(|a| a == flag) && !help.contains(flag) {
+            return Err(TestbedError::Unsupported {
+                key: key.into(),
+                message: format!(
+                    "this zfs-fuse ({}) has no {flag} option (its --help does not list it)",
+                    exe.display()
+                ),
+            });
+        }
     }
     Ok(())
 }

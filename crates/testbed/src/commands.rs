@@ -645,6 +645,13 @@ fn plan_device(spec: &TestbedSpec, out: &mut Vec<String>, down: &mut Vec<String>
     if let Some(on) = spec.drive_write_cache {
         for d in &devs {
             let dev = Path::new(d);
+            if d.starts_with('<') {
+                out.push(format!(
+                    "# hdparm -W / sdparm --set=WCE / nvme set-feature -f 6 on {d}: {}",
+                    if on { "on" } else { "off" }
+                ));
+                continue;
+            }
             match crate::device::drive_cache_tool(dev) {
                 Ok(tool) => {
                     out.push(display_cmd(&crate::device::drive_cache_get(tool, dev)));
