@@ -796,6 +796,11 @@ fn a_device_study_refuses_what_it_must_not_format() {
     let cache = study("drive_write_cache = false");
     refused(&cache, &allow, "drive_write_cache");
 
+    // A knob value the device does not have is refused by its key.
+    let knob = study("scheduler = \"elevator-9000\"");
+    let e = refused(&knob, &allow, "is not available for");
+    assert!(e.contains("`scheduler`"), "{e}");
+
     // A signature, without --wipe.
     iolab_testkit::sh("mkfs.ext4", &["-q", &da]);
     let digest = || iolab_testkit::shell(&format!("head -c 4M {da} | md5sum"));

@@ -134,6 +134,7 @@ pub fn check_devices(spec: &TestbedSpec) -> Result<(), TestbedError> {
         if spec.drive_write_cache.is_some() {
             drive_cache_tool(&canonical(path)?)?;
         }
+        knobs_exist(spec, &canonical(path)?)?;
         if !allowed.contains(&rdev) {
             return Err(refused(
                 path,
@@ -143,6 +144,37 @@ pub fn check_devices(spec: &TestbedSpec) -> Result<(), TestbedError> {
                     path.display()
                 ),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Every sysfs knob the spec sets exists for `dev` (a partition has no queue of its own),
+/// and a scheduler is one the device lists.
+fn knobs_exist(spec: &TestbedSpec, dev: &Path) -> Result<(), TestbedError> {
+    for (attr, value) in crate::commands::knob_writes(spec) {
+        let path = sys::sysfs_attr(dev, attr);
+        let key = attr.trim_start_matches("queue/");
+        let Ok(now) = sys::read_trim(&path) else {
+            return Err(TestbedError::Unsupported {
+                key: key.into(),
+                message: format!(
+                    "{} has no {attr} ({} does not exist; a partition's queue is its \
+                     disk's: name the disk)",
+                    dev.display(),
+                    path.display()
+                ),
+            });
+        };
+        if attr == "queue/scheduler" && !sys::list_entries(&now).contains(&value) {
+            return Err(TestbedError::Unsupported {
+                key: key.into(),
+                message: format!(
+                    "'{value}' is not available for {} (available: {})",
+                    dev.display(),
+                    sys::list_entries(&now).join(", ")
+                ),
+            });
         }
     }
     Ok(())
