@@ -79,6 +79,23 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
         )));
     }
     // The user's devices are checked before anything is written (exit 2 when refused).
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let used: Vec<_> = study
+        .configs
+        .iter()
+        .flat_map(|c| c.testbed.device_paths())
+        .map(|p| canon(p))
+        .collect();
+    for a in &args.allow_destroy_device {
+        if !used.contains(&canon(a)) {
+            return Err(RunError::usage(format!(
+                "--allow-destroy-device {}: not a device of {} (a typo would leave the device \
+                 you meant unnamed)",
+                a.display(),
+                file.display()
+            )));
+        }
+    }
     for c in study
         .configs
         .iter()

@@ -770,6 +770,11 @@ fn a_device_study_refuses_what_it_must_not_format() {
     );
     assert!(e.contains(&da), "{e}");
     refused(&f, &[], "names no device");
+    refused(
+        &f,
+        &["--device", &da, "--allow-destroy-device", "/dev/sdx9"],
+        "--allow-destroy-device /dev/sdx9: not a device of",
+    );
     let dir = sb.path("plain");
     std::fs::create_dir(&dir).unwrap();
     let plain = write(
