@@ -59,10 +59,15 @@ fn screen(line: &str) -> Option<(&'static str, usize)> {
 /// with small sizes, short durations and one repeat ([`shrink_study`]).
 const SPARE_DISK: &str = "/dev/sdX";
 
-/// A study file with every `size`, `duration`, `time` and `warmup` small and one repeat.
-fn shrink_study(text: &str) -> String {
+/// A study file with every `size`, `duration`, `time` and `warmup` small, one repeat, and
+/// dbench replaying the tiny `loadfile` instead of client.txt.
+fn shrink_study(text: &str, loadfile: &Path) -> String {
     let mut out = String::new();
     for l in text.lines() {
+        if l.trim() == "kind = \"dbench\"" {
+            out.push_str(&format!("{l}\nloadfile = \"{}\"\n", loadfile.display()));
+            continue;
+        }
         let key = l.split('=').next().unwrap_or("").trim();
         let line = match key {
             "repeats" => "repeats = 1".to_string(),
@@ -276,7 +281,9 @@ fn every_readme_command_works_in_order() {
                 let file = words.iter().find(|w| w.ends_with(".toml")).unwrap();
                 let small = home.path().join(format!("readme-{}.toml", line.number));
                 let study = std::fs::read_to_string(home.path().join(file)).unwrap();
-                std::fs::write(&small, shrink_study(&study)).unwrap();
+                let tiny = home.path().join("tiny-client.txt");
+                std::fs::write(&tiny, iolab_testkit::DBENCH_TINY_LOADFILE).unwrap();
+                std::fs::write(&small, shrink_study(&study, &tiny)).unwrap();
                 text = text.replace(file.as_str(), small.to_str().unwrap());
             }
         }

@@ -1025,6 +1025,47 @@ mod tests {
         parse("s.toml", text, &mut ok).expect_err("should fail")
     }
 
+    #[test]
+    fn devices_come_from_the_command_line() {
+        let text = "name = \"d\"\n[[config]]\nlabel = \"ext4\"\ntestbed = { kind = \"device\", \
+                    devices = 1, fs = \"ext4\" }\n[[config]]\nlabel = \"raid1\"\ntestbed = { kind = \
+                    \"device\", fs = \"btrfs\", raid = \"raid1\" }\n[[workload]]\nkind = \"custom\"\n";
+        let devs = [PathBuf::from("/dev/sdx9"), PathBuf::from("/dev/sdy9")];
+        let consent = DeviceConsent {
+            allowed: devs.to_vec(),
+            wipe: true,
+        };
+        let mut s = parse_ok(text);
+        s.use_devices(&devs, &consent, true).unwrap();
+        assert_eq!(s.configs[0].testbed.device_paths(), &devs[..1]);
+        assert_eq!(s.configs[1].testbed.device_paths(), &devs[..]);
+        assert!(s.configs[1].testbed.consent.wipe);
+        // One device is too few for raid1; none at all names the configuration.
+        let e = parse_ok(text)
+            .use_devices(&devs[..1], &consent, true)
+            .unwrap_err();
+        assert!(
+            e.contains("configuration 'raid1'") && e.contains("`raid`"),
+            "{e}"
+        );
+        let e = parse_ok(text)
+            .use_devices(&[], &DeviceConsent::default(), true)
+            .unwrap_err();
+        assert!(e.contains("devices = 1 takes the first 1"), "{e}");
+        // A dry run may leave them out.
+        parse_ok(text)
+            .use_devices(&[], &DeviceConsent::default(), false)
+            .unwrap();
+        // --device for a study that builds its own devices.
+        let e = parse_ok(BARRIERS)
+            .use_devices(&devs, &DeviceConsent::default(), true)
+            .unwrap_err();
+        assert!(
+            e.starts_with("--device: s.toml has no kind = \"device\""),
+            "{e}"
+        );
+    }
+
     const BARRIERS: &str = r#"name = "barriers"
 repeats = 2
 

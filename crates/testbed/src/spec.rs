@@ -1137,6 +1137,47 @@ mod tests {
     }
 
     #[test]
+    fn device_specs_name_their_keys() {
+        let d = |text: &str| parse(&format!("kind = \"device\"\n{text}"));
+        validate(&d(
+            "devices = [\"/dev/sdb\", \"/dev/sdc\"]\nfs = \"btrfs\"\nraid = \"raid1\"\n\
+                     nr_requests = 64\nmax_sectors_kb = 256\nrq_affinity = 2\n\
+                     drive_write_cache = false",
+        ))
+        .unwrap();
+        // Devices from the command line: counted once they are given.
+        validate(&d("fs = \"btrfs\"\nraid = \"raid1\"")).unwrap();
+        validate(&d("devices = 1\nfs = \"ext4\"")).unwrap();
+        assert_eq!(d("devices = 2").device_count(), 2);
+        assert_eq!(d("").device_count(), 0);
+        for (text, key) in [
+            ("devices = [\"/dev/sdb\"]\nsize = \"1GiB\"", "size"),
+            ("devices = [\"/dev/sdb\"]\nfs = \"zfs\"", "fs"),
+            ("devices = [\"sdb\"]", "devices[1]"),
+            ("devices = [\"/dev/sdb\", \"/dev/sdb\"]", "devices[2]"),
+            ("devices = 0", "devices"),
+            (
+                "devices = [\"/dev/sdb\", \"/dev/sdc\"]\nfs = \"ext4\"",
+                "devices",
+            ),
+            (
+                "devices = [\"/dev/sdb\"]\nfs = \"btrfs\"\nraid = \"raid1\"",
+                "raid",
+            ),
+            ("devices = [\"/dev/sdb\"]\nrq_affinity = 3", "rq_affinity"),
+            ("devices = [\"/dev/sdb\"]\nnr_requests = 0", "nr_requests"),
+        ] {
+            assert_eq!(key_of(validate(&d(text))), key, "{text}");
+        }
+        let mut l = TestbedSpec::loop_devices(1, "64MiB", Fs::Ext4);
+        l.drive_write_cache = Some(true);
+        assert_eq!(key_of(validate(&l)), "drive_write_cache");
+        let mut dir = TestbedSpec::dir("/tmp/x");
+        dir.nr_requests = Some(4);
+        assert_eq!(key_of(validate(&dir)), "nr_requests");
+    }
+
+    #[test]
     fn byte_rates() {
         assert_eq!(ByteRate::Bytes(5).bytes("k").unwrap(), 5);
         assert_eq!(
