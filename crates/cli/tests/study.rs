@@ -729,9 +729,10 @@ fn a_device_study_builds_clusters_and_raid1_and_leaves_the_disks_as_they_were() 
 }
 
 /// Refused with exit 2 and nothing written (no database, no state file; the bytes of the
-/// signed device unchanged): a device not named with --allow-destroy-device, one with a signature
-/// without --wipe, a mounted one, the disk holding a loop device's backing file, a loop
-/// device's drive write cache; and --device for a study without device testbeds.
+/// signed device unchanged): a device not named with --allow-destroy-device (or another
+/// one named instead), one with a signature without --wipe, a mounted one, the disk
+/// holding a loop device's backing file, a loop device's drive write cache, a scheduler
+/// the device does not list; and --device for a study without device testbeds.
 #[test]
 fn a_device_study_refuses_what_it_must_not_format() {
     let Some(_g) = require_devices(&["mkfs.ext4", "wipefs"]) else {

@@ -121,14 +121,6 @@ fn preflight(spec: &TestbedSpec) -> Result<(), TestbedError> {
             if spec.uses_loop_devices() {
                 tools.push(("losetup", "to attach the image files as loop devices"));
             }
-            if spec.throttle.is_some() && sys::blkio_root().is_none() {
-                return Err(TestbedError::Unsupported {
-                    key: "throttle".into(),
-                    message: "no cgroup v1 blkio hierarchy is mounted (looked for \
-                              /sys/fs/cgroup/blkio and cgroup mounts with blkio)"
-                        .into(),
-                });
-            }
             fs_tools(spec, &mut tools);
             if spec.fs_kind() == Fs::Zfs {
                 if let Some(pid) = sys::pids_named("zfs-fuse").first() {
@@ -256,16 +248,22 @@ fn build_into(tb: &mut Testbed, stop: &AtomicBool) -> Result<(), TestbedError> {
     Ok(())
 }
 
-fn build_loop(
-    tb: &mut Testbed,
-    spec: &TestbedSpec,
-    stop: &AtomicBool,
-) -> Result<PathBuf, TestbedError> {
+/// A fresh name and the testbed's directory under /var/tmp.
+fn start(tb: &mut Testbed, spec: &TestbedSpec, stop: &AtomicBool) -> Result<Names, TestbedError> {
     check(stop)?;
     let names = Names::new(spec, &fresh_name());
     tb.make_dir(&names.base)?;
     tb.base = Some(names.base.clone());
     tb.name = Some(names.name.clone());
+    Ok(names)
+}
+
+fn build_loop(
+    tb: &mut Testbed,
+    spec: &TestbedSpec,
+    stop: &AtomicBool,
+) -> Result<PathBuf, TestbedError> {
+    let names = start(tb, spec, stop)?;
     if names.own_image_dir {
         tb.make_dir(&names.image_dir)?;
     }
@@ -288,20 +286,31 @@ fn build_loop(
         }
         check(stop)?;
         tb.apply_knobs(spec)?;
-        if spec.throttle.is_some() {
-            check(stop)?;
-            tb.make_cgroup(spec, &names.name)?;
-        }
+    }
+    throttle_and_fs(tb, spec, &names, stop)
+}
+
+/// The throttle's cgroup (validation allows one only over devices) and the filesystem;
+/// returns where the hooks run.
+fn throttle_and_fs(
+    tb: &mut Testbed,
+    spec: &TestbedSpec,
+    names: &Names,
+    stop: &AtomicBool,
+) -> Result<PathBuf, TestbedError> {
+    if spec.throttle.is_some() {
+        check(stop)?;
+        tb.make_cgroup(spec, &names.name)?;
     }
     check(stop)?;
     match spec.fs_kind() {
         Fs::None => Ok(names.base.clone()),
         Fs::Zfs => {
-            tb.make_zfs(spec, &names, stop)?;
+            tb.make_zfs(spec, names, stop)?;
             Ok(names.mnt())
         }
         Fs::Ext4 | Fs::Xfs | Fs::Btrfs => {
-            tb.make_fs(spec, &names, stop)?;
+            tb.make_fs(spec, names, stop)?;
             Ok(names.mnt())
         }
     }
@@ -314,11 +323,7 @@ fn build_device(
     spec: &TestbedSpec,
     stop: &AtomicBool,
 ) -> Result<PathBuf, TestbedError> {
-    check(stop)?;
-    let names = Names::new(spec, &fresh_name());
-    tb.make_dir(&names.base)?;
-    tb.base = Some(names.base.clone());
-    tb.name = Some(names.name.clone());
+    let names = start(tb, spec, stop)?;
     for p in spec.device_paths() {
         let path = crate::device::canonical(p)?;
         let rdev = crate::device::rdev_text(&path).ok_or_else(|| TestbedError::Refused {
@@ -357,22 +362,8 @@ fn build_device(
             tb.set_drive_cache(&dev, on)?;
         }
     }
-    if spec.throttle.is_some() {
-        check(stop)?;
-        tb.make_cgroup(spec, &names.name)?;
-    }
-    check(stop)?;
-    match spec.fs_kind() {
-        Fs::None => Ok(names.base.clone()),
-        Fs::Zfs => Err(TestbedError::Invalid {
-            key: "fs".into(),
-            message: "zfs is not built on the user's devices".into(),
-        }),
-        Fs::Ext4 | Fs::Xfs | Fs::Btrfs => {
-            tb.make_fs(spec, &names, stop)?;
-            Ok(names.mnt())
-        }
-    }
+    // fs = "zfs" is refused for devices by validation.
+    throttle_and_fs(tb, spec, &names, stop)
 }
 
 impl Testbed {

@@ -565,13 +565,7 @@ pub fn plan(spec: &TestbedSpec) -> Vec<String> {
                         v.extend(devs.iter().cloned());
                         down.push(display_cmd(&v));
                     }
-                    if let Some(m) = mkfs(spec, &devs) {
-                        out.push(display_cmd(&m));
-                    }
-                    out.push(mkdir_line(&mnt));
-                    down.push(display_cmd(&["rmdir".into(), s(&mnt)]));
-                    out.push(display_cmd(&mount(spec, &devs, &mnt)));
-                    down.push(display_cmd(&umount(&mnt, false)));
+                    plan_mkfs_mount(spec, &devs, &mnt, &mut out, &mut down);
                 }
             }
             hook_cwd = if spec.fs_kind() == Fs::None {
@@ -687,14 +681,25 @@ fn plan_device(spec: &TestbedSpec, out: &mut Vec<String>, down: &mut Vec<String>
         ));
     }
     let mnt = names.mnt();
-    if let Some(m) = mkfs(spec, &devs) {
+    plan_mkfs_mount(spec, &devs, &mnt, out, down);
+    mnt
+}
+
+/// mkfs on `devs`, the mount directory and the mount, with their teardown.
+fn plan_mkfs_mount(
+    spec: &TestbedSpec,
+    devs: &[String],
+    mnt: &Path,
+    out: &mut Vec<String>,
+    down: &mut Vec<String>,
+) {
+    if let Some(m) = mkfs(spec, devs) {
         out.push(display_cmd(&m));
     }
-    out.push(mkdir_line(&mnt));
-    down.push(display_cmd(&["rmdir".into(), s(&mnt)]));
-    out.push(display_cmd(&mount(spec, &devs, &mnt)));
-    down.push(display_cmd(&umount(&mnt, false)));
-    mnt
+    out.push(mkdir_line(mnt));
+    down.push(display_cmd(&["rmdir".into(), s(mnt)]));
+    out.push(display_cmd(&mount(spec, devs, mnt)));
+    down.push(display_cmd(&umount(mnt, false)));
 }
 
 #[cfg(test)]

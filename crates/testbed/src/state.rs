@@ -137,11 +137,8 @@ impl Resource {
                 attr,
                 previous,
                 ..
-            } => format!(
-                "{attr} of {} (previous value '{previous}')",
-                device.display()
-            ),
-            Resource::DeviceKnob {
+            }
+            | Resource::DeviceKnob {
                 device,
                 attr,
                 previous,
