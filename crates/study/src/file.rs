@@ -170,6 +170,19 @@ impl Study {
             t.consent = consent.clone();
             validate(t).map_err(|e| format!("{who}: {e}"))?;
         }
+        if let Some(unused) = devices.iter().find(|d| {
+            !self
+                .configs
+                .iter()
+                .any(|c| c.testbed.device_paths().contains(d))
+        }) {
+            return Err(format!(
+                "--device {}: no configuration of {} uses it (each takes the first `devices = \
+                 N` of them)",
+                unused.display(),
+                self.file
+            ));
+        }
         Ok(())
     }
 
@@ -1052,6 +1065,13 @@ mod tests {
             .use_devices(&[], &DeviceConsent::default(), true)
             .unwrap_err();
         assert!(e.contains("devices = 1 takes the first 1"), "{e}");
+        // Only ext4 on one device: a second --device would be ignored.
+        let one = "name = \"d\"\n[testbed]\nkind = \"device\"\ndevices = 1\nfs = \"ext4\"\n\
+                   [[workload]]\nkind = \"custom\"\n";
+        let e = parse_ok(one)
+            .use_devices(&devs, &consent, true)
+            .unwrap_err();
+        assert!(e.starts_with("--device /dev/sdy9: no configuration"), "{e}");
         // A dry run may leave them out.
         parse_ok(text)
             .use_devices(&[], &DeviceConsent::default(), false)
