@@ -104,6 +104,17 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
         iolab_testbed::check_devices(&c.testbed)
             .map_err(|e| RunError::usage(format!("{}: {}: {e}", file.display(), c.label)))?;
     }
+    // What is about to be formatted, once per device, for the record of the terminal.
+    let mut shown: Vec<std::path::PathBuf> = Vec::new();
+    for p in &used {
+        if !shown.contains(p) {
+            eprintln!(
+                "iolab: this study formats {}",
+                iolab_testbed::describe_device(p)
+            );
+            shown.push(p.clone());
+        }
+    }
     let opts = iolab_study::run::RunOptions {
         db: args
             .db

@@ -724,6 +724,14 @@ fn a_device_study_builds_clusters_and_raid1_and_leaves_the_disks_as_they_were() 
         read("btrfs")
     );
     assert!(said.contains("btrfs-raid1"), "{said}");
+    // Each device is named once before anything is formatted: size, what it is, signatures.
+    assert!(
+        said.contains(&format!(
+            "iolab: this study formats {da}: 256 MiB, loop device over "
+        )),
+        "{said}"
+    );
+    assert!(said.contains("signatures: none"), "{said}");
     assert_eq!(signatures(&a.dev), "");
     assert_eq!(signatures(&b.dev), "");
     assert_eq!((knobs(&a.dev), knobs(&b.dev)), before);

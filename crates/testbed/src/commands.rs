@@ -616,6 +616,9 @@ fn plan_device(spec: &TestbedSpec, out: &mut Vec<String>, down: &mut Vec<String>
             .map(|r| format!(", raid = {}", crate::spec::raid_name(r)))
             .unwrap_or_default(),
     ));
+    for d in spec.device_paths() {
+        out.push(format!("# {}", crate::device::describe_device(d)));
+    }
     out.push(mkdir_line(&names.base));
     down.push(display_cmd(&["rmdir".into(), s(&names.base)]));
     if spec.consent.wipe {

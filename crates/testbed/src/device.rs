@@ -423,6 +423,52 @@ pub(crate) fn restore_drive_cache(
     }
 }
 
+/// One line about the device at `path`, for the user to see it is the one meant: its size,
+/// model and serial (a loop device: its backing file) from sysfs, and the signatures on it
+/// (`wipefs`, which needs read access: root).
+pub fn describe_device(path: &Path) -> String {
+    let dev = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if rdev_text(&dev).is_none() {
+        return format!("{}: not a block device here", path.display());
+    }
+    let sys = sys::sysfs_attr(&dev, "");
+    let read = |rel: &str| sys::read_trim(sys.join(rel)).ok().filter(|v| !v.is_empty());
+    let mut parts = Vec::new();
+    if let Some(sectors) = read("size").and_then(|v| v.parse::<u64>().ok()) {
+        parts.push(iolab_spec::format_bytes(sectors * 512));
+    }
+    if let Some(b) = read("loop/backing_file") {
+        parts.push(format!("loop device over {b}"));
+    }
+    for (label, rel) in [("model", "device/model"), ("serial", "device/serial")] {
+        if let Some(v) = read(rel) {
+            parts.push(format!("{label} {v}"));
+        }
+    }
+    if let (false, Some(v)) = (
+        parts.iter().any(|p| p.starts_with("serial")),
+        read("serial"),
+    ) {
+        parts.push(format!("serial {v}"));
+    }
+    let signatures = match signatures(&dev) {
+        Ok(s) if s.is_empty() => "none".to_string(),
+        Ok(s) => s
+            .iter()
+            .map(|s| format!("{} at {}", s.kind, s.offset))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Err(_) => {
+            "unknown (wipefs could not read it: not root, or the device is in use)".to_string()
+        }
+    };
+    format!(
+        "{}: {}; signatures: {signatures}",
+        dev.display(),
+        parts.join(", ")
+    )
+}
+
 /// The canonical path of each device (`/dev/disk/by-id/…` resolved), for sysfs.
 pub(crate) fn canonical(path: &Path) -> Result<PathBuf, TestbedError> {
     fs::canonicalize(path).map_err(|e| TestbedError::io(format!("resolving {}", path.display()), e))

@@ -39,7 +39,7 @@ mod trust;
 pub use build::build;
 pub use cleanup::{cleanup_all, Report};
 pub use commands::{image_parent, plan};
-pub use device::{check_devices, Signature};
+pub use device::{check_devices, describe_device, Signature};
 pub use error::TestbedError;
 pub use spec::{
     validate, ByteRate, DeviceConsent, Devices, Fs, Kind, PropValue, Raid, TestbedSpec, Throttle,
