@@ -122,13 +122,13 @@ fn preflight(spec: &TestbedSpec) -> Result<(), TestbedError> {
                 tools.push(("losetup", "to attach the image files as loop devices"));
             }
             fs_tools(spec, &mut tools);
-            if spec.fs_kind() == Fs::Zfs {
-                if let Some(pid) = sys::pids_named("zfs-fuse").first() {
-                    return Err(TestbedError::ZfsDaemonBusy { pid: *pid });
-                }
-                check_daemon_options(spec)?;
-            }
         }
+    }
+    if spec.kind != Kind::Dir && spec.fs_kind() == Fs::Zfs {
+        if let Some(pid) = sys::pids_named("zfs-fuse").first() {
+            return Err(TestbedError::ZfsDaemonBusy { pid: *pid });
+        }
+        check_daemon_options(spec)?;
     }
     if spec.setup.is_some() || spec.teardown.is_some() || spec.throttle.is_some() {
         tools.push(("sh", "for the setup and teardown hooks"));
@@ -362,7 +362,6 @@ fn build_device(
             tb.set_drive_cache(&dev, on)?;
         }
     }
-    // fs = "zfs" is refused for devices by validation.
     throttle_and_fs(tb, spec, &names, stop)
 }
 
@@ -687,7 +686,21 @@ impl Testbed {
         stop: &AtomicBool,
         devs: &[String],
     ) -> Result<(), TestbedError> {
+        let records = self.signatures_to_come()?;
+        if let Some(argv) = commands::mkfs(spec, devs) {
+            self.run_logged(&argv)?;
+        }
+        self.signatures_made(records)?;
+        self.mount_fs(spec, names, stop, devs)
+    }
+
+    /// Records, before mkfs or zpool create writes them, the signatures to come on each of
+    /// the user's devices (none for loop testbeds).
+    fn signatures_to_come(&mut self) -> Result<Vec<(u64, Device)>, TestbedError> {
         let mut records = Vec::new();
+        if self.spec.kind != Kind::Device {
+            return Ok(records);
+        }
         for dev in self.devices.clone() {
             let res = Resource::DeviceSignatures {
                 device: dev.path.clone(),
@@ -696,18 +709,20 @@ impl Testbed {
             };
             records.push((self.state.intent(&res)?, dev));
         }
-        if let Some(argv) = commands::mkfs(spec, devs) {
-            self.run_logged(&argv)?;
-        }
+        Ok(records)
+    }
+
+    /// Completes [`Testbed::signatures_to_come`] with what wipefs now lists.
+    fn signatures_made(&mut self, records: Vec<(u64, Device)>) -> Result<(), TestbedError> {
         for (id, dev) in records {
             let res = Resource::DeviceSignatures {
                 signatures: crate::device::signatures(&dev.path)?,
+                rdev: dev.maj_min(),
                 device: dev.path,
-                rdev: format!("{}:{}", dev.major, dev.minor),
             };
             self.state.done(id, &res)?;
         }
-        self.mount_fs(spec, names, stop, devs)
+        Ok(())
     }
 
     /// A fresh mount directory and the mount of the new filesystem.
@@ -742,6 +757,8 @@ impl Testbed {
     ) -> Result<(), TestbedError> {
         let mnt = names.mnt();
         self.make_dir(&mnt)?;
+        // The user's devices: erased after the daemon has let go of them (recorded first).
+        let records = self.signatures_to_come()?;
         let etc_mount = commands::zfsrc_mount();
         if etc_mount.is_some() {
             let res = Resource::Mount {
@@ -809,6 +826,7 @@ impl Testbed {
         let create = commands::zpool_create(spec, &pool, &vdevs);
         self.run_logged(&create)?;
         self.state.done(id, &res)?;
+        self.signatures_made(records)?;
         check(stop)?;
         let dataset = names.dataset();
         let res = Resource::ZfsDataset {

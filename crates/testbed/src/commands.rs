@@ -514,45 +514,13 @@ pub fn plan(spec: &TestbedSpec) -> Vec<String> {
             match spec.fs_kind() {
                 Fs::None => {}
                 Fs::Zfs => {
-                    out.push(mkdir_line(&mnt));
-                    down.push(display_cmd(&["rmdir".into(), s(&mnt)]));
-                    let etc = zfsrc_mount();
-                    if etc.is_some() {
-                        for c in shared_bind(&mnt) {
-                            out.push(display_cmd(&c));
-                        }
-                        down.push(display_cmd(&umount(&mnt, false)));
-                    }
-                    out.push(touch_line(&names.daemon_log()));
-                    down.push(display_cmd(&["rm".into(), s(&names.daemon_log())]));
-                    out.push(display_cmd(&zfs_daemon(
-                        spec,
-                        &names.daemon_marker(),
-                        etc.as_deref(),
-                        cgroup_procs.as_deref(),
-                    )));
-                    down.push("kill -TERM <zfs-fuse pid>".into());
-                    out.push(format!(
-                        "{}  # repeated until the daemon answers",
-                        display_cmd(&zpool_ready())
-                    ));
                     let vdevs: Vec<String> = if spec.vdevs == Some(Vdevs::Files) {
                         images.iter().map(|p| s(p)).collect()
                     } else {
                         devs.clone()
                     };
-                    out.push(display_cmd(&zpool_create(spec, &names.pool(), &vdevs)));
-                    down.push(display_cmd(&[
-                        "zpool".into(),
-                        "destroy".into(),
-                        names.pool(),
-                    ]));
-                    out.push(display_cmd(&zfs_create(spec, &names.dataset(), &mnt)));
-                    down.push(display_cmd(&[
-                        "zfs".into(),
-                        "destroy".into(),
-                        names.dataset(),
-                    ]));
+                    let procs = cgroup_procs.as_deref();
+                    plan_zfs(spec, &names, &vdevs, procs, &mut out, &mut down);
                 }
                 _ => {
                     if spec.fs_kind() == Fs::Btrfs {
@@ -661,6 +629,7 @@ fn plan_device(spec: &TestbedSpec, out: &mut Vec<String>, down: &mut Vec<String>
             }
         }
     }
+    let mut cgroup_procs = None;
     if let Some(t) = &spec.throttle {
         let cg = blkio_root_or_default().join(&names.name);
         out.push(mkdir_line(&cg));
@@ -673,19 +642,76 @@ fn plan_device(spec: &TestbedSpec, out: &mut Vec<String>, down: &mut Vec<String>
                 ));
             }
         }
+        cgroup_procs = Some(cg.join("cgroup.procs"));
     }
     if spec.fs_kind() == Fs::None {
         return names.base;
     }
     for d in &devs {
         down.push(format!(
-            "{}  # each signature mkfs made on {d}, nothing else",
-            display_cmd(&crate::device::wipe_argv(Path::new(d), "<offset>"))
+            "{}  # each signature {} made on {d}, nothing else",
+            display_cmd(&crate::device::wipe_argv(Path::new(d), "<offset>")),
+            if spec.fs_kind() == Fs::Zfs {
+                "zpool create"
+            } else {
+                "mkfs"
+            }
         ));
     }
     let mnt = names.mnt();
-    plan_mkfs_mount(spec, &devs, &mnt, out, down);
+    if spec.fs_kind() == Fs::Zfs {
+        plan_zfs(spec, &names, &devs, cgroup_procs.as_deref(), out, down);
+    } else {
+        plan_mkfs_mount(spec, &devs, &mnt, out, down);
+    }
     mnt
+}
+
+/// The zfs-fuse daemon (in the cgroup whose `cgroup.procs` is `cgroup_procs`, if any), the
+/// pool on `vdevs` and the dataset mounted on the mount directory, with their teardown.
+fn plan_zfs(
+    spec: &TestbedSpec,
+    names: &Names,
+    vdevs: &[String],
+    cgroup_procs: Option<&Path>,
+    out: &mut Vec<String>,
+    down: &mut Vec<String>,
+) {
+    let mnt = names.mnt();
+    out.push(mkdir_line(&mnt));
+    down.push(display_cmd(&["rmdir".into(), s(&mnt)]));
+    let etc = zfsrc_mount();
+    if etc.is_some() {
+        for c in shared_bind(&mnt) {
+            out.push(display_cmd(&c));
+        }
+        down.push(display_cmd(&umount(&mnt, false)));
+    }
+    out.push(touch_line(&names.daemon_log()));
+    down.push(display_cmd(&["rm".into(), s(&names.daemon_log())]));
+    out.push(display_cmd(&zfs_daemon(
+        spec,
+        &names.daemon_marker(),
+        etc.as_deref(),
+        cgroup_procs,
+    )));
+    down.push("kill -TERM <zfs-fuse pid>".into());
+    out.push(format!(
+        "{}  # repeated until the daemon answers",
+        display_cmd(&zpool_ready())
+    ));
+    out.push(display_cmd(&zpool_create(spec, &names.pool(), vdevs)));
+    down.push(display_cmd(&[
+        "zpool".into(),
+        "destroy".into(),
+        names.pool(),
+    ]));
+    out.push(display_cmd(&zfs_create(spec, &names.dataset(), &mnt)));
+    down.push(display_cmd(&[
+        "zfs".into(),
+        "destroy".into(),
+        names.dataset(),
+    ]));
 }
 
 /// mkfs on `devs`, the mount directory and the mount, with their teardown.

@@ -220,11 +220,26 @@ pub(crate) fn signatures(dev: &Path) -> Result<Vec<Signature>, TestbedError> {
 
 /// `wipefs -q -o OFFSET DEV`: erases the one signature at `offset`.
 pub(crate) fn wipe_argv(dev: &Path, offset: &str) -> Vec<String> {
-    ["wipefs", "-q", "-o", offset]
-        .map(String::from)
-        .into_iter()
-        .chain([sys::text(dev)])
-        .collect()
+    wipe_all_argv(dev, &[offset])
+}
+
+/// `wipefs -q -o OFFSET... DEV`: erases the signatures at `offsets`.
+pub(crate) fn wipe_all_argv(dev: &Path, offsets: &[&str]) -> Vec<String> {
+    let mut v = vec!["wipefs".to_string(), "-q".into()];
+    for o in offsets {
+        v.extend(["-o".to_string(), o.to_string()]);
+    }
+    v.push(sys::text(dev));
+    v
+}
+
+/// Whether `now` is one of the signatures a build `made`: the same type at a recorded offset,
+/// or the same type with a recorded UUID (the same filesystem or pool: zfs writes its
+/// uberblocks at new offsets as it runs, each listed with the pool's id).
+fn is_made(now: &Signature, made: &[Signature]) -> bool {
+    made.iter().any(|m| {
+        m.kind == now.kind && (m.offset == now.offset || (m.uuid.is_some() && m.uuid == now.uuid))
+    })
 }
 
 /// Erases the signatures a build made on `device` (recorded in `made`; an empty record is one
@@ -244,12 +259,7 @@ pub(crate) fn wipe_made(device: &Path, rdev: &str, made: &[Signature]) -> Remova
     };
     let ours: Vec<&Signature> = now
         .iter()
-        .filter(|s| {
-            made.is_empty()
-                || made
-                    .iter()
-                    .any(|m| m.offset == s.offset && m.kind == s.kind)
-        })
+        .filter(|s| made.is_empty() || is_made(s, made))
         .collect();
     if ours.iter().any(|s| s.kind == "btrfs") && sys::find_tool("btrfs").is_some() {
         // Unregister the member before its superblock goes (an error changes nothing).
@@ -261,12 +271,59 @@ pub(crate) fn wipe_made(device: &Path, rdev: &str, made: &[Signature]) -> Remova
             sys::text(device),
         ]);
     }
-    for s in ours {
-        if let Err(e) = sys::run(&wipe_argv(device, &s.offset)) {
-            return Removal::Failed(e.to_string());
+    if made.iter().any(|m| m.kind == "zfs_member") {
+        if let Err(e) = zero_zfs_labels(device) {
+            return Removal::Failed(format!(
+                "zeroing the zfs labels iolab's pool wrote on {}: {e}",
+                device.display()
+            ));
         }
     }
-    Removal::Gone { note: None }
+    if ours.is_empty() {
+        return Removal::Gone { note: None };
+    }
+    let offsets: Vec<&str> = ours.iter().map(|s| s.offset.as_str()).collect();
+    if let Err(e) = sys::run(&wipe_all_argv(device, &offsets)) {
+        return Removal::Failed(e.to_string());
+    }
+    // Erasing the first of a kind can unveil others of the same filesystem (a backup
+    // superblock, the next uberblock): list again, once.
+    match signatures(device) {
+        Ok(left) if left.iter().any(|s| is_made(s, made)) => {
+            let again: Vec<&str> = left
+                .iter()
+                .filter(|s| is_made(s, made))
+                .map(|s| s.offset.as_str())
+                .collect();
+            match sys::run(&wipe_all_argv(device, &again)) {
+                Ok(_) => Removal::Gone { note: None },
+                Err(e) => Removal::Failed(e.to_string()),
+            }
+        }
+        _ => Removal::Gone { note: None },
+    }
+}
+
+/// Zeroes the four zfs labels of a pool iolab made on `device` (256 KiB each: two at the
+/// start, two ending at the size rounded down to 256 KiB). wipefs erases only the magic it
+/// lists, and the uberblock rings keep others that iolab's own signature check (and zfs)
+/// still find; the labels are the pool's own, so nothing else is touched.
+fn zero_zfs_labels(device: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    const LABEL: u64 = 256 << 10;
+    let size = iolab_sys::device_size(device)?;
+    let end = size / LABEL * LABEL;
+    if end < 4 * LABEL {
+        return Ok(());
+    }
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_EXCL)
+        .open(device)?;
+    let zeros = vec![0u8; 2 * LABEL as usize];
+    f.write_all_at(&zeros, 0)?;
+    f.write_all_at(&zeros, end - 2 * LABEL)?;
+    f.sync_all()
 }
 
 /// What `iolab cleanup` says instead of wiping.
@@ -274,10 +331,15 @@ pub(crate) fn left_note(device: &Path, made: &[Signature]) -> String {
     let how = if made.is_empty() {
         format!("wipefs -a {}", device.display())
     } else {
-        made.iter()
-            .map(|s| sys::display_cmd(&wipe_argv(device, &s.offset)))
-            .collect::<Vec<_>>()
-            .join("; ")
+        let mut kinds: Vec<&str> = made.iter().map(|s| s.kind.as_str()).collect();
+        kinds.dedup();
+        sys::display_cmd(&[
+            "wipefs".into(),
+            "-a".into(),
+            "-t".into(),
+            kinds.join(","),
+            sys::text(device),
+        ])
     };
     format!(
         "left in place: the signatures a killed build made on {} (iolab cleanup never wipes \
@@ -512,5 +574,16 @@ mod tests {
             wipe_argv(Path::new("/dev/loop0"), "0x438"),
             ["wipefs", "-q", "-o", "0x438", "/dev/loop0"]
         );
+        let sig = |offset: &str, kind: &str, uuid: Option<&str>| Signature {
+            offset: offset.into(),
+            kind: kind.into(),
+            uuid: uuid.map(String::from),
+        };
+        let made = [sig("0x3e000", "zfs_member", Some("903"))];
+        // A later uberblock of the same pool, at a new offset: made by the build.
+        assert!(is_made(&sig("0x60000", "zfs_member", Some("903")), &made));
+        // Another pool's label, or another type at the offset: not.
+        assert!(!is_made(&sig("0x60000", "zfs_member", Some("111")), &made));
+        assert!(!is_made(&sig("0x3e000", "ext4", None), &made));
     }
 }
