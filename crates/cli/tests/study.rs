@@ -1,7 +1,9 @@
 //! `iolab study`, `--dry-run`, `--list-testbeds` and `iolab cleanup` with the real binary:
 //! the shipped studies validate, bad files name file, line and key, and (as root) studies
 //! build real loop-device testbeds, run inside their throttle, interleave, and leave
-//! nothing behind after success, a failed build, SIGTERM, or kill -9 plus `iolab cleanup`.
+//! nothing behind after success, a failed build, SIGTERM, or kill -9 plus `iolab cleanup`;
+//! and `kind = "device"` testbeds on loop devices standing in for the user's disks: built,
+//! refused, and the disks left as they were.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
