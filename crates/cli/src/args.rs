@@ -144,6 +144,16 @@ pub struct StudyArgs {
     /// Also write the HTML report of the study to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// The devices of the study's kind = "device" testbeds, in order (repeat per device;
+    /// they replace the file's `devices`).
+    #[arg(long, value_name = "DEV")]
+    pub device: Vec<PathBuf>,
+    /// Let a device testbed format DEV, destroying everything on it (repeat per device).
+    #[arg(long, value_name = "DEV")]
+    pub allow_destroy_device: Vec<PathBuf>,
+    /// Erase the signatures already on the devices before a device testbed builds.
+    #[arg(long)]
+    pub wipe: bool,
 }
 
 #[derive(Args, Debug)]

@@ -50,6 +50,13 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
                 ))
             })?;
     }
+    let consent = iolab_testbed::DeviceConsent {
+        allowed: args.allow_destroy_device.clone(),
+        wipe: args.wipe,
+    };
+    study
+        .use_devices(&args.device, &consent, !args.dry_run)
+        .map_err(RunError::usage)?;
     if args.dry_run {
         print!("{}", iolab_study::plan::dry_run_text(&study));
         print!(
@@ -58,11 +65,10 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
         );
         return Ok(0);
     }
-    let needs_root =
-        study.configs.iter().any(|c| c.testbed.kind == Kind::Loop) || study.drop_caches;
+    let needs_root = study.configs.iter().any(|c| c.testbed.kind != Kind::Dir) || study.drop_caches;
     if needs_root && !iolab_sys::is_root() {
         return Err(RunError::usage(format!(
-            "{}: this study builds loop-device testbeds{}, which needs root; run it with sudo \
+            "{}: this study builds loop or device testbeds{}, which needs root; run it with sudo \
              (or check it with --dry-run)",
             file.display(),
             if study.drop_caches {
@@ -71,6 +77,43 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
                 ""
             }
         )));
+    }
+    // The user's devices are checked before anything is written (exit 2 when refused).
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let used: Vec<_> = study
+        .configs
+        .iter()
+        .flat_map(|c| c.testbed.device_paths())
+        .map(|p| canon(p))
+        .collect();
+    for a in &args.allow_destroy_device {
+        if !used.contains(&canon(a)) {
+            return Err(RunError::usage(format!(
+                "--allow-destroy-device {}: not a device of {} (a typo would leave the device \
+                 you meant unnamed)",
+                a.display(),
+                file.display()
+            )));
+        }
+    }
+    for c in study
+        .configs
+        .iter()
+        .filter(|c| c.testbed.kind == Kind::Device)
+    {
+        iolab_testbed::check_devices(&c.testbed)
+            .map_err(|e| RunError::usage(format!("{}: {}: {e}", file.display(), c.label)))?;
+    }
+    // What is about to be formatted, once per device, for the record of the terminal.
+    let mut shown: Vec<std::path::PathBuf> = Vec::new();
+    for p in &used {
+        if !shown.contains(p) {
+            eprintln!(
+                "iolab: this study formats {}",
+                iolab_testbed::describe_device(p)
+            );
+            shown.push(p.clone());
+        }
     }
     let opts = iolab_study::run::RunOptions {
         db: args

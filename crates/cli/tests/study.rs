@@ -1,7 +1,9 @@
 //! `iolab study`, `--dry-run`, `--list-testbeds` and `iolab cleanup` with the real binary:
 //! the shipped studies validate, bad files name file, line and key, and (as root) studies
 //! build real loop-device testbeds, run inside their throttle, interleave, and leave
-//! nothing behind after success, a failed build, SIGTERM, or kill -9 plus `iolab cleanup`.
+//! nothing behind after success, a failed build, SIGTERM, or kill -9 plus `iolab cleanup`;
+//! and `kind = "device"` testbeds on loop devices standing in for the user's disks: built,
+//! refused, and the disks left as they were.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -35,6 +37,40 @@ fn every_shipped_study_passes_the_dry_run() {
         assert!(out.stdout.contains("Order:"), "{}", out.stdout);
     }
     assert!(seen >= 5, "expected the five shipped studies, found {seen}");
+    // The studies for the user's own disks take them from the command line; a dry run
+    // shows the commands on the named device (which need not exist for a dry run).
+    let mut disks = 0;
+    for e in std::fs::read_dir(studies_dir().join("disk")).unwrap() {
+        let p = e.unwrap().path();
+        disks += 1;
+        let f = p.to_str().unwrap();
+        let out = sb.iolab(&["study", "--dry-run", f]).ok();
+        assert!(out.stdout.contains("<--device>"), "{}", out.stdout);
+        // raid5 across three disks; the others take one.
+        let n = if f.contains("raid5") { 6 } else { 2 };
+        let devs = [
+            "--device",
+            "/dev/sdx9",
+            "--device",
+            "/dev/sdy9",
+            "--device",
+            "/dev/sdz9",
+        ];
+        let out = sb
+            .iolab(&[&["study", "--dry-run", f][..], &devs[..n]].concat())
+            .ok();
+        assert!(
+            out.stdout.contains("device testbed on /dev/sdx9"),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("--allow-destroy-device"),
+            "{}",
+            out.stdout
+        );
+    }
+    assert!(disks >= 4, "expected the four disk studies, found {disks}");
     // The matrix of raid5-cache: 5 base configurations x 2 write-cache modes.
     let p = studies_dir().join("raid5-cache.toml");
     let out = sb.iolab(&["study", "--dry-run", p.to_str().unwrap()]).ok();
@@ -570,4 +606,321 @@ fn cleanup_removes_what_a_killed_study_left() {
             leftovers(&sb, pid)
         );
     }
+}
+
+// --- root: kind = "device", loop devices standing in for the user's disks ----------------
+
+/// The signatures `wipefs` lists on `dev` (empty: none).
+fn signatures(dev: &Path) -> String {
+    iolab_testkit::sh("wipefs", &["--noheadings", dev.to_str().unwrap()])
+}
+
+/// The queue knobs a device study changes, as sysfs shows them.
+fn knobs(dev: &Path) -> Vec<String> {
+    let name = dev.file_name().unwrap().to_str().unwrap();
+    [
+        "scheduler",
+        "nr_requests",
+        "read_ahead_kb",
+        "max_sectors_kb",
+        "rq_affinity",
+    ]
+    .iter()
+    .map(|k| {
+        let v = std::fs::read_to_string(format!("/sys/block/{name}/queue/{k}")).unwrap();
+        format!("{k}={}", v.trim())
+    })
+    .collect()
+}
+
+/// Sets knobs away from a fresh loop device's defaults, so a restore to the defaults would
+/// not pass for a restore to what was there.
+fn unusual_knobs(dev: &Path) {
+    let name = dev.file_name().unwrap().to_str().unwrap();
+    for (k, v) in [("read_ahead_kb", "512"), ("max_sectors_kb", "512")] {
+        std::fs::write(format!("/sys/block/{name}/queue/{k}"), v).unwrap();
+    }
+}
+
+const DEVICE_KNOBS: &str = "scheduler = \"mq-deadline\", nr_requests = 32, read_ahead_kb = 0, \
+                            max_sectors_kb = 256, rq_affinity = 2";
+
+/// ext4 with 4 KiB and 64 KiB clusters (bigalloc) on the first device and btrfs raid1 on
+/// both, taken from the command line: built (the setup hooks read the cluster sizes and
+/// the profiles back), measured, torn down, with no signature left, the knobs back as they
+/// were, and nothing else left.
+#[test]
+fn a_device_study_builds_clusters_and_raid1_and_leaves_the_disks_as_they_were() {
+    let Some(_g) = require_devices(&["mkfs.ext4", "mkfs.btrfs", "btrfs", "wipefs", "dumpe2fs"])
+    else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let (a, b) = (
+        iolab_testkit::Loop::new(256 << 20),
+        iolab_testkit::Loop::new(256 << 20),
+    );
+    unusual_knobs(&a.dev);
+    let before = (knobs(&a.dev), knobs(&b.dev));
+    let out = |n: &str| sb.path(n).display().to_string();
+    let ext4 = |label: &str, mkfs: &str, knobs: &str| {
+        format!(
+            "[[config]]\nlabel = \"{label}\"\ntestbed = {{ kind = \"device\", devices = 1, \
+             fs = \"ext4\", mkfs_options = [{mkfs}],{knobs} setup = \"dumpe2fs -h \
+             $IOLAB_TESTBED_DEVICES 2>/dev/null | grep -E '^(Block|Cluster) size' > {}\" }}\n",
+            out(label)
+        )
+    };
+    let text = format!(
+        "name = \"t-device\"\n{}{}[[config]]\nlabel = \"btrfs-raid1\"\ntestbed = {{ kind = \
+         \"device\", fs = \"btrfs\", raid = \"raid1\", setup = \"btrfs filesystem df . > {}\" \
+         }}\n[[workload]]\nkind = \"custom\"\nrw = \"randread\"\nbs = \"4k\"\nsize = \"2MiB\"\n\
+         duration = \"100ms\"\nruns = 1\nwarmup = 0\n",
+        ext4("ext4-4k", "\"-b\", \"4096\"", &format!(" {DEVICE_KNOBS},")),
+        ext4(
+            "ext4-64k",
+            "\"-b\", \"4096\", \"-O\", \"bigalloc\", \"-C\", \"65536\"",
+            ""
+        ),
+        out("btrfs")
+    );
+    let f = write(&sb, "device.toml", &text);
+    let (da, db) = (a.dev.to_str().unwrap(), b.dev.to_str().unwrap());
+    let child = sb
+        .cmd(&[
+            "study",
+            &f,
+            "--device",
+            da,
+            "--device",
+            db,
+            "--allow-destroy-device",
+            da,
+            "--allow-destroy-device",
+            db,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    let read = |n: &str| std::fs::read_to_string(sb.path(n)).unwrap();
+    assert!(read("ext4-4k").contains("Block size:               4096"));
+    assert!(
+        !read("ext4-4k").contains("Cluster size"),
+        "{}",
+        read("ext4-4k")
+    );
+    assert!(read("ext4-64k").contains("Cluster size:             65536"));
+    assert!(read("btrfs").contains("Data, RAID1"), "{}", read("btrfs"));
+    assert!(
+        read("btrfs").contains("Metadata, RAID1"),
+        "{}",
+        read("btrfs")
+    );
+    assert!(said.contains("btrfs-raid1"), "{said}");
+    // Each device is named once before anything is formatted: size, what it is, signatures.
+    assert!(
+        said.contains(&format!(
+            "iolab: this study formats {da}: 256 MiB, loop device over "
+        )),
+        "{said}"
+    );
+    assert!(said.contains("signatures: none"), "{said}");
+    assert_eq!(signatures(&a.dev), "");
+    assert_eq!(signatures(&b.dev), "");
+    assert_eq!((knobs(&a.dev), knobs(&b.dev)), before);
+    assert!(leftovers(&sb, pid).is_empty(), "{:?}", leftovers(&sb, pid));
+}
+
+/// Refused with exit 2 and nothing written (no database, no state file; the bytes of the
+/// signed device unchanged): a device not named with --allow-destroy-device (or another
+/// one named instead), one with a signature without --wipe, a mounted one, the disk
+/// holding a loop device's backing file, a loop device's drive write cache, a scheduler
+/// the device does not list; and --device for a study without device testbeds.
+#[test]
+fn a_device_study_refuses_what_it_must_not_format() {
+    let Some(_g) = require_devices(&["mkfs.ext4", "wipefs"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let a = iolab_testkit::Loop::new(64 << 20);
+    let da = a.dev.to_str().unwrap().to_string();
+    let study = |extra: &str| {
+        write(
+            &sb,
+            "refuse.toml",
+            &format!(
+                "name = \"t-refuse\"\n[testbed]\nkind = \"device\"\nfs = \"ext4\"\n{extra}\n\
+                 [[workload]]\nkind = \"custom\"\nrw = \"read\"\nsize = \"1MiB\"\n"
+            ),
+        )
+    };
+    let refused = |f: &str, args: &[&str], why: &str| {
+        let mut all = vec!["study", f];
+        all.extend_from_slice(args);
+        let o = sb.iolab(&all).code(2);
+        assert!(o.stderr.contains(why), "{why}: {}", o.stderr);
+        assert!(!sb.db.exists(), "a refused study wrote its database");
+        let state: Vec<_> = std::fs::read_dir(sb.state_dir())
+            .map(|d| d.flatten().collect())
+            .unwrap_or_default();
+        assert!(state.is_empty(), "a refused study wrote state: {state:?}");
+        o.stderr
+    };
+    let f = study("");
+    let e = refused(
+        &f,
+        &["--device", &da],
+        "is not named with --allow-destroy-device",
+    );
+    assert!(e.contains(&da), "{e}");
+    refused(&f, &[], "names no device");
+    refused(
+        &f,
+        &["--device", &da, "--allow-destroy-device", "/dev/sdx9"],
+        "--allow-destroy-device /dev/sdx9: not a device of",
+    );
+    let dir = sb.path("plain");
+    std::fs::create_dir(&dir).unwrap();
+    let plain = write(
+        &sb,
+        "plain.toml",
+        &format!(
+            "name = \"p\"\n[testbed]\nkind = \"dir\"\npath = \"{}\"\n[[workload]]\nkind = \
+             \"custom\"\nrw = \"read\"\nsize = \"1MiB\"\n",
+            dir.display()
+        ),
+    );
+    refused(
+        &plain,
+        &["--device", &da],
+        "has no kind = \"device\" testbed",
+    );
+    let allow = [
+        "--device",
+        da.as_str(),
+        "--allow-destroy-device",
+        da.as_str(),
+    ];
+    // A loop device has no drive cache of its own.
+    let cache = study("drive_write_cache = false");
+    refused(&cache, &allow, "drive_write_cache");
+
+    // A knob value the device does not have is refused by its key.
+    let knob = study("scheduler = \"elevator-9000\"");
+    let e = refused(&knob, &allow, "is not available for");
+    assert!(e.contains("`scheduler`"), "{e}");
+
+    // A signature, without --wipe.
+    iolab_testkit::sh("mkfs.ext4", &["-q", &da]);
+    let digest = || iolab_testkit::shell(&format!("head -c 4M {da} | md5sum"));
+    let signed = digest();
+    let e = refused(&f, &allow, "holds a signature");
+    assert!(e.contains("--wipe"), "{e}");
+    assert_eq!(digest(), signed);
+
+    // Mounted, even with --wipe.
+    let m = iolab_testkit::Mount::new(&a.dev, &[]);
+    refused(
+        &f,
+        &[allow.as_slice(), &["--wipe"]].concat(),
+        "is mounted at",
+    );
+    // The disk holding a loop device's backing file (and no longer mounted where anyone
+    // looks: the loop device keeps it busy).
+    let img = m.path().join("inner.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let inner = iolab_testkit::Loop::attach(&img, &[]);
+    iolab_testkit::sh("umount", &["-l", m.path().to_str().unwrap()]);
+    refused(&f, &[allow.as_slice(), &["--wipe"]].concat(), "in use");
+    drop(inner);
+    drop(m);
+}
+
+/// A device study's knobs (scheduler, nr_requests, read_ahead_kb, max_sectors_kb,
+/// rq_affinity) are back as they were after a build that fails (its setup hook), after
+/// Ctrl-C during the measurement, and after kill -9 once `iolab cleanup` has run; the
+/// first two also erase the filesystem they made, cleanup never does (it says how).
+#[test]
+fn device_knobs_come_back_after_an_error_ctrl_c_and_kill_9_with_cleanup() {
+    let Some(_g) = require_devices(&["mkfs.ext4", "wipefs"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let a = iolab_testkit::Loop::new(64 << 20);
+    unusual_knobs(&a.dev);
+    let before = knobs(&a.dev);
+    let da = a.dev.to_str().unwrap();
+    let spawn = |f: &str| {
+        sb.cmd(&["study", f, "--device", da, "--allow-destroy-device", da])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let study = |name: &str, extra: &str, duration: &str| {
+        write(
+            &sb,
+            &format!("{name}.toml"),
+            &format!(
+                "name = \"t-{name}\"\n[testbed]\nkind = \"device\"\nfs = \"ext4\"\n{}\n{extra}\n\
+                 [[workload]]\nkind = \"custom\"\nrw = \"randread\"\nbs = \"4k\"\nsize = \
+                 \"4MiB\"\nduration = \"{duration}\"\nruns = 1\nwarmup = 0\n",
+                DEVICE_KNOBS.replace(", ", "\n")
+            ),
+        )
+    };
+
+    // An error: the setup hook fails once the knobs are set and the filesystem is made.
+    let f = study("error", "setup = \"exit 3\"", "100ms");
+    let child = spawn(&f);
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    assert_ne!(o.status.code(), Some(0));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("building the testbed failed"), "{e}");
+    assert_eq!(knobs(&a.dev), before, "after a failed build");
+    assert_eq!(signatures(&a.dev), "", "after a failed build");
+    assert!(leftovers(&sb, pid).is_empty(), "{:?}", leftovers(&sb, pid));
+
+    // Ctrl-C while measuring.
+    let f = study("long", "", "60s");
+    let mut child = spawn(&f);
+    let pid = child.id();
+    wait_until_measuring(&sb, pid);
+    assert_ne!(knobs(&a.dev), before, "the knobs are set while it measures");
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(30)), Some(130));
+    assert_eq!(knobs(&a.dev), before, "after Ctrl-C");
+    assert_eq!(signatures(&a.dev), "", "after Ctrl-C");
+    assert!(leftovers(&sb, pid).is_empty(), "{:?}", leftovers(&sb, pid));
+
+    // kill -9, then iolab cleanup: unmounted, knobs restored, the filesystem left.
+    let mut child = spawn(&f);
+    let pid = child.id();
+    wait_until_measuring(&sb, pid);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_for("the run to exit", Duration::from_secs(20), || {
+        !leftovers(&sb, pid).iter().any(|l| l.starts_with("process"))
+    });
+    assert_ne!(knobs(&a.dev), before, "kill -9 leaves the knobs set");
+    let out = sb.iolab(&["cleanup"]).ok();
+    assert!(out.stdout.contains("never wipes"), "{}", out.stdout);
+    assert!(out.stdout.contains("wipefs -a -t ext4 "), "{}", out.stdout);
+    assert_eq!(knobs(&a.dev), before, "after kill -9 and cleanup");
+    assert!(signatures(&a.dev).contains("ext4"), "cleanup never wipes");
+    assert!(leftovers(&sb, pid).is_empty(), "{:?}", leftovers(&sb, pid));
 }

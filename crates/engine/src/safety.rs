@@ -263,6 +263,12 @@ fn swap_files(id: FileId) -> Vec<String> {
         .collect()
 }
 
+/// The processes other than this one that have the block device (or file) at `path` open
+/// for writing, each said as a reason; empty when none does or `path` cannot be read.
+pub fn device_writers(path: &Path) -> Vec<String> {
+    FileId::of(path).map(writers).unwrap_or_default()
+}
+
 /// The processes other than this one that have the file `id` open for writing.
 fn writers(id: FileId) -> Vec<String> {
     let me = std::process::id().to_string();

@@ -1,11 +1,12 @@
 //! The study file: its TOML shape, its validation, and where in the file each problem is.
 
 use std::ops::Range;
+use std::path::PathBuf;
 
 use serde::Deserialize;
 use toml::{Spanned, Table, Value};
 
-use iolab_testbed::{validate, Kind, TestbedError, TestbedSpec};
+use iolab_testbed::{validate, DeviceConsent, Devices, Kind, TestbedError, TestbedSpec};
 
 use crate::error::StudyError;
 use crate::matrix::{expand, merge_tables, set_dotted, value_text};
@@ -104,6 +105,87 @@ impl Workload {
 }
 
 impl Study {
+    /// Gives the `kind = "device"` configurations the command line's devices (`--device`,
+    /// in order: all of them, or the first N where the file says `devices = N`; they replace
+    /// a list in the file) and what it allows (`--allow-destroy-device`, `--wipe`), and
+    /// checks each again. An error names the option or the configuration and key. With
+    /// `require` false (a dry run) a configuration may stay without devices: its plan
+    /// shows `<--device>`.
+    pub fn use_devices(
+        &mut self,
+        devices: &[PathBuf],
+        consent: &DeviceConsent,
+        require: bool,
+    ) -> Result<(), String> {
+        let any = self.configs.iter().any(|c| c.testbed.kind == Kind::Device);
+        if !any {
+            for (given, opt) in [
+                (!devices.is_empty(), "--device"),
+                (!consent.allowed.is_empty(), "--allow-destroy-device"),
+                (consent.wipe, "--wipe"),
+            ] {
+                if given {
+                    return Err(format!(
+                        "{opt}: {} has no kind = \"device\" testbed (it builds its own \
+                         devices)",
+                        self.file
+                    ));
+                }
+            }
+            return Ok(());
+        }
+        for c in self
+            .configs
+            .iter_mut()
+            .filter(|c| c.testbed.kind == Kind::Device)
+        {
+            let t = &mut c.testbed;
+            let who = format!("{}: configuration '{}'", self.file, c.label);
+            if devices.is_empty() && !require && !matches!(t.devices, Some(Devices::Paths(_))) {
+                t.consent = consent.clone();
+                continue;
+            }
+            let chosen = match &t.devices {
+                Some(Devices::Count(n)) => {
+                    let n = *n as usize;
+                    if devices.len() < n {
+                        return Err(format!(
+                            "{who}: devices = {n} takes the first {n} devices of --device, \
+                             and {} were given",
+                            devices.len()
+                        ));
+                    }
+                    devices[..n].to_vec()
+                }
+                Some(Devices::Paths(p)) if devices.is_empty() => p.clone(),
+                _ if devices.is_empty() => {
+                    return Err(format!(
+                        "{who}: names no device; give --device DEV (once per device) or \
+                         devices = [\"/dev/sdX\"] in the file"
+                    ))
+                }
+                _ => devices.to_vec(),
+            };
+            t.devices = Some(Devices::Paths(chosen));
+            t.consent = consent.clone();
+            validate(t).map_err(|e| format!("{who}: {e}"))?;
+        }
+        if let Some(unused) = devices.iter().find(|d| {
+            !self
+                .configs
+                .iter()
+                .any(|c| c.testbed.device_paths().contains(d))
+        }) {
+            return Err(format!(
+                "--device {}: no configuration of {} uses it (each takes the first `devices = \
+                 N` of them)",
+                unused.display(),
+                self.file
+            ));
+        }
+        Ok(())
+    }
+
     /// How many runs the study makes: repeats x the (configuration, workload) pairs that
     /// apply.
     pub fn run_count(&self) -> usize {
@@ -954,6 +1036,54 @@ mod tests {
 
     fn parse_err(text: &str) -> StudyError {
         parse("s.toml", text, &mut ok).expect_err("should fail")
+    }
+
+    #[test]
+    fn devices_come_from_the_command_line() {
+        let text = "name = \"d\"\n[[config]]\nlabel = \"ext4\"\ntestbed = { kind = \"device\", \
+                    devices = 1, fs = \"ext4\" }\n[[config]]\nlabel = \"raid1\"\ntestbed = { kind = \
+                    \"device\", fs = \"btrfs\", raid = \"raid1\" }\n[[workload]]\nkind = \"custom\"\n";
+        let devs = [PathBuf::from("/dev/sdx9"), PathBuf::from("/dev/sdy9")];
+        let consent = DeviceConsent {
+            allowed: devs.to_vec(),
+            wipe: true,
+        };
+        let mut s = parse_ok(text);
+        s.use_devices(&devs, &consent, true).unwrap();
+        assert_eq!(s.configs[0].testbed.device_paths(), &devs[..1]);
+        assert_eq!(s.configs[1].testbed.device_paths(), &devs[..]);
+        assert!(s.configs[1].testbed.consent.wipe);
+        // One device is too few for raid1; none at all names the configuration.
+        let e = parse_ok(text)
+            .use_devices(&devs[..1], &consent, true)
+            .unwrap_err();
+        assert!(
+            e.contains("configuration 'raid1'") && e.contains("`raid`"),
+            "{e}"
+        );
+        let e = parse_ok(text)
+            .use_devices(&[], &DeviceConsent::default(), true)
+            .unwrap_err();
+        assert!(e.contains("devices = 1 takes the first 1"), "{e}");
+        // Only ext4 on one device: a second --device would be ignored.
+        let one = "name = \"d\"\n[testbed]\nkind = \"device\"\ndevices = 1\nfs = \"ext4\"\n\
+                   [[workload]]\nkind = \"custom\"\n";
+        let e = parse_ok(one)
+            .use_devices(&devs, &consent, true)
+            .unwrap_err();
+        assert!(e.starts_with("--device /dev/sdy9: no configuration"), "{e}");
+        // A dry run may leave them out.
+        parse_ok(text)
+            .use_devices(&[], &DeviceConsent::default(), false)
+            .unwrap();
+        // --device for a study that builds its own devices.
+        let e = parse_ok(BARRIERS)
+            .use_devices(&devs, &DeviceConsent::default(), true)
+            .unwrap_err();
+        assert!(
+            e.starts_with("--device: s.toml has no kind = \"device\""),
+            "{e}"
+        );
     }
 
     const BARRIERS: &str = r#"name = "barriers"

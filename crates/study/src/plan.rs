@@ -83,9 +83,15 @@ pub fn dry_run_text(study: &Study) -> String {
     if !round_line.is_empty() {
         s.push_str(&format!("{round_line}\n"));
     }
-    let root = study.configs.iter().any(|c| c.testbed.kind == Kind::Loop) || study.drop_caches;
+    let root = study.configs.iter().any(|c| c.testbed.kind != Kind::Dir) || study.drop_caches;
     if root {
         s.push_str("\nNeeds root (loop devices, mounts, sysfs knobs, cgroups).\n");
+    }
+    if study.configs.iter().any(|c| c.testbed.kind == Kind::Device) {
+        s.push_str(
+            "Formats your devices: each must be named with --allow-destroy-device DEV (and \
+             --wipe if it holds a signature); a mounted, held or system disk is refused.\n",
+        );
     }
     s
 }
@@ -215,8 +221,16 @@ pub fn catalogue() -> String {
             "zfs-fuse",
         ),
         (
-            "knobs (loop)",
-            "read_ahead_kb, scheduler, write_cache = \"write back\"|\"write through\" (restored after)",
+            "device",
+            "your own disks: devices = [\"/dev/sdb\"] or --device DEV; fs, raid, mkfs_options, \
+             mount_options and knobs as for loop; each named with --allow-destroy-device",
+            have("wipefs") && root,
+            "root, util-linux",
+        ),
+        (
+            "knobs (loop, dev)",
+            "read_ahead_kb, scheduler, write_cache = \"write back\"|\"write through\", \
+             nr_requests, max_sectors_kb, rq_affinity (restored after)",
             root,
             "root",
         ),

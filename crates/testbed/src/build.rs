@@ -86,6 +86,17 @@ fn preflight(spec: &TestbedSpec) -> Result<(), TestbedError> {
                 });
             }
         }
+        Kind::Device => {
+            if !sys::is_root() {
+                return Err(TestbedError::Unsupported {
+                    key: "kind".into(),
+                    message: "device testbeds need root (mkfs, mount, sysfs)".into(),
+                });
+            }
+            crate::device::check_devices(spec)?;
+            tools.push(("wipefs", "to list and erase the signatures a build makes"));
+            fs_tools(spec, &mut tools);
+        }
         Kind::Loop => {
             if !sys::is_root() {
                 return Err(TestbedError::Unsupported {
@@ -110,50 +121,101 @@ fn preflight(spec: &TestbedSpec) -> Result<(), TestbedError> {
             if spec.uses_loop_devices() {
                 tools.push(("losetup", "to attach the image files as loop devices"));
             }
-            if spec.throttle.is_some() && sys::blkio_root().is_none() {
-                return Err(TestbedError::Unsupported {
-                    key: "throttle".into(),
-                    message: "no cgroup v1 blkio hierarchy is mounted (looked for \
-                              /sys/fs/cgroup/blkio and cgroup mounts with blkio)"
-                        .into(),
-                });
-            }
-            match spec.fs_kind() {
-                Fs::None => {}
-                Fs::Ext4 => tools.push(("mkfs.ext4", "for fs = \"ext4\"")),
-                Fs::Xfs => tools.push(("mkfs.xfs", "for fs = \"xfs\"")),
-                Fs::Btrfs => {
-                    tools.push(("mkfs.btrfs", "for fs = \"btrfs\""));
-                    tools.push(("btrfs", "for fs = \"btrfs\" (device registrations)"));
-                }
-                Fs::Zfs => {
-                    tools.push(("zfs-fuse", "for fs = \"zfs\" (the daemon)"));
-                    tools.push(("zpool", "for fs = \"zfs\""));
-                    tools.push(("zfs", "for fs = \"zfs\""));
-                    if commands::zfsrc_mount().is_some() {
-                        tools.push((
-                            "unshare",
-                            "for fs = \"zfs\" (to hide /etc/zfs/zfsrc from the daemon)",
-                        ));
-                    }
-                    if let Some(pid) = sys::pids_named("zfs-fuse").first() {
-                        return Err(TestbedError::ZfsDaemonBusy { pid: *pid });
-                    }
-                }
-            }
-            if spec.fs_kind() != Fs::None {
-                tools.push(("mount", "to mount the filesystem"));
-                tools.push(("umount", "to unmount the filesystem"));
-            }
+            fs_tools(spec, &mut tools);
         }
+    }
+    if spec.kind != Kind::Dir && spec.fs_kind() == Fs::Zfs {
+        if let Some(pid) = sys::pids_named("zfs-fuse").first() {
+            return Err(TestbedError::ZfsDaemonBusy { pid: *pid });
+        }
+        check_daemon_options(spec)?;
     }
     if spec.setup.is_some() || spec.teardown.is_some() || spec.throttle.is_some() {
         tools.push(("sh", "for the setup and teardown hooks"));
+    }
+    if spec.throttle.is_some() && sys::blkio_root().is_none() {
+        return Err(TestbedError::Unsupported {
+            key: "throttle".into(),
+            message: "no cgroup v1 blkio hierarchy is mounted (looked for \
+                      /sys/fs/cgroup/blkio and cgroup mounts with blkio)"
+                .into(),
+        });
     }
     for (tool, purpose) in tools {
         sys::require_tool(tool, purpose)?;
     }
     Ok(())
+}
+
+/// Every option the spec gives the zfs-fuse daemon (`zfs_daemon`) must be one this zfs-fuse
+/// has (its `--help` lists it): otherwise the knob is refused by its key before anything is
+/// built, rather than a daemon that fails to start.
+fn check_daemon_options(spec: &TestbedSpec) -> Result<(), TestbedError> {
+    const KEYS: [(&str, &str); 8] = [
+        ("--zfs-prefetch-disable", "zfs_daemon.prefetch"),
+        ("--vdev-cache-size", "zfs_daemon.vdev_cache_size_mb"),
+        ("--max-arc-size", "zfs_daemon.max_arc_size_mb"),
+        ("--disable-block-cache", "zfs_daemon.disable_block_cache"),
+        ("--fuse-attr-timeout", "zfs_daemon.fuse_attr_timeout"),
+        ("--fuse-entry-timeout", "zfs_daemon.fuse_entry_timeout"),
+        ("--fuse-mount-options", "zfs_daemon.fuse_mount_options"),
+        ("--enable-xattr", "zfs_daemon.enable_xattr"),
+    ];
+    if spec.zfs_daemon.is_none() {
+        return Ok(());
+    }
+    let exe = sys::require_tool("zfs-fuse", "for fs = \"zfs\" (the daemon)")?;
+    let out = Command::new(&exe)
+        .arg("--help")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| TestbedError::io(format!("running {} --help", exe.display()), e))?;
+    let help = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let args = commands::zfs_fuse_args(spec, Path::new("/"));
+    for (flag, key) in KEYS {
+        if args.iter().any(|a| a == flag) && !help.contains(flag) {
+            return Err(TestbedError::Unsupported {
+                key: key.into(),
+                message: format!(
+                    "this zfs-fuse ({}) has no {flag} option (its --help does not list it)",
+                    exe.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The tools the filesystem of `spec` needs.
+fn fs_tools(spec: &TestbedSpec, tools: &mut Vec<(&str, &str)>) {
+    match spec.fs_kind() {
+        Fs::None => {}
+        Fs::Ext4 => tools.push(("mkfs.ext4", "for fs = \"ext4\"")),
+        Fs::Xfs => tools.push(("mkfs.xfs", "for fs = \"xfs\"")),
+        Fs::Btrfs => {
+            tools.push(("mkfs.btrfs", "for fs = \"btrfs\""));
+            tools.push(("btrfs", "for fs = \"btrfs\" (device registrations)"));
+        }
+        Fs::Zfs => {
+            tools.push(("zfs-fuse", "for fs = \"zfs\" (the daemon)"));
+            tools.push(("zpool", "for fs = \"zfs\""));
+            tools.push(("zfs", "for fs = \"zfs\""));
+            if commands::zfsrc_mount().is_some() {
+                tools.push((
+                    "unshare",
+                    "for fs = \"zfs\" (to hide /etc/zfs/zfsrc from the daemon)",
+                ));
+            }
+        }
+    }
+    if spec.fs_kind() != Fs::None {
+        tools.push(("mount", "to mount the filesystem"));
+        tools.push(("umount", "to unmount the filesystem"));
+    }
 }
 
 pub(crate) fn check(stop: &AtomicBool) -> Result<(), TestbedError> {
@@ -177,6 +239,7 @@ fn build_into(tb: &mut Testbed, stop: &AtomicBool) -> Result<(), TestbedError> {
             path
         }
         Kind::Loop => build_loop(tb, &spec, stop)?,
+        Kind::Device => build_device(tb, &spec, stop)?,
     };
     check(stop)?;
     if spec.setup.is_some() || spec.teardown.is_some() {
@@ -185,16 +248,22 @@ fn build_into(tb: &mut Testbed, stop: &AtomicBool) -> Result<(), TestbedError> {
     Ok(())
 }
 
-fn build_loop(
-    tb: &mut Testbed,
-    spec: &TestbedSpec,
-    stop: &AtomicBool,
-) -> Result<PathBuf, TestbedError> {
+/// A fresh name and the testbed's directory under /var/tmp.
+fn start(tb: &mut Testbed, spec: &TestbedSpec, stop: &AtomicBool) -> Result<Names, TestbedError> {
     check(stop)?;
     let names = Names::new(spec, &fresh_name());
     tb.make_dir(&names.base)?;
     tb.base = Some(names.base.clone());
     tb.name = Some(names.name.clone());
+    Ok(names)
+}
+
+fn build_loop(
+    tb: &mut Testbed,
+    spec: &TestbedSpec,
+    stop: &AtomicBool,
+) -> Result<PathBuf, TestbedError> {
+    let names = start(tb, spec, stop)?;
     if names.own_image_dir {
         tb.make_dir(&names.image_dir)?;
     }
@@ -217,23 +286,83 @@ fn build_loop(
         }
         check(stop)?;
         tb.apply_knobs(spec)?;
-        if spec.throttle.is_some() {
-            check(stop)?;
-            tb.make_cgroup(spec, &names.name)?;
-        }
+    }
+    throttle_and_fs(tb, spec, &names, stop)
+}
+
+/// The throttle's cgroup (validation allows one only over devices) and the filesystem;
+/// returns where the hooks run.
+fn throttle_and_fs(
+    tb: &mut Testbed,
+    spec: &TestbedSpec,
+    names: &Names,
+    stop: &AtomicBool,
+) -> Result<PathBuf, TestbedError> {
+    if spec.throttle.is_some() {
+        check(stop)?;
+        tb.make_cgroup(spec, &names.name)?;
     }
     check(stop)?;
     match spec.fs_kind() {
         Fs::None => Ok(names.base.clone()),
         Fs::Zfs => {
-            tb.make_zfs(spec, &names, stop)?;
+            tb.make_zfs(spec, names, stop)?;
             Ok(names.mnt())
         }
         Fs::Ext4 | Fs::Xfs | Fs::Btrfs => {
-            tb.make_fs(spec, &names, stop)?;
+            tb.make_fs(spec, names, stop)?;
             Ok(names.mnt())
         }
     }
+}
+
+/// kind = "device": the user's devices, checked by [`preflight`]; `--wipe` erases what is
+/// on them, then knobs, throttle and filesystem as on loop devices.
+fn build_device(
+    tb: &mut Testbed,
+    spec: &TestbedSpec,
+    stop: &AtomicBool,
+) -> Result<PathBuf, TestbedError> {
+    let names = start(tb, spec, stop)?;
+    for p in spec.device_paths() {
+        let path = crate::device::canonical(p)?;
+        let rdev = crate::device::rdev_text(&path).ok_or_else(|| TestbedError::Refused {
+            device: p.clone(),
+            message: "is not a block device".into(),
+        })?;
+        let (major, minor) = rdev
+            .split_once(':')
+            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+            .unwrap_or_default();
+        tb.devices.push(Device {
+            path,
+            major,
+            minor,
+            image: PathBuf::new(),
+        });
+    }
+    if spec.consent.wipe {
+        for dev in tb.devices.clone() {
+            check(stop)?;
+            if !crate::device::signatures(&dev.path)?.is_empty() {
+                let argv = vec!["wipefs".to_string(), "-a".into(), sys::text(&dev.path)];
+                tb.commands.push(format!(
+                    "{}  # --wipe: the signatures already on it",
+                    display_cmd(&argv)
+                ));
+                sys::run(&argv)?;
+            }
+        }
+    }
+    check(stop)?;
+    tb.apply_knobs(spec)?;
+    if let Some(on) = spec.drive_write_cache {
+        for dev in tb.devices.clone() {
+            check(stop)?;
+            tb.set_drive_cache(&dev, on)?;
+        }
+    }
+    throttle_and_fs(tb, spec, &names, stop)
 }
 
 impl Testbed {
@@ -373,8 +502,23 @@ impl Testbed {
             let mut ids = Vec::new();
             for (attr, value) in commands::knob_record_order(&knobs) {
                 let path = sys::sysfs_attr(&dev.path, attr);
-                let raw = sys::read_trim(&path)
-                    .map_err(|e| TestbedError::io(format!("reading {}", path.display()), e))?;
+                let raw = match sys::read_trim(&path) {
+                    Ok(v) => v,
+                    Err(e) if e.kind() == ErrorKind::NotFound => {
+                        return Err(TestbedError::Unsupported {
+                            key: attr.trim_start_matches("queue/").into(),
+                            message: format!(
+                                "{} has no {attr} ({} does not exist; a partition's queue is \
+                                 its disk's)",
+                                dev.path.display(),
+                                path.display()
+                            ),
+                        })
+                    }
+                    Err(e) => {
+                        return Err(TestbedError::io(format!("reading {}", path.display()), e))
+                    }
+                };
                 if attr == "queue/scheduler" {
                     let available = sys::list_entries(&raw);
                     if !available.contains(&value) {
@@ -389,11 +533,20 @@ impl Testbed {
                     }
                 }
                 let previous = knob_value(&dev.path, attr).unwrap_or(raw);
-                let res = Resource::Knob {
-                    device: dev.path.clone(),
-                    image: dev.image.clone(),
-                    attr: attr.to_string(),
-                    previous: previous.clone(),
+                let res = if spec.kind == Kind::Device {
+                    Resource::DeviceKnob {
+                        device: dev.path.clone(),
+                        rdev: dev.maj_min(),
+                        attr: attr.to_string(),
+                        previous: previous.clone(),
+                    }
+                } else {
+                    Resource::Knob {
+                        device: dev.path.clone(),
+                        image: dev.image.clone(),
+                        attr: attr.to_string(),
+                        previous: previous.clone(),
+                    }
                 };
                 ids.push((self.state.intent(&res)?, res, attr, previous));
             }
@@ -430,6 +583,38 @@ impl Testbed {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// The drive's own write cache of `dev` (kind = "device"), recorded, set and read back.
+    fn set_drive_cache(&mut self, dev: &Device, on: bool) -> Result<(), TestbedError> {
+        use crate::device::{drive_cache_read, drive_cache_set, drive_cache_tool};
+        let tool = drive_cache_tool(&dev.path)?;
+        let previous = drive_cache_read(tool, &dev.path)?;
+        let res = Resource::DriveCache {
+            device: dev.path.clone(),
+            rdev: dev.maj_min(),
+            tool: tool.to_string(),
+            previous,
+        };
+        let id = self.state.intent(&res)?;
+        self.run_logged(&drive_cache_set(tool, &dev.path, on))?;
+        self.state.done(id, &res)?;
+        if drive_cache_read(tool, &dev.path)? != on {
+            return Err(TestbedError::Unsupported {
+                key: "drive_write_cache".into(),
+                message: format!(
+                    "{} did not take the write cache setting (the drive may not allow it)",
+                    dev.path.display()
+                ),
+            });
+        }
+        self.knobs.push(KnobChange {
+            device: dev.path.clone(),
+            attr: format!("drive write cache ({tool})"),
+            previous: if previous { "on" } else { "off" }.into(),
+            value: if on { "on" } else { "off" }.into(),
+        });
         Ok(())
     }
 
@@ -475,6 +660,9 @@ impl Testbed {
         stop: &AtomicBool,
     ) -> Result<(), TestbedError> {
         let devs: Vec<String> = self.devices.iter().map(|d| sys::text(&d.path)).collect();
+        if spec.kind == Kind::Device {
+            return self.make_fs_on_devices(spec, names, stop, &devs);
+        }
         if spec.fs_kind() == Fs::Btrfs {
             let res = Resource::BtrfsDevices {
                 devices: self.devices.iter().map(|d| d.path.clone()).collect(),
@@ -486,15 +674,74 @@ impl Testbed {
         if let Some(argv) = commands::mkfs(spec, &devs) {
             self.run_logged(&argv)?;
         }
+        self.mount_fs(spec, names, stop, &devs)
+    }
+
+    /// mkfs on the user's devices, each one's signatures recorded before (none) and after,
+    /// then the mount.
+    fn make_fs_on_devices(
+        &mut self,
+        spec: &TestbedSpec,
+        names: &Names,
+        stop: &AtomicBool,
+        devs: &[String],
+    ) -> Result<(), TestbedError> {
+        let records = self.signatures_to_come()?;
+        if let Some(argv) = commands::mkfs(spec, devs) {
+            self.run_logged(&argv)?;
+        }
+        self.signatures_made(records)?;
+        self.mount_fs(spec, names, stop, devs)
+    }
+
+    /// Records, before mkfs or zpool create writes them, the signatures to come on each of
+    /// the user's devices (none for loop testbeds).
+    fn signatures_to_come(&mut self) -> Result<Vec<(u64, Device)>, TestbedError> {
+        let mut records = Vec::new();
+        if self.spec.kind != Kind::Device {
+            return Ok(records);
+        }
+        for dev in self.devices.clone() {
+            let res = Resource::DeviceSignatures {
+                device: dev.path.clone(),
+                rdev: dev.maj_min(),
+                signatures: Vec::new(),
+            };
+            records.push((self.state.intent(&res)?, dev));
+        }
+        Ok(records)
+    }
+
+    /// Completes [`Testbed::signatures_to_come`] with what wipefs now lists.
+    fn signatures_made(&mut self, records: Vec<(u64, Device)>) -> Result<(), TestbedError> {
+        for (id, dev) in records {
+            let res = Resource::DeviceSignatures {
+                signatures: crate::device::signatures(&dev.path)?,
+                rdev: dev.maj_min(),
+                device: dev.path,
+            };
+            self.state.done(id, &res)?;
+        }
+        Ok(())
+    }
+
+    /// A fresh mount directory and the mount of the new filesystem.
+    fn mount_fs(
+        &mut self,
+        spec: &TestbedSpec,
+        names: &Names,
+        stop: &AtomicBool,
+        devs: &[String],
+    ) -> Result<(), TestbedError> {
         check(stop)?;
         let mnt = names.mnt();
         self.make_dir(&mnt)?;
         let res = Resource::Mount {
             target: mnt.clone(),
-            source: devs[0].clone(),
+            source: devs.first().cloned().unwrap_or_default(),
         };
         let id = self.state.intent(&res)?;
-        self.run_logged(&commands::mount(spec, &devs, &mnt))?;
+        self.run_logged(&commands::mount(spec, devs, &mnt))?;
         self.state.done(id, &res)?;
         self.mount_point = Some(mnt.clone());
         self.work_dir = Some(mnt);
@@ -510,6 +757,8 @@ impl Testbed {
     ) -> Result<(), TestbedError> {
         let mnt = names.mnt();
         self.make_dir(&mnt)?;
+        // The user's devices: erased after the daemon has let go of them (recorded first).
+        let records = self.signatures_to_come()?;
         let etc_mount = commands::zfsrc_mount();
         if etc_mount.is_some() {
             let res = Resource::Mount {
@@ -577,6 +826,7 @@ impl Testbed {
         let create = commands::zpool_create(spec, &pool, &vdevs);
         self.run_logged(&create)?;
         self.state.done(id, &res)?;
+        self.signatures_made(records)?;
         check(stop)?;
         let dataset = names.dataset();
         let res = Resource::ZfsDataset {

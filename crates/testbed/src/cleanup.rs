@@ -148,6 +148,19 @@ pub fn cleanup_all(state_dir: &Path) -> Report {
                 }
                 continue;
             }
+            if let Resource::DeviceSignatures {
+                device, signatures, ..
+            } = &res
+            {
+                // Never wiped here: the user's device is theirs to erase.
+                report
+                    .notes
+                    .push(crate::device::left_note(device, signatures));
+                if let Err(e) = st.removed(id) {
+                    report.failures.push(e.to_string());
+                }
+                continue;
+            }
             match remove(&res, &mut daemon) {
                 Removal::Gone { note } => {
                     report.removed.push(res.describe());
@@ -194,12 +207,15 @@ fn needles(resources: &[(u64, Resource)]) -> Vec<String> {
             }
             Resource::Mount { target, .. } => v.push(sys::text(target)),
             Resource::BtrfsDevices { devices, .. } => v.extend(devices.iter().map(sys::text)),
+            Resource::DeviceSignatures { device, .. } => v.push(sys::text(device)),
             Resource::ZfsPool { name } => v.push(name.clone()),
             Resource::ZfsDataset { name, mountpoint } => {
                 v.push(name.clone());
                 v.push(sys::text(mountpoint));
             }
             Resource::Knob { .. }
+            | Resource::DeviceKnob { .. }
+            | Resource::DriveCache { .. }
             | Resource::ZfsDaemon { .. }
             | Resource::EmuDaemon { .. }
             | Resource::Hook { .. } => {}

@@ -134,26 +134,33 @@ pub(crate) fn knob_writes(spec: &TestbedSpec) -> Vec<(&'static str, String)> {
     {
         v.push(("queue/rotational", "1".into()));
     }
+    // Queue-limit updates too (they reset read_ahead_kb); nr_requests after the scheduler,
+    // which resets it.
+    if let Some(kb) = spec.max_sectors_kb {
+        v.push(("queue/max_sectors_kb", kb.to_string()));
+    }
+    if let Some(n) = spec.nr_requests {
+        v.push(("queue/nr_requests", n.to_string()));
+    }
+    if let Some(a) = spec.rq_affinity {
+        v.push(("queue/rq_affinity", a.to_string()));
+    }
     if let Some(kb) = spec.read_ahead_kb {
         v.push(("queue/read_ahead_kb", kb.to_string()));
     }
     v
 }
 
-/// The order knobs are recorded in the state file: read_ahead_kb first, so that teardown
-/// (newest first) writes it back last, after the writes that reset it.
+/// The order knobs are recorded in the state file: read_ahead_kb first and nr_requests
+/// second, so that teardown (newest first) writes them back last, after the writes that
+/// reset them (queue limits reset read_ahead_kb, a scheduler change nr_requests).
 pub(crate) fn knob_record_order(knobs: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
-    let mut v: Vec<(&'static str, String)> = knobs
+    const LAST: [&str; 2] = ["queue/read_ahead_kb", "queue/nr_requests"];
+    let mut v: Vec<(&'static str, String)> = LAST
         .iter()
-        .filter(|(a, _)| *a == "queue/read_ahead_kb")
-        .cloned()
+        .filter_map(|l| knobs.iter().find(|(a, _)| a == l).cloned())
         .collect();
-    v.extend(
-        knobs
-            .iter()
-            .filter(|(a, _)| *a != "queue/read_ahead_kb")
-            .cloned(),
-    );
+    v.extend(knobs.iter().filter(|(a, _)| !LAST.contains(a)).cloned());
     v
 }
 
@@ -411,6 +418,7 @@ pub fn plan(spec: &TestbedSpec) -> Vec<String> {
             }
             hook_cwd = path;
         }
+        Kind::Device => hook_cwd = plan_device(spec, &mut out, &mut down),
         Kind::Loop => {
             let names = Names::new(spec, "<name>");
             let n = spec.device_count();
@@ -506,45 +514,13 @@ pub fn plan(spec: &TestbedSpec) -> Vec<String> {
             match spec.fs_kind() {
                 Fs::None => {}
                 Fs::Zfs => {
-                    out.push(mkdir_line(&mnt));
-                    down.push(display_cmd(&["rmdir".into(), s(&mnt)]));
-                    let etc = zfsrc_mount();
-                    if etc.is_some() {
-                        for c in shared_bind(&mnt) {
-                            out.push(display_cmd(&c));
-                        }
-                        down.push(display_cmd(&umount(&mnt, false)));
-                    }
-                    out.push(touch_line(&names.daemon_log()));
-                    down.push(display_cmd(&["rm".into(), s(&names.daemon_log())]));
-                    out.push(display_cmd(&zfs_daemon(
-                        spec,
-                        &names.daemon_marker(),
-                        etc.as_deref(),
-                        cgroup_procs.as_deref(),
-                    )));
-                    down.push("kill -TERM <zfs-fuse pid>".into());
-                    out.push(format!(
-                        "{}  # repeated until the daemon answers",
-                        display_cmd(&zpool_ready())
-                    ));
                     let vdevs: Vec<String> = if spec.vdevs == Some(Vdevs::Files) {
                         images.iter().map(|p| s(p)).collect()
                     } else {
                         devs.clone()
                     };
-                    out.push(display_cmd(&zpool_create(spec, &names.pool(), &vdevs)));
-                    down.push(display_cmd(&[
-                        "zpool".into(),
-                        "destroy".into(),
-                        names.pool(),
-                    ]));
-                    out.push(display_cmd(&zfs_create(spec, &names.dataset(), &mnt)));
-                    down.push(display_cmd(&[
-                        "zfs".into(),
-                        "destroy".into(),
-                        names.dataset(),
-                    ]));
+                    let procs = cgroup_procs.as_deref();
+                    plan_zfs(spec, &names, &vdevs, procs, &mut out, &mut down);
                 }
                 _ => {
                     if spec.fs_kind() == Fs::Btrfs {
@@ -557,13 +533,7 @@ pub fn plan(spec: &TestbedSpec) -> Vec<String> {
                         v.extend(devs.iter().cloned());
                         down.push(display_cmd(&v));
                     }
-                    if let Some(m) = mkfs(spec, &devs) {
-                        out.push(display_cmd(&m));
-                    }
-                    out.push(mkdir_line(&mnt));
-                    down.push(display_cmd(&["rmdir".into(), s(&mnt)]));
-                    out.push(display_cmd(&mount(spec, &devs, &mnt)));
-                    down.push(display_cmd(&umount(&mnt, false)));
+                    plan_mkfs_mount(spec, &devs, &mnt, &mut out, &mut down);
                 }
             }
             hook_cwd = if spec.fs_kind() == Fs::None {
@@ -590,6 +560,175 @@ pub fn plan(spec: &TestbedSpec) -> Vec<String> {
     out.push("# teardown, in reverse order:".into());
     out.extend(down.into_iter().rev());
     out
+}
+
+/// The plan of a kind = "device" testbed (build lines into `out`, teardown lines into `down`
+/// in creation order); returns the hooks' directory.
+fn plan_device(spec: &TestbedSpec, out: &mut Vec<String>, down: &mut Vec<String>) -> PathBuf {
+    let names = Names::new(spec, "<name>");
+    let mut devs: Vec<String> = spec
+        .device_paths()
+        .iter()
+        .map(|p| s(&std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())))
+        .collect();
+    if devs.is_empty() {
+        devs.push("<--device>".into());
+    }
+    out.push(format!(
+        "# device testbed on {}: fs = {}{}; <name> = a fresh iolab-testbed-PID-N-RANDOM; each \
+         device is checked first: named with --allow-destroy-device, not mounted, held or the \
+         system disk, no signature unless --wipe",
+        devs.join(", "),
+        fs_name(spec.fs_kind()),
+        spec.raid
+            .map(|r| format!(", raid = {}", crate::spec::raid_name(r)))
+            .unwrap_or_default(),
+    ));
+    for d in spec.device_paths() {
+        out.push(format!("# {}", crate::device::describe_device(d)));
+    }
+    out.push(mkdir_line(&names.base));
+    down.push(display_cmd(&["rmdir".into(), s(&names.base)]));
+    if spec.consent.wipe {
+        for d in &devs {
+            out.push(format!(
+                "{}  # --wipe: the signatures already on it",
+                display_cmd(&["wipefs".into(), "-a".into(), d.clone()])
+            ));
+        }
+    }
+    let knobs = knob_writes(spec);
+    for d in &devs {
+        let sysfs = |attr: &str| s(&sys::sysfs_attr(Path::new(d), attr));
+        for (attr, value) in &knobs {
+            out.push(display_write(&sysfs(attr), value));
+        }
+        for (attr, _) in knob_record_order(&knobs) {
+            down.push(display_write(&sysfs(attr), "<previous value>"));
+        }
+    }
+    if let Some(on) = spec.drive_write_cache {
+        for d in &devs {
+            let dev = Path::new(d);
+            if d.starts_with('<') {
+                out.push(format!(
+                    "# hdparm -W / sdparm --set=WCE / nvme set-feature -f 6 on {d}: {}",
+                    if on { "on" } else { "off" }
+                ));
+                continue;
+            }
+            match crate::device::drive_cache_tool(dev) {
+                Ok(tool) => {
+                    out.push(display_cmd(&crate::device::drive_cache_get(tool, dev)));
+                    out.push(display_cmd(&crate::device::drive_cache_set(tool, dev, on)));
+                    down.push(format!(
+                        "# {tool}: the drive write cache of {d} back to the value read before"
+                    ));
+                }
+                Err(e) => out.push(format!("# refused: {e}")),
+            }
+        }
+    }
+    let mut cgroup_procs = None;
+    if let Some(t) = &spec.throttle {
+        let cg = blkio_root_or_default().join(&names.name);
+        out.push(mkdir_line(&cg));
+        down.push(display_cmd(&["rmdir".into(), s(&cg)]));
+        for (file, v) in t.limits().unwrap_or_default() {
+            for i in 0..devs.len() {
+                out.push(display_write(
+                    &s(&cg.join(file)),
+                    &format!("<maj:min{i}> {v}"),
+                ));
+            }
+        }
+        cgroup_procs = Some(cg.join("cgroup.procs"));
+    }
+    if spec.fs_kind() == Fs::None {
+        return names.base;
+    }
+    for d in &devs {
+        down.push(format!(
+            "{}  # each signature {} made on {d}, nothing else",
+            display_cmd(&crate::device::wipe_argv(Path::new(d), "<offset>")),
+            if spec.fs_kind() == Fs::Zfs {
+                "zpool create"
+            } else {
+                "mkfs"
+            }
+        ));
+    }
+    let mnt = names.mnt();
+    if spec.fs_kind() == Fs::Zfs {
+        plan_zfs(spec, &names, &devs, cgroup_procs.as_deref(), out, down);
+    } else {
+        plan_mkfs_mount(spec, &devs, &mnt, out, down);
+    }
+    mnt
+}
+
+/// The zfs-fuse daemon (in the cgroup whose `cgroup.procs` is `cgroup_procs`, if any), the
+/// pool on `vdevs` and the dataset mounted on the mount directory, with their teardown.
+fn plan_zfs(
+    spec: &TestbedSpec,
+    names: &Names,
+    vdevs: &[String],
+    cgroup_procs: Option<&Path>,
+    out: &mut Vec<String>,
+    down: &mut Vec<String>,
+) {
+    let mnt = names.mnt();
+    out.push(mkdir_line(&mnt));
+    down.push(display_cmd(&["rmdir".into(), s(&mnt)]));
+    let etc = zfsrc_mount();
+    if etc.is_some() {
+        for c in shared_bind(&mnt) {
+            out.push(display_cmd(&c));
+        }
+        down.push(display_cmd(&umount(&mnt, false)));
+    }
+    out.push(touch_line(&names.daemon_log()));
+    down.push(display_cmd(&["rm".into(), s(&names.daemon_log())]));
+    out.push(display_cmd(&zfs_daemon(
+        spec,
+        &names.daemon_marker(),
+        etc.as_deref(),
+        cgroup_procs,
+    )));
+    down.push("kill -TERM <zfs-fuse pid>".into());
+    out.push(format!(
+        "{}  # repeated until the daemon answers",
+        display_cmd(&zpool_ready())
+    ));
+    out.push(display_cmd(&zpool_create(spec, &names.pool(), vdevs)));
+    down.push(display_cmd(&[
+        "zpool".into(),
+        "destroy".into(),
+        names.pool(),
+    ]));
+    out.push(display_cmd(&zfs_create(spec, &names.dataset(), &mnt)));
+    down.push(display_cmd(&[
+        "zfs".into(),
+        "destroy".into(),
+        names.dataset(),
+    ]));
+}
+
+/// mkfs on `devs`, the mount directory and the mount, with their teardown.
+fn plan_mkfs_mount(
+    spec: &TestbedSpec,
+    devs: &[String],
+    mnt: &Path,
+    out: &mut Vec<String>,
+    down: &mut Vec<String>,
+) {
+    if let Some(m) = mkfs(spec, devs) {
+        out.push(display_cmd(&m));
+    }
+    out.push(mkdir_line(mnt));
+    down.push(display_cmd(&["rmdir".into(), s(mnt)]));
+    out.push(display_cmd(&mount(spec, devs, mnt)));
+    down.push(display_cmd(&umount(mnt, false)));
 }
 
 #[cfg(test)]

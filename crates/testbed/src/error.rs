@@ -14,6 +14,12 @@ pub enum TestbedError {
         package: &'static str,
         purpose: String,
     },
+    /// One of the user's devices (kind = "device") may not be built on: not named with
+    /// `--allow-destroy-device`, mounted, held, the system disk, or signed without `--wipe`.
+    Refused {
+        device: std::path::PathBuf,
+        message: String,
+    },
     /// The machine lacks something the spec asks for (root, a cgroup controller, a scheduler).
     Unsupported { key: String, message: String },
     /// A command failed.
@@ -77,6 +83,9 @@ impl fmt::Display for TestbedError {
             ),
             TestbedError::Unsupported { key, message } => {
                 write!(f, "testbed: `{key}`: {message}")
+            }
+            TestbedError::Refused { device, message } => {
+                write!(f, "testbed: {}: {message}", device.display())
             }
             TestbedError::Command {
                 command,

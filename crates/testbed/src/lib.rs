@@ -17,13 +17,15 @@
 //! Modules: `spec` (the TOML shape and validation), `commands` (every command line, shared by
 //! plan and build), `build`, `testbed` (the built object, describe, teardown), `state` (the
 //! journal), `remove` (removing one resource, idempotently), `cleanup` (dead owners), `sys`
-//! (tools, sysfs, mountinfo, /proc), `emulated` (emulated disks: the `iolab emudisk serve`
+//! (tools, sysfs, mountinfo, /proc), `device` (kind = "device": the checks before a user's
+//! device is formatted, the signatures a build made), `emulated` (emulated disks: the `iolab emudisk serve`
 //! daemon under each image, its FUSE mount), `runstate` (what a single `iolab run` creates, recorded
 //! the same way, and its cleanup).
 
 mod build;
 mod cleanup;
 mod commands;
+mod device;
 mod emulated;
 mod error;
 mod remove;
@@ -37,10 +39,11 @@ mod trust;
 pub use build::build;
 pub use cleanup::{cleanup_all, Report};
 pub use commands::{image_parent, plan};
+pub use device::{check_devices, describe_device, Signature};
 pub use error::TestbedError;
 pub use spec::{
-    validate, ByteRate, Fs, Kind, PropValue, Raid, TestbedSpec, Throttle, Vdevs, WriteCache,
-    ZfsDaemonSpec, MAX_DEVICES,
+    validate, ByteRate, DeviceConsent, Devices, Fs, Kind, PropValue, Raid, TestbedSpec, Throttle,
+    Vdevs, WriteCache, ZfsDaemonSpec, MAX_DEVICES,
 };
 pub use state::{Resource, StateFile, STATE_VERSION};
 pub use sys::find_tool;

@@ -57,6 +57,32 @@ pub(crate) fn remove(res: &Resource, daemon: &mut Option<Child>) -> Removal {
             attr,
             previous,
         } => restore_knob(device, image, attr, previous),
+        Resource::DeviceKnob {
+            device,
+            rdev,
+            attr,
+            previous,
+        } => {
+            if crate::device::is_device(device, rdev) {
+                write_back(device, attr, previous)
+            } else {
+                Removal::GoneWithProblem(format!(
+                    "{} {attr} not restored to '{previous}': it is no longer the device {rdev}",
+                    device.display()
+                ))
+            }
+        }
+        Resource::DeviceSignatures {
+            device,
+            rdev,
+            signatures,
+        } => crate::device::wipe_made(device, rdev, signatures),
+        Resource::DriveCache {
+            device,
+            rdev,
+            tool,
+            previous,
+        } => crate::device::restore_drive_cache(device, rdev, tool, *previous),
         Resource::Cgroup { path } => remove_cgroup(path),
         Resource::Mount { target, .. } => unmount(target),
         Resource::BtrfsDevices { devices, images } => forget_btrfs(devices, images),
@@ -145,6 +171,11 @@ fn restore_knob(device: &Path, image: &Path, attr: &str, previous: &str) -> Remo
             image.display()
         ));
     }
+    write_back(device, attr, previous)
+}
+
+/// Writes `previous` back to `attr` of `device` (unless it already reads so) and checks it.
+fn write_back(device: &Path, attr: &str, previous: &str) -> Removal {
     if knob_value(device, attr).as_deref() == Some(previous) {
         return gone();
     }

@@ -22,9 +22,12 @@ pub struct TestbedSpec {
     /// it does not exist yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
-    /// kind = "loop": how many devices (image files) to create. Default 1.
+    /// kind = "loop": how many devices (image files) to create (a number, default 1);
+    /// kind = "device": the user's block devices (a list of paths); a number N takes the
+    /// first N devices the command line names (`iolab study FILE --device DEV`), absent all
+    /// of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub devices: Option<u32>,
+    pub devices: Option<Devices>,
     /// kind = "loop": size of each image file, e.g. "1GiB" (binary units, as everywhere in iolab).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<String>,
@@ -75,6 +78,19 @@ pub struct TestbedSpec {
     /// Every loop device: `queue/write_cache`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_cache: Option<WriteCache>,
+    /// Every device: `queue/nr_requests`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nr_requests: Option<u32>,
+    /// Every device: `queue/max_sectors_kb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sectors_kb: Option<u32>,
+    /// Every device: `queue/rq_affinity` (0, 1 or 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rq_affinity: Option<u32>,
+    /// kind = "device": the drive's own volatile write cache (`hdparm -W`, `sdparm WCE`,
+    /// `nvme set-feature -f 6`), recorded before and restored after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drive_write_cache: Option<bool>,
     /// Every loop device: cgroup v1 blkio throttle limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttle: Option<Throttle>,
@@ -86,6 +102,9 @@ pub struct TestbedSpec {
     /// Shell command (`sh -c`) run after the testbed is built, in its work directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<String>,
+    /// kind = "device": what the command line allows (never read from a file).
+    #[serde(skip)]
+    pub consent: DeviceConsent,
     /// Shell command (`sh -c`) run first when the testbed is torn down, also after a failed or
     /// interrupted setup, so it must tolerate a partial setup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +117,25 @@ pub struct TestbedSpec {
 pub enum Kind {
     Dir,
     Loop,
+    /// The user's own block devices, named in `devices` (or on the command line).
+    Device,
+}
+
+/// `devices`: a number of images (kind = "loop") or a list of device paths (kind = "device").
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Devices {
+    Count(u32),
+    Paths(Vec<PathBuf>),
+}
+
+/// What the user allowed on the command line for a kind = "device" testbed: each device
+/// named with `--allow-destroy-device DEV`, and `--wipe` (erase the signatures already on
+/// the devices before building). Never part of a study file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceConsent {
+    pub allowed: Vec<PathBuf>,
+    pub wipe: bool,
 }
 
 /// The filesystem on loop devices.
@@ -229,7 +267,7 @@ impl TestbedSpec {
     /// A `kind = "loop"` testbed of `devices` images of `size` with filesystem `fs`.
     pub fn loop_devices(devices: u32, size: &str, fs: Fs) -> TestbedSpec {
         TestbedSpec {
-            devices: Some(devices),
+            devices: Some(Devices::Count(devices)),
             size: Some(size.to_string()),
             fs: Some(fs),
             ..TestbedSpec::empty(Kind::Loop)
@@ -256,16 +294,50 @@ impl TestbedSpec {
             read_ahead_kb: None,
             scheduler: None,
             write_cache: None,
+            nr_requests: None,
+            max_sectors_kb: None,
+            rq_affinity: None,
+            drive_write_cache: None,
             throttle: None,
             emulated: None,
             setup: None,
+            consent: DeviceConsent::default(),
             teardown: None,
         }
     }
 
-    /// Number of images (1 unless `devices` says otherwise).
+    /// A `kind = "device"` testbed on the user's `devices`.
+    pub fn user_devices(devices: &[PathBuf], fs: Fs) -> TestbedSpec {
+        TestbedSpec {
+            devices: Some(Devices::Paths(devices.to_vec())),
+            fs: Some(fs),
+            ..TestbedSpec::empty(Kind::Device)
+        }
+    }
+
+    /// Number of images (1 unless `devices` says otherwise), or of the user's devices.
     pub fn device_count(&self) -> u32 {
-        self.devices.unwrap_or(1)
+        match &self.devices {
+            Some(Devices::Count(n)) => *n,
+            Some(Devices::Paths(p)) => p.len() as u32,
+            None if self.kind == Kind::Device => 0,
+            None => 1,
+        }
+    }
+
+    /// kind = "device": the user's devices as named (empty when the command line is to
+    /// name them).
+    pub fn device_paths(&self) -> &[PathBuf] {
+        match &self.devices {
+            Some(Devices::Paths(p)) => p,
+            _ => &[],
+        }
+    }
+
+    /// Whether the testbed has block devices whose knobs it can set (loop devices or the
+    /// user's devices).
+    pub fn has_block_devices(&self) -> bool {
+        self.kind == Kind::Device || self.uses_loop_devices()
     }
 
     /// The filesystem ("none" unless `fs` says otherwise).
@@ -284,6 +356,10 @@ impl TestbedSpec {
         self.read_ahead_kb.is_some()
             || self.scheduler.is_some()
             || self.write_cache.is_some()
+            || self.nr_requests.is_some()
+            || self.max_sectors_kb.is_some()
+            || self.rq_affinity.is_some()
+            || self.drive_write_cache.is_some()
             || self.throttle.is_some()
     }
 
@@ -441,7 +517,7 @@ fn refuse_devices(spec: &TestbedSpec) -> Result<(), TestbedError> {
 /// by [`crate::build`].
 pub fn validate(spec: &TestbedSpec) -> Result<(), TestbedError> {
     refuse_devices(spec)?;
-    let loop_only: [(&str, bool); 15] = [
+    let loop_only: [(&str, bool); 19] = [
         ("emulated", spec.emulated.is_some()),
         ("devices", spec.devices.is_some()),
         ("size", spec.size.is_some()),
@@ -456,6 +532,10 @@ pub fn validate(spec: &TestbedSpec) -> Result<(), TestbedError> {
         ("read_ahead_kb", spec.read_ahead_kb.is_some()),
         ("scheduler", spec.scheduler.is_some()),
         ("write_cache", spec.write_cache.is_some()),
+        ("nr_requests", spec.nr_requests.is_some()),
+        ("max_sectors_kb", spec.max_sectors_kb.is_some()),
+        ("rq_affinity", spec.rq_affinity.is_some()),
+        ("drive_write_cache", spec.drive_write_cache.is_some()),
         ("throttle", spec.throttle.is_some()),
     ];
     let zfs_only: [(&str, bool); 4] = [
@@ -494,8 +574,55 @@ pub fn validate(spec: &TestbedSpec) -> Result<(), TestbedError> {
             }
             Ok(())
         }
-        Kind::Loop => validate_loop(spec, &zfs_only),
+        Kind::Loop | Kind::Device => validate_loop(spec, &zfs_only),
     }
+}
+
+/// The keys of a kind = "device" testbed that only loop testbeds have, and its device list.
+fn validate_device_list(spec: &TestbedSpec) -> Result<(), TestbedError> {
+    for (key, set) in [
+        ("size", spec.size.is_some()),
+        ("image_dir", spec.image_dir.is_some()),
+        ("direct_io", spec.direct_io.is_some()),
+        ("sector_size", spec.sector_size.is_some()),
+        ("emulated", spec.emulated.is_some()),
+        ("vdevs", spec.vdevs.is_some()),
+    ] {
+        if set {
+            return Err(invalid(
+                key,
+                "applies to kind = \"loop\" only (a device testbed uses the devices as they are)",
+            ));
+        }
+    }
+    if let Some(Devices::Count(n)) = spec.devices {
+        if n == 0 || n > MAX_DEVICES {
+            return Err(invalid(
+                "devices",
+                &format!(
+                    "must be between 1 and {MAX_DEVICES} (the first N devices of --device), \
+                     got {n}"
+                ),
+            ));
+        }
+    }
+    let paths = spec.device_paths();
+    if paths.len() > MAX_DEVICES as usize {
+        return Err(invalid(
+            "devices",
+            &format!("at most {MAX_DEVICES} devices, got {}", paths.len()),
+        ));
+    }
+    for (i, p) in paths.iter().enumerate() {
+        let key = format!("devices[{}]", i + 1);
+        if !p.is_absolute() || p.to_str().is_none_or(|t| t.chars().any(char::is_control)) {
+            return Err(invalid(&key, "must be an absolute path, e.g. /dev/sdb"));
+        }
+        if paths[..i].contains(p) {
+            return Err(invalid(&key, &format!("{} is named twice", p.display())));
+        }
+    }
+    Ok(())
 }
 
 fn validate_loop(spec: &TestbedSpec, zfs_only: &[(&str, bool)]) -> Result<(), TestbedError> {
@@ -506,13 +633,20 @@ fn validate_loop(spec: &TestbedSpec, zfs_only: &[(&str, bool)]) -> Result<(), Te
         ));
     }
     let n = spec.device_count();
-    if n == 0 || n > MAX_DEVICES {
-        return Err(invalid(
-            "devices",
-            &format!("must be between 1 and {MAX_DEVICES}, got {n}"),
-        ));
+    // kind = "device" without devices: the command line names them, and the counts are
+    // checked again once it has.
+    let deferred = spec.kind == Kind::Device && n == 0;
+    if spec.kind == Kind::Device {
+        validate_device_list(spec)?;
+    } else {
+        if n == 0 || n > MAX_DEVICES {
+            return Err(invalid(
+                "devices",
+                &format!("must be between 1 and {MAX_DEVICES}, got {n}"),
+            ));
+        }
+        spec.size_bytes()?;
     }
-    spec.size_bytes()?;
     if let Some(e) = &spec.emulated {
         iolab_emudisk::validate(e)
             .map_err(|i| invalid(&format!("emulated.{}", i.key), &i.message))?;
@@ -573,7 +707,7 @@ fn validate_loop(spec: &TestbedSpec, zfs_only: &[(&str, bool)]) -> Result<(), Te
                     &format!("{name} has no RAID of its own and md RAID is not used; use fs = \"btrfs\" or \"zfs\""),
                 ));
             }
-            if n != 1 {
+            if n != 1 && !deferred {
                 return Err(invalid(
                     "devices",
                     &format!(
@@ -593,7 +727,7 @@ fn validate_loop(spec: &TestbedSpec, zfs_only: &[(&str, bool)]) -> Result<(), Te
                             "btrfs takes \"single\", \"raid0\", \"raid1\", \"raid10\" or \"raid5\"",
                         )),
                     };
-                if n < min {
+                if n < min && !deferred {
                     return Err(invalid(
                         "raid",
                         &format!(
@@ -604,7 +738,8 @@ fn validate_loop(spec: &TestbedSpec, zfs_only: &[(&str, bool)]) -> Result<(), Te
                 }
             }
         }
-        Fs::Zfs => validate_zfs(spec, n)?,
+        // Counts wait for the command line's devices (u32::MAX: no count check yet).
+        Fs::Zfs => validate_zfs(spec, if deferred { u32::MAX } else { n })?,
     }
     for (i, opt) in spec.mkfs_options.iter().enumerate() {
         if opt.is_empty() {
@@ -619,13 +754,21 @@ fn validate_loop(spec: &TestbedSpec, zfs_only: &[(&str, bool)]) -> Result<(), Te
             ));
         }
     }
-    if spec.has_device_knobs() && !spec.uses_loop_devices() {
+    if spec.has_device_knobs() && !spec.has_block_devices() {
         let key = if spec.read_ahead_kb.is_some() {
             "read_ahead_kb"
         } else if spec.scheduler.is_some() {
             "scheduler"
         } else if spec.write_cache.is_some() {
             "write_cache"
+        } else if spec.nr_requests.is_some() {
+            "nr_requests"
+        } else if spec.max_sectors_kb.is_some() {
+            "max_sectors_kb"
+        } else if spec.rq_affinity.is_some() {
+            "rq_affinity"
+        } else if spec.drive_write_cache.is_some() {
+            "drive_write_cache"
         } else {
             "throttle"
         };
@@ -634,7 +777,30 @@ fn validate_loop(spec: &TestbedSpec, zfs_only: &[(&str, bool)]) -> Result<(), Te
             "applies to loop devices; vdevs = \"files\" builds the pool without them",
         ));
     }
-    if !spec.uses_loop_devices() {
+    if spec.drive_write_cache.is_some() && spec.kind != Kind::Device {
+        return Err(invalid(
+            "drive_write_cache",
+            "applies to kind = \"device\" only (a loop device has no drive cache; use \
+             write_cache for the kernel's view, or an emulated disk's write_cache)",
+        ));
+    }
+    if let Some(a) = spec.rq_affinity {
+        if a > 2 {
+            return Err(invalid(
+                "rq_affinity",
+                &format!("must be 0, 1 or 2, got {a}"),
+            ));
+        }
+    }
+    for (key, v) in [
+        ("nr_requests", spec.nr_requests),
+        ("max_sectors_kb", spec.max_sectors_kb),
+    ] {
+        if v == Some(0) {
+            return Err(invalid(key, "must be at least 1"));
+        }
+    }
+    if !spec.uses_loop_devices() && spec.kind != Kind::Device {
         for (key, set) in [
             ("direct_io", spec.direct_io.is_some()),
             ("sector_size", spec.sector_size.is_some()),
@@ -909,7 +1075,7 @@ mod tests {
         s.size = Some("12 parsecs".into());
         assert_eq!(key_of(validate(&s)), "size");
         let mut s = base();
-        s.devices = Some(2);
+        s.devices = Some(Devices::Count(2));
         assert_eq!(key_of(validate(&s)), "devices");
         let mut s = base();
         s.raid = Some(Raid::Raid1);
@@ -918,7 +1084,7 @@ mod tests {
         s.raid = Some(Raid::Raid1);
         assert_eq!(key_of(validate(&s)), "raid");
         s.raid = Some(Raid::Mirror);
-        s.devices = Some(2);
+        s.devices = Some(Devices::Count(2));
         assert_eq!(key_of(validate(&s)), "raid");
         let mut s = TestbedSpec::loop_devices(2, "1g", Fs::Zfs);
         s.raid = Some(Raid::Raid1);
@@ -963,6 +1129,50 @@ mod tests {
         let mut s = TestbedSpec::loop_devices(1, "1g", Fs::None);
         s.mount_options = Some("noatime".into());
         assert_eq!(key_of(validate(&s)), "mount_options");
+    }
+
+    #[test]
+    fn device_specs_name_their_keys() {
+        let d = |text: &str| parse(&format!("kind = \"device\"\n{text}"));
+        validate(&d(
+            "devices = [\"/dev/sdb\", \"/dev/sdc\"]\nfs = \"btrfs\"\nraid = \"raid1\"\n\
+                     nr_requests = 64\nmax_sectors_kb = 256\nrq_affinity = 2\n\
+                     drive_write_cache = false",
+        ))
+        .unwrap();
+        // Devices from the command line: counted once they are given.
+        validate(&d("fs = \"btrfs\"\nraid = \"raid1\"")).unwrap();
+        validate(&d("devices = 1\nfs = \"ext4\"")).unwrap();
+        assert_eq!(d("devices = 2").device_count(), 2);
+        assert_eq!(d("").device_count(), 0);
+        for (text, key) in [
+            ("devices = [\"/dev/sdb\"]\nsize = \"1GiB\"", "size"),
+            (
+                "devices = [\"/dev/sdb\"]\nfs = \"zfs\"\nvdevs = \"files\"",
+                "vdevs",
+            ),
+            ("devices = [\"sdb\"]", "devices[1]"),
+            ("devices = [\"/dev/sdb\", \"/dev/sdb\"]", "devices[2]"),
+            ("devices = 0", "devices"),
+            (
+                "devices = [\"/dev/sdb\", \"/dev/sdc\"]\nfs = \"ext4\"",
+                "devices",
+            ),
+            (
+                "devices = [\"/dev/sdb\"]\nfs = \"btrfs\"\nraid = \"raid1\"",
+                "raid",
+            ),
+            ("devices = [\"/dev/sdb\"]\nrq_affinity = 3", "rq_affinity"),
+            ("devices = [\"/dev/sdb\"]\nnr_requests = 0", "nr_requests"),
+        ] {
+            assert_eq!(key_of(validate(&d(text))), key, "{text}");
+        }
+        let mut l = TestbedSpec::loop_devices(1, "64MiB", Fs::Ext4);
+        l.drive_write_cache = Some(true);
+        assert_eq!(key_of(validate(&l)), "drive_write_cache");
+        let mut dir = TestbedSpec::dir("/tmp/x");
+        dir.nr_requests = Some(4);
+        assert_eq!(key_of(validate(&dir)), "nr_requests");
     }
 
     #[test]

@@ -55,6 +55,31 @@ pub enum Resource {
         attr: String,
         previous: String,
     },
+    /// A sysfs attribute of one of the user's devices (kind = "device"); `previous` is
+    /// written back while `device` is still the block device `rdev` (`major:minor`).
+    DeviceKnob {
+        device: PathBuf,
+        rdev: String,
+        attr: String,
+        previous: String,
+    },
+    /// The drive's own volatile write cache of one of the user's devices, set with `tool`
+    /// (hdparm, sdparm or nvme); `previous` is written back while `device` is still `rdev`.
+    DriveCache {
+        device: PathBuf,
+        rdev: String,
+        tool: String,
+        previous: bool,
+    },
+    /// The signatures a build's mkfs wrote on one of the user's devices (kind = "device"),
+    /// recorded before mkfs runs (empty then) and listed once it has: teardown erases exactly
+    /// these with `wipefs -o`; `iolab cleanup` never wipes and says how to.
+    DeviceSignatures {
+        device: PathBuf,
+        rdev: String,
+        #[serde(default)]
+        signatures: Vec<crate::device::Signature>,
+    },
     /// A blkio cgroup directory.
     Cgroup { path: PathBuf },
     /// A mount on `target` (a directory iolab created); `source` is the device, or the
@@ -112,10 +137,26 @@ impl Resource {
                 attr,
                 previous,
                 ..
+            }
+            | Resource::DeviceKnob {
+                device,
+                attr,
+                previous,
+                ..
             } => format!(
                 "{attr} of {} (previous value '{previous}')",
                 device.display()
             ),
+            Resource::DriveCache {
+                device, previous, ..
+            } => format!(
+                "drive write cache of {} (previous value {})",
+                device.display(),
+                if *previous { "on" } else { "off" }
+            ),
+            Resource::DeviceSignatures { device, .. } => {
+                format!("signatures made on {}", device.display())
+            }
             Resource::Cgroup { path } => format!("cgroup {}", path.display()),
             Resource::Mount { target, source } => {
                 format!("mount of {source} on {}", target.display())

@@ -183,7 +183,7 @@ impl Testbed {
     /// Where workloads run: the directory (kind = "dir") or the mounted filesystem. `None`
     /// for raw loop devices (fs = "none"): use [`Testbed::devices`].
     pub fn work_dir(&self) -> Option<&Path> {
-        if self.spec.kind == Kind::Loop && self.mount_point.is_none() {
+        if self.spec.kind != Kind::Dir && self.mount_point.is_none() {
             return None;
         }
         self.work_dir.as_deref()
@@ -339,6 +339,7 @@ impl Testbed {
             kind: match self.spec.kind {
                 Kind::Dir => "dir".into(),
                 Kind::Loop => "loop".into(),
+                Kind::Device => "device".into(),
             },
             fs: fs_name(self.spec.fs_kind()).into(),
             raid: self.spec.raid.map(|r| raid_name(r).to_string()),

@@ -140,6 +140,18 @@ pub(crate) fn check_record(res: &Resource, observed: Option<&Observed>) -> Resul
             _ => named(image, "image"),
         },
         Resource::Knob { image, .. } => named(image, "image"),
+        Resource::DeviceKnob { device, rdev, .. }
+        | Resource::DeviceSignatures { device, rdev, .. }
+        | Resource::DriveCache { device, rdev, .. } => {
+            if device.starts_with("/dev/") && crate::device::is_device(device, rdev) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} is no longer the block device {rdev} iolab recorded",
+                    device.display()
+                ))
+            }
+        }
         Resource::BtrfsDevices { images, .. } => images.iter().try_for_each(|i| named(i, "image")),
         Resource::Cgroup { path } => named(path, "cgroup"),
         Resource::ZfsDaemon { marker, .. } => named(Path::new(marker), "daemon marker"),

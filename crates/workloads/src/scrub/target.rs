@@ -298,7 +298,7 @@ pub fn build_testbed(
     }
     // The images are sparse: what the filesystem writes into them (the dataset on every
     // copy or with its parity, at most twice over) lands on the filesystem that holds them.
-    let devices = spec.devices.unwrap_or(1) as u64;
+    let devices = spec.device_count() as u64;
     let need = Need::new(
         "dataset-size",
         needed.saturating_mul(2).min(each.saturating_mul(devices)),
