@@ -61,15 +61,51 @@ const SCREEN_LINES: usize = 40;
 
 /// The terminal report of one run with its warnings as `detail` asks.
 pub fn render_run_with(run: &RunRecord, detail: Detail) -> String {
-    let whole = render_run_notes(run, detail, true);
-    if detail == Detail::Summary && whole.lines().count() > SCREEN_LINES {
-        return render_run_notes(run, detail, false);
+    let whole = render_run_notes(run, detail, true, usize::MAX);
+    if detail != Detail::Summary || whole.lines().count() <= SCREEN_LINES {
+        return whole;
     }
-    whole
+    let cut = render_run_notes(run, detail, false, usize::MAX);
+    let over = cut.lines().count().saturating_sub(SCREEN_LINES);
+    if over == 0 {
+        return cut;
+    }
+    // Still too long (a busy machine adds codes): the least meaningful codes make room,
+    // named in one line that points at the full list.
+    let codes = warning_codes_in(run);
+    if codes > 2 {
+        let keep = codes.saturating_sub(over + 1).max(1);
+        return render_run_notes(run, detail, false, keep);
+    }
+    cut
 }
 
-/// The report with its notes whole, or cut to one line each (`whole_notes` false).
-fn render_run_notes(run: &RunRecord, detail: Detail, whole_notes: bool) -> String {
+/// How many distinct warning codes a run has.
+fn warning_codes_in(run: &RunRecord) -> usize {
+    codes_in_order(run).len()
+}
+
+/// A run's warning codes, once each, in the order the summary lists them.
+fn codes_in_order(run: &RunRecord) -> Vec<String> {
+    let mut ws: Vec<&Warning> = run.warnings.iter().collect();
+    ws.sort_by_key(|w| w.code.weight());
+    let mut codes: Vec<String> = Vec::new();
+    for w in ws {
+        if !codes.iter().any(|c| c == w.code.as_str()) {
+            codes.push(w.code.as_str().to_string());
+        }
+    }
+    codes
+}
+
+/// The report with its notes whole, or cut to one line each (`whole_notes` false), and at
+/// most `max_codes` warning codes in the summary (the rest named on one line).
+fn render_run_notes(
+    run: &RunRecord,
+    detail: Detail,
+    whole_notes: bool,
+    max_codes: usize,
+) -> String {
     let mut out = Vec::new();
     header(run, &mut out);
     out.push(String::new());
@@ -90,7 +126,7 @@ fn render_run_notes(run: &RunRecord, detail: Detail, whole_notes: bool) -> Strin
     errors(run, &mut out);
     notes(run, &mut out, whole_notes);
     match detail {
-        Detail::Summary => warnings_summary(run, &mut out),
+        Detail::Summary => warnings_summary(run, &mut out, max_codes),
         Detail::Full => warnings_full(run, &mut out),
     }
     let mut s = out.join("\n");
@@ -795,7 +831,7 @@ fn warnings_full(run: &RunRecord, out: &mut Vec<String>) {
 
 /// One line per warning code, most meaningful first: the tests it concerns and its worst
 /// figure, cut to the width; where to read them in full.
-fn warnings_summary(run: &RunRecord, out: &mut Vec<String>) {
+fn warnings_summary(run: &RunRecord, out: &mut Vec<String>, max_codes: usize) {
     if run.warnings.is_empty() {
         return;
     }
@@ -811,12 +847,21 @@ fn warnings_summary(run: &RunRecord, out: &mut Vec<String>) {
             if n == 1 { "" } else { " in all" }
         ),
     );
-    out.extend(summarise(
+    let mut lines = summarise(
         run.warnings.iter().collect(),
         run.tests.len(),
         "  ",
         |tests| busiest(&run.tests, tests),
-    ));
+    );
+    if lines.len() > max_codes {
+        let names = codes_in_order(run).split_off(max_codes);
+        lines.truncate(max_codes);
+        lines.push(text::truncate_end(
+            &format!("  and {} more ({full}): {}", names.len(), names.join(", ")),
+            crate::style::width(),
+        ));
+    }
+    out.extend(lines);
 }
 
 /// One line per code of `warnings` (most meaningful code first, [`WarningCode::weight`]),

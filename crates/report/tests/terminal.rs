@@ -625,3 +625,43 @@ fn warnings_are_one_line_a_code_caveats_first_and_busy_cpu_names_the_pid() {
     assert!(only.starts_with("  [WRITES_FASTER_THAN_READS]"), "{only}");
     assert_eq!(only.matches("[BUSY_CPU]").count(), n);
 }
+
+#[test]
+fn a_run_with_more_warning_codes_than_a_screen_holds_names_the_rest_on_one_line() {
+    let mut run = cdm_run();
+    run.id = Some(9);
+    run.warnings.clear();
+    // One warning of each of many codes, as a loaded machine gathers them.
+    let codes: Vec<&str> = iolab_measure::WarningCode::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .take(30)
+        .collect();
+    for c in &codes {
+        run.warnings.push(warn(c, "something to know", None));
+    }
+    let out = render_run(&run);
+    assert!(
+        out.lines().count() <= 40,
+        "{} lines:\n{out}",
+        out.lines().count()
+    );
+    let last = out.lines().last().unwrap();
+    let more: usize = last
+        .strip_prefix("  and ")
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `and N more` line:\n{out}"));
+    assert!(last.contains("more (`iolab show 9 --warnings`): "), "{out}");
+    // Every code is either on its own line or counted in the last one.
+    let shown = codes
+        .iter()
+        .filter(|c| out.contains(&format!("[{c}]")))
+        .count();
+    assert_eq!(shown + more, codes.len(), "{out}");
+    // In full, nothing is left out.
+    let full = render_run_with(&run, Detail::Full);
+    for c in &codes {
+        assert!(full.contains(c), "{c}");
+    }
+}
