@@ -5,6 +5,7 @@
 
 pub mod fio;
 pub mod fiojob;
+pub mod icf;
 pub mod iometer;
 mod job;
 mod presets;
