@@ -1042,12 +1042,25 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             "no job section: nothing to run",
         ));
     };
-    if engine_name != engine.as_str() {
-        note(format!(
-            "ioengine={engine_name} runs as iolab's {} engine",
-            engine.as_str()
-        ));
-    }
+    let direct = direct.get().unwrap_or(false);
+    // Linux AIO is asynchronous only with O_DIRECT: on the page cache io_submit does each
+    // request before it returns, so a buffered libaio job keeps one I/O in flight.
+    let engine = if engine_name == "libaio" && !direct {
+        note(
+            "ioengine=libaio without direct=1: Linux AIO completes buffered requests inside \
+             io_submit, one at a time, so the job runs on iolab's psync engine"
+                .into(),
+        );
+        EngineKind::Psync
+    } else {
+        if engine_name != engine.as_str() {
+            note(format!(
+                "ioengine={engine_name} runs as iolab's {} engine",
+                engine.as_str()
+            ));
+        }
+        engine
+    };
     let run_for = runtime.get().flatten();
     Ok(FioPlan {
         jobs,
@@ -1058,7 +1071,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         ramp: ramp.get().unwrap_or_default(),
         engine,
         engine_name,
-        direct: direct.get().unwrap_or(false),
+        direct,
         data: data.get().unwrap_or(DataPattern::Random),
         verify: verify.get().unwrap_or(false),
         fixedbufs: fixedbufs.get().unwrap_or(false),
@@ -1341,6 +1354,17 @@ mod tests {
         ] {
             assert!(p.notes.iter().any(|n| n.contains(k)), "{k}: {:?}", p.notes);
         }
+        // libaio is asynchronous only with O_DIRECT.
+        let aio = "[j]\nrw=randread\nsize=1m\nioengine=libaio\niodepth=16\n";
+        let p = plan(aio, Overrides::default()).unwrap();
+        assert_eq!(p.engine, EngineKind::Psync);
+        assert!(
+            p.notes.iter().any(|n| n.contains("Linux AIO")),
+            "{:?}",
+            p.notes
+        );
+        let p = plan(&format!("{aio}direct=1\n"), Overrides::default()).unwrap();
+        assert_eq!(p.engine, EngineKind::IoUring);
         // Refusals name the option and why.
         for (text, key, why) in [
             (
@@ -1402,7 +1426,7 @@ mod tests {
     #[test]
     fn weighted_sizes_pacing_and_engines() {
         let p = plan(
-            "[global]\nioengine=libaio\nsize=8m\nruntime=2\ntime_based\n\
+            "[global]\nioengine=libaio\ndirect=1\nsize=8m\nruntime=2\ntime_based\n\
              [a]\nrw=randread\nbssplit=4k/50:64k/:1m/\nrate_iops=100\nthinktime=2ms\n",
             Overrides::default(),
         )
