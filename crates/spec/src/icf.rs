@@ -308,7 +308,8 @@ fn test_setup(r: &mut Reader, s: &mut Setup, notes: &mut Vec<String>) -> Result<
         } else if is(key, "Default Disk Workers to Spawn") {
             let (vl, v) = r.value(line, name)?;
             s.default_workers = Some(if v.eq_ignore_ascii_case("NUMBER_OF_CPUS") {
-                std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+                std::thread::available_parallelism()
+                    .map_or(1, |n| (n.get() as u32).min(MAX_WORKERS))
             } else {
                 int(r, vl, name, v, MAX_WORKERS as u64)? as u32
             });
