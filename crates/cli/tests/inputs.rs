@@ -56,6 +56,11 @@ fn readers() -> Vec<Reader> {
             args: &["run", "iometer", "--spec", "{}", "--target", "T"],
             limit: MIB,
         },
+        Reader {
+            what: "iometer icf",
+            args: &["run", "iometer", "--icf", "{}", "--target", "T"],
+            limit: MIB,
+        },
     ]
 }
 

@@ -145,3 +145,114 @@ fn ladder_and_spec_files() {
         .code(2);
     out.stderr_has(&["mail.toml:5", "randum"]);
 }
+
+/// The dozen-specification Iometer configuration kept with the parser's fuzz seeds.
+fn all_in_one() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/tests/corpus/icf/all-in-one.icf")
+}
+
+#[test]
+fn icf_runs_every_assigned_spec_by_its_name() {
+    let sb = Sandbox::new();
+    let icf = all_in_one();
+    // A short run of an .icf: one pass of 100 ms per test on a 4 MiB region.
+    let run = |icf: &std::path::Path, null: bool| {
+        let icf = icf.to_str().unwrap();
+        let mut args = vec![
+            "iometer",
+            "--icf",
+            icf,
+            "--size",
+            "4MiB",
+            "--duration",
+            "100ms",
+        ];
+        if null {
+            args.extend(["--engine", "null"]);
+        }
+        args.extend(["--json", "-"]);
+        sb.run(&args).ok().json()
+    };
+    let doc = run(&icf, false);
+    let tests = doc["tests"].as_array().unwrap();
+    let names: Vec<&str> = tests.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "512 B; 100% Read; 0% random",
+            "4 KiB; 100% Read; 0% random",
+            "4 KiB; 0% Read; 0% random",
+            "4 KiB aligned; 50% Read; 100% random",
+            "16 KiB; 50% Read; 0% random",
+            "32 KiB; 100% Read; 0% random",
+            "64 KiB; 0% Read; 0% random",
+            "256 KiB; 100% Read; 0% random",
+            "File Server",
+            "Web Server",
+            "Database (8 KiB; 67% Read; 100% random)",
+            "Workstation paced",
+        ]
+    );
+    for t in tests {
+        // Two workers of four outstanding I/Os each; one pass as Iometer runs a test.
+        assert_eq!(
+            (t["numjobs"].as_u64(), t["iodepth"].as_u64()),
+            (Some(2), Some(4))
+        );
+        assert_eq!(t["passes"].as_array().unwrap().len(), 1, "{}", t["name"]);
+    }
+    // The web server's ten lines are all counted, and 100% reads wrote nothing.
+    let web = &tests[9];
+    assert_eq!(web["extra"]["access"].as_array().unwrap().len(), 10);
+    assert!(web["passes"][0]["write"].is_null(), "{web}");
+    let notes = doc["notes"].to_string();
+    for n in [
+        "(E: \\\"DATA\\\", PHYSICALDRIVE:1) are replaced by --target",
+        "'Workstation paced': Iometer's delay of 1 ms after each burst of 8",
+    ] {
+        assert!(notes.contains(n), "{n} not in {notes}");
+    }
+
+    // Cycling outstanding I/Os is a sweep, a test per step (an access section without a
+    // manager list runs every specification of the file).
+    let text = std::fs::read_to_string(&icf).unwrap();
+    let cyc = sb.path("cycle.icf");
+    let setup = &text[..text.find("'RESULTS DISPLAY").unwrap()];
+    std::fs::write(
+        &cyc,
+        format!(
+            "{}'ACCESS SPECIFICATIONS\n'Access specification name,default assignment\n\
+             \tdb,ALL\n'size\n\t8192,100,67,100,0,1,0,0\n'END access specifications\n",
+            setup
+                .replace("\tNORMAL", "\tCYCLE_OUTSTANDING_IOS")
+                .replace("1          32         2", "1          4          2")
+        ),
+    )
+    .unwrap();
+    let doc = run(&cyc, true);
+    let names: Vec<String> = doc["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| format!("{} {}", t["name"].as_str().unwrap(), t["iodepth"]))
+        .collect();
+    assert_eq!(names, ["db Q1 1", "db Q2 2", "db Q4 4"]);
+
+    // A field iolab cannot honour: FILE:LINE: FIELD, exit 2, nothing run.
+    let bad = sb.path("bad.icf");
+    std::fs::write(
+        &bad,
+        text.replace("\t65536,100,0,0,0,1,0,0", "\t65536,100,0,0,0,1,0,4096"),
+    )
+    .unwrap();
+    let line = text
+        .lines()
+        .position(|l| l == "\t65536,100,0,0,0,1,0,0")
+        .unwrap()
+        + 1;
+    sb.run(&["iometer", "--icf", bad.to_str().unwrap()])
+        .code(2)
+        .stderr_has(&[&format!(
+            "bad.icf:{line}: reply: 4096: a reply size is a network worker's"
+        )]);
+}

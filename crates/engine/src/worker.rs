@@ -85,6 +85,30 @@ fn do_sync(fd: i32, mode: SyncMode) -> Result<(), i32> {
     }
 }
 
+/// A unit of `0..units` (blocks or aligned slots) drawn by `zones`: zone i holds the
+/// units from the sum of the sizes before it to the sum including it (in percent of
+/// `units`, at least one unit) and gets its `access` percent of the draws.
+fn zoned(rng: &mut fastrand::Rng, zones: &[iolab_spec::Zone], units: u64) -> u64 {
+    let units = units.max(1);
+    let pick = rng.u32(0..100);
+    let (mut acc, mut before) = (0u32, 0u64);
+    for (i, z) in zones.iter().enumerate() {
+        let after = before + z.size as u64;
+        acc += z.access as u32;
+        if pick < acc || i + 1 == zones.len() {
+            let start = (units * before / 100).min(units - 1);
+            let end = if i + 1 == zones.len() {
+                units
+            } else {
+                (units * after / 100).clamp(start + 1, units)
+            };
+            return start + rng.u64(0..end - start);
+        }
+        before = after;
+    }
+    rng.u64(0..units)
+}
+
 /// When a paced job may issue its next I/O, having issued `bytes` in `ios` I/Os since
 /// `start` (the later of its rate and its IOPS limit); None when neither limits it.
 fn pace_at(pace: &iolab_spec::Pace, start: Instant, bytes: u64, ios: u64) -> Option<Instant> {
@@ -287,6 +311,9 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                         let block = if random {
                             match &zipf {
                                 Some(z) => z.block(&mut rng),
+                                None if !job.zones.is_empty() => {
+                                    zoned(&mut rng, &job.zones, nblocks)
+                                }
                                 None => rng.u64(0..nblocks),
                             }
                         } else {
@@ -310,7 +337,12 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                         let end = p.region_start + p.region_len;
                         let slots = ((p.region_len.saturating_sub(l.size)) / l.align) + 1;
                         if rng.u8(0..100) < l.random_pct {
-                            p.region_start + rng.u64(0..slots) * l.align
+                            let slot = if job.zones.is_empty() {
+                                rng.u64(0..slots)
+                            } else {
+                                zoned(&mut rng, &job.zones, slots)
+                            };
+                            p.region_start + slot * l.align
                         } else {
                             let mut o = line_cursor[line];
                             if o + l.size > end {

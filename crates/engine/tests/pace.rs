@@ -149,6 +149,43 @@ fn zipf_offsets_come_back_to_a_few_blocks() {
 }
 
 #[test]
+fn zoned_offsets_stay_in_their_zones() {
+    // 256 blocks; every write goes to the first 10% (zone of 100% of the I/Os), none to
+    // the zone of 0%, with and without an access specification (blockalign).
+    for access in [false, true] {
+        let mut job = JobSpec::new(Rw::RandWrite, 4 * KIB, 1, 1);
+        job.zones = vec![
+            iolab_spec::Zone {
+                access: 100,
+                size: 10,
+            },
+            iolab_spec::Zone {
+                access: 0,
+                size: 90,
+            },
+        ];
+        if access {
+            job.access = vec![iolab_spec::AccessLine {
+                share: 100,
+                size: 4 * KIB,
+                read_pct: 0,
+                random_pct: 100,
+                align: 8 * KIB,
+            }];
+        }
+        job.io_limit = Some(200 * 4 * KIB);
+        let (_dir, t) = write_zeros(MIB, job);
+        let zeroed = zeroed_blocks(&t);
+        // 10% of 256 blocks is 25.6: blocks 0..25 (slots of 8 KiB: 0..12, even blocks).
+        assert!(!zeroed.is_empty());
+        assert!(zeroed.iter().all(|&b| b < 26), "{zeroed:?}");
+        if access {
+            assert!(zeroed.iter().all(|&b| b % 2 == 0), "{zeroed:?}");
+        }
+    }
+}
+
+#[test]
 fn sequential_skip_leaves_the_skipped_blocks_alone() {
     // 16 blocks of 4 KiB filled with random data; write zeros to 4 of them with a skip.
     for (skip, expect) in [(1i64, [0usize, 2, 4, 6]), (-3, [0, 14, 12, 10])] {

@@ -199,6 +199,18 @@ pub struct JobSpec {
     /// `invalidate=1`, posix_fadvise DONTNEED); iolab's own presets never do.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub invalidate: bool,
+    /// Random offsets drawn by zones (fio's `random_distribution=zoned:A/S:...`): the
+    /// zones split the region in order, each holding `size`% of it and getting `access`%
+    /// of the random I/Os, uniform within it; empty: uniform over the region.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<Zone>,
+}
+
+/// One zone of a zoned random distribution (percentages of I/Os and of the region).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Zone {
+    pub access: u8,
+    pub size: u8,
 }
 
 fn is_zero(v: &i64) -> bool {
@@ -241,6 +253,7 @@ impl JobSpec {
             seq_skip: 0,
             zipf: None,
             invalidate: false,
+            zones: Vec::new(),
         }
     }
 
@@ -322,6 +335,24 @@ impl JobSpec {
                     t.to_string(),
                     "a Zipf exponent above 0, other than 1, up to 100, for a job without an \
                      access specification",
+                ));
+            }
+        }
+        if !self.zones.is_empty() {
+            let access: u32 = self.zones.iter().map(|z| z.access as u32).sum();
+            let size: u32 = self.zones.iter().map(|z| z.size as u32).sum();
+            if access != 100 || size != 100 || self.zones.iter().any(|z| z.size == 0) {
+                return Err(SpecError::new(
+                    "random_distribution",
+                    format!("zoned ({access}% of I/Os over {size}% of the region)"),
+                    "zones of a positive size whose I/O shares and sizes each add up to 100",
+                ));
+            }
+            if self.zipf.is_some() {
+                return Err(SpecError::new(
+                    "random_distribution",
+                    "zoned and zipf",
+                    "one distribution per job",
                 ));
             }
         }

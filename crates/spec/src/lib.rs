@@ -5,6 +5,7 @@
 
 pub mod fio;
 pub mod fiojob;
+pub mod icf;
 pub mod iometer;
 mod job;
 mod presets;
@@ -14,6 +15,7 @@ mod units;
 
 pub use job::{
     AccessLine, DataPattern, EngineKind, IoDir, JobSpec, Pace, RunSettings, Rw, SyncMode, TestSpec,
+    Zone,
 };
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{

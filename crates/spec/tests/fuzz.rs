@@ -141,3 +141,68 @@ fn iometer_specs() {
         Ok(())
     });
 }
+
+#[test]
+fn icf_files() {
+    use iolab_spec::icf;
+    let f = Fuzz {
+        name: "icf",
+        corpus: &corpus("icf"),
+        cases: 6000,
+        dictionary: &[
+            "'TEST SETUP\n",
+            "'END test setup\n",
+            "'ACCESS SPECIFICATIONS\n",
+            "'END access specifications\n",
+            "'MANAGER LIST\n",
+            "'END manager list\n",
+            "'Access specification name,default assignment\n",
+            "'Worker\n",
+            "'End worker\n",
+            "'Assigned access specs\n",
+            "'Test Type\n",
+            "CYCLE_OUTSTANDING_IOS\n",
+            "CYCLE_WORKERS\n",
+            "'Queue Depth Cycling\n",
+            "EXPONENTIAL",
+            "4096,100,50,50,0,1,0,0\n",
+            ",",
+            "\t",
+            "\r\n",
+            "'",
+            "4294967296",
+            "18446744073709551616",
+            "-1",
+        ],
+    };
+    run(&f, |text| match icf::parse("c.icf", text) {
+        Ok(c) => {
+            let tests = icf::tests(&c, c.workers, c.iodepth);
+            if tests.is_empty() {
+                return Err("taken, with no test to run".into());
+            }
+            for t in &tests {
+                t.job
+                    .validate()
+                    .map_err(|e| format!("test '{}' does not validate: {e}", t.name))?;
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let lines = text.split('\n').count().max(1);
+            if e.line == 0 || e.line > lines {
+                return Err(format!("line {} is not a line of the input: {e}", e.line));
+            }
+            if e.field.is_empty() || e.message.is_empty() {
+                return Err(format!("no field or no reason: {e:?}"));
+            }
+            if !e
+                .to_string()
+                .starts_with(&format!("c.icf:{}: {}: ", e.line, e.field))
+            {
+                return Err(format!("not FILE:LINE: FIELD: {e}"));
+            }
+            Ok(())
+        }
+    });
+}

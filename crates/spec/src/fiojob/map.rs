@@ -172,10 +172,13 @@ fn check_known(file: &JobFile) -> Result<Vec<String>, FioError> {
                     }
                 }
                 Kind::Unsupported => {
+                    if let Some((_, why)) = options::WHY.iter().find(|(k, _)| *k == key) {
+                        return Err(err(o, *why));
+                    }
                     return Err(err(
                         o,
                         "an fio option iolab does not support (docs/fio.md lists what it maps)",
-                    ))
+                    ));
                 }
                 Kind::Unknown => {
                     let hint = options::suggest(&o.key)
@@ -336,14 +339,21 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             let t = pick(o, val(o)?)?;
             split = bssplit(o, &t, kb_base)?;
         }
+        // blockalign: the offsets of random I/O are multiples of it (an access line's
+        // alignment); the default is the smallest block size.
+        let mut align_at = None;
         if let Some(o) = get("ba") {
-            let a = sz(o)?;
-            let min = split.iter().map(|l| l.0).min().unwrap_or(bs);
-            if a != min {
+            let t = pick(o, val(o)?)?;
+            let a = values::size(&t, kb_base).map_err(|e| err(o, e))?;
+            if a == 0 || !a.is_multiple_of(512) || a > 64 << 20 {
                 return Err(err(
                     o,
-                    format!("offsets align to the smallest block size ({min}); other alignments are not supported"),
+                    format!("{a} bytes: an alignment is a multiple of 512 bytes up to 64 MiB"),
                 ));
+            }
+            let min = split.iter().map(|l| l.0).min().unwrap_or(bs);
+            if a != min {
+                align_at = Some((a, o));
             }
         }
         let iodepth = get("iodepth")
@@ -425,12 +435,15 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     })?;
                 job.zipf = Some(theta);
                 zipf_at = Some(o);
+            } else if let Some(z) = v.strip_prefix("zoned:") {
+                job.zones = zones(o, z)?;
             } else if v != "random" {
                 return Err(err(
                     o,
                     format!(
-                        "'{v}': iolab draws random offsets uniformly (random) or Zipf-distributed \
-                         (zipf:THETA); pareto, normal and zoned distributions are not supported"
+                        "'{v}': iolab draws random offsets uniformly (random), Zipf-distributed \
+                         (zipf:THETA) or by zones of the region (zoned:A/S:...); pareto, normal \
+                         and zoned_abs distributions are not supported"
                     ),
                 ));
             }
@@ -445,24 +458,28 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         let seq_with_random = random_pct != 0 && random_pct != 100;
         let random_as_seq =
             !rw.is_random() && random_pct == 100 || rw.is_random() && random_pct == 0;
-        if !split.is_empty() || seq_with_random || random_as_seq {
+        if !split.is_empty() || seq_with_random || random_as_seq || align_at.is_some() {
             if let Some(o) = zipf_at {
                 return Err(err(
                     o,
-                    "a Zipf distribution cannot be combined with bssplit, bsrange or \
-                     percentage_random",
+                    "a Zipf distribution cannot be combined with bssplit, bsrange, blockalign \
+                     or percentage_random",
                 ));
             }
             if job.seq_skip != 0 {
                 return Err(err(
                     get("rw").expect("a skip comes from rw"),
-                    "a sequential skip cannot be combined with bssplit, bsrange or percentage_random",
+                    "a sequential skip cannot be combined with bssplit, bsrange, blockalign or \
+                     percentage_random",
                 ));
             }
             if split.is_empty() {
                 split.push((bs, 100));
             }
-            let align = split.iter().map(|l| l.0).min().unwrap_or(bs);
+            let align = match align_at {
+                Some((a, _)) => a,
+                None => split.iter().map(|l| l.0).min().unwrap_or(bs),
+            };
             job.access = split
                 .iter()
                 .map(|&(size, share)| AccessLine {
@@ -832,6 +849,110 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             })?;
         }
 
+        // Options accepted with what differs said (docs/fio.md).
+        if let Some(o) = get("number_ios") {
+            let n = int(o, 1, u64::MAX)?;
+            if !job.access.is_empty() && job.access.iter().any(|l| l.size != job.bs) {
+                return Err(err(
+                    o,
+                    "a count of I/Os of mixed sizes; iolab ends a pass after a number of bytes",
+                ));
+            }
+            let bytes = n.saturating_mul(job.bs).saturating_mul(numjobs as u64);
+            job.io_limit = Some(job.io_limit.map_or(bytes, |l| l.min(bytes)));
+        }
+        for k in ["rate_min", "rate_iops_min"] {
+            if get(k).is_some() {
+                note(format!(
+                    "{k} (job {}): fio ends a job that runs slower than this; iolab runs it to \
+                     its end (compare the stored MB/s or IOPS with it)",
+                    sec.name
+                ));
+            }
+        }
+        for k in ["continue_on_error", "ignore_error"] {
+            if let Some(o) = get(k) {
+                if !matches!(o.value.as_deref(), Some("none" | "0" | "")) {
+                    note(format!(
+                        "{k}: iolab ends a job at its first I/O error and stores the run as \
+                         failed (fio's continue_on_error=none); a run without errors is the same"
+                    ));
+                }
+            }
+        }
+        if ["exitall", "exitall_on_error", "exit_what"]
+            .iter()
+            .any(|k| get(k).is_some())
+        {
+            note(
+                "exitall: fio stops the jobs running together when one ends; iolab runs the jobs \
+                 one after another, each to its own end"
+                    .into(),
+            );
+        }
+        if ["flow", "flow_id", "flow_sleep"]
+            .iter()
+            .any(|k| get(k).is_some())
+        {
+            note(
+                "flow: fio balances the I/O of jobs that run at the same time; iolab runs the \
+                 jobs one after another, so there is nothing to balance"
+                    .into(),
+            );
+        }
+        if let Some(o) = get("io_submit_mode") {
+            match val(o)? {
+                "inline" => {}
+                "offload" => note(
+                    "io_submit_mode=offload: fio submits from helper threads; iolab submits \
+                     from each job's own thread (inline)"
+                        .into(),
+                ),
+                v => return Err(err(o, format!("'{v}': expected inline or offload"))),
+            }
+        }
+        if let Some(o) = get("random_generator") {
+            match val(o)? {
+                "tausworthe" | "tausworthe64" => {}
+                "lfsr" => note(
+                    "random_generator=lfsr visits every block once per loop; iolab draws each \
+                     offset independently (as fio does with norandommap)"
+                        .into(),
+                ),
+                v => {
+                    return Err(err(
+                        o,
+                        format!("'{v}': expected tausworthe, lfsr or tausworthe64"),
+                    ))
+                }
+            }
+        }
+        if get("verify_backlog").is_some() || get("verify_backlog_batch").is_some() {
+            note(
+                "verify_backlog: fio reads blocks back while it writes; iolab reads the whole \
+                 region back after each pass (the same blocks checked, at another time)"
+                    .into(),
+            );
+        }
+        if numjobs > 1 && !flag("group_reporting")?.unwrap_or(false) {
+            note(format!(
+                "job {}: fio reports each of its {numjobs} clones on its own without \
+                 group_reporting; iolab reports them together as one test",
+                sec.name
+            ));
+        }
+        if !zero
+            && !refill
+            && get("scramble_buffers").is_some()
+            && !flag("scramble_buffers")?.unwrap_or(true)
+        {
+            note(
+                "scramble_buffers=0: fio would write the same buffer contents again; iolab \
+                 writes unique incompressible data every write (as with refill_buffers)"
+                    .into(),
+            );
+        }
+
         // Order and reporting.
         if let Some(o) = get("wait_for") {
             let w = val(o)?;
@@ -921,12 +1042,25 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             "no job section: nothing to run",
         ));
     };
-    if engine_name != engine.as_str() {
-        note(format!(
-            "ioengine={engine_name} runs as iolab's {} engine",
-            engine.as_str()
-        ));
-    }
+    let direct = direct.get().unwrap_or(false);
+    // Linux AIO is asynchronous only with O_DIRECT: on the page cache io_submit does each
+    // request before it returns, so a buffered libaio job keeps one I/O in flight.
+    let engine = if engine_name == "libaio" && !direct {
+        note(
+            "ioengine=libaio without direct=1: Linux AIO completes buffered requests inside \
+             io_submit, one at a time, so the job runs on iolab's psync engine"
+                .into(),
+        );
+        EngineKind::Psync
+    } else {
+        if engine_name != engine.as_str() {
+            note(format!(
+                "ioengine={engine_name} runs as iolab's {} engine",
+                engine.as_str()
+            ));
+        }
+        engine
+    };
     let run_for = runtime.get().flatten();
     Ok(FioPlan {
         jobs,
@@ -937,7 +1071,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         ramp: ramp.get().unwrap_or_default(),
         engine,
         engine_name,
-        direct: direct.get().unwrap_or(false),
+        direct,
         data: data.get().unwrap_or(DataPattern::Random),
         verify: verify.get().unwrap_or(false),
         fixedbufs: fixedbufs.get().unwrap_or(false),
@@ -954,6 +1088,27 @@ fn unemulable(engine: &str) -> bool {
 }
 
 fn refuse_engine(engine: &str) -> String {
+    if matches!(
+        engine,
+        "filecreate" | "filestat" | "filedelete" | "dircreate" | "dirstat" | "dirdelete"
+    ) {
+        return format!(
+            "ioengine={engine} times one metadata operation per file; iolab's `run metadata` \
+             workload does that work (create, stat, delete in phases), but a job file of it \
+             is not translated"
+        );
+    }
+    if matches!(engine, "falloc" | "ftruncate" | "e4defrag") {
+        return format!(
+            "ioengine={engine} turns each I/O into a {} call, which iolab's engines do not \
+             issue",
+            match engine {
+                "falloc" => "fallocate",
+                "ftruncate" => "ftruncate",
+                _ => "defragmentation (EXT4_IOC_MOVE_EXT)",
+            }
+        );
+    }
     format!(
         "ioengine={engine} is an engine iolab cannot emulate (it runs io_uring, libaio as \
          io_uring, psync, sync, pvsync, pvsync2, vsync as psync, and null)"
@@ -968,6 +1123,56 @@ fn check_bs(o: &RawOption, bs: u64) -> Result<(), FioError> {
         ));
     }
     Ok(())
+}
+
+/// fio's `zoned:A/S:A/S...` (percent of random I/Os / percent of the region; a size left
+/// blank takes what the others leave).
+fn zones(o: &RawOption, text: &str) -> Result<Vec<crate::job::Zone>, FioError> {
+    let mut out = Vec::new();
+    let mut blank = None;
+    for part in text.split(':').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, sz) = part
+            .split_once('/')
+            .ok_or_else(|| err(o, format!("'{part}': expected ACCESS%/SIZE%")))?;
+        let a = values::int(a.trim(), 0, 100).map_err(|e| err(o, e))? as u8;
+        let sz = match sz.trim() {
+            "" if blank.is_none() => {
+                blank = Some(out.len());
+                0
+            }
+            "" => return Err(err(o, "two zones without a size")),
+            v => values::int(v, 1, 100).map_err(|e| err(o, e))? as u8,
+        };
+        if out.len() == 100 {
+            return Err(err(o, "more than 100 zones"));
+        }
+        out.push(crate::job::Zone {
+            access: a,
+            size: sz,
+        });
+    }
+    let used: u32 = out.iter().map(|z| z.size as u32).sum();
+    if let Some(i) = blank {
+        if used >= 100 {
+            return Err(err(
+                o,
+                "the zone without a size has nothing left of the region",
+            ));
+        }
+        out[i].size = (100 - used) as u8;
+    }
+    let access: u32 = out.iter().map(|z| z.access as u32).sum();
+    let size: u32 = out.iter().map(|z| z.size as u32).sum();
+    if access != 100 || size != 100 {
+        return Err(err(
+            o,
+            format!(
+                "zoned:{text}: the zones take {access}% of the I/Os over {size}% of the \
+                 region; both must add up to 100"
+            ),
+        ));
+    }
+    Ok(out)
 }
 
 /// `size/percent:size/percent...`; entries without a percent share what is left equally.
@@ -1099,6 +1304,99 @@ mod tests {
     }
 
     #[test]
+    fn zoned_blockalign_and_options_said_to_differ() {
+        // jesd219.fio's shape: sizes from 512 B, offsets on 4 KiB, zoned offsets.
+        let p = plan(
+            "[j]\nrw=randrw\nsize=16m\nbssplit=512/4:4k/86:64k/10\nblockalign=4k\n\
+             random_distribution=zoned:50/5:30/15:20/\nnumjobs=2\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        let job = &p.jobs[0].job;
+        assert!(job.access.iter().all(|l| l.align == 4096), "{job:?}");
+        let z: Vec<(u8, u8)> = job.zones.iter().map(|z| (z.access, z.size)).collect();
+        assert_eq!(z, [(50, 5), (30, 15), (20, 80)]);
+        assert!(
+            p.notes.iter().any(|n| n.contains("2 clones")),
+            "{:?}",
+            p.notes
+        );
+        // blockalign on a single size makes an aligned access line.
+        let p = plan(
+            "[j]\nrw=randread\nsize=1m\nbs=4k\nba=8k\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(p.jobs[0].job.access[0].align, 8192);
+        // number_ios ends the pass after that many I/Os.
+        let p = plan(
+            "[j]\nrw=read\nsize=1m\nbs=4k\nnumber_ios=10\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(p.jobs[0].job.io_limit, Some(40960));
+        // Accepted with a note each.
+        let p = plan(
+            "[j]\nrw=read\nsize=1m\nratemin=1k\nflow=2\nflow_sleep=100\nexitall\n\
+             continue_on_error=all\nio_submit_mode=offload\nrandom_generator=lfsr\n\
+             verify_backlog=16\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        for k in [
+            "rate_min",
+            "flow:",
+            "exitall",
+            "continue_on_error",
+            "offload",
+            "lfsr",
+            "verify_backlog",
+        ] {
+            assert!(p.notes.iter().any(|n| n.contains(k)), "{k}: {:?}", p.notes);
+        }
+        // libaio is asynchronous only with O_DIRECT.
+        let aio = "[j]\nrw=randread\nsize=1m\nioengine=libaio\niodepth=16\n";
+        let p = plan(aio, Overrides::default()).unwrap();
+        assert_eq!(p.engine, EngineKind::Psync);
+        assert!(
+            p.notes.iter().any(|n| n.contains("Linux AIO")),
+            "{:?}",
+            p.notes
+        );
+        let p = plan(&format!("{aio}direct=1\n"), Overrides::default()).unwrap();
+        assert_eq!(p.engine, EngineKind::IoUring);
+        // Refusals name the option and why.
+        for (text, key, why) in [
+            (
+                "random_distribution=zoned:50/5:30/15",
+                "random_distribution",
+                "80% of the",
+            ),
+            (
+                "random_distribution=zoned:50/:30/:20/80",
+                "random_distribution",
+                "two zones",
+            ),
+            ("verify_pattern=0xaa", "verify_pattern", "fixed pattern"),
+            (
+                "io_submit_mode=later",
+                "io_submit_mode",
+                "inline or offload",
+            ),
+            ("cmdprio_percentage=20", "cmdprio_percentage", "priority"),
+            ("ba=1000", "ba", "multiple of 512"),
+        ] {
+            let e = plan(
+                &format!("[j]\nrw=randread\nsize=1m\n{text}\n"),
+                Overrides::default(),
+            )
+            .unwrap_err();
+            assert_eq!((e.line, e.option.as_str()), (4, key), "{e}");
+            assert!(e.message.contains(why), "{e}");
+        }
+    }
+
+    #[test]
     fn globals_apply_to_the_jobs_after_them() {
         let p = plan(
             "[a]\nsize=1m\n[global]\nbs=64k\nrw=randrw\nrwmixwrite=30\n[b]\nsize=1m\n\
@@ -1128,7 +1426,7 @@ mod tests {
     #[test]
     fn weighted_sizes_pacing_and_engines() {
         let p = plan(
-            "[global]\nioengine=libaio\nsize=8m\nruntime=2\ntime_based\n\
+            "[global]\nioengine=libaio\ndirect=1\nsize=8m\nruntime=2\ntime_based\n\
              [a]\nrw=randread\nbssplit=4k/50:64k/:1m/\nrate_iops=100\nthinktime=2ms\n",
             Overrides::default(),
         )

@@ -126,6 +126,11 @@ pub struct IometerArgs {
     /// Run the queue-depth ladder 1, 2, 4, ... 64 outstanding I/Os per worker.
     #[arg(long)]
     pub qd_ladder: bool,
+    /// An Iometer configuration file (.icf): every assigned access specification as a
+    /// test named as the file names it, with the file's workers, outstanding I/Os, run
+    /// time, ramp and cycling (see docs/iometer.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["spec", "pattern", "qd_ladder"])]
+    pub icf: Option<PathBuf>,
 }
 
 /// `--mix` of the cdm profiles.
@@ -221,6 +226,48 @@ impl Job for BlockJob {
     fn block(&self) -> Option<&BlockPlan> {
         Some(&self.0)
     }
+}
+
+/// Reads `--icf FILE` (bounded; text that is not UTF-8 read as Latin-1, as Iometer on
+/// Windows writes its code page).
+fn read_icf(path: &std::path::Path) -> Result<iolab_spec::icf::Icf, UsageError> {
+    use iolab_spec::icf;
+    let bytes = iolab_sys::input::read_input(path, icf::MAX_ICF_BYTES)
+        .map_err(|e| UsageError::option("icf", format!("--icf {}: {e}", path.display())))?;
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => e.into_bytes().iter().map(|&b| b as char).collect(),
+    };
+    icf::parse(&path.display().to_string(), &text)
+        .map_err(|e| UsageError::option("icf", e.to_string()))
+}
+
+/// The tests, notes and defaults of `--icf`: the file's workers and outstanding I/Os
+/// unless --numjobs/--iodepth replace them.
+fn icf_tests(
+    icf: &iolab_spec::icf::Icf,
+    q: &QueueArgs,
+) -> Result<(Vec<TestSpec>, Vec<String>), UsageError> {
+    let mut notes = icf.notes.clone();
+    let workers = q.numjobs.unwrap_or(icf.workers);
+    let iodepth = q.iodepth.unwrap_or(icf.iodepth);
+    if q.numjobs.is_some_and(|n| n != icf.workers) {
+        notes.push(format!(
+            "--numjobs {workers} replaced the file's {} worker(s)",
+            icf.workers
+        ));
+    }
+    if q.iodepth.is_some_and(|n| n != icf.iodepth) {
+        notes.push(format!(
+            "--iodepth {iodepth} replaced the file's {} outstanding I/O(s)",
+            icf.iodepth
+        ));
+    }
+    let tests = iolab_spec::icf::tests(icf, workers, iodepth);
+    for t in &tests {
+        t.job.validate()?;
+    }
+    Ok((tests, notes))
 }
 
 /// The tests of `iolab run iometer`: a built-in pattern or a TOML spec, at --iodepth
@@ -332,6 +379,16 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         d.warmup_passes = 0;
         d.adaptive = false;
     }
+    let icf = match &g.iometer.icf {
+        Some(path) => Some(read_icf(path)?),
+        None => None,
+    };
+    if let Some(icf) = &icf {
+        // Iometer runs each test once, for its run time after its ramp.
+        d.runs = 1;
+        d.duration = icf.run_time.unwrap_or(d.duration);
+        d.size = icf.max_size.unwrap_or(d.size);
+    }
     let size_given = a.size.size.is_some();
     let size = a.size.get()?.unwrap_or(d.size);
     let duration = a.duration.get()?.unwrap_or(d.duration);
@@ -362,9 +419,15 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
             ))
         }
     };
-    let mut tests = match preset {
-        "iometer" => iometer_tests(g)?,
-        "custom" => expand_preset(preset, Some(&custom_job(g)?), g.mix, size)?,
+    let mut notes = Vec::new();
+    let mut tests = match (preset, &icf) {
+        ("iometer", Some(icf)) => {
+            let (tests, n) = icf_tests(icf, &g.queue)?;
+            notes = n;
+            tests
+        }
+        ("iometer", None) => iometer_tests(g)?,
+        ("custom", _) => expand_preset(preset, Some(&custom_job(g)?), g.mix, size)?,
         _ => expand_preset(preset, None, g.mix, size)?,
     };
     if let Some(m) = a.rwmixread {
@@ -431,7 +494,6 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
             MAX_PASSES,
         )?,
     };
-    let mut notes = Vec::new();
     let mut engine = choice.kind;
     if engine == EngineKind::IoUring {
         if let Err(e) = iolab_engine::io_uring_available() {
@@ -460,6 +522,9 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
     let ramp = match opt_duration("ramp", &a.ramp)? {
         Some(r) => r,
         None if cdm_like => Duration::ZERO,
+        None if icf.as_ref().is_some_and(|i| i.ramp.is_some()) => {
+            icf.as_ref().and_then(|i| i.ramp).unwrap_or_default()
+        }
         None => pass_loop::default_ramp(duration, byte_limited),
     };
     // Adaptive passes: asked for, or the preset's default when --runs does not fix them.
