@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dbfile::{self, DbFile};
 use crate::error::{AtPath, StoreError};
+use crate::pg::{self, Pg};
 use crate::{fingerprint, health, schema};
 
 /// How long a write waits for another connection (another iolab) to finish its transaction
@@ -29,6 +30,9 @@ pub struct RunFilter {
     pub target: Option<String>,
     pub label: Option<String>,
     pub study: Option<String>,
+    /// Only runs measured on this host: its name, or its machine id (`iolab results`
+    /// shows both).
+    pub host: Option<String>,
     /// Only the newest N matching runs (still listed oldest first).
     pub limit: Option<usize>,
 }
@@ -49,26 +53,330 @@ pub struct RunListing {
     pub tests: usize,
     pub study: Option<String>,
     pub config_label: Option<String>,
+    /// The host that measured the run (its name), when known.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
-/// An open result database. Writes take `&mut self`; each is one short `BEGIN IMMEDIATE`
-/// transaction, so several processes (or threads, each with its own `Store`) can write to
-/// one file: they take turns, waiting up to [`BUSY_TIMEOUT`].
+/// An open result store: an SQLite file (the default) or a PostgreSQL database (`--db
+/// postgresql://...`, see `pg.rs`), behind the same methods. Writes take `&mut self`.
 #[derive(Debug)]
 pub struct Store {
+    backend: Backend,
+}
+
+#[derive(Debug)]
+enum Backend {
+    Sqlite(Lite),
+    Pg(Pg),
+}
+
+/// Calls `$method` on whichever backend `$store` has.
+macro_rules! each {
+    ($store:expr, $b:ident => $e:expr) => {
+        match $store {
+            Backend::Sqlite($b) => $e,
+            Backend::Pg($b) => $e,
+        }
+    };
+}
+
+impl Store {
+    /// Opens the store at `path` for writing and brings its schema up to date: a
+    /// `postgresql://` (or `postgres://`) URL connects to that database (creating iolab's
+    /// tables in it if it has none); anything else is a file ([`Store::open`]'s refusals
+    /// are those of the SQLite file: anything but a regular file, a file on a read-only
+    /// filesystem or one that cannot be written, a database written by a newer iolab, an
+    /// SQLite file that is not iolab's, or a damaged one: `dbfile.rs`, `health.rs`). A URL
+    /// of another scheme is refused.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let backend = match Self::kind(path)? {
+            true => Backend::Pg(Pg::open(path)?),
+            false => Backend::Sqlite(Lite::open(path)?),
+        };
+        Ok(Store { backend })
+    }
+
+    /// Opens the store at `path` for reading only. For a file nothing is created or
+    /// written, so listing and reports work on a read-only mount or a copy one may not
+    /// change (a missing or empty file reads as an empty database). A PostgreSQL store is
+    /// brought up to date as [`Store::open`] does (the server keeps it consistent for
+    /// every reader).
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let backend = match Self::kind(path)? {
+            true => Backend::Pg(Pg::open(path)?),
+            false => Backend::Sqlite(Lite::open_read_only(path)?),
+        };
+        Ok(Store { backend })
+    }
+
+    /// Whether `path` names a PostgreSQL store; a URL of another scheme is refused.
+    fn kind(path: &Path) -> Result<bool, StoreError> {
+        if let Some(scheme) = pg::other_url(path) {
+            return Err(StoreError::Refused {
+                path: path.to_path_buf(),
+                detail: format!(
+                    "{scheme}:// is not a store iolab knows: give --db a file or a \
+                     postgresql:// URL"
+                ),
+            });
+        }
+        Ok(pg::is_url(path))
+    }
+
+    /// The database file, or the PostgreSQL URL without its password.
+    pub fn path(&self) -> &Path {
+        each!(&self.backend, b => b.path())
+    }
+
+    /// Whether the store is a PostgreSQL database.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Pg(_))
+    }
+
+    /// Stores the start of a run: its row, marked incomplete (visible to readers as a
+    /// running run), without finish time or tests. Returns the run's id for
+    /// [`Store::add_test`] and [`Store::finish_run`].
+    pub fn begin_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        each!(&mut self.backend, b => b.begin_run(run))
+    }
+
+    /// Stores a test of run `run_id` at position `idx` (0-based; tests load in this order).
+    /// Only the test's own fields are stored: its passes go in with [`Store::add_pass`],
+    /// and its summary and `extra` can be replaced with [`Store::update_test_summary`].
+    /// Returns the test's id.
+    pub fn add_test(
+        &mut self,
+        run_id: i64,
+        idx: u32,
+        test: &TestRecord,
+    ) -> Result<i64, StoreError> {
+        each!(&mut self.backend, b => b.add_test(run_id, idx, test))
+    }
+
+    /// Stores one finished pass of test `test_id`; passes load in the order they were
+    /// added. Returns the pass's id.
+    pub fn add_pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
+        each!(&mut self.backend, b => b.add_pass(test_id, pass))
+    }
+
+    /// Replaces the summary and the workload's `extra` of test `test_id` (once its passes
+    /// are in: a block test's verify counts and adaptive stop are known only then).
+    pub fn update_test_summary(
+        &mut self,
+        test_id: i64,
+        summary: &TestSummary,
+        extra: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        each!(&mut self.backend, b => b.update_test_summary(test_id, summary, extra))
+    }
+
+    /// Records how run `run_id` ended: `finished_at`, `complete`, `notes`, `warnings` and
+    /// `env` are taken from `run`, and each stored test's `extra` from the test at its
+    /// position in `run.tests` (an MPI run adds the other ranks' `--verify` counts at the
+    /// end); everything else stored for the run stays as it is.
+    pub fn finish_run(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
+        each!(&mut self.backend, b => b.finish_run(run_id, run))
+    }
+
+    /// Stores a whole, finished run (an import, or a test's fixture) through the same
+    /// writes a running `iolab run` makes: [`Store::begin_run`], [`Store::add_test`] and
+    /// [`Store::add_pass`] for each test, [`Store::finish_run`]. `run.id` is ignored; the
+    /// new id is returned.
+    pub fn save_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        let run_id = self.begin_run(run)?;
+        for (idx, test) in run.tests.iter().enumerate() {
+            let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
+            let test_id = self.add_test(run_id, idx, test)?;
+            for pass in &test.passes {
+                self.add_pass(test_id, pass)?;
+            }
+        }
+        self.finish_run(run_id, run)?;
+        Ok(run_id)
+    }
+
+    /// Stores a whole run copied from another store (`iolab push`) in one transaction, so
+    /// that no reader sees part of it and an interrupted copy leaves nothing, unless a run
+    /// of its uuid is stored already: then nothing is written and `None` is returned (two
+    /// pushes of a run store it once, even at the same time).
+    pub fn import_run(&mut self, run: &RunRecord) -> Result<Option<i64>, StoreError> {
+        each!(&mut self.backend, b => b.import_run(run))
+    }
+
+    /// The id of the run of `uuid`, if one is stored.
+    pub fn run_by_uuid(&self, uuid: &str) -> Result<Option<i64>, StoreError> {
+        each!(&self.backend, b => b.run_by_uuid(uuid))
+    }
+
+    /// Reads run `id` back as it was stored, with `id` set, its tests in order and each
+    /// test's passes in order. The reads share one snapshot, so a run another iolab is
+    /// still writing loads consistently.
+    pub fn load_run(&self, id: i64) -> Result<RunRecord, StoreError> {
+        self.load(id, true)
+    }
+
+    /// Run `id` with its tests and their summaries but without passes (each test's
+    /// `passes` is empty; `summary.passes` still counts them).
+    pub fn load_run_summaries(&self, id: i64) -> Result<RunRecord, StoreError> {
+        self.load(id, false)
+    }
+
+    fn load(&self, id: i64, passes: bool) -> Result<RunRecord, StoreError> {
+        each!(&self.backend, b => b.load(id, passes))
+    }
+
+    /// The fingerprint of run `id` (see [`fingerprint`]): the stored one, or, for a row
+    /// that has none, computed from its columns.
+    pub fn fingerprint(&self, id: i64) -> Result<String, StoreError> {
+        each!(&self.backend, b => b.fingerprint(id))
+    }
+
+    /// The newest `limit` complete runs with fingerprint `fp`, oldest first, each with its
+    /// tests' summaries but no passes ([`Store::load_run_summaries`]): the other runs of one
+    /// command, whose spread is its run-to-run noise. One indexed lookup, however many runs
+    /// the database holds.
+    /// A run whose stored record is damaged is left out and handed to `skipped`.
+    pub fn runs_like(
+        &self,
+        fp: &str,
+        limit: usize,
+        skipped: &mut dyn FnMut(i64, StoreError),
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut ids = each!(&self.backend, b => b.runs_like_ids(fp, limit))?;
+        ids.reverse();
+        skip_damaged(
+            ids.into_iter().map(|id| (id, self.load(id, false))),
+            skipped,
+        )
+    }
+
+    /// Runs matching `filter`, oldest first (by start time); with a limit, the newest N.
+    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunListing>, StoreError> {
+        self.listing(filter)?.into_iter().map(|(_, l)| l).collect()
+    }
+
+    /// [`Store::list_runs`], except that a run whose listed columns cannot be read (a
+    /// value of the wrong type) is left out and handed to `skipped` with its id.
+    pub fn list_runs_skipping(
+        &self,
+        filter: &RunFilter,
+        skipped: &mut dyn FnMut(i64, StoreError),
+    ) -> Result<Vec<RunListing>, StoreError> {
+        skip_damaged(self.listing(filter)?, skipped)
+    }
+
+    /// The runs matching `filter`, loaded, oldest first (as [`Store::list_runs`] orders
+    /// them). A run whose stored rows cannot be read back ([`StoreError::is_damaged_row`]:
+    /// JSON that does not decode, a value of the wrong type) is left out and handed to
+    /// `skipped` with its id, so one damaged run does not hide all the others.
+    pub fn load_runs_skipping(
+        &self,
+        filter: &RunFilter,
+        skipped: &mut dyn FnMut(i64, StoreError),
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        self.load_listed(filter, true, skipped)
+    }
+
+    /// [`Store::load_runs_skipping`] with each run's tests' summaries but no passes
+    /// ([`Store::load_run_summaries`]): what a history of thousands of runs needs, without
+    /// decoding every pass's histograms.
+    pub fn load_run_summaries_skipping(
+        &self,
+        filter: &RunFilter,
+        skipped: &mut dyn FnMut(i64, StoreError),
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        self.load_listed(filter, false, skipped)
+    }
+
+    fn load_listed(
+        &self,
+        filter: &RunFilter,
+        passes: bool,
+        skipped: &mut dyn FnMut(i64, StoreError),
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let loaded = self
+            .listing(filter)?
+            .into_iter()
+            .map(|(id, listed)| (id, listed.and_then(|_| self.load(id, passes))));
+        skip_damaged(loaded, skipped)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn listing(
+        &self,
+        filter: &RunFilter,
+    ) -> Result<Vec<(i64, Result<RunListing, StoreError>)>, StoreError> {
+        each!(&self.backend, b => b.listing(filter))
+    }
+
+    /// Deletes the runs `ids` with their tests and passes, in one transaction: if any id
+    /// is not stored, or is a run still being written (its writer, recorded by
+    /// [`Store::begin_run`], is alive, or, in a PostgreSQL store, runs on another machine:
+    /// [`StoreError::RunBeingWritten`] names it and the process), nothing is deleted and
+    /// the error names it. Every other run is untouched. Returns how many runs were deleted
+    /// (an id given twice counts once).
+    pub fn delete_runs(&mut self, ids: &[i64]) -> Result<usize, StoreError> {
+        self.delete(ids, false).map(|(deleted, _)| deleted)
+    }
+
+    /// [`Store::delete_runs`] for `prune`: a run still being written is left out and
+    /// returned with its writer's pid instead of refusing the whole. Returns how many runs
+    /// were deleted and the runs left out.
+    pub fn delete_runs_but_running(
+        &mut self,
+        ids: &[i64],
+    ) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
+        self.delete(ids, true)
+    }
+
+    fn delete(
+        &mut self,
+        ids: &[i64],
+        skip_live: bool,
+    ) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        each!(&mut self.backend, b => b.delete(&ids, skip_live))
+    }
+
+    /// The process still writing run `id` (its pid), or `None` when the run has ended or
+    /// the process that wrote it is gone (killed: the run stays incomplete).
+    pub fn writer(&self, id: i64) -> Result<Option<u32>, StoreError> {
+        each!(&self.backend, b => b.writer(id))
+    }
+
+    /// How many runs are stored (whatever their state).
+    pub fn count_runs(&self) -> Result<usize, StoreError> {
+        each!(&self.backend, b => b.count_runs())
+    }
+
+    /// The id of the most recently started run, if any.
+    pub fn latest_run_id(&self) -> Result<Option<i64>, StoreError> {
+        each!(&self.backend, b => b.latest_run_id())
+    }
+}
+
+/// The SQLite backend of [`Store`]. Writes take `&mut self`; each is one short `BEGIN
+/// IMMEDIATE` transaction, so several processes (or threads, each with its own `Store`) can
+/// write to one file: they take turns, waiting up to [`BUSY_TIMEOUT`].
+#[derive(Debug)]
+pub(crate) struct Lite {
     // Dropped in this order: SQLite closes its descriptors before the checked file's.
     conn: Connection,
     path: PathBuf,
     _file: Option<DbFile>,
 }
 
-impl Store {
+impl Lite {
     /// Opens (creating it and its directory if needed) the database at `path` for writing
     /// and brings its schema up to date. Anything but a regular file (a device, a FIFO, a
     /// symlink to one: `dbfile.rs`), a file on a read-only filesystem or one that cannot be
     /// written, a database written by a newer iolab, an SQLite file that is not iolab's, or
     /// a damaged one (the check of `health.rs`) is refused before anything is written to it.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
+    pub fn open(path: &Path) -> Result<Lite, StoreError> {
         let file = match dbfile::check(path)? {
             Some(f) => f,
             None => {
@@ -104,7 +412,7 @@ impl Store {
         enable_wal(&conn, path)?;
         conn.pragma_update(None, "foreign_keys", true).at(path)?;
         schema::migrate(&mut conn, path)?;
-        Ok(Store {
+        Ok(Lite {
             conn,
             path: path.to_path_buf(),
             _file: Some(file),
@@ -118,11 +426,11 @@ impl Store {
     /// filesystem, where SQLite cannot make the `-shm` file a WAL database needs, the file
     /// is read as immutable. A database of an older schema is upgraded when it can be
     /// written (as [`Store::open`] would) and refused otherwise.
-    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+    pub fn open_read_only(path: &Path) -> Result<Lite, StoreError> {
         let Some(file) = dbfile::check(path)?.filter(|f| f.len > 0) else {
             let mut conn = Connection::open_in_memory().at(path)?;
             schema::migrate(&mut conn, path)?;
-            return Ok(Store {
+            return Ok(Lite {
                 conn,
                 path: path.to_path_buf(),
                 _file: None,
@@ -163,7 +471,7 @@ impl Store {
         let version = schema::user_version(&conn).at(path)?;
         if version < schema::SCHEMA_VERSION {
             drop(conn);
-            return Store::open(path).map_err(|e| match &e {
+            return Lite::open(path).map_err(|e| match &e {
                 StoreError::Sqlite { source, .. }
                     if matches!(
                         source.sqlite_error_code(),
@@ -184,7 +492,7 @@ impl Store {
                 _ => e,
             });
         }
-        Ok(Store {
+        Ok(Lite {
             conn,
             path: path.to_path_buf(),
             _file: Some(file),
@@ -265,75 +573,41 @@ impl Store {
     /// position in `run.tests` (an MPI run adds the other ranks' `--verify` counts at the
     /// end); everything else stored for the run stays as it is.
     pub fn finish_run(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
-        self.write(|tx, path| {
-            let notes = encode(path, "runs.notes_json", &run.notes)?;
-            let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
-            let env = encode_value(path, "runs.env_json", &run.env)?;
-            let n = tx
-                .prepare_cached(
-                    "UPDATE runs SET finished_at = :finished_at, complete = :complete,
-                            notes_json = :notes, warnings_json = :warnings, env_json = :env,
-                            writer_pid = NULL, writer_start = NULL, writer_boot = NULL
-                     WHERE id = :id",
-                )
-                .and_then(|mut s| {
-                    s.execute(named_params! {
-                        ":finished_at": run.finished_at,
-                        ":complete": run.complete,
-                        ":notes": notes,
-                        ":warnings": warnings,
-                        ":env": env,
-                        ":id": run_id,
-                    })
-                })
-                .at(path)?;
-            if n == 0 {
-                return Err(StoreError::RunNotFound {
-                    path: path.to_path_buf(),
-                    id: run_id,
-                });
-            }
-            for (idx, t) in run.tests.iter().enumerate() {
-                let extra = encode_value(path, "tests.extra_json", &t.extra)?;
-                tx.prepare_cached(
-                    "UPDATE tests SET extra_json = ?1 WHERE run_id = ?2 AND idx = ?3",
-                )
-                .and_then(|mut s| s.execute(params![extra, run_id, idx as i64]))
-                .at(path)?;
-            }
-            Ok(())
-        })
+        self.write(|tx, path| finish(tx, path, run_id, run))
     }
 
-    /// Stores a whole, finished run (an import, or a test's fixture) through the same
-    /// writes a running `iolab run` makes: [`Store::begin_run`], [`Store::add_test`] and
-    /// [`Store::add_pass`] for each test, [`Store::finish_run`]. `run.id` is ignored; the
-    /// new id is returned.
-    pub fn save_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
-        let run_id = self.begin_run(run)?;
-        for (idx, test) in run.tests.iter().enumerate() {
-            let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
-            let test_id = self.add_test(run_id, idx, test)?;
-            for pass in &test.passes {
-                self.add_pass(test_id, pass)?;
+    /// Stores a whole run in one transaction unless a run of its uuid is stored already
+    /// (then `None`).
+    pub(crate) fn import_run(&mut self, run: &RunRecord) -> Result<Option<i64>, StoreError> {
+        let imported = self.write(|tx, path| {
+            let run_id = insert_run(tx, path, run)?;
+            for (idx, test) in run.tests.iter().enumerate() {
+                let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
+                let test_id = insert_test(tx, path, run_id, idx, test)?;
+                for pass in &test.passes {
+                    insert_pass(tx, path, test_id, pass)?;
+                }
             }
+            finish(tx, path, run_id, run)?;
+            Ok(run_id)
+        });
+        match imported {
+            Ok(id) => Ok(Some(id)),
+            Err(StoreError::DuplicateRun { .. }) => Ok(None),
+            Err(e) => Err(e),
         }
-        self.finish_run(run_id, run)?;
-        Ok(run_id)
     }
 
-    /// Reads run `id` back as it was stored, with `id` set, its tests in order and each
-    /// test's passes in order. The reads share one snapshot, so a run another iolab is
-    /// still writing loads consistently.
-    pub fn load_run(&self, id: i64) -> Result<RunRecord, StoreError> {
-        self.load(id, true)
+    /// The id of the run of `uuid`, if it is stored.
+    pub(crate) fn run_by_uuid(&self, uuid: &str) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .query_row("SELECT id FROM runs WHERE uuid = ?1", [uuid], |r| r.get(0))
+            .optional()
+            .at(&self.path)
     }
 
-    /// Run `id` with its tests and their summaries but without passes (each test's
-    /// `passes` is empty; `summary.passes` still counts them).
-    pub fn load_run_summaries(&self, id: i64) -> Result<RunRecord, StoreError> {
-        self.load(id, false)
-    }
+
+
 
     fn load(&self, id: i64, passes: bool) -> Result<RunRecord, StoreError> {
         let path = &self.path;
@@ -412,84 +686,20 @@ impl Store {
         }
     }
 
-    /// The newest `limit` complete runs with fingerprint `fp`, oldest first, each with its
-    /// tests' summaries but no passes ([`Store::load_run_summaries`]): the other runs of one
-    /// command, whose spread is its run-to-run noise. One indexed lookup, however many runs
-    /// the database holds.
-    /// A run whose stored record is damaged is left out and handed to `skipped`.
-    pub fn runs_like(
-        &self,
-        fp: &str,
-        limit: usize,
-        skipped: &mut dyn FnMut(i64, StoreError),
-    ) -> Result<Vec<RunRecord>, StoreError> {
-        let path = &self.path;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut ids: Vec<i64> = self
-            .conn
+    pub(crate) fn runs_like_ids(&self, fp: &str, limit: i64) -> Result<Vec<i64>, StoreError> {
+        self.conn
             .prepare_cached(RUNS_LIKE)
             .and_then(|mut s| {
                 s.query_map(params![fp, limit], |r| r.get(0))?
                     .collect::<Result<Vec<i64>, _>>()
             })
-            .at(path)?;
-        ids.reverse();
-        skip_damaged(
-            ids.into_iter().map(|id| (id, self.load(id, false))),
-            skipped,
-        )
+            .at(&self.path)
     }
 
-    /// Runs matching `filter`, oldest first (by start time); with a limit, the newest N.
-    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunListing>, StoreError> {
-        self.listing(filter)?.into_iter().map(|(_, l)| l).collect()
-    }
 
-    /// [`Store::list_runs`], except that a run whose listed columns cannot be read (a
-    /// value of the wrong type) is left out and handed to `skipped` with its id.
-    pub fn list_runs_skipping(
-        &self,
-        filter: &RunFilter,
-        skipped: &mut dyn FnMut(i64, StoreError),
-    ) -> Result<Vec<RunListing>, StoreError> {
-        skip_damaged(self.listing(filter)?, skipped)
-    }
 
-    /// The runs matching `filter`, loaded, oldest first (as [`Store::list_runs`] orders
-    /// them). A run whose stored rows cannot be read back ([`StoreError::is_damaged_row`]:
-    /// JSON that does not decode, a value of the wrong type) is left out and handed to
-    /// `skipped` with its id, so one damaged run does not hide all the others.
-    pub fn load_runs_skipping(
-        &self,
-        filter: &RunFilter,
-        skipped: &mut dyn FnMut(i64, StoreError),
-    ) -> Result<Vec<RunRecord>, StoreError> {
-        self.load_listed(filter, true, skipped)
-    }
 
-    /// [`Store::load_runs_skipping`] with each run's tests' summaries but no passes
-    /// ([`Store::load_run_summaries`]): what a history of thousands of runs needs, without
-    /// decoding every pass's histograms.
-    pub fn load_run_summaries_skipping(
-        &self,
-        filter: &RunFilter,
-        skipped: &mut dyn FnMut(i64, StoreError),
-    ) -> Result<Vec<RunRecord>, StoreError> {
-        self.load_listed(filter, false, skipped)
-    }
 
-    fn load_listed(
-        &self,
-        filter: &RunFilter,
-        passes: bool,
-        skipped: &mut dyn FnMut(i64, StoreError),
-    ) -> Result<Vec<RunRecord>, StoreError> {
-        let loaded = self
-            .listing(filter)?
-            .into_iter()
-            .map(|(id, listed)| (id, listed.and_then(|_| self.load(id, passes))));
-        skip_damaged(loaded, skipped)
-    }
 
     /// The listing rows of [`Store::list_runs`], each decoded on its own (with its id).
     #[allow(clippy::type_complexity)]
@@ -506,13 +716,14 @@ impl Store {
             .prepare_cached(
                 "SELECT * FROM (
                      SELECT r.id, r.started_at, r.preset, r.workload, r.target_path, r.fs_type,
-                            r.label, r.complete, r.study, r.config_label,
+                            r.label, r.complete, r.study, r.config_label, r.host,
                             (SELECT count(*) FROM tests t WHERE t.run_id = r.id) AS n_tests
                      FROM runs r
                      WHERE (:preset IS NULL OR r.preset = :preset)
                        AND (:target IS NULL OR r.target_path = :target)
                        AND (:label IS NULL OR r.label = :label)
                        AND (:study IS NULL OR r.study = :study)
+                       AND (:host IS NULL OR r.host = :host OR r.machine_id = :host)
                      ORDER BY r.started_at DESC, r.id DESC
                      LIMIT :limit)
                  ORDER BY started_at, id",
@@ -525,11 +736,12 @@ impl Store {
                     ":target": filter.target,
                     ":label": filter.label,
                     ":study": filter.study,
+                    ":host": filter.host,
                     ":limit": limit,
                 },
                 |r| {
                     let id: i64 = r.get("id")?;
-                    let listed = (|| {
+                    let listed = (|| -> rusqlite::Result<RunListing> {
                         Ok(RunListing {
                             id,
                             started_at: r.get("started_at")?,
@@ -542,6 +754,7 @@ impl Store {
                             tests: r.get("n_tests")?,
                             study: r.get("study")?,
                             config_label: r.get("config_label")?,
+                            host: r.get("host")?,
                         })
                     })();
                     Ok((id, listed.at(path)))
@@ -551,25 +764,7 @@ impl Store {
         rows.collect::<Result<_, _>>().at(path)
     }
 
-    /// Deletes the runs `ids` with their tests and passes (the schema's `ON DELETE
-    /// CASCADE`), in one transaction: if any id is not stored, or is a run still being
-    /// written (its writer, recorded by [`Store::begin_run`], is alive:
-    /// [`StoreError::RunBeingWritten`] names it and the process), nothing is deleted and the
-    /// error names it. Every other run is untouched. Returns how many runs were deleted
-    /// (an id given twice counts once).
-    pub fn delete_runs(&mut self, ids: &[i64]) -> Result<usize, StoreError> {
-        self.delete(ids, false).map(|(deleted, _)| deleted)
-    }
 
-    /// [`Store::delete_runs`] for `prune`: a run still being written is left out and
-    /// returned with its writer's pid instead of refusing the whole. Returns how many runs
-    /// were deleted and the runs left out.
-    pub fn delete_runs_but_running(
-        &mut self,
-        ids: &[i64],
-    ) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
-        self.delete(ids, true)
-    }
 
     /// The process still writing run `id` (its pid), or `None` when the run has ended or
     /// the process that wrote it is gone (killed: the run stays incomplete).
@@ -582,15 +777,12 @@ impl Store {
         ids: &[i64],
         skip_live: bool,
     ) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
-        let mut ids = ids.to_vec();
-        ids.sort_unstable();
-        ids.dedup();
         // Inside the write transaction: no run can begin or end between the check of its
         // writer and its deletion.
         self.write(|tx, path| {
             let mut deleted = 0;
             let mut running = Vec::new();
-            for &id in &ids {
+            for &id in ids {
                 if let Some(pid) = live_writer(tx, path, id)? {
                     if !skip_live {
                         return Err(StoreError::RunBeingWritten {
@@ -636,6 +828,58 @@ impl Store {
             .optional()
             .at(&self.path)
     }
+}
+
+/// Records how run `run_id` ended (see [`Store::finish_run`]).
+fn finish(
+    tx: &Transaction<'_>,
+    path: &Path,
+    run_id: i64,
+    run: &RunRecord,
+) -> Result<(), StoreError> {
+            let notes = encode(path, "runs.notes_json", &run.notes)?;
+            let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
+            let env = encode_value(path, "runs.env_json", &run.env)?;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE runs SET finished_at = :finished_at, complete = :complete,
+                            notes_json = :notes, warnings_json = :warnings, env_json = :env,
+                            writer_pid = NULL, writer_start = NULL, writer_boot = NULL
+                     WHERE id = :id",
+                )
+                .and_then(|mut s| {
+                    s.execute(named_params! {
+                        ":finished_at": run.finished_at,
+                        ":complete": run.complete,
+                        ":notes": notes,
+                        ":warnings": warnings,
+                        ":env": env,
+                        ":id": run_id,
+                    })
+                })
+                .at(path)?;
+            if n == 0 {
+                return Err(StoreError::RunNotFound {
+                    path: path.to_path_buf(),
+                    id: run_id,
+                });
+            }
+            for (idx, t) in run.tests.iter().enumerate() {
+                let extra = encode_value(path, "tests.extra_json", &t.extra)?;
+                tx.prepare_cached(
+                    "UPDATE tests SET extra_json = ?1 WHERE run_id = ?2 AND idx = ?3",
+                )
+                .and_then(|mut s| s.execute(params![extra, run_id, idx as i64]))
+                .at(path)?;
+            }
+            Ok(())
+}
+
+/// The host name and machine id a run's captured environment names (`env.hostname`,
+/// `env.machine_id`): what `--host` selects by.
+pub(crate) fn host_of(run: &RunRecord) -> (Option<&str>, Option<&str>) {
+    let field = |k: &str| run.env.get(k).and_then(|v| v.as_str());
+    (field("hostname"), field("machine_id"))
 }
 
 /// The pid of the live process writing run `id`, if its row records one (see
@@ -804,7 +1048,7 @@ fn constraint(e: &rusqlite::Error) -> Option<i32> {
         .map(|f| f.extended_code)
 }
 
-fn encode<T: Serialize + ?Sized>(path: &Path, what: &str, value: &T) -> Result<String, StoreError> {
+pub(crate) fn encode<T: Serialize + ?Sized>(path: &Path, what: &str, value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|source| StoreError::Json {
         path: path.to_path_buf(),
         what: what.to_string(),
@@ -812,7 +1056,7 @@ fn encode<T: Serialize + ?Sized>(path: &Path, what: &str, value: &T) -> Result<S
     })
 }
 
-fn encode_opt<T: Serialize>(
+pub(crate) fn encode_opt<T: Serialize>(
     path: &Path,
     what: &str,
     value: Option<&T>,
@@ -821,7 +1065,7 @@ fn encode_opt<T: Serialize>(
 }
 
 /// A JSON value column: SQL NULL for JSON null.
-fn encode_value(
+pub(crate) fn encode_value(
     path: &Path,
     what: &str,
     value: &serde_json::Value,
@@ -840,18 +1084,19 @@ fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64,
     // This process writes the run until `finish_run`; without /proc it cannot be named,
     // and the run is then not protected from `delete` while it is written.
     let writer = Identity::current();
+    let (host, machine_id) = host_of(run);
     let mut stmt = tx
         .prepare_cached(
             "INSERT INTO runs (uuid, started_at, finished_at, complete, preset, workload,
                  target_path, target_kind, io_path, fs_type, size, label, command_line,
                  iolab_version, engine, settings_json, notes_json, warnings_json, env_json,
                  study, config_label, study_json, fingerprint, writer_pid, writer_start,
-                 writer_boot)
+                 writer_boot, host, machine_id)
              VALUES (:uuid, :started_at, :finished_at, :complete, :preset, :workload,
                  :target_path, :target_kind, :io_path, :fs_type, :size, :label, :command_line,
                  :iolab_version, :engine, :settings, :notes, :warnings, :env,
                  :study, :config_label, :study_json, :fingerprint, :writer_pid, :writer_start,
-                 :writer_boot)",
+                 :writer_boot, :host, :machine_id)",
         )
         .at(path)?;
     let t = &run.target;
@@ -882,6 +1127,8 @@ fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64,
         ":writer_pid": writer.as_ref().map(|w| w.pid),
         ":writer_start": writer.as_ref().map(|w| w.start_ticks as i64),
         ":writer_boot": writer.as_ref().map(|w| w.boot_id.as_str()),
+        ":host": host,
+        ":machine_id": machine_id,
     })
     .map_err(|e| match constraint(&e) {
         Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => StoreError::DuplicateRun {

@@ -759,3 +759,15 @@ fn a_run_whose_writer_is_alive_is_not_deleted_and_one_whose_writer_died_is() {
     assert_eq!(store.writer(running).unwrap(), None);
     assert_eq!(store.delete_runs(&[running]).unwrap(), 1);
 }
+
+#[test]
+fn pg_smoke() {
+    let Some(server) = iolab_testkit::require_postgres() else {
+        return;
+    };
+    let url = server.database();
+    let mut store = Store::open(Path::new(&url)).unwrap();
+    let run = common::run("pg-smoke");
+    let id = store.save_run(&run).unwrap();
+    assert_eq!(store.load_run(id).unwrap(), with_id(run, id));
+}
