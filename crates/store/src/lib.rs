@@ -25,8 +25,8 @@ mod dbfile;
 mod error;
 pub mod fingerprint;
 mod health;
-mod schema;
 mod pg;
+mod schema;
 mod store;
 
 use std::ffi::OsString;

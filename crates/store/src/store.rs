@@ -606,9 +606,6 @@ impl Lite {
             .at(&self.path)
     }
 
-
-
-
     fn load(&self, id: i64, passes: bool) -> Result<RunRecord, StoreError> {
         let path = &self.path;
         let tx = self.conn.unchecked_transaction().at(path)?;
@@ -696,11 +693,6 @@ impl Lite {
             .at(&self.path)
     }
 
-
-
-
-
-
     /// The listing rows of [`Store::list_runs`], each decoded on its own (with its id).
     #[allow(clippy::type_complexity)]
     fn listing(
@@ -763,8 +755,6 @@ impl Lite {
             .at(path)?;
         rows.collect::<Result<_, _>>().at(path)
     }
-
-
 
     /// The process still writing run `id` (its pid), or `None` when the run has ended or
     /// the process that wrote it is gone (killed: the run stays incomplete).
@@ -837,42 +827,40 @@ fn finish(
     run_id: i64,
     run: &RunRecord,
 ) -> Result<(), StoreError> {
-            let notes = encode(path, "runs.notes_json", &run.notes)?;
-            let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
-            let env = encode_value(path, "runs.env_json", &run.env)?;
-            let n = tx
-                .prepare_cached(
-                    "UPDATE runs SET finished_at = :finished_at, complete = :complete,
+    let notes = encode(path, "runs.notes_json", &run.notes)?;
+    let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
+    let env = encode_value(path, "runs.env_json", &run.env)?;
+    let n = tx
+        .prepare_cached(
+            "UPDATE runs SET finished_at = :finished_at, complete = :complete,
                             notes_json = :notes, warnings_json = :warnings, env_json = :env,
                             writer_pid = NULL, writer_start = NULL, writer_boot = NULL
                      WHERE id = :id",
-                )
-                .and_then(|mut s| {
-                    s.execute(named_params! {
-                        ":finished_at": run.finished_at,
-                        ":complete": run.complete,
-                        ":notes": notes,
-                        ":warnings": warnings,
-                        ":env": env,
-                        ":id": run_id,
-                    })
-                })
-                .at(path)?;
-            if n == 0 {
-                return Err(StoreError::RunNotFound {
-                    path: path.to_path_buf(),
-                    id: run_id,
-                });
-            }
-            for (idx, t) in run.tests.iter().enumerate() {
-                let extra = encode_value(path, "tests.extra_json", &t.extra)?;
-                tx.prepare_cached(
-                    "UPDATE tests SET extra_json = ?1 WHERE run_id = ?2 AND idx = ?3",
-                )
-                .and_then(|mut s| s.execute(params![extra, run_id, idx as i64]))
-                .at(path)?;
-            }
-            Ok(())
+        )
+        .and_then(|mut s| {
+            s.execute(named_params! {
+                ":finished_at": run.finished_at,
+                ":complete": run.complete,
+                ":notes": notes,
+                ":warnings": warnings,
+                ":env": env,
+                ":id": run_id,
+            })
+        })
+        .at(path)?;
+    if n == 0 {
+        return Err(StoreError::RunNotFound {
+            path: path.to_path_buf(),
+            id: run_id,
+        });
+    }
+    for (idx, t) in run.tests.iter().enumerate() {
+        let extra = encode_value(path, "tests.extra_json", &t.extra)?;
+        tx.prepare_cached("UPDATE tests SET extra_json = ?1 WHERE run_id = ?2 AND idx = ?3")
+            .and_then(|mut s| s.execute(params![extra, run_id, idx as i64]))
+            .at(path)?;
+    }
+    Ok(())
 }
 
 /// The host name and machine id a run's captured environment names (`env.hostname`,
@@ -1048,7 +1036,11 @@ fn constraint(e: &rusqlite::Error) -> Option<i32> {
         .map(|f| f.extended_code)
 }
 
-pub(crate) fn encode<T: Serialize + ?Sized>(path: &Path, what: &str, value: &T) -> Result<String, StoreError> {
+pub(crate) fn encode<T: Serialize + ?Sized>(
+    path: &Path,
+    what: &str,
+    value: &T,
+) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|source| StoreError::Json {
         path: path.to_path_buf(),
         what: what.to_string(),

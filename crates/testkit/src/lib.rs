@@ -32,8 +32,8 @@ pub use data::{median, random_bytes, DBENCH_TINY_LOADFILE, KIB, MIB};
 pub use dev::{device_lock, Cgroup, Loop, Mount, QueueSetting};
 pub use emudisk::EmuDisk;
 pub use iolab::{table_part, Out, Sandbox};
-pub use postgres::{require_postgres, PgServer};
 pub use json::{arr, get, num, read_json, string, uint, warning_codes};
+pub use postgres::{require_postgres, PgServer};
 pub use scratch::{scratch_dir, scratch_root};
 pub use skip::{
     optional_tools, require_devices, require_emudisk, require_root, require_tools, skip,

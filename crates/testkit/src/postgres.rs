@@ -118,14 +118,28 @@ impl PgServer {
             let c = std::ffi::CString::new(server.dir.as_os_str().as_encoded_bytes()).unwrap();
             // SAFETY: `c` is a valid NUL-terminated path.
             if unsafe { libc::chown(c.as_ptr(), PG_UID, PG_UID) } != 0 {
-                return Err(format!("chown {}: {}", server.dir.display(), std::io::Error::last_os_error()));
+                return Err(format!(
+                    "chown {}: {}",
+                    server.dir.display(),
+                    std::io::Error::last_os_error()
+                ));
             }
         }
         let data = server.dir.join("data");
         let (data_s, dir_s) = (data.to_str().unwrap(), server.dir.to_str().unwrap());
         run_as_server(
             &server.bin.join("initdb"),
-            &["-D", data_s, "-U", "iolab", "--auth=trust", "-E", "UTF8", "--no-sync", "-N"],
+            &[
+                "-D",
+                data_s,
+                "-U",
+                "iolab",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "-N",
+            ],
         )?;
         let opts = format!(
             "-c listen_addresses='' -k {dir_s} -c fsync=off -c synchronous_commit=off \
@@ -134,7 +148,16 @@ impl PgServer {
         let log = server.dir.join("log");
         run_as_server(
             &server.bin.join("pg_ctl"),
-            &["-D", data_s, "-l", log.to_str().unwrap(), "-w", "-o", &opts, "start"],
+            &[
+                "-D",
+                data_s,
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "-o",
+                &opts,
+                "start",
+            ],
         )
         .map_err(|e| {
             let log = std::fs::read_to_string(&log).unwrap_or_default();
@@ -189,7 +212,13 @@ impl PgServer {
             .to_str()
             .unwrap()
             .chars()
-            .map(|c| if c == '/' { "%2F".to_string() } else { c.to_string() })
+            .map(|c| {
+                if c == '/' {
+                    "%2F".to_string()
+                } else {
+                    c.to_string()
+                }
+            })
             .collect();
         format!("postgresql://iolab@{host}/{name}")
     }
@@ -213,7 +242,10 @@ impl PgServer {
 impl Drop for PgServer {
     fn drop(&mut self) {
         if self.owned {
-            let _ = Command::new("sh").arg("-c").arg(self.stop_command()).status();
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg(self.stop_command())
+                .status();
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
