@@ -219,6 +219,12 @@ impl fmt::Display for StoreError {
             }
             StoreError::Postgres { path, source } => {
                 write!(f, "result database {}: {source}", path.display())?;
+                // "error connecting to server" alone does not say why.
+                if source.as_db_error().is_none() {
+                    if let Some(inner) = std::error::Error::source(source) {
+                        write!(f, ": {inner}")?;
+                    }
+                }
                 // The server's own message and its hint say what to do.
                 if let Some(db) = source.as_db_error() {
                     if let Some(detail) = db.detail() {
