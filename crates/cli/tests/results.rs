@@ -733,26 +733,11 @@ fn push_copies_each_run_once_and_concurrent_runs_all_land() {
         .map(|i| {
             let label = format!("w{i}");
             let mut c = Command::new(iolab_testkit::iolab::iolab_bin());
-            c.args([
-                "run",
-                "custom",
-                "--rw",
-                "read",
-                "--bs",
-                "64k",
-                "--size",
-                "1MiB",
-                "--runs",
-                "1",
-                "--duration",
-                "100ms",
-                "--warmup",
-                "0",
-                "--repeat",
-                "3",
-                "--quiet",
-                "--label",
-            ])
+            c.args(
+                "run custom --rw read --bs 64k --size 1MiB --runs 1 --duration 100ms --warmup 0 \
+                 --repeat 3 --quiet --label"
+                    .split_whitespace(),
+            )
             .arg(&label)
             .arg("--target")
             .arg(&sb.target)

@@ -18,15 +18,17 @@ use std::str::FromStr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use iolab_measure::{PassRecord, RunRecord, TargetInfo, TargetKind, TestRecord, TestSummary};
+use iolab_measure::{PassRecord, RunRecord, TestRecord, TestSummary};
 use iolab_sys::process::Identity;
 use postgres::config::SslMode;
 use postgres::error::SqlState;
 use postgres::{Client, Config, GenericClient, IsolationLevel, NoTls, Row};
-use serde::de::DeserializeOwned;
 
 use crate::error::{AtPath, StoreError};
-use crate::store::{encode, encode_opt, encode_value, host_of, RunFilter, RunListing};
+use crate::store::{
+    decode_pass, decode_run, decode_test, encode, encode_opt, encode_value, host_of, Cells,
+    RunFilter, RunListing,
+};
 use crate::{fingerprint, schema};
 
 /// Whether `path` is a PostgreSQL URL rather than a file.
@@ -350,7 +352,7 @@ impl Pg {
                 path: path.to_path_buf(),
                 id,
             })?;
-        let mut run = decode_run(path, &row, id)?;
+        let mut run = decode_run(path, &(path.as_path(), &row), id)?;
         let mut tests = Vec::new();
         for row in tx
             .query(
@@ -360,7 +362,7 @@ impl Pg {
             )
             .at(path)?
         {
-            tests.push(decode_test(path, &row)?);
+            tests.push(decode_test(path, &(path.as_path(), &row))?);
         }
         if passes {
             let stmt = tx
@@ -373,7 +375,8 @@ impl Pg {
                 .at(path)?;
             for (test_id, test) in &mut tests {
                 for row in tx.query(&stmt, &[test_id]).at(path)? {
-                    test.passes.push(decode_pass(path, &row)?);
+                    test.passes
+                        .push(decode_pass(path, &(path.as_path(), &row))?);
                 }
             }
         }
@@ -665,10 +668,21 @@ fn int(path: &Path, what: &str, v: u64) -> Result<i64, StoreError> {
     })
 }
 
-/// A unique or foreign-key violation, if `e` is one.
-fn violation(e: &postgres::Error) -> Option<&SqlState> {
-    e.code()
-        .filter(|c| **c == SqlState::UNIQUE_VIOLATION || **c == SqlState::FOREIGN_KEY_VIOLATION)
+/// The error of an INSERT: `meaning()` where the server reports the violation `state` (a
+/// uuid already stored, a parent row that is not), else the server's error.
+fn inserted(
+    e: postgres::Error,
+    path: &Path,
+    state: SqlState,
+    meaning: impl FnOnce() -> StoreError,
+) -> StoreError {
+    if e.code() == Some(&state) {
+        return meaning();
+    }
+    StoreError::Postgres {
+        path: path.to_path_buf(),
+        source: e,
+    }
 }
 
 fn insert_run(
@@ -726,15 +740,13 @@ fn insert_run(
                 &machine_id,
             ],
         )
-        .map_err(|e| match violation(&e) {
-            Some(c) if *c == SqlState::UNIQUE_VIOLATION => StoreError::DuplicateRun {
-                path: path.to_path_buf(),
-                uuid: run.uuid.clone(),
-            },
-            _ => StoreError::Postgres {
-                path: path.to_path_buf(),
-                source: e,
-            },
+        .map_err(|e| {
+            inserted(e, path, SqlState::UNIQUE_VIOLATION, || {
+                StoreError::DuplicateRun {
+                    path: path.to_path_buf(),
+                    uuid: run.uuid.clone(),
+                }
+            })
         })?;
     row.try_get(0).at(path)
 }
@@ -763,15 +775,13 @@ fn insert_test(
                 &extra,
             ],
         )
-        .map_err(|e| match violation(&e) {
-            Some(c) if *c == SqlState::FOREIGN_KEY_VIOLATION => StoreError::RunNotFound {
-                path: path.to_path_buf(),
-                id: run_id,
-            },
-            _ => StoreError::Postgres {
-                path: path.to_path_buf(),
-                source: e,
-            },
+        .map_err(|e| {
+            inserted(e, path, SqlState::FOREIGN_KEY_VIOLATION, || {
+                StoreError::RunNotFound {
+                    path: path.to_path_buf(),
+                    id: run_id,
+                }
+            })
         })?;
     row.try_get(0).at(path)
 }
@@ -819,15 +829,13 @@ fn insert_pass(
                 &context,
             ],
         )
-        .map_err(|e| match violation(&e) {
-            Some(c) if *c == SqlState::FOREIGN_KEY_VIOLATION => StoreError::TestNotFound {
-                path: path.to_path_buf(),
-                id: test_id,
-            },
-            _ => StoreError::Postgres {
-                path: path.to_path_buf(),
-                source: e,
-            },
+        .map_err(|e| {
+            inserted(e, path, SqlState::FOREIGN_KEY_VIOLATION, || {
+                StoreError::TestNotFound {
+                    path: path.to_path_buf(),
+                    id: test_id,
+                }
+            })
         })?;
     row.try_get(0).at(path)
 }
@@ -901,134 +909,30 @@ fn live_writer(path: &Path, row: &Row) -> Result<Option<u32>, StoreError> {
     Ok(writer.alive().then_some(pid))
 }
 
-/// Reads the columns of one row, naming the row in errors (`read_json of pass 12`).
-struct Decoder<'a> {
-    path: &'a Path,
-    row: &'a Row,
-    noun: &'static str,
-    id: i64,
-}
-
-impl Decoder<'_> {
-    fn get<'r, T: postgres::types::FromSql<'r>>(&'r self, col: &str) -> Result<T, StoreError> {
-        self.row.try_get(col).at(self.path)
+impl Cells for (&Path, &Row) {
+    fn text(&self, col: &str) -> Result<String, StoreError> {
+        self.1.try_get(col).at(self.0)
     }
-
+    fn opt_text(&self, col: &str) -> Result<Option<String>, StoreError> {
+        self.1.try_get(col).at(self.0)
+    }
+    fn int(&self, col: &str) -> Result<i64, StoreError> {
+        self.1.try_get(col).at(self.0)
+    }
+    fn real(&self, col: &str) -> Result<f64, StoreError> {
+        self.1.try_get(col).at(self.0)
+    }
+    fn flag(&self, col: &str) -> Result<bool, StoreError> {
+        self.1.try_get(col).at(self.0)
+    }
     fn unsigned(&self, col: &str) -> Result<u64, StoreError> {
-        let v: i64 = self.get(col)?;
-        u64::try_from(v).map_err(|_| StoreError::Damaged {
-            path: self.path.to_path_buf(),
-            detail: format!("{col} of {} {} is negative ({v})", self.noun, self.id),
+        let v = self.int(col)?;
+        u64::try_from(v).map_err(|_| StoreError::Json {
+            path: self.0.to_path_buf(),
+            what: col.to_string(),
+            source: serde::de::Error::custom(format!("{v} is negative")),
         })
     }
-
-    fn parse<T: DeserializeOwned>(&self, col: &str, text: &str) -> Result<T, StoreError> {
-        serde_json::from_str(text).map_err(|source| StoreError::Json {
-            path: self.path.to_path_buf(),
-            what: format!("{col} of {} {}", self.noun, self.id),
-            source,
-        })
-    }
-
-    fn json<T: DeserializeOwned>(&self, col: &str) -> Result<T, StoreError> {
-        let text: String = self.get(col)?;
-        self.parse(col, &text)
-    }
-
-    fn json_opt<T: DeserializeOwned>(&self, col: &str) -> Result<Option<T>, StoreError> {
-        let text: Option<String> = self.get(col)?;
-        text.map(|t| self.parse(col, &t)).transpose()
-    }
-
-    fn json_value(&self, col: &str) -> Result<serde_json::Value, StoreError> {
-        Ok(self.json_opt(col)?.unwrap_or(serde_json::Value::Null))
-    }
-}
-
-fn decode_run(path: &Path, row: &Row, id: i64) -> Result<RunRecord, StoreError> {
-    let d = Decoder {
-        path,
-        row,
-        noun: "run",
-        id,
-    };
-    Ok(RunRecord {
-        id: Some(d.get("id")?),
-        uuid: d.get("uuid")?,
-        iolab_version: d.get("iolab_version")?,
-        preset: d.get("preset")?,
-        workload: d.get("workload")?,
-        target: TargetInfo {
-            path: d.get("target_path")?,
-            kind: TargetKind::from(d.get::<String>("target_kind")?),
-            io_path: d.get("io_path")?,
-            fs_type: d.get("fs_type")?,
-            size: d.unsigned("size")?,
-        },
-        settings: d.json("settings_json")?,
-        engine: d.get("engine")?,
-        command_line: d.json("command_line")?,
-        label: d.get("label")?,
-        started_at: d.get("started_at")?,
-        finished_at: d.get("finished_at")?,
-        complete: d.get("complete")?,
-        notes: d.json("notes_json")?,
-        warnings: d.json("warnings_json")?,
-        env: d.json_value("env_json")?,
-        study: d.get("study")?,
-        config_label: d.get("config_label")?,
-        study_meta: d.json_value("study_json")?,
-        tests: Vec::new(),
-    })
-}
-
-fn decode_test(path: &Path, row: &Row) -> Result<(i64, TestRecord), StoreError> {
-    let id: i64 = row.try_get("id").at(path)?;
-    let d = Decoder {
-        path,
-        row,
-        noun: "test",
-        id,
-    };
-    let test = TestRecord {
-        name: d.get("name")?,
-        group: d.get("grp")?,
-        job: d.json("job_json")?,
-        passes: Vec::new(),
-        summary: d.json("summary_json")?,
-        extra: d.json_value("extra_json")?,
-    };
-    Ok((id, test))
-}
-
-fn decode_pass(path: &Path, row: &Row) -> Result<PassRecord, StoreError> {
-    let id: i64 = row.try_get("id").at(path)?;
-    let d = Decoder {
-        path,
-        row,
-        noun: "pass",
-        id,
-    };
-    let index = d.unsigned("idx")?;
-    Ok(PassRecord {
-        index: u32::try_from(index).map_err(|_| StoreError::Damaged {
-            path: path.to_path_buf(),
-            detail: format!("idx of pass {id} is out of range ({index})"),
-        })?,
-        bytes: d.unsigned("bytes")?,
-        ios: d.unsigned("ios")?,
-        seconds: d.get("seconds")?,
-        mb_s: d.get("mb_s")?,
-        iops: d.get("iops")?,
-        lat_us: d.json("lat_json")?,
-        read: d.json_opt("read_json")?,
-        write: d.json_opt("write_json")?,
-        sync: d.json_opt("sync_json")?,
-        cpu: d.json("cpu_json")?,
-        timeseries: d.json("timeseries_json")?,
-        errors: d.json("errors_json")?,
-        context: d.json_opt("context_json")?.unwrap_or_default(),
-    })
 }
 
 #[cfg(test)]

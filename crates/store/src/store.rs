@@ -617,7 +617,7 @@ impl Lite {
                         env_json, study, config_label, study_json
                  FROM runs WHERE id = ?1",
                 [id],
-                |row| Ok(decode_run(path, row, id)),
+                |row| Ok(decode_run(path, &(path.as_path(), row), id)),
             )
             .optional()
             .at(path)?
@@ -636,7 +636,7 @@ impl Lite {
                 .at(path)?;
             let mut rows = stmt.query([id]).at(path)?;
             while let Some(row) = rows.next().at(path)? {
-                tests.push(decode_test(path, row)?);
+                tests.push(decode_test(path, &(path.as_path(), row))?);
             }
         }
         if passes {
@@ -651,7 +651,7 @@ impl Lite {
             for (test_id, test) in &mut tests {
                 let mut rows = stmt.query([*test_id]).at(path)?;
                 while let Some(row) = rows.next().at(path)? {
-                    test.passes.push(decode_pass(path, row)?);
+                    test.passes.push(decode_pass(path, &(path.as_path(), row))?);
                 }
             }
         }
@@ -1216,19 +1216,48 @@ fn insert_pass(
     })
 }
 
+/// The columns of one stored row, as each backend reads them (an SQLite row, a PostgreSQL
+/// row): what [`decode_run`], [`decode_test`] and [`decode_pass`] are written against.
+pub(crate) trait Cells {
+    fn text(&self, col: &str) -> Result<String, StoreError>;
+    fn opt_text(&self, col: &str) -> Result<Option<String>, StoreError>;
+    fn int(&self, col: &str) -> Result<i64, StoreError>;
+    fn real(&self, col: &str) -> Result<f64, StoreError>;
+    fn flag(&self, col: &str) -> Result<bool, StoreError>;
+    /// A count or size: a negative value is a damaged row.
+    fn unsigned(&self, col: &str) -> Result<u64, StoreError>;
+}
+
+impl Cells for (&Path, &Row<'_>) {
+    fn text(&self, col: &str) -> Result<String, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+    fn opt_text(&self, col: &str) -> Result<Option<String>, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+    fn int(&self, col: &str) -> Result<i64, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+    fn real(&self, col: &str) -> Result<f64, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+    fn flag(&self, col: &str) -> Result<bool, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+    fn unsigned(&self, col: &str) -> Result<u64, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+}
+
 /// Reads the columns of one row, naming the row in errors (`read_json of pass 12`).
-struct Decoder<'a, 'r> {
+struct Decoder<'a, C: Cells> {
     path: &'a Path,
-    row: &'a Row<'r>,
+    row: &'a C,
     noun: &'static str,
     id: i64,
 }
 
-impl Decoder<'_, '_> {
-    fn get<T: rusqlite::types::FromSql>(&self, col: &str) -> Result<T, StoreError> {
-        self.row.get(col).at(self.path)
-    }
-
+impl<C: Cells> Decoder<'_, C> {
     fn parse<T: DeserializeOwned>(&self, col: &str, text: &str) -> Result<T, StoreError> {
         serde_json::from_str(text).map_err(|source| StoreError::Json {
             path: self.path.to_path_buf(),
@@ -1238,13 +1267,13 @@ impl Decoder<'_, '_> {
     }
 
     fn json<T: DeserializeOwned>(&self, col: &str) -> Result<T, StoreError> {
-        let text: String = self.get(col)?;
+        let text = self.row.text(col)?;
         self.parse(col, &text)
     }
 
     /// A nullable JSON column: `None` for SQL NULL.
     fn json_opt<T: DeserializeOwned>(&self, col: &str) -> Result<Option<T>, StoreError> {
-        let text: Option<String> = self.get(col)?;
+        let text = self.row.opt_text(col)?;
         text.map(|t| self.parse(col, &t)).transpose()
     }
 
@@ -1254,7 +1283,7 @@ impl Decoder<'_, '_> {
 }
 
 /// The run row, without its tests.
-fn decode_run(path: &Path, row: &Row<'_>, id: i64) -> Result<RunRecord, StoreError> {
+pub(crate) fn decode_run(path: &Path, row: &impl Cells, id: i64) -> Result<RunRecord, StoreError> {
     let d = Decoder {
         path,
         row,
@@ -1262,38 +1291,38 @@ fn decode_run(path: &Path, row: &Row<'_>, id: i64) -> Result<RunRecord, StoreErr
         id,
     };
     Ok(RunRecord {
-        id: Some(d.get("id")?),
-        uuid: d.get("uuid")?,
-        iolab_version: d.get("iolab_version")?,
-        preset: d.get("preset")?,
-        workload: d.get("workload")?,
+        id: Some(row.int("id")?),
+        uuid: row.text("uuid")?,
+        iolab_version: row.text("iolab_version")?,
+        preset: row.text("preset")?,
+        workload: row.text("workload")?,
         target: TargetInfo {
-            path: d.get("target_path")?,
-            kind: TargetKind::from(d.get::<String>("target_kind")?),
-            io_path: d.get("io_path")?,
-            fs_type: d.get("fs_type")?,
-            size: d.get("size")?,
+            path: row.text("target_path")?,
+            kind: TargetKind::from(row.text("target_kind")?),
+            io_path: row.text("io_path")?,
+            fs_type: row.text("fs_type")?,
+            size: row.unsigned("size")?,
         },
         settings: d.json("settings_json")?,
-        engine: d.get("engine")?,
+        engine: row.text("engine")?,
         command_line: d.json("command_line")?,
-        label: d.get("label")?,
-        started_at: d.get("started_at")?,
-        finished_at: d.get("finished_at")?,
-        complete: d.get("complete")?,
+        label: row.opt_text("label")?,
+        started_at: row.text("started_at")?,
+        finished_at: row.opt_text("finished_at")?,
+        complete: row.flag("complete")?,
         notes: d.json("notes_json")?,
         warnings: d.json("warnings_json")?,
         env: d.json_value("env_json")?,
-        study: d.get("study")?,
-        config_label: d.get("config_label")?,
+        study: row.opt_text("study")?,
+        config_label: row.opt_text("config_label")?,
         study_meta: d.json_value("study_json")?,
         tests: Vec::new(),
     })
 }
 
 /// A test row (without passes) and its id.
-fn decode_test(path: &Path, row: &Row<'_>) -> Result<(i64, TestRecord), StoreError> {
-    let id: i64 = row.get("id").at(path)?;
+pub(crate) fn decode_test(path: &Path, row: &impl Cells) -> Result<(i64, TestRecord), StoreError> {
+    let id = row.int("id")?;
     let d = Decoder {
         path,
         row,
@@ -1301,8 +1330,8 @@ fn decode_test(path: &Path, row: &Row<'_>) -> Result<(i64, TestRecord), StoreErr
         id,
     };
     let test = TestRecord {
-        name: d.get("name")?,
-        group: d.get("grp")?,
+        name: row.text("name")?,
+        group: row.text("grp")?,
         job: d.json("job_json")?,
         passes: Vec::new(),
         summary: d.json("summary_json")?,
@@ -1311,21 +1340,26 @@ fn decode_test(path: &Path, row: &Row<'_>) -> Result<(i64, TestRecord), StoreErr
     Ok((id, test))
 }
 
-fn decode_pass(path: &Path, row: &Row<'_>) -> Result<PassRecord, StoreError> {
-    let id: i64 = row.get("id").at(path)?;
+pub(crate) fn decode_pass(path: &Path, row: &impl Cells) -> Result<PassRecord, StoreError> {
+    let id = row.int("id")?;
     let d = Decoder {
         path,
         row,
         noun: "pass",
         id,
     };
+    let index = row.unsigned("idx")?;
     Ok(PassRecord {
-        index: d.get("idx")?,
-        bytes: d.get("bytes")?,
-        ios: d.get("ios")?,
-        seconds: d.get("seconds")?,
-        mb_s: d.get("mb_s")?,
-        iops: d.get("iops")?,
+        index: u32::try_from(index).map_err(|_| StoreError::Json {
+            path: path.to_path_buf(),
+            what: format!("idx of pass {id}"),
+            source: serde::de::Error::custom(format!("{index} is out of range")),
+        })?,
+        bytes: row.unsigned("bytes")?,
+        ios: row.unsigned("ios")?,
+        seconds: row.real("seconds")?,
+        mb_s: row.real("mb_s")?,
+        iops: row.real("iops")?,
         lat_us: d.json("lat_json")?,
         read: d.json_opt("read_json")?,
         write: d.json_opt("write_json")?,
