@@ -27,7 +27,7 @@ use postgres::{Client, Config, GenericClient, IsolationLevel, NoTls, Row};
 use crate::error::{AtPath, StoreError};
 use crate::store::{
     decode_pass, decode_run, decode_test, encode, encode_opt, encode_value, host_of, Cells,
-    RunFilter, RunListing,
+    RunFilter, RunListing, Writes,
 };
 use crate::{fingerprint, schema};
 
@@ -299,26 +299,9 @@ impl Pg {
         self.write(|tx, path| finish(tx, path, run_id, run))
     }
 
-    /// Stores a whole run in one transaction, unless a run of its uuid is stored already
-    /// (then `None`: `iolab push` is idempotent).
-    pub(crate) fn import_run(&self, run: &RunRecord) -> Result<Option<i64>, StoreError> {
-        let imported = self.write(|tx, path| {
-            let run_id = insert_run(tx, path, run)?;
-            for (idx, test) in run.tests.iter().enumerate() {
-                let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
-                let test_id = insert_test(tx, path, run_id, idx, test)?;
-                for pass in &test.passes {
-                    insert_pass(tx, path, test_id, pass)?;
-                }
-            }
-            finish(tx, path, run_id, run)?;
-            Ok(run_id)
-        });
-        match imported {
-            Ok(id) => Ok(Some(id)),
-            Err(StoreError::DuplicateRun { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+    /// Stores a whole run in one transaction (`DuplicateRun` if its uuid is stored).
+    pub(crate) fn import_run(&self, run: &RunRecord) -> Result<i64, StoreError> {
+        self.write(|tx, path| Writes::whole(&mut (tx, path), run))
     }
 
     pub(crate) fn run_by_uuid(&self, uuid: &str) -> Result<Option<i64>, StoreError> {
@@ -907,6 +890,21 @@ fn live_writer(path: &Path, row: &Row) -> Result<Option<u32>, StoreError> {
         boot_id,
     };
     Ok(writer.alive().then_some(pid))
+}
+
+impl Writes for (&mut postgres::Transaction<'_>, &Path) {
+    fn run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        insert_run(self.0, self.1, run)
+    }
+    fn test(&mut self, run_id: i64, idx: u32, test: &TestRecord) -> Result<i64, StoreError> {
+        insert_test(self.0, self.1, run_id, idx, test)
+    }
+    fn pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
+        insert_pass(self.0, self.1, test_id, pass)
+    }
+    fn finish(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
+        finish(self.0, self.1, run_id, run)
+    }
 }
 
 impl Cells for (&Path, &Row) {

@@ -184,16 +184,7 @@ impl Store {
     /// [`Store::add_pass`] for each test, [`Store::finish_run`]. `run.id` is ignored; the
     /// new id is returned.
     pub fn save_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
-        let run_id = self.begin_run(run)?;
-        for (idx, test) in run.tests.iter().enumerate() {
-            let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
-            let test_id = self.add_test(run_id, idx, test)?;
-            for pass in &test.passes {
-                self.add_pass(test_id, pass)?;
-            }
-        }
-        self.finish_run(run_id, run)?;
-        Ok(run_id)
+        Writes::whole(self, run)
     }
 
     /// Stores a whole run copied from another store (`iolab push`) in one transaction, so
@@ -201,7 +192,11 @@ impl Store {
     /// of its uuid is stored already: then nothing is written and `None` is returned (two
     /// pushes of a run store it once, even at the same time).
     pub fn import_run(&mut self, run: &RunRecord) -> Result<Option<i64>, StoreError> {
-        each!(&mut self.backend, b => b.import_run(run))
+        match each!(&mut self.backend, b => b.import_run(run)) {
+            Ok(id) => Ok(Some(id)),
+            Err(StoreError::DuplicateRun { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The id of the run of `uuid`, if one is stored.
@@ -578,24 +573,8 @@ impl Lite {
 
     /// Stores a whole run in one transaction unless a run of its uuid is stored already
     /// (then `None`).
-    pub(crate) fn import_run(&mut self, run: &RunRecord) -> Result<Option<i64>, StoreError> {
-        let imported = self.write(|tx, path| {
-            let run_id = insert_run(tx, path, run)?;
-            for (idx, test) in run.tests.iter().enumerate() {
-                let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
-                let test_id = insert_test(tx, path, run_id, idx, test)?;
-                for pass in &test.passes {
-                    insert_pass(tx, path, test_id, pass)?;
-                }
-            }
-            finish(tx, path, run_id, run)?;
-            Ok(run_id)
-        });
-        match imported {
-            Ok(id) => Ok(Some(id)),
-            Err(StoreError::DuplicateRun { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+    pub(crate) fn import_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        self.write(|tx, path| Writes::whole(&mut (tx, path), run))
     }
 
     /// The id of the run of `uuid`, if it is stored.
@@ -861,6 +840,60 @@ fn finish(
             .at(path)?;
     }
     Ok(())
+}
+
+/// The writes that store a run, as [`Store`] makes them one by one (an `iolab run`) or a
+/// backend inside one transaction (`import_run`); [`Writes::whole`] stores a whole run
+/// through them.
+pub(crate) trait Writes {
+    fn run(&mut self, run: &RunRecord) -> Result<i64, StoreError>;
+    fn test(&mut self, run_id: i64, idx: u32, test: &TestRecord) -> Result<i64, StoreError>;
+    fn pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError>;
+    fn finish(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError>;
+
+    /// `run` with its tests and passes, ended as `run` says; its new id.
+    fn whole(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        let run_id = self.run(run)?;
+        for (idx, test) in run.tests.iter().enumerate() {
+            let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
+            let test_id = self.test(run_id, idx, test)?;
+            for pass in &test.passes {
+                self.pass(test_id, pass)?;
+            }
+        }
+        self.finish(run_id, run)?;
+        Ok(run_id)
+    }
+}
+
+impl Writes for Store {
+    fn run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        self.begin_run(run)
+    }
+    fn test(&mut self, run_id: i64, idx: u32, test: &TestRecord) -> Result<i64, StoreError> {
+        self.add_test(run_id, idx, test)
+    }
+    fn pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
+        self.add_pass(test_id, pass)
+    }
+    fn finish(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
+        self.finish_run(run_id, run)
+    }
+}
+
+impl Writes for (&Transaction<'_>, &Path) {
+    fn run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        insert_run(self.0, self.1, run)
+    }
+    fn test(&mut self, run_id: i64, idx: u32, test: &TestRecord) -> Result<i64, StoreError> {
+        insert_test(self.0, self.1, run_id, idx, test)
+    }
+    fn pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
+        insert_pass(self.0, self.1, test_id, pass)
+    }
+    fn finish(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
+        finish(self.0, self.1, run_id, run)
+    }
 }
 
 /// The host name and machine id a run's captured environment names (`env.hostname`,
