@@ -179,6 +179,13 @@ impl std::fmt::Debug for Pg {
     }
 }
 
+fn not_found(path: &Path, id: i64) -> StoreError {
+    StoreError::RunNotFound {
+        path: path.to_path_buf(),
+        id,
+    }
+}
+
 fn refused(path: &Path, detail: impl Into<String>) -> StoreError {
     StoreError::Refused {
         path: path.to_path_buf(),
@@ -331,10 +338,7 @@ impl Pg {
                 &[&id],
             )
             .at(path)?
-            .ok_or_else(|| StoreError::RunNotFound {
-                path: path.to_path_buf(),
-                id,
-            })?;
+            .ok_or_else(|| not_found(path, id))?;
         let mut run = decode_run(path, &(path.as_path(), &row), id)?;
         let mut tests = Vec::new();
         for row in tx
@@ -379,10 +383,7 @@ impl Pg {
                 &[&id],
             )
             .at(path)?
-            .ok_or_else(|| StoreError::RunNotFound {
-                path: path.to_path_buf(),
-                id,
-            })?;
+            .ok_or_else(|| not_found(path, id))?;
         let get = |c: &str| -> Result<String, StoreError> { row.try_get(c).at(path) };
         let opt = |c: &str| -> Result<Option<String>, StoreError> { row.try_get(c).at(path) };
         if let Some(fp) = opt("fingerprint")? {

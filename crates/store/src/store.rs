@@ -514,15 +514,12 @@ impl Lite {
         Ok(out)
     }
 
-    /// Stores the start of a run: its row, marked incomplete, without finish time or tests.
-    /// Returns the run's id for [`Store::add_test`] and [`Store::finish_run`].
+    /// [`Store::begin_run`].
     pub fn begin_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
         self.write(|tx, path| insert_run(tx, path, run))
     }
 
-    /// Stores a test of run `run_id` at position `idx` (0-based; tests load in this order).
-    /// Only the test's own fields are stored: its passes go in with [`Store::add_pass`], and
-    /// its summary and `extra` can be replaced with [`Store::update_test_summary`]. Returns the test's id.
+    /// [`Store::add_test`].
     pub fn add_test(
         &mut self,
         run_id: i64,
@@ -532,14 +529,12 @@ impl Lite {
         self.write(|tx, path| insert_test(tx, path, run_id, idx, test))
     }
 
-    /// Stores one finished pass of test `test_id`; passes load in the order they were added.
-    /// Returns the pass's id.
+    /// [`Store::add_pass`].
     pub fn add_pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
         self.write(|tx, path| insert_pass(tx, path, test_id, pass))
     }
 
-    /// Replaces the summary and the workload's `extra` of test `test_id` (once its passes
-    /// are in: a block test's verify counts and adaptive stop are known only then).
+    /// [`Store::update_test_summary`].
     pub fn update_test_summary(
         &mut self,
         test_id: i64,
@@ -563,10 +558,7 @@ impl Lite {
         })
     }
 
-    /// Records how run `run_id` ended: `finished_at`, `complete`, `notes`, `warnings` and
-    /// `env` are taken from `run`, and each stored test's `extra` from the test at its
-    /// position in `run.tests` (an MPI run adds the other ranks' `--verify` counts at the
-    /// end); everything else stored for the run stays as it is.
+    /// [`Store::finish_run`].
     pub fn finish_run(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
         self.write(|tx, path| finish(tx, path, run_id, run))
     }
