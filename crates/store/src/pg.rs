@@ -26,8 +26,8 @@ use postgres::{Client, Config, GenericClient, IsolationLevel, NoTls, Row};
 
 use crate::error::{AtPath, StoreError};
 use crate::store::{
-    decode_pass, decode_run, decode_test, encode, encode_opt, encode_value, host_of, Cells,
-    RunFilter, RunListing, Writes,
+    decode_pass, decode_run, decode_test, encode, encode_opt, encode_value, host_of, stored_args,
+    Cells, RunFilter, RunListing, Writes,
 };
 use crate::{fingerprint, schema};
 
@@ -674,7 +674,7 @@ fn insert_run(
     path: &Path,
     run: &RunRecord,
 ) -> Result<i64, StoreError> {
-    let command_line = encode(path, "runs.command_line", &run.command_line)?;
+    let command_line = encode(path, "runs.command_line", &stored_args(&run.command_line))?;
     let settings = encode(path, "runs.settings_json", &run.settings)?;
     let notes = encode(path, "runs.notes_json", &run.notes)?;
     let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
@@ -955,6 +955,15 @@ mod tests {
             "postgresql://u:***@h:5432/db"
         );
         assert_eq!(redacted("postgresql://u@h/db"), "postgresql://u@h/db");
+        assert_eq!(
+            redacted("--db=postgres://u:pw@h/db"),
+            "--db=postgres://u:***@h/db"
+        );
+        let args = ["iolab", "--db", "postgresql://u:pw@h/db", "a://b:c@d"].map(String::from);
+        assert_eq!(
+            crate::store::stored_args(&args),
+            ["iolab", "--db", "postgresql://u:***@h/db", "a://b:c@d"]
+        );
         assert_eq!(
             redacted("postgresql:///db?host=/run/pg&password=secret"),
             "postgresql:///db?host=/run/pg&password=***"

@@ -888,6 +888,19 @@ impl Writes for (&Transaction<'_>, &Path) {
     }
 }
 
+/// A run's command line as it is stored: a PostgreSQL URL's password (`--db
+/// postgresql://u:PASSWORD@h/db`) is replaced by `***`; nothing else changes (the fingerprint
+/// leaves `--db` out anyway).
+pub(crate) fn stored_args(command_line: &[String]) -> Vec<String> {
+    command_line
+        .iter()
+        .map(|a| match a.contains("postgres") && a.contains("://") {
+            true => pg::redacted(a),
+            false => a.clone(),
+        })
+        .collect()
+}
+
 /// The host name and machine id a run's captured environment names (`env.hostname`,
 /// `env.machine_id`): what `--host` selects by.
 pub(crate) fn host_of(run: &RunRecord) -> (Option<&str>, Option<&str>) {
@@ -1091,7 +1104,7 @@ pub(crate) fn encode_value(
 }
 
 fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64, StoreError> {
-    let command_line = encode(path, "runs.command_line", &run.command_line)?;
+    let command_line = encode(path, "runs.command_line", &stored_args(&run.command_line))?;
     let settings = encode(path, "runs.settings_json", &run.settings)?;
     let notes = encode(path, "runs.notes_json", &run.notes)?;
     let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
