@@ -688,7 +688,10 @@ fn every_command_works_on_a_postgresql_store_given_by_db_or_iolab_db() {
         .to_string();
     let shown = with_db(&sb, db, &["show", "1", "--json"]).ok().json();
     assert!(!shown.to_string().contains("s3cret"), "{shown}");
-    assert!(shown["command_line"].to_string().contains("iolab:***@"), "{shown}");
+    assert!(
+        shown["command_line"].to_string().contains("iolab:***@"),
+        "{shown}"
+    );
     let machine = shown["env"]["machine_id"].as_str().map(String::from);
     for by in [Some(host.clone()), machine].into_iter().flatten() {
         let out = with_db(&sb, db, &["results", "--host", &by, "--json"]).ok();
@@ -719,7 +722,10 @@ fn every_command_works_on_a_postgresql_store_given_by_db_or_iolab_db() {
     let study = db_commands(&sb).pop().unwrap();
     let study: Vec<&str> = study.iter().map(String::as_str).collect();
     let out = with_db(&sb, std::path::Path::new(&with_password), &study).ok();
-    assert!(!out.stdout.contains("s3cret") && !out.stderr.contains("s3cret"), "{out}");
+    assert!(
+        !out.stdout.contains("s3cret") && !out.stderr.contains("s3cret"),
+        "{out}"
+    );
     with_db(&sb, db, &["delete", "1", "--yes"]).ok();
     let out = with_db(&sb, db, &["results", "--json"]).ok().json();
     assert_eq!(out.as_array().unwrap().len(), 2);
