@@ -697,6 +697,10 @@ fn every_command_works_on_a_postgresql_store_given_by_db_or_iolab_db() {
         let out = with_db(&sb, db, &["results", "--host", &by, "--json"]).ok();
         assert_eq!(out.json().as_array().unwrap().len(), 2, "--host {by}");
     }
+    // No such database on the server: the caller's to fix (exit 2); no directory made.
+    let missing = url.replace("/t", "/no_such_db_");
+    let out = with_db(&sb, std::path::Path::new(&missing), &["results"]).code(2);
+    out.stderr_has(&["no_such_db_", "does not exist"]);
     let out = with_db(&sb, db, &["results", "--host", "no-such-host"]).ok();
     assert!(
         out.stdout

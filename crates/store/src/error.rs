@@ -94,8 +94,15 @@ impl StoreError {
     /// Whether the error is the caller's to fix with another argument: a database refused
     /// before anything was written to it (newer, foreign, damaged, or an old one that cannot
     /// be upgraded: another `--db`; not a regular file, read-only: `Refused`), or a run or
-    /// test id it does not hold, or a run still being written. Exit 2.
+    /// test id it does not hold, or a run still being written; a PostgreSQL server that
+    /// refuses the role (authentication) or has no such database. Exit 2.
     pub fn is_refusal(&self) -> bool {
+        // A PostgreSQL store that refuses this role or has no such database: another --db.
+        if let StoreError::Postgres { source, .. } = self {
+            return source.code().is_some_and(|c| {
+                c.code().starts_with("28") || *c == postgres::error::SqlState::INVALID_CATALOG_NAME
+            });
+        }
         matches!(
             self,
             StoreError::TooNew { .. }
@@ -218,11 +225,16 @@ impl fmt::Display for StoreError {
                 write!(f, "result database {}: {what}: {source}", path.display())
             }
             StoreError::Postgres { path, source } => {
-                write!(f, "result database {}: {source}", path.display())?;
-                // "error connecting to server" alone does not say why.
-                if source.as_db_error().is_none() {
-                    if let Some(inner) = std::error::Error::source(source) {
-                        write!(f, ": {inner}")?;
+                write!(f, "result database {}: ", path.display())?;
+                match source.as_db_error() {
+                    // The server's own words ("db error" alone says nothing).
+                    Some(db) => write!(f, "the server says: {}", db.message())?,
+                    // "error connecting to server" alone does not say why.
+                    None => {
+                        write!(f, "{source}")?;
+                        if let Some(inner) = std::error::Error::source(source) {
+                            write!(f, ": {inner}")?;
+                        }
                     }
                 }
                 // The server's own message and its hint say what to do.
