@@ -88,8 +88,13 @@ pub fn push(a: PushArgs) -> Result<i32, RunError> {
     let progress = !a.quiet && std::io::stderr().is_terminal();
     let (mut new, mut there) = (0usize, 0usize);
     for (i, &id) in chosen.iter().enumerate() {
-        let run = src.load_run(id)?;
-        match dst.import_run(&run)? {
+        // A run already there is not loaded whole (its passes are most of its bytes).
+        let uuid = src.load_run_summaries(id)?.uuid;
+        let stored = match dst.run_by_uuid(&uuid)? {
+            Some(_) => None,
+            None => dst.import_run(&src.load_run(id)?)?,
+        };
+        match stored {
             Some(_) => new += 1,
             None => there += 1,
         }
