@@ -434,6 +434,9 @@ fn stop_outside_a_write(sb: &Sandbox, pid: u32) {
 fn a_run_still_being_written_is_not_deleted_or_pruned_and_is_stored_whole() {
     let sb = Sandbox::new();
     small_run(&sb, "finished");
+    // Ready before the run starts: the run is stopped at its first pass, and a pass
+    // stopped past its end measures nothing.
+    let shared = iolab_testkit::require_postgres().map(|server| server.database());
     let mut child = sb.spawn_run(&[
         "custom",
         "--rw",
@@ -445,16 +448,15 @@ fn a_run_still_being_written_is_not_deleted_or_pruned_and_is_stored_whole() {
         "--runs",
         "1",
         "--duration",
-        "3s",
+        "6s",
         "--warmup",
         "0",
     ]);
     let pid = child.id();
     assert_eq!(wait_for_run(&sb, &mut child), 2);
     stop_outside_a_write(&sb, pid);
-    if let Some(server) = iolab_testkit::require_postgres() {
+    if let Some(url) = shared {
         // Not pushed while it is written: named, nothing goes; found by --all, left.
-        let url = server.database();
         let out = sb.iolab(&["push", "2", "1", "--to", &url]).code(2);
         out.stderr_has(&["run 2", "still being written", "nothing pushed"]);
         let out = sb.iolab(&["push", "--all", "--to", &url]).ok();
