@@ -78,6 +78,9 @@ pub enum Command {
     /// Delete the stored runs older than an age, optionally only those matching filters;
     /// asks first on a terminal.
     Prune(PruneArgs),
+    /// Copy stored runs into another store (a shared PostgreSQL database, or a file), once
+    /// each: a run already there (by its uuid) is skipped.
+    Push(PushArgs),
     /// Run a command and record its file I/O beneath --root into a trace for `iolab run
     /// replay` (through strace; no file contents are recorded; see docs/workloads.md).
     Record(RecordArgs),
@@ -191,9 +194,32 @@ pub struct WorkloadArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct DbArgs {
-    /// Result database (default: $XDG_DATA_HOME/iolab/results.db).
-    #[arg(long, value_name = "PATH")]
+    /// Result database: a file, or a postgresql://USER@HOST/DB URL (default: $IOLAB_DB if
+    /// set, else $XDG_DATA_HOME/iolab/results.db).
+    #[arg(long, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PushArgs {
+    /// The local store the runs are read from.
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The store to copy into: a postgresql:// URL (or a file).
+    #[arg(long, value_name = "URL", required = true)]
+    pub to: PathBuf,
+    /// Runs to push, as listed by `iolab results` ("last" for the newest).
+    #[arg(value_name = "RUN_ID", required_unless_present_any = ["label", "all"])]
+    pub run_ids: Vec<String>,
+    /// Push the runs with this label.
+    #[arg(long, conflicts_with_all = ["run_ids", "all"])]
+    pub label: Option<String>,
+    /// Push every stored run.
+    #[arg(long, conflicts_with = "run_ids")]
+    pub all: bool,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -212,6 +238,9 @@ pub struct ResultsArgs {
     /// Only runs of this study (every invocation).
     #[arg(long, value_name = "NAME")]
     pub study: Option<String>,
+    /// Only runs measured on this host: its name or its machine id.
+    #[arg(long)]
+    pub host: Option<String>,
     /// Show at most this many (the newest).
     #[arg(long)]
     pub limit: Option<usize>,
@@ -288,6 +317,11 @@ pub struct CompareArgs {
     /// after); the runs sharing a label are one side, each run one sample.
     #[arg(long, value_name = "LABEL", conflicts_with = "run_ids")]
     pub label: Vec<String>,
+    /// Compare the runs measured on these hosts (name or machine id; repeat: --host A
+    /// --host B), each host one side; with one --label, only that label's runs. Once, with
+    /// --label twice: only that host's runs.
+    #[arg(long, value_name = "HOST", conflicts_with = "run_ids")]
+    pub host: Vec<String>,
     /// Print the comparison document (iolab.comparison/2) instead of the table, or write
     /// it to FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
@@ -310,6 +344,9 @@ pub struct HistoryArgs {
     /// Only runs with this label.
     #[arg(long)]
     pub label: Option<String>,
+    /// Only runs measured on this host (name or machine id).
+    #[arg(long)]
+    pub host: Option<String>,
     /// Only the newest N runs.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,

@@ -27,6 +27,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, RunError> {
         Command::Man(args) => crate::shell::man(args),
         Command::Delete(args) => crate::delete::delete(args),
         Command::Prune(args) => crate::delete::prune(args),
+        Command::Push(args) => crate::push::push(args),
         Command::Emudisk(cmd) => emudisk(cmd),
     }
 }

@@ -14,7 +14,7 @@ use crate::args::{DeleteArgs, PruneArgs};
 /// nothing must not create a database).
 fn open_for_writing(db: &DbArgs) -> Result<Store, RunError> {
     let path = db.db.clone().unwrap_or_else(iolab_store::default_db_path);
-    if !path.exists() {
+    if !iolab_store::is_postgres_url(&path) && !path.exists() {
         return Err(RunError::usage(format!(
             "no result database at {} (nothing deleted)",
             path.display()

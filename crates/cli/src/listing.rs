@@ -38,13 +38,17 @@ pub fn filter(
         }),
         label,
         study,
+        host: None,
         limit,
     }
 }
 
 pub fn results(args: ResultsArgs) -> Result<i32, RunError> {
     let store = open_store(&args.db)?;
-    let filter = filter(args.preset, args.target, args.label, args.study, args.limit);
+    let filter = RunFilter {
+        host: args.host,
+        ..filter(args.preset, args.target, args.label, args.study, args.limit)
+    };
     let runs = store.list_runs_skipping(&filter, &mut crate::error::skipped_warning)?;
     if args.json {
         let doc = serde_json::to_string_pretty(&runs).expect("a listing always serialises");
@@ -68,7 +72,7 @@ pub fn results(args: ResultsArgs) -> Result<i32, RunError> {
 }
 
 /// The CSV columns of `results --csv`, in order (the JSON keys are the same).
-const COLUMNS: [&str; 11] = [
+const COLUMNS: [&str; 12] = [
     "id",
     "started_at",
     "preset",
@@ -80,6 +84,7 @@ const COLUMNS: [&str; 11] = [
     "tests",
     "study",
     "config_label",
+    "host",
 ];
 
 fn csv(runs: &[RunListing]) -> String {
@@ -97,6 +102,7 @@ fn csv(runs: &[RunListing]) -> String {
             r.tests.to_string(),
             opt(&r.study),
             opt(&r.config_label),
+            opt(&r.host),
         ]
     });
     iolab_report::csv::table(&COLUMNS, rows)

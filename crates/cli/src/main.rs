@@ -8,6 +8,7 @@ mod crosscheck;
 mod delete;
 mod error;
 mod listing;
+mod push;
 mod record_cmd;
 mod report_cmd;
 mod run_cmd;

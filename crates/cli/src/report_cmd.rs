@@ -188,23 +188,55 @@ pub fn report(a: ReportArgs) -> Result<i32, RunError> {
 pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
     check_destinations(&[("json", &a.json)])?;
     let store = open_store(&a.db)?;
-    let groups: Vec<(String, Vec<RunRecord>)> = if !a.label.is_empty() {
+    if a.label.len() > 1 && a.host.len() > 1 {
+        return Err(RunError::usage(
+            "compare takes its sides from --label or from --host, not both: give one of \
+             them more than once and the other at most once",
+        ));
+    }
+    let groups: Vec<(String, Vec<RunRecord>)> = if !a.label.is_empty() || !a.host.is_empty() {
+        // The option given more than once makes the sides; the other narrows every side.
+        let by_host = a.host.len() > 1 || a.label.is_empty();
+        let (sides, one) = if by_host {
+            (&a.host, a.label.first())
+        } else {
+            (&a.label, a.host.first())
+        };
         let mut g = Vec::new();
-        for label in &a.label {
-            let runs = load_filtered(
-                &store,
-                &RunFilter {
-                    label: Some(label.clone()),
-                    ..RunFilter::default()
-                },
-            )?;
+        for side in sides {
+            let (label, host) = if by_host {
+                (one.cloned(), Some(side.clone()))
+            } else {
+                (Some(side.clone()), one.cloned())
+            };
+            let filter = RunFilter {
+                label: label.clone(),
+                host: host.clone(),
+                ..RunFilter::default()
+            };
+            let runs = load_filtered(&store, &filter)?;
+            let name = match (by_host, &label, &host) {
+                (true, Some(l), _) => format!("host {side} (label {l})"),
+                (true, None, _) => format!("host {side}"),
+                (false, _, Some(h)) => format!("label {side} (host {h})"),
+                (false, _, None) => format!("label {side}"),
+            };
             if runs.is_empty() {
+                let what = match (by_host, &host) {
+                    (false, None) => format!("label '{side}' not found"),
+                    _ => format!("{name}: not found"),
+                };
                 return Err(RunError::usage(format!(
-                    "label '{label}' not found in {}: no stored run carries it",
-                    store.path().display()
+                    "{what} in {}: no stored run {}",
+                    store.path().display(),
+                    if host.is_none() {
+                        "carries it"
+                    } else {
+                        "matches"
+                    }
                 )));
             }
-            g.push((format!("label {label}"), runs));
+            g.push((name, runs));
         }
         g
     } else {
@@ -260,7 +292,10 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
 pub fn history(a: HistoryArgs) -> Result<i32, RunError> {
     check_destinations(&[("json", &a.json)])?;
     let store = open_store(&a.db)?;
-    let filter = crate::listing::filter(a.preset, a.target, a.label, None, a.limit);
+    let filter = RunFilter {
+        host: a.host,
+        ..crate::listing::filter(a.preset, a.target, a.label, None, a.limit)
+    };
     // The headlines are in the tests' summaries: no pass is decoded.
     let runs = crate::error::load_skipping_damaged(&store, &filter)?;
     let ids: Vec<i64> = runs.iter().filter_map(|r| r.id).collect();

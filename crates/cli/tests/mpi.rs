@@ -264,6 +264,46 @@ mod with_mpi {
     }
 
     #[test]
+    fn an_mpi_run_stores_into_a_postgresql_store() {
+        if !have_mpirun() {
+            return;
+        }
+        let Some(server) = iolab_testkit::require_postgres() else {
+            return;
+        };
+        let sb = Sandbox::new();
+        let url = server.database();
+        let mut cmd = Command::new(iolab_testkit::iolab::iolab_bin());
+        cmd.args(WRITE)
+            .args([
+                "--target",
+                sb.target.to_str().unwrap(),
+                "--quiet",
+                "--db",
+                &url,
+            ])
+            .env("HOME", sb.path(""));
+        let out = mpirun_cmd(2, &[], &cmd).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        // Rank 0 stored the one run, with every rank's figures.
+        let mut show = Command::new(iolab_testkit::iolab::iolab_bin());
+        let listed = show
+            .args(["results", "--json", "--db", &url])
+            .output()
+            .unwrap();
+        let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+        let id = listed[0]["id"].to_string();
+        let doc = Command::new(iolab_testkit::iolab::iolab_bin())
+            .args(["show", &id, "--json", "--db", &url])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&doc.stdout).unwrap();
+        assert!(doc["complete"].as_bool().unwrap(), "{doc}");
+        check_sums(&doc, 2);
+    }
+
+    #[test]
     fn a_rank_that_fails_ends_the_run_on_every_rank() {
         if !have_mpirun() {
             return;

@@ -434,6 +434,9 @@ fn stop_outside_a_write(sb: &Sandbox, pid: u32) {
 fn a_run_still_being_written_is_not_deleted_or_pruned_and_is_stored_whole() {
     let sb = Sandbox::new();
     small_run(&sb, "finished");
+    // Ready before the run starts: the run is stopped at its first pass, and a pass
+    // stopped past its end measures nothing.
+    let shared = iolab_testkit::require_postgres().map(|server| server.database());
     let mut child = sb.spawn_run(&[
         "custom",
         "--rw",
@@ -445,13 +448,28 @@ fn a_run_still_being_written_is_not_deleted_or_pruned_and_is_stored_whole() {
         "--runs",
         "1",
         "--duration",
-        "3s",
+        "6s",
         "--warmup",
         "0",
     ]);
     let pid = child.id();
     assert_eq!(wait_for_run(&sb, &mut child), 2);
     stop_outside_a_write(&sb, pid);
+    if let Some(url) = shared {
+        // Not pushed while it is written: named, nothing goes; found by --all, left.
+        let out = sb.iolab(&["push", "2", "1", "--to", &url]).code(2);
+        out.stderr_has(&["run 2", "still being written", "nothing pushed"]);
+        let out = sb.iolab(&["push", "--all", "--to", &url]).ok();
+        assert!(
+            out.stdout.contains("Pushed 1 run to")
+                && out
+                    .stdout
+                    .contains(&format!("Run 2 is still being written by process {pid}")),
+            "{out}"
+        );
+        let pushed = with_db(&sb, std::path::Path::new(&url), &["results", "--json"]).ok();
+        assert_eq!(pushed.json().as_array().unwrap().len(), 1);
+    }
     backdate(&sb, 1, "2000-01-01T00:00:00.000Z");
     backdate(&sb, 2, "2000-01-01T00:00:00.000Z");
 
@@ -613,4 +631,191 @@ fn another_users_database_is_refused_with_exit_2_when_it_cannot_be_read_or_writt
         .unwrap();
     let left = iolab_testkit::Out::new(&["results"], left, std::time::Duration::ZERO).ok();
     assert!(left.stdout.contains("1 run"), "{left}");
+}
+
+/// `iolab ARGS` in `dir` with `IOLAB_DB=db` and no --db.
+fn with_iolab_db(dir: &std::path::Path, db: &str, args: &[&str]) -> iolab_testkit::Out {
+    let start = std::time::Instant::now();
+    let out = Command::new(iolab_testkit::iolab::iolab_bin())
+        .args(args)
+        .current_dir(dir)
+        .env("IOLAB_DB", db)
+        .env("XDG_DATA_HOME", dir)
+        .env("HOME", dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    iolab_testkit::Out::new(args, out, start.elapsed())
+}
+
+#[test]
+fn every_command_works_on_a_postgresql_store_given_by_db_or_iolab_db() {
+    let Some(server) = iolab_testkit::require_postgres() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let url = server.database();
+    let db = std::path::Path::new(&url);
+    let target = sb.target.to_str().unwrap().to_string();
+    let run = |label: &str| -> Vec<String> {
+        format!(
+            "run custom --rw read --bs 64k --size 1MiB --runs 1 --duration 100ms --warmup 0 \
+             --quiet --target {target} --label {label}"
+        )
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+    };
+    // A password in the URL (the server trusts this socket, whatever it is) is never
+    // shown or stored.
+    let with_password = url.replacen("iolab@", "iolab:s3cret@", 1);
+    let args = run("a");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    with_db(&sb, std::path::Path::new(&with_password), &args).ok();
+    // IOLAB_DB for every command, from a directory where a URL taken as a path would have
+    // made a directory `postgresql:`.
+    let args = run("b");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    with_iolab_db(sb.dir.path(), &url, &args).ok();
+    assert!(!sb.dir.path().join("postgresql:").exists());
+
+    let listed = with_iolab_db(sb.dir.path(), &url, &["results", "--json"])
+        .ok()
+        .json();
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    let host = listed[0]["host"]
+        .as_str()
+        .expect("the host is recorded")
+        .to_string();
+    let shown = with_db(&sb, db, &["show", "1", "--json"]).ok().json();
+    assert!(!shown.to_string().contains("s3cret"), "{shown}");
+    assert!(
+        shown["command_line"].to_string().contains("iolab:***@"),
+        "{shown}"
+    );
+    let machine = shown["env"]["machine_id"].as_str().map(String::from);
+    for by in [Some(host.clone()), machine].into_iter().flatten() {
+        let out = with_db(&sb, db, &["results", "--host", &by, "--json"]).ok();
+        assert_eq!(out.json().as_array().unwrap().len(), 2, "--host {by}");
+    }
+    // No such database on the server: the caller's to fix (exit 2); no directory made.
+    let missing = url.replace("/t", "/no_such_db_");
+    let out = with_db(&sb, std::path::Path::new(&missing), &["results"]).code(2);
+    out.stderr_has(&["no_such_db_", "does not exist"]);
+    let out = with_db(&sb, db, &["results", "--host", "no-such-host"]).ok();
+    assert!(
+        out.stdout
+            .contains("No runs match (2 runs stored in postgresql://"),
+        "{out}"
+    );
+    for args in [
+        vec!["report", "1"],
+        vec!["compare", "1", "2"],
+        vec!["compare", "--label", "a", "--label", "b", "--host", &host],
+        vec!["history", "--host", &host],
+    ] {
+        with_db(&sb, db, &args).ok();
+    }
+    let out = with_db(
+        &sb,
+        db,
+        &["compare", "--host", &host, "--host", "elsewhere"],
+    )
+    .code(2);
+    out.stderr_has(&["host elsewhere", "not found"]);
+    // A study stores into it too.
+    let study = db_commands(&sb).pop().unwrap();
+    let study: Vec<&str> = study.iter().map(String::as_str).collect();
+    let out = with_db(&sb, std::path::Path::new(&with_password), &study).ok();
+    assert!(
+        !out.stdout.contains("s3cret") && !out.stderr.contains("s3cret"),
+        "{out}"
+    );
+    with_db(&sb, db, &["delete", "1", "--yes"]).ok();
+    let out = with_db(&sb, db, &["results", "--json"]).ok().json();
+    assert_eq!(out.as_array().unwrap().len(), 2);
+    assert!(!sb.dir.path().join("postgresql:").exists());
+}
+
+#[test]
+fn push_copies_each_run_once_and_concurrent_runs_all_land() {
+    let Some(server) = iolab_testkit::require_postgres() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let url = server.database();
+    let db = std::path::Path::new(&url);
+    // Four processes storing two runs each into one database at once (bench/pg-store.sh:
+    // eight storing fifty each).
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            let label = format!("w{i}");
+            let mut c = Command::new(iolab_testkit::iolab::iolab_bin());
+            c.args(
+                "run custom --rw read --bs 64k --size 1MiB --runs 1 --duration 200ms --warmup 0 \
+                 --repeat 2 --quiet --label"
+                    .split_whitespace(),
+            )
+            .arg(&label)
+            .arg("--target")
+            .arg(&sb.target)
+            .arg("--db")
+            .arg(&url)
+            .env("HOME", sb.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+            c.spawn().unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    let stored = with_db(&sb, db, &["results", "--json"]).ok().json();
+    let mut ids: Vec<i64> = stored
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 8, "none lost or duplicated");
+
+    // Local runs pushed: by label, then all; twice stores once.
+    small_run(&sb, "x");
+    small_run(&sb, "x");
+    small_run(&sb, "y");
+    let out = sb.iolab(&["push", "--label", "x", "--to", &url]).ok();
+    assert!(
+        out.stdout.contains("Pushed 2 runs to postgresql://"),
+        "{out}"
+    );
+    let out = sb.iolab(&["push", "--all", "--to", &url]).ok();
+    assert!(
+        out.stdout.contains("Pushed 1 run to") && out.stdout.contains("2 runs already there"),
+        "{out}"
+    );
+    let out = sb.iolab(&["push", "--all", "--to", &url]).ok();
+    assert!(
+        out.stdout.contains("Pushed 0 runs to") && out.stdout.contains("3 runs already there"),
+        "{out}"
+    );
+    let out = with_db(&sb, db, &["results", "--label", "x", "--json"]).ok();
+    assert_eq!(out.json().as_array().unwrap().len(), 2);
+    // What was pushed is the run itself.
+    let local = sb.iolab(&["show", "3", "--json"]).ok().json();
+    let remote_id = with_db(&sb, db, &["results", "--label", "y", "--json"])
+        .ok()
+        .json()[0]["id"]
+        .as_i64()
+        .unwrap()
+        .to_string();
+    let remote = with_db(&sb, db, &["show", &remote_id, "--json"])
+        .ok()
+        .json();
+    assert_eq!(local["uuid"], remote["uuid"]);
+    assert_eq!(local["tests"], remote["tests"]);
+    let out = sb.iolab(&["push", "9", "--to", &url]).code(2);
+    out.stderr_has(&["run 9 is not stored"]);
 }

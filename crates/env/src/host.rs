@@ -10,6 +10,7 @@ pub(crate) fn fill(env: &mut Environment) {
         (!s.is_empty()).then_some(s)
     };
     env.hostname = text(uts.nodename());
+    env.machine_id = iolab_sys::host::machine_id();
     env.kernel_release = text(uts.release());
     env.kernel_version = text(uts.version());
     env.arch = text(uts.machine());

@@ -44,6 +44,9 @@ pub struct Environment {
     pub captured_at: Option<String>,
     /// `uname` nodename.
     pub hostname: Option<String>,
+    /// This machine's id as iolab records it: a one-way hash of `/etc/machine-id`
+    /// (`iolab_sys::host`), stable across reboots, telling apart hosts of one name.
+    pub machine_id: Option<String>,
     /// `uname` release, e.g. "6.18.44".
     pub kernel_release: Option<String>,
     /// `uname` version, e.g. "#1 SMP PREEMPT_DYNAMIC ...".

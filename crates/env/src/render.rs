@@ -16,6 +16,7 @@ pub fn render(env: &Environment) -> String {
     }
     r.line(0, "Host");
     r.field("hostname", opt(&env.hostname));
+    r.field("machine id", opt(&env.machine_id));
     let kernel = match (&env.kernel_release, &env.kernel_version) {
         (Some(rel), Some(ver)) => format!("{rel} {ver}"),
         (Some(rel), None) => rel.clone(),

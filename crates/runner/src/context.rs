@@ -125,7 +125,10 @@ impl RunContext {
                 .db
                 .clone()
                 .unwrap_or_else(iolab_store::default_db_path);
-            (Some(Store::open(&path)?), Some(path))
+            // Named as the store names itself (a URL without its password).
+            let store = Store::open(&path)?;
+            let shown = store.path().to_path_buf();
+            (Some(store), Some(shown))
         };
         let quiet = common.quiet;
         Ok(RunContext {

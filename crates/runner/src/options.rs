@@ -43,7 +43,8 @@ pub struct CommonArgs {
     /// Free-text label stored with the run.
     #[arg(long)]
     pub label: Option<String>,
-    /// Result database (default: $XDG_DATA_HOME/iolab/results.db).
+    /// Result database: a file, or a postgresql://USER@HOST/DB URL (default: $IOLAB_DB if
+    /// set, else $XDG_DATA_HOME/iolab/results.db).
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
     /// Do not store the run.

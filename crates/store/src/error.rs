@@ -53,6 +53,12 @@ pub enum StoreError {
     Refused { path: PathBuf, detail: String },
     /// A run that is still being written: the process writing it (`pid`) is alive.
     RunBeingWritten { path: PathBuf, id: i64, pid: u32 },
+    /// The PostgreSQL server refused an operation or could not be reached (the path is the
+    /// store's URL, without any password).
+    Postgres {
+        path: PathBuf,
+        source: postgres::Error,
+    },
     /// A structured column could not be encoded, or decoded when read back.
     Json {
         path: PathBuf,
@@ -78,6 +84,7 @@ impl StoreError {
             | StoreError::DuplicateRun { path, .. }
             | StoreError::Refused { path, .. }
             | StoreError::RunBeingWritten { path, .. }
+            | StoreError::Postgres { path, .. }
             | StoreError::Json { path, .. } => path,
         }
     }
@@ -87,8 +94,15 @@ impl StoreError {
     /// Whether the error is the caller's to fix with another argument: a database refused
     /// before anything was written to it (newer, foreign, damaged, or an old one that cannot
     /// be upgraded: another `--db`; not a regular file, read-only: `Refused`), or a run or
-    /// test id it does not hold, or a run still being written. Exit 2.
+    /// test id it does not hold, or a run still being written; a PostgreSQL server that
+    /// refuses the role (authentication) or has no such database. Exit 2.
     pub fn is_refusal(&self) -> bool {
+        // A PostgreSQL store that refuses this role or has no such database: another --db.
+        if let StoreError::Postgres { source, .. } = self {
+            return source.code().is_some_and(|c| {
+                c.code().starts_with("28") || *c == postgres::error::SqlState::INVALID_CATALOG_NAME
+            });
+        }
         matches!(
             self,
             StoreError::TooNew { .. }
@@ -117,6 +131,12 @@ impl StoreError {
                         | rusqlite::Error::IntegralValueOutOfRange(..)
                         | rusqlite::Error::Utf8Error(..)
                 ) || source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseCorrupt)
+            }
+            // A column of a type the row's field cannot take.
+            StoreError::Postgres { source, .. } => {
+                source.as_db_error().is_none()
+                    && std::error::Error::source(source)
+                        .is_some_and(|s| s.is::<postgres::types::WrongType>())
             }
             _ => false,
         }
@@ -204,6 +224,30 @@ impl fmt::Display for StoreError {
             StoreError::Json { path, what, source } => {
                 write!(f, "result database {}: {what}: {source}", path.display())
             }
+            StoreError::Postgres { path, source } => {
+                write!(f, "result database {}: ", path.display())?;
+                match source.as_db_error() {
+                    // The server's own words ("db error" alone says nothing).
+                    Some(db) => write!(f, "the server says: {}", db.message())?,
+                    // "error connecting to server" alone does not say why.
+                    None => {
+                        write!(f, "{source}")?;
+                        if let Some(inner) = std::error::Error::source(source) {
+                            write!(f, ": {inner}")?;
+                        }
+                    }
+                }
+                // The server's own message and its hint say what to do.
+                if let Some(db) = source.as_db_error() {
+                    if let Some(detail) = db.detail() {
+                        write!(f, " ({detail})")?;
+                    }
+                    if let Some(hint) = db.hint() {
+                        write!(f, "; {hint}")?;
+                    }
+                }
+                Ok(())
+            }
             StoreError::Refused { path, detail } => write!(
                 f,
                 "result database {} refused: {detail} (nothing was written to it)",
@@ -225,6 +269,7 @@ impl std::error::Error for StoreError {
             StoreError::CreateDir { source, .. } => Some(source),
             StoreError::Sqlite { source, .. } => Some(source),
             StoreError::Json { source, .. } => Some(source),
+            StoreError::Postgres { source, .. } => Some(source),
             StoreError::TooNew { .. }
             | StoreError::NotIolab { .. }
             | StoreError::BadVersion { .. }
@@ -275,6 +320,15 @@ pub(crate) trait AtPath<T> {
 impl<T> AtPath<T> for Result<T, rusqlite::Error> {
     fn at(self, path: &Path) -> Result<T, StoreError> {
         self.map_err(|source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
+
+impl<T> AtPath<T> for Result<T, postgres::Error> {
+    fn at(self, path: &Path) -> Result<T, StoreError> {
+        self.map_err(|source| StoreError::Postgres {
             path: path.to_path_buf(),
             source,
         })

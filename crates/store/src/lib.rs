@@ -14,6 +14,10 @@
 //! complete, [`Store::update_test_summary`], and [`Store::finish_run`]. [`Store::save_run`]
 //! stores a finished record in one transaction.
 //!
+//! The same store can live in a PostgreSQL database instead (`--db postgresql://...`,
+//! `pg.rs`): the same tables and migrations, for many hosts writing at once; `iolab push`
+//! copies runs into it ([`Store::import_run`], idempotent by run uuid).
+//!
 //! Every run carries a [`fingerprint`] of its command; [`Store::runs_like`] finds the other
 //! runs of a command (their spread is the run-to-run noise reports test against).
 
@@ -21,6 +25,7 @@ mod dbfile;
 mod error;
 pub mod fingerprint;
 mod health;
+mod pg;
 mod schema;
 mod store;
 
@@ -32,11 +37,22 @@ pub use health::FULL_CHECK_MAX;
 pub use schema::SCHEMA_VERSION;
 pub use store::{RunFilter, RunListing, Store, BUSY_TIMEOUT};
 
-/// Where the result database lives by default: `$XDG_DATA_HOME/iolab/results.db`, or
-/// `$HOME/.local/share/iolab/results.db` when `XDG_DATA_HOME` is unset, empty or relative
-/// (which the XDG base directory specification says to ignore).
+/// Where the result database lives by default: `$IOLAB_DB` when it is set and not empty (a
+/// file, or a `postgresql://` URL: every command's `--db` default), else
+/// `$XDG_DATA_HOME/iolab/results.db`, or `$HOME/.local/share/iolab/results.db` when
+/// `XDG_DATA_HOME` is unset, empty or relative (which the XDG base directory specification
+/// says to ignore).
 pub fn default_db_path() -> PathBuf {
+    if let Some(db) = std::env::var_os("IOLAB_DB").filter(|v| !v.is_empty()) {
+        return PathBuf::from(db);
+    }
     db_path_from(std::env::var_os("XDG_DATA_HOME"), std::env::home_dir())
+}
+
+/// Whether `db` names a PostgreSQL store (`postgresql://...` or `postgres://...`) rather
+/// than a file.
+pub fn is_postgres_url(db: &std::path::Path) -> bool {
+    pg::is_url(db)
 }
 
 fn db_path_from(xdg_data_home: Option<OsString>, home: Option<PathBuf>) -> PathBuf {

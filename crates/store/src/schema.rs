@@ -95,6 +95,18 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN writer_start INTEGER;
     ALTER TABLE runs ADD COLUMN writer_boot TEXT;
     ",
+    // v6: the host that measured each run (`env.hostname`, and `env.machine_id`: a hash of
+    // /etc/machine-id, see iolab_sys::host), for `--host` on a store many hosts share. The
+    // runs stored before get their host name from their environment; they have no
+    // machine id.
+    "
+    ALTER TABLE runs ADD COLUMN host TEXT;
+    ALTER TABLE runs ADD COLUMN machine_id TEXT;
+    UPDATE runs SET host = json_extract(env_json, '$.hostname')
+     WHERE json_valid(env_json) AND json_type(env_json, '$.hostname') = 'text';
+    CREATE INDEX runs_host ON runs (host, started_at);
+    CREATE INDEX runs_machine_id ON runs (machine_id, started_at);
+    ",
 ];
 
 /// The version whose step adds `runs.fingerprint`; the step also fills it in for the runs
@@ -110,7 +122,7 @@ pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
 
 /// Refuses a version this build cannot use: a newer one, or a negative one (no iolab writes
 /// it; `user_version` is any 32-bit number another program or a damaged header may hold).
-fn check_version(version: i64, path: &Path) -> Result<(), StoreError> {
+pub(crate) fn check_version(version: i64, path: &Path) -> Result<(), StoreError> {
     if version > SCHEMA_VERSION {
         return Err(StoreError::TooNew {
             path: path.to_path_buf(),

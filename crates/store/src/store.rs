@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dbfile::{self, DbFile};
 use crate::error::{AtPath, StoreError};
+use crate::pg::{self, Pg};
 use crate::{fingerprint, health, schema};
 
 /// How long a write waits for another connection (another iolab) to finish its transaction
@@ -29,6 +30,9 @@ pub struct RunFilter {
     pub target: Option<String>,
     pub label: Option<String>,
     pub study: Option<String>,
+    /// Only runs measured on this host: its name, or its machine id (`iolab results`
+    /// shows both).
+    pub host: Option<String>,
     /// Only the newest N matching runs (still listed oldest first).
     pub limit: Option<usize>,
 }
@@ -49,190 +53,111 @@ pub struct RunListing {
     pub tests: usize,
     pub study: Option<String>,
     pub config_label: Option<String>,
+    /// The host that measured the run (its name), when known.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
-/// An open result database. Writes take `&mut self`; each is one short `BEGIN IMMEDIATE`
-/// transaction, so several processes (or threads, each with its own `Store`) can write to
-/// one file: they take turns, waiting up to [`BUSY_TIMEOUT`].
+/// An open result store: an SQLite file (the default) or a PostgreSQL database (`--db
+/// postgresql://...`, see `pg.rs`), behind the same methods. Writes take `&mut self`.
 #[derive(Debug)]
 pub struct Store {
-    // Dropped in this order: SQLite closes its descriptors before the checked file's.
-    conn: Connection,
-    path: PathBuf,
-    _file: Option<DbFile>,
+    backend: Backend,
+}
+
+#[derive(Debug)]
+enum Backend {
+    Sqlite(Lite),
+    Pg(Pg),
+}
+
+/// Calls `$method` on whichever backend `$store` has.
+macro_rules! each {
+    ($store:expr, $b:ident => $e:expr) => {
+        match $store {
+            Backend::Sqlite($b) => $e,
+            Backend::Pg($b) => $e,
+        }
+    };
 }
 
 impl Store {
-    /// Opens (creating it and its directory if needed) the database at `path` for writing
-    /// and brings its schema up to date. Anything but a regular file (a device, a FIFO, a
-    /// symlink to one: `dbfile.rs`), a file on a read-only filesystem or one that cannot be
-    /// written, a database written by a newer iolab, an SQLite file that is not iolab's, or
-    /// a damaged one (the check of `health.rs`) is refused before anything is written to it.
+    /// Opens the store at `path` for writing and brings its schema up to date: a
+    /// `postgresql://` (or `postgres://`) URL connects to that database (creating iolab's
+    /// tables in it if it has none); anything else is a file ([`Store::open`]'s refusals
+    /// are those of the SQLite file: anything but a regular file, a file on a read-only
+    /// filesystem or one that cannot be written, a database written by a newer iolab, an
+    /// SQLite file that is not iolab's, or a damaged one: `dbfile.rs`, `health.rs`). A URL
+    /// of another scheme is refused.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let file = match dbfile::check(path)? {
-            Some(f) => f,
-            None => {
-                dbfile::create(path)?;
-                dbfile::check(path)?.ok_or_else(|| StoreError::Refused {
-                    path: path.to_path_buf(),
-                    detail: "it disappeared as it was being created".into(),
-                })?
-            }
+        let backend = match Self::kind(path)? {
+            true => Backend::Pg(Pg::open(path)?),
+            false => Backend::Sqlite(Lite::open(path)?),
         };
-        if dbfile::on_read_only_fs(&file) {
-            return Err(dbfile::read_only(path, &file.real));
-        }
-        health::check_header(path, &file)?;
-        // Not CREATE: the file is there (checked above); NOFOLLOW: its resolved path is
-        // opened, not whatever a symlink put there since.
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let mut conn = Connection::open_with_flags(&file.real, flags).at(path)?;
-        dbfile::verify_opened(&conn, path, &file)?;
-        if conn.is_readonly("main").at(path)? {
+        Ok(Store { backend })
+    }
+
+    /// Opens the store at `path` for reading only. For a file nothing is created or
+    /// written, so listing and reports work on a read-only mount or a copy one may not
+    /// change (a missing or empty file reads as an empty database). A PostgreSQL store is
+    /// brought up to date as [`Store::open`] does (the server keeps it consistent for
+    /// every reader).
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let backend = match Self::kind(path)? {
+            true => Backend::Pg(Pg::open(path)?),
+            false => Backend::Sqlite(Lite::open_read_only(path)?),
+        };
+        Ok(Store { backend })
+    }
+
+    /// Whether `path` names a PostgreSQL store; a URL of another scheme is refused.
+    fn kind(path: &Path) -> Result<bool, StoreError> {
+        if let Some(scheme) = pg::other_url(path) {
             return Err(StoreError::Refused {
                 path: path.to_path_buf(),
-                detail: "it cannot be written (permission denied): give --db a database you \
-                         may write"
-                    .into(),
+                detail: format!(
+                    "{scheme}:// is not a store iolab knows: give --db a file or a \
+                     postgresql:// URL"
+                ),
             });
         }
-        conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
-        schema::check_compatible(&conn, path)?;
-        health::check_structure(&conn, path, file.len)?;
-        enable_wal(&conn, path)?;
-        conn.pragma_update(None, "foreign_keys", true).at(path)?;
-        schema::migrate(&mut conn, path)?;
-        Ok(Store {
-            conn,
-            path: path.to_path_buf(),
-            _file: Some(file),
-        })
+        Ok(pg::is_url(path))
     }
 
-    /// Opens the database at `path` for reading only: nothing is created or written, so
-    /// listing and reports work on a read-only mount or a copy one may not change. A file
-    /// that does not exist (or is empty) reads as an empty database; anything but a regular
-    /// file is refused as [`Store::open`] refuses it. On a read-only
-    /// filesystem, where SQLite cannot make the `-shm` file a WAL database needs, the file
-    /// is read as immutable. A database of an older schema is upgraded when it can be
-    /// written (as [`Store::open`] would) and refused otherwise.
-    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
-        let Some(file) = dbfile::check(path)?.filter(|f| f.len > 0) else {
-            let mut conn = Connection::open_in_memory().at(path)?;
-            schema::migrate(&mut conn, path)?;
-            return Ok(Store {
-                conn,
-                path: path.to_path_buf(),
-                _file: None,
-            });
-        };
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let uri = file_uri(&file.real);
-        let mut conn = Connection::open_with_flags(format!("{uri}?mode=ro"), flags).at(path)?;
-        dbfile::verify_opened(&conn, path, &file)?;
-        let probe = |c: &Connection| {
-            c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
-                r.get::<_, i64>(0)
-            })
-        };
-        if let Err(e) = probe(&conn) {
-            // A reader of a WAL database needs its `-shm` index: where it cannot be made (a
-            // read-only filesystem: CANTOPEN; a directory this user may not write, beside
-            // another user's database: READONLY_CANTINIT; a full filesystem: IOERR) the file
-            // is read as immutable, which is exact only while no write-ahead log holds rows
-            // the main file lacks.
-            let wal =
-                std::fs::metadata(format!("{}-wal", file.real.display())).map_or(0, |m| m.len());
-            if !matches!(
-                e.sqlite_error_code(),
-                Some(ErrorCode::CannotOpen | ErrorCode::SystemIoFailure | ErrorCode::ReadOnly)
-            ) || wal > 0
-            {
-                return Err(e).at(path);
-            }
-            conn = Connection::open_with_flags(format!("{uri}?immutable=1"), flags).at(path)?;
-            dbfile::verify_opened(&conn, path, &file)?;
-        }
-        conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
-        schema::check_compatible(&conn, path)?;
-        let version = schema::user_version(&conn).at(path)?;
-        if version < schema::SCHEMA_VERSION {
-            drop(conn);
-            return Store::open(path).map_err(|e| match &e {
-                StoreError::Sqlite { source, .. }
-                    if matches!(
-                        source.sqlite_error_code(),
-                        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen)
-                    ) =>
-                {
-                    StoreError::OldReadOnly {
-                        path: path.to_path_buf(),
-                        found: version,
-                        supported: schema::SCHEMA_VERSION,
-                    }
-                }
-                StoreError::Refused { .. } => StoreError::OldReadOnly {
-                    path: path.to_path_buf(),
-                    found: version,
-                    supported: schema::SCHEMA_VERSION,
-                },
-                _ => e,
-            });
-        }
-        Ok(Store {
-            conn,
-            path: path.to_path_buf(),
-            _file: Some(file),
-        })
-    }
-
-    /// The database file.
+    /// The database file, or the PostgreSQL URL without its password.
     pub fn path(&self) -> &Path {
-        &self.path
+        each!(&self.backend, b => b.path())
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits it; any error rolls back.
-    fn write<T>(
-        &mut self,
-        f: impl FnOnce(&Transaction<'_>, &Path) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let path = &self.path;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(path)?;
-        let out = f(&tx, path)?;
-        tx.commit().at(path)?;
-        Ok(out)
+    /// Whether the store is a PostgreSQL database.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Pg(_))
     }
 
-    /// Stores the start of a run: its row, marked incomplete, without finish time or tests.
-    /// Returns the run's id for [`Store::add_test`] and [`Store::finish_run`].
+    /// Stores the start of a run: its row, marked incomplete (visible to readers as a
+    /// running run), without finish time or tests. Returns the run's id for
+    /// [`Store::add_test`] and [`Store::finish_run`].
     pub fn begin_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
-        self.write(|tx, path| insert_run(tx, path, run))
+        each!(&mut self.backend, b => b.begin_run(run))
     }
 
     /// Stores a test of run `run_id` at position `idx` (0-based; tests load in this order).
-    /// Only the test's own fields are stored: its passes go in with [`Store::add_pass`], and
-    /// its summary and `extra` can be replaced with [`Store::update_test_summary`]. Returns the test's id.
+    /// Only the test's own fields are stored: its passes go in with [`Store::add_pass`],
+    /// and its summary and `extra` can be replaced with [`Store::update_test_summary`].
+    /// Returns the test's id.
     pub fn add_test(
         &mut self,
         run_id: i64,
         idx: u32,
         test: &TestRecord,
     ) -> Result<i64, StoreError> {
-        self.write(|tx, path| insert_test(tx, path, run_id, idx, test))
+        each!(&mut self.backend, b => b.add_test(run_id, idx, test))
     }
 
-    /// Stores one finished pass of test `test_id`; passes load in the order they were added.
-    /// Returns the pass's id.
+    /// Stores one finished pass of test `test_id`; passes load in the order they were
+    /// added. Returns the pass's id.
     pub fn add_pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
-        self.write(|tx, path| insert_pass(tx, path, test_id, pass))
+        each!(&mut self.backend, b => b.add_pass(test_id, pass))
     }
 
     /// Replaces the summary and the workload's `extra` of test `test_id` (once its passes
@@ -243,21 +168,7 @@ impl Store {
         summary: &TestSummary,
         extra: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        self.write(|tx, path| {
-            let summary = encode(path, "tests.summary_json", summary)?;
-            let extra = encode_value(path, "tests.extra_json", extra)?;
-            let n = tx
-                .prepare_cached("UPDATE tests SET summary_json = ?1, extra_json = ?2 WHERE id = ?3")
-                .and_then(|mut s| s.execute(params![summary, extra, test_id]))
-                .at(path)?;
-            if n == 0 {
-                return Err(StoreError::TestNotFound {
-                    path: path.to_path_buf(),
-                    id: test_id,
-                });
-            }
-            Ok(())
-        })
+        each!(&mut self.backend, b => b.update_test_summary(test_id, summary, extra))
     }
 
     /// Records how run `run_id` ended: `finished_at`, `complete`, `notes`, `warnings` and
@@ -265,44 +176,7 @@ impl Store {
     /// position in `run.tests` (an MPI run adds the other ranks' `--verify` counts at the
     /// end); everything else stored for the run stays as it is.
     pub fn finish_run(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
-        self.write(|tx, path| {
-            let notes = encode(path, "runs.notes_json", &run.notes)?;
-            let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
-            let env = encode_value(path, "runs.env_json", &run.env)?;
-            let n = tx
-                .prepare_cached(
-                    "UPDATE runs SET finished_at = :finished_at, complete = :complete,
-                            notes_json = :notes, warnings_json = :warnings, env_json = :env,
-                            writer_pid = NULL, writer_start = NULL, writer_boot = NULL
-                     WHERE id = :id",
-                )
-                .and_then(|mut s| {
-                    s.execute(named_params! {
-                        ":finished_at": run.finished_at,
-                        ":complete": run.complete,
-                        ":notes": notes,
-                        ":warnings": warnings,
-                        ":env": env,
-                        ":id": run_id,
-                    })
-                })
-                .at(path)?;
-            if n == 0 {
-                return Err(StoreError::RunNotFound {
-                    path: path.to_path_buf(),
-                    id: run_id,
-                });
-            }
-            for (idx, t) in run.tests.iter().enumerate() {
-                let extra = encode_value(path, "tests.extra_json", &t.extra)?;
-                tx.prepare_cached(
-                    "UPDATE tests SET extra_json = ?1 WHERE run_id = ?2 AND idx = ?3",
-                )
-                .and_then(|mut s| s.execute(params![extra, run_id, idx as i64]))
-                .at(path)?;
-            }
-            Ok(())
-        })
+        each!(&mut self.backend, b => b.finish_run(run_id, run))
     }
 
     /// Stores a whole, finished run (an import, or a test's fixture) through the same
@@ -310,16 +184,24 @@ impl Store {
     /// [`Store::add_pass`] for each test, [`Store::finish_run`]. `run.id` is ignored; the
     /// new id is returned.
     pub fn save_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
-        let run_id = self.begin_run(run)?;
-        for (idx, test) in run.tests.iter().enumerate() {
-            let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
-            let test_id = self.add_test(run_id, idx, test)?;
-            for pass in &test.passes {
-                self.add_pass(test_id, pass)?;
-            }
+        Writes::whole(self, run)
+    }
+
+    /// Stores a whole run copied from another store (`iolab push`) in one transaction, so
+    /// that no reader sees part of it and an interrupted copy leaves nothing, unless a run
+    /// of its uuid is stored already: then nothing is written and `None` is returned (two
+    /// pushes of a run store it once, even at the same time).
+    pub fn import_run(&mut self, run: &RunRecord) -> Result<Option<i64>, StoreError> {
+        match each!(&mut self.backend, b => b.import_run(run)) {
+            Ok(id) => Ok(Some(id)),
+            Err(StoreError::DuplicateRun { .. }) => Ok(None),
+            Err(e) => Err(e),
         }
-        self.finish_run(run_id, run)?;
-        Ok(run_id)
+    }
+
+    /// The id of the run of `uuid`, if one is stored.
+    pub fn run_by_uuid(&self, uuid: &str) -> Result<Option<i64>, StoreError> {
+        each!(&self.backend, b => b.run_by_uuid(uuid))
     }
 
     /// Reads run `id` back as it was stored, with `id` set, its tests in order and each
@@ -336,80 +218,13 @@ impl Store {
     }
 
     fn load(&self, id: i64, passes: bool) -> Result<RunRecord, StoreError> {
-        let path = &self.path;
-        let tx = self.conn.unchecked_transaction().at(path)?;
-        let mut run = tx
-            .query_row(
-                "SELECT id, uuid, started_at, finished_at, complete, preset, workload,
-                        target_path, target_kind, io_path, fs_type, size, label, command_line,
-                        iolab_version, engine, settings_json, notes_json, warnings_json,
-                        env_json, study, config_label, study_json
-                 FROM runs WHERE id = ?1",
-                [id],
-                |row| Ok(decode_run(path, row, id)),
-            )
-            .optional()
-            .at(path)?
-            .ok_or_else(|| StoreError::RunNotFound {
-                path: path.to_path_buf(),
-                id,
-            })??;
-
-        let mut tests = Vec::new();
-        {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT id, name, grp, job_json, summary_json, extra_json
-                     FROM tests WHERE run_id = ?1 ORDER BY idx",
-                )
-                .at(path)?;
-            let mut rows = stmt.query([id]).at(path)?;
-            while let Some(row) = rows.next().at(path)? {
-                tests.push(decode_test(path, row)?);
-            }
-        }
-        if passes {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT id, idx, bytes, ios, seconds, mb_s, iops, lat_json, read_json,
-                            write_json, sync_json, cpu_json, timeseries_json, errors_json,
-                            context_json
-                     FROM passes WHERE test_id = ?1 ORDER BY id",
-                )
-                .at(path)?;
-            for (test_id, test) in &mut tests {
-                let mut rows = stmt.query([*test_id]).at(path)?;
-                while let Some(row) = rows.next().at(path)? {
-                    test.passes.push(decode_pass(path, row)?);
-                }
-            }
-        }
-        tx.commit().at(path)?;
-        run.tests = tests.into_iter().map(|(_, t)| t).collect();
-        Ok(run)
+        each!(&self.backend, b => b.load(id, passes))
     }
 
     /// The fingerprint of run `id` (see [`fingerprint`]): the stored one, or, for a row
     /// that has none, computed from its columns.
     pub fn fingerprint(&self, id: i64) -> Result<String, StoreError> {
-        let path = &self.path;
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT fingerprint, {FINGERPRINT_COLUMNS} FROM runs WHERE id = ?1"
-            ))
-            .at(path)?;
-        let mut rows = stmt.query([id]).at(path)?;
-        let Some(r) = rows.next().at(path)? else {
-            return Err(StoreError::RunNotFound {
-                path: path.to_path_buf(),
-                id,
-            });
-        };
-        match r.get::<_, Option<String>>("fingerprint").at(path)? {
-            Some(fp) => Ok(fp),
-            None => fingerprint_of_row(r, path),
-        }
+        each!(&self.backend, b => b.fingerprint(id))
     }
 
     /// The newest `limit` complete runs with fingerprint `fp`, oldest first, each with its
@@ -423,16 +238,8 @@ impl Store {
         limit: usize,
         skipped: &mut dyn FnMut(i64, StoreError),
     ) -> Result<Vec<RunRecord>, StoreError> {
-        let path = &self.path;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut ids: Vec<i64> = self
-            .conn
-            .prepare_cached(RUNS_LIKE)
-            .and_then(|mut s| {
-                s.query_map(params![fp, limit], |r| r.get(0))?
-                    .collect::<Result<Vec<i64>, _>>()
-            })
-            .at(path)?;
+        let mut ids = each!(&self.backend, b => b.runs_like_ids(fp, limit))?;
         ids.reverse();
         skip_damaged(
             ids.into_iter().map(|id| (id, self.load(id, false))),
@@ -491,71 +298,19 @@ impl Store {
         skip_damaged(loaded, skipped)
     }
 
-    /// The listing rows of [`Store::list_runs`], each decoded on its own (with its id).
     #[allow(clippy::type_complexity)]
     fn listing(
         &self,
         filter: &RunFilter,
     ) -> Result<Vec<(i64, Result<RunListing, StoreError>)>, StoreError> {
-        let path = &self.path;
-        let limit = filter
-            .limit
-            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT * FROM (
-                     SELECT r.id, r.started_at, r.preset, r.workload, r.target_path, r.fs_type,
-                            r.label, r.complete, r.study, r.config_label,
-                            (SELECT count(*) FROM tests t WHERE t.run_id = r.id) AS n_tests
-                     FROM runs r
-                     WHERE (:preset IS NULL OR r.preset = :preset)
-                       AND (:target IS NULL OR r.target_path = :target)
-                       AND (:label IS NULL OR r.label = :label)
-                       AND (:study IS NULL OR r.study = :study)
-                     ORDER BY r.started_at DESC, r.id DESC
-                     LIMIT :limit)
-                 ORDER BY started_at, id",
-            )
-            .at(path)?;
-        let rows = stmt
-            .query_map(
-                named_params! {
-                    ":preset": filter.preset,
-                    ":target": filter.target,
-                    ":label": filter.label,
-                    ":study": filter.study,
-                    ":limit": limit,
-                },
-                |r| {
-                    let id: i64 = r.get("id")?;
-                    let listed = (|| {
-                        Ok(RunListing {
-                            id,
-                            started_at: r.get("started_at")?,
-                            preset: r.get("preset")?,
-                            workload: r.get("workload")?,
-                            target: r.get("target_path")?,
-                            fs_type: r.get("fs_type")?,
-                            label: r.get("label")?,
-                            complete: r.get("complete")?,
-                            tests: r.get("n_tests")?,
-                            study: r.get("study")?,
-                            config_label: r.get("config_label")?,
-                        })
-                    })();
-                    Ok((id, listed.at(path)))
-                },
-            )
-            .at(path)?;
-        rows.collect::<Result<_, _>>().at(path)
+        each!(&self.backend, b => b.listing(filter))
     }
 
-    /// Deletes the runs `ids` with their tests and passes (the schema's `ON DELETE
-    /// CASCADE`), in one transaction: if any id is not stored, or is a run still being
-    /// written (its writer, recorded by [`Store::begin_run`], is alive:
-    /// [`StoreError::RunBeingWritten`] names it and the process), nothing is deleted and the
-    /// error names it. Every other run is untouched. Returns how many runs were deleted
+    /// Deletes the runs `ids` with their tests and passes, in one transaction: if any id
+    /// is not stored, or is a run still being written (its writer, recorded by
+    /// [`Store::begin_run`], is alive, or, in a PostgreSQL store, runs on another machine:
+    /// [`StoreError::RunBeingWritten`] names it and the process), nothing is deleted and
+    /// the error names it. Every other run is untouched. Returns how many runs were deleted
     /// (an id given twice counts once).
     pub fn delete_runs(&mut self, ids: &[i64]) -> Result<usize, StoreError> {
         self.delete(ids, false).map(|(deleted, _)| deleted)
@@ -571,6 +326,407 @@ impl Store {
         self.delete(ids, true)
     }
 
+    fn delete(
+        &mut self,
+        ids: &[i64],
+        skip_live: bool,
+    ) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        each!(&mut self.backend, b => b.delete(&ids, skip_live))
+    }
+
+    /// The process still writing run `id` (its pid), or `None` when the run has ended or
+    /// the process that wrote it is gone (killed: the run stays incomplete).
+    pub fn writer(&self, id: i64) -> Result<Option<u32>, StoreError> {
+        each!(&self.backend, b => b.writer(id))
+    }
+
+    /// How many runs are stored (whatever their state).
+    pub fn count_runs(&self) -> Result<usize, StoreError> {
+        each!(&self.backend, b => b.count_runs())
+    }
+
+    /// The id of the most recently started run, if any.
+    pub fn latest_run_id(&self) -> Result<Option<i64>, StoreError> {
+        each!(&self.backend, b => b.latest_run_id())
+    }
+}
+
+/// The SQLite backend of [`Store`]. Writes take `&mut self`; each is one short `BEGIN
+/// IMMEDIATE` transaction, so several processes (or threads, each with its own `Store`) can
+/// write to one file: they take turns, waiting up to [`BUSY_TIMEOUT`].
+#[derive(Debug)]
+pub(crate) struct Lite {
+    // Dropped in this order: SQLite closes its descriptors before the checked file's.
+    conn: Connection,
+    path: PathBuf,
+    _file: Option<DbFile>,
+}
+
+impl Lite {
+    /// Opens (creating it and its directory if needed) the database at `path` for writing
+    /// and brings its schema up to date. Anything but a regular file (a device, a FIFO, a
+    /// symlink to one: `dbfile.rs`), a file on a read-only filesystem or one that cannot be
+    /// written, a database written by a newer iolab, an SQLite file that is not iolab's, or
+    /// a damaged one (the check of `health.rs`) is refused before anything is written to it.
+    pub fn open(path: &Path) -> Result<Lite, StoreError> {
+        let file = match dbfile::check(path)? {
+            Some(f) => f,
+            None => {
+                dbfile::create(path)?;
+                dbfile::check(path)?.ok_or_else(|| StoreError::Refused {
+                    path: path.to_path_buf(),
+                    detail: "it disappeared as it was being created".into(),
+                })?
+            }
+        };
+        if dbfile::on_read_only_fs(&file) {
+            return Err(dbfile::read_only(path, &file.real));
+        }
+        health::check_header(path, &file)?;
+        // Not CREATE: the file is there (checked above); NOFOLLOW: its resolved path is
+        // opened, not whatever a symlink put there since.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let mut conn = Connection::open_with_flags(&file.real, flags).at(path)?;
+        dbfile::verify_opened(&conn, path, &file)?;
+        if conn.is_readonly("main").at(path)? {
+            return Err(StoreError::Refused {
+                path: path.to_path_buf(),
+                detail: "it cannot be written (permission denied): give --db a database you \
+                         may write"
+                    .into(),
+            });
+        }
+        conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
+        schema::check_compatible(&conn, path)?;
+        health::check_structure(&conn, path, file.len)?;
+        enable_wal(&conn, path)?;
+        conn.pragma_update(None, "foreign_keys", true).at(path)?;
+        schema::migrate(&mut conn, path)?;
+        Ok(Lite {
+            conn,
+            path: path.to_path_buf(),
+            _file: Some(file),
+        })
+    }
+
+    /// Opens the database at `path` for reading only: nothing is created or written, so
+    /// listing and reports work on a read-only mount or a copy one may not change. A file
+    /// that does not exist (or is empty) reads as an empty database; anything but a regular
+    /// file is refused as [`Store::open`] refuses it. On a read-only
+    /// filesystem, where SQLite cannot make the `-shm` file a WAL database needs, the file
+    /// is read as immutable. A database of an older schema is upgraded when it can be
+    /// written (as [`Store::open`] would) and refused otherwise.
+    pub fn open_read_only(path: &Path) -> Result<Lite, StoreError> {
+        let Some(file) = dbfile::check(path)?.filter(|f| f.len > 0) else {
+            let mut conn = Connection::open_in_memory().at(path)?;
+            schema::migrate(&mut conn, path)?;
+            return Ok(Lite {
+                conn,
+                path: path.to_path_buf(),
+                _file: None,
+            });
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let uri = file_uri(&file.real);
+        let mut conn = Connection::open_with_flags(format!("{uri}?mode=ro"), flags).at(path)?;
+        dbfile::verify_opened(&conn, path, &file)?;
+        let probe = |c: &Connection| {
+            c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
+                r.get::<_, i64>(0)
+            })
+        };
+        if let Err(e) = probe(&conn) {
+            // A reader of a WAL database needs its `-shm` index: where it cannot be made (a
+            // read-only filesystem: CANTOPEN; a directory this user may not write, beside
+            // another user's database: READONLY_CANTINIT; a full filesystem: IOERR) the file
+            // is read as immutable, which is exact only while no write-ahead log holds rows
+            // the main file lacks.
+            let wal =
+                std::fs::metadata(format!("{}-wal", file.real.display())).map_or(0, |m| m.len());
+            if !matches!(
+                e.sqlite_error_code(),
+                Some(ErrorCode::CannotOpen | ErrorCode::SystemIoFailure | ErrorCode::ReadOnly)
+            ) || wal > 0
+            {
+                return Err(e).at(path);
+            }
+            conn = Connection::open_with_flags(format!("{uri}?immutable=1"), flags).at(path)?;
+            dbfile::verify_opened(&conn, path, &file)?;
+        }
+        conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
+        schema::check_compatible(&conn, path)?;
+        let version = schema::user_version(&conn).at(path)?;
+        if version < schema::SCHEMA_VERSION {
+            drop(conn);
+            return Lite::open(path).map_err(|e| match &e {
+                StoreError::Sqlite { source, .. }
+                    if matches!(
+                        source.sqlite_error_code(),
+                        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen)
+                    ) =>
+                {
+                    StoreError::OldReadOnly {
+                        path: path.to_path_buf(),
+                        found: version,
+                        supported: schema::SCHEMA_VERSION,
+                    }
+                }
+                StoreError::Refused { .. } => StoreError::OldReadOnly {
+                    path: path.to_path_buf(),
+                    found: version,
+                    supported: schema::SCHEMA_VERSION,
+                },
+                _ => e,
+            });
+        }
+        Ok(Lite {
+            conn,
+            path: path.to_path_buf(),
+            _file: Some(file),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits it; any error rolls back.
+    fn write<T>(
+        &mut self,
+        f: impl FnOnce(&Transaction<'_>, &Path) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let path = &self.path;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .at(path)?;
+        let out = f(&tx, path)?;
+        tx.commit().at(path)?;
+        Ok(out)
+    }
+
+    /// [`Store::begin_run`].
+    pub fn begin_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        self.write(|tx, path| insert_run(tx, path, run))
+    }
+
+    /// [`Store::add_test`].
+    pub fn add_test(
+        &mut self,
+        run_id: i64,
+        idx: u32,
+        test: &TestRecord,
+    ) -> Result<i64, StoreError> {
+        self.write(|tx, path| insert_test(tx, path, run_id, idx, test))
+    }
+
+    /// [`Store::add_pass`].
+    pub fn add_pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
+        self.write(|tx, path| insert_pass(tx, path, test_id, pass))
+    }
+
+    /// [`Store::update_test_summary`].
+    pub fn update_test_summary(
+        &mut self,
+        test_id: i64,
+        summary: &TestSummary,
+        extra: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.write(|tx, path| {
+            let summary = encode(path, "tests.summary_json", summary)?;
+            let extra = encode_value(path, "tests.extra_json", extra)?;
+            let n = tx
+                .prepare_cached("UPDATE tests SET summary_json = ?1, extra_json = ?2 WHERE id = ?3")
+                .and_then(|mut s| s.execute(params![summary, extra, test_id]))
+                .at(path)?;
+            if n == 0 {
+                return Err(StoreError::TestNotFound {
+                    path: path.to_path_buf(),
+                    id: test_id,
+                });
+            }
+            Ok(())
+        })
+    }
+
+    /// [`Store::finish_run`].
+    pub fn finish_run(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
+        self.write(|tx, path| finish(tx, path, run_id, run))
+    }
+
+    /// Stores a whole run in one transaction unless a run of its uuid is stored already
+    /// (then `None`).
+    pub(crate) fn import_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        self.write(|tx, path| Writes::whole(&mut (tx, path), run))
+    }
+
+    /// The id of the run of `uuid`, if it is stored.
+    pub(crate) fn run_by_uuid(&self, uuid: &str) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .query_row("SELECT id FROM runs WHERE uuid = ?1", [uuid], |r| r.get(0))
+            .optional()
+            .at(&self.path)
+    }
+
+    fn load(&self, id: i64, passes: bool) -> Result<RunRecord, StoreError> {
+        let path = &self.path;
+        let tx = self.conn.unchecked_transaction().at(path)?;
+        let mut run = tx
+            .query_row(
+                "SELECT id, uuid, started_at, finished_at, complete, preset, workload,
+                        target_path, target_kind, io_path, fs_type, size, label, command_line,
+                        iolab_version, engine, settings_json, notes_json, warnings_json,
+                        env_json, study, config_label, study_json
+                 FROM runs WHERE id = ?1",
+                [id],
+                |row| Ok(decode_run(path, &(path.as_path(), row), id)),
+            )
+            .optional()
+            .at(path)?
+            .ok_or_else(|| StoreError::RunNotFound {
+                path: path.to_path_buf(),
+                id,
+            })??;
+
+        let mut tests = Vec::new();
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT id, name, grp, job_json, summary_json, extra_json
+                     FROM tests WHERE run_id = ?1 ORDER BY idx",
+                )
+                .at(path)?;
+            let mut rows = stmt.query([id]).at(path)?;
+            while let Some(row) = rows.next().at(path)? {
+                tests.push(decode_test(path, &(path.as_path(), row))?);
+            }
+        }
+        if passes {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT id, idx, bytes, ios, seconds, mb_s, iops, lat_json, read_json,
+                            write_json, sync_json, cpu_json, timeseries_json, errors_json,
+                            context_json
+                     FROM passes WHERE test_id = ?1 ORDER BY id",
+                )
+                .at(path)?;
+            for (test_id, test) in &mut tests {
+                let mut rows = stmt.query([*test_id]).at(path)?;
+                while let Some(row) = rows.next().at(path)? {
+                    test.passes.push(decode_pass(path, &(path.as_path(), row))?);
+                }
+            }
+        }
+        tx.commit().at(path)?;
+        run.tests = tests.into_iter().map(|(_, t)| t).collect();
+        Ok(run)
+    }
+
+    /// The fingerprint of run `id` (see [`fingerprint`]): the stored one, or, for a row
+    /// that has none, computed from its columns.
+    pub fn fingerprint(&self, id: i64) -> Result<String, StoreError> {
+        let path = &self.path;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT fingerprint, {FINGERPRINT_COLUMNS} FROM runs WHERE id = ?1"
+            ))
+            .at(path)?;
+        let mut rows = stmt.query([id]).at(path)?;
+        let Some(r) = rows.next().at(path)? else {
+            return Err(StoreError::RunNotFound {
+                path: path.to_path_buf(),
+                id,
+            });
+        };
+        match r.get::<_, Option<String>>("fingerprint").at(path)? {
+            Some(fp) => Ok(fp),
+            None => fingerprint_of_row(r, path),
+        }
+    }
+
+    pub(crate) fn runs_like_ids(&self, fp: &str, limit: i64) -> Result<Vec<i64>, StoreError> {
+        self.conn
+            .prepare_cached(RUNS_LIKE)
+            .and_then(|mut s| {
+                s.query_map(params![fp, limit], |r| r.get(0))?
+                    .collect::<Result<Vec<i64>, _>>()
+            })
+            .at(&self.path)
+    }
+
+    /// The listing rows of [`Store::list_runs`], each decoded on its own (with its id).
+    #[allow(clippy::type_complexity)]
+    fn listing(
+        &self,
+        filter: &RunFilter,
+    ) -> Result<Vec<(i64, Result<RunListing, StoreError>)>, StoreError> {
+        let path = &self.path;
+        let limit = filter
+            .limit
+            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT * FROM (
+                     SELECT r.id, r.started_at, r.preset, r.workload, r.target_path, r.fs_type,
+                            r.label, r.complete, r.study, r.config_label, r.host,
+                            (SELECT count(*) FROM tests t WHERE t.run_id = r.id) AS n_tests
+                     FROM runs r
+                     WHERE (:preset IS NULL OR r.preset = :preset)
+                       AND (:target IS NULL OR r.target_path = :target)
+                       AND (:label IS NULL OR r.label = :label)
+                       AND (:study IS NULL OR r.study = :study)
+                       AND (:host IS NULL OR r.host = :host OR r.machine_id = :host)
+                     ORDER BY r.started_at DESC, r.id DESC
+                     LIMIT :limit)
+                 ORDER BY started_at, id",
+            )
+            .at(path)?;
+        let rows = stmt
+            .query_map(
+                named_params! {
+                    ":preset": filter.preset,
+                    ":target": filter.target,
+                    ":label": filter.label,
+                    ":study": filter.study,
+                    ":host": filter.host,
+                    ":limit": limit,
+                },
+                |r| {
+                    let id: i64 = r.get("id")?;
+                    let listed = (|| -> rusqlite::Result<RunListing> {
+                        Ok(RunListing {
+                            id,
+                            started_at: r.get("started_at")?,
+                            preset: r.get("preset")?,
+                            workload: r.get("workload")?,
+                            target: r.get("target_path")?,
+                            fs_type: r.get("fs_type")?,
+                            label: r.get("label")?,
+                            complete: r.get("complete")?,
+                            tests: r.get("n_tests")?,
+                            study: r.get("study")?,
+                            config_label: r.get("config_label")?,
+                            host: r.get("host")?,
+                        })
+                    })();
+                    Ok((id, listed.at(path)))
+                },
+            )
+            .at(path)?;
+        rows.collect::<Result<_, _>>().at(path)
+    }
+
     /// The process still writing run `id` (its pid), or `None` when the run has ended or
     /// the process that wrote it is gone (killed: the run stays incomplete).
     pub fn writer(&self, id: i64) -> Result<Option<u32>, StoreError> {
@@ -582,15 +738,12 @@ impl Store {
         ids: &[i64],
         skip_live: bool,
     ) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
-        let mut ids = ids.to_vec();
-        ids.sort_unstable();
-        ids.dedup();
         // Inside the write transaction: no run can begin or end between the check of its
         // writer and its deletion.
         self.write(|tx, path| {
             let mut deleted = 0;
             let mut running = Vec::new();
-            for &id in &ids {
+            for &id in ids {
                 if let Some(pid) = live_writer(tx, path, id)? {
                     if !skip_live {
                         return Err(StoreError::RunBeingWritten {
@@ -636,6 +789,123 @@ impl Store {
             .optional()
             .at(&self.path)
     }
+}
+
+/// Records how run `run_id` ended (see [`Store::finish_run`]).
+fn finish(
+    tx: &Transaction<'_>,
+    path: &Path,
+    run_id: i64,
+    run: &RunRecord,
+) -> Result<(), StoreError> {
+    let notes = encode(path, "runs.notes_json", &run.notes)?;
+    let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
+    let env = encode_value(path, "runs.env_json", &run.env)?;
+    let n = tx
+        .prepare_cached(
+            "UPDATE runs SET finished_at = :finished_at, complete = :complete,
+                            notes_json = :notes, warnings_json = :warnings, env_json = :env,
+                            writer_pid = NULL, writer_start = NULL, writer_boot = NULL
+                     WHERE id = :id",
+        )
+        .and_then(|mut s| {
+            s.execute(named_params! {
+                ":finished_at": run.finished_at,
+                ":complete": run.complete,
+                ":notes": notes,
+                ":warnings": warnings,
+                ":env": env,
+                ":id": run_id,
+            })
+        })
+        .at(path)?;
+    if n == 0 {
+        return Err(StoreError::RunNotFound {
+            path: path.to_path_buf(),
+            id: run_id,
+        });
+    }
+    for (idx, t) in run.tests.iter().enumerate() {
+        let extra = encode_value(path, "tests.extra_json", &t.extra)?;
+        tx.prepare_cached("UPDATE tests SET extra_json = ?1 WHERE run_id = ?2 AND idx = ?3")
+            .and_then(|mut s| s.execute(params![extra, run_id, idx as i64]))
+            .at(path)?;
+    }
+    Ok(())
+}
+
+/// The writes that store a run, as [`Store`] makes them one by one (an `iolab run`) or a
+/// backend inside one transaction (`import_run`); [`Writes::whole`] stores a whole run
+/// through them.
+pub(crate) trait Writes {
+    fn run(&mut self, run: &RunRecord) -> Result<i64, StoreError>;
+    fn test(&mut self, run_id: i64, idx: u32, test: &TestRecord) -> Result<i64, StoreError>;
+    fn pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError>;
+    fn finish(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError>;
+
+    /// `run` with its tests and passes, ended as `run` says; its new id.
+    fn whole(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        let run_id = self.run(run)?;
+        for (idx, test) in run.tests.iter().enumerate() {
+            let idx = u32::try_from(idx).expect("fewer than 2^32 tests");
+            let test_id = self.test(run_id, idx, test)?;
+            for pass in &test.passes {
+                self.pass(test_id, pass)?;
+            }
+        }
+        self.finish(run_id, run)?;
+        Ok(run_id)
+    }
+}
+
+impl Writes for Store {
+    fn run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        self.begin_run(run)
+    }
+    fn test(&mut self, run_id: i64, idx: u32, test: &TestRecord) -> Result<i64, StoreError> {
+        self.add_test(run_id, idx, test)
+    }
+    fn pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
+        self.add_pass(test_id, pass)
+    }
+    fn finish(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
+        self.finish_run(run_id, run)
+    }
+}
+
+impl Writes for (&Transaction<'_>, &Path) {
+    fn run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
+        insert_run(self.0, self.1, run)
+    }
+    fn test(&mut self, run_id: i64, idx: u32, test: &TestRecord) -> Result<i64, StoreError> {
+        insert_test(self.0, self.1, run_id, idx, test)
+    }
+    fn pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
+        insert_pass(self.0, self.1, test_id, pass)
+    }
+    fn finish(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
+        finish(self.0, self.1, run_id, run)
+    }
+}
+
+/// A run's command line as it is stored: a PostgreSQL URL's password (`--db
+/// postgresql://u:PASSWORD@h/db`) is replaced by `***`; nothing else changes (the fingerprint
+/// leaves `--db` out anyway).
+pub(crate) fn stored_args(command_line: &[String]) -> Vec<String> {
+    command_line
+        .iter()
+        .map(|a| match a.contains("postgres") && a.contains("://") {
+            true => pg::redacted(a),
+            false => a.clone(),
+        })
+        .collect()
+}
+
+/// The host name and machine id a run's captured environment names (`env.hostname`,
+/// `env.machine_id`): what `--host` selects by.
+pub(crate) fn host_of(run: &RunRecord) -> (Option<&str>, Option<&str>) {
+    let field = |k: &str| run.env.get(k).and_then(|v| v.as_str());
+    (field("hostname"), field("machine_id"))
 }
 
 /// The pid of the live process writing run `id`, if its row records one (see
@@ -804,7 +1074,11 @@ fn constraint(e: &rusqlite::Error) -> Option<i32> {
         .map(|f| f.extended_code)
 }
 
-fn encode<T: Serialize + ?Sized>(path: &Path, what: &str, value: &T) -> Result<String, StoreError> {
+pub(crate) fn encode<T: Serialize + ?Sized>(
+    path: &Path,
+    what: &str,
+    value: &T,
+) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|source| StoreError::Json {
         path: path.to_path_buf(),
         what: what.to_string(),
@@ -812,7 +1086,7 @@ fn encode<T: Serialize + ?Sized>(path: &Path, what: &str, value: &T) -> Result<S
     })
 }
 
-fn encode_opt<T: Serialize>(
+pub(crate) fn encode_opt<T: Serialize>(
     path: &Path,
     what: &str,
     value: Option<&T>,
@@ -821,7 +1095,7 @@ fn encode_opt<T: Serialize>(
 }
 
 /// A JSON value column: SQL NULL for JSON null.
-fn encode_value(
+pub(crate) fn encode_value(
     path: &Path,
     what: &str,
     value: &serde_json::Value,
@@ -830,7 +1104,7 @@ fn encode_value(
 }
 
 fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64, StoreError> {
-    let command_line = encode(path, "runs.command_line", &run.command_line)?;
+    let command_line = encode(path, "runs.command_line", &stored_args(&run.command_line))?;
     let settings = encode(path, "runs.settings_json", &run.settings)?;
     let notes = encode(path, "runs.notes_json", &run.notes)?;
     let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
@@ -840,18 +1114,19 @@ fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64,
     // This process writes the run until `finish_run`; without /proc it cannot be named,
     // and the run is then not protected from `delete` while it is written.
     let writer = Identity::current();
+    let (host, machine_id) = host_of(run);
     let mut stmt = tx
         .prepare_cached(
             "INSERT INTO runs (uuid, started_at, finished_at, complete, preset, workload,
                  target_path, target_kind, io_path, fs_type, size, label, command_line,
                  iolab_version, engine, settings_json, notes_json, warnings_json, env_json,
                  study, config_label, study_json, fingerprint, writer_pid, writer_start,
-                 writer_boot)
+                 writer_boot, host, machine_id)
              VALUES (:uuid, :started_at, :finished_at, :complete, :preset, :workload,
                  :target_path, :target_kind, :io_path, :fs_type, :size, :label, :command_line,
                  :iolab_version, :engine, :settings, :notes, :warnings, :env,
                  :study, :config_label, :study_json, :fingerprint, :writer_pid, :writer_start,
-                 :writer_boot)",
+                 :writer_boot, :host, :machine_id)",
         )
         .at(path)?;
     let t = &run.target;
@@ -882,6 +1157,8 @@ fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64,
         ":writer_pid": writer.as_ref().map(|w| w.pid),
         ":writer_start": writer.as_ref().map(|w| w.start_ticks as i64),
         ":writer_boot": writer.as_ref().map(|w| w.boot_id.as_str()),
+        ":host": host,
+        ":machine_id": machine_id,
     })
     .map_err(|e| match constraint(&e) {
         Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => StoreError::DuplicateRun {
@@ -977,19 +1254,48 @@ fn insert_pass(
     })
 }
 
+/// The columns of one stored row, as each backend reads them (an SQLite row, a PostgreSQL
+/// row): what [`decode_run`], [`decode_test`] and [`decode_pass`] are written against.
+pub(crate) trait Cells {
+    fn text(&self, col: &str) -> Result<String, StoreError>;
+    fn opt_text(&self, col: &str) -> Result<Option<String>, StoreError>;
+    fn int(&self, col: &str) -> Result<i64, StoreError>;
+    fn real(&self, col: &str) -> Result<f64, StoreError>;
+    fn flag(&self, col: &str) -> Result<bool, StoreError>;
+    /// A count or size: a negative value is a damaged row.
+    fn unsigned(&self, col: &str) -> Result<u64, StoreError>;
+}
+
+impl Cells for (&Path, &Row<'_>) {
+    fn text(&self, col: &str) -> Result<String, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+    fn opt_text(&self, col: &str) -> Result<Option<String>, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+    fn int(&self, col: &str) -> Result<i64, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+    fn real(&self, col: &str) -> Result<f64, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+    fn flag(&self, col: &str) -> Result<bool, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+    fn unsigned(&self, col: &str) -> Result<u64, StoreError> {
+        self.1.get(col).at(self.0)
+    }
+}
+
 /// Reads the columns of one row, naming the row in errors (`read_json of pass 12`).
-struct Decoder<'a, 'r> {
+struct Decoder<'a, C: Cells> {
     path: &'a Path,
-    row: &'a Row<'r>,
+    row: &'a C,
     noun: &'static str,
     id: i64,
 }
 
-impl Decoder<'_, '_> {
-    fn get<T: rusqlite::types::FromSql>(&self, col: &str) -> Result<T, StoreError> {
-        self.row.get(col).at(self.path)
-    }
-
+impl<C: Cells> Decoder<'_, C> {
     fn parse<T: DeserializeOwned>(&self, col: &str, text: &str) -> Result<T, StoreError> {
         serde_json::from_str(text).map_err(|source| StoreError::Json {
             path: self.path.to_path_buf(),
@@ -999,13 +1305,13 @@ impl Decoder<'_, '_> {
     }
 
     fn json<T: DeserializeOwned>(&self, col: &str) -> Result<T, StoreError> {
-        let text: String = self.get(col)?;
+        let text = self.row.text(col)?;
         self.parse(col, &text)
     }
 
     /// A nullable JSON column: `None` for SQL NULL.
     fn json_opt<T: DeserializeOwned>(&self, col: &str) -> Result<Option<T>, StoreError> {
-        let text: Option<String> = self.get(col)?;
+        let text = self.row.opt_text(col)?;
         text.map(|t| self.parse(col, &t)).transpose()
     }
 
@@ -1015,7 +1321,7 @@ impl Decoder<'_, '_> {
 }
 
 /// The run row, without its tests.
-fn decode_run(path: &Path, row: &Row<'_>, id: i64) -> Result<RunRecord, StoreError> {
+pub(crate) fn decode_run(path: &Path, row: &impl Cells, id: i64) -> Result<RunRecord, StoreError> {
     let d = Decoder {
         path,
         row,
@@ -1023,38 +1329,38 @@ fn decode_run(path: &Path, row: &Row<'_>, id: i64) -> Result<RunRecord, StoreErr
         id,
     };
     Ok(RunRecord {
-        id: Some(d.get("id")?),
-        uuid: d.get("uuid")?,
-        iolab_version: d.get("iolab_version")?,
-        preset: d.get("preset")?,
-        workload: d.get("workload")?,
+        id: Some(row.int("id")?),
+        uuid: row.text("uuid")?,
+        iolab_version: row.text("iolab_version")?,
+        preset: row.text("preset")?,
+        workload: row.text("workload")?,
         target: TargetInfo {
-            path: d.get("target_path")?,
-            kind: TargetKind::from(d.get::<String>("target_kind")?),
-            io_path: d.get("io_path")?,
-            fs_type: d.get("fs_type")?,
-            size: d.get("size")?,
+            path: row.text("target_path")?,
+            kind: TargetKind::from(row.text("target_kind")?),
+            io_path: row.text("io_path")?,
+            fs_type: row.text("fs_type")?,
+            size: row.unsigned("size")?,
         },
         settings: d.json("settings_json")?,
-        engine: d.get("engine")?,
+        engine: row.text("engine")?,
         command_line: d.json("command_line")?,
-        label: d.get("label")?,
-        started_at: d.get("started_at")?,
-        finished_at: d.get("finished_at")?,
-        complete: d.get("complete")?,
+        label: row.opt_text("label")?,
+        started_at: row.text("started_at")?,
+        finished_at: row.opt_text("finished_at")?,
+        complete: row.flag("complete")?,
         notes: d.json("notes_json")?,
         warnings: d.json("warnings_json")?,
         env: d.json_value("env_json")?,
-        study: d.get("study")?,
-        config_label: d.get("config_label")?,
+        study: row.opt_text("study")?,
+        config_label: row.opt_text("config_label")?,
         study_meta: d.json_value("study_json")?,
         tests: Vec::new(),
     })
 }
 
 /// A test row (without passes) and its id.
-fn decode_test(path: &Path, row: &Row<'_>) -> Result<(i64, TestRecord), StoreError> {
-    let id: i64 = row.get("id").at(path)?;
+pub(crate) fn decode_test(path: &Path, row: &impl Cells) -> Result<(i64, TestRecord), StoreError> {
+    let id = row.int("id")?;
     let d = Decoder {
         path,
         row,
@@ -1062,8 +1368,8 @@ fn decode_test(path: &Path, row: &Row<'_>) -> Result<(i64, TestRecord), StoreErr
         id,
     };
     let test = TestRecord {
-        name: d.get("name")?,
-        group: d.get("grp")?,
+        name: row.text("name")?,
+        group: row.text("grp")?,
         job: d.json("job_json")?,
         passes: Vec::new(),
         summary: d.json("summary_json")?,
@@ -1072,21 +1378,26 @@ fn decode_test(path: &Path, row: &Row<'_>) -> Result<(i64, TestRecord), StoreErr
     Ok((id, test))
 }
 
-fn decode_pass(path: &Path, row: &Row<'_>) -> Result<PassRecord, StoreError> {
-    let id: i64 = row.get("id").at(path)?;
+pub(crate) fn decode_pass(path: &Path, row: &impl Cells) -> Result<PassRecord, StoreError> {
+    let id = row.int("id")?;
     let d = Decoder {
         path,
         row,
         noun: "pass",
         id,
     };
+    let index = row.unsigned("idx")?;
     Ok(PassRecord {
-        index: d.get("idx")?,
-        bytes: d.get("bytes")?,
-        ios: d.get("ios")?,
-        seconds: d.get("seconds")?,
-        mb_s: d.get("mb_s")?,
-        iops: d.get("iops")?,
+        index: u32::try_from(index).map_err(|_| StoreError::Json {
+            path: path.to_path_buf(),
+            what: format!("idx of pass {id}"),
+            source: serde::de::Error::custom(format!("{index} is out of range")),
+        })?,
+        bytes: row.unsigned("bytes")?,
+        ios: row.unsigned("ios")?,
+        seconds: row.real("seconds")?,
+        mb_s: row.real("mb_s")?,
+        iops: row.real("iops")?,
         lat_us: d.json("lat_json")?,
         read: d.json_opt("read_json")?,
         write: d.json_opt("write_json")?,

@@ -56,7 +56,10 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
     let stop = install_signals()?;
     // Open (and migrate) the database before building anything.
     let store = Store::open(&opts.db)?;
-    let db_path = store.path().to_path_buf();
+    // What the child runs are given (a URL with its password, if it has one); the store
+    // names itself without it.
+    let db_path = opts.db.clone();
+    let db_shown = store.path().display().to_string();
     let state_dir = StateFile::default_dir().map_err(|e| RunError::Failed(e.to_string()))?;
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Failed(format!("cannot find the iolab binary: {e}")))?;
@@ -169,7 +172,7 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
     println!(
         "{} run(s) stored in {} in {:.0} s",
         out.run_ids.len(),
-        db_path.display(),
+        db_shown,
         started.elapsed().as_secs_f64()
     );
     if !out.run_ids.is_empty() {
@@ -205,7 +208,7 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
             "Again later: iolab report --study '{}'{} [--html FILE]",
             study.name,
             if opts.db_given {
-                format!(" --db {}", opts.db.display())
+                format!(" --db {db_shown}")
             } else {
                 String::new()
             }

@@ -8,6 +8,7 @@
 
 pub mod buffers;
 pub mod files;
+pub mod host;
 pub mod input;
 pub mod loopdev;
 pub mod process;

@@ -13,6 +13,8 @@
 //! - [`scratch`]: [`scratch_dir`] (on the build directory's filesystem, not a tmpfs).
 //! - [`iolab`]: [`Sandbox`] and [`Out`], for running the built binary.
 //! - [`fuzz`]: a bounded mutation loop over a corpus for the text parsers.
+//! - [`postgres`]: [`PgServer`], a throwaway PostgreSQL server on a unix socket, one per
+//!   test binary, a database for each test ([`require_postgres`]).
 //! - [`json`] and [`data`]: field access that names what is missing; reproducible bytes.
 
 pub mod data;
@@ -21,6 +23,7 @@ pub mod emudisk;
 pub mod fuzz;
 pub mod iolab;
 pub mod json;
+pub mod postgres;
 pub mod scratch;
 pub mod skip;
 pub mod sys;
@@ -30,6 +33,7 @@ pub use dev::{device_lock, Cgroup, Loop, Mount, QueueSetting};
 pub use emudisk::EmuDisk;
 pub use iolab::{table_part, Out, Sandbox};
 pub use json::{arr, get, num, read_json, string, uint, warning_codes};
+pub use postgres::{require_postgres, PgServer};
 pub use scratch::{scratch_dir, scratch_root};
 pub use skip::{
     optional_tools, require_devices, require_emudisk, require_root, require_tools, skip,

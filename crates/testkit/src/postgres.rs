@@ -1,0 +1,264 @@
+//! A throwaway PostgreSQL server for the tests of the PostgreSQL store: `initdb` and
+//! `pg_ctl` (Debian's `postgresql` package) in a temporary directory, run as an unprivileged
+//! user (uid 65534 through `setpriv` when the tests run as root), listening on a unix
+//! socket in that directory only (no TCP port), trusting local connections.
+//!
+//! [`PgServer::shared`] starts one server per test binary on first use; each test takes its
+//! own database from it ([`PgServer::database`]), so tests running at once never see each
+//! other's runs. The server is stopped and its directory removed when the test binary
+//! exits (a watcher process waits for it), or on drop for one from [`PgServer::start`].
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use crate::sys::is_root;
+
+/// The unprivileged user the server runs as when the tests run as root.
+const PG_UID: u32 = 65534;
+
+/// A running PostgreSQL server of a test.
+#[derive(Debug)]
+pub struct PgServer {
+    /// The temporary directory: the socket, `data/` and `log`.
+    dir: PathBuf,
+    bin: PathBuf,
+    next: AtomicUsize,
+    /// Whether dropping this server stops it (not the shared one: its watcher does).
+    owned: bool,
+}
+
+/// The directory of PostgreSQL's server programs: Debian's newest
+/// `/usr/lib/postgresql/N/bin`, else `initdb` on PATH.
+fn bin_dir() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .map(|(_, b)| b)
+        .or_else(|| crate::tool("initdb").and_then(|p| Some(p.parent()?.to_path_buf())))
+}
+
+/// `prog args`, as the server's user; Err with its output when it fails.
+fn run_as_server(prog: &Path, args: &[&str]) -> Result<(), String> {
+    let mut cmd = if is_root() {
+        let mut c = Command::new(crate::tool("setpriv").ok_or("setpriv is not installed")?);
+        c.args([
+            format!("--reuid={PG_UID}"),
+            format!("--regid={PG_UID}"),
+            "--clear-groups".to_string(),
+        ])
+        .arg(prog);
+        c
+    } else {
+        Command::new(prog)
+    };
+    let out = cmd
+        .args(args)
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{}: {e}", prog.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} {}: {}{}",
+            prog.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+impl PgServer {
+    /// The server of this test binary, started on first use; `None` (with the reason) where
+    /// PostgreSQL is not installed or does not start.
+    pub fn shared() -> Result<&'static PgServer, String> {
+        static SHARED: OnceLock<Result<PgServer, String>> = OnceLock::new();
+        SHARED
+            .get_or_init(|| {
+                let mut s = PgServer::start()?;
+                s.owned = false;
+                s.watch()?;
+                Ok(s)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Starts a new server, stopped and removed on drop.
+    pub fn start() -> Result<PgServer, String> {
+        let bin = bin_dir().ok_or(
+            "PostgreSQL's server programs (initdb, pg_ctl) are not installed (Debian: postgresql)",
+        )?;
+        let dir = tempfile::Builder::new()
+            .prefix("iolab-pg-")
+            .tempdir_in("/tmp")
+            .map_err(|e| format!("temporary directory: {e}"))?
+            .keep();
+        let server = PgServer {
+            dir,
+            bin,
+            next: AtomicUsize::new(0),
+            owned: true,
+        };
+        if is_root() {
+            let c = std::ffi::CString::new(server.dir.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: `c` is a valid NUL-terminated path.
+            if unsafe { libc::chown(c.as_ptr(), PG_UID, PG_UID) } != 0 {
+                return Err(format!(
+                    "chown {}: {}",
+                    server.dir.display(),
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        let data = server.dir.join("data");
+        let (data_s, dir_s) = (data.to_str().unwrap(), server.dir.to_str().unwrap());
+        run_as_server(
+            &server.bin.join("initdb"),
+            &[
+                "-D",
+                data_s,
+                "-U",
+                "iolab",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "-N",
+            ],
+        )?;
+        let opts = format!(
+            "-c listen_addresses='' -k {dir_s} -c fsync=off -c synchronous_commit=off \
+             -c full_page_writes=off -c max_connections=60"
+        );
+        let log = server.dir.join("log");
+        run_as_server(
+            &server.bin.join("pg_ctl"),
+            &[
+                "-D",
+                data_s,
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "-o",
+                &opts,
+                "start",
+            ],
+        )
+        .map_err(|e| {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            format!("{e}\n{log}")
+        })?;
+        Ok(server)
+    }
+
+    /// A watcher that stops the server and removes its directory once this process exits
+    /// (a static is never dropped).
+    fn watch(&self) -> Result<(), String> {
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop}; rm -rf -- '{dir}'",
+            pid = std::process::id(),
+            stop = self.stop_command(),
+            dir = self.dir.display()
+        );
+        Command::new("setsid")
+            .args(["sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map(drop)
+            .map_err(|e| format!("setsid: {e}"))
+    }
+
+    fn stop_command(&self) -> String {
+        let pg_ctl = self.bin.join("pg_ctl");
+        let data = self.dir.join("data");
+        let prefix = if is_root() {
+            format!("setpriv --reuid={PG_UID} --regid={PG_UID} --clear-groups ")
+        } else {
+            String::new()
+        };
+        format!(
+            "{prefix}'{}' -D '{}' -m immediate stop >/dev/null 2>&1",
+            pg_ctl.display(),
+            data.display()
+        )
+    }
+
+    /// The directory of the server's unix socket.
+    pub fn socket_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The URL of database `name` on this server.
+    pub fn url(&self, name: &str) -> String {
+        let host: String = self
+            .dir
+            .to_str()
+            .unwrap()
+            .chars()
+            .map(|c| {
+                if c == '/' {
+                    "%2F".to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        format!("postgresql://iolab@{host}/{name}")
+    }
+
+    /// A new, empty database of its own, as a URL for `--db`.
+    pub fn database(&self) -> String {
+        let name = format!("t{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let out = Command::new(self.bin.join("createdb"))
+            .args(["-h", self.dir.to_str().unwrap(), "-U", "iolab", &name])
+            .output()
+            .expect("createdb");
+        assert!(
+            out.status.success(),
+            "createdb {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.url(&name)
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg(self.stop_command())
+                .status();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The shared server of this test binary, or a skip (the reason printed and counted) and
+/// `None` where PostgreSQL is not available.
+pub fn require_postgres() -> Option<&'static PgServer> {
+    match PgServer::shared() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            crate::skip(format!("no PostgreSQL server for the test: {e}"));
+            None
+        }
+    }
+}
