@@ -180,6 +180,25 @@ warning_codes! {
               honours flushes, such as `cache=none`); a cache with power-loss protection makes \
               the numbers safe but still the cache's",
     }
+    RateCliff = "RATE_CLIFF" {
+        caveat: Some(Caveat::Cache),
+        title: "The rate dropped during a test and stayed down",
+        when: "the per-100 ms series of a test's measured passes (in a row, or else within one \
+               pass) splits into a faster part and a slower one after it: the median rate \
+               after is at most 67% of the median before, at least 90% of the intervals on \
+               each side lie on their side of the midway rate, each side has at least 3 \
+               intervals, and the drop is at least 4 robust standard deviations (1.4826 × \
+               MAD) of the noisier side. The message gives the bytes and seconds of the \
+               series before the drop (what preparation, warm-ups and ramps wrote before is \
+               not counted), the rates before and after, and the pass it happened in. A \
+               cache (an SSD's SLC cache, a controller's or a host's write-back cache) that \
+               filled: the test's headline mixes its burst with the device's sustained rate. \
+               Measured: no false positive in 20 runs each on a plain loop device and a \
+               throttled one (see [benchmarks.md](benchmarks.md#cliffs))",
+        fix: "measure the sustained rate on its own: `iolab run sustained` (burst rate, burst \
+              bytes, sustained rate and the recovery after a pause), or passes long enough \
+              that the burst is a small part of them",
+    }
     CompressibleData = "COMPRESSIBLE_DATA" {
         caveat: Some(Caveat::Cache),
         title: "Zeros written to a compressing filesystem",
@@ -286,6 +305,16 @@ warning_codes! {
                100%, and is not taken (0 in the record, `cpu_resolution_pct` above 5) when \
                the pass was too short for one tick to be within 5% of a CPU",
         fix: "close them, or accept the number as \"under load\"",
+    }
+    StalledIntervals = "STALLED_INTERVALS" {
+        caveat: None,
+        title: "Intervals in which no I/O completed",
+        when: "a pass that completed at least 10 I/Os per 100 ms on average had 100 ms \
+               intervals with none (empty intervals at a pass's end do not count): the \
+               device, or the machine, stopped answering for that long; the message counts \
+               them and gives the longest stall",
+        fix: "look for what paused: the device (garbage collection, a cache write-out, a \
+              throttle), other programs on a busy machine (BUSY_CPU), memory pressure; rerun",
     }
     HighVariation = "HIGH_VARIATION" {
         caveat: None,
@@ -462,9 +491,8 @@ impl WarningCode {
         }
         match self {
             DataMismatch | ScrubNotRepaired | ScrubMiscounted | StatusMismatch => Weight::Integrity,
-            BusyDevice | BusyCpu | HighVariation | OutlierPass | SlowFirstPass | NotConverged => {
-                Weight::Noise
-            }
+            BusyDevice | BusyCpu | HighVariation | OutlierPass | SlowFirstPass | NotConverged
+            | StalledIntervals => Weight::Noise,
             _ => Weight::Setup,
         }
     }
@@ -568,6 +596,7 @@ mod tests {
                 "DIRECT_IO_IGNORED",
                 "LOOP_WITHOUT_DIO",
                 "WRITES_FASTER_THAN_READS",
+                "RATE_CLIFF",
                 "COMPRESSIBLE_DATA",
                 "SPARSE_READ"
             ]

@@ -1,0 +1,292 @@
+//! Rates within a test, from the per-interval byte series every pass stores: a cliff (the
+//! rate drops beyond its noise and stays down: a cache filled), stalls (intervals with no
+//! completions at a rate that makes an empty interval implausible).
+//!
+//! A test's series is its passes' series one after another (what came before the first
+//! measured interval: preparation, warm-ups and ramps, is not in it, and the gaps between
+//! passes are left out). A pass's last interval is partial; it counts with its true length
+//! when it is at least half an interval, and is dropped otherwise.
+
+use iolab_measure::{PassRecord, TestRecord, MB};
+
+/// A cliff: the rate after is at most this share of the rate before.
+pub const CLIFF_RATIO: f64 = 0.67;
+/// A cliff: the fewest intervals on each side of the drop.
+pub const CLIFF_MIN_SIDE: usize = 3;
+/// A cliff: the share of intervals on each side that must lie on their side of the midway
+/// rate (the rest are dips or spikes the noise allows).
+pub const CLIFF_CONSISTENT: f64 = 0.9;
+/// A cliff: the drop is at least this many robust standard deviations (1.4826 × MAD) of
+/// the noisier side.
+pub const CLIFF_SIGMAS: f64 = 4.0;
+/// A stall: an empty interval counts only in a pass that completed at least this many I/Os
+/// per interval on average (fewer, and an empty interval is just the gap between I/Os).
+pub const STALL_MIN_IOS_PER_INTERVAL: f64 = 10.0;
+
+/// One interval of a test's series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// The pass it belongs to (its 1-based index).
+    pub pass: u32,
+    pub bytes: u64,
+    /// Its length in seconds (a full interval, or a pass's partial last one).
+    pub seconds: f64,
+}
+
+impl Sample {
+    pub fn mb_s(&self) -> f64 {
+        self.bytes as f64 / MB / self.seconds.max(1e-9)
+    }
+}
+
+/// The intervals of one pass (a partial last one shorter than half an interval dropped).
+pub fn pass_samples(p: &PassRecord) -> Vec<Sample> {
+    let ts = &p.timeseries;
+    if ts.interval_ms == 0 {
+        return Vec::new();
+    }
+    let iv = ts.interval_ms as f64 / 1000.0;
+    let n = ts.bytes.len();
+    let mut out = Vec::with_capacity(n);
+    for (i, &b) in ts.bytes.iter().enumerate() {
+        let len = if i + 1 == n {
+            (p.seconds - iv * i as f64).min(iv)
+        } else {
+            iv
+        };
+        if len < iv / 2.0 {
+            continue;
+        }
+        out.push(Sample {
+            pass: p.index,
+            bytes: b,
+            seconds: len,
+        });
+    }
+    out
+}
+
+/// A test's series: its passes' intervals one after another.
+pub fn test_samples(t: &TestRecord) -> Vec<Sample> {
+    t.passes.iter().flat_map(pass_samples).collect()
+}
+
+/// A drop in the rate that stays.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cliff {
+    /// The pass in which the rate dropped.
+    pub pass: u32,
+    /// Bytes and seconds of the series before the drop.
+    pub bytes_before: u64,
+    pub seconds_before: f64,
+    /// Median rates (MB/s) before and after it.
+    pub before_mb_s: f64,
+    pub after_mb_s: f64,
+    /// Seconds of the series after the drop.
+    pub seconds_after: f64,
+    /// Whether the series examined was one pass (false: the test's passes in a row).
+    pub within_pass: bool,
+}
+
+fn median(v: &[f64]) -> f64 {
+    crate::median(v)
+}
+
+/// Robust standard deviation: 1.4826 × the median absolute deviation.
+fn robust_sd(v: &[f64]) -> f64 {
+    let m = median(v);
+    let dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+    1.4826 * median(&dev)
+}
+
+/// The cliff in `samples`, if one is there: the split that best separates a higher level
+/// before from a lower one after (most between-segment variance), accepted only if each
+/// side has [`CLIFF_MIN_SIDE`] intervals, the median after is at most [`CLIFF_RATIO`] of
+/// the median before, at least [`CLIFF_CONSISTENT`] of each side lies on its side of the
+/// midway rate, and the drop is [`CLIFF_SIGMAS`] robust deviations of the noisier side.
+pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
+    let n = samples.len();
+    if n < 2 * CLIFF_MIN_SIDE {
+        return None;
+    }
+    let r: Vec<f64> = samples.iter().map(Sample::mb_s).collect();
+    let total: f64 = r.iter().sum();
+    let mut best: Option<(f64, usize)> = None;
+    let mut before = 0.0;
+    for k in 1..n {
+        before += r[k - 1];
+        if k < CLIFF_MIN_SIDE || n - k < CLIFF_MIN_SIDE {
+            continue;
+        }
+        let (m1, m2) = (before / k as f64, (total - before) / (n - k) as f64);
+        if m1 <= m2 {
+            continue;
+        }
+        let score = (k * (n - k)) as f64 / n as f64 * (m1 - m2) * (m1 - m2);
+        if best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, k));
+        }
+    }
+    let (_, k) = best?;
+    let (hi, lo) = (&r[..k], &r[k..]);
+    let (m1, m2) = (median(hi), median(lo));
+    if m1 <= 0.0 || m2 > CLIFF_RATIO * m1 {
+        return None;
+    }
+    let mid = (m1 + m2) / 2.0;
+    let share = |v: &[f64], above: bool| {
+        v.iter().filter(|&&x| (x > mid) == above).count() as f64 / v.len() as f64
+    };
+    if share(hi, true) < CLIFF_CONSISTENT || share(lo, false) < CLIFF_CONSISTENT {
+        return None;
+    }
+    if m1 - m2 < CLIFF_SIGMAS * robust_sd(hi).max(robust_sd(lo)) {
+        return None;
+    }
+    let first = &samples[..k];
+    Some(Cliff {
+        pass: samples[k].pass,
+        bytes_before: first.iter().map(|s| s.bytes).sum(),
+        seconds_before: first.iter().map(|s| s.seconds).sum(),
+        before_mb_s: m1,
+        after_mb_s: m2,
+        seconds_after: samples[k..].iter().map(|s| s.seconds).sum(),
+        within_pass: samples[0].pass == samples[n - 1].pass,
+    })
+}
+
+/// A test's cliff: in its passes in a row, or else within one of its passes (a cache that
+/// recovered in the gap between passes fills again in each).
+pub fn test_cliff(t: &TestRecord) -> Option<Cliff> {
+    let all = test_samples(t);
+    if let Some(mut c) = find_cliff(&all) {
+        c.within_pass = t.passes.len() == 1;
+        return Some(c);
+    }
+    if t.passes.len() < 2 {
+        return None;
+    }
+    t.passes.iter().find_map(|p| {
+        let mut c = find_cliff(&pass_samples(p))?;
+        c.within_pass = true;
+        Some(c)
+    })
+}
+
+/// Intervals with no completions in a test.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stalls {
+    /// Empty intervals, over all passes.
+    pub intervals: usize,
+    /// The longest run of empty intervals, in seconds.
+    pub longest_s: f64,
+    /// The passes they were in.
+    pub passes: Vec<u32>,
+}
+
+/// The empty intervals of a test's passes, counted only in passes busy enough
+/// ([`STALL_MIN_IOS_PER_INTERVAL`]) that an empty interval means nothing completed for
+/// its whole length, not the gap between two slow I/Os. Empty intervals at the end of a
+/// pass (the pass was ending) do not count.
+pub fn stalls(t: &TestRecord) -> Stalls {
+    let mut s = Stalls::default();
+    for p in &t.passes {
+        let samples = pass_samples(p);
+        let secs: f64 = samples.iter().map(|x| x.seconds).sum();
+        let iv = p.timeseries.interval_ms as f64 / 1000.0;
+        if samples.is_empty() || secs <= 0.0 {
+            continue;
+        }
+        let per_interval = p.ios as f64 / (p.seconds.max(1e-9) / iv);
+        if per_interval < STALL_MIN_IOS_PER_INTERVAL {
+            continue;
+        }
+        let last_busy = samples.iter().rposition(|x| x.bytes > 0);
+        let Some(last_busy) = last_busy else {
+            continue;
+        };
+        let (mut run, mut here) = (0.0f64, 0usize);
+        for x in &samples[..last_busy] {
+            if x.bytes == 0 {
+                here += 1;
+                run += x.seconds;
+                s.longest_s = s.longest_s.max(run);
+            } else {
+                run = 0.0;
+            }
+        }
+        if here > 0 {
+            s.intervals += here;
+            s.passes.push(p.index);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(rates: &[f64]) -> Vec<Sample> {
+        rates
+            .iter()
+            .map(|&r| Sample {
+                pass: 1,
+                bytes: (r * MB * 0.1) as u64,
+                seconds: 0.1,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_drop_that_stays_is_a_cliff_with_its_bytes_and_rates() {
+        let mut r = vec![400.0; 12];
+        r.extend([100.0; 20]);
+        let c = find_cliff(&samples(&r)).expect("a cliff");
+        assert_eq!(c.bytes_before, 12 * 40_000_000);
+        assert!((c.seconds_before - 1.2).abs() < 1e-9);
+        assert_eq!((c.before_mb_s, c.after_mb_s), (400.0, 100.0));
+        assert!((c.seconds_after - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn noise_dips_rises_and_small_drops_are_not_cliffs() {
+        // Flat with a dip of two intervals: the after side would be too short, and does not
+        // stay down.
+        let mut r = vec![100.0; 20];
+        r[10] = 20.0;
+        r[11] = 20.0;
+        assert_eq!(find_cliff(&samples(&r)), None);
+        // A rise.
+        let mut up = vec![100.0; 10];
+        up.extend([300.0; 10]);
+        assert_eq!(find_cliff(&samples(&up)), None);
+        // A drop to 70%: beyond CLIFF_RATIO.
+        let mut small = vec![100.0; 10];
+        small.extend([70.0; 10]);
+        assert_eq!(find_cliff(&samples(&small)), None);
+        // Alternating levels (a bursty throttle): no side is consistent.
+        let alt: Vec<f64> = (0..30)
+            .map(|i| if i % 2 == 0 { 100.0 } else { 30.0 })
+            .collect();
+        assert_eq!(find_cliff(&samples(&alt)), None);
+        // Too short a series.
+        assert_eq!(
+            find_cliff(&samples(&[100.0, 100.0, 100.0, 10.0, 10.0])),
+            None
+        );
+    }
+
+    #[test]
+    fn a_noisy_drop_is_a_cliff_only_beyond_its_noise() {
+        // ±5% noise around 200 then 60: a cliff.
+        let r: Vec<f64> = (0..40)
+            .map(|i| {
+                let base = if i < 15 { 200.0 } else { 60.0 };
+                base * (1.0 + 0.05 * ((i * 7 % 5) as f64 - 2.0) / 2.0)
+            })
+            .collect();
+        let c = find_cliff(&samples(&r)).expect("a cliff");
+        assert!((c.seconds_before - 1.5).abs() < 1e-9);
+    }
+}
