@@ -185,12 +185,16 @@ warning_codes! {
         title: "The rate dropped during a test and stayed down",
         when: "the per-100 ms series of a test's measured passes (in a row, or else within one \
                pass) splits into a faster part and a slower one after it: the median rate \
-               after is at most 67% of the median before, at least 90% of the intervals on \
-               each side lie on their side of the midway rate, each side has at least 3 \
-               intervals, and the drop is at least 4 robust standard deviations (1.4826 × \
+               after is at most 67% of the median before, at most 10% of the intervals on \
+               each side and one more lie on the other side of the midway rate (the series' \
+               first interval, the start-up, aside), each side has at least 5 intervals \
+               (0.5 s), and the drop is at least 2 robust standard deviations (1.4826 × \
                MAD) of the noisier side. The message gives the bytes and seconds of the \
-               series before the drop (what preparation, warm-ups and ramps wrote before is \
-               not counted), the rates before and after, and the pass it happened in. A \
+               series before the drop (where the lines of the cumulative bytes before and after \
+               meet; what preparation, warm-ups and ramps wrote before is \
+               not counted), the rates before and after (bytes over seconds of each side, without \
+               the series' first interval and the transition: the interval before the drop \
+               and the first quarter after it), and the pass it happened in. A \
                cache (an SSD's SLC cache, a controller's or a host's write-back cache) that \
                filled: the test's headline mixes its burst with the device's sustained rate. \
                Measured: no false positive in 20 runs each on a plain loop device and a \
@@ -310,7 +314,8 @@ warning_codes! {
         caveat: None,
         title: "Intervals in which no I/O completed",
         when: "a pass that completed at least 10 I/Os per 100 ms on average had 100 ms \
-               intervals with none (empty intervals at a pass's end do not count): the \
+               intervals with none (empty intervals at a pass's start, its first I/Os still in \
+               flight, or at its end do not count): the \
                device, or the machine, stopped answering for that long; the message counts \
                them and gives the longest stall",
         fix: "look for what paused: the device (garbage collection, a cache write-out, a \

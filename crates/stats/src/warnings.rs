@@ -1084,7 +1084,7 @@ fn rate_cliff_and_stalls(out: &mut Vec<Warning>, t: &TestRecord) {
 
 /// MB/s with thousands separated (`1,204`), one decimal below 100.
 fn mb_s_text(v: f64) -> String {
-    if v < 100.0 {
+    if v < 99.95 {
         return format!("{v:.1}");
     }
     let s = format!("{:.0}", v);

@@ -1456,9 +1456,10 @@ fn stalled_intervals_counted_in_busy_passes_only() {
         &["3 interval(s)", "the longest stall 0.2 s"],
     );
     assert_eq!(codes(&ws), ["STALLED_INTERVALS"]);
-    // Empty intervals at the end of a pass: it was ending.
+    // Empty intervals at the start of a pass (first I/Os in flight) or its end.
     let mut end = vec![100.0; 20];
     end[19] = 0.0;
+    end[0] = 0.0;
     none(&analyze(&series_run(&end), &f));
     // A pass of few I/Os per interval: an empty interval is the gap between two I/Os.
     let mut run = series_run(&r);
