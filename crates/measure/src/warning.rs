@@ -185,7 +185,7 @@ warning_codes! {
         title: "The rate dropped during a test and stayed down",
         when: "the per-100 ms series of a test's measured passes (in a row, or else within one \
                pass) splits into a faster part and a slower one after it: the median rate \
-               after is at most 67% of the median before, at most 10% of the intervals on \
+               after is at most 67% of the median before, at most 20% of the intervals on \
                each side and one more lie on the other side of the midway rate (the series' \
                first interval, the start-up, aside), each side has at least 5 intervals \
                (0.5 s), and the drop is at least 2 robust standard deviations (1.4826 × \

@@ -73,6 +73,8 @@ pub struct BlockPlan {
     pub allow_overwrite_file: bool,
     /// `--shared-file`, `--stonewall`: for the ranks of an MPI run only.
     pub mpi: crate::coord::MpiMode,
+    /// `run sustained`: rounds until steady after a cliff, and the recovery after a pause.
+    pub sustained: Option<crate::sustained::SustainedPlan>,
 }
 
 impl BlockPlan {
@@ -92,6 +94,7 @@ impl BlockPlan {
             allow_destroy_device: false,
             allow_overwrite_file: false,
             mpi: crate::coord::MpiMode::default(),
+            sustained: None,
         }
     }
 
@@ -747,6 +750,9 @@ struct TestRun<'p> {
     wall: Duration,
     visits: u32,
     stopped: Option<Stopped>,
+    /// `run sustained`: why its writes ended, and the first burst of its pair.
+    sustained_end: Option<crate::sustained::End>,
+    sustained_state: crate::sustained::State,
     /// Its place in the run record's tests, once it is there.
     published: Option<usize>,
     /// Its `--verify` note's place in the run's notes, once it is there.
@@ -774,6 +780,8 @@ impl<'p> TestRun<'p> {
             wall: Duration::ZERO,
             visits: 0,
             stopped: None,
+            sustained_end: None,
+            sustained_state: Default::default(),
             published: None,
             noted: None,
         }
@@ -878,6 +886,7 @@ impl Passes for OnTarget<'_> {
         let started = Instant::now();
         let stonewall = self.plan.mpi.stonewall;
         let walled = AtomicBool::new(false);
+        let is_recovery = crate::sustained::is_recovery(&test.name);
         let mut out = {
             let (progress, coord) = ctx.progress_and_coordinator();
             let obs = progress.pass(label, self.elapsed_plan, dur);
@@ -894,6 +903,30 @@ impl Passes for OnTarget<'_> {
                 )
             };
             match coord.filter(|_| stonewall) {
+                None if self.plan.sustained.is_some() => {
+                    let st = &mut t.sustained_state;
+                    if let Some(ended) = st.ended.filter(|_| is_recovery) {
+                        // The device's idle time: from the last write of the pair's first
+                        // test to the first of this one.
+                        st.idled = Some(ended.elapsed());
+                    }
+                    let watch = crate::sustained::Watch {
+                        inner: &obs,
+                        plan: self.plan.sustained.expect("sustained"),
+                        recovery: is_recovery,
+                        state: t.sustained_state.clone(),
+                        signal: &stop,
+                        pass_stop: &walled,
+                        ticks: Default::default(),
+                    };
+                    let out = run(&walled, &watch);
+                    t.sustained_state.ended = Some(Instant::now());
+                    t.sustained_end = Some(watch.ended().unwrap_or(crate::sustained::End::MaxTime));
+                    out.map(|mut o| {
+                        o.interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
+                        o
+                    })
+                }
                 Some(c) => run(
                     &walled,
                     &Stonewall {
@@ -1022,6 +1055,8 @@ struct Schedule<'a> {
     plan: &'a BlockPlan,
     /// Planned time of every pass so far.
     used: Duration,
+    /// `run sustained`: the first test's burst, for the second of its pair.
+    sustained: std::cell::RefCell<crate::sustained::State>,
 }
 
 impl Schedule<'_> {
@@ -1071,6 +1106,16 @@ impl Schedule<'_> {
         t.visits += 1;
         t.stopped = None;
         let visit_start = t.spent;
+        if self.plan.sustained.is_some() && crate::sustained::is_recovery(&t.record.name) {
+            let idle = self.plan.sustained.map_or(Duration::ZERO, |p| p.idle);
+            ctx.progress.println(&format!(
+                "{}: idle for {} before writing again",
+                t.record.name,
+                fmt_secs(idle)
+            ));
+            crate::sustained::idle(idle, &ctx.stop);
+        }
+        t.sustained_state = self.sustained.borrow().clone();
         for _ in 0..s.warmup_passes {
             if ctx.stopped() {
                 t.stopped = Some(Stopped::Interrupted);
@@ -1131,6 +1176,17 @@ impl Schedule<'_> {
         });
         t.record.extra =
             BlockExtra::new(t.spec, t.access_ios.clone(), checked, adaptive).to_value();
+        if let Some(sp) = self.plan.sustained {
+            let (key, v) = sp.extra(&t.record, t.sustained_end, &mut t.sustained_state);
+            if !crate::sustained::is_recovery(&t.record.name) {
+                // What the second test of the pair measures against.
+                *self.sustained.borrow_mut() = t.sustained_state.clone();
+            }
+            if !t.record.extra.is_object() {
+                t.record.extra = serde_json::json!({});
+            }
+            t.record.extra[key] = v;
+        }
         t.record.summary = summarize(&t.record.passes, self.plan.score);
         t.record.summary.converged = match (self.plan.until_stable, t.stopped) {
             (Some(_), Some(stopped)) if stopped != Stopped::Interrupted => {
@@ -1172,6 +1228,14 @@ impl Schedule<'_> {
         if t.record.passes.is_empty() {
             return Ok(());
         }
+        if self.plan.sustained.is_some() {
+            if let Some(line) =
+                crate::sustained::SustainedPlan::note(&t.record.name, &t.record.extra)
+            {
+                ctx.progress.println(&line);
+                ctx.note(line);
+            }
+        }
         let m = &t.record.summary.stats_mb_s;
         let ci = format!("±{:.1}% after {} passes", iolab_stats::ci_pct(m), m.n);
         let stable = match (t.record.summary.converged, t.stopped) {
@@ -1202,6 +1266,7 @@ fn execute(plan: &BlockPlan, src: &mut impl Passes, ctx: &mut RunContext) -> Res
     let mut sched = Schedule {
         plan,
         used: Duration::ZERO,
+        sustained: Default::default(),
     };
     let mut tests: Vec<TestRun> = Vec::with_capacity(plan.tests.len());
     let n = plan.tests.len();

@@ -15,7 +15,7 @@ pub const CLIFF_RATIO: f64 = 0.67;
 pub const CLIFF_MIN_SIDE: usize = 5;
 /// A cliff: the share of intervals on each side that may lie on the other side of the
 /// midway rate (dips or spikes the noise allows), one interval more than this share.
-pub const CLIFF_STRAY: f64 = 0.1;
+pub const CLIFF_STRAY: f64 = 0.2;
 /// A cliff: the drop is at least this many robust standard deviations (1.4826 × MAD) of
 /// the noisier side.
 pub const CLIFF_SIGMAS: f64 = 2.0;
@@ -147,19 +147,19 @@ pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
         return None;
     }
     // The rates: bytes over seconds of each side without the intervals next to the drop
-    // (partly each, or the transition) and the series' first (start-up), so that a rate is not one of a few
-    // whole I/Os an interval can hold. Where the drop was: the meeting point of the
-    // cumulative bytes' two lines, the one before through the end of its kept part, the one
-    // after through the end of the series.
+    // (partly each, or the transition) and the series' first (start-up), so that a rate is
+    // not one of a few whole I/Os an interval can hold. Where the drop was: where the
+    // cumulative bytes' line before it (through the end of its kept part) meets the line
+    // after it (through the end of the interval after the drop, at the rate of the next
+    // second: near the drop, not the rate a long test drifts to).
     let (b0, b1) = (usize::from(k > CLIFF_MIN_SIDE), k - 1);
-    // Requests queued before the drop still complete at the fast rate after it: the
-    // after side's first quarter (at least one interval) is the transition.
     let (a0, a1) = (k + ((n - k) / 4).max(1), n);
     let rate = |v: &[Sample]| {
         let secs: f64 = v.iter().map(|s| s.seconds).sum();
         v.iter().map(|s| s.bytes).sum::<u64>() as f64 / secs.max(1e-9)
     };
     let (r1, r2) = (rate(&samples[b0..b1]), rate(&samples[a0..a1]));
+    let near = rate(&samples[k + 1..n.min(k + 11)]);
     let cum = |to: usize| -> (f64, f64) {
         let v = &samples[..to];
         (
@@ -168,14 +168,14 @@ pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
         )
     };
     let (t1, c1) = cum(b1);
-    let (tn, cn) = cum(n);
-    let (t_lo, t_hi) = (t1, cum(a0).0);
-    let t = if r1 > r2 {
-        ((cn - c1 - r2 * tn + r1 * t1) / (r1 - r2)).clamp(t_lo, t_hi)
+    let (ta, ca) = cum(k + 1);
+    let tn = cum(n).0;
+    let t = if r1 > near {
+        ((ca - c1 - near * ta + r1 * t1) / (r1 - near)).clamp(t1, ta)
     } else {
         cum(k).0
     };
-    let bytes = (c1 + r1 * (t - t1)).clamp(0.0, cn);
+    let bytes = (c1 + r1 * (t - t1)).clamp(0.0, ca);
     Some(Cliff {
         pass: samples[k].pass,
         bytes_before: bytes.round() as u64,
@@ -203,6 +203,60 @@ pub fn test_cliff(t: &TestRecord) -> Option<Cliff> {
         c.within_pass = true;
         Some(c)
     })
+}
+
+/// SNIA PTS steady state: the window's range (max - min) at most this share of its mean.
+pub const SNIA_RANGE: f64 = 0.20;
+/// SNIA PTS steady state: the best-fit line's excursion over the window at most this share
+/// of its mean.
+pub const SNIA_SLOPE: f64 = 0.10;
+/// SNIA PTS steady state: rounds in the measurement window.
+pub const SNIA_WINDOW: usize = 5;
+
+/// A measurement window judged for steady state.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// Mean of the window's values.
+    pub mean: f64,
+    /// max - min, as a share of the mean.
+    pub range: f64,
+    /// The least-squares line's rise or fall over the window (slope × (rounds - 1)), as a
+    /// share of the mean (signed).
+    pub excursion: f64,
+}
+
+impl Window {
+    /// The window of `values` (at least two).
+    pub fn of(values: &[f64]) -> Option<Window> {
+        let n = values.len();
+        if n < 2 {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        if mean <= 0.0 {
+            return None;
+        }
+        let max = values.iter().copied().fold(f64::MIN, f64::max);
+        let min = values.iter().copied().fold(f64::MAX, f64::min);
+        let xm = (n - 1) as f64 / 2.0;
+        let (mut sxy, mut sxx) = (0.0, 0.0);
+        for (i, v) in values.iter().enumerate() {
+            let dx = i as f64 - xm;
+            sxy += dx * (v - mean);
+            sxx += dx * dx;
+        }
+        let slope = sxy / sxx;
+        Some(Window {
+            mean,
+            range: (max - min) / mean,
+            excursion: slope * (n - 1) as f64 / mean,
+        })
+    }
+
+    /// The SNIA rule: range within 20% and excursion within 10% of the mean.
+    pub fn snia_steady(&self) -> bool {
+        self.range <= SNIA_RANGE && self.excursion.abs() <= SNIA_SLOPE
+    }
 }
 
 /// Intervals with no completions in a test.
@@ -320,6 +374,20 @@ mod tests {
             find_cliff(&samples(&[100.0, 100.0, 100.0, 10.0, 10.0])),
             None
         );
+    }
+
+    #[test]
+    fn the_snia_window_judges_range_and_slope() {
+        let w = Window::of(&[100.0, 101.0, 99.0, 100.0, 100.0]).unwrap();
+        assert!(w.snia_steady() && w.range < 0.021 && w.excursion.abs() < 0.01);
+        // Within 20% but rising 15% over the window: not steady.
+        let rising = Window::of(&[92.0, 96.0, 100.0, 104.0, 108.0]).unwrap();
+        assert!((rising.excursion - 0.16).abs() < 1e-9 && !rising.snia_steady());
+        // Flat but with a 25% range.
+        assert!(!Window::of(&[100.0, 88.0, 112.0, 100.0, 100.0])
+            .unwrap()
+            .snia_steady());
+        assert_eq!(Window::of(&[1.0]), None);
     }
 
     #[test]

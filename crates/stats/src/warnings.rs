@@ -1033,7 +1033,9 @@ fn rate_cliff_and_stalls(out: &mut Vec<Warning>, t: &TestRecord) {
         (false, true) => "writes",
         _ => "I/O",
     };
-    if let Some(c) = crate::series::test_cliff(t) {
+    // `run sustained` measures the cliff itself and reports it (extra.sustained).
+    let measured_here = t.extra.get("sustained").is_some() || t.extra.get("recovery").is_some();
+    if let Some(c) = crate::series::test_cliff(t).filter(|_| !measured_here) {
         let cause = if what == "reads" {
             "a cache ran out"
         } else {

@@ -494,6 +494,7 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         allow_destroy_device: a.safety.allow_destroy_device,
         allow_overwrite_file: a.safety.allow_overwrite_file,
         mpi: a.mpi.mode(),
+        sustained: None,
     };
     let default_budget = plan.default_budget();
     if let Some(u) = &mut plan.until_stable {
