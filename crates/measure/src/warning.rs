@@ -183,22 +183,24 @@ warning_codes! {
     RateCliff = "RATE_CLIFF" {
         caveat: Some(Caveat::Cache),
         title: "The rate dropped during a test and stayed down",
-        when: "the per-100 ms series of a test's measured passes (in a row, or else within one \
-               pass) splits into a faster part and a slower one after it: the median rate \
-               after is at most 67% of the median before, at most 20% of the intervals on \
-               each side and one more lie on the other side of the midway rate (the series' \
-               first interval, the start-up, aside), each side has at least 5 intervals \
-               (0.5 s), and the drop is at least 2 robust standard deviations (1.4826 × \
-               MAD) of the noisier side. The message gives the bytes and seconds of the \
-               series before the drop (where the lines of the cumulative bytes before and after \
-               meet; what preparation, warm-ups and ramps wrote before is \
-               not counted), the rates before and after (bytes over seconds of each side, without \
-               the series' first interval and the transition: the interval before the drop \
-               and the first quarter after it), and the pass it happened in. A \
-               cache (an SSD's SLC cache, a controller's or a host's write-back cache) that \
-               filled: the test's headline mixes its burst with the device's sustained rate. \
-               Measured: no false positive in 20 runs each on a plain loop device and a \
-               throttled one (see [benchmarks.md](benchmarks.md#cliffs))",
+        when: "the per-100 ms series of a test's measured passes, one after another, splits \
+               into a faster part and a slower one after it that lasts to the test's end: \
+               the median rate after is at most 67% of the median before, at most 20% of the \
+               intervals on each side and one more lie on the other side of the midway rate \
+               (the series' first interval, the start-up, aside), at least 5 intervals (0.5 \
+               s) come before the drop and 10 (1 s) after it, and the drop is at least 2 \
+               robust standard deviations (1.4826 × MAD) of the noisier side. The message \
+               gives the bytes and seconds of the series before the drop (where the lines of \
+               the cumulative bytes before and after it meet; what preparation, warm-ups and \
+               ramps wrote before is not counted), the rates before and after (bytes over \
+               seconds of each side, without the series' first interval and the transition: \
+               the interval before the drop and the first quarter after it), and the pass it \
+               happened in. A cache (an SSD's SLC cache, a controller's or a host's \
+               write-back cache) filled, or ran out for reads: the test's headline mixes its \
+               burst with the device's sustained rate. On a shared device another program's \
+               I/O starting mid-test looks the same (BUSY_DEVICE then says so); false \
+               positives measured by `bench/cliffs.sh` are in \
+               [benchmarks.md](benchmarks.md#cliffs-and-sustained-writes)",
         fix: "measure the sustained rate on its own: `iolab run sustained` (burst rate, burst \
               bytes, sustained rate and the recovery after a pause), or passes long enough \
               that the burst is a small part of them",

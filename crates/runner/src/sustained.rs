@@ -194,6 +194,7 @@ impl SustainedPlan {
                 _ => None,
             };
             let v = Recovery {
+                first_burst_bytes: first,
                 idle_s: idle,
                 burst_bytes: regained,
                 burst_seconds: back.as_ref().map(|r| r.seconds),
@@ -260,6 +261,11 @@ impl SustainedPlan {
         }
         let r = extra.get("recovery")?;
         let idle = f(r, "idle_s")?;
+        if r.get("first_burst_bytes").is_none_or(Value::is_null) {
+            return Some(format!(
+                "{name}: no cliff in the writes before it: no burst to come back"
+            ));
+        }
         let back = match f(r, "burst_bytes") {
             Some(b) => format!(
                 "the burst came back for {}",
@@ -300,6 +306,7 @@ struct Sustained {
 /// `extra.recovery`.
 #[derive(Debug, Serialize)]
 struct Recovery {
+    first_burst_bytes: Option<u64>,
     idle_s: f64,
     burst_bytes: Option<u64>,
     burst_seconds: Option<f64>,

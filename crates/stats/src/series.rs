@@ -11,8 +11,10 @@ use iolab_measure::{PassRecord, TestRecord, MB};
 
 /// A cliff: the rate after is at most this share of the rate before.
 pub const CLIFF_RATIO: f64 = 0.67;
-/// A cliff: the fewest intervals on each side of the drop.
+/// A cliff: the fewest intervals before the drop.
 pub const CLIFF_MIN_SIDE: usize = 5;
+/// A cliff: the fewest intervals after the drop (it stays down for a second at least).
+pub const CLIFF_MIN_AFTER: usize = 10;
 /// A cliff: the share of intervals on each side that may lie on the other side of the
 /// midway rate (dips or spikes the noise allows), one interval more than this share.
 pub const CLIFF_STRAY: f64 = 0.2;
@@ -100,14 +102,15 @@ fn robust_sd(v: &[f64]) -> f64 {
 }
 
 /// The cliff in `samples`, if one is there: the split that best separates a higher level
-/// before from a lower one after (most between-segment variance), accepted only if each
-/// side has [`CLIFF_MIN_SIDE`] intervals, the median after is at most [`CLIFF_RATIO`] of
-/// the median before, at most one interval more than [`CLIFF_STRAY`] of each side lies on
-/// the other side of the midway rate (the series' first interval, the start-up, aside), and the drop is
-/// [`CLIFF_SIGMAS`] robust deviations of the noisier side.
+/// before from a lower one after (most between-segment variance), accepted only if
+/// [`CLIFF_MIN_SIDE`] intervals come before it and [`CLIFF_MIN_AFTER`] after, the median
+/// after is at most [`CLIFF_RATIO`] of the median before, at most one interval more than
+/// [`CLIFF_STRAY`] of each side lies on the other side of the midway rate (the series'
+/// first interval, the start-up, aside), and the drop is [`CLIFF_SIGMAS`] robust
+/// deviations of the noisier side.
 pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     let n = samples.len();
-    if n < 2 * CLIFF_MIN_SIDE {
+    if n < CLIFF_MIN_SIDE + CLIFF_MIN_AFTER {
         return None;
     }
     let r: Vec<f64> = samples.iter().map(Sample::mb_s).collect();
@@ -116,7 +119,7 @@ pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     let mut before = 0.0;
     for k in 1..n {
         before += r[k - 1];
-        if k < CLIFF_MIN_SIDE || n - k < CLIFF_MIN_SIDE {
+        if k < CLIFF_MIN_SIDE || n - k < CLIFF_MIN_AFTER {
             continue;
         }
         let (m1, m2) = (before / k as f64, (total - before) / (n - k) as f64);
@@ -187,22 +190,12 @@ pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     })
 }
 
-/// A test's cliff: in its passes in a row, or else within one of its passes (a cache that
-/// recovered in the gap between passes fills again in each).
+/// A test's cliff: in its passes in a row. (Not within one pass alone: a drop at the end
+/// of one pass that the next pass does not share did not stay down.)
 pub fn test_cliff(t: &TestRecord) -> Option<Cliff> {
-    let all = test_samples(t);
-    if let Some(mut c) = find_cliff(&all) {
-        c.within_pass = t.passes.len() == 1;
-        return Some(c);
-    }
-    if t.passes.len() < 2 {
-        return None;
-    }
-    t.passes.iter().find_map(|p| {
-        let mut c = find_cliff(&pass_samples(p))?;
-        c.within_pass = true;
-        Some(c)
-    })
+    let mut c = find_cliff(&test_samples(t))?;
+    c.within_pass = t.passes.len() == 1;
+    Some(c)
 }
 
 /// SNIA PTS steady state: the window's range (max - min) at most this share of its mean.

@@ -1071,9 +1071,10 @@ fn rate_cliff_and_stalls(out: &mut Vec<Warning>, t: &TestRecord) {
         out.push(w(
             WarningCode::StalledIntervals,
             format!(
-                "{} interval(s) of 100 ms with no completed I/O (pass {}), the longest stall \
+                "{} interval{} of 100 ms with no completed I/O (pass {}), the longest stall \
                  {:.1} s",
                 s.intervals,
+                if s.intervals == 1 { "" } else { "s" },
                 passes.join(", "),
                 s.longest_s
             ),

@@ -1453,7 +1453,7 @@ fn stalled_intervals_counted_in_busy_passes_only() {
         &ws,
         "STALLED_INTERVALS",
         Some("SEQ"),
-        &["3 interval(s)", "the longest stall 0.2 s"],
+        &["3 intervals of 100 ms", "the longest stall 0.2 s"],
     );
     assert_eq!(codes(&ws), ["STALLED_INTERVALS"]);
     // Empty intervals at the start of a pass (first I/Os in flight) or its end.
