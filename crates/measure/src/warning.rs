@@ -187,8 +187,8 @@ warning_codes! {
                into a faster part and a slower one after it that lasts to the test's end: \
                the median rate after is at most half the median before, at most 20% of the \
                intervals on each side and one more lie on the other side of the midway rate \
-               (the series' first interval, the start-up, aside), at least 5 intervals (0.5 \
-               s) come before the drop and 10 (1 s) after it, and the drop is at least 2 \
+               (the series' first interval, the start-up, aside), at least 10 intervals \
+               (1 s) come before the drop and 10 after it, and the drop is at least 2 \
                robust standard deviations (1.4826 × MAD) of the noisier side, and it lies \
                inside a pass, two intervals or more after its start (a drop between two \
                passes is a slower pass: HIGH_VARIATION). The message \

@@ -13,8 +13,9 @@ use iolab_measure::{PassRecord, TestRecord, MB};
 /// more: an SSD's SLC cache 3-10×; a level shift of a busy machine's CPU-bound I/O, which
 /// looks the same, rarely halves the rate).
 pub const CLIFF_RATIO: f64 = 0.5;
-/// A cliff: the fewest intervals before the drop.
-pub const CLIFF_MIN_SIDE: usize = 5;
+/// A cliff: the fewest intervals before the drop (a second: shorter bursts are mostly a
+/// start-up transient on a busy machine).
+pub const CLIFF_MIN_SIDE: usize = 10;
 /// A cliff: the fewest intervals after the drop (it stays down for a second at least).
 pub const CLIFF_MIN_AFTER: usize = 10;
 /// A cliff: the share of intervals on each side that may lie on the other side of the
@@ -345,7 +346,8 @@ mod tests {
         assert!((c.seconds_before - 1.25).abs() < 1e-6, "{c:?}");
         assert!(c.bytes_before.abs_diff(500_000_000) < 1000, "{c:?}");
         // A slow first interval (queues filling) and a short burst: still the cliff.
-        let mut r = vec![250.0, 400.0, 400.0, 400.0, 400.0];
+        let mut r = vec![250.0];
+        r.extend([400.0; 9]);
         r.extend([100.0; 15]);
         assert!(find_cliff(&samples(&r)).is_some());
     }

@@ -1428,14 +1428,14 @@ fn rate_cliff_when_the_rate_drops_and_stays_down() {
         *x = 10.0;
     }
     none(&analyze(&series_run(&dip), &f));
-    // Across passes: the cache filled in pass 1, the later passes stay slow.
-    let mut run = run_of(vec![test_of("T", Rw::Write, &[250.0, 100.0, 100.0])]);
-    run.tests[0].passes[0].timeseries.bytes = [vec![40_000_000; 5], vec![10_000_000; 5]].concat();
+    // Across passes: the cache filled in pass 2, the later pass stays slow.
+    let mut run = run_of(vec![test_of("T", Rw::Write, &[400.0, 190.0, 100.0])]);
+    run.tests[0].passes[1].timeseries.bytes = [vec![40_000_000; 3], vec![10_000_000; 7]].concat();
     fired(
         &analyze(&run, &f),
         "RATE_CLIFF",
         Some("T"),
-        &["400 MB/s", "then 100 MB/s", "(the drop in pass 1)"],
+        &["400 MB/s", "then 100 MB/s", "(the drop in pass 2)"],
     );
     // A slow pass between fast ones did not stay down; a drop between two passes is a
     // slower pass (HIGH_VARIATION), not a cliff.
