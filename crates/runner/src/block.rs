@@ -75,6 +75,61 @@ pub struct BlockPlan {
     pub mpi: crate::coord::MpiMode,
     /// `run sustained`: rounds until steady after a cliff, and the recovery after a pause.
     pub sustained: Option<crate::sustained::SustainedPlan>,
+    /// `--steady-state`: passes (rounds) until a window of them holds the rule.
+    pub steady: Option<SteadyPlan>,
+}
+
+/// `--steady-state`: a test's passes are rounds; it stops once its last `window` rounds
+/// hold `rule`, or after `max_rounds` (steady state not attained).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SteadyPlan {
+    pub rule: iolab_stats::series::SteadyRule,
+    pub window: u32,
+    pub max_rounds: u32,
+}
+
+/// SNIA PTS: rounds in the measurement window, and most rounds.
+pub const STEADY_WINDOW: u32 = 5;
+pub const STEADY_MAX_ROUNDS: u32 = 25;
+
+impl SteadyPlan {
+    /// The window of the last `window` passes, if they hold the rule.
+    fn holds(
+        &self,
+        passes: &[iolab_measure::PassRecord],
+        round: Duration,
+    ) -> Option<iolab_stats::series::Window> {
+        let w = self.window as usize;
+        let last = passes.get(passes.len().checked_sub(w)?..)?;
+        let mb: Vec<f64> = last.iter().map(|p| p.mb_s).collect();
+        let iops: Vec<f64> = last.iter().map(|p| p.iops).collect();
+        self.rule.holds(&mb, &iops, round.as_secs_f64())
+    }
+
+    /// `extra.steady_state` of a test.
+    fn extra(&self, passes: &[iolab_measure::PassRecord], round: Duration) -> serde_json::Value {
+        let n = passes.len();
+        let held = self.holds(passes, round);
+        let w = (self.window as usize).min(n);
+        let last = &passes[n - w..];
+        let mean = |f: fn(&iolab_measure::PassRecord) -> f64| {
+            last.iter().map(f).sum::<f64>() / w.max(1) as f64
+        };
+        let window =
+            iolab_stats::series::Window::of(&last.iter().map(|p| p.mb_s).collect::<Vec<_>>());
+        serde_json::json!({
+            "rule": self.rule.text(),
+            "attained": held.is_some(),
+            "round": held.map(|_| n + 1 - w),
+            "rounds": n,
+            "window_rounds": self.window,
+            "max_rounds": self.max_rounds,
+            "window_mean_mb_s": mean(|p| p.mb_s),
+            "window_mean_iops": mean(|p| p.iops),
+            "window_range": window.map(|x| x.range),
+            "window_excursion": window.map(|x| x.excursion),
+        })
+    }
 }
 
 impl BlockPlan {
@@ -95,6 +150,7 @@ impl BlockPlan {
             allow_overwrite_file: false,
             mpi: crate::coord::MpiMode::default(),
             sustained: None,
+            steady: None,
         }
     }
 
@@ -1135,6 +1191,14 @@ impl Schedule<'_> {
             }
             let measured = t.record.passes.len() as u32;
             let stop = match self.plan.until_stable {
+                None if self.plan.steady.is_some() => {
+                    let sp = self.plan.steady.expect("steady");
+                    if sp.holds(&t.record.passes, s.duration).is_some() {
+                        Some(Stopped::Stable)
+                    } else {
+                        (measured >= sp.max_rounds).then_some(Stopped::MaxRuns)
+                    }
+                }
                 None => (measured >= s.runs).then_some(Stopped::Runs),
                 Some(u) => {
                     let mbs: Vec<f64> = t.record.passes.iter().map(|p| p.mb_s).collect();
@@ -1176,6 +1240,13 @@ impl Schedule<'_> {
         });
         t.record.extra =
             BlockExtra::new(t.spec, t.access_ios.clone(), checked, adaptive).to_value();
+        if let Some(sp) = self.plan.steady {
+            if !t.record.extra.is_object() {
+                t.record.extra = serde_json::json!({});
+            }
+            t.record.extra["steady_state"] =
+                sp.extra(&t.record.passes, self.plan.settings.duration);
+        }
         if let Some(sp) = self.plan.sustained {
             let (key, v) = sp.extra(&t.record, t.sustained_end, &mut t.sustained_state);
             if !crate::sustained::is_recovery(&t.record.name) {
@@ -1227,6 +1298,33 @@ impl Schedule<'_> {
         }
         if t.record.passes.is_empty() {
             return Ok(());
+        }
+        if let Some(ss) = t.record.extra.get("steady_state") {
+            let f = |k: &str| ss.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+            let line = match ss.get("round").and_then(|v| v.as_u64()) {
+                Some(r) => format!(
+                    "{}: steady state ({}) attained in rounds {r}-{}: {:.1} MB/s, {:.0} IOPS \
+                     (range {:.1}%, excursion {:.1}% of the mean)",
+                    t.record.name,
+                    ss["rule"].as_str().unwrap_or(""),
+                    f("rounds") as u64,
+                    f("window_mean_mb_s"),
+                    f("window_mean_iops"),
+                    f("window_range") * 100.0,
+                    f("window_excursion") * 100.0
+                ),
+                None => format!(
+                    "{}: steady state ({}) not attained in {} rounds; the last {} ran at {:.1} \
+                     MB/s",
+                    t.record.name,
+                    ss["rule"].as_str().unwrap_or(""),
+                    f("rounds") as u64,
+                    f("window_rounds") as u64,
+                    f("window_mean_mb_s")
+                ),
+            };
+            ctx.progress.println(&line);
+            ctx.note(line);
         }
         if self.plan.sustained.is_some() {
             if let Some(line) =

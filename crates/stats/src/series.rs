@@ -262,6 +262,96 @@ impl Window {
     }
 }
 
+/// A steady-state rule over a test's passes (rounds): the SNIA PTS window, or one of
+/// fio's `steadystate` criteria.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SteadyRule {
+    /// Range within 20% and excursion within 10% of the window's mean (MB/s).
+    Snia,
+    /// fio's `iops`/`bw` (`slope` false: every value within `limit` × the mean of it) or
+    /// `iops_slope`/`bw_slope` (`slope`: the least-squares slope, per second, within
+    /// `limit` × the mean).
+    Fio { iops: bool, slope: bool, limit: f64 },
+}
+
+impl SteadyRule {
+    /// `snia`, or fio's `iops:P%`, `bw:P%`, `iops_slope:P%`, `bw_slope:P%`.
+    pub fn parse(text: &str) -> Result<SteadyRule, String> {
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("snia") {
+            return Ok(SteadyRule::Snia);
+        }
+        let (name, limit) = t.split_once(':').ok_or_else(|| {
+            format!(
+                "'{text}': give snia, or iops, bw, iops_slope or bw_slope with :P% (e.g. iops:20%)"
+            )
+        })?;
+        let (iops, slope) = match name.trim() {
+            "iops" => (true, false),
+            "bw" => (false, false),
+            "iops_slope" => (true, true),
+            "bw_slope" => (false, true),
+            "lat" | "lat_slope" => {
+                return Err(format!(
+                    "'{text}': latency criteria are not supported; use iops, bw, iops_slope or \
+                     bw_slope"
+                ))
+            }
+            other => return Err(format!("'{text}': unknown criterion '{other}'")),
+        };
+        let pct = limit
+            .trim()
+            .strip_suffix('%')
+            .and_then(|p| p.trim().parse::<f64>().ok())
+            .filter(|p| p.is_finite() && *p > 0.0 && *p <= 100.0)
+            .ok_or_else(|| {
+                format!("'{text}': the limit is a percentage of the mean, e.g. {name}:10%")
+            })?;
+        Ok(SteadyRule::Fio {
+            iops,
+            slope,
+            limit: pct / 100.0,
+        })
+    }
+
+    /// Its text, as `parse` takes it.
+    pub fn text(&self) -> String {
+        match self {
+            SteadyRule::Snia => "snia".into(),
+            SteadyRule::Fio { iops, slope, limit } => format!(
+                "{}{}:{}%",
+                if *iops { "iops" } else { "bw" },
+                if *slope { "_slope" } else { "" },
+                limit * 100.0
+            ),
+        }
+    }
+
+    /// Whether the window's values hold (MB/s and IOPS of each round, rounds of `round_s`
+    /// seconds), with the window of the value the rule judges.
+    pub fn holds(&self, mb_s: &[f64], iops: &[f64], round_s: f64) -> Option<Window> {
+        match *self {
+            SteadyRule::Snia => Window::of(mb_s).filter(Window::snia_steady),
+            SteadyRule::Fio {
+                iops: i,
+                slope,
+                limit,
+            } => {
+                let v = if i { iops } else { mb_s };
+                let w = Window::of(v)?;
+                let ok = if slope {
+                    // excursion is slope × (n - 1) / mean; per second: / ((n - 1) × round)
+                    let per_s = w.excursion / ((v.len() - 1) as f64 * round_s.max(1e-9));
+                    per_s.abs() <= limit
+                } else {
+                    v.iter().all(|x| (x - w.mean).abs() <= limit * w.mean)
+                };
+                ok.then_some(w)
+            }
+        }
+    }
+}
+
 /// Intervals with no completions in a test.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stalls {
@@ -400,6 +490,28 @@ mod tests {
             .unwrap()
             .snia_steady());
         assert_eq!(Window::of(&[1.0]), None);
+    }
+
+    #[test]
+    fn steady_rules_parse_and_judge() {
+        assert_eq!(SteadyRule::parse("snia"), Ok(SteadyRule::Snia));
+        let r = SteadyRule::parse("iops:10%").unwrap();
+        assert_eq!(r.text(), "iops:10%");
+        let mb = [1.0; 5];
+        assert!(r
+            .holds(&mb, &[100.0, 105.0, 95.0, 100.0, 100.0], 1.0)
+            .is_some());
+        assert!(r
+            .holds(&mb, &[100.0, 115.0, 95.0, 100.0, 100.0], 1.0)
+            .is_none());
+        // bw_slope:1%: a rise of 1 MB/s a round of 1 s on a mean of 100 is 1% a second.
+        let s = SteadyRule::parse("bw_slope:1.5%").unwrap();
+        let rising = [98.0, 99.0, 100.0, 101.0, 102.0];
+        assert!(s.holds(&rising, &mb, 1.0).is_some());
+        assert!(s.holds(&rising, &mb, 0.5).is_none(), "2% a second");
+        for bad in ["iops", "iops:10", "lat:5%", "xyz:5%", "bw:0%"] {
+            assert!(SteadyRule::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
