@@ -839,7 +839,8 @@ fn first_bytes(message: &str) -> f64 {
 /// burst back in part and the time the cache takes to recover wholly. The bounds are the
 /// model's figures with room for a loaded 2-core machine (a busy host can slow the burst,
 /// never speed it up; docs/benchmarks.md has the figures of quiet runs), and no cliff on a
-/// plain loop device.
+/// plain loop device. A loaded host can hide the cliff, never make one: each measurement
+/// gets up to three tries.
 #[test]
 fn a_fast_cache_shows_a_cliff_a_sustained_rate_and_its_recovery() {
     let Some(_lock) = require_emudisk(&[]) else {
@@ -885,43 +886,62 @@ fn a_fast_cache_shows_a_cliff_a_sustained_rate_and_its_recovery() {
     );
     drop(plain);
 
+    // A loaded host can hide the cliff (dips in the burst when it cannot keep 32 I/Os in
+    // flight), never make one: up to three tries, each on a recovered cache.
     let disk = EmuDisk::new(128 * MIB, CACHED_SSD);
-    let doc = write(disk.s(), "3500ms");
-    let cliff = doc["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["code"] == "RATE_CLIFF")
-        .unwrap_or_else(|| panic!("no RATE_CLIFF: {:#}", doc["tests"][0]["passes"][0]));
+    let mut seen = Vec::new();
+    let cliff = (0..3)
+        .find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_secs(4)); // the cache recovers
+            let doc = write(disk.s(), "3500ms");
+            seen.push(doc["tests"][0]["passes"][0]["timeseries"]["mb_s"].clone());
+            doc["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|w| w["code"] == "RATE_CLIFF")
+                .cloned()
+        })
+        .unwrap_or_else(|| panic!("no RATE_CLIFF in three tries: {seen:?}"));
     let msg = cliff["message"].as_str().unwrap();
     assert!(msg.starts_with("writes ran at "), "{msg}");
     let at = first_bytes(msg) / SSD_CACHE as f64;
     assert!((0.8..1.25).contains(&at), "{msg}: the cache is 48 MiB");
 
-    std::thread::sleep(std::time::Duration::from_secs(4)); // the cache recovers wholly
-    let (code, doc, err) = run_json(
-        &sb,
-        &[
-            "sustained",
-            "--rw",
-            "write",
-            "--bs",
-            "64k",
-            "--iodepth",
-            "32",
-            "--target",
-            disk.s(),
-            "--size",
-            "96MiB",
-            "--idle",
-            "1500ms",
-            "--max-time",
-            "30s",
-            "--allow-destroy-device",
-            "--no-store",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
+    let sustained = || {
+        std::thread::sleep(std::time::Duration::from_secs(4)); // the cache recovers wholly
+        let (code, doc, err) = run_json(
+            &sb,
+            &[
+                "sustained",
+                "--rw",
+                "write",
+                "--bs",
+                "64k",
+                "--iodepth",
+                "32",
+                "--target",
+                disk.s(),
+                "--size",
+                "96MiB",
+                "--idle",
+                "1500ms",
+                "--max-time",
+                "30s",
+                "--allow-destroy-device",
+                "--no-store",
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        doc
+    };
+    let mut doc = sustained();
+    for _ in 0..2 {
+        if !doc["tests"][0]["extra"]["sustained"]["burst_bytes"].is_null() {
+            break;
+        }
+        doc = sustained();
+    }
     let tests = doc["tests"].as_array().unwrap();
     assert_eq!(tests.len(), 2, "{doc:#}");
     let s = &tests[0]["extra"]["sustained"];
