@@ -268,6 +268,16 @@ pub struct ShowArgs {
     /// line per warning code and note.
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// Print each test's throughput per interval (the stored 100 ms series) instead of the
+    /// report: a table, or CSV with --csv, JSON with --json (see docs/reports.md).
+    #[arg(long, conflicts_with_all = ["warnings", "verbose"])]
+    pub series: bool,
+    /// With --series: the interval, a multiple of 100ms (default 1s).
+    #[arg(long, requires = "series", value_name = "TIME")]
+    pub interval: Option<String>,
+    /// With --series: CSV, one row per interval, with a header row.
+    #[arg(long, requires = "series", conflicts_with = "json")]
+    pub csv: bool,
 }
 
 #[derive(Args, Debug)]

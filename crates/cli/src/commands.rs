@@ -76,6 +76,9 @@ fn show(args: ShowArgs) -> Result<i32, RunError> {
         })?
     };
     let run = store.load_run(id)?;
+    if args.series {
+        return show_series(&args, &run);
+    }
     if args.json {
         println!("{}", iolab_report::to_json_string(&run));
     } else if args.warnings {
@@ -99,6 +102,27 @@ fn show(args: ShowArgs) -> Result<i32, RunError> {
                 Err(e) => println!("\n(environment stored in an unreadable form: {e})"),
             }
         }
+    }
+    Ok(0)
+}
+
+/// `show N --series`: the run's per-interval throughput as a table, CSV or JSON.
+fn show_series(args: &ShowArgs, run: &iolab_measure::RunRecord) -> Result<i32, RunError> {
+    let text = args.interval.as_deref().unwrap_or("1s");
+    let interval = iolab_spec::parse_duration("interval", text)
+        .map_err(|e| RunError::usage(format!("--interval {text}: {e}")))?;
+    let ms = interval.as_millis() as u64;
+    iolab_report::series::check_interval(run, ms).map_err(RunError::usage)?;
+    use iolab_report::series;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&series::json(run, ms)).expect("JSON serialises")
+        );
+    } else if args.csv {
+        print!("{}", series::csv(run, ms));
+    } else {
+        print!("{}", series::text(run, ms));
     }
     Ok(0)
 }

@@ -819,3 +819,53 @@ fn push_copies_each_run_once_and_concurrent_runs_all_land() {
     let out = sb.iolab(&["push", "9", "--to", &url]).code(2);
     out.stderr_has(&["run 9 is not stored"]);
 }
+
+/// `show N --series`: the stored 100 ms series per interval, as CSV (summing to each
+/// pass's bytes), JSON (per test, with its cliff and stalls) and a table; an interval that
+/// is not a multiple of 100 ms is refused with exit 2 (issue 27).
+#[test]
+fn show_series_as_csv_json_and_table_at_a_chosen_interval() {
+    let sb = Sandbox::new();
+    let line = "custom --rw write --bs 64k --size 4MiB --runs 2 --duration 300ms --ramp 0 \
+                --warmup 0";
+    sb.run(&line.split_whitespace().collect::<Vec<_>>()).ok();
+    let doc = sb.iolab(&["show", "last", "--json"]).ok().json();
+    let passes = doc["tests"][0]["passes"].as_array().unwrap();
+
+    let out = sb
+        .iolab(&["show", "last", "--series", "--interval", "200ms", "--csv"])
+        .ok();
+    let mut reader = csv::Reader::from_reader(out.stdout.as_bytes());
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(
+        header,
+        ["test", "pass", "start_s", "seconds", "bytes", "mb_s"]
+    );
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    for p in passes {
+        let index = p["index"].to_string();
+        let mine: Vec<&csv::StringRecord> = rows.iter().filter(|r| r[1] == index).collect();
+        assert!(!mine.is_empty() && mine.len() <= 2, "{}", out.stdout);
+        let bytes: u64 = mine.iter().map(|r| r[4].parse::<u64>().unwrap()).sum();
+        assert_eq!(bytes, p["bytes"].as_u64().unwrap(), "{}", out.stdout);
+        assert_eq!(&mine[0][2], "0");
+    }
+
+    let v = sb
+        .iolab(&["show", "last", "--series", "--json"])
+        .ok()
+        .json();
+    assert_eq!(v["interval_ms"], 1000);
+    let t = &v["tests"][0];
+    assert_eq!(t["passes"].as_array().unwrap().len(), passes.len());
+    assert!(t["cliff"].is_null(), "{t:#}");
+    assert!(t["stalls"]["intervals"].is_u64(), "{t:#}");
+
+    let table = sb.iolab(&["show", "last", "--series"]).ok();
+    assert!(table.stdout.contains("MB/s"), "{}", table.stdout);
+    let bad = sb
+        .iolab(&["show", "last", "--series", "--interval", "150ms"])
+        .code(2);
+    assert!(bad.stderr.contains("multiple of 100ms"), "{}", bad.stderr);
+    sb.iolab(&["show", "last", "--interval", "1s"]).code(2);
+}

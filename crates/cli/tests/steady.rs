@@ -480,3 +480,57 @@ fn ctrl_c_during_a_repeat_keeps_what_finished_and_starts_no_more() {
     }
     assert!(sb.target_entries().is_empty(), "test file left behind");
 }
+
+/// `--steady-state` on the throttled device (issue 27): the SNIA window (five rounds, range
+/// within 20%, excursion within 10% of their mean) holds in the first five rounds, at the
+/// cap, and the JSON and the notes say so.
+#[test]
+fn steady_state_on_a_throttle_is_attained_in_the_first_window() {
+    let Some(_lock) = devices_and_blkio() else {
+        return;
+    };
+    let t = Throttled::new();
+    let sb = Sandbox::new();
+    let args = [
+        "run",
+        "custom",
+        "--iodepth",
+        "4",
+        "--target",
+        t.dev.s(),
+        "--quiet",
+        "--rw",
+        "read",
+        "--bs",
+        "128k",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--steady-state",
+        "--no-store",
+        "--json",
+        "-",
+    ];
+    let out = t.command(&sb, &args).output().unwrap();
+    let doc = Out::new(&args, out, Duration::ZERO).ok().json();
+    let test = &arr(&doc, "tests")[0];
+    let ss = get(get(test, "extra"), "steady_state");
+    assert_eq!(ss["rule"], "snia", "{ss:#}");
+    assert_eq!(ss["attained"], true, "{ss:#}");
+    let mbs: Vec<f64> = arr(test, "passes").iter().map(|p| num(p, "mb_s")).collect();
+    assert_eq!(ss["round"], 1, "{ss:#} {mbs:?}");
+    assert_eq!(ss["rounds"], 5, "{ss:#}");
+    assert_eq!(arr(test, "passes").len(), 5);
+    let mean = num(ss, "window_mean_mb_s");
+    assert!(
+        (mean - CAP_MB_S).abs() <= 0.05 * CAP_MB_S,
+        "{mean} MB/s against the cap {CAP_MB_S}"
+    );
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains("steady state (snia) attained in rounds 1-5"),
+        "{notes}"
+    );
+    assert!(!warning_codes(&doc).contains(&"RATE_CLIFF".to_string()));
+}

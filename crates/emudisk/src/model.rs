@@ -12,15 +12,23 @@
 //!   requests wait half a revolution on average), then transfers `len / transfer_rate`.
 //! - ssd: `read_latency` or the program latency, plus `len / transfer_rate`; writes take
 //!   `fast_write_latency` until `fast_cache` bytes have been written, `write_latency` after
-//!   (the cache never recovers: the cliff stays).
+//!   (the cliff); once the device has been idle (no request in service on any lane) for
+//!   [`RECOVERY_IDLE_S`], the used cache shrinks by `fast_cache_recovery` bytes a second
+//!   for the rest of the idle time (0: never, the cliff stays).
 
 use crate::spec::{ModelKind, Params};
 
-/// The mutable part of a model: the head position and how much fast cache is used.
+/// ssd: seconds of idle time before the fast cache starts to recover (a drive waits for the
+/// host to go quiet; a host that merely falls behind for a moment frees nothing).
+pub const RECOVERY_IDLE_S: f64 = 0.05;
+
+/// The mutable part of a model: the head position, how much fast cache is used, and when
+/// (model seconds) the last request in service ends.
 #[derive(Debug, Default)]
 pub struct ModelState {
     pub head: u64,
     pub fast_used: u64,
+    pub busy_until_s: f64,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -36,6 +44,29 @@ pub fn service(
     start_s: f64,
 ) -> f64 {
     let xfer = len as f64 / p.transfer_rate as f64;
+    if start_s > st.busy_until_s + RECOVERY_IDLE_S && p.fast_cache_recovery > 0 {
+        // Idle since the last request ended: the cache drained meanwhile.
+        let idle = start_s - st.busy_until_s - RECOVERY_IDLE_S;
+        let freed = idle * p.fast_cache_recovery as f64;
+        st.fast_used = st.fast_used.saturating_sub(freed as u64);
+    }
+    let d = service_time(p, st, rng, capacity, off, len, write, start_s, xfer);
+    st.busy_until_s = st.busy_until_s.max(start_s + d);
+    d
+}
+
+#[allow(clippy::too_many_arguments)]
+fn service_time(
+    p: &Params,
+    st: &mut ModelState,
+    rng: &mut fastrand::Rng,
+    capacity: u64,
+    off: u64,
+    len: u64,
+    write: bool,
+    start_s: f64,
+    xfer: f64,
+) -> f64 {
     match p.model {
         ModelKind::Fixed => {
             if p.latency_percentiles.is_empty() {
@@ -183,5 +214,45 @@ mod tests {
         assert!((w(&mut st, &mut rng) - (10e-6 + xfer)).abs() < 1e-12);
         assert!((w(&mut st, &mut rng) - (1e-3 + xfer)).abs() < 1e-12);
         assert_eq!(p.parallelism, 4);
+    }
+
+    /// The used fast cache shrinks at `fast_cache_recovery` while nothing is in service:
+    /// 16 KiB of cache, 4 KiB/s of recovery after 50 ms idle. Four writes back to back fill
+    /// it; a fifth is slow; one second idle frees room for one fast write, two seconds for
+    /// two, 50 ms for none.
+    #[test]
+    fn ssd_fast_cache_recovers_while_idle() {
+        let s: EmuSpec = serde_json::from_str(
+            r#"{"model":"ssd","fast_cache":"16KiB","fast_cache_recovery":"4KiB","fast_write_latency":"10us","write_latency":"1ms","transfer_rate":"4GiB"}"#,
+        )
+        .unwrap();
+        let p = validate(&s).unwrap();
+        let (mut st, mut rng) = (ModelState::default(), fastrand::Rng::with_seed(1));
+        let mut t = 0.0;
+        let mut w = |st: &mut ModelState, at: Option<f64>| {
+            if let Some(at) = at {
+                t = at;
+            }
+            let d = service(&p, st, &mut rng, 1 << 30, 0, 4096, true, t);
+            t += d;
+            d < 1e-4
+        };
+        let fast: Vec<bool> = (0..5).map(|_| w(&mut st, None)).collect();
+        assert_eq!(fast, [true, true, true, true, false]);
+        let end = st.busy_until_s;
+        assert!(w(&mut st, Some(end + 1.0)), "a second idle frees 4 KiB");
+        assert!(!w(&mut st, None));
+        let end = st.busy_until_s;
+        assert!(w(&mut st, Some(end + 2.0)));
+        assert!(w(&mut st, None));
+        assert!(!w(&mut st, None));
+        let end = st.busy_until_s;
+        assert!(!w(&mut st, Some(end + RECOVERY_IDLE_S)));
+        let never: EmuSpec =
+            serde_json::from_str(r#"{"model":"ssd","fast_cache":"16KiB"}"#).unwrap();
+        assert_eq!(validate(&never).unwrap().fast_cache_recovery, 0);
+        let alone: EmuSpec =
+            serde_json::from_str(r#"{"model":"ssd","fast_cache_recovery":"1MiB"}"#).unwrap();
+        assert!(validate(&alone).is_err(), "recovery without a fast cache");
     }
 }

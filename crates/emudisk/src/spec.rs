@@ -79,6 +79,10 @@ pub struct EmuSpec {
     /// ssd: program latency while the fast cache lasts (default "20us").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_write_latency: Option<String>,
+    /// ssd: bytes per second of idle time by which the used fast cache shrinks (default
+    /// "0": it never recovers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_cache_recovery: Option<String>,
     /// "back" or "through" (default "through").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_cache: Option<WriteCacheMode>,
@@ -158,6 +162,9 @@ pub struct Params {
     pub parallelism: u32,
     pub fast_cache_bytes: u64,
     pub fast_write_latency_s: f64,
+    /// Bytes of fast cache freed per second the device is idle (0: never).
+    #[serde(default)]
+    pub fast_cache_recovery: u64,
     pub write_cache: WriteCacheMode,
     pub cache_size: u64,
     pub flush_latency_s: f64,
@@ -273,6 +280,11 @@ pub fn validate(s: &EmuSpec) -> Result<Params, SpecIssue> {
     only("parallelism", s.parallelism.is_some(), &[Fixed, Ssd])?;
     only("fast_cache", s.fast_cache.is_some(), &[Ssd])?;
     only("fast_write_latency", s.fast_write_latency.is_some(), &[Ssd])?;
+    only(
+        "fast_cache_recovery",
+        s.fast_cache_recovery.is_some(),
+        &[Ssd],
+    )?;
     let (rl, wl) = match model {
         Ssd => (100e-6, 1e-3),
         _ => (0.0, 0.0),
@@ -331,6 +343,13 @@ pub fn validate(s: &EmuSpec) -> Result<Params, SpecIssue> {
     }
     let fast_cache_bytes = size("fast_cache", &s.fast_cache, 0)?;
     let fast_write_latency_s = dur("fast_write_latency", &s.fast_write_latency, 20e-6)?;
+    let fast_cache_recovery = size("fast_cache_recovery", &s.fast_cache_recovery, 0)?;
+    if fast_cache_recovery > 0 && fast_cache_bytes == 0 {
+        return Err(issue(
+            "fast_cache_recovery",
+            "needs a fast_cache to recover (give fast_cache too)",
+        ));
+    }
     let write_cache = s.write_cache.unwrap_or(WriteCacheMode::Through);
     if write_cache == WriteCacheMode::Through && s.cache_size.is_some() {
         return Err(issue(
@@ -359,6 +378,7 @@ pub fn validate(s: &EmuSpec) -> Result<Params, SpecIssue> {
         parallelism,
         fast_cache_bytes,
         fast_write_latency_s,
+        fast_cache_recovery,
         write_cache,
         cache_size: if write_cache == WriteCacheMode::Back {
             cache_size
@@ -390,6 +410,19 @@ impl Params {
                 self.write_latency_s * 1e3
             ),
             ModelKind::Hdd => format!("hdd {} rpm", self.rpm),
+            ModelKind::Ssd if self.fast_cache_bytes > 0 => format!(
+                "ssd x{}, fast cache {} MiB{}",
+                self.parallelism,
+                self.fast_cache_bytes >> 20,
+                if self.fast_cache_recovery > 0 {
+                    format!(
+                        " recovering {} MiB/s idle",
+                        self.fast_cache_recovery as f64 / (1u64 << 20) as f64
+                    )
+                } else {
+                    String::new()
+                }
+            ),
             ModelKind::Ssd => format!("ssd x{}", self.parallelism),
         };
         let c = match self.write_cache {

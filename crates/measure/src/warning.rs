@@ -180,6 +180,33 @@ warning_codes! {
               honours flushes, such as `cache=none`); a cache with power-loss protection makes \
               the numbers safe but still the cache's",
     }
+    RateCliff = "RATE_CLIFF" {
+        caveat: Some(Caveat::Cache),
+        title: "The rate dropped during a test and stayed down",
+        when: "the per-100 ms series of a test's measured passes, one after another, splits \
+               into a faster part and a slower one after it that lasts to the test's end: \
+               the median rate after is at most half the median before, at most 20% of the \
+               intervals on each side and one more lie on the other side of the midway rate \
+               (the series' first interval, the start-up, aside), at least 10 intervals \
+               (1 s) come before the drop and 10 after it, and the drop is at least 2 \
+               robust standard deviations (1.4826 × MAD) of the noisier side, and it lies \
+               inside a pass, two intervals or more after its start (a drop between two \
+               passes is a slower pass: HIGH_VARIATION). The message \
+               gives the bytes and seconds of the series before the drop (where the lines of \
+               the cumulative bytes before and after it meet; what preparation, warm-ups and \
+               ramps wrote before is not counted), the rates before and after (bytes over \
+               seconds of each side, without the series' first interval and the transition: \
+               the interval before the drop and the first quarter after it), and the pass it \
+               happened in. A cache (an SSD's SLC cache, a controller's or a host's \
+               write-back cache) filled, or ran out for reads: the test's headline mixes its \
+               burst with the device's sustained rate. On a shared device another program's \
+               I/O starting mid-test looks the same (BUSY_DEVICE then says so); false \
+               positives measured by `bench/cliffs.sh` are in \
+               [benchmarks.md](benchmarks.md#cliffs-and-sustained-writes)",
+        fix: "measure the sustained rate on its own: `iolab run sustained` (burst rate, burst \
+              bytes, sustained rate and the recovery after a pause), or passes long enough \
+              that the burst is a small part of them",
+    }
     CompressibleData = "COMPRESSIBLE_DATA" {
         caveat: Some(Caveat::Cache),
         title: "Zeros written to a compressing filesystem",
@@ -286,6 +313,17 @@ warning_codes! {
                100%, and is not taken (0 in the record, `cpu_resolution_pct` above 5) when \
                the pass was too short for one tick to be within 5% of a CPU",
         fix: "close them, or accept the number as \"under load\"",
+    }
+    StalledIntervals = "STALLED_INTERVALS" {
+        caveat: None,
+        title: "Intervals in which no I/O completed",
+        when: "a pass that completed at least 10 I/Os per 100 ms on average had 100 ms \
+               intervals with none (empty intervals at a pass's start, its first I/Os still in \
+               flight, or at its end do not count): the \
+               device, or the machine, stopped answering for that long; the message counts \
+               them and gives the longest stall",
+        fix: "look for what paused: the device (garbage collection, a cache write-out, a \
+              throttle), other programs on a busy machine (BUSY_CPU), memory pressure; rerun",
     }
     HighVariation = "HIGH_VARIATION" {
         caveat: None,
@@ -462,9 +500,8 @@ impl WarningCode {
         }
         match self {
             DataMismatch | ScrubNotRepaired | ScrubMiscounted | StatusMismatch => Weight::Integrity,
-            BusyDevice | BusyCpu | HighVariation | OutlierPass | SlowFirstPass | NotConverged => {
-                Weight::Noise
-            }
+            BusyDevice | BusyCpu | HighVariation | OutlierPass | SlowFirstPass | NotConverged
+            | StalledIntervals => Weight::Noise,
             _ => Weight::Setup,
         }
     }
@@ -568,6 +605,7 @@ mod tests {
                 "DIRECT_IO_IGNORED",
                 "LOOP_WITHOUT_DIO",
                 "WRITES_FASTER_THAN_READS",
+                "RATE_CLIFF",
                 "COMPRESSIBLE_DATA",
                 "SPARSE_READ"
             ]

@@ -25,6 +25,7 @@ pub mod json;
 pub mod markdown;
 pub mod mpi;
 pub mod presets;
+pub mod series;
 pub mod set;
 pub mod style;
 pub mod terminal;

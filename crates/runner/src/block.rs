@@ -73,6 +73,63 @@ pub struct BlockPlan {
     pub allow_overwrite_file: bool,
     /// `--shared-file`, `--stonewall`: for the ranks of an MPI run only.
     pub mpi: crate::coord::MpiMode,
+    /// `run sustained`: rounds until steady after a cliff, and the recovery after a pause.
+    pub sustained: Option<crate::sustained::SustainedPlan>,
+    /// `--steady-state`: passes (rounds) until a window of them holds the rule.
+    pub steady: Option<SteadyPlan>,
+}
+
+/// `--steady-state`: a test's passes are rounds; it stops once its last `window` rounds
+/// hold `rule`, or after `max_rounds` (steady state not attained).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SteadyPlan {
+    pub rule: iolab_stats::series::SteadyRule,
+    pub window: u32,
+    pub max_rounds: u32,
+}
+
+/// SNIA PTS: rounds in the measurement window, and most rounds.
+pub const STEADY_WINDOW: u32 = 5;
+pub const STEADY_MAX_ROUNDS: u32 = 25;
+
+impl SteadyPlan {
+    /// The window of the last `window` passes, if they hold the rule.
+    fn holds(
+        &self,
+        passes: &[iolab_measure::PassRecord],
+        round: Duration,
+    ) -> Option<iolab_stats::series::Window> {
+        let w = self.window as usize;
+        let last = passes.get(passes.len().checked_sub(w)?..)?;
+        let mb: Vec<f64> = last.iter().map(|p| p.mb_s).collect();
+        let iops: Vec<f64> = last.iter().map(|p| p.iops).collect();
+        self.rule.holds(&mb, &iops, round.as_secs_f64())
+    }
+
+    /// `extra.steady_state` of a test.
+    fn extra(&self, passes: &[iolab_measure::PassRecord], round: Duration) -> serde_json::Value {
+        let n = passes.len();
+        let held = self.holds(passes, round);
+        let w = (self.window as usize).min(n);
+        let last = &passes[n - w..];
+        let mean = |f: fn(&iolab_measure::PassRecord) -> f64| {
+            last.iter().map(f).sum::<f64>() / w.max(1) as f64
+        };
+        let window =
+            iolab_stats::series::Window::of(&last.iter().map(|p| p.mb_s).collect::<Vec<_>>());
+        serde_json::json!({
+            "rule": self.rule.text(),
+            "attained": held.is_some(),
+            "round": held.map(|_| n + 1 - w),
+            "rounds": n,
+            "window_rounds": self.window,
+            "max_rounds": self.max_rounds,
+            "window_mean_mb_s": mean(|p| p.mb_s),
+            "window_mean_iops": mean(|p| p.iops),
+            "window_range": window.map(|x| x.range),
+            "window_excursion": window.map(|x| x.excursion),
+        })
+    }
 }
 
 impl BlockPlan {
@@ -92,6 +149,8 @@ impl BlockPlan {
             allow_destroy_device: false,
             allow_overwrite_file: false,
             mpi: crate::coord::MpiMode::default(),
+            sustained: None,
+            steady: None,
         }
     }
 
@@ -747,6 +806,9 @@ struct TestRun<'p> {
     wall: Duration,
     visits: u32,
     stopped: Option<Stopped>,
+    /// `run sustained`: why its writes ended, and the first burst of its pair.
+    sustained_end: Option<crate::sustained::End>,
+    sustained_state: crate::sustained::State,
     /// Its place in the run record's tests, once it is there.
     published: Option<usize>,
     /// Its `--verify` note's place in the run's notes, once it is there.
@@ -774,6 +836,8 @@ impl<'p> TestRun<'p> {
             wall: Duration::ZERO,
             visits: 0,
             stopped: None,
+            sustained_end: None,
+            sustained_state: Default::default(),
             published: None,
             noted: None,
         }
@@ -878,6 +942,7 @@ impl Passes for OnTarget<'_> {
         let started = Instant::now();
         let stonewall = self.plan.mpi.stonewall;
         let walled = AtomicBool::new(false);
+        let is_recovery = crate::sustained::is_recovery(&test.name);
         let mut out = {
             let (progress, coord) = ctx.progress_and_coordinator();
             let obs = progress.pass(label, self.elapsed_plan, dur);
@@ -894,6 +959,30 @@ impl Passes for OnTarget<'_> {
                 )
             };
             match coord.filter(|_| stonewall) {
+                None if self.plan.sustained.is_some() => {
+                    let st = &mut t.sustained_state;
+                    if let Some(ended) = st.ended.filter(|_| is_recovery) {
+                        // The device's idle time: from the last write of the pair's first
+                        // test to the first of this one.
+                        st.idled = Some(ended.elapsed());
+                    }
+                    let watch = crate::sustained::Watch {
+                        inner: &obs,
+                        plan: self.plan.sustained.expect("sustained"),
+                        recovery: is_recovery,
+                        state: t.sustained_state.clone(),
+                        signal: &stop,
+                        pass_stop: &walled,
+                        ticks: Default::default(),
+                    };
+                    let out = run(&walled, &watch);
+                    t.sustained_state.ended = Some(Instant::now());
+                    t.sustained_end = Some(watch.ended().unwrap_or(crate::sustained::End::MaxTime));
+                    out.map(|mut o| {
+                        o.interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
+                        o
+                    })
+                }
                 Some(c) => run(
                     &walled,
                     &Stonewall {
@@ -1022,6 +1111,8 @@ struct Schedule<'a> {
     plan: &'a BlockPlan,
     /// Planned time of every pass so far.
     used: Duration,
+    /// `run sustained`: the first test's burst, for the second of its pair.
+    sustained: std::cell::RefCell<crate::sustained::State>,
 }
 
 impl Schedule<'_> {
@@ -1071,6 +1162,16 @@ impl Schedule<'_> {
         t.visits += 1;
         t.stopped = None;
         let visit_start = t.spent;
+        if self.plan.sustained.is_some() && crate::sustained::is_recovery(&t.record.name) {
+            let idle = self.plan.sustained.map_or(Duration::ZERO, |p| p.idle);
+            ctx.progress.println(&format!(
+                "{}: idle for {} before writing again",
+                t.record.name,
+                fmt_secs(idle)
+            ));
+            crate::sustained::idle(idle, &ctx.stop);
+        }
+        t.sustained_state = self.sustained.borrow().clone();
         for _ in 0..s.warmup_passes {
             if ctx.stopped() {
                 t.stopped = Some(Stopped::Interrupted);
@@ -1090,6 +1191,14 @@ impl Schedule<'_> {
             }
             let measured = t.record.passes.len() as u32;
             let stop = match self.plan.until_stable {
+                None if self.plan.steady.is_some() => {
+                    let sp = self.plan.steady.expect("steady");
+                    if sp.holds(&t.record.passes, s.duration).is_some() {
+                        Some(Stopped::Stable)
+                    } else {
+                        (measured >= sp.max_rounds).then_some(Stopped::MaxRuns)
+                    }
+                }
                 None => (measured >= s.runs).then_some(Stopped::Runs),
                 Some(u) => {
                     let mbs: Vec<f64> = t.record.passes.iter().map(|p| p.mb_s).collect();
@@ -1131,6 +1240,24 @@ impl Schedule<'_> {
         });
         t.record.extra =
             BlockExtra::new(t.spec, t.access_ios.clone(), checked, adaptive).to_value();
+        if let Some(sp) = self.plan.steady {
+            if !t.record.extra.is_object() {
+                t.record.extra = serde_json::json!({});
+            }
+            t.record.extra["steady_state"] =
+                sp.extra(&t.record.passes, self.plan.settings.duration);
+        }
+        if let Some(sp) = self.plan.sustained {
+            let (key, v) = sp.extra(&t.record, t.sustained_end, &mut t.sustained_state);
+            if !crate::sustained::is_recovery(&t.record.name) {
+                // What the second test of the pair measures against.
+                *self.sustained.borrow_mut() = t.sustained_state.clone();
+            }
+            if !t.record.extra.is_object() {
+                t.record.extra = serde_json::json!({});
+            }
+            t.record.extra[key] = v;
+        }
         t.record.summary = summarize(&t.record.passes, self.plan.score);
         t.record.summary.converged = match (self.plan.until_stable, t.stopped) {
             (Some(_), Some(stopped)) if stopped != Stopped::Interrupted => {
@@ -1172,6 +1299,41 @@ impl Schedule<'_> {
         if t.record.passes.is_empty() {
             return Ok(());
         }
+        if let Some(ss) = t.record.extra.get("steady_state") {
+            let f = |k: &str| ss.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+            let line = match ss.get("round").and_then(|v| v.as_u64()) {
+                Some(r) => format!(
+                    "{}: steady state ({}) attained in rounds {r}-{}: {:.1} MB/s, {:.0} IOPS \
+                     (range {:.1}%, excursion {:.1}% of the mean)",
+                    t.record.name,
+                    ss["rule"].as_str().unwrap_or(""),
+                    f("rounds") as u64,
+                    f("window_mean_mb_s"),
+                    f("window_mean_iops"),
+                    f("window_range") * 100.0,
+                    f("window_excursion") * 100.0
+                ),
+                None => format!(
+                    "{}: steady state ({}) not attained in {} rounds; the last {} ran at {:.1} \
+                     MB/s",
+                    t.record.name,
+                    ss["rule"].as_str().unwrap_or(""),
+                    f("rounds") as u64,
+                    f("window_rounds") as u64,
+                    f("window_mean_mb_s")
+                ),
+            };
+            ctx.progress.println(&line);
+            ctx.note(line);
+        }
+        if self.plan.sustained.is_some() {
+            if let Some(line) =
+                crate::sustained::SustainedPlan::note(&t.record.name, &t.record.extra)
+            {
+                ctx.progress.println(&line);
+                ctx.note(line);
+            }
+        }
         let m = &t.record.summary.stats_mb_s;
         let ci = format!("±{:.1}% after {} passes", iolab_stats::ci_pct(m), m.n);
         let stable = match (t.record.summary.converged, t.stopped) {
@@ -1202,6 +1364,7 @@ fn execute(plan: &BlockPlan, src: &mut impl Passes, ctx: &mut RunContext) -> Res
     let mut sched = Schedule {
         plan,
         used: Duration::ZERO,
+        sustained: Default::default(),
     };
     let mut tests: Vec<TestRun> = Vec::with_capacity(plan.tests.len());
     let n = plan.tests.len();

@@ -14,6 +14,7 @@ pub mod repeat;
 pub mod signals;
 pub mod space;
 pub mod status;
+pub mod sustained;
 pub mod verify;
 pub mod workload;
 

@@ -6,6 +6,7 @@
 
 pub mod noise;
 pub mod score;
+pub mod series;
 pub mod warnings;
 
 use iolab_measure::{MetricSummary, PassRecord, TestSummary};

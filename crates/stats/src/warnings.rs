@@ -927,6 +927,7 @@ fn per_test(
             Some(t),
         ));
     }
+    rate_cliff_and_stalls(out, t);
     if t.summary.converged == Some(false) {
         // The block pass loop says in `extra.adaptive` what it aimed for and what stopped it.
         let adaptive = t.extra.get("adaptive");
@@ -1023,6 +1024,81 @@ fn per_test(
             ));
         }
     }
+}
+
+/// `RATE_CLIFF` and `STALLED_INTERVALS` from a test's per-interval series.
+fn rate_cliff_and_stalls(out: &mut Vec<Warning>, t: &TestRecord) {
+    let what = match (t.job.rw.reads(), t.job.rw.writes()) {
+        (true, false) => "reads",
+        (false, true) => "writes",
+        _ => "I/O",
+    };
+    // `run sustained` measures the cliff itself and reports it (extra.sustained).
+    let measured_here = t.extra.get("sustained").is_some() || t.extra.get("recovery").is_some();
+    if let Some(c) = crate::series::test_cliff(t).filter(|_| !measured_here) {
+        let cause = if what == "reads" {
+            "a cache ran out"
+        } else {
+            "a cache filled"
+        };
+        let place = if c.within_pass && t.passes.len() > 1 {
+            format!(" of pass {}", c.pass)
+        } else if t.passes.len() > 1 {
+            format!(" of the measured passes (the drop in pass {})", c.pass)
+        } else {
+            String::new()
+        };
+        out.push(w(
+            WarningCode::RateCliff,
+            format!(
+                "{what} ran at {} MB/s for the first {} ({:.1} s){place}, then {} MB/s for \
+                 {:.1} s: {cause}; the sustained rate is {} MB/s",
+                mb_s_text(c.before_mb_s),
+                format_bytes(c.bytes_before),
+                c.seconds_before,
+                mb_s_text(c.after_mb_s),
+                c.seconds_after,
+                mb_s_text(c.after_mb_s),
+            ),
+            "measure the sustained rate on its own (iolab run sustained), or make the passes \
+             long enough that the burst is a small part of them",
+            Some(t),
+        ));
+    }
+    let s = crate::series::stalls(t);
+    if s.intervals > 0 {
+        let passes: Vec<String> = s.passes.iter().map(|p| p.to_string()).collect();
+        out.push(w(
+            WarningCode::StalledIntervals,
+            format!(
+                "{} interval{} of 100 ms with no completed I/O (pass {}), the longest stall \
+                 {:.1} s",
+                s.intervals,
+                if s.intervals == 1 { "" } else { "s" },
+                passes.join(", "),
+                s.longest_s
+            ),
+            "look for what paused the device or the machine (BUSY_CPU, a cache write-out, a \
+             throttle) and rerun",
+            Some(t),
+        ));
+    }
+}
+
+/// MB/s with thousands separated (`1,204`), one decimal below 100.
+fn mb_s_text(v: f64) -> String {
+    if v < 99.95 {
+        return format!("{v:.1}");
+    }
+    let s = format!("{:.0}", v);
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
 }
 
 /// A duration as people type it: `5s`, `1.5s`, `250ms`.

@@ -1371,3 +1371,104 @@ fn direct_writes_far_faster_than_reads_were_answered_by_a_cache() {
     );
     assert!(!w.fix.contains("--fsync 1"), "{}", w.fix);
 }
+
+// --- rates within a test (issue 27) ---------------------------------------------------------
+
+/// A write test of one pass whose 100 ms intervals ran at `rates` MB/s (1,000 I/Os a
+/// pass, so a pass is busy enough for a stall to count).
+fn series_run(rates: &[f64]) -> RunRecord {
+    let bytes: Vec<u64> = rates.iter().map(|r| (r * 1e5) as u64).collect();
+    let total: u64 = bytes.iter().sum();
+    let secs = rates.len() as f64 / 10.0;
+    let mut p = PassRecord::new(
+        1,
+        secs,
+        None,
+        Some(dir(total, IOS * rates.len() as u64 / 10, secs)),
+        None,
+        CpuUsage::default(),
+        TimeSeries {
+            interval_ms: 100,
+            bytes,
+        },
+    );
+    p.index = 1;
+    run_of(vec![record("SEQ", Rw::Write, vec![p])])
+}
+
+#[test]
+fn rate_cliff_when_the_rate_drops_and_stays_down() {
+    let f = TargetFacts::default();
+    // 1,204 MB/s for 2.4 s (2.89 GB), then 212 MB/s for 3 s.
+    let mut r = vec![1204.0; 24];
+    r.extend([212.0; 30]);
+    let ws = analyze(&series_run(&r), &f);
+    fired(
+        &ws,
+        "RATE_CLIFF",
+        Some("SEQ"),
+        &[
+            "writes ran at 1,204 MB/s",
+            "for the first 2.69 GiB (2.4 s)",
+            "then 212 MB/s for 3.0 s",
+            "the sustained rate is 212 MB/s",
+        ],
+    );
+    assert_eq!(codes(&ws), ["RATE_CLIFF"]);
+    // A drop to 55% is within what a busy machine does; a rise is no cliff; a dip that
+    // comes back up is no cliff.
+    let mut small = vec![100.0; 20];
+    small.extend([55.0; 20]);
+    none(&analyze(&series_run(&small), &f));
+    let mut up = vec![100.0; 20];
+    up.extend([300.0; 20]);
+    none(&analyze(&series_run(&up), &f));
+    let mut dip = vec![100.0; 40];
+    for x in &mut dip[10..14] {
+        *x = 10.0;
+    }
+    none(&analyze(&series_run(&dip), &f));
+    // Across passes: the cache filled in pass 2, the later pass stays slow.
+    let mut run = run_of(vec![test_of("T", Rw::Write, &[400.0, 190.0, 100.0])]);
+    run.tests[0].passes[1].timeseries.bytes = [vec![40_000_000; 3], vec![10_000_000; 7]].concat();
+    fired(
+        &analyze(&run, &f),
+        "RATE_CLIFF",
+        Some("T"),
+        &["400 MB/s", "then 100 MB/s", "(the drop in pass 2)"],
+    );
+    // A slow pass between fast ones did not stay down; a drop between two passes is a
+    // slower pass (HIGH_VARIATION), not a cliff.
+    let mut back = run.clone();
+    back.tests[0].passes[2].timeseries.bytes = vec![40_000_000; 10];
+    quiet(&analyze(&back, &f), "RATE_CLIFF");
+    let between = run_of(vec![test_of("T", Rw::Write, &[400.0, 100.0, 100.0])]);
+    quiet(&analyze(&between, &f), "RATE_CLIFF");
+}
+
+#[test]
+fn stalled_intervals_counted_in_busy_passes_only() {
+    let f = TargetFacts::default();
+    let mut r = vec![100.0; 20];
+    r[5] = 0.0;
+    r[6] = 0.0;
+    r[12] = 0.0;
+    let ws = analyze(&series_run(&r), &f);
+    fired(
+        &ws,
+        "STALLED_INTERVALS",
+        Some("SEQ"),
+        &["3 intervals of 100 ms", "the longest stall 0.2 s"],
+    );
+    assert_eq!(codes(&ws), ["STALLED_INTERVALS"]);
+    // Empty intervals at the start of a pass (first I/Os in flight) or its end.
+    let mut end = vec![100.0; 20];
+    end[19] = 0.0;
+    end[0] = 0.0;
+    none(&analyze(&series_run(&end), &f));
+    // A pass of few I/Os per interval: an empty interval is the gap between two I/Os.
+    let mut run = series_run(&r);
+    let p = &mut run.tests[0].passes[0];
+    p.ios = 19;
+    quiet(&analyze(&run, &f), "STALLED_INTERVALS");
+}

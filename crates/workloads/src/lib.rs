@@ -19,6 +19,7 @@ pub mod metadata;
 pub mod replay;
 pub mod scrub;
 pub mod streams;
+pub mod sustained;
 pub mod verify;
 
 /// Every workload `iolab run` knows, in the order `iolab run --help` lists them: the block
@@ -34,6 +35,7 @@ pub static WORKLOADS: &[&dyn iolab_runner::Workload] = &[
     &scrub::run::WORKLOAD,
     &fio::run::WORKLOAD,
     &replay::run::WORKLOAD,
+    &sustained::run::WORKLOAD,
 ];
 
 /// The registry `iolab run` and `iolab study` parse workloads with.

@@ -70,6 +70,23 @@ pub struct BlockArgs {
     pub end_fsync: EndFsyncArg,
     #[command(flatten, next_help_heading = "Passes and headline")]
     pub stable: StableArgs,
+    /// Passes are rounds until the last --ss-window of them are steady: the SNIA PTS rule
+    /// (default: range within 20%, best-fit excursion within 10% of their mean MB/s), or
+    /// fio's iops:P%, bw:P%, iops_slope:P%, bw_slope:P% (see docs/workloads.md).
+    #[arg(
+        long,
+        value_name = "RULE",
+        num_args = 0..=1,
+        default_missing_value = "snia",
+        conflicts_with_all = ["runs", "until_stable"]
+    )]
+    pub steady_state: Option<String>,
+    /// --steady-state: rounds in the window (default 5).
+    #[arg(long, value_name = "N", requires = "steady_state")]
+    pub ss_window: Option<u32>,
+    /// --steady-state: most rounds before giving up (default 25).
+    #[arg(long, value_name = "N", requires = "steady_state")]
+    pub ss_max_rounds: Option<u32>,
     /// Headline value: median of passes (default) or best (CrystalDiskMark's best of N).
     #[arg(long, value_name = "median|best")]
     pub score: Option<String>,
@@ -528,7 +545,33 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         None => pass_loop::default_ramp(duration, byte_limited),
     };
     // Adaptive passes: asked for, or the preset's default when --runs does not fix them.
-    let stable = a.stable.get(d.adaptive && a.runs.runs.is_none())?;
+    let steady = match &a.steady_state {
+        None => None,
+        Some(rule) => {
+            let rule = iolab_stats::series::SteadyRule::parse(rule)
+                .map_err(|m| UsageError::option("steady-state", format!("--steady-state {m}")))?;
+            let window = bounded(
+                "ss-window",
+                a.ss_window.unwrap_or(pass_loop::STEADY_WINDOW),
+                2,
+                MAX_PASSES,
+            )?;
+            let max_rounds = bounded(
+                "ss-max-rounds",
+                a.ss_max_rounds.unwrap_or(pass_loop::STEADY_MAX_ROUNDS),
+                window,
+                MAX_PASSES,
+            )?;
+            Some(pass_loop::SteadyPlan {
+                rule,
+                window,
+                max_rounds,
+            })
+        }
+    };
+    let stable = a
+        .stable
+        .get(d.adaptive && a.runs.runs.is_none() && steady.is_none())?;
     let mut plan = BlockPlan {
         preset: preset.to_string(),
         until_stable: stable.map(|c| UntilStable {
@@ -559,6 +602,8 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         allow_destroy_device: a.safety.allow_destroy_device,
         allow_overwrite_file: a.safety.allow_overwrite_file,
         mpi: a.mpi.mode(),
+        sustained: None,
+        steady,
     };
     let default_budget = plan.default_budget();
     if let Some(u) = &mut plan.until_stable {

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# RATE_CLIFF on real runs (docs/benchmarks.md#cliffs quotes them):
+#
+#   (a) false positives on a plain loop device: RUNS runs of a short cdm (8 tests, 2 passes
+#       of 1 s each) on a direct-I/O loop device over an image on a tmpfs (no cache below
+#       it, so every RATE_CLIFF is a false positive);
+#   (b) false positives on a throttled one: the same with the loop device capped at
+#       20 MiB/s each way by a blkio cgroup (v1);
+#   (d) the same on a direct-I/O loop device over a file on the disk /var/tmp is on: on
+#       this VM the host's cache and other programs' I/O are beneath it, so a RATE_CLIFF
+#       there may be true (reported, not counted as false);
+#   (c) ground truth: `run sustained` on an emulated SSD with a 256 MiB fast cache (64 MiB/s
+#       while it lasts, 16 MiB/s after, recovering at 64 MiB/s once idle 50 ms), SSD_RUNS
+#       times, with a 2 s pause: the burst, its bytes, the sustained rate and the recovery
+#       time against the model's.
+#
+# Prints, per part, how many runs raised RATE_CLIFF (and STALLED_INTERVALS), with the
+# messages. Usage: bench/cliffs.sh   RUNS (default 20), SSD_RUNS (default 3), PARTS
+# (default "a b c"). Root (loop devices, cgroups, /dev/fuse); uses target/release/iolab when
+# built, else target/debug/iolab (IOLAB overrides). Everything it creates is removed on
+# exit, error or Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-20}
+SSD_RUNS=${SSD_RUNS:-3}
+PARTS=${PARTS:-a b c d}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+IOLAB=${IOLAB:-}
+if [ -z "$IOLAB" ]; then
+  IOLAB=$PWD/target/debug/iolab
+  [ -x target/release/iolab ] && IOLAB=$PWD/target/release/iolab
+fi
+[ -x "$IOLAB" ] || { echo "cliffs: build iolab first ($IOLAB missing)" >&2; exit 2; }
+
+WORK=$(mktemp -d /var/tmp/iolab-cliffs.XXXXXX)
+export IOLAB_STATE_DIR=$WORK/state
+mkdir -m 700 "$IOLAB_STATE_DIR"
+LOOPS=()
+CG=""
+TMPFS=""
+EMU_PID=""
+cleanup() {
+  set +e
+  trap - EXIT INT TERM
+  for lo in "${LOOPS[@]}"; do losetup -d "$lo"; done
+  [ -n "$EMU_PID" ] && kill "$EMU_PID" && wait "$EMU_PID"
+  [ -n "$CG" ] && rmdir "$CG"
+  [ -n "$TMPFS" ] && umount "$TMPFS"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT TERM
+
+CDM=(cdm --size 64MiB --runs 2 --duration 1s --warmup 0 --allow-destroy-device --no-store
+     --quiet --json -)
+
+# Runs `iolab run ARGS` (in cgroup $1 unless it is "-") and prints its warnings' codes and
+# messages, one a line.
+warnings() {
+  local cg=$1; shift
+  local cmd=("$IOLAB" run "$@")
+  if [ "$cg" != "-" ]; then
+    cmd=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "${cmd[@]}")
+  fi
+  "${cmd[@]}" 2>/dev/null |
+    python3 -c 'import json,sys
+d=json.load(sys.stdin)
+for w in d["warnings"]:
+    print(w["code"], (w.get("test") or "") + ":", w["message"])'
+}
+
+# RUNS runs of the short cdm on DEVICE (in cgroup CG or "-"): how many raised each code.
+false_positives() {
+  local name=$1 dev=$2 cg=$3 cliffs=0 stalls=0 i out
+  for i in $(seq "$RUNS"); do
+    out=$(warnings "$cg" "${CDM[@]}" --target "$dev")
+    if grep -q '^RATE_CLIFF' <<<"$out"; then
+      cliffs=$((cliffs + 1))
+      grep '^RATE_CLIFF' <<<"$out" | sed 's/^/    /'
+    fi
+    grep -q '^STALLED_INTERVALS' <<<"$out" && stalls=$((stalls + 1))
+  done
+  echo "$name: RATE_CLIFF in $cliffs of $RUNS runs (8 tests each), STALLED_INTERVALS in $stalls"
+}
+
+if part a || part b; then
+  TMPFS=$WORK/tmpfs
+  mkdir "$TMPFS"
+  mount -t tmpfs -o size=80m tmpfs "$TMPFS"
+  dd if=/dev/zero of="$TMPFS/disk.img" bs=1M count=72 status=none
+  lo=$(losetup -f --show --direct-io=on "$TMPFS/disk.img")
+  LOOPS+=("$lo")
+fi
+
+if part a; then
+  false_positives "(a) plain loop device (over tmpfs)" "$lo" -
+fi
+
+if part b; then
+  CG=/sys/fs/cgroup/blkio/iolab-cliffs-$$
+  mkdir "$CG"
+  majmin=$(lsblk -dno MAJ:MIN "$lo" | tr -d ' ')
+  echo "$majmin $((20 << 20))" > "$CG/blkio.throttle.read_bps_device"
+  echo "$majmin $((20 << 20))" > "$CG/blkio.throttle.write_bps_device"
+  false_positives "(b) loop device throttled to 20 MiB/s" "$lo" "$CG"
+fi
+
+if part d; then
+  truncate -s 128M "$WORK/plain.img"
+  lo=$(losetup -f --show --direct-io=on "$WORK/plain.img")
+  LOOPS+=("$lo")
+  false_positives "(d) loop device over a file on /var/tmp's disk" "$lo" -
+fi
+
+if part c; then
+  dir=$WORK/emu
+  mkdir -m 700 "$dir" "$dir/mnt"
+  truncate -s 768M "$dir/backing.img"
+  spec='{"model":"ssd","parallelism":4,"transfer_rate":"16MiB","fast_cache":"256MiB",
+         "fast_write_latency":"0s","write_latency":"11.71875ms",
+         "fast_cache_recovery":"64MiB"}'
+  "$IOLAB" emudisk serve --dir "$dir" --backing "$dir/backing.img" --spec "$spec" \
+    >"$dir/log" 2>&1 &
+  EMU_PID=$!
+  while [ ! -e "$dir/ready" ]; do sleep 0.05; done
+  lo=$(losetup -f --show --direct-io=on "$dir/mnt/disk.img")
+  LOOPS+=("$lo")
+  echo "write back" > "/sys/block/$(basename "$lo")/queue/write_cache"
+  echo "(c) emulated SSD: 256 MiB fast cache at 64 MiB/s (67.1 MB/s), then 16 MiB/s (16.8 MB/s);"
+  echo "    recovers 64 MiB/s once idle 50 ms: wholly in 4.05 s (model)"
+  for i in $(seq "$SSD_RUNS"); do
+    sleep 5 # the cache recovers wholly
+    "$IOLAB" run sustained --rw write --bs 64k --iodepth 32 --target "$lo" --size 640MiB \
+      --idle 2s --max-time 60s --allow-destroy-device --no-store --quiet --json - \
+      2>/dev/null |
+      python3 -c 'import json,sys
+d=json.load(sys.stdin)
+s=d["tests"][0]["extra"]["sustained"]; r=d["tests"][1]["extra"]["recovery"]
+MiB=1<<20
+def f(v, fmt): return "-" if v is None else fmt % v
+print("    burst %s MB/s for %s MiB (%s s), sustained %s MB/s; after %.2f s idle %s MiB back, recovery %s s" % (
+    f(s["burst_mb_s"], "%.1f"), f(s["burst_bytes"] and s["burst_bytes"]/MiB, "%.1f"),
+    f(s["burst_seconds"], "%.2f"), f(s["sustained_mb_s"], "%.1f"), r["idle_s"],
+    f(r["burst_bytes"] and r["burst_bytes"]/MiB, "%.1f"), f(r["recovery_s"], "%.2f")))'
+  done
+fi

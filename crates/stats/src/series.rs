@@ -1,0 +1,529 @@
+//! Rates within a test, from the per-interval byte series every pass stores: a cliff (the
+//! rate drops beyond its noise and stays down: a cache filled), stalls (intervals with no
+//! completions at a rate that makes an empty interval implausible).
+//!
+//! A test's series is its passes' series one after another (what came before the first
+//! measured interval: preparation, warm-ups and ramps, is not in it, and the gaps between
+//! passes are left out). A pass's last interval is partial; it counts with its true length
+//! when it is at least half an interval, and is dropped otherwise.
+
+use iolab_measure::{PassRecord, TestRecord, MB};
+
+/// A cliff: the rate after is at most this share of the rate before (caches fall 2× and
+/// more: an SSD's SLC cache 3-10×; a level shift of a busy machine's CPU-bound I/O, which
+/// looks the same, rarely halves the rate).
+pub const CLIFF_RATIO: f64 = 0.5;
+/// A cliff: the fewest intervals before the drop (a second: shorter bursts are mostly a
+/// start-up transient on a busy machine).
+pub const CLIFF_MIN_SIDE: usize = 10;
+/// A cliff: the fewest intervals after the drop (it stays down for a second at least).
+pub const CLIFF_MIN_AFTER: usize = 10;
+/// A cliff: the share of intervals on each side that may lie on the other side of the
+/// midway rate (dips or spikes the noise allows), one interval more than this share.
+pub const CLIFF_STRAY: f64 = 0.2;
+/// A cliff: the drop is at least this many robust standard deviations (1.4826 × MAD) of
+/// the noisier side.
+pub const CLIFF_SIGMAS: f64 = 2.0;
+/// A stall: an empty interval counts only in a pass that completed at least this many I/Os
+/// per interval on average (fewer, and an empty interval is just the gap between I/Os).
+pub const STALL_MIN_IOS_PER_INTERVAL: f64 = 10.0;
+
+/// One interval of a test's series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// The pass it belongs to (its 1-based index).
+    pub pass: u32,
+    pub bytes: u64,
+    /// Its length in seconds (a full interval, or a pass's partial last one).
+    pub seconds: f64,
+}
+
+impl Sample {
+    pub fn mb_s(&self) -> f64 {
+        self.bytes as f64 / MB / self.seconds.max(1e-9)
+    }
+}
+
+/// The intervals of one pass (a partial last one shorter than half an interval dropped).
+pub fn pass_samples(p: &PassRecord) -> Vec<Sample> {
+    let ts = &p.timeseries;
+    if ts.interval_ms == 0 {
+        return Vec::new();
+    }
+    let iv = ts.interval_ms as f64 / 1000.0;
+    let n = ts.bytes.len();
+    let mut out = Vec::with_capacity(n);
+    for (i, &b) in ts.bytes.iter().enumerate() {
+        let len = if i + 1 == n {
+            (p.seconds - iv * i as f64).min(iv)
+        } else {
+            iv
+        };
+        if len < iv / 2.0 {
+            continue;
+        }
+        out.push(Sample {
+            pass: p.index,
+            bytes: b,
+            seconds: len,
+        });
+    }
+    out
+}
+
+/// A test's series: its passes' intervals one after another.
+pub fn test_samples(t: &TestRecord) -> Vec<Sample> {
+    t.passes.iter().flat_map(pass_samples).collect()
+}
+
+/// A drop in the rate that stays.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cliff {
+    /// The pass in which the rate dropped.
+    pub pass: u32,
+    /// Bytes and seconds of the series before the drop.
+    pub bytes_before: u64,
+    pub seconds_before: f64,
+    /// Median rates (MB/s) before and after it.
+    pub before_mb_s: f64,
+    pub after_mb_s: f64,
+    /// Seconds of the series after the drop.
+    pub seconds_after: f64,
+    /// Whether the series examined was one pass (false: the test's passes in a row).
+    pub within_pass: bool,
+}
+
+fn median(v: &[f64]) -> f64 {
+    crate::median(v)
+}
+
+/// Robust standard deviation: 1.4826 × the median absolute deviation.
+fn robust_sd(v: &[f64]) -> f64 {
+    let m = median(v);
+    let dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+    1.4826 * median(&dev)
+}
+
+/// The cliff in `samples`, if one is there: the split that best separates a higher level
+/// before from a lower one after (most between-segment variance), accepted only if
+/// [`CLIFF_MIN_SIDE`] intervals come before it and [`CLIFF_MIN_AFTER`] after, the median
+/// after is at most [`CLIFF_RATIO`] of the median before, at most one interval more than
+/// [`CLIFF_STRAY`] of each side lies on the other side of the midway rate (the series'
+/// first interval, the start-up, aside), the drop is [`CLIFF_SIGMAS`] robust deviations
+/// of the noisier side, and it lies inside a pass (not at a boundary between two).
+pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
+    let n = samples.len();
+    if n < CLIFF_MIN_SIDE + CLIFF_MIN_AFTER {
+        return None;
+    }
+    let r: Vec<f64> = samples.iter().map(Sample::mb_s).collect();
+    let total: f64 = r.iter().sum();
+    let mut best: Option<(f64, usize)> = None;
+    let mut before = 0.0;
+    for k in 1..n {
+        before += r[k - 1];
+        if k < CLIFF_MIN_SIDE || n - k < CLIFF_MIN_AFTER {
+            continue;
+        }
+        let (m1, m2) = (before / k as f64, (total - before) / (n - k) as f64);
+        if m1 <= m2 {
+            continue;
+        }
+        let score = (k * (n - k)) as f64 / n as f64 * (m1 - m2) * (m1 - m2);
+        if best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, k));
+        }
+    }
+    let (_, k) = best?;
+    // Inside a pass: two of its intervals before the drop and one after. A drop at a pass
+    // boundary is one pass slower than the one before (HIGH_VARIATION's business); a cache
+    // fills at a byte count, not between passes.
+    let p = samples[k].pass;
+    if k < 2 || samples[k - 2].pass != p || samples.get(k + 1).is_none_or(|s| s.pass != p) {
+        return None;
+    }
+    let (hi, lo) = (&r[..k], &r[k..]);
+    let (m1, m2) = (median(hi), median(lo));
+    if m1 <= 0.0 || m2 > CLIFF_RATIO * m1 {
+        return None;
+    }
+    let mid = (m1 + m2) / 2.0;
+    let consistent = |v: &[f64], above: bool| {
+        let stray = v.iter().filter(|&&x| (x > mid) != above).count();
+        stray <= (v.len() as f64 * CLIFF_STRAY) as usize + 1
+    };
+    // The series' first interval is the start-up (queues filling): not held against it.
+    if !consistent(&hi[1..], true) || !consistent(lo, false) {
+        return None;
+    }
+    if m1 - m2 < CLIFF_SIGMAS * robust_sd(hi).max(robust_sd(lo)) {
+        return None;
+    }
+    // The rates: bytes over seconds of each side without the intervals next to the drop
+    // (partly each, or the transition) and the series' first (start-up), so that a rate is
+    // not one of a few whole I/Os an interval can hold. Where the drop was: where the
+    // cumulative bytes' line before it (through the end of its kept part) meets the line
+    // after it (through the end of the interval after the drop, at the rate of the next
+    // second: near the drop, not the rate a long test drifts to).
+    let (b0, b1) = (usize::from(k > CLIFF_MIN_SIDE), k - 1);
+    let (a0, a1) = (k + ((n - k) / 4).max(1), n);
+    let rate = |v: &[Sample]| {
+        let secs: f64 = v.iter().map(|s| s.seconds).sum();
+        v.iter().map(|s| s.bytes).sum::<u64>() as f64 / secs.max(1e-9)
+    };
+    let (r1, r2) = (rate(&samples[b0..b1]), rate(&samples[a0..a1]));
+    let near = rate(&samples[k + 1..n.min(k + 11)]);
+    let cum = |to: usize| -> (f64, f64) {
+        let v = &samples[..to];
+        (
+            v.iter().map(|s| s.seconds).sum(),
+            v.iter().map(|s| s.bytes).sum::<u64>() as f64,
+        )
+    };
+    let (t1, c1) = cum(b1);
+    let (ta, ca) = cum(k + 1);
+    let tn = cum(n).0;
+    let t = if r1 > near {
+        ((ca - c1 - near * ta + r1 * t1) / (r1 - near)).clamp(t1, ta)
+    } else {
+        cum(k).0
+    };
+    let bytes = (c1 + r1 * (t - t1)).clamp(0.0, ca);
+    Some(Cliff {
+        pass: samples[k].pass,
+        bytes_before: bytes.round() as u64,
+        seconds_before: t,
+        before_mb_s: r1 / MB,
+        after_mb_s: r2 / MB,
+        seconds_after: tn - t,
+        within_pass: samples[0].pass == samples[n - 1].pass,
+    })
+}
+
+/// A test's cliff: in its passes in a row. (Not within one pass alone: a drop at the end
+/// of one pass that the next pass does not share did not stay down.)
+pub fn test_cliff(t: &TestRecord) -> Option<Cliff> {
+    let mut c = find_cliff(&test_samples(t))?;
+    c.within_pass = t.passes.len() == 1;
+    Some(c)
+}
+
+/// SNIA PTS steady state: the window's range (max - min) at most this share of its mean.
+pub const SNIA_RANGE: f64 = 0.20;
+/// SNIA PTS steady state: the best-fit line's excursion over the window at most this share
+/// of its mean.
+pub const SNIA_SLOPE: f64 = 0.10;
+/// SNIA PTS steady state: rounds in the measurement window.
+pub const SNIA_WINDOW: usize = 5;
+
+/// A measurement window judged for steady state.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// Mean of the window's values.
+    pub mean: f64,
+    /// max - min, as a share of the mean.
+    pub range: f64,
+    /// The least-squares line's rise or fall over the window (slope × (rounds - 1)), as a
+    /// share of the mean (signed).
+    pub excursion: f64,
+}
+
+impl Window {
+    /// The window of `values` (at least two).
+    pub fn of(values: &[f64]) -> Option<Window> {
+        let n = values.len();
+        if n < 2 {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        if mean <= 0.0 {
+            return None;
+        }
+        let max = values.iter().copied().fold(f64::MIN, f64::max);
+        let min = values.iter().copied().fold(f64::MAX, f64::min);
+        let xm = (n - 1) as f64 / 2.0;
+        let (mut sxy, mut sxx) = (0.0, 0.0);
+        for (i, v) in values.iter().enumerate() {
+            let dx = i as f64 - xm;
+            sxy += dx * (v - mean);
+            sxx += dx * dx;
+        }
+        let slope = sxy / sxx;
+        Some(Window {
+            mean,
+            range: (max - min) / mean,
+            excursion: slope * (n - 1) as f64 / mean,
+        })
+    }
+
+    /// The SNIA rule: range within 20% and excursion within 10% of the mean.
+    pub fn snia_steady(&self) -> bool {
+        self.range <= SNIA_RANGE && self.excursion.abs() <= SNIA_SLOPE
+    }
+}
+
+/// A steady-state rule over a test's passes (rounds): the SNIA PTS window, or one of
+/// fio's `steadystate` criteria.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SteadyRule {
+    /// Range within 20% and excursion within 10% of the window's mean (MB/s).
+    Snia,
+    /// fio's `iops`/`bw` (`slope` false: every value within `limit` × the mean of it) or
+    /// `iops_slope`/`bw_slope` (`slope`: the least-squares slope, per second, within
+    /// `limit` × the mean).
+    Fio { iops: bool, slope: bool, limit: f64 },
+}
+
+impl SteadyRule {
+    /// `snia`, or fio's `iops:P%`, `bw:P%`, `iops_slope:P%`, `bw_slope:P%`.
+    pub fn parse(text: &str) -> Result<SteadyRule, String> {
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("snia") {
+            return Ok(SteadyRule::Snia);
+        }
+        let (name, limit) = t.split_once(':').ok_or_else(|| {
+            format!(
+                "'{text}': give snia, or iops, bw, iops_slope or bw_slope with :P% (e.g. iops:20%)"
+            )
+        })?;
+        let (iops, slope) = match name.trim() {
+            "iops" => (true, false),
+            "bw" => (false, false),
+            "iops_slope" => (true, true),
+            "bw_slope" => (false, true),
+            "lat" | "lat_slope" => {
+                return Err(format!(
+                    "'{text}': latency criteria are not supported; use iops, bw, iops_slope or \
+                     bw_slope"
+                ))
+            }
+            other => return Err(format!("'{text}': unknown criterion '{other}'")),
+        };
+        let pct = limit
+            .trim()
+            .strip_suffix('%')
+            .and_then(|p| p.trim().parse::<f64>().ok())
+            .filter(|p| p.is_finite() && *p > 0.0 && *p <= 100.0)
+            .ok_or_else(|| {
+                format!("'{text}': the limit is a percentage of the mean, e.g. {name}:10%")
+            })?;
+        Ok(SteadyRule::Fio {
+            iops,
+            slope,
+            limit: pct / 100.0,
+        })
+    }
+
+    /// Its text, as `parse` takes it.
+    pub fn text(&self) -> String {
+        match self {
+            SteadyRule::Snia => "snia".into(),
+            SteadyRule::Fio { iops, slope, limit } => format!(
+                "{}{}:{}%",
+                if *iops { "iops" } else { "bw" },
+                if *slope { "_slope" } else { "" },
+                limit * 100.0
+            ),
+        }
+    }
+
+    /// Whether the window's values hold (MB/s and IOPS of each round, rounds of `round_s`
+    /// seconds), with the window of the value the rule judges.
+    pub fn holds(&self, mb_s: &[f64], iops: &[f64], round_s: f64) -> Option<Window> {
+        match *self {
+            SteadyRule::Snia => Window::of(mb_s).filter(Window::snia_steady),
+            SteadyRule::Fio {
+                iops: i,
+                slope,
+                limit,
+            } => {
+                let v = if i { iops } else { mb_s };
+                let w = Window::of(v)?;
+                let ok = if slope {
+                    // excursion is slope × (n - 1) / mean; per second: / ((n - 1) × round)
+                    let per_s = w.excursion / ((v.len() - 1) as f64 * round_s.max(1e-9));
+                    per_s.abs() <= limit
+                } else {
+                    v.iter().all(|x| (x - w.mean).abs() <= limit * w.mean)
+                };
+                ok.then_some(w)
+            }
+        }
+    }
+}
+
+/// Intervals with no completions in a test.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stalls {
+    /// Empty intervals, over all passes.
+    pub intervals: usize,
+    /// The longest run of empty intervals, in seconds.
+    pub longest_s: f64,
+    /// The passes they were in.
+    pub passes: Vec<u32>,
+}
+
+/// The empty intervals of a test's passes, counted only in passes busy enough
+/// ([`STALL_MIN_IOS_PER_INTERVAL`]) that an empty interval means nothing completed for
+/// its whole length, not the gap between two slow I/Os. Empty intervals at the start of a
+/// pass (its first I/Os still in flight) or at its end (it was ending) do not count.
+pub fn stalls(t: &TestRecord) -> Stalls {
+    let mut s = Stalls::default();
+    for p in &t.passes {
+        let samples = pass_samples(p);
+        let secs: f64 = samples.iter().map(|x| x.seconds).sum();
+        let iv = p.timeseries.interval_ms as f64 / 1000.0;
+        if samples.is_empty() || secs <= 0.0 {
+            continue;
+        }
+        let per_interval = p.ios as f64 / (p.seconds.max(1e-9) / iv);
+        if per_interval < STALL_MIN_IOS_PER_INTERVAL {
+            continue;
+        }
+        let first_busy = samples.iter().position(|x| x.bytes > 0);
+        let last_busy = samples.iter().rposition(|x| x.bytes > 0);
+        let (Some(first_busy), Some(last_busy)) = (first_busy, last_busy) else {
+            continue;
+        };
+        let (mut run, mut here) = (0.0f64, 0usize);
+        for x in &samples[first_busy..last_busy] {
+            if x.bytes == 0 {
+                here += 1;
+                run += x.seconds;
+                s.longest_s = s.longest_s.max(run);
+            } else {
+                run = 0.0;
+            }
+        }
+        if here > 0 {
+            s.intervals += here;
+            s.passes.push(p.index);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(rates: &[f64]) -> Vec<Sample> {
+        rates
+            .iter()
+            .map(|&r| Sample {
+                pass: 1,
+                bytes: (r * MB * 0.1) as u64,
+                seconds: 0.1,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_drop_that_stays_is_a_cliff_with_its_bytes_and_rates() {
+        let mut r = vec![400.0; 12];
+        r.extend([100.0; 20]);
+        let c = find_cliff(&samples(&r)).expect("a cliff");
+        assert_eq!(c.bytes_before, 12 * 40_000_000);
+        assert!((c.seconds_before - 1.2).abs() < 1e-9);
+        assert!((c.before_mb_s - 400.0).abs() < 1e-9 && (c.after_mb_s - 100.0).abs() < 1e-9);
+        assert!((c.seconds_after - 2.0).abs() < 1e-9);
+        // An interval partly before and after the drop: the drop is placed within it, where
+        // the two rates' lines meet (400 MB/s for 1.25 s: 500 MB).
+        let mut r = vec![400.0; 12];
+        r.push(250.0);
+        r.extend([100.0; 20]);
+        let c = find_cliff(&samples(&r)).expect("a cliff");
+        assert!((c.seconds_before - 1.25).abs() < 1e-6, "{c:?}");
+        assert!(c.bytes_before.abs_diff(500_000_000) < 1000, "{c:?}");
+        // A slow first interval (queues filling) and a short burst: still the cliff.
+        let mut r = vec![250.0];
+        r.extend([400.0; 9]);
+        r.extend([100.0; 15]);
+        assert!(find_cliff(&samples(&r)).is_some());
+    }
+
+    #[test]
+    fn noise_dips_rises_and_small_drops_are_not_cliffs() {
+        // Flat with a dip of two intervals: the after side would be too short, and does not
+        // stay down.
+        let mut r = vec![100.0; 20];
+        r[10] = 20.0;
+        r[11] = 20.0;
+        assert_eq!(find_cliff(&samples(&r)), None);
+        // A rise.
+        let mut up = vec![100.0; 10];
+        up.extend([300.0; 10]);
+        assert_eq!(find_cliff(&samples(&up)), None);
+        // A drop to 60%: beyond CLIFF_RATIO.
+        let mut small = vec![100.0; 10];
+        small.extend([60.0; 10]);
+        assert_eq!(find_cliff(&samples(&small)), None);
+        // Alternating levels (a bursty throttle): no side is consistent.
+        let alt: Vec<f64> = (0..30)
+            .map(|i| if i % 2 == 0 { 100.0 } else { 30.0 })
+            .collect();
+        assert_eq!(find_cliff(&samples(&alt)), None);
+        // A drop at a pass boundary: a slower pass, not a cliff.
+        let mut passes = samples(&[400.0; 10]);
+        passes.extend(
+            samples(&[100.0; 20])
+                .into_iter()
+                .map(|s| Sample { pass: 2, ..s }),
+        );
+        assert_eq!(find_cliff(&passes), None);
+        // Too short a series.
+        assert_eq!(
+            find_cliff(&samples(&[100.0, 100.0, 100.0, 10.0, 10.0])),
+            None
+        );
+    }
+
+    #[test]
+    fn the_snia_window_judges_range_and_slope() {
+        let w = Window::of(&[100.0, 101.0, 99.0, 100.0, 100.0]).unwrap();
+        assert!(w.snia_steady() && w.range < 0.021 && w.excursion.abs() < 0.01);
+        // Within 20% but rising 15% over the window: not steady.
+        let rising = Window::of(&[92.0, 96.0, 100.0, 104.0, 108.0]).unwrap();
+        assert!((rising.excursion - 0.16).abs() < 1e-9 && !rising.snia_steady());
+        // Flat but with a 25% range.
+        assert!(!Window::of(&[100.0, 88.0, 112.0, 100.0, 100.0])
+            .unwrap()
+            .snia_steady());
+        assert_eq!(Window::of(&[1.0]), None);
+    }
+
+    #[test]
+    fn steady_rules_parse_and_judge() {
+        assert_eq!(SteadyRule::parse("snia"), Ok(SteadyRule::Snia));
+        let r = SteadyRule::parse("iops:10%").unwrap();
+        assert_eq!(r.text(), "iops:10%");
+        let mb = [1.0; 5];
+        assert!(r
+            .holds(&mb, &[100.0, 105.0, 95.0, 100.0, 100.0], 1.0)
+            .is_some());
+        assert!(r
+            .holds(&mb, &[100.0, 115.0, 95.0, 100.0, 100.0], 1.0)
+            .is_none());
+        // bw_slope:1%: a rise of 1 MB/s a round of 1 s on a mean of 100 is 1% a second.
+        let s = SteadyRule::parse("bw_slope:1.5%").unwrap();
+        let rising = [98.0, 99.0, 100.0, 101.0, 102.0];
+        assert!(s.holds(&rising, &mb, 1.0).is_some());
+        assert!(s.holds(&rising, &mb, 0.5).is_none(), "2% a second");
+        for bad in ["iops", "iops:10", "lat:5%", "xyz:5%", "bw:0%"] {
+            assert!(SteadyRule::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_noisy_drop_is_a_cliff_only_beyond_its_noise() {
+        // ±5% noise around 200 then 60: a cliff.
+        let r: Vec<f64> = (0..40)
+            .map(|i| {
+                let base = if i < 15 { 200.0 } else { 60.0 };
+                base * (1.0 + 0.05 * ((i * 7 % 5) as f64 - 2.0) / 2.0)
+            })
+            .collect();
+        let c = find_cliff(&samples(&r)).expect("a cliff");
+        assert!((c.seconds_before - 1.5).abs() < 0.05, "{c:?}");
+    }
+}
