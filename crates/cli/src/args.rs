@@ -285,6 +285,29 @@ pub struct CompareArgs {
     /// Print every warning of every side in full instead of one line per code and side.
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// Show every line (every metric of every test) and the full evidence, not only the
+    /// lines that matter.
+    #[arg(long)]
+    pub all: bool,
+    /// A change whose 95% interval lies inside ±PCT percent is called "same" (default 5;
+    /// docs/statistics.md).
+    #[arg(long, value_name = "PCT", value_parser = parse_margin)]
+    pub margin: Option<f64>,
+}
+
+/// `--margin PCT`: a percentage above 0 and below 100.
+pub fn parse_margin(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage (for example 5 or 2.5)"))?;
+    if v.is_finite() && v > 0.0 && v < 100.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "'{s}': the margin is a percentage above 0 and below 100"
+        ))
+    }
 }
 
 #[derive(Args, Debug)]

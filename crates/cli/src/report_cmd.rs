@@ -225,6 +225,9 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
         ));
     }
     let mut set = RunSet::groups(groups);
+    if let Some(m) = a.margin {
+        set.margin_pct = m;
+    }
     set.set_noise(load_noise(&store, &set.run_ids())?);
     let c = cmp::compare(&set);
     match &a.json {
@@ -250,7 +253,7 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
             };
             print!(
                 "{}",
-                iolab_report::style::paint(&cmp::render_with(&c, detail))
+                iolab_report::style::paint(&cmp::render_opts(&c, detail, a.all || a.verbose))
             )
         }
     }

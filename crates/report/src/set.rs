@@ -12,6 +12,7 @@ use iolab_measure::{
     Caveat, MetricSummary, PassRecord, RunRecord, TestRecord, TestSummary, Warning, WarningCode,
 };
 use iolab_stats::noise::{self, LogGroup, Outcome, RunTest, Side};
+pub use iolab_stats::noise::{Call, DEFAULT_MARGIN_PCT};
 use iolab_stats::score::{self, Access, ScoreInput, StudyScore};
 use iolab_stats::{median, metric, summarize, Score};
 
@@ -281,6 +282,258 @@ impl Judgement {
     }
 }
 
+/// A condition the two sides were measured under that differs between them and could
+/// explain a difference on its own: a warning code one side's runs raised and the
+/// other's did not, a fact of the environment, or the time the runs were made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confound {
+    /// `BUSY_DEVICE`, `BUSY_CPU`, `PAGE_CACHE`, `BLKIO_THROTTLE`, `kernel`, `filesystem`,
+    /// `mount_options`, `device`, `throttle`, `sequential`.
+    pub code: String,
+    /// What differs, for a person: `on A in 3 of 3 runs, on B in 0 of 3`.
+    pub fact: String,
+}
+
+impl Confound {
+    /// `BUSY_DEVICE (on A in 3 of 3 runs, on B in 0 of 3)`.
+    pub fn text(&self) -> String {
+        format!("{} ({})", self.code, self.fact)
+    }
+}
+
+/// The verdict on one line (a test and metric, one side against another).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub call: Call,
+    /// Whether the change is up (B above A); meaningful for *different*.
+    pub higher: bool,
+    /// For *undecided*: runs a side that would decide a change of the margin at the noise
+    /// measured (`None` when the noise is not measured).
+    pub runs_needed: Option<usize>,
+    /// Conditions that differ between the sides (empty: same machine state).
+    pub confounded_by: Vec<Confound>,
+}
+
+impl Decision {
+    /// *different*, with no confound named.
+    pub fn clean_different(&self) -> bool {
+        self.call == Call::Different && self.confounded_by.is_empty()
+    }
+}
+
+/// One line of a family: its judgement, the test it belongs to, and whether it is that
+/// test's primary metric (MB/s, or IOPS for tests that move no bytes).
+pub struct Line<'a> {
+    pub judgement: &'a Judgement,
+    pub test: &'a str,
+    pub primary: bool,
+}
+
+/// Decides a family of lines (one side against another, every test and metric) together,
+/// so that two identical sides get no *different* line at all at least 95% of the time:
+/// the tests' primary lines are corrected together with Holm's step-down procedure (valid
+/// whatever their dependence); a test's other metrics (IOPS, mean and p99 latency, which
+/// mostly restate its throughput) can be *different* only when its primary line is, and
+/// then on their own 95% test (gatekeeping: under identical sides no primary line passes
+/// in 95% of comparisons, so no other line does either). A line is *same* when its
+/// ratio's 95% interval lies inside ±`margin_pct`; otherwise *undecided*. `None` for a
+/// side without the test.
+pub fn decide_family(lines: &[Line<'_>], margin_pct: f64) -> Vec<Option<Decision>> {
+    let primaries: Vec<(usize, f64)> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.primary)
+        .filter_map(|(i, l)| l.judgement.tested().map(|t| (i, t.test.p)))
+        .collect();
+    let ps: Vec<f64> = primaries.iter().map(|(_, p)| *p).collect();
+    let kept_primary = noise::holm(&ps, iolab_stats::score::ALPHA);
+    let passed = |i: usize| {
+        primaries
+            .iter()
+            .position(|(x, _)| *x == i)
+            .is_some_and(|k| kept_primary[k])
+    };
+    let gate_open = |test: &str| {
+        lines
+            .iter()
+            .enumerate()
+            .any(|(i, l)| l.primary && l.test == test && passed(i))
+    };
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| match l.judgement {
+            Judgement::Missing => None,
+            Judgement::Tested(t) => {
+                let kept = if l.primary {
+                    passed(i)
+                } else {
+                    gate_open(l.test)
+                };
+                let call = t.test.call(margin_pct, kept);
+                Some(Decision {
+                    call,
+                    higher: t.test.ratio > 1.0,
+                    runs_needed: (call == Call::Undecided)
+                        .then(|| t.test.runs_needed(margin_pct))
+                        .flatten(),
+                    confounded_by: Vec::new(),
+                })
+            }
+            _ => Some(Decision {
+                call: Call::Undecided,
+                higher: false,
+                runs_needed: None,
+                confounded_by: Vec::new(),
+            }),
+        })
+        .collect()
+}
+
+/// Seconds since the epoch of an RFC 3339 time as runs store it.
+fn epoch(s: &str) -> Option<f64> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.timestamp_millis() as f64 / 1000.0)
+}
+
+/// How much earlier one batch of runs ended than the other started, when one side's runs
+/// all came before the other's: (the earlier side: 0 or 1, the gap in seconds), where
+/// the gap is longer than a minute and than any gap between runs inside a side.
+pub fn sequential(a: &[&RunRecord], b: &[&RunRecord]) -> Option<(usize, f64)> {
+    let span = |runs: &[&RunRecord]| -> Option<Vec<(f64, f64)>> {
+        let mut v: Vec<(f64, f64)> = runs
+            .iter()
+            .map(|r| {
+                let s = epoch(&r.started_at)?;
+                let e = r.finished_at.as_deref().and_then(epoch).unwrap_or(s);
+                Some((s, e))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        v.sort_by(|x, y| x.0.total_cmp(&y.0));
+        (!v.is_empty()).then_some(v)
+    };
+    let (sa, sb) = (span(a)?, span(b)?);
+    let inner = |v: &[(f64, f64)]| v.windows(2).map(|w| w[1].0 - w[0].1).fold(0.0f64, f64::max);
+    let within = inner(&sa).max(inner(&sb)).max(60.0);
+    let last = |v: &[(f64, f64)]| v.iter().map(|x| x.1).fold(f64::MIN, f64::max);
+    for (first, (x, y)) in [(0, (&sa, &sb)), (1, (&sb, &sa))] {
+        let gap = y[0].0 - last(x);
+        if gap > within {
+            return Some((first, gap));
+        }
+    }
+    None
+}
+
+/// `1h 2m`, `10m 3s`, `42s`.
+pub fn gap_text(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {}s", s / 60, s % 60),
+        _ => format!("{}h {}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// The warning codes that say a run was measured under load or another state of the
+/// machine, per pass or per test: a side that has them and another that does not were
+/// not measured alike.
+pub const CONFOUND_CODES: [WarningCode; 4] = [
+    WarningCode::BusyDevice,
+    WarningCode::BusyCpu,
+    WarningCode::PageCache,
+    WarningCode::BlkioThrottle,
+];
+
+/// What differs between the conditions of runs `a` and runs `b` for test `name` (sides
+/// named `la` and `lb`): see [`Confound`].
+pub fn confounds(
+    (la, a): (&str, &[&RunRecord]),
+    (lb, b): (&str, &[&RunRecord]),
+    name: &str,
+) -> Vec<Confound> {
+    let mut out = Vec::new();
+    if a.is_empty() || b.is_empty() {
+        return out;
+    }
+    for code in CONFOUND_CODES {
+        let count = |runs: &[&RunRecord]| {
+            runs.iter()
+                .filter(|r| {
+                    r.warnings
+                        .iter()
+                        .any(|w| w.code == code && w.test.as_deref().is_none_or(|t| t == name))
+                })
+                .count()
+        };
+        let (ka, kb) = (count(a), count(b));
+        if (ka == 0) != (kb == 0) {
+            out.push(Confound {
+                code: code.as_str().to_string(),
+                fact: format!(
+                    "on {la} in {ka} of {} run{}, on {lb} in {kb} of {}",
+                    a.len(),
+                    if a.len() == 1 { "" } else { "s" },
+                    b.len()
+                ),
+            });
+        }
+    }
+    let facts: [(&str, &[&str]); 5] = [
+        ("kernel", &["kernel_release"]),
+        ("filesystem", &["target", "fs_type"]),
+        ("mount_options", &["target", "mount_options"]),
+        ("device", &["target", "mount_source"]),
+        ("throttle", &["blkio_throttles"]),
+    ];
+    for (code, path) in facts {
+        let values = |runs: &[&RunRecord]| -> Vec<String> {
+            let mut v: Vec<String> = runs
+                .iter()
+                .filter_map(|r| {
+                    let x = path.iter().fold(&r.env, |v, k| &v[*k]);
+                    match x {
+                        serde_json::Value::Null => None,
+                        serde_json::Value::String(s) => Some(s.clone()),
+                        other => Some(other.to_string()),
+                    }
+                })
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let (va, vb) = (values(a), values(b));
+        if !va.is_empty() && !vb.is_empty() && va != vb {
+            out.push(Confound {
+                code: code.to_string(),
+                fact: format!("{} on {la}, {} on {lb}", va.join(" / "), vb.join(" / ")),
+            });
+        }
+    }
+    if let Some((first, gap)) = sequential(a, b) {
+        let (x, y, n) = if first == 0 {
+            (la, lb, a.len())
+        } else {
+            (lb, la, b.len())
+        };
+        out.push(Confound {
+            code: "sequential".into(),
+            fact: format!(
+                "{} of {x} before any of {y}, {} apart: a change of the machine's state                  in between looks like a difference",
+                if n == 1 {
+                    "the run".to_string()
+                } else {
+                    format!("all {n} runs")
+                },
+                gap_text(gap)
+            ),
+        });
+    }
+    out
+}
+
 /// Tests the runs of `b` against those of `a` (the rule is in `iolab_stats::noise`).
 pub fn judge(a: &RunValues, b: &RunValues) -> Judgement {
     if a.runs.is_empty() || b.runs.is_empty() {
@@ -455,6 +708,8 @@ pub struct RunSet {
     pub noise: Noise,
     /// Whether test names carry their workload's label (a study of several workloads).
     labelled_tests: bool,
+    /// The margin, in percent, inside which a change is called *same* (`--margin`).
+    pub margin_pct: f64,
 }
 
 /// Prefixes test names (and the tests of warnings) with the run's label, as a study of
@@ -655,6 +910,7 @@ impl RunSet {
             baseline: 0,
             noise: Noise::default(),
             labelled_tests: false,
+            margin_pct: DEFAULT_MARGIN_PCT,
         }
     }
 
@@ -731,6 +987,7 @@ impl RunSet {
             baseline: 0,
             noise: Noise::default(),
             labelled_tests: false,
+            margin_pct: DEFAULT_MARGIN_PCT,
         }
     }
 
@@ -825,6 +1082,54 @@ impl RunSet {
         judge(&self.run_values(a, name, m), &self.run_values(b, name, m))
     }
 
+    /// What differs between the conditions of configurations `a` and `b` for test `name`
+    /// (sides named by their labels).
+    pub fn confounds(&self, a: usize, b: usize, name: &str) -> Vec<Confound> {
+        let runs = |c: usize| -> Vec<&RunRecord> { self.configs[c].runs.iter().collect() };
+        confounds(
+            (&self.configs[a].label, &runs(a)),
+            (&self.configs[b].label, &runs(b)),
+            name,
+        )
+    }
+
+    /// The verdict on every test and metric of configuration `b` against `a`, decided as
+    /// one family ([`decide_family`]), with the confounds of each line: keyed by (test,
+    /// metric); lines a side lacks are left out.
+    pub fn decisions(&self, a: usize, b: usize) -> HashMap<(String, Metric), Decision> {
+        let mut keys = Vec::new();
+        let mut js = Vec::new();
+        for name in self.test_names() {
+            let primary = primary_metric(self.aligned(&name).iter().flatten().copied());
+            for m in Metric::ALL {
+                js.push(self.judge(&name, m, a, b));
+                keys.push((name.clone(), m, m == primary));
+            }
+        }
+        let lines: Vec<Line<'_>> = keys
+            .iter()
+            .zip(&js)
+            .map(|((name, _, primary), j)| Line {
+                judgement: j,
+                test: name,
+                primary: *primary,
+            })
+            .collect();
+        let decided = decide_family(&lines, self.margin_pct);
+        let mut out = HashMap::new();
+        let mut conf: HashMap<String, Vec<Confound>> = HashMap::new();
+        for ((name, m, _), d) in keys.iter().zip(decided) {
+            if let Some(mut d) = d {
+                d.confounded_by = conf
+                    .entry(name.clone())
+                    .or_insert_with(|| self.confounds(a, b, name))
+                    .clone();
+                out.insert((name.clone(), *m), d);
+            }
+        }
+        out
+    }
+
     /// Makes the configuration labelled `label` the baseline.
     pub fn set_baseline(&mut self, label: &str) -> Result<(), String> {
         match self.configs.iter().position(|c| c.label == label) {
@@ -868,6 +1173,7 @@ impl RunSet {
                     study: None,
                     noise: self.noise.clone(),
                     labelled_tests: self.labelled_tests,
+                    margin_pct: self.margin_pct,
                     baseline: members
                         .iter()
                         .position(|&i| i == self.baseline)
