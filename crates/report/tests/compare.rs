@@ -136,6 +136,71 @@ fn three_runs_a_side_find_a_known_difference_and_nothing_else() {
 }
 
 #[test]
+fn a_difference_measured_under_other_conditions_names_them() {
+    // A's three runs ran under other I/O on the device (BUSY_DEVICE on SEQ1M Q8T1 Read)
+    // at 09:00-09:09; B's ran quiet from 10:00: SEQ1M Q8T1 Read 1.5 times as fast.
+    let mut set = three_a_side();
+    for (k, r) in set.configs[0].runs.iter_mut().enumerate() {
+        r.started_at = format!("2025-03-01T09:0{}:00Z", 3 * k);
+        r.finished_at = Some(format!("2025-03-01T09:0{}:30Z", 3 * k + 2));
+        r.warnings.push(iolab_measure::Warning {
+            code: iolab_measure::WarningCode::BusyDevice,
+            message: "other I/O on vda".into(),
+            fix: String::new(),
+            test: Some("SEQ1M Q8T1 Read".into()),
+        });
+    }
+    for (k, r) in set.configs[1].runs.iter_mut().enumerate() {
+        r.started_at = format!("2025-03-01T10:0{}:00Z", 3 * k);
+        r.finished_at = Some(format!("2025-03-01T10:0{}:30Z", 3 * k + 2));
+    }
+    let c = compare(&set);
+    let r = row(&c, "SEQ1M Q8T1 Read", Metric::MbS);
+    let d = r.cells[1].decision.as_ref().expect("decided");
+    assert_eq!(d.call.key(), "different");
+    let codes: Vec<&str> = d.confounded_by.iter().map(|x| x.code.as_str()).collect();
+    assert_eq!(codes, ["BUSY_DEVICE", "sequential"], "{d:?}");
+    assert!(!d.clean_different());
+    // A test without the warning is still confounded by the time the sides ran.
+    let other = row(&c, "RND4K Q1T1 Read", Metric::MbS);
+    let codes: Vec<&str> = other.cells[1]
+        .decision
+        .as_ref()
+        .unwrap()
+        .confounded_by
+        .iter()
+        .map(|x| x.code.as_str())
+        .collect();
+    assert_eq!(codes, ["sequential"]);
+    let text = render(&c);
+    let f = flat(&text);
+    assert!(f.starts_with("iolab compare · 2 sides, tests aligned by name No clean difference: B differs from A on"), "{text}");
+    assert!(
+        f.contains("(BUSY_DEVICE, sequential), which could explain it"),
+        "{text}"
+    );
+    assert!(f.contains("different*, better"), "{text}");
+    assert!(
+        f.contains("BUSY_DEVICE (on A in 3 of 3 runs, on B in 0 of 3)")
+            && f.contains("all 3 runs of A before any of B, 51m 30s apart")
+            && f.contains("Batches are not replicates")
+            && f.contains("interleave"),
+        "{text}"
+    );
+    let doc = document(&c, "0.1.0");
+    let t = doc["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "SEQ1M Q8T1 Read")
+        .unwrap();
+    let b = &t["metrics"]["mb_s"][1];
+    assert_eq!(b["verdict"], "different");
+    assert_eq!(b["confounded_by"][0]["code"], "BUSY_DEVICE", "{b}");
+    assert_eq!(doc["sides"][1]["confounded_by"][1]["code"], "sequential");
+}
+
+#[test]
 fn single_runs_cannot_be_told_from_noise() {
     // The old failure: two runs whose passes are tight (±0.3%) but 5% apart. Passes say
     // "significant"; one run a side says nothing.
