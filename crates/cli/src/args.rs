@@ -265,6 +265,9 @@ pub struct ReportArgs {
     /// run, the study document (iolab.study/2) for several or a study.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,
+    /// A change whose 95% interval lies inside ±PCT percent is called "same" (default 5).
+    #[arg(long, value_name = "PCT", value_parser = parse_margin)]
+    pub margin: Option<f64>,
 }
 
 #[derive(Args, Debug)]
@@ -330,6 +333,9 @@ pub struct HistoryArgs {
     /// FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,
+    /// A change whose 95% interval lies inside ±PCT percent is called "same" (default 5).
+    #[arg(long, value_name = "PCT", value_parser = parse_margin)]
+    pub margin: Option<f64>,
 }
 
 // ux: completions and man pages.

@@ -679,9 +679,7 @@ fn ratio_table(set: &RunSet, h: &mut String) {
                 if i != set.baseline {
                     match set.judge(&name, m, set.baseline, i) {
                         set::Judgement::Tested(x) => {
-                            let d = decided[i]
-                                .as_ref()
-                                .and_then(|d| d.get(&(name.clone(), m)));
+                            let d = decided[i].as_ref().and_then(|d| d.get(&(name.clone(), m)));
                             let (class, mark, word) = match d.map(|d| d.call) {
                                 Some(set::Call::Different) => ("sig", "●", "different"),
                                 Some(set::Call::Same) => ("ci", "=", "same within the margin"),

@@ -274,7 +274,10 @@ pub fn decided_json(j: &crate::set::Judgement, d: Option<&crate::set::Decision>)
         o.insert(
             "ratio_ci95".into(),
             t.map_or(Value::Null, |t| {
-                json!([finite(Some(t.test.ratio_low)), finite(Some(t.test.ratio_high))])
+                json!([
+                    finite(Some(t.test.ratio_low)),
+                    finite(Some(t.test.ratio_high))
+                ])
             }),
         );
         o.insert("runs_needed".into(), json!(d.runs_needed));

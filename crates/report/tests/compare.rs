@@ -496,6 +496,14 @@ fn history_marks_only_changes_beyond_the_noise_of_the_command() {
     let fifth = &doc["series"][0]["runs"][4]["tests"][0];
     assert_eq!(fifth["test"], "SEQ1M Q8T1 Read");
     assert_eq!(fifth["movement"], "up");
+    assert_eq!(fifth["verdict"], "different");
+    assert!(fifth["ratio_ci95"][0].as_f64().unwrap() > 1.05, "{fifth}");
+    // Run 4 against run 3, with two earlier runs as the noise (2 degrees of freedom): not
+    // different, but too uncertain to be the same within ±5% either.
+    let fourth = &doc["series"][0]["runs"][3]["tests"][0];
+    assert_eq!(fourth["verdict"], "undecided", "{fourth}");
+    assert!(fourth["runs_needed"].as_u64().unwrap() >= 2, "{fourth}");
+    assert!(t.contains('~') && t.contains('='), "{text}");
     assert_eq!(fifth["method"], "pooled-log-noise");
     assert_eq!(fifth["noise_runs"], 3);
 
