@@ -144,6 +144,27 @@ pub struct StudyArgs {
     /// Also write the HTML report of the study to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// After the first rounds (at least 2, interleaved), add rounds only for the
+    /// configurations whose place in the ranking is undecided, until every adjacent pair
+    /// is different or the same within --margin (docs/statistics.md).
+    #[arg(long, conflicts_with = "dry_run")]
+    pub until_decided: bool,
+    /// With --until-decided: the most wall time the study may take (30m, 2h).
+    #[arg(long, value_name = "TIME", requires = "until_decided", value_parser = parse_budget)]
+    pub budget: Option<std::time::Duration>,
+    /// With --until-decided: two configurations whose 95% interval lies inside ±PCT
+    /// percent are the same (default 5).
+    #[arg(long, value_name = "PCT", requires = "until_decided", value_parser = parse_margin)]
+    pub margin: Option<f64>,
+}
+
+/// `--budget TIME`: a duration, above 0.
+pub fn parse_budget(s: &str) -> Result<std::time::Duration, String> {
+    let d = iolab_spec::parse_duration("--budget", s).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err(format!("'{s}': the budget must be above 0"));
+    }
+    Ok(d)
 }
 
 #[derive(Args, Debug)]

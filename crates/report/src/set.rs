@@ -815,7 +815,65 @@ pub const RANK_METHOD: &str = "configurations share a rank range unless their to
      scores differ significantly: a t-test on ln of the score of each repeat (Welch with 2 \
      or more repeats a side, else against earlier repeats in the store), two-sided, 95%";
 
+/// An adjacent pair of the ranking (configurations `better` and `worse`, input order,
+/// `better` ranked above) and its verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdjacentPair {
+    pub better: usize,
+    pub worse: usize,
+    pub decision: Decision,
+}
+
 impl Ranking {
+    /// Every pair of neighbours in the ranking (by total score, best first), each decided
+    /// on the per-repeat scores: *different* when Holm's correction over the adjacent
+    /// pairs keeps it significant and it is not within ±`margin_pct`, *same* when the
+    /// ratio's 95% interval lies inside ±`margin_pct`, else *undecided* with the repeats a
+    /// configuration that would decide.
+    pub fn adjacent(&self, margin_pct: f64) -> Vec<AdjacentPair> {
+        let order: Vec<usize> = self
+            .score
+            .ranked
+            .iter()
+            .filter(|c| c.total.is_some())
+            .map(|c| c.config)
+            .collect();
+        let judgements: Vec<&Judgement> = order
+            .windows(2)
+            .filter_map(|w| {
+                let (i, j) = (w[0].min(w[1]), w[0].max(w[1]));
+                self.pairs
+                    .iter()
+                    .find(|(a, b, _)| *a == i && *b == j)
+                    .map(|(_, _, jd)| jd)
+            })
+            .collect();
+        let lines: Vec<Line<'_>> = judgements
+            .iter()
+            .map(|j| Line {
+                judgement: j,
+                test: "",
+                primary: true,
+            })
+            .collect();
+        // Each adjacent pair is its own "test": all primary, one Holm family.
+        let decided = decide_family(&lines, margin_pct);
+        order
+            .windows(2)
+            .zip(decided)
+            .map(|(w, d)| AdjacentPair {
+                better: w[0],
+                worse: w[1],
+                decision: d.unwrap_or(Decision {
+                    call: Call::Undecided,
+                    higher: false,
+                    runs_needed: None,
+                    confounded_by: Vec::new(),
+                }),
+            })
+            .collect()
+    }
+
     /// Whether any pair of configurations could be tested at all.
     pub fn any_tested(&self) -> bool {
         self.pairs
