@@ -1060,6 +1060,8 @@ mod tests {
             a: true,
             b: true,
         };
-        assert_eq!(Verdict::Untested(lone).text(), "can't tell (1 run)");
+        assert_eq!(Verdict::Untested(lone).text(None, 5.0), "can't tell (1 run)");
+        assert_eq!(pct(5.0), "5%");
+        assert_eq!(pct(2.5), "2.5%");
     }
 }
