@@ -153,7 +153,8 @@ diff = [l for l in lines if l["verdict"] == "different"]
 clean = [l for l in diff if not l["confounded_by"]]
 print(f"  lines: {len(lines)}; different: {len(diff)}, of which clean (no confound): {len(clean)}")
 for l in diff:
-    print(f"    {l[\"metric\"]}: {l[\"change\"]:+.1f}%, confounded by {l[\"confounded_by\"]}")'
+    m, ch, cb = l["metric"], l["change"], l["confounded_by"]
+    print(f"    {m}: {ch:+.1f}%, confounded by {cb}")'
   "$IOLAB" compare --label loaded --label quiet --db "$DB" | sed 's/^/  | /'
 fi
 

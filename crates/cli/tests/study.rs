@@ -216,7 +216,15 @@ warmup = 0
     // A budget of 1 s is spent by the first two rounds (the least that measures a spread),
     // so no third round starts whatever the verdict.
     let out = sb
-        .iolab(&["study", &f, "--until-decided", "--budget", "1s", "--margin", "0.5"])
+        .iolab(&[
+            "study",
+            &f,
+            "--until-decided",
+            "--budget",
+            "1s",
+            "--margin",
+            "0.5",
+        ])
         .ok();
     let text = &out.stdout;
     assert!(

@@ -725,6 +725,10 @@ pub fn answer(c: &Comparison, k: usize) -> String {
     }
     let undecided = n - same;
     let more = match runs_needed(c, k) {
+        Some(r) if r > 100 => format!(
+            "; the runs vary too much to decide a {margin} change (about {r} runs a side \
+             would): the warnings below say what disturbed them"
+        ),
         Some(r) => {
             format!("; about {r} runs a side would decide a {margin} change at the noise measured")
         }
@@ -1060,7 +1064,10 @@ mod tests {
             a: true,
             b: true,
         };
-        assert_eq!(Verdict::Untested(lone).text(None, 5.0), "can't tell (1 run)");
+        assert_eq!(
+            Verdict::Untested(lone).text(None, 5.0),
+            "can't tell (1 run)"
+        );
         assert_eq!(pct(5.0), "5%");
         assert_eq!(pct(2.5), "2.5%");
     }

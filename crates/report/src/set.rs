@@ -438,13 +438,58 @@ pub fn gap_text(secs: f64) -> String {
 
 /// The warning codes that say a run was measured under load or another state of the
 /// machine, per pass or per test: a side that has them and another that does not were
-/// not measured alike.
+/// not measured alike. For BUSY_DEVICE and BUSY_CPU the passes' own figures come first
+/// (other I/O in MB/s, other CPU in % of a CPU, compared by size: both sides under some
+/// load is not a confound, one side under twice the other's is); the warnings count only
+/// for runs loaded without their passes.
 pub const CONFOUND_CODES: [WarningCode; 4] = [
     WarningCode::BusyDevice,
     WarningCode::BusyCpu,
     WarningCode::PageCache,
     WarningCode::BlkioThrottle,
 ];
+
+/// Another's I/O on the target's devices during test `name` of run `r`, MB/s: per pass,
+/// the most any device moved beyond iolab's own bytes, over the pass's time; the median
+/// over the passes. `None` when the run is not direct I/O (the page cache hides whose the
+/// device's bytes are) or no pass recorded device activity.
+fn foreign_io(r: &RunRecord, name: &str) -> Option<f64> {
+    if !r.settings.direct {
+        return None;
+    }
+    let t = r.tests.iter().find(|t| t.name == name)?;
+    let v: Vec<f64> = t
+        .passes
+        .iter()
+        .filter(|p| p.seconds > 0.0 && !p.context.activity.devices.is_empty())
+        .map(|p| {
+            let foreign = p
+                .context
+                .activity
+                .devices
+                .iter()
+                .map(|d| (d.read_bytes + d.write_bytes).saturating_sub(p.bytes))
+                .max()
+                .unwrap_or(0);
+            foreign as f64 / p.seconds / 1e6
+        })
+        .collect();
+    (!v.is_empty()).then(|| median(&v))
+}
+
+/// Other processes' CPU during test `name` of run `r`, in percent of one CPU: the median
+/// over the passes that have a figure.
+fn other_cpu(r: &RunRecord, name: &str) -> Option<f64> {
+    let t = r.tests.iter().find(|t| t.name == name)?;
+    let v: Vec<f64> = t
+        .passes
+        .iter()
+        .map(|p| &p.context.activity)
+        .filter(|a| a.cpu_resolution_pct > 0.0 && a.cpu_resolution_pct <= 5.0)
+        .map(|a| a.other_cpu_pct)
+        .collect();
+    (!v.is_empty()).then(|| median(&v))
+}
 
 /// What differs between the conditions of runs `a` and runs `b` for test `name` (sides
 /// named `la` and `lb`): see [`Confound`].
@@ -457,7 +502,52 @@ pub fn confounds(
     if a.is_empty() || b.is_empty() {
         return out;
     }
+    let mut measured: Vec<WarningCode> = Vec::new();
+    for (code, what, unit, level) in [
+        (
+            WarningCode::BusyDevice,
+            "other I/O on the device",
+            "MB/s",
+            foreign_io as fn(&RunRecord, &str) -> Option<f64>,
+        ),
+        (
+            WarningCode::BusyCpu,
+            "other processes' CPU",
+            "% of a CPU",
+            other_cpu as fn(&RunRecord, &str) -> Option<f64>,
+        ),
+    ] {
+        let side = |runs: &[&RunRecord]| -> Option<f64> {
+            let v: Vec<f64> = runs.iter().filter_map(|r| level(r, name)).collect();
+            (!v.is_empty()).then(|| median(&v))
+        };
+        let (Some(xa), Some(xb)) = (side(a), side(b)) else {
+            continue;
+        };
+        measured.push(code.clone());
+        let (lo, hi) = (xa.min(xb), xa.max(xb));
+        // Twice as much, and more than a floor: 1 MB/s of other I/O, 25% of a CPU.
+        let floor = if code == WarningCode::BusyDevice {
+            1.0
+        } else {
+            25.0
+        };
+        if hi > 2.0 * lo && hi - lo > floor {
+            out.push(Confound {
+                code: code.as_str().to_string(),
+                fact: format!(
+                    "{what}: {} {unit} on {la}, {} {unit} on {lb} (the median of the runs' \
+                     passes)",
+                    num(xa),
+                    num(xb)
+                ),
+            });
+        }
+    }
     for code in CONFOUND_CODES {
+        if measured.contains(&code) {
+            continue;
+        }
         let count = |runs: &[&RunRecord]| {
             runs.iter()
                 .filter(|r| {

@@ -198,6 +198,59 @@ fn a_difference_measured_under_other_conditions_names_them() {
     assert_eq!(b["verdict"], "different");
     assert_eq!(b["confounded_by"][0]["code"], "BUSY_DEVICE", "{b}");
     assert_eq!(doc["sides"][1]["confounded_by"][1]["code"], "sequential");
+
+    // Both sides under some other I/O (BUSY_DEVICE on each): what counts is how much. A's
+    // passes saw 50 MB/s of it, B's 2 MB/s: named with the figures. At 50 and 40 MB/s:
+    // alike, not a confound.
+    let loaded = |set: &mut RunSet, side: usize, mb_s: f64| {
+        for r in set.configs[side].runs.iter_mut() {
+            r.warnings.push(iolab_measure::Warning {
+                code: iolab_measure::WarningCode::BusyDevice,
+                message: "other I/O on vda".into(),
+                fix: String::new(),
+                test: Some("SEQ1M Q8T1 Read".into()),
+            });
+            for t in r.tests.iter_mut() {
+                for p in t.passes.iter_mut() {
+                    p.context.activity.devices = vec![iolab_measure::DeviceIo {
+                        device: "vda".into(),
+                        read_bytes: p.bytes + (mb_s * 1e6 * p.seconds) as u64,
+                        write_bytes: 0,
+                        read_requests: 0,
+                        write_requests: 0,
+                    }];
+                }
+            }
+        }
+    };
+    let codes = |set: &RunSet| -> Vec<(String, String)> {
+        let c = compare(set);
+        let r = row(&c, "SEQ1M Q8T1 Read", Metric::MbS);
+        r.cells[1]
+            .decision
+            .as_ref()
+            .unwrap()
+            .confounded_by
+            .iter()
+            .map(|x| (x.code.clone(), x.fact.clone()))
+            .collect()
+    };
+    let mut set = three_a_side();
+    loaded(&mut set, 0, 50.0);
+    loaded(&mut set, 1, 2.0);
+    let named = codes(&set);
+    assert_eq!(named.len(), 1, "{named:?}");
+    assert_eq!(named[0].0, "BUSY_DEVICE");
+    assert!(
+        named[0]
+            .1
+            .starts_with("other I/O on the device: 50.0 MB/s on A, 2.00 MB/s on B"),
+        "{named:?}"
+    );
+    let mut set = three_a_side();
+    loaded(&mut set, 0, 50.0);
+    loaded(&mut set, 1, 40.0);
+    assert_eq!(codes(&set), []);
 }
 
 #[test]
