@@ -197,6 +197,10 @@ pub struct Comparison {
     pub busiest: Vec<Option<String>>,
     /// The margin, in percent, inside which a change is *same*.
     pub margin_pct: f64,
+    /// Per side (A: `None`): the spread between batches of its and A's commands stored
+    /// at other times, for the line with the largest *different* change (or the first
+    /// line): the line's name and the test against it.
+    pub batches: Vec<Option<(String, set::BatchTest)>>,
 }
 
 fn letter(i: usize) -> String {
@@ -326,6 +330,28 @@ pub fn compare(set: &RunSet) -> Comparison {
         }
     }
     decide(set, &mut rows);
+    let batches = (0..set.configs.len())
+        .map(|k| {
+            if k == 0 {
+                return None;
+            }
+            let size = |r: &&Row| {
+                r.cells[k]
+                    .verdict
+                    .tested()
+                    .filter(|_| {
+                        matches!(r.cells[k].verdict, Verdict::Better(_) | Verdict::Worse(_))
+                    })
+                    .map_or(-1.0, |t| t.test.ratio.ln().abs())
+            };
+            let row = rows.iter().fold(None::<&Row>, |best, r| match best {
+                Some(x) if size(&x) >= size(&r) => Some(x),
+                _ => Some(r),
+            })?;
+            let t = set.between_batches(0, k, &row.test, row.metric)?;
+            Some((format!("{} {}", row.test, row.metric.label()), t))
+        })
+        .collect();
     let warnings = set
         .configs
         .iter()
@@ -357,6 +383,7 @@ pub fn compare(set: &RunSet) -> Comparison {
         warnings,
         busiest,
         margin_pct: set.margin_pct,
+        batches,
     }
 }
 
@@ -704,9 +731,9 @@ pub fn answer(c: &Comparison, k: usize) -> String {
             v
         };
         return format!(
-            "No clean difference: {b} differs from {a} on {} of {n} lines (the largest: {}), \
-             but the sides were not measured alike ({}), which could explain it.",
-            different.len(),
+            "No clean difference: {b} differs from {a} on {} of {n_tests} tests (the largest: \
+             {}), but the sides were not measured alike ({}), which could explain it.",
+            tests(&different).len(),
             largest(&different),
             codes.join(", ")
         );
@@ -902,14 +929,35 @@ pub fn render_opts(c: &Comparison, detail: Detail, all: bool) -> String {
 }
 
 /// What to do about batches: runs made back to back under one label share the state of
-/// the machine of their time, so they are not independent of it.
+/// the machine of their time, so they are not independent of it. With the spread between
+/// batches of the same commands measured from the store (`Comparison::batches`), what it
+/// says of the largest change.
 pub fn batch_advice(c: &Comparison, k: usize) -> String {
     let b = &c.sides[k].letter;
+    let measured = match c.batches.get(k).and_then(|x| x.as_ref()) {
+        Some((line, t)) => format!(
+            "Between the {} batches of these commands in the store (with runs {}), batch \
+             means of {line} vary by {:.1}% (sd of ln); against that, {b}'s change is {} \
+             (p={}).",
+            t.batches,
+            id_ranges(&t.run_ids),
+            100.0 * t.sd,
+            if t.p < ALPHA {
+                "beyond batch-to-batch variation"
+            } else {
+                "within batch-to-batch variation"
+            },
+            p_text(t.p).trim_start_matches("p=").trim_start_matches("p")
+        ),
+        None => "No other batch of these commands is stored to measure how much batches \
+                 differ."
+            .to_string(),
+    };
     format!(
         "Batches are not replicates: the runs of a side made back to back share the \
-         machine's state of that time, and no other batch of these commands is stored to \
-         measure how much batches differ. To decide, interleave: run A's and {b}'s commands \
-         alternately (each with its --label), a few times, and compare the labels again."
+         machine's state of that time. {measured} To decide, interleave: run A's and {b}'s \
+         commands alternately (each with its --label), a few times, and compare the labels \
+         again."
     )
 }
 
@@ -1015,6 +1063,13 @@ pub fn document(c: &Comparison, iolab_version: &str) -> Value {
         "method": METHOD,
         "alpha": ALPHA,
         "family_correction": "holm",
+        "between_batches": c.batches.iter().map(|x| x.as_ref().map(|(line, t)| json!({
+            "line": line,
+            "batches": t.batches,
+            "sd_ln": t.sd,
+            "p": t.p,
+            "run_ids": t.run_ids,
+        }))).collect::<Vec<_>>(),
         "margin_pct": c.margin_pct,
         "sides": c.sides.iter().enumerate().map(|(k, s)| json!({
             "side": s.letter,

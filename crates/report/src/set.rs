@@ -301,6 +301,23 @@ impl Confound {
     }
 }
 
+/// Two batches of runs compared against the spread between batches of the same commands
+/// stored at other times: runs are grouped into batches by time (a new batch after a gap
+/// of more than a minute), each batch's mean of ln(value) is one sample, and the
+/// difference of the two sides' means is tested against the variance of those batch
+/// means (pooled over the commands, each about its own mean) with Student's t.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchTest {
+    /// Batches found, the compared ones included.
+    pub batches: usize,
+    /// Standard deviation of ln(value) between batch means.
+    pub sd: f64,
+    /// Two-sided p-value of the sides' difference against it.
+    pub p: f64,
+    /// The other stored runs the batches came from.
+    pub run_ids: Vec<i64>,
+}
+
 /// The verdict on one line (a test and metric, one side against another).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
@@ -1228,6 +1245,99 @@ impl RunSet {
     /// Configuration `b` against `a` for test `name` and metric `m`, judged on runs.
     pub fn judge(&self, name: &str, m: Metric, a: usize, b: usize) -> Judgement {
         judge(&self.run_values(a, name, m), &self.run_values(b, name, m))
+    }
+
+    /// The spread between batches of the commands of configurations `a` and `b` (test
+    /// `name`, metric `m`), from every stored run of them: see [`BatchTest`]. `None` when
+    /// the store holds no batch of either command besides the compared ones.
+    pub fn between_batches(&self, a: usize, b: usize, name: &str, m: Metric) -> Option<BatchTest> {
+        let (va, vb) = (self.run_values(a, name, m), self.run_values(b, name, m));
+        let when = |id: i64| -> Option<(f64, f64)> {
+            let r = self
+                .runs()
+                .chain(self.noise.others.iter().map(|(_, r)| r))
+                .find(|r| r.id == Some(id))?;
+            let s = epoch(&r.started_at)?;
+            Some((s, r.finished_at.as_deref().and_then(epoch).unwrap_or(s)))
+        };
+        let mut ss = 0.0;
+        let mut df = 0usize;
+        let mut batches = 0usize;
+        let mut ids: Vec<i64> = Vec::new();
+        let mut commands: Vec<&str> = Vec::new();
+        for v in [&va, &vb] {
+            let Some(cmd) = v.command.as_deref() else {
+                continue;
+            };
+            if commands.contains(&cmd) {
+                continue;
+            }
+            commands.push(cmd);
+            // Every run of the command (both sides' own when they share it, and the others).
+            let mut runs: Vec<(f64, f64, f64)> = Vec::new();
+            for side in [&va, &vb] {
+                if side.command.as_deref() == Some(cmd) {
+                    for (id, x) in &side.runs {
+                        if let (Some((s0, e0)), true) = (id.and_then(when), noise::loggable(*x)) {
+                            runs.push((s0, e0, x.ln()));
+                        }
+                    }
+                }
+            }
+            for (id, x) in v.usable_others() {
+                if let Some((s0, e0)) = when(id) {
+                    runs.push((s0, e0, x.ln()));
+                    ids.push(id);
+                }
+            }
+            runs.sort_by(|x, y| x.0.total_cmp(&y.0));
+            let mut means: Vec<f64> = Vec::new();
+            let mut cur: Vec<f64> = Vec::new();
+            let mut end = f64::MIN;
+            for (s0, e0, x) in runs {
+                if !cur.is_empty() && s0 - end > 60.0 {
+                    means.push(cur.iter().sum::<f64>() / cur.len() as f64);
+                    cur.clear();
+                }
+                cur.push(x);
+                end = end.max(e0);
+            }
+            if !cur.is_empty() {
+                means.push(cur.iter().sum::<f64>() / cur.len() as f64);
+            }
+            let mean = means.iter().sum::<f64>() / means.len().max(1) as f64;
+            ss += means.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
+            df += means.len().saturating_sub(1);
+            batches += means.len();
+        }
+        let (ga, gb) = (LogGroup::of(&va.values())?, LogGroup::of(&vb.values())?);
+        let own_batches = if commands.len() == 1 {
+            2
+        } else {
+            commands.len()
+        };
+        // The compared sides are batches too; without another one there is no spread.
+        if batches <= own_batches || df == 0 {
+            return None;
+        }
+        let var = ss / df as f64;
+        let d = gb.mean - ga.mean;
+        let se = (2.0 * var).sqrt();
+        let p = if se > 0.0 {
+            iolab_stats::score::student_t_p_two_sided(d / se, df as f64)
+        } else if d == 0.0 {
+            1.0
+        } else {
+            0.0
+        };
+        ids.sort_unstable();
+        ids.dedup();
+        Some(BatchTest {
+            batches,
+            sd: var.sqrt(),
+            p,
+            run_ids: ids,
+        })
     }
 
     /// What differs between the conditions of configurations `a` and `b` for test `name`

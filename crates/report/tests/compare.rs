@@ -184,9 +184,36 @@ fn a_difference_measured_under_other_conditions_names_them() {
         f.contains("BUSY_DEVICE (on A in 3 of 3 runs, on B in 0 of 3)")
             && f.contains("all 3 runs of A before any of B, 51m 30s apart")
             && f.contains("Batches are not replicates")
+            && f.contains("No other batch of these commands is stored")
             && f.contains("interleave"),
         "{text}"
     );
+    // The store holds two earlier batches of A's command (days before, ±1%): the batches'
+    // spread is measured, and the +50% is far beyond it.
+    let mut with_batches = set.clone();
+    let others = (0..6)
+        .map(|k| {
+            let mut r = run(20 + k as i64, [1.0, 1.02][k / 3] * WOBBLE[k % 3], 1.0);
+            r.started_at = format!("2025-02-{:02}T10:0{}:00Z", 20 + 5 * (k / 3), k % 3);
+            r.finished_at = Some(format!("2025-02-{:02}T10:0{}:30Z", 20 + 5 * (k / 3), k % 3));
+            r.tests.iter_mut().for_each(|t| t.passes.clear());
+            ("fp-a".to_string(), r)
+        })
+        .collect();
+    with_batches.set_noise(Noise {
+        fingerprints: (1..=6)
+            .map(|id| (id, if id <= 3 { "fp-a" } else { "fp-b" }.to_string()))
+            .collect(),
+        others,
+    });
+    let c = compare(&with_batches);
+    let f = flat(&render(&c));
+    assert!(
+        f.contains("Between the 4 batches of these commands in the store (with runs 20-25)")
+            && f.contains("beyond batch-to-batch variation"),
+        "{f}"
+    );
+    assert_eq!(document(&c, "0.1.0")["between_batches"][1]["batches"], 4);
     let doc = document(&c, "0.1.0");
     let t = doc["tests"]
         .as_array()
