@@ -469,6 +469,13 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
                 "b": b,
                 "test": judgement_json(j),
             })).collect::<Vec<_>>(),
+            "adjacent": ranking.adjacent(set.margin_pct).iter().map(|p| json!({
+                "better": p.better,
+                "worse": p.worse,
+                "verdict": p.decision.call.key(),
+                "runs_needed": p.decision.runs_needed,
+            })).collect::<Vec<_>>(),
+            "margin_pct": set.margin_pct,
             "excluded": score.excluded,
         },
         "warnings": warnings,
