@@ -668,12 +668,20 @@ pub fn answer(c: &Comparison, k: usize) -> String {
         .count();
     let margin = pct(c.margin_pct);
     let largest = |set: &[&(&Row, &Cell, &Decision)]| -> String {
-        // The largest change, the first line of it (MB/s before IOPS).
-        let size = |c: &Cell| c.verdict.tested().map_or(0.0, |t| t.test.ratio.ln().abs());
+        // The largest change, the first line of it (MB/s before IOPS); a throughput line
+        // before a latency one, which says the same more loudly.
+        let size = |r: &Row, c: &Cell| {
+            let s = c.verdict.tested().map_or(0.0, |t| t.test.ratio.ln().abs());
+            if r.metric.higher_is_better() {
+                s + 1e6
+            } else {
+                s
+            }
+        };
         let top = set
             .iter()
             .fold(None::<&&(&Row, &Cell, &Decision)>, |best, x| match best {
-                Some(b) if size(b.1) >= size(x.1) => Some(b),
+                Some(b) if size(b.0, b.1) >= size(x.0, x.1) => Some(b),
                 _ => Some(x),
             });
         match top.and_then(|(r, cell, _)| Some((r, cell, cell.verdict.tested()?))) {
