@@ -1342,13 +1342,24 @@ impl RunSet {
 
     /// What differs between the conditions of configurations `a` and `b` for test `name`
     /// (sides named by their labels).
+    /// In a study the testbed is what is compared: its filesystem, mount options, device
+    /// and throttle are the configurations' differences, not confounds.
     pub fn confounds(&self, a: usize, b: usize, name: &str) -> Vec<Confound> {
         let runs = |c: usize| -> Vec<&RunRecord> { self.configs[c].runs.iter().collect() };
-        confounds(
+        let mut out = confounds(
             (&self.configs[a].label, &runs(a)),
             (&self.configs[b].label, &runs(b)),
             name,
-        )
+        );
+        if self.study.is_some() {
+            out.retain(|x| {
+                !matches!(
+                    x.code.as_str(),
+                    "filesystem" | "mount_options" | "device" | "throttle"
+                )
+            });
+        }
+        out
     }
 
     /// The verdict on every test and metric of configuration `b` against `a`, decided as
