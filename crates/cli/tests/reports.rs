@@ -555,6 +555,24 @@ fn compare_finds_the_known_difference_on_runs() {
     assert!(cell["p"].as_f64().unwrap() < 0.05);
     assert_eq!(cell["evidence"]["method"], "welch-log-runs");
     assert_eq!(cell["runs"], 3);
+    // The margin: +50% is inside ±60%, so the same; a margin of 0 is refused.
+    let wide = f
+        .iolab(&[
+            "compare", "--label", "pair-a", "--label", "pair-b", "--margin", "60", "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(wide["margin_pct"], 60.0);
+    let t = wide["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "SEQ1M Q8T1 Read")
+        .unwrap();
+    assert_eq!(t["metrics"]["mb_s"][1]["verdict"], "same", "{t}");
+    let bad = f.iolab(&["compare", "--label", "pair-a", "--label", "pair-b", "--margin", "0"]);
+    assert!(bad.stderr.contains("--margin"), "{bad}");
+    bad.code(2);
 
     // One run a side: judged against the other stored runs of each label's command (two
     // each, pooled: 2 degrees of freedom).
