@@ -213,8 +213,21 @@ fn a_twenty_percent_throttle_step_is_found_with_three_runs_a_side() {
     );
     assert_eq!(cell["verdict"], "different", "{cell}");
     assert_eq!(cell["direction"], "better", "{cell}");
-    // Interleaved runs under one machine state: nothing confounds the step.
-    assert_eq!(cell["confounded_by"], serde_json::json!([]), "{cell}");
+    // Interleaved runs under one machine state: the only condition named is the one that
+    // differs on purpose, the throttle.
+    assert_eq!(cell["confounded_by"][0]["code"], "throttle", "{cell}");
+    assert_eq!(
+        cell["confounded_by"].as_array().map(Vec::len),
+        Some(1),
+        "{cell}"
+    );
+    assert!(
+        cell["confounded_by"][0]["fact"]
+            .as_str()
+            .unwrap()
+            .starts_with("read_bps 20.0 MiB/s on loop"),
+        "{cell}"
+    );
     // 24/20 MiB/s is +20%; a 500 ms pass holds 80 reads at 20 MiB/s and 96 at 24.
     let change = cell["change_pct"].as_f64().unwrap();
     assert!(

@@ -570,7 +570,9 @@ fn compare_finds_the_known_difference_on_runs() {
         .find(|t| t["name"] == "SEQ1M Q8T1 Read")
         .unwrap();
     assert_eq!(t["metrics"]["mb_s"][1]["verdict"], "same", "{t}");
-    let bad = f.iolab(&["compare", "--label", "pair-a", "--label", "pair-b", "--margin", "0"]);
+    let bad = f.iolab(&[
+        "compare", "--label", "pair-a", "--label", "pair-b", "--margin", "0",
+    ]);
     assert!(bad.stderr.contains("--margin"), "{bad}");
     bad.code(2);
 

@@ -508,6 +508,34 @@ fn other_cpu(r: &RunRecord, name: &str) -> Option<f64> {
     (!v.is_empty()).then(|| median(&v))
 }
 
+/// The blkio throttles of a run's environment as a person reads them: `read_bps 20 MiB/s
+/// on loop2`, joined with `, `; `none` when the list is empty.
+fn throttles_text(list: &[serde_json::Value]) -> String {
+    let mut parts: Vec<String> = list
+        .iter()
+        .map(|t| {
+            let kind = t["kind"].as_str().unwrap_or("?");
+            let limit = t["limit"].as_f64().unwrap_or(0.0);
+            let value = if kind.ends_with("bps") {
+                format!("{} MiB/s", num(limit / 1048576.0))
+            } else {
+                format!("{} IOPS", num(limit))
+            };
+            let dev = t["device_name"]
+                .as_str()
+                .or(t["device"].as_str())
+                .unwrap_or("?");
+            format!("{kind} {value} on {dev}")
+        })
+        .collect();
+    parts.sort();
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// What differs between the conditions of runs `a` and runs `b` for test `name` (sides
 /// named `la` and `lb`): see [`Confound`].
 pub fn confounds(
@@ -603,6 +631,9 @@ pub fn confounds(
                     match x {
                         serde_json::Value::Null => None,
                         serde_json::Value::String(s) => Some(s.clone()),
+                        serde_json::Value::Array(a) if code == "throttle" => {
+                            Some(throttles_text(a))
+                        }
                         other => Some(other.to_string()),
                     }
                 })
