@@ -638,6 +638,59 @@ pub fn side_confounds(c: &Comparison, k: usize) -> Vec<set::Confound> {
     out
 }
 
+/// The confounds of side `k` as the terminal names them: each code once, with the fact of
+/// its first test and the number of tests it concerns (`BUSY_DEVICE on 5 of 8 tests (SEQ1M
+/// Q8T1 Read: other I/O ...)`); every fact with `all`.
+fn confound_summary(c: &Comparison, k: usize, all: bool) -> Vec<String> {
+    if all {
+        return side_confounds(c, k).iter().map(|x| x.text()).collect();
+    }
+    let mut tests: Vec<&str> = c.rows.iter().map(|r| r.test.as_str()).collect();
+    tests.dedup();
+    // Per code: the tests it is named on and its facts (test, fact), in order.
+    let mut out: Vec<(String, Vec<&str>, Vec<(&str, &str)>)> = Vec::new();
+    for r in &c.rows {
+        for x in r.cells[k]
+            .decision
+            .iter()
+            .flat_map(|d| d.confounded_by.iter())
+        {
+            let i = match out.iter().position(|(code, _, _)| *code == x.code) {
+                Some(i) => i,
+                None => {
+                    out.push((x.code.clone(), Vec::new(), Vec::new()));
+                    out.len() - 1
+                }
+            };
+            let (_, t, facts) = &mut out[i];
+            if !t.contains(&r.test.as_str()) {
+                t.push(&r.test);
+            }
+            if !facts.iter().any(|(_, f)| *f == x.fact) {
+                facts.push((&r.test, &x.fact));
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(code, t, facts)| {
+            let on = if t.len() == tests.len() {
+                String::new()
+            } else if t.len() == 1 {
+                format!(" on {}", t[0])
+            } else {
+                format!(" on {} of {} tests", t.len(), tests.len())
+            };
+            match facts.as_slice() {
+                [(_, fact)] => format!("{code}{on} ({fact})"),
+                _ => format!(
+                    "{code}{on} ({}: {}; each test's: --all)",
+                    facts[0].0, facts[0].1
+                ),
+            }
+        })
+        .collect()
+}
+
 /// The answer for side `k` against A, in one or two sentences: which lines are
 /// *different* (the largest first), or that no difference is shown and whether that is
 /// *same* or not yet decided.
@@ -761,8 +814,8 @@ pub fn answer(c: &Comparison, k: usize) -> String {
     let undecided = n - same;
     let more = match runs_needed(c, k) {
         Some(r) if r > 100 => format!(
-            "; the runs vary too much to decide a {margin} change (about {r} runs a side \
-             would): the warnings below say what disturbed them"
+            "; the runs vary too much to decide a {margin} change (about {r} runs a side; see \
+             the warnings)"
         ),
         Some(r) => {
             format!("; about {r} runs a side would decide a {margin} change at the noise measured")
@@ -804,6 +857,9 @@ pub fn render_opts(c: &Comparison, detail: Detail, all: bool) -> String {
                 s.runs[0]
                     .split_once(": ")
                     .map_or(s.runs[0].as_str(), |(_, w)| w)
+                    .split(" · ")
+                    .next()
+                    .unwrap_or_default()
             )
         };
         out.extend(wrap(&line, width, "", "      "));
@@ -811,14 +867,13 @@ pub fn render_opts(c: &Comparison, detail: Detail, all: bool) -> String {
     out.push(String::new());
     let more = !all && c.rows.windows(2).any(|w| w[0].test == w[1].test);
     let mut legend = format!(
-        "Values: each run's headline (median of its passes), the geometric mean of a side's \
-         runs; change against A. Verdicts are decided on runs, every line of a side \
-         together (docs/statistics.md): different, same within ±{}, or undecided (with \
-         the runs a side that would decide). `!`: warnings (below).",
+        "Values: each run's headline (median of its passes), a side's runs' geometric mean; \
+         change against A. Verdicts on runs: different, same within ±{}, or undecided (runs a \
+         side that would decide). `!`: warnings.",
         pct(c.margin_pct)
     );
     if more {
-        legend.push_str(" Each test's first metric and every different line; all: --all.");
+        legend.push_str(" Each test's first metric and every different line (all: --all).");
     }
     out.extend(wrap(&legend, width, "", ""));
     out.push(String::new());
@@ -881,18 +936,22 @@ pub fn render_opts(c: &Comparison, detail: Detail, all: bool) -> String {
         }
         out.extend(table.render(width));
         for k in 1..c.sides.len() {
+            // By default only where a line differs: that is what a confound could explain.
+            let differs = c
+                .rows
+                .iter()
+                .any(|r| matches!(r.cells[k].verdict, Verdict::Better(_) | Verdict::Worse(_)));
             let conf = side_confounds(c, k);
-            if conf.is_empty() {
+            if conf.is_empty() || !(differs || all) {
                 continue;
             }
             out.push(String::new());
             let b = &c.sides[k].letter;
-            let names: Vec<String> = conf.iter().map(|x| x.text()).collect();
             out.extend(wrap(
                 &format!(
                     "* {b} and A were not measured alike, which could explain a difference: \
                      {}.",
-                    names.join("; ")
+                    confound_summary(c, k, all).join("; ")
                 ),
                 width,
                 "",

@@ -181,7 +181,7 @@ fn a_difference_measured_under_other_conditions_names_them() {
     );
     assert!(f.contains("different*, better"), "{text}");
     assert!(
-        f.contains("BUSY_DEVICE (on A in 3 of 3 runs, on B in 0 of 3)")
+        f.contains("BUSY_DEVICE on SEQ1M Q8T1 Read (on A in 3 of 3 runs, on B in 0 of 3)")
             && f.contains("all 3 runs of A before any of B, 51m 30s apart")
             && f.contains("Batches are not replicates")
             && f.contains("No other batch of these commands is stored")
