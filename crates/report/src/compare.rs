@@ -638,6 +638,9 @@ pub fn side_confounds(c: &Comparison, k: usize) -> Vec<set::Confound> {
     out
 }
 
+/// A confound's code, the tests it is named on, and its distinct facts (test, fact).
+type CodeSeen<'a> = (String, Vec<&'a str>, Vec<(&'a str, &'a str)>);
+
 /// The confounds of side `k` as the terminal names them: each code once, with the fact of
 /// its first test and the number of tests it concerns (`BUSY_DEVICE on 5 of 8 tests (SEQ1M
 /// Q8T1 Read: other I/O ...)`); every fact with `all`.
@@ -648,7 +651,7 @@ fn confound_summary(c: &Comparison, k: usize, all: bool) -> Vec<String> {
     let mut tests: Vec<&str> = c.rows.iter().map(|r| r.test.as_str()).collect();
     tests.dedup();
     // Per code: the tests it is named on and its facts (test, fact), in order.
-    let mut out: Vec<(String, Vec<&str>, Vec<(&str, &str)>)> = Vec::new();
+    let mut out: Vec<CodeSeen<'_>> = Vec::new();
     for r in &c.rows {
         for x in r.cells[k]
             .decision
