@@ -157,6 +157,27 @@ pub struct StudyArgs {
     /// Erase the signatures already on the devices before a device testbed builds.
     #[arg(long)]
     pub wipe: bool,
+    /// After the first rounds (at least 2, interleaved), add rounds only for the
+    /// configurations whose place in the ranking is undecided, until every adjacent pair
+    /// is different or the same within --margin (docs/statistics.md).
+    #[arg(long, conflicts_with = "dry_run")]
+    pub until_decided: bool,
+    /// With --until-decided: the most wall time the study may take (30m, 2h).
+    #[arg(long, value_name = "TIME", requires = "until_decided", value_parser = parse_budget)]
+    pub budget: Option<std::time::Duration>,
+    /// With --until-decided: two configurations whose 95% interval lies inside ±PCT
+    /// percent are the same (default 5).
+    #[arg(long, value_name = "PCT", requires = "until_decided", value_parser = parse_margin)]
+    pub margin: Option<f64>,
+}
+
+/// `--budget TIME`: a duration, above 0.
+pub fn parse_budget(s: &str) -> Result<std::time::Duration, String> {
+    let d = iolab_spec::parse_duration("--budget", s).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err(format!("'{s}': the budget must be above 0"));
+    }
+    Ok(d)
 }
 
 #[derive(Args, Debug)]
@@ -314,6 +335,9 @@ pub struct ReportArgs {
     /// run, the study document (iolab.study/2) for several or a study.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,
+    /// A change whose 95% interval lies inside ±PCT percent is called "same" (default 5).
+    #[arg(long, value_name = "PCT", value_parser = parse_margin)]
+    pub margin: Option<f64>,
 }
 
 #[derive(Args, Debug)]
@@ -339,6 +363,29 @@ pub struct CompareArgs {
     /// Print every warning of every side in full instead of one line per code and side.
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// Show every line (every metric of every test) and the full evidence, not only the
+    /// lines that matter.
+    #[arg(long)]
+    pub all: bool,
+    /// A change whose 95% interval lies inside ±PCT percent is called "same" (default 5;
+    /// docs/statistics.md).
+    #[arg(long, value_name = "PCT", value_parser = parse_margin)]
+    pub margin: Option<f64>,
+}
+
+/// `--margin PCT`: a percentage above 0 and below 100.
+pub fn parse_margin(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage (for example 5 or 2.5)"))?;
+    if v.is_finite() && v > 0.0 && v < 100.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "'{s}': the margin is a percentage above 0 and below 100"
+        ))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -364,6 +411,9 @@ pub struct HistoryArgs {
     /// FILE.
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<String>,
+    /// A change whose 95% interval lies inside ±PCT percent is called "same" (default 5).
+    #[arg(long, value_name = "PCT", value_parser = parse_margin)]
+    pub margin: Option<f64>,
 }
 
 // ux: completions and man pages.

@@ -145,6 +145,9 @@ pub fn report(a: ReportArgs) -> Result<i32, RunError> {
         None => RunSet::per_run(load_ids(&store, &a.run_ids)?),
     };
     let mut set = set;
+    if let Some(m) = a.margin {
+        set.margin_pct = m;
+    }
     if let Some(b) = &a.baseline {
         set.set_baseline(b).map_err(RunError::usage)?;
     }
@@ -257,6 +260,9 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
         ));
     }
     let mut set = RunSet::groups(groups);
+    if let Some(m) = a.margin {
+        set.margin_pct = m;
+    }
     set.set_noise(load_noise(&store, &set.run_ids())?);
     let c = cmp::compare(&set);
     match &a.json {
@@ -282,7 +288,7 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
             };
             print!(
                 "{}",
-                iolab_report::style::paint(&cmp::render_with(&c, detail))
+                iolab_report::style::paint(&cmp::render_opts(&c, detail, a.all || a.verbose))
             )
         }
     }
@@ -300,12 +306,14 @@ pub fn history(a: HistoryArgs) -> Result<i32, RunError> {
     let runs = crate::error::load_skipping_damaged(&store, &filter)?;
     let ids: Vec<i64> = runs.iter().filter_map(|r| r.id).collect();
     let noise = load_noise(&store, &ids)?;
+    let margin = a.margin.unwrap_or(iolab_report::set::DEFAULT_MARGIN_PCT);
     match &a.json {
         Some(d) => {
-            let text = serde_json::to_string_pretty(&hist::document(
+            let text = serde_json::to_string_pretty(&hist::document_at(
                 &runs,
                 &noise,
                 env!("CARGO_PKG_VERSION"),
+                margin,
             ))
             .expect("a Value serialises");
             write_outputs(vec![Output {
@@ -315,7 +323,7 @@ pub fn history(a: HistoryArgs) -> Result<i32, RunError> {
         }
         None => print!(
             "{}",
-            iolab_report::style::paint(&hist::render(&runs, &noise))
+            iolab_report::style::paint(&hist::render_at(&runs, &noise, margin))
         ),
     }
     Ok(0)

@@ -123,6 +123,11 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
             .unwrap_or_else(iolab_store::default_db_path),
         db_given: args.db.db.is_some(),
         html: args.html.clone(),
+        until_decided: args.until_decided.then(|| iolab_study::run::UntilDecided {
+            budget: args.budget,
+            margin_pct: args.margin.unwrap_or(iolab_report::set::DEFAULT_MARGIN_PCT),
+            max_rounds: iolab_study::run::MAX_ROUNDS,
+        }),
     };
     iolab_study::run::execute(&study, &opts)
 }

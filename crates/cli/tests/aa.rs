@@ -106,7 +106,7 @@ fn identical_runs_are_rarely_called_different() {
     let a = stored_id(&lone.run(&args).ok()).to_string();
     let b = stored_id(&lone.run(&args).ok()).to_string();
     let doc = lone.iolab(&["compare", &a, &b, "--json"]).ok().json();
-    assert_eq!(mb_s_cell(&doc)["verdict"], "cannot_tell", "{doc}");
+    assert_eq!(mb_s_cell(&doc)["verdict"], "undecided", "{doc}");
 }
 
 /// A blkio cgroup reading device `majmin` at `mib_s` MiB/s, removed on drop.
@@ -211,7 +211,23 @@ fn a_twenty_percent_throttle_step_is_found_with_three_runs_a_side() {
         (cell["evidence"]["runs_a"].as_u64(), cell["runs"].as_u64()),
         (Some(3), Some(3))
     );
-    assert_eq!(cell["verdict"], "better", "{cell}");
+    assert_eq!(cell["verdict"], "different", "{cell}");
+    assert_eq!(cell["direction"], "better", "{cell}");
+    // Interleaved runs under one machine state: the only condition named is the one that
+    // differs on purpose, the throttle.
+    assert_eq!(cell["confounded_by"][0]["code"], "throttle", "{cell}");
+    assert_eq!(
+        cell["confounded_by"].as_array().map(Vec::len),
+        Some(1),
+        "{cell}"
+    );
+    assert!(
+        cell["confounded_by"][0]["fact"]
+            .as_str()
+            .unwrap()
+            .starts_with("read_bps 20.0 MiB/s on loop"),
+        "{cell}"
+    );
     // 24/20 MiB/s is +20%; a 500 ms pass holds 80 reads at 20 MiB/s and 96 at 24.
     let change = cell["change_pct"].as_f64().unwrap();
     assert!(
@@ -224,4 +240,5 @@ fn a_twenty_percent_throttle_step_is_found_with_three_runs_a_side() {
     println!("20 vs 20 MiB/s: {cell}");
     assert_eq!(cell["evidence"]["method"], "welch-log-runs", "{cell}");
     assert_eq!(cell["significant"], false, "{cell}");
+    assert_ne!(cell["verdict"], "different", "{cell}");
 }

@@ -524,12 +524,12 @@ fn compare_finds_the_known_difference_on_runs() {
     // Geometric means of the runs' medians (1005 and 1507.5 × the wobble): +50%.
     assert!(line.contains("1005") && line.contains("150"), "{line}");
     assert!(
-        line.contains("+50%") && line.contains("yes, better"),
+        line.contains("+50%") && line.contains("different, better"),
         "{line}"
     );
-    // The other tests wobble by ±1% between runs on both sides: within the noise.
+    // The other tests wobble by ±1% between runs on both sides: the same within ±5%.
     for l in text.lines().filter(|l| l.starts_with("RND4K")) {
-        assert!(l.contains(" no (p="), "{l}");
+        assert!(l.contains("same within ±5%"), "{l}");
     }
     assert!(
         flat(&text).contains("B vs A: 3 runs on A, 3 runs on B: Welch's t-test on ln(run value)"),
@@ -549,11 +549,32 @@ fn compare_finds_the_known_difference_on_runs() {
         .find(|t| t["name"] == "SEQ1M Q8T1 Read")
         .unwrap();
     let cell = &t["metrics"]["mb_s"][1];
-    assert_eq!(cell["verdict"], "better");
+    assert_eq!(cell["verdict"], "different");
+    assert_eq!(cell["direction"], "better");
     assert!((cell["change_pct"].as_f64().unwrap() - 50.0).abs() < 0.5);
     assert!(cell["p"].as_f64().unwrap() < 0.05);
     assert_eq!(cell["evidence"]["method"], "welch-log-runs");
     assert_eq!(cell["runs"], 3);
+    // The margin: +50% is inside ±60%, so the same; a margin of 0 is refused.
+    let wide = f
+        .iolab(&[
+            "compare", "--label", "pair-a", "--label", "pair-b", "--margin", "60", "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(wide["margin_pct"], 60.0);
+    let t = wide["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "SEQ1M Q8T1 Read")
+        .unwrap();
+    assert_eq!(t["metrics"]["mb_s"][1]["verdict"], "same", "{t}");
+    let bad = f.iolab(&[
+        "compare", "--label", "pair-a", "--label", "pair-b", "--margin", "0",
+    ]);
+    assert!(bad.stderr.contains("--margin"), "{bad}");
+    bad.code(2);
 
     // One run a side: judged against the other stored runs of each label's command (two
     // each, pooled: 2 degrees of freedom).
@@ -565,7 +586,7 @@ fn compare_finds_the_known_difference_on_runs() {
         .find(|l| l.starts_with("SEQ1M Q8T1 Read"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(
-        line.contains("+50%") && line.contains("yes, better"),
+        line.contains("+50%") && line.contains("different, better"),
         "{line}"
     );
     let mut others: Vec<i64> = f.pair.0[1..]

@@ -223,6 +223,66 @@ files = 50
 }
 
 #[test]
+fn until_decided_runs_two_rounds_then_stops_at_the_budget_naming_what_is_open() {
+    let sb = Sandbox::new();
+    let f = write(
+        &sb,
+        "race.toml",
+        &format!(
+            r#"name = "t-race"
+[[config]]
+label = "a"
+testbed = {{ kind = "dir", path = "{}" }}
+[[config]]
+label = "b"
+testbed = {{ kind = "dir", path = "{}" }}
+[[workload]]
+kind = "custom"
+rw = "randread"
+bs = "4k"
+size = "2MiB"
+duration = "100ms"
+runs = 2
+warmup = 0
+"#,
+            sb.path("a").display(),
+            sb.path("b").display()
+        ),
+    );
+    // A budget of 1 s is spent by the first two rounds (the least that measures a spread),
+    // so no third round starts whatever the verdict.
+    let out = sb
+        .iolab(&[
+            "study",
+            &f,
+            "--until-decided",
+            "--budget",
+            "1s",
+            "--margin",
+            "0.5",
+        ])
+        .ok();
+    let text = &out.stdout;
+    assert!(
+        text.contains("1 workload(s), 2 repeat(s): 4 runs, interleaved order; then more rounds"),
+        "{text}"
+    );
+    assert!(text.contains("until decided: 2 round(s)"), "{text}");
+    assert_eq!(sb.result_rows().len(), 4, "{text}");
+    if text.contains("stopped because the budget ends") {
+        // The pair left open is named, with what more repeats would decide.
+        assert!(text.contains(" ? ") && text.contains("undecided"), "{text}");
+    } else {
+        assert!(
+            text.contains("stopped because every adjacent pair of the ranking is decided"),
+            "{text}"
+        );
+    }
+    // --budget and --margin belong to --until-decided.
+    sb.iolab(&["study", &f, "--budget", "1s"]).code(2);
+}
+
+#[test]
 fn an_integrity_failure_is_compared_and_fails_the_study() {
     let sb = Sandbox::new();
     let dir = sb.path("d");

@@ -12,7 +12,7 @@ use iolab_stats::noise::{Method, METHOD};
 use iolab_stats::score::ALPHA;
 use serde_json::{json, Value};
 
-use crate::set::{self, id_ranges, Judgement, Metric, RunSet, Tested};
+use crate::set::{self, id_ranges, Call, Decision, Judgement, Metric, RunSet, Tested};
 use crate::terminal::Detail;
 use crate::text::{lat, num, wrap, Column, Gap, Shrink, Table};
 
@@ -34,11 +34,13 @@ pub struct Side {
 pub enum Verdict {
     /// The first side itself.
     Baseline,
-    /// Significant and in the better direction for the metric.
+    /// *Different* (significant in the side's family of lines, and not inside the
+    /// margin) and in the better direction for the metric.
     Better(Tested),
-    /// Significant and in the worse direction.
+    /// *Different* in the worse direction.
     Worse(Tested),
-    /// Not significant.
+    /// Tested and not shown different: *same* within the margin or *undecided* (the
+    /// cell's [`Decision`] says which).
     Same(Tested),
     /// Not tested, and why: a single run without measured noise
     /// ([`Judgement::NoNoise`]), a value of 0, a missing test.
@@ -46,9 +48,10 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    fn of(j: Judgement, higher_is_better: bool) -> Verdict {
+    fn of(j: Judgement, d: Option<&Decision>, higher_is_better: bool) -> Verdict {
+        let different = d.is_some_and(|d| d.call == Call::Different);
         match j {
-            Judgement::Tested(t) if t.test.significant() => {
+            Judgement::Tested(t) if different => {
                 if (t.test.ratio > 1.0) == higher_is_better {
                     Verdict::Better(t)
                 } else {
@@ -76,29 +79,62 @@ impl Verdict {
         }
     }
 
-    /// A short word for JSON: `baseline better worse same cannot_tell n/a missing`.
+    /// The JSON `verdict` of a cell without a decision (`baseline`, `missing`); with one,
+    /// the decision's: `different`, `same`, `undecided`.
     pub fn key(&self) -> &'static str {
         match self {
             Verdict::Baseline => "baseline",
-            Verdict::Better(_) => "better",
-            Verdict::Worse(_) => "worse",
-            Verdict::Same(_) => "same",
-            Verdict::Untested(Judgement::NoNoise { .. }) => "cannot_tell",
-            Verdict::Untested(Judgement::NotPositive | Judgement::Tested(_)) => "n/a",
+            Verdict::Better(_) | Verdict::Worse(_) => "different",
+            Verdict::Same(_) | Verdict::Untested(Judgement::NoNoise { .. }) => "undecided",
+            Verdict::Untested(Judgement::NotPositive | Judgement::Tested(_)) => "undecided",
             Verdict::Untested(Judgement::Missing) => "missing",
         }
     }
 
-    /// As the table prints it: `yes, better (p=0.003)`, `no (p=0.41)`, `can't tell (1 run)`.
-    pub fn text(&self) -> String {
+    /// The direction for JSON: `better`, `worse`, or `None` when not *different*.
+    pub fn direction(&self) -> Option<&'static str> {
+        match self {
+            Verdict::Better(_) => Some("better"),
+            Verdict::Worse(_) => Some("worse"),
+            _ => None,
+        }
+    }
+
+    /// As the table prints it, with the cell's decision: `different, better (p=0.003)`
+    /// (`different*` when confounded), `same within ±5%`, `undecided: 9 runs a side`,
+    /// `can't tell (1 run)`.
+    pub fn text(&self, d: Option<&Decision>, margin_pct: f64) -> String {
+        let star = |d: Option<&Decision>| {
+            if d.is_some_and(|d| !d.confounded_by.is_empty()) {
+                "*"
+            } else {
+                ""
+            }
+        };
         match self {
             Verdict::Baseline | Verdict::Untested(Judgement::Missing) => String::new(),
-            Verdict::Better(t) => format!("yes, better ({})", p_text(t.test.p)),
-            Verdict::Worse(t) => format!("yes, worse ({})", p_text(t.test.p)),
-            Verdict::Same(t) => format!("no ({})", p_text(t.test.p)),
+            Verdict::Better(t) => format!("different{}, better ({})", star(d), p_text(t.test.p)),
+            Verdict::Worse(t) => format!("different{}, worse ({})", star(d), p_text(t.test.p)),
+            Verdict::Same(_) => match d {
+                Some(d) if d.call == Call::Same => format!("same within ±{}", pct(margin_pct)),
+                Some(Decision {
+                    runs_needed: Some(n),
+                    ..
+                }) => format!("undecided: {n} runs a side"),
+                _ => "undecided".into(),
+            },
             Verdict::Untested(Judgement::NoNoise { .. }) => "can't tell (1 run)".into(),
             Verdict::Untested(_) => "n/a (a value is 0)".into(),
         }
+    }
+}
+
+/// `5%`, `2.5%`.
+pub fn pct(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0}%")
+    } else {
+        format!("{x}%")
     }
 }
 
@@ -127,6 +163,15 @@ pub struct Cell {
     /// Change of `value` against the first side, in percent.
     pub change_pct: Option<f64>,
     pub verdict: Verdict,
+    /// The three-way verdict (with its confounds); `None` for A and missing tests.
+    pub decision: Option<Decision>,
+}
+
+impl Cell {
+    /// As the table prints the verdict.
+    pub fn verdict_text(&self, margin_pct: f64) -> String {
+        self.verdict.text(self.decision.as_ref(), margin_pct)
+    }
 }
 
 /// One metric of one test on every side.
@@ -150,6 +195,12 @@ pub struct Comparison {
     /// Per side, BUSY_CPU's worst figure over the passes of the tests it was raised on: the
     /// most CPU other processes used in one pass, the busiest of them and its pid.
     pub busiest: Vec<Option<String>>,
+    /// The margin, in percent, inside which a change is *same*.
+    pub margin_pct: f64,
+    /// Per side (A: `None`): the spread between batches of its and A's commands stored
+    /// at other times, for the line with the largest *different* change (or the first
+    /// line): the line's name and the test against it.
+    pub batches: Vec<Option<(String, set::BatchTest)>>,
 }
 
 fn letter(i: usize) -> String {
@@ -238,6 +289,7 @@ pub fn compare(set: &RunSet) -> Comparison {
                             value: None,
                             change_pct: None,
                             verdict: Verdict::Untested(Judgement::Missing),
+                            decision: None,
                         };
                     };
                     let v = if i == 0 {
@@ -253,10 +305,11 @@ pub fn compare(set: &RunSet) -> Comparison {
                             .zip(value)
                             .and_then(|(a, b)| set::change_pct(a, b))
                     };
+                    // Decided below, with the rest of the side's family.
                     let verdict = if i == 0 {
                         Verdict::Baseline
                     } else {
-                        Verdict::of(set::judge(&base, &v), m.higher_is_better())
+                        Verdict::Untested(set::judge(&base, &v))
                     };
                     Cell {
                         runs: v.runs.len(),
@@ -265,6 +318,7 @@ pub fn compare(set: &RunSet) -> Comparison {
                         value,
                         change_pct,
                         verdict,
+                        decision: None,
                     }
                 })
                 .collect();
@@ -275,6 +329,29 @@ pub fn compare(set: &RunSet) -> Comparison {
             });
         }
     }
+    decide(set, &mut rows);
+    let batches = (0..set.configs.len())
+        .map(|k| {
+            if k == 0 {
+                return None;
+            }
+            let size = |r: &&Row| {
+                r.cells[k]
+                    .verdict
+                    .tested()
+                    .filter(|_| {
+                        matches!(r.cells[k].verdict, Verdict::Better(_) | Verdict::Worse(_))
+                    })
+                    .map_or(-1.0, |t| t.test.ratio.ln().abs())
+            };
+            let row = rows.iter().fold(None::<&Row>, |best, r| match best {
+                Some(x) if size(&x) >= size(&r) => Some(x),
+                _ => Some(r),
+            })?;
+            let t = set.between_batches(0, k, &row.test, row.metric)?;
+            Some((format!("{} {}", row.test, row.metric.label()), t))
+        })
+        .collect();
     let warnings = set
         .configs
         .iter()
@@ -305,6 +382,64 @@ pub fn compare(set: &RunSet) -> Comparison {
         partial,
         warnings,
         busiest,
+        margin_pct: set.margin_pct,
+        batches,
+    }
+}
+
+/// Decides every side's lines against A as one family (`set::decide_family`: Holm over
+/// the side's lines), names the confounds of each test, and turns the judgements the
+/// cells hold into verdicts.
+fn decide(set: &RunSet, rows: &mut [Row]) {
+    let sides = rows.first().map_or(0, |r| r.cells.len());
+    for k in 1..sides {
+        let js: Vec<Judgement> = rows
+            .iter()
+            .map(|r| match &r.cells[k].verdict {
+                Verdict::Untested(j) => j.clone(),
+                _ => Judgement::Missing,
+            })
+            .collect();
+        let primary: Vec<Metric> = rows
+            .iter()
+            .map(|r| set::primary_metric(set.aligned(&r.test).iter().flatten().copied()))
+            .collect();
+        let lines: Vec<set::Line<'_>> = rows
+            .iter()
+            .zip(&js)
+            .zip(&primary)
+            .map(|((r, j), p)| set::Line {
+                judgement: j,
+                test: &r.test,
+                primary: r.metric == *p,
+            })
+            .collect();
+        let decisions = set::decide_family(&lines, set.margin_pct);
+        drop(lines);
+        let mut confounds: Vec<(String, Vec<set::Confound>)> = Vec::new();
+        for ((r, j), d) in rows.iter_mut().zip(js).zip(decisions) {
+            let d = d.map(|mut d| {
+                if !matches!(j, Judgement::Tested(_)) {
+                    return d;
+                }
+                let c = match confounds.iter().find(|(t, _)| *t == r.test) {
+                    Some((_, c)) => c.clone(),
+                    None => {
+                        let runs = |c: usize| -> Vec<&iolab_measure::RunRecord> {
+                            set.configs[c].runs.iter().collect()
+                        };
+                        let c = set::confounds(("A", &runs(0)), (&letter(k), &runs(k)), &r.test);
+                        confounds.push((r.test.clone(), c.clone()));
+                        c
+                    }
+                };
+                d.confounded_by = c;
+                d
+            });
+            let cell = &mut r.cells[k];
+            cell.verdict = Verdict::of(j, d.as_ref(), r.metric.higher_is_better());
+            cell.decision = d;
+        }
     }
 }
 
@@ -458,28 +593,292 @@ fn warnings_summary(c: &Comparison, out: &mut Vec<String>) {
     }
 }
 
-/// The comparison as terminal text with its warnings as `detail` asks.
+/// The comparison as terminal text with its warnings as `detail` asks (every line of
+/// every metric with [`Detail::Full`]).
 pub fn render_with(c: &Comparison, detail: Detail) -> String {
+    render_opts(c, detail, detail == Detail::Full)
+}
+
+/// `+12% [+8%, +16%]`: a ratio's change and its 95% interval.
+fn ratio_text(t: &Tested) -> String {
+    let p = |r: f64| change_text(Some(100.0 * (r - 1.0)));
+    format!(
+        "{} [{}, {}]",
+        p(t.test.ratio),
+        p(t.test.ratio_low),
+        p(t.test.ratio_high)
+    )
+}
+
+/// The median of the runs a side the undecided lines of side `k` need.
+fn runs_needed(c: &Comparison, k: usize) -> Option<usize> {
+    let mut v: Vec<usize> = c
+        .rows
+        .iter()
+        .filter_map(|r| r.cells[k].decision.as_ref()?.runs_needed)
+        .collect();
+    v.sort_unstable();
+    v.get(v.len().saturating_sub(1) / 2).copied()
+}
+
+/// The confounds named on side `k`'s lines, each once, in order of appearance.
+pub fn side_confounds(c: &Comparison, k: usize) -> Vec<set::Confound> {
+    let mut out: Vec<set::Confound> = Vec::new();
+    for r in &c.rows {
+        for x in r.cells[k]
+            .decision
+            .iter()
+            .flat_map(|d| d.confounded_by.iter())
+        {
+            if !out.contains(x) {
+                out.push(x.clone());
+            }
+        }
+    }
+    out
+}
+
+/// A confound's code, the tests it is named on, and its distinct facts (test, fact).
+type CodeSeen<'a> = (String, Vec<&'a str>, Vec<(&'a str, &'a str)>);
+
+/// The confounds of side `k` as the terminal names them: each code once, with the fact of
+/// its first test and the number of tests it concerns (`BUSY_DEVICE on 5 of 8 tests (SEQ1M
+/// Q8T1 Read: other I/O ...)`); every fact with `all`.
+fn confound_summary(c: &Comparison, k: usize, all: bool) -> Vec<String> {
+    if all {
+        return side_confounds(c, k).iter().map(|x| x.text()).collect();
+    }
+    let mut tests: Vec<&str> = c.rows.iter().map(|r| r.test.as_str()).collect();
+    tests.dedup();
+    // Per code: the tests it is named on and its facts (test, fact), in order.
+    let mut out: Vec<CodeSeen<'_>> = Vec::new();
+    for r in &c.rows {
+        for x in r.cells[k]
+            .decision
+            .iter()
+            .flat_map(|d| d.confounded_by.iter())
+        {
+            let i = match out.iter().position(|(code, _, _)| *code == x.code) {
+                Some(i) => i,
+                None => {
+                    out.push((x.code.clone(), Vec::new(), Vec::new()));
+                    out.len() - 1
+                }
+            };
+            let (_, t, facts) = &mut out[i];
+            if !t.contains(&r.test.as_str()) {
+                t.push(&r.test);
+            }
+            if !facts.iter().any(|(_, f)| *f == x.fact) {
+                facts.push((&r.test, &x.fact));
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(code, t, facts)| {
+            let on = if t.len() == tests.len() {
+                String::new()
+            } else if t.len() == 1 {
+                format!(" on {}", t[0])
+            } else {
+                format!(" on {} of {} tests", t.len(), tests.len())
+            };
+            match facts.as_slice() {
+                [(_, fact)] => format!("{code}{on} ({fact})"),
+                _ => format!(
+                    "{code}{on} ({}: {}; each test's: --all)",
+                    facts[0].0, facts[0].1
+                ),
+            }
+        })
+        .collect()
+}
+
+/// The answer for side `k` against A, in one or two sentences: which lines are
+/// *different* (the largest first), or that no difference is shown and whether that is
+/// *same* or not yet decided.
+pub fn answer(c: &Comparison, k: usize) -> String {
+    let a = &c.sides[0].letter;
+    let b = &c.sides[k].letter;
+    let lines: Vec<(&Row, &Cell, &Decision)> = c
+        .rows
+        .iter()
+        .filter_map(|r| Some((r, &r.cells[k], r.cells[k].decision.as_ref()?)))
+        .collect();
+    let n = lines.len();
+    let different: Vec<&(&Row, &Cell, &Decision)> = lines
+        .iter()
+        .filter(|(_, _, d)| d.call == Call::Different)
+        .collect();
+    let clean: Vec<&&(&Row, &Cell, &Decision)> = different
+        .iter()
+        .filter(|(_, _, d)| d.confounded_by.is_empty())
+        .collect();
+    let same = lines
+        .iter()
+        .filter(|(_, _, d)| d.call == Call::Same)
+        .count();
+    let tested = lines
+        .iter()
+        .filter(|(_, cell, _)| cell.verdict.tested().is_some())
+        .count();
+    let margin = pct(c.margin_pct);
+    let largest = |set: &[&(&Row, &Cell, &Decision)]| -> String {
+        // The largest change, the first line of it (MB/s before IOPS); a throughput line
+        // before a latency one, which says the same more loudly.
+        let size = |r: &Row, c: &Cell| {
+            let s = c.verdict.tested().map_or(0.0, |t| t.test.ratio.ln().abs());
+            if r.metric.higher_is_better() {
+                s + 1e6
+            } else {
+                s
+            }
+        };
+        let top = set
+            .iter()
+            .fold(None::<&&(&Row, &Cell, &Decision)>, |best, x| match best {
+                Some(b) if size(b.0, b.1) >= size(x.0, x.1) => Some(b),
+                _ => Some(x),
+            });
+        match top.and_then(|(r, cell, _)| Some((r, cell, cell.verdict.tested()?))) {
+            Some((r, cell, t)) => format!(
+                "{} {} {} ({b} {})",
+                r.test,
+                r.metric.label(),
+                ratio_text(t),
+                cell.verdict.direction().unwrap_or("")
+            ),
+            None => String::new(),
+        }
+    };
+    let tests = |set: &[&(&Row, &Cell, &Decision)]| -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for (r, _, _) in set {
+            if !v.contains(&r.test) {
+                v.push(r.test.clone());
+            }
+        }
+        v
+    };
+    let n_tests = tests(&lines.iter().collect::<Vec<_>>()).len();
+    if !clean.is_empty() {
+        let flat: Vec<&(&Row, &Cell, &Decision)> = clean.iter().map(|x| **x).collect();
+        let names = tests(&flat);
+        let which = if names.len() <= 3 {
+            format!(": {}", names.join(", "))
+        } else {
+            String::new()
+        };
+        let mut s = format!(
+            "{b} differs from {a} on {} of {n_tests} tests{which}; the largest change is {}.",
+            names.len(),
+            largest(&flat)
+        );
+        if different.len() > clean.len() {
+            s.push_str(&format!(
+                " {} more line(s) differ but the sides were not measured alike (*, below).",
+                different.len() - clean.len()
+            ));
+        }
+        return s;
+    }
+    if !different.is_empty() {
+        let codes: Vec<String> = {
+            let mut v: Vec<String> = Vec::new();
+            for (_, _, d) in &different {
+                for x in &d.confounded_by {
+                    if !v.contains(&x.code) {
+                        v.push(x.code.clone());
+                    }
+                }
+            }
+            v
+        };
+        return format!(
+            "No clean difference: {b} differs from {a} on {} of {n_tests} tests (the largest: \
+             {}), but the sides were not measured alike ({}), which could explain it.",
+            tests(&different).len(),
+            largest(&different),
+            codes.join(", ")
+        );
+    }
+    if tested == 0 {
+        return format!(
+            "Cannot tell: {b} against {a} has no line whose run-to-run noise is measured \
+             (a single run and no other stored run of its command); run each again (or use \
+             --repeat 3) and compare the labels."
+        );
+    }
+    if same == n {
+        return format!(
+            "No difference shown: {b} is the same as {a} within ±{margin} on all {n} lines."
+        );
+    }
+    let undecided = n - same;
+    let more = match runs_needed(c, k) {
+        Some(r) if r > 100 => format!(
+            "; the runs vary too much to decide a {margin} change (about {r} runs a side; see \
+             the warnings)"
+        ),
+        Some(r) => {
+            format!("; about {r} runs a side would decide a {margin} change at the noise measured")
+        }
+        None => String::new(),
+    };
+    format!(
+        "No difference shown between {b} and {a} ({n} lines judged together, 95%): {same} \
+             the same within ±{margin}, {undecided} undecided{more}."
+    )
+}
+
+/// The comparison as terminal text: the answer first, then the lines that matter (each
+/// test's first metric and every *different* line; every line with `all`), then what
+/// the verdicts rest on, the conditions that differ, and the warnings as `detail` asks.
+pub fn render_opts(c: &Comparison, detail: Detail, all: bool) -> String {
+    let width = crate::style::width();
     let mut out = Vec::new();
     out.push(format!(
         "iolab compare · {} sides, tests aligned by name",
         c.sides.len()
     ));
-    for s in &c.sides {
-        let line = format!("{} = {}: {}", s.letter, s.label, s.runs.join("; "));
-        out.extend(wrap(&line, crate::style::width(), "  ", "      "));
+    for k in 1..c.sides.len() {
+        if !c.rows.is_empty() {
+            out.extend(wrap(&answer(c, k), width, "", "  "));
+        }
     }
     out.push(String::new());
-    let mut legend = "Values: each run's headline (median of its passes), the geometric mean \
-                      where a side has several runs; change is against A. Significant? is \
-                      decided on runs, not passes (see below and docs/statistics.md). `!` marks \
-                      tests with warnings (below)."
-        .to_string();
-    let more = detail == Detail::Summary && c.rows.windows(2).any(|w| w[0].test == w[1].test);
-    if more {
-        legend.push_str(" Each test's first metric; IOPS and latencies with --verbose.");
+    for s in &c.sides {
+        let line = if all || s.runs.len() <= 1 {
+            format!("{} = {}: {}", s.letter, s.label, s.runs.join("; "))
+        } else {
+            format!(
+                "{} = {}: {} runs ({}), {}",
+                s.letter,
+                s.label,
+                s.runs.len(),
+                id_ranges(&s.run_ids),
+                s.runs[0]
+                    .split_once(": ")
+                    .map_or(s.runs[0].as_str(), |(_, w)| w)
+                    .split(" · ")
+                    .next()
+                    .unwrap_or_default()
+            )
+        };
+        out.extend(wrap(&line, width, "", "      "));
     }
-    out.extend(wrap(&legend, crate::style::width(), "", ""));
+    out.push(String::new());
+    let more = !all && c.rows.windows(2).any(|w| w[0].test == w[1].test);
+    let mut legend = format!(
+        "Values: each run's headline (median of its passes), a side's runs' geometric mean; \
+         change against A. Verdicts on runs: different, same within ±{}, or undecided (runs a \
+         side that would decide). `!`: warnings.",
+        pct(c.margin_pct)
+    );
+    if more {
+        legend.push_str(" Each test's first metric and every different line (all: --all).");
+    }
+    out.extend(wrap(&legend, width, "", ""));
     out.push(String::new());
 
     if c.rows.is_empty() {
@@ -497,7 +896,7 @@ pub fn render_with(c: &Comparison, detail: Detail) -> String {
             cols.push(
                 Column::left(
                     if two {
-                        "Significant?".to_string()
+                        "Verdict".to_string()
                     } else {
                         format!("{} vs A", s.letter)
                     }
@@ -514,10 +913,14 @@ pub fn render_with(c: &Comparison, detail: Detail) -> String {
             .collect();
         let mut last = "";
         for r in &c.rows {
-            if more && r.test == last {
+            let first = r.test != last;
+            let different = r.cells[1..]
+                .iter()
+                .any(|x| matches!(x.verdict, Verdict::Better(_) | Verdict::Worse(_)));
+            if more && !first && !different {
                 continue;
             }
-            let name = if r.test == last {
+            let name = if !first {
                 String::new()
             } else if warned.contains(&r.test.as_str()) {
                 format!("{} !", r.test)
@@ -530,21 +933,47 @@ pub fn render_with(c: &Comparison, detail: Detail) -> String {
             for cell in &r.cells[1..] {
                 row.push(value(r.metric, cell.value));
                 row.push(change_text(cell.change_pct));
-                row.push(cell.verdict.text());
+                row.push(cell.verdict_text(c.margin_pct));
             }
             table.row(row);
         }
-        out.extend(table.render(crate::style::width()));
+        out.extend(table.render(width));
+        for k in 1..c.sides.len() {
+            // By default only where a line differs: that is what a confound could explain.
+            let differs = c
+                .rows
+                .iter()
+                .any(|r| matches!(r.cells[k].verdict, Verdict::Better(_) | Verdict::Worse(_)));
+            let conf = side_confounds(c, k);
+            if conf.is_empty() || !(differs || all) {
+                continue;
+            }
+            out.push(String::new());
+            let b = &c.sides[k].letter;
+            out.extend(wrap(
+                &format!(
+                    "* {b} and A were not measured alike, which could explain a difference: \
+                     {}.",
+                    confound_summary(c, k, all).join("; ")
+                ),
+                width,
+                "",
+                "  ",
+            ));
+            if conf.iter().any(|x| x.code == "sequential") {
+                out.extend(wrap(&batch_advice(c, k), width, "  ", "  "));
+            }
+        }
         out.push(String::new());
-        out.extend(wrap(
-            &format!("How it was decided ({METHOD}):"),
-            crate::style::width(),
-            "",
-            "  ",
-        ));
+        let how = if detail == Detail::Full || all {
+            format!("How it was decided ({METHOD}; Holm's correction over each side's lines):")
+        } else {
+            "How it was decided (each side's lines together, Holm; the rule: --all):".into()
+        };
+        out.extend(wrap(&how, width, "", "  "));
         for k in 1..c.sides.len() {
             for line in evidence(c, k) {
-                out.extend(wrap(&line, crate::style::width(), "  ", "    "));
+                out.extend(wrap(&line, width, "  ", "    "));
             }
         }
     }
@@ -554,7 +983,7 @@ pub fn render_with(c: &Comparison, detail: Detail) -> String {
         for (t, have) in &c.partial {
             out.extend(wrap(
                 &format!("{t}: only on {}", have.join(", ")),
-                crate::style::width(),
+                width,
                 "  ",
                 "    ",
             ));
@@ -567,6 +996,39 @@ pub fn render_with(c: &Comparison, detail: Detail) -> String {
     let mut s = out.join("\n");
     s.push('\n');
     s
+}
+
+/// What to do about batches: runs made back to back under one label share the state of
+/// the machine of their time, so they are not independent of it. With the spread between
+/// batches of the same commands measured from the store (`Comparison::batches`), what it
+/// says of the largest change.
+pub fn batch_advice(c: &Comparison, k: usize) -> String {
+    let b = &c.sides[k].letter;
+    let measured = match c.batches.get(k).and_then(|x| x.as_ref()) {
+        Some((line, t)) => format!(
+            "Between the {} batches of these commands in the store (with runs {}), batch \
+             means of {line} vary by {:.1}% (sd of ln); against that, {b}'s change is {} \
+             (p={}).",
+            t.batches,
+            id_ranges(&t.run_ids),
+            100.0 * t.sd,
+            if t.p < ALPHA {
+                "beyond batch-to-batch variation"
+            } else {
+                "within batch-to-batch variation"
+            },
+            p_text(t.p).trim_start_matches("p=").trim_start_matches("p")
+        ),
+        None => "No other batch of these commands is stored to measure how much batches \
+                 differ."
+            .to_string(),
+    };
+    format!(
+        "Batches are not replicates: the runs of a side made back to back share the \
+         machine's state of that time. {measured} To decide, interleave: run A's and {b}'s \
+         commands alternately (each with its --label), a few times, and compare the labels \
+         again."
+    )
 }
 
 fn finite(x: Option<f64>) -> Value {
@@ -634,6 +1096,7 @@ pub fn document(c: &Comparison, iolab_version: &str) -> Value {
                 .zip(&c.sides)
                 .map(|(cell, side)| {
                     let t = cell.verdict.tested();
+                    let d = cell.decision.as_ref();
                     json!({
                         "side": side.letter,
                         "runs": cell.runs,
@@ -641,7 +1104,18 @@ pub fn document(c: &Comparison, iolab_version: &str) -> Value {
                         "run_values": cell.run_values,
                         "value": finite(cell.value),
                         "change_pct": finite(cell.change_pct),
-                        "verdict": cell.verdict.key(),
+                        "verdict": d.map_or(cell.verdict.key(), |d| d.call.key()),
+                        "direction": cell.verdict.direction(),
+                        "ratio": finite(t.map(|t| t.test.ratio)),
+                        "ratio_ci95": t.map(|t| json!([
+                            finite(Some(t.test.ratio_low)),
+                            finite(Some(t.test.ratio_high))
+                        ])),
+                        "runs_needed": d.and_then(|d| d.runs_needed),
+                        "confounded_by": d.map(|d| d.confounded_by.iter().map(|x| json!({
+                            "code": x.code,
+                            "fact": x.fact,
+                        })).collect::<Vec<_>>()),
                         "significant": cell.verdict.significant(),
                         "p": finite(t.map(|t| t.test.p)),
                         "evidence": evidence_json(&cell.verdict),
@@ -658,10 +1132,26 @@ pub fn document(c: &Comparison, iolab_version: &str) -> Value {
         "iolab_version": iolab_version,
         "method": METHOD,
         "alpha": ALPHA,
+        "family_correction": "holm",
+        "between_batches": c.batches.iter().map(|x| x.as_ref().map(|(line, t)| json!({
+            "line": line,
+            "batches": t.batches,
+            "sd_ln": t.sd,
+            "p": t.p,
+            "run_ids": t.run_ids,
+        }))).collect::<Vec<_>>(),
+        "margin_pct": c.margin_pct,
         "sides": c.sides.iter().enumerate().map(|(k, s)| json!({
             "side": s.letter,
             "label": s.label,
             "run_ids": s.run_ids,
+            "answer": if k == 0 { Value::Null } else { json!(answer(c, k)) },
+            "confounded_by": if k == 0 { Vec::new() } else {
+                side_confounds(c, k).iter().map(|x| json!({
+                    "code": x.code,
+                    "fact": x.fact,
+                })).collect()
+            },
             "evidence": if k == 0 { Vec::new() } else { evidence(c, k) },
         })).collect::<Vec<_>>(),
         "tests": tests,
@@ -699,6 +1189,11 @@ mod tests {
             a: true,
             b: true,
         };
-        assert_eq!(Verdict::Untested(lone).text(), "can't tell (1 run)");
+        assert_eq!(
+            Verdict::Untested(lone).text(None, 5.0),
+            "can't tell (1 run)"
+        );
+        assert_eq!(pct(5.0), "5%");
+        assert_eq!(pct(2.5), "2.5%");
     }
 }

@@ -15,11 +15,12 @@ use crate::set::{self, Metric, Noise};
 use crate::text::{num, wrap, Column, Table};
 
 /// What the marks rest on, as the history prints it.
-pub const MARKS: &str = "↑/↓: higher/lower than the previous run with that test by more \
-     than run-to-run noise (Student's t on ln(value) against the variance of the earlier \
-     runs of the same command — same target, options, label and host —, two-sided, 95%); = \
-     within the noise; ? cannot be told: fewer than 2 earlier runs of the command measure \
-     its noise.";
+pub const MARKS: &str = "↑/↓: different, higher/lower than the previous run with that test \
+     by more than run-to-run noise (Student's t on ln(value) against the variance of the \
+     earlier runs of the same command — same target, options, label and host —, two-sided, \
+     95%, a run's tests corrected together with Holm) and not within the margin; = the same \
+     within the margin (the ratio's 95% interval inside it); ~ undecided; ? cannot be told: \
+     fewer than 2 earlier runs of the command measure its noise.";
 
 /// Command (fingerprint), test name, job (as JSON) and metric.
 type Key = (String, String, String, Metric);
@@ -137,6 +138,8 @@ pub struct Series<'a> {
     /// Test names in order of first appearance.
     pub tests: Vec<String>,
     index: Rc<NoiseIndex<'a>>,
+    /// The margin, in percent, inside which a change is *same*.
+    pub margin_pct: f64,
 }
 
 /// How one test's headline moved against the previous run that has it.
@@ -197,6 +200,11 @@ impl Move {
 /// Splits runs (oldest first) into series by target and preset; `noise` gives the runs'
 /// fingerprints and the other stored runs of their commands.
 pub fn series<'a>(runs: &'a [RunRecord], noise: &'a Noise) -> Vec<Series<'a>> {
+    series_at(runs, noise, set::DEFAULT_MARGIN_PCT)
+}
+
+/// [`series`] with the margin inside which a change is *same*.
+pub fn series_at<'a>(runs: &'a [RunRecord], noise: &'a Noise, margin_pct: f64) -> Vec<Series<'a>> {
     let index = Rc::new(NoiseIndex::new(runs, noise));
     let mut out: Vec<Series<'a>> = Vec::new();
     for r in runs {
@@ -212,6 +220,7 @@ pub fn series<'a>(runs: &'a [RunRecord], noise: &'a Noise) -> Vec<Series<'a>> {
                     runs: Vec::new(),
                     tests: Vec::new(),
                     index: Rc::clone(&index),
+                    margin_pct,
                 });
                 out.len() - 1
             }
@@ -242,8 +251,59 @@ impl Series<'_> {
     }
 
     /// Headline of test `name` in run `i`, and how it moved against the previous run that
-    /// has the test.
+    /// has the test: up or down only when *different* — kept by Holm's correction over
+    /// the run's tests and not within the margin ([`Series::decision`]).
     pub fn point(&self, i: usize, name: &str) -> Option<(f64, Move)> {
+        let (v, mv) = self.raw_point(i, name)?;
+        let mv = match (mv, self.decision(i, name).map(|d| d.call)) {
+            (Move::Up(c, t) | Move::Down(c, t), Some(call)) if call != set::Call::Different => {
+                Move::Steady(c, t)
+            }
+            (m, _) => m,
+        };
+        Some((v, mv))
+    }
+
+    /// The three-way verdict on test `name` of run `i` against the previous run with it,
+    /// the run's tests decided together; `None` for a first run or an untested value.
+    pub fn decision(&self, i: usize, name: &str) -> Option<set::Decision> {
+        let raw: Vec<(&String, Option<Move>)> = self
+            .tests
+            .iter()
+            .map(|t| (t, self.raw_point(i, t).map(|(_, m)| m)))
+            .collect();
+        let tested: Vec<(&String, RunTest)> = raw
+            .iter()
+            .filter_map(|(t, m)| Some((*t, *m.as_ref()?.test()?)))
+            .collect();
+        let ps: Vec<f64> = tested.iter().map(|(_, t)| t.p).collect();
+        let kept = noise::holm(&ps, iolab_stats::score::ALPHA);
+        let (_, mv) = raw.iter().find(|(t, _)| *t == name)?;
+        match mv.as_ref()? {
+            Move::Unknown(_) => Some(set::Decision {
+                call: set::Call::Undecided,
+                higher: false,
+                runs_needed: None,
+                confounded_by: Vec::new(),
+            }),
+            m => {
+                let t = m.test()?;
+                let k = tested.iter().position(|(x, _)| *x == name)?;
+                let call = t.call(self.margin_pct, kept[k]);
+                Some(set::Decision {
+                    call,
+                    higher: t.ratio > 1.0,
+                    runs_needed: (call == set::Call::Undecided)
+                        .then(|| t.runs_needed(self.margin_pct))
+                        .flatten(),
+                    confounded_by: Vec::new(),
+                })
+            }
+        }
+    }
+
+    /// [`Series::point`] with each test judged alone.
+    fn raw_point(&self, i: usize, name: &str) -> Option<(f64, Move)> {
         let m = self.metric(name);
         let r = self.runs[i];
         let t = test(r, name)?;
@@ -306,6 +366,11 @@ fn short_time(t: &str) -> String {
 /// its tests do not fit in [`crate::style::width`] columns). `noise`: the runs' fingerprints and
 /// the other stored runs of their commands. Ends with a newline.
 pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
+    render_at(runs, noise, set::DEFAULT_MARGIN_PCT)
+}
+
+/// [`render`] with the margin inside which a change is *same*.
+pub fn render_at(runs: &[RunRecord], noise: &Noise, margin_pct: f64) -> String {
     let mut out = Vec::new();
     if runs.is_empty() {
         return "No runs match.\n".to_string();
@@ -313,13 +378,14 @@ pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
     out.extend(wrap(
         &format!(
             "Headline per test: MB/s (IOPS for tests that move no bytes), the median of the \
-             run's passes. {MARKS} W = warnings."
+             run's passes. {MARKS} Margin: ±{}. W = warnings.",
+            crate::compare::pct(margin_pct)
         ),
         crate::style::width(),
         "",
         "",
     ));
-    for s in series(runs, noise) {
+    for s in series_at(runs, noise, margin_pct) {
         out.push(String::new());
         out.extend(wrap(
             &format!(
@@ -378,6 +444,10 @@ pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
                 for t in chunk {
                     row.push(match s.point(i, t) {
                         None => "-".into(),
+                        Some((v, mv @ Move::Steady(..))) => {
+                            let same = s.decision(i, t).is_some_and(|d| d.call == set::Call::Same);
+                            format!("{}{}", num(v), if same { mv.mark() } else { "~" })
+                        }
                         Some((v, mv)) => format!("{}{}", num(v), mv.mark()),
                     });
                 }
@@ -449,7 +519,17 @@ pub fn render(runs: &[RunRecord], noise: &Noise) -> String {
 
 /// The `iolab.history/2` JSON document.
 pub fn document(runs: &[RunRecord], noise: &Noise, iolab_version: &str) -> Value {
-    let series: Vec<Value> = series(runs, noise)
+    document_at(runs, noise, iolab_version, set::DEFAULT_MARGIN_PCT)
+}
+
+/// [`document`] with the margin inside which a change is *same*.
+pub fn document_at(
+    runs: &[RunRecord],
+    noise: &Noise,
+    iolab_version: &str,
+    margin_pct: f64,
+) -> Value {
+    let series: Vec<Value> = series_at(runs, noise, margin_pct)
         .iter()
         .map(|s| {
             let runs: Vec<Value> = s
@@ -463,7 +543,12 @@ pub fn document(runs: &[RunRecord], noise: &Noise, iolab_version: &str) -> Value
                         .filter_map(|t| {
                             let (v, mv) = s.point(i, t)?;
                             let rt = mv.test();
+                            let d = s.decision(i, t);
                             Some(json!({
+                                "verdict": d.as_ref().map(|d| d.call.key()),
+                                "ratio": rt.map(|x| x.ratio),
+                                "ratio_ci95": rt.map(|x| [x.ratio_low, x.ratio_high]),
+                                "runs_needed": d.as_ref().and_then(|d| d.runs_needed),
                                 "test": t,
                                 "metric": s.metric(t).key(),
                                 "value": v,
@@ -498,6 +583,7 @@ pub fn document(runs: &[RunRecord], noise: &Noise, iolab_version: &str) -> Value
         "iolab_version": iolab_version,
         "method": noise::METHOD,
         "marks": MARKS,
+        "margin_pct": margin_pct,
         "series": series,
     })
 }

@@ -510,6 +510,9 @@ fn cdm_compare_panel(set: &RunSet) -> Option<String> {
     }
     let m = set::Metric::MbS;
     let value = |c: usize, name: &str| set.run_values(c, name, m).geo_mean();
+    let decided: Vec<_> = (0..set.configs.len())
+        .map(|i| (i != set.baseline).then(|| set.decisions(set.baseline, i)))
+        .collect();
     let max = names
         .iter()
         .flat_map(|n| (0..set.configs.len()).filter_map(|c| value(c, n)))
@@ -566,16 +569,28 @@ fn cdm_compare_panel(set: &RunSet) -> Option<String> {
                 let change = base
                     .and_then(|b| set::change_pct(b, v))
                     .map_or(String::new(), |p| format!("{p:+.0}% "));
-                let verdict = match set.judge(&t.name, m, set.baseline, c) {
-                    set::Judgement::Tested(x) if x.test.significant() => {
+                let d = decided[c]
+                    .as_ref()
+                    .and_then(|d| d.get(&(t.name.clone(), m)));
+                let verdict = match (set.judge(&t.name, m, set.baseline, c), d) {
+                    (set::Judgement::Tested(_), Some(d)) if d.call == set::Call::Different => {
+                        let star = if d.confounded_by.is_empty() { "" } else { "*" };
                         if v >= base.unwrap_or(v) {
-                            "<span class=\"sig\">● better</span>".to_string()
+                            format!("<span class=\"sig\">● better{star}</span>")
                         } else {
-                            "<span class=\"worse\">● worse</span>".to_string()
+                            format!("<span class=\"worse\">● worse{star}</span>")
                         }
                     }
-                    set::Judgement::Tested(x) => format!("○ same ({})", esc(&p_text(x.test.p))),
-                    set::Judgement::NoNoise { .. } => "? cannot tell (1 run)".to_string(),
+                    (set::Judgement::Tested(_), Some(d)) if d.call == set::Call::Same => {
+                        format!("= same within ±{}", crate::compare::pct(set.margin_pct))
+                    }
+                    (set::Judgement::Tested(x), d) => format!(
+                        "○ undecided ({}{})",
+                        esc(&p_text(x.test.p)),
+                        d.and_then(|d| d.runs_needed)
+                            .map_or(String::new(), |n| format!("; {n} runs a side"))
+                    ),
+                    (set::Judgement::NoNoise { .. }, _) => "? cannot tell (1 run)".to_string(),
                     _ => String::new(),
                 };
                 let _ = write!(h, "<span class=\"small\">{change}{verdict}</span>");
@@ -621,8 +636,9 @@ fn ratio_table(set: &RunSet, h: &mut String) {
         h,
         "<h3>Ratio to the baseline ({})</h3><p class=\"muted\">Headline values (MB/s, or \
          IOPS for tests that move no bytes) and their ratio to the baseline. \
-         <span class=\"sig\">●</span> significant at 95%, ○ not, ? cannot be told from \
-         run-to-run noise (a single run and no other stored run of its command): judged on \
+         <span class=\"sig\">●</span> different (a configuration's tests and metrics \
+         against the baseline corrected together, Holm, 95%, and not within the margin), = the \
+         same within the margin, ○ undecided, ? cannot be told from run-to-run noise (a single run and no other stored run of its command): judged on \
          runs, not passes (t-test on ln of each run's value, two-sided; see \
          docs/statistics.md); bold: the best configuration for the test.</p>\
          <div class=\"wide\">\
@@ -633,6 +649,9 @@ fn ratio_table(set: &RunSet, h: &mut String) {
         let _ = write!(h, "<th class=\"n\">{}</th>", esc(&c.label));
     }
     h.push_str("</tr>\n");
+    let decided: Vec<_> = (0..set.configs.len())
+        .map(|i| (i != set.baseline).then(|| set.decisions(set.baseline, i)))
+        .collect();
     for name in set.shared_test_names() {
         let tests = set.aligned(&name);
         let m = set::primary_metric(tests.iter().flatten().copied());
@@ -660,10 +679,11 @@ fn ratio_table(set: &RunSet, h: &mut String) {
                 if i != set.baseline {
                     match set.judge(&name, m, set.baseline, i) {
                         set::Judgement::Tested(x) => {
-                            let (class, mark, word) = if x.test.significant() {
-                                ("sig", "●", "significant")
-                            } else {
-                                ("ci", "○", "not significant")
+                            let d = decided[i].as_ref().and_then(|d| d.get(&(name.clone(), m)));
+                            let (class, mark, word) = match d.map(|d| d.call) {
+                                Some(set::Call::Different) => ("sig", "●", "different"),
+                                Some(set::Call::Same) => ("ci", "=", "same within the margin"),
+                                _ => ("ci", "○", "undecided"),
                             };
                             let _ = write!(
                                 cell,

@@ -255,6 +255,50 @@ pub fn judgement_json(j: &crate::set::Judgement) -> Value {
     }
 }
 
+/// [`judgement_json`] with the line's three-way verdict: `verdict` (`different`, `same`,
+/// `undecided`), `direction`, `ratio`, `ratio_ci95`, `runs_needed`, `confounded_by`.
+pub fn decided_json(j: &crate::set::Judgement, d: Option<&crate::set::Decision>) -> Value {
+    let mut v = judgement_json(j);
+    if let (Some(d), Some(o)) = (d, v.as_object_mut()) {
+        let t = j.tested();
+        o.insert("verdict".into(), json!(d.call.key()));
+        o.insert(
+            "direction".into(),
+            match (d.call, d.higher) {
+                (crate::set::Call::Different, true) => json!("higher"),
+                (crate::set::Call::Different, false) => json!("lower"),
+                _ => Value::Null,
+            },
+        );
+        o.insert("ratio".into(), finite(t.map(|t| t.test.ratio)));
+        o.insert(
+            "ratio_ci95".into(),
+            t.map_or(Value::Null, |t| {
+                json!([
+                    finite(Some(t.test.ratio_low)),
+                    finite(Some(t.test.ratio_high))
+                ])
+            }),
+        );
+        o.insert("runs_needed".into(), json!(d.runs_needed));
+        o.insert(
+            "confounded_by".into(),
+            d.confounded_by
+                .iter()
+                .map(|x| json!({ "code": x.code, "fact": x.fact }))
+                .collect(),
+        );
+        // Significant now means *different*: kept by the family's correction.
+        if t.is_some() {
+            o.insert(
+                "significant".into(),
+                json!(d.call == crate::set::Call::Different),
+            );
+        }
+    }
+    v
+}
+
 /// The JSON document of several runs shown together (`"schema": "iolab.study/1"`): the
 /// configurations, each test's values per configuration with its ratio to the baseline
 /// and to the best configuration and its significance against the baseline (judged on
@@ -276,6 +320,9 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
                 "run_ids": c.run_ids(),
             })
         })
+        .collect();
+    let decided: Vec<_> = (0..set.configs.len())
+        .map(|i| (i != set.baseline).then(|| set.decisions(set.baseline, i)))
         .collect();
     let tests: Vec<Value> = set
         .test_names()
@@ -352,7 +399,12 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
                         "metrics": metrics,
                         "ratio_to_baseline": finite(ratio_baseline),
                         "ratio_to_best": finite(ratio_best),
-                        "vs_baseline": vs.map(|j| judgement_json(&j)),
+                        "vs_baseline": vs.map(|j| {
+                            let d = decided[i]
+                                .as_ref()
+                                .and_then(|d| d.get(&(name.clone(), m)));
+                            decided_json(&j, d)
+                        }),
                     })
                 })
                 .collect();
@@ -417,6 +469,13 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
                 "b": b,
                 "test": judgement_json(j),
             })).collect::<Vec<_>>(),
+            "adjacent": ranking.adjacent(set.margin_pct).iter().map(|p| json!({
+                "better": p.better,
+                "worse": p.worse,
+                "verdict": p.decision.call.key(),
+                "runs_needed": p.decision.runs_needed,
+            })).collect::<Vec<_>>(),
+            "margin_pct": set.margin_pct,
             "excluded": score.excluded,
         },
         "warnings": warnings,

@@ -413,12 +413,19 @@ fn ratio_table(set: &RunSet, out: &mut String) {
     let base = &set.configs[set.baseline];
     out.push_str(&format!(
         "**Ratio to the baseline ({})** on each test's headline MB/s (IOPS where no bytes \
-         move; the geometric mean of a configuration's runs); `*` = significant at 95%, `?` = \
-         cannot be told from run-to-run noise (a single run and no other stored run of its \
-         command): judged on runs, not passes (t-test on ln of each run's value, two-sided; \
-         docs/statistics.md)\n\n",
-        escape(&base.label)
+         move; the geometric mean of a configuration's runs); `*` = different (every test and \
+         metric of a configuration against the baseline corrected together, Holm, 95%, and \
+         not within ±{}), `*?` = different but measured under other conditions (a warning \
+         such as BUSY_DEVICE on one side only, another kernel or filesystem, runs hours \
+         apart), `?` = cannot be told from run-to-run noise (a single run and no other \
+         stored run of its command): judged on runs, not passes (t-test on ln of each run's \
+         value, two-sided; docs/statistics.md)\n\n",
+        escape(&base.label),
+        crate::compare::pct(set.margin_pct)
     ));
+    let decided: Vec<_> = (0..set.configs.len())
+        .map(|i| (i != set.baseline).then(|| set.decisions(set.baseline, i)))
+        .collect();
     let mut header = vec!["Test".to_string()];
     header.extend(set.configs.iter().map(|c| escape(&c.label)));
     let rows: Vec<Vec<String>> = set
@@ -437,9 +444,18 @@ fn ratio_table(set: &RunSet, out: &mut String) {
                         let mark = if i == set.baseline {
                             ""
                         } else {
-                            match set.judge(name, m, set.baseline, i) {
-                                set::Judgement::Tested(x) if x.test.significant() => "\\*",
-                                set::Judgement::NoNoise { .. } => " ?",
+                            match (
+                                set.judge(name, m, set.baseline, i),
+                                decided[i].as_ref().and_then(|d| d.get(&(name.clone(), m))),
+                            ) {
+                                (_, Some(d)) if d.call == set::Call::Different => {
+                                    if d.confounded_by.is_empty() {
+                                        "\\*"
+                                    } else {
+                                        "\\*?"
+                                    }
+                                }
+                                (set::Judgement::NoNoise { .. }, _) => " ?",
                                 _ => "",
                             }
                         };

@@ -12,6 +12,7 @@ use iolab_measure::{
     Caveat, MetricSummary, PassRecord, RunRecord, TestRecord, TestSummary, Warning, WarningCode,
 };
 use iolab_stats::noise::{self, LogGroup, Outcome, RunTest, Side};
+pub use iolab_stats::noise::{Call, DEFAULT_MARGIN_PCT};
 use iolab_stats::score::{self, Access, ScoreInput, StudyScore};
 use iolab_stats::{median, metric, summarize, Score};
 
@@ -281,6 +282,396 @@ impl Judgement {
     }
 }
 
+/// A condition the two sides were measured under that differs between them and could
+/// explain a difference on its own: a warning code one side's runs raised and the
+/// other's did not, a fact of the environment, or the time the runs were made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confound {
+    /// `BUSY_DEVICE`, `BUSY_CPU`, `PAGE_CACHE`, `BLKIO_THROTTLE`, `kernel`, `filesystem`,
+    /// `mount_options`, `device`, `throttle`, `sequential`.
+    pub code: String,
+    /// What differs, for a person: `on A in 3 of 3 runs, on B in 0 of 3`.
+    pub fact: String,
+}
+
+impl Confound {
+    /// `BUSY_DEVICE (on A in 3 of 3 runs, on B in 0 of 3)`.
+    pub fn text(&self) -> String {
+        format!("{} ({})", self.code, self.fact)
+    }
+}
+
+/// Two batches of runs compared against the spread between batches of the same commands
+/// stored at other times: runs are grouped into batches by time (a new batch after a gap
+/// of more than a minute), each batch's mean of ln(value) is one sample, and the
+/// difference of the two sides' means is tested against the variance of those batch
+/// means (pooled over the commands, each about its own mean) with Student's t.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchTest {
+    /// Batches found, the compared ones included.
+    pub batches: usize,
+    /// Standard deviation of ln(value) between batch means.
+    pub sd: f64,
+    /// Two-sided p-value of the sides' difference against it.
+    pub p: f64,
+    /// The other stored runs the batches came from.
+    pub run_ids: Vec<i64>,
+}
+
+/// The verdict on one line (a test and metric, one side against another).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub call: Call,
+    /// Whether the change is up (B above A); meaningful for *different*.
+    pub higher: bool,
+    /// For *undecided*: runs a side that would decide a change of the margin at the noise
+    /// measured (`None` when the noise is not measured).
+    pub runs_needed: Option<usize>,
+    /// Conditions that differ between the sides (empty: same machine state).
+    pub confounded_by: Vec<Confound>,
+}
+
+impl Decision {
+    /// *different*, with no confound named.
+    pub fn clean_different(&self) -> bool {
+        self.call == Call::Different && self.confounded_by.is_empty()
+    }
+}
+
+/// One line of a family: its judgement, the test it belongs to, and whether it is that
+/// test's primary metric (MB/s, or IOPS for tests that move no bytes).
+pub struct Line<'a> {
+    pub judgement: &'a Judgement,
+    pub test: &'a str,
+    pub primary: bool,
+}
+
+/// Decides a family of lines (one side against another, every test and metric) together,
+/// so that two identical sides get no *different* line at all at least 95% of the time:
+/// the tests' primary lines are corrected together with Holm's step-down procedure (valid
+/// whatever their dependence); a test's other metrics (IOPS, mean and p99 latency, which
+/// mostly restate its throughput) can be *different* only when its primary line is, and
+/// then on their own 95% test (gatekeeping: under identical sides no primary line passes
+/// in 95% of comparisons, so no other line does either). A line is *same* when its
+/// ratio's 95% interval lies inside ±`margin_pct`; otherwise *undecided*. `None` for a
+/// side without the test.
+pub fn decide_family(lines: &[Line<'_>], margin_pct: f64) -> Vec<Option<Decision>> {
+    let primaries: Vec<(usize, f64)> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.primary)
+        .filter_map(|(i, l)| l.judgement.tested().map(|t| (i, t.test.p)))
+        .collect();
+    let ps: Vec<f64> = primaries.iter().map(|(_, p)| *p).collect();
+    let kept_primary = noise::holm(&ps, iolab_stats::score::ALPHA);
+    let passed = |i: usize| {
+        primaries
+            .iter()
+            .position(|(x, _)| *x == i)
+            .is_some_and(|k| kept_primary[k])
+    };
+    let gate_open = |test: &str| {
+        lines
+            .iter()
+            .enumerate()
+            .any(|(i, l)| l.primary && l.test == test && passed(i))
+    };
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| match l.judgement {
+            Judgement::Missing => None,
+            Judgement::Tested(t) => {
+                let kept = if l.primary {
+                    passed(i)
+                } else {
+                    gate_open(l.test)
+                };
+                let call = t.test.call(margin_pct, kept);
+                Some(Decision {
+                    call,
+                    higher: t.test.ratio > 1.0,
+                    runs_needed: (call == Call::Undecided)
+                        .then(|| t.test.runs_needed(margin_pct))
+                        .flatten(),
+                    confounded_by: Vec::new(),
+                })
+            }
+            _ => Some(Decision {
+                call: Call::Undecided,
+                higher: false,
+                runs_needed: None,
+                confounded_by: Vec::new(),
+            }),
+        })
+        .collect()
+}
+
+/// Seconds since the epoch of an RFC 3339 time as runs store it.
+fn epoch(s: &str) -> Option<f64> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.timestamp_millis() as f64 / 1000.0)
+}
+
+/// How much earlier one batch of runs ended than the other started, when one side's runs
+/// all came before the other's: (the earlier side: 0 or 1, the gap in seconds), where
+/// the gap is longer than a minute and than any gap between runs inside a side.
+pub fn sequential(a: &[&RunRecord], b: &[&RunRecord]) -> Option<(usize, f64)> {
+    let span = |runs: &[&RunRecord]| -> Option<Vec<(f64, f64)>> {
+        let mut v: Vec<(f64, f64)> = runs
+            .iter()
+            .map(|r| {
+                let s = epoch(&r.started_at)?;
+                let e = r.finished_at.as_deref().and_then(epoch).unwrap_or(s);
+                Some((s, e))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        v.sort_by(|x, y| x.0.total_cmp(&y.0));
+        (!v.is_empty()).then_some(v)
+    };
+    let (sa, sb) = (span(a)?, span(b)?);
+    let inner = |v: &[(f64, f64)]| v.windows(2).map(|w| w[1].0 - w[0].1).fold(0.0f64, f64::max);
+    let within = inner(&sa).max(inner(&sb)).max(60.0);
+    let last = |v: &[(f64, f64)]| v.iter().map(|x| x.1).fold(f64::MIN, f64::max);
+    for (first, (x, y)) in [(0, (&sa, &sb)), (1, (&sb, &sa))] {
+        let gap = y[0].0 - last(x);
+        if gap > within {
+            return Some((first, gap));
+        }
+    }
+    None
+}
+
+/// `1h 2m`, `10m 3s`, `42s`.
+pub fn gap_text(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {}s", s / 60, s % 60),
+        _ => format!("{}h {}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// The warning codes that say a run was measured under load or another state of the
+/// machine, per pass or per test: a side that has them and another that does not were
+/// not measured alike. For BUSY_DEVICE and BUSY_CPU the passes' own figures come first
+/// (other I/O in MB/s, other CPU in % of a CPU, compared by size: both sides under some
+/// load is not a confound, one side under twice the other's is); the warnings count only
+/// for runs loaded without their passes.
+pub const CONFOUND_CODES: [WarningCode; 4] = [
+    WarningCode::BusyDevice,
+    WarningCode::BusyCpu,
+    WarningCode::PageCache,
+    WarningCode::BlkioThrottle,
+];
+
+/// Another's I/O on the target's devices during test `name` of run `r`, MB/s: per pass,
+/// the most any device moved beyond iolab's own bytes, over the pass's time; the median
+/// over the passes. `None` when the run is not direct I/O (the page cache hides whose the
+/// device's bytes are) or no pass recorded device activity.
+fn foreign_io(r: &RunRecord, name: &str) -> Option<f64> {
+    if !r.settings.direct {
+        return None;
+    }
+    let t = r.tests.iter().find(|t| t.name == name)?;
+    let v: Vec<f64> = t
+        .passes
+        .iter()
+        .filter(|p| p.seconds > 0.0 && !p.context.activity.devices.is_empty())
+        .map(|p| {
+            let foreign = p
+                .context
+                .activity
+                .devices
+                .iter()
+                .map(|d| (d.read_bytes + d.write_bytes).saturating_sub(p.bytes))
+                .max()
+                .unwrap_or(0);
+            foreign as f64 / p.seconds / 1e6
+        })
+        .collect();
+    (!v.is_empty()).then(|| median(&v))
+}
+
+/// Other processes' CPU during test `name` of run `r`, in percent of one CPU: the median
+/// over the passes that have a figure.
+fn other_cpu(r: &RunRecord, name: &str) -> Option<f64> {
+    let t = r.tests.iter().find(|t| t.name == name)?;
+    let v: Vec<f64> = t
+        .passes
+        .iter()
+        .map(|p| &p.context.activity)
+        .filter(|a| a.cpu_resolution_pct > 0.0 && a.cpu_resolution_pct <= 5.0)
+        .map(|a| a.other_cpu_pct)
+        .collect();
+    (!v.is_empty()).then(|| median(&v))
+}
+
+/// The blkio throttles of a run's environment as a person reads them: `read_bps 20 MiB/s
+/// on loop2`, joined with `, `; `none` when the list is empty.
+fn throttles_text(list: &[serde_json::Value]) -> String {
+    let mut parts: Vec<String> = list
+        .iter()
+        .map(|t| {
+            let kind = t["kind"].as_str().unwrap_or("?");
+            let limit = t["limit"].as_f64().unwrap_or(0.0);
+            let value = if kind.ends_with("bps") {
+                format!("{} MiB/s", num(limit / 1048576.0))
+            } else {
+                format!("{} IOPS", num(limit))
+            };
+            let dev = t["device_name"]
+                .as_str()
+                .or(t["device"].as_str())
+                .unwrap_or("?");
+            format!("{kind} {value} on {dev}")
+        })
+        .collect();
+    parts.sort();
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// What differs between the conditions of runs `a` and runs `b` for test `name` (sides
+/// named `la` and `lb`): see [`Confound`].
+pub fn confounds(
+    (la, a): (&str, &[&RunRecord]),
+    (lb, b): (&str, &[&RunRecord]),
+    name: &str,
+) -> Vec<Confound> {
+    let mut out = Vec::new();
+    if a.is_empty() || b.is_empty() {
+        return out;
+    }
+    let mut measured: Vec<WarningCode> = Vec::new();
+    for (code, what, unit, level) in [
+        (
+            WarningCode::BusyDevice,
+            "other I/O on the device",
+            "MB/s",
+            foreign_io as fn(&RunRecord, &str) -> Option<f64>,
+        ),
+        (
+            WarningCode::BusyCpu,
+            "other processes' CPU",
+            "% of a CPU",
+            other_cpu as fn(&RunRecord, &str) -> Option<f64>,
+        ),
+    ] {
+        let side = |runs: &[&RunRecord]| -> Option<f64> {
+            let v: Vec<f64> = runs.iter().filter_map(|r| level(r, name)).collect();
+            (!v.is_empty()).then(|| median(&v))
+        };
+        let (Some(xa), Some(xb)) = (side(a), side(b)) else {
+            continue;
+        };
+        measured.push(code.clone());
+        let (lo, hi) = (xa.min(xb), xa.max(xb));
+        // Twice as much, and more than a floor: 1 MB/s of other I/O, 25% of a CPU.
+        let floor = if code == WarningCode::BusyDevice {
+            1.0
+        } else {
+            25.0
+        };
+        if hi > 2.0 * lo && hi - lo > floor {
+            out.push(Confound {
+                code: code.as_str().to_string(),
+                fact: format!(
+                    "{what}: {} {unit} on {la}, {} {unit} on {lb} (the median of the runs' \
+                     passes)",
+                    num(xa),
+                    num(xb)
+                ),
+            });
+        }
+    }
+    for code in CONFOUND_CODES {
+        if measured.contains(&code) {
+            continue;
+        }
+        let count = |runs: &[&RunRecord]| {
+            runs.iter()
+                .filter(|r| {
+                    r.warnings
+                        .iter()
+                        .any(|w| w.code == code && w.test.as_deref().is_none_or(|t| t == name))
+                })
+                .count()
+        };
+        let (ka, kb) = (count(a), count(b));
+        if (ka == 0) != (kb == 0) {
+            out.push(Confound {
+                code: code.as_str().to_string(),
+                fact: format!(
+                    "on {la} in {ka} of {} run{}, on {lb} in {kb} of {}",
+                    a.len(),
+                    if a.len() == 1 { "" } else { "s" },
+                    b.len()
+                ),
+            });
+        }
+    }
+    let facts: [(&str, &[&str]); 5] = [
+        ("kernel", &["kernel_release"]),
+        ("filesystem", &["target", "fs_type"]),
+        ("mount_options", &["target", "mount_options"]),
+        ("device", &["target", "mount_source"]),
+        ("throttle", &["blkio_throttles"]),
+    ];
+    for (code, path) in facts {
+        let values = |runs: &[&RunRecord]| -> Vec<String> {
+            let mut v: Vec<String> = runs
+                .iter()
+                .filter_map(|r| {
+                    let x = path.iter().fold(&r.env, |v, k| &v[*k]);
+                    match x {
+                        serde_json::Value::Null => None,
+                        serde_json::Value::String(s) => Some(s.clone()),
+                        serde_json::Value::Array(a) if code == "throttle" => {
+                            Some(throttles_text(a))
+                        }
+                        other => Some(other.to_string()),
+                    }
+                })
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let (va, vb) = (values(a), values(b));
+        if !va.is_empty() && !vb.is_empty() && va != vb {
+            out.push(Confound {
+                code: code.to_string(),
+                fact: format!("{} on {la}, {} on {lb}", va.join(" / "), vb.join(" / ")),
+            });
+        }
+    }
+    if let Some((first, gap)) = sequential(a, b) {
+        let (x, y, n) = if first == 0 {
+            (la, lb, a.len())
+        } else {
+            (lb, la, b.len())
+        };
+        out.push(Confound {
+            code: "sequential".into(),
+            fact: format!(
+                "{} of {x} before any of {y}, {} apart: a change of the machine's state                  in between looks like a difference",
+                if n == 1 {
+                    "the run".to_string()
+                } else {
+                    format!("all {n} runs")
+                },
+                gap_text(gap)
+            ),
+        });
+    }
+    out
+}
+
 /// Tests the runs of `b` against those of `a` (the rule is in `iolab_stats::noise`).
 pub fn judge(a: &RunValues, b: &RunValues) -> Judgement {
     if a.runs.is_empty() || b.runs.is_empty() {
@@ -455,6 +846,8 @@ pub struct RunSet {
     pub noise: Noise,
     /// Whether test names carry their workload's label (a study of several workloads).
     labelled_tests: bool,
+    /// The margin, in percent, inside which a change is called *same* (`--margin`).
+    pub margin_pct: f64,
 }
 
 /// Prefixes test names (and the tests of warnings) with the run's label, as a study of
@@ -560,7 +953,65 @@ pub const RANK_METHOD: &str = "configurations share a rank range unless their to
      scores differ significantly: a t-test on ln of the score of each repeat (Welch with 2 \
      or more repeats a side, else against earlier repeats in the store), two-sided, 95%";
 
+/// An adjacent pair of the ranking (configurations `better` and `worse`, input order,
+/// `better` ranked above) and its verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdjacentPair {
+    pub better: usize,
+    pub worse: usize,
+    pub decision: Decision,
+}
+
 impl Ranking {
+    /// Every pair of neighbours in the ranking (by total score, best first), each decided
+    /// on the per-repeat scores: *different* when Holm's correction over the adjacent
+    /// pairs keeps it significant and it is not within ±`margin_pct`, *same* when the
+    /// ratio's 95% interval lies inside ±`margin_pct`, else *undecided* with the repeats a
+    /// configuration that would decide.
+    pub fn adjacent(&self, margin_pct: f64) -> Vec<AdjacentPair> {
+        let order: Vec<usize> = self
+            .score
+            .ranked
+            .iter()
+            .filter(|c| c.total.is_some())
+            .map(|c| c.config)
+            .collect();
+        let judgements: Vec<&Judgement> = order
+            .windows(2)
+            .filter_map(|w| {
+                let (i, j) = (w[0].min(w[1]), w[0].max(w[1]));
+                self.pairs
+                    .iter()
+                    .find(|(a, b, _)| *a == i && *b == j)
+                    .map(|(_, _, jd)| jd)
+            })
+            .collect();
+        let lines: Vec<Line<'_>> = judgements
+            .iter()
+            .map(|j| Line {
+                judgement: j,
+                test: "",
+                primary: true,
+            })
+            .collect();
+        // Each adjacent pair is its own "test": all primary, one Holm family.
+        let decided = decide_family(&lines, margin_pct);
+        order
+            .windows(2)
+            .zip(decided)
+            .map(|(w, d)| AdjacentPair {
+                better: w[0],
+                worse: w[1],
+                decision: d.unwrap_or(Decision {
+                    call: Call::Undecided,
+                    higher: false,
+                    runs_needed: None,
+                    confounded_by: Vec::new(),
+                }),
+            })
+            .collect()
+    }
+
     /// Whether any pair of configurations could be tested at all.
     pub fn any_tested(&self) -> bool {
         self.pairs
@@ -655,6 +1106,7 @@ impl RunSet {
             baseline: 0,
             noise: Noise::default(),
             labelled_tests: false,
+            margin_pct: DEFAULT_MARGIN_PCT,
         }
     }
 
@@ -731,6 +1183,7 @@ impl RunSet {
             baseline: 0,
             noise: Noise::default(),
             labelled_tests: false,
+            margin_pct: DEFAULT_MARGIN_PCT,
         }
     }
 
@@ -825,6 +1278,158 @@ impl RunSet {
         judge(&self.run_values(a, name, m), &self.run_values(b, name, m))
     }
 
+    /// The spread between batches of the commands of configurations `a` and `b` (test
+    /// `name`, metric `m`), from every stored run of them: see [`BatchTest`]. `None` when
+    /// the store holds no batch of either command besides the compared ones.
+    pub fn between_batches(&self, a: usize, b: usize, name: &str, m: Metric) -> Option<BatchTest> {
+        let (va, vb) = (self.run_values(a, name, m), self.run_values(b, name, m));
+        let when = |id: i64| -> Option<(f64, f64)> {
+            let r = self
+                .runs()
+                .chain(self.noise.others.iter().map(|(_, r)| r))
+                .find(|r| r.id == Some(id))?;
+            let s = epoch(&r.started_at)?;
+            Some((s, r.finished_at.as_deref().and_then(epoch).unwrap_or(s)))
+        };
+        let mut ss = 0.0;
+        let mut df = 0usize;
+        let mut batches = 0usize;
+        let mut ids: Vec<i64> = Vec::new();
+        let mut commands: Vec<&str> = Vec::new();
+        for v in [&va, &vb] {
+            let Some(cmd) = v.command.as_deref() else {
+                continue;
+            };
+            if commands.contains(&cmd) {
+                continue;
+            }
+            commands.push(cmd);
+            // Every run of the command (both sides' own when they share it, and the others).
+            let mut runs: Vec<(f64, f64, f64)> = Vec::new();
+            for side in [&va, &vb] {
+                if side.command.as_deref() == Some(cmd) {
+                    for (id, x) in &side.runs {
+                        if let (Some((s0, e0)), true) = (id.and_then(when), noise::loggable(*x)) {
+                            runs.push((s0, e0, x.ln()));
+                        }
+                    }
+                }
+            }
+            for (id, x) in v.usable_others() {
+                if let Some((s0, e0)) = when(id) {
+                    runs.push((s0, e0, x.ln()));
+                    ids.push(id);
+                }
+            }
+            runs.sort_by(|x, y| x.0.total_cmp(&y.0));
+            let mut means: Vec<f64> = Vec::new();
+            let mut cur: Vec<f64> = Vec::new();
+            let mut end = f64::MIN;
+            for (s0, e0, x) in runs {
+                if !cur.is_empty() && s0 - end > 60.0 {
+                    means.push(cur.iter().sum::<f64>() / cur.len() as f64);
+                    cur.clear();
+                }
+                cur.push(x);
+                end = end.max(e0);
+            }
+            if !cur.is_empty() {
+                means.push(cur.iter().sum::<f64>() / cur.len() as f64);
+            }
+            let mean = means.iter().sum::<f64>() / means.len().max(1) as f64;
+            ss += means.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
+            df += means.len().saturating_sub(1);
+            batches += means.len();
+        }
+        let (ga, gb) = (LogGroup::of(&va.values())?, LogGroup::of(&vb.values())?);
+        let own_batches = if commands.len() == 1 {
+            2
+        } else {
+            commands.len()
+        };
+        // The compared sides are batches too; without another one there is no spread.
+        if batches <= own_batches || df == 0 {
+            return None;
+        }
+        let var = ss / df as f64;
+        let d = gb.mean - ga.mean;
+        let se = (2.0 * var).sqrt();
+        let p = if se > 0.0 {
+            iolab_stats::score::student_t_p_two_sided(d / se, df as f64)
+        } else if d == 0.0 {
+            1.0
+        } else {
+            0.0
+        };
+        ids.sort_unstable();
+        ids.dedup();
+        Some(BatchTest {
+            batches,
+            sd: var.sqrt(),
+            p,
+            run_ids: ids,
+        })
+    }
+
+    /// What differs between the conditions of configurations `a` and `b` for test `name`
+    /// (sides named by their labels).
+    /// In a study the testbed is what is compared: its filesystem, mount options, device
+    /// and throttle are the configurations' differences, not confounds.
+    pub fn confounds(&self, a: usize, b: usize, name: &str) -> Vec<Confound> {
+        let runs = |c: usize| -> Vec<&RunRecord> { self.configs[c].runs.iter().collect() };
+        let mut out = confounds(
+            (&self.configs[a].label, &runs(a)),
+            (&self.configs[b].label, &runs(b)),
+            name,
+        );
+        if self.study.is_some() {
+            out.retain(|x| {
+                !matches!(
+                    x.code.as_str(),
+                    "filesystem" | "mount_options" | "device" | "throttle"
+                )
+            });
+        }
+        out
+    }
+
+    /// The verdict on every test and metric of configuration `b` against `a`, decided as
+    /// one family ([`decide_family`]), with the confounds of each line: keyed by (test,
+    /// metric); lines a side lacks are left out.
+    pub fn decisions(&self, a: usize, b: usize) -> HashMap<(String, Metric), Decision> {
+        let mut keys = Vec::new();
+        let mut js = Vec::new();
+        for name in self.test_names() {
+            let primary = primary_metric(self.aligned(&name).iter().flatten().copied());
+            for m in Metric::ALL {
+                js.push(self.judge(&name, m, a, b));
+                keys.push((name.clone(), m, m == primary));
+            }
+        }
+        let lines: Vec<Line<'_>> = keys
+            .iter()
+            .zip(&js)
+            .map(|((name, _, primary), j)| Line {
+                judgement: j,
+                test: name,
+                primary: *primary,
+            })
+            .collect();
+        let decided = decide_family(&lines, self.margin_pct);
+        let mut out = HashMap::new();
+        let mut conf: HashMap<String, Vec<Confound>> = HashMap::new();
+        for ((name, m, _), d) in keys.iter().zip(decided) {
+            if let Some(mut d) = d {
+                d.confounded_by = conf
+                    .entry(name.clone())
+                    .or_insert_with(|| self.confounds(a, b, name))
+                    .clone();
+                out.insert((name.clone(), *m), d);
+            }
+        }
+        out
+    }
+
     /// Makes the configuration labelled `label` the baseline.
     pub fn set_baseline(&mut self, label: &str) -> Result<(), String> {
         match self.configs.iter().position(|c| c.label == label) {
@@ -868,6 +1473,7 @@ impl RunSet {
                     study: None,
                     noise: self.noise.clone(),
                     labelled_tests: self.labelled_tests,
+                    margin_pct: self.margin_pct,
                     baseline: members
                         .iter()
                         .position(|&i| i == self.baseline)

@@ -4,8 +4,9 @@
 //! (at most [`MAX_WIDTH`](crate::MAX_WIDTH)) and colour on a terminal, or the stable layout
 //! (100 columns, no colour) in a pipe or a file. [`paint`] colours finished text, so layout
 //! never counts escape sequences: the `[CODE]` of a warning and the `Warnings:` heading in
-//! yellow, significant changes (`yes, better` green, `yes, worse` red) and unsafe caveats
-//! (`⚠`, `unsafe: ...`) in red.
+//! yellow, clean *different* verdicts (`different, better` green, `different, worse`
+//! red; a confounded `different*` stays plain) and unsafe caveats (`⚠`, `unsafe: ...`) in
+//! red.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -94,8 +95,8 @@ fn paint_line(line: &str) -> String {
         }
     }
     for (word, colour) in [
-        ("yes, better", GREEN),
-        ("yes, worse", RED),
+        ("different, better", GREEN),
+        ("different, worse", RED),
         ("⚠ unsafe", BOLD_RED),
         ("unsafe:", BOLD_RED),
     ] {
@@ -131,7 +132,7 @@ mod tests {
     fn colours_warnings_changes_and_caveats_and_nothing_else() {
         let text =
             "Test  MB/s\nWarnings:\n  [PAGE_CACHE] SEQ1M read: cached [x]\n  A: [BUSY_DEVICE] \
-                    vda\n  MB/s  1.0  yes, better (p=0.01)\n  IOPS  yes, worse (p=0.02)\n| 1 | \
+                    vda\n  MB/s  1.0  different, better (p=0.01)\n  IOPS  different, worse (p=0.02)\n| 1 | \
                     barrier=0 | ⚠ unsafe: NO_BARRIER |\n| 2 | ⚠ FAIL |\nplain [lower] text";
         let painted = paint_always(text);
         assert_eq!(plain(&painted), text);
@@ -141,8 +142,8 @@ mod tests {
         assert!(lines[2].starts_with(&format!("  {YELLOW}[PAGE_CACHE]{RESET}")));
         assert!(lines[2].ends_with("[x]"));
         assert!(lines[3].contains(&format!("{YELLOW}[BUSY_DEVICE]")));
-        assert!(lines[4].contains(&format!("{GREEN}yes, better{RESET}")));
-        assert!(lines[5].contains(&format!("{RED}yes, worse{RESET}")));
+        assert!(lines[4].contains(&format!("{GREEN}different, better{RESET}")));
+        assert!(lines[5].contains(&format!("{RED}different, worse{RESET}")));
         assert!(lines[6].contains(&format!("{BOLD_RED}⚠ unsafe{RESET}")));
         assert!(lines[7].contains(&format!("{RED}⚠{RESET}")));
         assert_eq!(lines[8], "plain [lower] text");

@@ -56,14 +56,19 @@ fn row<'a>(
         .unwrap_or_else(|| panic!("no {test} {m:?}"))
 }
 
-/// Every row's B is "same", but the rows `skip` picks.
+/// No row's B is "different", but the rows `skip` picks; rows of tests other than
+/// SEQ1M Q8T1 Read (moved by a ±1% wobble only) are "same" within the default ±5%.
 fn all_same(
     c: &iolab_report::compare::Comparison,
     skip: impl Fn(&iolab_report::compare::Row) -> bool,
 ) {
     for r in c.rows.iter().filter(|r| !skip(r)) {
         let key = r.cells[1].verdict.key();
-        assert_eq!(key, "same", "{} {:?}", r.test, r.metric);
+        assert_ne!(key, "different", "{} {:?}", r.test, r.metric);
+        if r.test != "SEQ1M Q8T1 Read" {
+            let d = r.cells[1].decision.as_ref().expect("decided");
+            assert_eq!(d.call.key(), "same", "{} {:?}", r.test, r.metric);
+        }
     }
 }
 
@@ -106,7 +111,7 @@ fn three_runs_a_side_find_a_known_difference_and_nothing_else() {
         .find(|l| l.starts_with("SEQ1M Q8T1 Read"))
         .unwrap();
     assert!(
-        line.contains("+50%") && line.contains("yes, better (p<0.001)"),
+        line.contains("+50%") && line.contains("different, better (p<0.001)"),
         "{line}"
     );
     let f = flat(&text);
@@ -114,7 +119,165 @@ fn three_runs_a_side_find_a_known_difference_and_nothing_else() {
         f.contains("B vs A: 3 runs on A, 3 runs on B: Welch's t-test on ln(run value)."),
         "{text}"
     );
-    assert!(f.contains("runs are the evidence, not passes"), "{text}");
+    // The answer comes first, and names the line.
+    assert!(
+        flat(text.lines().nth(1).unwrap_or(""))
+            .starts_with("B differs from A on 1 of 9 tests: SEQ1M Q8T1 Read;"),
+        "{text}"
+    );
+    assert!(f.contains("SEQ1M Q8T1 Read MB/s +50% ["), "{text}");
+    // The rule in full, and every metric's line, with --all.
+    let all = iolab_report::compare::render_opts(&c, iolab_report::Detail::Summary, true);
+    assert!(
+        flat(&all).contains("runs are the evidence, not passes"),
+        "{all}"
+    );
+    assert!(all.lines().count() > text.lines().count(), "{all}");
+}
+
+#[test]
+fn a_difference_measured_under_other_conditions_names_them() {
+    // A's three runs ran under other I/O on the device (BUSY_DEVICE on SEQ1M Q8T1 Read)
+    // at 09:00-09:09; B's ran quiet from 10:00: SEQ1M Q8T1 Read 1.5 times as fast.
+    let mut set = three_a_side();
+    for (k, r) in set.configs[0].runs.iter_mut().enumerate() {
+        r.started_at = format!("2025-03-01T09:0{}:00Z", 3 * k);
+        r.finished_at = Some(format!("2025-03-01T09:0{}:30Z", 3 * k + 2));
+        r.warnings.push(iolab_measure::Warning {
+            code: iolab_measure::WarningCode::BusyDevice,
+            message: "other I/O on vda".into(),
+            fix: String::new(),
+            test: Some("SEQ1M Q8T1 Read".into()),
+        });
+    }
+    for (k, r) in set.configs[1].runs.iter_mut().enumerate() {
+        r.started_at = format!("2025-03-01T10:0{}:00Z", 3 * k);
+        r.finished_at = Some(format!("2025-03-01T10:0{}:30Z", 3 * k + 2));
+    }
+    let c = compare(&set);
+    let r = row(&c, "SEQ1M Q8T1 Read", Metric::MbS);
+    let d = r.cells[1].decision.as_ref().expect("decided");
+    assert_eq!(d.call.key(), "different");
+    let codes: Vec<&str> = d.confounded_by.iter().map(|x| x.code.as_str()).collect();
+    assert_eq!(codes, ["BUSY_DEVICE", "sequential"], "{d:?}");
+    assert!(!d.clean_different());
+    // A test without the warning is still confounded by the time the sides ran.
+    let other = row(&c, "RND4K Q1T1 Read", Metric::MbS);
+    let codes: Vec<&str> = other.cells[1]
+        .decision
+        .as_ref()
+        .unwrap()
+        .confounded_by
+        .iter()
+        .map(|x| x.code.as_str())
+        .collect();
+    assert_eq!(codes, ["sequential"]);
+    let text = render(&c);
+    let f = flat(&text);
+    assert!(f.starts_with("iolab compare · 2 sides, tests aligned by name No clean difference: B differs from A on"), "{text}");
+    assert!(
+        f.contains("(BUSY_DEVICE, sequential), which could explain it"),
+        "{text}"
+    );
+    assert!(f.contains("different*, better"), "{text}");
+    assert!(
+        f.contains("BUSY_DEVICE on SEQ1M Q8T1 Read (on A in 3 of 3 runs, on B in 0 of 3)")
+            && f.contains("all 3 runs of A before any of B, 51m 30s apart")
+            && f.contains("Batches are not replicates")
+            && f.contains("No other batch of these commands is stored")
+            && f.contains("interleave"),
+        "{text}"
+    );
+    // The store holds two earlier batches of A's command (days before, ±1%): the batches'
+    // spread is measured, and the +50% is far beyond it.
+    let mut with_batches = set.clone();
+    let others = (0..6)
+        .map(|k| {
+            let mut r = run(20 + k as i64, [1.0, 1.02][k / 3] * WOBBLE[k % 3], 1.0);
+            r.started_at = format!("2025-02-{:02}T10:0{}:00Z", 20 + 5 * (k / 3), k % 3);
+            r.finished_at = Some(format!("2025-02-{:02}T10:0{}:30Z", 20 + 5 * (k / 3), k % 3));
+            r.tests.iter_mut().for_each(|t| t.passes.clear());
+            ("fp-a".to_string(), r)
+        })
+        .collect();
+    with_batches.set_noise(Noise {
+        fingerprints: (1..=6)
+            .map(|id| (id, if id <= 3 { "fp-a" } else { "fp-b" }.to_string()))
+            .collect(),
+        others,
+    });
+    let c = compare(&with_batches);
+    let f = flat(&render(&c));
+    assert!(
+        f.contains("Between the 4 batches of these commands in the store (with runs 20-25)")
+            && f.contains("beyond batch-to-batch variation"),
+        "{f}"
+    );
+    assert_eq!(document(&c, "0.1.0")["between_batches"][1]["batches"], 4);
+    let doc = document(&c, "0.1.0");
+    let t = doc["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "SEQ1M Q8T1 Read")
+        .unwrap();
+    let b = &t["metrics"]["mb_s"][1];
+    assert_eq!(b["verdict"], "different");
+    assert_eq!(b["confounded_by"][0]["code"], "BUSY_DEVICE", "{b}");
+    assert_eq!(doc["sides"][1]["confounded_by"][1]["code"], "sequential");
+
+    // Both sides under some other I/O (BUSY_DEVICE on each): what counts is how much. A's
+    // passes saw 50 MB/s of it, B's 2 MB/s: named with the figures. At 50 and 40 MB/s:
+    // alike, not a confound.
+    let loaded = |set: &mut RunSet, side: usize, mb_s: f64| {
+        for r in set.configs[side].runs.iter_mut() {
+            r.warnings.push(iolab_measure::Warning {
+                code: iolab_measure::WarningCode::BusyDevice,
+                message: "other I/O on vda".into(),
+                fix: String::new(),
+                test: Some("SEQ1M Q8T1 Read".into()),
+            });
+            for t in r.tests.iter_mut() {
+                for p in t.passes.iter_mut() {
+                    p.context.activity.devices = vec![iolab_measure::DeviceIo {
+                        device: "vda".into(),
+                        read_bytes: p.bytes + (mb_s * 1e6 * p.seconds) as u64,
+                        write_bytes: 0,
+                        read_requests: 0,
+                        write_requests: 0,
+                    }];
+                }
+            }
+        }
+    };
+    let codes = |set: &RunSet| -> Vec<(String, String)> {
+        let c = compare(set);
+        let r = row(&c, "SEQ1M Q8T1 Read", Metric::MbS);
+        r.cells[1]
+            .decision
+            .as_ref()
+            .unwrap()
+            .confounded_by
+            .iter()
+            .map(|x| (x.code.clone(), x.fact.clone()))
+            .collect()
+    };
+    let mut set = three_a_side();
+    loaded(&mut set, 0, 50.0);
+    loaded(&mut set, 1, 2.0);
+    let named = codes(&set);
+    assert_eq!(named.len(), 1, "{named:?}");
+    assert_eq!(named[0].0, "BUSY_DEVICE");
+    assert!(
+        named[0]
+            .1
+            .starts_with("other I/O on the device: 50.0 MB/s on A, 2.00 MB/s on B"),
+        "{named:?}"
+    );
+    let mut set = three_a_side();
+    loaded(&mut set, 0, 50.0);
+    loaded(&mut set, 1, 40.0);
+    assert_eq!(codes(&set), []);
 }
 
 #[test]
@@ -148,7 +311,8 @@ fn single_runs_cannot_be_told_from_noise() {
     );
     let doc = document(&c, "0.1.0");
     let cell = &doc["tests"][0]["metrics"]["mb_s"][1];
-    assert_eq!(cell["verdict"], "cannot_tell");
+    assert_eq!(cell["verdict"], "undecided");
+    assert_eq!(cell["runs_needed"], serde_json::Value::Null);
     assert_eq!(cell["significant"], serde_json::Value::Null);
     assert!(cell["evidence"]["reason"]
         .as_str()
@@ -289,8 +453,12 @@ fn the_json_document() {
         .unwrap();
     let b = &t["metrics"]["mb_s"][1];
     assert_eq!(b["side"], "B");
-    assert_eq!(b["verdict"], "better");
+    assert_eq!(b["verdict"], "different");
+    assert_eq!(b["direction"], "better");
     assert_eq!(b["significant"], true);
+    assert!((b["ratio"].as_f64().unwrap() - 1.5).abs() < 0.01, "{b}");
+    assert_eq!(b["ratio_ci95"], b["evidence"]["ratio_ci95"]);
+    assert_eq!(b["confounded_by"], serde_json::json!([]));
     assert_eq!(
         (b["runs"].as_u64(), b["passes"].as_u64()),
         (Some(3), Some(9))
@@ -408,6 +576,14 @@ fn history_marks_only_changes_beyond_the_noise_of_the_command() {
     let fifth = &doc["series"][0]["runs"][4]["tests"][0];
     assert_eq!(fifth["test"], "SEQ1M Q8T1 Read");
     assert_eq!(fifth["movement"], "up");
+    assert_eq!(fifth["verdict"], "different");
+    assert!(fifth["ratio_ci95"][0].as_f64().unwrap() > 1.05, "{fifth}");
+    // Run 4 against run 3, with two earlier runs as the noise (2 degrees of freedom): not
+    // different, but too uncertain to be the same within ±5% either.
+    let fourth = &doc["series"][0]["runs"][3]["tests"][0];
+    assert_eq!(fourth["verdict"], "undecided", "{fourth}");
+    assert!(fourth["runs_needed"].as_u64().unwrap() >= 2, "{fourth}");
+    assert!(t.contains('~') && t.contains('='), "{text}");
     assert_eq!(fifth["method"], "pooled-log-noise");
     assert_eq!(fifth["noise_runs"], 3);
 

@@ -477,6 +477,15 @@ fn the_study_document_says_what_ranks_and_verdicts_rest_on() {
         .as_str()
         .unwrap()
         .contains("3 repeat(s) per configuration"));
+    // The neighbours of the ranking, each with a three-way verdict.
+    let adjacent = doc["score"]["adjacent"].as_array().unwrap();
+    assert_eq!(adjacent.len(), 2, "{adjacent:?}");
+    assert_eq!(adjacent[0]["better"], ranked[0]["config"]);
+    assert_eq!(adjacent[1]["worse"], ranked[2]["config"]);
+    for p in adjacent {
+        let v = p["verdict"].as_str().unwrap();
+        assert!(["different", "same", "undecided"].contains(&v), "{p}");
+    }
     // Three pairs, each tested with Welch on the per-repeat scores.
     let pairs = doc["score"]["pairs"].as_array().unwrap();
     assert_eq!(pairs.len(), 3);

@@ -144,6 +144,8 @@ pub struct RunTest {
     pub df: f64,
     /// Two-sided p-value.
     pub p: f64,
+    /// Standard error of ln(B) − ln(A).
+    pub se: f64,
 }
 
 impl RunTest {
@@ -160,6 +162,102 @@ impl RunTest {
     /// Significant and B below A.
     pub fn lower(&self) -> bool {
         self.significant() && self.ratio < 1.0
+    }
+}
+
+/// The margin a change must stay inside to be called *same*, in percent, unless
+/// `--margin` says otherwise (docs/statistics.md says why 5).
+pub const DEFAULT_MARGIN_PCT: f64 = 5.0;
+
+/// One of the three verdicts on a difference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// Shown different: significant after the family's correction, and the 95% interval
+    /// of the ratio is not inside the margin.
+    Different,
+    /// Shown the same within the margin: the 95% interval of the ratio lies inside
+    /// [1/(1 + M), 1 + M].
+    Same,
+    /// Neither: more runs would decide it.
+    Undecided,
+}
+
+impl Call {
+    /// The key used in JSON: `different`, `same`, `undecided`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Call::Different => "different",
+            Call::Same => "same",
+            Call::Undecided => "undecided",
+        }
+    }
+}
+
+/// ln(1 + margin): the margin on the log scale the tests are made on.
+pub fn log_margin(margin_pct: f64) -> f64 {
+    (1.0 + margin_pct.max(0.0) / 100.0).ln()
+}
+
+/// Holm's step-down procedure over a family of p-values: which hypotheses are rejected at
+/// family-wise level `alpha` (under any dependence between the tests).
+pub fn holm(ps: &[f64], alpha: f64) -> Vec<bool> {
+    let mut order: Vec<usize> = (0..ps.len()).collect();
+    order.sort_by(|&a, &b| ps[a].total_cmp(&ps[b]));
+    let m = ps.len();
+    let mut out = vec![false; m];
+    for (k, &i) in order.iter().enumerate() {
+        if ps[i] < alpha / (m - k) as f64 {
+            out[i] = true;
+        } else {
+            break;
+        }
+    }
+    out
+}
+
+impl RunTest {
+    /// The run-to-run standard deviation of ln(value) the test measured (both sides'
+    /// runs, and other runs of the command where they were used).
+    pub fn run_sd(&self) -> f64 {
+        let k = 1.0 / self.n_a as f64 + 1.0 / self.n_b as f64;
+        self.se / k.sqrt()
+    }
+
+    /// Whether the 95% interval of the ratio lies inside ±`margin_pct`.
+    pub fn within(&self, margin_pct: f64) -> bool {
+        let m = log_margin(margin_pct);
+        self.ratio_low.ln() >= -m && self.ratio_high.ln() <= m
+    }
+
+    /// The verdict, given whether the family's correction (Holm) kept this test
+    /// significant: *same* when the interval is inside the margin (whatever the p-value:
+    /// a change smaller than the margin is not one that matters), else *different* when
+    /// significant, else *undecided*.
+    pub fn call(&self, margin_pct: f64, significant_in_family: bool) -> Call {
+        if self.within(margin_pct) {
+            Call::Same
+        } else if significant_in_family && self.significant() {
+            Call::Different
+        } else {
+            Call::Undecided
+        }
+    }
+
+    /// Runs a side that would decide a change of `margin_pct` at the noise this test
+    /// measured: the usual two-sample size for a two-sided 5% test with 80% power,
+    /// `n = 2 (z₀.₉₇₅ + z₀.₈)² s² / ln(1 + M)²`, at least one more than the side with
+    /// fewer runs has now. `None` when the noise is 0 (nothing more to gain) or the
+    /// margin is 0.
+    pub fn runs_needed(&self, margin_pct: f64) -> Option<usize> {
+        let s = self.run_sd();
+        let m = log_margin(margin_pct);
+        if !(s > 0.0 && m > 0.0 && s.is_finite()) {
+            return None;
+        }
+        const Z: f64 = 1.959964 + 0.841621;
+        let n = (2.0 * Z * Z * s * s / (m * m)).ceil();
+        let have = self.n_a.min(self.n_b) + 1;
+        Some((n.min(1e6) as usize).max(have).max(2))
     }
 }
 
@@ -291,6 +389,7 @@ fn finish(
         t,
         df,
         p,
+        se,
     }
 }
 
@@ -511,6 +610,53 @@ mod tests {
         };
         assert_eq!(apart.p, 0.0);
         assert!(apart.higher());
+    }
+
+    #[test]
+    fn holm_steps_down() {
+        // m = 4 at 0.05: thresholds 0.0125, 0.01667, 0.025, 0.05 for the sorted p-values.
+        assert_eq!(
+            holm(&[0.04, 0.001, 0.016, 0.02], 0.05),
+            [true, true, true, true]
+        );
+        // m = 3: 0.02 > 0.0167, the smallest fails and nothing is rejected (each alone
+        // would be at 95%).
+        assert_eq!(holm(&[0.02, 0.03, 0.04], 0.05), [false, false, false]);
+        // 0.01 < 0.0167 passes, 0.03 > 0.025 stops the rest.
+        assert_eq!(holm(&[0.03, 0.01, 0.04], 0.05), [false, true, false]);
+        assert!(holm(&[], 0.05).is_empty());
+    }
+
+    #[test]
+    fn three_verdicts_and_the_runs_that_would_decide() {
+        // 20 vs 24 MiB/s, runs within ±0.5%: different.
+        let Outcome::Tested(r) = test(&side(&[20.97, 21.05, 20.90]), &side(&[25.1, 25.2, 25.0]))
+        else {
+            panic!()
+        };
+        assert_eq!(r.call(5.0, true), Call::Different);
+        // Not kept by the family's correction: not different, and not inside ±5% either.
+        assert_eq!(r.call(5.0, false), Call::Undecided);
+        // Inside a 25% margin: same, whatever the p-value.
+        assert_eq!(r.call(25.0, true), Call::Same);
+        // 20 vs 20.4 with no noise: a 2% change, inside ±5%.
+        let Outcome::Tested(r) = test(&side(&[20.0, 20.0, 20.0]), &side(&[20.4, 20.4, 20.4]))
+        else {
+            panic!()
+        };
+        assert_eq!((r.call(5.0, true), r.runs_needed(5.0)), (Call::Same, None));
+        // sd of ln 0.1 a run, 3 a side, no change: undecided; n = 2·(2.8016)²·0.01/ln(1.05)²
+        // = 0.15698/0.0023805 = 65.9 -> 66 runs a side.
+        let e = |x: f64| x.exp();
+        let a = side(&[e(-0.1), e(0.0), e(0.1)]);
+        let Outcome::Tested(r) = test(&a, &a) else {
+            panic!()
+        };
+        assert!(close(r.run_sd(), 0.1, 1e-12), "{r:?}");
+        assert_eq!(r.call(5.0, false), Call::Undecided);
+        assert_eq!(r.runs_needed(5.0), Some(66));
+        // A wide margin needs few runs, but always one more than the sides have.
+        assert_eq!(r.runs_needed(50.0), Some(4));
     }
 
     #[test]

@@ -29,7 +29,28 @@ pub struct RunOptions {
     pub db_given: bool,
     /// Also write the HTML report here.
     pub html: Option<PathBuf>,
+    /// `--until-decided`: add rounds until the ranking is decided.
+    pub until_decided: Option<UntilDecided>,
 }
+
+/// `--until-decided [--budget TIME] [--margin PCT]`: after the first rounds (the file's
+/// `repeats`, at least 2), more rounds visit only the configurations of an adjacent pair
+/// of the ranking that is still *undecided* (racing: a configuration *different* from its
+/// neighbours, or *same* as them, is not measured again), until every adjacent pair is
+/// *different* or *same within the margin*, the budget ends, or `max_rounds` is reached.
+#[derive(Debug, Clone, Copy)]
+pub struct UntilDecided {
+    /// Wall time the whole study may take (builds included); `None`: no limit but the
+    /// rounds.
+    pub budget: Option<Duration>,
+    /// The margin, in percent, inside which two configurations are *same*.
+    pub margin_pct: f64,
+    /// The most rounds a configuration gets.
+    pub max_rounds: u32,
+}
+
+/// How many rounds `--until-decided` gives a configuration at most.
+pub const MAX_ROUNDS: u32 = 30;
 
 /// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) only raise the flag: a study always tears
 /// down what it built, so a second signal does not cut that short (a kill -9 does; then
@@ -51,6 +72,254 @@ struct Outcome {
     interrupted: bool,
 }
 
+/// A study being run: what every visit needs, and what the visits so far did.
+struct Session<'a> {
+    study: &'a Study,
+    store: &'a Store,
+    state_dir: PathBuf,
+    exe: PathBuf,
+    db_path: PathBuf,
+    invocation: String,
+    stop: Arc<AtomicBool>,
+    started: Instant,
+    out: Outcome,
+    done: usize,
+    total: usize,
+    /// Rounds announced (the file's repeats, or more with `--until-decided`).
+    rounds: u32,
+}
+
+impl Session<'_> {
+    /// Builds configuration `step.config`, runs its workloads, tears it down. `Ok(false)`
+    /// when the study was interrupted.
+    fn visit(&mut self, step: schedule::Step) -> Result<bool, RunError> {
+        let study = self.study;
+        if self.stop.load(Ordering::Relaxed) {
+            self.out.interrupted = true;
+            return Ok(false);
+        }
+        let cfg = &study.configs[step.config];
+        println!(
+            "round {}/{} · {}: building",
+            step.round + 1,
+            self.rounds,
+            cfg.label
+        );
+        let state =
+            StateFile::create(&self.state_dir).map_err(|e| RunError::Failed(e.to_string()))?;
+        let tb = match iolab_testbed::build(&cfg.testbed, &state, &self.stop) {
+            Ok(tb) => tb,
+            Err(TestbedError::Interrupted) => {
+                self.out.interrupted = true;
+                return Ok(false);
+            }
+            Err(e) => {
+                let msg = format!("{}: building the testbed failed: {e}", cfg.label);
+                eprintln!("iolab: {msg}");
+                self.out.failures.push(msg);
+                self.done += study
+                    .workloads
+                    .iter()
+                    .filter(|w| w.applies_to(&cfg.label))
+                    .count();
+                return Ok(true);
+            }
+        };
+        let visit = Visit {
+            study,
+            step_round: step.round,
+            config: step.config,
+            invocation: &self.invocation,
+            exe: &self.exe,
+            db: &self.db_path,
+            stop: &self.stop,
+        };
+        for w in study.workloads.iter().filter(|w| w.applies_to(&cfg.label)) {
+            if self.stop.load(Ordering::Relaxed) {
+                self.out.interrupted = true;
+                break;
+            }
+            self.done += 1;
+            let (done, total) = (self.done, self.total);
+            match visit.run_workload(&tb, w, done, total) {
+                Ok(Some(r)) => {
+                    let run = self.store.load_run(r.id)?;
+                    println!(
+                        "  [{done}/{total}] {} · {}: run #{} ({:.1} s){}{}",
+                        cfg.label,
+                        w.label,
+                        r.id,
+                        r.secs,
+                        run_summary(&run),
+                        eta(self.started.elapsed(), done, total)
+                    );
+                    self.out.run_ids.push(r.id);
+                    if let Some(msg) = r.integrity {
+                        eprintln!("iolab: {msg}");
+                        self.out.failures.push(msg);
+                    }
+                }
+                Ok(None) => self.out.interrupted = true,
+                Err(msg) => {
+                    eprintln!("iolab: {msg}");
+                    self.out.failures.push(msg);
+                }
+            }
+        }
+        if let Err(e) = tb.teardown() {
+            let msg = format!(
+                "{}: teardown left something behind ({e}); run `iolab cleanup`",
+                cfg.label
+            );
+            eprintln!("iolab: {msg}");
+            self.out.failures.push(msg);
+        }
+        Ok(!self.out.interrupted)
+    }
+
+    /// The runs stored so far, as the study's set (failed runs left out).
+    fn set(&self) -> Result<RunSet, RunError> {
+        let mut runs = Vec::new();
+        for id in &self.out.run_ids {
+            let r = self.store.load_run(*id)?;
+            if r.failure().is_none() {
+                runs.push(r);
+            }
+        }
+        Ok(RunSet::study(&self.study.name, runs))
+    }
+
+    /// Workload runs one visit of configuration `c` makes.
+    fn runs_per_visit(&self, c: usize) -> usize {
+        let label = &self.study.configs[c].label;
+        self.study
+            .workloads
+            .iter()
+            .filter(|w| w.applies_to(label))
+            .count()
+    }
+
+    /// `--until-decided`: more rounds over the undecided configurations (see
+    /// [`UntilDecided`]); prints what it decided and what it could not.
+    fn race(&mut self, u: UntilDecided, first_rounds: u32) -> Result<(), RunError> {
+        let study = self.study;
+        let label = |c: usize| study.configs[c].label.as_str();
+        let mut round = first_rounds;
+        let mut visits = self.out.run_ids.len().max(1);
+        let why_stopped;
+        loop {
+            let set = self.set()?;
+            let ranking = set.ranking();
+            let pairs = ranking.adjacent(u.margin_pct);
+            let open: Vec<&iolab_report::set::AdjacentPair> = pairs
+                .iter()
+                .filter(|p| p.decision.call == iolab_report::set::Call::Undecided)
+                .collect();
+            if open.is_empty() && !pairs.is_empty() {
+                why_stopped = "every adjacent pair of the ranking is decided".to_string();
+                print_race(study, &pairs, u.margin_pct, round, self.started.elapsed());
+                break;
+            }
+            let mut active: Vec<usize> = Vec::new();
+            for p in &open {
+                for c in [p.better, p.worse] {
+                    if !active.contains(&c) {
+                        active.push(c);
+                    }
+                }
+            }
+            if pairs.is_empty() {
+                // Nothing scored (failed runs): every configuration is still open.
+                active = (0..study.configs.len()).collect();
+            }
+            active.sort_unstable();
+            let per_visit = self.started.elapsed().as_secs_f64() / visits as f64;
+            let next: usize = active.iter().map(|&c| self.runs_per_visit(c)).sum();
+            let over_budget = u.budget.is_some_and(|b| {
+                self.started.elapsed().as_secs_f64() + per_visit * next as f64 > b.as_secs_f64()
+            });
+            if round >= u.max_rounds || over_budget {
+                why_stopped = if over_budget {
+                    format!(
+                        "the budget ends (another round of {} would take about {:.0} s more)",
+                        active
+                            .iter()
+                            .map(|&c| label(c))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        per_visit * next as f64
+                    )
+                } else {
+                    format!("{} rounds reached", u.max_rounds)
+                };
+                print_race(study, &pairs, u.margin_pct, round, self.started.elapsed());
+                break;
+            }
+            println!(
+                "until decided: round {} for {} (undecided: {})",
+                round + 1,
+                active
+                    .iter()
+                    .map(|&c| label(c))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                open.iter()
+                    .map(|p| format!("{} vs {}", label(p.better), label(p.worse)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            self.rounds = round + 1;
+            self.total += next;
+            for &c in &active {
+                if !self.visit(schedule::Step { round, config: c })? {
+                    return Ok(());
+                }
+            }
+            visits += next;
+            round += 1;
+        }
+        println!("until decided: stopped because {why_stopped}");
+        Ok(())
+    }
+}
+
+/// The racing's result: each adjacent pair's verdict, and for undecided ones what more
+/// repeats would buy.
+fn print_race(
+    study: &Study,
+    pairs: &[iolab_report::set::AdjacentPair],
+    margin_pct: f64,
+    rounds: u32,
+    elapsed: Duration,
+) {
+    use iolab_report::set::Call;
+    let label = |c: usize| study.configs[c].label.as_str();
+    println!(
+        "until decided: {rounds} round(s), {:.0} s; adjacent pairs of the ranking (±{}):",
+        elapsed.as_secs_f64(),
+        iolab_report::compare::pct(margin_pct)
+    );
+    for p in pairs {
+        let (a, b) = (label(p.better), label(p.worse));
+        let text = match p.decision.call {
+            Call::Different => format!("  {a} > {b}: different"),
+            Call::Same => format!(
+                "  {a} = {b}: same within ±{}",
+                iolab_report::compare::pct(margin_pct)
+            ),
+            Call::Undecided => match p.decision.runs_needed {
+                Some(n) => format!(
+                    "  {a} ? {b}: undecided; about {n} repeats each would decide a {} \
+                     difference",
+                    iolab_report::compare::pct(margin_pct)
+                ),
+                None => format!("  {a} ? {b}: undecided"),
+            },
+        };
+        println!("{text}");
+    }
+}
+
 /// Runs every step of `study`; exit status 0 when every run was stored.
 pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
     let stop = install_signals()?;
@@ -64,108 +333,66 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Failed(format!("cannot find the iolab binary: {e}")))?;
     let invocation = uuid::Uuid::new_v4().to_string();
-    let steps = schedule(study);
-    let total = study.run_count();
+    // Until decided: the first rounds interleaved, at least two (a spread per
+    // configuration), then as many as the ranking needs.
+    let mut first = study.clone();
+    if opts.until_decided.is_some() {
+        first.repeats = first.repeats.max(2);
+        first.order = crate::file::Order::Interleaved;
+    }
+    let steps = schedule(&first);
+    let total = first.run_count();
     println!(
         "Study {} ({}): {} configuration(s), {} workload(s), {} repeat(s): {total} runs, \
-         {} order",
+         {} order{}",
         study.name,
         study.file,
         study.configs.len(),
         study.workloads.len(),
-        study.repeats,
-        study.order.as_str()
+        first.repeats,
+        first.order.as_str(),
+        match &opts.until_decided {
+            Some(u) => format!(
+                "; then more rounds of the undecided configurations until decided (±{}{})",
+                iolab_report::compare::pct(u.margin_pct),
+                u.budget.map_or(String::new(), |b| format!(
+                    ", budget {}",
+                    iolab_runner::progress::short_duration(b)
+                ))
+            ),
+            None => String::new(),
+        }
     );
-    let started = Instant::now();
-    let mut out = Outcome {
-        run_ids: Vec::new(),
-        failures: Vec::new(),
-        interrupted: false,
+    let mut session = Session {
+        study,
+        store: &store,
+        state_dir,
+        exe,
+        db_path: db_path.clone(),
+        invocation,
+        stop,
+        started: Instant::now(),
+        out: Outcome {
+            run_ids: Vec::new(),
+            failures: Vec::new(),
+            interrupted: false,
+        },
+        done: 0,
+        total,
+        rounds: first.repeats,
     };
-    let mut done = 0usize;
     for step in &steps {
-        if stop.load(Ordering::Relaxed) {
-            out.interrupted = true;
-            break;
-        }
-        let cfg = &study.configs[step.config];
-        println!(
-            "round {}/{} · {}: building",
-            step.round + 1,
-            study.repeats,
-            cfg.label
-        );
-        let state = StateFile::create(&state_dir).map_err(|e| RunError::Failed(e.to_string()))?;
-        let tb = match iolab_testbed::build(&cfg.testbed, &state, &stop) {
-            Ok(tb) => tb,
-            Err(TestbedError::Interrupted) => {
-                out.interrupted = true;
-                break;
-            }
-            Err(e) => {
-                let msg = format!("{}: building the testbed failed: {e}", cfg.label);
-                eprintln!("iolab: {msg}");
-                out.failures.push(msg);
-                done += study
-                    .workloads
-                    .iter()
-                    .filter(|w| w.applies_to(&cfg.label))
-                    .count();
-                continue;
-            }
-        };
-        let visit = Visit {
-            study,
-            step_round: step.round,
-            config: step.config,
-            invocation: &invocation,
-            exe: &exe,
-            db: &db_path,
-            stop: &stop,
-        };
-        for w in study.workloads.iter().filter(|w| w.applies_to(&cfg.label)) {
-            if stop.load(Ordering::Relaxed) {
-                out.interrupted = true;
-                break;
-            }
-            done += 1;
-            match visit.run_workload(&tb, w, done, total) {
-                Ok(Some(r)) => {
-                    let run = store.load_run(r.id)?;
-                    println!(
-                        "  [{done}/{total}] {} · {}: run #{} ({:.1} s){}{}",
-                        cfg.label,
-                        w.label,
-                        r.id,
-                        r.secs,
-                        run_summary(&run),
-                        eta(started.elapsed(), done, total)
-                    );
-                    out.run_ids.push(r.id);
-                    if let Some(msg) = r.integrity {
-                        eprintln!("iolab: {msg}");
-                        out.failures.push(msg);
-                    }
-                }
-                Ok(None) => out.interrupted = true,
-                Err(msg) => {
-                    eprintln!("iolab: {msg}");
-                    out.failures.push(msg);
-                }
-            }
-        }
-        if let Err(e) = tb.teardown() {
-            let msg = format!(
-                "{}: teardown left something behind ({e}); run `iolab cleanup`",
-                cfg.label
-            );
-            eprintln!("iolab: {msg}");
-            out.failures.push(msg);
-        }
-        if out.interrupted {
+        if !session.visit(*step)? {
             break;
         }
     }
+    if let Some(u) = opts.until_decided {
+        if !session.out.interrupted {
+            session.race(u, first.repeats)?;
+        }
+    }
+    let started = session.started;
+    let out = session.out;
     if out.interrupted {
         eprintln!("iolab: study interrupted; everything it built has been torn down");
     }
@@ -192,6 +419,9 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
             },
         )?;
         set.set_noise(noise);
+        if let Some(u) = opts.until_decided {
+            set.margin_pct = u.margin_pct;
+        }
         let base = &study.configs[study.baseline].label;
         if set.set_baseline(base).is_err() {
             println!("(the baseline '{base}' has no runs; comparing with the first configuration)");

@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# The three verdicts of `iolab compare` and `iolab study --until-decided`, measured on real
+# runs (docs/statistics.md quotes the figures).
+#
+#   (a) A/A of cdm: 2×CDM_PAIRS identical `cdm --size 64MiB --runs 3 --duration 200ms`
+#       runs on a directory of the disk DIR is on, compared in disjoint pairs with
+#       `iolab compare A B` (one run a side, tested against the noise of the other runs of
+#       the command); counts the pairs with any line *different*, and the lines *same* and
+#       *undecided*.
+#   (b) The batch effect: 3 runs of a randread command while a `dd` loop writes the same
+#       disk, then 3 runs with the disk quiet; `iolab compare --label loaded --label quiet`:
+#       how many lines are *different*, and which confounds they name.
+#   (c) Power (root, cgroup-v1 blkio): TRIALS times, 3 runs at 20 MiB/s, 3 at 24 MiB/s and
+#       3 at 20.4 MiB/s, interleaved, on a loop device with direct I/O; 20 vs 24 should be
+#       *different*, 20 vs 20.4 with --margin 5 *same*.
+#   (d) A study of four throttled loop devices (26, 26, 22 and 20 MiB/s, 128 KiB reads):
+#       `--until-decided`, then the fixed schedule with `repeats = FIXED_REPEATS`; the
+#       ranks, the verdicts of adjacent pairs and the wall time of each.
+#
+# Usage: bench/verdicts.sh [DIR]. CDM_PAIRS (default 12), TRIALS (default 20),
+# FIXED_REPEATS (default 3), PARTS (default "a b c d"). IOLAB: the binary (default the
+# release build). Needs python3; (c) and (d) need root and /sys/fs/cgroup/blkio.
+# Everything it creates is removed on exit, error or Ctrl-C.
+set -euo pipefail
+
+CDM_PAIRS=${CDM_PAIRS:-12}
+TRIALS=${TRIALS:-20}
+FIXED_REPEATS=${FIXED_REPEATS:-3}
+PARTS=${PARTS:-a b c d}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+IOLAB=${IOLAB:-$(dirname "$0")/../target/release/iolab}
+IOLAB=$(readlink -f "$IOLAB")
+
+die() { echo "verdicts: $*" >&2; exit 2; }
+command -v python3 >/dev/null || die "needs python3"
+[ -x "$IOLAB" ] || die "build iolab first: cargo build --release ($IOLAB missing)"
+
+WORK=$(mktemp -d /var/tmp/iolab-verdicts.XXXXXX)
+DIR=${1:-$WORK/dir}
+mkdir -p "$DIR"
+DB=$WORK/v.db
+LOOP=""
+LOADER=""
+CGROUPS=()
+cleanup() {
+  set +e
+  trap - EXIT INT TERM
+  [ -n "$LOADER" ] && kill "$LOADER" 2>/dev/null && wait "$LOADER" 2>/dev/null
+  for cg in "${CGROUPS[@]}"; do rmdir "$cg" 2>/dev/null; done
+  if [ -n "$LOOP" ]; then
+    for _ in 1 2 3 4 5; do losetup -d "$LOOP" 2>/dev/null && break; sleep 1; done
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+# Runs `iolab run ...` and prints the stored run's id (tried three times: on a shared
+# machine another program's tests may switch io_uring off for a moment).
+run() {
+  local out
+  for try in 1 2 3; do
+    if out=$("$IOLAB" run "$@" --db "$DB" --quiet); then
+      sed -n 's/^stored as run \([0-9]*\).*/\1/p' <<< "$out"
+      return 0
+    fi
+    echo "verdicts: run failed (try $try), again in 10 s" >&2
+    sleep 10
+  done
+  die "iolab run $* failed 3 times"
+}
+
+# Every line of side B of a comparison document: test, metric, verdict, confounds.
+LINES='
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for t in doc["tests"]:
+    for m, cells in t["metrics"].items():
+        c = cells[1]
+        print(json.dumps({"test": t["name"], "metric": m, "verdict": c["verdict"],
+                          "change": c["change_pct"], "ci": c["ratio_ci95"],
+                          "runs_needed": c["runs_needed"],
+                          "confounded_by": [x["code"] for x in (c["confounded_by"] or [])]}))
+'
+
+# Wilson 95% interval of k of n, as text.
+wilson() {
+  python3 -c '
+import math, sys
+k, n = int(sys.argv[1]), int(sys.argv[2])
+z = 1.959964; p = k / n
+c = (p + z*z/(2*n)) / (1 + z*z/n); h = z*math.sqrt(p*(1-p)/n + z*z/(4*n*n)) / (1 + z*z/n)
+print(f"{k} of {n} ({100*p:.0f}%, 95% CI {100*max(0,c-h):.0f}-{100*min(1,c+h):.0f}%)")' "$1" "$2"
+}
+
+if part a; then
+  CDM_RUN=(cdm --size 64MiB --runs 3 --duration 200ms)
+  echo "(a) A/A of cdm: $((2 * CDM_PAIRS)) runs of: iolab run ${CDM_RUN[*]} --target $DIR"
+  ids=()
+  start=$(date +%s)
+  for _ in $(seq 1 $((2 * CDM_PAIRS))); do ids+=("$(run "${CDM_RUN[@]}" --target "$DIR")"); done
+  echo "  $(( $(date +%s) - start )) s for $((2 * CDM_PAIRS)) runs"
+  flagged=0
+  : > "$WORK/aa-lines"
+  for ((k = 0; k < 2 * CDM_PAIRS; k += 2)); do
+    "$IOLAB" compare "${ids[k]}" "${ids[k + 1]}" --json --db "$DB" > "$WORK/c.json"
+    python3 -c "$LINES" "$WORK/c.json" > "$WORK/l"
+    cat "$WORK/l" >> "$WORK/aa-lines"
+    if grep -q '"verdict": "different"' "$WORK/l"; then
+      flagged=$((flagged + 1))
+      echo "  pair ${ids[k]} vs ${ids[k + 1]}: $(grep '"different"' "$WORK/l" | tr '\n' ' ')"
+    fi
+  done
+  echo "  pairs with any line different: $(wilson "$flagged" "$CDM_PAIRS")"
+  python3 -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+by = {}
+for l in lines:
+    by[l["verdict"]] = by.get(l["verdict"], 0) + 1
+need = sorted(l["runs_needed"] for l in lines if l["runs_needed"])
+med = need[len(need) // 2] if need else None
+print(f"  lines: {len(lines)}; " + ", ".join(f"{k} {v}" for k, v in sorted(by.items()))
+      + (f"; runs a side needed by undecided lines: median {med}" if med else ""))' "$WORK/aa-lines"
+  # What a person sees: the compare of the first pair, as printed.
+  "$IOLAB" compare "${ids[0]}" "${ids[1]}" --db "$DB" > "$WORK/screen.txt"
+  echo "  the terminal compare of one pair: $(wc -l < "$WORK/screen.txt") lines, widest \
+$(awk '{ if (length($0) > w) w = length($0) } END { print w }' "$WORK/screen.txt") columns"
+  # Two labels of three runs each: the screen a label compare shows.
+  for l in x y x y x y; do run "${CDM_RUN[@]}" --target "$DIR" --label "cdm-$l" > /dev/null; done
+  "$IOLAB" compare --label cdm-x --label cdm-y --db "$DB" > "$WORK/screen2.txt"
+  echo "  the terminal compare of two cdm labels (3 runs each): $(wc -l < "$WORK/screen2.txt") \
+lines, widest $(awk '{ if (length($0) > w) w = length($0) } END { print w }' "$WORK/screen2.txt") columns"
+  cat "$WORK/screen2.txt"
+fi
+
+if part b; then
+  B_RUN=(custom --rw randread --bs 4k --iodepth 4 --size 64MiB --runs 3 --duration 300ms
+         --target "$DIR")
+  echo "(b) batch effect: 3 runs of iolab run ${B_RUN[*]} under a dd write loop, then 3 quiet"
+  ( while :; do dd if=/dev/zero of="$WORK/load" bs=1M count=256 oflag=direct status=none; done ) &
+  LOADER=$!
+  sleep 2
+  for _ in 1 2 3; do run "${B_RUN[@]}" --label loaded > /dev/null; done
+  kill "$LOADER"; wait "$LOADER" 2>/dev/null || true; LOADER=""
+  rm -f "$WORK/load"
+  sleep 5
+  for _ in 1 2 3; do run "${B_RUN[@]}" --label quiet > /dev/null; done
+  "$IOLAB" compare --label loaded --label quiet --json --db "$DB" > "$WORK/c.json"
+  python3 -c "$LINES" "$WORK/c.json" | python3 -c '
+import json, sys
+lines = [json.loads(l) for l in sys.stdin]
+diff = [l for l in lines if l["verdict"] == "different"]
+clean = [l for l in diff if not l["confounded_by"]]
+print(f"  lines: {len(lines)}; different: {len(diff)}, of which clean (no confound): {len(clean)}")
+for l in diff:
+    m, ch, cb = l["metric"], l["change"], l["confounded_by"]
+    print(f"    {m}: {ch:+.1f}%, confounded by {cb}")'
+  "$IOLAB" compare --label loaded --label quiet --db "$DB" | sed 's/^/  | /'
+fi
+
+need_root() {
+  if [ "$(id -u)" != 0 ] || [ ! -e /sys/fs/cgroup/blkio/cgroup.procs ]; then
+    echo "($1) skipped: needs root and a cgroup-v1 blkio hierarchy"
+    return 1
+  fi
+}
+
+if part c && need_root c; then
+  echo "(c) power: $TRIALS trials of 3 runs at 20, 24 and 20.4 MiB/s, interleaved"
+  IMG=$WORK/disk.img
+  dd if=/dev/zero of="$IMG" bs=1M count=64 status=none conv=fsync
+  LOOP=$(losetup -f --show --direct-io=on "$IMG")
+  MAJMIN=$(cat "/sys/block/$(basename "$LOOP")/dev")
+  STAMP=$(basename "$WORK")
+  for r in 20 24 20.4; do
+    cg=/sys/fs/cgroup/blkio/iolab-v-$r-$STAMP
+    mkdir "$cg"
+    CGROUPS+=("$cg")
+    echo "$MAJMIN $(python3 -c "print(round($r * 1048576))")" > "$cg/blkio.throttle.read_bps_device"
+  done
+  THR_RUN=(custom --rw read --bs 128k --iodepth 4 --size 32MiB --runs 3 --duration 500ms
+           --ramp 200ms --warmup 0 --target "$LOOP" --allow-destroy-device)
+  throttled() {
+    local r=$1; shift
+    for try in 1 2 3; do
+      sh -c 'echo $$ > "$1" && shift && exec "$@"' sh \
+        "/sys/fs/cgroup/blkio/iolab-v-$r-$STAMP/cgroup.procs" \
+        "$IOLAB" run "$@" --db "$DB" --quiet > /dev/null && return 0
+      echo "verdicts: run failed (try $try), again in 10 s" >&2
+      sleep 10
+    done
+    die "iolab run $* failed 3 times"
+  }
+  step=0; same=0
+  for t in $(seq 1 "$TRIALS"); do
+    for _ in 1 2 3; do
+      throttled 20 "${THR_RUN[@]}" --label "p$t-20"
+      throttled 24 "${THR_RUN[@]}" --label "p$t-24"
+      throttled 20.4 "${THR_RUN[@]}" --label "p$t-20.4"
+    done
+    v=$("$IOLAB" compare --label "p$t-20" --label "p$t-24" --json --db "$DB" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["tests"][0]["metrics"]["mb_s"][1]["verdict"])')
+    [ "$v" = different ] && step=$((step + 1))
+    w=$("$IOLAB" compare --label "p$t-20" --label "p$t-20.4" --margin 5 --json --db "$DB" |
+        python3 -c 'import json,sys; c=json.load(sys.stdin)["tests"][0]["metrics"]["mb_s"][1]; print(c["verdict"], round(c["change_pct"],2), c["ratio_ci95"])')
+    [ "${w%% *}" = same ] && same=$((same + 1))
+    echo "  trial $t: 20 vs 24: $v; 20 vs 20.4 (--margin 5): $w"
+  done
+  echo "  20 vs 24 MiB/s different: $(wilson "$step" "$TRIALS")"
+  echo "  20 vs 20.4 MiB/s same within ±5%: $(wilson "$same" "$TRIALS")"
+fi
+
+if part d && need_root d; then
+  echo "(d) a study of four throttled loop devices: 26, 26, 22, 20 MiB/s"
+  study() {
+    cat <<EOF
+name = "race-$1"
+repeats = $2
+order = "interleaved"
+[testbed]
+kind = "loop"
+size = "64MiB"
+direct_io = true
+[[config]]
+label = "26a"
+testbed = { throttle = { read_bps = "26MiB" } }
+[[config]]
+label = "26b"
+testbed = { throttle = { read_bps = "26MiB" } }
+[[config]]
+label = "22"
+testbed = { throttle = { read_bps = "22MiB" } }
+[[config]]
+label = "20"
+testbed = { throttle = { read_bps = "20MiB" } }
+[[workload]]
+kind = "custom"
+rw = "read"
+bs = "128k"
+iodepth = 4
+size = "32MiB"
+runs = 3
+duration = "500ms"
+ramp = "200ms"
+warmup = 0
+EOF
+  }
+  study until 2 > "$WORK/until.toml"
+  start=$(date +%s.%N)
+  IOLAB_STATE_DIR=$WORK/state "$IOLAB" study "$WORK/until.toml" --db "$DB" --until-decided \
+    --budget 20m > "$WORK/until.txt"
+  end=$(date +%s.%N)
+  echo "  --until-decided: $(python3 -c "print(round($end - $start))") s"
+  grep -E "^until decided|^  26|^  22|^  20|run\(s\) stored" "$WORK/until.txt" | sed 's/^/  | /'
+  grep -E "^\| [0-9-]+ \|" "$WORK/until.txt" | sed 's/^/  | /' || true
+  study fixed "$FIXED_REPEATS" > "$WORK/fixed.toml"
+  start=$(date +%s.%N)
+  IOLAB_STATE_DIR=$WORK/state "$IOLAB" study "$WORK/fixed.toml" --db "$DB" > "$WORK/fixed.txt"
+  end=$(date +%s.%N)
+  echo "  fixed repeats = $FIXED_REPEATS: $(python3 -c "print(round($end - $start))") s"
+  grep -E "run\(s\) stored|^\| [0-9-]+ \|" "$WORK/fixed.txt" | sed 's/^/  | /' || true
+fi
