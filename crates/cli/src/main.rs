@@ -11,6 +11,7 @@ mod listing;
 mod record_cmd;
 mod report_cmd;
 mod run_cmd;
+mod serve_cmd;
 mod shell;
 mod study;
 mod term;

@@ -1,6 +1,7 @@
 //! [`Store`]: opening the database, writing runs (incrementally or at once) and reading them
 //! back.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -616,6 +617,30 @@ impl Store {
             }
             Ok((deleted, running))
         })
+    }
+
+    /// The host each of runs `ids` ran on, as its environment recorded it (runs without
+    /// one, or not stored, are absent): what `iolab serve` shows and filters runs by.
+    pub fn run_hosts(&self, ids: &[i64]) -> Result<HashMap<i64, String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT CASE WHEN json_valid(env_json)
+                        THEN json_extract(env_json, '$.hostname') END
+                 FROM runs WHERE id = ?1",
+            )
+            .at(&self.path)?;
+        let mut out = HashMap::with_capacity(ids.len());
+        for &id in ids {
+            let host: Option<Option<String>> = stmt
+                .query_row([id], |r| r.get(0))
+                .optional()
+                .at(&self.path)?;
+            if let Some(Some(h)) = host {
+                out.insert(id, h);
+            }
+        }
+        Ok(out)
     }
 
     /// How many runs are stored (whatever their state).

@@ -759,3 +759,17 @@ fn a_run_whose_writer_is_alive_is_not_deleted_and_one_whose_writer_died_is() {
     assert_eq!(store.writer(running).unwrap(), None);
     assert_eq!(store.delete_runs(&[running]).unwrap(), 1);
 }
+
+#[test]
+fn run_hosts_reads_each_runs_recorded_host() {
+    let dir = TempDir::new().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let mut a = common::run("5e1f0000-host-a");
+    a.env = serde_json::json!({"hostname": "nas-1"});
+    let mut b = common::run("5e1f0000-host-b");
+    b.env = serde_json::json!({"kernel": "6.1"});
+    let (ia, ib) = (store.save_run(&a).unwrap(), store.save_run(&b).unwrap());
+    let hosts = store.run_hosts(&[ia, ib, 9999]).unwrap();
+    assert_eq!(hosts.get(&ia).map(String::as_str), Some("nas-1"));
+    assert_eq!(hosts.len(), 1, "no host recorded, or no such run: absent");
+}
