@@ -10,6 +10,8 @@ PACKAGES="fio fio-examples dbench e2fsprogs xfsprogs btrfs-progs util-linux pyth
 # The `mpi` feature's build (rsmpi: an MPI implementation and libclang) and its tests
 # (mpirun; `ip` and `unshare` for the simulated hosts).
 PACKAGES="$PACKAGES libopenmpi-dev openmpi-bin libclang-dev iproute2"
+# `iolab serve` in a real browser: chromedriver (WebDriver) for the chromium above.
+PACKAGES="$PACKAGES chromium-driver"
 
 apt_install() {
   local missing=()

@@ -246,4 +246,19 @@ pub fn write_response(conn: &mut TcpStream, resp: &Response, head_only: bool) {
     let _ = conn.write_all(&out);
     let _ = conn.flush();
     let _ = conn.shutdown(std::net::Shutdown::Write);
+    // A lingering close: what the client still sends (the rest of a refused head) is read
+    // and dropped, a bounded amount for a bounded time, so that closing with unread bytes
+    // does not reset the connection before the client has read the answer.
+    let _ = conn.set_read_timeout(Some(LINGER));
+    let mut sink = [0u8; 4096];
+    let mut left: usize = 64 * 1024;
+    while left > 0 {
+        match conn.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
+        }
+    }
 }
+
+/// How long a closing connection waits for the client to finish sending.
+const LINGER: Duration = Duration::from_secs(1);

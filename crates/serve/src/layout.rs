@@ -16,13 +16,15 @@ table{border-collapse:collapse;font-variant-numeric:tabular-nums;margin:6px 0 12
 th,td{padding:3px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
 th{background:var(--soft);font-weight:600}
 td.n,th.n{text-align:right;white-space:nowrap}
+td.nw{white-space:nowrap}
 form.filters{display:flex;flex-wrap:wrap;gap:6px 12px;align-items:end;background:var(--soft);padding:8px 10px;border-radius:6px;margin:8px 0}
 form.filters label{display:flex;flex-direction:column;font-size:12px;color:var(--muted)}
 input,select,button{font:inherit;padding:2px 6px}
 .pager{margin:8px 0;display:flex;gap:14px;align-items:center}
 .better{color:#0b5cad;font-weight:700}.worse{color:#b3261e;font-weight:700}
 .error{background:#fdecea;border:1px solid #e6a09a;border-radius:6px;padding:8px 12px}
-svg.chart{width:100%;height:auto;display:block;max-width:1100px}
+figure{margin:6px 0 12px;max-width:760px}
+svg.chart{width:100%;height:auto;display:block}
 code{font:12px ui-monospace,Menlo,Consolas,monospace;background:var(--soft);padding:0 2px}
 "#;
 

@@ -278,7 +278,7 @@ fn runs(store: &Store, q: &str) -> Page {
         let _ = writeln!(
             h,
             "<tr><td><input type=\"checkbox\" name=\"run\" value=\"{id}\" aria-label=\"compare run {id}\"></td>\
-             <td class=\"n\"><a href=\"/run/{id}\">{id}</a></td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"n\"><a href=\"/run/{id}\">{id}</a></td><td class=\"nw\">{}</td><td class=\"nw\">{}</td><td>{}</td>\
              <td>{} <span class=\"muted\">({})</span></td><td>{}</td><td>{}</td><td>{}</td>\
              <td class=\"n\">{}</td></tr>",
             esc(&short_time(&r.started_at)),
@@ -468,10 +468,12 @@ fn comparison_html(c: &cmp::Comparison, h: &mut String) {
     for r in &c.rows {
         *counts.entry(r.metric).or_default() += 1;
     }
+    let most = counts.values().copied().max().unwrap_or(0);
+    // Ties go to the first of `Metric::ALL`: throughput before latency.
     if let Some(m) = Metric::ALL
         .iter()
         .copied()
-        .max_by_key(|m| counts.get(m).copied().unwrap_or(0))
+        .find(|m| counts.get(m).copied().unwrap_or(0) == most)
     {
         let rows: Vec<&cmp::Row> = c.rows.iter().filter(|r| r.metric == m).collect();
         if !rows.is_empty() {
