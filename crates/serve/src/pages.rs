@@ -459,7 +459,10 @@ fn comparison_html(c: &cmp::Comparison, h: &mut String) {
             esc(&s.letter),
             esc(&s.label),
             runs.join(" "),
-            esc(&s.runs.join("; "))
+            esc(&match s.runs.len() {
+                0..=4 => s.runs.join("; "),
+                n => format!("{}; … and {} more", s.runs[..3].join("; "), n - 3),
+            })
         );
     }
     h.push_str("</table>\n");
