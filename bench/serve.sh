@@ -6,7 +6,8 @@
 # port; each page is asked REQS times (default 20) with curl, one request at a time, and
 # its median and slowest time printed as a Markdown table.
 #
-# Usage: bench/serve.sh   (N, REQS; IOLAB and FILL name the binaries, by default the
+# Usage: bench/serve.sh   (N, REQS; STORE=DB serves a store made before, of N runs,
+# instead of making one; IOLAB and FILL name the binaries, by default the
 # release builds in target/, built when missing). The store is made under /dev/shm when it
 # exists (fsync-free, so that the 10,000 runs take seconds to store), else /var/tmp; all
 # of it is removed on exit, error or Ctrl-C. Needs curl.
@@ -31,24 +32,27 @@ BASE=/var/tmp
 WORK=$(mktemp -d "$BASE/iolab-serve-bench.XXXXXX")
 SERVER=
 cleanup() {
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
+  if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
 mkdir "$WORK/t"
 export XDG_DATA_HOME=$WORK HOME=$WORK IOLAB_STATE_DIR=$WORK/state
 
-echo "one real run (cdm, 8 MiB, 2 passes of 150 ms a test)..."
-"$IOLAB" run cdm --size 8MiB --runs 2 --duration 150ms --warmup 0 --target "$WORK/t" \
-  --db "$WORK/src.db" --quiet >/dev/null
-echo "storing $N copies..."
-t0=$(date +%s.%N)
-"$FILL" "$WORK/src.db" 1 "$WORK/r.db" "$N" 2>/dev/null
-t1=$(date +%s.%N)
-printf "stored %d runs in %.1f s (%s MiB)\n" "$N" "$(echo "$t1 - $t0" | bc)" \
-  "$(( $(stat -c %s "$WORK/r.db") / 1048576 ))"
+DB=${STORE:-$WORK/r.db}
+if [ -z "${STORE:-}" ]; then
+  echo "one real run (cdm, 8 MiB, 2 passes of 150 ms a test)..."
+  "$IOLAB" run cdm --size 8MiB --runs 2 --duration 150ms --warmup 0 --target "$WORK/t" \
+    --db "$WORK/src.db" --quiet >/dev/null
+  echo "storing $N copies..."
+  t0=$(date +%s.%N)
+  "$FILL" "$WORK/src.db" 1 "$DB" "$N" 2>/dev/null
+  t1=$(date +%s.%N)
+  printf "stored %d runs in %.1f s (%s MiB)\n" "$N" "$(echo "$t1 - $t0" | bc)" \
+    "$(( $(stat -c %s "$DB") / 1048576 ))"
+fi
 
-"$IOLAB" serve --db "$WORK/r.db" --listen 127.0.0.1:0 >"$WORK/serve.out" 2>/dev/null &
+"$IOLAB" serve --db "$DB" --listen 127.0.0.1:0 >"$WORK/serve.out" 2>/dev/null &
 SERVER=$!
 for _ in $(seq 1 200); do grep -q '^open http' "$WORK/serve.out" 2>/dev/null && break; sleep 0.05; done
 URL=$(grep -o 'http://[0-9.:]*' "$WORK/serve.out") || die "serve did not start"
