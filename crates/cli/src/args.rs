@@ -84,6 +84,9 @@ pub enum Command {
     /// Run a command and record its file I/O beneath --root into a trace for `iolab run
     /// replay` (through strace; no file contents are recorded; see docs/workloads.md).
     Record(RecordArgs),
+    /// Browse the result store in a web browser, read-only: runs, a run's report, compare,
+    /// history, studies (loopback only unless --token; see docs/serve.md).
+    Serve(ServeArgs),
     /// The emulated disk's daemon and control requests (used by testbeds and tests; see
     /// docs/testbeds.md).
     #[command(hide = true, subcommand)]
@@ -111,6 +114,20 @@ pub enum EmudiskCommand {
         #[arg(value_name = "REQUEST", num_args = 1.., required = true)]
         request: Vec<String>,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Address and port to listen on; an address other than loopback needs --token (one is
+    /// generated and printed when none is given). Port 0 takes a free one.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
+    pub listen: std::net::SocketAddr,
+    /// The token every request must carry (a `?token=` link, then a cookie, or
+    /// `Authorization: Bearer`): 16 to 256 letters, digits or -._~.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -23,6 +23,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, RunError> {
         Command::Cleanup(args) => crate::study::cleanup(args),
         Command::Verify(args) => crate::verify_cmd::verify(args),
         Command::Record(args) => crate::record_cmd::record(args),
+        Command::Serve(args) => crate::serve_cmd::serve(args),
         Command::Completions(args) => crate::shell::completions(args),
         Command::Man(args) => crate::shell::man(args),
         Command::Delete(args) => crate::delete::delete(args),

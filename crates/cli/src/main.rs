@@ -12,6 +12,7 @@ mod push;
 mod record_cmd;
 mod report_cmd;
 mod run_cmd;
+mod serve_cmd;
 mod shell;
 mod study;
 mod term;

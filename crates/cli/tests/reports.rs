@@ -17,6 +17,8 @@ use iolab_store::Store;
 use iolab_testkit::{skip, tool, Out, MIB};
 use serde_json::Value;
 
+mod serve;
+
 /// The fixture database and the ids of its runs.
 struct Fixture {
     root: PathBuf,

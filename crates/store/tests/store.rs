@@ -850,24 +850,3 @@ fn runs_are_listed_by_host_name_or_machine_id() {
         );
     });
 }
-
-#[test]
-fn an_imported_run_is_stored_once_whole() {
-    on_both(|path| {
-        let mut store = Store::open(path).unwrap();
-        let run = common::run("pushed-once");
-        let id = store.import_run(&run).unwrap().expect("stored");
-        assert_eq!(store.import_run(&run).unwrap(), None, "already there");
-        assert_eq!(store.count_runs().unwrap(), 1);
-        assert_eq!(store.run_by_uuid("pushed-once").unwrap(), Some(id));
-        assert_eq!(store.load_run(id).unwrap(), with_id(run, id));
-        assert_eq!(store.writer(id).unwrap(), None);
-        // A run that fails part way (its last test's pass cannot be stored: 2^64 - 1
-        // bytes fit no SQL integer) leaves nothing: one transaction.
-        let mut bad = common::run("half");
-        bad.tests[1].passes[2].bytes = u64::MAX;
-        assert!(store.import_run(&bad).is_err());
-        assert_eq!(store.run_by_uuid("half").unwrap(), None);
-        assert_eq!(store.count_runs().unwrap(), 1);
-    });
-}
