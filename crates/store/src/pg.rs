@@ -205,9 +205,11 @@ impl Pg {
         // sslmode and sslrootcert as libpq reads them; the rest as the `postgres` crate does.
         let (rest, tls) = tls::split(text).map_err(|e| refused(&path, e))?;
         let mut config = Config::from_str(&rest).map_err(|e| {
+            // "invalid connection string" alone does not say which part.
+            let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
             refused(
                 &path,
-                format!("it is not a PostgreSQL connection URL iolab can read: {e}"),
+                format!("it is not a PostgreSQL connection URL iolab can read: {e}{why}"),
             )
         })?;
         let (ssl_mode, connector) =
