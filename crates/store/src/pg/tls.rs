@@ -6,7 +6,8 @@
 //!
 //! - `disable`: plain TCP.
 //! - `prefer` (the default): TLS if the server offers it, else plain; the certificate is not
-//!   checked (libpq's `prefer` checks it only where a root certificate is given).
+//!   checked. An `sslrootcert` with `prefer` or `disable` is refused: it would be ignored
+//!   (libpq would check the chain but fall back to plain when it fails).
 //! - `require`: TLS or no connection; the certificate is not checked, unless `sslrootcert`
 //!   is given, which makes it `verify-ca` (as libpq does).
 //! - `verify-ca`: TLS, the server's certificate chain checked against `sslrootcert=FILE`
@@ -153,6 +154,13 @@ pub(crate) fn split(url: &str) -> Result<(String, Tls), String> {
 /// The `postgres` crate's mode for `tls`, the connector that does what the mode says, or
 /// why not (exit 2: an argument to change).
 pub(crate) fn connector(tls: &Tls, hosts: &[Host]) -> Result<(SslMode, MakeTlsConnector), String> {
+    if tls.roots.is_some() && matches!(tls.mode, Mode::Disable | Mode::Prefer) {
+        return Err(format!(
+            "sslrootcert with sslmode={}: this mode checks no certificate; give \
+             sslmode=verify-full (or verify-ca) for the certificate to be checked",
+            tls.mode.name()
+        ));
+    }
     let mode = match tls.mode {
         // libpq: `require` with a root certificate checks the chain.
         Mode::Require if tls.roots.is_some() => Mode::VerifyCa,
@@ -298,5 +306,12 @@ mod tests {
             &unix
         )
         .is_ok());
+        // A root certificate where nothing checks it.
+        let t = Tls {
+            mode: Mode::Prefer,
+            roots: Some(Roots::System),
+        };
+        let e = connector(&t, &tcp).err().unwrap();
+        assert!(e.starts_with("sslrootcert with sslmode=prefer"), "{e}");
     }
 }
