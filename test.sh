@@ -12,6 +12,8 @@ PACKAGES="fio fio-examples dbench e2fsprogs xfsprogs btrfs-progs util-linux pyth
 PACKAGES="$PACKAGES libopenmpi-dev openmpi-bin libclang-dev iproute2"
 # The PostgreSQL store's tests (a throwaway server per test binary: initdb and pg_ctl).
 PACKAGES="$PACKAGES postgresql"
+# The PostgreSQL store's TLS (native-tls: OpenSSL) and its tests' self-signed certificate.
+PACKAGES="$PACKAGES libssl-dev pkg-config openssl"
 # `iolab serve` in a real browser: chromedriver (WebDriver) for the chromium above.
 PACKAGES="$PACKAGES chromium-driver"
 

@@ -869,3 +869,113 @@ fn show_series_as_csv_json_and_table_at_a_chosen_interval() {
     assert!(bad.stderr.contains("multiple of 100ms"), "{}", bad.stderr);
     sb.iolab(&["show", "last", "--interval", "1s"]).code(2);
 }
+
+/// A server of its own over TCP (`ssl` on or off), or a skip with the reason.
+fn tcp_server(ssl: bool) -> Option<iolab_testkit::PgServer> {
+    if ssl && !iolab_testkit::require_tools(&["openssl"]) {
+        return None;
+    }
+    match iolab_testkit::PgServer::start_tcp(ssl) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            iolab_testkit::skip(format!("no PostgreSQL server for the test: {e}"));
+            None
+        }
+    }
+}
+
+#[test]
+fn a_postgresql_store_over_tls_follows_sslmode_and_sslrootcert() {
+    let Some(server) = tcp_server(true) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let name = server.database().rsplit('/').next().unwrap().to_string();
+    let cert = server.cert().unwrap().to_str().unwrap().to_string();
+    let url = |host: &str, params: &str| server.tcp_url(host, &name, params);
+    let db = |u: &str| std::path::PathBuf::from(u);
+    let target = sb.target.to_str().unwrap();
+    // sslmode=require: TLS, the self-signed certificate not checked (as libpq).
+    let require = url("127.0.0.1", "sslmode=require");
+    let run: Vec<&str> = "run custom --rw read --bs 64k --size 1MiB --runs 1 --duration 100ms \
+                          --warmup 0 --quiet --label tls --target"
+        .split_whitespace()
+        .chain([target])
+        .collect();
+    with_db(&sb, &db(&require), &run).ok();
+    let shown = with_db(&sb, &db(&require), &["show", "1", "--json"])
+        .ok()
+        .json();
+    assert_eq!(shown["label"], "tls", "{shown}");
+    let log = server.log();
+    assert!(
+        log.contains("SSL enabled") && !log.contains("SSL disabled"),
+        "every connection used TLS:\n{log}"
+    );
+    // verify-full against the certificate, by either of its names; verify-ca checks the
+    // chain only, so a host name the certificate lacks passes there and not in verify-full.
+    for host in ["localhost", "127.0.0.1"] {
+        let u = url(host, &format!("sslmode=verify-full&sslrootcert={cert}"));
+        let out = with_db(&sb, &db(&u), &["results", "--json"]).ok();
+        assert_eq!(out.json().as_array().unwrap().len(), 1, "{u}");
+    }
+    let other = |mode: &str| {
+        url(
+            "db.invalid",
+            &format!("hostaddr=127.0.0.1&sslmode={mode}&sslrootcert={cert}"),
+        )
+    };
+    with_db(&sb, &db(&other("verify-ca")), &["results"]).ok();
+    with_db(&sb, &db(&other("verify-full")), &["results"])
+        .code(1)
+        .stderr_has(&["(hostname mismatch)", "does not name the URL's host"]);
+    // verify-full without the root certificate: the system's roots do not know it. The
+    // password stays masked in the error.
+    let u = url("localhost", "sslmode=verify-full").replacen("iolab@", "iolab:s3cret@", 1);
+    let out = with_db(&sb, &db(&u), &["results"]).code(1);
+    out.stderr_has(&[
+        "iolab:***@localhost",
+        "certificate verify failed",
+        "with sslrootcert=FILE",
+    ]);
+    assert!(!out.stderr.contains("s3cret"), "{out}");
+    // Parameters iolab cannot follow: exit 2, named.
+    let bad = url("localhost", "sslmode=verify&password=s3cret");
+    let out = with_db(&sb, &db(&bad), &["results"]).code(2);
+    out.stderr_has(&["sslmode=verify: not an sslmode", "password=***"]);
+    assert!(!out.stderr.contains("s3cret"), "{out}");
+    let missing = sb.dir.path().join("no-such-root.crt");
+    let u = url(
+        "localhost",
+        &format!("sslmode=verify-full&sslrootcert={}", missing.display()),
+    );
+    with_db(&sb, &db(&u), &["results"])
+        .code(2)
+        .stderr_has(&["sslrootcert=", "no-such-root.crt"]);
+}
+
+#[test]
+fn sslmode_require_never_falls_back_to_a_plain_connection() {
+    let Some(server) = tcp_server(false) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let name = server.database().rsplit('/').next().unwrap().to_string();
+    let u = server.tcp_url("127.0.0.1", &name, "sslmode=require");
+    with_db(&sb, std::path::Path::new(&u), &["results"])
+        .code(1)
+        .stderr_has(&["server does not support TLS", "never connects in the clear"]);
+    // Refused before any startup message: the server never saw iolab log in.
+    let log = server.log();
+    assert!(!log.contains("application_name=iolab"), "{log}");
+    // prefer (the default) falls back to plain; disable never tries TLS.
+    for params in ["", "sslmode=disable"] {
+        let u = server.tcp_url("127.0.0.1", &name, params);
+        with_db(&sb, std::path::Path::new(&u), &["results"]).ok();
+    }
+    // A unix socket has no TLS at all: asking for it there is the caller's to fix.
+    let u = format!("{}?sslmode=require", server.url(&name));
+    with_db(&sb, std::path::Path::new(&u), &["results"])
+        .code(2)
+        .stderr_has(&["sslmode=require", "no TLS on a unix socket"]);
+}

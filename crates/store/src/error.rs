@@ -234,6 +234,9 @@ impl fmt::Display for StoreError {
                         write!(f, "{source}")?;
                         if let Some(inner) = std::error::Error::source(source) {
                             write!(f, ": {inner}")?;
+                            if let Some(hint) = tls_hint(&inner.to_string()) {
+                                write!(f, "; {hint}")?;
+                            }
                         }
                     }
                 }
@@ -281,6 +284,22 @@ impl std::error::Error for StoreError {
             | StoreError::Refused { .. }
             | StoreError::RunBeingWritten { .. } => None,
         }
+    }
+}
+
+/// What to do about a TLS connection that failed (OpenSSL's words alone name no remedy).
+fn tls_hint(error: &str) -> Option<&'static str> {
+    if error.contains("hostname mismatch") {
+        Some("the server's certificate does not name the URL's host: connect by a name it holds")
+    } else if error.contains("certificate verify failed") {
+        Some(
+            "the server's certificate is not signed by a root certificate iolab was given: \
+             name its CA's certificate (PEM) with sslrootcert=FILE",
+        )
+    } else if error.contains("server does not support TLS") {
+        Some("the server has no TLS (ssl=off); sslmode=require never connects in the clear")
+    } else {
+        None
     }
 }
 

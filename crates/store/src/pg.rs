@@ -4,9 +4,9 @@
 //! `--db postgresql://USER@HOST/DB` (or `postgres://`) selects it. The URL is read by the
 //! `postgres` crate (its parameters: `host`, `port`, `user`, `password`, `dbname`,
 //! `sslmode`, `connect_timeout`...); a password can also come from `PGPASSWORD`, and is never
-//! shown (errors name the URL without it). Connections are plain: a URL asking for TLS
-//! (`sslmode=require`) is refused, so nothing is sent unencrypted where encryption was asked
-//! for; use a unix socket, a private network or an SSH tunnel.
+//! shown (errors name the URL without it). TLS follows libpq's `sslmode` and `sslrootcert`
+//! ([`tls`]): `require` never falls back to a plain connection, `verify-full` checks the
+//! certificate and the host name.
 //!
 //! The schema version lives in the table `iolab_schema` (one row: the application id and
 //! the version); migrations run inside one transaction each, behind a transaction-scoped
@@ -20,9 +20,8 @@ use std::time::Duration;
 
 use iolab_measure::{PassRecord, RunRecord, TestRecord, TestSummary};
 use iolab_sys::process::Identity;
-use postgres::config::SslMode;
 use postgres::error::SqlState;
-use postgres::{Client, Config, GenericClient, IsolationLevel, NoTls, Row};
+use postgres::{Client, Config, GenericClient, IsolationLevel, Row};
 
 use crate::error::{AtPath, StoreError};
 use crate::store::{
@@ -30,6 +29,8 @@ use crate::store::{
     Cells, RunFilter, RunListing, Writes,
 };
 use crate::{fingerprint, schema};
+
+mod tls;
 
 /// Whether `path` is a PostgreSQL URL rather than a file.
 pub fn is_url(path: &Path) -> bool {
@@ -201,21 +202,19 @@ impl Pg {
             .to_str()
             .ok_or_else(|| refused(url, "the URL is not UTF-8"))?;
         let path = PathBuf::from(redacted(text));
-        let mut config = Config::from_str(text).map_err(|e| {
+        // sslmode and sslrootcert as libpq reads them; the rest as the `postgres` crate does.
+        let (rest, tls) = tls::split(text).map_err(|e| refused(&path, e))?;
+        let mut config = Config::from_str(&rest).map_err(|e| {
+            // "invalid connection string" alone does not say which part.
+            let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
             refused(
                 &path,
-                format!("it is not a PostgreSQL connection URL iolab can read: {e}"),
+                format!("it is not a PostgreSQL connection URL iolab can read: {e}{why}"),
             )
         })?;
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(refused(
-                &path,
-                "sslmode=require: this iolab connects without TLS; reach the server over a \
-                 unix socket, a private network or an SSH tunnel, and drop sslmode=require",
-            ));
-        }
-        // `prefer` would try TLS first; without it there is nothing to prefer.
-        config.ssl_mode(SslMode::Disable);
+        let (ssl_mode, connector) =
+            tls::connector(&tls, config.get_hosts()).map_err(|e| refused(&path, e))?;
+        config.ssl_mode(ssl_mode);
         if config.get_password().is_none() {
             if let Some(pw) = std::env::var_os("PGPASSWORD") {
                 config.password(pw.into_encoded_bytes());
@@ -227,7 +226,7 @@ impl Pg {
         if config.get_application_name().is_none() {
             config.application_name("iolab");
         }
-        let mut client = config.connect(NoTls).at(&path)?;
+        let mut client = config.connect(connector).at(&path)?;
         check_compatible(&mut client, &path)?;
         migrate(&mut client, &path)?;
         Ok(Pg {

@@ -7,6 +7,10 @@
 //! own database from it ([`PgServer::database`]), so tests running at once never see each
 //! other's runs. The server is stopped and its directory removed when the test binary
 //! exits (a watcher process waits for it), or on drop for one from [`PgServer::start`].
+//!
+//! [`PgServer::start_tcp`] starts one that also listens on 127.0.0.1 (a free port), with
+//! `ssl=on` and a self-signed certificate for `localhost` and `127.0.0.1` made by the
+//! `openssl` command, or with `ssl=off`: PostgreSQL has TLS on TCP only.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -27,6 +31,20 @@ pub struct PgServer {
     next: AtomicUsize,
     /// Whether dropping this server stops it (not the shared one: its watcher does).
     owned: bool,
+    /// The TCP port on 127.0.0.1 (`start_tcp`'s servers).
+    port: Option<u16>,
+    /// The self-signed certificate of a server with `ssl=on`.
+    cert: Option<PathBuf>,
+}
+
+/// How a server listens besides its unix socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listen {
+    SocketOnly,
+    /// 127.0.0.1 on a free port, with `ssl=on` or not.
+    Tcp {
+        ssl: bool,
+    },
 }
 
 /// The directory of PostgreSQL's server programs: Debian's newest
@@ -100,6 +118,28 @@ impl PgServer {
 
     /// Starts a new server, stopped and removed on drop.
     pub fn start() -> Result<PgServer, String> {
+        Self::start_with(Listen::SocketOnly)
+    }
+
+    /// Starts a new server that also listens on 127.0.0.1 ([`PgServer::port`]): with `ssl`,
+    /// `ssl=on` and a self-signed certificate ([`PgServer::cert`]) whose names are
+    /// `localhost` and `127.0.0.1`; without, `ssl=off`. Stopped and removed on drop.
+    pub fn start_tcp(ssl: bool) -> Result<PgServer, String> {
+        if ssl && crate::tool("openssl").is_none() {
+            return Err("the openssl command is not installed (Debian: openssl)".into());
+        }
+        // A port free now may be taken before the server binds it: try a few.
+        let mut last = String::new();
+        for _ in 0..3 {
+            match Self::start_with(Listen::Tcp { ssl }) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    fn start_with(listen: Listen) -> Result<PgServer, String> {
         let bin = bin_dir().ok_or(
             "PostgreSQL's server programs (initdb, pg_ctl) are not installed (Debian: postgresql)",
         )?;
@@ -108,11 +148,13 @@ impl PgServer {
             .tempdir_in("/tmp")
             .map_err(|e| format!("temporary directory: {e}"))?
             .keep();
-        let server = PgServer {
+        let mut server = PgServer {
             dir,
             bin,
             next: AtomicUsize::new(0),
             owned: true,
+            port: None,
+            cert: None,
         };
         if is_root() {
             let c = std::ffi::CString::new(server.dir.as_os_str().as_encoded_bytes()).unwrap();
@@ -141,10 +183,31 @@ impl PgServer {
                 "-N",
             ],
         )?;
-        let opts = format!(
-            "-c listen_addresses='' -k {dir_s} -c fsync=off -c synchronous_commit=off \
+        let mut opts = format!(
+            "-k {dir_s} -c fsync=off -c synchronous_commit=off \
              -c full_page_writes=off -c max_connections=60"
         );
+        match listen {
+            Listen::SocketOnly => opts.push_str(" -c listen_addresses=''"),
+            Listen::Tcp { ssl } => {
+                let port = free_port()?;
+                opts.push_str(&format!(
+                    " -c listen_addresses=127.0.0.1 -p {port} -c log_connections=on"
+                ));
+                server.port = Some(port);
+                if ssl {
+                    let (cert, key) = server.make_certificate()?;
+                    opts.push_str(&format!(
+                        " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                        cert.display(),
+                        key.display()
+                    ));
+                    server.cert = Some(cert);
+                } else {
+                    opts.push_str(" -c ssl=off");
+                }
+            }
+        }
         let log = server.dir.join("log");
         run_as_server(
             &server.bin.join("pg_ctl"),
@@ -200,6 +263,65 @@ impl PgServer {
         )
     }
 
+    /// A self-signed certificate for `localhost` and `127.0.0.1` and its key (0600, the
+    /// server's user's: PostgreSQL refuses a key others may read), in the server's directory.
+    fn make_certificate(&self) -> Result<(PathBuf, PathBuf), String> {
+        let (cert, key) = (self.dir.join("server.crt"), self.dir.join("server.key"));
+        let out = Command::new(crate::tool("openssl").ok_or("openssl is not installed")?)
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
+            .args(["-subj", "/CN=localhost"])
+            .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("openssl: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "openssl req: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("chmod {}: {e}", key.display()))?;
+        if is_root() {
+            for f in [&cert, &key] {
+                std::os::unix::fs::chown(f, Some(PG_UID), Some(PG_UID))
+                    .map_err(|e| format!("chown {}: {e}", f.display()))?;
+            }
+        }
+        Ok((cert, key))
+    }
+
+    /// The server's log so far (a server from `start_tcp` logs each connection, with its
+    /// TLS protocol where it has one).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+
+    /// The TCP port on 127.0.0.1 of a server from [`PgServer::start_tcp`].
+    pub fn port(&self) -> Option<u16> {
+        self.port
+    }
+
+    /// The self-signed certificate of a server from `start_tcp(true)` (PEM): what
+    /// `sslrootcert` names to verify it.
+    pub fn cert(&self) -> Option<&Path> {
+        self.cert.as_deref()
+    }
+
+    /// The URL of database `name` over TCP, as `host` (`127.0.0.1` or `localhost`), with
+    /// the URL parameters `params` (`sslmode=require`, or empty).
+    pub fn tcp_url(&self, host: &str, name: &str, params: &str) -> String {
+        let port = self.port.expect("a server from start_tcp");
+        let q = if params.is_empty() { "" } else { "?" };
+        format!("postgresql://iolab@{host}:{port}/{name}{q}{params}")
+    }
+
     /// The directory of the server's unix socket.
     pub fn socket_dir(&self) -> &Path {
         &self.dir
@@ -220,14 +342,25 @@ impl PgServer {
                 }
             })
             .collect();
-        format!("postgresql://iolab@{host}/{name}")
+        // The socket's name carries the port (`.s.PGSQL.PORT`).
+        let port = self.port.map(|p| format!(":{p}")).unwrap_or_default();
+        format!("postgresql://iolab@{host}{port}/{name}")
     }
 
     /// A new, empty database of its own, as a URL for `--db`.
     pub fn database(&self) -> String {
         let name = format!("t{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let port = self.port.unwrap_or(5432).to_string();
         let out = Command::new(self.bin.join("createdb"))
-            .args(["-h", self.dir.to_str().unwrap(), "-U", "iolab", &name])
+            .args([
+                "-h",
+                self.dir.to_str().unwrap(),
+                "-p",
+                &port,
+                "-U",
+                "iolab",
+                &name,
+            ])
             .output()
             .expect("createdb");
         assert!(
@@ -249,6 +382,12 @@ impl Drop for PgServer {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on now.
+fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
 /// The shared server of this test binary, or a skip (the reason printed and counted) and

@@ -1,0 +1,317 @@
+//! TLS for the PostgreSQL store, with libpq's `sslmode` semantics.
+//!
+//! The `postgres` crate reads only `sslmode=disable|prefer|require` and knows no
+//! `sslrootcert`, so both are taken out of the URL here ([`split`]) and the rest is handed to
+//! it. The modes, as libpq has them:
+//!
+//! - `disable`: plain TCP.
+//! - `prefer` (the default): TLS if the server offers it, else plain; the certificate is not
+//!   checked. An `sslrootcert` with `prefer` or `disable` is refused: it would be ignored
+//!   (libpq would check the chain but fall back to plain when it fails).
+//! - `require`: TLS or no connection; the certificate is not checked, unless `sslrootcert`
+//!   is given, which makes it `verify-ca` (as libpq does).
+//! - `verify-ca`: TLS, the server's certificate chain checked against `sslrootcert=FILE`
+//!   (PEM, one or more certificates), or the system's roots without it (or with
+//!   `sslrootcert=system`).
+//! - `verify-full`: `verify-ca`, and the certificate must name the host of the URL.
+//!
+//! `allow` (plain first, TLS only if the server insists) is refused: the client crate cannot
+//! fall back that way round, and a mode silently read as another is what iolab never does.
+//!
+//! The connector is `postgres-native-tls` over `native-tls`: the `postgres` crate's own
+//! companion for TLS, on the platform's TLS library (OpenSSL on Linux, so the system's roots
+//! and its fixes come with the distribution), with the two switches the modes need (accept
+//! any certificate; accept any host name) and PEM root certificates.
+
+use std::path::{Path, PathBuf};
+
+use native_tls::{Certificate, TlsConnector};
+use postgres::config::{Host, SslMode};
+use postgres_native_tls::MakeTlsConnector;
+
+/// The largest `sslrootcert` file read (a system bundle of all roots is about 200 KiB).
+const ROOTCERT_LIMIT: u64 = 4 << 20;
+
+/// An `sslmode` of libpq.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Disable,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+impl Mode {
+    fn parse(s: &str) -> Option<Mode> {
+        Some(match s {
+            "disable" => Mode::Disable,
+            "prefer" => Mode::Prefer,
+            "require" => Mode::Require,
+            "verify-ca" => Mode::VerifyCa,
+            "verify-full" => Mode::VerifyFull,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Disable => "disable",
+            Mode::Prefer => "prefer",
+            Mode::Require => "require",
+            Mode::VerifyCa => "verify-ca",
+            Mode::VerifyFull => "verify-full",
+        }
+    }
+}
+
+/// Where the root certificates of `verify-ca`/`verify-full` come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Roots {
+    System,
+    File(PathBuf),
+}
+
+/// The TLS parameters of a URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Tls {
+    pub(crate) mode: Mode,
+    /// `sslrootcert`, when given.
+    pub(crate) roots: Option<Roots>,
+}
+
+/// `%XX` escapes of a URL parameter decoded (the `postgres` crate decodes the others).
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Takes `sslmode` and `sslrootcert` out of `url`: the URL for the `postgres` crate and the
+/// TLS parameters, or what is wrong with them (naming the parameter).
+pub(crate) fn split(url: &str) -> Result<(String, Tls), String> {
+    let mut tls = Tls {
+        mode: Mode::Prefer,
+        roots: None,
+    };
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), tls));
+    };
+    let mut rest = Vec::new();
+    for param in query.split('&') {
+        let (key, value) = param.split_once('=').unwrap_or((param, ""));
+        let decoded = || {
+            percent_decode(value)
+                .ok_or_else(|| format!("{key}={value}: not a valid percent-encoded value"))
+        };
+        match key {
+            "sslmode" => {
+                let v = decoded()?;
+                tls.mode = Mode::parse(&v).ok_or_else(|| {
+                    let why = if v == "allow" {
+                        "iolab cannot connect in the clear first and fall back to TLS"
+                    } else {
+                        "not an sslmode"
+                    };
+                    format!(
+                        "sslmode={v}: {why} (disable, prefer, require, verify-ca or verify-full)"
+                    )
+                })?;
+            }
+            "sslrootcert" => {
+                let v = decoded()?;
+                if v.is_empty() {
+                    return Err("sslrootcert= names no file".to_string());
+                }
+                tls.roots = Some(if v == "system" {
+                    Roots::System
+                } else {
+                    Roots::File(PathBuf::from(v))
+                });
+            }
+            _ => rest.push(param),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, tls))
+}
+
+/// The `postgres` crate's mode for `tls`, the connector that does what the mode says, or
+/// why not (exit 2: an argument to change).
+pub(crate) fn connector(tls: &Tls, hosts: &[Host]) -> Result<(SslMode, MakeTlsConnector), String> {
+    if tls.roots.is_some() && matches!(tls.mode, Mode::Disable | Mode::Prefer) {
+        return Err(format!(
+            "sslrootcert with sslmode={}: this mode checks no certificate; give \
+             sslmode=verify-full (or verify-ca) for the certificate to be checked",
+            tls.mode.name()
+        ));
+    }
+    let mode = match tls.mode {
+        // libpq: `require` with a root certificate checks the chain.
+        Mode::Require if tls.roots.is_some() => Mode::VerifyCa,
+        m => m,
+    };
+    if mode != Mode::Disable && mode != Mode::Prefer {
+        if let Some(Host::Unix(dir)) = hosts.iter().find(|h| matches!(h, Host::Unix(_))) {
+            return Err(format!(
+                "sslmode={}: PostgreSQL has no TLS on a unix socket ({}); connect over TCP \
+                 (host=NAME) for TLS, or drop sslmode (a unix socket does not leave this machine)",
+                tls.mode.name(),
+                dir.display()
+            ));
+        }
+    }
+    let mut builder = TlsConnector::builder();
+    match mode {
+        Mode::Disable | Mode::Prefer | Mode::Require => {
+            builder
+                .danger_accept_invalid_certs(true)
+                .danger_accept_invalid_hostnames(true);
+        }
+        Mode::VerifyCa | Mode::VerifyFull => {
+            if let Some(Roots::File(file)) = &tls.roots {
+                builder.disable_built_in_roots(true);
+                for cert in root_certificates(file)? {
+                    builder.add_root_certificate(cert);
+                }
+            }
+            builder.danger_accept_invalid_hostnames(mode == Mode::VerifyCa);
+        }
+    }
+    let connector = builder
+        .build()
+        .map_err(|e| format!("sslmode={}: TLS cannot be set up: {e}", tls.mode.name()))?;
+    let ssl_mode = match mode {
+        Mode::Disable => SslMode::Disable,
+        Mode::Prefer => SslMode::Prefer,
+        Mode::Require | Mode::VerifyCa | Mode::VerifyFull => SslMode::Require,
+    };
+    Ok((ssl_mode, MakeTlsConnector::new(connector)))
+}
+
+/// The PEM certificates of an `sslrootcert` file (read bounded, a regular file only).
+fn root_certificates(file: &Path) -> Result<Vec<Certificate>, String> {
+    let name = format!("sslrootcert={}", file.display());
+    let pem =
+        iolab_sys::input::read_input(file, ROOTCERT_LIMIT).map_err(|e| format!("{name}: {e}"))?;
+    let certs = Certificate::stack_from_pem(&pem)
+        .map_err(|e| format!("{name}: not PEM certificates: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("{name}: holds no PEM certificate"));
+    }
+    Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_takes_out_the_tls_parameters_only() {
+        let (url, tls) =
+            split("postgresql://u@h/db?connect_timeout=5&sslmode=verify-full&sslrootcert=%2Ftmp%2Fca.pem&application_name=x")
+                .unwrap();
+        assert_eq!(
+            url,
+            "postgresql://u@h/db?connect_timeout=5&application_name=x"
+        );
+        assert_eq!(tls.mode, Mode::VerifyFull);
+        assert_eq!(tls.roots, Some(Roots::File("/tmp/ca.pem".into())));
+        let (url, tls) = split("postgresql://u@h/db").unwrap();
+        assert_eq!(
+            (url.as_str(), tls.mode, tls.roots),
+            ("postgresql://u@h/db", Mode::Prefer, None)
+        );
+        let (url, tls) = split("postgresql://u@h/db?sslmode=disable&sslrootcert=system").unwrap();
+        assert_eq!(
+            (url.as_str(), tls.mode),
+            ("postgresql://u@h/db", Mode::Disable)
+        );
+        assert_eq!(tls.roots, Some(Roots::System));
+    }
+
+    #[test]
+    fn bad_tls_parameters_are_named() {
+        for (url, want) in [
+            (
+                "postgresql://h/d?sslmode=verify",
+                "sslmode=verify: not an sslmode",
+            ),
+            (
+                "postgresql://h/d?sslmode=allow",
+                "sslmode=allow: iolab cannot",
+            ),
+            (
+                "postgresql://h/d?sslrootcert=",
+                "sslrootcert= names no file",
+            ),
+            ("postgresql://h/d?sslmode=%zz", "sslmode=%zz: not a valid"),
+        ] {
+            let e = split(url).unwrap_err();
+            assert!(e.starts_with(want), "{url}: {e}");
+        }
+    }
+
+    #[test]
+    fn unreadable_root_certificates_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let tcp = [Host::Tcp("localhost".into())];
+        let tls = |f: &Path| Tls {
+            mode: Mode::VerifyFull,
+            roots: Some(Roots::File(f.to_path_buf())),
+        };
+        let missing = dir.path().join("missing.pem");
+        let e = connector(&tls(&missing), &tcp).err().unwrap();
+        assert!(
+            e.starts_with(&format!("sslrootcert={}: ", missing.display())),
+            "{e}"
+        );
+        let e = connector(&tls(dir.path()), &tcp).err().unwrap();
+        assert!(e.contains("a directory"), "{e}");
+        let junk = dir.path().join("junk.pem");
+        std::fs::write(&junk, "not a certificate\n").unwrap();
+        let e = connector(&tls(&junk), &tcp).err().unwrap();
+        assert!(
+            e.starts_with(&format!("sslrootcert={}: ", junk.display())),
+            "{e}"
+        );
+        // A unix socket has no TLS.
+        let unix = [Host::Unix("/run/postgresql".into())];
+        let t = Tls {
+            mode: Mode::Require,
+            roots: None,
+        };
+        let e = connector(&t, &unix).err().unwrap();
+        assert!(e.contains("no TLS on a unix socket"), "{e}");
+        assert!(connector(
+            &Tls {
+                mode: Mode::Prefer,
+                roots: None
+            },
+            &unix
+        )
+        .is_ok());
+        // A root certificate where nothing checks it.
+        let t = Tls {
+            mode: Mode::Prefer,
+            roots: Some(Roots::System),
+        };
+        let e = connector(&t, &tcp).err().unwrap();
+        assert!(e.starts_with("sslrootcert with sslmode=prefer"), "{e}");
+    }
+}
