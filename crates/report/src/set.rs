@@ -615,7 +615,12 @@ pub fn confounds(
             });
         }
     }
-    let facts: [(&str, &[&str]); 5] = [
+    // What a run's environment records of the machine and its setup: two sides that differ
+    // in any of these (runs from two hosts, say) were not measured under one condition.
+    let facts: [(&str, &[&str]); 8] = [
+        ("cpu", &["cpu_model"]),
+        ("cpus", &["cpus_usable"]),
+        ("memory", &["memory_total_bytes"]),
         ("kernel", &["kernel_release"]),
         ("filesystem", &["target", "fs_type"]),
         ("mount_options", &["target", "mount_options"]),

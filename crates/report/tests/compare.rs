@@ -136,6 +136,34 @@ fn three_runs_a_side_find_a_known_difference_and_nothing_else() {
 }
 
 #[test]
+fn runs_of_two_machines_name_their_hardware_differences() {
+    // B's runs were measured on another host: another CPU and more memory, same kernel.
+    let mut set = three_a_side();
+    for (k, side) in set.configs.iter_mut().enumerate() {
+        let (host, cpu, mem) = [
+            ("nas1", "AMD EPYC", 8u64 << 30),
+            ("nas2", "Intel Xeon", 16 << 30),
+        ][k];
+        for r in side.runs.iter_mut() {
+            r.env = serde_json::json!({
+                "hostname": host,
+                "cpu_model": cpu,
+                "cpus_usable": 2,
+                "memory_total_bytes": mem,
+                "kernel_release": "6.18.0",
+            });
+        }
+    }
+    let c = compare(&set);
+    let r = row(&c, "SEQ1M Q8T1 Read", Metric::MbS);
+    let d = r.cells[1].decision.as_ref().expect("decided");
+    let codes: Vec<&str> = d.confounded_by.iter().map(|x| x.code.as_str()).collect();
+    assert_eq!(codes, ["cpu", "memory"], "{d:?}");
+    assert!(d.confounded_by[0].fact.contains("Intel Xeon"), "{d:?}");
+    assert!(!d.clean_different());
+}
+
+#[test]
 fn a_difference_measured_under_other_conditions_names_them() {
     // A's three runs ran under other I/O on the device (BUSY_DEVICE on SEQ1M Q8T1 Read)
     // at 09:00-09:09; B's ran quiet from 10:00: SEQ1M Q8T1 Read 1.5 times as fast.
