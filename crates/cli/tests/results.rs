@@ -944,6 +944,9 @@ fn a_postgresql_store_over_tls_follows_sslmode_and_sslrootcert() {
     let out = with_db(&sb, &db(&bad), &["results"]).code(2);
     out.stderr_has(&["sslmode=verify: not an sslmode", "password=***"]);
     assert!(!out.stderr.contains("s3cret"), "{out}");
+    // A URL without a host is the caller's to fix, before any connection.
+    let out = with_db(&sb, std::path::Path::new("postgresql://"), &["results"]).code(2);
+    out.stderr_has(&["the URL names no host"]);
     let missing = sb.dir.path().join("no-such-root.crt");
     let u = url(
         "localhost",

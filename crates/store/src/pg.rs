@@ -212,6 +212,13 @@ impl Pg {
                 format!("it is not a PostgreSQL connection URL iolab can read: {e}{why}"),
             )
         })?;
+        if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
+            return Err(refused(
+                &path,
+                "the URL names no host (postgresql://USER@HOST/DB, or a socket directory as \
+                 postgresql://USER@%2Frun%2Fpostgresql/DB)",
+            ));
+        }
         let (ssl_mode, connector) =
             tls::connector(&tls, config.get_hosts()).map_err(|e| refused(&path, e))?;
         config.ssl_mode(ssl_mode);
