@@ -80,8 +80,18 @@ impl Fixture {
 }
 
 /// Multiplies a pass's throughput (bytes, I/Os, MB/s, IOPS, time series) by `f`.
+/// The device's counters move with the pass's own bytes, so that the I/O of others during
+/// the pass (the device's bytes less the pass's) stays what the real run met: a copy is
+/// measured under the same conditions as its original.
 fn scale_pass(p: &mut PassRecord, f: f64) {
     let sc = |x: u64| (x as f64 * f).round() as u64;
+    let moved =
+        |d: Option<&iolab_measure::DirResult>| d.map_or(0, |d| sc(d.bytes) as i64 - d.bytes as i64);
+    let (dr, dw) = (moved(p.read.as_ref()), moved(p.write.as_ref()));
+    for dev in &mut p.context.activity.devices {
+        dev.read_bytes = dev.read_bytes.saturating_add_signed(dr);
+        dev.write_bytes = dev.write_bytes.saturating_add_signed(dw);
+    }
     p.bytes = sc(p.bytes);
     p.ios = sc(p.ios);
     p.mb_s *= f;
