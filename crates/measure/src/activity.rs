@@ -185,6 +185,12 @@ impl ActivitySample {
         }
     }
 
+    /// Whether the process `pid` is among the others this sample read (the run's own
+    /// processes, and those named by [`count_as_ours`], never are).
+    pub fn counts_as_other(&self, pid: u32) -> bool {
+        self.procs.contains_key(&pid)
+    }
+
     /// Activity between `self` and `end`, for the named block devices.
     pub fn until(&self, end: &ActivitySample, devices: &[String]) -> Activity {
         let mut act = Activity::default();

@@ -33,19 +33,20 @@ fn a_process_counted_as_ours_is_not_another_process() {
     let mut rank = busy_child();
     assert!(count_as_ours(vec![rank.id()]));
     assert!(!count_as_ours(vec![other.id()]), "set once");
-    // The busy process not named is seen (it spins the whole sample: well above the 1%
-    // listing threshold however loaded the machine); the one named never is.
-    let mut seen_other = false;
+    // Every sample reads the process not named and leaves out the one named. (Whether the
+    // one not named is also among the three busiest depends on what else runs: under a
+    // build of 14 runnable tasks it was not, in three samples.)
     for _ in 0..3 {
-        seen_other |= sampled(other.id()).is_some();
+        let s = ActivitySample::now();
+        assert!(
+            s.counts_as_other(other.id()),
+            "the other process is not read"
+        );
+        assert!(!s.counts_as_other(rank.id()), "the named process is read");
         assert_eq!(sampled(rank.id()), None);
     }
     for c in [&mut other, &mut rank] {
         let _ = c.kill();
         let _ = c.wait();
     }
-    assert!(
-        seen_other,
-        "the busy process that is not ours was never seen"
-    );
 }

@@ -110,6 +110,10 @@ pub struct FsyncConfig {
     /// file's path (tests damage the file there as a faulty device would).
     #[doc(hidden)]
     pub after_pass: Option<AfterPass>,
+    /// Test seam: a pass ends no sooner than this many writes, however late its deadline
+    /// (tests that check given blocks make every pass reach them on a busy machine).
+    #[doc(hidden)]
+    pub min_writes: u64,
 }
 
 /// What [`FsyncConfig::after_pass`] calls.
@@ -133,6 +137,7 @@ impl FsyncConfig {
             runs: 1,
             file_size: 16 << 20,
             verify: None,
+            min_writes: 0,
             after_pass: None,
         }
     }
@@ -508,7 +513,8 @@ fn measure(
                 series.resize(bucket + 1, 0);
             }
             series[bucket] += size;
-            if t2 >= deadline + untimed || stop.load(Ordering::Relaxed) {
+            let due = t2 >= deadline + untimed && op_hist.count() >= cfg.min_writes;
+            if due || stop.load(Ordering::Relaxed) {
                 break;
             }
         }
