@@ -55,7 +55,7 @@ pub const MAX_ROUNDS: u32 = 30;
 /// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) only raise the flag: a study always tears
 /// down what it built, so a second signal does not cut that short (a kill -9 does; then
 /// `iolab cleanup`).
-fn install_signals() -> Result<Arc<AtomicBool>, RunError> {
+pub(crate) fn install_signals() -> Result<Arc<AtomicBool>, RunError> {
     let stop = Arc::new(AtomicBool::new(false));
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     for sig in [SIGINT, SIGTERM, SIGHUP] {
@@ -460,10 +460,10 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
 }
 
 /// A run that finished and was stored; `integrity` says what failed when it exited 3 or 4.
-struct Stored {
-    id: i64,
-    secs: f64,
-    integrity: Option<String>,
+pub(crate) struct Stored {
+    pub(crate) id: i64,
+    pub(crate) secs: f64,
+    pub(crate) integrity: Option<String>,
 }
 
 /// ` · ETA 12m 30s`: the time left if the remaining runs take as long as the finished ones
@@ -572,85 +572,102 @@ impl Visit<'_> {
             ),
             None => None,
         };
-        let procs_fd = procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-        // SAFETY: between fork and exec only prctl(2) and write(2) are called, both
-        // async-signal-safe. PR_SET_PDEATHSIG: if the study is killed (even with SIGKILL),
-        // the run gets SIGTERM, stores what it finished and leaves the testbed, so
-        // `iolab cleanup` finds nothing busy. Writing "0" to cgroup.procs moves the calling
-        // process (the child) into the throttle cgroup before it opens anything.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+        run_child(cmd, meta, procs, self.stop, &who, &w.kind, (n, total))
+    }
+}
+
+/// Starts the child `iolab run` of `cmd` (its output piped; `stdin` written to it), in the
+/// cgroup whose `cgroup.procs` is open as `procs`, and waits for it, forwarding a stop:
+/// `Ok(Some(stored))`, `Ok(None)` when it was interrupted, `Err` with what went wrong.
+/// `(n, total)` number it in the progress lines.
+pub(crate) fn run_child(
+    mut cmd: Command,
+    stdin: String,
+    procs: Option<std::fs::File>,
+    stop: &AtomicBool,
+    who: &str,
+    kind: &str,
+    (n, total): (usize, usize),
+) -> Result<Option<Stored>, String> {
+    let procs_fd = procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    // SAFETY: between fork and exec only prctl(2) and write(2) are called, both
+    // async-signal-safe. PR_SET_PDEATHSIG: if the study is killed (even with SIGKILL),
+    // the run gets SIGTERM, stores what it finished and leaves the testbed, so
+    // `iolab cleanup` finds nothing busy. Writing "0" to cgroup.procs moves the calling
+    // process (the child) into the throttle cgroup before it opens anything.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(fd) = procs_fd {
+                if libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if let Some(fd) = procs_fd {
-                    if libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
+            }
+            Ok(())
+        });
+    }
+    let t0 = Instant::now();
+    let child = cmd.spawn().map_err(|e| {
+        format!(
+            "{who}: cannot start {}: {e}",
+            cmd.get_program().to_string_lossy()
+        )
+    });
+    drop(procs);
+    let result = child.and_then(|mut c| {
+        // From a thread, so a description larger than the pipe never blocks the study;
+        // a child that exits before reading it makes the write fail harmlessly.
+        if let Some(mut pipe) = c.stdin.take() {
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = pipe.write_all(stdin.as_bytes());
             });
         }
-        let t0 = Instant::now();
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("{who}: cannot start {}: {e}", self.exe.display()));
-        drop(procs);
-        let result = child.and_then(|mut c| {
-            // From a thread, so a description larger than the pipe never blocks the study;
-            // a child that exits before reading it makes the write fail harmlessly.
-            if let Some(mut stdin) = c.stdin.take() {
-                std::thread::spawn(move || {
-                    use std::io::Write;
-                    let _ = stdin.write_all(meta.as_bytes());
-                });
-            }
-            wait_forwarding(c, self.stop, &who)
-        });
-        let (status, stdout, stderr) = result?;
-        let secs = t0.elapsed().as_secs_f64();
-        // With `--json -` the child's standard output is its run document alone.
-        let run_id = serde_json::from_str::<serde_json::Value>(stdout.trim())
-            .ok()
-            .and_then(|doc| doc["run_id"].as_i64());
-        match status.code() {
-            Some(0) => run_id
-                .map(|id| {
-                    Some(Stored {
-                        id,
-                        secs,
-                        integrity: None,
-                    })
+        wait_forwarding(c, stop, who)
+    });
+    let (status, stdout, stderr) = result?;
+    let secs = t0.elapsed().as_secs_f64();
+    // With `--json -` the child's standard output is its run document alone.
+    let run_id = serde_json::from_str::<serde_json::Value>(stdout.trim())
+        .ok()
+        .and_then(|doc| doc["run_id"].as_i64());
+    match status.code() {
+        Some(0) => run_id
+            .map(|id| {
+                Some(Stored {
+                    id,
+                    secs,
+                    integrity: None,
                 })
-                .ok_or_else(|| {
-                    format!("{who}: the run finished but did not say where it was stored")
-                }),
-            // An integrity failure is a result: the run is stored and compared, and the
-            // study reports the failure.
-            Some(code @ (3 | 4)) if run_id.is_some() => Ok(Some(Stored {
-                id: run_id.expect("checked"),
-                secs,
-                integrity: Some(format!(
-                    "{who}: `iolab run {}` found an integrity failure (exit {code}; see its \
-                     warnings)",
-                    w.kind
-                )),
-            })),
-            Some(130) => {
-                println!("  [{n}/{total}] {who}: interrupted");
-                Ok(None)
-            }
-            _ => Err(format!(
-                "{who}: `iolab run {}` {}",
-                w.kind,
-                child_failure(status, &stderr)
+            })
+            .ok_or_else(|| format!("{who}: the run finished but did not say where it was stored")),
+        // An integrity failure is a result: the run is stored and compared, and the
+        // study reports the failure.
+        Some(code @ (3 | 4)) if run_id.is_some() => Ok(Some(Stored {
+            id: run_id.expect("checked"),
+            secs,
+            integrity: Some(format!(
+                "{who}: `iolab run {}` found an integrity failure (exit {code}; see its \
+                 warnings)",
+                kind
             )),
+        })),
+        Some(130) => {
+            println!("  [{n}/{total}] {who}: interrupted");
+            Ok(None)
         }
+        _ => Err(format!(
+            "{who}: `iolab run {}` {}",
+            kind,
+            child_failure(status, &stderr)
+        )),
     }
 }
 
 /// The first tests' headlines and the run's warning codes, for the progress line.
-fn run_summary(run: &iolab_measure::RunRecord) -> String {
+pub(crate) fn run_summary(run: &iolab_measure::RunRecord) -> String {
     let mut parts: Vec<String> = run
         .tests
         .iter()
