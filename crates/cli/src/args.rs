@@ -183,6 +183,12 @@ pub struct StudyArgs {
     /// is different or the same within --margin (docs/statistics.md).
     #[arg(long, conflicts_with = "dry_run")]
     pub until_decided: bool,
+    /// Rounds already alternate the configurations (order = "interleaved", the default);
+    /// this also rotates the order within each round (A B C, B C A, C A B), so every
+    /// configuration takes every place in a round (order = "rotated"; overrides the file's
+    /// order).
+    #[arg(long)]
+    pub interleave: bool,
     /// With --until-decided: the most wall time the study may take (30m, 2h).
     #[arg(long, value_name = "TIME", requires = "until_decided", value_parser = parse_budget)]
     pub budget: Option<std::time::Duration>,

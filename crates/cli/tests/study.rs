@@ -984,3 +984,31 @@ fn device_knobs_come_back_after_an_error_ctrl_c_and_kill_9_with_cleanup() {
     assert!(signatures(&a.dev).contains("ext4"), "cleanup never wipes");
     assert!(leftovers(&sb, pid).is_empty(), "{:?}", leftovers(&sb, pid));
 }
+
+#[test]
+fn interleave_rotates_the_order_within_each_round() {
+    let sb = Sandbox::new();
+    let f = write(
+        &sb,
+        "rot.toml",
+        "name = \"rot\"\nrepeats = 3\n[testbed]\nkind = \"dir\"\npath = \"/tmp\"\n\
+         [[config]]\nlabel = \"a\"\n[[config]]\nlabel = \"b\"\n[[config]]\nlabel = \"c\"\n\
+         [[workload]]\nkind = \"custom\"\nrw = \"read\"\n",
+    );
+    // Rounds alternate already; --interleave also starts each round one configuration on.
+    let plain = sb.iolab(&["study", "--dry-run", &f]).ok();
+    assert!(
+        plain.stdout.contains("round 2: a | b | c"),
+        "{}",
+        plain.stdout
+    );
+    let out = sb.iolab(&["study", "--dry-run", "--interleave", &f]).ok();
+    for line in [
+        "round 1: a | b | c",
+        "round 2: b | c | a",
+        "round 3: c | a | b",
+    ] {
+        assert!(out.stdout.contains(line), "{line}: {}", out.stdout);
+    }
+    assert!(out.stdout.contains("rotated order"), "{}", out.stdout);
+}

@@ -28,4 +28,4 @@ pub use check::check_workload;
 pub use error::StudyError;
 pub use file::{parse, Config, Order, Study, Workload, WorkloadProblem, RESERVED_OPTIONS};
 pub use matrix::{expand, merge_tables, set_dotted, value_text};
-pub use schedule::{schedule, Step};
+pub use schedule::{rotated, schedule, Step};

@@ -270,7 +270,14 @@ impl Session<'_> {
             );
             self.rounds = round + 1;
             self.total += next;
-            for &c in &active {
+            let order: Vec<usize> = if study.order == crate::file::Order::Rotated {
+                schedule::rotated(active.len(), round)
+                    .map(|i| active[i])
+                    .collect()
+            } else {
+                active.clone()
+            };
+            for c in order {
                 if !self.visit(schedule::Step { round, config: c })? {
                     return Ok(());
                 }
@@ -338,7 +345,9 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
     let mut first = study.clone();
     if opts.until_decided.is_some() {
         first.repeats = first.repeats.max(2);
-        first.order = crate::file::Order::Interleaved;
+        if first.order == crate::file::Order::Grouped {
+            first.order = crate::file::Order::Interleaved;
+        }
     }
     let steps = schedule(&first);
     let total = first.run_count();
