@@ -289,7 +289,27 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
             print!(
                 "{}",
                 iolab_report::style::paint(&cmp::render_opts(&c, detail, a.all || a.verbose))
-            )
+            );
+            // Sides run as separate batches: the command that runs them interleaved.
+            let db = a.db.db.as_ref().map(|p| p.to_string_lossy().into_owned());
+            for k in 1..c.sides.len() {
+                if !cmp::side_confounds(&c, k)
+                    .iter()
+                    .any(|x| x.code == "sequential")
+                {
+                    continue;
+                }
+                let first = |i: usize| set.configs.get(i).and_then(|g| g.runs.first());
+                if let (Some(ra), Some(rb)) = (first(0), first(k)) {
+                    let reg = crate::run_cmd::registry();
+                    if let Some(cmd) = iolab_study::ab::suggestion(&reg, ra, rb, db.as_deref()) {
+                        println!(
+                            "\nTo run A and {} interleaved until decided:\n  {cmd}",
+                            c.sides[k].letter
+                        );
+                    }
+                }
+            }
         }
     }
     Ok(0)

@@ -351,3 +351,55 @@ fn ab_alternates_until_a_throttle_step_is_different_and_a_a_is_not() {
     println!("ab 20 vs 20 MiB/s: {} {cell}", doc["ab"]);
     assert_ne!(cell["verdict"], "different", "{cell}");
 }
+
+#[test]
+fn compare_of_two_batches_names_the_ab_command_that_interleaves_them() {
+    let sb = Sandbox::new();
+    let run = |label: &str, rw: &str| {
+        sb.run(&[
+            "custom",
+            "--rw",
+            rw,
+            "--size",
+            "4MiB",
+            "--runs",
+            "2",
+            "--duration",
+            "100ms",
+            "--ramp",
+            "20ms",
+            "--warmup",
+            "0",
+            "--label",
+            label,
+        ])
+        .ok();
+    };
+    for _ in 0..2 {
+        run("before", "read");
+    }
+    for _ in 0..2 {
+        run("after", "read");
+    }
+    // The "before" batch ten minutes earlier: the sides ran as separate batches.
+    rusqlite::Connection::open(&sb.db)
+        .unwrap()
+        .execute(
+            "UPDATE runs SET started_at = strftime('%Y-%m-%dT%H:%M:%fZ', started_at, \
+             '-600 seconds'), finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', finished_at, \
+             '-600 seconds') WHERE label = 'before'",
+            [],
+        )
+        .unwrap();
+    let out = sb
+        .iolab(&["compare", "--label", "before", "--label", "after"])
+        .ok();
+    let target = sb.target.to_str().unwrap();
+    let want = format!(
+        "iolab ab --db {} --label-a before-ab --label-b after-ab custom --rw read --size 4MiB \
+         --runs 2 --duration 100ms --ramp 20ms --warmup 0 --target {target} -- custom --rw \
+         read --size 4MiB --runs 2 --duration 100ms --ramp 20ms --warmup 0 --target {target}",
+        sb.db.display()
+    );
+    assert!(out.stdout.contains(&want), "{want}\n{}", out.stdout);
+}

@@ -469,9 +469,184 @@ pub fn execute(o: &AbOptions) -> Result<i32, RunError> {
     Ok(0)
 }
 
+/// Options of a stored command line that `iolab ab` sets itself (with a value, and
+/// switches): left out of the command it is handed.
+const SET_BY_AB: &[&str] = &[
+    "--label",
+    "--db",
+    "--json",
+    "--repeat",
+    "--study",
+    "--config",
+    "--study-meta",
+];
+const SWITCHES_SET_BY_AB: &[&str] = &["--quiet", "-q", "--no-store"];
+
+/// The `iolab run` arguments a stored run was made with, as `iolab ab` takes them: the
+/// options ab sets left out, the target made absolute (the stored one). `None` when the
+/// run was not made by `iolab run`.
+pub fn run_args(command_line: &[String], target_path: &str) -> Option<Vec<String>> {
+    let mut words = command_line.iter().skip(1);
+    if words.next().map(String::as_str) != Some("run") {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut target = false;
+    let mut words = words.peekable();
+    while let Some(w) = words.next() {
+        let name = w.split('=').next().unwrap_or(w);
+        if SWITCHES_SET_BY_AB.contains(&w.as_str()) {
+            continue;
+        }
+        if SET_BY_AB.contains(&name) {
+            if !w.contains('=') {
+                words.next();
+            }
+            continue;
+        }
+        if name == "--target" || name == "-t" {
+            if !w.contains('=') {
+                words.next();
+            }
+            out.push("--target".into());
+            out.push(target_path.to_string());
+            target = true;
+            continue;
+        }
+        out.push(w.clone());
+    }
+    if !target {
+        out.push("--target".into());
+        out.push(target_path.to_string());
+    }
+    Some(out)
+}
+
+/// A word as a POSIX shell reads it back: bare when it is only safe characters, else in
+/// single quotes.
+fn shell_word(w: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_=+./:,@%".contains(c);
+    if !w.is_empty() && w.chars().all(safe) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+/// The `iolab ab` command that runs the commands of runs `a` and `b` alternately under
+/// new labels (`LABEL-ab`, or ab's own `a`/`b`), when both commands pass `iolab run`'s
+/// registry; `db`: the `--db` to repeat.
+pub fn suggestion(
+    reg: &Registry,
+    a: &iolab_measure::RunRecord,
+    b: &iolab_measure::RunRecord,
+    db: Option<&str>,
+) -> Option<String> {
+    let cmd_a = run_args(&a.command_line, &a.target.path)?;
+    let cmd_b = run_args(&b.command_line, &b.target.path)?;
+    command_text(
+        reg,
+        (cmd_a, a.label.as_deref()),
+        (cmd_b, b.label.as_deref()),
+        db,
+    )
+}
+
+/// [`suggestion`] from each side's `iolab run` arguments and label.
+fn command_text(
+    reg: &Registry,
+    (cmd_a, la): (Vec<String>, Option<&str>),
+    (cmd_b, lb): (Vec<String>, Option<&str>),
+    db: Option<&str>,
+) -> Option<String> {
+    check(reg, "A", &cmd_a).ok()?;
+    check(reg, "B", &cmd_b).ok()?;
+    let mut s = String::from("iolab ab");
+    if let Some(d) = db {
+        s.push_str(&format!(" --db {}", shell_word(d)));
+    }
+    if let (Some(la), Some(lb)) = (la, lb) {
+        if la != lb {
+            s.push_str(&format!(
+                " --label-a {} --label-b {}",
+                shell_word(&format!("{la}-ab")),
+                shell_word(&format!("{lb}-ab"))
+            ));
+        }
+    }
+    for w in cmd_a {
+        s.push(' ');
+        s.push_str(&shell_word(&w));
+    }
+    s.push_str(" --");
+    for w in cmd_b {
+        s.push(' ');
+        s.push_str(&shell_word(&w));
+    }
+    Some(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_command_becomes_the_ab_command_that_repeats_it() {
+        let words = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let line = words(&[
+            "/x/iolab",
+            "run",
+            "custom",
+            "--rw",
+            "read",
+            "--size",
+            "4MiB",
+            "--label",
+            "before",
+            "--db=/tmp/r db",
+            "-q",
+            "--target",
+            "d",
+        ]);
+        let a = run_args(&line, "/mnt/my disk").unwrap();
+        assert_eq!(
+            a,
+            [
+                "custom",
+                "--rw",
+                "read",
+                "--size",
+                "4MiB",
+                "--target",
+                "/mnt/my disk"
+            ]
+        );
+        // No --target given: the stored (absolute) one is added.
+        assert_eq!(
+            run_args(&words(&["iolab", "run", "custom"]), "/d").unwrap(),
+            ["custom", "--target", "/d"]
+        );
+        assert!(run_args(&words(&["iolab", "crosscheck"]), "/d").is_none());
+        let mut b = a.clone();
+        b[2] = "randread".into();
+        let reg = iolab_workloads::registry();
+        assert_eq!(
+            command_text(
+                &reg,
+                (a.clone(), Some("before")),
+                (b, Some("after")),
+                Some("/tmp/r db")
+            )
+            .unwrap(),
+            "iolab ab --db '/tmp/r db' --label-a before-ab --label-b after-ab custom --rw read \
+             --size 4MiB --target '/mnt/my disk' -- custom --rw randread --size 4MiB --target \
+             '/mnt/my disk'"
+        );
+        // A command the registry refuses is not suggested.
+        let bad = words(&["custom", "--rw", "sideways"]);
+        assert!(command_text(&reg, (a, None), (bad, None), None).is_none());
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
 
     #[test]
     fn the_order_is_abba_and_every_pair_holds_both_sides() {
