@@ -39,12 +39,8 @@ pub fn ab(args: AbArgs) -> Result<i32, RunError> {
         margin_pct: args.margin.unwrap_or(iolab_report::set::DEFAULT_MARGIN_PCT),
         budget: args.budget,
         max_runs: args.max_runs.unwrap_or(iolab_study::ab::DEFAULT_MAX_RUNS),
-        db: args
-            .db
-            .db
-            .clone()
-            .unwrap_or_else(iolab_store::default_db_path),
         db_given: args.db.db.is_some(),
+        db: args.db.db.unwrap_or_else(iolab_store::default_db_path),
         json: args.json,
     };
     iolab_study::ab::execute(&opts)

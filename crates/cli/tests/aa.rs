@@ -162,36 +162,10 @@ fn a_twenty_percent_throttle_step_is_found_with_three_runs_a_side() {
     let fast = read_throttle("24", &dev.majmin(), 24);
     let sb = Sandbox::new();
     let run = |cg: &Cgroup, label: &str| {
-        run_in(
-            cg,
-            &sb,
-            &[
-                "run",
-                "custom",
-                "--rw",
-                "read",
-                "--bs",
-                "128k",
-                "--iodepth",
-                "4",
-                "--size",
-                "32MiB",
-                "--runs",
-                "3",
-                "--duration",
-                "500ms",
-                "--ramp",
-                "200ms",
-                "--warmup",
-                "0",
-                "--target",
-                dev.s(),
-                "--allow-destroy-device",
-                "--label",
-                label,
-                "--quiet",
-            ],
-        )
+        let mut args = vec!["run"];
+        args.extend(throttled_read(dev.s()));
+        args.extend(["--label", label, "--quiet"]);
+        run_in(cg, &sb, &args)
     };
     // Interleaved, so a drift of the machine cannot pass for a difference.
     for _ in 0..3 {
@@ -244,30 +218,16 @@ fn a_twenty_percent_throttle_step_is_found_with_three_runs_a_side() {
     assert_ne!(cell["verdict"], "different", "{cell}");
 }
 
-/// The throttled workload of the `iolab ab` test on device `dev`: what the power test runs.
+/// The throttled workload of the power and `iolab ab` tests, on device `dev`: 128 KiB
+/// sequential reads, queue depth 4, three 500 ms passes after a 200 ms ramp.
 fn throttled_read(dev: &str) -> Vec<&str> {
-    vec![
-        "custom",
-        "--rw",
-        "read",
-        "--bs",
-        "128k",
-        "--iodepth",
-        "4",
-        "--size",
-        "32MiB",
-        "--runs",
-        "3",
-        "--duration",
-        "500ms",
-        "--ramp",
-        "200ms",
-        "--warmup",
-        "0",
-        "--target",
-        dev,
-        "--allow-destroy-device",
-    ]
+    let mut v: Vec<&str> = "custom --rw read --bs 128k --iodepth 4 --size 32MiB --runs 3 \
+                            --duration 500ms --ramp 200ms --warmup 0 --allow-destroy-device \
+                            --target"
+        .split_whitespace()
+        .collect();
+    v.push(dev);
+    v
 }
 
 #[test]
@@ -356,24 +316,11 @@ fn ab_alternates_until_a_throttle_step_is_different_and_a_a_is_not() {
 fn compare_of_two_batches_names_the_ab_command_that_interleaves_them() {
     let sb = Sandbox::new();
     let run = |label: &str, rw: &str| {
-        sb.run(&[
-            "custom",
-            "--rw",
-            rw,
-            "--size",
-            "4MiB",
-            "--runs",
-            "2",
-            "--duration",
-            "100ms",
-            "--ramp",
-            "20ms",
-            "--warmup",
-            "0",
-            "--label",
-            label,
-        ])
-        .ok();
+        let line = format!(
+            "custom --rw {rw} --size 4MiB --runs 2 --duration 100ms --ramp 20ms --warmup 0 \
+             --label {label}"
+        );
+        sb.run(&line.split_whitespace().collect::<Vec<_>>()).ok();
     };
     for _ in 0..2 {
         run("before", "read");

@@ -10,17 +10,18 @@
 //! its own side's run and one that comes after the other side's are balanced too (a warm
 //! cache left by the previous run touches both sides alike).
 
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use iolab_report::compare::{self as cmp, Comparison};
-use iolab_report::set::{primary_metric, Call, Noise, RunSet};
+use iolab_report::set::{primary_metric, Call, RunSet};
 use iolab_runner::{ParseError, Registry, RunError};
 use iolab_store::Store;
 use serde_json::json;
+
+use crate::run::joined;
 
 /// Runs a side `iolab ab` makes at most unless `--max-runs` says otherwise.
 pub const DEFAULT_MAX_RUNS: u32 = 10;
@@ -84,13 +85,10 @@ pub fn check(reg: &Registry, which: &str, args: &[String]) -> Result<(), RunErro
         Ok(p) => p,
         Err(ParseError::Usage(u)) => return Err(RunError::usage(format!("{shown}: {u}"))),
         Err(ParseError::Clap(e)) => {
-            let text = e.to_string();
-            let first = text
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim_start_matches("error: ");
-            return Err(RunError::usage(format!("{shown}: {first}")));
+            return Err(RunError::usage(format!(
+                "{shown}: {}",
+                crate::check::first_line(&e)
+            )))
         }
     };
     let c = &parsed.common;
@@ -145,16 +143,7 @@ fn judge(
         (format!("label {}", o.label_b), load(&ids[1])?),
     ]);
     set.margin_pct = o.margin_pct;
-    let noise = Noise::load(
-        &set.run_ids(),
-        |id| store.fingerprint(id),
-        |fp, n| {
-            store.runs_like(fp, n, &mut |id, e| {
-                eprintln!("iolab: warning: run {id} left out of the noise: {e}")
-            })
-        },
-    )?;
-    set.set_noise(noise);
+    set.set_noise(crate::run::store_noise(store, &set)?);
     let c = cmp::compare(&set);
     let primary = c
         .rows
@@ -279,22 +268,10 @@ pub fn execute(o: &AbOptions) -> Result<i32, RunError> {
         let side = side_of(k);
         let letter = ["A", "B"][side];
         let mut cmd = Command::new(&exe);
-        let joined = |opt: &str, v: &std::ffi::OsStr| {
-            let mut s = std::ffi::OsString::from(format!("{opt}="));
-            s.push(v);
-            s
-        };
         cmd.arg("run")
             .args(cmds[side])
             .arg(joined("--label", labels[side].as_ref()))
-            .arg(joined("--db", o.db.as_os_str()))
-            .arg("--json")
-            .arg("-")
-            .arg("--quiet")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .arg(joined("--db", o.db.as_os_str()));
         let who = format!("{letter} ({})", labels[side]);
         match crate::run::run_child(
             cmd,

@@ -418,16 +418,7 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
         }
         let mut set = RunSet::study(&study.name, runs);
         // Earlier runs of the same configurations measure the noise of a single repeat.
-        let noise = iolab_report::set::Noise::load(
-            &set.run_ids(),
-            |id| store.fingerprint(id),
-            |fp, n| {
-                store.runs_like(fp, n, &mut |id, e| {
-                    eprintln!("iolab: warning: run {id} left out of the noise: {e}")
-                })
-            },
-        )?;
-        set.set_noise(noise);
+        set.set_noise(store_noise(&store, &set)?);
         if let Some(u) = opts.until_decided {
             set.margin_pct = u.margin_pct;
         }
@@ -466,6 +457,22 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
     } else {
         Ok(0)
     }
+}
+
+/// The noise of `set`'s commands: the other stored runs of each (the store's fingerprint).
+pub(crate) fn store_noise(
+    store: &Store,
+    set: &RunSet,
+) -> Result<iolab_report::set::Noise, RunError> {
+    Ok(iolab_report::set::Noise::load(
+        &set.run_ids(),
+        |id| store.fingerprint(id),
+        |fp, n| {
+            store.runs_like(fp, n, &mut |id, e| {
+                eprintln!("iolab: warning: run {id} left out of the noise: {e}")
+            })
+        },
+    )?)
 }
 
 /// A run that finished and was stored; `integrity` says what failed when it exited 3 or 4.
@@ -546,13 +553,6 @@ impl Visit<'_> {
         // if the study is killed.
         let meta = self.meta(tb, w).to_string();
         let mut cmd = Command::new(self.exe);
-        // Every value the study sets is joined to its option (`--label=VALUE`): a label,
-        // name or path can never be read as an option of its own.
-        let joined = |opt: &str, v: &std::ffi::OsStr| {
-            let mut s = std::ffi::OsString::from(format!("{opt}="));
-            s.push(v);
-            s
-        };
         cmd.arg("run")
             .arg(&w.kind)
             .args(&w.args)
@@ -563,15 +563,7 @@ impl Visit<'_> {
             .arg(joined("--study", self.study.name.as_ref()))
             .arg(joined("--config", cfg.label.as_ref()))
             .arg("--study-meta")
-            .arg("-")
-            .arg("--json")
-            .arg("-")
-            .arg("--quiet")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own process group: a Ctrl-C reaches the study, which stops the run once.
-            .process_group(0);
+            .arg("-");
         let procs = match tb.cgroup() {
             Some(dir) => Some(
                 std::fs::OpenOptions::new()
@@ -585,7 +577,16 @@ impl Visit<'_> {
     }
 }
 
-/// Starts the child `iolab run` of `cmd` (its output piped; `stdin` written to it), in the
+/// `--opt=VALUE`: every value a study or an ab sets is joined to its option, so a label,
+/// name or path can never be read as an option of its own.
+pub(crate) fn joined(opt: &str, v: &std::ffi::OsStr) -> std::ffi::OsString {
+    let mut s = std::ffi::OsString::from(format!("{opt}="));
+    s.push(v);
+    s
+}
+
+/// Starts the child `iolab run` of `cmd` (`--json - --quiet` added, its output piped;
+/// `stdin` written to it), in the
 /// cgroup whose `cgroup.procs` is open as `procs`, and waits for it, forwarding a stop:
 /// `Ok(Some(stored))`, `Ok(None)` when it was interrupted, `Err` with what went wrong.
 /// `(n, total)` number it in the progress lines.
@@ -598,6 +599,14 @@ pub(crate) fn run_child(
     kind: &str,
     (n, total): (usize, usize),
 ) -> Result<Option<Stored>, String> {
+    cmd.arg("--json")
+        .arg("-")
+        .arg("--quiet")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: a Ctrl-C reaches the study, which stops the run once.
+        .process_group(0);
     let procs_fd = procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     // SAFETY: between fork and exec only prctl(2) and write(2) are called, both
     // async-signal-safe. PR_SET_PDEATHSIG: if the study is killed (even with SIGKILL),
