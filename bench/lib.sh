@@ -8,7 +8,8 @@
 #   need_blkio PART   false (with a line saying why) without root and cgroup-v1 blkio.
 #   memory_loop MIB   LOOP: a direct-I/O loop device over an image of MIB MiB on the
 #                     /dev/shm tmpfs, so no disk writer beside the bench slows its backing
-#                     file and a throttle is its only limit; MAJMIN its numbers.
+#                     file and a throttle is its only limit; MAJMIN its numbers (each call
+#                     makes another; all are removed at the end).
 #   read_cgroup RATE  a blkio cgroup reading $LOOP at RATE MiB/s (fractions allowed).
 #   throttled RATE ARGS...  `iolab run ARGS --db $DB --quiet` inside that cgroup.
 #   wilson K N        "K of N (P%, 95% CI L-H%)".
@@ -25,7 +26,8 @@ bench_init() {
   STAMP=$(basename "$WORK")
   DB=$WORK/$BENCH.db
   LOOP=""
-  SHM=""
+  LOOPS=()
+  SHMS=()
   LOADER=""
   CGROUPS=()
   trap bench_cleanup EXIT
@@ -38,10 +40,10 @@ bench_cleanup() {
   trap - EXIT INT TERM
   [ -n "$LOADER" ] && kill "$LOADER" 2>/dev/null && wait "$LOADER" 2>/dev/null
   for cg in "${CGROUPS[@]}"; do rmdir "$cg" 2>/dev/null; done
-  if [ -n "$LOOP" ]; then
-    for _ in 1 2 3 4 5; do losetup -d "$LOOP" 2>/dev/null && break; sleep 1; done
-  fi
-  [ -n "$SHM" ] && rm -rf "$SHM"
+  for lo in "${LOOPS[@]}"; do
+    for _ in 1 2 3 4 5; do losetup -d "$lo" 2>/dev/null && break; sleep 1; done
+  done
+  for d in "${SHMS[@]}"; do rm -rf "$d"; done
   rm -rf "$WORK"
 }
 
@@ -68,9 +70,12 @@ need_blkio() {
 }
 
 memory_loop() {
-  SHM=$(mktemp -d /dev/shm/iolab-bench.XXXXXX)
-  dd if=/dev/zero of="$SHM/disk.img" bs=1M count="$1" status=none conv=fsync
-  LOOP=$(losetup -f --show --direct-io=on "$SHM/disk.img")
+  local shm
+  shm=$(mktemp -d /dev/shm/iolab-bench.XXXXXX)
+  SHMS+=("$shm")
+  dd if=/dev/zero of="$shm/disk.img" bs=1M count="$1" status=none conv=fsync
+  LOOP=$(losetup -f --show --direct-io=on "$shm/disk.img")
+  LOOPS+=("$LOOP")
   MAJMIN=$(cat "/sys/block/$(basename "$LOOP")/dev")
 }
 

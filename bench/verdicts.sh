@@ -14,11 +14,16 @@
 #       3 at 20.4 MiB/s, interleaved, on a loop device over memory (/dev/shm); 20 vs 24
 #       should be *different*, 20 vs 20.4 with --margin 5 *same*.
 #   (d) A study of four throttled loop devices (26, 26, 22 and 20 MiB/s, 128 KiB reads):
-#       `--until-decided`, then the fixed schedule with `repeats = FIXED_REPEATS`; the
-#       ranks, the verdicts of adjacent pairs and the wall time of each.
+#       `--until-decided` from `repeats = 1`, twice (the second invocation has the
+#       first's runs as the configurations' spread), then the fixed schedule with
+#       `repeats = FIXED_REPEATS` in a new study; the ranks, the verdicts of adjacent pairs
+#       and the wall time of each.
+#   (e) `iolab ab` (root): AB_TRIALS times, `iolab ab` of the throttled workload of (c) on
+#       two loop devices over memory read at 20 and 24 MiB/s by one cgroup (A/B), and on
+#       the 20 MiB/s device against itself (A/A): the verdict, the pairs it took, the time.
 #
 # Usage: bench/verdicts.sh [DIR]. CDM_PAIRS (default 12), TRIALS (default 20),
-# FIXED_REPEATS (default 3), PARTS (default "a b c d"). IOLAB: the binary (default the
+# FIXED_REPEATS (default 3), AB_TRIALS (default 10), PARTS (default "a b c d e"). IOLAB: the binary (default the
 # release build). Needs python3; (c) and (d) need root and /sys/fs/cgroup/blkio.
 # Everything it creates is removed on exit, error or Ctrl-C (bench/lib.sh).
 set -euo pipefail
@@ -26,7 +31,8 @@ set -euo pipefail
 CDM_PAIRS=${CDM_PAIRS:-12}
 TRIALS=${TRIALS:-20}
 FIXED_REPEATS=${FIXED_REPEATS:-3}
-PARTS=${PARTS:-a b c d}
+AB_TRIALS=${AB_TRIALS:-10}
+PARTS=${PARTS:-a b c d e}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 . "$(dirname "$0")/lib.sh"
 bench_init verdicts
@@ -171,18 +177,51 @@ ramp = "200ms"
 warmup = 0
 EOF
   }
-  study until 2 > "$WORK/until.toml"
-  start=$(date +%s.%N)
-  IOLAB_STATE_DIR=$WORK/state "$IOLAB" study "$WORK/until.toml" --db "$DB" --until-decided \
-    --budget 20m > "$WORK/until.txt"
-  end=$(date +%s.%N)
-  echo "  --until-decided: $(python3 -c "print(round($end - $start))") s"
-  grep -E "^until decided|^  26|^  22|^  20|run\(s\) stored" "$WORK/until.txt" | sed 's/^/  | /'
-  grep -E "^\| [0-9-]+ \|" "$WORK/until.txt" | sed 's/^/  | /' || true
+  # One repeat in the file: the first invocation needs a second round (no spread yet);
+  # the same study again decides on what it needs, with the first's runs as the spread.
+  study until 1 > "$WORK/until.toml"
+  for inv in first again; do
+    start=$(date +%s.%N)
+    IOLAB_STATE_DIR=$WORK/state "$IOLAB" study "$WORK/until.toml" --db "$DB" --until-decided \
+      --budget 20m > "$WORK/until.txt"
+    end=$(date +%s.%N)
+    echo "  --until-decided ($inv invocation): $(python3 -c "print(round($end - $start))") s"
+    grep -E "^until decided|^  26|^  22|^  20|run\(s\) stored" "$WORK/until.txt" | sed 's/^/  | /'
+    grep -E "^\| [0-9-]+ \|" "$WORK/until.txt" | sed 's/^/  | /' || true
+  done
   study fixed "$FIXED_REPEATS" > "$WORK/fixed.toml"
   start=$(date +%s.%N)
   IOLAB_STATE_DIR=$WORK/state "$IOLAB" study "$WORK/fixed.toml" --db "$DB" > "$WORK/fixed.txt"
   end=$(date +%s.%N)
   echo "  fixed repeats = $FIXED_REPEATS: $(python3 -c "print(round($end - $start))") s"
   grep -E "run\(s\) stored|^\| [0-9-]+ \|" "$WORK/fixed.txt" | sed 's/^/  | /' || true
+fi
+
+if part e && need_blkio e; then
+  echo "(e) iolab ab: $AB_TRIALS trials of 20 vs 24 MiB/s and of 20 vs 20 MiB/s"
+  memory_loop 64; SLOW=$LOOP; SLOW_MM=$MAJMIN
+  memory_loop 64; FAST=$LOOP; FAST_MM=$MAJMIN
+  cg=/sys/fs/cgroup/blkio/iolab-$BENCH-ab-$STAMP
+  mkdir "$cg"
+  CGROUPS+=("$cg")
+  echo "$SLOW_MM $((20 * 1048576))" > "$cg/blkio.throttle.read_bps_device"
+  echo "$FAST_MM $((24 * 1048576))" > "$cg/blkio.throttle.read_bps_device"
+  LOOP=$SLOW; thr_run; A_RUN=("${THR_RUN[@]}")
+  LOOP=$FAST; thr_run; B_RUN=("${THR_RUN[@]}")
+  ab() {
+    sh -c 'echo $$ > "$1" && shift && exec "$@"' sh "$cg/cgroup.procs" \
+      "$IOLAB" ab --db "$DB" --json - "$@" 2> /dev/null |
+      python3 -c 'import json,sys; d=json.load(sys.stdin); c=d["tests"][0]["metrics"]["mb_s"][1]; a=d["ab"]
+print(c["verdict"], len(a["run_ids"]["a"]), round(a["seconds"]))'
+  }
+  diff=0; same=0
+  for t in $(seq 1 "$AB_TRIALS"); do
+    v=$(ab --max-runs 6 --label-a "e$t-20" --label-b "e$t-24" "${A_RUN[@]}" -- "${B_RUN[@]}")
+    [ "${v%% *}" = different ] && diff=$((diff + 1))
+    w=$(ab --max-runs 6 --label-a "e$t-x" --label-b "e$t-y" "${A_RUN[@]}" -- "${A_RUN[@]}")
+    [ "${w%% *}" = same ] && same=$((same + 1))
+    echo "  trial $t: 20 vs 24: $v; 20 vs 20: $w   (verdict, runs a side, seconds)"
+  done
+  echo "  ab 20 vs 24 MiB/s different: $(wilson "$diff" "$AB_TRIALS")"
+  echo "  ab 20 vs 20 MiB/s same: $(wilson "$same" "$AB_TRIALS")"
 fi

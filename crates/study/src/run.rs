@@ -34,7 +34,7 @@ pub struct RunOptions {
 }
 
 /// `--until-decided [--budget TIME] [--margin PCT]`: after the first rounds (the file's
-/// `repeats`, at least 2), more rounds visit only the configurations of an adjacent pair
+/// `repeats`), more rounds visit only the configurations of an adjacent pair
 /// of the ranking that is still *undecided* (racing: a configuration *different* from its
 /// neighbours, or *same* as them, is not measured again), until every adjacent pair is
 /// *different* or *same within the margin*, the budget ends, or `max_rounds` is reached.
@@ -177,7 +177,9 @@ impl Session<'_> {
         Ok(!self.out.interrupted)
     }
 
-    /// The runs stored so far, as the study's set (failed runs left out).
+    /// The runs stored so far, as the study's set (failed runs left out), with the noise
+    /// the final report judges them with: earlier runs of the same configurations (earlier
+    /// invocations of the study) measure a configuration that has one repeat so far.
     fn set(&self) -> Result<RunSet, RunError> {
         let mut runs = Vec::new();
         for id in &self.out.run_ids {
@@ -186,7 +188,9 @@ impl Session<'_> {
                 runs.push(r);
             }
         }
-        Ok(RunSet::study(&self.study.name, runs))
+        let mut set = RunSet::study(&self.study.name, runs);
+        set.set_noise(store_noise(self.store, &set)?);
+        Ok(set)
     }
 
     /// Workload runs one visit of configuration `c` makes.
@@ -235,9 +239,12 @@ impl Session<'_> {
             active.sort_unstable();
             let per_visit = self.started.elapsed().as_secs_f64() / visits as f64;
             let next: usize = active.iter().map(|&c| self.runs_per_visit(c)).sum();
-            let over_budget = u.budget.is_some_and(|b| {
-                self.started.elapsed().as_secs_f64() + per_visit * next as f64 > b.as_secs_f64()
-            });
+            // Two rounds are the least that measure a spread of a configuration's own: the
+            // budget never stops the second (one round decides only with earlier runs).
+            let over_budget = round >= 2
+                && u.budget.is_some_and(|b| {
+                    self.started.elapsed().as_secs_f64() + per_visit * next as f64 > b.as_secs_f64()
+                });
             if round >= u.max_rounds || over_budget {
                 why_stopped = if over_budget {
                     format!(
@@ -340,11 +347,12 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Failed(format!("cannot find the iolab binary: {e}")))?;
     let invocation = uuid::Uuid::new_v4().to_string();
-    // Until decided: the first rounds interleaved, at least two (a spread per
-    // configuration), then as many as the ranking needs.
+    // Until decided: the file's rounds, interleaved, then as many as the ranking needs.
+    // One round decides only where earlier invocations of the study measured the
+    // configurations' spread; otherwise every pair is undecided after it and every
+    // configuration gets a second round (a spread of its own).
     let mut first = study.clone();
     if opts.until_decided.is_some() {
-        first.repeats = first.repeats.max(2);
         if first.order == crate::file::Order::Grouped {
             first.order = crate::file::Order::Interleaved;
         }
