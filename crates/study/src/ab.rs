@@ -245,7 +245,7 @@ pub fn execute(o: &AbOptions) -> Result<i32, RunError> {
             interrupted = true;
             break "interrupted".into();
         }
-        if k % 2 == 0 {
+        if k.is_multiple_of(2) {
             // At a pair's start: is there time and room for another pair?
             if ids[0].len() >= max && ids[1].len() >= max {
                 break format!("{max} runs a side reached (--max-runs)");
@@ -307,7 +307,7 @@ pub fn execute(o: &AbOptions) -> Result<i32, RunError> {
             }
         }
         k += 1;
-        if k % 2 == 0 && ids[0].len() >= MIN_RUNS && ids[1].len() >= MIN_RUNS {
+        if k.is_multiple_of(2) && ids[0].len() >= MIN_RUNS && ids[1].len() >= MIN_RUNS {
             let (c, primary) = judge(&store, o, &ids)?;
             if c.rows.is_empty() {
                 failure = Some(format!(

@@ -352,10 +352,8 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
     // configurations' spread; otherwise every pair is undecided after it and every
     // configuration gets a second round (a spread of its own).
     let mut first = study.clone();
-    if opts.until_decided.is_some() {
-        if first.order == crate::file::Order::Grouped {
-            first.order = crate::file::Order::Interleaved;
-        }
+    if opts.until_decided.is_some() && first.order == crate::file::Order::Grouped {
+        first.order = crate::file::Order::Interleaved;
     }
     let steps = schedule(&first);
     let total = first.run_count();
