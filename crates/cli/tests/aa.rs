@@ -349,4 +349,9 @@ fn compare_of_two_batches_names_the_ab_command_that_interleaves_them() {
         sb.db.display()
     );
     assert!(out.stdout.contains(&want), "{want}\n{}", out.stdout);
+    let doc = sb
+        .iolab(&["compare", "--label", "before", "--label", "after", "--json"])
+        .ok()
+        .json();
+    assert_eq!(doc["ab_commands"][0]["command"], want.as_str(), "{doc}");
 }
