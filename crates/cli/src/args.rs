@@ -514,7 +514,7 @@ pub struct AbArgs {
     #[arg(long, value_name = "TIME", value_parser = parse_budget)]
     pub budget: Option<std::time::Duration>,
     /// The most runs a side (2 to 1000; default 10).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=1000))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=iolab_study::ab::MAX_RUNS as i64))]
     pub max_runs: Option<u32>,
     /// Print the comparison document with the ab's record (`ab`) instead of the table, or
     /// write it to a new FILE.

@@ -25,6 +25,8 @@ use crate::run::joined;
 
 /// Runs a side `iolab ab` makes at most unless `--max-runs` says otherwise.
 pub const DEFAULT_MAX_RUNS: u32 = 10;
+/// The most runs a side `--max-runs` takes.
+pub const MAX_RUNS: u32 = 1000;
 /// Runs a side before the first judgement: two give each side its own spread (Welch), and
 /// stopping at the first possible look would spend the 5% on the noisiest estimate.
 pub const MIN_RUNS: usize = 2;
@@ -366,10 +368,17 @@ pub fn execute(o: &AbOptions) -> Result<i32, RunError> {
                 iolab_runner::progress::short_duration(Duration::from_secs_f64(p * extra as f64))
             )
         });
+        let m = cmp::pct(o.margin_pct);
+        if n > MAX_RUNS as usize {
+            // Beyond what --max-runs takes: say so rather than name a value it refuses.
+            return format!(
+                "the runs vary too much to decide a ±{m} change (about {n} runs a side, more \
+                 than --max-runs takes: {MAX_RUNS}); see the warnings, or a wider --margin"
+            );
+        }
         format!(
-            "about {n} runs a side would decide a ±{} change at the noise measured: {extra} \
+            "about {n} runs a side would decide a ±{m} change at the noise measured: {extra} \
              more pair(s){t} (--max-runs {n}{})",
-            cmp::pct(o.margin_pct),
             o.budget
                 .map_or(String::new(), |_| " and a larger --budget".into())
         )
