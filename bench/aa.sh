@@ -10,7 +10,7 @@
 #       interleaved, compared with `iolab compare --label A --label B` (Welch on the runs).
 #   (c) Power (root, cgroup-v1 blkio): TRIALS times, three runs at 20 MiB/s and three at
 #       24 MiB/s (and three more at 20 MiB/s: an A/A on the throttle), interleaved, on a
-#       loop device with direct I/O over a fully written image.
+#       loop device over memory (/dev/shm, bench/lib.sh).
 #   (d) A/A of a short cdm (64 MiB, three 200 ms passes a test): 2×CDM_PAIRS runs, each
 #       disjoint pair compared with `iolab compare A B`; every test's MB/s counts, with the
 #       old rule beside it, as in (a).
@@ -28,47 +28,13 @@ TRIALS=${TRIALS:-20}
 CDM_PAIRS=${CDM_PAIRS:-20}
 PARTS=${PARTS:-a b c d}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
-IOLAB=${IOLAB:-$(dirname "$0")/../target/release/iolab}
-
-die() { echo "aa: $*" >&2; exit 2; }
-command -v python3 >/dev/null || die "needs python3"
-[ -x "$IOLAB" ] || die "build iolab first: cargo build --release ($IOLAB missing)"
-
-WORK=$(mktemp -d /var/tmp/iolab-aa.XXXXXX)
+. "$(dirname "$0")/lib.sh"
+bench_init aa
 DIR=${1:-$WORK/dir}
 mkdir -p "$DIR"
-DB=$WORK/aa.db
-LOOP=""
-CGROUPS=()
-cleanup() {
-  set +e
-  trap - EXIT INT TERM
-  for cg in "${CGROUPS[@]}"; do rmdir "$cg" 2>/dev/null; done
-  if [ -n "$LOOP" ]; then
-    for _ in 1 2 3 4 5; do losetup -d "$LOOP" 2>/dev/null && break; sleep 1; done
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
 
 AA_RUN=(custom --rw randread --bs 4k --iodepth 4 --size 16MiB --runs 3 --duration 100ms
         --ramp 20ms --warmup 0)
-
-# Runs `iolab run ...` and prints the stored run's id. A run that fails is tried again
-# (twice, 10 s apart): on a shared machine another program's tests may switch io_uring off
-# for a moment.
-run() {
-  local out
-  for try in 1 2 3; do
-    if out=$("$IOLAB" run "$@" --db "$DB" --quiet); then
-      sed -n 's/^stored as run \([0-9]*\).*/\1/p' <<< "$out"
-      return 0
-    fi
-    echo "aa: run failed (try $try), again in 10 s" >&2
-    sleep 10
-  done
-  die "iolab run $* failed 3 times"
-}
 
 # Welch's t-test on two lists of passes (the old rule) and the new verdicts, summarised.
 STATS=$(cat <<'EOF'
@@ -206,35 +172,11 @@ done | python3 -c "$STATS" "A/A 3 vs 3"
 fi
 
 part c || exit 0
-if [ "$(id -u)" != 0 ] || [ ! -e /sys/fs/cgroup/blkio/cgroup.procs ]; then
-  echo "(c) skipped: needs root and a cgroup-v1 blkio hierarchy"
-  exit 0
-fi
+need_blkio c || exit 0
 echo "(c) power: $TRIALS trials of 3 runs at 20 MiB/s, 3 at 24 MiB/s, 3 more at 20 MiB/s"
-IMG=$WORK/disk.img
-dd if=/dev/zero of="$IMG" bs=1M count=64 status=none conv=fsync
-LOOP=$(losetup -f --show --direct-io=on "$IMG")
-MAJMIN=$(cat "/sys/block/$(basename "$LOOP")/dev")
-STAMP=$(basename "$WORK")
-for r in 20 24; do
-  cg=/sys/fs/cgroup/blkio/iolab-aa-$r-$STAMP
-  mkdir "$cg"
-  CGROUPS+=("$cg")
-  echo "$MAJMIN $((r * 1048576))" > "$cg/blkio.throttle.read_bps_device"
-done
-THR_RUN=(custom --rw read --bs 128k --iodepth 4 --size 32MiB --runs 3 --duration 500ms
-         --ramp 200ms --warmup 0 --target "$LOOP" --allow-destroy-device)
-throttled() {
-  local r=$1; shift
-  for try in 1 2 3; do
-    sh -c 'echo $$ > "$1" && shift && exec "$@"' sh \
-      "/sys/fs/cgroup/blkio/iolab-aa-$r-$STAMP/cgroup.procs" \
-      "$IOLAB" run "$@" --db "$DB" --quiet > /dev/null && return 0
-    echo "aa: run failed (try $try), again in 10 s" >&2
-    sleep 10
-  done
-  die "iolab run $* failed 3 times"
-}
+memory_loop 64
+for r in 20 24; do read_cgroup "$r"; done
+thr_run
 for t in $(seq 1 "$TRIALS"); do
   for _ in 1 2 3; do
     throttled 20 "${THR_RUN[@]}" --label "p$t-20"

@@ -11,63 +11,33 @@
 #       disk, then 3 runs with the disk quiet; `iolab compare --label loaded --label quiet`:
 #       how many lines are *different*, and which confounds they name.
 #   (c) Power (root, cgroup-v1 blkio): TRIALS times, 3 runs at 20 MiB/s, 3 at 24 MiB/s and
-#       3 at 20.4 MiB/s, interleaved, on a loop device with direct I/O; 20 vs 24 should be
-#       *different*, 20 vs 20.4 with --margin 5 *same*.
+#       3 at 20.4 MiB/s, interleaved, on a loop device over memory (/dev/shm); 20 vs 24
+#       should be *different*, 20 vs 20.4 with --margin 5 *same*.
 #   (d) A study of four throttled loop devices (26, 26, 22 and 20 MiB/s, 128 KiB reads):
-#       `--until-decided`, then the fixed schedule with `repeats = FIXED_REPEATS`; the
-#       ranks, the verdicts of adjacent pairs and the wall time of each.
+#       `--until-decided` from `repeats = 1`, twice (the second invocation has the
+#       first's runs as the configurations' spread), then the fixed schedule with
+#       `repeats = FIXED_REPEATS` in a new study; the ranks, the verdicts of adjacent pairs
+#       and the wall time of each.
+#   (e) `iolab ab` (root): AB_TRIALS times, `iolab ab` of the throttled workload of (c) on
+#       two loop devices over memory read at 20 and 24 MiB/s by one cgroup (A/B), and on
+#       the 20 MiB/s device against itself (A/A): the verdict, the pairs it took, the time.
 #
 # Usage: bench/verdicts.sh [DIR]. CDM_PAIRS (default 12), TRIALS (default 20),
-# FIXED_REPEATS (default 3), PARTS (default "a b c d"). IOLAB: the binary (default the
+# FIXED_REPEATS (default 3), AB_TRIALS (default 10), PARTS (default "a b c d e"). IOLAB: the binary (default the
 # release build). Needs python3; (c) and (d) need root and /sys/fs/cgroup/blkio.
-# Everything it creates is removed on exit, error or Ctrl-C.
+# Everything it creates is removed on exit, error or Ctrl-C (bench/lib.sh).
 set -euo pipefail
 
 CDM_PAIRS=${CDM_PAIRS:-12}
 TRIALS=${TRIALS:-20}
 FIXED_REPEATS=${FIXED_REPEATS:-3}
-PARTS=${PARTS:-a b c d}
+AB_TRIALS=${AB_TRIALS:-10}
+PARTS=${PARTS:-a b c d e}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
-IOLAB=${IOLAB:-$(dirname "$0")/../target/release/iolab}
-IOLAB=$(readlink -f "$IOLAB")
-
-die() { echo "verdicts: $*" >&2; exit 2; }
-command -v python3 >/dev/null || die "needs python3"
-[ -x "$IOLAB" ] || die "build iolab first: cargo build --release ($IOLAB missing)"
-
-WORK=$(mktemp -d /var/tmp/iolab-verdicts.XXXXXX)
+. "$(dirname "$0")/lib.sh"
+bench_init verdicts
 DIR=${1:-$WORK/dir}
 mkdir -p "$DIR"
-DB=$WORK/v.db
-LOOP=""
-LOADER=""
-CGROUPS=()
-cleanup() {
-  set +e
-  trap - EXIT INT TERM
-  [ -n "$LOADER" ] && kill "$LOADER" 2>/dev/null && wait "$LOADER" 2>/dev/null
-  for cg in "${CGROUPS[@]}"; do rmdir "$cg" 2>/dev/null; done
-  if [ -n "$LOOP" ]; then
-    for _ in 1 2 3 4 5; do losetup -d "$LOOP" 2>/dev/null && break; sleep 1; done
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-# Runs `iolab run ...` and prints the stored run's id (tried three times: on a shared
-# machine another program's tests may switch io_uring off for a moment).
-run() {
-  local out
-  for try in 1 2 3; do
-    if out=$("$IOLAB" run "$@" --db "$DB" --quiet); then
-      sed -n 's/^stored as run \([0-9]*\).*/\1/p' <<< "$out"
-      return 0
-    fi
-    echo "verdicts: run failed (try $try), again in 10 s" >&2
-    sleep 10
-  done
-  die "iolab run $* failed 3 times"
-}
 
 # Every line of side B of a comparison document: test, metric, verdict, confounds.
 LINES='
@@ -81,16 +51,6 @@ for t in doc["tests"]:
                           "runs_needed": c["runs_needed"],
                           "confounded_by": [x["code"] for x in (c["confounded_by"] or [])]}))
 '
-
-# Wilson 95% interval of k of n, as text.
-wilson() {
-  python3 -c '
-import math, sys
-k, n = int(sys.argv[1]), int(sys.argv[2])
-z = 1.959964; p = k / n
-c = (p + z*z/(2*n)) / (1 + z*z/n); h = z*math.sqrt(p*(1-p)/n + z*z/(4*n*n)) / (1 + z*z/n)
-print(f"{k} of {n} ({100*p:.0f}%, 95% CI {100*max(0,c-h):.0f}-{100*min(1,c+h):.0f}%)")' "$1" "$2"
-}
 
 if part a; then
   CDM_RUN=(cdm --size 64MiB --runs 3 --duration 200ms)
@@ -158,39 +118,11 @@ for l in diff:
   "$IOLAB" compare --label loaded --label quiet --db "$DB" | sed 's/^/  | /'
 fi
 
-need_root() {
-  if [ "$(id -u)" != 0 ] || [ ! -e /sys/fs/cgroup/blkio/cgroup.procs ]; then
-    echo "($1) skipped: needs root and a cgroup-v1 blkio hierarchy"
-    return 1
-  fi
-}
-
-if part c && need_root c; then
+if part c && need_blkio c; then
   echo "(c) power: $TRIALS trials of 3 runs at 20, 24 and 20.4 MiB/s, interleaved"
-  IMG=$WORK/disk.img
-  dd if=/dev/zero of="$IMG" bs=1M count=64 status=none conv=fsync
-  LOOP=$(losetup -f --show --direct-io=on "$IMG")
-  MAJMIN=$(cat "/sys/block/$(basename "$LOOP")/dev")
-  STAMP=$(basename "$WORK")
-  for r in 20 24 20.4; do
-    cg=/sys/fs/cgroup/blkio/iolab-v-$r-$STAMP
-    mkdir "$cg"
-    CGROUPS+=("$cg")
-    echo "$MAJMIN $(python3 -c "print(round($r * 1048576))")" > "$cg/blkio.throttle.read_bps_device"
-  done
-  THR_RUN=(custom --rw read --bs 128k --iodepth 4 --size 32MiB --runs 3 --duration 500ms
-           --ramp 200ms --warmup 0 --target "$LOOP" --allow-destroy-device)
-  throttled() {
-    local r=$1; shift
-    for try in 1 2 3; do
-      sh -c 'echo $$ > "$1" && shift && exec "$@"' sh \
-        "/sys/fs/cgroup/blkio/iolab-v-$r-$STAMP/cgroup.procs" \
-        "$IOLAB" run "$@" --db "$DB" --quiet > /dev/null && return 0
-      echo "verdicts: run failed (try $try), again in 10 s" >&2
-      sleep 10
-    done
-    die "iolab run $* failed 3 times"
-  }
+  memory_loop 64
+  for r in 20 24 20.4; do read_cgroup "$r"; done
+  thr_run
   step=0; same=0
   for t in $(seq 1 "$TRIALS"); do
     for _ in 1 2 3; do
@@ -202,7 +134,7 @@ if part c && need_root c; then
         python3 -c 'import json,sys; print(json.load(sys.stdin)["tests"][0]["metrics"]["mb_s"][1]["verdict"])')
     [ "$v" = different ] && step=$((step + 1))
     w=$("$IOLAB" compare --label "p$t-20" --label "p$t-20.4" --margin 5 --json --db "$DB" |
-        python3 -c 'import json,sys; c=json.load(sys.stdin)["tests"][0]["metrics"]["mb_s"][1]; print(c["verdict"], round(c["change_pct"],2), c["ratio_ci95"])')
+        python3 -c 'import json,sys; t=json.load(sys.stdin)["tests"][0]["metrics"]["mb_s"]; c=t[1]; print(c["verdict"], round(c["change_pct"],2), c["ratio_ci95"], t[0]["run_values"], c["run_values"], c["evidence"].get("method"))')
     [ "${w%% *}" = same ] && same=$((same + 1))
     echo "  trial $t: 20 vs 24: $v; 20 vs 20.4 (--margin 5): $w"
   done
@@ -210,7 +142,7 @@ if part c && need_root c; then
   echo "  20 vs 20.4 MiB/s same within ±5%: $(wilson "$same" "$TRIALS")"
 fi
 
-if part d && need_root d; then
+if part d && need_blkio d; then
   echo "(d) a study of four throttled loop devices: 26, 26, 22, 20 MiB/s"
   study() {
     cat <<EOF
@@ -245,18 +177,51 @@ ramp = "200ms"
 warmup = 0
 EOF
   }
-  study until 2 > "$WORK/until.toml"
-  start=$(date +%s.%N)
-  IOLAB_STATE_DIR=$WORK/state "$IOLAB" study "$WORK/until.toml" --db "$DB" --until-decided \
-    --budget 20m > "$WORK/until.txt"
-  end=$(date +%s.%N)
-  echo "  --until-decided: $(python3 -c "print(round($end - $start))") s"
-  grep -E "^until decided|^  26|^  22|^  20|run\(s\) stored" "$WORK/until.txt" | sed 's/^/  | /'
-  grep -E "^\| [0-9-]+ \|" "$WORK/until.txt" | sed 's/^/  | /' || true
+  # One repeat in the file: the first invocation needs a second round (no spread yet);
+  # the same study again decides on what it needs, with the first's runs as the spread.
+  study until 1 > "$WORK/until.toml"
+  for inv in first again; do
+    start=$(date +%s.%N)
+    IOLAB_STATE_DIR=$WORK/state "$IOLAB" study "$WORK/until.toml" --db "$DB" --until-decided \
+      --budget 20m > "$WORK/until.txt"
+    end=$(date +%s.%N)
+    echo "  --until-decided ($inv invocation): $(python3 -c "print(round($end - $start))") s"
+    grep -E "^until decided|^  26|^  22|^  20|run\(s\) stored" "$WORK/until.txt" | sed 's/^/  | /'
+    grep -E "^\| [0-9-]+ \|" "$WORK/until.txt" | sed 's/^/  | /' || true
+  done
   study fixed "$FIXED_REPEATS" > "$WORK/fixed.toml"
   start=$(date +%s.%N)
   IOLAB_STATE_DIR=$WORK/state "$IOLAB" study "$WORK/fixed.toml" --db "$DB" > "$WORK/fixed.txt"
   end=$(date +%s.%N)
   echo "  fixed repeats = $FIXED_REPEATS: $(python3 -c "print(round($end - $start))") s"
   grep -E "run\(s\) stored|^\| [0-9-]+ \|" "$WORK/fixed.txt" | sed 's/^/  | /' || true
+fi
+
+if part e && need_blkio e; then
+  echo "(e) iolab ab: $AB_TRIALS trials of 20 vs 24 MiB/s and of 20 vs 20 MiB/s"
+  memory_loop 64; SLOW=$LOOP; SLOW_MM=$MAJMIN
+  memory_loop 64; FAST=$LOOP; FAST_MM=$MAJMIN
+  cg=/sys/fs/cgroup/blkio/iolab-$BENCH-ab-$STAMP
+  mkdir "$cg"
+  CGROUPS+=("$cg")
+  echo "$SLOW_MM $((20 * 1048576))" > "$cg/blkio.throttle.read_bps_device"
+  echo "$FAST_MM $((24 * 1048576))" > "$cg/blkio.throttle.read_bps_device"
+  LOOP=$SLOW; thr_run; A_RUN=("${THR_RUN[@]}")
+  LOOP=$FAST; thr_run; B_RUN=("${THR_RUN[@]}")
+  ab() {
+    sh -c 'echo $$ > "$1" && shift && exec "$@"' sh "$cg/cgroup.procs" \
+      "$IOLAB" ab --db "$DB" --json - "$@" 2> /dev/null |
+      python3 -c 'import json,sys; d=json.load(sys.stdin); c=d["tests"][0]["metrics"]["mb_s"][1]; a=d["ab"]
+print(c["verdict"], len(a["run_ids"]["a"]), round(a["seconds"]))'
+  }
+  diff=0; same=0
+  for t in $(seq 1 "$AB_TRIALS"); do
+    v=$(ab --max-runs 6 --label-a "e$t-20" --label-b "e$t-24" "${A_RUN[@]}" -- "${B_RUN[@]}")
+    [ "${v%% *}" = different ] && diff=$((diff + 1))
+    w=$(ab --max-runs 6 --label-a "e$t-x" --label-b "e$t-y" "${A_RUN[@]}" -- "${A_RUN[@]}")
+    [ "${w%% *}" = same ] && same=$((same + 1))
+    echo "  trial $t: 20 vs 24: $v; 20 vs 20: $w   (verdict, runs a side, seconds)"
+  done
+  echo "  ab 20 vs 24 MiB/s different: $(wilson "$diff" "$AB_TRIALS")"
+  echo "  ab 20 vs 20 MiB/s same: $(wilson "$same" "$AB_TRIALS")"
 fi

@@ -60,6 +60,10 @@ pub enum Command {
     /// Build the configurations a study file describes, run its workloads on each
     /// (interleaved), tear them down, and print the ranked comparison (see docs/studies.md).
     Study(StudyArgs),
+    /// Run two `iolab run` commands alternately (A B B A ...), each run stored under its
+    /// side's label, until their comparison is decided or a budget ends:
+    /// `iolab ab [OPTIONS] WORKLOAD [ARGS] -- WORKLOAD [ARGS]` (docs/statistics.md).
+    Ab(AbArgs),
     /// Remove what killed studies and runs left behind: mounts, loop devices, images,
     /// cgroups, zfs-fuse daemons, emulated disks, test files, verify data, dbench's
     /// clients/, metadata trees (from the state files in /run/iolab).
@@ -179,6 +183,12 @@ pub struct StudyArgs {
     /// is different or the same within --margin (docs/statistics.md).
     #[arg(long, conflicts_with = "dry_run")]
     pub until_decided: bool,
+    /// Rounds already alternate the configurations (order = "interleaved", the default);
+    /// this also rotates the order within each round (A B C, B C A, C A B), so every
+    /// configuration takes every place in a round (order = "rotated"; overrides the file's
+    /// order).
+    #[arg(long)]
+    pub interleave: bool,
     /// With --until-decided: the most wall time the study may take (30m, 2h).
     #[arg(long, value_name = "TIME", requires = "until_decided", value_parser = parse_budget)]
     pub budget: Option<std::time::Duration>,
@@ -485,4 +495,33 @@ pub struct PruneArgs {
     /// Do not ask (needed when standard input is not a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct AbArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The label A's runs are stored under.
+    #[arg(long, value_name = "LABEL", default_value = "a")]
+    pub label_a: String,
+    /// The label B's runs are stored under.
+    #[arg(long, value_name = "LABEL", default_value = "b")]
+    pub label_b: String,
+    /// A change whose 95% interval lies inside ±PCT percent is "same" (default 5).
+    #[arg(long, value_name = "PCT", value_parser = parse_margin)]
+    pub margin: Option<f64>,
+    /// The most wall time the ab may take (10m, 1h); no new pair starts past it.
+    #[arg(long, value_name = "TIME", value_parser = parse_budget)]
+    pub budget: Option<std::time::Duration>,
+    /// The most runs a side (2 to 1000; default 10).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=iolab_study::ab::MAX_RUNS as i64))]
+    pub max_runs: Option<u32>,
+    /// Print the comparison document with the ab's record (`ab`) instead of the table, or
+    /// write it to a new FILE.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+    pub json: Option<String>,
+    /// A's `iolab run` arguments, `--`, then B's: `cdm --size 64MiB --target /mnt/x --
+    /// cdm --size 64MiB --target /mnt/y`.
+    #[arg(value_name = "CMD_A -- CMD_B", trailing_var_arg = true, allow_hyphen_values = true, num_args = 1.., required = true)]
+    pub command: Vec<String>,
 }

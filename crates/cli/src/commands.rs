@@ -20,6 +20,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, RunError> {
         Command::Compare(args) => crate::report_cmd::compare(args),
         Command::History(args) => crate::report_cmd::history(args),
         Command::Study(args) => crate::study::study(args),
+        Command::Ab(args) => crate::ab_cmd::ab(args),
         Command::Cleanup(args) => crate::study::cleanup(args),
         Command::Verify(args) => crate::verify_cmd::verify(args),
         Command::Record(args) => crate::record_cmd::record(args),

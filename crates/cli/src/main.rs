@@ -2,6 +2,7 @@
 //! workload registry) and stored results to iolab-report, and exits with the outcome's
 //! status.
 
+mod ab_cmd;
 mod args;
 mod commands;
 mod crosscheck;

@@ -265,6 +265,21 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
     }
     set.set_noise(load_noise(&store, &set.run_ids())?);
     let c = cmp::compare(&set);
+    // Sides run as separate batches: the command that runs each with A interleaved.
+    let db = a.db.db.as_ref().map(|p| p.to_string_lossy().into_owned());
+    let reg = crate::run_cmd::registry();
+    let ab: Vec<(usize, String)> = (1..c.sides.len())
+        .filter(|&k| {
+            cmp::side_confounds(&c, k)
+                .iter()
+                .any(|x| x.code == "sequential")
+        })
+        .filter_map(|k| {
+            let first = |i: usize| set.configs.get(i).and_then(|g| g.runs.first());
+            let cmd = iolab_study::ab::suggestion(&reg, first(0)?, first(k)?, db.as_deref())?;
+            Some((k, cmd))
+        })
+        .collect();
     match &a.json {
         Some(d) => {
             let version = set
@@ -273,8 +288,14 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
                 .map_or(env!("CARGO_PKG_VERSION").to_string(), |r| {
                     r.iolab_version.clone()
                 });
-            let text = serde_json::to_string_pretty(&cmp::document(&c, &version))
-                .expect("a Value serialises");
+            let mut doc = cmp::document(&c, &version);
+            if !ab.is_empty() {
+                doc["ab_commands"] = ab
+                    .iter()
+                    .map(|(k, cmd)| serde_json::json!({"side": c.sides[*k].letter, "command": cmd}))
+                    .collect();
+            }
+            let text = serde_json::to_string_pretty(&doc).expect("a Value serialises");
             write_outputs(vec![Output {
                 dest: d,
                 text: ensure_newline(text),
@@ -289,7 +310,13 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
             print!(
                 "{}",
                 iolab_report::style::paint(&cmp::render_opts(&c, detail, a.all || a.verbose))
-            )
+            );
+            for (k, cmd) in &ab {
+                println!(
+                    "\nTo run A and {} interleaved until decided:\n  {cmd}",
+                    c.sides[*k].letter
+                );
+            }
         }
     }
     Ok(0)

@@ -50,6 +50,9 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
                 ))
             })?;
     }
+    if args.interleave {
+        study.order = iolab_study::Order::Rotated;
+    }
     let consent = iolab_testbed::DeviceConsent {
         allowed: args.allow_destroy_device.clone(),
         wipe: args.wipe,

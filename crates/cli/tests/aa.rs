@@ -122,6 +122,11 @@ fn read_throttle(name: &str, majmin: &str, mib_s: u64) -> Cgroup {
 /// `iolab run ...` from inside cgroup `cg` (a shell joins it, then execs iolab, so every
 /// thread of the run is throttled).
 fn run_in(cg: &Cgroup, sb: &Sandbox, args: &[&str]) -> i64 {
+    stored_id(&in_cgroup(cg, sb, args).ok())
+}
+
+/// `iolab ARGS` from inside cgroup `cg`, with every process it starts.
+fn in_cgroup(cg: &Cgroup, sb: &Sandbox, args: &[&str]) -> Out {
     let cmd = sb.cmd(args);
     let mut sh = Command::new("sh");
     sh.arg("-c")
@@ -133,8 +138,7 @@ fn run_in(cg: &Cgroup, sb: &Sandbox, args: &[&str]) -> i64 {
         .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
         .stdin(Stdio::null());
     let start = Instant::now();
-    let out = Out::new(args, sh.output().unwrap(), start.elapsed()).ok();
-    stored_id(&out)
+    Out::new(args, sh.output().unwrap(), start.elapsed())
 }
 
 #[test]
@@ -152,45 +156,16 @@ fn a_twenty_percent_throttle_step_is_found_with_three_runs_a_side() {
     // one run in seven came out 15-50% off its cap, enough to hide a 20% step from three
     // runs a side in 3 trials of 20 (bench/aa.sh). Three 500 ms passes keep each run's
     // median on the cap.
-    let dev = Loop::with_image(
-        64 * MIB,
-        |img| std::fs::write(img, vec![0u8; 64 * MIB as usize]).unwrap(),
-        &["--direct-io=on"],
-    );
+    // The image in memory: no disk writer beside the test can slow its backing file.
+    let dev = Loop::in_memory(64 * MIB, &["--direct-io=on"]);
     let slow = read_throttle("20", &dev.majmin(), 20);
     let fast = read_throttle("24", &dev.majmin(), 24);
     let sb = Sandbox::new();
     let run = |cg: &Cgroup, label: &str| {
-        run_in(
-            cg,
-            &sb,
-            &[
-                "run",
-                "custom",
-                "--rw",
-                "read",
-                "--bs",
-                "128k",
-                "--iodepth",
-                "4",
-                "--size",
-                "32MiB",
-                "--runs",
-                "3",
-                "--duration",
-                "500ms",
-                "--ramp",
-                "200ms",
-                "--warmup",
-                "0",
-                "--target",
-                dev.s(),
-                "--allow-destroy-device",
-                "--label",
-                label,
-                "--quiet",
-            ],
-        )
+        let mut args = vec!["run"];
+        args.extend(throttled_read(dev.s()));
+        args.extend(["--label", label, "--quiet"]);
+        run_in(cg, &sb, &args)
     };
     // Interleaved, so a drift of the machine cannot pass for a difference.
     for _ in 0..3 {
@@ -241,4 +216,142 @@ fn a_twenty_percent_throttle_step_is_found_with_three_runs_a_side() {
     assert_eq!(cell["evidence"]["method"], "welch-log-runs", "{cell}");
     assert_eq!(cell["significant"], false, "{cell}");
     assert_ne!(cell["verdict"], "different", "{cell}");
+}
+
+/// The throttled workload of the power and `iolab ab` tests, on device `dev`: 128 KiB
+/// sequential reads, queue depth 4, three 500 ms passes after a 200 ms ramp.
+fn throttled_read(dev: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = "custom --rw read --bs 128k --iodepth 4 --size 32MiB --runs 3 \
+                            --duration 500ms --ramp 200ms --warmup 0 --allow-destroy-device \
+                            --target"
+        .split_whitespace()
+        .collect();
+    v.push(dev);
+    v
+}
+
+#[test]
+fn ab_refuses_a_bad_command_before_any_run() {
+    let sb = Sandbox::new();
+    let out = sb
+        .iolab(&["ab", "custom", "--size", "4MiB", "--", "custom", "--bogus"])
+        .code(2);
+    out.stderr_has(&["B's command", "--bogus"]);
+    let out = sb
+        .iolab(&[
+            "ab", "custom", "--size", "4MiB", "--label", "x", "--", "custom",
+        ])
+        .code(2);
+    out.stderr_has(&["A's command", "--label is set by ab"]);
+    sb.iolab(&["ab", "custom", "--size", "4MiB"])
+        .code(2)
+        .stderr_has(&["two commands"]);
+    assert!(sb.result_rows().is_empty(), "{}", sb.results());
+}
+
+#[test]
+fn ab_alternates_until_a_throttle_step_is_different_and_a_a_is_not() {
+    let Some(_lock) = require_devices(&[]) else {
+        return;
+    };
+    if !Cgroup::blkio_available() {
+        skip!("no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO);
+    }
+    // Two devices over memory, read at 20 and 24 MiB/s by one cgroup that `iolab ab` and
+    // every run it starts are in.
+    let slow = Loop::in_memory(64 * MIB, &["--direct-io=on"]);
+    let fast = Loop::in_memory(64 * MIB, &["--direct-io=on"]);
+    let cg = read_throttle("ab", &slow.majmin(), 20);
+    cg.set(
+        "blkio.throttle.read_bps_device",
+        &format!("{} {}", fast.majmin(), 24 * MIB),
+    );
+    let sb = Sandbox::new();
+    let ab = |extra: &[&str], a: &str, b: &str| -> Value {
+        let mut args = vec!["ab", "--json", "-"];
+        args.extend_from_slice(extra);
+        args.extend(throttled_read(a));
+        args.push("--");
+        args.extend(throttled_read(b));
+        in_cgroup(&cg, &sb, &args).ok().json()
+    };
+    let doc = ab(&["--max-runs", "4"], slow.s(), fast.s());
+    let cell = mb_s_cell(&doc);
+    println!("ab 20 vs 24 MiB/s: {} {cell}", doc["ab"]);
+    assert_eq!(cell["verdict"], "different", "{cell}");
+    assert_eq!(cell["direction"], "better", "{cell}");
+    assert_eq!(doc["ab"]["decided"], true, "{}", doc["ab"]);
+    // A B B A: every pair holds one run of each side, A first in the first pair.
+    let ids = |s: &str| -> Vec<i64> {
+        doc["ab"]["run_ids"][s]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect()
+    };
+    let (a, b) = (ids("a"), ids("b"));
+    assert!(a.len() >= 2 && a.len() == b.len(), "{a:?} {b:?}");
+    assert!(a[0] < b[0] && b[0] < b[1] && b[1] < a[1], "{a:?} {b:?}");
+    assert!(
+        doc["ab"]["batches"]
+            .as_str()
+            .unwrap()
+            .contains("alternated"),
+        "{}",
+        doc["ab"]
+    );
+    // A/A on the 20 MiB/s device: never different.
+    let doc = ab(
+        &["--max-runs", "3", "--label-a", "x", "--label-b", "y"],
+        slow.s(),
+        slow.s(),
+    );
+    let cell = mb_s_cell(&doc);
+    println!("ab 20 vs 20 MiB/s: {} {cell}", doc["ab"]);
+    assert_ne!(cell["verdict"], "different", "{cell}");
+}
+
+#[test]
+fn compare_of_two_batches_names_the_ab_command_that_interleaves_them() {
+    let sb = Sandbox::new();
+    let run = |label: &str, rw: &str| {
+        let line = format!(
+            "custom --rw {rw} --size 4MiB --runs 2 --duration 100ms --ramp 20ms --warmup 0 \
+             --label {label}"
+        );
+        sb.run(&line.split_whitespace().collect::<Vec<_>>()).ok();
+    };
+    for _ in 0..2 {
+        run("before", "read");
+    }
+    for _ in 0..2 {
+        run("after", "read");
+    }
+    // The "before" batch ten minutes earlier: the sides ran as separate batches.
+    rusqlite::Connection::open(&sb.db)
+        .unwrap()
+        .execute(
+            "UPDATE runs SET started_at = strftime('%Y-%m-%dT%H:%M:%fZ', started_at, \
+             '-600 seconds'), finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', finished_at, \
+             '-600 seconds') WHERE label = 'before'",
+            [],
+        )
+        .unwrap();
+    let out = sb
+        .iolab(&["compare", "--label", "before", "--label", "after"])
+        .ok();
+    let target = sb.target.to_str().unwrap();
+    let want = format!(
+        "iolab ab --db {} --label-a before-ab --label-b after-ab custom --rw read --size 4MiB \
+         --runs 2 --duration 100ms --ramp 20ms --warmup 0 --target {target} -- custom --rw \
+         read --size 4MiB --runs 2 --duration 100ms --ramp 20ms --warmup 0 --target {target}",
+        sb.db.display()
+    );
+    assert!(out.stdout.contains(&want), "{want}\n{}", out.stdout);
+    let doc = sb
+        .iolab(&["compare", "--label", "before", "--label", "after", "--json"])
+        .ok()
+        .json();
+    assert_eq!(doc["ab_commands"][0]["command"], want.as_str(), "{doc}");
 }

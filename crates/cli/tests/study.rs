@@ -249,8 +249,8 @@ warmup = 0
             sb.path("b").display()
         ),
     );
-    // A budget of 1 s is spent by the first two rounds (the least that measures a spread),
-    // so no third round starts whatever the verdict.
+    // A budget of 1 s is spent by the first round; a second one follows whatever the
+    // budget (the least that measures a spread), and no third starts whatever the verdict.
     let out = sb
         .iolab(&[
             "study",
@@ -264,7 +264,7 @@ warmup = 0
         .ok();
     let text = &out.stdout;
     assert!(
-        text.contains("1 workload(s), 2 repeat(s): 4 runs, interleaved order; then more rounds"),
+        text.contains("1 workload(s), 1 repeat(s): 2 runs, interleaved order; then more rounds"),
         "{text}"
     );
     assert!(text.contains("until decided: 2 round(s)"), "{text}");
@@ -983,4 +983,81 @@ fn device_knobs_come_back_after_an_error_ctrl_c_and_kill_9_with_cleanup() {
     assert_eq!(knobs(&a.dev), before, "after kill -9 and cleanup");
     assert!(signatures(&a.dev).contains("ext4"), "cleanup never wipes");
     assert!(leftovers(&sb, pid).is_empty(), "{:?}", leftovers(&sb, pid));
+}
+
+#[test]
+fn interleave_rotates_the_order_within_each_round() {
+    let sb = Sandbox::new();
+    let f = write(
+        &sb,
+        "rot.toml",
+        "name = \"rot\"\nrepeats = 3\n[testbed]\nkind = \"dir\"\npath = \"/tmp\"\n\
+         [[config]]\nlabel = \"a\"\n[[config]]\nlabel = \"b\"\n[[config]]\nlabel = \"c\"\n\
+         [[workload]]\nkind = \"custom\"\nrw = \"read\"\n",
+    );
+    // Rounds alternate already; --interleave also starts each round one configuration on.
+    let plain = sb.iolab(&["study", "--dry-run", &f]).ok();
+    assert!(
+        plain.stdout.contains("round 2: a | b | c"),
+        "{}",
+        plain.stdout
+    );
+    let out = sb.iolab(&["study", "--dry-run", "--interleave", &f]).ok();
+    for line in [
+        "round 1: a | b | c",
+        "round 2: b | c | a",
+        "round 3: c | a | b",
+    ] {
+        assert!(out.stdout.contains(line), "{line}: {}", out.stdout);
+    }
+    assert!(out.stdout.contains("rotated order"), "{}", out.stdout);
+}
+
+#[test]
+fn until_decided_stops_after_one_round_when_earlier_runs_measured_the_spread() {
+    let Some(_g) = require_devices(&[]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    // Two throttled raw loop devices, one repeat in the file: the first invocation needs a
+    // second round (no spread yet); the second decides on its one round, against the
+    // spread of the first invocation's runs of the same configurations.
+    let f = write(
+        &sb,
+        "again.toml",
+        r#"name = "t-again"
+repeats = 1
+[testbed]
+kind = "loop"
+size = "64MiB"
+direct_io = true
+[[config]]
+label = "fast"
+testbed = { throttle = { read_bps = "26MiB" } }
+[[config]]
+label = "slow"
+testbed = { throttle = { read_bps = "20MiB" } }
+[[workload]]
+kind = "custom"
+rw = "read"
+bs = "128k"
+iodepth = 4
+size = "16MiB"
+runs = 2
+duration = "400ms"
+ramp = "100ms"
+warmup = 0
+"#,
+    );
+    let first = sb.iolab(&["study", &f, "--until-decided"]).ok();
+    assert!(
+        first.stdout.contains("until decided: 2 round(s)"),
+        "{}",
+        first.stdout
+    );
+    let again = sb.iolab(&["study", &f, "--until-decided"]).ok();
+    let text = &again.stdout;
+    assert!(text.contains("until decided: 1 round(s)"), "{text}");
+    assert!(text.contains("fast > slow: different"), "{text}");
+    assert_eq!(sb.result_rows().len(), 6, "{}", sb.results());
 }

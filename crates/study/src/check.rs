@@ -38,12 +38,7 @@ pub fn check_workload(reg: &Registry, w: &Workload) -> Result<(), WorkloadProble
                 .map(|v| v.to_string())
                 .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
                 .filter(|v| !v.is_empty());
-            let text = e.to_string();
-            let first = text
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim_start_matches("error: ");
+            let first = first_line(&e);
             // A value that is not an option is the value given to a switch (`buffered =
             // "yes"` became `--buffered yes`): name the switch.
             let value_of = invalid
@@ -69,4 +64,14 @@ pub fn check_workload(reg: &Registry, w: &Workload) -> Result<(), WorkloadProble
             })
         }
     }
+}
+
+/// The first line of a clap error, without its `error: `.
+pub(crate) fn first_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ")
+        .to_string()
 }

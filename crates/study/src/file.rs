@@ -29,6 +29,8 @@ pub const RESERVED_OPTIONS: &[&str] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Order {
     Interleaved,
+    /// Interleaved, and each round starts one configuration later (A B C, B C A, C A B).
+    Rotated,
     Grouped,
 }
 
@@ -36,6 +38,7 @@ impl Order {
     pub fn as_str(self) -> &'static str {
         match self {
             Order::Interleaved => "interleaved",
+            Order::Rotated => "rotated",
             Order::Grouped => "grouped",
         }
     }
@@ -459,11 +462,12 @@ pub fn parse(
     let order = match raw.order.as_ref().map(|o| (o.get_ref().as_str(), o.span())) {
         None | Some(("interleaved", _)) => Order::Interleaved,
         Some(("grouped", _)) => Order::Grouped,
+        Some(("rotated", _)) => Order::Rotated,
         Some((other, span)) => {
             return Err(src.err(
                 Some(span),
                 "order",
-                format!("'{other}': expected \"interleaved\" or \"grouped\""),
+                format!("'{other}': expected \"interleaved\", \"rotated\" or \"grouped\""),
             ))
         }
     };

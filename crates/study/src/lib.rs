@@ -10,10 +10,12 @@
 //! runs the workloads as child `iolab run`s and prints the comparison (iolab-report). The
 //! file format is described in `docs/studies.md`.
 //!
-//! Modules: `check` (a workload's options through `iolab run`'s registry), `file` (the TOML shape, spans and errors), `matrix` (merging tables and the
+//! Modules: `ab` (`iolab ab`: two `iolab run` commands alternated until their comparison
+//! is decided), `check` (a workload's options through `iolab run`'s registry), `file` (the TOML shape, spans and errors), `matrix` (merging tables and the
 //! cartesian expansion), `schedule` (interleaved or grouped order), `plan` (`--dry-run`
 //! and `--list-testbeds`), `run` (building, running, tearing down, comparing).
 
+pub mod ab;
 mod check;
 mod error;
 mod file;
@@ -26,4 +28,4 @@ pub use check::check_workload;
 pub use error::StudyError;
 pub use file::{parse, Config, Order, Study, Workload, WorkloadProblem, RESERVED_OPTIONS};
 pub use matrix::{expand, merge_tables, set_dotted, value_text};
-pub use schedule::{schedule, Step};
+pub use schedule::{rotated, schedule, Step};

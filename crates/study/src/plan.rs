@@ -64,7 +64,7 @@ pub fn dry_run_text(study: &Study) -> String {
     for st in &steps {
         let label = &study.configs[st.config].label;
         match study.order {
-            crate::Order::Interleaved => {
+            crate::Order::Interleaved | crate::Order::Rotated => {
                 if last_round != Some(st.round) {
                     if !round_line.is_empty() {
                         s.push_str(&format!("{round_line}\n"));

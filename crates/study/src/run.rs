@@ -34,7 +34,7 @@ pub struct RunOptions {
 }
 
 /// `--until-decided [--budget TIME] [--margin PCT]`: after the first rounds (the file's
-/// `repeats`, at least 2), more rounds visit only the configurations of an adjacent pair
+/// `repeats`), more rounds visit only the configurations of an adjacent pair
 /// of the ranking that is still *undecided* (racing: a configuration *different* from its
 /// neighbours, or *same* as them, is not measured again), until every adjacent pair is
 /// *different* or *same within the margin*, the budget ends, or `max_rounds` is reached.
@@ -55,7 +55,7 @@ pub const MAX_ROUNDS: u32 = 30;
 /// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) only raise the flag: a study always tears
 /// down what it built, so a second signal does not cut that short (a kill -9 does; then
 /// `iolab cleanup`).
-fn install_signals() -> Result<Arc<AtomicBool>, RunError> {
+pub(crate) fn install_signals() -> Result<Arc<AtomicBool>, RunError> {
     let stop = Arc::new(AtomicBool::new(false));
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     for sig in [SIGINT, SIGTERM, SIGHUP] {
@@ -177,7 +177,9 @@ impl Session<'_> {
         Ok(!self.out.interrupted)
     }
 
-    /// The runs stored so far, as the study's set (failed runs left out).
+    /// The runs stored so far, as the study's set (failed runs left out), with the noise
+    /// the final report judges them with: earlier runs of the same configurations (earlier
+    /// invocations of the study) measure a configuration that has one repeat so far.
     fn set(&self) -> Result<RunSet, RunError> {
         let mut runs = Vec::new();
         for id in &self.out.run_ids {
@@ -186,7 +188,9 @@ impl Session<'_> {
                 runs.push(r);
             }
         }
-        Ok(RunSet::study(&self.study.name, runs))
+        let mut set = RunSet::study(&self.study.name, runs);
+        set.set_noise(store_noise(self.store, &set)?);
+        Ok(set)
     }
 
     /// Workload runs one visit of configuration `c` makes.
@@ -235,9 +239,12 @@ impl Session<'_> {
             active.sort_unstable();
             let per_visit = self.started.elapsed().as_secs_f64() / visits as f64;
             let next: usize = active.iter().map(|&c| self.runs_per_visit(c)).sum();
-            let over_budget = u.budget.is_some_and(|b| {
-                self.started.elapsed().as_secs_f64() + per_visit * next as f64 > b.as_secs_f64()
-            });
+            // Two rounds are the least that measure a spread of a configuration's own: the
+            // budget never stops the second (one round decides only with earlier runs).
+            let over_budget = round >= 2
+                && u.budget.is_some_and(|b| {
+                    self.started.elapsed().as_secs_f64() + per_visit * next as f64 > b.as_secs_f64()
+                });
             if round >= u.max_rounds || over_budget {
                 why_stopped = if over_budget {
                     format!(
@@ -270,7 +277,14 @@ impl Session<'_> {
             );
             self.rounds = round + 1;
             self.total += next;
-            for &c in &active {
+            let order: Vec<usize> = if study.order == crate::file::Order::Rotated {
+                schedule::rotated(active.len(), round)
+                    .map(|i| active[i])
+                    .collect()
+            } else {
+                active.clone()
+            };
+            for c in order {
                 if !self.visit(schedule::Step { round, config: c })? {
                     return Ok(());
                 }
@@ -333,11 +347,12 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Failed(format!("cannot find the iolab binary: {e}")))?;
     let invocation = uuid::Uuid::new_v4().to_string();
-    // Until decided: the first rounds interleaved, at least two (a spread per
-    // configuration), then as many as the ranking needs.
+    // Until decided: the file's rounds, interleaved, then as many as the ranking needs.
+    // One round decides only where earlier invocations of the study measured the
+    // configurations' spread; otherwise every pair is undecided after it and every
+    // configuration gets a second round (a spread of its own).
     let mut first = study.clone();
-    if opts.until_decided.is_some() {
-        first.repeats = first.repeats.max(2);
+    if opts.until_decided.is_some() && first.order == crate::file::Order::Grouped {
         first.order = crate::file::Order::Interleaved;
     }
     let steps = schedule(&first);
@@ -409,16 +424,7 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
         }
         let mut set = RunSet::study(&study.name, runs);
         // Earlier runs of the same configurations measure the noise of a single repeat.
-        let noise = iolab_report::set::Noise::load(
-            &set.run_ids(),
-            |id| store.fingerprint(id),
-            |fp, n| {
-                store.runs_like(fp, n, &mut |id, e| {
-                    eprintln!("iolab: warning: run {id} left out of the noise: {e}")
-                })
-            },
-        )?;
-        set.set_noise(noise);
+        set.set_noise(store_noise(&store, &set)?);
         if let Some(u) = opts.until_decided {
             set.margin_pct = u.margin_pct;
         }
@@ -459,11 +465,27 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
     }
 }
 
+/// The noise of `set`'s commands: the other stored runs of each (the store's fingerprint).
+pub(crate) fn store_noise(
+    store: &Store,
+    set: &RunSet,
+) -> Result<iolab_report::set::Noise, RunError> {
+    Ok(iolab_report::set::Noise::load(
+        &set.run_ids(),
+        |id| store.fingerprint(id),
+        |fp, n| {
+            store.runs_like(fp, n, &mut |id, e| {
+                eprintln!("iolab: warning: run {id} left out of the noise: {e}")
+            })
+        },
+    )?)
+}
+
 /// A run that finished and was stored; `integrity` says what failed when it exited 3 or 4.
-struct Stored {
-    id: i64,
-    secs: f64,
-    integrity: Option<String>,
+pub(crate) struct Stored {
+    pub(crate) id: i64,
+    pub(crate) secs: f64,
+    pub(crate) integrity: Option<String>,
 }
 
 /// ` · ETA 12m 30s`: the time left if the remaining runs take as long as the finished ones
@@ -537,13 +559,6 @@ impl Visit<'_> {
         // if the study is killed.
         let meta = self.meta(tb, w).to_string();
         let mut cmd = Command::new(self.exe);
-        // Every value the study sets is joined to its option (`--label=VALUE`): a label,
-        // name or path can never be read as an option of its own.
-        let joined = |opt: &str, v: &std::ffi::OsStr| {
-            let mut s = std::ffi::OsString::from(format!("{opt}="));
-            s.push(v);
-            s
-        };
         cmd.arg("run")
             .arg(&w.kind)
             .args(&w.args)
@@ -554,15 +569,7 @@ impl Visit<'_> {
             .arg(joined("--study", self.study.name.as_ref()))
             .arg(joined("--config", cfg.label.as_ref()))
             .arg("--study-meta")
-            .arg("-")
-            .arg("--json")
-            .arg("-")
-            .arg("--quiet")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own process group: a Ctrl-C reaches the study, which stops the run once.
-            .process_group(0);
+            .arg("-");
         let procs = match tb.cgroup() {
             Some(dir) => Some(
                 std::fs::OpenOptions::new()
@@ -572,85 +579,119 @@ impl Visit<'_> {
             ),
             None => None,
         };
-        let procs_fd = procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-        // SAFETY: between fork and exec only prctl(2) and write(2) are called, both
-        // async-signal-safe. PR_SET_PDEATHSIG: if the study is killed (even with SIGKILL),
-        // the run gets SIGTERM, stores what it finished and leaves the testbed, so
-        // `iolab cleanup` finds nothing busy. Writing "0" to cgroup.procs moves the calling
-        // process (the child) into the throttle cgroup before it opens anything.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+        run_child(cmd, meta, procs, self.stop, &who, &w.kind, (n, total))
+    }
+}
+
+/// `--opt=VALUE`: every value a study or an ab sets is joined to its option, so a label,
+/// name or path can never be read as an option of its own.
+pub(crate) fn joined(opt: &str, v: &std::ffi::OsStr) -> std::ffi::OsString {
+    let mut s = std::ffi::OsString::from(format!("{opt}="));
+    s.push(v);
+    s
+}
+
+/// Starts the child `iolab run` of `cmd` (`--json - --quiet` added, its output piped;
+/// `stdin` written to it), in the
+/// cgroup whose `cgroup.procs` is open as `procs`, and waits for it, forwarding a stop:
+/// `Ok(Some(stored))`, `Ok(None)` when it was interrupted, `Err` with what went wrong.
+/// `(n, total)` number it in the progress lines.
+pub(crate) fn run_child(
+    mut cmd: Command,
+    stdin: String,
+    procs: Option<std::fs::File>,
+    stop: &AtomicBool,
+    who: &str,
+    kind: &str,
+    (n, total): (usize, usize),
+) -> Result<Option<Stored>, String> {
+    cmd.arg("--json")
+        .arg("-")
+        .arg("--quiet")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: a Ctrl-C reaches the study, which stops the run once.
+        .process_group(0);
+    let procs_fd = procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    // SAFETY: between fork and exec only prctl(2) and write(2) are called, both
+    // async-signal-safe. PR_SET_PDEATHSIG: if the study is killed (even with SIGKILL),
+    // the run gets SIGTERM, stores what it finished and leaves the testbed, so
+    // `iolab cleanup` finds nothing busy. Writing "0" to cgroup.procs moves the calling
+    // process (the child) into the throttle cgroup before it opens anything.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(fd) = procs_fd {
+                if libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if let Some(fd) = procs_fd {
-                    if libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
+            }
+            Ok(())
+        });
+    }
+    let t0 = Instant::now();
+    let child = cmd.spawn().map_err(|e| {
+        format!(
+            "{who}: cannot start {}: {e}",
+            cmd.get_program().to_string_lossy()
+        )
+    });
+    drop(procs);
+    let result = child.and_then(|mut c| {
+        // From a thread, so a description larger than the pipe never blocks the study;
+        // a child that exits before reading it makes the write fail harmlessly.
+        if let Some(mut pipe) = c.stdin.take() {
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = pipe.write_all(stdin.as_bytes());
             });
         }
-        let t0 = Instant::now();
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("{who}: cannot start {}: {e}", self.exe.display()));
-        drop(procs);
-        let result = child.and_then(|mut c| {
-            // From a thread, so a description larger than the pipe never blocks the study;
-            // a child that exits before reading it makes the write fail harmlessly.
-            if let Some(mut stdin) = c.stdin.take() {
-                std::thread::spawn(move || {
-                    use std::io::Write;
-                    let _ = stdin.write_all(meta.as_bytes());
-                });
-            }
-            wait_forwarding(c, self.stop, &who)
-        });
-        let (status, stdout, stderr) = result?;
-        let secs = t0.elapsed().as_secs_f64();
-        // With `--json -` the child's standard output is its run document alone.
-        let run_id = serde_json::from_str::<serde_json::Value>(stdout.trim())
-            .ok()
-            .and_then(|doc| doc["run_id"].as_i64());
-        match status.code() {
-            Some(0) => run_id
-                .map(|id| {
-                    Some(Stored {
-                        id,
-                        secs,
-                        integrity: None,
-                    })
+        wait_forwarding(c, stop, who)
+    });
+    let (status, stdout, stderr) = result?;
+    let secs = t0.elapsed().as_secs_f64();
+    // With `--json -` the child's standard output is its run document alone.
+    let run_id = serde_json::from_str::<serde_json::Value>(stdout.trim())
+        .ok()
+        .and_then(|doc| doc["run_id"].as_i64());
+    match status.code() {
+        Some(0) => run_id
+            .map(|id| {
+                Some(Stored {
+                    id,
+                    secs,
+                    integrity: None,
                 })
-                .ok_or_else(|| {
-                    format!("{who}: the run finished but did not say where it was stored")
-                }),
-            // An integrity failure is a result: the run is stored and compared, and the
-            // study reports the failure.
-            Some(code @ (3 | 4)) if run_id.is_some() => Ok(Some(Stored {
-                id: run_id.expect("checked"),
-                secs,
-                integrity: Some(format!(
-                    "{who}: `iolab run {}` found an integrity failure (exit {code}; see its \
-                     warnings)",
-                    w.kind
-                )),
-            })),
-            Some(130) => {
-                println!("  [{n}/{total}] {who}: interrupted");
-                Ok(None)
-            }
-            _ => Err(format!(
-                "{who}: `iolab run {}` {}",
-                w.kind,
-                child_failure(status, &stderr)
+            })
+            .ok_or_else(|| format!("{who}: the run finished but did not say where it was stored")),
+        // An integrity failure is a result: the run is stored and compared, and the
+        // study reports the failure.
+        Some(code @ (3 | 4)) if run_id.is_some() => Ok(Some(Stored {
+            id: run_id.expect("checked"),
+            secs,
+            integrity: Some(format!(
+                "{who}: `iolab run {}` found an integrity failure (exit {code}; see its \
+                 warnings)",
+                kind
             )),
+        })),
+        Some(130) => {
+            println!("  [{n}/{total}] {who}: interrupted");
+            Ok(None)
         }
+        _ => Err(format!(
+            "{who}: `iolab run {}` {}",
+            kind,
+            child_failure(status, &stderr)
+        )),
     }
 }
 
 /// The first tests' headlines and the run's warning codes, for the progress line.
-fn run_summary(run: &iolab_measure::RunRecord) -> String {
+pub(crate) fn run_summary(run: &iolab_measure::RunRecord) -> String {
     let mut parts: Vec<String> = run
         .tests
         .iter()

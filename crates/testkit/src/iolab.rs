@@ -92,14 +92,29 @@ impl Sandbox {
         self.dir.path().join(name)
     }
 
-    /// `iolab <args> --db r.db` (the database is always the sandbox's).
+    /// `iolab <args> --db r.db` (the database is always the sandbox's; `iolab ab --db r.db
+    /// <args>`).
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(iolab_bin());
-        c.args(args);
+        // `ab`'s own options come before its two commands: --db goes right after it.
+        if args.first() == Some(&"ab") {
+            c.arg("ab").arg("--db").arg(&self.db).args(&args[1..]);
+        } else {
+            c.args(args);
+        }
         // Only the commands that read or write the result database take --db.
         let stores = !matches!(
             args.first().copied(),
-            Some("env" | "verify" | "cleanup" | "presets" | "export-fio" | "crosscheck" | "record")
+            Some(
+                "env"
+                    | "verify"
+                    | "cleanup"
+                    | "presets"
+                    | "export-fio"
+                    | "crosscheck"
+                    | "record"
+                    | "ab"
+            )
         );
         if stores {
             c.arg("--db").arg(&self.db);
