@@ -17,12 +17,9 @@
 pub mod charts;
 pub mod compare;
 pub mod crosscheck;
-pub mod csv;
 mod facts;
+pub mod formats;
 pub mod history;
-pub mod html;
-pub mod json;
-pub mod markdown;
 pub mod mpi;
 pub mod presets;
 pub mod series;
@@ -32,6 +29,7 @@ pub mod terminal;
 mod text;
 pub mod warngroup;
 
+pub use formats::{csv, html, json, markdown};
 pub use json::{run_document, to_json_string, SCHEMA};
 pub use terminal::{
     render_list, render_run, render_run_with, render_warnings, Detail, ListRow, MAX_WIDTH,
