@@ -158,3 +158,28 @@ pub fn table<R: AsRef<[u8]>>(columns: &[&str], rows: impl IntoIterator<Item = Ve
 pub fn render_runs(runs: &[RunRecord]) -> String {
     render(&RunSet::per_run(runs.to_vec()))
 }
+
+/// CSV: `iolab report --csv`, one row per pass.
+pub struct Csv;
+
+impl super::Format for Csv {
+    fn name(&self) -> &'static str {
+        "csv"
+    }
+    fn title(&self) -> &'static str {
+        "CSV"
+    }
+    fn extension(&self) -> &'static str {
+        "csv"
+    }
+    fn help(&self, kind: super::Kind) -> Option<&'static str> {
+        (kind == super::Kind::Runs)
+            .then_some("Write CSV, one row per pass, to FILE (\"-\" or no FILE: standard output)")
+    }
+    fn render(&self, view: &super::View<'_>) -> Option<String> {
+        match view {
+            super::View::Runs(set) => Some(render(set)),
+            _ => None,
+        }
+    }
+}

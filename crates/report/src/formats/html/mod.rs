@@ -209,3 +209,29 @@ pub fn inline(s: &str) -> String {
     }
     out
 }
+
+/// HTML: `iolab report --html`, a study's `--html FILE`.
+pub struct Html;
+
+impl super::Format for Html {
+    fn name(&self) -> &'static str {
+        "html"
+    }
+    fn title(&self) -> &'static str {
+        "HTML"
+    }
+    fn extension(&self) -> &'static str {
+        "html"
+    }
+    fn help(&self, kind: super::Kind) -> Option<&'static str> {
+        (kind == super::Kind::Runs).then_some(
+            "Write the self-contained HTML report to FILE (\"-\" or no FILE: standard output)",
+        )
+    }
+    fn render(&self, view: &super::View<'_>) -> Option<String> {
+        match view {
+            super::View::Runs(set) => Some(render(set)),
+            _ => None,
+        }
+    }
+}
