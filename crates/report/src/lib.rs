@@ -25,6 +25,7 @@ pub mod presets;
 pub mod series;
 pub mod set;
 pub mod style;
+mod table;
 pub mod terminal;
 mod text;
 pub mod warngroup;

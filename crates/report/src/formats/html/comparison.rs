@@ -106,24 +106,8 @@ pub(super) fn comparison(set: &RunSet, index: usize, families: usize, h: &mut St
     }
     // Facts some workloads record besides speed (space per file, scrub counts).
     for t in set.fact_tables() {
-        let _ = write!(
-            h,
-            "<h3>{}</h3><table data-table=\"facts\"><tr><th>{}</th>",
-            esc(&t.title),
-            esc(&t.corner)
-        );
-        for c in &set.configs {
-            let _ = write!(h, "<th class=\"n\">{}</th>", esc(&c.label));
-        }
-        h.push_str("</tr>\n");
-        for (name, cells) in &t.rows {
-            let _ = write!(h, "<tr><td>{}</td>", esc(name));
-            for c in cells {
-                let _ = write!(h, "<td class=\"n\">{}</td>", esc(c));
-            }
-            h.push_str("</tr>\n");
-        }
-        h.push_str("</table>\n");
+        let _ = write!(h, "<h3>{}</h3>", esc(&t.title));
+        table(h, "facts", &Table::facts(set, &t), "\n");
     }
     // Warnings of every configuration, linked to their runs.
     let warned: Vec<(&str, &RunRecord)> = set

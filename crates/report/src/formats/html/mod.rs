@@ -18,6 +18,7 @@ use crate::charts::{self, BarSeries, Line, Scale, XLabels};
 use crate::compare::p_text;
 use crate::facts;
 use crate::set::{self, RunSet};
+use crate::table::{Align, Table};
 use crate::text::{ci, lat, lat_unit, num, pct1};
 use crate::warngroup;
 
@@ -185,6 +186,30 @@ fn overview(set: &RunSet, h: &mut String) {
         }
     }
     h.push_str("</table></div></section>\n");
+}
+
+/// A shared [`Table`] as `<table data-table="DATA">`: right-aligned columns get the
+/// class `n`, every text is escaped; `row_end` follows each row after the header's
+/// (the MPI table's rows have always been on one line).
+fn table(h: &mut String, data: &str, t: &Table, row_end: &str) {
+    let class = |a: &Align| match a {
+        Align::Left => "",
+        Align::Right => " class=\"n\"",
+    };
+    let _ = write!(h, "<table data-table=\"{data}\"><tr>");
+    for (head, a) in &t.columns {
+        let _ = write!(h, "<th{}>{}</th>", class(a), esc(head));
+    }
+    h.push_str("</tr>\n");
+    for r in &t.rows {
+        h.push_str("<tr>");
+        for (cell, (_, a)) in r.iter().zip(&t.columns) {
+            let _ = write!(h, "<td{}>{}</td>", class(a), esc(cell));
+        }
+        h.push_str("</tr>");
+        h.push_str(row_end);
+    }
+    h.push_str("</table>\n");
 }
 
 /// Escaped text with `code` spans (warning messages and fixes are written with

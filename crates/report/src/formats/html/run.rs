@@ -362,23 +362,7 @@ pub(super) fn mpi_hosts(r: &RunRecord, h: &mut String) {
          host's {u} per test, and all hosts together (black): {}.</figcaption></figure>",
         esc(&crate::mpi::explained(&p))
     );
-    let _ = writeln!(
-        h,
-        "<table data-table=\"mpi-hosts\"><tr><th>Test</th><th>Host</th>\
-         <th class=\"n\">Ranks</th><th class=\"n\">{}</th></tr>",
-        esc(u)
-    );
-    for row in crate::mpi::rows(&p) {
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-            esc(&row[0]),
-            esc(&row[1]),
-            esc(&row[2]),
-            esc(&row[3])
-        );
-    }
-    h.push_str("</table>\n");
+    table(h, "mpi-hosts", &Table::mpi_hosts(&p), "");
 }
 
 /// Tables found in a test's `extra.ops` (an array of objects, such as dbench's operation
