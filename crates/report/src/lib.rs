@@ -2,11 +2,13 @@
 //! documents, a self-contained HTML report with charts, Markdown and CSV exports, and the
 //! comparison and history of several runs.
 //!
-//! One module per format, as in hyperfine's `export/`: [`terminal`] prints the tables a run
-//! and a run listing get on screen, [`json`] builds the machine-readable documents
-//! (`iolab.run/1`, described in `docs/json.md`, and `iolab.study/2`), [`html`] the HTML
-//! report (charts from [`charts`], drawn with plotters' SVG backend), [`markdown`] and
-//! [`csv`] the exports, [`compare`] and [`history`] the views of several runs. [`set`]
+//! One file per format under [`formats`], as in hyperfine's `export/`, each a
+//! [`formats::Format`] in the [`formats::FORMATS`] registry the binary builds its options
+//! from: [`json`] builds the machine-readable documents (`iolab.run/1`, described in
+//! `docs/json.md`, and `iolab.study/2`), [`html`] the HTML report (split by page part;
+//! charts from [`charts`], drawn with plotters' SVG backend), [`markdown`] and [`csv`] the
+//! exports. [`terminal`] prints the tables a run and a run listing get on screen,
+//! [`compare`] and [`history`] the views of several runs. [`set`]
 //! holds what they share: runs grouped into configurations, tests aligned by name, and the
 //! metrics. `docs/reports.md` describes every format.
 //!

@@ -20,7 +20,12 @@ pub mod json;
 pub mod markdown;
 
 /// The formats, in the order their options are listed in `--help`.
-pub static FORMATS: &[&dyn Format] = &[&html::Html, &markdown::Markdown, &csv::Csv, &json::Json];
+pub static FORMATS: &[&dyn Format] = &[
+    &html::Html,         // --html: the self-contained page with charts
+    &markdown::Markdown, // --markdown: paste-ready tables (report's default)
+    &csv::Csv,           // --csv: one row per pass
+    &json::Json,         // --json: the run, study, comparison and history documents
+];
 
 /// What `iolab report` writes when no format is asked for (to standard output), and what a
 /// study prints when it ends.
