@@ -162,24 +162,20 @@ pub fn render_runs(runs: &[RunRecord]) -> String {
 /// CSV: `iolab report --csv`, one row per pass.
 pub struct Csv;
 
+static ABOUT: super::About = super::About {
+    name: "csv",
+    title: "CSV",
+    extension: "csv",
+    runs: Some("Write CSV, one row per pass, to FILE (\"-\" or no FILE: standard output)"),
+    comparison: None,
+    history: None,
+};
+
 impl super::Format for Csv {
-    fn name(&self) -> &'static str {
-        "csv"
-    }
-    fn title(&self) -> &'static str {
-        "CSV"
-    }
-    fn extension(&self) -> &'static str {
-        "csv"
-    }
-    fn help(&self, kind: super::Kind) -> Option<&'static str> {
-        (kind == super::Kind::Runs)
-            .then_some("Write CSV, one row per pass, to FILE (\"-\" or no FILE: standard output)")
+    fn about(&self) -> &'static super::About {
+        &ABOUT
     }
     fn render(&self, view: &super::View<'_>) -> Option<String> {
-        match view {
-            super::View::Runs(set) => Some(render(set)),
-            _ => None,
-        }
+        view.runs().map(render)
     }
 }

@@ -487,31 +487,27 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
 /// (`compare --json`) and the history document (`history --json`), pretty-printed.
 pub struct Json;
 
+static ABOUT: super::About = super::About {
+    name: "json",
+    title: "JSON",
+    extension: "json",
+    runs: Some(
+        "Write JSON to FILE (\"-\" or no FILE: standard output): the run document for one run, \
+         the study document (iolab.study/2) for several or a study",
+    ),
+    comparison: Some(
+        "Print the comparison document (iolab.comparison/2) instead of the table, or write it \
+         to FILE",
+    ),
+    history: Some(
+        "Print the history document (iolab.history/2) instead of the tables, or write it to \
+         FILE",
+    ),
+};
+
 impl super::Format for Json {
-    fn name(&self) -> &'static str {
-        "json"
-    }
-    fn title(&self) -> &'static str {
-        "JSON"
-    }
-    fn extension(&self) -> &'static str {
-        "json"
-    }
-    fn help(&self, kind: super::Kind) -> Option<&'static str> {
-        Some(match kind {
-            super::Kind::Runs => {
-                "Write JSON to FILE (\"-\" or no FILE: standard output): the run document for \
-                 one run, the study document (iolab.study/2) for several or a study"
-            }
-            super::Kind::Comparison => {
-                "Print the comparison document (iolab.comparison/2) instead of the table, or \
-                 write it to FILE"
-            }
-            super::Kind::History => {
-                "Print the history document (iolab.history/2) instead of the tables, or write \
-                 it to FILE"
-            }
-        })
+    fn about(&self) -> &'static super::About {
+        &ABOUT
     }
     fn render(&self, view: &super::View<'_>) -> Option<String> {
         let doc = match view {

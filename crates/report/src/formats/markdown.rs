@@ -535,26 +535,22 @@ fn score_table(set: &RunSet, out: &mut String) {
 /// Markdown: `iolab report --markdown` (the default) and what a study prints.
 pub struct Markdown;
 
+static ABOUT: super::About = super::About {
+    name: "markdown",
+    title: "Markdown",
+    extension: "md",
+    runs: Some(
+        "Write Markdown tables to FILE (\"-\" or no FILE: standard output; the default format)",
+    ),
+    comparison: None,
+    history: None,
+};
+
 impl super::Format for Markdown {
-    fn name(&self) -> &'static str {
-        "markdown"
-    }
-    fn title(&self) -> &'static str {
-        "Markdown"
-    }
-    fn extension(&self) -> &'static str {
-        "md"
-    }
-    fn help(&self, kind: super::Kind) -> Option<&'static str> {
-        (kind == super::Kind::Runs).then_some(
-            "Write Markdown tables to FILE (\"-\" or no FILE: standard output; the default \
-             format)",
-        )
+    fn about(&self) -> &'static super::About {
+        &ABOUT
     }
     fn render(&self, view: &super::View<'_>) -> Option<String> {
-        match view {
-            super::View::Runs(set) => Some(render(set)),
-            _ => None,
-        }
+        view.runs().map(render)
     }
 }

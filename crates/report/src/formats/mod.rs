@@ -61,7 +61,15 @@ pub enum View<'a> {
     },
 }
 
-impl View<'_> {
+impl<'a> View<'a> {
+    /// The set of runs of a [`View::Runs`].
+    pub fn runs(&self) -> Option<&'a RunSet> {
+        match self {
+            View::Runs(set) => Some(set),
+            _ => None,
+        }
+    }
+
     pub fn kind(&self) -> Kind {
         match self {
             View::Runs(_) => Kind::Runs,
@@ -71,20 +79,47 @@ impl View<'_> {
     }
 }
 
+/// What a format is called and which views it renders, with the option's help for each
+/// (one paragraph, no final full stop; `None`: it does not render that view).
+#[derive(Debug)]
+pub struct About {
+    /// The option `--NAME [FILE]`, lower case.
+    pub name: &'static str,
+    /// Its name in a sentence ("HTML report written to ...").
+    pub title: &'static str,
+    /// The usual file extension, without the dot.
+    pub extension: &'static str,
+    pub runs: Option<&'static str>,
+    pub comparison: Option<&'static str>,
+    pub history: Option<&'static str>,
+}
+
 /// An output format.
 pub trait Format: Sync {
-    /// Its name: the option `--NAME [FILE]`, lower case.
-    fn name(&self) -> &'static str;
-    /// Its name in a sentence ("HTML report written to ...").
-    fn title(&self) -> &'static str;
-    /// The usual file extension, without the dot.
-    fn extension(&self) -> &'static str;
-    /// The option's help for a command that renders `kind` (one paragraph, no final full
-    /// stop), or `None` when this format does not render `kind`.
-    fn help(&self, kind: Kind) -> Option<&'static str>;
-    /// `view` in this format, ending with a newline; `None` for a kind [`Format::help`]
-    /// gives no help for.
+    fn about(&self) -> &'static About;
+    /// `view` in this format, ending with a newline; `None` for a kind [`About`] gives no
+    /// help for.
     fn render(&self, view: &View<'_>) -> Option<String>;
+
+    fn name(&self) -> &'static str {
+        self.about().name
+    }
+    fn title(&self) -> &'static str {
+        self.about().title
+    }
+    fn extension(&self) -> &'static str {
+        self.about().extension
+    }
+    /// The option's help for a command that renders `kind`, or `None` when this format
+    /// does not render `kind`.
+    fn help(&self, kind: Kind) -> Option<&'static str> {
+        let a = self.about();
+        match kind {
+            Kind::Runs => a.runs,
+            Kind::Comparison => a.comparison,
+            Kind::History => a.history,
+        }
+    }
 }
 
 impl std::fmt::Debug for dyn Format {

@@ -238,25 +238,20 @@ pub fn inline(s: &str) -> String {
 /// HTML: `iolab report --html`, a study's `--html FILE`.
 pub struct Html;
 
+static ABOUT: super::About = super::About {
+    name: "html",
+    title: "HTML",
+    extension: "html",
+    runs: Some("Write the self-contained HTML report to FILE (\"-\" or no FILE: standard output)"),
+    comparison: None,
+    history: None,
+};
+
 impl super::Format for Html {
-    fn name(&self) -> &'static str {
-        "html"
-    }
-    fn title(&self) -> &'static str {
-        "HTML"
-    }
-    fn extension(&self) -> &'static str {
-        "html"
-    }
-    fn help(&self, kind: super::Kind) -> Option<&'static str> {
-        (kind == super::Kind::Runs).then_some(
-            "Write the self-contained HTML report to FILE (\"-\" or no FILE: standard output)",
-        )
+    fn about(&self) -> &'static super::About {
+        &ABOUT
     }
     fn render(&self, view: &super::View<'_>) -> Option<String> {
-        match view {
-            super::View::Runs(set) => Some(render(set)),
-            _ => None,
-        }
+        view.runs().map(render)
     }
 }
