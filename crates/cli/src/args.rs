@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use iolab_report::formats::{self, Format, Kind};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -349,19 +350,9 @@ pub struct ReportArgs {
     /// The configuration the others are compared with (default: the first).
     #[arg(long, value_name = "LABEL")]
     pub baseline: Option<String>,
-    /// Write the self-contained HTML report to FILE ("-" or no FILE: standard output).
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
-    pub html: Option<String>,
-    /// Write Markdown tables to FILE ("-" or no FILE: standard output; the default format).
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
-    pub markdown: Option<String>,
-    /// Write CSV, one row per pass, to FILE ("-" or no FILE: standard output).
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
-    pub csv: Option<String>,
-    /// Write JSON to FILE ("-" or no FILE: standard output): the run document for one
-    /// run, the study document (iolab.study/2) for several or a study.
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
-    pub json: Option<String>,
+    /// `--html`, `--markdown`, `--csv`, `--json`: one option per format of the registry.
+    #[command(flatten)]
+    pub formats: Outputs<ForRuns>,
     /// A change whose 95% interval lies inside ±PCT percent is called "same" (default 5).
     #[arg(long, value_name = "PCT", value_parser = parse_margin)]
     pub margin: Option<f64>,
@@ -383,10 +374,9 @@ pub struct CompareArgs {
     /// --label twice: only that host's runs.
     #[arg(long, value_name = "HOST", conflicts_with = "run_ids")]
     pub host: Vec<String>,
-    /// Print the comparison document (iolab.comparison/2) instead of the table, or write
-    /// it to FILE.
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
-    pub json: Option<String>,
+    /// `--json`: the formats of the registry that render a comparison.
+    #[command(flatten)]
+    pub formats: Outputs<ForComparison>,
     /// Print every warning of every side in full instead of one line per code and side.
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -434,10 +424,9 @@ pub struct HistoryArgs {
     /// Only the newest N runs.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
-    /// Print the history document (iolab.history/2) instead of the tables, or write it to
-    /// FILE.
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
-    pub json: Option<String>,
+    /// `--json`: the formats of the registry that render a history.
+    #[command(flatten)]
+    pub formats: Outputs<ForHistory>,
     /// A change whose 95% interval lies inside ±PCT percent is called "same" (default 5).
     #[arg(long, value_name = "PCT", value_parser = parse_margin)]
     pub margin: Option<f64>,
@@ -524,4 +513,71 @@ pub struct AbArgs {
     /// cdm --size 64MiB --target /mnt/y`.
     #[arg(value_name = "CMD_A -- CMD_B", trailing_var_arg = true, allow_hyphen_values = true, num_args = 1.., required = true)]
     pub command: Vec<String>,
+}
+
+// Output formats: the options come from iolab-report's registry of formats.
+
+/// The view a command renders, for [`Outputs`].
+pub trait OutputKind {
+    const KIND: Kind;
+}
+#[derive(Debug, Clone)]
+pub struct ForRuns;
+impl OutputKind for ForRuns {
+    const KIND: Kind = Kind::Runs;
+}
+#[derive(Debug, Clone)]
+pub struct ForComparison;
+impl OutputKind for ForComparison {
+    const KIND: Kind = Kind::Comparison;
+}
+#[derive(Debug, Clone)]
+pub struct ForHistory;
+impl OutputKind for ForHistory {
+    const KIND: Kind = Kind::History;
+}
+
+/// `--NAME [FILE]` for every format of `iolab_report::formats::FORMATS` that renders
+/// `K`'s view: what was asked for, in registry order, with its destination ("-" for
+/// standard output).
+#[derive(Debug, Clone)]
+pub struct Outputs<K> {
+    pub chosen: Vec<(&'static dyn Format, String)>,
+    kind: std::marker::PhantomData<K>,
+}
+
+impl<K: OutputKind> clap::FromArgMatches for Outputs<K> {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let chosen = formats::rendering(K::KIND)
+            .filter_map(|(f, _)| m.get_one::<String>(f.name()).map(|d| (f, d.clone())))
+            .collect();
+        Ok(Outputs {
+            chosen,
+            kind: std::marker::PhantomData,
+        })
+    }
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl<K: OutputKind> Args for Outputs<K> {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        formats::rendering(K::KIND).fold(cmd, |cmd, (f, help)| {
+            cmd.arg(
+                clap::Arg::new(f.name())
+                    .long(f.name())
+                    .value_name("FILE")
+                    .num_args(0..=1)
+                    .default_missing_value("-")
+                    .value_parser(clap::value_parser!(String))
+                    .action(clap::ArgAction::Set)
+                    .help(help),
+            )
+        })
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }

@@ -5,8 +5,10 @@ use iolab_runner::RunError;
 use std::path::Path;
 
 use iolab_measure::RunRecord;
+use iolab_report::compare as cmp;
+use iolab_report::formats::{self, Format, View};
+use iolab_report::history as hist;
 use iolab_report::set::{Noise, RunSet};
-use iolab_report::{compare as cmp, csv, history as hist, html, json, markdown};
 use iolab_store::{RunFilter, Store};
 
 use crate::args::{CompareArgs, HistoryArgs, ReportArgs};
@@ -61,12 +63,12 @@ struct Output<'a> {
 
 /// Checks destinations before anything is computed: at most one on standard output, and
 /// none that looks like a run id swallowed by an option (`--csv 12`).
-fn check_destinations(dests: &[(&str, &Option<String>)]) -> Result<(), RunError> {
+fn check_destinations(dests: &[(&'static dyn Format, String)]) -> Result<(), RunError> {
     let mut stdout = Vec::new();
-    for (opt, d) in dests {
-        let Some(d) = d else { continue };
+    for (f, d) in dests {
+        let opt = f.name();
         if d == "-" {
-            stdout.push(*opt);
+            stdout.push(opt);
         } else if (d == "last" || d.parse::<i64>().is_ok()) && !Path::new(d).exists() {
             return Err(RunError::usage(format!(
                 "--{opt} {d}: '{d}' looks like a run id; put run ids before --{opt} \
@@ -96,24 +98,25 @@ fn write_outputs(outputs: Vec<Output<'_>>) -> Result<(), RunError> {
     Ok(())
 }
 
-fn ensure_newline(mut s: String) -> String {
-    if !s.ends_with('\n') {
-        s.push('\n');
-    }
-    s
+/// Renders `view` in each chosen format.
+fn render_all<'a>(chosen: &'a [(&'static dyn Format, String)], view: &View<'_>) -> Vec<Output<'a>> {
+    chosen
+        .iter()
+        .map(|(f, dest)| Output {
+            dest,
+            text: f
+                .render(view)
+                .expect("the options offer only formats that render the view"),
+        })
+        .collect()
 }
 
 pub fn report(a: ReportArgs) -> Result<i32, RunError> {
-    let mut markdown_dest = a.markdown.clone();
-    if a.html.is_none() && a.csv.is_none() && a.json.is_none() && markdown_dest.is_none() {
-        markdown_dest = Some("-".into());
+    let mut chosen = a.formats.chosen.clone();
+    if chosen.is_empty() {
+        chosen.push((formats::SCREEN, "-".into()));
     }
-    check_destinations(&[
-        ("html", &a.html),
-        ("markdown", &markdown_dest),
-        ("csv", &a.csv),
-        ("json", &a.json),
-    ])?;
+    check_destinations(&chosen)?;
     let store = open_store(&a.db)?;
     let set = match &a.study {
         Some(study) => {
@@ -152,44 +155,12 @@ pub fn report(a: ReportArgs) -> Result<i32, RunError> {
         set.set_baseline(b).map_err(RunError::usage)?;
     }
     set.set_noise(load_noise(&store, &set.run_ids())?);
-    let mut outputs = Vec::new();
-    if let Some(d) = &a.html {
-        outputs.push(Output {
-            dest: d,
-            text: html::render(&set),
-        });
-    }
-    if let Some(d) = &markdown_dest {
-        outputs.push(Output {
-            dest: d,
-            text: markdown::render(&set),
-        });
-    }
-    if let Some(d) = &a.csv {
-        outputs.push(Output {
-            dest: d,
-            text: csv::render(&set),
-        });
-    }
-    if let Some(d) = &a.json {
-        let runs: Vec<&RunRecord> = set.runs().collect();
-        let doc = if runs.len() == 1 && set.study.is_none() {
-            json::run_document(runs[0])
-        } else {
-            json::study_document(&set)
-        };
-        let text = serde_json::to_string_pretty(&doc).expect("a Value serialises");
-        outputs.push(Output {
-            dest: d,
-            text: ensure_newline(text),
-        });
-    }
-    write_outputs(outputs)?;
+    write_outputs(render_all(&chosen, &View::Runs(&set)))?;
     Ok(0)
 }
 
 pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
-    check_destinations(&[("json", &a.json)])?;
+    check_destinations(&a.formats.chosen)?;
     let store = open_store(&a.db)?;
     if a.label.len() > 1 && a.host.len() > 1 {
         return Err(RunError::usage(
@@ -264,11 +235,11 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
         set.margin_pct = m;
     }
     set.set_noise(load_noise(&store, &set.run_ids())?);
-    let c = cmp::compare(&set);
+    let mut c = cmp::compare(&set);
     // Sides run as separate batches: the command that runs each with A interleaved.
     let db = a.db.db.as_ref().map(|p| p.to_string_lossy().into_owned());
     let reg = crate::run_cmd::registry();
-    let ab: Vec<(usize, String)> = (1..c.sides.len())
+    c.ab_commands = (1..c.sides.len())
         .filter(|&k| {
             cmp::side_confounds(&c, k)
                 .iter()
@@ -277,53 +248,40 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
         .filter_map(|k| {
             let first = |i: usize| set.configs.get(i).and_then(|g| g.runs.first());
             let cmd = iolab_study::ab::suggestion(&reg, first(0)?, first(k)?, db.as_deref())?;
-            Some((k, cmd))
+            Some((c.sides[k].letter.clone(), cmd))
         })
         .collect();
-    match &a.json {
-        Some(d) => {
-            let version = set
-                .runs()
-                .next()
-                .map_or(env!("CARGO_PKG_VERSION").to_string(), |r| {
-                    r.iolab_version.clone()
-                });
-            let mut doc = cmp::document(&c, &version);
-            if !ab.is_empty() {
-                doc["ab_commands"] = ab
-                    .iter()
-                    .map(|(k, cmd)| serde_json::json!({"side": c.sides[*k].letter, "command": cmd}))
-                    .collect();
-            }
-            let text = serde_json::to_string_pretty(&doc).expect("a Value serialises");
-            write_outputs(vec![Output {
-                dest: d,
-                text: ensure_newline(text),
-            }])?;
-        }
-        None => {
-            let detail = if a.verbose {
-                iolab_report::Detail::Full
-            } else {
-                iolab_report::Detail::Summary
-            };
-            print!(
-                "{}",
-                iolab_report::style::paint(&cmp::render_opts(&c, detail, a.all || a.verbose))
-            );
-            for (k, cmd) in &ab {
-                println!(
-                    "\nTo run A and {} interleaved until decided:\n  {cmd}",
-                    c.sides[*k].letter
-                );
-            }
+    if !a.formats.chosen.is_empty() {
+        let version = set
+            .runs()
+            .next()
+            .map_or(env!("CARGO_PKG_VERSION").to_string(), |r| {
+                r.iolab_version.clone()
+            });
+        let view = View::Comparison {
+            comparison: &c,
+            iolab_version: &version,
+        };
+        write_outputs(render_all(&a.formats.chosen, &view))?;
+    } else {
+        let detail = if a.verbose {
+            iolab_report::Detail::Full
+        } else {
+            iolab_report::Detail::Summary
+        };
+        print!(
+            "{}",
+            iolab_report::style::paint(&cmp::render_opts(&c, detail, a.all || a.verbose))
+        );
+        for (letter, cmd) in &c.ab_commands {
+            println!("\nTo run A and {letter} interleaved until decided:\n  {cmd}");
         }
     }
     Ok(0)
 }
 
 pub fn history(a: HistoryArgs) -> Result<i32, RunError> {
-    check_destinations(&[("json", &a.json)])?;
+    check_destinations(&a.formats.chosen)?;
     let store = open_store(&a.db)?;
     let filter = RunFilter {
         host: a.host,
@@ -334,24 +292,19 @@ pub fn history(a: HistoryArgs) -> Result<i32, RunError> {
     let ids: Vec<i64> = runs.iter().filter_map(|r| r.id).collect();
     let noise = load_noise(&store, &ids)?;
     let margin = a.margin.unwrap_or(iolab_report::set::DEFAULT_MARGIN_PCT);
-    match &a.json {
-        Some(d) => {
-            let text = serde_json::to_string_pretty(&hist::document_at(
-                &runs,
-                &noise,
-                env!("CARGO_PKG_VERSION"),
-                margin,
-            ))
-            .expect("a Value serialises");
-            write_outputs(vec![Output {
-                dest: d,
-                text: ensure_newline(text),
-            }])?;
-        }
-        None => print!(
+    if a.formats.chosen.is_empty() {
+        print!(
             "{}",
             iolab_report::style::paint(&hist::render_at(&runs, &noise, margin))
-        ),
+        );
+    } else {
+        let view = View::History {
+            runs: &runs,
+            noise: &noise,
+            iolab_version: env!("CARGO_PKG_VERSION"),
+            margin_pct: margin,
+        };
+        write_outputs(render_all(&a.formats.chosen, &view))?;
     }
     Ok(0)
 }

@@ -125,7 +125,16 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
             .clone()
             .unwrap_or_else(iolab_store::default_db_path),
         db_given: args.db.db.is_some(),
-        html: args.html.clone(),
+        reports: args
+            .html
+            .iter()
+            .map(|p| {
+                (
+                    &iolab_report::html::Html as &dyn iolab_report::formats::Format,
+                    p.clone(),
+                )
+            })
+            .collect(),
         until_decided: args.until_decided.then(|| iolab_study::run::UntilDecided {
             budget: args.budget,
             margin_pct: args.margin.unwrap_or(iolab_report::set::DEFAULT_MARGIN_PCT),

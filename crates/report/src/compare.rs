@@ -201,6 +201,10 @@ pub struct Comparison {
     /// at other times, for the line with the largest *different* change (or the first
     /// line): the line's name and the test against it.
     pub batches: Vec<Option<(String, set::BatchTest)>>,
+    /// Commands that would run a side and A interleaved (`iolab ab`), set by the caller
+    /// where the sides ran as separate batches: (side letter, command). JSON:
+    /// `ab_commands`, present only when there is one.
+    pub ab_commands: Vec<(String, String)>,
 }
 
 fn letter(i: usize) -> String {
@@ -384,6 +388,7 @@ pub fn compare(set: &RunSet) -> Comparison {
         busiest,
         margin_pct: set.margin_pct,
         batches,
+        ab_commands: Vec::new(),
     }
 }
 
@@ -1127,7 +1132,7 @@ pub fn document(c: &Comparison, iolab_version: &str) -> Value {
         }
         tests.push(json!({ "name": name, "metrics": metrics }));
     }
-    json!({
+    let mut doc = json!({
         "schema": "iolab.comparison/2",
         "iolab_version": iolab_version,
         "method": METHOD,
@@ -1166,7 +1171,15 @@ pub fn document(c: &Comparison, iolab_version: &str) -> Value {
             "fix": w.fix,
             "test": w.test,
         })).collect::<Vec<_>>(),
-    })
+    });
+    if !c.ab_commands.is_empty() {
+        doc["ab_commands"] = c
+            .ab_commands
+            .iter()
+            .map(|(side, cmd)| json!({"side": side, "command": cmd}))
+            .collect();
+    }
+    doc
 }
 
 #[cfg(test)]

@@ -633,15 +633,7 @@ fn per_host(run: &RunRecord, out: &mut Vec<String>) {
         return;
     };
     section(out, "Per host (MPI)");
-    let mut table = Table::new(vec![
-        Column::left("Test"),
-        Column::left("Host"),
-        Column::right("Ranks"),
-        Column::right(&p.unit),
-    ]);
-    for r in crate::mpi::rows(&p) {
-        table.row(r.to_vec());
-    }
+    let table = crate::table::Table::mpi_hosts(&p).to_text();
     out.extend(table.render(crate::style::width()));
     out.extend(wrap(
         &crate::mpi::explained(&p),

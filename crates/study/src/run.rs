@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use iolab_report::formats::{self, Format, View};
 use iolab_report::set::RunSet;
-use iolab_report::{html, markdown};
 use iolab_runner::RunError;
 use iolab_store::Store;
 use iolab_testbed::{StateFile, Testbed, TestbedError};
@@ -27,8 +27,8 @@ pub struct RunOptions {
     pub db: PathBuf,
     /// Whether `--db` was given (repeated in the "again later" hint).
     pub db_given: bool,
-    /// Also write the HTML report here.
-    pub html: Option<PathBuf>,
+    /// Also write these reports (`--html FILE`): each format with its file.
+    pub reports: Vec<(&'static dyn Format, PathBuf)>,
     /// `--until-decided`: add rounds until the ranking is decided.
     pub until_decided: Option<UntilDecided>,
 }
@@ -434,11 +434,13 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
         }
         println!();
         // Coloured on a terminal (unsafe caveats, significant changes), as the binary set.
-        print!("{}", iolab_report::style::paint(&markdown::render(&set)));
-        if let Some(path) = &opts.html {
-            std::fs::write(path, html::render(&set))
+        let view = View::Runs(&set);
+        let render = |f: &dyn Format| f.render(&view).expect("a study's formats render runs");
+        print!("{}", iolab_report::style::paint(&render(formats::SCREEN)));
+        for (f, path) in &opts.reports {
+            std::fs::write(path, render(*f))
                 .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))?;
-            println!("HTML report written to {}", path.display());
+            println!("{} report written to {}", f.title(), path.display());
         }
         println!(
             "Again later: iolab report --study '{}'{} [--html FILE]",

@@ -482,3 +482,56 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
         "runs": set.runs().map(run_document).collect::<Vec<_>>(),
     })
 }
+
+/// JSON: the run or study document (`iolab report --json`), the comparison document
+/// (`compare --json`) and the history document (`history --json`), pretty-printed.
+pub struct Json;
+
+static ABOUT: super::About = super::About {
+    name: "json",
+    title: "JSON",
+    extension: "json",
+    runs: Some(
+        "Write JSON to FILE (\"-\" or no FILE: standard output): the run document for one run, \
+         the study document (iolab.study/2) for several or a study",
+    ),
+    comparison: Some(
+        "Print the comparison document (iolab.comparison/2) instead of the table, or write it \
+         to FILE",
+    ),
+    history: Some(
+        "Print the history document (iolab.history/2) instead of the tables, or write it to \
+         FILE",
+    ),
+};
+
+impl super::Format for Json {
+    fn about(&self) -> &'static super::About {
+        &ABOUT
+    }
+    fn render(&self, view: &super::View<'_>) -> Option<String> {
+        let doc = match view {
+            super::View::Runs(set) => {
+                let runs: Vec<&RunRecord> = set.runs().collect();
+                if runs.len() == 1 && set.study.is_none() {
+                    run_document(runs[0])
+                } else {
+                    study_document(set)
+                }
+            }
+            super::View::Comparison {
+                comparison,
+                iolab_version,
+            } => crate::compare::document(comparison, iolab_version),
+            super::View::History {
+                runs,
+                noise,
+                iolab_version,
+                margin_pct,
+            } => crate::history::document_at(runs, noise, iolab_version, *margin_pct),
+        };
+        let mut text = serde_json::to_string_pretty(&doc).expect("a Value serialises");
+        text.push('\n');
+        Some(text)
+    }
+}

@@ -158,3 +158,24 @@ pub fn table<R: AsRef<[u8]>>(columns: &[&str], rows: impl IntoIterator<Item = Ve
 pub fn render_runs(runs: &[RunRecord]) -> String {
     render(&RunSet::per_run(runs.to_vec()))
 }
+
+/// CSV: `iolab report --csv`, one row per pass.
+pub struct Csv;
+
+static ABOUT: super::About = super::About {
+    name: "csv",
+    title: "CSV",
+    extension: "csv",
+    runs: Some("Write CSV, one row per pass, to FILE (\"-\" or no FILE: standard output)"),
+    comparison: None,
+    history: None,
+};
+
+impl super::Format for Csv {
+    fn about(&self) -> &'static super::About {
+        &ABOUT
+    }
+    fn render(&self, view: &super::View<'_>) -> Option<String> {
+        view.runs().map(render)
+    }
+}

@@ -9,6 +9,7 @@ use iolab_measure::TestRecord;
 
 use crate::facts;
 use crate::set::{self, Metric, RunSet};
+use crate::table::{Align, Table};
 use crate::text::{ci, num};
 
 /// Most value columns a metric table gets before its directions are split into tables of
@@ -43,11 +44,34 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// A shared [`Table`]: its header and cells escaped, columns aligned as it says.
+fn table_of(out: &mut String, t: &Table) {
+    let header: Vec<String> = t.columns.iter().map(|(h, _)| escape(h)).collect();
+    let seps: Vec<&str> = t
+        .columns
+        .iter()
+        .map(|(_, a)| match a {
+            Align::Left => ":--",
+            Align::Right => "--:",
+        })
+        .collect();
+    let rows: Vec<Vec<String>> = t
+        .rows
+        .iter()
+        .map(|r| r.iter().map(|c| escape(c)).collect())
+        .collect();
+    lines(out, &header, &seps, &rows);
+}
+
 fn table(out: &mut String, header: &[String], align_right_from: usize, rows: &[Vec<String>]) {
-    out.push_str(&format!("| {} |\n", header.join(" | ")));
     let seps: Vec<&str> = (0..header.len())
         .map(|i| if i < align_right_from { ":--" } else { "--:" })
         .collect();
+    lines(out, header, &seps, rows);
+}
+
+fn lines(out: &mut String, header: &[String], seps: &[&str], rows: &[Vec<String>]) {
+    out.push_str(&format!("| {} |\n", header.join(" | ")));
     out.push_str(&format!("|{}|\n", seps.join("|")));
     for r in rows {
         out.push_str(&format!("| {} |\n", r.join(" | ")));
@@ -286,12 +310,7 @@ fn body(set: &RunSet, out: &mut String) {
             }
             if let Some(p) = crate::mpi::per_host(r) {
                 out.push_str("**Per host (MPI)**\n\n");
-                let header = ["Test", "Host", "Ranks", &p.unit].map(String::from);
-                let rows: Vec<Vec<String>> = crate::mpi::rows(&p)
-                    .iter()
-                    .map(|row| row.iter().map(|c| escape(c)).collect())
-                    .collect();
-                table(out, &header, 2, &rows);
+                table_of(out, &Table::mpi_hosts(&p));
                 out.push_str(&format!("{}\n\n", escape(&crate::mpi::explained(&p))));
             }
             if !r.notes.is_empty() {
@@ -394,18 +413,7 @@ fn body(set: &RunSet, out: &mut String) {
 fn fact_tables(set: &RunSet, out: &mut String) {
     for t in set.fact_tables() {
         out.push_str(&format!("**{}**\n\n", escape(&t.title)));
-        let mut header = vec![escape(&t.corner)];
-        header.extend(set.configs.iter().map(|c| escape(&c.label)));
-        let rows: Vec<Vec<String>> = t
-            .rows
-            .iter()
-            .map(|(name, cells)| {
-                let mut r = vec![escape(name)];
-                r.extend(cells.iter().map(|c| escape(c)));
-                r
-            })
-            .collect();
-        table(out, &header, 1, &rows);
+        table_of(out, &Table::facts(set, &t));
     }
 }
 
@@ -521,5 +529,28 @@ fn score_table(set: &RunSet, out: &mut String) {
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
+    }
+}
+
+/// Markdown: `iolab report --markdown` (the default) and what a study prints.
+pub struct Markdown;
+
+static ABOUT: super::About = super::About {
+    name: "markdown",
+    title: "Markdown",
+    extension: "md",
+    runs: Some(
+        "Write Markdown tables to FILE (\"-\" or no FILE: standard output; the default format)",
+    ),
+    comparison: None,
+    history: None,
+};
+
+impl super::Format for Markdown {
+    fn about(&self) -> &'static super::About {
+        &ABOUT
+    }
+    fn render(&self, view: &super::View<'_>) -> Option<String> {
+        view.runs().map(render)
     }
 }
