@@ -850,3 +850,58 @@ fn runs_are_listed_by_host_name_or_machine_id() {
         );
     });
 }
+
+#[test]
+fn a_reader_of_a_postgresql_store_creates_and_upgrades_nothing() {
+    let Some(server) = iolab_testkit::require_postgres() else {
+        return;
+    };
+    let url = server.database();
+    let path = Path::new(&url);
+    let has_schema = || -> bool {
+        pg(path)
+            .query_one("SELECT to_regclass('iolab_schema') IS NOT NULL", &[])
+            .unwrap()
+            .get(0)
+    };
+    // An empty database: refused, with the commands that create the store; no table made.
+    let err = Store::open_read_only(path).unwrap_err();
+    assert!(err.is_refusal(), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("no iolab result store yet"), "{text}");
+    assert!(text.contains(&format!("iolab push --to {url}")), "{text}");
+    assert!(!has_schema(), "a reader created the schema");
+    // A store of schema 5 (before the host columns): refused, left at version 5.
+    Store::open(path)
+        .unwrap()
+        .save_run(&common::run("5d1f3a52-0000-4000-8000-0000000000c1"))
+        .unwrap();
+    exec(
+        path,
+        "DROP INDEX runs_host; DROP INDEX runs_machine_id;
+         ALTER TABLE runs DROP COLUMN host, DROP COLUMN machine_id;
+         UPDATE iolab_schema SET version = 5;",
+    );
+    let version = || -> i64 {
+        pg(path)
+            .query_one("SELECT version FROM iolab_schema", &[])
+            .unwrap()
+            .get(0)
+    };
+    let err = Store::open_read_only(path).unwrap_err();
+    assert!(err.is_refusal(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!(
+            "schema is version 5, older than this iolab's {SCHEMA_VERSION}"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("a command that writes upgrades it"), "{text}");
+    assert_eq!(version(), 5, "a reader upgraded the store");
+    // A writer upgrades it; then it reads.
+    Store::open(path).unwrap();
+    assert_eq!(version(), SCHEMA_VERSION);
+    let store = Store::open_read_only(path).unwrap();
+    assert_eq!(store.count_runs().unwrap(), 1);
+}
