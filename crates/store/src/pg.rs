@@ -4,9 +4,9 @@
 //! `--db postgresql://USER@HOST/DB` (or `postgres://`) selects it. The URL is read by the
 //! `postgres` crate (its parameters: `host`, `port`, `user`, `password`, `dbname`,
 //! `sslmode`, `connect_timeout`...); a password can also come from `PGPASSWORD`, and is never
-//! shown (errors name the URL without it). TLS follows libpq's `sslmode` and `sslrootcert`
-//! ([`tls`]): `require` never falls back to a plain connection, `verify-full` checks the
-//! certificate and the host name.
+//! shown (errors name the URL without it). TLS follows libpq's `sslmode`, `sslrootcert`,
+//! `sslcert` and `sslkey` ([`tls`]): `require` never falls back to a plain connection,
+//! `verify-full` checks the certificate and the host name.
 //!
 //! The schema version lives in the table `iolab_schema` (one row: the application id and
 //! the version); migrations run inside one transaction each, behind a transaction-scoped

@@ -1,4 +1,5 @@
-//! The schema and its migrations, versioned with `PRAGMA user_version`.
+//! The schema and its migrations, for both backends; SQLite's version is `PRAGMA
+//! user_version` (PostgreSQL's the table `iolab_schema`, see `pg.rs`).
 //!
 //! `MIGRATIONS[i]` takes a database from version `i` to version `i + 1`. The list only ever
 //! grows: a step that has shipped is never edited, a change is a new step appended at the end.
