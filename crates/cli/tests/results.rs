@@ -1026,10 +1026,13 @@ fn sslmode_require_never_falls_back_to_a_plain_connection() {
     // Refused before any startup message: the server never saw iolab log in.
     let log = server.log();
     assert!(!log.contains("application_name=iolab"), "{log}");
-    // prefer (the default) falls back to plain; disable never tries TLS.
+    // prefer (the default) falls back to plain; disable never tries TLS. Both connect (a
+    // reader then finds the database empty, and creates nothing in it).
     for params in ["", "sslmode=disable"] {
         let u = server.tcp_url("127.0.0.1", &name, params);
-        with_db(&sb, std::path::Path::new(&u), &["results"]).ok();
+        with_db(&sb, std::path::Path::new(&u), &["results"])
+            .code(2)
+            .stderr_has(&["holds no iolab result store yet"]);
     }
     // A unix socket has no TLS at all: asking for it there is the caller's to fix.
     let u = format!("{}?sslmode=require", server.url(&name));
