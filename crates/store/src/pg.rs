@@ -161,7 +161,7 @@ impl Pg {
     }
 
     /// `f` on the connection, outside any transaction (each statement commits alone).
-    pub(crate) fn read<T>(
+    pub(crate) fn autocommit<T>(
         &self,
         f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {

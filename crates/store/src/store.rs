@@ -377,7 +377,7 @@ impl Store {
     ) -> Result<T, StoreError> {
         match &self.backend {
             Backend::Sqlite(b) => b.transaction(Tx::Write, f),
-            Backend::Pg(b) => b.read(f),
+            Backend::Pg(b) => b.autocommit(f),
         }
     }
 
@@ -388,7 +388,7 @@ impl Store {
     ) -> Result<T, StoreError> {
         match &self.backend {
             Backend::Sqlite(b) => f(&mut b.db()),
-            Backend::Pg(b) => b.read(f),
+            Backend::Pg(b) => b.autocommit(f),
         }
     }
 

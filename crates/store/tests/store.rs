@@ -670,7 +670,7 @@ fn the_noise_query_uses_its_index() {
     let conn = Connection::open(&path).unwrap();
     let mut stmt = conn
         .prepare(
-            "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE fingerprint = ?1 AND complete = 1
+            "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE fingerprint = ?1 AND complete = TRUE
              ORDER BY started_at DESC, id DESC LIMIT ?2",
         )
         .unwrap();
