@@ -705,6 +705,11 @@ fn exec(path: &Path, sql: &str) {
     }
 }
 
+/// The one value of the query `sql` on the PostgreSQL store at `url`.
+fn pg_one<T: for<'a> postgres::types::FromSql<'a>>(url: &Path, sql: &str) -> T {
+    pg(url).query_one(sql, &[]).unwrap().get(0)
+}
+
 fn pg(url: &Path) -> postgres::Client {
     postgres::Client::connect(url.to_str().unwrap(), postgres::NoTls).unwrap()
 }
@@ -858,12 +863,7 @@ fn a_reader_of_a_postgresql_store_creates_and_upgrades_nothing() {
     };
     let url = server.database();
     let path = Path::new(&url);
-    let has_schema = || -> bool {
-        pg(path)
-            .query_one("SELECT to_regclass('iolab_schema') IS NOT NULL", &[])
-            .unwrap()
-            .get(0)
-    };
+    let has_schema = || -> bool { pg_one(path, "SELECT to_regclass('iolab_schema') IS NOT NULL") };
     // An empty database: refused, with the commands that create the store; no table made.
     let err = Store::open_read_only(path).unwrap_err();
     assert!(err.is_refusal(), "{err}");
@@ -882,12 +882,7 @@ fn a_reader_of_a_postgresql_store_creates_and_upgrades_nothing() {
          ALTER TABLE runs DROP COLUMN host, DROP COLUMN machine_id;
          UPDATE iolab_schema SET version = 5;",
     );
-    let version = || -> i64 {
-        pg(path)
-            .query_one("SELECT version FROM iolab_schema", &[])
-            .unwrap()
-            .get(0)
-    };
+    let version = || -> i64 { pg_one(path, "SELECT version FROM iolab_schema") };
     let err = Store::open_read_only(path).unwrap_err();
     assert!(err.is_refusal(), "{err}");
     let text = err.to_string();
