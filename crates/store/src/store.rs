@@ -77,6 +77,7 @@ macro_rules! each {
         }
     };
 }
+
 impl Store {
     /// Opens the store at `path` for writing and brings its schema up to date: a
     /// `postgresql://` (or `postgres://`) URL connects to that database (creating iolab's
