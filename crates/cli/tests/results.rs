@@ -870,6 +870,61 @@ fn show_series_as_csv_json_and_table_at_a_chosen_interval() {
     sb.iolab(&["show", "last", "--interval", "1s"]).code(2);
 }
 
+#[test]
+fn a_postgresql_store_demanding_client_certificates_takes_sslcert_and_sslkey() {
+    if !iolab_testkit::require_tools(&["openssl"]) {
+        return;
+    }
+    let server = match iolab_testkit::PgServer::start_tcp_client_certs() {
+        Ok(s) => s,
+        Err(e) => {
+            iolab_testkit::skip(format!("no PostgreSQL server for the test: {e}"));
+            return;
+        }
+    };
+    let sb = Sandbox::new();
+    let name = server.database().rsplit('/').next().unwrap().to_string();
+    let root = server.cert().unwrap().to_str().unwrap().to_string();
+    let (cert, key) = server
+        .client_cert(sb.dir.path(), "client", "iolab")
+        .unwrap();
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let url = |params: &str| {
+        std::path::PathBuf::from(server.tcp_url(
+            "localhost",
+            &name,
+            &format!("sslmode=verify-full&sslrootcert={root}{params}"),
+        ))
+    };
+    let with_cert = url(&format!("&sslcert={cert}&sslkey={key}"));
+    let target = sb.target.to_str().unwrap();
+    let run: Vec<&str> = "run custom --rw read --bs 64k --size 1MiB --runs 1 --duration 100ms \
+                          --warmup 0 --quiet --label clientcert --target"
+        .split_whitespace()
+        .chain([target])
+        .collect();
+    with_db(&sb, &with_cert, &run).ok();
+    let listed = with_db(&sb, &with_cert, &["results", "--json"]).ok().json();
+    assert_eq!(listed[0]["label"], "clientcert", "{listed}");
+    // Without a certificate the server refuses the role: the caller's to fix (exit 2).
+    with_db(&sb, &url(""), &["results"])
+        .code(2)
+        .stderr_has(&["certificate"]);
+    // A key others may read is refused before connecting, as libpq refuses it.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    with_db(&sb, &with_cert, &["results"]).code(2).stderr_has(&[
+        &format!("sslkey={key}"),
+        "mode 0644",
+        "chmod 600",
+    ]);
+    std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // A certificate without its key.
+    with_db(&sb, &url(&format!("&sslcert={cert}")), &["results"])
+        .code(2)
+        .stderr_has(&["sslcert without sslkey"]);
+}
+
 /// A server of its own over TCP (`ssl` on or off), or a skip with the reason.
 fn tcp_server(ssl: bool) -> Option<iolab_testkit::PgServer> {
     if ssl && !iolab_testkit::require_tools(&["openssl"]) {
@@ -971,10 +1026,13 @@ fn sslmode_require_never_falls_back_to_a_plain_connection() {
     // Refused before any startup message: the server never saw iolab log in.
     let log = server.log();
     assert!(!log.contains("application_name=iolab"), "{log}");
-    // prefer (the default) falls back to plain; disable never tries TLS.
+    // prefer (the default) falls back to plain; disable never tries TLS. Both connect (a
+    // reader then finds the database empty, and creates nothing in it).
     for params in ["", "sslmode=disable"] {
         let u = server.tcp_url("127.0.0.1", &name, params);
-        with_db(&sb, std::path::Path::new(&u), &["results"]).ok();
+        with_db(&sb, std::path::Path::new(&u), &["results"])
+            .code(2)
+            .stderr_has(&["holds no iolab result store yet"]);
     }
     // A unix socket has no TLS at all: asking for it there is the caller's to fix.
     let u = format!("{}?sslmode=require", server.url(&name));

@@ -143,6 +143,36 @@ impl StoreError {
     }
 }
 
+impl StoreError {
+    /// The constraint a write broke, if that is what the database said.
+    pub(crate) fn violation(&self) -> Option<crate::sql::Violation> {
+        use crate::sql::Violation;
+        match self {
+            StoreError::Sqlite { source, .. } => {
+                let f = source
+                    .sqlite_error()
+                    .filter(|f| f.code == rusqlite::ErrorCode::ConstraintViolation)?;
+                match f.extended_code {
+                    rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE => Some(Violation::Unique),
+                    rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY => Some(Violation::ForeignKey),
+                    _ => None,
+                }
+            }
+            StoreError::Postgres { source, .. } => {
+                let code = source.code()?;
+                if *code == postgres::error::SqlState::UNIQUE_VIOLATION {
+                    Some(Violation::Unique)
+                } else if *code == postgres::error::SqlState::FOREIGN_KEY_VIOLATION {
+                    Some(Violation::ForeignKey)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -25,8 +25,10 @@ mod dbfile;
 mod error;
 pub mod fingerprint;
 mod health;
+mod lite;
 mod pg;
 mod schema;
+mod sql;
 mod store;
 
 use std::ffi::OsString;

@@ -1,4 +1,5 @@
-//! The schema and its migrations, versioned with `PRAGMA user_version`.
+//! The schema and its migrations, for both backends; SQLite's version is `PRAGMA
+//! user_version` (PostgreSQL's the table `iolab_schema`, see `pg.rs`).
 //!
 //! `MIGRATIONS[i]` takes a database from version `i` to version `i + 1`. The list only ever
 //! grows: a step that has shipped is never edited, a change is a new step appended at the end.
@@ -8,27 +9,31 @@ use std::path::Path;
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::error::{AtPath, StoreError};
+use crate::lite::LiteDb;
+use crate::sql::Db;
 
 /// `PRAGMA application_id` of an iolab database: "iolb" in ASCII.
 pub(crate) const APPLICATION_ID: i32 = 0x696f_6c62;
 
-/// Ordered migration steps; the schema version is the number of steps applied.
+/// Ordered migration steps; the schema version is the number of steps applied. Each is
+/// written once for both backends, with `{NAME}`s where their DDL differs (the column
+/// types, SQLite's fill-in of the hosts of v6), which [`Dialect::ddl`] replaces.
 const MIGRATIONS: &[&str] = &[
     // v1: runs > tests > passes.
     "
     CREATE TABLE runs (
-        id            INTEGER PRIMARY KEY,
+        id            {ID},
         uuid          TEXT    NOT NULL UNIQUE,
         started_at    TEXT    NOT NULL,
         finished_at   TEXT,
-        complete      INTEGER NOT NULL CHECK (complete IN (0, 1)),
+        complete      {FLAG} NOT NULL{FLAG_CHECK},
         preset        TEXT    NOT NULL,
         workload      TEXT    NOT NULL,
         target_path   TEXT    NOT NULL,
         target_kind   TEXT    NOT NULL,
         io_path       TEXT    NOT NULL,
         fs_type       TEXT    NOT NULL,
-        size          INTEGER NOT NULL,
+        size          {INT} NOT NULL,
         label         TEXT,
         command_line  TEXT    NOT NULL,
         iolab_version TEXT    NOT NULL,
@@ -44,9 +49,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_study ON runs (study);
 
     CREATE TABLE tests (
-        id           INTEGER PRIMARY KEY,
-        run_id       INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
-        idx          INTEGER NOT NULL,
+        id           {ID},
+        run_id       {INT} NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        idx          {INT} NOT NULL,
         name         TEXT    NOT NULL,
         grp          TEXT    NOT NULL,
         job_json     TEXT    NOT NULL,
@@ -56,14 +61,14 @@ const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX tests_run_id ON tests (run_id, idx);
 
     CREATE TABLE passes (
-        id              INTEGER PRIMARY KEY,
-        test_id         INTEGER NOT NULL REFERENCES tests (id) ON DELETE CASCADE,
-        idx             INTEGER NOT NULL,
-        bytes           INTEGER NOT NULL,
-        ios             INTEGER NOT NULL,
-        seconds         REAL    NOT NULL,
-        mb_s            REAL    NOT NULL,
-        iops            REAL    NOT NULL,
+        id              {ID},
+        test_id         {INT} NOT NULL REFERENCES tests (id) ON DELETE CASCADE,
+        idx             {INT} NOT NULL,
+        bytes           {INT} NOT NULL,
+        ios             {INT} NOT NULL,
+        seconds         {REAL}    NOT NULL,
+        mb_s            {REAL}    NOT NULL,
+        iops            {REAL}    NOT NULL,
         lat_json        TEXT    NOT NULL,
         read_json       TEXT,
         write_json      TEXT,
@@ -91,8 +96,8 @@ const MIGRATIONS: &[&str] = &[
     // v5: the process writing a run, from `begin_run` until `finish_run` (NULL once it
     // ended): `delete` and `prune` leave a run alone while that process is alive.
     "
-    ALTER TABLE runs ADD COLUMN writer_pid INTEGER;
-    ALTER TABLE runs ADD COLUMN writer_start INTEGER;
+    ALTER TABLE runs ADD COLUMN writer_pid {INT};
+    ALTER TABLE runs ADD COLUMN writer_start {INT};
     ALTER TABLE runs ADD COLUMN writer_boot TEXT;
     ",
     // v6: the host that measured each run (`env.hostname`, and `env.machine_id`: a hash of
@@ -102,8 +107,7 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN host TEXT;
     ALTER TABLE runs ADD COLUMN machine_id TEXT;
-    UPDATE runs SET host = json_extract(env_json, '$.hostname')
-     WHERE json_valid(env_json) AND json_type(env_json, '$.hostname') = 'text';
+    {HOST_FROM_ENV}
     CREATE INDEX runs_host ON runs (host, started_at);
     CREATE INDEX runs_machine_id ON runs (machine_id, started_at);
     ",
@@ -183,13 +187,21 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
             tx.pragma_update(None, "application_id", APPLICATION_ID)
                 .at(path)?;
         }
-        tx.execute_batch(MIGRATIONS[version as usize]).at(path)?;
-        if version + 1 == FINGERPRINTS {
-            // In the same transaction: at version 4 every run has its fingerprint.
-            crate::store::backfill_fingerprints(&tx, path)?;
-        }
+        step(&mut LiteDb::new(&tx, path), version)?;
         tx.pragma_update(None, "user_version", version + 1)
             .at(path)?;
         tx.commit().at(path)?;
     }
+}
+
+/// Takes the database of `db` from `version` to `version + 1`, inside the caller's
+/// transaction (which records the new version): the same step on either backend.
+pub(crate) fn step(db: &mut dyn Db, version: i64) -> Result<(), StoreError> {
+    let sql = db.dialect().ddl(MIGRATIONS[version as usize]);
+    db.batch(&sql)?;
+    if version + 1 == FINGERPRINTS {
+        // In the same transaction: at version 4 every run has its fingerprint.
+        crate::store::backfill_fingerprints(db)?;
+    }
+    Ok(())
 }

@@ -1,22 +1,19 @@
 //! [`Store`]: opening the database, writing runs (incrementally or at once) and reading them
 //! back.
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use iolab_measure::{PassRecord, RunRecord, TargetInfo, TargetKind, TestRecord, TestSummary};
 use iolab_sys::process::Identity;
-use rusqlite::{
-    ffi, named_params, params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row,
-    Transaction, TransactionBehavior,
-};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::dbfile::{self, DbFile};
-use crate::error::{AtPath, StoreError};
+use crate::error::StoreError;
+use crate::fingerprint;
+use crate::lite::Lite;
 use crate::pg::{self, Pg};
-use crate::{fingerprint, health, schema};
+use crate::sql::{int, vals, Cells, Db, Dialect, Tx, Violation};
 
 /// How long a write waits for another connection (another iolab) to finish its transaction
 /// before giving up with "database is locked".
@@ -91,7 +88,7 @@ impl Store {
     /// of another scheme is refused.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let backend = match Self::kind(path)? {
-            true => Backend::Pg(Pg::open(path)?),
+            true => Backend::Pg(Pg::open(path, true)?),
             false => Backend::Sqlite(Lite::open(path)?),
         };
         Ok(Store { backend })
@@ -99,12 +96,13 @@ impl Store {
 
     /// Opens the store at `path` for reading only. For a file nothing is created or
     /// written, so listing and reports work on a read-only mount or a copy one may not
-    /// change (a missing or empty file reads as an empty database). A PostgreSQL store is
-    /// brought up to date as [`Store::open`] does (the server keeps it consistent for
-    /// every reader).
+    /// change (a missing or empty file reads as an empty database). A database of an
+    /// older schema is not upgraded by a reader: a file is upgraded only where it could be
+    /// written anyway (see `lite.rs`), and a PostgreSQL store of an older schema, or one
+    /// without iolab's tables, is refused with the command that upgrades or creates it.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         let backend = match Self::kind(path)? {
-            true => Backend::Pg(Pg::open(path)?),
+            true => Backend::Pg(Pg::open(path, false)?),
             false => Backend::Sqlite(Lite::open_read_only(path)?),
         };
         Ok(Store { backend })
@@ -138,7 +136,7 @@ impl Store {
     /// running run), without finish time or tests. Returns the run's id for
     /// [`Store::add_test`] and [`Store::finish_run`].
     pub fn begin_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
-        each!(&mut self.backend, b => b.begin_run(run))
+        self.write_one(|db| insert_run(db, run))
     }
 
     /// Stores a test of run `run_id` at position `idx` (0-based; tests load in this order).
@@ -151,13 +149,13 @@ impl Store {
         idx: u32,
         test: &TestRecord,
     ) -> Result<i64, StoreError> {
-        each!(&mut self.backend, b => b.add_test(run_id, idx, test))
+        self.write_one(|db| insert_test(db, run_id, idx, test))
     }
 
     /// Stores one finished pass of test `test_id`; passes load in the order they were
     /// added. Returns the pass's id.
     pub fn add_pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
-        each!(&mut self.backend, b => b.add_pass(test_id, pass))
+        self.write_one(|db| insert_pass(db, test_id, pass))
     }
 
     /// Replaces the summary and the workload's `extra` of test `test_id` (once its passes
@@ -168,7 +166,7 @@ impl Store {
         summary: &TestSummary,
         extra: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        each!(&mut self.backend, b => b.update_test_summary(test_id, summary, extra))
+        self.write_one(|db| update_summary(db, test_id, summary, extra))
     }
 
     /// Records how run `run_id` ended: `finished_at`, `complete`, `notes`, `warnings` and
@@ -176,7 +174,7 @@ impl Store {
     /// position in `run.tests` (an MPI run adds the other ranks' `--verify` counts at the
     /// end); everything else stored for the run stays as it is.
     pub fn finish_run(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
-        each!(&mut self.backend, b => b.finish_run(run_id, run))
+        self.write(|db| finish(db, run_id, run))
     }
 
     /// Stores a whole, finished run (an import, or a test's fixture) through the same
@@ -192,7 +190,7 @@ impl Store {
     /// of its uuid is stored already: then nothing is written and `None` is returned (two
     /// pushes of a run store it once, even at the same time).
     pub fn import_run(&mut self, run: &RunRecord) -> Result<Option<i64>, StoreError> {
-        match each!(&mut self.backend, b => b.import_run(run)) {
+        match self.write(|db| Writes::whole(db, run)) {
             Ok(id) => Ok(Some(id)),
             Err(StoreError::DuplicateRun { .. }) => Ok(None),
             Err(e) => Err(e),
@@ -201,7 +199,11 @@ impl Store {
 
     /// The id of the run of `uuid`, if one is stored.
     pub fn run_by_uuid(&self, uuid: &str) -> Result<Option<i64>, StoreError> {
-        each!(&self.backend, b => b.run_by_uuid(uuid))
+        self.read(|db| {
+            db.row("SELECT id FROM runs WHERE uuid = ?1", vals![uuid], |r| {
+                r.int("id")
+            })
+        })
     }
 
     /// Reads run `id` back as it was stored, with `id` set, its tests in order and each
@@ -218,13 +220,13 @@ impl Store {
     }
 
     fn load(&self, id: i64, passes: bool) -> Result<RunRecord, StoreError> {
-        each!(&self.backend, b => b.load(id, passes))
+        self.snapshot(|db| load(db, id, passes))
     }
 
     /// The fingerprint of run `id` (see [`fingerprint`]): the stored one, or, for a row
     /// that has none, computed from its columns.
     pub fn fingerprint(&self, id: i64) -> Result<String, StoreError> {
-        each!(&self.backend, b => b.fingerprint(id))
+        self.read(|db| fingerprint_of(db, id))
     }
 
     /// The newest `limit` complete runs with fingerprint `fp`, oldest first, each with its
@@ -239,7 +241,7 @@ impl Store {
         skipped: &mut dyn FnMut(i64, StoreError),
     ) -> Result<Vec<RunRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut ids = each!(&self.backend, b => b.runs_like_ids(fp, limit))?;
+        let mut ids = self.read(|db| db.rows(RUNS_LIKE, vals![fp, limit], |r| r.int("id")))?;
         ids.reverse();
         skip_damaged(
             ids.into_iter().map(|id| (id, self.load(id, false))),
@@ -303,7 +305,7 @@ impl Store {
         &self,
         filter: &RunFilter,
     ) -> Result<Vec<(i64, Result<RunListing, StoreError>)>, StoreError> {
-        each!(&self.backend, b => b.listing(filter))
+        self.read(|db| listing(db, filter))
     }
 
     /// Deletes the runs `ids` with their tests and passes, in one transaction: if any id
@@ -334,502 +336,510 @@ impl Store {
         let mut ids = ids.to_vec();
         ids.sort_unstable();
         ids.dedup();
-        each!(&mut self.backend, b => b.delete(&ids, skip_live))
+        self.write(|db| delete(db, &ids, skip_live))
     }
 
     /// The process still writing run `id` (its pid), or `None` when the run has ended or
     /// the process that wrote it is gone (killed: the run stays incomplete).
     pub fn writer(&self, id: i64) -> Result<Option<u32>, StoreError> {
-        each!(&self.backend, b => b.writer(id))
+        self.read(|db| Ok(live_writer(db, id, false)?.flatten()))
     }
 
     /// How many runs are stored (whatever their state).
     pub fn count_runs(&self) -> Result<usize, StoreError> {
-        each!(&self.backend, b => b.count_runs())
+        self.read(|db| db.row("SELECT count(*) AS n FROM runs", &[], |r| r.unsigned("n")))
+            .map(|n| n.map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)))
     }
 
     /// The id of the most recently started run, if any.
     pub fn latest_run_id(&self) -> Result<Option<i64>, StoreError> {
-        each!(&self.backend, b => b.latest_run_id())
-    }
-}
-
-/// The SQLite backend of [`Store`]. Writes take `&mut self`; each is one short `BEGIN
-/// IMMEDIATE` transaction, so several processes (or threads, each with its own `Store`) can
-/// write to one file: they take turns, waiting up to [`BUSY_TIMEOUT`].
-#[derive(Debug)]
-pub(crate) struct Lite {
-    // Dropped in this order: SQLite closes its descriptors before the checked file's.
-    conn: Connection,
-    path: PathBuf,
-    _file: Option<DbFile>,
-}
-
-impl Lite {
-    /// Opens (creating it and its directory if needed) the database at `path` for writing
-    /// and brings its schema up to date. Anything but a regular file (a device, a FIFO, a
-    /// symlink to one: `dbfile.rs`), a file on a read-only filesystem or one that cannot be
-    /// written, a database written by a newer iolab, an SQLite file that is not iolab's, or
-    /// a damaged one (the check of `health.rs`) is refused before anything is written to it.
-    pub fn open(path: &Path) -> Result<Lite, StoreError> {
-        let file = match dbfile::check(path)? {
-            Some(f) => f,
-            None => {
-                dbfile::create(path)?;
-                dbfile::check(path)?.ok_or_else(|| StoreError::Refused {
-                    path: path.to_path_buf(),
-                    detail: "it disappeared as it was being created".into(),
-                })?
-            }
-        };
-        if dbfile::on_read_only_fs(&file) {
-            return Err(dbfile::read_only(path, &file.real));
-        }
-        health::check_header(path, &file)?;
-        // Not CREATE: the file is there (checked above); NOFOLLOW: its resolved path is
-        // opened, not whatever a symlink put there since.
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let mut conn = Connection::open_with_flags(&file.real, flags).at(path)?;
-        dbfile::verify_opened(&conn, path, &file)?;
-        if conn.is_readonly("main").at(path)? {
-            return Err(StoreError::Refused {
-                path: path.to_path_buf(),
-                detail: "it cannot be written (permission denied): give --db a database you \
-                         may write"
-                    .into(),
-            });
-        }
-        conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
-        schema::check_compatible(&conn, path)?;
-        health::check_structure(&conn, path, file.len)?;
-        enable_wal(&conn, path)?;
-        conn.pragma_update(None, "foreign_keys", true).at(path)?;
-        schema::migrate(&mut conn, path)?;
-        Ok(Lite {
-            conn,
-            path: path.to_path_buf(),
-            _file: Some(file),
+        self.read(|db| {
+            db.row(
+                "SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1",
+                &[],
+                |r| r.int("id"),
+            )
         })
     }
 
-    /// Opens the database at `path` for reading only: nothing is created or written, so
-    /// listing and reports work on a read-only mount or a copy one may not change. A file
-    /// that does not exist (or is empty) reads as an empty database; anything but a regular
-    /// file is refused as [`Store::open`] refuses it. On a read-only
-    /// filesystem, where SQLite cannot make the `-shm` file a WAL database needs, the file
-    /// is read as immutable. A database of an older schema is upgraded when it can be
-    /// written (as [`Store::open`] would) and refused otherwise.
-    pub fn open_read_only(path: &Path) -> Result<Lite, StoreError> {
-        let Some(file) = dbfile::check(path)?.filter(|f| f.len > 0) else {
-            let mut conn = Connection::open_in_memory().at(path)?;
-            schema::migrate(&mut conn, path)?;
-            return Ok(Lite {
-                conn,
-                path: path.to_path_buf(),
-                _file: None,
-            });
-        };
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let uri = file_uri(&file.real);
-        let mut conn = Connection::open_with_flags(format!("{uri}?mode=ro"), flags).at(path)?;
-        dbfile::verify_opened(&conn, path, &file)?;
-        let probe = |c: &Connection| {
-            c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
-                r.get::<_, i64>(0)
-            })
-        };
-        if let Err(e) = probe(&conn) {
-            // A reader of a WAL database needs its `-shm` index: where it cannot be made (a
-            // read-only filesystem: CANTOPEN; a directory this user may not write, beside
-            // another user's database: READONLY_CANTINIT; a full filesystem: IOERR) the file
-            // is read as immutable, which is exact only while no write-ahead log holds rows
-            // the main file lacks.
-            let wal =
-                std::fs::metadata(format!("{}-wal", file.real.display())).map_or(0, |m| m.len());
-            if !matches!(
-                e.sqlite_error_code(),
-                Some(ErrorCode::CannotOpen | ErrorCode::SystemIoFailure | ErrorCode::ReadOnly)
-            ) || wal > 0
-            {
-                return Err(e).at(path);
-            }
-            conn = Connection::open_with_flags(format!("{uri}?immutable=1"), flags).at(path)?;
-            dbfile::verify_opened(&conn, path, &file)?;
-        }
-        conn.busy_timeout(BUSY_TIMEOUT).at(path)?;
-        schema::check_compatible(&conn, path)?;
-        let version = schema::user_version(&conn).at(path)?;
-        if version < schema::SCHEMA_VERSION {
-            drop(conn);
-            return Lite::open(path).map_err(|e| match &e {
-                StoreError::Sqlite { source, .. }
-                    if matches!(
-                        source.sqlite_error_code(),
-                        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen)
-                    ) =>
-                {
-                    StoreError::OldReadOnly {
-                        path: path.to_path_buf(),
-                        found: version,
-                        supported: schema::SCHEMA_VERSION,
-                    }
-                }
-                StoreError::Refused { .. } => StoreError::OldReadOnly {
-                    path: path.to_path_buf(),
-                    found: version,
-                    supported: schema::SCHEMA_VERSION,
-                },
-                _ => e,
-            });
-        }
-        Ok(Lite {
-            conn,
-            path: path.to_path_buf(),
-            _file: Some(file),
-        })
-    }
-
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits it; any error rolls back.
+    /// `f` in one write transaction, committed; any error rolls back.
     fn write<T>(
         &mut self,
-        f: impl FnOnce(&Transaction<'_>, &Path) -> Result<T, StoreError>,
+        f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let path = &self.path;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .at(path)?;
-        let out = f(&tx, path)?;
-        tx.commit().at(path)?;
-        Ok(out)
+        each!(&self.backend, b => b.transaction(Tx::Write, f))
     }
 
-    /// [`Store::begin_run`].
-    pub fn begin_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
-        self.write(|tx, path| insert_run(tx, path, run))
-    }
-
-    /// [`Store::add_test`].
-    pub fn add_test(
+    /// `f`, one statement that writes: in SQLite's `BEGIN IMMEDIATE` transaction (which
+    /// waits its turn), on PostgreSQL's connection as it is (one round trip).
+    fn write_one<T>(
         &mut self,
-        run_id: i64,
-        idx: u32,
-        test: &TestRecord,
-    ) -> Result<i64, StoreError> {
-        self.write(|tx, path| insert_test(tx, path, run_id, idx, test))
-    }
-
-    /// [`Store::add_pass`].
-    pub fn add_pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
-        self.write(|tx, path| insert_pass(tx, path, test_id, pass))
-    }
-
-    /// [`Store::update_test_summary`].
-    pub fn update_test_summary(
-        &mut self,
-        test_id: i64,
-        summary: &TestSummary,
-        extra: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        self.write(|tx, path| {
-            let summary = encode(path, "tests.summary_json", summary)?;
-            let extra = encode_value(path, "tests.extra_json", extra)?;
-            let n = tx
-                .prepare_cached("UPDATE tests SET summary_json = ?1, extra_json = ?2 WHERE id = ?3")
-                .and_then(|mut s| s.execute(params![summary, extra, test_id]))
-                .at(path)?;
-            if n == 0 {
-                return Err(StoreError::TestNotFound {
-                    path: path.to_path_buf(),
-                    id: test_id,
-                });
-            }
-            Ok(())
-        })
-    }
-
-    /// [`Store::finish_run`].
-    pub fn finish_run(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
-        self.write(|tx, path| finish(tx, path, run_id, run))
-    }
-
-    /// Stores a whole run in one transaction unless a run of its uuid is stored already
-    /// (then `None`).
-    pub(crate) fn import_run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
-        self.write(|tx, path| Writes::whole(&mut (tx, path), run))
-    }
-
-    /// The id of the run of `uuid`, if it is stored.
-    pub(crate) fn run_by_uuid(&self, uuid: &str) -> Result<Option<i64>, StoreError> {
-        self.conn
-            .query_row("SELECT id FROM runs WHERE uuid = ?1", [uuid], |r| r.get(0))
-            .optional()
-            .at(&self.path)
-    }
-
-    fn load(&self, id: i64, passes: bool) -> Result<RunRecord, StoreError> {
-        let path = &self.path;
-        let tx = self.conn.unchecked_transaction().at(path)?;
-        let mut run = tx
-            .query_row(
-                "SELECT id, uuid, started_at, finished_at, complete, preset, workload,
-                        target_path, target_kind, io_path, fs_type, size, label, command_line,
-                        iolab_version, engine, settings_json, notes_json, warnings_json,
-                        env_json, study, config_label, study_json
-                 FROM runs WHERE id = ?1",
-                [id],
-                |row| Ok(decode_run(path, &(path.as_path(), row), id)),
-            )
-            .optional()
-            .at(path)?
-            .ok_or_else(|| StoreError::RunNotFound {
-                path: path.to_path_buf(),
-                id,
-            })??;
-
-        let mut tests = Vec::new();
-        {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT id, name, grp, job_json, summary_json, extra_json
-                     FROM tests WHERE run_id = ?1 ORDER BY idx",
-                )
-                .at(path)?;
-            let mut rows = stmt.query([id]).at(path)?;
-            while let Some(row) = rows.next().at(path)? {
-                tests.push(decode_test(path, &(path.as_path(), row))?);
-            }
-        }
-        if passes {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT id, idx, bytes, ios, seconds, mb_s, iops, lat_json, read_json,
-                            write_json, sync_json, cpu_json, timeseries_json, errors_json,
-                            context_json
-                     FROM passes WHERE test_id = ?1 ORDER BY id",
-                )
-                .at(path)?;
-            for (test_id, test) in &mut tests {
-                let mut rows = stmt.query([*test_id]).at(path)?;
-                while let Some(row) = rows.next().at(path)? {
-                    test.passes.push(decode_pass(path, &(path.as_path(), row))?);
-                }
-            }
-        }
-        tx.commit().at(path)?;
-        run.tests = tests.into_iter().map(|(_, t)| t).collect();
-        Ok(run)
-    }
-
-    /// The fingerprint of run `id` (see [`fingerprint`]): the stored one, or, for a row
-    /// that has none, computed from its columns.
-    pub fn fingerprint(&self, id: i64) -> Result<String, StoreError> {
-        let path = &self.path;
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT fingerprint, {FINGERPRINT_COLUMNS} FROM runs WHERE id = ?1"
-            ))
-            .at(path)?;
-        let mut rows = stmt.query([id]).at(path)?;
-        let Some(r) = rows.next().at(path)? else {
-            return Err(StoreError::RunNotFound {
-                path: path.to_path_buf(),
-                id,
-            });
-        };
-        match r.get::<_, Option<String>>("fingerprint").at(path)? {
-            Some(fp) => Ok(fp),
-            None => fingerprint_of_row(r, path),
+        f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(b) => b.transaction(Tx::Write, f),
+            Backend::Pg(b) => b.autocommit(f),
         }
     }
 
-    pub(crate) fn runs_like_ids(&self, fp: &str, limit: i64) -> Result<Vec<i64>, StoreError> {
-        self.conn
-            .prepare_cached(RUNS_LIKE)
-            .and_then(|mut s| {
-                s.query_map(params![fp, limit], |r| r.get(0))?
-                    .collect::<Result<Vec<i64>, _>>()
-            })
-            .at(&self.path)
-    }
-
-    /// The listing rows of [`Store::list_runs`], each decoded on its own (with its id).
-    #[allow(clippy::type_complexity)]
-    fn listing(
+    /// `f`, reads outside any transaction.
+    fn read<T>(
         &self,
-        filter: &RunFilter,
-    ) -> Result<Vec<(i64, Result<RunListing, StoreError>)>, StoreError> {
-        let path = &self.path;
-        let limit = filter
-            .limit
-            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT * FROM (
-                     SELECT r.id, r.started_at, r.preset, r.workload, r.target_path, r.fs_type,
-                            r.label, r.complete, r.study, r.config_label, r.host,
-                            (SELECT count(*) FROM tests t WHERE t.run_id = r.id) AS n_tests
-                     FROM runs r
-                     WHERE (:preset IS NULL OR r.preset = :preset)
-                       AND (:target IS NULL OR r.target_path = :target)
-                       AND (:label IS NULL OR r.label = :label)
-                       AND (:study IS NULL OR r.study = :study)
-                       AND (:host IS NULL OR r.host = :host OR r.machine_id = :host)
-                     ORDER BY r.started_at DESC, r.id DESC
-                     LIMIT :limit)
-                 ORDER BY started_at, id",
-            )
-            .at(path)?;
-        let rows = stmt
-            .query_map(
-                named_params! {
-                    ":preset": filter.preset,
-                    ":target": filter.target,
-                    ":label": filter.label,
-                    ":study": filter.study,
-                    ":host": filter.host,
-                    ":limit": limit,
-                },
-                |r| {
-                    let id: i64 = r.get("id")?;
-                    let listed = (|| -> rusqlite::Result<RunListing> {
-                        Ok(RunListing {
-                            id,
-                            started_at: r.get("started_at")?,
-                            preset: r.get("preset")?,
-                            workload: r.get("workload")?,
-                            target: r.get("target_path")?,
-                            fs_type: r.get("fs_type")?,
-                            label: r.get("label")?,
-                            complete: r.get("complete")?,
-                            tests: r.get("n_tests")?,
-                            study: r.get("study")?,
-                            config_label: r.get("config_label")?,
-                            host: r.get("host")?,
-                        })
-                    })();
-                    Ok((id, listed.at(path)))
-                },
-            )
-            .at(path)?;
-        rows.collect::<Result<_, _>>().at(path)
+        f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(b) => f(&mut b.db()),
+            Backend::Pg(b) => b.autocommit(f),
+        }
     }
 
-    /// The process still writing run `id` (its pid), or `None` when the run has ended or
-    /// the process that wrote it is gone (killed: the run stays incomplete).
-    pub fn writer(&self, id: i64) -> Result<Option<u32>, StoreError> {
-        live_writer(&self.conn, &self.path, id)
+    /// `f`, reads that see one state of the store.
+    fn snapshot<T>(
+        &self,
+        f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        each!(&self.backend, b => b.transaction(Tx::Snapshot, f))
     }
+}
 
-    fn delete(
-        &mut self,
-        ids: &[i64],
-        skip_live: bool,
-    ) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
-        // Inside the write transaction: no run can begin or end between the check of its
-        // writer and its deletion.
-        self.write(|tx, path| {
-            let mut deleted = 0;
-            let mut running = Vec::new();
-            for &id in ids {
-                if let Some(pid) = live_writer(tx, path, id)? {
-                    if !skip_live {
-                        return Err(StoreError::RunBeingWritten {
-                            path: path.to_path_buf(),
-                            id,
-                            pid,
-                        });
-                    }
-                    running.push((id, pid));
-                    continue;
-                }
-                let n = tx
-                    .execute("DELETE FROM runs WHERE id = ?1", [id])
-                    .at(path)?;
-                if n == 0 {
-                    // Dropping `tx` without commit rolls back the deletes before this one.
-                    return Err(StoreError::RunNotFound {
-                        path: path.to_path_buf(),
-                        id,
-                    });
-                }
-                deleted += n;
-            }
-            Ok((deleted, running))
-        })
+/// The store's statements, written once for both backends (see `sql.rs`): `?N`
+/// placeholders, `TRUE`/`FALSE` for flags, `RETURNING id` for a new row's id.
+const RUN_COLUMNS: &str = "SELECT id, uuid, started_at, finished_at, complete, preset, workload,
+        target_path, target_kind, io_path, fs_type, size, label, command_line,
+        iolab_version, engine, settings_json, notes_json, warnings_json,
+        env_json, study, config_label, study_json
+     FROM runs WHERE id = ?1";
+
+const TEST_COLUMNS: &str = "SELECT id, name, grp, job_json, summary_json, extra_json
+     FROM tests WHERE run_id = ?1 ORDER BY idx";
+
+const PASS_COLUMNS: &str = "SELECT id, idx, bytes, ios, seconds, mb_s, iops, lat_json, read_json,
+        write_json, sync_json, cpu_json, timeseries_json, errors_json, context_json
+     FROM passes WHERE test_id = ?1 ORDER BY id";
+
+/// The query behind [`Store::runs_like`] (its plan is checked in the tests: it must use
+/// the `runs_fingerprint` index).
+const RUNS_LIKE: &str = "SELECT id FROM runs WHERE fingerprint = ?1 AND complete = TRUE
+     ORDER BY started_at DESC, id DESC LIMIT ?2";
+
+/// The newest runs matching a [`RunFilter`] (`?6`: how many; `i64::MAX` for all), listed
+/// oldest first.
+const LISTING: &str = "SELECT * FROM (
+         SELECT r.id, r.started_at, r.preset, r.workload, r.target_path, r.fs_type,
+                r.label, r.complete, r.study, r.config_label, r.host,
+                (SELECT count(*) FROM tests t WHERE t.run_id = r.id) AS n_tests
+         FROM runs r
+         WHERE (CAST(?1 AS TEXT) IS NULL OR r.preset = ?1)
+           AND (CAST(?2 AS TEXT) IS NULL OR r.target_path = ?2)
+           AND (CAST(?3 AS TEXT) IS NULL OR r.label = ?3)
+           AND (CAST(?4 AS TEXT) IS NULL OR r.study = ?4)
+           AND (CAST(?5 AS TEXT) IS NULL OR r.host = ?5 OR r.machine_id = ?5)
+         ORDER BY r.started_at DESC, r.id DESC
+         LIMIT ?6) AS newest
+     ORDER BY started_at, id";
+
+/// The columns a fingerprint is computed from, for [`fingerprint_of_row`].
+const FINGERPRINT_COLUMNS: &str = "id, workload, preset, target_kind, target_path, label,
+     config_label, study, engine, settings_json, command_line, env_json";
+
+fn run_not_found(path: &Path, id: i64) -> StoreError {
+    StoreError::RunNotFound {
+        path: path.to_path_buf(),
+        id,
     }
+}
 
-    /// How many runs are stored (whatever their state).
-    pub fn count_runs(&self) -> Result<usize, StoreError> {
-        self.conn
-            .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
-            .at(&self.path)
+fn test_not_found(path: &Path, id: i64) -> StoreError {
+    StoreError::TestNotFound {
+        path: path.to_path_buf(),
+        id,
     }
+}
 
-    /// The id of the most recently started run, if any.
-    pub fn latest_run_id(&self) -> Result<Option<i64>, StoreError> {
-        self.conn
-            .query_row(
-                "SELECT id FROM runs ORDER BY started_at DESC, id DESC LIMIT 1",
-                [],
-                |r| r.get(0),
-            )
-            .optional()
-            .at(&self.path)
+fn insert_run(db: &mut dyn Db, run: &RunRecord) -> Result<i64, StoreError> {
+    let path = db.path().to_path_buf();
+    let path = path.as_path();
+    let command_line = encode(path, "runs.command_line", &stored_args(&run.command_line))?;
+    let settings = encode(path, "runs.settings_json", &run.settings)?;
+    let notes = encode(path, "runs.notes_json", &run.notes)?;
+    let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
+    let env = encode_value(path, "runs.env_json", &run.env)?;
+    let study_meta = encode_value(path, "runs.study_json", &run.study_meta)?;
+    let fingerprint = fingerprint::of_run(run, &settings);
+    // This process writes the run until `finish_run`; without /proc it cannot be named,
+    // and the run is then not protected from `delete` while it is written.
+    let writer = Identity::current();
+    let (host, machine_id) = host_of(run);
+    let t = &run.target;
+    let size = int(path, "target size", t.size)?;
+    db.insert(
+        "INSERT INTO runs (uuid, started_at, finished_at, complete, preset, workload,
+             target_path, target_kind, io_path, fs_type, size, label, command_line,
+             iolab_version, engine, settings_json, notes_json, warnings_json, env_json,
+             study, config_label, study_json, fingerprint, writer_pid, writer_start,
+             writer_boot, host, machine_id)
+         VALUES (?1, ?2, NULL, FALSE, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,
+             ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)
+         RETURNING id",
+        vals![
+            &run.uuid,
+            &run.started_at,
+            &run.preset,
+            &run.workload,
+            &t.path,
+            t.kind.as_str(),
+            &t.io_path,
+            &t.fs_type,
+            size,
+            &run.label,
+            &command_line,
+            &run.iolab_version,
+            &run.engine,
+            &settings,
+            &notes,
+            &warnings,
+            &env,
+            &run.study,
+            &run.config_label,
+            &study_meta,
+            &fingerprint,
+            writer.as_ref().map(|w| i64::from(w.pid)),
+            writer.as_ref().map(|w| w.start_ticks as i64),
+            writer.as_ref().map(|w| w.boot_id.as_str()),
+            host,
+            machine_id,
+        ],
+        |v| {
+            (v == Violation::Unique).then(|| StoreError::DuplicateRun {
+                path: path.to_path_buf(),
+                uuid: run.uuid.clone(),
+            })
+        },
+    )
+}
+
+fn insert_test(
+    db: &mut dyn Db,
+    run_id: i64,
+    idx: u32,
+    test: &TestRecord,
+) -> Result<i64, StoreError> {
+    let path = db.path().to_path_buf();
+    let job = encode(&path, "tests.job_json", &test.job)?;
+    let summary = encode(&path, "tests.summary_json", &test.summary)?;
+    let extra = encode_value(&path, "tests.extra_json", &test.extra)?;
+    db.insert(
+        "INSERT INTO tests (run_id, idx, name, grp, job_json, summary_json, extra_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+        vals![
+            run_id,
+            i64::from(idx),
+            &test.name,
+            &test.group,
+            &job,
+            &summary,
+            &extra
+        ],
+        |v| (v == Violation::ForeignKey).then(|| run_not_found(&path, run_id)),
+    )
+}
+
+fn insert_pass(db: &mut dyn Db, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
+    let path = db.path().to_path_buf();
+    let path = path.as_path();
+    let lat = encode(path, "passes.lat_json", &pass.lat_us)?;
+    let read = encode_opt(path, "passes.read_json", pass.read.as_ref())?;
+    let write = encode_opt(path, "passes.write_json", pass.write.as_ref())?;
+    let sync = encode_opt(path, "passes.sync_json", pass.sync.as_ref())?;
+    let cpu = encode(path, "passes.cpu_json", &pass.cpu)?;
+    let timeseries = encode(path, "passes.timeseries_json", &pass.timeseries)?;
+    let errors = encode(path, "passes.errors_json", &pass.errors)?;
+    let context = encode(path, "passes.context_json", &pass.context)?;
+    let (bytes, ios) = (
+        int(path, "pass bytes", pass.bytes)?,
+        int(path, "pass I/O count", pass.ios)?,
+    );
+    db.insert(
+        "INSERT INTO passes (test_id, idx, bytes, ios, seconds, mb_s, iops, lat_json,
+             read_json, write_json, sync_json, cpu_json, timeseries_json, errors_json,
+             context_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+         RETURNING id",
+        vals![
+            test_id,
+            i64::from(pass.index),
+            bytes,
+            ios,
+            pass.seconds,
+            pass.mb_s,
+            pass.iops,
+            &lat,
+            &read,
+            &write,
+            &sync,
+            &cpu,
+            &timeseries,
+            &errors,
+            &context,
+        ],
+        |v| (v == Violation::ForeignKey).then(|| test_not_found(path, test_id)),
+    )
+}
+
+/// [`Store::update_test_summary`].
+fn update_summary(
+    db: &mut dyn Db,
+    test_id: i64,
+    summary: &TestSummary,
+    extra: &serde_json::Value,
+) -> Result<(), StoreError> {
+    let path = db.path().to_path_buf();
+    let summary = encode(&path, "tests.summary_json", summary)?;
+    let extra = encode_value(&path, "tests.extra_json", extra)?;
+    let n = db.execute(
+        "UPDATE tests SET summary_json = ?1, extra_json = ?2 WHERE id = ?3",
+        vals![&summary, &extra, test_id],
+    )?;
+    match n {
+        0 => Err(test_not_found(&path, test_id)),
+        _ => Ok(()),
     }
 }
 
 /// Records how run `run_id` ended (see [`Store::finish_run`]).
-fn finish(
-    tx: &Transaction<'_>,
-    path: &Path,
-    run_id: i64,
-    run: &RunRecord,
-) -> Result<(), StoreError> {
-    let notes = encode(path, "runs.notes_json", &run.notes)?;
-    let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
-    let env = encode_value(path, "runs.env_json", &run.env)?;
-    let n = tx
-        .prepare_cached(
-            "UPDATE runs SET finished_at = :finished_at, complete = :complete,
-                            notes_json = :notes, warnings_json = :warnings, env_json = :env,
-                            writer_pid = NULL, writer_start = NULL, writer_boot = NULL
-                     WHERE id = :id",
-        )
-        .and_then(|mut s| {
-            s.execute(named_params! {
-                ":finished_at": run.finished_at,
-                ":complete": run.complete,
-                ":notes": notes,
-                ":warnings": warnings,
-                ":env": env,
-                ":id": run_id,
-            })
-        })
-        .at(path)?;
+fn finish(db: &mut dyn Db, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
+    let path = db.path().to_path_buf();
+    let notes = encode(&path, "runs.notes_json", &run.notes)?;
+    let warnings = encode(&path, "runs.warnings_json", &run.warnings)?;
+    let env = encode_value(&path, "runs.env_json", &run.env)?;
+    let n = db.execute(
+        "UPDATE runs SET finished_at = ?1, complete = ?2, notes_json = ?3,
+                warnings_json = ?4, env_json = ?5,
+                writer_pid = NULL, writer_start = NULL, writer_boot = NULL
+         WHERE id = ?6",
+        vals![
+            &run.finished_at,
+            run.complete,
+            &notes,
+            &warnings,
+            &env,
+            run_id
+        ],
+    )?;
     if n == 0 {
-        return Err(StoreError::RunNotFound {
-            path: path.to_path_buf(),
-            id: run_id,
-        });
+        return Err(run_not_found(&path, run_id));
     }
     for (idx, t) in run.tests.iter().enumerate() {
-        let extra = encode_value(path, "tests.extra_json", &t.extra)?;
-        tx.prepare_cached("UPDATE tests SET extra_json = ?1 WHERE run_id = ?2 AND idx = ?3")
-            .and_then(|mut s| s.execute(params![extra, run_id, idx as i64]))
-            .at(path)?;
+        let extra = encode_value(&path, "tests.extra_json", &t.extra)?;
+        db.execute(
+            "UPDATE tests SET extra_json = ?1 WHERE run_id = ?2 AND idx = ?3",
+            vals![&extra, run_id, idx as i64],
+        )?;
+    }
+    Ok(())
+}
+
+/// Run `id`, with its tests and (with `passes`) their passes, read inside one snapshot.
+fn load(db: &mut dyn Db, id: i64, passes: bool) -> Result<RunRecord, StoreError> {
+    let path = db.path().to_path_buf();
+    let path = path.as_path();
+    let mut run = db
+        .row(RUN_COLUMNS, vals![id], |r| decode_run(path, r, id))?
+        .ok_or_else(|| run_not_found(path, id))?;
+    let mut tests = db.rows(TEST_COLUMNS, vals![id], |r| decode_test(path, r))?;
+    if passes {
+        for (test_id, test) in &mut tests {
+            test.passes = db.rows(PASS_COLUMNS, vals![*test_id], |r| decode_pass(path, r))?;
+        }
+    }
+    run.tests = tests.into_iter().map(|(_, t)| t).collect();
+    Ok(run)
+}
+
+/// The listing rows of [`Store::list_runs`], each decoded on its own (with its id).
+#[allow(clippy::type_complexity)]
+fn listing(
+    db: &mut dyn Db,
+    filter: &RunFilter,
+) -> Result<Vec<(i64, Result<RunListing, StoreError>)>, StoreError> {
+    let limit = filter
+        .limit
+        .map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX));
+    let params = vals![
+        &filter.preset,
+        &filter.target,
+        &filter.label,
+        &filter.study,
+        &filter.host,
+        limit
+    ];
+    db.rows(LISTING, params, |r| {
+        let id = r.int("id")?;
+        let listed = (|| {
+            Ok(RunListing {
+                id,
+                started_at: r.text("started_at")?,
+                preset: r.text("preset")?,
+                workload: r.text("workload")?,
+                target: r.text("target_path")?,
+                fs_type: r.text("fs_type")?,
+                label: r.opt_text("label")?,
+                complete: r.flag("complete")?,
+                tests: usize::try_from(r.unsigned("n_tests")?).unwrap_or(usize::MAX),
+                study: r.opt_text("study")?,
+                config_label: r.opt_text("config_label")?,
+                host: r.opt_text("host")?,
+            })
+        })();
+        Ok((id, listed))
+    })
+}
+
+/// [`Store::delete_runs`] inside the write transaction: no run can begin or end between
+/// the check of its writer and its deletion.
+fn delete(
+    db: &mut dyn Db,
+    ids: &[i64],
+    skip_live: bool,
+) -> Result<(usize, Vec<(i64, u32)>), StoreError> {
+    let path = db.path().to_path_buf();
+    let mut deleted = 0;
+    let mut running = Vec::new();
+    for &id in ids {
+        // Dropping the transaction without commit rolls back the deletes before this one.
+        let writer = live_writer(db, id, true)?.ok_or_else(|| run_not_found(&path, id))?;
+        if let Some(pid) = writer {
+            if !skip_live {
+                return Err(StoreError::RunBeingWritten { path, id, pid });
+            }
+            running.push((id, pid));
+            continue;
+        }
+        deleted += db.execute("DELETE FROM runs WHERE id = ?1", vals![id])? as usize;
+    }
+    Ok((deleted, running))
+}
+
+/// A run's command line as it is stored: a PostgreSQL URL's password (`--db
+/// postgresql://u:PASSWORD@h/db`) is replaced by `***`; nothing else changes (the fingerprint
+/// leaves `--db` out anyway).
+pub(crate) fn stored_args(command_line: &[String]) -> Vec<String> {
+    command_line
+        .iter()
+        .map(|a| match a.contains("postgres") && a.contains("://") {
+            true => pg::redacted(a),
+            false => a.clone(),
+        })
+        .collect()
+}
+
+/// The host name and machine id a run's captured environment names (`env.hostname`,
+/// `env.machine_id`): what `--host` selects by.
+pub(crate) fn host_of(run: &RunRecord) -> (Option<&str>, Option<&str>) {
+    let field = |k: &str| run.env.get(k).and_then(|v| v.as_str());
+    (field("hostname"), field("machine_id"))
+}
+
+/// Whether run `id` is stored (`None` if not) and the pid of the live process writing it,
+/// if its row records one (see [`Store::writer`]); with `lock`, the row is locked until the
+/// end of the transaction (PostgreSQL: its writer cannot finish, or a push replace it,
+/// before the caller deletes it).
+///
+/// In a PostgreSQL store a writer on another machine cannot be looked at: while its row
+/// names one, the run counts as being written (delete it from that machine, or once it has
+/// ended there). An SQLite file is written from one machine: its writer is looked at here.
+fn live_writer(db: &mut dyn Db, id: i64, lock: bool) -> Result<Option<Option<u32>>, StoreError> {
+    let dialect = db.dialect();
+    let sql = format!(
+        "SELECT writer_pid, writer_start, writer_boot, machine_id FROM runs WHERE id = ?1{}",
+        if lock { dialect.lock_row() } else { "" }
+    );
+    db.row(&sql, vals![id], |r| {
+        let (pid, start, boot) = (
+            r.opt_int("writer_pid")?,
+            r.opt_int("writer_start")?,
+            r.opt_text("writer_boot")?,
+        );
+        let (Some(pid), Some(start), Some(boot_id)) = (pid, start, boot) else {
+            return Ok(None);
+        };
+        let (Ok(pid), Ok(start_ticks)) = (u32::try_from(pid), u64::try_from(start)) else {
+            return Ok(None);
+        };
+        if dialect == Dialect::Postgres {
+            let machine = r.opt_text("machine_id")?;
+            if machine.is_some() && machine != iolab_sys::host::machine_id() {
+                return Ok(Some(pid));
+            }
+        }
+        let writer = Identity {
+            pid,
+            start_ticks,
+            boot_id,
+        };
+        Ok(writer.alive().then_some(pid))
+    })
+}
+
+/// The fingerprint of run `id`: the stored one, or, for a row that has none, computed from
+/// its columns.
+fn fingerprint_of(db: &mut dyn Db, id: i64) -> Result<String, StoreError> {
+    let path = db.path().to_path_buf();
+    let sql = format!("SELECT fingerprint, {FINGERPRINT_COLUMNS} FROM runs WHERE id = ?1");
+    db.row(&sql, vals![id], |r| match r.opt_text("fingerprint")? {
+        Some(fp) => Ok(fp),
+        None => fingerprint_of_row(r),
+    })?
+    .ok_or_else(|| run_not_found(&path, id))
+}
+
+/// The fingerprint of a run from a row of [`FINGERPRINT_COLUMNS`].
+fn fingerprint_of_row(r: &dyn Cells) -> Result<String, StoreError> {
+    // A command line that does not parse counts as empty: the fingerprint then rests on
+    // the other parts; likewise an environment without a host name (or not JSON).
+    let command_line: Vec<String> =
+        serde_json::from_str(&r.text("command_line")?).unwrap_or_default();
+    let env: Option<serde_json::Value> = r
+        .opt_text("env_json")
+        .ok()
+        .flatten()
+        .and_then(|e| serde_json::from_str(&e).ok());
+    let host = env.as_ref().and_then(|e| e.get("hostname")?.as_str());
+    let (label, config_label, study) = (
+        r.opt_text("label")?,
+        r.opt_text("config_label")?,
+        r.opt_text("study")?,
+    );
+    Ok(fingerprint::of_parts(&fingerprint::Parts {
+        workload: &r.text("workload")?,
+        preset: &r.text("preset")?,
+        target_kind: &r.text("target_kind")?,
+        target_path: &r.text("target_path")?,
+        label: label.as_deref(),
+        config_label: config_label.as_deref(),
+        study: study.as_deref(),
+        host,
+        engine: &r.text("engine")?,
+        settings_json: &r.text("settings_json")?,
+        command_line: &command_line,
+    }))
+}
+
+/// Fills in the fingerprint of every run stored without one, inside the migration to
+/// schema v4 (on `db`, its transaction). A row too damaged to compute one from keeps none
+/// (it is then no other run's noise).
+pub(crate) fn backfill_fingerprints(db: &mut dyn Db) -> Result<(), StoreError> {
+    let sql = format!("SELECT {FINGERPRINT_COLUMNS} FROM runs WHERE fingerprint IS NULL");
+    let rows = db.rows(&sql, &[], |r| {
+        Ok((r.int("id")?, fingerprint_of_row(r).ok()))
+    })?;
+    for (id, fp) in rows {
+        if let Some(fp) = fp {
+            db.execute(
+                "UPDATE runs SET fingerprint = ?1 WHERE id = ?2",
+                vals![&fp, id],
+            )?;
+        }
     }
     Ok(())
 }
@@ -873,134 +883,19 @@ impl Writes for Store {
     }
 }
 
-impl Writes for (&Transaction<'_>, &Path) {
+impl Writes for dyn Db + '_ {
     fn run(&mut self, run: &RunRecord) -> Result<i64, StoreError> {
-        insert_run(self.0, self.1, run)
+        insert_run(self, run)
     }
     fn test(&mut self, run_id: i64, idx: u32, test: &TestRecord) -> Result<i64, StoreError> {
-        insert_test(self.0, self.1, run_id, idx, test)
+        insert_test(self, run_id, idx, test)
     }
     fn pass(&mut self, test_id: i64, pass: &PassRecord) -> Result<i64, StoreError> {
-        insert_pass(self.0, self.1, test_id, pass)
+        insert_pass(self, test_id, pass)
     }
     fn finish(&mut self, run_id: i64, run: &RunRecord) -> Result<(), StoreError> {
-        finish(self.0, self.1, run_id, run)
+        finish(self, run_id, run)
     }
-}
-
-/// A run's command line as it is stored: a PostgreSQL URL's password (`--db
-/// postgresql://u:PASSWORD@h/db`) is replaced by `***`; nothing else changes (the fingerprint
-/// leaves `--db` out anyway).
-pub(crate) fn stored_args(command_line: &[String]) -> Vec<String> {
-    command_line
-        .iter()
-        .map(|a| match a.contains("postgres") && a.contains("://") {
-            true => pg::redacted(a),
-            false => a.clone(),
-        })
-        .collect()
-}
-
-/// The host name and machine id a run's captured environment names (`env.hostname`,
-/// `env.machine_id`): what `--host` selects by.
-pub(crate) fn host_of(run: &RunRecord) -> (Option<&str>, Option<&str>) {
-    let field = |k: &str| run.env.get(k).and_then(|v| v.as_str());
-    (field("hostname"), field("machine_id"))
-}
-
-/// The pid of the live process writing run `id`, if its row records one (see
-/// [`Store::writer`]).
-fn live_writer(conn: &Connection, path: &Path, id: i64) -> Result<Option<u32>, StoreError> {
-    let row: Option<(Option<i64>, Option<i64>, Option<String>)> = conn
-        .query_row(
-            "SELECT writer_pid, writer_start, writer_boot FROM runs WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()
-        .at(path)?;
-    let Some((Some(pid), Some(start), Some(boot_id))) = row else {
-        return Ok(None);
-    };
-    let (Ok(pid), Ok(start_ticks)) = (u32::try_from(pid), u64::try_from(start)) else {
-        return Ok(None);
-    };
-    let writer = Identity {
-        pid,
-        start_ticks,
-        boot_id,
-    };
-    Ok(writer.alive().then_some(pid))
-}
-
-/// The query behind [`Store::runs_like`] (its plan is checked in the tests: it must use
-/// the `runs_fingerprint` index).
-pub(crate) const RUNS_LIKE: &str = "SELECT id FROM runs WHERE fingerprint = ?1 AND complete = 1
-     ORDER BY started_at DESC, id DESC LIMIT ?2";
-
-/// The columns a fingerprint is computed from, for [`fingerprint_of_row`].
-const FINGERPRINT_COLUMNS: &str = "id, workload, preset, target_kind, target_path, label,
-     config_label, study, engine, settings_json, command_line,
-     CASE WHEN json_valid(env_json) THEN json_extract(env_json, '$.hostname') END AS host";
-
-/// The fingerprint of a run from a row of [`FINGERPRINT_COLUMNS`].
-fn fingerprint_of_row(r: &Row<'_>, path: &Path) -> Result<String, StoreError> {
-    let get = |c: &str| -> Result<String, StoreError> { r.get(c).at(path) };
-    let opt = |c: &str| -> Result<Option<String>, StoreError> { r.get(c).at(path) };
-    // A command line that does not parse counts as empty: the fingerprint then rests on
-    // the other parts.
-    let command_line: Vec<String> = serde_json::from_str(&get("command_line")?).unwrap_or_default();
-    let host: Option<String> = r.get::<_, Option<String>>("host").unwrap_or(None);
-    let (workload, preset, kind, target) = (
-        get("workload")?,
-        get("preset")?,
-        get("target_kind")?,
-        get("target_path")?,
-    );
-    let (label, config_label, study) = (opt("label")?, opt("config_label")?, opt("study")?);
-    let (engine, settings) = (get("engine")?, get("settings_json")?);
-    Ok(fingerprint::of_parts(&fingerprint::Parts {
-        workload: &workload,
-        preset: &preset,
-        target_kind: &kind,
-        target_path: &target,
-        label: label.as_deref(),
-        config_label: config_label.as_deref(),
-        study: study.as_deref(),
-        host: host.as_deref(),
-        engine: &engine,
-        settings_json: &settings,
-        command_line: &command_line,
-    }))
-}
-
-/// Fills in the fingerprint of every run stored without one, inside the migration to
-/// schema v4 (`tx`). A row too damaged to compute one from keeps none (it is then no
-/// other run's noise).
-pub(crate) fn backfill_fingerprints(tx: &Transaction<'_>, path: &Path) -> Result<(), StoreError> {
-    let rows: Vec<(i64, String)> = {
-        let mut stmt = tx
-            .prepare(&format!(
-                "SELECT {FINGERPRINT_COLUMNS} FROM runs WHERE fingerprint IS NULL"
-            ))
-            .at(path)?;
-        let mut rows = stmt.query([]).at(path)?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next().at(path)? {
-            let id: i64 = r.get("id").at(path)?;
-            if let Ok(fp) = fingerprint_of_row(r, path) {
-                out.push((id, fp));
-            }
-        }
-        out
-    };
-    let mut update = tx
-        .prepare("UPDATE runs SET fingerprint = ?1 WHERE id = ?2")
-        .at(path)?;
-    for (id, fp) in &rows {
-        update.execute(params![fp, id]).at(path)?;
-    }
-    Ok(())
 }
 
 /// The `Ok` items, in order; an item whose error is a damaged row goes to `skipped` with its
@@ -1018,60 +913,6 @@ fn skip_damaged<T>(
         }
     }
     Ok(out)
-}
-
-/// `path` as an SQLite `file:` URI (bytes other than unreserved ones and `/` escaped).
-fn file_uri(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut uri = String::from("file:");
-    for &b in abs.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
-            uri.push(b as char);
-        } else {
-            uri.push_str(&format!("%{b:02X}"));
-        }
-    }
-    uri
-}
-
-/// Puts the database in WAL mode, so readers go on while another iolab writes.
-///
-/// The conversion needs the file to itself and SQLite does not call the busy handler for it,
-/// so two iolabs opening a new database at once would see "database is locked" whatever the
-/// busy timeout. WAL mode is a property of the file: once it is set there is nothing to do,
-/// and until then the conversion is retried, with backoff, for up to [`BUSY_TIMEOUT`].
-/// Where the filesystem cannot do WAL, SQLite keeps its rollback journal: slower to share,
-/// equally safe.
-fn enable_wal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
-    let deadline = Instant::now() + BUSY_TIMEOUT;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        let mode: String = conn
-            .pragma_query_value(None, "journal_mode", |r| r.get(0))
-            .at(path)?;
-        if mode.eq_ignore_ascii_case("wal") {
-            return Ok(());
-        }
-        match conn.pragma_update_and_check(None, "journal_mode", "wal", |r| r.get::<_, String>(0)) {
-            Ok(_) => return Ok(()),
-            Err(e)
-                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
-                    && Instant::now() < deadline =>
-            {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(100));
-            }
-            Err(e) => return Err(e).at(path),
-        }
-    }
-}
-
-/// The extended result code of a constraint violation, if `e` is one.
-fn constraint(e: &rusqlite::Error) -> Option<i32> {
-    e.sqlite_error()
-        .filter(|f| f.code == ErrorCode::ConstraintViolation)
-        .map(|f| f.extended_code)
 }
 
 pub(crate) fn encode<T: Serialize + ?Sized>(
@@ -1103,199 +944,15 @@ pub(crate) fn encode_value(
     encode_opt(path, what, Some(value).filter(|v| !v.is_null()))
 }
 
-fn insert_run(tx: &Transaction<'_>, path: &Path, run: &RunRecord) -> Result<i64, StoreError> {
-    let command_line = encode(path, "runs.command_line", &stored_args(&run.command_line))?;
-    let settings = encode(path, "runs.settings_json", &run.settings)?;
-    let notes = encode(path, "runs.notes_json", &run.notes)?;
-    let warnings = encode(path, "runs.warnings_json", &run.warnings)?;
-    let env = encode_value(path, "runs.env_json", &run.env)?;
-    let study_meta = encode_value(path, "runs.study_json", &run.study_meta)?;
-    let fingerprint = fingerprint::of_run(run, &settings);
-    // This process writes the run until `finish_run`; without /proc it cannot be named,
-    // and the run is then not protected from `delete` while it is written.
-    let writer = Identity::current();
-    let (host, machine_id) = host_of(run);
-    let mut stmt = tx
-        .prepare_cached(
-            "INSERT INTO runs (uuid, started_at, finished_at, complete, preset, workload,
-                 target_path, target_kind, io_path, fs_type, size, label, command_line,
-                 iolab_version, engine, settings_json, notes_json, warnings_json, env_json,
-                 study, config_label, study_json, fingerprint, writer_pid, writer_start,
-                 writer_boot, host, machine_id)
-             VALUES (:uuid, :started_at, :finished_at, :complete, :preset, :workload,
-                 :target_path, :target_kind, :io_path, :fs_type, :size, :label, :command_line,
-                 :iolab_version, :engine, :settings, :notes, :warnings, :env,
-                 :study, :config_label, :study_json, :fingerprint, :writer_pid, :writer_start,
-                 :writer_boot, :host, :machine_id)",
-        )
-        .at(path)?;
-    let t = &run.target;
-    stmt.insert(named_params! {
-        ":uuid": run.uuid,
-        ":started_at": run.started_at,
-        ":finished_at": None::<&str>,
-        ":complete": false,
-        ":preset": run.preset,
-        ":workload": run.workload,
-        ":target_path": t.path,
-        ":target_kind": t.kind.as_str(),
-        ":io_path": t.io_path,
-        ":fs_type": t.fs_type,
-        ":size": t.size,
-        ":label": run.label,
-        ":command_line": command_line,
-        ":iolab_version": run.iolab_version,
-        ":engine": run.engine,
-        ":settings": settings,
-        ":notes": notes,
-        ":warnings": warnings,
-        ":env": env,
-        ":study": run.study,
-        ":config_label": run.config_label,
-        ":study_json": study_meta,
-        ":fingerprint": fingerprint,
-        ":writer_pid": writer.as_ref().map(|w| w.pid),
-        ":writer_start": writer.as_ref().map(|w| w.start_ticks as i64),
-        ":writer_boot": writer.as_ref().map(|w| w.boot_id.as_str()),
-        ":host": host,
-        ":machine_id": machine_id,
-    })
-    .map_err(|e| match constraint(&e) {
-        Some(ffi::SQLITE_CONSTRAINT_UNIQUE) => StoreError::DuplicateRun {
-            path: path.to_path_buf(),
-            uuid: run.uuid.clone(),
-        },
-        _ => StoreError::Sqlite {
-            path: path.to_path_buf(),
-            source: e,
-        },
-    })
-}
-
-fn insert_test(
-    tx: &Transaction<'_>,
-    path: &Path,
-    run_id: i64,
-    idx: u32,
-    test: &TestRecord,
-) -> Result<i64, StoreError> {
-    let job = encode(path, "tests.job_json", &test.job)?;
-    let summary = encode(path, "tests.summary_json", &test.summary)?;
-    let extra = encode_value(path, "tests.extra_json", &test.extra)?;
-    let mut stmt = tx
-        .prepare_cached(
-            "INSERT INTO tests (run_id, idx, name, grp, job_json, summary_json, extra_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .at(path)?;
-    stmt.insert(params![
-        run_id, idx, test.name, test.group, job, summary, extra
-    ])
-    .map_err(|e| match constraint(&e) {
-        Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => StoreError::RunNotFound {
-            path: path.to_path_buf(),
-            id: run_id,
-        },
-        _ => StoreError::Sqlite {
-            path: path.to_path_buf(),
-            source: e,
-        },
-    })
-}
-
-fn insert_pass(
-    tx: &Transaction<'_>,
-    path: &Path,
-    test_id: i64,
-    pass: &PassRecord,
-) -> Result<i64, StoreError> {
-    let lat = encode(path, "passes.lat_json", &pass.lat_us)?;
-    let read = encode_opt(path, "passes.read_json", pass.read.as_ref())?;
-    let write = encode_opt(path, "passes.write_json", pass.write.as_ref())?;
-    let sync = encode_opt(path, "passes.sync_json", pass.sync.as_ref())?;
-    let cpu = encode(path, "passes.cpu_json", &pass.cpu)?;
-    let timeseries = encode(path, "passes.timeseries_json", &pass.timeseries)?;
-    let errors = encode(path, "passes.errors_json", &pass.errors)?;
-    let context = encode(path, "passes.context_json", &pass.context)?;
-    let mut stmt = tx
-        .prepare_cached(
-            "INSERT INTO passes (test_id, idx, bytes, ios, seconds, mb_s, iops, lat_json,
-                 read_json, write_json, sync_json, cpu_json, timeseries_json, errors_json,
-                 context_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-        )
-        .at(path)?;
-    stmt.insert(params![
-        test_id,
-        pass.index,
-        pass.bytes,
-        pass.ios,
-        pass.seconds,
-        pass.mb_s,
-        pass.iops,
-        lat,
-        read,
-        write,
-        sync,
-        cpu,
-        timeseries,
-        errors,
-        context,
-    ])
-    .map_err(|e| match constraint(&e) {
-        Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => StoreError::TestNotFound {
-            path: path.to_path_buf(),
-            id: test_id,
-        },
-        _ => StoreError::Sqlite {
-            path: path.to_path_buf(),
-            source: e,
-        },
-    })
-}
-
-/// The columns of one stored row, as each backend reads them (an SQLite row, a PostgreSQL
-/// row): what [`decode_run`], [`decode_test`] and [`decode_pass`] are written against.
-pub(crate) trait Cells {
-    fn text(&self, col: &str) -> Result<String, StoreError>;
-    fn opt_text(&self, col: &str) -> Result<Option<String>, StoreError>;
-    fn int(&self, col: &str) -> Result<i64, StoreError>;
-    fn real(&self, col: &str) -> Result<f64, StoreError>;
-    fn flag(&self, col: &str) -> Result<bool, StoreError>;
-    /// A count or size: a negative value is a damaged row.
-    fn unsigned(&self, col: &str) -> Result<u64, StoreError>;
-}
-
-impl Cells for (&Path, &Row<'_>) {
-    fn text(&self, col: &str) -> Result<String, StoreError> {
-        self.1.get(col).at(self.0)
-    }
-    fn opt_text(&self, col: &str) -> Result<Option<String>, StoreError> {
-        self.1.get(col).at(self.0)
-    }
-    fn int(&self, col: &str) -> Result<i64, StoreError> {
-        self.1.get(col).at(self.0)
-    }
-    fn real(&self, col: &str) -> Result<f64, StoreError> {
-        self.1.get(col).at(self.0)
-    }
-    fn flag(&self, col: &str) -> Result<bool, StoreError> {
-        self.1.get(col).at(self.0)
-    }
-    fn unsigned(&self, col: &str) -> Result<u64, StoreError> {
-        self.1.get(col).at(self.0)
-    }
-}
-
 /// Reads the columns of one row, naming the row in errors (`read_json of pass 12`).
-struct Decoder<'a, C: Cells> {
+struct Decoder<'a, C: Cells + ?Sized> {
     path: &'a Path,
     row: &'a C,
     noun: &'static str,
     id: i64,
 }
 
-impl<C: Cells> Decoder<'_, C> {
+impl<C: Cells + ?Sized> Decoder<'_, C> {
     fn parse<T: DeserializeOwned>(&self, col: &str, text: &str) -> Result<T, StoreError> {
         serde_json::from_str(text).map_err(|source| StoreError::Json {
             path: self.path.to_path_buf(),
@@ -1321,7 +978,7 @@ impl<C: Cells> Decoder<'_, C> {
 }
 
 /// The run row, without its tests.
-pub(crate) fn decode_run(path: &Path, row: &impl Cells, id: i64) -> Result<RunRecord, StoreError> {
+pub(crate) fn decode_run(path: &Path, row: &dyn Cells, id: i64) -> Result<RunRecord, StoreError> {
     let d = Decoder {
         path,
         row,
@@ -1359,7 +1016,7 @@ pub(crate) fn decode_run(path: &Path, row: &impl Cells, id: i64) -> Result<RunRe
 }
 
 /// A test row (without passes) and its id.
-pub(crate) fn decode_test(path: &Path, row: &impl Cells) -> Result<(i64, TestRecord), StoreError> {
+pub(crate) fn decode_test(path: &Path, row: &dyn Cells) -> Result<(i64, TestRecord), StoreError> {
     let id = row.int("id")?;
     let d = Decoder {
         path,
@@ -1378,7 +1035,7 @@ pub(crate) fn decode_test(path: &Path, row: &impl Cells) -> Result<(i64, TestRec
     Ok((id, test))
 }
 
-pub(crate) fn decode_pass(path: &Path, row: &impl Cells) -> Result<PassRecord, StoreError> {
+pub(crate) fn decode_pass(path: &Path, row: &dyn Cells) -> Result<PassRecord, StoreError> {
     let id = row.int("id")?;
     let d = Decoder {
         path,

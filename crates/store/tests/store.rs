@@ -670,7 +670,7 @@ fn the_noise_query_uses_its_index() {
     let conn = Connection::open(&path).unwrap();
     let mut stmt = conn
         .prepare(
-            "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE fingerprint = ?1 AND complete = 1
+            "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE fingerprint = ?1 AND complete = TRUE
              ORDER BY started_at DESC, id DESC LIMIT ?2",
         )
         .unwrap();
@@ -703,6 +703,11 @@ fn exec(path: &Path, sql: &str) {
     } else {
         Connection::open(path).unwrap().execute_batch(sql).unwrap();
     }
+}
+
+/// The one value of the query `sql` on the PostgreSQL store at `url`.
+fn pg_one<T: for<'a> postgres::types::FromSql<'a>>(url: &Path, sql: &str) -> T {
+    pg(url).query_one(sql, &[]).unwrap().get(0)
 }
 
 fn pg(url: &Path) -> postgres::Client {
@@ -849,4 +854,49 @@ fn runs_are_listed_by_host_name_or_machine_id() {
             store.fingerprint(ids[1]).unwrap()
         );
     });
+}
+
+#[test]
+fn a_reader_of_a_postgresql_store_creates_and_upgrades_nothing() {
+    let Some(server) = iolab_testkit::require_postgres() else {
+        return;
+    };
+    let url = server.database();
+    let path = Path::new(&url);
+    let has_schema = || -> bool { pg_one(path, "SELECT to_regclass('iolab_schema') IS NOT NULL") };
+    // An empty database: refused, with the commands that create the store; no table made.
+    let err = Store::open_read_only(path).unwrap_err();
+    assert!(err.is_refusal(), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("no iolab result store yet"), "{text}");
+    assert!(text.contains(&format!("iolab push --to {url}")), "{text}");
+    assert!(!has_schema(), "a reader created the schema");
+    // A store of schema 5 (before the host columns): refused, left at version 5.
+    Store::open(path)
+        .unwrap()
+        .save_run(&common::run("5d1f3a52-0000-4000-8000-0000000000c1"))
+        .unwrap();
+    exec(
+        path,
+        "DROP INDEX runs_host; DROP INDEX runs_machine_id;
+         ALTER TABLE runs DROP COLUMN host, DROP COLUMN machine_id;
+         UPDATE iolab_schema SET version = 5;",
+    );
+    let version = || -> i64 { pg_one(path, "SELECT version FROM iolab_schema") };
+    let err = Store::open_read_only(path).unwrap_err();
+    assert!(err.is_refusal(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!(
+            "schema is version 5, older than this iolab's {SCHEMA_VERSION}"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("a command that writes upgrades it"), "{text}");
+    assert_eq!(version(), 5, "a reader upgraded the store");
+    // A writer upgrades it; then it reads.
+    Store::open(path).unwrap();
+    assert_eq!(version(), SCHEMA_VERSION);
+    let store = Store::open_read_only(path).unwrap();
+    assert_eq!(store.count_runs().unwrap(), 1);
 }

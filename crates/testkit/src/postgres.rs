@@ -11,6 +11,9 @@
 //! [`PgServer::start_tcp`] starts one that also listens on 127.0.0.1 (a free port), with
 //! `ssl=on` and a self-signed certificate for `localhost` and `127.0.0.1` made by the
 //! `openssl` command, or with `ssl=off`: PostgreSQL has TLS on TCP only.
+//! [`PgServer::start_tcp_client_certs`] starts one that also demands a client certificate
+//! on TCP (`hostssl ... clientcert=verify-full` in `pg_hba.conf`), signed by a CA of its own
+//! ([`PgServer::client_cert`] makes one).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -35,6 +38,9 @@ pub struct PgServer {
     port: Option<u16>,
     /// The self-signed certificate of a server with `ssl=on`.
     cert: Option<PathBuf>,
+    /// The certificate and key of the CA that signs client certificates, for a server that
+    /// demands them.
+    client_ca: Option<(PathBuf, PathBuf)>,
 }
 
 /// How a server listens besides its unix socket.
@@ -44,6 +50,8 @@ enum Listen {
     /// 127.0.0.1 on a free port, with `ssl=on` or not.
     Tcp {
         ssl: bool,
+        /// `hostssl` only, with a client certificate checked (`clientcert=verify-full`).
+        client_certs: bool,
     },
 }
 
@@ -125,18 +133,78 @@ impl PgServer {
     /// `ssl=on` and a self-signed certificate ([`PgServer::cert`]) whose names are
     /// `localhost` and `127.0.0.1`; without, `ssl=off`. Stopped and removed on drop.
     pub fn start_tcp(ssl: bool) -> Result<PgServer, String> {
-        if ssl && crate::tool("openssl").is_none() {
+        Self::start_tcp_with(Listen::Tcp {
+            ssl,
+            client_certs: false,
+        })
+    }
+
+    /// [`PgServer::start_tcp`] with `ssl=on`, whose TCP connections must present a client
+    /// certificate for their user signed by the server's client CA (`ssl_ca_file`;
+    /// `hostssl all all 127.0.0.1/32 trust clientcert=verify-full`): see
+    /// [`PgServer::client_cert`]. The unix socket still trusts everyone.
+    pub fn start_tcp_client_certs() -> Result<PgServer, String> {
+        Self::start_tcp_with(Listen::Tcp {
+            ssl: true,
+            client_certs: true,
+        })
+    }
+
+    fn start_tcp_with(listen: Listen) -> Result<PgServer, String> {
+        if crate::tool("openssl").is_none()
+            && listen
+                != (Listen::Tcp {
+                    ssl: false,
+                    client_certs: false,
+                })
+        {
             return Err("the openssl command is not installed (Debian: openssl)".into());
         }
         // A port free now may be taken before the server binds it: try a few.
         let mut last = String::new();
         for _ in 0..3 {
-            match Self::start_with(Listen::Tcp { ssl }) {
+            match Self::start_with(listen) {
                 Ok(s) => return Ok(s),
                 Err(e) => last = e,
             }
         }
         Err(last)
+    }
+
+    /// A client certificate for the database user `user`, signed by the client CA of a
+    /// server from [`PgServer::start_tcp_client_certs`], and its key (PKCS#8 PEM, 0600),
+    /// made in `dir` as `NAME.crt` and `NAME.key`.
+    pub fn client_cert(
+        &self,
+        dir: &Path,
+        name: &str,
+        user: &str,
+    ) -> Result<(PathBuf, PathBuf), String> {
+        let (ca_cert, ca_key) = self
+            .client_ca
+            .as_ref()
+            .ok_or("not a server from start_tcp_client_certs")?;
+        let (cert, key, csr) = (
+            dir.join(format!("{name}.crt")),
+            dir.join(format!("{name}.key")),
+            dir.join(format!("{name}.csr")),
+        );
+        openssl(&format!(
+            "req {NEW_KEY} -subj /CN={user} -keyout {} -out {}",
+            path(&key),
+            path(&csr)
+        ))?;
+        openssl(&format!(
+            "x509 -req -days 2 -in {} -CA {} -CAkey {} -set_serial 2 -out {}",
+            path(&csr),
+            path(ca_cert),
+            path(ca_key),
+            path(&cert)
+        ))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("chmod {}: {e}", key.display()))?;
+        Ok((cert, key))
     }
 
     fn start_with(listen: Listen) -> Result<PgServer, String> {
@@ -155,6 +223,7 @@ impl PgServer {
             owned: true,
             port: None,
             cert: None,
+            client_ca: None,
         };
         if is_root() {
             let c = std::ffi::CString::new(server.dir.as_os_str().as_encoded_bytes()).unwrap();
@@ -189,7 +258,7 @@ impl PgServer {
         );
         match listen {
             Listen::SocketOnly => opts.push_str(" -c listen_addresses=''"),
-            Listen::Tcp { ssl } => {
+            Listen::Tcp { ssl, client_certs } => {
                 let port = free_port()?;
                 opts.push_str(&format!(
                     " -c listen_addresses=127.0.0.1 -p {port} -c log_connections=on"
@@ -203,6 +272,22 @@ impl PgServer {
                         key.display()
                     ));
                     server.cert = Some(cert);
+                    if client_certs {
+                        let ca = server.make_client_ca()?;
+                        opts.push_str(&format!(" -c ssl_ca_file={}", ca.display()));
+                        // Over TCP, TLS with a certificate for the user or nothing.
+                        let hba = data.join("pg_hba.conf");
+                        std::fs::write(
+                            &hba,
+                            "local all all trust\n\
+                             hostssl all all 127.0.0.1/32 trust clientcert=verify-full\n",
+                        )
+                        .map_err(|e| format!("{}: {e}", hba.display()))?;
+                        if is_root() {
+                            std::os::unix::fs::chown(&hba, Some(PG_UID), Some(PG_UID))
+                                .map_err(|e| format!("chown {}: {e}", hba.display()))?;
+                        }
+                    }
                 } else {
                     opts.push_str(" -c ssl=off");
                 }
@@ -267,24 +352,12 @@ impl PgServer {
     /// server's user's: PostgreSQL refuses a key others may read), in the server's directory.
     fn make_certificate(&self) -> Result<(PathBuf, PathBuf), String> {
         let (cert, key) = (self.dir.join("server.crt"), self.dir.join("server.key"));
-        let out = Command::new(crate::tool("openssl").ok_or("openssl is not installed")?)
-            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
-            .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"])
-            .args(["-subj", "/CN=localhost"])
-            .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("openssl: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "openssl req: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
+        openssl(&format!(
+            "req -x509 {NEW_KEY} -days 2 -subj /CN=localhost \
+             -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout {} -out {}",
+            path(&key),
+            path(&cert)
+        ))?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| format!("chmod {}: {e}", key.display()))?;
@@ -295,6 +368,26 @@ impl PgServer {
             }
         }
         Ok((cert, key))
+    }
+
+    /// The CA that signs the client certificates (`client_ca.crt`, readable by the server)
+    /// and its key, in the server's directory: the CA's certificate.
+    fn make_client_ca(&mut self) -> Result<PathBuf, String> {
+        let (cert, key) = (
+            self.dir.join("client_ca.crt"),
+            self.dir.join("client_ca.key"),
+        );
+        openssl(&format!(
+            "req -x509 {NEW_KEY} -days 2 -subj /CN=iolab-test-client-CA -keyout {} -out {}",
+            path(&key),
+            path(&cert)
+        ))?;
+        if is_root() {
+            std::os::unix::fs::chown(&cert, Some(PG_UID), Some(PG_UID))
+                .map_err(|e| format!("chown {}: {e}", cert.display()))?;
+        }
+        self.client_ca = Some((cert.clone(), key));
+        Ok(cert)
     }
 
     /// The server's log so far (a server from `start_tcp` logs each connection, with its
@@ -382,6 +475,32 @@ impl Drop for PgServer {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// The `openssl req` options of a new P-256 key, unencrypted.
+const NEW_KEY: &str = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+
+/// A test path as an argument (test directories are UTF-8).
+fn path(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// `openssl ARGS`; Err with its output when it fails.
+fn openssl(args: &str) -> Result<(), String> {
+    let args: Vec<&str> = args.split_whitespace().collect();
+    let out = Command::new(crate::tool("openssl").ok_or("openssl is not installed")?)
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("openssl: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "openssl {}: {}",
+            args.first().unwrap_or(&""),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
 }
 
 /// A TCP port on 127.0.0.1 that nothing listens on now.

@@ -1,7 +1,7 @@
 //! TLS for the PostgreSQL store, with libpq's `sslmode` semantics.
 //!
 //! The `postgres` crate reads only `sslmode=disable|prefer|require` and knows no
-//! `sslrootcert`, so both are taken out of the URL here ([`split`]) and the rest is handed to
+//! `sslrootcert`, `sslcert` or `sslkey`, so these are taken out of the URL here ([`split`]) and the rest is handed to
 //! it. The modes, as libpq has them:
 //!
 //! - `disable`: plain TCP.
@@ -18,6 +18,10 @@
 //! `allow` (plain first, TLS only if the server insists) is refused: the client crate cannot
 //! fall back that way round, and a mode silently read as another is what iolab never does.
 //!
+//! A client certificate (`sslcert=FILE&sslkey=FILE`, both or neither) is sent when the
+//! server asks for one: the key checked as libpq checks it (a regular file only its owner
+//! may read) and taken as unencrypted PKCS#8 PEM ([`client_identity`]).
+//!
 //! The connector is `postgres-native-tls` over `native-tls`: the `postgres` crate's own
 //! companion for TLS, on the platform's TLS library (OpenSSL on Linux, so the system's roots
 //! and its fixes come with the distribution), with the two switches the modes need (accept
@@ -25,7 +29,7 @@
 
 use std::path::{Path, PathBuf};
 
-use native_tls::{Certificate, TlsConnector};
+use native_tls::{Certificate, Identity, TlsConnector};
 use postgres::config::{Host, SslMode};
 use postgres_native_tls::MakeTlsConnector;
 
@@ -33,9 +37,10 @@ use postgres_native_tls::MakeTlsConnector;
 const ROOTCERT_LIMIT: u64 = 4 << 20;
 
 /// An `sslmode` of libpq.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Mode {
     Disable,
+    #[default]
     Prefer,
     Require,
     VerifyCa,
@@ -73,11 +78,15 @@ pub(crate) enum Roots {
 }
 
 /// The TLS parameters of a URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Tls {
     pub(crate) mode: Mode,
     /// `sslrootcert`, when given.
     pub(crate) roots: Option<Roots>,
+    /// `sslcert`: the client's certificate (PEM), sent when the server asks for one.
+    pub(crate) cert: Option<PathBuf>,
+    /// `sslkey`: its private key (PKCS#8 PEM, unencrypted, readable by its owner only).
+    pub(crate) key: Option<PathBuf>,
 }
 
 /// `%XX` escapes of a URL parameter decoded (the `postgres` crate decodes the others).
@@ -101,10 +110,7 @@ fn percent_decode(s: &str) -> Option<String> {
 /// Takes `sslmode` and `sslrootcert` out of `url`: the URL for the `postgres` crate and the
 /// TLS parameters, or what is wrong with them (naming the parameter).
 pub(crate) fn split(url: &str) -> Result<(String, Tls), String> {
-    let mut tls = Tls {
-        mode: Mode::Prefer,
-        roots: None,
-    };
+    let mut tls = Tls::default();
     let Some((base, query)) = url.split_once('?') else {
         return Ok((url.to_string(), tls));
     };
@@ -140,8 +146,42 @@ pub(crate) fn split(url: &str) -> Result<(String, Tls), String> {
                     Roots::File(PathBuf::from(v))
                 });
             }
+            "sslcert" | "sslkey" => {
+                let v = decoded()?;
+                if v.is_empty() {
+                    return Err(format!("{key}= names no file"));
+                }
+                let slot = match key {
+                    "sslcert" => &mut tls.cert,
+                    _ => &mut tls.key,
+                };
+                *slot = Some(PathBuf::from(v));
+            }
+            "sslpassword" => {
+                return Err(
+                    "sslpassword: iolab reads unencrypted client keys only; decrypt the key \
+                     into a file only you may read (`openssl pkcs8 -topk8 -nocrypt -in KEY \
+                     -out KEY.plain`, then chmod 600) and name that with sslkey="
+                        .to_string(),
+                )
+            }
             _ => rest.push(param),
         }
+    }
+    match (&tls.cert, &tls.key) {
+        (Some(_), None) => {
+            return Err(
+                "sslcert without sslkey: name the certificate's private key too (sslkey=FILE)"
+                    .to_string(),
+            )
+        }
+        (None, Some(_)) => {
+            return Err(
+                "sslkey without sslcert: name the client certificate too (sslcert=FILE)"
+                    .to_string(),
+            )
+        }
+        _ => {}
     }
     let url = if rest.is_empty() {
         base.to_string()
@@ -160,6 +200,13 @@ pub(crate) fn connector(tls: &Tls, hosts: &[Host]) -> Result<(SslMode, MakeTlsCo
              sslmode=verify-full (or verify-ca) for the certificate to be checked",
             tls.mode.name()
         ));
+    }
+    if tls.cert.is_some() && tls.mode == Mode::Disable {
+        return Err(
+            "sslcert with sslmode=disable: without TLS no client certificate is sent; drop \
+             sslmode=disable (or give sslmode=verify-full)"
+                .to_string(),
+        );
     }
     let mode = match tls.mode {
         // libpq: `require` with a root certificate checks the chain.
@@ -193,6 +240,9 @@ pub(crate) fn connector(tls: &Tls, hosts: &[Host]) -> Result<(SslMode, MakeTlsCo
             builder.danger_accept_invalid_hostnames(mode == Mode::VerifyCa);
         }
     }
+    if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
+        builder.identity(client_identity(cert, key)?);
+    }
     let connector = builder
         .build()
         .map_err(|e| format!("sslmode={}: TLS cannot be set up: {e}", tls.mode.name()))?;
@@ -215,6 +265,58 @@ fn root_certificates(file: &Path) -> Result<Vec<Certificate>, String> {
         return Err(format!("{name}: holds no PEM certificate"));
     }
     Ok(certs)
+}
+
+/// The largest `sslcert` or `sslkey` file read (a certificate chain is a few KiB).
+const CLIENT_FILE_LIMIT: u64 = 1 << 20;
+
+/// The client's certificate and key as `native-tls` takes them. The key is checked as libpq
+/// checks it: a regular file (read bounded) that its owner alone may read (0600 or less),
+/// or, owned by root, root and its group (0640 or less); an encrypted key or one not in
+/// PKCS#8 PEM is refused with the command that converts it.
+fn client_identity(cert: &Path, key: &Path) -> Result<Identity, String> {
+    use std::os::unix::fs::MetadataExt;
+    let cert_name = format!("sslcert={}", cert.display());
+    let key_name = format!("sslkey={}", key.display());
+    let cert_pem = iolab_sys::input::read_input(cert, CLIENT_FILE_LIMIT)
+        .map_err(|e| format!("{cert_name}: {e}"))?;
+    let (file, _) = iolab_sys::input::open_input(key, CLIENT_FILE_LIMIT)
+        .map_err(|e| format!("{key_name}: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("{key_name}: {e}"))?;
+    let mode = meta.mode() & 0o777;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let too_open = if meta.uid() == 0 && euid != 0 {
+        mode & 0o037 != 0
+    } else {
+        mode & 0o077 != 0
+    };
+    if too_open {
+        return Err(format!(
+            "{key_name}: the private key may be read or written by others (mode {mode:04o}); \
+             it must be 0600 or less (0640 or less if root owns it): chmod 600 {}",
+            key.display()
+        ));
+    }
+    let key_pem = iolab_sys::input::read_bounded(file, CLIENT_FILE_LIMIT)
+        .map_err(|e| format!("{key_name}: {e}"))?;
+    let text = String::from_utf8_lossy(&key_pem);
+    if text.contains("ENCRYPTED") {
+        return Err(format!(
+            "{key_name}: the private key is encrypted, and iolab reads unencrypted keys only: \
+             `openssl pkcs8 -topk8 -nocrypt -in {} -out KEY.plain`, chmod 600, and name that",
+            key.display()
+        ));
+    }
+    if !text.trim_start().starts_with("-----BEGIN PRIVATE KEY-----") {
+        return Err(format!(
+            "{key_name}: not a PKCS#8 PEM private key (-----BEGIN PRIVATE KEY-----): convert \
+             it with `openssl pkcs8 -topk8 -nocrypt -in {} -out KEY.pk8`",
+            key.display()
+        ));
+    }
+    Identity::from_pkcs8(&cert_pem, &key_pem)
+        .map_err(|e| format!("{cert_name} with {key_name}: not a PEM certificate and its key: {e}"))
 }
 
 #[cfg(test)]
@@ -246,6 +348,62 @@ mod tests {
     }
 
     #[test]
+    fn client_certificates_and_keys_are_taken_out_and_checked() {
+        let (url, tls) =
+            split("postgresql://u@h/db?sslcert=%2Ftmp%2Fc.crt&sslkey=/tmp/c.key&port=5").unwrap();
+        assert_eq!(url, "postgresql://u@h/db?port=5");
+        assert_eq!(tls.cert, Some("/tmp/c.crt".into()));
+        assert_eq!(tls.key, Some("/tmp/c.key".into()));
+        for (url, want) in [
+            ("postgresql://h/d?sslcert=/c", "sslcert without sslkey"),
+            ("postgresql://h/d?sslkey=/k", "sslkey without sslcert"),
+            ("postgresql://h/d?sslkey=", "sslkey= names no file"),
+            (
+                "postgresql://h/d?sslpassword=x",
+                "sslpassword: iolab reads unencrypted",
+            ),
+        ] {
+            let e = split(url).unwrap_err();
+            assert!(e.starts_with(want), "{url}: {e}");
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("c.crt"), dir.path().join("c.key"));
+        std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\n").unwrap();
+        let tls = Tls {
+            mode: Mode::Require,
+            cert: Some(cert.clone()),
+            key: Some(key.clone()),
+            ..Tls::default()
+        };
+        let tcp = [Host::Tcp("localhost".into())];
+        let check = |text: &str, mode: u32| {
+            std::fs::write(&key, text).unwrap();
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+            connector(&tls, &tcp).err().unwrap()
+        };
+        let name = format!("sslkey={}: ", key.display());
+        let e = check("-----BEGIN PRIVATE KEY-----\n", 0o640);
+        assert!(e.starts_with(&name) && e.contains("mode 0640"), "{e}");
+        let e = check("-----BEGIN ENCRYPTED PRIVATE KEY-----\n", 0o600);
+        assert!(e.starts_with(&name) && e.contains("encrypted"), "{e}");
+        let e = check("-----BEGIN RSA PRIVATE KEY-----\n", 0o600);
+        assert!(e.starts_with(&name) && e.contains("not a PKCS#8"), "{e}");
+        let e = check("-----BEGIN PRIVATE KEY-----\n", 0o600);
+        assert!(e.contains("not a PEM certificate and its key"), "{e}");
+        let e = connector(
+            &Tls {
+                mode: Mode::Disable,
+                ..tls.clone()
+            },
+            &tcp,
+        )
+        .err()
+        .unwrap();
+        assert!(e.starts_with("sslcert with sslmode=disable"), "{e}");
+    }
+
+    #[test]
     fn bad_tls_parameters_are_named() {
         for (url, want) in [
             (
@@ -274,6 +432,7 @@ mod tests {
         let tls = |f: &Path| Tls {
             mode: Mode::VerifyFull,
             roots: Some(Roots::File(f.to_path_buf())),
+            ..Tls::default()
         };
         let missing = dir.path().join("missing.pem");
         let e = connector(&tls(&missing), &tcp).err().unwrap();
@@ -294,22 +453,15 @@ mod tests {
         let unix = [Host::Unix("/run/postgresql".into())];
         let t = Tls {
             mode: Mode::Require,
-            roots: None,
+            ..Tls::default()
         };
         let e = connector(&t, &unix).err().unwrap();
         assert!(e.contains("no TLS on a unix socket"), "{e}");
-        assert!(connector(
-            &Tls {
-                mode: Mode::Prefer,
-                roots: None
-            },
-            &unix
-        )
-        .is_ok());
+        assert!(connector(&Tls::default(), &unix).is_ok());
         // A root certificate where nothing checks it.
         let t = Tls {
-            mode: Mode::Prefer,
             roots: Some(Roots::System),
+            ..Tls::default()
         };
         let e = connector(&t, &tcp).err().unwrap();
         assert!(e.starts_with("sslrootcert with sslmode=prefer"), "{e}");
