@@ -4,7 +4,8 @@
 //! replace it. Every option is either mapped, accepted as report-only (listed in a note),
 //! or refused by name at its line; nothing is dropped unsaid.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use super::options::{self, Kind};
@@ -171,15 +172,7 @@ fn check_known(file: &JobFile) -> Result<Vec<String>, FioError> {
                         report_only.push(key.to_string());
                     }
                 }
-                Kind::Unsupported => {
-                    if let Some((_, why)) = options::WHY.iter().find(|(k, _)| *k == key) {
-                        return Err(err(o, *why));
-                    }
-                    return Err(err(
-                        o,
-                        "an fio option iolab does not support (docs/fio.md lists what it maps)",
-                    ));
-                }
+                Kind::Unsupported(why) => return Err(err(o, why)),
                 Kind::Unknown => {
                     let hint = options::suggest(&o.key)
                         .map(|s| format!("; did you mean {s}?"))
@@ -225,8 +218,13 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             continue;
         }
         let m = effective(&file.sections, idx);
-        let get = |k: &str| m.get(k).copied();
-        let flag = |k: &str| -> Result<Option<bool>, FioError> {
+        // Every option the mapping looks at, so that none in force goes unread (below).
+        let read: RefCell<HashSet<&str>> = RefCell::default();
+        let get = |k: &'static str| {
+            read.borrow_mut().insert(k);
+            m.get(k).copied()
+        };
+        let flag = |k: &'static str| -> Result<Option<bool>, FioError> {
             get(k)
                 .map(|o| values::boolean(o.value.as_deref()).map_err(|e| err(o, e)))
                 .transpose()
@@ -399,9 +397,9 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         }
 
         // Mixes.
-        if let Some(o) = get("rwmixread").or(get("rwmixwrite")) {
-            let mr = m.get("rwmixread");
-            let mw = m.get("rwmixwrite");
+        if let Some(o) = get("rwmixwrite").or(get("rwmixread")) {
+            let mr = get("rwmixread");
+            let mw = get("rwmixwrite");
             // The one written later wins, as in fio.
             let last = match (mr, mw) {
                 (Some(r), Some(w)) if (&w.file, w.line) > (&r.file, r.line) => w,
@@ -757,7 +755,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             (None, None) => (false, None),
         };
         direct.put(d.0, sec, d.1, |v| format!("direct={}", u8::from(*v)))?;
-        job.invalidate = !d.0 && flag("invalidate")?.unwrap_or(true);
+        let invalidate = flag("invalidate")?.unwrap_or(true);
+        job.invalidate = !d.0 && invalidate;
         if job.invalidate {
             note(
                 "buffered jobs start by dropping the file's clean cached pages, as fio does \
@@ -826,7 +825,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 on
             }
         };
-        let v = v && flag("do_verify")?.unwrap_or(true);
+        let do_verify = flag("do_verify")?.unwrap_or(true);
+        let v = v && do_verify;
         if v && rw.writes() {
             note(format!(
                 "verify={}: iolab writes self-describing blocks and reads the region back after \
@@ -881,8 +881,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             }
         }
         if ["exitall", "exitall_on_error", "exit_what"]
-            .iter()
-            .any(|k| get(k).is_some())
+            .map(|k| get(k).is_some())
+            .contains(&true)
         {
             note(
                 "exitall: fio stops the jobs running together when one ends; iolab runs the jobs \
@@ -891,8 +891,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             );
         }
         if ["flow", "flow_id", "flow_sleep"]
-            .iter()
-            .any(|k| get(k).is_some())
+            .map(|k| get(k).is_some())
+            .contains(&true)
         {
             note(
                 "flow: fio balances the I/O of jobs that run at the same time; iolab runs the \
@@ -934,18 +934,16 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     .into(),
             );
         }
-        if numjobs > 1 && !flag("group_reporting")?.unwrap_or(false) {
+        let group_reporting = flag("group_reporting")?.unwrap_or(false);
+        if numjobs > 1 && !group_reporting {
             note(format!(
                 "job {}: fio reports each of its {numjobs} clones on its own without \
                  group_reporting; iolab reports them together as one test",
                 sec.name
             ));
         }
-        if !zero
-            && !refill
-            && get("scramble_buffers").is_some()
-            && !flag("scramble_buffers")?.unwrap_or(true)
-        {
+        let scramble = flag("scramble_buffers")?;
+        if !zero && !refill && scramble == Some(false) {
             note(
                 "scramble_buffers=0: fio would write the same buffer contents again; iolab \
                  writes unique incompressible data every write (as with refill_buffers)"
@@ -960,12 +958,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 return Err(err(o, format!("'{w}': no other job of that name")));
             }
         }
-        let separated = sec.options.iter().any(|o| {
-            matches!(
-                options::canonical(&o.key),
-                "stonewall" | "new_group" | "wait_for"
-            ) && o.value.as_deref() != Some("0")
-        });
+        // (a [global] stonewall applies to every job after it, as in fio)
+        let separated = ["stonewall", "new_group", "wait_for"]
+            .map(|k| get(k).is_some_and(|o| o.value.as_deref() != Some("0")))
+            .contains(&true);
         if !jobs.is_empty() && !separated {
             concurrent.push(sec.name.clone());
         }
@@ -985,8 +981,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 ));
             }
         }
+        let norandommap = flag("norandommap")?.unwrap_or(false);
+        let randrepeat = flag("randrepeat")?.unwrap_or(true);
         if rw.is_random() || random_pct > 0 {
-            if !flag("norandommap")?.unwrap_or(false) {
+            if !norandommap {
                 note(
                     "iolab draws every random offset independently, as fio does with \
                      norandommap; fio's default random map visits each block once per loop and \
@@ -995,8 +993,20 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                         .into(),
                 );
             }
-            if flag("randrepeat")?.unwrap_or(true) {
+            if randrepeat {
                 note("random offsets differ from run to run (fio's randrepeat=0)".into());
+            }
+        }
+        // A row of the table that maps or notes an option is read by the code above: one
+        // in force that it did not look at would be silently ignored.
+        let read = read.into_inner();
+        for (key, o) in &m {
+            if options::kind(key) == Kind::Mapped && !read.contains(key) {
+                return Err(err(
+                    o,
+                    "listed as mapped, but job mapping did not read it (an iolab bug: please \
+                     report it)",
+                ));
             }
         }
         job.validate().map_err(|e| {
@@ -1393,6 +1403,46 @@ mod tests {
             .unwrap_err();
             assert_eq!((e.line, e.option.as_str()), (4, key), "{e}");
             assert!(e.message.contains(why), "{e}");
+        }
+    }
+
+    /// Every row of the table that maps an option or accepts it with a note is read by
+    /// the mapping: set to its sample, in a job and in a [global], it is never reported as
+    /// unread (the check `map_jobs` makes after each job).
+    #[test]
+    fn every_mapped_row_is_read() {
+        use super::options::{Does, OPTIONS};
+        let mut names = std::collections::HashSet::new();
+        for r in OPTIONS {
+            assert!(names.insert(r.name), "{} has two rows", r.name);
+            if !matches!(r.does, Does::Maps(_) | Does::Notes(_)) {
+                continue;
+            }
+            assert!(!r.sample.is_empty(), "{} has no sample", r.name);
+            for rw in ["randrw", "read", "write"] {
+                let job = format!("rw={rw}\nsize=1m\n{}={}\n", r.name, r.sample);
+                for text in [
+                    format!("[a]\nsize=1m\n[j]\n{job}"),
+                    format!("[a]\nsize=1m\n[global]\n{job}[j]\n"),
+                ] {
+                    if let Err(e) = plan(&text, Overrides::default()) {
+                        assert!(!e.message.contains("did not read"), "{}: {e}", r.name);
+                    }
+                }
+            }
+        }
+        // An option in force but unread is refused, not ignored: the check itself.
+        for k in [
+            "group_reporting",
+            "scramble_buffers",
+            "norandommap",
+            "exit_what",
+        ] {
+            let p = plan(
+                &format!("[j]\nrw=read\nsize=1m\nzero_buffers\nexitall\n{k}=1\n"),
+                Overrides::default(),
+            );
+            assert!(p.is_ok(), "{k}: {p:?}");
         }
     }
 
