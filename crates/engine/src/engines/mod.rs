@@ -3,6 +3,7 @@
 //! [`Engine`], so the per-I/O path has no dynamic dispatch; the registry at the end of this
 //! file (one line an engine) picks the concrete engine for a run's [`EngineKind`].
 
+pub mod ftruncate;
 pub mod io_uring;
 pub mod null;
 pub mod psync;
@@ -64,6 +65,41 @@ impl EngineArgs {
             named: self.engine.is_some(),
         })
     }
+}
+
+/// The engine a run uses, with what the run should note: `kind` where it can run here;
+/// io_uring where the kernel refuses it falls back to psync (queue depth 1), unless it was
+/// asked for by name (`named`: the error says why and what to do). `depths` are the queue
+/// depths the run's tests ask for: a synchronous engine runs them all at 1, and the note
+/// says so. The one place the fallback is decided, for every workload that takes an engine.
+pub fn usable(
+    kind: EngineKind,
+    named: bool,
+    depths: impl IntoIterator<Item = u32>,
+) -> Result<(EngineKind, Vec<String>), String> {
+    let mut notes = Vec::new();
+    let mut engine = kind;
+    if engine == EngineKind::IoUring {
+        if let Err(e) = io_uring::available() {
+            if named {
+                return Err(format!(
+                    "--engine io_uring: io_uring is not available here ({e}); use --engine \
+                     psync, or leave --engine out to fall back to psync"
+                ));
+            }
+            notes.push(format!(
+                "io_uring is not available here ({e}); fell back to psync (queue depth 1)"
+            ));
+            engine = EngineKind::Psync;
+        }
+    }
+    if effective_iodepth(engine, u32::MAX) == 1 && depths.into_iter().any(|d| d > 1) {
+        notes.push(format!(
+            "{} is synchronous: every test ran at queue depth 1 whatever its queue depth says",
+            engine.as_str()
+        ));
+    }
+    Ok((engine, notes))
 }
 
 /// A completed I/O: the slot it used and the kernel's result (bytes, or -errno).
@@ -158,4 +194,5 @@ registry! {
     IoUring => io_uring::Uring,
     Psync => psync::Psync,
     Null => null::Null,
+    Ftruncate => ftruncate::Ftruncate,
 }

@@ -575,6 +575,17 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         } else if let Some(o) = get("thinktime_blocks").or(get("thinktime_spin")) {
             return Err(err(o, "given without thinktime"));
         }
+        if let Some(o) = get("rate_process") {
+            match val(o)? {
+                "linear" => {}
+                "poisson" if pace.rate_bytes > 0 || pace.rate_iops > 0 => pace.poisson = true,
+                "poisson" => note(format!(
+                    "rate_process=poisson (job {}): paces nothing without rate or rate_iops",
+                    sec.name
+                )),
+                v => return Err(err(o, format!("'{v}': expected linear or poisson"))),
+            }
+        }
         job.pace = pace;
 
         // Region and how long: size, filesize, io_size, loops, runtime, time_based.
@@ -714,14 +725,27 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     "io_uring" => EngineKind::IoUring,
                     "libaio" => EngineKind::IoUring,
                     "psync" | "sync" | "pvsync" | "pvsync2" | "vsync" => EngineKind::Psync,
-                    "null" => EngineKind::Null,
+                    // cpp_null: fio's example of an engine written in C++, a null engine
+                    "null" | "cpp_null" => EngineKind::Null,
+                    "ftruncate" if rw.reads() => {
+                        return Err(err(
+                            o,
+                            format!(
+                                "ioengine=ftruncate turns each write into ftruncate(offset) and \
+                                 fails reads (EINVAL), and job {} reads (rw={})",
+                                sec.name,
+                                rw.as_str()
+                            ),
+                        ))
+                    }
+                    "ftruncate" => EngineKind::Ftruncate,
                     _ if unemulable(v) => return Err(err(o, refuse_engine(v))),
                     _ => {
                         return Err(err(
                             o,
                             format!(
                                 "'{v}': not an ioengine iolab knows (io_uring, libaio, psync, \
-                                 sync, pvsync, pvsync2, vsync, null)"
+                                 sync, pvsync, pvsync2, vsync, null, cpp_null, ftruncate)"
                             ),
                         ))
                     }
@@ -827,6 +851,12 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         };
         let do_verify = flag("do_verify")?.unwrap_or(true);
         let v = v && do_verify;
+        if v && rw.writes() && kind == EngineKind::Ftruncate {
+            return Err(err(
+                get("verify").expect("set"),
+                "ioengine=ftruncate writes no data, so there is nothing to verify",
+            ));
+        }
         if v && rw.writes() {
             note(format!(
                 "verify={}: iolab writes self-describing blocks and reads the region back after \
@@ -1108,13 +1138,12 @@ fn refuse_engine(engine: &str) -> String {
              is not translated"
         );
     }
-    if matches!(engine, "falloc" | "ftruncate" | "e4defrag") {
+    if matches!(engine, "falloc" | "e4defrag") {
         return format!(
             "ioengine={engine} turns each I/O into a {} call, which iolab's engines do not \
              issue",
             match engine {
                 "falloc" => "fallocate",
-                "ftruncate" => "ftruncate",
                 _ => "defragmentation (EXT4_IOC_MOVE_EXT)",
             }
         );

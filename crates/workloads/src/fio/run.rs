@@ -4,13 +4,12 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use iolab_engine::io_uring_available;
 use iolab_engine::pass::MAX_BUFFER_BYTES;
 use iolab_runner::block::BlockPlan;
 use iolab_runner::options::{DurationArg, RunsArg, SafetyArgs, SizeArg};
 use iolab_runner::{CommonArgs, Def, Job, RunContext, RunError, UsageError};
 use iolab_spec::fiojob::{self, FioError, Overrides};
-use iolab_spec::{format_bytes, EngineKind, RunSettings, TestSpec};
+use iolab_spec::{format_bytes, RunSettings, TestSpec};
 
 /// The workload's entry in the registry.
 pub static WORKLOAD: Def<FioOptions> = Def::new(
@@ -81,18 +80,10 @@ pub fn plan_file(
         }
     }
     let mut notes = fp.notes.clone();
-    let mut engine = fp.engine;
-    if engine == EngineKind::IoUring {
-        if let Err(e) = io_uring_available() {
-            notes.push(format!(
-                "io_uring is not available here ({e}); ran on psync (queue depth 1)"
-            ));
-            engine = EngineKind::Psync;
-        }
-    }
-    if engine == EngineKind::Psync && fp.jobs.iter().any(|j| j.job.iodepth > 1) {
-        notes.push("psync is synchronous: every job ran at iodepth 1".into());
-    }
+    let (engine, engine_notes) =
+        iolab_engine::engines::usable(fp.engine, false, fp.jobs.iter().map(|j| j.job.iodepth))
+            .map_err(UsageError::general)?;
+    notes.extend(engine_notes);
     if !fp.timed {
         notes.push("no runtime: each job's pass ends when it has done its bytes".into());
     }
