@@ -55,8 +55,23 @@ pub struct FioPlan {
     pub verify: bool,
     pub fixedbufs: bool,
     pub registerfiles: bool,
+    /// fio's `steadystate`: passes are rounds until the rule holds (one for the run).
+    pub steady: Option<FioSteady>,
     /// What the run should say about the mapping.
     pub notes: Vec<String>,
+}
+
+/// fio's steady-state detection as iolab's `--steady-state`: rounds of `round` (fio's
+/// `ss_interval`, 1 s by default) until the last `window` of them (`ss_dur` / `round`) hold
+/// `rule` (fio's criterion, e.g. `iops:10%`), at most `max_rounds` (the runtime's rounds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FioSteady {
+    pub rule: String,
+    pub round: Duration,
+    pub window: u32,
+    pub max_rounds: u32,
+    /// fio's `ss_ramp`: run this long, unjudged, before the first round.
+    pub warmup: Duration,
 }
 
 fn err(o: &RawOption, msg: impl Into<String>) -> FioError {
@@ -204,6 +219,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
     let mut verify = Agree::new("verify", "");
     let mut fixedbufs = Agree::new("fixedbufs", "");
     let mut registerfiles = Agree::new("registerfiles", "");
+    let mut steady = Agree::new("steadystate", "");
     let mut notes: Vec<String> = Vec::new();
     let mut note = |n: String| {
         if !notes.contains(&n) {
@@ -708,6 +724,87 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             }
             job.io_limit = Some(io.saturating_mul(numjobs as u64));
         }
+        // Steady state: the rule, the window, the round and the unjudged start (ss_ramp).
+        let ss = get("steadystate");
+        let ss_dur = get("steadystate_duration");
+        let ss_ramp = get("steadystate_ramp_time");
+        let ss_interval = get("steadystate_check_interval");
+        let ss_dur_v = ss_dur.map(|o| secs(o, 1_000_000)).transpose()?;
+        let ss_ramp_v = ss_ramp
+            .map(|o| secs(o, 1_000_000))
+            .transpose()?
+            .unwrap_or_default();
+        let round = ss_interval
+            .map(|o| secs(o, 1_000_000))
+            .transpose()?
+            .unwrap_or(Duration::from_secs(1));
+        let job_steady = match (ss, ss_dur_v) {
+            (Some(o), Some(dur)) if !dur.is_zero() => {
+                let rule = steady_rule(o, val(o)?)?;
+                let at = ss_dur.expect("set");
+                if round < Duration::from_millis(100) {
+                    return Err(err(
+                        ss_interval.unwrap_or(at),
+                        "a round (ss_interval) lasts at least 100ms in iolab",
+                    ));
+                }
+                let window = (dur.as_secs_f64() / round.as_secs_f64()).round() as u64;
+                let Some(limit) = run_for else {
+                    return Err(err(
+                        o,
+                        "steady-state detection runs until the runtime at most; give runtime or \
+                         --duration",
+                    ));
+                };
+                let max_rounds = (limit.as_secs_f64() / round.as_secs_f64()).floor() as u64;
+                if window < 2 || window > 1000 {
+                    return Err(err(
+                        at,
+                        format!(
+                            "the window is {window} rounds of {}s (ss_interval); iolab judges 2 \
+                             to 1000",
+                            round.as_secs_f64()
+                        ),
+                    ));
+                }
+                if max_rounds < window {
+                    return Err(err(
+                        at,
+                        format!(
+                            "the runtime ({}s) is shorter than the steady-state window ({}s): fio \
+                             could never attain it, and iolab runs at least the window",
+                            limit.as_secs_f64(),
+                            dur.as_secs_f64()
+                        ),
+                    ));
+                }
+                Some(FioSteady {
+                    rule,
+                    round,
+                    window: window as u32,
+                    max_rounds: max_rounds.min(1000) as u32,
+                    warmup: ss_ramp_v,
+                })
+            }
+            (Some(_), _) => {
+                note(format!(
+                    "steadystate (job {}): without ss_dur fio does not detect steady state (its \
+                     default 0 turns it off); not applied",
+                    sec.name
+                ));
+                None
+            }
+            (None, _) => None,
+        };
+        steady.put(job_steady, sec, ss, |v| match v {
+            Some(s) => format!(
+                "ss={} over {} rounds after {}s",
+                s.rule,
+                s.window,
+                s.warmup.as_secs_f64()
+            ),
+            None => "no steadystate".into(),
+        })?;
         if let Some(o) = get("ramp_time") {
             ramp.put(secs(o, 1_000_000)?, sec, Some(o), |d| {
                 format!("ramp_time={}s", d.as_secs_f64())
@@ -1116,8 +1213,46 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         verify: verify.get().unwrap_or(false),
         fixedbufs: fixedbufs.get().unwrap_or(false),
         registerfiles: registerfiles.get().unwrap_or(false),
+        steady: steady.get().flatten(),
         notes,
     })
+}
+
+/// fio's `steadystate` criterion as iolab's rule text: `iops`, `bw`, `iops_slope` or
+/// `bw_slope` with a percentage of the mean.
+fn steady_rule(o: &RawOption, v: &str) -> Result<String, FioError> {
+    let (name, limit) = v
+        .split_once(':')
+        .ok_or_else(|| err(o, format!("'{v}': expected CRITERION:LIMIT, e.g. iops:10%")))?;
+    let name = name.trim();
+    if name.starts_with("lat") {
+        return Err(err(
+            o,
+            format!("'{v}': latency criteria are not judged by iolab's --steady-state"),
+        ));
+    }
+    if !matches!(name, "iops" | "bw" | "iops_slope" | "bw_slope") {
+        return Err(err(
+            o,
+            format!("'{name}': expected iops, bw, iops_slope or bw_slope"),
+        ));
+    }
+    let pct = limit.trim().strip_suffix('%').ok_or_else(|| {
+        err(
+            o,
+            format!(
+                "'{v}': an absolute limit; iolab's --steady-state takes a percentage of the \
+                 mean (e.g. {name}:10%)"
+            ),
+        )
+    })?;
+    match pct.trim().parse::<f64>() {
+        Ok(p) if p.is_finite() && p > 0.0 && p <= 100.0 => Ok(format!("{name}:{}%", pct.trim())),
+        _ => Err(err(
+            o,
+            format!("'{v}': the limit is a percentage above 0, up to 100"),
+        )),
+    }
 }
 
 /// An engine that does something else than file or block I/O on this machine.
@@ -1473,6 +1608,40 @@ mod tests {
             );
             assert!(p.is_ok(), "{k}: {p:?}");
         }
+    }
+
+    #[test]
+    fn steady_state_poisson_and_ftruncate() {
+        let p = plan(
+            "[j]\nrw=write\nsize=1m\ntime_based\nruntime=3\nss=bw_slope:1%\nss_dur=1s\n\
+             ss_interval=250ms\nss_ramp=500ms\nioengine=ftruncate\nrate_iops=50\n\
+             rate_process=poisson\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            p.steady,
+            Some(FioSteady {
+                rule: "bw_slope:1%".into(),
+                round: Duration::from_millis(250),
+                window: 4,
+                max_rounds: 12,
+                warmup: Duration::from_millis(500),
+            })
+        );
+        assert_eq!(p.engine, EngineKind::Ftruncate);
+        assert!(p.jobs[0].job.pace.poisson);
+        let e = |t: &str| plan(t, Overrides::default()).unwrap_err().to_string();
+        let base = "[j]\nrw=write\nsize=1m\ntime_based\nruntime=3\n";
+        assert!(e(&format!("{base}ss=iops:5\nss_dur=1s\n")).contains("absolute limit"));
+        assert!(e(&format!("{base}ss=lat:5%\nss_dur=1s\n")).contains("latency"));
+        assert!(e(&format!("{base}ss=iops:5%\nss_dur=10s\n")).contains("shorter than"));
+        assert!(e("[j]\nrw=randrw\nsize=1m\nioengine=ftruncate\n").contains("fails reads"));
+        assert!(e(&format!("{base}ioengine=ftruncate\nverify=md5\n")).contains("nothing to verify"));
+        assert!(e(&format!("{base}rate_process=normal\n")).contains("linear or poisson"));
+        // Without ss_dur fio does not detect steady state: noted, not applied.
+        let p = plan(&format!("{base}ss=iops:5%\n"), Overrides::default()).unwrap();
+        assert!(p.steady.is_none() && p.notes.iter().any(|n| n.contains("ss_dur")));
     }
 
     #[test]

@@ -117,6 +117,31 @@ pub fn plan_file(
     plan.verify = fp.verify;
     plan.size_given = fp.size.is_some();
     plan.size_at = fp.size_at.clone();
+    if let Some(ss) = &fp.steady {
+        // fio's steadystate: each round is one pass of ss_interval; the runner's
+        // --steady-state judges the rounds (docs/fio.md).
+        let rule = iolab_stats::series::SteadyRule::parse(&ss.rule).map_err(UsageError::general)?;
+        plan.steady = Some(iolab_runner::block::SteadyPlan {
+            rule,
+            window: ss.window,
+            max_rounds: ss.max_rounds,
+        });
+        plan.settings.duration = ss.round;
+        if !ss.warmup.is_zero() {
+            // ss_ramp: once, before the rounds (a warm-up pass), not at each round's start.
+            plan.settings.warmup_passes = 1;
+            plan.settings.warmup_duration = ss.warmup;
+        }
+        plan.notes.push(format!(
+            "steadystate={}: passes are rounds of {}s (fio's ss_interval) until the last {} \
+             (ss_dur) hold it, at most {} (the runtime); fio judges a rolling window of \
+             per-interval samples the same way",
+            ss.rule,
+            ss.round.as_secs_f64(),
+            ss.window,
+            ss.max_rounds
+        ));
+    }
     if plan.verify {
         plan.check_verify()?;
     }
@@ -137,6 +162,13 @@ fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>,
         }
     }
     let mut plan = plan_file(&a.jobfile, ov, common.target.is_dir())?;
+    if plan.steady.is_some() && a.runs.runs.is_some() {
+        return Err(UsageError::option(
+            "runs",
+            "the job file's steadystate decides the number of passes (rounds); leave --runs \
+             out",
+        ));
+    }
     plan.settings.runs = a.runs.get(1)?;
     plan.allow_destroy_device = a.safety.allow_destroy_device;
     plan.allow_overwrite_file = a.safety.allow_overwrite_file;
