@@ -105,22 +105,6 @@ impl EngineKind {
     }
 }
 
-impl FromStr for EngineKind {
-    type Err = SpecError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "io_uring" | "iouring" | "uring" => Ok(EngineKind::IoUring),
-            "psync" | "sync" => Ok(EngineKind::Psync),
-            "null" => Ok(EngineKind::Null),
-            _ => Err(SpecError::new(
-                "engine",
-                s,
-                "expected io_uring, psync or null",
-            )),
-        }
-    }
-}
-
 /// What write buffers contain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

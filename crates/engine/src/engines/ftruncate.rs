@@ -6,9 +6,9 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use iolab_spec::IoDir;
+use iolab_spec::{EngineKind, IoDir};
 
-use super::{Completion, Engine, Open};
+use super::{Completion, Desc, Engine, Open};
 use crate::buffers::BufferPool;
 
 pub struct Ftruncate {
@@ -17,6 +17,16 @@ pub struct Ftruncate {
 }
 
 impl Engine for Ftruncate {
+    const DESC: Desc = Desc {
+        kind: EngineKind::Ftruncate,
+        aliases: &[],
+        fio: &["ftruncate"],
+        // Only a job file that asks for it: it writes no data.
+        cli: false,
+        synchronous: true,
+        touches_device: true,
+    };
+
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
         Ok((
             Ftruncate {
@@ -25,11 +35,6 @@ impl Engine for Ftruncate {
             },
             Vec::new(),
         ))
-    }
-
-    /// Synchronous: one call at a time.
-    fn depth(_iodepth: u32) -> u32 {
-        1
     }
 
     #[inline]

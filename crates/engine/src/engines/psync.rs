@@ -3,9 +3,9 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use iolab_spec::IoDir;
+use iolab_spec::{EngineKind, IoDir};
 
-use super::{Completion, Engine, Open};
+use super::{Completion, Desc, Engine, Open};
 use crate::buffers::BufferPool;
 
 pub struct Psync {
@@ -23,13 +23,17 @@ impl Psync {
 }
 
 impl Engine for Psync {
+    const DESC: Desc = Desc {
+        kind: EngineKind::Psync,
+        aliases: &["sync"],
+        fio: &["psync", "sync", "pvsync", "pvsync2", "vsync"],
+        cli: true,
+        synchronous: true,
+        touches_device: true,
+    };
+
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
         Ok((Psync::new(o.fd), Vec::new()))
-    }
-
-    /// Synchronous: one I/O at a time.
-    fn depth(_iodepth: u32) -> u32 {
-        1
     }
 
     #[inline]

@@ -187,3 +187,47 @@ impl Job for FioJob {
         Some(&self.0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use iolab_engine::engines::ENGINES;
+    use iolab_spec::fiojob::{self, parse::Sources, Overrides};
+
+    /// The engine a one-job file with `ioengine=NAME` (and `extra`) runs on, or the refusal.
+    fn engine_of(name: &str, extra: &str) -> Result<iolab_spec::EngineKind, String> {
+        let src = Sources {
+            read: &|_, _| {
+                Err(iolab_sys::input::InputError::Io(
+                    std::io::ErrorKind::NotFound.into(),
+                ))
+            },
+            var: &|_| None,
+        };
+        let text = format!("[j]\nrw=write\nsize=1m\nioengine={name}\n{extra}");
+        let file = fiojob::parse("j.fio", text.as_bytes(), &src).map_err(|e| e.to_string())?;
+        fiojob::map_jobs(&file, Overrides::default())
+            .map(|p| p.engine)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Each engine declares the fio names it runs (its `Desc`); the job-file mapping in
+    /// iolab-spec must run each of them on that engine, so one side cannot be changed
+    /// without the other.
+    #[test]
+    fn every_engines_fio_names_run_on_it() {
+        for d in ENGINES {
+            for name in d.fio {
+                // libaio is asynchronous only with O_DIRECT (buffered it runs on psync).
+                assert_eq!(
+                    engine_of(name, "direct=1\n"),
+                    Ok(d.kind),
+                    "ioengine={name} should run on {}",
+                    d.kind.as_str()
+                );
+            }
+            assert!(d.synchronous == (iolab_engine::effective_iodepth(d.kind, 8) == 1));
+        }
+        // And no other fio name reaches an engine.
+        assert!(engine_of("posixaio", "").is_err());
+    }
+}
