@@ -176,6 +176,9 @@ fn check_known(file: &JobFile) -> Result<Vec<String>, FioError> {
             }
         }
     }
+    if let Some(e) = &file.unset {
+        return Err(e.clone());
+    }
     let mut report_only = Vec::new();
     for s in &file.sections {
         for o in &s.options {
@@ -1705,6 +1708,13 @@ mod tests {
             e("[a]\nsize=1m\niodpeth=4\n"),
             "j.fio:3: iodpeth: not an fio option iolab knows; did you mean iodepth?"
         );
+        // An unset variable refuses the file, naming it; but an engine iolab cannot run is
+        // the reason given first, wherever the variable is.
+        assert_eq!(
+            e("[a]\nsize=${NOPE}\n"),
+            "j.fio:2: ${NOPE}: the environment variable NOPE is not set"
+        );
+        assert!(e("[a]\nhostname=${H}\nioengine=rdma\n").starts_with("j.fio:3: ioengine:"));
         // The engine is named even when another unsupported option comes first.
         assert!(
             e("[a]\nhostname=x\nioengine=rdma\n").starts_with("j.fio:3: ioengine: ioengine=rdma")
