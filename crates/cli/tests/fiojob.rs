@@ -247,7 +247,7 @@ fn refusals_name_file_line_and_option() {
             "engine.fio",
             b"[j]\nsize=1m\nioengine=rdma\n".to_vec(),
             ":3: ioengine:",
-            &["ioengine=rdma is an engine iolab cannot emulate"],
+            &["ioengine=rdma: its I/O goes to a network"],
         ),
         (
             "pareto.fio",

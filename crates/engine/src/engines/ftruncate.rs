@@ -8,13 +8,12 @@ use std::os::fd::RawFd;
 
 use iolab_spec::{EngineKind, IoDir};
 
+use super::psync::Psync;
 use super::{Completion, Desc, Engine, Open};
 use crate::buffers::BufferPool;
 
-pub struct Ftruncate {
-    fd: RawFd,
-    done: Vec<Completion>,
-}
+/// psync's completions, with ftruncate in place of pwrite.
+pub struct Ftruncate(Psync);
 
 impl Engine for Ftruncate {
     const DESC: Desc = Desc {
@@ -28,43 +27,32 @@ impl Engine for Ftruncate {
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
-        Ok((
-            Ftruncate {
-                fd: o.fd,
-                done: Vec::with_capacity(1),
-            },
-            Vec::new(),
-        ))
+        Ok((Ftruncate(Psync::new(o.fd)), Vec::new()))
     }
 
     #[inline]
     fn queue(&mut self, _bufs: &BufferPool, slot: u32, dir: IoDir, offset: u64, len: u32) {
-        let result = match dir {
-            IoDir::Read => -libc::EINVAL,
-            IoDir::Write => {
-                // SAFETY: a plain system call on the job's descriptor, which outlives the
-                // engine; no memory is passed.
-                let rc = unsafe { libc::ftruncate(self.fd, offset as libc::off_t) };
-                if rc == 0 {
-                    // fio counts each call as an I/O of the job's block size.
-                    len as i32
-                } else {
-                    -io::Error::last_os_error()
-                        .raw_os_error()
-                        .unwrap_or(libc::EIO)
-                }
+        let rc = match dir {
+            IoDir::Read => {
+                // fio's engine fails reads; so does this one (the mapping refuses them).
+                self.0.complete_with(slot, -libc::EINVAL);
+                return;
             }
+            // SAFETY: a plain system call on the job's descriptor, which outlives the
+            // engine; no memory is passed.
+            IoDir::Write => unsafe { libc::ftruncate(self.0.fd(), offset as libc::off_t) },
         };
-        self.done.push(Completion { slot, result });
+        // fio counts each call as an I/O of the job's block size.
+        self.0
+            .complete(slot, if rc == 0 { len as i64 } else { rc as i64 });
     }
 
     #[inline]
-    fn submit_and_reap(&mut self, _min: u32, out: &mut Vec<Completion>) -> io::Result<()> {
-        out.append(&mut self.done);
-        Ok(())
+    fn submit_and_reap(&mut self, min: u32, out: &mut Vec<Completion>) -> io::Result<()> {
+        self.0.submit_and_reap(min, out)
     }
 
     fn fd(&self) -> RawFd {
-        self.fd
+        self.0.fd()
     }
 }

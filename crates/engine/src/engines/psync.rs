@@ -20,6 +20,24 @@ impl Psync {
             done: Vec::with_capacity(1),
         }
     }
+
+    /// Records the completion of a system call made for `slot` that returned `rc` (bytes,
+    /// or -1 with errno set), for the next reap; for every synchronous engine.
+    pub(crate) fn complete(&mut self, slot: u32, rc: i64) {
+        let result = if rc < 0 {
+            -io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO)
+        } else {
+            rc as i32
+        };
+        self.complete_with(slot, result);
+    }
+
+    /// Records `result` (bytes, or -errno) for `slot`, for the next reap.
+    pub(crate) fn complete_with(&mut self, slot: u32, result: i32) {
+        self.done.push(Completion { slot, result });
+    }
 }
 
 impl Engine for Psync {
@@ -57,14 +75,7 @@ impl Engine for Psync {
                 ),
             }
         };
-        let result = if rc < 0 {
-            -io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO)
-        } else {
-            rc as i32
-        };
-        self.done.push(Completion { slot, result });
+        self.complete(slot, rc as i64);
     }
 
     #[inline]

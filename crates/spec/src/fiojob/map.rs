@@ -1286,9 +1286,37 @@ fn refuse_engine(engine: &str) -> String {
             }
         );
     }
+    let why = match engine {
+        "rdma" | "net" | "netsplice" | "http" | "nbd" | "nfs" | "libiscsi" | "rados" | "rbd"
+        | "gfapi" | "gfapi_async" | "libhdfs" | "dfs" => {
+            "its I/O goes to a network, object-store or cluster service, not a local file or \
+             device"
+        }
+        _ if engine.starts_with("librpma") || engine.starts_with("ime_") => {
+            "its I/O goes to a remote or cluster service (RDMA persistent memory, DDN IME), \
+             not a local file or device"
+        }
+        "libcufile" | "gpudirect" => "its I/O moves data to and from GPU memory (cuFile)",
+        "dev-dax" | "libpmem" | "pmemblk" => {
+            "it maps persistent memory (DAX) and copies with CPU instructions, no block I/O"
+        }
+        "sg" | "io_uring_cmd" | "xnvme" | "libzbc" => {
+            "it sends SCSI or NVMe commands through a passthrough interface (or a zoned \
+             device's zone commands), which iolab's engines do not issue"
+        }
+        "mtd" => "it drives raw flash (MTD) devices",
+        "cpuio" => "it burns CPU and does no I/O",
+        "exec" => "it runs another program",
+        "mmap" | "splice" | "posixaio" | "guasi" | "binject" => {
+            "it moves data through another interface (memory maps, splice, POSIX AIO...) that \
+             iolab's engines do not implement"
+        }
+        "windowsaio" | "solarisaio" => "it exists on another operating system",
+        _ => "it is an external engine loaded from a library",
+    };
     format!(
-        "ioengine={engine} is an engine iolab cannot emulate (it runs io_uring, libaio as \
-         io_uring, psync, sync, pvsync, pvsync2, vsync as psync, and null)"
+        "ioengine={engine}: {why} (iolab runs io_uring, libaio as io_uring, psync, sync, \
+         pvsync, pvsync2, vsync as psync, null, cpp_null as null, and ftruncate)"
     )
 }
 

@@ -186,7 +186,7 @@ pub const OPTIONS: &[Row] = &[
     maps(
         "steadystate_ramp_time",
         Time,
-        "RunSettings.ramp (added)",
+        "RunSettings.warmup_duration (one pass)",
         "0",
     ),
     maps(
@@ -316,7 +316,12 @@ pub const OPTIONS: &[Row] = &[
     refused("exec_prerun", NOT_TAKEN),
     refused("experimental_verify", NOT_TAKEN),
     refused("fadvise_hint", NOT_TAKEN),
-    refused("fallocate", NOT_TAKEN),
+    refused(
+        "fallocate",
+        "how fio lays out a file it creates (posix, native, keep, truncate or none); iolab \
+         creates and fills its own test file, so the layout fio would choose is not \
+         reproduced",
+    ),
     refused("file_append", NOT_TAKEN),
     refused("file_service_type", NOT_TAKEN),
     refused("filename_format", NOT_TAKEN),
