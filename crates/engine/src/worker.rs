@@ -410,7 +410,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 issued += len;
                 issued_ios += 1;
                 if pace.poisson {
-                    arrival_s += poisson_gap(&pace, len as u64, rng.f64());
+                    arrival_s += poisson_gap(&pace, len, rng.f64());
                 }
                 if pace.think_us > 0 {
                     think_count += 1;

@@ -760,7 +760,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     ));
                 };
                 let max_rounds = (limit.as_secs_f64() / round.as_secs_f64()).floor() as u64;
-                if window < 2 || window > 1000 {
+                if !(2..=1000).contains(&window) {
                     return Err(err(
                         at,
                         format!(
