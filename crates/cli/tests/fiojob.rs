@@ -137,6 +137,41 @@ fn fio_examples_run_or_are_refused_by_name() {
     }
 }
 
+/// fio's steadystate runs as iolab's --steady-state: rounds of ss_interval, a window of
+/// ss_dur, ss_ramp as one warm-up pass; the test's `extra.steady_state` says how it went.
+#[test]
+fn steadystate_options_run_as_rounds() {
+    let sb = Sandbox::new();
+    let f = job_file(
+        &sb,
+        "ss.fio",
+        b"[global]\nioengine=null\ntime_based\nruntime=1\nsize=1m\n[ss]\nrw=randread\n\
+          ss=iops:100%\nss_dur=200ms\nss_interval=100ms\nss_ramp=100ms\n",
+    );
+    let out = sb.run(&["fio", &f, "--no-store", "--json", "-"]).ok();
+    let doc = out.json();
+    let t = &doc["tests"][0];
+    let ss = &t["extra"]["steady_state"];
+    assert_eq!(ss["rule"], "iops:100%", "{out}");
+    assert_eq!(ss["window_rounds"], 2, "{out}");
+    let rounds = ss["rounds"].as_u64().unwrap();
+    assert!((2..=10).contains(&rounds), "{out}");
+    assert_eq!(
+        t["passes"].as_array().unwrap().len() as u64,
+        rounds,
+        "{out}"
+    );
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("rounds of 0.1s"), "{notes}");
+    // --runs would fight the rule over the number of passes.
+    let out = sb.run(&["fio", &f, "--runs", "3", "--no-store"]);
+    assert_eq!(out.code, Some(2), "{out}");
+    assert!(
+        out.stderr.contains("--runs") || out.stderr.contains("runs"),
+        "{out}"
+    );
+}
+
 /// A job file in the sandbox.
 fn job_file(sb: &Sandbox, name: &str, text: &[u8]) -> String {
     let p = sb.path(name);
@@ -247,7 +282,7 @@ fn refusals_name_file_line_and_option() {
             "engine.fio",
             b"[j]\nsize=1m\nioengine=rdma\n".to_vec(),
             ":3: ioengine:",
-            &["ioengine=rdma is an engine iolab cannot emulate"],
+            &["ioengine=rdma: its I/O goes to a network"],
         ),
         (
             "pareto.fio",

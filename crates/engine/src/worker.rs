@@ -124,6 +124,21 @@ fn pace_at(pace: &iolab_spec::Pace, start: Instant, bytes: u64, ios: u64) -> Opt
     at
 }
 
+/// fio's `rate_process=poisson`: the gap before the next I/O, exponentially distributed
+/// with the rate's mean gap (the slower of the IOPS and the byte rate for an I/O of
+/// `len` bytes); `u` uniform in [0, 1).
+fn poisson_gap(pace: &iolab_spec::Pace, len: u64, u: f64) -> f64 {
+    let mut mean = 0.0f64;
+    if pace.rate_iops > 0 {
+        mean = 1.0 / pace.rate_iops as f64;
+    }
+    if pace.rate_bytes > 0 {
+        mean = mean.max(len as f64 / pace.rate_bytes as f64);
+    }
+    // -ln(1 - u) is exponential with mean 1 (1 - u is in (0, 1]).
+    -(1.0 - u).ln() * mean
+}
+
 /// Sleeps until `until` on `clock` in short steps (a stop request ends it early); returns
 /// the time it ended.
 fn idle_until<C: Clock>(clock: &C, until: Instant, stop: &AtomicBool) -> Instant {
@@ -261,6 +276,8 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     let mut think_count = 0u32;
     let mut thinking = false;
     let mut hold_until: Option<Instant> = None;
+    // rate_process=poisson: when the next I/O arrives, in seconds from the start.
+    let mut arrival_s = 0.0f64;
 
     loop {
         let mut busy = false;
@@ -268,7 +285,12 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
             let t_queue = clock.now();
             while let Some(slot) = free.pop() {
                 if paced {
-                    if let Some(at) = pace_at(&pace, start, issued, issued_ios) {
+                    let at = if pace.poisson {
+                        Some(start + Duration::from_secs_f64(arrival_s))
+                    } else {
+                        pace_at(&pace, start, issued, issued_ios)
+                    };
+                    if let Some(at) = at {
                         if t_queue < at {
                             free.push(slot);
                             hold_until = Some(at);
@@ -387,6 +409,9 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 inflight += 1;
                 issued += len;
                 issued_ios += 1;
+                if pace.poisson {
+                    arrival_s += poisson_gap(&pace, len, rng.f64());
+                }
                 if pace.think_us > 0 {
                     think_count += 1;
                     if think_count >= pace.think_blocks.max(1) {
@@ -539,4 +564,32 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
         clock.now()
     };
     res
+}
+
+#[cfg(test)]
+mod poisson_tests {
+    use super::poisson_gap;
+
+    #[test]
+    fn poisson_gaps_average_the_rates_mean_gap() {
+        let pace = iolab_spec::Pace {
+            rate_iops: 100,
+            rate_bytes: 200 * 4096,
+            poisson: true,
+            ..Default::default()
+        };
+        // u over [0, 1) in even steps: the mean of -ln(1 - u) tends to 1.
+        let n = 100_000;
+        let mean: f64 = (0..n)
+            .map(|i| poisson_gap(&pace, 4096, i as f64 / n as f64))
+            .sum::<f64>()
+            / n as f64;
+        assert!((mean - 0.01).abs() < 0.0002, "{mean}");
+        // The slower of the two limits sets the mean: 64 KiB at 800 KiB/s is 80 ms.
+        let big: f64 = (0..n)
+            .map(|i| poisson_gap(&pace, 65536, i as f64 / n as f64))
+            .sum::<f64>()
+            / n as f64;
+        assert!((big - 0.08).abs() < 0.002, "{big}");
+    }
 }

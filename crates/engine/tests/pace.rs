@@ -99,6 +99,17 @@ fn rate_limits_cap_what_a_pass_does() {
         n <= 2 * 16,
         "2 I/Os per 20 ms of think time over 300 ms did {n} I/Os"
     );
+    // rate_process=poisson: gaps drawn around the same mean; never unpaced.
+    let poisson = Pace {
+        rate_iops: 100,
+        poisson: true,
+        ..Pace::default()
+    };
+    let n = paced_ios(poisson, 8, d);
+    assert!(
+        (1..=100).contains(&n),
+        "Poisson arrivals at 100 IOPS over 300 ms did {n} I/Os"
+    );
 }
 
 /// The 4 KiB blocks of `t`'s file that hold zeros.

@@ -22,11 +22,7 @@ pub fn section_name(test: &TestSpec) -> String {
 /// The `[global]` section shared by all tests of a run.
 pub fn global_section(settings: &RunSettings, filename: &str) -> String {
     let mut g = String::from("[global]\n");
-    let engine = match settings.engine {
-        EngineKind::IoUring => "io_uring",
-        EngineKind::Psync => "psync",
-        EngineKind::Null => "null",
-    };
+    let engine = settings.engine.as_str();
     let _ = writeln!(g, "ioengine={engine}");
     if settings.engine == EngineKind::IoUring {
         if settings.fixedbufs {

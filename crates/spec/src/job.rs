@@ -90,6 +90,8 @@ pub enum EngineKind {
     Psync,
     /// Completes every I/O at once without touching the target (fio's null ioengine).
     Null,
+    /// Each write sets the file's length to its offset (fio's ftruncate ioengine).
+    Ftruncate,
 }
 
 impl EngineKind {
@@ -98,22 +100,7 @@ impl EngineKind {
             EngineKind::IoUring => "io_uring",
             EngineKind::Psync => "psync",
             EngineKind::Null => "null",
-        }
-    }
-}
-
-impl FromStr for EngineKind {
-    type Err = SpecError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "io_uring" | "iouring" | "uring" => Ok(EngineKind::IoUring),
-            "psync" | "sync" => Ok(EngineKind::Psync),
-            "null" => Ok(EngineKind::Null),
-            _ => Err(SpecError::new(
-                "engine",
-                s,
-                "expected io_uring, psync or null",
-            )),
+            EngineKind::Ftruncate => "ftruncate",
         }
     }
 }
@@ -228,6 +215,10 @@ pub struct Pace {
     /// (fio's `thinktime`, `thinktime_blocks`); 0: never.
     pub think_us: u64,
     pub think_blocks: u32,
+    /// The gaps between paced I/Os are exponentially distributed around the rate's mean
+    /// gap (fio's `rate_process=poisson`), rather than even.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub poisson: bool,
 }
 
 impl Pace {

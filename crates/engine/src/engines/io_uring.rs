@@ -9,9 +9,9 @@ use std::io;
 use std::os::fd::RawFd;
 
 use io_uring::{opcode, squeue, types, IoUring};
-use iolab_spec::IoDir;
+use iolab_spec::{EngineKind, IoDir};
 
-use super::{Completion, Engine, Open};
+use super::{Completion, Desc, Engine, Open};
 use crate::buffers::BufferPool;
 
 /// The options only io_uring has, as `iolab run` takes them.
@@ -142,6 +142,16 @@ impl Uring {
 }
 
 impl Engine for Uring {
+    const DESC: Desc = Desc {
+        kind: EngineKind::IoUring,
+        aliases: &["iouring", "uring"],
+        // libaio: as io_uring with direct=1 (the mapping runs buffered libaio on psync).
+        fio: &["io_uring", "libaio"],
+        cli: true,
+        synchronous: false,
+        touches_device: true,
+    };
+
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
         let (file, bufs) = (o.settings.registerfiles, o.settings.fixedbufs);
         let mut ring = Uring::new(o.fd, o.iodepth, o.bufs, file, bufs)

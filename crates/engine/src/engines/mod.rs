@@ -3,6 +3,7 @@
 //! [`Engine`], so the per-I/O path has no dynamic dispatch; the registry at the end of this
 //! file (one line an engine) picks the concrete engine for a run's [`EngineKind`].
 
+pub mod ftruncate;
 pub mod io_uring;
 pub mod null;
 pub mod psync;
@@ -37,15 +38,64 @@ pub struct EngineChoice {
     pub named: bool,
 }
 
+/// What an engine is, declared once in its own file (fio's `ioengine_ops`: its names and
+/// flags); the registry at the end of this file lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Desc {
+    /// The engine (its name, `EngineKind::as_str`, is what runs store).
+    pub kind: EngineKind,
+    /// Other names `--engine` takes for it.
+    pub aliases: &'static [&'static str],
+    /// fio's `ioengine=` names a job file runs on it (iolab-spec's job-file mapping reads
+    /// them; a test in iolab-workloads checks that the two agree).
+    pub fio: &'static [&'static str],
+    /// Offered by `--engine` (false: only a fio job file chooses it).
+    pub cli: bool,
+    /// One I/O at a time from the job's thread: any queue depth runs at 1 (fio's
+    /// FIO_SYNCIO).
+    pub synchronous: bool,
+    /// Its I/O reaches the target (false: it completes I/O without touching it, fio's
+    /// FIO_DISKLESSIO: the figures are iolab's own overhead).
+    pub touches_device: bool,
+}
+
+impl Desc {
+    /// Whether `--engine NAME` names this engine.
+    pub fn is_named(&self, name: &str) -> bool {
+        self.cli && (self.kind.as_str() == name || self.aliases.contains(&name))
+    }
+}
+
+/// The engine `--engine NAME` names, or the refusal naming those it takes.
+pub fn by_name(name: &str) -> Result<&'static Desc, iolab_spec::SpecError> {
+    ENGINES.iter().find(|d| d.is_named(name)).ok_or_else(|| {
+        let names: Vec<&str> = ENGINES
+            .iter()
+            .filter(|d| d.cli)
+            .map(|d| d.kind.as_str())
+            .collect();
+        let list = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.join(""),
+        };
+        iolab_spec::SpecError::new("engine", name, format!("expected {list}"))
+    })
+}
+
+/// The engine of `kind`.
+pub fn desc(kind: EngineKind) -> &'static Desc {
+    ENGINES
+        .iter()
+        .find(|d| d.kind == kind)
+        .expect("every EngineKind has its line in the registry")
+}
+
 impl EngineArgs {
     /// The engine, or the option that does not apply to it and why.
     pub fn resolve(&self) -> Result<EngineChoice, (String, String)> {
-        let kind: iolab_spec::EngineKind = self
-            .engine
-            .as_deref()
-            .unwrap_or("io_uring")
-            .parse()
-            .map_err(|e: iolab_spec::SpecError| ("engine".to_string(), format!("--{e}")))?;
+        let kind = by_name(self.engine.as_deref().unwrap_or("io_uring"))
+            .map_err(|e| ("engine".to_string(), format!("--{e}")))?
+            .kind;
         if kind != iolab_spec::EngineKind::IoUring {
             if let Some(o) = self.io_uring.given().first() {
                 return Err((
@@ -63,6 +113,50 @@ impl EngineArgs {
             registerfiles: !self.io_uring.no_registerfiles,
             named: self.engine.is_some(),
         })
+    }
+}
+
+/// The engine a run uses, with what the run should note: `kind` where it can run here;
+/// io_uring where the kernel refuses it falls back to psync (queue depth 1), unless it was
+/// asked for by name (`named`: the error says why and what to do). `depths` are the queue
+/// depths the run's tests ask for: a synchronous engine runs them all at 1, and the note
+/// says so. The one place the fallback is decided, for every workload that takes an engine.
+pub fn usable(
+    kind: EngineKind,
+    named: bool,
+    depths: impl IntoIterator<Item = u32>,
+) -> Result<(EngineKind, Vec<String>), String> {
+    let mut notes = Vec::new();
+    let mut engine = kind;
+    if engine == EngineKind::IoUring {
+        if let Err(e) = io_uring::available() {
+            if named {
+                return Err(format!(
+                    "--engine io_uring: io_uring is not available here ({e}); use --engine \
+                     psync, or leave --engine out to fall back to psync"
+                ));
+            }
+            notes.push(format!(
+                "io_uring is not available here ({e}); fell back to psync (queue depth 1)"
+            ));
+            engine = EngineKind::Psync;
+        }
+    }
+    if desc(engine).synchronous && depths.into_iter().any(|d| d > 1) {
+        notes.push(format!(
+            "{} is synchronous: every test ran at queue depth 1 whatever its queue depth says",
+            engine.as_str()
+        ));
+    }
+    Ok((engine, notes))
+}
+
+/// The queue depth a job of `kind` runs at, given `--iodepth` (a synchronous engine: 1).
+pub fn effective_iodepth(kind: EngineKind, iodepth: u32) -> u32 {
+    if desc(kind).synchronous {
+        1
+    } else {
+        iodepth
     }
 }
 
@@ -88,20 +182,15 @@ pub struct Open<'a> {
 
 /// One job's I/O engine, bound to one file descriptor and one buffer pool.
 pub trait Engine {
+    /// What the engine is: its names and flags.
+    const DESC: Desc;
+
     /// Opens the engine for one job thread. The notes say what the settings asked for and
     /// the engine did another way (a registration the kernel refused); an error fails the
     /// pass.
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String>
     where
         Self: Sized;
-
-    /// The queue depth a job runs at with this engine, given `--iodepth`.
-    fn depth(iodepth: u32) -> u32
-    where
-        Self: Sized,
-    {
-        iodepth
-    }
 
     /// Queues an I/O of `len` bytes at `offset` using buffer slot `slot`. The I/O may be
     /// executed here (psync) or at the next [`Engine::submit_and_reap`] (io_uring).
@@ -144,18 +233,16 @@ macro_rules! registry {
             }
         }
 
-        /// The queue depth a job of `kind` runs at, given `--iodepth` (psync: 1).
-        pub fn effective_iodepth(kind: EngineKind, iodepth: u32) -> u32 {
-            match kind {
-                $(EngineKind::$kind => <$engine>::depth(iodepth),)*
-            }
-        }
+        /// Every engine's description, in the registry's order.
+        pub static ENGINES: &[Desc] = &[$(<$engine as Engine>::DESC),*];
     };
 }
 
-// Every engine, one line each (its name and string are `EngineKind`'s, in iolab-spec).
+// Every engine, one line each (its `Desc` is in its file; its name is `EngineKind`'s, in
+// iolab-spec).
 registry! {
     IoUring => io_uring::Uring,
     Psync => psync::Psync,
     Null => null::Null,
+    Ftruncate => ftruncate::Ftruncate,
 }

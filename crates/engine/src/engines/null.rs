@@ -5,9 +5,9 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use iolab_spec::IoDir;
+use iolab_spec::{EngineKind, IoDir};
 
-use super::{Completion, Engine, Open};
+use super::{Completion, Desc, Engine, Open};
 use crate::buffers::BufferPool;
 
 /// Queued I/Os are held as (slot, length) and all complete, in full, at the next submit.
@@ -27,6 +27,15 @@ impl Null {
 }
 
 impl Engine for Null {
+    const DESC: Desc = Desc {
+        kind: EngineKind::Null,
+        aliases: &[],
+        fio: &["null", "cpp_null"],
+        cli: true,
+        synchronous: false,
+        touches_device: false,
+    };
+
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
         Ok((Null::new(o.fd, o.iodepth), Vec::new()))
     }

@@ -3,9 +3,9 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use iolab_spec::IoDir;
+use iolab_spec::{EngineKind, IoDir};
 
-use super::{Completion, Engine, Open};
+use super::{Completion, Desc, Engine, Open};
 use crate::buffers::BufferPool;
 
 pub struct Psync {
@@ -20,16 +20,38 @@ impl Psync {
             done: Vec::with_capacity(1),
         }
     }
+
+    /// Records the completion of a system call made for `slot` that returned `rc` (bytes,
+    /// or -1 with errno set), for the next reap; for every synchronous engine.
+    pub(crate) fn complete(&mut self, slot: u32, rc: i64) {
+        let result = if rc < 0 {
+            -io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO)
+        } else {
+            rc as i32
+        };
+        self.complete_with(slot, result);
+    }
+
+    /// Records `result` (bytes, or -errno) for `slot`, for the next reap.
+    pub(crate) fn complete_with(&mut self, slot: u32, result: i32) {
+        self.done.push(Completion { slot, result });
+    }
 }
 
 impl Engine for Psync {
+    const DESC: Desc = Desc {
+        kind: EngineKind::Psync,
+        aliases: &["sync"],
+        fio: &["psync", "sync", "pvsync", "pvsync2", "vsync"],
+        cli: true,
+        synchronous: true,
+        touches_device: true,
+    };
+
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
         Ok((Psync::new(o.fd), Vec::new()))
-    }
-
-    /// Synchronous: one I/O at a time.
-    fn depth(_iodepth: u32) -> u32 {
-        1
     }
 
     #[inline]
@@ -53,14 +75,7 @@ impl Engine for Psync {
                 ),
             }
         };
-        let result = if rc < 0 {
-            -io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO)
-        } else {
-            rc as i32
-        };
-        self.done.push(Completion { slot, result });
+        self.complete(slot, rc as i64);
     }
 
     #[inline]

@@ -4,7 +4,8 @@
 //! replace it. Every option is either mapped, accepted as report-only (listed in a note),
 //! or refused by name at its line; nothing is dropped unsaid.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use super::options::{self, Kind};
@@ -54,8 +55,23 @@ pub struct FioPlan {
     pub verify: bool,
     pub fixedbufs: bool,
     pub registerfiles: bool,
+    /// fio's `steadystate`: passes are rounds until the rule holds (one for the run).
+    pub steady: Option<FioSteady>,
     /// What the run should say about the mapping.
     pub notes: Vec<String>,
+}
+
+/// fio's steady-state detection as iolab's `--steady-state`: rounds of `round` (fio's
+/// `ss_interval`, 1 s by default) until the last `window` of them (`ss_dur` / `round`) hold
+/// `rule` (fio's criterion, e.g. `iops:10%`), at most `max_rounds` (the runtime's rounds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FioSteady {
+    pub rule: String,
+    pub round: Duration,
+    pub window: u32,
+    pub max_rounds: u32,
+    /// fio's `ss_ramp`: run this long, unjudged, before the first round.
+    pub warmup: Duration,
 }
 
 fn err(o: &RawOption, msg: impl Into<String>) -> FioError {
@@ -160,6 +176,9 @@ fn check_known(file: &JobFile) -> Result<Vec<String>, FioError> {
             }
         }
     }
+    if let Some(e) = &file.unset {
+        return Err(e.clone());
+    }
     let mut report_only = Vec::new();
     for s in &file.sections {
         for o in &s.options {
@@ -171,15 +190,7 @@ fn check_known(file: &JobFile) -> Result<Vec<String>, FioError> {
                         report_only.push(key.to_string());
                     }
                 }
-                Kind::Unsupported => {
-                    if let Some((_, why)) = options::WHY.iter().find(|(k, _)| *k == key) {
-                        return Err(err(o, *why));
-                    }
-                    return Err(err(
-                        o,
-                        "an fio option iolab does not support (docs/fio.md lists what it maps)",
-                    ));
-                }
+                Kind::Unsupported(why) => return Err(err(o, why)),
                 Kind::Unknown => {
                     let hint = options::suggest(&o.key)
                         .map(|s| format!("; did you mean {s}?"))
@@ -211,6 +222,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
     let mut verify = Agree::new("verify", "");
     let mut fixedbufs = Agree::new("fixedbufs", "");
     let mut registerfiles = Agree::new("registerfiles", "");
+    let mut steady = Agree::new("steadystate", "");
     let mut notes: Vec<String> = Vec::new();
     let mut note = |n: String| {
         if !notes.contains(&n) {
@@ -225,8 +237,13 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             continue;
         }
         let m = effective(&file.sections, idx);
-        let get = |k: &str| m.get(k).copied();
-        let flag = |k: &str| -> Result<Option<bool>, FioError> {
+        // Every option the mapping looks at, so that none in force goes unread (below).
+        let read: RefCell<HashSet<&str>> = RefCell::default();
+        let get = |k: &'static str| {
+            read.borrow_mut().insert(k);
+            m.get(k).copied()
+        };
+        let flag = |k: &'static str| -> Result<Option<bool>, FioError> {
             get(k)
                 .map(|o| values::boolean(o.value.as_deref()).map_err(|e| err(o, e)))
                 .transpose()
@@ -399,9 +416,9 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         }
 
         // Mixes.
-        if let Some(o) = get("rwmixread").or(get("rwmixwrite")) {
-            let mr = m.get("rwmixread");
-            let mw = m.get("rwmixwrite");
+        if let Some(o) = get("rwmixwrite").or(get("rwmixread")) {
+            let mr = get("rwmixread");
+            let mw = get("rwmixwrite");
             // The one written later wins, as in fio.
             let last = match (mr, mw) {
                 (Some(r), Some(w)) if (&w.file, w.line) > (&r.file, r.line) => w,
@@ -577,6 +594,17 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         } else if let Some(o) = get("thinktime_blocks").or(get("thinktime_spin")) {
             return Err(err(o, "given without thinktime"));
         }
+        if let Some(o) = get("rate_process") {
+            match val(o)? {
+                "linear" => {}
+                "poisson" if pace.rate_bytes > 0 || pace.rate_iops > 0 => pace.poisson = true,
+                "poisson" => note(format!(
+                    "rate_process=poisson (job {}): paces nothing without rate or rate_iops",
+                    sec.name
+                )),
+                v => return Err(err(o, format!("'{v}': expected linear or poisson"))),
+            }
+        }
         job.pace = pace;
 
         // Region and how long: size, filesize, io_size, loops, runtime, time_based.
@@ -699,6 +727,87 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             }
             job.io_limit = Some(io.saturating_mul(numjobs as u64));
         }
+        // Steady state: the rule, the window, the round and the unjudged start (ss_ramp).
+        let ss = get("steadystate");
+        let ss_dur = get("steadystate_duration");
+        let ss_ramp = get("steadystate_ramp_time");
+        let ss_interval = get("steadystate_check_interval");
+        let ss_dur_v = ss_dur.map(|o| secs(o, 1_000_000)).transpose()?;
+        let ss_ramp_v = ss_ramp
+            .map(|o| secs(o, 1_000_000))
+            .transpose()?
+            .unwrap_or_default();
+        let round = ss_interval
+            .map(|o| secs(o, 1_000_000))
+            .transpose()?
+            .unwrap_or(Duration::from_secs(1));
+        let job_steady = match (ss, ss_dur_v) {
+            (Some(o), Some(dur)) if !dur.is_zero() => {
+                let rule = steady_rule(o, val(o)?)?;
+                let at = ss_dur.expect("set");
+                if round < Duration::from_millis(100) {
+                    return Err(err(
+                        ss_interval.unwrap_or(at),
+                        "a round (ss_interval) lasts at least 100ms in iolab",
+                    ));
+                }
+                let window = (dur.as_secs_f64() / round.as_secs_f64()).round() as u64;
+                let Some(limit) = run_for else {
+                    return Err(err(
+                        o,
+                        "steady-state detection runs until the runtime at most; give runtime or \
+                         --duration",
+                    ));
+                };
+                let max_rounds = (limit.as_secs_f64() / round.as_secs_f64()).floor() as u64;
+                if !(2..=1000).contains(&window) {
+                    return Err(err(
+                        at,
+                        format!(
+                            "the window is {window} rounds of {}s (ss_interval); iolab judges 2 \
+                             to 1000",
+                            round.as_secs_f64()
+                        ),
+                    ));
+                }
+                if max_rounds < window {
+                    return Err(err(
+                        at,
+                        format!(
+                            "the runtime ({}s) is shorter than the steady-state window ({}s): fio \
+                             could never attain it, and iolab runs at least the window",
+                            limit.as_secs_f64(),
+                            dur.as_secs_f64()
+                        ),
+                    ));
+                }
+                Some(FioSteady {
+                    rule,
+                    round,
+                    window: window as u32,
+                    max_rounds: max_rounds.min(1000) as u32,
+                    warmup: ss_ramp_v,
+                })
+            }
+            (Some(_), _) => {
+                note(format!(
+                    "steadystate (job {}): without ss_dur fio does not detect steady state (its \
+                     default 0 turns it off); not applied",
+                    sec.name
+                ));
+                None
+            }
+            (None, _) => None,
+        };
+        steady.put(job_steady, sec, ss, |v| match v {
+            Some(s) => format!(
+                "ss={} over {} rounds after {}s",
+                s.rule,
+                s.window,
+                s.warmup.as_secs_f64()
+            ),
+            None => "no steadystate".into(),
+        })?;
         if let Some(o) = get("ramp_time") {
             ramp.put(secs(o, 1_000_000)?, sec, Some(o), |d| {
                 format!("ramp_time={}s", d.as_secs_f64())
@@ -716,14 +825,27 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     "io_uring" => EngineKind::IoUring,
                     "libaio" => EngineKind::IoUring,
                     "psync" | "sync" | "pvsync" | "pvsync2" | "vsync" => EngineKind::Psync,
-                    "null" => EngineKind::Null,
+                    // cpp_null: fio's example of an engine written in C++, a null engine
+                    "null" | "cpp_null" => EngineKind::Null,
+                    "ftruncate" if rw.reads() => {
+                        return Err(err(
+                            o,
+                            format!(
+                                "ioengine=ftruncate turns each write into ftruncate(offset) and \
+                                 fails reads (EINVAL), and job {} reads (rw={})",
+                                sec.name,
+                                rw.as_str()
+                            ),
+                        ))
+                    }
+                    "ftruncate" => EngineKind::Ftruncate,
                     _ if unemulable(v) => return Err(err(o, refuse_engine(v))),
                     _ => {
                         return Err(err(
                             o,
                             format!(
                                 "'{v}': not an ioengine iolab knows (io_uring, libaio, psync, \
-                                 sync, pvsync, pvsync2, vsync, null)"
+                                 sync, pvsync, pvsync2, vsync, null, cpp_null, ftruncate)"
                             ),
                         ))
                     }
@@ -757,7 +879,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             (None, None) => (false, None),
         };
         direct.put(d.0, sec, d.1, |v| format!("direct={}", u8::from(*v)))?;
-        job.invalidate = !d.0 && flag("invalidate")?.unwrap_or(true);
+        let invalidate = flag("invalidate")?.unwrap_or(true);
+        job.invalidate = !d.0 && invalidate;
         if job.invalidate {
             note(
                 "buffered jobs start by dropping the file's clean cached pages, as fio does \
@@ -826,7 +949,14 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 on
             }
         };
-        let v = v && flag("do_verify")?.unwrap_or(true);
+        let do_verify = flag("do_verify")?.unwrap_or(true);
+        let v = v && do_verify;
+        if v && rw.writes() && kind == EngineKind::Ftruncate {
+            return Err(err(
+                get("verify").expect("set"),
+                "ioengine=ftruncate writes no data, so there is nothing to verify",
+            ));
+        }
         if v && rw.writes() {
             note(format!(
                 "verify={}: iolab writes self-describing blocks and reads the region back after \
@@ -881,8 +1011,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             }
         }
         if ["exitall", "exitall_on_error", "exit_what"]
-            .iter()
-            .any(|k| get(k).is_some())
+            .map(|k| get(k).is_some())
+            .contains(&true)
         {
             note(
                 "exitall: fio stops the jobs running together when one ends; iolab runs the jobs \
@@ -891,8 +1021,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             );
         }
         if ["flow", "flow_id", "flow_sleep"]
-            .iter()
-            .any(|k| get(k).is_some())
+            .map(|k| get(k).is_some())
+            .contains(&true)
         {
             note(
                 "flow: fio balances the I/O of jobs that run at the same time; iolab runs the \
@@ -934,18 +1064,16 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     .into(),
             );
         }
-        if numjobs > 1 && !flag("group_reporting")?.unwrap_or(false) {
+        let group_reporting = flag("group_reporting")?.unwrap_or(false);
+        if numjobs > 1 && !group_reporting {
             note(format!(
                 "job {}: fio reports each of its {numjobs} clones on its own without \
                  group_reporting; iolab reports them together as one test",
                 sec.name
             ));
         }
-        if !zero
-            && !refill
-            && get("scramble_buffers").is_some()
-            && !flag("scramble_buffers")?.unwrap_or(true)
-        {
+        let scramble = flag("scramble_buffers")?;
+        if !zero && !refill && scramble == Some(false) {
             note(
                 "scramble_buffers=0: fio would write the same buffer contents again; iolab \
                  writes unique incompressible data every write (as with refill_buffers)"
@@ -960,12 +1088,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 return Err(err(o, format!("'{w}': no other job of that name")));
             }
         }
-        let separated = sec.options.iter().any(|o| {
-            matches!(
-                options::canonical(&o.key),
-                "stonewall" | "new_group" | "wait_for"
-            ) && o.value.as_deref() != Some("0")
-        });
+        // (a [global] stonewall applies to every job after it, as in fio)
+        let separated = ["stonewall", "new_group", "wait_for"]
+            .map(|k| get(k).is_some_and(|o| o.value.as_deref() != Some("0")))
+            .contains(&true);
         if !jobs.is_empty() && !separated {
             concurrent.push(sec.name.clone());
         }
@@ -985,8 +1111,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 ));
             }
         }
+        let norandommap = flag("norandommap")?.unwrap_or(false);
+        let randrepeat = flag("randrepeat")?.unwrap_or(true);
         if rw.is_random() || random_pct > 0 {
-            if !flag("norandommap")?.unwrap_or(false) {
+            if !norandommap {
                 note(
                     "iolab draws every random offset independently, as fio does with \
                      norandommap; fio's default random map visits each block once per loop and \
@@ -995,8 +1123,20 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                         .into(),
                 );
             }
-            if flag("randrepeat")?.unwrap_or(true) {
+            if randrepeat {
                 note("random offsets differ from run to run (fio's randrepeat=0)".into());
+            }
+        }
+        // A row of the table that maps or notes an option is read by the code above: one
+        // in force that it did not look at would be silently ignored.
+        let read = read.into_inner();
+        for (key, o) in &m {
+            if options::kind(key) == Kind::Mapped && !read.contains(key) {
+                return Err(err(
+                    o,
+                    "listed as mapped, but job mapping did not read it (an iolab bug: please \
+                     report it)",
+                ));
             }
         }
         job.validate().map_err(|e| {
@@ -1076,8 +1216,46 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         verify: verify.get().unwrap_or(false),
         fixedbufs: fixedbufs.get().unwrap_or(false),
         registerfiles: registerfiles.get().unwrap_or(false),
+        steady: steady.get().flatten(),
         notes,
     })
+}
+
+/// fio's `steadystate` criterion as iolab's rule text: `iops`, `bw`, `iops_slope` or
+/// `bw_slope` with a percentage of the mean.
+fn steady_rule(o: &RawOption, v: &str) -> Result<String, FioError> {
+    let (name, limit) = v
+        .split_once(':')
+        .ok_or_else(|| err(o, format!("'{v}': expected CRITERION:LIMIT, e.g. iops:10%")))?;
+    let name = name.trim();
+    if name.starts_with("lat") {
+        return Err(err(
+            o,
+            format!("'{v}': latency criteria are not judged by iolab's --steady-state"),
+        ));
+    }
+    if !matches!(name, "iops" | "bw" | "iops_slope" | "bw_slope") {
+        return Err(err(
+            o,
+            format!("'{name}': expected iops, bw, iops_slope or bw_slope"),
+        ));
+    }
+    let pct = limit.trim().strip_suffix('%').ok_or_else(|| {
+        err(
+            o,
+            format!(
+                "'{v}': an absolute limit; iolab's --steady-state takes a percentage of the \
+                 mean (e.g. {name}:10%)"
+            ),
+        )
+    })?;
+    match pct.trim().parse::<f64>() {
+        Ok(p) if p.is_finite() && p > 0.0 && p <= 100.0 => Ok(format!("{name}:{}%", pct.trim())),
+        _ => Err(err(
+            o,
+            format!("'{v}': the limit is a percentage above 0, up to 100"),
+        )),
+    }
 }
 
 /// An engine that does something else than file or block I/O on this machine.
@@ -1098,20 +1276,47 @@ fn refuse_engine(engine: &str) -> String {
              is not translated"
         );
     }
-    if matches!(engine, "falloc" | "ftruncate" | "e4defrag") {
+    if matches!(engine, "falloc" | "e4defrag") {
         return format!(
             "ioengine={engine} turns each I/O into a {} call, which iolab's engines do not \
              issue",
             match engine {
                 "falloc" => "fallocate",
-                "ftruncate" => "ftruncate",
                 _ => "defragmentation (EXT4_IOC_MOVE_EXT)",
             }
         );
     }
+    let why = match engine {
+        "rdma" | "net" | "netsplice" | "http" | "nbd" | "nfs" | "libiscsi" | "rados" | "rbd"
+        | "gfapi" | "gfapi_async" | "libhdfs" | "dfs" => {
+            "its I/O goes to a network, object-store or cluster service, not a local file or \
+             device"
+        }
+        _ if engine.starts_with("librpma") || engine.starts_with("ime_") => {
+            "its I/O goes to a remote or cluster service (RDMA persistent memory, DDN IME), \
+             not a local file or device"
+        }
+        "libcufile" | "gpudirect" => "its I/O moves data to and from GPU memory (cuFile)",
+        "dev-dax" | "libpmem" | "pmemblk" => {
+            "it maps persistent memory (DAX) and copies with CPU instructions, no block I/O"
+        }
+        "sg" | "io_uring_cmd" | "xnvme" | "libzbc" => {
+            "it sends SCSI or NVMe commands through a passthrough interface (or a zoned \
+             device's zone commands), which iolab's engines do not issue"
+        }
+        "mtd" => "it drives raw flash (MTD) devices",
+        "cpuio" => "it burns CPU and does no I/O",
+        "exec" => "it runs another program",
+        "mmap" | "splice" | "posixaio" | "guasi" | "binject" => {
+            "it moves data through another interface (memory maps, splice, POSIX AIO...) that \
+             iolab's engines do not implement"
+        }
+        "windowsaio" | "solarisaio" => "it exists on another operating system",
+        _ => "it is an external engine loaded from a library",
+    };
     format!(
-        "ioengine={engine} is an engine iolab cannot emulate (it runs io_uring, libaio as \
-         io_uring, psync, sync, pvsync, pvsync2, vsync as psync, and null)"
+        "ioengine={engine}: {why} (iolab runs io_uring, libaio as io_uring, psync, sync, \
+         pvsync, pvsync2, vsync as psync, null, cpp_null as null, and ftruncate)"
     )
 }
 
@@ -1396,6 +1601,80 @@ mod tests {
         }
     }
 
+    /// Every row of the table that maps an option or accepts it with a note is read by
+    /// the mapping: set to its sample, in a job and in a [global], it is never reported as
+    /// unread (the check `map_jobs` makes after each job).
+    #[test]
+    fn every_mapped_row_is_read() {
+        use super::options::{Does, OPTIONS};
+        let mut names = std::collections::HashSet::new();
+        for r in OPTIONS {
+            assert!(names.insert(r.name), "{} has two rows", r.name);
+            if !matches!(r.does, Does::Maps(_) | Does::Notes(_)) {
+                continue;
+            }
+            assert!(!r.sample.is_empty(), "{} has no sample", r.name);
+            for rw in ["randrw", "read", "write"] {
+                let job = format!("rw={rw}\nsize=1m\n{}={}\n", r.name, r.sample);
+                for text in [
+                    format!("[a]\nsize=1m\n[j]\n{job}"),
+                    format!("[a]\nsize=1m\n[global]\n{job}[j]\n"),
+                ] {
+                    if let Err(e) = plan(&text, Overrides::default()) {
+                        assert!(!e.message.contains("did not read"), "{}: {e}", r.name);
+                    }
+                }
+            }
+        }
+        // An option in force but unread is refused, not ignored: the check itself.
+        for k in [
+            "group_reporting",
+            "scramble_buffers",
+            "norandommap",
+            "exit_what",
+        ] {
+            let p = plan(
+                &format!("[j]\nrw=read\nsize=1m\nzero_buffers\nexitall\n{k}=1\n"),
+                Overrides::default(),
+            );
+            assert!(p.is_ok(), "{k}: {p:?}");
+        }
+    }
+
+    #[test]
+    fn steady_state_poisson_and_ftruncate() {
+        let p = plan(
+            "[j]\nrw=write\nsize=1m\ntime_based\nruntime=3\nss=bw_slope:1%\nss_dur=1s\n\
+             ss_interval=250ms\nss_ramp=500ms\nioengine=ftruncate\nrate_iops=50\n\
+             rate_process=poisson\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            p.steady,
+            Some(FioSteady {
+                rule: "bw_slope:1%".into(),
+                round: Duration::from_millis(250),
+                window: 4,
+                max_rounds: 12,
+                warmup: Duration::from_millis(500),
+            })
+        );
+        assert_eq!(p.engine, EngineKind::Ftruncate);
+        assert!(p.jobs[0].job.pace.poisson);
+        let e = |t: &str| plan(t, Overrides::default()).unwrap_err().to_string();
+        let base = "[j]\nrw=write\nsize=1m\ntime_based\nruntime=3\n";
+        assert!(e(&format!("{base}ss=iops:5\nss_dur=1s\n")).contains("absolute limit"));
+        assert!(e(&format!("{base}ss=lat:5%\nss_dur=1s\n")).contains("latency"));
+        assert!(e(&format!("{base}ss=iops:5%\nss_dur=10s\n")).contains("shorter than"));
+        assert!(e("[j]\nrw=randrw\nsize=1m\nioengine=ftruncate\n").contains("fails reads"));
+        assert!(e(&format!("{base}ioengine=ftruncate\nverify=md5\n")).contains("nothing to verify"));
+        assert!(e(&format!("{base}rate_process=normal\n")).contains("linear or poisson"));
+        // Without ss_dur fio does not detect steady state: noted, not applied.
+        let p = plan(&format!("{base}ss=iops:5%\n"), Overrides::default()).unwrap();
+        assert!(p.steady.is_none() && p.notes.iter().any(|n| n.contains("ss_dur")));
+    }
+
     #[test]
     fn globals_apply_to_the_jobs_after_them() {
         let p = plan(
@@ -1457,6 +1736,13 @@ mod tests {
             e("[a]\nsize=1m\niodpeth=4\n"),
             "j.fio:3: iodpeth: not an fio option iolab knows; did you mean iodepth?"
         );
+        // An unset variable refuses the file, naming it; but an engine iolab cannot run is
+        // the reason given first, wherever the variable is.
+        assert_eq!(
+            e("[a]\nsize=${NOPE}\n"),
+            "j.fio:2: ${NOPE}: the environment variable NOPE is not set"
+        );
+        assert!(e("[a]\nhostname=${H}\nioengine=rdma\n").starts_with("j.fio:3: ioengine:"));
         // The engine is named even when another unsupported option comes first.
         assert!(
             e("[a]\nhostname=x\nioengine=rdma\n").starts_with("j.fio:3: ioengine: ioengine=rdma")

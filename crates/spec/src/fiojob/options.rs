@@ -1,6 +1,7 @@
-//! fio's option names: their aliases, which ones iolab maps, which change only fio's own
-//! report, the rest of fio's options (refused by name) and the I/O engines iolab cannot
-//! emulate. An unknown name gets a "did you mean" from all of them.
+//! fio's options as one table, a row each ([`OPTIONS`]: the name, how its value is read,
+//! what iolab does with it: maps it onto a field, accepts it with a note, ignores it as
+//! report-only, or refuses it with a reason), their aliases, and the I/O engines iolab
+//! cannot emulate. An unknown name gets a "did you mean" from all of them.
 
 /// fio's aliases and the name iolab files them under.
 const ALIASES: &[(&str, &str)] = &[
@@ -23,326 +24,458 @@ const ALIASES: &[(&str, &str)] = &[
     ("ss", "steadystate"),
     ("ss_dur", "steadystate_duration"),
     ("ss_ramp", "steadystate_ramp_time"),
+    ("ss_interval", "steadystate_check_interval"),
     ("disable_bw", "disable_bw_measurement"),
     ("threads", "thread"),
 ];
 
-/// The options iolab maps onto its engine (docs/fio.md says how).
-pub const MAPPED: &[&str] = &[
-    "rw",
-    "bs",
-    "bsrange",
-    "bssplit",
-    "ba",
-    "size",
-    "filesize",
-    "io_size",
-    "offset",
-    "filename",
-    "directory",
-    "nrfiles",
-    "iodepth",
-    "numjobs",
-    "direct",
-    "buffered",
-    "ioengine",
-    "runtime",
-    "time_based",
-    "ramp_time",
-    "loops",
-    "rwmixread",
-    "rwmixwrite",
-    "percentage_random",
-    "random_distribution",
-    "norandommap",
-    "randrepeat",
-    "fsync",
-    "fdatasync",
-    "end_fsync",
-    "sync",
-    "startdelay",
-    "stonewall",
-    "wait_for",
-    "new_group",
-    "group_reporting",
-    "rate",
-    "rate_iops",
-    "zero_buffers",
-    "refill_buffers",
-    "scramble_buffers",
-    "buffer_compress_percentage",
-    "verify",
-    "do_verify",
+/// How a row's value is read: the parser `map` applies to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value {
+    /// `key`, `key=1`, `key=0` (fio's booleans).
+    Flag,
+    /// A whole number.
+    Int,
+    /// A size with fio's suffixes under `kb_base`.
+    Size,
+    /// A time (`runtime`'s seconds or `thinktime`'s microseconds when bare).
+    Time,
+    /// Text the option's own code reads (a pattern, a list, a name).
+    Text,
+}
+
+/// What iolab does with one of fio's options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Does {
+    /// Mapped onto iolab: the field it sets (or what it checks).
+    Maps(&'static str),
+    /// Accepted; a run note says how iolab differs (docs/fio.md).
+    Notes(&'static str),
+    /// Changes only fio's own report: accepted, listed in a note as not applied.
+    ReportOnly,
+    /// Refused at its line, with this reason.
+    Refused(&'static str),
+}
+
+/// One of fio's options (its canonical name; [`ALIASES`] lead to it), how its value is
+/// read, and what iolab does with it. `sample` is a value the mapping takes (the table's
+/// test sets every mapped row to it and checks that the mapping reads it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    pub name: &'static str,
+    pub value: Value,
+    pub does: Does,
+    pub sample: &'static str,
+}
+
+const fn maps(name: &'static str, value: Value, field: &'static str, sample: &'static str) -> Row {
+    Row {
+        name,
+        value,
+        does: Does::Maps(field),
+        sample,
+    }
+}
+
+const fn notes(name: &'static str, value: Value, what: &'static str, sample: &'static str) -> Row {
+    Row {
+        name,
+        value,
+        does: Does::Notes(what),
+        sample,
+    }
+}
+
+const fn report_only(name: &'static str) -> Row {
+    Row {
+        name,
+        value: Value::Text,
+        does: Does::ReportOnly,
+        sample: "",
+    }
+}
+
+const fn refused(name: &'static str, why: &'static str) -> Row {
+    Row {
+        name,
+        value: Value::Text,
+        does: Does::Refused(why),
+        sample: "",
+    }
+}
+
+/// The reason of a refusal with nothing more to say.
+const NOT_TAKEN: &str = "an fio option iolab does not support (docs/fio.md lists what it maps)";
+/// The per-interval log options (their output is another part's: docs/fio.md).
+const LOGS: &str = "per-interval logs: see docs/fio.md (iolab does not write fio's log files; \
+                    its own per-100 ms series is in every pass)";
+
+use Value::{Flag, Int, Size, Text, Time};
+
+/// Every fio option iolab knows (fio 3.33, `fio --cmdhelp=all`, and common engine
+/// options), one row each.
+pub const OPTIONS: &[Row] = &[
+    // mapped onto iolab's engine (docs/fio.md says how)
+    maps("rw", Text, "JobSpec.rw, seq_skip", "randread"),
+    maps("bs", Size, "JobSpec.bs", "8k"),
+    maps("bsrange", Text, "JobSpec.access (equal shares)", "4k-16k"),
+    maps("bssplit", Text, "JobSpec.access", "4k/50:64k/50"),
+    maps("ba", Size, "AccessLine.align", "8k"),
+    maps("size", Size, "RunSettings.size, JobSpec.io_limit", "1m"),
+    maps("filesize", Size, "RunSettings.size (equal to size)", "1m"),
+    maps("io_size", Size, "JobSpec.io_limit", "1m"),
+    maps("offset", Size, "0 only", "0"),
+    maps("filename", Text, "replaced by --target", "f"),
+    maps("directory", Text, "replaced by --target", "d"),
+    maps("nrfiles", Int, "1 only", "1"),
+    maps("iodepth", Int, "JobSpec.iodepth", "4"),
+    maps("numjobs", Int, "JobSpec.numjobs", "2"),
+    maps("direct", Flag, "RunSettings.direct", "1"),
+    maps("buffered", Flag, "RunSettings.direct", "0"),
+    maps("ioengine", Text, "RunSettings.engine", "psync"),
+    maps("runtime", Time, "RunSettings.duration", "1s"),
+    maps("time_based", Flag, "a timed pass", "1"),
+    maps("ramp_time", Time, "RunSettings.ramp", "1s"),
+    maps("loops", Int, "JobSpec.io_limit", "2"),
+    maps("rwmixread", Int, "JobSpec.rwmixread", "70"),
+    maps("rwmixwrite", Int, "JobSpec.rwmixread", "30"),
+    maps("percentage_random", Int, "AccessLine.random_pct", "50"),
+    maps(
+        "random_distribution",
+        Text,
+        "JobSpec.zipf, JobSpec.zones",
+        "zipf:1.2",
+    ),
+    maps("fsync", Int, "JobSpec.fsync_every", "4"),
+    maps(
+        "fdatasync",
+        Int,
+        "JobSpec.fsync_every, SyncMode::Fdatasync",
+        "4",
+    ),
+    maps("end_fsync", Flag, "JobSpec.end_fsync", "1"),
+    maps("sync", Text, "0 only", "0"),
+    maps("stonewall", Flag, "jobs run one after another", "1"),
+    maps("new_group", Flag, "jobs run one after another", "1"),
+    maps("wait_for", Text, "jobs run one after another", "a"),
+    maps("rate", Size, "Pace.rate_bytes", "1m"),
+    maps("rate_iops", Int, "Pace.rate_iops", "100"),
+    maps("zero_buffers", Flag, "RunSettings.data", "1"),
+    maps("refill_buffers", Flag, "RunSettings.data", "1"),
+    maps(
+        "buffer_compress_percentage",
+        Int,
+        "RunSettings.data (0, or 100 with zeros)",
+        "0",
+    ),
+    maps("verify", Text, "BlockPlan.verify", "md5"),
+    maps("do_verify", Flag, "BlockPlan.verify", "1"),
+    maps("number_ios", Int, "JobSpec.io_limit", "10"),
+    maps(
+        "steadystate",
+        Text,
+        "BlockPlan.steady (the rule)",
+        "iops:10%",
+    ),
+    maps(
+        "steadystate_duration",
+        Time,
+        "BlockPlan.steady (the window)",
+        "2s",
+    ),
+    maps(
+        "steadystate_ramp_time",
+        Time,
+        "RunSettings.warmup_duration (one pass)",
+        "0",
+    ),
+    maps(
+        "steadystate_check_interval",
+        Time,
+        "RunSettings.duration (a round)",
+        "1s",
+    ),
+    maps("rate_process", Text, "Pace.poisson", "poisson"),
+    maps("thinktime", Time, "Pace.think_us", "100"),
+    maps("thinktime_blocks", Int, "Pace.think_blocks", "2"),
+    maps("thinktime_spin", Time, "0 only", "0"),
+    maps("kb_base", Int, "how sizes are read", "1000"),
+    maps("invalidate", Flag, "JobSpec.invalidate", "1"),
+    maps("fixedbufs", Flag, "RunSettings.fixedbufs", "1"),
+    maps("registerfiles", Flag, "RunSettings.registerfiles", "1"),
     // accepted with a note on what differs (docs/fio.md)
-    "continue_on_error",
-    "exit_what",
-    "exitall",
-    "exitall_on_error",
-    "flow",
-    "flow_id",
-    "flow_sleep",
-    "ignore_error",
-    "io_submit_mode",
-    "number_ios",
-    "random_generator",
-    "rate_iops_min",
-    "rate_min",
-    "verify_backlog",
-    "verify_backlog_batch",
-    "thinktime",
-    "thinktime_blocks",
-    "thinktime_spin",
-    "kb_base",
-    "invalidate",
-    "fixedbufs",
-    "registerfiles",
-];
-
-/// Options that change only what fio reports or how fio itself is run, never the I/O a
-/// job does: accepted, and listed in a run note as not applied.
-pub const REPORT_ONLY: &[&str] = &[
-    "name",
-    "description",
-    "thread",
-    "clat_percentiles",
-    "lat_percentiles",
-    "slat_percentiles",
-    "percentile_list",
-    "disable_lat",
-    "disable_clat",
-    "disable_slat",
-    "disable_bw_measurement",
-    "gtod_reduce",
-    "unified_rw_reporting",
-    "significant_figures",
-    "stats",
-    "bwavgtime",
-    "iopsavgtime",
-    "clocksource",
-    "error_dump",
-];
-
-/// The rest of fio's options (fio 3.33, `fio --cmdhelp=all`, and common engine options):
-/// known, and refused by name.
-pub const OTHER_FIO: &[&str] = &[
-    "allow_file_create",
-    "allow_mounted_write",
-    "allrandrepeat",
-    "atomic",
-    "block_error_percentiles",
-    "bs_unaligned",
-    "buffer_compress_chunk",
-    "buffer_pattern",
-    "cgroup",
-    "cgroup_nodelete",
-    "cgroup_weight",
-    "cpumask",
-    "cpus_allowed",
-    "cpus_allowed_policy",
-    "create_fsync",
-    "create_on_open",
-    "create_only",
-    "create_serialize",
-    "dedupe_global",
-    "dedupe_mode",
-    "dedupe_percentage",
-    "dedupe_working_set_percentage",
-    "disk_util",
-    "exec_postrun",
-    "exec_prerun",
-    "experimental_verify",
-    "fadvise_hint",
-    "fallocate",
-    "file_append",
-    "file_service_type",
-    "filename_format",
-    "fill_device",
-    "fsync_on_close",
-    "gid",
-    "gtod_cpu",
-    "ignore_zone_limits",
-    "iodepth_batch",
-    "iodepth_batch_complete_max",
-    "iodepth_batch_complete_min",
-    "iodepth_low",
-    "ioscheduler",
-    "job_max_open_zones",
-    "latency_percentile",
-    "latency_run",
-    "latency_target",
-    "latency_window",
-    "lockfile",
-    "lockmem",
-    "log_avg_msec",
-    "log_compression",
-    "log_entries",
-    "log_hist_msec",
-    "log_max_value",
-    "log_offset",
-    "log_prio",
-    "log_unix_epoch",
-    "max_latency",
-    "max_open_zones",
-    "mem",
-    "nice",
-    "numa_cpu_nodes",
-    "numa_mem_policy",
-    "offset_align",
-    "offset_increment",
-    "opendir",
-    "openfiles",
-    "overwrite",
-    "per_job_logs",
-    "pre_read",
-    "prio",
-    "prioclass",
-    "profile",
-    "randseed",
-    "rate_cycle",
-    "rate_ignore_thinktime",
-    "rate_process",
-    "read_beyond_wp",
-    "read_iolog",
-    "replay_no_stall",
-    "replay_redirect",
-    "rw_sequencer",
-    "serialize_overlap",
-    "steadystate",
-    "steadystate_duration",
-    "steadystate_ramp_time",
-    "sync_file_range",
-    "thinktime_blocks_type",
-    "thinktime_iotime",
-    "trim_backlog",
-    "trim_percentage",
-    "uid",
-    "unique_filename",
-    "unit_base",
-    "unlink",
-    "unlink_each_loop",
-    "verify_async",
-    "verify_dump",
-    "verify_fatal",
-    "verify_interval",
-    "verify_offset",
-    "verify_only",
-    "verify_pattern",
-    "verify_state_load",
-    "verify_state_save",
-    "write_barrier",
-    "write_bw_log",
-    "write_hint",
-    "write_hist_log",
-    "write_iolog",
-    "write_iops_log",
-    "write_lat_log",
-    "zonecapacity",
-    "zonemode",
-    "zonerange",
-    "zonesize",
-    "zoneskip",
-    // common engine options
-    "hipri",
-    "sqthread_poll",
-    "sqthread_poll_cpu",
-    "nonvectored",
-    "uncached",
-    "nowait",
-    "force_async",
-    "cmdprio",
-    "cmdprio_class",
-    "cmdprio_percentage",
-    "cmdprio_bssplit",
-    "userspace_reap",
-    "cmd_type",
-    "hostname",
-    "port",
-    "protocol",
-    "listen",
-    "pingpong",
-    "busy_poll",
-    "cpuload",
-    "cpumode",
-    "cpuchunks",
-    "exit_on_io_done",
-];
-
-/// Why some of fio's options are refused, when there is more to say than that iolab
-/// does not take them.
-pub const WHY: &[(&str, &str)] = &[
-    (
-        "verify_pattern",
-        "iolab verifies with its own self-describing blocks (offset, generation, checksum), \
-         so it cannot write or check a fixed pattern",
+    notes(
+        "norandommap",
+        Flag,
+        "offsets are always drawn independently",
+        "1",
     ),
-    (
-        "verify_interval",
-        "iolab checks whole blocks of the job's block size; a smaller verify unit is not \
-         supported",
+    notes("randrepeat", Flag, "offsets differ from run to run", "0"),
+    notes(
+        "startdelay",
+        Time,
+        "jobs never idle before they start",
+        "1s",
     ),
-    (
-        "cmdprio_percentage",
-        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
+    notes(
+        "group_reporting",
+        Flag,
+        "clones are always reported together",
+        "1",
     ),
-    (
-        "cmdprio_bssplit",
-        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
+    notes(
+        "scramble_buffers",
+        Flag,
+        "every write's data is unique",
+        "0",
     ),
-    (
-        "cmdprio_class",
-        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
+    notes(
+        "continue_on_error",
+        Text,
+        "a job ends at its first error",
+        "all",
     ),
-    (
-        "cmdprio",
-        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
+    notes("ignore_error", Text, "a job ends at its first error", "EIO"),
+    notes("exit_what", Text, "jobs run one after another", "all"),
+    notes("exitall", Flag, "jobs run one after another", "1"),
+    notes("exitall_on_error", Flag, "jobs run one after another", "1"),
+    notes("flow", Int, "jobs run one after another", "2"),
+    notes("flow_id", Int, "jobs run one after another", "1"),
+    notes("flow_sleep", Int, "jobs run one after another", "100"),
+    notes(
+        "io_submit_mode",
+        Text,
+        "submitted from the job's thread",
+        "offload",
     ),
-    (
-        "prioclass",
-        "iolab does not set the I/O priority class of its job threads",
+    notes(
+        "random_generator",
+        Text,
+        "offsets are drawn independently",
+        "lfsr",
     ),
-    (
-        "prio",
-        "iolab does not set the I/O priority of its job threads",
+    notes("rate_iops_min", Int, "a job runs to its end", "10"),
+    notes("rate_min", Size, "a job runs to its end", "1k"),
+    notes("verify_backlog", Int, "read back after the pass", "16"),
+    notes(
+        "verify_backlog_batch",
+        Int,
+        "read back after the pass",
+        "16",
     ),
-    (
-        "numa_cpu_nodes",
-        "iolab does not bind job threads to NUMA nodes",
+    // report only
+    report_only("name"),
+    report_only("description"),
+    report_only("thread"),
+    report_only("clat_percentiles"),
+    report_only("lat_percentiles"),
+    report_only("slat_percentiles"),
+    report_only("percentile_list"),
+    report_only("disable_lat"),
+    report_only("disable_clat"),
+    report_only("disable_slat"),
+    report_only("disable_bw_measurement"),
+    report_only("gtod_reduce"),
+    report_only("unified_rw_reporting"),
+    report_only("significant_figures"),
+    report_only("stats"),
+    report_only("bwavgtime"),
+    report_only("iopsavgtime"),
+    report_only("clocksource"),
+    report_only("error_dump"),
+    refused("allow_file_create", NOT_TAKEN),
+    refused("allow_mounted_write", NOT_TAKEN),
+    refused("allrandrepeat", NOT_TAKEN),
+    refused("atomic", NOT_TAKEN),
+    refused("block_error_percentiles", NOT_TAKEN),
+    refused("bs_unaligned", NOT_TAKEN),
+    refused("buffer_compress_chunk", NOT_TAKEN),
+    refused("buffer_pattern", NOT_TAKEN),
+    refused("cgroup", NOT_TAKEN),
+    refused("cgroup_nodelete", NOT_TAKEN),
+    refused("cgroup_weight", NOT_TAKEN),
+    refused("cpumask", NOT_TAKEN),
+    refused("cpus_allowed", NOT_TAKEN),
+    refused("cpus_allowed_policy", NOT_TAKEN),
+    refused("create_fsync", NOT_TAKEN),
+    refused("create_on_open", NOT_TAKEN),
+    refused("create_only", NOT_TAKEN),
+    refused("create_serialize", NOT_TAKEN),
+    refused("dedupe_global", NOT_TAKEN),
+    refused(
+        "dedupe_mode",
+        "iolab writes unique data; dedupable buffers are not generated",
     ),
-    (
-        "numa_mem_policy",
-        "iolab does not set a NUMA memory policy for its buffers",
+    refused(
+        "dedupe_percentage",
+        "iolab writes unique data; dedupable buffers are not generated",
     ),
-    (
+    refused("dedupe_working_set_percentage", NOT_TAKEN),
+    refused("disk_util", NOT_TAKEN),
+    refused("exec_postrun", NOT_TAKEN),
+    refused("exec_prerun", NOT_TAKEN),
+    refused("experimental_verify", NOT_TAKEN),
+    refused("fadvise_hint", NOT_TAKEN),
+    refused(
+        "fallocate",
+        "how fio lays out a file it creates (posix, native, keep, truncate or none); iolab \
+         creates and fills its own test file, so the layout fio would choose is not \
+         reproduced",
+    ),
+    refused("file_append", NOT_TAKEN),
+    refused("file_service_type", NOT_TAKEN),
+    refused("filename_format", NOT_TAKEN),
+    refused(
+        "fill_device",
+        "iolab writes its region (--size), not until the device is full",
+    ),
+    refused("fsync_on_close", NOT_TAKEN),
+    refused("gid", NOT_TAKEN),
+    refused("gtod_cpu", NOT_TAKEN),
+    refused("ignore_zone_limits", NOT_TAKEN),
+    refused("iodepth_batch", NOT_TAKEN),
+    refused("iodepth_batch_complete_max", NOT_TAKEN),
+    refused("iodepth_batch_complete_min", NOT_TAKEN),
+    refused("iodepth_low", NOT_TAKEN),
+    refused("ioscheduler", NOT_TAKEN),
+    refused("job_max_open_zones", NOT_TAKEN),
+    refused("latency_percentile", NOT_TAKEN),
+    refused("latency_run", NOT_TAKEN),
+    refused(
         "latency_target",
         "fio searches for the queue depth that meets a latency target; iolab runs the \
          queue depth given (a --qd-ladder or an iodepth sweep shows the same curve)",
     ),
-    (
-        "rate_process",
-        "iolab spaces paced I/Os evenly; fio's Poisson arrivals are not reproduced",
+    refused("latency_window", NOT_TAKEN),
+    refused("lockfile", NOT_TAKEN),
+    refused("lockmem", NOT_TAKEN),
+    refused("log_avg_msec", LOGS),
+    refused("log_compression", LOGS),
+    refused("log_entries", LOGS),
+    refused("log_hist_msec", LOGS),
+    refused("log_max_value", LOGS),
+    refused("log_offset", LOGS),
+    refused("log_prio", LOGS),
+    refused("log_unix_epoch", LOGS),
+    refused("max_latency", NOT_TAKEN),
+    refused("max_open_zones", NOT_TAKEN),
+    refused("mem", NOT_TAKEN),
+    refused("nice", NOT_TAKEN),
+    refused(
+        "numa_cpu_nodes",
+        "iolab does not bind job threads to NUMA nodes",
     ),
-    (
+    refused(
+        "numa_mem_policy",
+        "iolab does not set a NUMA memory policy for its buffers",
+    ),
+    refused("offset_align", NOT_TAKEN),
+    refused(
         "offset_increment",
         "iolab's clones share one region from offset 0; per-clone offsets are not supported",
     ),
-    (
-        "fill_device",
-        "iolab writes its region (--size), not until the device is full",
+    refused("opendir", NOT_TAKEN),
+    refused("openfiles", NOT_TAKEN),
+    refused("overwrite", NOT_TAKEN),
+    refused("per_job_logs", LOGS),
+    refused("pre_read", NOT_TAKEN),
+    refused(
+        "prio",
+        "iolab does not set the I/O priority of its job threads",
     ),
-    (
+    refused(
+        "prioclass",
+        "iolab does not set the I/O priority class of its job threads",
+    ),
+    refused("profile", NOT_TAKEN),
+    refused("randseed", NOT_TAKEN),
+    refused("rate_cycle", NOT_TAKEN),
+    refused("rate_ignore_thinktime", NOT_TAKEN),
+    refused("read_beyond_wp", NOT_TAKEN),
+    refused("read_iolog", NOT_TAKEN),
+    refused("replay_no_stall", NOT_TAKEN),
+    refused("replay_redirect", NOT_TAKEN),
+    refused("rw_sequencer", NOT_TAKEN),
+    refused("serialize_overlap", NOT_TAKEN),
+    refused("sync_file_range", NOT_TAKEN),
+    refused("thinktime_blocks_type", NOT_TAKEN),
+    refused("thinktime_iotime", NOT_TAKEN),
+    refused("trim_backlog", NOT_TAKEN),
+    refused("trim_percentage", NOT_TAKEN),
+    refused("uid", NOT_TAKEN),
+    refused("unique_filename", NOT_TAKEN),
+    refused("unit_base", NOT_TAKEN),
+    refused("unlink", NOT_TAKEN),
+    refused("unlink_each_loop", NOT_TAKEN),
+    refused("verify_async", NOT_TAKEN),
+    refused("verify_dump", NOT_TAKEN),
+    refused("verify_fatal", NOT_TAKEN),
+    refused(
+        "verify_interval",
+        "iolab checks whole blocks of the job's block size; a smaller verify unit is not \
+         supported",
+    ),
+    refused("verify_offset", NOT_TAKEN),
+    refused("verify_only", NOT_TAKEN),
+    refused(
+        "verify_pattern",
+        "iolab verifies with its own self-describing blocks (offset, generation, checksum), \
+         so it cannot write or check a fixed pattern",
+    ),
+    refused("verify_state_load", NOT_TAKEN),
+    refused("verify_state_save", NOT_TAKEN),
+    refused("write_barrier", NOT_TAKEN),
+    refused("write_bw_log", LOGS),
+    refused("write_hint", NOT_TAKEN),
+    refused("write_hist_log", LOGS),
+    refused("write_iolog", NOT_TAKEN),
+    refused("write_iops_log", LOGS),
+    refused("write_lat_log", LOGS),
+    refused("zonecapacity", NOT_TAKEN),
+    refused(
         "zonemode",
         "fio's zone modes (strided I/O over zonesize/zoneskip, or a zoned block device's \
          zones) are not run by iolab's engine, which writes a zoned device's zones out of \
          order",
     ),
-    (
-        "dedupe_mode",
-        "iolab writes unique data; dedupable buffers are not generated",
+    refused("zonerange", NOT_TAKEN),
+    refused("zonesize", NOT_TAKEN),
+    refused("zoneskip", NOT_TAKEN),
+    refused("hipri", NOT_TAKEN),
+    refused("sqthread_poll", NOT_TAKEN),
+    refused("sqthread_poll_cpu", NOT_TAKEN),
+    refused("nonvectored", NOT_TAKEN),
+    refused("uncached", NOT_TAKEN),
+    refused("nowait", NOT_TAKEN),
+    refused("force_async", NOT_TAKEN),
+    refused(
+        "cmdprio",
+        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
     ),
-    (
-        "dedupe_percentage",
-        "iolab writes unique data; dedupable buffers are not generated",
+    refused(
+        "cmdprio_class",
+        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
     ),
+    refused(
+        "cmdprio_percentage",
+        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
+    ),
+    refused(
+        "cmdprio_bssplit",
+        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
+    ),
+    refused("userspace_reap", NOT_TAKEN),
+    refused("cmd_type", NOT_TAKEN),
+    refused("hostname", NOT_TAKEN),
+    refused("port", NOT_TAKEN),
+    refused("protocol", NOT_TAKEN),
+    refused("listen", NOT_TAKEN),
+    refused("pingpong", NOT_TAKEN),
+    refused("busy_poll", NOT_TAKEN),
+    refused("cpuload", NOT_TAKEN),
+    refused("cpumode", NOT_TAKEN),
+    refused("cpuchunks", NOT_TAKEN),
+    refused("exit_on_io_done", NOT_TAKEN),
 ];
 
 /// fio's I/O engines iolab cannot emulate (network, object stores, accelerators,
@@ -388,7 +521,6 @@ pub const UNEMULABLE_ENGINES: &[&str] = &[
     "dirstat",
     "e4defrag",
     "falloc",
-    "ftruncate",
     "splice",
     "mmap",
     "posixaio",
@@ -407,39 +539,41 @@ pub fn canonical(key: &str) -> &str {
         .map_or(key, |(_, c)| c)
 }
 
+/// The row of option `key` (canonical), if iolab knows it.
+pub fn row(key: &str) -> Option<&'static Row> {
+    OPTIONS.iter().find(|r| r.name == key)
+}
+
 /// What iolab does with option `key` (canonical).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// Mapped, or accepted with a note: the mapping must read it.
     Mapped,
     ReportOnly,
-    /// One of fio's options iolab does not support.
-    Unsupported,
+    /// One of fio's options iolab does not support, and why.
+    Unsupported(&'static str),
     /// Not an fio option iolab knows of.
     Unknown,
 }
 
 pub fn kind(key: &str) -> Kind {
-    if MAPPED.contains(&key) {
-        Kind::Mapped
-    } else if REPORT_ONLY.contains(&key) {
-        Kind::ReportOnly
-    } else if OTHER_FIO.contains(&key) {
-        Kind::Unsupported
-    } else {
-        Kind::Unknown
+    match row(key).map(|r| r.does) {
+        Some(Does::Maps(_) | Does::Notes(_)) => Kind::Mapped,
+        Some(Does::ReportOnly) => Kind::ReportOnly,
+        Some(Does::Refused(why)) => Kind::Unsupported(why),
+        None => Kind::Unknown,
     }
 }
 
 /// The known option nearest to `key` when it is a near miss (edit distance at most 2, or
 /// at most a third of its length).
 pub fn suggest(key: &str) -> Option<&'static str> {
-    let all = MAPPED
+    let all = OPTIONS
         .iter()
-        .chain(REPORT_ONLY)
-        .chain(OTHER_FIO)
-        .chain(ALIASES.iter().map(|(a, _)| a));
+        .map(|r| r.name)
+        .chain(ALIASES.iter().map(|(a, _)| *a));
     let limit = (key.chars().count() / 3).clamp(1, 2);
-    all.map(|c| (distance(key, c), *c))
+    all.map(|c| (distance(key, c), c))
         .filter(|(d, _)| *d <= limit)
         .min()
         .map(|(_, c)| c)
@@ -475,7 +609,7 @@ mod tests {
         assert_eq!(suggest("blocksze"), Some("blocksize"));
         assert_eq!(suggest("zzzzzzzz"), None);
         assert_eq!(canonical("readwrite"), "rw");
-        assert_eq!(kind("verify_pattern"), Kind::Unsupported);
+        assert!(matches!(kind("verify_pattern"), Kind::Unsupported(w) if w.contains("pattern")));
         assert_eq!(kind("bs"), Kind::Mapped);
     }
 }

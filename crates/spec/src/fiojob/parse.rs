@@ -49,6 +49,10 @@ impl Section {
 pub struct JobFile {
     pub sections: Vec<Section>,
     pub sources: Vec<(String, String)>,
+    /// The first `${VAR}` that is not set (read as empty so that the rest of the file is
+    /// still read): the mapping refuses the file with it, after an engine iolab cannot run,
+    /// which is the more telling reason.
+    pub unset: Option<FioError>,
 }
 
 /// Reads an included file, at most the given number of bytes (more is an error).
@@ -85,9 +89,19 @@ pub fn parse(name: &str, bytes: &[u8], src: &Sources) -> Result<JobFile, FioErro
     let mut out = JobFile {
         sections: Vec::new(),
         sources: Vec::new(),
+        unset: None,
     };
     let mut stack = vec![canonical(Path::new(name))];
-    read_into(name, bytes, src, &mut out, &mut stack)?;
+    // Any other error after an unset variable may come from its empty value: the variable
+    // is named then.
+    if let Err(e) = read_into(name, bytes, src, &mut out, &mut stack) {
+        return Err(out.unset.unwrap_or(e));
+    }
+    if let Some(e) = &out.unset {
+        if out.sections.iter().all(|s| s.is_global()) {
+            return Err(e.clone());
+        }
+    }
     if out.sections.iter().all(|s| s.is_global()) {
         let line = out.sections.last().map_or(1, |s| s.line);
         return Err(FioError::new(
@@ -150,7 +164,7 @@ fn read_into(
         let n = i + 1;
         // fio cuts a line at its first ';' or '#'.
         let cut = raw.find([';', '#']).unwrap_or(raw.len());
-        let line = substitute(name, n, &raw[..cut], src)?;
+        let line = substitute(name, n, &raw[..cut], src, &mut out.unset)?;
         let line = line.trim();
         if line.is_empty() {
             continue;
@@ -308,8 +322,15 @@ fn include(
     r
 }
 
-/// Replaces every `${VAR}` from the environment; an unset or unterminated one is an error.
-fn substitute(name: &str, n: usize, line: &str, src: &Sources) -> Result<String, FioError> {
+/// Replaces every `${VAR}` from the environment; an unterminated one is an error, an unset
+/// one is read as empty and kept in `unset` (the first).
+fn substitute(
+    name: &str,
+    n: usize,
+    line: &str,
+    src: &Sources,
+    unset: &mut Option<FioError>,
+) -> Result<String, FioError> {
     if !line.contains("${") {
         return Ok(line.to_string());
     }
@@ -330,14 +351,17 @@ fn substitute(name: &str, n: usize, line: &str, src: &Sources) -> Result<String,
                 "not a variable name (letters, digits and _)",
             ));
         }
-        let value = (src.var)(var).ok_or_else(|| {
-            FioError::new(
-                name,
-                n,
-                format!("${{{var}}}"),
-                format!("the environment variable {var} is not set"),
-            )
-        })?;
+        let value = (src.var)(var).unwrap_or_else(|| {
+            unset.get_or_insert_with(|| {
+                FioError::new(
+                    name,
+                    n,
+                    format!("${{{var}}}"),
+                    format!("the environment variable {var} is not set"),
+                )
+            });
+            String::new()
+        });
         out.push_str(&value);
         if out.len() > MAX_LINE {
             return Err(FioError::new(
@@ -412,7 +436,9 @@ mod tests {
         assert_eq!(f.sections[0].options[1].value.as_deref(), Some("8k"));
         assert_eq!(f.sections[0].options[1].file, "/j/more.fio");
         assert_eq!(f.sources.len(), 2);
-        let e = run("[j]\nsize=${NOPE}\n", &[], &[]).unwrap_err();
+        // An unset variable reads as empty and is kept for the mapping to refuse the file
+        // with (after an engine iolab cannot run, the more telling reason).
+        let e = run("[j]\nsize=${NOPE}\n", &[], &[]).unwrap().unset.unwrap();
         assert_eq!(
             e.to_string(),
             "/j/a.fio:2: ${NOPE}: the environment variable NOPE is not set"

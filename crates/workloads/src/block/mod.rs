@@ -17,8 +17,7 @@ use iolab_runner::options::{
 };
 use iolab_runner::{CommonArgs, Job, RunContext, RunError, UsageError, Workload};
 use iolab_spec::{
-    expand_preset, preset_info, DataPattern, EngineKind, JobSpec, RunSettings, Rw, SyncMode,
-    TestSpec,
+    expand_preset, preset_info, DataPattern, JobSpec, RunSettings, Rw, SyncMode, TestSpec,
 };
 use iolab_stats::Score;
 
@@ -511,30 +510,13 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
             MAX_PASSES,
         )?,
     };
-    let mut engine = choice.kind;
-    if engine == EngineKind::IoUring {
-        if let Err(e) = iolab_engine::io_uring_available() {
-            if choice.named {
-                return Err(UsageError::option(
-                    "engine",
-                    format!(
-                        "--engine io_uring: io_uring is not available here ({e}); \
-                         use --engine psync, or leave --engine out to fall back to psync"
-                    ),
-                ));
-            }
-            notes.push(format!(
-                "io_uring is not available here ({e}); fell back to psync (queue depth 1)"
-            ));
-            engine = EngineKind::Psync;
-        }
-    }
-    if engine == EngineKind::Psync && tests.iter().any(|t| t.job.iodepth > 1) {
-        notes.push(
-            "psync is synchronous: every test ran at queue depth 1 whatever its Q number says"
-                .into(),
-        );
-    }
+    let (engine, engine_notes) = iolab_engine::engines::usable(
+        choice.kind,
+        choice.named,
+        tests.iter().map(|t| t.job.iodepth),
+    )
+    .map_err(|m| UsageError::option("engine", m))?;
+    notes.extend(engine_notes);
     let byte_limited = tests.iter().any(|t| t.job.io_limit.is_some());
     let ramp = match opt_duration("ramp", &a.ramp)? {
         Some(r) => r,

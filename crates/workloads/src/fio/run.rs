@@ -4,13 +4,12 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use iolab_engine::io_uring_available;
 use iolab_engine::pass::MAX_BUFFER_BYTES;
 use iolab_runner::block::BlockPlan;
 use iolab_runner::options::{DurationArg, RunsArg, SafetyArgs, SizeArg};
 use iolab_runner::{CommonArgs, Def, Job, RunContext, RunError, UsageError};
 use iolab_spec::fiojob::{self, FioError, Overrides};
-use iolab_spec::{format_bytes, EngineKind, RunSettings, TestSpec};
+use iolab_spec::{format_bytes, RunSettings, TestSpec};
 
 /// The workload's entry in the registry.
 pub static WORKLOAD: Def<FioOptions> = Def::new(
@@ -81,18 +80,10 @@ pub fn plan_file(
         }
     }
     let mut notes = fp.notes.clone();
-    let mut engine = fp.engine;
-    if engine == EngineKind::IoUring {
-        if let Err(e) = io_uring_available() {
-            notes.push(format!(
-                "io_uring is not available here ({e}); ran on psync (queue depth 1)"
-            ));
-            engine = EngineKind::Psync;
-        }
-    }
-    if engine == EngineKind::Psync && fp.jobs.iter().any(|j| j.job.iodepth > 1) {
-        notes.push("psync is synchronous: every job ran at iodepth 1".into());
-    }
+    let (engine, engine_notes) =
+        iolab_engine::engines::usable(fp.engine, false, fp.jobs.iter().map(|j| j.job.iodepth))
+            .map_err(UsageError::general)?;
+    notes.extend(engine_notes);
     if !fp.timed {
         notes.push("no runtime: each job's pass ends when it has done its bytes".into());
     }
@@ -126,6 +117,31 @@ pub fn plan_file(
     plan.verify = fp.verify;
     plan.size_given = fp.size.is_some();
     plan.size_at = fp.size_at.clone();
+    if let Some(ss) = &fp.steady {
+        // fio's steadystate: each round is one pass of ss_interval; the runner's
+        // --steady-state judges the rounds (docs/fio.md).
+        let rule = iolab_stats::series::SteadyRule::parse(&ss.rule).map_err(UsageError::general)?;
+        plan.steady = Some(iolab_runner::block::SteadyPlan {
+            rule,
+            window: ss.window,
+            max_rounds: ss.max_rounds,
+        });
+        plan.settings.duration = ss.round;
+        if !ss.warmup.is_zero() {
+            // ss_ramp: once, before the rounds (a warm-up pass), not at each round's start.
+            plan.settings.warmup_passes = 1;
+            plan.settings.warmup_duration = ss.warmup;
+        }
+        plan.notes.push(format!(
+            "steadystate={}: passes are rounds of {}s (fio's ss_interval) until the last {} \
+             (ss_dur) hold it, at most {} (the runtime); fio judges a rolling window of \
+             per-interval samples the same way",
+            ss.rule,
+            ss.round.as_secs_f64(),
+            ss.window,
+            ss.max_rounds
+        ));
+    }
     if plan.verify {
         plan.check_verify()?;
     }
@@ -146,6 +162,13 @@ fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>,
         }
     }
     let mut plan = plan_file(&a.jobfile, ov, common.target.is_dir())?;
+    if plan.steady.is_some() && a.runs.runs.is_some() {
+        return Err(UsageError::option(
+            "runs",
+            "the job file's steadystate decides the number of passes (rounds); leave --runs \
+             out",
+        ));
+    }
     plan.settings.runs = a.runs.get(1)?;
     plan.allow_destroy_device = a.safety.allow_destroy_device;
     plan.allow_overwrite_file = a.safety.allow_overwrite_file;
@@ -162,5 +185,49 @@ impl Job for FioJob {
 
     fn block(&self) -> Option<&BlockPlan> {
         Some(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iolab_engine::engines::ENGINES;
+    use iolab_spec::fiojob::{self, parse::Sources, Overrides};
+
+    /// The engine a one-job file with `ioengine=NAME` (and `extra`) runs on, or the refusal.
+    fn engine_of(name: &str, extra: &str) -> Result<iolab_spec::EngineKind, String> {
+        let src = Sources {
+            read: &|_, _| {
+                Err(iolab_sys::input::InputError::Io(
+                    std::io::ErrorKind::NotFound.into(),
+                ))
+            },
+            var: &|_| None,
+        };
+        let text = format!("[j]\nrw=write\nsize=1m\nioengine={name}\n{extra}");
+        let file = fiojob::parse("j.fio", text.as_bytes(), &src).map_err(|e| e.to_string())?;
+        fiojob::map_jobs(&file, Overrides::default())
+            .map(|p| p.engine)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Each engine declares the fio names it runs (its `Desc`); the job-file mapping in
+    /// iolab-spec must run each of them on that engine, so one side cannot be changed
+    /// without the other.
+    #[test]
+    fn every_engines_fio_names_run_on_it() {
+        for d in ENGINES {
+            for name in d.fio {
+                // libaio is asynchronous only with O_DIRECT (buffered it runs on psync).
+                assert_eq!(
+                    engine_of(name, "direct=1\n"),
+                    Ok(d.kind),
+                    "ioengine={name} should run on {}",
+                    d.kind.as_str()
+                );
+            }
+            assert!(d.synchronous == (iolab_engine::effective_iodepth(d.kind, 8) == 1));
+        }
+        // And no other fio name reaches an engine.
+        assert!(engine_of("posixaio", "").is_err());
     }
 }
