@@ -10,28 +10,11 @@ use iolab_report::{compare as cmp, csv, history as hist, html, json, markdown};
 use iolab_store::{RunFilter, Store};
 
 use crate::args::{CompareArgs, HistoryArgs, ReportArgs};
-use crate::error::open_store;
+use crate::error::{open_store, RunRef};
 
-/// Parses a run id as `iolab results` lists it, or `last`.
-fn run_id(store: &Store, s: &str) -> Result<i64, RunError> {
-    if s == "last" {
-        return store
-            .latest_run_id()?
-            .ok_or_else(|| RunError::Failed("no runs stored yet: run 'last' not found".into()));
-    }
-    s.parse::<i64>().map_err(|_| {
-        RunError::usage(format!(
-            "run id '{s}' is not a number (see `iolab results`)"
-        ))
-    })
-}
-
-fn load_ids(store: &Store, ids: &[String]) -> Result<Vec<RunRecord>, RunError> {
+fn load_ids(store: &Store, ids: &[RunRef]) -> Result<Vec<RunRecord>, RunError> {
     ids.iter()
-        .map(|s| {
-            let id = run_id(store, s)?;
-            Ok(store.load_run(id)?)
-        })
+        .map(|r| Ok(store.load_run(r.resolve(store)?)?))
         .collect()
 }
 
@@ -103,7 +86,7 @@ fn ensure_newline(mut s: String) -> String {
     s
 }
 
-pub fn report(a: ReportArgs) -> Result<i32, RunError> {
+pub fn report(a: ReportArgs) -> Result<(), RunError> {
     let mut markdown_dest = a.markdown.clone();
     if a.html.is_none() && a.csv.is_none() && a.json.is_none() && markdown_dest.is_none() {
         markdown_dest = Some("-".into());
@@ -185,10 +168,10 @@ pub fn report(a: ReportArgs) -> Result<i32, RunError> {
         });
     }
     write_outputs(outputs)?;
-    Ok(0)
+    Ok(())
 }
 
-pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
+pub fn compare(a: CompareArgs) -> Result<(), RunError> {
     check_destinations(&[("json", &a.json)])?;
     let store = open_store(&a.db)?;
     if a.label.len() > 1 && a.host.len() > 1 {
@@ -292,10 +275,10 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
             )
         }
     }
-    Ok(0)
+    Ok(())
 }
 
-pub fn history(a: HistoryArgs) -> Result<i32, RunError> {
+pub fn history(a: HistoryArgs) -> Result<(), RunError> {
     check_destinations(&[("json", &a.json)])?;
     let store = open_store(&a.db)?;
     let filter = RunFilter {
@@ -326,5 +309,5 @@ pub fn history(a: HistoryArgs) -> Result<i32, RunError> {
             iolab_report::style::paint(&hist::render_at(&runs, &noise, margin))
         ),
     }
-    Ok(0)
+    Ok(())
 }

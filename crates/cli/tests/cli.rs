@@ -460,6 +460,50 @@ fn results_on_an_empty_database() {
     assert_ne!(last.code, Some(0), "{last}");
 }
 
+/// `last` and a run id are read by one parser: every command that takes them refuses `last`
+/// in an empty database and an id that is not a number alike (exit 2, the same words).
+#[test]
+fn every_command_refuses_a_missing_last_and_a_bad_id_alike() {
+    let sb = Sandbox::new();
+    let other = sb.path("other.db");
+    let other = other.to_str().unwrap();
+    let commands: [&[&str]; 5] = [
+        &["show"],
+        &["report"],
+        &["compare", "last"],
+        &["push", "--to", other],
+        &["delete", "--yes"],
+    ];
+    // A database that holds no run: one run stored, then deleted.
+    sb.run(&[
+        "custom",
+        "--rw",
+        "read",
+        "--size",
+        "1MiB",
+        "--duration",
+        "100ms",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+    ])
+    .ok();
+    sb.iolab(&["delete", "--yes", "last"]).ok();
+    for c in commands {
+        let mut args = c.to_vec();
+        args.push("last");
+        sb.iolab(&args)
+            .code(2)
+            .stderr_has(&["run 'last' not found: no runs are stored in"]);
+        let mut args = c.to_vec();
+        args.push("twelve");
+        sb.iolab(&args)
+            .code(2)
+            .stderr_has(&["run id 'twelve' is not a number (see `iolab results`)"]);
+    }
+}
+
 // --- B5: bad input -------------------------------------------------------------------------
 
 #[test]
