@@ -22,7 +22,7 @@ pub struct EngineArgs {
     /// target: iolab's own overhead). Default io_uring, or psync with a note where the
     /// kernel refuses io_uring; asked for by name, io_uring is never replaced.
     #[arg(long)]
-    pub engine: Option<String>,
+    pub engine: Option<EngineKind>,
     #[command(flatten)]
     pub io_uring: io_uring::Options,
 }
@@ -40,12 +40,7 @@ pub struct EngineChoice {
 impl EngineArgs {
     /// The engine, or the option that does not apply to it and why.
     pub fn resolve(&self) -> Result<EngineChoice, (String, String)> {
-        let kind: iolab_spec::EngineKind = self
-            .engine
-            .as_deref()
-            .unwrap_or("io_uring")
-            .parse()
-            .map_err(|e: iolab_spec::SpecError| ("engine".to_string(), format!("--{e}")))?;
+        let kind = self.engine.unwrap_or(EngineKind::IoUring);
         if kind != iolab_spec::EngineKind::IoUring {
             if let Some(o) = self.io_uring.given().first() {
                 return Err((
