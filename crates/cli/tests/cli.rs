@@ -504,6 +504,66 @@ fn every_command_refuses_a_missing_last_and_a_bad_id_alike() {
     }
 }
 
+/// Every enumerated option is one declaration (clap's `ValueEnum` or its table): a value it
+/// does not take is refused before anything runs, naming the option and its values.
+#[test]
+fn an_enumerated_option_refuses_a_value_it_lacks_and_lists_its_values() {
+    let sb = Sandbox::new();
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["custom", "--rw", "sideways"],
+            "--rw 'sideways': expected read, write, randread, randwrite, rw, randrw",
+        ),
+        (
+            &["custom", "--data", "ones"],
+            "--data 'ones': expected random, zeros",
+        ),
+        (
+            &["custom", "--engine", "aio"],
+            "--engine 'aio': expected io_uring, psync, null",
+        ),
+        (
+            &["cdm", "--score", "mean"],
+            "--score 'mean': expected median, best",
+        ),
+        (
+            &["iometer", "--pattern", "mail"],
+            "--pattern 'mail': expected file-server, database, workstation",
+        ),
+        (
+            &["streams", "--rw", "randread"],
+            "--rw 'randread': expected read, write",
+        ),
+        (
+            &["sustained", "--rw", "read"],
+            "--rw 'read': expected write, randwrite, both",
+        ),
+    ];
+    for (args, want) in cases {
+        sb.run(args).code(2).stderr_has(&[want]);
+    }
+    // The aliases stay accepted (zero, uring, readwrite).
+    sb.run(&[
+        "custom",
+        "--rw",
+        "readwrite",
+        "--data",
+        "zero",
+        "--engine",
+        "uring",
+        "--size",
+        "1MiB",
+        "--duration",
+        "100ms",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+    ])
+    .ok();
+    assert_eq!(sb.result_rows().len(), 1);
+}
+
 // --- B5: bad input -------------------------------------------------------------------------
 
 #[test]
