@@ -50,7 +50,7 @@ fn check_destinations(dests: &[(&str, &Option<String>)]) -> Result<(), RunError>
         let Some(d) = d else { continue };
         if d == "-" {
             stdout.push(*opt);
-        } else if (d == "last" || d.parse::<i64>().is_ok()) && !Path::new(d).exists() {
+        } else if d.parse::<RunRef>().is_ok() && !Path::new(d).exists() {
             return Err(RunError::usage(format!(
                 "--{opt} {d}: '{d}' looks like a run id; put run ids before --{opt} \
                  (or write ./{d} to mean a file)"
