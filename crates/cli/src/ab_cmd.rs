@@ -5,7 +5,7 @@ use iolab_runner::RunError;
 
 use crate::args::AbArgs;
 
-pub fn ab(args: AbArgs) -> Result<i32, RunError> {
+pub fn ab(args: AbArgs) -> Result<(), RunError> {
     let Some(cut) = args.command.iter().position(|a| a == "--") else {
         return Err(RunError::usage(
             "ab needs two commands: `iolab ab [OPTIONS] WORKLOAD [ARGS] -- WORKLOAD [ARGS]` \

@@ -259,7 +259,7 @@ pub struct PushArgs {
     pub to: PathBuf,
     /// Runs to push, as listed by `iolab results` ("last" for the newest).
     #[arg(value_name = "RUN_ID", required_unless_present_any = ["label", "all"])]
-    pub run_ids: Vec<String>,
+    pub run_ids: Vec<crate::error::RunRef>,
     /// Push the runs with this label.
     #[arg(long, conflicts_with_all = ["run_ids", "all"])]
     pub label: Option<String>,
@@ -306,7 +306,7 @@ pub struct ShowArgs {
     #[command(flatten)]
     pub db: DbArgs,
     /// Run id as listed by `iolab results` ("last" for the newest).
-    pub run_id: String,
+    pub run_id: crate::error::RunRef,
     /// Print the JSON document instead of the table.
     #[arg(long, conflicts_with_all = ["warnings", "verbose"])]
     pub json: bool,
@@ -340,7 +340,7 @@ pub struct ReportArgs {
         required_unless_present = "study",
         conflicts_with = "study"
     )]
-    pub run_ids: Vec<String>,
+    pub run_ids: Vec<crate::error::RunRef>,
     /// The runs of this study's newest invocation, one configuration per config label.
     #[arg(long, value_name = "NAME")]
     pub study: Option<String>,
@@ -364,7 +364,7 @@ pub struct CompareArgs {
     pub db: DbArgs,
     /// Runs to compare; the first is the reference (A).
     #[arg(value_name = "RUN_ID")]
-    pub run_ids: Vec<String>,
+    pub run_ids: Vec<crate::error::RunRef>,
     /// Compare the runs carrying these labels instead (repeat: --label before --label
     /// after); the runs sharing a label are one side, each run one sample.
     #[arg(long, value_name = "LABEL", conflicts_with = "run_ids")]
@@ -455,7 +455,7 @@ pub struct DeleteArgs {
     pub db: DbArgs,
     /// Runs to delete, as listed by `iolab results` ("last" for the newest).
     #[arg(value_name = "RUN_ID", required = true)]
-    pub run_ids: Vec<String>,
+    pub run_ids: Vec<crate::error::RunRef>,
     /// Do not ask (needed when standard input is not a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,

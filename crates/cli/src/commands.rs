@@ -1,47 +1,48 @@
 //! Dispatch of the subcommands, and the small ones: `presets`, `show`, `env`.
 
 use crate::args::{Cli, Command, EnvArgs, ShowArgs};
-use crate::error::open_store;
-use iolab_runner::RunError;
+use crate::error::{open_store, Outcome};
+use iolab_runner::{ExitStatus, RunError};
 
-pub fn dispatch(cli: Cli) -> Result<i32, RunError> {
+/// Runs the command and says how it ended; an error is printed here (`iolab: error: ...`).
+pub fn dispatch(cli: Cli) -> ExitStatus {
     match cli.command {
-        Command::Run(args) => Ok(crate::run_cmd::run(&args.args).code()),
+        Command::Run(args) => crate::run_cmd::run(&args.args),
         Command::Presets => {
             print!("{}", presets_text());
-            Ok(0)
+            ExitStatus::Ok
         }
-        Command::Results(args) => crate::listing::results(args),
-        Command::Show(args) => show(args),
-        Command::Env(args) => env_command(args),
-        Command::ExportFio(args) => Ok(crate::crosscheck::export_fio(&args.args).code()),
-        Command::Crosscheck(args) => Ok(crate::crosscheck::crosscheck(&args.args).code()),
-        Command::Report(args) => crate::report_cmd::report(args),
-        Command::Compare(args) => crate::report_cmd::compare(args),
-        Command::History(args) => crate::report_cmd::history(args),
-        Command::Study(args) => crate::study::study(args),
-        Command::Ab(args) => crate::ab_cmd::ab(args),
-        Command::Cleanup(args) => crate::study::cleanup(args),
-        Command::Verify(args) => crate::verify_cmd::verify(args),
-        Command::Record(args) => crate::record_cmd::record(args),
-        Command::Serve(args) => crate::serve_cmd::serve(args),
-        Command::Completions(args) => crate::shell::completions(args),
-        Command::Man(args) => crate::shell::man(args),
-        Command::Delete(args) => crate::delete::delete(args),
-        Command::Prune(args) => crate::delete::prune(args),
-        Command::Push(args) => crate::push::push(args),
-        Command::Emudisk(cmd) => emudisk(cmd),
+        Command::Results(args) => crate::listing::results(args).status(),
+        Command::Show(args) => show(args).status(),
+        Command::Env(args) => env_command(args).status(),
+        Command::ExportFio(args) => crate::crosscheck::export_fio(&args.args),
+        Command::Crosscheck(args) => crate::crosscheck::crosscheck(&args.args),
+        Command::Report(args) => crate::report_cmd::report(args).status(),
+        Command::Compare(args) => crate::report_cmd::compare(args).status(),
+        Command::History(args) => crate::report_cmd::history(args).status(),
+        Command::Study(args) => crate::study::study(args).status(),
+        Command::Ab(args) => crate::ab_cmd::ab(args).status(),
+        Command::Cleanup(args) => crate::study::cleanup(args).status(),
+        Command::Verify(args) => crate::verify_cmd::verify(args).status(),
+        Command::Record(args) => crate::record_cmd::record(args).status(),
+        Command::Serve(args) => crate::serve_cmd::serve(args).status(),
+        Command::Completions(args) => crate::shell::completions(args).status(),
+        Command::Man(args) => crate::shell::man(args).status(),
+        Command::Delete(args) => crate::delete::delete(args).status(),
+        Command::Prune(args) => crate::delete::prune(args).status(),
+        Command::Push(args) => crate::push::push(args).status(),
+        Command::Emudisk(cmd) => emudisk(cmd).status(),
     }
 }
 
 /// `iolab emudisk serve|ctl` (hidden): the emulated disk's daemon and its control requests.
-fn emudisk(cmd: crate::args::EmudiskCommand) -> Result<i32, RunError> {
+fn emudisk(cmd: crate::args::EmudiskCommand) -> Result<(), RunError> {
     use crate::args::EmudiskCommand;
     match cmd {
         EmudiskCommand::Serve { dir, backing, spec } => {
             let args = iolab_emudisk::ServeArgs { dir, backing, spec };
             iolab_emudisk::serve(&args).map_err(RunError::Failed)?;
-            Ok(0)
+            Ok(())
         }
         EmudiskCommand::Ctl { dir, request } => {
             let answer = iolab_emudisk::ctl::request(&dir.join("ctl.sock"), &request.join(" "))
@@ -49,7 +50,7 @@ fn emudisk(cmd: crate::args::EmudiskCommand) -> Result<i32, RunError> {
             if !answer.is_empty() {
                 println!("{answer}");
             }
-            Ok(0)
+            Ok(())
         }
     }
 }
@@ -63,20 +64,9 @@ fn presets_text() -> String {
     iolab_report::presets::text(&workloads)
 }
 
-fn show(args: ShowArgs) -> Result<i32, RunError> {
+fn show(args: ShowArgs) -> Result<(), RunError> {
     let store = open_store(&args.db)?;
-    let id = if args.run_id == "last" {
-        store
-            .latest_run_id()?
-            .ok_or_else(|| RunError::Failed("no runs stored yet".into()))?
-    } else {
-        args.run_id.parse::<i64>().map_err(|_| {
-            RunError::usage(format!(
-                "run id '{}' is not a number (see `iolab results`)",
-                args.run_id
-            ))
-        })?
-    };
+    let id = args.run_id.resolve(&store)?;
     let run = store.load_run(id)?;
     if args.series {
         return show_series(&args, &run);
@@ -105,11 +95,11 @@ fn show(args: ShowArgs) -> Result<i32, RunError> {
             }
         }
     }
-    Ok(0)
+    Ok(())
 }
 
 /// `show N --series`: the run's per-interval throughput as a table, CSV or JSON.
-fn show_series(args: &ShowArgs, run: &iolab_measure::RunRecord) -> Result<i32, RunError> {
+fn show_series(args: &ShowArgs, run: &iolab_measure::RunRecord) -> Result<(), RunError> {
     let text = args.interval.as_deref().unwrap_or("1s");
     let interval = iolab_spec::parse_duration("interval", text)
         .map_err(|e| RunError::usage(format!("--interval {text}: {e}")))?;
@@ -126,10 +116,10 @@ fn show_series(args: &ShowArgs, run: &iolab_measure::RunRecord) -> Result<i32, R
     } else {
         print!("{}", series::text(run, ms));
     }
-    Ok(0)
+    Ok(())
 }
 
-fn env_command(a: EnvArgs) -> Result<i32, RunError> {
+fn env_command(a: EnvArgs) -> Result<(), RunError> {
     if let Some(t) = &a.target {
         if !t.exists() {
             return Err(RunError::usage(format!(
@@ -147,5 +137,5 @@ fn env_command(a: EnvArgs) -> Result<i32, RunError> {
     } else {
         print!("{}", iolab_env::render(&env));
     }
-    Ok(0)
+    Ok(())
 }

@@ -4,6 +4,7 @@
 use iolab_runner::{ExitStatus, RunError};
 use iolab_workloads::crosscheck::{export_fio as job_text, Crosscheck};
 
+use crate::error::Outcome;
 use crate::run_cmd::report_parse_error;
 
 /// Takes `FLAG VALUE` or `FLAG=VALUE` out of `args`: Ok(None) when absent, Err when the
@@ -83,11 +84,5 @@ pub fn crosscheck(args: &[String]) -> ExitStatus {
         }
         Ok(())
     });
-    match result {
-        Ok(()) => ExitStatus::Ok,
-        Err(e) => {
-            eprintln!("iolab: error: {e}");
-            e.status()
-        }
-    }
+    result.status()
 }

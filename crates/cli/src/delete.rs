@@ -23,23 +23,13 @@ fn open_for_writing(db: &DbArgs) -> Result<Store, RunError> {
     Ok(Store::open(&path)?)
 }
 
-pub fn delete(args: DeleteArgs) -> Result<i32, RunError> {
+pub fn delete(args: DeleteArgs) -> Result<(), RunError> {
     let mut store = open_for_writing(&args.db)?;
     let all =
         store.list_runs_skipping(&RunFilter::default(), &mut crate::error::skipped_warning)?;
     let mut chosen = Vec::new();
     for given in &args.run_ids {
-        let id = if given == "last" {
-            store
-                .latest_run_id()?
-                .ok_or_else(|| RunError::usage("run 'last': no runs are stored"))?
-        } else {
-            given.parse::<i64>().map_err(|_| {
-                RunError::usage(format!(
-                    "run id '{given}' is not a number (see `iolab results`)"
-                ))
-            })?
-        };
+        let id = given.resolve(&store)?;
         let Some(run) = all.iter().find(|r| r.id == id) else {
             return Err(RunError::usage(format!(
                 "run {id} is not stored in {} (nothing deleted)",
@@ -61,7 +51,7 @@ pub fn delete(args: DeleteArgs) -> Result<i32, RunError> {
     remove(&mut store, &chosen, args.yes, false)
 }
 
-pub fn prune(args: PruneArgs) -> Result<i32, RunError> {
+pub fn prune(args: PruneArgs) -> Result<(), RunError> {
     let age = iolab_spec::parse_age("older-than", &args.older_than)?;
     let age = chrono::TimeDelta::from_std(age).expect("at most 100 years");
     let cutoff = chrono::Utc::now() - age;
@@ -90,14 +80,14 @@ pub fn prune(args: PruneArgs) -> Result<i32, RunError> {
     }
     if chosen.is_empty() && left > 0 {
         println!("Nothing deleted.");
-        return Ok(0);
+        return Ok(());
     }
     if chosen.is_empty() {
         println!(
             "No runs match (started before {}).",
             cutoff.format("%Y-%m-%d %H:%M:%S UTC")
         );
-        return Ok(0);
+        return Ok(());
     }
     remove(&mut store, &chosen, args.yes, true)
 }
@@ -109,7 +99,7 @@ fn remove(
     runs: &[RunListing],
     yes: bool,
     leave_running: bool,
-) -> Result<i32, RunError> {
+) -> Result<(), RunError> {
     let rows: Vec<iolab_report::ListRow> = runs.iter().map(crate::listing::list_row).collect();
     let n = runs.len();
     let what = format!("{n} run{}", if n == 1 { "" } else { "s" });
@@ -133,7 +123,7 @@ fn remove(
             .map_err(|e| RunError::Failed(format!("cannot read the answer: {e}")))?;
         if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
             println!("Nothing deleted.");
-            return Ok(0);
+            return Ok(());
         }
     }
     let mut ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
@@ -149,7 +139,7 @@ fn remove(
     };
     if ids.is_empty() {
         println!("Nothing deleted.");
-        return Ok(0);
+        return Ok(());
     }
     let list: Vec<String> = ids.iter().map(i64::to_string).collect();
     println!(
@@ -158,5 +148,5 @@ fn remove(
         list.join(", "),
         store.path().display()
     );
-    Ok(0)
+    Ok(())
 }

@@ -1,8 +1,13 @@
-//! What the commands that are not runs share: the result database they open, damaged runs
-//! skipped in listings, and a quiet end when stdout's reader has gone away. Their errors are
-//! the runner's `RunError` (one exit status for every command).
+//! What the commands that are not runs share: the result database they open, the run they
+//! name (`RunRef`: `last` or an id), damaged runs skipped in listings, how a command ends
+//! (`Outcome`: its `ExitStatus`, its error printed), and a quiet end when stdout's reader
+//! has gone away. Their errors are the runner's `RunError` (one exit status for every
+//! command).
 
-use iolab_runner::RunError;
+use std::io::Write;
+use std::str::FromStr;
+
+use iolab_runner::{ExitStatus, RunError};
 use iolab_store::{default_db_path, Store};
 
 use crate::args::DbArgs;
@@ -12,6 +17,85 @@ use crate::args::DbArgs;
 pub fn open_store(db: &DbArgs) -> Result<Store, RunError> {
     let path = db.db.clone().unwrap_or_else(default_db_path);
     Ok(Store::open_read_only(&path)?)
+}
+
+/// A stored run as a command names it: `last` (the newest) or its id as `iolab results`
+/// lists it. Parsed with the command line (a RUN_ID that is neither is refused there, exit
+/// 2); `last` in an empty database is refused when it is resolved (exit 2, like any run the
+/// database does not hold).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunRef {
+    Last,
+    Id(i64),
+}
+
+/// A RUN_ID that is neither `last` nor a number.
+#[derive(Debug)]
+pub struct BadRunId(String);
+
+impl std::fmt::Display for BadRunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "run id '{}' is not a number (see `iolab results`)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadRunId {}
+
+impl FromStr for RunRef {
+    type Err = BadRunId;
+
+    fn from_str(s: &str) -> Result<Self, BadRunId> {
+        if s == "last" {
+            return Ok(RunRef::Last);
+        }
+        s.parse()
+            .map(RunRef::Id)
+            .map_err(|_| BadRunId(s.to_string()))
+    }
+}
+
+impl RunRef {
+    /// The run's id in `store`.
+    pub fn resolve(self, store: &Store) -> Result<i64, RunError> {
+        match self {
+            RunRef::Id(id) => Ok(id),
+            RunRef::Last => store.latest_run_id()?.ok_or_else(|| {
+                RunError::usage(format!(
+                    "run 'last' not found: no runs are stored in {}",
+                    store.path().display()
+                ))
+            }),
+        }
+    }
+}
+
+/// How a command ended, as the process's exit status; an error is printed on the way
+/// (`iolab: error: ...`, its status from [`RunError::status`]).
+pub trait Outcome {
+    fn status(self) -> ExitStatus;
+}
+
+impl Outcome for Result<(), RunError> {
+    fn status(self) -> ExitStatus {
+        self.map(|()| ExitStatus::Ok).status()
+    }
+}
+
+impl Outcome for Result<ExitStatus, RunError> {
+    fn status(self) -> ExitStatus {
+        match self {
+            Ok(status) => status,
+            Err(e) => {
+                // A closed stderr must not turn the refusal into a panic.
+                let _ = writeln!(std::io::stderr(), "iolab: error: {e}");
+                e.status()
+            }
+        }
+    }
 }
 
 /// The runs matching `filter`, with their tests' summaries but no passes (what `history`

@@ -43,7 +43,7 @@ pub fn filter(
     }
 }
 
-pub fn results(args: ResultsArgs) -> Result<i32, RunError> {
+pub fn results(args: ResultsArgs) -> Result<(), RunError> {
     let store = open_store(&args.db)?;
     let filter = RunFilter {
         host: args.host,
@@ -68,7 +68,7 @@ pub fn results(args: ResultsArgs) -> Result<i32, RunError> {
         let rows: Vec<_> = runs.iter().map(list_row).collect();
         print!("{}", iolab_report::render_list(&rows));
     }
-    Ok(0)
+    Ok(())
 }
 
 /// The CSV columns of `results --csv`, in order (the JSON keys are the same).

@@ -37,12 +37,7 @@ fn main() {
     let outcome =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commands::dispatch(cli)));
     let code = match outcome {
-        Ok(Ok(code)) => code,
-        Ok(Err(e)) => {
-            // A closed stderr must not turn the refusal into a panic.
-            let _ = writeln!(std::io::stderr(), "iolab: error: {e}");
-            e.status().code()
-        }
+        Ok(status) => status.code(),
         Err(panic) => error::end_after_panic(panic),
     };
     std::process::exit(code);

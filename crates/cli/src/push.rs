@@ -13,22 +13,13 @@ use iolab_store::{RunFilter, Store};
 use crate::args::PushArgs;
 use crate::error::open_store;
 
-pub fn push(a: PushArgs) -> Result<i32, RunError> {
+pub fn push(a: PushArgs) -> Result<(), RunError> {
     let src = open_store(&a.db)?;
     let explicit = !a.all && a.label.is_none();
     let ids: Vec<i64> = if explicit {
         let mut ids = Vec::new();
         for given in &a.run_ids {
-            let id = match given.as_str() {
-                "last" => src
-                    .latest_run_id()?
-                    .ok_or_else(|| RunError::usage("run 'last': no runs are stored"))?,
-                n => n.parse().map_err(|_| {
-                    RunError::usage(format!(
-                        "run id '{given}' is not a number (see `iolab results`)"
-                    ))
-                })?,
-            };
+            let id = given.resolve(&src)?;
             if !ids.contains(&id) {
                 ids.push(id);
             }
@@ -120,5 +111,5 @@ pub fn push(a: PushArgs) -> Result<i32, RunError> {
             );
         }
     }
-    Ok(0)
+    Ok(())
 }

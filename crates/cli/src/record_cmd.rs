@@ -6,7 +6,7 @@ use iolab_workloads::replay::record::{record as run_record, RecordConfig, Record
 
 use crate::args::RecordArgs;
 
-pub fn record(a: RecordArgs) -> Result<i32, RunError> {
+pub fn record(a: RecordArgs) -> Result<(), RunError> {
     let cfg = RecordConfig {
         output: a.output,
         roots: a.root,
@@ -41,7 +41,7 @@ pub fn record(a: RecordArgs) -> Result<i32, RunError> {
         }
     }
     match r.exit {
-        Some(0) => Ok(0),
+        Some(0) => Ok(()),
         Some(c) => Err(RunError::Failed(format!(
             "the command exited with status {c} (the trace of what it did is written)"
         ))),

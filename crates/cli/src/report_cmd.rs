@@ -12,28 +12,11 @@ use iolab_report::set::{Noise, RunSet};
 use iolab_store::{RunFilter, Store};
 
 use crate::args::{CompareArgs, HistoryArgs, ReportArgs};
-use crate::error::open_store;
+use crate::error::{open_store, RunRef};
 
-/// Parses a run id as `iolab results` lists it, or `last`.
-fn run_id(store: &Store, s: &str) -> Result<i64, RunError> {
-    if s == "last" {
-        return store
-            .latest_run_id()?
-            .ok_or_else(|| RunError::Failed("no runs stored yet: run 'last' not found".into()));
-    }
-    s.parse::<i64>().map_err(|_| {
-        RunError::usage(format!(
-            "run id '{s}' is not a number (see `iolab results`)"
-        ))
-    })
-}
-
-fn load_ids(store: &Store, ids: &[String]) -> Result<Vec<RunRecord>, RunError> {
+fn load_ids(store: &Store, ids: &[RunRef]) -> Result<Vec<RunRecord>, RunError> {
     ids.iter()
-        .map(|s| {
-            let id = run_id(store, s)?;
-            Ok(store.load_run(id)?)
-        })
+        .map(|r| Ok(store.load_run(r.resolve(store)?)?))
         .collect()
 }
 
@@ -69,7 +52,7 @@ fn check_destinations(dests: &[(&'static dyn Format, String)]) -> Result<(), Run
         let opt = f.name();
         if d == "-" {
             stdout.push(opt);
-        } else if (d == "last" || d.parse::<i64>().is_ok()) && !Path::new(d).exists() {
+        } else if d.parse::<RunRef>().is_ok() && !Path::new(d).exists() {
             return Err(RunError::usage(format!(
                 "--{opt} {d}: '{d}' looks like a run id; put run ids before --{opt} \
                  (or write ./{d} to mean a file)"
@@ -111,7 +94,7 @@ fn render_all<'a>(chosen: &'a [(&'static dyn Format, String)], view: &View<'_>) 
         .collect()
 }
 
-pub fn report(a: ReportArgs) -> Result<i32, RunError> {
+pub fn report(a: ReportArgs) -> Result<(), RunError> {
     let mut chosen = a.formats.chosen.clone();
     if chosen.is_empty() {
         chosen.push((formats::SCREEN, "-".into()));
@@ -156,10 +139,10 @@ pub fn report(a: ReportArgs) -> Result<i32, RunError> {
     }
     set.set_noise(load_noise(&store, &set.run_ids())?);
     write_outputs(render_all(&chosen, &View::Runs(&set)))?;
-    Ok(0)
+    Ok(())
 }
 
-pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
+pub fn compare(a: CompareArgs) -> Result<(), RunError> {
     check_destinations(&a.formats.chosen)?;
     let store = open_store(&a.db)?;
     if a.label.len() > 1 && a.host.len() > 1 {
@@ -277,10 +260,10 @@ pub fn compare(a: CompareArgs) -> Result<i32, RunError> {
             println!("\nTo run A and {letter} interleaved until decided:\n  {cmd}");
         }
     }
-    Ok(0)
+    Ok(())
 }
 
-pub fn history(a: HistoryArgs) -> Result<i32, RunError> {
+pub fn history(a: HistoryArgs) -> Result<(), RunError> {
     check_destinations(&a.formats.chosen)?;
     let store = open_store(&a.db)?;
     let filter = RunFilter {
@@ -306,5 +289,5 @@ pub fn history(a: HistoryArgs) -> Result<i32, RunError> {
         };
         write_outputs(render_all(&a.formats.chosen, &view))?;
     }
-    Ok(0)
+    Ok(())
 }

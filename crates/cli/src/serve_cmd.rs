@@ -11,7 +11,7 @@ use iolab_serve::auth;
 use crate::args::ServeArgs;
 use crate::error::open_store;
 
-pub fn serve(a: ServeArgs) -> Result<i32, RunError> {
+pub fn serve(a: ServeArgs) -> Result<(), RunError> {
     let (token, generated) = match a.token {
         Some(t) => {
             auth::check_token(&t).map_err(RunError::usage)?;

@@ -28,12 +28,12 @@ pub fn full_command() -> Command {
     cmd
 }
 
-pub fn completions(args: CompletionsArgs) -> Result<i32, RunError> {
+pub fn completions(args: CompletionsArgs) -> Result<(), RunError> {
     let mut cmd = full_command();
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "iolab", &mut out);
     write_stdout(&out)?;
-    Ok(0)
+    Ok(())
 }
 
 /// The page of `cmd` called `name` (`iolab`, `iolab-run`, `iolab-run-cdm`).
@@ -74,11 +74,11 @@ fn pages() -> Result<Vec<(String, Vec<u8>)>, RunError> {
     Ok(out)
 }
 
-pub fn man(args: ManArgs) -> Result<i32, RunError> {
+pub fn man(args: ManArgs) -> Result<(), RunError> {
     let pages = pages()?;
     let Some(dir) = args.dir else {
         write_stdout(&pages[0].1)?;
-        return Ok(0);
+        return Ok(());
     };
     make_dir(&dir)?;
     for (name, text) in &pages {
@@ -86,7 +86,7 @@ pub fn man(args: ManArgs) -> Result<i32, RunError> {
         write_file(&path, text)?;
     }
     println!("wrote {} man pages to {}", pages.len(), dir.display());
-    Ok(0)
+    Ok(())
 }
 
 /// `iolab man DIR`'s directory: an existing one is used as it is; a missing one (and its

@@ -31,10 +31,10 @@ fn load(file: &Path) -> Result<Study, RunError> {
         .map_err(|e| RunError::usage(e.to_string()))
 }
 
-pub fn study(args: StudyArgs) -> Result<i32, RunError> {
+pub fn study(args: StudyArgs) -> Result<(), RunError> {
     if args.list_testbeds {
         print!("{}", iolab_study::plan::catalogue());
-        return Ok(0);
+        return Ok(());
     }
     let file = args.file.clone().expect("clap requires FILE");
     let mut study = load(&file)?;
@@ -66,7 +66,7 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
             "{}",
             iolab_study::plan::estimate_text(&study, &crate::run_cmd::registry())
         );
-        return Ok(0);
+        return Ok(());
     }
     let needs_root = study.configs.iter().any(|c| c.testbed.kind != Kind::Dir) || study.drop_caches;
     if needs_root && !iolab_sys::is_root() {
@@ -144,14 +144,14 @@ pub fn study(args: StudyArgs) -> Result<i32, RunError> {
     iolab_study::run::execute(&study, &opts)
 }
 
-pub fn cleanup(args: CleanupArgs) -> Result<i32, RunError> {
+pub fn cleanup(args: CleanupArgs) -> Result<(), RunError> {
     let dir = match args.state_dir {
         Some(d) => d,
         None => StateFile::default_dir().map_err(|e| RunError::Failed(e.to_string()))?,
     };
     if !dir.exists() {
         println!("nothing to clean up: {} does not exist", dir.display());
-        return Ok(0);
+        return Ok(());
     }
     let report = iolab_testbed::cleanup_all(&dir);
     print!("{report}");
@@ -171,7 +171,7 @@ pub fn cleanup(args: CleanupArgs) -> Result<i32, RunError> {
             report.untrusted.len()
         )))
     } else if failures == 0 {
-        Ok(0)
+        Ok(())
     } else {
         Err(RunError::Failed(format!(
             "{failures} resource(s) could not be removed (listed above); they stay recorded \

@@ -4,7 +4,7 @@ use iolab_runner::ExitStatus;
 use iolab_runner::RunError;
 use iolab_workloads::verify::later::{check, LaterArgs};
 
-pub fn verify(args: LaterArgs) -> Result<i32, RunError> {
+pub fn verify(args: LaterArgs) -> Result<ExitStatus, RunError> {
     let checked = check(&args)?;
     if args.json {
         println!(
@@ -15,8 +15,8 @@ pub fn verify(args: LaterArgs) -> Result<i32, RunError> {
         print!("{}", checked.text);
     }
     Ok(if checked.mismatch {
-        ExitStatus::Integrity.code()
+        ExitStatus::Integrity
     } else {
-        0
+        ExitStatus::Ok
     })
 }

@@ -460,6 +460,110 @@ fn results_on_an_empty_database() {
     assert_ne!(last.code, Some(0), "{last}");
 }
 
+/// `last` and a run id are read by one parser: every command that takes them refuses `last`
+/// in an empty database and an id that is not a number alike (exit 2, the same words).
+#[test]
+fn every_command_refuses_a_missing_last_and_a_bad_id_alike() {
+    let sb = Sandbox::new();
+    let other = sb.path("other.db");
+    let other = other.to_str().unwrap();
+    let commands: [&[&str]; 5] = [
+        &["show"],
+        &["report"],
+        &["compare", "last"],
+        &["push", "--to", other],
+        &["delete", "--yes"],
+    ];
+    // A database that holds no run: one run stored, then deleted.
+    sb.run(&[
+        "custom",
+        "--rw",
+        "read",
+        "--size",
+        "1MiB",
+        "--duration",
+        "100ms",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+    ])
+    .ok();
+    sb.iolab(&["delete", "--yes", "last"]).ok();
+    for c in commands {
+        let mut args = c.to_vec();
+        args.push("last");
+        sb.iolab(&args)
+            .code(2)
+            .stderr_has(&["run 'last' not found: no runs are stored in"]);
+        let mut args = c.to_vec();
+        args.push("twelve");
+        sb.iolab(&args)
+            .code(2)
+            .stderr_has(&["run id 'twelve' is not a number (see `iolab results`)"]);
+    }
+}
+
+/// Every enumerated option is one declaration (clap's `ValueEnum` or its table): a value it
+/// does not take is refused before anything runs, naming the option and its values.
+#[test]
+fn an_enumerated_option_refuses_a_value_it_lacks_and_lists_its_values() {
+    let sb = Sandbox::new();
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["custom", "--rw", "sideways"],
+            "--rw 'sideways': expected read, write, randread, randwrite, rw, randrw",
+        ),
+        (
+            &["custom", "--data", "ones"],
+            "--data 'ones': expected random, zeros",
+        ),
+        (
+            &["custom", "--engine", "aio"],
+            "--engine 'aio': expected io_uring, psync, null",
+        ),
+        (
+            &["cdm", "--score", "mean"],
+            "--score 'mean': expected median, best",
+        ),
+        (
+            &["iometer", "--pattern", "mail"],
+            "--pattern 'mail': expected file-server, database, workstation",
+        ),
+        (
+            &["streams", "--rw", "randread"],
+            "--rw 'randread': expected read, write",
+        ),
+        (
+            &["sustained", "--rw", "read"],
+            "--rw 'read': expected write, randwrite, both",
+        ),
+    ];
+    for (args, want) in cases {
+        sb.run(args).code(2).stderr_has(&[want]);
+    }
+    // The aliases stay accepted (zero, uring, readwrite).
+    sb.run(&[
+        "custom",
+        "--rw",
+        "readwrite",
+        "--data",
+        "zero",
+        "--engine",
+        "uring",
+        "--size",
+        "1MiB",
+        "--duration",
+        "100ms",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+    ])
+    .ok();
+    assert_eq!(sb.result_rows().len(), 1);
+}
+
 // --- B5: bad input -------------------------------------------------------------------------
 
 #[test]

@@ -125,15 +125,12 @@ pub fn run_pass_with_clock<C: Clock>(
         .collect::<Result<Vec<_>, _>>()?;
     if job.invalidate && !settings.direct {
         // fio's invalidate=1: the pass starts without the file's clean pages in the cache.
-        // SAFETY: an advisory call on a descriptor the pass owns.
-        let rc =
-            unsafe { libc::posix_fadvise(files[0].as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        if rc != 0 {
+        if let Err(e) = rustix::fs::fadvise(&files[0], 0, None, rustix::fs::Advice::DontNeed) {
             return Err(TargetError::Unsupported(
                 target.io_path.clone(),
                 format!(
                     "cannot drop the file's cached pages (invalidate): {}",
-                    std::io::Error::from_raw_os_error(rc)
+                    std::io::Error::from(e)
                 ),
             ));
         }

@@ -572,13 +572,10 @@ impl Target {
             err,
         };
         file.sync_data().map_err(fail)?;
-        let len = i64::try_from(self.info.size).unwrap_or(0);
-        // SAFETY: an advisory call on an open descriptor.
-        let rc =
-            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, len, libc::POSIX_FADV_DONTNEED) };
-        if rc != 0 {
-            return Err(fail(io::Error::from_raw_os_error(rc)));
-        }
+        // No length (a size beyond off_t's range included): to the end.
+        let len = std::num::NonZeroU64::new(self.info.size).filter(|l| l.get() <= i64::MAX as u64);
+        rustix::fs::fadvise(&file, 0, len, rustix::fs::Advice::DontNeed)
+            .map_err(|e| fail(io::Error::from(e)))?;
         Ok(before)
     }
 

@@ -185,6 +185,51 @@ pub struct MetricSummary {
     pub ci_high: f64,
 }
 
+/// How a test's headline value is chosen from its passes (`--score`); stored and shown as
+/// "median" or "best".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Score {
+    /// The median of the passes (iolab's default).
+    Median,
+    /// The best pass (CrystalDiskMark's "best of N"): highest MB/s.
+    Best,
+}
+
+impl Score {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Score::Median => "median",
+            Score::Best => "best",
+        }
+    }
+}
+
+impl std::fmt::Display for Score {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `TestSummary::score` as its stored text: the score's name, or "" before the passes are
+/// summarised (what a run killed mid-test left in the store).
+mod score_text {
+    use super::Score;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(score: &Option<Score>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(score.map_or("", Score::as_str))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Score>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.is_empty() {
+            return Ok(None);
+        }
+        Score::deserialize(serde::de::value::StrDeserializer::<D::Error>::new(&text)).map(Some)
+    }
+}
+
 /// A test's headline numbers over its passes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TestSummary {
@@ -194,8 +239,10 @@ pub struct TestSummary {
     pub iops: f64,
     pub lat_mean_us: f64,
     pub lat_p99_us: f64,
-    /// How the headline was chosen: "median" or "best".
-    pub score: String,
+    /// How the headline was chosen: stored as "median" or "best"; `None` (stored as "")
+    /// while the test's passes are not summarised yet.
+    #[serde(with = "score_text")]
+    pub score: Option<Score>,
     pub stats_mb_s: MetricSummary,
     pub stats_iops: MetricSummary,
     pub stats_lat_mean_us: MetricSummary,
@@ -205,6 +252,13 @@ pub struct TestSummary {
     /// With `--until-stable`: whether the interval reached the target before the limits.
     #[serde(default)]
     pub converged: Option<bool>,
+}
+
+impl TestSummary {
+    /// The score as stored and shown: "median", "best", or "" before the summary.
+    pub fn score_text(&self) -> &'static str {
+        self.score.map_or("", Score::as_str)
+    }
 }
 
 /// One test of a run with its passes.
@@ -326,6 +380,28 @@ impl RunRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_summary_stores_its_score_as_the_same_text() {
+        for (score, text) in [
+            (Some(Score::Median), "median"),
+            (Some(Score::Best), "best"),
+            (None, ""),
+        ] {
+            let summary = TestSummary {
+                score,
+                ..TestSummary::default()
+            };
+            let json = serde_json::to_value(&summary).unwrap();
+            assert_eq!(json["score"], text);
+            assert_eq!(summary.score_text(), text);
+            let back: TestSummary = serde_json::from_value(json).unwrap();
+            assert_eq!(back.score, score);
+        }
+        let mut odd = serde_json::to_value(TestSummary::default()).unwrap();
+        odd["score"] = "mean".into();
+        assert!(serde_json::from_value::<TestSummary>(odd).is_err());
+    }
 
     #[test]
     fn target_kinds_keep_their_strings() {

@@ -53,9 +53,8 @@ pub(crate) fn legend(run: &RunRecord) -> String {
     let score = run
         .tests
         .first()
-        .map(|t| t.summary.score.as_str())
-        .filter(|s| !s.is_empty())
-        .unwrap_or("median");
+        .and_then(|t| t.summary.score)
+        .unwrap_or(iolab_measure::Score::Median);
     let (lo, hi) = pass_range(run);
     if hi <= 1 {
         format!("{unit}; headline = {score} of 1 pass (no confidence interval with a single pass)")

@@ -760,11 +760,7 @@ impl Config {
         }
         if runs.len() > 1 {
             for t in &mut tests {
-                let score = if t.summary.score == "best" {
-                    Score::Best
-                } else {
-                    Score::Median
-                };
+                let score = t.summary.score.unwrap_or(Score::Median);
                 t.summary = summarize(&t.passes, score);
             }
         }

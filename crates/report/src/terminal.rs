@@ -277,7 +277,7 @@ fn against_crystaldiskmark(run: &RunRecord) -> Option<String> {
 const DASH: &str = "-";
 
 fn is_best(t: &TestRecord) -> bool {
-    t.summary.score == "best"
+    t.summary.score == Some(iolab_measure::Score::Best)
 }
 
 /// The pass a "best of N" headline comes from: the highest MB/s.

@@ -299,7 +299,7 @@ fn assert_document(run: &RunRecord) {
         assert_eq!(f(&su["iops"]), s.iops);
         assert_eq!(f(&su["lat_mean_us"]), s.lat_mean_us);
         assert_eq!(f(&su["lat_p99_us"]), s.lat_p99_us);
-        assert_eq!(su["score"], s.score);
+        assert_eq!(su["score"], s.score_text());
         assert_eq!(su["ci_method"], s.ci_method);
         assert_keys(
             &su["stats"],

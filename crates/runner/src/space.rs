@@ -250,8 +250,10 @@ pub fn allocated_under(path: &Path) -> u64 {
 /// quotas are off, the kernel has no quota support, or iolab runs as root (root is not
 /// held to quotas).
 fn quota_left(dir: &Path) -> (Option<u64>, Option<u64>) {
-    // SAFETY: geteuid/getegid have no preconditions.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let (uid, gid) = (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    );
     if uid == 0 {
         return (None, None);
     }

@@ -233,6 +233,9 @@ impl Registry {
     /// An unknown option becomes an error naming the option and the workloads that take
     /// it; other parser errors stay as they are.
     fn explain(&self, bin: &str, name: &str, e: clap::Error) -> ParseError {
+        if let Some(refusal) = invalid_value(&e) {
+            return ParseError::Usage(refusal);
+        }
         let Some(flag) = unknown_flag(&e) else {
             return ParseError::Clap(e);
         };
@@ -249,6 +252,29 @@ impl Registry {
             ),
         ))
     }
+}
+
+/// A value an enumerated option does not take (its clap `ValueEnum` or list of values), said
+/// the way iolab says other bad values: `--OPTION 'VALUE': expected A, B, C` (exit 2).
+pub fn invalid_value(e: &clap::Error) -> Option<UsageError> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidValue {
+        return None;
+    }
+    let arg = e.get(ContextKind::InvalidArg)?.to_string();
+    let flag = arg
+        .strip_prefix("--")?
+        .split([' ', '='])
+        .next()?
+        .to_string();
+    let value = e.get(ContextKind::InvalidValue)?.to_string();
+    let Some(ContextValue::Strings(valid)) = e.get(ContextKind::ValidValue) else {
+        return None;
+    };
+    Some(UsageError::option(
+        &flag,
+        format!("--{flag} '{value}': expected {}", valid.join(", ")),
+    ))
 }
 
 /// The long option (without dashes) a parser error says is unknown, if that is the error.

@@ -1,6 +1,7 @@
 //! One job's shape in fio's vocabulary (`rw`, `bs`, `iodepth`, `numjobs`, `rwmixread`) and the
 //! settings shared by every test of a run.
 
+use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -9,14 +10,16 @@ use std::time::Duration;
 use crate::units::{format_size_short, SpecError};
 
 /// Access pattern, named as fio names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]
+#[value(rename_all = "lower")]
 pub enum Rw {
     Read,
     Write,
     RandRead,
     RandWrite,
     /// Sequential mixed reads and writes (`rwmixread` % reads).
+    #[value(alias = "readwrite")]
     Rw,
     /// Random mixed reads and writes (`rwmixread` % reads).
     RandRw,
@@ -56,27 +59,33 @@ impl fmt::Display for Rw {
 impl FromStr for Rw {
     type Err = SpecError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "read" => Rw::Read,
-            "write" => Rw::Write,
-            "randread" => Rw::RandRead,
-            "randwrite" => Rw::RandWrite,
-            "rw" | "readwrite" => Rw::Rw,
-            "randrw" => Rw::RandRw,
-            _ => {
-                return Err(SpecError::new(
-                    "rw",
-                    s,
-                    "expected read, write, randread, randwrite, rw or randrw",
-                ))
-            }
-        })
+        parse_value("rw", s)
+    }
+}
+
+/// A value of an enumerated option by its name or an alias (its clap declaration, the one
+/// the command line, study files and fio's job files read), or the error listing the names.
+pub fn parse_value<T: ValueEnum>(key: &str, s: &str) -> Result<T, SpecError> {
+    T::from_str(s, false).map_err(|_| SpecError::new(key, s, format!("expected {}", names::<T>())))
+}
+
+/// The names of an enumerated option's values: "a, b or c".
+pub fn names<T: ValueEnum>() -> String {
+    let names: Vec<String> = T::value_variants()
+        .iter()
+        .filter_map(|v| v.to_possible_value())
+        .map(|p| p.get_name().to_string())
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.concat(),
     }
 }
 
 /// Direction of one I/O.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]
+#[value(rename_all = "lower")]
 pub enum IoDir {
     Read,
     Write,
@@ -106,23 +115,21 @@ impl EngineKind {
 }
 
 /// What write buffers contain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]
+#[value(rename_all = "lower")]
 pub enum DataPattern {
     /// Incompressible random bytes, re-stamped before every write so no two blocks repeat.
     Random,
     /// All 0x00 (CrystalDiskMark's "All 0x00" test data).
+    #[value(alias = "zero", alias = "0x00")]
     Zeros,
 }
 
 impl FromStr for DataPattern {
     type Err = SpecError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "random" => Ok(DataPattern::Random),
-            "zeros" | "zero" | "0x00" => Ok(DataPattern::Zeros),
-            _ => Err(SpecError::new("data", s, "expected random or zeros")),
-        }
+        parse_value("data", s)
     }
 }
 

@@ -13,6 +13,7 @@ pub mod tomlkey;
 pub mod trace;
 mod units;
 
+pub use job::{names as value_names, parse_value};
 pub use job::{
     AccessLine, DataPattern, EngineKind, IoDir, JobSpec, Pace, RunSettings, Rw, SyncMode, TestSpec,
     Zone,

@@ -11,23 +11,8 @@ pub mod warnings;
 
 use iolab_measure::{MetricSummary, PassRecord, TestSummary};
 
-/// How a test's headline value is chosen from its passes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Score {
-    /// The median of the passes (iolab's default).
-    Median,
-    /// The best pass (CrystalDiskMark's "best of N"): highest MB/s.
-    Best,
-}
-
-impl Score {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Score::Median => "median",
-            Score::Best => "best",
-        }
-    }
-}
+/// How a test's headline value is chosen from its passes (the type the summary stores).
+pub use iolab_measure::Score;
 
 pub const CI_METHOD: &str = "95% CI, Student t on the mean of passes";
 
@@ -121,7 +106,7 @@ pub fn summarize(passes: &[PassRecord], score: Score) -> TestSummary {
         iops,
         lat_mean_us,
         lat_p99_us,
-        score: score.as_str().to_string(),
+        score: Some(score),
         stats_mb_s,
         stats_iops,
         stats_lat_mean_us,

@@ -195,8 +195,9 @@ fn runs_needed(c: &Comparison, primary: &[bool]) -> Option<usize> {
 }
 
 /// Runs A and B alternately until decided; prints the comparison and what more would buy.
-/// Exit status 0 when it ended (decided or not), 130 when interrupted.
-pub fn execute(o: &AbOptions) -> Result<i32, RunError> {
+/// Ends `Ok` when it ended (decided or not), `RunError::Interrupted` (exit 130) when
+/// interrupted.
+pub fn execute(o: &AbOptions) -> Result<(), RunError> {
     if let Some(d) = o.json.as_deref().filter(|d| *d != "-") {
         if std::fs::symlink_metadata(d).is_ok() {
             return Err(RunError::usage(format!(
@@ -452,7 +453,7 @@ pub fn execute(o: &AbOptions) -> Result<i32, RunError> {
         eprintln!("iolab: ab interrupted; the runs that finished are stored and judged above");
         return Err(RunError::Interrupted);
     }
-    Ok(0)
+    Ok(())
 }
 
 /// Options of a stored command line that `iolab ab` sets itself (with a value, and

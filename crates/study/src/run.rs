@@ -335,7 +335,7 @@ fn print_race(
 }
 
 /// Runs every step of `study`; exit status 0 when every run was stored.
-pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
+pub fn execute(study: &Study, opts: &RunOptions) -> Result<(), RunError> {
     let stop = install_signals()?;
     // Open (and migrate) the database before building anything.
     let store = Store::open(&opts.db)?;
@@ -463,7 +463,7 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<i32, RunError> {
             out.failures.len()
         )))
     } else {
-        Ok(0)
+        Ok(())
     }
 }
 

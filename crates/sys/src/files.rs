@@ -10,10 +10,12 @@
 use std::ffi::{CString, OsStr};
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::loopdev::FileId;
 
@@ -62,16 +64,15 @@ pub fn create_dir_with_mode(path: &Path, mode: u32) -> io::Result<FileId> {
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
     dir.set_permissions(Permissions::from_mode(mode))?;
-    fd_identity(dir.as_raw_fd())
+    fd_identity(&dir)
 }
 
 /// An unpredictable name for a temporary file: 16 bytes from getrandom(2) in hex (the
 /// process's own random generator if the kernel has none to give).
 pub fn random_name(prefix: &str) -> String {
     let mut buf = [0u8; 16];
-    // SAFETY: the buffer is ours and its length is passed.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n != buf.len() as isize {
+    let n = rustix::rand::getrandom(&mut buf, rustix::rand::GetRandomFlags::empty());
+    if n != Ok(buf.len()) {
         for b in &mut buf {
             *b = fastrand::u8(..);
         }
@@ -82,18 +83,11 @@ pub fn random_name(prefix: &str) -> String {
 
 fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
     let c = cstring(dir.as_os_str().as_bytes())?;
-    // SAFETY: a NUL-terminated path; the descriptor returned is owned below.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just opened and is not owned elsewhere.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(rustix::fs::open(
+        &c,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
 }
 
 /// Writes `contents` as `dir/name`, replacing what is there: the bytes go to a new file of an
@@ -111,32 +105,18 @@ pub fn replace_file(dir: &Path, name: &str, contents: &[u8]) -> io::Result<()> {
     let target = cstring(name.as_bytes())?;
     loop {
         let tmp = cstring(random_name(&format!(".{name}.")).as_bytes())?;
-        let mut file = match create_at(dirfd.as_raw_fd(), &tmp) {
+        let mut file = match create_at(&dirfd, &tmp) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         };
         let written = file.write_all(contents);
         drop(file);
-        // SAFETY: both names are NUL-terminated and relative to the open directory.
-        let renamed = written.and_then(|()| {
-            if unsafe {
-                libc::renameat(
-                    dirfd.as_raw_fd(),
-                    tmp.as_ptr(),
-                    dirfd.as_raw_fd(),
-                    target.as_ptr(),
-                )
-            } == 0
-            {
-                Ok(())
-            } else {
-                Err(io::Error::last_os_error())
-            }
-        });
+        let renamed =
+            written.and_then(|()| Ok(rustix::fs::renameat(&dirfd, &tmp, &dirfd, &target)?));
         if renamed.is_err() {
-            // SAFETY: as above; the temporary name is ours (created with O_EXCL).
-            unsafe { libc::unlinkat(dirfd.as_raw_fd(), tmp.as_ptr(), 0) };
+            // The temporary name is ours (created with O_EXCL).
+            let _ = rustix::fs::unlinkat(&dirfd, &tmp, AtFlags::empty());
         }
         return renamed;
     }
@@ -152,19 +132,8 @@ pub fn unique_name(word: &str) -> String {
     random_name(&format!("iolab-{word}-{}-", std::process::id()))
 }
 
-fn check(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn fd_identity(fd: libc::c_int) -> io::Result<FileId> {
-    // SAFETY: an all-zero stat is a valid value to be overwritten by fstat.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fd is an open descriptor and st a valid out-pointer.
-    check(unsafe { libc::fstat(fd, &mut st) })?;
+fn fd_identity(fd: impl AsFd) -> io::Result<FileId> {
+    let st = rustix::fs::fstat(fd)?;
     Ok(FileId {
         dev: st.st_dev,
         ino: st.st_ino,
@@ -173,19 +142,12 @@ fn fd_identity(fd: libc::c_int) -> io::Result<FileId> {
 
 /// What `name` in directory `dir` is now, without following a link: its identity and
 /// `st_mode`; None when there is nothing by that name.
-fn lstat_at(dir: libc::c_int, name: &CString) -> io::Result<Option<(FileId, u32)>> {
-    // SAFETY: as in fd_identity.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: dir is an open descriptor, name a NUL-terminated string, st an out-pointer.
-    let r = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::NotFound {
-            Ok(None)
-        } else {
-            Err(e)
-        };
-    }
+fn lstat_at(dir: impl AsFd, name: &CString) -> io::Result<Option<(FileId, u32)>> {
+    let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
     Ok(Some((
         FileId {
             dev: st.st_dev,
@@ -197,14 +159,11 @@ fn lstat_at(dir: libc::c_int, name: &CString) -> io::Result<Option<(FileId, u32)
 
 /// `openat(dir, name, O_CREAT|O_EXCL|O_NOFOLLOW|O_WRONLY|O_CLOEXEC)`, then mode 0600 set
 /// on the descriptor (the umask left out).
-fn create_at(dir: libc::c_int, name: &CString) -> io::Result<File> {
-    let flags = libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_WRONLY | libc::O_CLOEXEC;
-    // SAFETY: dir is an open descriptor (or AT_FDCWD), name NUL-terminated.
-    let fd = check(unsafe { libc::openat(dir, name.as_ptr(), flags, FILE_MODE as libc::c_uint) })?;
-    // SAFETY: fd was just returned by openat and is owned by nothing else.
-    let f = unsafe { File::from_raw_fd(fd) };
-    // SAFETY: f's descriptor is open.
-    check(unsafe { libc::fchmod(f.as_raw_fd(), FILE_MODE as libc::mode_t) })?;
+fn create_at(dir: impl AsFd, name: &CString) -> io::Result<File> {
+    let flags = OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::WRONLY | OFlags::CLOEXEC;
+    let mode = Mode::from_raw_mode(FILE_MODE as _);
+    let f = File::from(rustix::fs::openat(dir, name, flags, mode)?);
+    rustix::fs::fchmod(&f, mode)?;
     Ok(f)
 }
 
@@ -266,12 +225,9 @@ impl Made {
     /// (mkdir), so what is held is what was made.
     pub fn hold(path: &Path) -> io::Result<Made> {
         let c = cstring(path.as_os_str().as_bytes())?;
-        let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: c is NUL-terminated.
-        let fd = check(unsafe { libc::open(c.as_ptr(), flags) })?;
-        // SAFETY: fd was just opened and is owned here only.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let id = fd_identity(fd.as_raw_fd())?;
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(&c, flags, Mode::empty())?;
+        let id = fd_identity(&fd)?;
         Ok(Made {
             path: path.to_path_buf(),
             fd,
@@ -282,7 +238,7 @@ impl Made {
     /// Holds `file`, just created at `path` (its own descriptor, duplicated: no race).
     pub fn of_file(path: &Path, file: &File) -> io::Result<Made> {
         let fd = OwnedFd::from(file.try_clone()?);
-        let id = fd_identity(fd.as_raw_fd())?;
+        let id = fd_identity(&fd)?;
         Ok(Made {
             path: path.to_path_buf(),
             fd,
@@ -368,11 +324,8 @@ impl NewFile {
             _ => Path::new("."),
         };
         let c = cstring(parent.as_os_str().as_bytes())?;
-        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
-        // SAFETY: c is NUL-terminated.
-        let fd = check(unsafe { libc::open(c.as_ptr(), flags) })?;
-        // SAFETY: fd was just opened and is owned here only.
-        let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir = rustix::fs::open(&c, flags, Mode::empty())?;
         let tmp_name = format!("{}.partial", unique_name(word));
         let f = NewFile {
             dir,
@@ -387,7 +340,7 @@ impl NewFile {
 
     /// Whatever is at the output's name now is a regular file or nothing.
     fn check_target(&self) -> io::Result<()> {
-        match lstat_at(self.dir.as_raw_fd(), &self.name)? {
+        match lstat_at(&self.dir, &self.name)? {
             Some((_, mode)) if mode & libc::S_IFMT != libc::S_IFREG => Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 "exists and is not a regular file (a link, a directory, a device, a FIFO \
@@ -404,8 +357,8 @@ impl NewFile {
 
     /// Creates the temporary file (0600, `O_CREAT|O_EXCL|O_NOFOLLOW`) and returns it.
     pub fn create(&mut self) -> io::Result<File> {
-        let f = create_at(self.dir.as_raw_fd(), &self.tmp)?;
-        self.created = Some(fd_identity(f.as_raw_fd())?);
+        let f = create_at(&self.dir, &self.tmp)?;
+        self.created = Some(fd_identity(&f)?);
         Ok(f)
     }
 
@@ -416,14 +369,12 @@ impl NewFile {
         };
         // Still ours (nobody can replace it in a directory only they and we may write,
         // but a shared sticky one is checked too), and the output still a file or nothing.
-        match lstat_at(self.dir.as_raw_fd(), &self.tmp)? {
+        match lstat_at(&self.dir, &self.tmp)? {
             Some((now, _)) if now == id => {}
             _ => return Err(io::Error::other("the temporary file was replaced")),
         }
         self.check_target()?;
-        let d = self.dir.as_raw_fd();
-        // SAFETY: d is open, both names NUL-terminated.
-        check(unsafe { libc::renameat(d, self.tmp.as_ptr(), d, self.name.as_ptr()) })?;
+        rustix::fs::renameat(&self.dir, &self.tmp, &self.dir, &self.name)?;
         self.created = None;
         Ok(())
     }
@@ -434,11 +385,9 @@ impl Drop for NewFile {
         let Some(id) = self.created.take() else {
             return;
         };
-        let d = self.dir.as_raw_fd();
-        if let Ok(Some((now, _))) = lstat_at(d, &self.tmp) {
+        if let Ok(Some((now, _))) = lstat_at(&self.dir, &self.tmp) {
             if now == id {
-                // SAFETY: d is open, tmp NUL-terminated.
-                unsafe { libc::unlinkat(d, self.tmp.as_ptr(), 0) };
+                let _ = rustix::fs::unlinkat(&self.dir, &self.tmp, AtFlags::empty());
             }
         }
     }
@@ -451,10 +400,9 @@ mod tests {
 
     /// Runs `f` with the umask set to `mask`, then restores it.
     fn with_umask<T>(mask: libc::mode_t, f: impl FnOnce() -> T) -> T {
-        // SAFETY: umask cannot fail.
-        let old = unsafe { libc::umask(mask) };
+        let old = rustix::process::umask(Mode::from_raw_mode(mask));
         let out = f();
-        unsafe { libc::umask(old) };
+        rustix::process::umask(old);
         out
     }
 

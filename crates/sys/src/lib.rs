@@ -20,16 +20,14 @@ use std::path::{Path, PathBuf};
 
 /// Whether the effective user is root.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// Writes dirty data back (sync(2)) and drops the page cache, dentries and inodes
 /// (`echo 3 > /proc/sys/vm/drop_caches`). Needs root: without it the write fails with
 /// permission denied.
 pub fn drop_caches() -> io::Result<()> {
-    // SAFETY: sync has no preconditions.
-    unsafe { libc::sync() };
+    rustix::fs::sync();
     std::fs::write("/proc/sys/vm/drop_caches", "3\n")
 }
 
@@ -70,21 +68,17 @@ pub fn statvfs(path: &Path) -> io::Result<FsStats> {
 /// [`statvfs`] of a path already made a C string (for callers that ask often, such as a
 /// replayed `QUERY_FS_INFO`).
 pub fn statvfs_cstr(path: &CStr) -> io::Result<FsStats> {
-    // SAFETY: a zeroed statvfs is a valid out-parameter; path is NUL-terminated.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let frsize = st.f_frsize as u64;
+    let st = rustix::fs::statvfs(path)?;
+    let frsize = st.f_frsize;
     Ok(FsStats {
-        block_size: st.f_bsize as u64,
+        block_size: st.f_bsize,
         fragment_size: frsize,
-        total_bytes: (st.f_blocks as u64).saturating_mul(frsize),
-        free_bytes: (st.f_bfree as u64).saturating_mul(frsize),
-        available_bytes: (st.f_bavail as u64).saturating_mul(frsize),
-        files: st.f_files as u64,
-        files_free: st.f_ffree as u64,
-        read_only: st.f_flag & libc::ST_RDONLY != 0,
+        total_bytes: st.f_blocks.saturating_mul(frsize),
+        free_bytes: st.f_bfree.saturating_mul(frsize),
+        available_bytes: st.f_bavail.saturating_mul(frsize),
+        files: st.f_files,
+        files_free: st.f_ffree,
+        read_only: st.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY),
     })
 }
 

@@ -16,7 +16,8 @@
 //!
 //! Modules: `spec` (the TOML shape and validation), `commands` (every command line, shared by
 //! plan and build), `build`, `testbed` (the built object, describe, teardown), `state` (the
-//! journal), `remove` (removing one resource, idempotently), `cleanup` (dead owners), `sys`
+//! testbed's journal; `journal`: the file, lock, lines and dead owner's side it shares with
+//! `runstate`), `remove` (removing one resource, idempotently), `cleanup` (dead owners), `sys`
 //! (tools, sysfs, mountinfo, /proc), `device` (kind = "device": the checks before a user's
 //! device is formatted, the signatures a build made), `emulated` (emulated disks: the `iolab emudisk serve`
 //! daemon under each image, its FUSE mount), `runstate` (what a single `iolab run` creates, recorded
@@ -28,6 +29,7 @@ mod commands;
 mod device;
 mod emulated;
 mod error;
+mod journal;
 mod remove;
 pub mod runstate;
 mod spec;

@@ -14,15 +14,15 @@
 //! something changed no earlier than the intent.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-use crate::sys;
+use crate::journal::{self, now_unix, Header, Skip, Writer};
 
 /// Version of the run-state format.
 pub const RUN_STATE_VERSION: u32 = 1;
@@ -101,13 +101,7 @@ pub fn is_named_for(name: &str, pid: i32) -> bool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 enum Line {
-    Header {
-        version: u32,
-        pid: i32,
-        #[serde(default)]
-        start_time: Option<u64>,
-        created_unix: u64,
-    },
+    Header(Header),
     Intent {
         id: u64,
         at_unix: u64,
@@ -142,21 +136,13 @@ struct Journal {
 impl Journal {
     fn parse(text: &str) -> Journal {
         let mut j = Journal::default();
-        for line in text.lines() {
-            // A line cut short by a kill is the last one, and ignored.
-            let Ok(l) = serde_json::from_str::<Line>(line) else {
-                continue;
-            };
+        // A line cut short by a kill is the last one, and ignored.
+        for l in journal::parse_lines::<Line>(text).0 {
             match l {
-                Line::Header {
-                    version,
-                    pid,
-                    start_time,
-                    ..
-                } => {
-                    j.version = Some(version);
-                    j.pid = Some(pid);
-                    j.start_time = start_time;
+                Line::Header(h) => {
+                    j.version = Some(h.version);
+                    j.pid = Some(h.pid);
+                    j.start_time = h.start_time;
                 }
                 Line::Intent {
                     id,
@@ -186,13 +172,6 @@ impl Journal {
     }
 }
 
-fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// The run state of this process. Cheap to clone (shared with the signal handler).
 #[derive(Debug, Clone)]
 pub struct RunState {
@@ -201,11 +180,9 @@ pub struct RunState {
 
 #[derive(Debug)]
 struct Inner {
-    path: PathBuf,
-    file: File,
+    journal: Writer,
     next_id: u64,
     open: BTreeMap<u64, Entry>,
-    deleted: bool,
 }
 
 fn is_run_state_name(path: &Path) -> bool {
@@ -218,40 +195,25 @@ impl RunState {
     /// Creates `run-PID-N.jsonl` in `dir` (created 0700 if missing), locks it and writes
     /// the header.
     pub fn create(dir: &Path) -> io::Result<RunState> {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-        let (pid, start_time) = sys::self_identity();
-        let (path, file) = crate::state::create_locked(dir, "run", pid).map_err(|(_, e)| e)?;
+        journal::make_dir(dir)?;
+        let journal =
+            Writer::create(dir, "run", RUN_STATE_VERSION, Line::Header).map_err(|(_, e)| e)?;
         let st = RunState {
             inner: Arc::new(Mutex::new(Inner {
-                path,
-                file,
+                journal,
                 next_id: 1,
                 open: BTreeMap::new(),
-                deleted: false,
             })),
         };
-        st.append(&Line::Header {
-            version: RUN_STATE_VERSION,
-            pid,
-            start_time,
-            created_unix: now_unix(),
-        })?;
         Ok(st)
     }
 
     pub fn path(&self) -> PathBuf {
-        self.lock().path.clone()
+        self.lock().journal.path().to_path_buf()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn append(&self, line: &Line) -> io::Result<()> {
-        append_locked(&mut self.lock(), line)
     }
 
     /// Records that `resource` is about to be created; its id for [`Self::created`] and
@@ -368,8 +330,8 @@ impl RunState {
                     .extend(present.iter().map(|p| p.display().to_string()));
             }
         }
-        if i.open.is_empty() && !i.deleted && fs::remove_file(&i.path).is_ok() {
-            i.deleted = true;
+        if i.open.is_empty() {
+            i.journal.delete();
         }
         out
     }
@@ -381,38 +343,30 @@ impl RunState {
         let entries: Vec<(u64, Entry)> =
             i.open.iter().rev().map(|(k, v)| (*k, v.clone())).collect();
         let (mut removed, mut failed) = (Vec::new(), Vec::new());
+        let dir = i.journal.path().parent().map(Path::to_path_buf);
         for (id, e) in entries {
-            let r = remove_entry(&e, i.path.parent());
+            let r = remove_entry(&e, dir.as_deref());
             removed.extend(r.removed);
             failed.extend(r.failed.iter().cloned());
             if r.failed.is_empty() && append_locked(&mut i, &Line::Removed { id }).is_ok() {
                 i.open.remove(&id);
             }
         }
-        if i.open.is_empty() && !i.deleted && fs::remove_file(&i.path).is_ok() {
-            i.deleted = true;
+        if i.open.is_empty() {
+            i.journal.delete();
         }
         (removed, failed)
     }
 }
 
 fn append_locked(i: &mut Inner, line: &Line) -> io::Result<()> {
-    if i.deleted {
-        return Err(io::Error::other(format!(
-            "{} was already finished",
-            i.path.display()
-        )));
-    }
-    let mut text = serde_json::to_string(line).map_err(io::Error::other)?;
-    text.push('\n');
-    // One write() per line, O_APPEND: a kill leaves at worst one cut line at the end.
-    i.file.write_all(text.as_bytes())
+    i.journal.append(line)
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if !self.deleted && self.open.is_empty() {
-            let _ = fs::remove_file(&self.path);
+        if self.open.is_empty() {
+            self.journal.delete();
         }
     }
 }
@@ -536,46 +490,28 @@ struct Foreign {
 /// recorded start time. The file must belong to this user and be writable by no one
 /// else, in a directory no one else can write.
 fn open_foreign(path: &Path) -> Result<Foreign, (bool, Option<i32>, String)> {
-    let skip = |why: String| (false, None, why);
-    // Never through a link; what is checked and read is the open file, not the path.
-    let file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| skip(e.to_string()))?;
-    let meta = file.metadata().map_err(|e| skip(e.to_string()))?;
-    trusted(path, &meta).map_err(skip)?;
-    let text = read_all(&file).map_err(|e| skip(e.to_string()))?;
-    let journal = Journal::parse(&text);
-    if let Some(v) = journal.version.filter(|v| *v > RUN_STATE_VERSION) {
-        return Err(skip(format!(
-            "run-state format version {v} is newer than this iolab's ({RUN_STATE_VERSION})"
-        )));
-    }
-    let pid = journal.pid;
-    if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
-        return Err((true, pid, String::new()));
-    }
-    if let Some(p) = pid {
-        if p == std::process::id() as i32 || sys::proc_is(p, journal.start_time) {
-            return Err((true, pid, String::new()));
+    let owner = |text: &str| {
+        let j = Journal::parse(text);
+        journal::Owner {
+            version: j.version,
+            pid: j.pid,
+            start_time: j.start_time,
         }
+    };
+    let format = journal::Format {
+        name: "run-state",
+        version: RUN_STATE_VERSION,
+        owner: &owner,
+        trust: &trusted,
+    };
+    match journal::open_foreign(path, &format) {
+        Ok((file, text)) => Ok(Foreign {
+            file,
+            journal: Journal::parse(&text),
+        }),
+        Err(Skip::Live(pid)) => Err((true, pid, String::new())),
+        Err(Skip::Unreadable(why) | Skip::Untrusted(why)) => Err((false, None, why)),
     }
-    let text = read_all(&file).map_err(|e| skip(e.to_string()))?;
-    Ok(Foreign {
-        file,
-        journal: Journal::parse(&text),
-    })
-}
-
-/// All of an open file, from its start.
-fn read_all(mut file: &File) -> io::Result<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    file.seek(SeekFrom::Start(0))?;
-    let mut text = String::new();
-    file.read_to_string(&mut text)?;
-    Ok(text)
 }
 
 /// The state file (`meta`, from its descriptor) and its directory must be this user's and
@@ -612,9 +548,7 @@ fn clean_one(path: &Path, mut f: Foreign, report: &mut RunCleanup) {
             );
             continue;
         }
-        let mut text = serde_json::to_string(&Line::Removed { id }).unwrap_or_default();
-        text.push('\n');
-        if let Err(e) = f.file.write_all(text.as_bytes()) {
+        if let Err(e) = journal::write_line(&mut f.file, &Line::Removed { id }) {
             report
                 .failures
                 .push(format!("{}: writing: {e}", path.display()));
@@ -682,6 +616,41 @@ fn clean_matching(state_dir: &Path, wanted: impl Fn(&Journal) -> bool) -> RunCle
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_state_file_of_the_format_before_the_shared_journal_loads() {
+        let text = r#"{"event":"header","version":1,"pid":42,"start_time":7,"created_unix":1}
+{"event":"intent","id":1,"at_unix":5,"resource":{"type":"file","path":"/t/iolab-42-a.dat"}}
+{"event":"done","id":1,"dev":3,"ino":9}
+{"event":"intent","id":2,"at_unix":6,"resource":{"type":"tree","path":"/t/clients"}}
+{"event":"removed","id":2}
+{"event":"intent","id":3,"at_unix":6,"resource":{"type":"named","dir":"/t","pid":42}}
+{"event":"inte"#;
+        let j = Journal::parse(text);
+        assert_eq!(
+            (j.version, j.pid, j.start_time),
+            (Some(1), Some(42), Some(7))
+        );
+        assert_eq!(j.open.len(), 2);
+        assert_eq!(j.open[&1].identity, Some((3, 9)));
+        assert_eq!(j.open[&1].at_unix, 5);
+        assert_eq!(
+            j.open[&3].resource,
+            RunResource::Named {
+                dir: "/t".into(),
+                pid: 42
+            }
+        );
+        // And what is written now reads back the same way.
+        let line = serde_json::to_string(&Line::Header(Header {
+            version: 1,
+            pid: 42,
+            start_time: Some(7),
+            created_unix: 1,
+        }))
+        .unwrap();
+        assert_eq!(line, text.lines().next().unwrap());
+    }
 
     #[test]
     fn unique_names_of_a_process() {

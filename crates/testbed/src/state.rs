@@ -14,16 +14,15 @@
 //! file for its whole life; the file is deleted when nothing in it is left.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::TestbedError;
+pub(crate) use crate::journal::Skip;
+use crate::journal::{self, Header, Writer};
 use crate::sys;
 use crate::trust::{self, Observed};
 
@@ -188,13 +187,7 @@ impl Resource {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub(crate) enum Line {
-    Header {
-        version: u32,
-        pid: i32,
-        #[serde(default)]
-        start_time: Option<u64>,
-        created_unix: u64,
-    },
+    Header(Header),
     Intent {
         id: u64,
         resource: Resource,
@@ -231,15 +224,10 @@ pub(crate) struct Journal {
 impl Journal {
     pub(crate) fn apply(&mut self, line: Line) {
         match line {
-            Line::Header {
-                version,
-                pid,
-                start_time,
-                ..
-            } => {
-                self.version = Some(version);
-                self.pid = Some(pid);
-                self.start_time = start_time;
+            Line::Header(h) => {
+                self.version = Some(h.version);
+                self.pid = Some(h.pid);
+                self.start_time = h.start_time;
             }
             Line::Intent { id, resource } => {
                 self.open.insert(id, resource);
@@ -263,12 +251,13 @@ impl Journal {
     }
 
     pub(crate) fn parse(text: &str) -> Journal {
-        let mut j = Journal::default();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            match serde_json::from_str::<Line>(line) {
-                Ok(l) => j.apply(l),
-                Err(_) => j.bad_lines += 1,
-            }
+        let (lines, bad_lines) = journal::parse_lines::<Line>(text);
+        let mut j = Journal {
+            bad_lines,
+            ..Journal::default()
+        };
+        for l in lines {
+            j.apply(l);
         }
         j
     }
@@ -282,15 +271,11 @@ pub struct StateFile {
 
 #[derive(Debug)]
 struct Inner {
-    path: PathBuf,
-    file: File,
+    journal: Writer,
     next_id: u64,
     open: BTreeMap<u64, Resource>,
     claimed: bool,
-    deleted: bool,
 }
-
-static SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl StateFile {
     /// Where state files go: `$IOLAB_STATE_DIR` when set (one machine, several independent
@@ -320,47 +305,33 @@ impl StateFile {
     /// Creates a new state file `testbed-PID-N.jsonl` in `dir` (created 0700 if missing),
     /// locks it and writes the header.
     pub fn create(dir: &Path) -> Result<StateFile, TestbedError> {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
+        journal::make_dir(dir)
             .map_err(|e| TestbedError::io(format!("creating {}", dir.display()), e))?;
         // `iolab cleanup` believes only a private directory: a journal kept anywhere else
         // could not be cleaned up after a kill.
         trust::check_dir(dir).map_err(|why| TestbedError::State {
             message: format!("state directory {}: {why}", dir.display()),
         })?;
-        let (pid, start_time) = sys::self_identity();
-        let (path, file) =
-            create_locked(dir, "testbed", pid).map_err(|(path, e)| TestbedError::State {
-                message: format!("creating and locking {}: {e}", path.display()),
+        let journal =
+            Writer::create(dir, "testbed", STATE_VERSION, Line::Header).map_err(|(path, e)| {
+                TestbedError::State {
+                    message: format!("creating and locking {}: {e}", path.display()),
+                }
             })?;
-        let created_unix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
         let state = StateFile {
             inner: Arc::new(Mutex::new(Inner {
-                path,
-                file,
+                journal,
                 next_id: 1,
                 open: BTreeMap::new(),
                 claimed: false,
-                deleted: false,
             })),
         };
-        state.append(&Line::Header {
-            version: STATE_VERSION,
-            pid,
-            start_time,
-            created_unix,
-        })?;
         Ok(state)
     }
 
     /// The file's path.
     pub fn path(&self) -> PathBuf {
-        self.lock().path.clone()
+        self.lock().journal.path().to_path_buf()
     }
 
     /// Resources recorded and not yet removed, in creation order.
@@ -379,11 +350,11 @@ impl StateFile {
     /// Marks the file as used by a testbed (one testbed per state file).
     pub(crate) fn claim(&self) -> Result<(), TestbedError> {
         let mut i = self.lock();
-        if i.claimed || i.deleted {
+        if i.claimed || i.journal.is_deleted() {
             return Err(TestbedError::State {
                 message: format!(
                     "{} already belongs to a testbed; create one StateFile per testbed",
-                    i.path.display()
+                    i.journal.path().display()
                 ),
             });
         }
@@ -391,25 +362,17 @@ impl StateFile {
         Ok(())
     }
 
-    fn append(&self, line: &Line) -> Result<(), TestbedError> {
-        let mut i = self.lock();
-        Self::append_locked(&mut i, line)
-    }
-
     fn append_locked(i: &mut Inner, line: &Line) -> Result<(), TestbedError> {
-        if i.deleted {
+        let path = i.journal.path();
+        if i.journal.is_deleted() {
             return Err(TestbedError::State {
-                message: format!("{} was already finished", i.path.display()),
+                message: format!("{} was already finished", path.display()),
             });
         }
-        let mut text = serde_json::to_string(line).map_err(|e| TestbedError::State {
-            message: e.to_string(),
-        })?;
-        text.push('\n');
-        // One write() per line, O_APPEND: a kill leaves at worst one cut line at the end.
-        i.file
-            .write_all(text.as_bytes())
-            .map_err(|e| TestbedError::io(format!("writing {}", i.path.display()), e))
+        let path = path.to_path_buf();
+        i.journal
+            .append(line)
+            .map_err(|e| TestbedError::io(format!("writing {}", path.display()), e))
     }
 
     /// Records that `resource` is about to be created; returns its id.
@@ -459,16 +422,13 @@ impl StateFile {
     /// Deletes the file if nothing is left in it; true if it was deleted.
     pub(crate) fn finish(&self) -> bool {
         let mut i = self.lock();
-        if i.deleted {
+        if i.journal.is_deleted() {
             return true;
         }
         if !i.open.is_empty() {
             return false;
         }
-        if fs::remove_file(&i.path).is_ok() {
-            i.deleted = true;
-        }
-        i.deleted
+        i.journal.delete()
     }
 }
 
@@ -476,41 +436,8 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // An unused or fully cleaned journal is noise; a journal with open resources stays for
         // cleanup_all.
-        if !self.deleted && self.open.is_empty() {
-            let _ = fs::remove_file(&self.path);
-        }
-    }
-}
-
-/// Creates `PREFIX-PID-N.jsonl` in `dir` (mode 0600, the first free N) and takes its
-/// exclusive lock: the owner's mark that it is alive. The journal of testbeds and of runs
-/// alike. On failure, the path it was at and the error.
-pub(crate) fn create_locked(
-    dir: &Path,
-    prefix: &str,
-    pid: i32,
-) -> Result<(PathBuf, File), (PathBuf, std::io::Error)> {
-    loop {
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!("{prefix}-{pid}-{n}.jsonl"));
-        match OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .read(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(file) => {
-                return match rustix::fs::flock(
-                    &file,
-                    rustix::fs::FlockOperation::NonBlockingLockExclusive,
-                ) {
-                    Ok(()) => Ok((path, file)),
-                    Err(e) => Err((path, e.into())),
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err((path, e)),
+        if self.open.is_empty() {
+            self.journal.delete();
         }
     }
 }
@@ -522,94 +449,36 @@ pub(crate) struct ForeignState {
     pub journal: Journal,
 }
 
-/// Why a state file was not taken over.
-pub(crate) enum Skip {
-    /// Its owner is alive (pid with the recorded start time, or the lock is held).
-    Live(Option<i32>),
-    /// Not a state file or unreadable.
-    Unreadable(String),
-    /// Someone other than the invoking user could have written it (see `trust`).
-    Untrusted(String),
-}
-
-/// `O_NOFOLLOW`: a state file is never reached through a symbolic link.
-fn libc_o_nofollow() -> i32 {
-    rustix::fs::OFlags::NOFOLLOW.bits() as i32
-}
-
-/// The whole of an open file, read from its start through the descriptor (not the path,
-/// which may have been replaced since it was checked).
-fn read_all(file: &File) -> std::io::Result<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = file;
-    f.seek(SeekFrom::Start(0))?;
-    let mut text = String::new();
-    f.read_to_string(&mut text)?;
-    Ok(text)
-}
-
 impl ForeignState {
     /// Opens `path` for cleaning: takes the lock (fails while the owner lives) and checks the
     /// owner's pid is gone.
     pub(crate) fn open(path: &Path) -> Result<ForeignState, Skip> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .custom_flags(libc_o_nofollow())
-            .open(path)
-            .map_err(|e| Skip::Unreadable(e.to_string()))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| Skip::Unreadable(e.to_string()))?;
-        trust::check_file(&meta).map_err(Skip::Untrusted)?;
-        let text = read_all(&file).map_err(|e| Skip::Unreadable(e.to_string()))?;
-        let journal = Journal::parse(&text);
-        if let Some(v) = journal.version.filter(|v| *v > STATE_VERSION) {
-            return Err(Skip::Unreadable(format!(
-                "state format version {v} is newer than this iolab's ({STATE_VERSION})"
-            )));
-        }
-        let pid = journal.pid.or_else(|| pid_from_name(path));
-        let owner_gone = pid.is_some_and(|p| {
-            p != std::process::id() as i32 && !sys::proc_is(p, journal.start_time)
-        });
-        // The lock is on the open file: a helper the owner forked just before it was killed
-        // holds it until it execs (which closes the descriptor). With the owner gone, wait
-        // a little for that instead of calling the file live.
-        let mut tries = if owner_gone { 40 } else { 1 };
-        while rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-            .is_err()
-        {
-            tries -= 1;
-            if tries == 0 {
-                return Err(Skip::Live(pid));
+        let owner = |text: &str| {
+            let j = Journal::parse(text);
+            journal::Owner {
+                version: j.version,
+                pid: j.pid.or_else(|| pid_from_name(path)),
+                start_time: j.start_time,
             }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        if let Some(p) = pid {
-            if p == std::process::id() as i32 || sys::proc_is(p, journal.start_time) {
-                return Err(Skip::Live(Some(p)));
-            }
-        }
-        // Re-read under the lock: the owner may have written more before dying.
-        let text = read_all(&file).map_err(|e| Skip::Unreadable(e.to_string()))?;
-        let journal = Journal::parse(&text);
+        };
+        let trust = |_: &Path, meta: &std::fs::Metadata| trust::check_file(meta);
+        let format = journal::Format {
+            name: "state",
+            version: STATE_VERSION,
+            owner: &owner,
+            trust: &trust,
+        };
+        let (file, text) = journal::open_foreign(path, &format)?;
         Ok(ForeignState {
             path: path.to_path_buf(),
             file,
-            journal,
+            journal: Journal::parse(&text),
         })
     }
 
     /// Appends a `removed` line for `id`.
     pub(crate) fn removed(&mut self, id: u64) -> Result<(), TestbedError> {
-        let mut text =
-            serde_json::to_string(&Line::Removed { id }).map_err(|e| TestbedError::State {
-                message: e.to_string(),
-            })?;
-        text.push('\n');
-        self.file
-            .write_all(text.as_bytes())
+        journal::write_line(&mut self.file, &Line::Removed { id })
             .map_err(|e| TestbedError::io(format!("writing {}", self.path.display()), e))?;
         self.journal.open.remove(&id);
         Ok(())
@@ -636,6 +505,7 @@ pub(crate) fn is_state_file_name(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn journal_folds_events_and_ignores_a_cut_line() {

@@ -6,7 +6,6 @@
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -129,15 +128,9 @@ pub fn drop_caches() -> Result<(), WorkloadError> {
 pub(crate) fn evict_file(path: &Path) -> Result<(), WorkloadError> {
     let f = File::open(path).map_err(io_err(path, "open"))?;
     f.sync_all().map_err(io_err(path, "flush"))?;
-    // SAFETY: plain advice on our own descriptor; len 0 means "to the end".
-    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if rc != 0 {
-        return Err(WorkloadError::io(
-            path,
-            "evict from the page cache",
-            io::Error::from_raw_os_error(rc),
-        ));
-    }
+    // No length: to the end.
+    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)
+        .map_err(|e| WorkloadError::io(path, "evict from the page cache", io::Error::from(e)))?;
     Ok(())
 }
 
@@ -367,13 +360,8 @@ pub(crate) fn statvfs(path: &Path) -> Result<iolab_sys::FsStats, WorkloadError> 
 /// Writes back the whole filesystem holding `path` (syncfs(2)), so block counts settle.
 pub(crate) fn syncfs(path: &Path) -> Result<(), WorkloadError> {
     let f = File::open(path).map_err(io_err(path, "open"))?;
-    // SAFETY: syncfs on an open descriptor.
-    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
-        return Err(WorkloadError::io(
-            path,
-            "syncfs",
-            io::Error::last_os_error(),
-        ));
+    if let Err(e) = rustix::fs::syncfs(&f) {
+        return Err(WorkloadError::io(path, "syncfs", io::Error::from(e)));
     }
     Ok(())
 }

@@ -197,7 +197,7 @@ fn summary(s: &TestSummary) -> Value {
         "iops": s.iops,
         "lat_mean_us": s.lat_mean_us,
         "lat_p99_us": s.lat_p99_us,
-        "score": s.score,
+        "score": s.score_text(),
         "ci_method": s.ci_method,
         "converged": s.converged,
         "stats": {

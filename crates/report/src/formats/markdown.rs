@@ -325,9 +325,9 @@ fn body(set: &RunSet, out: &mut String) {
     if !unique.is_empty() {
         let score = all
             .iter()
-            .map(|t| t.summary.score.as_str())
-            .find(|s| *s == "best")
-            .unwrap_or("median");
+            .filter_map(|t| t.summary.score)
+            .find(|s| *s == iolab_measure::Score::Best)
+            .unwrap_or(iolab_measure::Score::Median);
         let ops = all.iter().any(|t| facts::counts_operations(t));
         let units = match (moves_bytes, ops) {
             (true, true) => " MB/s = 10^6 bytes/s; ops/s = operations per second.",

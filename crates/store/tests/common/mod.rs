@@ -45,7 +45,7 @@ fn summary(seed: f64) -> TestSummary {
         iops: seed * 3.3,
         lat_mean_us: 0.1 + 0.2,
         lat_p99_us: seed / 3.0,
-        score: "median".into(),
+        score: Some(iolab_measure::Score::Median),
         stats_mb_s: m(seed * 1.1),
         stats_iops: m(seed * 3.3),
         stats_lat_mean_us: m(0.1 + 0.2),

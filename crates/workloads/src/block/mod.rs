@@ -55,7 +55,7 @@ pub struct BlockArgs {
     pub buffered: BufferedArg,
     /// Write data: random (incompressible, default) or zeros.
     #[arg(long, default_value = "random")]
-    pub data: String,
+    pub data: DataPattern,
     /// Percentage of reads in a mixed test (default 50; cdm's --mix uses 70).
     #[arg(long)]
     pub rwmixread: Option<u8>,
@@ -88,7 +88,7 @@ pub struct BlockArgs {
     pub ss_max_rounds: Option<u32>,
     /// Headline value: median of passes (default) or best (CrystalDiskMark's best of N).
     #[arg(long, value_name = "median|best")]
-    pub score: Option<String>,
+    pub score: Option<Score>,
     /// cdm presets: CrystalDiskMark's own schedule and statistic: 5 passes of 5 s per test,
     /// every second measured (no ramp), no warm-up pass, headline = the best pass, 1 GiB
     /// unless --size says otherwise (CrystalDiskMark's 5 s pause between tests is not made).
@@ -121,7 +121,7 @@ pub struct QueueArgs {
 pub struct ShapeArgs {
     /// Access pattern: read, write, randread, randwrite, rw, randrw.
     #[arg(long)]
-    pub rw: Option<String>,
+    pub rw: Option<Rw>,
     #[command(flatten)]
     pub bs: BsArg,
     /// End each pass after SIZE bytes (all jobs together), or at --duration if that comes
@@ -130,11 +130,16 @@ pub struct ShapeArgs {
     pub io_size: Option<String>,
 }
 
+/// `--pattern`'s values: the built-in access specifications' names.
+fn pattern_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(iolab_spec::iometer::PATTERNS.iter().map(|(n, _)| *n))
+}
+
 /// `iometer`'s access specification.
 #[derive(Args, Debug, Clone, Default)]
 pub struct IometerArgs {
     /// Built-in access specification: file-server (default), database, workstation.
-    #[arg(long, value_name = "NAME", conflicts_with = "spec")]
+    #[arg(long, value_name = "NAME", conflicts_with = "spec", value_parser = pattern_names())]
     pub pattern: Option<String>,
     /// Access specification from a TOML file (see docs/iometer.md).
     #[arg(long, value_name = "FILE")]
@@ -315,12 +320,7 @@ fn iometer_tests(g: &Given) -> Result<Vec<TestSpec>, UsageError> {
         }
         (None, p) => {
             let name = p.as_deref().unwrap_or("file-server");
-            let lines = iometer::pattern(name).ok_or_else(|| {
-                UsageError::option(
-                    "pattern",
-                    format!("--pattern '{name}': expected file-server, database or workstation"),
-                )
-            })?;
+            let lines = iometer::pattern(name).expect("--pattern takes only the built-in names");
             (name.to_string(), lines)
         }
     };
@@ -338,7 +338,7 @@ fn iometer_tests(g: &Given) -> Result<Vec<TestSpec>, UsageError> {
 }
 
 fn custom_job(g: &Given) -> Result<JobSpec, UsageError> {
-    let rw: Rw = g.shape.rw.as_deref().unwrap_or("read").parse()?;
+    let rw = g.shape.rw.unwrap_or(Rw::Read);
     let bs = g.shape.bs.get()?.unwrap_or(4096);
     let mut job = JobSpec::new(
         rw,
@@ -383,7 +383,7 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
                 ),
             ));
         }
-        if a.score.as_deref().is_some_and(|s| s != "best") {
+        if a.score.is_some_and(|s| s != Score::Best) {
             return Err(UsageError::option(
                 "score",
                 "--like-crystaldiskmark scores the best pass, as CrystalDiskMark does: \
@@ -420,21 +420,10 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         .engine
         .resolve()
         .map_err(|(o, m)| UsageError::option(&o, m))?;
-    let data: DataPattern = a.data.parse()?;
-    let score = match a
+    let data = a.data;
+    let score = a
         .score
-        .as_deref()
-        .unwrap_or(if cdm_like { "best" } else { "median" })
-    {
-        "median" => Score::Median,
-        "best" => Score::Best,
-        other => {
-            return Err(UsageError::option(
-                "score",
-                format!("--score '{other}': expected median or best"),
-            ))
-        }
-    };
+        .unwrap_or(if cdm_like { Score::Best } else { Score::Median });
     let mut notes = Vec::new();
     let mut tests = match (preset, &icf) {
         ("iometer", Some(icf)) => {

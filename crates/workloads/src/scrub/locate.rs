@@ -18,42 +18,7 @@ use super::dataset::DataFile;
 use super::tools::{self, MirrorLocation};
 use super::{ScrubError, BLOCK};
 use iolab_integrity::block;
-
-/// A buffer aligned for O_DIRECT.
-pub(crate) struct Aligned {
-    ptr: *mut u8,
-    len: usize,
-}
-
-const ALIGN: usize = 4096;
-
-impl Aligned {
-    pub(crate) fn new(len: usize) -> Aligned {
-        let layout = std::alloc::Layout::from_size_align(len.max(ALIGN), ALIGN).expect("layout");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        assert!(!ptr.is_null(), "out of memory");
-        Aligned { ptr, len }
-    }
-
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr points to len initialised bytes owned by self.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and &mut self gives exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl Drop for Aligned {
-    fn drop(&mut self) {
-        let layout = std::alloc::Layout::from_size_align(self.len.max(ALIGN), ALIGN).unwrap();
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, layout) };
-    }
-}
+use iolab_sys::buffers::BufferPool;
 
 /// One extent of a file as FIEMAP reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,7 +172,7 @@ pub(crate) fn scan_member(
     let size = device_size(&file).map_err(|e| err("size", e))?;
     // buf[..BLOCK] carries the previous chunk's last BLOCK bytes, so a block starting near
     // the end of one chunk is seen whole.
-    let mut buf = Aligned::new(BLOCK + CHUNK);
+    let mut buf = BufferPool::new(1, BLOCK + CHUNK);
     let mut index = ContentIndex::new();
     let mut pos = 0u64;
     while pos < size {
@@ -215,7 +180,7 @@ pub(crate) fn scan_member(
             return Err(ScrubError::Interrupted);
         }
         let n = ((size - pos) as usize).min(CHUNK);
-        let b = buf.as_mut_slice();
+        let b = &mut buf.slot_mut(0)[..BLOCK + CHUNK];
         b.copy_within(CHUNK..CHUNK + BLOCK, 0);
         let got = file
             .read_at(&mut b[BLOCK..BLOCK + n], pos)
@@ -315,11 +280,12 @@ pub(crate) fn overwrite(
         .custom_flags(libc::O_DIRECT | libc::O_SYNC)
         .open(member)
         .map_err(|e| err("open for writing", e))?;
-    let mut buf = Aligned::new(len as usize);
+    let mut pool = BufferPool::new(1, len as usize);
+    let buf = &mut pool.slot_mut(0)[..len as usize];
     if let Some((dataset_offset, run_id)) = expect {
-        file.read_exact_at(buf.as_mut_slice(), offset)
+        file.read_exact_at(buf, offset)
             .map_err(|e| err("read", e))?;
-        for (i, blk) in buf.as_slice().chunks_exact(BLOCK).enumerate() {
+        for (i, blk) in buf.chunks_exact(BLOCK).enumerate() {
             let want = dataset_offset + (i * BLOCK) as u64;
             let v = block::check(blk, want, run_id, None);
             if !v.is_ok() {
@@ -332,8 +298,8 @@ pub(crate) fn overwrite(
             }
         }
     }
-    rng.fill(buf.as_mut_slice());
-    file.write_all_at(buf.as_slice(), offset)
+    rng.fill(buf);
+    file.write_all_at(buf, offset)
         .map_err(|e| err("write", e))?;
     file.sync_all().map_err(|e| err("fsync", e))?;
     Ok(Overwrite {
@@ -357,11 +323,11 @@ pub(crate) fn restored(injections: &[super::Injection], run_id: u64) -> Result<u
                 .custom_flags(libc::O_DIRECT)
                 .open(&o.member)
                 .map_err(|e| ScrubError::Failed(format!("{}: open: {e}", o.member.display())))?;
-            let mut buf = Aligned::new(o.len as usize);
-            file.read_exact_at(buf.as_mut_slice(), o.member_offset)
+            let mut pool = BufferPool::new(1, o.len as usize);
+            let buf = &mut pool.slot_mut(0)[..o.len as usize];
+            file.read_exact_at(buf, o.member_offset)
                 .map_err(|e| ScrubError::Failed(format!("{}: read: {e}", o.member.display())))?;
             all &= buf
-                .as_slice()
                 .chunks_exact(BLOCK)
                 .enumerate()
                 .all(|(i, b)| block::check(b, j.offset + (i * BLOCK) as u64, run_id, None).is_ok());

@@ -33,7 +33,7 @@ pub struct ScrubOptions {
     /// zfs-mirror, zfs-raidz. Without it, --target must be a directory on a redundant btrfs
     /// or zfs.
     #[arg(long, value_name = "LAYOUT")]
-    pub testbed: Option<String>,
+    pub testbed: Option<Layout>,
     /// Size of each loop device; requires --testbed (default 512MiB).
     #[arg(long, value_name = "SIZE")]
     pub device_size: Option<String>,
@@ -82,22 +82,14 @@ fn plan(_name: &str, a: ScrubOptions, c: &CommonArgs) -> Result<Box<dyn Job>, Us
         ));
     }
     let layout = match &a.testbed {
-        Some(name) => {
+        Some(layout) => {
             if c.target != Path::new(".") {
                 return Err(UsageError::option(
                     "testbed",
                     "give --testbed or --target, not both",
                 ));
             }
-            Some(Layout::parse(name).ok_or_else(|| {
-                UsageError::option(
-                    "testbed",
-                    format!(
-                        "--testbed '{name}': expected {}",
-                        Layout::ALL.map(Layout::name).join(", ")
-                    ),
-                )
-            })?)
+            Some(*layout)
         }
         None => None,
     };

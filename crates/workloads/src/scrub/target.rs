@@ -11,22 +11,19 @@ use super::tools;
 use super::ScrubError;
 
 /// The redundant testbeds `--testbed` builds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Layout {
+    #[value(name = "btrfs-raid1")]
     BtrfsRaid1,
+    #[value(name = "btrfs-raid5")]
     BtrfsRaid5,
+    #[value(name = "zfs-mirror")]
     ZfsMirror,
+    #[value(name = "zfs-raidz")]
     ZfsRaidz,
 }
 
 impl Layout {
-    pub const ALL: [Layout; 4] = [
-        Layout::BtrfsRaid1,
-        Layout::BtrfsRaid5,
-        Layout::ZfsMirror,
-        Layout::ZfsRaidz,
-    ];
-
     pub fn name(self) -> &'static str {
         match self {
             Layout::BtrfsRaid1 => "btrfs-raid1",
@@ -43,10 +40,6 @@ impl Layout {
             Layout::BtrfsRaid1 | Layout::ZfsMirror => each,
             Layout::BtrfsRaid5 | Layout::ZfsRaidz => 2 * each,
         }
-    }
-
-    pub fn parse(text: &str) -> Option<Layout> {
-        Layout::ALL.into_iter().find(|l| l.name() == text)
     }
 
     /// The testbed: two devices for a mirror, three for parity; zfs with compression off (the

@@ -29,7 +29,7 @@ pub struct StreamsOptions {
     pub bs: BsArg,
     /// Direction: read (default) or write.
     #[arg(long)]
-    pub rw: Option<String>,
+    pub rw: Option<iolab_spec::IoDir>,
     /// All streams use one file (readers started --stagger apart).
     #[arg(long)]
     pub same_file: bool,
@@ -64,15 +64,9 @@ fn plan(_name: &str, a: StreamsOptions, _c: &CommonArgs) -> Result<Box<dyn Job>,
     cfg.bs =
         a.bs.get()?
             .map_or(cfg.bs, |b| usize::try_from(b).unwrap_or(usize::MAX));
-    cfg.rw = match a.rw.as_deref() {
-        None | Some("read") => iolab_spec::Rw::Read,
-        Some("write") => iolab_spec::Rw::Write,
-        Some(other) => {
-            return Err(UsageError::option(
-                "rw",
-                format!("--rw '{other}': streams are sequential: read or write"),
-            ))
-        }
+    cfg.rw = match a.rw {
+        None | Some(iolab_spec::IoDir::Read) => iolab_spec::Rw::Read,
+        Some(iolab_spec::IoDir::Write) => iolab_spec::Rw::Write,
     };
     cfg.same_file = a.same_file;
     if a.stagger.is_some() && !a.same_file {

@@ -10,6 +10,7 @@ use iolab_runner::block::BlockPlan;
 use iolab_runner::options::{bounded, opt_duration, opt_size, BufferedArg, SafetyArgs, SizeArg};
 use iolab_runner::sustained::{SustainedPlan, AFTER_IDLE};
 use iolab_runner::{CommonArgs, Def, Job, RunContext, RunError, UsageError};
+use iolab_spec::Rw;
 
 use crate::block::{BlockArgs, Given, IometerArgs, QueueArgs, ShapeArgs};
 
@@ -36,7 +37,7 @@ pub struct SustainedOptions {
     pub size: SizeArg,
     /// What is written: write (sequential), randwrite, or both (default).
     #[arg(long)]
-    pub rw: Option<String>,
+    pub rw: Option<Shapes>,
     /// Block size (default 128k sequential, 4k random).
     #[arg(long)]
     pub bs: Option<String>,
@@ -62,9 +63,18 @@ pub struct SustainedOptions {
     pub buffered: BufferedArg,
     /// Write data: random (incompressible, default) or zeros.
     #[arg(long, default_value = "random")]
-    pub data: String,
+    pub data: iolab_spec::DataPattern,
     #[command(flatten, next_help_heading = "Safety and integrity")]
     pub safety: SafetyArgs,
+}
+
+/// `--rw`: the write shapes measured.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[value(rename_all = "lower")]
+pub enum Shapes {
+    Write,
+    RandWrite,
+    Both,
 }
 
 /// The block options `custom` would take with none given.
@@ -77,16 +87,10 @@ fn block_defaults() -> Result<BlockArgs, UsageError> {
 }
 
 fn plan(_name: &str, a: SustainedOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
-    let shapes: &[(&str, &str)] = match a.rw.as_deref().unwrap_or("both") {
-        "write" => &[("write", "128k")],
-        "randwrite" => &[("randwrite", "4k")],
-        "both" => &[("write", "128k"), ("randwrite", "4k")],
-        other => {
-            return Err(UsageError::option(
-                "rw",
-                format!("--rw '{other}': sustained writes: write, randwrite or both"),
-            ))
-        }
+    let shapes: &[(Rw, &str)] = match a.rw.unwrap_or(Shapes::Both) {
+        Shapes::Write => &[(Rw::Write, "128k")],
+        Shapes::RandWrite => &[(Rw::RandWrite, "4k")],
+        Shapes::Both => &[(Rw::Write, "128k"), (Rw::RandWrite, "4k")],
     };
     let window = bounded("window", a.window.unwrap_or(DEFAULT_WINDOW), 2, 100)?;
     let max_time = opt_duration("max-time", &a.max_time)?.unwrap_or(DEFAULT_MAX_TIME);
@@ -102,7 +106,7 @@ fn plan(_name: &str, a: SustainedOptions, _c: &CommonArgs) -> Result<Box<dyn Job
     block.size = a.size.clone();
     block.engine = a.engine.clone();
     block.buffered = a.buffered.clone();
-    block.data = a.data.clone();
+    block.data = a.data;
     block.safety = a.safety.clone();
     block.runs.runs = Some(1);
     // One pass a test, as long as --max-time at most: the rule ends it (one pass, so the
@@ -115,7 +119,7 @@ fn plan(_name: &str, a: SustainedOptions, _c: &CommonArgs) -> Result<Box<dyn Job
         let given = Given {
             block: block.clone(),
             shape: ShapeArgs {
-                rw: Some(rw.to_string()),
+                rw: Some(*rw),
                 bs: iolab_runner::options::BsArg {
                     bs: Some(a.bs.clone().unwrap_or_else(|| bs.to_string())),
                 },

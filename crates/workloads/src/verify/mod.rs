@@ -33,28 +33,20 @@ use crate::common::{
 /// How often progress is reported.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
-/// When blocks are read back during `iolab run verify`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// When blocks are read back during `iolab run verify` (`--verify-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "lower")]
 pub enum VerifyMode {
     None,
     /// Every `verify_every`-th block right after it is written.
     Inline,
     /// The whole region after each pass.
     After,
+    #[value(alias = "inline,after")]
     Both,
 }
 
 impl VerifyMode {
-    pub fn parse(s: &str) -> Option<VerifyMode> {
-        Some(match s {
-            "none" => VerifyMode::None,
-            "inline" => VerifyMode::Inline,
-            "after" => VerifyMode::After,
-            "both" | "inline,after" => VerifyMode::Both,
-            _ => return None,
-        })
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             VerifyMode::None => "none",

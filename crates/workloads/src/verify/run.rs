@@ -27,6 +27,14 @@ pub static WORKLOAD: Def<VerifyOptions> = Def::new(
 );
 
 /// Options of `iolab run verify`.
+/// `--rw`: the order the blocks are written in.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[value(rename_all = "lower")]
+pub enum WriteOrder {
+    Write,
+    RandWrite,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct VerifyOptions {
     #[command(flatten)]
@@ -35,13 +43,13 @@ pub struct VerifyOptions {
     pub bs: BsArg,
     /// How the blocks are written: write (sequential, default) or randwrite.
     #[arg(long)]
-    pub rw: Option<String>,
+    pub rw: Option<WriteOrder>,
     #[command(flatten)]
     pub runs: RunsArg,
     /// When blocks are read back: inline (every --verify-every blocks as they are written),
     /// after (the whole region after each pass; default), both, none.
     #[arg(long, value_name = "MODE")]
-    pub verify_mode: Option<String>,
+    pub verify_mode: Option<VerifyMode>,
     /// Read back every Nth block written (inline mode; default 16).
     #[arg(long, value_name = "N")]
     pub verify_every: Option<u64>,
@@ -116,24 +124,10 @@ fn config(a: &VerifyOptions) -> Result<VerifyConfig, UsageError> {
             format!("--size {size}: must be a positive multiple of --bs ({bs} bytes)"),
         ));
     }
-    let random = match a.rw.as_deref() {
-        None | Some("write") => false,
-        Some("randwrite") => true,
-        Some(other) => {
-            return Err(UsageError::option(
-                "rw",
-                format!("--rw '{other}': verify writes: write or randwrite"),
-            ))
-        }
-    };
+    let random = a.rw == Some(WriteOrder::RandWrite);
     let passes = a.runs.get(1)?;
-    let mode = match (a.verify_mode.as_deref(), a.verify_every) {
-        (Some(m), _) => VerifyMode::parse(m).ok_or_else(|| {
-            UsageError::option(
-                "verify-mode",
-                format!("--verify-mode '{m}': expected inline, after, both or none"),
-            )
-        })?,
+    let mode = match (a.verify_mode, a.verify_every) {
+        (Some(m), _) => m,
         // Asking for a read-back interval asks for inline checks.
         (None, Some(_)) => VerifyMode::Both,
         (None, None) => VerifyMode::After,
