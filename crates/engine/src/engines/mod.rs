@@ -22,7 +22,7 @@ pub struct EngineArgs {
     /// I/O engine: io_uring, psync, or null (completes every I/O without touching the
     /// target: iolab's own overhead). Default io_uring, or psync with a note where the
     /// kernel refuses io_uring; asked for by name, io_uring is never replaced.
-    #[arg(long)]
+    #[arg(long, value_parser = names())]
     pub engine: Option<String>,
     #[command(flatten)]
     pub io_uring: io_uring::Options,
@@ -80,6 +80,17 @@ pub fn by_name(name: &str) -> Result<&'static Desc, iolab_spec::SpecError> {
         };
         iolab_spec::SpecError::new("engine", name, format!("expected {list}"))
     })
+}
+
+/// `--engine`'s values for clap (parsing, help, completions): each engine `--engine`
+/// offers, by its name, with its aliases, as the registry's descriptions declare them.
+fn names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        ENGINES
+            .iter()
+            .filter(|d| d.cli)
+            .map(|d| clap::builder::PossibleValue::new(d.kind.as_str()).aliases(d.aliases)),
+    )
 }
 
 /// The engine of `kind`.
