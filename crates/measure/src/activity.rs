@@ -361,12 +361,16 @@ mod tests {
             .arg("i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done")
             .spawn()
             .unwrap();
+        let pid = child.id();
         std::thread::sleep(std::time::Duration::from_millis(300));
         let b = ActivitySample::now();
         let _ = child.kill();
         let _ = child.wait();
         let act = a.until(&b, &[]);
+        // The child's CPU is in the others' figure and the sample read it; whether it is
+        // also among the three busiest depends on what else runs (under a loaded build it
+        // was not: the listing's order is checked above on made-up counts).
         assert!(act.other_cpu_pct > 20.0, "{act:?}");
-        assert!(act.top_processes.iter().any(|p| p.name == "sh"), "{act:?}");
+        assert!(b.counts_as_other(pid), "{act:?}");
     }
 }
