@@ -297,11 +297,13 @@ enum Unit {
 }
 
 impl Unit {
+    /// What the workload stored as `workload` says one rank times.
     fn of(workload: &str) -> Unit {
-        match workload {
-            "metadata" => Unit::Ops,
-            "dbench" => Unit::Dbench,
-            _ => Unit::Mb,
+        use iolab_measure::workload::{named, MpiPass};
+        match named(workload).and_then(|w| w.mpi()) {
+            Some(MpiPass::Phase) => Unit::Ops,
+            Some(MpiPass::Replay) => Unit::Dbench,
+            Some(MpiPass::Pass) | None => Unit::Mb,
         }
     }
 
@@ -754,7 +756,24 @@ mod tests {
         run_of_workload(ranks, members, "block")
     }
 
+    /// A workload whose ranks time phases of operations, as metadata's do (the real
+    /// descriptors are iolab-workloads', above this crate).
+    struct Phases;
+
+    impl iolab_measure::workload::WorkloadInfo for Phases {
+        fn name(&self) -> &'static str {
+            "metadata"
+        }
+        fn counts(&self) -> iolab_measure::workload::Counts {
+            iolab_measure::workload::Counts::Operations
+        }
+        fn mpi(&self) -> Option<iolab_measure::workload::MpiPass> {
+            Some(iolab_measure::workload::MpiPass::Phase)
+        }
+    }
+
     fn run_of_workload(ranks: &Ranks, members: &[Member], workload: &str) -> RunRecord {
+        iolab_measure::workload::install([&Phases as &dyn iolab_measure::workload::WorkloadInfo]);
         let mut run: RunRecord = serde_json::from_value(serde_json::json!({
             "id": null, "uuid": "u", "iolab_version": "0", "preset": "custom",
             "workload": workload,
