@@ -116,6 +116,23 @@ mod tests {
                 ("metadata", MpiPass::Phase)
             ]
         );
+        // The views the reports draw, by preset, and how tests are described.
+        let block = of("block");
+        assert_eq!(block.view("atto"), Some(workload::View::Atto));
+        for cdm in ["cdm", "cdm-real", "cdm-nvme", "cdm-peak"] {
+            assert_eq!(
+                block.view(cdm),
+                Some(workload::View::CrystalDiskMark),
+                "{cdm}"
+            );
+        }
+        assert_eq!(block.view("custom"), None);
+        let patterns: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| of(n).tests_are_io_patterns())
+            .collect();
+        assert_eq!(patterns, ["block", "verify"]);
         // Runs stored before the family was recorded are block runs.
         assert_eq!(workload::named("").map(|w| w.name()), Some("block"));
         // fsync tests stored before their extra named the workload are still fsync's.
