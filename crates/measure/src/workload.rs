@@ -66,17 +66,37 @@ pub struct FixContext {
     pub byte_limited: bool,
 }
 
-/// A workload, as the crates below `iolab-workloads` see it. Every method but `name`,
-/// `counts` and `mpi` has the generic answer as its default.
-pub trait WorkloadInfo: Sync {
+/// What every workload must say of itself (a struct, so that none is left out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct About {
     /// The family name runs store in `RunRecord::workload` (`block` for the presets).
-    fn name(&self) -> &'static str;
+    pub name: &'static str,
+    /// What its rate counts.
+    pub counts: Counts,
+    /// How it runs under MPI; `None`: it refuses to.
+    pub mpi: Option<MpiPass>,
+}
+
+/// A workload, as the crates below `iolab-workloads` see it. Every method but `about` has
+/// the generic answer as its default.
+pub trait WorkloadInfo: Sync {
+    /// Its name, what it counts and how it runs under MPI.
+    fn about(&self) -> About;
+
+    /// The family name runs store in `RunRecord::workload` (`block` for the presets).
+    fn name(&self) -> &'static str {
+        self.about().name
+    }
 
     /// What its rate counts.
-    fn counts(&self) -> Counts;
+    fn counts(&self) -> Counts {
+        self.about().counts
+    }
 
     /// How it runs under MPI; `None`: it refuses to.
-    fn mpi(&self) -> Option<MpiPass>;
+    fn mpi(&self) -> Option<MpiPass> {
+        self.about().mpi
+    }
 
     /// Whether a run stored with `workload` is one of this workload's (runs of older
     /// versions may have stored another name, or none).

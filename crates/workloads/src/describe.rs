@@ -1,7 +1,7 @@
 //! What the workloads' descriptors (`iolab_measure::workload::WorkloadInfo`, one in each
 //! workload's `info.rs`) share: their tests' `extra` read back for a header or a fix.
 
-use iolab_measure::RunRecord;
+use iolab_measure::{RunRecord, WarningCode};
 use serde_json::Value;
 
 /// A key of the first test's `extra` that has it (not null).
@@ -36,4 +36,16 @@ pub(crate) fn flag(run: &RunRecord, key: &str) -> bool {
 
 pub(crate) fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The fixes of a workload of timed passes that takes `--runs` and `--duration` (fsync,
+/// dbench): more or longer passes. `None` for the other codes.
+pub(crate) fn timed_passes_fix(code: WarningCode) -> Option<String> {
+    match code {
+        WarningCode::HighVariation => {
+            Some("run more or longer passes (--runs, --duration) on a quiet machine".into())
+        }
+        WarningCode::FewIos => Some("longer passes (--duration)".into()),
+        _ => None,
+    }
 }

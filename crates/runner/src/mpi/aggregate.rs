@@ -761,14 +761,12 @@ mod tests {
     struct Phases;
 
     impl iolab_measure::workload::WorkloadInfo for Phases {
-        fn name(&self) -> &'static str {
-            "metadata"
-        }
-        fn counts(&self) -> iolab_measure::workload::Counts {
-            iolab_measure::workload::Counts::Operations
-        }
-        fn mpi(&self) -> Option<iolab_measure::workload::MpiPass> {
-            Some(iolab_measure::workload::MpiPass::Phase)
+        fn about(&self) -> iolab_measure::workload::About {
+            iolab_measure::workload::About {
+                name: "metadata",
+                counts: iolab_measure::workload::Counts::Operations,
+                mpi: Some(iolab_measure::workload::MpiPass::Phase),
+            }
         }
     }
 

@@ -5,7 +5,7 @@
 //! `--until-stable`, `--size` and `--io-size`. The header's facts are the generic ones
 //! (region, passes, engine).
 
-use iolab_measure::workload::{Counts, FixContext, MpiPass, View, WorkloadInfo};
+use iolab_measure::workload::{About, Counts, FixContext, MpiPass, View, WorkloadInfo};
 use iolab_measure::{RunRecord, WarningCode};
 
 /// The block presets, described.
@@ -25,16 +25,12 @@ pub(crate) const IDLE_RECLAIM_FIX: &str = "drop --buffered (O_DIRECT) to measure
      /proc/sys/vm/drop_caches) so that each starts cold";
 
 impl WorkloadInfo for Info {
-    fn name(&self) -> &'static str {
-        "block"
-    }
-
-    fn counts(&self) -> Counts {
-        Counts::Bytes
-    }
-
-    fn mpi(&self) -> Option<MpiPass> {
-        Some(MpiPass::Pass)
+    fn about(&self) -> About {
+        About {
+            name: "block",
+            counts: Counts::Bytes,
+            mpi: Some(MpiPass::Pass),
+        }
     }
 
     /// Runs stored before the family was recorded have none.

@@ -2,7 +2,7 @@
 //! (`iolab_measure::workload`): bytes, no MPI, its source and buffer in the
 //! header, fixes through `--drop-caches`, `--runs` and `--bs`.
 
-use iolab_measure::workload::{Counts, FixContext, HeaderParts, MpiPass, WorkloadInfo};
+use iolab_measure::workload::{About, Counts, FixContext, HeaderParts, WorkloadInfo};
 use iolab_measure::{RunRecord, TestRecord, WarningCode};
 use iolab_spec::{format_bytes, format_bytes_exact};
 use serde_json::Value;
@@ -16,16 +16,12 @@ pub struct Info;
 pub static INFO: Info = Info;
 
 impl WorkloadInfo for Info {
-    fn name(&self) -> &'static str {
-        "copy"
-    }
-
-    fn counts(&self) -> Counts {
-        Counts::Bytes
-    }
-
-    fn mpi(&self) -> Option<MpiPass> {
-        None
+    fn about(&self) -> About {
+        About {
+            name: "copy",
+            counts: Counts::Bytes,
+            mpi: None,
+        }
     }
 
     fn facts(&self, run: &RunRecord, header: &HeaderParts) -> Option<Vec<(&'static str, String)>> {

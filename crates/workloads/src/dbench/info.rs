@@ -2,7 +2,7 @@
 //! (`iolab_measure::workload`): bytes, its ranks time replays under MPI, its
 //! loadfile and clients in the header, fixes through `--warmup`, `--runs` and `--duration`.
 
-use iolab_measure::workload::{Counts, FixContext, HeaderParts, MpiPass, WorkloadInfo};
+use iolab_measure::workload::{About, Counts, FixContext, HeaderParts, MpiPass, WorkloadInfo};
 use iolab_measure::{RunRecord, TestRecord, WarningCode};
 use iolab_spec::format_duration;
 use serde_json::Value;
@@ -16,16 +16,12 @@ pub struct Info;
 pub static INFO: Info = Info;
 
 impl WorkloadInfo for Info {
-    fn name(&self) -> &'static str {
-        "dbench"
-    }
-
-    fn counts(&self) -> Counts {
-        Counts::Bytes
-    }
-
-    fn mpi(&self) -> Option<MpiPass> {
-        Some(MpiPass::Replay)
+    fn about(&self) -> About {
+        About {
+            name: "dbench",
+            counts: Counts::Bytes,
+            mpi: Some(MpiPass::Replay),
+        }
     }
 
     fn facts(&self, run: &RunRecord, header: &HeaderParts) -> Option<Vec<(&'static str, String)>> {
@@ -53,12 +49,8 @@ impl WorkloadInfo for Info {
                     iolab_stats::warnings::secs(std::time::Duration::from_secs_f64(warm.max(0.0)))
                 )
             }
-            WarningCode::HighVariation => {
-                "run more or longer passes (--runs, --duration) on a quiet machine".into()
-            }
-            WarningCode::FewIos => "longer passes (--duration)".into(),
-            // It reads only what it wrote moments before.
-            _ => return None,
+            // It reads only what it wrote moments before (no IDLE_RECLAIM).
+            _ => return crate::describe::timed_passes_fix(code),
         };
         Some(text)
     }

@@ -2,7 +2,7 @@
 //! (`iolab_measure::workload`): durable writes (operations), no MPI, its
 //! methods and sizes in the header, fixes through `--duration` and `--runs`.
 
-use iolab_measure::workload::{Counts, FixContext, HeaderParts, MpiPass, WorkloadInfo};
+use iolab_measure::workload::{About, Counts, FixContext, HeaderParts, WorkloadInfo};
 use iolab_measure::{RunRecord, TestRecord, WarningCode};
 use iolab_spec::{format_bytes, format_size_short};
 use serde_json::Value;
@@ -14,16 +14,12 @@ pub struct Info;
 pub static INFO: Info = Info;
 
 impl WorkloadInfo for Info {
-    fn name(&self) -> &'static str {
-        "fsync"
-    }
-
-    fn counts(&self) -> Counts {
-        Counts::Operations
-    }
-
-    fn mpi(&self) -> Option<MpiPass> {
-        None
+    fn about(&self) -> About {
+        About {
+            name: "fsync",
+            counts: Counts::Operations,
+            mpi: None,
+        }
     }
 
     fn owns_extra(&self, extra: &Value) -> bool {
@@ -51,12 +47,8 @@ impl WorkloadInfo for Info {
                 "longer passes (--duration, now {}), so that start-up costs weigh less",
                 iolab_stats::warnings::secs(run.settings.duration)
             ),
-            WarningCode::HighVariation => {
-                "run more or longer passes (--runs, --duration) on a quiet machine".into()
-            }
-            WarningCode::FewIos => "longer passes (--duration)".into(),
-            // It reads only what it wrote moments before.
-            _ => return None,
+            // It reads only what it wrote moments before (no IDLE_RECLAIM).
+            _ => return crate::describe::timed_passes_fix(code),
         };
         Some(text)
     }

@@ -2,7 +2,7 @@
 //! (`iolab_measure::workload`): operations, its ranks time phases under
 //! MPI, its files and phases in the header, fixes through `--files`.
 
-use iolab_measure::workload::{Counts, FixContext, HeaderParts, MpiPass, WorkloadInfo};
+use iolab_measure::workload::{About, Counts, FixContext, HeaderParts, MpiPass, WorkloadInfo};
 use iolab_measure::{RunRecord, TestRecord, WarningCode};
 use iolab_spec::format_bytes_exact;
 use serde_json::Value;
@@ -16,16 +16,12 @@ pub struct Info;
 pub static INFO: Info = Info;
 
 impl WorkloadInfo for Info {
-    fn name(&self) -> &'static str {
-        "metadata"
-    }
-
-    fn counts(&self) -> Counts {
-        Counts::Operations
-    }
-
-    fn mpi(&self) -> Option<MpiPass> {
-        Some(MpiPass::Phase)
+    fn about(&self) -> About {
+        About {
+            name: "metadata",
+            counts: Counts::Operations,
+            mpi: Some(MpiPass::Phase),
+        }
     }
 
     fn facts(&self, run: &RunRecord, header: &HeaderParts) -> Option<Vec<(&'static str, String)>> {

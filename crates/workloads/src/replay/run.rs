@@ -30,16 +30,12 @@ pub struct Info;
 pub static INFO: Info = Info;
 
 impl iolab_measure::workload::WorkloadInfo for Info {
-    fn name(&self) -> &'static str {
-        "replay"
-    }
-
-    fn counts(&self) -> iolab_measure::workload::Counts {
-        iolab_measure::workload::Counts::Bytes
-    }
-
-    fn mpi(&self) -> Option<iolab_measure::workload::MpiPass> {
-        None
+    fn about(&self) -> iolab_measure::workload::About {
+        iolab_measure::workload::About {
+            name: "replay",
+            counts: iolab_measure::workload::Counts::Bytes,
+            mpi: None,
+        }
     }
 }
 

@@ -25,16 +25,12 @@ pub struct Info;
 pub static INFO: Info = Info;
 
 impl iolab_measure::workload::WorkloadInfo for Info {
-    fn name(&self) -> &'static str {
-        "scrub-test"
-    }
-
-    fn counts(&self) -> iolab_measure::workload::Counts {
-        iolab_measure::workload::Counts::Bytes
-    }
-
-    fn mpi(&self) -> Option<iolab_measure::workload::MpiPass> {
-        None
+    fn about(&self) -> iolab_measure::workload::About {
+        iolab_measure::workload::About {
+            name: "scrub-test",
+            counts: iolab_measure::workload::Counts::Bytes,
+            mpi: None,
+        }
     }
 
     fn scrub_verdict(&self, _t: &iolab_measure::TestRecord) -> bool {

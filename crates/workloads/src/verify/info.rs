@@ -3,7 +3,7 @@
 //! counts at the top of their `extra`, fixes through `--buffered`, `--runs`, `--size` and
 //! `--bs`.
 
-use iolab_measure::workload::{Counts, FixContext, MpiPass, WorkloadInfo};
+use iolab_measure::workload::{About, Counts, FixContext, WorkloadInfo};
 use iolab_measure::TestRecord;
 use iolab_measure::{RunRecord, WarningCode};
 use serde_json::Value;
@@ -17,16 +17,12 @@ pub struct Info;
 pub static INFO: Info = Info;
 
 impl WorkloadInfo for Info {
-    fn name(&self) -> &'static str {
-        "verify"
-    }
-
-    fn counts(&self) -> Counts {
-        Counts::Bytes
-    }
-
-    fn mpi(&self) -> Option<MpiPass> {
-        None
+    fn about(&self) -> About {
+        About {
+            name: "verify",
+            counts: Counts::Bytes,
+            mpi: None,
+        }
     }
 
     fn tests_are_io_patterns(&self) -> bool {
