@@ -25,6 +25,7 @@ use clap::Parser;
 
 fn main() {
     error::quiet_broken_pipe();
+    iolab_workloads::install();
     let (argv, color) = match term::take_color(std::env::args_os().collect()) {
         Ok(v) => v,
         Err(e) => {

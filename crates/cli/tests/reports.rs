@@ -1185,6 +1185,7 @@ fn options_in(text: &str) -> Vec<String> {
 #[test]
 fn every_fix_names_only_options_the_workload_takes() {
     use iolab_stats::warnings::Knobs;
+    iolab_workloads::install();
     let f = fixture();
     let mut help: HashMap<String, Vec<String>> = HashMap::new();
     let mut checked = 0;

@@ -63,6 +63,7 @@ pub mod crosscheck;
 mod histogram;
 mod model;
 mod warning;
+pub mod workload;
 
 pub use activity::{count_as_ours, Activity, ActivitySample, DeviceIo, ProcessCpu};
 pub use cpu::{CpuSample, CpuUsage};

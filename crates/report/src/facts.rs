@@ -2,27 +2,25 @@
 //! Markdown and HTML reports: (label, value) pairs of plain text, escaped by whoever prints
 //! them.
 //!
-//! Every fact says what was measured, workload by workload: a block preset's region,
-//! passes and engine; a copy's source and buffer; the streams, files, replay or probe of the
-//! other workloads (from their tests' `extra`); the pass counts that actually ran (with
+//! Every fact says what was measured: a block preset's region, passes and engine, or what
+//! the run's workload says of itself (`iolab_measure::workload`: a copy's source and
+//! buffer, the streams, files, replay or probe of the others); the pass counts that actually ran (with
 //! `--until-stable` they differ from what was asked); the throttles on the target, a
 //! study's own marked as its configuration.
 
+use iolab_measure::workload::{self, HeaderParts};
 use iolab_measure::{RunRecord, TestRecord};
 use iolab_spec::{format_bytes, format_bytes_exact, format_size_short, DataPattern};
 use serde_json::Value;
 
 use crate::text;
 
-/// Whether a test's rate is counted in operations rather than bytes: the fsync probe
-/// (durable writes per second) and metadata (file operations per second). Their MB/s is
-/// a by-product (0.29 MB/s of flushed 4 KiB writes says nothing a reader wants).
+/// Whether a test's rate is counted in operations rather than bytes: its workload says so
+/// (the fsync probe: durable writes per second; metadata: file operations per second).
+/// Their MB/s is a by-product (0.29 MB/s of flushed 4 KiB writes says nothing a reader
+/// wants).
 pub fn counts_operations(t: &TestRecord) -> bool {
-    match t.extra.get("workload").and_then(Value::as_str) {
-        Some(w) => matches!(w, "fsync" | "metadata"),
-        // fsync runs stored before their extra named the workload.
-        None => t.extra.get("open_flags").is_some() && t.extra.get("method").is_some(),
-    }
+    workload::test_counts_operations(t)
 }
 
 /// The heading of a metric over `tests`: `ops/s` for IOPS of tests that count operations.
@@ -39,8 +37,7 @@ pub(crate) fn metric_label<'a>(
 
 /// Whether a run's rates are counted in operations (see [`counts_operations`]).
 pub(crate) fn run_counts_operations(run: &RunRecord) -> bool {
-    matches!(run.workload.as_str(), "fsync" | "metadata")
-        || (!run.tests.is_empty() && run.tests.iter().all(counts_operations))
+    workload::run_counts_operations(run)
 }
 
 /// The legend line under a header: the units and what a headline is.
@@ -131,7 +128,7 @@ pub(crate) fn passes(run: &RunRecord) -> String {
         ));
     }
     if let Some(limit) = run.tests.iter().find_map(|t| t.job.io_limit) {
-        if run.workload == "block" || run.workload.is_empty() {
+        if workload::of_run(run).is_some_and(|w| w.io_limit_ends_passes()) {
             out.push_str(&format!(
                 "; a pass also ends after {} of I/O",
                 format_bytes(limit)
@@ -184,309 +181,45 @@ pub(crate) fn target(run: &RunRecord) -> String {
     }
 }
 
-/// A key of the first test's `extra` that has it.
-fn extra<'a>(run: &'a RunRecord, key: &str) -> Option<&'a Value> {
-    run.tests
-        .iter()
-        .find_map(|t| t.extra.get(key).filter(|v| !v.is_null()))
-}
-
-fn extra_u64(run: &RunRecord, key: &str) -> Option<u64> {
-    extra(run, key).and_then(Value::as_u64)
-}
-
-fn extra_bool(run: &RunRecord, key: &str) -> bool {
-    extra(run, key).and_then(Value::as_bool).unwrap_or(false)
-}
-
-fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// What a workload measured, as (label, value) lines in the header's order: the region,
-/// passes and engine of a block preset, or each other workload's own facts.
+/// What a workload measured, as (label, value) lines in the header's order: the
+/// workload's own facts ([`WorkloadInfo::facts`](iolab_measure::workload::WorkloadInfo::facts)),
+/// else the region, passes and engine (a block preset).
 pub(crate) fn workload_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
-    match run.workload.as_str() {
-        "copy" => copy_facts(run),
-        "streams" => streams_facts(run),
-        "metadata" => metadata_facts(run),
-        "dbench" => dbench_facts(run),
-        "fsync" => fsync_facts(run),
-        _ => {
-            let mut v = Vec::new();
-            let size = if run.target.size > 0 {
-                run.target.size
-            } else {
-                run.settings.size
-            };
-            if size > 0 {
-                v.push(("Region", format_bytes_exact(size)));
-            }
-            v.push(("Passes", passes(run)));
-            v.push(("Engine", io(run)));
-            v
-        }
-    }
-}
-
-fn copy_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
-    let mut v = Vec::new();
-    let bytes = extra_u64(run, "bytes");
-    let source = if extra_bool(run, "source_generated") {
-        let size = extra_u64(run, "generated_size").or(bytes);
-        Some(format!(
-            "a generated random file of {}, evicted from the page cache before every pass",
-            size.map_or("unknown size".into(), format_bytes_exact)
-        ))
-    } else {
-        extra(run, "source").and_then(Value::as_str).map(|s| {
-            let mut parts = Vec::new();
-            if let Some(b) = bytes {
-                parts.push(format_bytes(b));
-            }
-            if let Some(f) = extra_u64(run, "files") {
-                parts.push(plural(f, "file", "files"));
-            }
-            if let Some(d) = extra_u64(run, "dirs").filter(|&d| d > 0) {
-                parts.push(plural(d, "directory", "directories"));
-            }
-            if let Some(l) = extra_u64(run, "symlinks").filter(|&l| l > 0) {
-                parts.push(plural(l, "symlink", "symlinks"));
-            }
-            if parts.is_empty() {
-                s.to_string()
-            } else {
-                format!("{s} ({})", parts.join(", "))
-            }
-        })
+    let parts = || HeaderParts {
+        passes: passes(run),
+        most_passes: pass_range(run).1,
     };
-    v.push((
-        "Source",
-        source.unwrap_or_else(|| "unknown (no copy finished)".into()),
-    ));
-    let buffer =
-        extra_u64(run, "buffer_size").map_or(String::new(), |b| format!(" of {}", format_bytes(b)));
-    let mut how = format!(
-        "read()/write(){buffer} through the page cache, then fsync of every file and \
-         directory, counted in the time"
-    );
-    if extra_bool(run, "drop_caches") {
-        how.push_str("; page cache dropped before every pass");
+    if let Some(own) = workload::of_run(run).and_then(|w| w.facts(run, &parts())) {
+        return own;
     }
-    v.push(("Copy", how));
-    let n = pass_range(run).1 as u64;
-    v.push(("Passes", plural(n, "copy", "copies")));
-    v
-}
-
-fn streams_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
     let mut v = Vec::new();
-    let streams = extra_u64(run, "streams").unwrap_or_else(|| {
-        run.tests
-            .iter()
-            .filter(|t| t.extra.get("stream").is_some())
-            .count() as u64
-    });
-    let rw = extra(run, "rw")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| run.tests.first().map(|t| t.job.rw.as_str().to_string()))
-        .unwrap_or_default();
-    let bs = extra_u64(run, "bs").or_else(|| run.tests.first().map(|t| t.job.bs));
-    let size = extra_u64(run, "file_size").unwrap_or(run.settings.size);
-    let calls = bs.map_or(String::new(), |b| {
-        format!(
-            " in {}() calls of {}",
-            if rw == "write" { "write" } else { "read" },
-            format_bytes(b)
-        )
-    });
-    let files = if extra_bool(run, "same_file") {
-        let stagger = extra(run, "stagger_s")
-            .and_then(Value::as_f64)
-            .unwrap_or(0.0);
-        let start = if stagger > 0.0 {
-            format!(
-                "started {} apart",
-                text::duration(std::time::Duration::from_secs_f64(stagger))
-            )
-        } else {
-            "started together".to_string()
-        };
-        format!("all on one {} file, {start}", format_bytes_exact(size))
+    let size = if run.target.size > 0 {
+        run.target.size
     } else {
-        format!(
-            "each on its own {} file, started together",
-            format_bytes_exact(size)
-        )
+        run.settings.size
     };
-    v.push((
-        "Streams",
-        format!(
-            "{} of sequential {rw}s{calls}, {files}",
-            plural(streams, "stream", "streams")
-        ),
-    ));
-    let mut io = vec![if extra_bool(run, "direct") {
-        "direct (O_DIRECT)".to_string()
-    } else {
-        "buffered (page cache)".to_string()
-    }];
-    if extra_bool(run, "drop_caches") {
-        io.push("page cache dropped before the streams".into());
-    } else if extra_bool(run, "evicted_after_prepare") {
-        io.push("the prepared files evicted from the page cache before the streams".into());
+    if size > 0 {
+        v.push(("Region", format_bytes_exact(size)));
     }
-    if extra_bool(run, "end_fsync") {
-        io.push("fsync at the end of every stream, counted".into());
-    }
-    v.push(("I/O", io.join(" · ")));
-    let mut pass = "1: every stream covers its file once".to_string();
-    if let Some(d) = extra(run, "duration_limit_s").and_then(Value::as_f64) {
-        pass.push_str(&format!(
-            ", or stops after {}",
-            text::duration(std::time::Duration::from_secs_f64(d))
-        ));
-    }
-    v.push(("Passes", pass));
+    v.push(("Passes", passes(run)));
+    v.push(("Engine", io(run)));
     v
 }
 
-fn metadata_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
-    let mut v = Vec::new();
-    if let Some(files) = extra_u64(run, "files") {
-        let size = extra_u64(run, "file_size").unwrap_or(run.settings.size);
-        let mut what = format!(
-            "{} of {} in {}, {}",
-            plural(files, "file", "files"),
-            format_bytes_exact(size),
-            plural(
-                extra_u64(run, "dirs").unwrap_or(0),
-                "directory",
-                "directories"
-            ),
-            plural(extra_u64(run, "threads").unwrap_or(1), "thread", "threads"),
-        );
-        if extra_bool(run, "fsync") {
-            what.push_str("; every file fsynced after its write, inside the create");
-        }
-        v.push(("Files", what));
-    }
-    let phases: Vec<&str> = run.tests.iter().map(|t| t.name.as_str()).collect();
-    v.push((
-        "Phases",
-        if phases.is_empty() {
-            "none finished".to_string()
-        } else {
-            format!("{}, each timed once", phases.join(", "))
-        },
-    ));
-    v
-}
-
-fn dbench_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
-    let mut v = Vec::new();
-    let clients = extra_u64(run, "clients")
-        .or_else(|| run.tests.first().map(|t| u64::from(t.job.numjobs)))
-        .unwrap_or(0);
-    let loadfile = extra(run, "loadfile")
-        .and_then(Value::as_str)
-        .unwrap_or("the loadfile");
-    v.push((
-        "Replay",
-        format!(
-            "{loadfile}, {}, each in its own directory",
-            plural(clients, "client", "clients")
-        ),
-    ));
-    let mut p = passes(run);
-    if let Some(w) = extra(run, "warmup_seconds").and_then(Value::as_f64) {
-        if w > 0.0 {
-            p.push_str(&format!(
-                ", each after {} of warm-up",
-                text::duration(std::time::Duration::from_secs_f64(w))
-            ));
-        }
-    }
-    v.push(("Passes", p));
-    v
-}
-
-fn fsync_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
-    let mut methods: Vec<&str> = Vec::new();
-    let mut sizes: Vec<u64> = Vec::new();
-    for t in &run.tests {
-        if !methods.contains(&t.group.as_str()) {
-            methods.push(&t.group);
-        }
-        if !sizes.contains(&t.job.bs) {
-            sizes.push(t.job.bs);
-        }
-    }
-    let sizes: Vec<String> = sizes.into_iter().map(format_size_short).collect();
-    vec![
-        (
-            "Probe",
-            format!(
-                "{} × write sizes {}, each rewriting a {} file in place, one write at a time",
-                if methods.is_empty() {
-                    "no method finished".to_string()
-                } else {
-                    methods.join(", ")
-                },
-                sizes.join(", "),
-                format_bytes(run.settings.size)
-            ),
-        ),
-        ("Passes", format!("{} per method and size", passes(run))),
-    ]
-}
-
-/// What one test of a workload other than a block preset did, for a results table's
-/// "What" column: `loadfile replay, 2 clients`, `4K writes, one at a time`.
+/// What one test did, for a results table's "What" column: the workload's own words
+/// (`loadfile replay, 2 clients`, `4K writes, one at a time`), else its job's shape.
 pub(crate) fn test_what(run: &RunRecord, t: &TestRecord) -> String {
-    let e = &t.extra;
-    let n = |key: &str| e.get(key).and_then(Value::as_u64);
-    match run.workload.as_str() {
-        "dbench" => format!(
-            "loadfile replay, {}",
-            plural(
-                n("clients").unwrap_or(u64::from(t.job.numjobs)),
-                "client",
-                "clients"
-            )
-        ),
-        "metadata" => format!(
-            "{} {}, {}",
-            n("ops").unwrap_or(0),
-            e.get("phase").and_then(Value::as_str).unwrap_or(&t.name),
-            plural(
-                n("threads").unwrap_or(u64::from(t.job.numjobs)),
-                "thread",
-                "threads"
-            )
-        ),
-        "fsync" => format!("{} writes, one at a time", format_size_short(t.job.bs)),
-        "copy" => format!("read()/write() of {}", format_bytes(t.job.bs)),
-        "streams" => {
-            let calls = format!(
-                "{}() calls of {}",
+    workload::of_run(run)
+        .and_then(|w| w.test_what(run, t))
+        .unwrap_or_else(|| {
+            format!(
+                "{} {} Q{}T{}",
                 t.job.rw.as_str(),
-                format_bytes(t.job.bs)
-            );
-            match n("streams") {
-                Some(k) => format!("{calls}, {} together", plural(k, "stream", "streams")),
-                None => calls,
-            }
-        }
-        _ => format!(
-            "{} {} Q{}T{}",
-            t.job.rw.as_str(),
-            format_size_short(t.job.bs),
-            t.job.iodepth,
-            t.job.numjobs
-        ),
-    }
+                format_size_short(t.job.bs),
+                t.job.iodepth,
+                t.job.numjobs
+            )
+        })
 }
 
 /// The blkio throttles on the target's devices, from the captured environment: `loop3
@@ -581,7 +314,7 @@ pub(crate) fn run_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
         ),
         (
             "Preset",
-            if run.workload.is_empty() || run.workload == "block" {
+            if workload::of_run(run).is_some_and(|w| w.named_by_preset()) {
                 run.preset.clone()
             } else {
                 format!("{} ({})", run.preset, run.workload)

@@ -58,7 +58,7 @@ pub fn text(workloads: &[(&str, &str)]) -> String {
         let example = JobSpec::new(Rw::RandRead, 4096, 1, 1);
         let tests = expand_preset(p.name, Some(&example), false, p.defaults.size)
             .expect("built-in presets expand");
-        if p.name != "custom" {
+        if !p.shaped_by_options {
             let mut line = String::from("  tests:");
             for t in &tests {
                 let item = format!(

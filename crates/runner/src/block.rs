@@ -77,6 +77,12 @@ pub struct BlockPlan {
     pub sustained: Option<crate::sustained::SustainedPlan>,
     /// `--steady-state`: passes (rounds) until a window of them holds the rule.
     pub steady: Option<SteadyPlan>,
+    /// A sweep of block sizes (ATTO): tests that do not fit the region or the device's
+    /// logical block are skipped with a note rather than refused.
+    pub skip_unfit: bool,
+    /// The block size is the user's `--bs` (custom): a test larger than the region is
+    /// refused naming `--bs`, not `--size`.
+    pub bs_given: bool,
 }
 
 /// `--steady-state`: a test's passes are rounds; it stops once its last `window` rounds
@@ -151,6 +157,8 @@ impl BlockPlan {
             mpi: crate::coord::MpiMode::default(),
             sustained: None,
             steady: None,
+            skip_unfit: false,
+            bs_given: false,
         }
     }
 
@@ -410,8 +418,8 @@ pub fn prepare_target(
 fn fit_region(plan: &mut BlockPlan, target: Target) -> Result<Target, RunError> {
     plan.settings.size = target.info.size;
 
-    // ATTO sweeps block sizes up to 64 MiB; one larger than the region cannot be placed in it.
-    if plan.preset == "atto" {
+    // A sweep (ATTO's, up to 64 MiB) skips block sizes larger than the region.
+    if plan.skip_unfit {
         let region = target.info.size;
         let too_big: Vec<String> = plan
             .tests
@@ -433,7 +441,7 @@ fn fit_region(plan: &mut BlockPlan, target: Target) -> Result<Target, RunError> 
     // Any other test needs at least one block inside the region.
     let region = target.info.size;
     if let Some(t) = plan.tests.iter().find(|t| t.job.bs > region) {
-        let custom = plan.preset == "custom";
+        let custom = plan.bs_given;
         return Err(RunError::Usage(UsageError::option(
             if custom { "bs" } else { "size" },
             format!(
@@ -481,7 +489,7 @@ fn fit_region(plan: &mut BlockPlan, target: Target) -> Result<Target, RunError> 
             .map(|t| t.name.clone())
             .collect();
         if !too_small.is_empty() {
-            if plan.preset == "atto" {
+            if plan.skip_unfit {
                 plan.tests.retain(|t| t.job.bs % lb == 0);
                 plan.notes.push(format!(
                     "skipped block sizes below the device's {lb}-byte logical block (O_DIRECT \
@@ -669,6 +677,8 @@ fn prepare_shared(
         let mut whole = BlockPlan::new(&plan.preset, settings, plan.tests.clone());
         whole.verify = plan.verify;
         whole.allow_overwrite_file = plan.allow_overwrite_file;
+        whole.skip_unfit = plan.skip_unfit;
+        whole.bs_given = plan.bs_given;
         let mut adopt = ctx.adopter(recorded);
         let target = prepare_target(
             &mut whole,

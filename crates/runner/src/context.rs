@@ -20,9 +20,6 @@ use crate::progress::Progress;
 use crate::status::{ExitStatus, RunError};
 use crate::workload::Parsed;
 
-/// The workloads that run as the ranks of an MPI run (docs/mpi.md); the others refuse.
-pub const MPI_WORKLOADS: [&str; 3] = ["block", "metadata", "dbench"];
-
 /// What a run record starts with.
 pub struct RunStart {
     /// The name the run was asked for (`cdm`, `dbench`).
@@ -285,7 +282,10 @@ impl RunContext {
     /// once, so an interrupted run keeps what it finished). A target whose `fs_type` is
     /// empty gets the filesystem the capture found.
     pub fn start(&mut self, mut start: RunStart) -> Result<&Environment, RunError> {
-        if self.coord.is_some() && !MPI_WORKLOADS.contains(&start.workload.as_str()) {
+        // Only the workloads that say how their ranks add up run as the ranks of an MPI run
+        // (docs/mpi.md); the others refuse.
+        let mpi = iolab_measure::workload::named(&start.workload).and_then(|w| w.mpi());
+        if self.coord.is_some() && mpi.is_none() {
             return Err(RunError::Usage(crate::status::UsageError::general(
                 format!(
                     "{} does not run under MPI yet: only the block presets (cdm, atto, iometer, \

@@ -5,6 +5,7 @@
 use std::marker::PhantomData;
 
 use clap::{ArgMatches, Args, Command, FromArgMatches};
+use iolab_measure::workload::WorkloadInfo;
 
 use crate::context::RunContext;
 use crate::options::CommonArgs;
@@ -16,6 +17,9 @@ pub trait Workload: Sync {
     fn names(&self) -> &'static [&'static str];
     /// One line for `iolab run --help` and `iolab presets`.
     fn summary(&self, name: &str) -> &'static str;
+    /// What it says of itself to the crates below iolab-workloads (what it counts, MPI,
+    /// its header's facts, its warnings' fixes): what the binary installs for them.
+    fn info(&self) -> &'static dyn WorkloadInfo;
     /// Adds the options of `iolab run NAME` (the runner adds the common ones).
     fn args(&self, name: &str, cmd: Command) -> Command;
     /// Checks the options and resolves everything that can be resolved without touching
@@ -59,6 +63,7 @@ pub struct Def<O> {
     pub names: &'static [&'static str],
     pub summary: &'static str,
     pub plan: PlanFn<O>,
+    pub info: &'static dyn WorkloadInfo,
     options: PhantomData<fn() -> O>,
 }
 
@@ -67,11 +72,13 @@ impl<O> Def<O> {
         names: &'static [&'static str],
         summary: &'static str,
         plan: PlanFn<O>,
+        info: &'static dyn WorkloadInfo,
     ) -> Self {
         Def {
             names,
             summary,
             plan,
+            info,
             options: PhantomData,
         }
     }
@@ -84,6 +91,10 @@ impl<O: Args + FromArgMatches> Workload for Def<O> {
 
     fn summary(&self, _name: &str) -> &'static str {
         self.summary
+    }
+
+    fn info(&self) -> &'static dyn WorkloadInfo {
+        self.info
     }
 
     fn args(&self, _name: &str, cmd: Command) -> Command {
@@ -133,6 +144,11 @@ impl Registry {
             .iter()
             .copied()
             .find(|w| w.names().contains(&name))
+    }
+
+    /// What every workload says of itself, in the registry's order (one each).
+    pub fn infos(&self) -> impl Iterator<Item = &'static dyn WorkloadInfo> + '_ {
+        self.workloads.iter().map(|w| w.info())
     }
 
     /// Every name `iolab run` accepts.

@@ -20,6 +20,6 @@ pub use job::{
 };
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{
-    format_bytes, format_bytes_exact, format_size_short, parse_age, parse_duration, parse_size,
-    SpecError, MAX_DURATION, MAX_SIZE,
+    format_bytes, format_bytes_exact, format_duration, format_size_short, parse_age,
+    parse_duration, parse_size, SpecError, MAX_DURATION, MAX_SIZE,
 };

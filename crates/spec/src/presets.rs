@@ -25,6 +25,8 @@ pub struct PresetInfo {
     pub name: &'static str,
     pub summary: &'static str,
     pub defaults: PresetDefaults,
+    /// Its test is shaped by the options given (`custom`): it has no fixed tests to list.
+    pub shaped_by_options: bool,
 }
 
 const CDM_DEFAULTS: PresetDefaults = PresetDefaults {
@@ -40,6 +42,7 @@ const CDM_DEFAULTS: PresetDefaults = PresetDefaults {
 pub const PRESETS: &[PresetInfo] = &[
     PresetInfo {
         name: "cdm",
+        shaped_by_options: false,
         summary: "CrystalDiskMark default: SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1; \
                   read then write each; 1 GiB, 1 warm-up + passes of 1 s until the 95% CI is \
                   within ±3% (at least 3, within a budget)",
@@ -47,22 +50,26 @@ pub const PRESETS: &[PresetInfo] = &[
     },
     PresetInfo {
         name: "cdm-nvme",
+        shaped_by_options: false,
         summary: "CrystalDiskMark NVMe SSD profile: SEQ1M Q8T1, SEQ128K Q32T1, RND4K Q32T16, \
                   RND4K Q1T1",
         defaults: CDM_DEFAULTS,
     },
     PresetInfo {
         name: "cdm-peak",
+        shaped_by_options: false,
         summary: "CrystalDiskMark Peak Performance profile: SEQ1M Q8T1, RND4K Q32T16",
         defaults: CDM_DEFAULTS,
     },
     PresetInfo {
         name: "cdm-real",
+        shaped_by_options: false,
         summary: "CrystalDiskMark Real World Performance profile: SEQ1M Q1T1, RND4K Q1T1",
         defaults: CDM_DEFAULTS,
     },
     PresetInfo {
         name: "atto",
+        shaped_by_options: false,
         summary: "ATTO Disk Benchmark sweep: 512 B to 64 MiB in powers of two, QD4, \
                   sequential write then read over a 256 MiB region at each size",
         defaults: PresetDefaults {
@@ -76,6 +83,7 @@ pub const PRESETS: &[PresetInfo] = &[
     },
     PresetInfo {
         name: "iometer",
+        shaped_by_options: false,
         summary: "Iometer access specification (--pattern file-server|database|workstation, or \
                   --spec FILE.toml): weighted transfer sizes, read % and random % per I/O; \
                   --numjobs workers x --iodepth outstanding I/Os, or --qd-ladder 1..64",
@@ -90,6 +98,7 @@ pub const PRESETS: &[PresetInfo] = &[
     },
     PresetInfo {
         name: "custom",
+        shaped_by_options: true,
         summary: "one fio-style job from --rw --bs --iodepth --numjobs --rwmixread",
         defaults: PresetDefaults {
             size: 1 << 30,

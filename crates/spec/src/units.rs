@@ -160,6 +160,34 @@ pub fn parse_duration(field: &str, text: &str) -> Result<Duration, SpecError> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A duration in the units people type: `5s`, `1.5s`, `250ms`, `2m`, `90s`.
+pub fn format_duration(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s == 0.0 {
+        "0s".to_string()
+    } else if s < 1.0 {
+        let ms = s * 1000.0;
+        if ms.fract() == 0.0 {
+            format!("{ms:.0}ms")
+        } else {
+            format!("{}ms", trim_decimals(ms, 3))
+        }
+    } else if s >= 120.0 && s % 60.0 == 0.0 {
+        format!("{}m", s / 60.0)
+    } else {
+        format!("{}s", trim_decimals(s, 3))
+    }
+}
+
+fn trim_decimals(x: f64, decimals: usize) -> String {
+    let s = format!("{x:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 /// Prints a byte count with a binary unit and up to two decimals: `1 GiB`, `1.5 MiB`, `512 B`.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

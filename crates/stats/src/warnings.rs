@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use iolab_measure::workload::{self, FixContext, WorkloadInfo};
 use iolab_measure::{RunRecord, TargetKind, TestRecord, Warning, WarningCode};
 use iolab_spec::{format_bytes, DataPattern, Rw};
 
@@ -108,158 +109,63 @@ fn w(code: WarningCode, message: String, fix: &str, test: Option<&TestRecord>) -
 }
 
 /// What a run's workload lets its user change, so that a fix names only options the
-/// workload takes (`iolab run NAME --help`) and only what would change the result.
+/// workload takes (`iolab run NAME --help`) and only what would change the result. The
+/// texts are the workload's own ([`WorkloadInfo::fix`]); a workload without one for a code
+/// gets the generic fix.
 pub struct Knobs<'a> {
     run: &'a RunRecord,
+    info: Option<&'static dyn WorkloadInfo>,
 }
 
 impl<'a> Knobs<'a> {
     pub fn new(run: &'a RunRecord) -> Knobs<'a> {
-        Knobs { run }
-    }
-
-    /// The workload family: `block` for the presets (cdm, atto, custom, iometer).
-    pub fn workload(&self) -> &str {
-        match self.run.workload.as_str() {
-            "" => "block",
-            w => w,
+        Knobs {
+            run,
+            info: workload::of_run(run),
         }
     }
 
-    /// A number in the first test's `extra` that has it.
-    fn extra_f64(&self, key: &str) -> Option<f64> {
-        self.run
-            .tests
-            .iter()
-            .find_map(|t| t.extra.get(key).and_then(|v| v.as_f64()))
-    }
-
-    /// A true/false in the first test's `extra` that has it (false when none has).
-    fn flag(&self, key: &str) -> bool {
-        self.run
-            .tests
-            .iter()
-            .find_map(|t| t.extra.get(key).and_then(|v| v.as_bool()))
-            .unwrap_or(false)
-    }
-
-    /// A copy whose every pass reads its source cold (a generated source is evicted
-    /// before each pass; `--drop-caches` empties the page cache).
-    fn copy_reads_cold(&self) -> bool {
-        self.flag("drop_caches") || self.flag("source_evicted_before_each_pass")
+    /// The workload's fix for `code`, if it has its own.
+    fn ask(&self, code: WarningCode, ctx: &FixContext) -> Option<String> {
+        self.info.and_then(|w| w.fix(code, self.run, ctx))
     }
 
     /// `PAGE_CACHE`: reads were served from memory.
     pub fn page_cache_fix(&self) -> String {
-        match self.workload() {
-            "streams" if self.flag("same_file") => "drop --same-file (every stream reads its \
-                own file) to measure the device: a later reader of a shared file reads what \
-                the first one cached"
-                .into(),
-            "streams" | "copy" => "--drop-caches, so that every pass starts from an empty page \
-                cache"
-                .into(),
-            "block" | "verify" => {
-                "drop --buffered (O_DIRECT), or use a test file larger than RAM".into()
-            }
-            _ => "drop the page cache before every run (as root: sync; echo 3 > \
-                  /proc/sys/vm/drop_caches)"
-                .into(),
-        }
+        self.ask(WarningCode::PageCache, &FixContext::default())
+            .unwrap_or_else(|| {
+                "drop the page cache before every run (as root: sync; echo 3 > \
+                 /proc/sys/vm/drop_caches)"
+                    .into()
+            })
     }
 
     /// `IDLE_RECLAIM`: whether the run read data that may have sat idle long enough to be
     /// paged out (`idle`: the reclaimer's idle time), and the fix.
     pub fn idle_reclaim_fix(&self, idle: Option<Duration>) -> Option<String> {
-        match self.workload() {
-            // The test file was written when the target was prepared, read in later passes.
-            "block" | "verify" => Some(
-                "drop --buffered (O_DIRECT) to measure the device, or drop the page cache \
-                 before every run (as root: sync; echo 3 > /proc/sys/vm/drop_caches) so that \
-                 each starts cold"
-                    .into(),
-            ),
-            // Prepared files are evicted before the streams start, so they read cold; only
-            // the later readers of a shared file read what an earlier one left, and only a
-            // stagger that long lets it go idle.
-            "streams" if self.flag("same_file") => {
-                let stagger = self.extra_f64("stagger_s").unwrap_or(0.0);
-                let streams = self.extra_f64("streams").unwrap_or(1.0);
-                let span = Duration::from_secs_f64((stagger * (streams - 1.0)).max(0.0));
-                let idle = idle.unwrap_or(Duration::ZERO);
-                (stagger > 0.0 && span >= idle).then(|| {
-                    format!(
-                        "a --stagger that starts the last reader within {} of the first, \
-                         before the kernel pages out what the first one read",
-                        secs(idle)
-                    )
-                })
-            }
-            // Copies read their source cold or the user's file as it is (a write test);
-            // metadata, dbench and fsync read only what they wrote moments before.
-            _ => None,
-        }
+        let ctx = FixContext {
+            idle_reclaim_after: idle,
+            ..FixContext::default()
+        };
+        self.ask(WarningCode::IdleReclaim, &ctx)
     }
 
     /// `SLOW_FIRST_PASS`: something that takes the start-up out of the measured passes.
     pub fn slow_first_fix(&self) -> String {
-        let s = &self.run.settings;
-        match self.workload() {
-            "block" if s.warmup_passes == 0 => "add a warm-up pass (--warmup 1)".into(),
-            "block" => format!(
-                "warm up longer: --warmup {} or a --warmup-time above {} (this run warmed up \
-                 with {} pass{} of {})",
-                s.warmup_passes + 1,
-                secs(s.warmup_duration),
-                s.warmup_passes,
-                if s.warmup_passes == 1 { "" } else { "es" },
-                secs(s.warmup_duration),
-            ),
-            "dbench" => {
-                let warm = self.extra_f64("warmup_seconds").unwrap_or(0.0);
-                format!(
-                    "a longer --warmup (this run warmed up for {})",
-                    secs(Duration::from_secs_f64(warm.max(0.0)))
-                )
-            }
-            "copy" if !self.copy_reads_cold() => "--drop-caches: every copy then reads its \
-                source from the device, as the first one did"
-                .into(),
-            "fsync" => format!(
-                "longer passes (--duration, now {}), so that start-up costs weigh less",
-                secs(s.duration)
-            ),
-            "copy" | "verify" => {
-                "more passes (--runs), so that the median rests on the steady ones".into()
-            }
-            // Workloads of one pass (streams, metadata) never have a first of three.
-            _ => "rerun on a quiet machine".into(),
-        }
+        self.ask(WarningCode::SlowFirstPass, &FixContext::default())
+            .unwrap_or_else(|| "rerun on a quiet machine".into())
     }
 
     /// `HIGH_VARIATION`: more or longer passes.
     pub fn more_passes_fix(&self) -> String {
-        match self.workload() {
-            "block" => "run more or longer passes (--runs, --duration, --until-stable) on a \
-                quiet machine"
-                .into(),
-            "fsync" | "dbench" => {
-                "run more or longer passes (--runs, --duration) on a quiet machine".into()
-            }
-            "copy" if !self.copy_reads_cold() => "run more passes (--runs) on a quiet \
-                machine; --drop-caches makes every pass start alike"
-                .into(),
-            "copy" | "verify" => "run more passes (--runs) on a quiet machine".into(),
-            _ => "rerun on a quiet machine".into(),
-        }
+        self.ask(WarningCode::HighVariation, &FixContext::default())
+            .unwrap_or_else(|| "rerun on a quiet machine".into())
     }
 
     /// `FEW_IOS`: more I/Os per pass for `tests`, each of which had a pass of fewer than
     /// [`MIN_IOS_FOR_P99`].
     pub fn few_ios_fix(&self, tests: &[&TestRecord]) -> String {
         let bs = tests.iter().map(|t| t.job.bs).max().unwrap_or(0);
-        let need = format_bytes(bs.saturating_mul(MIN_IOS_FOR_P99));
-        let bs_text = format_bytes(bs);
         // A pass that moved its whole byte limit ended there, not at --duration.
         let byte_limited = tests.iter().any(|t| {
             t.job.io_limit.is_some_and(|limit| {
@@ -268,29 +174,14 @@ impl<'a> Knobs<'a> {
                     .any(|p| p.ios > 0 && p.ios < MIN_IOS_FOR_P99 && p.bytes >= limit)
             })
         });
-        match self.workload() {
-            "block" if byte_limited && self.run.preset == "atto" => format!(
-                "a larger --size: every pass moves the region once, so 100 I/Os of {bs_text} \
-                 need --size {need} (and a --duration long enough to move it)"
-            ),
-            "block" if byte_limited => {
-                format!("a larger --io-size: 100 I/Os of {bs_text} need {need}")
-            }
-            "copy" => format!(
-                "a smaller --bs (the copy buffer) or a larger source: 100 writes of {bs_text} \
-                 need {need}"
-            ),
-            "streams" => format!(
-                "a smaller --bs or a larger --size: every stream covers its file once, and 100 \
-                 calls of {bs_text} need {need}"
-            ),
-            "metadata" => "--files 100 or more: every phase does one operation per file".into(),
-            "verify" => {
-                format!("a larger --size or a smaller --bs: 100 I/Os of {bs_text} need {need}")
-            }
-            "block" | "fsync" | "dbench" => "longer passes (--duration)".into(),
-            _ => "more I/Os per pass".into(),
-        }
+        let ctx = FixContext {
+            block: format_bytes(bs),
+            need: format_bytes(bs.saturating_mul(MIN_IOS_FOR_P99)),
+            byte_limited,
+            ..FixContext::default()
+        };
+        self.ask(WarningCode::FewIos, &ctx)
+            .unwrap_or_else(|| "more I/Os per pass".into())
     }
 }
 
@@ -403,9 +294,9 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                 None,
             ));
         }
-        // Workloads that manage their own files (streams, copy, metadata) report residency
-        // per pass instead; the size rule only fits a block test's single test file.
-        if cached.is_empty() && run.workload == "block" {
+        // Workloads that manage their own files report residency per pass instead; the
+        // size rule only fits a run that reads one test file.
+        if cached.is_empty() && knobs.info.is_some_and(|w| w.reads_one_test_file()) {
             if let Some(avail) = f.mem_available {
                 if run.target.size < avail {
                     out.push(w(
@@ -816,11 +707,9 @@ fn per_test(
     // Verified writes (iolab-integrity: `run verify`, or `extra.verify` of a workload run with
     // --verify) that read back as something else: the speed is that of a target that does
     // not keep data.
-    let counts = if t.extra.get("workload").and_then(|v| v.as_str()) == Some("verify") {
-        Some(&t.extra)
-    } else {
-        t.extra.get("verify").filter(|v| v.is_object())
-    };
+    let counts = workload::of_test(t)
+        .and_then(|w| w.verify_counts(t))
+        .or_else(|| t.extra.get("verify").filter(|v| v.is_object()));
     if let Some(c) = counts {
         let n = c.get("failures").and_then(|v| v.as_u64()).unwrap_or(0);
         if n > 0 {
@@ -850,9 +739,9 @@ fn per_test(
             ));
         }
     }
-    // The scrub test (the scrub-test workload): the filesystem left data unrepaired or wrong, or
+    // The scrub test (a workload whose tests carry a scrub verdict): the filesystem left data unrepaired or wrong, or
     // repaired it but counted something else.
-    if t.extra.get("workload").and_then(|v| v.as_str()) == Some("scrub-test") {
+    if workload::of_test(t).is_some_and(|w| w.scrub_verdict(t)) {
         let list = |key: &str| -> Vec<String> {
             t.extra
                 .get(key)
@@ -1102,7 +991,7 @@ fn mb_s_text(v: f64) -> String {
 }
 
 /// A duration as people type it: `5s`, `1.5s`, `250ms`.
-fn secs(d: Duration) -> String {
+pub fn secs(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s >= 1.0 || s == 0.0 {
         let t = format!("{s:.1}");

@@ -80,6 +80,7 @@ fn record(name: &str, rw: Rw, passes: Vec<PassRecord>) -> TestRecord {
 
 /// A direct-I/O run on ext4 in a directory with three steady passes per test.
 fn run_of(tests: Vec<TestRecord>) -> RunRecord {
+    iolab_workloads::install();
     RunRecord {
         id: None,
         uuid: "7d3f2c1a-0000-4000-8000-000000000001".into(),

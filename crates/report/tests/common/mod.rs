@@ -100,6 +100,7 @@ pub fn settings(runs: u32, warmups: u32, size: u64) -> RunSettings {
 }
 
 pub fn run_record(preset: &str, settings: RunSettings, tests: Vec<TestRecord>) -> RunRecord {
+    iolab_workloads::install();
     RunRecord {
         id: Some(42),
         uuid: "0b6c1f7e-5d2a-4c1e-9a77-3f1d2e4b5c6d".to_string(),

@@ -297,11 +297,13 @@ enum Unit {
 }
 
 impl Unit {
+    /// What the workload stored as `workload` says one rank times.
     fn of(workload: &str) -> Unit {
-        match workload {
-            "metadata" => Unit::Ops,
-            "dbench" => Unit::Dbench,
-            _ => Unit::Mb,
+        use iolab_measure::workload::{named, MpiPass};
+        match named(workload).and_then(|w| w.mpi()) {
+            Some(MpiPass::Phase) => Unit::Ops,
+            Some(MpiPass::Replay) => Unit::Dbench,
+            Some(MpiPass::Pass) | None => Unit::Mb,
         }
     }
 
@@ -754,7 +756,23 @@ mod tests {
         run_of_workload(ranks, members, "block")
     }
 
+    /// A workload whose ranks time phases of operations, as metadata's do (the real
+    /// descriptors are iolab-workloads', above this crate).
+    struct Phases;
+
+    impl iolab_measure::workload::WorkloadInfo for Phases {
+        fn about(&self) -> iolab_measure::workload::About {
+            iolab_measure::workload::About {
+                name: "metadata",
+                counts: iolab_measure::workload::Counts::Operations,
+                mpi: Some(iolab_measure::workload::MpiPass::Phase),
+            }
+        }
+    }
+
     fn run_of_workload(ranks: &Ranks, members: &[Member], workload: &str) -> RunRecord {
+        static PHASES: Phases = Phases;
+        iolab_measure::workload::install([&PHASES as &dyn iolab_measure::workload::WorkloadInfo]);
         let mut run: RunRecord = serde_json::from_value(serde_json::json!({
             "id": null, "uuid": "u", "iolab_version": "0", "preset": "custom",
             "workload": workload,

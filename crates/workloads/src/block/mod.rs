@@ -5,6 +5,8 @@
 //! something for it (`--rw/--bs` only `custom`, `--mix` only the cdm profiles, `--pattern`
 //! only `iometer`).
 
+pub mod info;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -176,6 +178,10 @@ impl Workload for Block {
 
     fn summary(&self, name: &str) -> &'static str {
         preset_info(name).map_or("", |p| p.summary)
+    }
+
+    fn info(&self) -> &'static dyn iolab_measure::workload::WorkloadInfo {
+        &info::INFO
     }
 
     fn args(&self, name: &str, cmd: Command) -> Command {
@@ -575,6 +581,8 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         mpi: a.mpi.mode(),
         sustained: None,
         steady,
+        skip_unfit: preset == "atto",
+        bs_given: preset == "custom",
     };
     let default_budget = plan.default_budget();
     if let Some(u) = &mut plan.until_stable {

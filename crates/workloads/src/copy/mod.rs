@@ -4,6 +4,7 @@
 //! before and after the final flush, so a copy that only filled the page cache shows it.
 //! Every pass is verified (contents hashed with XXH3-128) and its copy removed.
 
+pub mod info;
 pub mod run;
 
 use std::fs::{File, OpenOptions};

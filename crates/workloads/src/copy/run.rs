@@ -15,6 +15,7 @@ pub static WORKLOAD: Def<CopyOptions> = Def::new(
     "copy a file or tree (--source, or a generated random file of --size) the way a user's \
      copy does; MB/s before and including the final fsync, verified identical",
     plan,
+    &super::info::INFO,
 );
 
 /// Options of `iolab run copy`.

@@ -21,6 +21,7 @@
 
 mod client;
 pub mod footprint;
+pub mod info;
 mod loadfile;
 pub mod run;
 

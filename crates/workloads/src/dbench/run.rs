@@ -32,6 +32,7 @@ pub static WORKLOAD: Def<DbenchOptions> = Def::new(
      operation table with p99, expected statuses checked; --verify checks every read and the \
      files against what was written (exit 3 on a mismatch)",
     plan,
+    &super::info::INFO,
 );
 
 /// Options of `iolab run dbench`.

@@ -17,6 +17,7 @@ pub static WORKLOAD: Def<FioOptions> = Def::new(
     "run an fio job file on iolab's engine: one test per job, --size and --duration \
      replacing the jobs' size and runtime (docs/fio.md)",
     plan,
+    &crate::block::info::INFO,
 );
 
 /// Options of `iolab run fio`.

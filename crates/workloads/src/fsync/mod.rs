@@ -8,6 +8,7 @@
 //! With `verify`, every write is a self-describing block ([`iolab_integrity::block`]) and each
 //! test's written blocks are read back and checked after every pass, outside its timing.
 
+pub mod info;
 pub mod run;
 
 use std::fs::{File, OpenOptions};

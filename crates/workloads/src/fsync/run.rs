@@ -18,6 +18,7 @@ pub static WORKLOAD: Def<FsyncOptions> = Def::new(
      write+fsync, O_DSYNC, O_SYNC, O_DIRECT+O_DSYNC; ops/s, latency, and per method a \
      durability verdict with its evidence",
     plan,
+    &super::info::INFO,
 );
 
 /// Options of `iolab run fsync`.

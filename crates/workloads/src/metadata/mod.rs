@@ -5,6 +5,7 @@
 //! With `verify`, create writes content derived from the run id and each file's index
 //! ([`iolab_integrity::filecheck`]) and the read phase compares every file with it.
 
+pub mod info;
 pub mod run;
 
 use std::fs::{File, OpenOptions};

@@ -18,6 +18,7 @@ pub static WORKLOAD: Def<MetadataOptions> = Def::new(
      T; ops/s per phase and the space each small file really uses; --verify compares every \
      file read with what was written (exit 3 on a mismatch)",
     plan,
+    &super::info::INFO,
 );
 
 /// Options of `iolab run metadata`.

@@ -22,6 +22,23 @@ use serde::Serialize;
 use super::{OpStats, ReplayResult, Speed};
 
 /// The replay's entry in the registry.
+/// What a replay says of itself to the crates below iolab-workloads
+/// (`iolab_measure::workload`): bytes, no MPI, the generic header and fixes.
+pub struct Info;
+
+/// The replay's descriptor, which its registry entry carries.
+pub static INFO: Info = Info;
+
+impl iolab_measure::workload::WorkloadInfo for Info {
+    fn about(&self) -> iolab_measure::workload::About {
+        iolab_measure::workload::About {
+            name: "replay",
+            counts: iolab_measure::workload::Counts::Bytes,
+            mpi: None,
+        }
+    }
+}
+
 pub static WORKLOAD: Def<ReplayOptions> = Def::new(
     &["replay"],
     "replay of a recorded I/O trace (`iolab record`, or fio's iolog v2/v3): --trace FILE \
@@ -29,6 +46,7 @@ pub static WORKLOAD: Def<ReplayOptions> = Def::new(
      sizes and offsets, in a directory of its own under --target; throughput, an op table \
      with p99, outcomes compared with the recording",
     plan,
+    &INFO,
 );
 
 /// Options of `iolab run replay`.

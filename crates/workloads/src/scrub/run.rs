@@ -16,6 +16,28 @@ use iolab_runner::{
 };
 
 /// The scrub test's entry in the registry.
+/// What the scrub test says of itself to the crates below iolab-workloads
+/// (`iolab_measure::workload`): bytes, no MPI, the generic header and fixes, and tests whose
+/// `extra` holds its verdict (`problems`, `miscounts`), which warnings report.
+pub struct Info;
+
+/// The scrub test's descriptor, which its registry entry carries.
+pub static INFO: Info = Info;
+
+impl iolab_measure::workload::WorkloadInfo for Info {
+    fn about(&self) -> iolab_measure::workload::About {
+        iolab_measure::workload::About {
+            name: "scrub-test",
+            counts: iolab_measure::workload::Counts::Bytes,
+            mpi: None,
+        }
+    }
+
+    fn scrub_verdict(&self, _t: &iolab_measure::TestRecord) -> bool {
+        true
+    }
+}
+
 pub static WORKLOAD: Def<ScrubOptions> = Def::new(
     &["scrub-test"],
     "corrupt known blocks on one member of a btrfs raid1/raid5 or zfs mirror/raidz (--testbed \
@@ -24,6 +46,7 @@ pub static WORKLOAD: Def<ScrubOptions> = Def::new(
      --corrupt-size --all-copies --foreground; exit 3 if data was not repaired, 4 if only the \
      counts are wrong",
     plan,
+    &INFO,
 );
 
 /// Options of `iolab run scrub-test`.

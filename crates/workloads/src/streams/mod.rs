@@ -4,6 +4,7 @@
 //! its own file, all at once. Reports each stream's MB/s and the aggregate over the wall
 //! time from the first start to the last end.
 
+pub mod info;
 pub mod run;
 
 use std::fs::{File, OpenOptions};

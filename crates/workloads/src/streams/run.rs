@@ -17,6 +17,7 @@ pub static WORKLOAD: Def<StreamsOptions> = Def::new(
     "dd-shaped sequential streams: --streams N --bs --rw read|write, one file with --same-file \
      --stagger TIME, or one file each; per-stream and aggregate MB/s",
     plan,
+    &super::info::INFO,
 );
 
 /// Options of `iolab run streams`.

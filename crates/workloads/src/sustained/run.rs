@@ -21,6 +21,7 @@ pub static WORKLOAD: Def<SustainedOptions> = Def::new(
      --idle pause: burst rate and bytes, sustained rate, the cache's recovery time; \
      sequential 128K and random 4K at QD32 (--rw)",
     plan,
+    &crate::block::info::INFO,
 );
 
 /// Default rounds of the steady-state window (the SNIA PTS's five).
@@ -140,6 +141,8 @@ fn plan(_name: &str, a: SustainedOptions, _c: &CommonArgs) -> Result<Box<dyn Job
     }
     let mut p = out.expect("at least one shape");
     p.preset = "sustained".into();
+    // Its refusals of a test larger than the region name --size, not the shapes' --bs.
+    p.bs_given = false;
     let firsts = std::mem::take(&mut p.tests);
     for t in firsts {
         let mut again = t.clone();

@@ -4,6 +4,7 @@
 //! or the journal, says later what every block must hold (checked by iolab-integrity's
 //! `verified::check_file` and `check_with_journal`).
 
+pub mod info;
 pub mod later;
 pub mod run;
 

@@ -24,6 +24,7 @@ pub static WORKLOAD: Def<VerifyOptions> = Def::new(
      inline|after|both|none; --journal PATH for `iolab verify` after a crash; exit 3 on any \
      mismatch",
     plan,
+    &super::info::INFO,
 );
 
 /// Options of `iolab run verify`.
