@@ -51,6 +51,7 @@ fn pass_with(index: u32, rw: Rw, mb_s: f64, ios: u64) -> PassRecord {
         TimeSeries {
             interval_ms: 100,
             bytes: vec![bytes / 10; 10],
+            ..Default::default()
         },
     );
     assert!((p.mb_s - mb_s).abs() < 1e-6, "{} vs {mb_s}", p.mb_s);
@@ -1390,6 +1391,7 @@ fn series_run(rates: &[f64]) -> RunRecord {
         TimeSeries {
             interval_ms: 100,
             bytes,
+            ..Default::default()
         },
     );
     p.index = 1;
