@@ -5,6 +5,10 @@
 //! also give IOPS and the mean and largest latency of each interval; older ones give bytes.
 
 use iolab_measure::{PassRecord, RunRecord, TestRecord, MB};
+#[cfg(test)]
+use iolab_spec::fiojob::logs::LogKind;
+#[cfg(test)]
+use iolab_stats::series::fio_log;
 use iolab_stats::series::{stalls, test_cliff};
 use serde_json::{json, Value};
 
@@ -313,5 +317,17 @@ mod tests {
         let r = pass_rows(&t, &t.passes[0], 200);
         assert_eq!(r[0].io.unwrap().ios, 3);
         assert_eq!(r[0].io.unwrap().lat_max_us, Some(5000.0));
+
+        // fio's windowed logs: 200 ms windows, the last ending at the pass's end (250 ms).
+        assert_eq!(fio_log(&t, LogKind::Bw, 200).unwrap(), "200, 60, 1, 0, 0\n");
+        assert_eq!(
+            fio_log(&t, LogKind::Iops, 100).unwrap(),
+            "100, 20, 1, 0, 0\n200, 10, 1, 0, 0\n"
+        );
+        assert_eq!(
+            fio_log(&t, LogKind::Lat, 200).unwrap(),
+            "200, 3000000, 1, 0, 0\n"
+        );
+        assert!(fio_log(&t, LogKind::Bw, 150).is_err());
     }
 }

@@ -7,7 +7,8 @@
 //! passes are left out). A pass's last interval is partial; it counts with its true length
 //! when it is at least half an interval, and is dropped otherwise.
 
-use iolab_measure::{PassRecord, TestRecord, MB};
+use iolab_measure::{DirSeries, PassRecord, TestRecord, MB};
+use iolab_spec::fiojob::logs::LogKind;
 
 /// A cliff: the rate after is at most this share of the rate before (caches fall 2× and
 /// more: an SSD's SLC cache 3-10×; a level shift of a busy machine's CPU-bound I/O, which
@@ -401,6 +402,87 @@ pub fn stalls(t: &TestRecord) -> Stalls {
         }
     }
     s
+}
+
+/// fio's log of `kind` for test `t` (`time_ms, value, ddir, 0, 0` lines, as fio writes
+/// windowed logs: `log_avg_msec` = `avg_ms`, a multiple of the stored interval), its passes
+/// one after another (a later pass's times continue from the end of the one before). Each
+/// window gives a line per direction that completed I/O in it, stamped at the window's end
+/// (a pass's last window at the pass's end); bandwidth in KiB/s and IOPS over the window's
+/// true length, latency the mean in nanoseconds, each truncated to an integer as fio does.
+/// A series stored without I/O counts (older runs) gives a bandwidth log for a test of one
+/// direction only; the rest is refused with the reason.
+pub fn fio_log(t: &TestRecord, kind: LogKind, avg_ms: u64) -> Result<String, String> {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut offset_ms = 0.0;
+    for p in &t.passes {
+        let ts = &p.timeseries;
+        let stored = ts.interval_ms as u64;
+        let pass_ms = p.seconds * 1000.0;
+        if stored == 0 || ts.bytes.is_empty() {
+            offset_ms += pass_ms;
+            continue;
+        }
+        if avg_ms == 0 || !avg_ms.is_multiple_of(stored) {
+            return Err(format!(
+                "test {}: a window of {avg_ms} ms is not a multiple of its {stored} ms intervals",
+                t.name
+            ));
+        }
+        // Each direction's series; an older record's bytes stand for the one direction of
+        // a test that does only one.
+        let bytes_only;
+        let dirs: [Option<&DirSeries>; 2] = if ts.read.is_none() && ts.write.is_none() {
+            let (r, w) = (t.job.rw.reads(), t.job.rw.writes());
+            if kind != LogKind::Bw || (r && w) {
+                return Err(format!(
+                    "test {} was stored without per-interval I/O counts{}: only the bandwidth                      log of a test of one direction can be written from it",
+                    t.name,
+                    if r && w { " and mixes reads and writes" } else { "" }
+                ));
+            }
+            bytes_only = DirSeries {
+                bytes: ts.bytes.clone(),
+                ..Default::default()
+            };
+            if w {
+                [None, Some(&bytes_only)]
+            } else {
+                [Some(&bytes_only), None]
+            }
+        } else {
+            [ts.read.as_ref(), ts.write.as_ref()]
+        };
+        let per = (avg_ms / stored) as usize;
+        let n = ts.bytes.len();
+        for from in (0..n).step_by(per) {
+            let to = (from + per).min(n);
+            let end_ms = ((to as u64 * stored) as f64).min(pass_ms);
+            let len_ms = end_ms - (from as u64 * stored) as f64;
+            if len_ms <= 0.0 {
+                continue;
+            }
+            for (ddir, d) in dirs.iter().enumerate() {
+                let Some(d) = d else { continue };
+                let bytes: u64 = d
+                    .bytes
+                    .get(from..to.min(d.bytes.len()))
+                    .map_or(0, |s| s.iter().sum());
+                let (_, ios, lat_sum, _) = d.span(from, to);
+                let value = match kind {
+                    LogKind::Bw if bytes > 0 => bytes as f64 * 1000.0 / len_ms / 1024.0,
+                    LogKind::Iops if ios > 0 => ios as f64 * 1000.0 / len_ms,
+                    LogKind::Lat if ios > 0 => lat_sum as f64 / ios as f64,
+                    _ => continue,
+                };
+                let time = (offset_ms + end_ms).round() as u64;
+                let _ = writeln!(out, "{time}, {}, {ddir}, 0, 0", value as u64);
+            }
+        }
+        offset_ms += pass_ms;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -136,7 +136,7 @@ impl<T: PartialEq + std::fmt::Debug + Clone> Agree<T> {
 
 /// The effective options of job `idx`: every [global] before it, then its own; a later
 /// setting of the same option wins.
-fn effective(sections: &[Section], idx: usize) -> HashMap<&str, &RawOption> {
+pub(super) fn effective(sections: &[Section], idx: usize) -> HashMap<&str, &RawOption> {
     let mut m = HashMap::new();
     for (i, s) in sections.iter().enumerate() {
         if i == idx || (i < idx && s.is_global()) {

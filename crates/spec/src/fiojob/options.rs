@@ -173,7 +173,6 @@ pub const OTHER_FIO: &[&str] = &[
     "latency_window",
     "lockfile",
     "lockmem",
-    "log_avg_msec",
     "log_compression",
     "log_entries",
     "log_hist_msec",
@@ -192,7 +191,6 @@ pub const OTHER_FIO: &[&str] = &[
     "opendir",
     "openfiles",
     "overwrite",
-    "per_job_logs",
     "pre_read",
     "prio",
     "prioclass",
@@ -230,12 +228,9 @@ pub const OTHER_FIO: &[&str] = &[
     "verify_state_load",
     "verify_state_save",
     "write_barrier",
-    "write_bw_log",
     "write_hint",
     "write_hist_log",
     "write_iolog",
-    "write_iops_log",
-    "write_lat_log",
     "zonecapacity",
     "zonemode",
     "zonerange",
@@ -419,7 +414,7 @@ pub enum Kind {
 }
 
 pub fn kind(key: &str) -> Kind {
-    if MAPPED.contains(&key) {
+    if MAPPED.contains(&key) || super::logs::KEYS.contains(&key) {
         Kind::Mapped
     } else if REPORT_ONLY.contains(&key) {
         Kind::ReportOnly
@@ -435,6 +430,7 @@ pub fn kind(key: &str) -> Kind {
 pub fn suggest(key: &str) -> Option<&'static str> {
     let all = MAPPED
         .iter()
+        .chain(super::logs::KEYS)
         .chain(REPORT_ONLY)
         .chain(OTHER_FIO)
         .chain(ALIASES.iter().map(|(a, _)| a));
