@@ -77,6 +77,10 @@ pub struct BlockPlan {
     pub sustained: Option<crate::sustained::SustainedPlan>,
     /// `--steady-state`: passes (rounds) until a window of them holds the rule.
     pub steady: Option<SteadyPlan>,
+    /// `--precondition`: the region written before the first test.
+    pub precondition: Option<crate::precondition::Precondition>,
+    /// What preconditioning did (`extra.precondition` of every test), once it has.
+    pub preconditioned: Option<serde_json::Value>,
 }
 
 /// `--steady-state`: a test's passes are rounds; it stops once its last `window` rounds
@@ -151,6 +155,8 @@ impl BlockPlan {
             mpi: crate::coord::MpiMode::default(),
             sustained: None,
             steady: None,
+            precondition: None,
+            preconditioned: None,
         }
     }
 
@@ -379,7 +385,8 @@ pub fn prepare_target(
     progress: &Progress,
     created: &mut dyn FnMut(&Path, (u64, u64)),
 ) -> Result<Target, RunError> {
-    let writes = plan.tests.iter().any(|t| t.job.rw.writes());
+    // Preconditioning writes: the target is one the run may write.
+    let writes = plan.tests.iter().any(|t| t.job.rw.writes()) || plan.precondition.is_some();
     let req = TargetRequest {
         path,
         size: plan.size_given.then_some(plan.settings.size),
@@ -400,8 +407,16 @@ pub fn prepare_target(
     if plan.verify {
         crate::options::check_verify_map(&plan.tests, &req.path, req.size, req.default_size)?;
     }
-    let target = prepare_with(&req, stop, &mut |d, t| progress.preparing(d, t), created)
-        .map_err(target_error)?;
+    let only_pre = plan.precondition.is_some() && !plan.tests.iter().any(|t| t.job.rw.writes());
+    let target = prepare_with(&req, stop, &mut |d, t| progress.preparing(d, t), created).map_err(
+        |e| match (target_error(e), only_pre) {
+            (RunError::Usage(u), true) => RunError::Usage(UsageError::option(
+                "precondition",
+                format!("--precondition writes the target, which this run may not: {u}"),
+            )),
+            (e, _) => e,
+        },
+    )?;
     fit_region(plan, target)
 }
 
@@ -509,6 +524,9 @@ fn fit_region(plan: &mut BlockPlan, target: Target) -> Result<Target, RunError> 
 /// passes and gathers the facts for the warnings before the target is removed.
 pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     ctx.progress.set_total(plan.planned());
+    if plan.precondition.is_some() {
+        crate::precondition::refuse(plan.verify, ctx.coordinator().is_some())?;
+    }
     let (path, shared) = match ctx.coordinator().is_some() {
         true => agree_with_ranks(&mut plan, ctx)?,
         false => {
@@ -539,6 +557,16 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     let watch = crate::facts::top_devices(env);
     ctx.progress
         .println(&plan_line(&plan, &target.io_path.display().to_string()));
+    if let Some(pc) = plan.precondition {
+        let done = crate::precondition::run(pc, &target, &plan.settings, ctx);
+        match done {
+            Ok(d) => plan.preconditioned = d.map(|d| serde_json::to_value(d).unwrap_or_default()),
+            Err(e) => {
+                remove_target(target, ctx);
+                return Err(e);
+            }
+        }
+    }
     let mut passes = OnTarget {
         plan: &plan,
         target: &target,
@@ -1240,6 +1268,12 @@ impl Schedule<'_> {
         });
         t.record.extra =
             BlockExtra::new(t.spec, t.access_ios.clone(), checked, adaptive).to_value();
+        if let Some(v) = &self.plan.preconditioned {
+            if !t.record.extra.is_object() {
+                t.record.extra = serde_json::json!({});
+            }
+            t.record.extra["precondition"] = v.clone();
+        }
         if let Some(sp) = self.plan.steady {
             if !t.record.extra.is_object() {
                 t.record.extra = serde_json::json!({});

@@ -81,6 +81,10 @@ pub struct BlockArgs {
         conflicts_with_all = ["runs", "until_stable"]
     )]
     pub steady_state: Option<String>,
+    /// Before the first test, write the region with 128 KiB sequential writes of random
+    /// data: none (default), a size, or 2x (twice the region; SNIA's preconditioning).
+    #[arg(long, value_name = "none|SIZE|2x")]
+    pub precondition: Option<String>,
     /// --steady-state: rounds in the window (default 5).
     #[arg(long, value_name = "N", requires = "steady_state")]
     pub ss_window: Option<u32>,
@@ -604,6 +608,11 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         mpi: a.mpi.mode(),
         sustained: None,
         steady,
+        precondition: match &a.precondition {
+            Some(t) => iolab_runner::precondition::Precondition::parse(t)?,
+            None => None,
+        },
+        preconditioned: None,
     };
     let default_budget = plan.default_budget();
     if let Some(u) = &mut plan.until_stable {
