@@ -586,3 +586,19 @@ fn precondition_writes_the_region_first_or_is_refused_by_name() {
         .code(2)
         .stderr_has(&["--precondition 3y"]);
 }
+
+/// fio's latency criteria (`lat:P%`, `lat_slope:P%`) are taken and judge each round's mean
+/// latency: the window's mean latency is in `extra.steady_state` (issue 27).
+#[test]
+fn steady_state_takes_fios_latency_criteria() {
+    let sb = Sandbox::new();
+    let line = "custom --engine null --rw randread --bs 4k --size 4MiB --duration 100ms \
+                --warmup 0 --steady-state lat_slope:50% --ss-window 2 --ss-max-rounds 3";
+    let doc = run_json(&sb, &line.split_whitespace().collect::<Vec<_>>());
+    let ss = &doc["tests"][0]["extra"]["steady_state"];
+    assert_eq!(ss["rule"], "lat_slope:50%", "{ss:#}");
+    assert!(ss["window_mean_lat_us"].as_f64().unwrap() > 0.0, "{ss:#}");
+    let line = "custom --engine null --size 4MiB --steady-state lat:5";
+    let out = sb.run(&line.split_whitespace().collect::<Vec<_>>()).code(2);
+    out.stderr_has(&["--steady-state", "percentage"]);
+}

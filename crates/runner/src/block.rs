@@ -92,6 +92,21 @@ pub struct SteadyPlan {
     pub max_rounds: u32,
 }
 
+/// A pass's mean latency over its reads and writes together, in µs (0 without I/O).
+fn mean_lat_us(p: &iolab_measure::PassRecord) -> f64 {
+    let (n, sum) = [&p.read, &p.write]
+        .into_iter()
+        .flatten()
+        .fold((0u64, 0.0), |(n, s), d| {
+            (n + d.ios, s + d.lat_us.mean * d.ios as f64)
+        });
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
+    }
+}
+
 /// SNIA PTS: rounds in the measurement window, and most rounds.
 pub const STEADY_WINDOW: u32 = 5;
 pub const STEADY_MAX_ROUNDS: u32 = 25;
@@ -107,7 +122,13 @@ impl SteadyPlan {
         let last = passes.get(passes.len().checked_sub(w)?..)?;
         let mb: Vec<f64> = last.iter().map(|p| p.mb_s).collect();
         let iops: Vec<f64> = last.iter().map(|p| p.iops).collect();
-        self.rule.holds(&mb, &iops, round.as_secs_f64())
+        let lat: Vec<f64> = last.iter().map(mean_lat_us).collect();
+        let rounds = iolab_stats::series::Rounds {
+            mb_s: &mb,
+            iops: &iops,
+            lat_us: &lat,
+        };
+        self.rule.holds(rounds, round.as_secs_f64())
     }
 
     /// `extra.steady_state` of a test.
@@ -130,6 +151,7 @@ impl SteadyPlan {
             "max_rounds": self.max_rounds,
             "window_mean_mb_s": mean(|p| p.mb_s),
             "window_mean_iops": mean(|p| p.iops),
+            "window_mean_lat_us": mean(mean_lat_us),
             "window_range": window.map(|x| x.range),
             "window_excursion": window.map(|x| x.excursion),
         })

@@ -263,20 +263,53 @@ impl Window {
     }
 }
 
+/// What one of fio's steady-state criteria judges, round by round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SteadyMetric {
+    Iops,
+    /// MB/s.
+    Bw,
+    /// The round's mean latency (reads and writes together).
+    Lat,
+}
+
+impl SteadyMetric {
+    fn name(self) -> &'static str {
+        match self {
+            SteadyMetric::Iops => "iops",
+            SteadyMetric::Bw => "bw",
+            SteadyMetric::Lat => "lat",
+        }
+    }
+}
+
 /// A steady-state rule over a test's passes (rounds): the SNIA PTS window, or one of
 /// fio's `steadystate` criteria.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SteadyRule {
     /// Range within 20% and excursion within 10% of the window's mean (MB/s).
     Snia,
-    /// fio's `iops`/`bw` (`slope` false: every value within `limit` × the mean of it) or
-    /// `iops_slope`/`bw_slope` (`slope`: the least-squares slope, per second, within
-    /// `limit` × the mean).
-    Fio { iops: bool, slope: bool, limit: f64 },
+    /// fio's `iops`/`bw`/`lat` (`slope` false: every value within `limit` × the mean of it)
+    /// or `iops_slope`/`bw_slope`/`lat_slope` (`slope`: the least-squares slope, per
+    /// second, within `limit` × the mean).
+    Fio {
+        metric: SteadyMetric,
+        slope: bool,
+        limit: f64,
+    },
+}
+
+/// The rounds a steady-state rule judges: each one's MB/s, IOPS and mean latency (µs).
+#[derive(Debug, Clone, Copy)]
+pub struct Rounds<'a> {
+    pub mb_s: &'a [f64],
+    pub iops: &'a [f64],
+    pub lat_us: &'a [f64],
 }
 
 impl SteadyRule {
-    /// `snia`, or fio's `iops:P%`, `bw:P%`, `iops_slope:P%`, `bw_slope:P%`.
+    /// `snia`, or fio's `iops:P%`, `bw:P%`, `lat:P%`, `iops_slope:P%`, `bw_slope:P%`,
+    /// `lat_slope:P%`.
     pub fn parse(text: &str) -> Result<SteadyRule, String> {
         let t = text.trim();
         if t.eq_ignore_ascii_case("snia") {
@@ -284,20 +317,17 @@ impl SteadyRule {
         }
         let (name, limit) = t.split_once(':').ok_or_else(|| {
             format!(
-                "'{text}': give snia, or iops, bw, iops_slope or bw_slope with :P% (e.g. iops:20%)"
+                "'{text}': give snia, or iops, bw, lat, iops_slope, bw_slope or lat_slope with \
+                 :P% (e.g. iops:20%)"
             )
         })?;
-        let (iops, slope) = match name.trim() {
-            "iops" => (true, false),
-            "bw" => (false, false),
-            "iops_slope" => (true, true),
-            "bw_slope" => (false, true),
-            "lat" | "lat_slope" => {
-                return Err(format!(
-                    "'{text}': latency criteria are not supported; use iops, bw, iops_slope or \
-                     bw_slope"
-                ))
-            }
+        let (metric, slope) = match name.trim() {
+            "iops" => (SteadyMetric::Iops, false),
+            "bw" => (SteadyMetric::Bw, false),
+            "lat" => (SteadyMetric::Lat, false),
+            "iops_slope" => (SteadyMetric::Iops, true),
+            "bw_slope" => (SteadyMetric::Bw, true),
+            "lat_slope" => (SteadyMetric::Lat, true),
             other => return Err(format!("'{text}': unknown criterion '{other}'")),
         };
         let pct = limit
@@ -309,7 +339,7 @@ impl SteadyRule {
                 format!("'{text}': the limit is a percentage of the mean, e.g. {name}:10%")
             })?;
         Ok(SteadyRule::Fio {
-            iops,
+            metric,
             slope,
             limit: pct / 100.0,
         })
@@ -319,26 +349,34 @@ impl SteadyRule {
     pub fn text(&self) -> String {
         match self {
             SteadyRule::Snia => "snia".into(),
-            SteadyRule::Fio { iops, slope, limit } => format!(
+            SteadyRule::Fio {
+                metric,
+                slope,
+                limit,
+            } => format!(
                 "{}{}:{}%",
-                if *iops { "iops" } else { "bw" },
+                metric.name(),
                 if *slope { "_slope" } else { "" },
                 limit * 100.0
             ),
         }
     }
 
-    /// Whether the window's values hold (MB/s and IOPS of each round, rounds of `round_s`
-    /// seconds), with the window of the value the rule judges.
-    pub fn holds(&self, mb_s: &[f64], iops: &[f64], round_s: f64) -> Option<Window> {
+    /// Whether the window's rounds (of `round_s` seconds each) hold, with the window of the
+    /// value the rule judges.
+    pub fn holds(&self, r: Rounds<'_>, round_s: f64) -> Option<Window> {
         match *self {
-            SteadyRule::Snia => Window::of(mb_s).filter(Window::snia_steady),
+            SteadyRule::Snia => Window::of(r.mb_s).filter(Window::snia_steady),
             SteadyRule::Fio {
-                iops: i,
+                metric,
                 slope,
                 limit,
             } => {
-                let v = if i { iops } else { mb_s };
+                let v = match metric {
+                    SteadyMetric::Iops => r.iops,
+                    SteadyMetric::Bw => r.mb_s,
+                    SteadyMetric::Lat => r.lat_us,
+                };
                 let w = Window::of(v)?;
                 let ok = if slope {
                     // excursion is slope × (n - 1) / mean; per second: / ((n - 1) × round)
@@ -580,18 +618,29 @@ mod tests {
         let r = SteadyRule::parse("iops:10%").unwrap();
         assert_eq!(r.text(), "iops:10%");
         let mb = [1.0; 5];
+        let on = |mb_s, iops, lat_us| Rounds { mb_s, iops, lat_us };
         assert!(r
-            .holds(&mb, &[100.0, 105.0, 95.0, 100.0, 100.0], 1.0)
+            .holds(on(&mb, &[100.0, 105.0, 95.0, 100.0, 100.0], &mb), 1.0)
             .is_some());
         assert!(r
-            .holds(&mb, &[100.0, 115.0, 95.0, 100.0, 100.0], 1.0)
+            .holds(on(&mb, &[100.0, 115.0, 95.0, 100.0, 100.0], &mb), 1.0)
             .is_none());
         // bw_slope:1%: a rise of 1 MB/s a round of 1 s on a mean of 100 is 1% a second.
         let s = SteadyRule::parse("bw_slope:1.5%").unwrap();
         let rising = [98.0, 99.0, 100.0, 101.0, 102.0];
-        assert!(s.holds(&rising, &mb, 1.0).is_some());
-        assert!(s.holds(&rising, &mb, 0.5).is_none(), "2% a second");
-        for bad in ["iops", "iops:10", "lat:5%", "xyz:5%", "bw:0%"] {
+        assert!(s.holds(on(&rising, &mb, &mb), 1.0).is_some());
+        assert!(s.holds(on(&rising, &mb, &mb), 0.5).is_none(), "2% a second");
+        // fio's latency criteria judge the rounds' mean latency.
+        let l = SteadyRule::parse("lat:10%").unwrap();
+        assert_eq!(l.text(), "lat:10%");
+        let lat = [500.0, 520.0, 480.0, 500.0, 500.0];
+        assert!(l.holds(on(&rising, &rising, &lat), 1.0).is_some());
+        let jumpy = [500.0, 620.0, 480.0, 500.0, 500.0];
+        assert!(l.holds(on(&mb, &mb, &jumpy), 1.0).is_none());
+        let ls = SteadyRule::parse("lat_slope:1.5%").unwrap();
+        assert!(ls.holds(on(&mb, &mb, &rising), 1.0).is_some());
+        assert!(ls.holds(on(&mb, &mb, &rising), 0.5).is_none());
+        for bad in ["iops", "iops:10", "lat", "xyz:5%", "bw:0%"] {
             assert!(SteadyRule::parse(bad).is_err(), "{bad}");
         }
     }

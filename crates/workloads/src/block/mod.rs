@@ -72,7 +72,8 @@ pub struct BlockArgs {
     pub stable: StableArgs,
     /// Passes are rounds until the last --ss-window of them are steady: the SNIA PTS rule
     /// (default: range within 20%, best-fit excursion within 10% of their mean MB/s), or
-    /// fio's iops:P%, bw:P%, iops_slope:P%, bw_slope:P% (see docs/workloads.md).
+    /// fio's iops:P%, bw:P%, lat:P%, iops_slope:P%, bw_slope:P%, lat_slope:P%
+    /// (see docs/workloads.md).
     #[arg(
         long,
         value_name = "RULE",
