@@ -26,6 +26,7 @@ pub mod markdown;
 pub mod mpi;
 pub mod presets;
 pub mod series;
+pub mod series_chart;
 pub mod set;
 pub mod style;
 pub mod terminal;

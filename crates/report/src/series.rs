@@ -249,11 +249,12 @@ pub fn text(run: &RunRecord, interval_ms: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use iolab_measure::{CpuUsage, TimeSeries};
 
-    fn pass(index: u32, seconds: f64, bytes: Vec<u64>) -> PassRecord {
+    /// A pass of `seconds` with this 100 ms byte series (for the chart's tests too).
+    pub(crate) fn pass(index: u32, seconds: f64, bytes: Vec<u64>) -> PassRecord {
         PassRecord::new(
             index,
             seconds,
