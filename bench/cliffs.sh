@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# RATE_CLIFF on real runs (docs/benchmarks.md#cliffs quotes them):
+# RATE_CLIFF and RATE_DECLINE on real runs (docs/benchmarks.md#cliffs quotes them):
 #
 #   (a) false positives on a plain loop device: RUNS runs of a short cdm (8 tests, 2 passes
 #       of 1 s each) on a direct-I/O loop device over an image on a tmpfs (no cache below
@@ -75,16 +75,20 @@ for w in d["warnings"]:
 
 # RUNS runs of the short cdm on DEVICE (in cgroup CG or "-"): how many raised each code.
 false_positives() {
-  local name=$1 dev=$2 cg=$3 cliffs=0 stalls=0 i out
+  local name=$1 dev=$2 cg=$3 cliffs=0 stalls=0 declines=0 i out
   for i in $(seq "$RUNS"); do
     out=$(warnings "$cg" "${CDM[@]}" --target "$dev")
     if grep -q '^RATE_CLIFF' <<<"$out"; then
       cliffs=$((cliffs + 1))
       grep '^RATE_CLIFF' <<<"$out" | sed 's/^/    /'
     fi
+    if grep -q '^RATE_DECLINE' <<<"$out"; then
+      declines=$((declines + 1))
+      grep '^RATE_DECLINE' <<<"$out" | sed 's/^/    /'
+    fi
     grep -q '^STALLED_INTERVALS' <<<"$out" && stalls=$((stalls + 1))
   done
-  echo "$name: RATE_CLIFF in $cliffs of $RUNS runs (8 tests each), STALLED_INTERVALS in $stalls"
+  echo "$name: RATE_CLIFF in $cliffs of $RUNS runs (8 tests each), RATE_DECLINE in $declines, STALLED_INTERVALS in $stalls"
 }
 
 if part a || part b; then

@@ -391,6 +391,104 @@ impl SteadyRule {
     }
 }
 
+/// A decline: the least-squares line through the rate falls by at least this share of its
+/// starting value over the test.
+pub const DECLINE_MIN_FALL: f64 = 0.3;
+/// A decline: the line explains at least this share of the rate's variance (R²): a steady
+/// fall, not noise around a level.
+pub const DECLINE_MIN_R2: f64 = 0.6;
+/// A decline: the fewest intervals judged (3 s).
+pub const DECLINE_MIN_INTERVALS: usize = 30;
+
+/// A steady decline of the rate within a test (not a step: a cliff is reported as such).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decline {
+    /// The fitted line's rate at the series' start and end (MB/s).
+    pub from_mb_s: f64,
+    pub to_mb_s: f64,
+    /// Seconds of the series judged.
+    pub seconds: f64,
+    /// The share of the rate's variance the line explains.
+    pub r2: f64,
+}
+
+/// The least squared error of `ys` split into two levels (each side its mean), each side at
+/// least a tenth of the values.
+fn best_step_sse(ys: &[f64]) -> f64 {
+    let n = ys.len();
+    let (total, total_sq): (f64, f64) = ys.iter().fold((0.0, 0.0), |a, y| (a.0 + y, a.1 + y * y));
+    let side = (n / 10).max(1);
+    let (mut sum, mut sq) = (0.0, 0.0);
+    let mut best = f64::INFINITY;
+    for (k, y) in ys.iter().enumerate().take(n - side) {
+        sum += y;
+        sq += y * y;
+        let left = k + 1;
+        if left < side {
+            continue;
+        }
+        let right = (n - left) as f64;
+        let sse_l = sq - sum * sum / left as f64;
+        let (rs, rq) = (total - sum, total_sq - sq);
+        let sse_r = rq - rs * rs / right;
+        best = best.min(sse_l + sse_r);
+    }
+    best
+}
+
+/// A test's steady decline: its passes' intervals in a row (each pass's first interval, the
+/// start-up, aside), at least [`DECLINE_MIN_INTERVALS`], a least-squares line through MB/s
+/// over time that falls by [`DECLINE_MIN_FALL`] or more of its starting value and explains
+/// [`DECLINE_MIN_R2`] or more of the variance, and fits better than any step between two
+/// levels; none where the test has a cliff.
+pub fn test_decline(t: &TestRecord) -> Option<Decline> {
+    if test_cliff(t).is_some() {
+        return None;
+    }
+    let mut pts: Vec<(f64, f64)> = Vec::new();
+    let mut at = 0.0;
+    for p in &t.passes {
+        for (i, s) in pass_samples(p).iter().enumerate() {
+            if i > 0 {
+                pts.push((at + s.seconds / 2.0, s.mb_s()));
+            }
+            at += s.seconds;
+        }
+    }
+    let n = pts.len();
+    if n < DECLINE_MIN_INTERVALS {
+        return None;
+    }
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n as f64;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n as f64;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let syy: f64 = pts.iter().map(|p| (p.1 - my).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx <= 0.0 || syy <= 0.0 || my <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let r2 = sxy * sxy / (sxx * syy);
+    // A step (two levels) that fits better than the line is a level shift, not a decline.
+    let line_sse = syy * (1.0 - r2);
+    let ys: Vec<f64> = pts.iter().map(|p| p.1).collect();
+    if best_step_sse(&ys) < line_sse {
+        return None;
+    }
+    let (x0, x1) = (pts[0].0, pts[n - 1].0);
+    let from = my + slope * (x0 - mx);
+    let to = my + slope * (x1 - mx);
+    let fall = (from - to) / from;
+    (slope < 0.0 && from > 0.0 && fall >= DECLINE_MIN_FALL && r2 >= DECLINE_MIN_R2).then(|| {
+        Decline {
+            from_mb_s: from,
+            to_mb_s: to.max(0.0),
+            seconds: at,
+            r2,
+        }
+    })
+}
+
 /// Intervals with no completions in a test.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stalls {
@@ -610,6 +708,67 @@ mod tests {
             .unwrap()
             .snia_steady());
         assert_eq!(Window::of(&[1.0]), None);
+    }
+
+    fn test_of(bytes: Vec<u64>) -> TestRecord {
+        let secs = bytes.len() as f64 / 10.0;
+        TestRecord {
+            name: "T".into(),
+            group: "T".into(),
+            job: iolab_spec::JobSpec::new(iolab_spec::Rw::Write, 65536, 1, 1),
+            passes: vec![PassRecord::new(
+                1,
+                secs,
+                None,
+                None,
+                None,
+                Default::default(),
+                iolab_measure::TimeSeries {
+                    interval_ms: 100,
+                    bytes,
+                    ..Default::default()
+                },
+            )],
+            summary: Default::default(),
+            extra: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_steady_fall_is_a_decline_and_steps_and_noise_are_not() {
+        // 100 MB/s falling to 40 MB/s over 5 s, with ±5% wobble.
+        let fall: Vec<u64> = (0..50)
+            .map(|i| {
+                let wob = if i % 2 == 0 { 1.05 } else { 0.95 };
+                ((100.0 - 60.0 * i as f64 / 49.0) * wob * 100_000.0) as u64
+            })
+            .collect();
+        let d = test_decline(&test_of(fall)).expect("a decline");
+        assert!(
+            (d.from_mb_s - 100.0).abs() < 8.0 && (d.to_mb_s - 40.0).abs() < 8.0,
+            "{d:?}"
+        );
+        // A step is a cliff, or a level shift, not a decline.
+        let mut step = vec![10_000_000u64; 25];
+        step.extend(vec![2_000_000u64; 25]);
+        assert!(test_decline(&test_of(step)).is_none());
+        let mut shift = vec![10_000_000u64; 20];
+        shift.extend(vec![5_500_000u64; 20]);
+        assert!(test_decline(&test_of(shift)).is_none());
+        // Noise around a level, and a mild fall (20%), are not.
+        let noisy: Vec<u64> = (0..50u64)
+            .map(|i| 5_000_000 + (i * 7919 % 13) * 200_000)
+            .collect();
+        assert!(test_decline(&test_of(noisy)).is_none());
+        let mild: Vec<u64> = (0..50)
+            .map(|i| ((100.0 - 20.0 * i as f64 / 49.0) * 1e5) as u64)
+            .collect();
+        assert!(test_decline(&test_of(mild)).is_none());
+        // Too short to judge.
+        let short: Vec<u64> = (0..20)
+            .map(|i| ((100.0 - 3.0 * i as f64) * 1e5) as u64)
+            .collect();
+        assert!(test_decline(&test_of(short)).is_none());
     }
 
     #[test]

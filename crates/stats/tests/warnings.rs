@@ -1448,6 +1448,27 @@ fn rate_cliff_when_the_rate_drops_and_stays_down() {
     quiet(&analyze(&between, &f), "RATE_CLIFF");
 }
 
+/// RATE_DECLINE: a steady fall over the test (not a step, which is RATE_CLIFF's).
+#[test]
+fn rate_decline_when_the_rate_falls_steadily() {
+    let f = TargetFacts::default();
+    // 300 MB/s falling to 150 over 5 s.
+    let r: Vec<f64> = (0..50).map(|i| 300.0 - 150.0 * i as f64 / 49.0).collect();
+    let ws = analyze(&series_run(&r), &f);
+    fired(
+        &ws,
+        "RATE_DECLINE",
+        Some("SEQ"),
+        &["writes fell steadily from 29", "MB/s to 15", "over 5.0 s"],
+    );
+    assert_eq!(codes(&ws), ["RATE_DECLINE"]);
+    // A step is a cliff only; a level is nothing.
+    let mut step = vec![1204.0; 24];
+    step.extend([212.0; 30]);
+    assert_eq!(codes(&analyze(&series_run(&step), &f)), ["RATE_CLIFF"]);
+    none(&analyze(&series_run(&[100.0; 50]), &f));
+}
+
 #[test]
 fn stalled_intervals_counted_in_busy_passes_only() {
     let f = TargetFacts::default();
