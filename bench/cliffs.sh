@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# RATE_CLIFF on real runs (docs/benchmarks.md#cliffs quotes them):
+# RATE_CLIFF and RATE_DECLINE on real runs (docs/benchmarks.md#cliffs quotes them):
 #
 #   (a) false positives on a plain loop device: RUNS runs of a short cdm (8 tests, 2 passes
 #       of 1 s each) on a direct-I/O loop device over an image on a tmpfs (no cache below
@@ -13,6 +13,13 @@
 #       while it lasts, 16 MiB/s after, recovering at 64 MiB/s once idle 50 ms), SSD_RUNS
 #       times, with a 2 s pause: the burst, its bytes, the sustained rate and the recovery
 #       time against the model's.
+#   (e) --precondition on the same emulated SSD: a 3 s pass of 64K QD32 writes over 640 MiB
+#       after the cache recovered (no preconditioning: the pass runs on the fast cache),
+#       then with --precondition 1x (the region written first: the pass runs after the
+#       cliff); not in the default PARTS.
+#   (f) false positives of RATE_DECLINE, which judges 3 s of series or more (cdm's 2 x 1 s
+#       passes are too short for it): RUNS runs of one 4 s pass of 4K QD8 random writes on
+#       (a)'s device; not in the default PARTS.
 #
 # Prints, per part, how many runs raised RATE_CLIFF (and STALLED_INTERVALS), with the
 # messages. Usage: bench/cliffs.sh   RUNS (default 20), SSD_RUNS (default 3), PARTS
@@ -71,19 +78,23 @@ for w in d["warnings"]:
 
 # RUNS runs of the short cdm on DEVICE (in cgroup CG or "-"): how many raised each code.
 false_positives() {
-  local name=$1 dev=$2 cg=$3 cliffs=0 stalls=0 i out
+  local name=$1 dev=$2 cg=$3 cliffs=0 stalls=0 declines=0 i out
   for i in $(seq "$RUNS"); do
     out=$(warnings "$cg" "${CDM[@]}" --target "$dev")
     if grep -q '^RATE_CLIFF' <<<"$out"; then
       cliffs=$((cliffs + 1))
       grep '^RATE_CLIFF' <<<"$out" | sed 's/^/    /'
     fi
+    if grep -q '^RATE_DECLINE' <<<"$out"; then
+      declines=$((declines + 1))
+      grep '^RATE_DECLINE' <<<"$out" | sed 's/^/    /'
+    fi
     grep -q '^STALLED_INTERVALS' <<<"$out" && stalls=$((stalls + 1))
   done
-  echo "$name: RATE_CLIFF in $cliffs of $RUNS runs (8 tests each), STALLED_INTERVALS in $stalls"
+  echo "$name: RATE_CLIFF in $cliffs of $RUNS runs, RATE_DECLINE in $declines, STALLED_INTERVALS in $stalls"
 }
 
-if part a || part b; then
+if part a || part b || part f; then
   TMPFS=$WORK/tmpfs
   mkdir "$TMPFS"
   mount -t tmpfs -o size=80m tmpfs "$TMPFS"
@@ -94,6 +105,14 @@ fi
 
 if part a; then
   false_positives "(a) plain loop device (over tmpfs)" "$lo" -
+fi
+
+if part f; then
+  saved=("${CDM[@]}")
+  CDM=(custom --rw randwrite --bs 4k --iodepth 8 --size 64MiB --runs 1 --duration 4s
+       --warmup 0 --allow-destroy-device --no-store --quiet --json -)
+  false_positives "(f) plain loop device (over tmpfs), one 4 s pass of 4K QD8 random writes" "$lo" -
+  CDM=("${saved[@]}")
 fi
 
 if part b; then
@@ -112,7 +131,7 @@ if part d; then
   false_positives "(d) loop device over a file on /var/tmp's disk" "$lo" -
 fi
 
-if part c; then
+if part c || part e; then
   dir=$WORK/emu
   mkdir -m 700 "$dir" "$dir/mnt"
   truncate -s 768M "$dir/backing.img"
@@ -126,6 +145,9 @@ if part c; then
   lo=$(losetup -f --show --direct-io=on "$dir/mnt/disk.img")
   LOOPS+=("$lo")
   echo "write back" > "/sys/block/$(basename "$lo")/queue/write_cache"
+fi
+
+if part c; then
   echo "(c) emulated SSD: 256 MiB fast cache at 64 MiB/s (67.1 MB/s), then 16 MiB/s (16.8 MB/s);"
   echo "    recovers 64 MiB/s once idle 50 ms: wholly in 4.05 s (model)"
   for i in $(seq "$SSD_RUNS"); do
@@ -142,5 +164,21 @@ print("    burst %s MB/s for %s MiB (%s s), sustained %s MB/s; after %.2f s idle
     f(s["burst_mb_s"], "%.1f"), f(s["burst_bytes"] and s["burst_bytes"]/MiB, "%.1f"),
     f(s["burst_seconds"], "%.2f"), f(s["sustained_mb_s"], "%.1f"), r["idle_s"],
     f(r["burst_bytes"] and r["burst_bytes"]/MiB, "%.1f"), f(r["recovery_s"], "%.2f")))'
+  done
+fi
+
+if part e; then
+  echo "(e) emulated SSD as in (c): one 3 s pass of 64K QD32 writes on 640 MiB"
+  for pre in none 1x; do
+    sleep 5 # the cache recovers wholly
+    "$IOLAB" run custom --rw write --bs 64k --iodepth 32 --target "$lo" --size 640MiB \
+      --runs 1 --duration 3s --ramp 0 --warmup 0 --precondition "$pre" \
+      --allow-destroy-device --no-store --quiet --json - 2>/dev/null |
+      PRE=$pre python3 -c 'import json,os,sys
+d=json.load(sys.stdin)
+t=d["tests"][0]; p=(t.get("extra") or {}).get("precondition")
+print("    --precondition %s: %.1f MB/s%s" % (os.environ["PRE"], t["passes"][0]["mb_s"],
+    "" if not p else " (preconditioning wrote %.0f MiB in %.1f s, %.1f MB/s)" % (
+        p["bytes"]/(1<<20), p["seconds"], p["mb_s"])))'
   done
 fi

@@ -327,6 +327,10 @@ pub struct ShowArgs {
     /// With --series: CSV, one row per interval, with a header row.
     #[arg(long, requires = "series", conflicts_with = "json")]
     pub csv: bool,
+    /// With --series: write fio's bw, iops and lat logs of every test instead
+    /// (PREFIX_bw.N.log ..., test N; windows of --interval).
+    #[arg(long, requires = "series", conflicts_with_all = ["json", "csv"], value_name = "PREFIX")]
+    pub fio_log: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -98,6 +98,27 @@ fn show(args: ShowArgs) -> Result<(), RunError> {
     Ok(())
 }
 
+/// `show N --series --fio-log PREFIX`: fio's bw, iops and lat logs of every test, windows
+/// of `ms`; the files written listed, the logs a test's record cannot give said on stderr.
+fn write_fio_logs(run: &iolab_measure::RunRecord, prefix: &str, ms: u64) -> Result<(), RunError> {
+    use iolab_workloads::fio::logs;
+    let wanted = logs::for_run(run, prefix, ms);
+    let w = logs::write(run, &wanted).map_err(RunError::usage)?;
+    for f in &w.files {
+        println!("{}", f.display());
+    }
+    for s in &w.skipped {
+        eprintln!("iolab: not written: {s}");
+    }
+    if w.files.is_empty() {
+        return Err(RunError::usage(format!(
+            "--fio-log {prefix}: run {} has no series a log can be written from",
+            run.uuid
+        )));
+    }
+    Ok(())
+}
+
 /// `show N --series`: the run's per-interval throughput as a table, CSV or JSON.
 fn show_series(args: &ShowArgs, run: &iolab_measure::RunRecord) -> Result<(), RunError> {
     let text = args.interval.as_deref().unwrap_or("1s");
@@ -106,6 +127,9 @@ fn show_series(args: &ShowArgs, run: &iolab_measure::RunRecord) -> Result<(), Ru
     let ms = interval.as_millis() as u64;
     iolab_report::series::check_interval(run, ms).map_err(RunError::usage)?;
     use iolab_report::series;
+    if let Some(prefix) = &args.fio_log {
+        return write_fio_logs(run, prefix, ms);
+    }
     if args.json {
         println!(
             "{}",

@@ -385,3 +385,93 @@ fn crosscheck_job_runs_both_tools_per_job() {
     assert!(!Path::new("/dev/never-touched").exists());
     assert!(sb.target_entries().is_empty());
 }
+
+/// fio's write_bw_log/write_iops_log/write_lat_log with log_avg_msec: fio's file names and
+/// line format, one line per window agreeing with the stored series, new files only (0600;
+/// an existing one refused before the run, exit 2), a window that is not a multiple of
+/// 100 ms refused at its line; `show --series --fio-log` writes them for a stored run
+/// (issue 27).
+#[test]
+fn fio_logs_are_written_in_fios_format_and_exported_from_a_stored_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let pre = sb.path("lg");
+    let pre = pre.to_str().unwrap();
+    let text = format!(
+        "[w]\nrw=write\nbs=64k\nsize=2m\ntime_based\nlog_avg_msec=100\nwrite_bw_log={pre}\n\
+         write_iops_log={pre}\nwrite_lat_log={pre}\n"
+    );
+    let f = job_file(&sb, "logs.fio", text.as_bytes());
+    let run = |f: &str| sb.run(&["fio", f, "--duration", "300ms"]);
+    run(&f).ok();
+    let read = |name: &str| -> Vec<Vec<u64>> {
+        let p = sb.path(name);
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name}");
+        std::fs::read_to_string(&p)
+            .unwrap()
+            .lines()
+            .map(|l| l.split(", ").map(|v| v.parse().unwrap()).collect())
+            .collect()
+    };
+    let csv = sb
+        .iolab(&["show", "last", "--series", "--interval", "100ms", "--csv"])
+        .ok();
+    let rows: Vec<Vec<String>> = csv
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(String::from).collect())
+        .filter(|r: &Vec<String>| r[6] != "0")
+        .collect();
+    let (bw, iops, lat) = (
+        read("lg_bw.1.log"),
+        read("lg_iops.1.log"),
+        read("lg_lat.1.log"),
+    );
+    assert!(!bw.is_empty(), "{}", csv.stdout);
+    for log in [&bw, &iops, &lat] {
+        assert_eq!(log.len(), rows.len(), "{log:?}\n{}", csv.stdout);
+        for (line, row) in log.iter().zip(&rows) {
+            assert_eq!(line.len(), 5, "time, value, ddir, bs, prio: {line:?}");
+            assert_eq!(line[2..], [1, 0, 0]);
+            let end_ms = (row[2].parse::<f64>().unwrap() + row[3].parse::<f64>().unwrap()) * 1e3;
+            assert_eq!(line[0], end_ms.round() as u64);
+        }
+    }
+    // A full window's IOPS is its I/Os over 100 ms; its latency the CSV's mean in ns.
+    let ios: u64 = rows[0][6].parse().unwrap();
+    assert_eq!(iops[0][1], ios * 10);
+    let mean_ns = rows[0][8].parse::<f64>().unwrap() * 1e3;
+    assert!(
+        (lat[0][1] as f64 - mean_ns).abs() <= 1.0,
+        "{lat:?} {mean_ns}"
+    );
+
+    let again = run(&f).code(2);
+    again.stderr_has(&["logs.fio:7: write_bw_log", "exists"]);
+    let bad = job_file(
+        &sb,
+        "bad.fio",
+        b"[w]\nrw=write\nsize=2m\nlog_avg_msec=150\nwrite_bw_log=zz\n",
+    );
+    run(&bad)
+        .code(2)
+        .stderr_has(&["bad.fio:4: log_avg_msec", "multiple of 100"]);
+
+    let ex = sb.path("ex");
+    let out = sb
+        .iolab(&[
+            "show",
+            "last",
+            "--series",
+            "--interval",
+            "200ms",
+            "--fio-log",
+            ex.to_str().unwrap(),
+        ])
+        .ok();
+    assert_eq!(out.stdout.lines().count(), 3, "{}", out.stdout);
+    assert!(!read("ex_lat.1.log").is_empty());
+    assert!(sb.target_entries().is_empty());
+}

@@ -838,8 +838,8 @@ fn show_series_as_csv_json_and_table_at_a_chosen_interval() {
     let mut reader = csv::Reader::from_reader(out.stdout.as_bytes());
     let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
     assert_eq!(
-        header,
-        ["test", "pass", "start_s", "seconds", "bytes", "mb_s"]
+        header.join(","),
+        "test,pass,start_s,seconds,bytes,mb_s,ios,iops,lat_mean_us,lat_max_us"
     );
     let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
     for p in passes {
@@ -849,6 +849,13 @@ fn show_series_as_csv_json_and_table_at_a_chosen_interval() {
         let bytes: u64 = mine.iter().map(|r| r[4].parse::<u64>().unwrap()).sum();
         assert_eq!(bytes, p["bytes"].as_u64().unwrap(), "{}", out.stdout);
         assert_eq!(&mine[0][2], "0");
+        // I/Os per interval add up to the pass's; each interval's mean is within its max.
+        let ios: u64 = mine.iter().map(|r| r[6].parse::<u64>().unwrap()).sum();
+        assert_eq!(ios, p["write"]["ios"].as_u64().unwrap(), "{}", out.stdout);
+        for r in &mine {
+            let (mean, max): (f64, f64) = (r[8].parse().unwrap(), r[9].parse().unwrap());
+            assert!(mean > 0.0 && mean <= max, "{}", out.stdout);
+        }
     }
 
     let v = sb
@@ -860,9 +867,16 @@ fn show_series_as_csv_json_and_table_at_a_chosen_interval() {
     assert_eq!(t["passes"].as_array().unwrap().len(), passes.len());
     assert!(t["cliff"].is_null(), "{t:#}");
     assert!(t["stalls"]["intervals"].is_u64(), "{t:#}");
+    let p0 = &t["passes"][0];
+    assert_eq!(
+        p0["iops"].as_array().unwrap().len(),
+        p0["mb_s"].as_array().unwrap().len()
+    );
+    assert!(p0["lat_mean_us"][0].as_f64().unwrap() > 0.0, "{p0:#}");
 
     let table = sb.iolab(&["show", "last", "--series"]).ok();
     assert!(table.stdout.contains("MB/s"), "{}", table.stdout);
+    assert!(table.stdout.contains("IOPS"), "{}", table.stdout);
     let bad = sb
         .iolab(&["show", "last", "--series", "--interval", "150ms"])
         .code(2);

@@ -534,3 +534,71 @@ fn steady_state_on_a_throttle_is_attained_in_the_first_window() {
     );
     assert!(!warning_codes(&doc).contains(&"RATE_CLIFF".to_string()));
 }
+
+/// `--precondition 2x` writes twice the region before the first test (a read-only run's
+/// too: preconditioning writes) and every test's `extra.precondition` and a note say so;
+/// it is refused naming it where it cannot apply: a file iolab did not create, `--verify`,
+/// a value that is neither none, a size nor Nx (issue 27).
+#[test]
+fn precondition_writes_the_region_first_or_is_refused_by_name() {
+    let sb = Sandbox::new();
+    let base = "custom --rw read --bs 64k --size 2MiB --runs 1 --duration 100ms --warmup 0";
+    let line = format!("{base} --precondition 2x");
+    let doc = run_json(&sb, &line.split_whitespace().collect::<Vec<_>>());
+    let pre = &doc["tests"][0]["extra"]["precondition"];
+    assert_eq!(pre["bytes"], 4 << 20, "{pre:#}");
+    assert_eq!(pre["region_bytes"], 2 << 20, "{pre:#}");
+    assert_eq!(pre["block_bytes"], 128 << 10, "{pre:#}");
+    assert!(
+        doc["notes"].to_string().contains("preconditioned (2x)"),
+        "{}",
+        doc["notes"]
+    );
+
+    let mine = sb.path("mine.img");
+    std::fs::write(&mine, vec![0u8; 2 << 20]).unwrap();
+    let run_on_mine = |extra: &[&str]| {
+        let mut args: Vec<&str> = vec!["run"];
+        args.extend(base.split_whitespace());
+        args.extend(extra);
+        args.extend(["--target", mine.to_str().unwrap()]);
+        sb.iolab(&args)
+    };
+    run_on_mine(&["--precondition", "1MiB"])
+        .code(2)
+        .stderr_has(&["--precondition writes the target", "allow-overwrite-file"]);
+    // Without --precondition the same read-only run of that file is fine.
+    run_on_mine(&[]).ok();
+    let args = [
+        "custom",
+        "--rw",
+        "write",
+        "--size",
+        "2MiB",
+        "--verify",
+        "--precondition",
+        "2x",
+    ];
+    sb.run(&args)
+        .code(2)
+        .stderr_has(&["--precondition", "--verify"]);
+    sb.run(&["custom", "--size", "2MiB", "--precondition", "3y"])
+        .code(2)
+        .stderr_has(&["--precondition 3y"]);
+}
+
+/// fio's latency criteria (`lat:P%`, `lat_slope:P%`) are taken and judge each round's mean
+/// latency: the window's mean latency is in `extra.steady_state` (issue 27).
+#[test]
+fn steady_state_takes_fios_latency_criteria() {
+    let sb = Sandbox::new();
+    let line = "custom --engine null --rw randread --bs 4k --size 4MiB --duration 100ms \
+                --warmup 0 --steady-state lat_slope:50% --ss-window 2 --ss-max-rounds 3";
+    let doc = run_json(&sb, &line.split_whitespace().collect::<Vec<_>>());
+    let ss = &doc["tests"][0]["extra"]["steady_state"];
+    assert_eq!(ss["rule"], "lat_slope:50%", "{ss:#}");
+    assert!(ss["window_mean_lat_us"].as_f64().unwrap() > 0.0, "{ss:#}");
+    let line = "custom --engine null --size 4MiB --steady-state lat:5";
+    let out = sb.run(&line.split_whitespace().collect::<Vec<_>>()).code(2);
+    out.stderr_has(&["--steady-state", "percentage"]);
+}

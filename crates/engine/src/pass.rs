@@ -8,7 +8,8 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use iolab_measure::{
-    CpuSample, DirResult, IoErrorRecord, LatencyHistogram, PassRecord, SyncStats, TimeSeries,
+    CpuSample, DirResult, DirSeries, IoErrorRecord, LatencyHistogram, PassRecord, SyncStats,
+    TimeSeries,
 };
 use iolab_spec::{format_bytes, DataPattern, RunSettings, TestSpec};
 
@@ -268,6 +269,7 @@ fn merge(index: u32, results: &[JobResult], cpu0: CpuSample, cpu1: CpuSample) ->
     let mut sh = LatencyHistogram::new();
     let (mut rb, mut wb) = (0u64, 0u64);
     let mut series: Vec<u64> = Vec::new();
+    let mut dirs = [DirSeries::default(), DirSeries::default()];
     let mut errors: Vec<IoErrorRecord> = Vec::new();
     for r in results {
         rh.merge(&r.read_hist);
@@ -282,6 +284,9 @@ fn merge(index: u32, results: &[JobResult], cpu0: CpuSample, cpu1: CpuSample) ->
         }
         for (i, b) in r.series.iter().enumerate() {
             series[i + shift] += b;
+        }
+        for (d, rd) in dirs.iter_mut().zip(&r.dir_series) {
+            d.merge_at(rd, shift);
         }
         errors.extend(r.errors.iter().cloned());
     }
@@ -302,6 +307,8 @@ fn merge(index: u32, results: &[JobResult], cpu0: CpuSample, cpu1: CpuSample) ->
         TimeSeries {
             interval_ms: SERIES_INTERVAL.as_millis() as u32,
             bytes: series,
+            read: std::mem::take(&mut dirs[0]).non_empty(),
+            write: std::mem::take(&mut dirs[1]).non_empty(),
         },
     );
     record.errors = errors;

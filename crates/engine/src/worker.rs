@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use iolab_measure::{IoErrorRecord, LatencyHistogram};
+use iolab_measure::{DirSeries, IoErrorRecord, LatencyHistogram};
 use iolab_spec::{DataPattern, IoDir, JobSpec, SyncMode};
 
 use crate::buffers::{stamp, BufferPool};
@@ -51,6 +51,8 @@ pub struct JobResult {
     pub sync_hist: LatencyHistogram,
     /// Bytes completed per [`SERIES_INTERVAL`] since `start`.
     pub series: Vec<u64>,
+    /// Reads and writes per [`SERIES_INTERVAL`]: bytes, I/Os and latency.
+    pub dir_series: [DirSeries; 2],
     /// Counted I/Os per line of the job's access specification (empty without one).
     pub access_ios: Vec<u64>,
     pub errors: Vec<IoErrorRecord>,
@@ -259,6 +261,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
         sync_hist: LatencyHistogram::new(),
         // Room for ten minutes of samples up front; a longer pass grows it as it goes.
         series: Vec::with_capacity((p.duration.as_millis() / 100 + 2).min(6000) as usize),
+        dir_series: [DirSeries::default(), DirSeries::default()],
         access_ios: vec![0; job.access.len()],
         errors: Vec::new(),
         uncounted_bytes: [0, 0],
@@ -481,6 +484,12 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
             ns: 0,
             n: 0,
         };
+        let bucket = if ramping {
+            0
+        } else {
+            (t_done.saturating_duration_since(measure_from).as_nanos() as u64 / interval_ns)
+                as usize
+        };
         for c in done.drain(..) {
             let s = c.slot as usize;
             let lat = (t_done - slot_t[s]).as_nanos() as u64;
@@ -512,6 +521,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 continue;
             }
             batch_bytes += len;
+            res.dir_series[(dir == IoDir::Write) as usize].add(bucket, len, lat);
             if !access.is_empty() {
                 res.access_ios[slot_line[s]] += 1;
             }
@@ -535,7 +545,6 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
         }
         lats.flush(&mut res);
         if batch_bytes > 0 {
-            let bucket = ((t_done - measure_from).as_nanos() as u64 / interval_ns) as usize;
             if res.series.len() <= bucket {
                 res.series.resize(bucket + 1, 0);
             }

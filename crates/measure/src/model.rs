@@ -58,14 +58,121 @@ pub struct SyncStats {
     pub lat_us: LatSummary,
 }
 
-/// Bytes completed per interval since the start of the pass.
+/// Bytes completed per interval since the start of the pass, and (for block passes stored
+/// since the series gained them) each direction's completions and latency per interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimeSeries {
     pub interval_ms: u32,
     pub bytes: Vec<u64>,
+    /// Reads per interval; absent in older records and in passes without reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<DirSeries>,
+    /// Writes per interval; absent in older records and in passes without writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<DirSeries>,
+}
+
+/// One direction's completions per interval: bytes, I/Os, their latencies summed (for the
+/// mean) and the largest. All four have one entry per interval of the series.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirSeries {
+    pub bytes: Vec<u64>,
+    pub ios: Vec<u64>,
+    pub lat_sum_ns: Vec<u64>,
+    pub lat_max_ns: Vec<u64>,
+}
+
+impl DirSeries {
+    /// Room for `n` intervals.
+    pub fn with_capacity(n: usize) -> DirSeries {
+        DirSeries {
+            bytes: Vec::with_capacity(n),
+            ios: Vec::with_capacity(n),
+            lat_sum_ns: Vec::with_capacity(n),
+            lat_max_ns: Vec::with_capacity(n),
+        }
+    }
+
+    /// Intervals held.
+    pub fn len(&self) -> usize {
+        self.ios.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ios.iter().all(|&n| n == 0)
+    }
+
+    /// Itself, or `None` when it holds no completion.
+    pub fn non_empty(self) -> Option<DirSeries> {
+        (!self.is_empty()).then_some(self)
+    }
+
+    fn grow(&mut self, n: usize) {
+        if self.ios.len() < n {
+            self.bytes.resize(n, 0);
+            self.ios.resize(n, 0);
+            self.lat_sum_ns.resize(n, 0);
+            self.lat_max_ns.resize(n, 0);
+        }
+    }
+
+    /// One completion of `bytes` after `lat_ns` in interval `i`.
+    #[inline]
+    pub fn add(&mut self, i: usize, bytes: u64, lat_ns: u64) {
+        self.grow(i + 1);
+        self.bytes[i] += bytes;
+        self.ios[i] += 1;
+        self.lat_sum_ns[i] += lat_ns;
+        if lat_ns > self.lat_max_ns[i] {
+            self.lat_max_ns[i] = lat_ns;
+        }
+    }
+
+    /// `other`'s intervals added to this one's, `shift` intervals later (another job or
+    /// rank of the same pass).
+    pub fn merge_at(&mut self, other: &DirSeries, shift: usize) {
+        self.grow(other.len() + shift);
+        for i in 0..other.len() {
+            let j = i + shift;
+            self.bytes[j] += other.bytes.get(i).copied().unwrap_or(0);
+            self.ios[j] += other.ios[i];
+            self.lat_sum_ns[j] += other.lat_sum_ns.get(i).copied().unwrap_or(0);
+            self.lat_max_ns[j] =
+                self.lat_max_ns[j].max(other.lat_max_ns.get(i).copied().unwrap_or(0));
+        }
+    }
+
+    /// Intervals `from..to` taken together: (bytes, I/Os, latency sum ns, latency max ns).
+    pub fn span(&self, from: usize, to: usize) -> (u64, u64, u64, u64) {
+        let to = to.min(self.len());
+        let from = from.min(to);
+        let sum = |v: &[u64]| v.get(from..to).map_or(0, |s| s.iter().sum());
+        let max = self
+            .lat_max_ns
+            .get(from..to)
+            .and_then(|s| s.iter().max().copied())
+            .unwrap_or(0);
+        (sum(&self.bytes), sum(&self.ios), sum(&self.lat_sum_ns), max)
+    }
 }
 
 impl TimeSeries {
+    /// Intervals `from..to` of both directions taken together: (I/Os, latency sum ns, latency
+    /// max ns); `None` for a series stored without them.
+    pub fn io_span(&self, from: usize, to: usize) -> Option<(u64, u64, u64)> {
+        if self.read.is_none() && self.write.is_none() {
+            return None;
+        }
+        let mut out = (0, 0, 0);
+        for d in [&self.read, &self.write].into_iter().flatten() {
+            let (_, n, sum, max) = d.span(from, to);
+            out.0 += n;
+            out.1 += sum;
+            out.2 = out.2.max(max);
+        }
+        Some(out)
+    }
+
     /// MB/s of each interval (the last one may be partial and is scaled by its true length
     /// only when `seconds` says how long the pass was).
     pub fn mb_s(&self, seconds: f64) -> Vec<f64> {

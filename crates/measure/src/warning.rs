@@ -207,6 +207,23 @@ warning_codes! {
               bytes, sustained rate and the recovery after a pause), or passes long enough \
               that the burst is a small part of them",
     }
+    RateDecline = "RATE_DECLINE" {
+        caveat: None,
+        title: "The rate fell steadily during a test",
+        when: "no RATE_CLIFF, and the per-100 ms series of a test's measured passes, one \
+               after another (each pass's first interval, the start-up, aside; at least 30 \
+               intervals, 3 s), has a least-squares line through its MB/s that falls by 30% \
+               or more of its starting value and explains at least 60% of the rate's \
+               variance (R²), and fits better than any step between two levels: a decline, not a \
+               step. The message gives the line's rates at \
+               the start and the end and the seconds judged. A device slowing as it fills \
+               (garbage collection, an SMR disk's zones, a cache draining more slowly than it \
+               fills), a file getting fragmented, or a machine getting busier: the headline \
+               depends on how long the test ran; false positives measured by \
+               `bench/cliffs.sh` are in [benchmarks.md](benchmarks.md#cliffs-and-sustained-writes)",
+        fix: "measure until the rate is steady (`--steady-state`, or `iolab run sustained`), \
+              and say how long the test ran with its number",
+    }
     CompressibleData = "COMPRESSIBLE_DATA" {
         caveat: Some(Caveat::Cache),
         title: "Zeros written to a compressing filesystem",

@@ -25,6 +25,7 @@ pub mod history;
 pub mod mpi;
 pub mod presets;
 pub mod series;
+pub mod series_chart;
 pub mod set;
 pub mod style;
 mod table;

@@ -1,8 +1,14 @@
 //! `iolab show N --series`: every test's throughput per interval, from the 100 ms series each
 //! pass stores, summed into intervals of a chosen length (a multiple of the stored one), as
-//! a table, CSV (one row per interval) or JSON (per test, with its cliff and stalls).
+//! a table, CSV (one row per interval) or JSON (per test, with its cliff and stalls). Passes
+//! stored with I/O counts and latencies per interval (block passes since those were added)
+//! also give IOPS and the mean and largest latency of each interval; older ones give bytes.
 
 use iolab_measure::{PassRecord, RunRecord, TestRecord, MB};
+#[cfg(test)]
+use iolab_spec::fiojob::logs::LogKind;
+#[cfg(test)]
+use iolab_stats::series::fio_log;
 use iolab_stats::series::{stalls, test_cliff};
 use serde_json::{json, Value};
 
@@ -17,6 +23,19 @@ pub struct Row {
     pub seconds: f64,
     pub bytes: u64,
     pub mb_s: f64,
+    /// I/Os completed, their mean and largest latency (µs); `None` for a series stored
+    /// without them.
+    pub io: Option<IoFigures>,
+}
+
+/// An interval's I/O figures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IoFigures {
+    pub ios: u64,
+    pub iops: f64,
+    /// `None` when no I/O completed in the interval.
+    pub lat_mean_us: Option<f64>,
+    pub lat_max_us: Option<f64>,
 }
 
 /// Why a series cannot be cut into intervals of the length asked for.
@@ -55,6 +74,18 @@ fn pass_rows(t: &TestRecord, p: &PassRecord, interval_ms: u64) -> Vec<Row> {
             let start = i as f64 * iv;
             let seconds = (p.seconds - start).clamp(0.0, iv);
             let bytes: u64 = chunk.iter().sum();
+            let io = ts
+                .io_span(i * per, i * per + chunk.len())
+                .map(|(ios, sum, max)| IoFigures {
+                    ios,
+                    iops: if seconds > 0.0 {
+                        ios as f64 / seconds
+                    } else {
+                        0.0
+                    },
+                    lat_mean_us: (ios > 0).then(|| sum as f64 / ios as f64 / 1000.0),
+                    lat_max_us: (ios > 0).then(|| max as f64 / 1000.0),
+                });
             Row {
                 test: t.name.clone(),
                 pass: p.index,
@@ -66,6 +97,7 @@ fn pass_rows(t: &TestRecord, p: &PassRecord, interval_ms: u64) -> Vec<Row> {
                 } else {
                     0.0
                 },
+                io,
             }
         })
         .collect()
@@ -83,10 +115,24 @@ pub fn rows(run: &RunRecord, interval_ms: u64) -> Vec<Row> {
         .collect()
 }
 
-/// The CSV: `test,pass,start_s,seconds,bytes,mb_s`, a header row first.
+/// The CSV: `test,pass,start_s,seconds,bytes,mb_s,ios,iops,lat_mean_us,lat_max_us`, a
+/// header row first; the last four are empty for a series stored without them (and the
+/// latencies for an interval without a completion).
 pub fn csv(run: &RunRecord, interval_ms: u64) -> String {
+    let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
     crate::csv::table(
-        &["test", "pass", "start_s", "seconds", "bytes", "mb_s"],
+        &[
+            "test",
+            "pass",
+            "start_s",
+            "seconds",
+            "bytes",
+            "mb_s",
+            "ios",
+            "iops",
+            "lat_mean_us",
+            "lat_max_us",
+        ],
         rows(run, interval_ms).into_iter().map(|r| {
             vec![
                 r.test,
@@ -95,6 +141,10 @@ pub fn csv(run: &RunRecord, interval_ms: u64) -> String {
                 r.seconds.to_string(),
                 r.bytes.to_string(),
                 r.mb_s.to_string(),
+                r.io.map(|x| x.ios.to_string()).unwrap_or_default(),
+                opt(r.io.map(|x| x.iops)),
+                opt(r.io.and_then(|x| x.lat_mean_us)),
+                opt(r.io.and_then(|x| x.lat_max_us)),
             ]
         }),
     )
@@ -112,13 +162,23 @@ pub fn json(run: &RunRecord, interval_ms: u64) -> Value {
                 .iter()
                 .map(|p| {
                     let r = pass_rows(t, p, interval_ms);
-                    json!({
+                    let mut v = json!({
                         "pass": p.index,
                         "start_s": r.iter().map(|x| x.start_s).collect::<Vec<_>>(),
                         "seconds": r.iter().map(|x| x.seconds).collect::<Vec<_>>(),
                         "bytes": r.iter().map(|x| x.bytes).collect::<Vec<_>>(),
                         "mb_s": r.iter().map(|x| x.mb_s).collect::<Vec<_>>(),
-                    })
+                    });
+                    if r.iter().all(|x| x.io.is_some()) && !r.is_empty() {
+                        let io: Vec<IoFigures> = r.iter().filter_map(|x| x.io).collect();
+                        v["ios"] = json!(io.iter().map(|x| x.ios).collect::<Vec<_>>());
+                        v["iops"] = json!(io.iter().map(|x| x.iops).collect::<Vec<_>>());
+                        v["lat_mean_us"] =
+                            json!(io.iter().map(|x| x.lat_mean_us).collect::<Vec<_>>());
+                        v["lat_max_us"] =
+                            json!(io.iter().map(|x| x.lat_max_us).collect::<Vec<_>>());
+                    }
+                    v
                 })
                 .collect();
             let cliff = test_cliff(t).map(|c| {
@@ -150,13 +210,32 @@ pub fn text(run: &RunRecord, interval_ms: u64) -> String {
     let mut out = String::new();
     for t in &run.tests {
         out.push_str(&format!("{}\n", t.name));
-        out.push_str("  pass   from s      MB/s        bytes\n");
+        let with_io = t
+            .passes
+            .iter()
+            .any(|p| p.timeseries.io_span(0, 0).is_some());
+        out.push_str("  pass   from s      MB/s        bytes");
+        out.push_str(if with_io {
+            "       IOPS  mean lat µs   max lat µs\n"
+        } else {
+            "\n"
+        });
+        let lat = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
         for p in &t.passes {
             for r in pass_rows(t, p, interval_ms) {
                 out.push_str(&format!(
-                    "  {:>4} {:>8.1} {:>9.1} {:>12}\n",
+                    "  {:>4} {:>8.1} {:>9.1} {:>12}",
                     r.pass, r.start_s, r.mb_s, r.bytes
                 ));
+                if let Some(io) = r.io {
+                    out.push_str(&format!(
+                        " {:>10.0} {:>12} {:>12}",
+                        io.iops,
+                        lat(io.lat_mean_us),
+                        lat(io.lat_max_us)
+                    ));
+                }
+                out.push('\n');
             }
         }
         if let Some(c) = test_cliff(t) {
@@ -170,11 +249,12 @@ pub fn text(run: &RunRecord, interval_ms: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use iolab_measure::{CpuUsage, TimeSeries};
 
-    fn pass(index: u32, seconds: f64, bytes: Vec<u64>) -> PassRecord {
+    /// A pass of `seconds` with this 100 ms byte series (for the chart's tests too).
+    pub(crate) fn pass(index: u32, seconds: f64, bytes: Vec<u64>) -> PassRecord {
         PassRecord::new(
             index,
             seconds,
@@ -185,6 +265,7 @@ mod tests {
             TimeSeries {
                 interval_ms: 100,
                 bytes,
+                ..Default::default()
             },
         )
     }
@@ -205,5 +286,49 @@ mod tests {
         assert!((r[0].mb_s - 15.0).abs() < 1e-9);
         assert_eq!(r[1].bytes, 500_000);
         assert!((r[1].seconds - 0.05).abs() < 1e-9 && (r[1].mb_s - 10.0).abs() < 1e-6);
+        assert!(
+            r[0].io.is_none(),
+            "a series stored with bytes only gives bytes"
+        );
+    }
+
+    #[test]
+    fn intervals_with_io_counts_give_iops_and_latency() {
+        let mut p = pass(1, 0.25, vec![8192, 4096, 0]);
+        let mut w = iolab_measure::DirSeries::default();
+        w.add(0, 4096, 1_000_000);
+        w.add(0, 4096, 3_000_000);
+        w.add(1, 4096, 5_000_000);
+        p.timeseries.write = Some(w);
+        let t = TestRecord {
+            name: "T".into(),
+            group: "T".into(),
+            job: iolab_spec::JobSpec::new(iolab_spec::Rw::Write, 4096, 1, 1),
+            passes: vec![p],
+            summary: Default::default(),
+            extra: Value::Null,
+        };
+        let r = pass_rows(&t, &t.passes[0], 100);
+        let io: Vec<IoFigures> = r.iter().map(|x| x.io.unwrap()).collect();
+        assert_eq!(io.iter().map(|x| x.ios).collect::<Vec<_>>(), [2, 1, 0]);
+        assert!((io[0].iops - 20.0).abs() < 1e-9);
+        assert_eq!(io[0].lat_mean_us, Some(2000.0));
+        assert_eq!(io[0].lat_max_us, Some(3000.0));
+        assert_eq!(io[2].lat_mean_us, None);
+        let r = pass_rows(&t, &t.passes[0], 200);
+        assert_eq!(r[0].io.unwrap().ios, 3);
+        assert_eq!(r[0].io.unwrap().lat_max_us, Some(5000.0));
+
+        // fio's windowed logs: 200 ms windows, the last ending at the pass's end (250 ms).
+        assert_eq!(fio_log(&t, LogKind::Bw, 200).unwrap(), "200, 60, 1, 0, 0\n");
+        assert_eq!(
+            fio_log(&t, LogKind::Iops, 100).unwrap(),
+            "100, 20, 1, 0, 0\n200, 10, 1, 0, 0\n"
+        );
+        assert_eq!(
+            fio_log(&t, LogKind::Lat, 200).unwrap(),
+            "200, 3000000, 1, 0, 0\n"
+        );
+        assert!(fio_log(&t, LogKind::Bw, 150).is_err());
     }
 }

@@ -83,6 +83,10 @@ pub struct BlockPlan {
     /// The block size is the user's `--bs` (custom): a test larger than the region is
     /// refused naming `--bs`, not `--size`.
     pub bs_given: bool,
+    /// `--precondition`: the region written before the first test.
+    pub precondition: Option<crate::precondition::Precondition>,
+    /// What preconditioning did (`extra.precondition` of every test), once it has.
+    pub preconditioned: Option<serde_json::Value>,
 }
 
 /// `--steady-state`: a test's passes are rounds; it stops once its last `window` rounds
@@ -92,6 +96,21 @@ pub struct SteadyPlan {
     pub rule: iolab_stats::series::SteadyRule,
     pub window: u32,
     pub max_rounds: u32,
+}
+
+/// A pass's mean latency over its reads and writes together, in µs (0 without I/O).
+fn mean_lat_us(p: &iolab_measure::PassRecord) -> f64 {
+    let (n, sum) = [&p.read, &p.write]
+        .into_iter()
+        .flatten()
+        .fold((0u64, 0.0), |(n, s), d| {
+            (n + d.ios, s + d.lat_us.mean * d.ios as f64)
+        });
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
+    }
 }
 
 /// SNIA PTS: rounds in the measurement window, and most rounds.
@@ -109,7 +128,13 @@ impl SteadyPlan {
         let last = passes.get(passes.len().checked_sub(w)?..)?;
         let mb: Vec<f64> = last.iter().map(|p| p.mb_s).collect();
         let iops: Vec<f64> = last.iter().map(|p| p.iops).collect();
-        self.rule.holds(&mb, &iops, round.as_secs_f64())
+        let lat: Vec<f64> = last.iter().map(mean_lat_us).collect();
+        let rounds = iolab_stats::series::Rounds {
+            mb_s: &mb,
+            iops: &iops,
+            lat_us: &lat,
+        };
+        self.rule.holds(rounds, round.as_secs_f64())
     }
 
     /// `extra.steady_state` of a test.
@@ -132,6 +157,7 @@ impl SteadyPlan {
             "max_rounds": self.max_rounds,
             "window_mean_mb_s": mean(|p| p.mb_s),
             "window_mean_iops": mean(|p| p.iops),
+            "window_mean_lat_us": mean(mean_lat_us),
             "window_range": window.map(|x| x.range),
             "window_excursion": window.map(|x| x.excursion),
         })
@@ -159,6 +185,8 @@ impl BlockPlan {
             steady: None,
             skip_unfit: false,
             bs_given: false,
+            precondition: None,
+            preconditioned: None,
         }
     }
 
@@ -387,7 +415,8 @@ pub fn prepare_target(
     progress: &Progress,
     created: &mut dyn FnMut(&Path, (u64, u64)),
 ) -> Result<Target, RunError> {
-    let writes = plan.tests.iter().any(|t| t.job.rw.writes());
+    // Preconditioning writes: the target is one the run may write.
+    let writes = plan.tests.iter().any(|t| t.job.rw.writes()) || plan.precondition.is_some();
     let req = TargetRequest {
         path,
         size: plan.size_given.then_some(plan.settings.size),
@@ -408,8 +437,16 @@ pub fn prepare_target(
     if plan.verify {
         crate::options::check_verify_map(&plan.tests, &req.path, req.size, req.default_size)?;
     }
-    let target = prepare_with(&req, stop, &mut |d, t| progress.preparing(d, t), created)
-        .map_err(target_error)?;
+    let only_pre = plan.precondition.is_some() && !plan.tests.iter().any(|t| t.job.rw.writes());
+    let target = prepare_with(&req, stop, &mut |d, t| progress.preparing(d, t), created).map_err(
+        |e| match (target_error(e), only_pre) {
+            (RunError::Usage(u), true) => RunError::Usage(UsageError::option(
+                "precondition",
+                format!("--precondition writes the target, which this run may not: {u}"),
+            )),
+            (e, _) => e,
+        },
+    )?;
     fit_region(plan, target)
 }
 
@@ -517,6 +554,9 @@ fn fit_region(plan: &mut BlockPlan, target: Target) -> Result<Target, RunError> 
 /// passes and gathers the facts for the warnings before the target is removed.
 pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     ctx.progress.set_total(plan.planned());
+    if plan.precondition.is_some() {
+        crate::precondition::refuse(plan.verify, ctx.coordinator().is_some())?;
+    }
     let (path, shared) = match ctx.coordinator().is_some() {
         true => agree_with_ranks(&mut plan, ctx)?,
         false => {
@@ -547,6 +587,16 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     let watch = crate::facts::top_devices(env);
     ctx.progress
         .println(&plan_line(&plan, &target.io_path.display().to_string()));
+    if let Some(pc) = plan.precondition {
+        let done = crate::precondition::run(pc, &target, &plan.settings, ctx);
+        match done {
+            Ok(d) => plan.preconditioned = d.map(|d| serde_json::to_value(d).unwrap_or_default()),
+            Err(e) => {
+                remove_target(target, ctx);
+                return Err(e);
+            }
+        }
+    }
     let mut passes = OnTarget {
         plan: &plan,
         target: &target,
@@ -1250,6 +1300,12 @@ impl Schedule<'_> {
         });
         t.record.extra =
             BlockExtra::new(t.spec, t.access_ios.clone(), checked, adaptive).to_value();
+        if let Some(v) = &self.plan.preconditioned {
+            if !t.record.extra.is_object() {
+                t.record.extra = serde_json::json!({});
+            }
+            t.record.extra["precondition"] = v.clone();
+        }
         if let Some(sp) = self.plan.steady {
             if !t.record.extra.is_object() {
                 t.record.extra = serde_json::json!({});

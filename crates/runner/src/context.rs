@@ -334,6 +334,11 @@ impl RunContext {
     }
 
     /// The run record; panics before [`RunContext::start`] (a workload bug).
+    /// Whether [`RunContext::start`] has made the run record.
+    pub fn has_run(&self) -> bool {
+        self.run.is_some()
+    }
+
     pub fn run(&mut self) -> &mut RunRecord {
         self.run.as_mut().expect("RunContext::start comes first")
     }

@@ -9,6 +9,7 @@ pub mod facts;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod options;
+pub mod precondition;
 pub mod progress;
 pub mod repeat;
 pub mod signals;

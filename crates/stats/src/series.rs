@@ -7,7 +7,8 @@
 //! passes are left out). A pass's last interval is partial; it counts with its true length
 //! when it is at least half an interval, and is dropped otherwise.
 
-use iolab_measure::{PassRecord, TestRecord, MB};
+use iolab_measure::{DirSeries, PassRecord, TestRecord, MB};
+use iolab_spec::fiojob::logs::LogKind;
 
 /// A cliff: the rate after is at most this share of the rate before (caches fall 2× and
 /// more: an SSD's SLC cache 3-10×; a level shift of a busy machine's CPU-bound I/O, which
@@ -262,20 +263,53 @@ impl Window {
     }
 }
 
+/// What one of fio's steady-state criteria judges, round by round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SteadyMetric {
+    Iops,
+    /// MB/s.
+    Bw,
+    /// The round's mean latency (reads and writes together).
+    Lat,
+}
+
+impl SteadyMetric {
+    fn name(self) -> &'static str {
+        match self {
+            SteadyMetric::Iops => "iops",
+            SteadyMetric::Bw => "bw",
+            SteadyMetric::Lat => "lat",
+        }
+    }
+}
+
 /// A steady-state rule over a test's passes (rounds): the SNIA PTS window, or one of
 /// fio's `steadystate` criteria.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SteadyRule {
     /// Range within 20% and excursion within 10% of the window's mean (MB/s).
     Snia,
-    /// fio's `iops`/`bw` (`slope` false: every value within `limit` × the mean of it) or
-    /// `iops_slope`/`bw_slope` (`slope`: the least-squares slope, per second, within
-    /// `limit` × the mean).
-    Fio { iops: bool, slope: bool, limit: f64 },
+    /// fio's `iops`/`bw`/`lat` (`slope` false: every value within `limit` × the mean of it)
+    /// or `iops_slope`/`bw_slope`/`lat_slope` (`slope`: the least-squares slope, per
+    /// second, within `limit` × the mean).
+    Fio {
+        metric: SteadyMetric,
+        slope: bool,
+        limit: f64,
+    },
+}
+
+/// The rounds a steady-state rule judges: each one's MB/s, IOPS and mean latency (µs).
+#[derive(Debug, Clone, Copy)]
+pub struct Rounds<'a> {
+    pub mb_s: &'a [f64],
+    pub iops: &'a [f64],
+    pub lat_us: &'a [f64],
 }
 
 impl SteadyRule {
-    /// `snia`, or fio's `iops:P%`, `bw:P%`, `iops_slope:P%`, `bw_slope:P%`.
+    /// `snia`, or fio's `iops:P%`, `bw:P%`, `lat:P%`, `iops_slope:P%`, `bw_slope:P%`,
+    /// `lat_slope:P%`.
     pub fn parse(text: &str) -> Result<SteadyRule, String> {
         let t = text.trim();
         if t.eq_ignore_ascii_case("snia") {
@@ -283,20 +317,17 @@ impl SteadyRule {
         }
         let (name, limit) = t.split_once(':').ok_or_else(|| {
             format!(
-                "'{text}': give snia, or iops, bw, iops_slope or bw_slope with :P% (e.g. iops:20%)"
+                "'{text}': give snia, or iops, bw, lat, iops_slope, bw_slope or lat_slope with \
+                 :P% (e.g. iops:20%)"
             )
         })?;
-        let (iops, slope) = match name.trim() {
-            "iops" => (true, false),
-            "bw" => (false, false),
-            "iops_slope" => (true, true),
-            "bw_slope" => (false, true),
-            "lat" | "lat_slope" => {
-                return Err(format!(
-                    "'{text}': latency criteria are not supported; use iops, bw, iops_slope or \
-                     bw_slope"
-                ))
-            }
+        let (metric, slope) = match name.trim() {
+            "iops" => (SteadyMetric::Iops, false),
+            "bw" => (SteadyMetric::Bw, false),
+            "lat" => (SteadyMetric::Lat, false),
+            "iops_slope" => (SteadyMetric::Iops, true),
+            "bw_slope" => (SteadyMetric::Bw, true),
+            "lat_slope" => (SteadyMetric::Lat, true),
             other => return Err(format!("'{text}': unknown criterion '{other}'")),
         };
         let pct = limit
@@ -308,7 +339,7 @@ impl SteadyRule {
                 format!("'{text}': the limit is a percentage of the mean, e.g. {name}:10%")
             })?;
         Ok(SteadyRule::Fio {
-            iops,
+            metric,
             slope,
             limit: pct / 100.0,
         })
@@ -318,26 +349,34 @@ impl SteadyRule {
     pub fn text(&self) -> String {
         match self {
             SteadyRule::Snia => "snia".into(),
-            SteadyRule::Fio { iops, slope, limit } => format!(
+            SteadyRule::Fio {
+                metric,
+                slope,
+                limit,
+            } => format!(
                 "{}{}:{}%",
-                if *iops { "iops" } else { "bw" },
+                metric.name(),
                 if *slope { "_slope" } else { "" },
                 limit * 100.0
             ),
         }
     }
 
-    /// Whether the window's values hold (MB/s and IOPS of each round, rounds of `round_s`
-    /// seconds), with the window of the value the rule judges.
-    pub fn holds(&self, mb_s: &[f64], iops: &[f64], round_s: f64) -> Option<Window> {
+    /// Whether the window's rounds (of `round_s` seconds each) hold, with the window of the
+    /// value the rule judges.
+    pub fn holds(&self, r: Rounds<'_>, round_s: f64) -> Option<Window> {
         match *self {
-            SteadyRule::Snia => Window::of(mb_s).filter(Window::snia_steady),
+            SteadyRule::Snia => Window::of(r.mb_s).filter(Window::snia_steady),
             SteadyRule::Fio {
-                iops: i,
+                metric,
                 slope,
                 limit,
             } => {
-                let v = if i { iops } else { mb_s };
+                let v = match metric {
+                    SteadyMetric::Iops => r.iops,
+                    SteadyMetric::Bw => r.mb_s,
+                    SteadyMetric::Lat => r.lat_us,
+                };
                 let w = Window::of(v)?;
                 let ok = if slope {
                     // excursion is slope × (n - 1) / mean; per second: / ((n - 1) × round)
@@ -350,6 +389,104 @@ impl SteadyRule {
             }
         }
     }
+}
+
+/// A decline: the least-squares line through the rate falls by at least this share of its
+/// starting value over the test.
+pub const DECLINE_MIN_FALL: f64 = 0.3;
+/// A decline: the line explains at least this share of the rate's variance (R²): a steady
+/// fall, not noise around a level.
+pub const DECLINE_MIN_R2: f64 = 0.6;
+/// A decline: the fewest intervals judged (3 s).
+pub const DECLINE_MIN_INTERVALS: usize = 30;
+
+/// A steady decline of the rate within a test (not a step: a cliff is reported as such).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decline {
+    /// The fitted line's rate at the series' start and end (MB/s).
+    pub from_mb_s: f64,
+    pub to_mb_s: f64,
+    /// Seconds of the series judged.
+    pub seconds: f64,
+    /// The share of the rate's variance the line explains.
+    pub r2: f64,
+}
+
+/// The least squared error of `ys` split into two levels (each side its mean), each side at
+/// least a tenth of the values.
+fn best_step_sse(ys: &[f64]) -> f64 {
+    let n = ys.len();
+    let (total, total_sq): (f64, f64) = ys.iter().fold((0.0, 0.0), |a, y| (a.0 + y, a.1 + y * y));
+    let side = (n / 10).max(1);
+    let (mut sum, mut sq) = (0.0, 0.0);
+    let mut best = f64::INFINITY;
+    for (k, y) in ys.iter().enumerate().take(n - side) {
+        sum += y;
+        sq += y * y;
+        let left = k + 1;
+        if left < side {
+            continue;
+        }
+        let right = (n - left) as f64;
+        let sse_l = sq - sum * sum / left as f64;
+        let (rs, rq) = (total - sum, total_sq - sq);
+        let sse_r = rq - rs * rs / right;
+        best = best.min(sse_l + sse_r);
+    }
+    best
+}
+
+/// A test's steady decline: its passes' intervals in a row (each pass's first interval, the
+/// start-up, aside), at least [`DECLINE_MIN_INTERVALS`], a least-squares line through MB/s
+/// over time that falls by [`DECLINE_MIN_FALL`] or more of its starting value and explains
+/// [`DECLINE_MIN_R2`] or more of the variance, and fits better than any step between two
+/// levels; none where the test has a cliff.
+pub fn test_decline(t: &TestRecord) -> Option<Decline> {
+    if test_cliff(t).is_some() {
+        return None;
+    }
+    let mut pts: Vec<(f64, f64)> = Vec::new();
+    let mut at = 0.0;
+    for p in &t.passes {
+        for (i, s) in pass_samples(p).iter().enumerate() {
+            if i > 0 {
+                pts.push((at + s.seconds / 2.0, s.mb_s()));
+            }
+            at += s.seconds;
+        }
+    }
+    let n = pts.len();
+    if n < DECLINE_MIN_INTERVALS {
+        return None;
+    }
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n as f64;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n as f64;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let syy: f64 = pts.iter().map(|p| (p.1 - my).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx <= 0.0 || syy <= 0.0 || my <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let r2 = sxy * sxy / (sxx * syy);
+    // A step (two levels) that fits better than the line is a level shift, not a decline.
+    let line_sse = syy * (1.0 - r2);
+    let ys: Vec<f64> = pts.iter().map(|p| p.1).collect();
+    if best_step_sse(&ys) < line_sse {
+        return None;
+    }
+    let (x0, x1) = (pts[0].0, pts[n - 1].0);
+    let from = my + slope * (x0 - mx);
+    let to = my + slope * (x1 - mx);
+    let fall = (from - to) / from;
+    (slope < 0.0 && from > 0.0 && fall >= DECLINE_MIN_FALL && r2 >= DECLINE_MIN_R2).then(|| {
+        Decline {
+            from_mb_s: from,
+            to_mb_s: to.max(0.0),
+            seconds: at,
+            r2,
+        }
+    })
 }
 
 /// Intervals with no completions in a test.
@@ -401,6 +538,87 @@ pub fn stalls(t: &TestRecord) -> Stalls {
         }
     }
     s
+}
+
+/// fio's log of `kind` for test `t` (`time_ms, value, ddir, 0, 0` lines, as fio writes
+/// windowed logs: `log_avg_msec` = `avg_ms`, a multiple of the stored interval), its passes
+/// one after another (a later pass's times continue from the end of the one before). Each
+/// window gives a line per direction that completed I/O in it, stamped at the window's end
+/// (a pass's last window at the pass's end); bandwidth in KiB/s and IOPS over the window's
+/// true length, latency the mean in nanoseconds, each truncated to an integer as fio does.
+/// A series stored without I/O counts (older runs) gives a bandwidth log for a test of one
+/// direction only; the rest is refused with the reason.
+pub fn fio_log(t: &TestRecord, kind: LogKind, avg_ms: u64) -> Result<String, String> {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut offset_ms = 0.0;
+    for p in &t.passes {
+        let ts = &p.timeseries;
+        let stored = ts.interval_ms as u64;
+        let pass_ms = p.seconds * 1000.0;
+        if stored == 0 || ts.bytes.is_empty() {
+            offset_ms += pass_ms;
+            continue;
+        }
+        if avg_ms == 0 || !avg_ms.is_multiple_of(stored) {
+            return Err(format!(
+                "test {}: a window of {avg_ms} ms is not a multiple of its {stored} ms intervals",
+                t.name
+            ));
+        }
+        // Each direction's series; an older record's bytes stand for the one direction of
+        // a test that does only one.
+        let bytes_only;
+        let dirs: [Option<&DirSeries>; 2] = if ts.read.is_none() && ts.write.is_none() {
+            let (r, w) = (t.job.rw.reads(), t.job.rw.writes());
+            if kind != LogKind::Bw || (r && w) {
+                return Err(format!(
+                    "test {} was stored without per-interval I/O counts{}: only the bandwidth                      log of a test of one direction can be written from it",
+                    t.name,
+                    if r && w { " and mixes reads and writes" } else { "" }
+                ));
+            }
+            bytes_only = DirSeries {
+                bytes: ts.bytes.clone(),
+                ..Default::default()
+            };
+            if w {
+                [None, Some(&bytes_only)]
+            } else {
+                [Some(&bytes_only), None]
+            }
+        } else {
+            [ts.read.as_ref(), ts.write.as_ref()]
+        };
+        let per = (avg_ms / stored) as usize;
+        let n = ts.bytes.len();
+        for from in (0..n).step_by(per) {
+            let to = (from + per).min(n);
+            let end_ms = ((to as u64 * stored) as f64).min(pass_ms);
+            let len_ms = end_ms - (from as u64 * stored) as f64;
+            if len_ms <= 0.0 {
+                continue;
+            }
+            for (ddir, d) in dirs.iter().enumerate() {
+                let Some(d) = d else { continue };
+                let bytes: u64 = d
+                    .bytes
+                    .get(from..to.min(d.bytes.len()))
+                    .map_or(0, |s| s.iter().sum());
+                let (_, ios, lat_sum, _) = d.span(from, to);
+                let value = match kind {
+                    LogKind::Bw if bytes > 0 => bytes as f64 * 1000.0 / len_ms / 1024.0,
+                    LogKind::Iops if ios > 0 => ios as f64 * 1000.0 / len_ms,
+                    LogKind::Lat if ios > 0 => lat_sum as f64 / ios as f64,
+                    _ => continue,
+                };
+                let time = (offset_ms + end_ms).round() as u64;
+                let _ = writeln!(out, "{time}, {}, {ddir}, 0, 0", value as u64);
+            }
+        }
+        offset_ms += pass_ms;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -492,24 +710,96 @@ mod tests {
         assert_eq!(Window::of(&[1.0]), None);
     }
 
+    fn test_of(bytes: Vec<u64>) -> TestRecord {
+        let secs = bytes.len() as f64 / 10.0;
+        TestRecord {
+            name: "T".into(),
+            group: "T".into(),
+            job: iolab_spec::JobSpec::new(iolab_spec::Rw::Write, 65536, 1, 1),
+            passes: vec![PassRecord::new(
+                1,
+                secs,
+                None,
+                None,
+                None,
+                Default::default(),
+                iolab_measure::TimeSeries {
+                    interval_ms: 100,
+                    bytes,
+                    ..Default::default()
+                },
+            )],
+            summary: Default::default(),
+            extra: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_steady_fall_is_a_decline_and_steps_and_noise_are_not() {
+        // 100 MB/s falling to 40 MB/s over 5 s, with ±5% wobble.
+        let fall: Vec<u64> = (0..50)
+            .map(|i| {
+                let wob = if i % 2 == 0 { 1.05 } else { 0.95 };
+                ((100.0 - 60.0 * i as f64 / 49.0) * wob * 100_000.0) as u64
+            })
+            .collect();
+        let d = test_decline(&test_of(fall)).expect("a decline");
+        assert!(
+            (d.from_mb_s - 100.0).abs() < 8.0 && (d.to_mb_s - 40.0).abs() < 8.0,
+            "{d:?}"
+        );
+        // A step is a cliff, or a level shift, not a decline.
+        let mut step = vec![10_000_000u64; 25];
+        step.extend(vec![2_000_000u64; 25]);
+        assert!(test_decline(&test_of(step)).is_none());
+        let mut shift = vec![10_000_000u64; 20];
+        shift.extend(vec![5_500_000u64; 20]);
+        assert!(test_decline(&test_of(shift)).is_none());
+        // Noise around a level, and a mild fall (20%), are not.
+        let noisy: Vec<u64> = (0..50u64)
+            .map(|i| 5_000_000 + (i * 7919 % 13) * 200_000)
+            .collect();
+        assert!(test_decline(&test_of(noisy)).is_none());
+        let mild: Vec<u64> = (0..50)
+            .map(|i| ((100.0 - 20.0 * i as f64 / 49.0) * 1e5) as u64)
+            .collect();
+        assert!(test_decline(&test_of(mild)).is_none());
+        // Too short to judge.
+        let short: Vec<u64> = (0..20)
+            .map(|i| ((100.0 - 3.0 * i as f64) * 1e5) as u64)
+            .collect();
+        assert!(test_decline(&test_of(short)).is_none());
+    }
+
     #[test]
     fn steady_rules_parse_and_judge() {
         assert_eq!(SteadyRule::parse("snia"), Ok(SteadyRule::Snia));
         let r = SteadyRule::parse("iops:10%").unwrap();
         assert_eq!(r.text(), "iops:10%");
         let mb = [1.0; 5];
+        let on = |mb_s, iops, lat_us| Rounds { mb_s, iops, lat_us };
         assert!(r
-            .holds(&mb, &[100.0, 105.0, 95.0, 100.0, 100.0], 1.0)
+            .holds(on(&mb, &[100.0, 105.0, 95.0, 100.0, 100.0], &mb), 1.0)
             .is_some());
         assert!(r
-            .holds(&mb, &[100.0, 115.0, 95.0, 100.0, 100.0], 1.0)
+            .holds(on(&mb, &[100.0, 115.0, 95.0, 100.0, 100.0], &mb), 1.0)
             .is_none());
         // bw_slope:1%: a rise of 1 MB/s a round of 1 s on a mean of 100 is 1% a second.
         let s = SteadyRule::parse("bw_slope:1.5%").unwrap();
         let rising = [98.0, 99.0, 100.0, 101.0, 102.0];
-        assert!(s.holds(&rising, &mb, 1.0).is_some());
-        assert!(s.holds(&rising, &mb, 0.5).is_none(), "2% a second");
-        for bad in ["iops", "iops:10", "lat:5%", "xyz:5%", "bw:0%"] {
+        assert!(s.holds(on(&rising, &mb, &mb), 1.0).is_some());
+        assert!(s.holds(on(&rising, &mb, &mb), 0.5).is_none(), "2% a second");
+        // fio's latency criteria judge the rounds' mean latency.
+        let l = SteadyRule::parse("lat:10%").unwrap();
+        assert_eq!(l.text(), "lat:10%");
+        let lat = [500.0, 520.0, 480.0, 500.0, 500.0];
+        assert!(l.holds(on(&rising, &rising, &lat), 1.0).is_some());
+        let jumpy = [500.0, 620.0, 480.0, 500.0, 500.0];
+        assert!(l.holds(on(&mb, &mb, &jumpy), 1.0).is_none());
+        let ls = SteadyRule::parse("lat_slope:1.5%").unwrap();
+        assert!(ls.holds(on(&mb, &mb, &rising), 1.0).is_some());
+        assert!(ls.holds(on(&mb, &mb, &rising), 0.5).is_none());
+        for bad in ["iops", "iops:10", "lat", "xyz:5%", "bw:0%"] {
             assert!(SteadyRule::parse(bad).is_err(), "{bad}");
         }
     }

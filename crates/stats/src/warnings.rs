@@ -954,6 +954,22 @@ fn rate_cliff_and_stalls(out: &mut Vec<Warning>, t: &TestRecord) {
             Some(t),
         ));
     }
+    if let Some(d) = crate::series::test_decline(t).filter(|_| !measured_here) {
+        out.push(w(
+            WarningCode::RateDecline,
+            format!(
+                "{what} fell steadily from {} MB/s to {} MB/s over {:.1} s (a fitted line, \
+                 R² {:.2}): the number depends on how long the test ran",
+                mb_s_text(d.from_mb_s),
+                mb_s_text(d.to_mb_s),
+                d.seconds,
+                d.r2
+            ),
+            "measure until the rate is steady (--steady-state, or iolab run sustained), and \
+             give the test's length with its number",
+            Some(t),
+        ));
+    }
     let s = crate::series::stalls(t);
     if s.intervals > 0 {
         let passes: Vec<String> = s.passes.iter().map(|p| p.to_string()).collect();

@@ -51,6 +51,7 @@ fn pass_with(index: u32, rw: Rw, mb_s: f64, ios: u64) -> PassRecord {
         TimeSeries {
             interval_ms: 100,
             bytes: vec![bytes / 10; 10],
+            ..Default::default()
         },
     );
     assert!((p.mb_s - mb_s).abs() < 1e-6, "{} vs {mb_s}", p.mb_s);
@@ -1391,6 +1392,7 @@ fn series_run(rates: &[f64]) -> RunRecord {
         TimeSeries {
             interval_ms: 100,
             bytes,
+            ..Default::default()
         },
     );
     p.index = 1;
@@ -1445,6 +1447,27 @@ fn rate_cliff_when_the_rate_drops_and_stays_down() {
     quiet(&analyze(&back, &f), "RATE_CLIFF");
     let between = run_of(vec![test_of("T", Rw::Write, &[400.0, 100.0, 100.0])]);
     quiet(&analyze(&between, &f), "RATE_CLIFF");
+}
+
+/// RATE_DECLINE: a steady fall over the test (not a step, which is RATE_CLIFF's).
+#[test]
+fn rate_decline_when_the_rate_falls_steadily() {
+    let f = TargetFacts::default();
+    // 300 MB/s falling to 150 over 5 s.
+    let r: Vec<f64> = (0..50).map(|i| 300.0 - 150.0 * i as f64 / 49.0).collect();
+    let ws = analyze(&series_run(&r), &f);
+    fired(
+        &ws,
+        "RATE_DECLINE",
+        Some("SEQ"),
+        &["writes fell steadily from 29", "MB/s to 15", "over 5.0 s"],
+    );
+    assert_eq!(codes(&ws), ["RATE_DECLINE"]);
+    // A step is a cliff only; a level is nothing.
+    let mut step = vec![1204.0; 24];
+    step.extend([212.0; 30]);
+    assert_eq!(codes(&analyze(&series_run(&step), &f)), ["RATE_CLIFF"]);
+    none(&analyze(&series_run(&[100.0; 50]), &f));
 }
 
 #[test]

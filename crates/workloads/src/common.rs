@@ -241,6 +241,7 @@ impl Series {
         TimeSeries {
             interval_ms: SERIES_INTERVAL.as_millis() as u32,
             bytes: self.buckets,
+            ..Default::default()
         }
     }
 }

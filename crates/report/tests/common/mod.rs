@@ -48,6 +48,7 @@ pub fn pass(
     let timeseries = TimeSeries {
         interval_ms: 500,
         bytes: (0..ticks).map(|_| total / ticks).collect(),
+        ..Default::default()
     };
     PassRecord::new(
         index,

@@ -644,9 +644,20 @@ fn sum_series(records: &[&PassRecord]) -> TimeSeries {
             *sum += b;
         }
     }
+    let dir = |f: fn(&TimeSeries) -> &Option<iolab_measure::DirSeries>| {
+        let mut sum = iolab_measure::DirSeries::default();
+        for p in records {
+            if let Some(d) = f(&p.timeseries) {
+                sum.merge_at(d, 0);
+            }
+        }
+        sum.non_empty()
+    };
     TimeSeries {
         interval_ms: interval,
         bytes,
+        read: dir(|t| &t.read),
+        write: dir(|t| &t.write),
     }
 }
 
@@ -696,6 +707,7 @@ mod tests {
             TimeSeries {
                 interval_ms: 100,
                 bytes: vec![bytes / 2, bytes / 2],
+                ..Default::default()
             },
         )
     }

@@ -152,7 +152,7 @@ impl<T: PartialEq + std::fmt::Debug + Clone> Agree<T> {
 
 /// The effective options of job `idx`: every [global] before it, then its own; a later
 /// setting of the same option wins.
-fn effective(sections: &[Section], idx: usize) -> HashMap<&str, &RawOption> {
+pub(super) fn effective(sections: &[Section], idx: usize) -> HashMap<&str, &RawOption> {
     let mut m = HashMap::new();
     for (i, s) in sections.iter().enumerate() {
         if i == idx || (i < idx && s.is_global()) {
@@ -1129,6 +1129,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         }
         // A row of the table that maps or notes an option is read by the code above: one
         // in force that it did not look at would be silently ignored.
+        // The log options are read by `logs::plan` over the same effective options.
+        for k in super::logs::KEYS {
+            get(k);
+        }
         let read = read.into_inner();
         for (key, o) in &m {
             if options::kind(key) == Kind::Mapped && !read.contains(key) {

@@ -106,9 +106,10 @@ const fn refused(name: &'static str, why: &'static str) -> Row {
 
 /// The reason of a refusal with nothing more to say.
 const NOT_TAKEN: &str = "an fio option iolab does not support (docs/fio.md lists what it maps)";
-/// The per-interval log options (their output is another part's: docs/fio.md).
-const LOGS: &str = "per-interval logs: see docs/fio.md (iolab does not write fio's log files; \
-                    its own per-100 ms series is in every pass)";
+/// The per-interval log options iolab does not write (the ones it does are mapped rows).
+const LOGS: &str = "per-interval logs: iolab writes fio's bw, iops and lat logs from its \
+                    100 ms series (write_bw_log, write_iops_log, write_lat_log, \
+                    log_avg_msec, per_job_logs: docs/fio.md), not this variant of them";
 
 use Value::{Flag, Int, Size, Text, Time};
 
@@ -349,7 +350,7 @@ pub const OPTIONS: &[Row] = &[
     refused("latency_window", NOT_TAKEN),
     refused("lockfile", NOT_TAKEN),
     refused("lockmem", NOT_TAKEN),
-    refused("log_avg_msec", LOGS),
+    maps("log_avg_msec", Int, "LogPlan.window (fiojob::logs)", "1000"),
     refused("log_compression", LOGS),
     refused("log_entries", LOGS),
     refused("log_hist_msec", LOGS),
@@ -377,7 +378,12 @@ pub const OPTIONS: &[Row] = &[
     refused("opendir", NOT_TAKEN),
     refused("openfiles", NOT_TAKEN),
     refused("overwrite", NOT_TAKEN),
-    refused("per_job_logs", LOGS),
+    maps(
+        "per_job_logs",
+        Flag,
+        "LogPlan: the jobs' sum (fiojob::logs)",
+        "0",
+    ),
     refused("pre_read", NOT_TAKEN),
     refused(
         "prio",
@@ -425,12 +431,17 @@ pub const OPTIONS: &[Row] = &[
     refused("verify_state_load", NOT_TAKEN),
     refused("verify_state_save", NOT_TAKEN),
     refused("write_barrier", NOT_TAKEN),
-    refused("write_bw_log", LOGS),
+    maps("write_bw_log", Text, "LogPlan.bw (fiojob::logs)", "bw"),
     refused("write_hint", NOT_TAKEN),
     refused("write_hist_log", LOGS),
     refused("write_iolog", NOT_TAKEN),
-    refused("write_iops_log", LOGS),
-    refused("write_lat_log", LOGS),
+    maps(
+        "write_iops_log",
+        Text,
+        "LogPlan.iops (fiojob::logs)",
+        "iops",
+    ),
+    maps("write_lat_log", Text, "LogPlan.lat (fiojob::logs)", "lat"),
     refused("zonecapacity", NOT_TAKEN),
     refused(
         "zonemode",

@@ -78,6 +78,7 @@ pub fn pass(seed: u64, index: u32, mixed: bool) -> PassRecord {
     let timeseries = TimeSeries {
         interval_ms: 500,
         bytes: (0..11).map(|i| 1_000_000 + i * 4096 + seed).collect(),
+        ..Default::default()
     };
     let errors = if mixed {
         vec![IoErrorRecord {

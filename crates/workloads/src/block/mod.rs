@@ -73,7 +73,8 @@ pub struct BlockArgs {
     pub stable: StableArgs,
     /// Passes are rounds until the last --ss-window of them are steady: the SNIA PTS rule
     /// (default: range within 20%, best-fit excursion within 10% of their mean MB/s), or
-    /// fio's iops:P%, bw:P%, iops_slope:P%, bw_slope:P% (see docs/workloads.md).
+    /// fio's iops:P%, bw:P%, lat:P%, iops_slope:P%, bw_slope:P%, lat_slope:P%
+    /// (see docs/workloads.md).
     #[arg(
         long,
         value_name = "RULE",
@@ -82,6 +83,10 @@ pub struct BlockArgs {
         conflicts_with_all = ["runs", "until_stable"]
     )]
     pub steady_state: Option<String>,
+    /// Before the first test, write the region with 128 KiB sequential writes of random
+    /// data: none (default), a size, or 2x (twice the region; SNIA's preconditioning).
+    #[arg(long, value_name = "none|SIZE|2x")]
+    pub precondition: Option<String>,
     /// --steady-state: rounds in the window (default 5).
     #[arg(long, value_name = "N", requires = "steady_state")]
     pub ss_window: Option<u32>,
@@ -583,6 +588,11 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         steady,
         skip_unfit: preset == "atto",
         bs_given: preset == "custom",
+        precondition: match &a.precondition {
+            Some(t) => iolab_runner::precondition::Precondition::parse(t)?,
+            None => None,
+        },
+        preconditioned: None,
     };
     let default_budget = plan.default_budget();
     if let Some(u) = &mut plan.until_stable {

@@ -259,6 +259,7 @@ fn replays(
         let series = TimeSeries {
             interval_ms: 1000,
             bytes: r.per_second_mb_s.iter().map(|m| (m * 1e6) as u64).collect(),
+            ..Default::default()
         };
         let cpu = cpu0.usage_until(&CpuSample::now(), 0);
         let pass = PassRecord::new(index, secs, read, write, sync, cpu, series);

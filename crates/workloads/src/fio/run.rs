@@ -45,15 +45,16 @@ fn usage(e: FioError) -> UsageError {
     UsageError::general(e.to_string())
 }
 
-/// Reads `path` and resolves it into a block plan with `ov` (shared by `iolab run fio`
-/// and `iolab crosscheck --job`); touches nothing but the job file and its includes.
+/// Reads `path` and resolves it into a block plan with `ov`, and the fio logs its jobs ask
+/// for; touches nothing but the job file and its includes.
 pub fn plan_file(
     path: &std::path::Path,
     ov: Overrides,
     target_is_dir: bool,
-) -> Result<BlockPlan, UsageError> {
+) -> Result<(BlockPlan, fiojob::logs::LogPlan), UsageError> {
     let file = fiojob::parse_file(path).map_err(usage)?;
     let fp = fiojob::map_jobs(&file, ov).map_err(usage)?;
+    let log_plan = fiojob::logs::plan(&file, &fp).map_err(usage)?;
     let first = &fp.jobs[0];
     if fp.size.is_none() && target_is_dir {
         return Err(usage(FioError::new(
@@ -81,6 +82,7 @@ pub fn plan_file(
         }
     }
     let mut notes = fp.notes.clone();
+    notes.extend(log_plan.notes.iter().cloned());
     let (engine, engine_notes) =
         iolab_engine::engines::usable(fp.engine, false, fp.jobs.iter().map(|j| j.job.iodepth))
             .map_err(UsageError::general)?;
@@ -146,7 +148,7 @@ pub fn plan_file(
     if plan.verify {
         plan.check_verify()?;
     }
-    Ok(plan)
+    Ok((plan, log_plan))
 }
 
 fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>, UsageError> {
@@ -162,7 +164,7 @@ fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>,
             ));
         }
     }
-    let mut plan = plan_file(&a.jobfile, ov, common.target.is_dir())?;
+    let (mut plan, log_plan) = plan_file(&a.jobfile, ov, common.target.is_dir())?;
     if plan.steady.is_some() && a.runs.runs.is_some() {
         return Err(UsageError::option(
             "runs",
@@ -170,18 +172,52 @@ fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>,
              out",
         ));
     }
+    let logs = super::logs::from_plan(&log_plan);
+    if let Some(w) = super::logs::taken(&logs) {
+        let at = log_plan
+            .jobs
+            .iter()
+            .flat_map(|j| &j.files)
+            .find(|f| f.path == w.path)
+            .map_or(String::new(), |f| f.at.clone());
+        return Err(UsageError::general(format!(
+            "{at}: {} exists; iolab does not overwrite a log (remove it or give another name)",
+            w.path.display()
+        )));
+    }
     plan.settings.runs = a.runs.get(1)?;
     plan.allow_destroy_device = a.safety.allow_destroy_device;
     plan.allow_overwrite_file = a.safety.allow_overwrite_file;
-    Ok(Box::new(FioJob(plan)))
+    Ok(Box::new(FioJob(plan, logs)))
 }
 
-/// A planned job-file run.
-pub struct FioJob(pub BlockPlan);
+/// A planned job-file run and the fio logs to write after it.
+pub struct FioJob(pub BlockPlan, pub Vec<super::logs::Wanted>);
 
 impl Job for FioJob {
     fn run(self: Box<Self>, ctx: &mut RunContext) -> Result<(), RunError> {
-        iolab_runner::block::run(self.0, ctx)
+        let FioJob(plan, logs) = *self;
+        let result = iolab_runner::block::run(plan, ctx);
+        if !logs.is_empty() && ctx.has_run() {
+            match super::logs::write(ctx.run(), &logs) {
+                Ok(w) => {
+                    if !w.files.is_empty() {
+                        let names: Vec<String> =
+                            w.files.iter().map(|p| p.display().to_string()).collect();
+                        ctx.note(format!("fio logs written: {}", names.join(", ")));
+                    }
+                    for s in w.skipped {
+                        eprintln!("iolab: warning: fio log not written: {s}");
+                        ctx.note(format!("fio log not written: {s}"));
+                    }
+                }
+                Err(e) => {
+                    eprintln!("iolab: warning: fio logs: {e}");
+                    ctx.note(format!("fio logs: {e}"));
+                }
+            }
+        }
+        result
     }
 
     fn block(&self) -> Option<&BlockPlan> {

@@ -539,6 +539,7 @@ fn measure(
             TimeSeries {
                 interval_ms: 100,
                 bytes: series,
+                ..Default::default()
             },
         ));
         // After the pass's clock stopped: the read-back is not part of it.

@@ -235,6 +235,7 @@ impl Job for ReplayJob {
             let series = TimeSeries {
                 interval_ms: 1000,
                 bytes: r.per_second_bytes.clone(),
+                ..Default::default()
             };
             let cpu = cpu0.usage_until(&CpuSample::now(), 0);
             passes.push(PassRecord::new(index, secs, read, write, sync, cpu, series));

@@ -1,0 +1,101 @@
+//! fio's per-interval logs written from a run's stored series: the files a job file's
+//! `write_bw_log`/`write_iops_log`/`write_lat_log` ask for (after `iolab run fio`), and
+//! `iolab show N --series --fio-log PREFIX` for any stored run. Each file is new
+//! (`O_CREAT|O_EXCL|O_NOFOLLOW`, 0600, through `iolab_sys::files`): an existing one is
+//! refused before anything is written.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use iolab_measure::RunRecord;
+use iolab_spec::fiojob::logs::{file_name, LogKind, LogPlan};
+use iolab_stats::series::fio_log;
+
+/// One log to write: which test, which log, where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wanted {
+    pub test: String,
+    pub kind: LogKind,
+    pub path: PathBuf,
+    pub avg_ms: u64,
+}
+
+/// The logs a job file's plan asks for.
+pub fn from_plan(plan: &LogPlan) -> Vec<Wanted> {
+    plan.jobs
+        .iter()
+        .flat_map(|j| {
+            j.files.iter().map(|f| Wanted {
+                test: j.test.clone(),
+                kind: f.kind,
+                path: f.path.clone(),
+                avg_ms: j.avg_ms,
+            })
+        })
+        .collect()
+}
+
+/// Every log of every test of `run`, test N (1-based, in the run's order, as fio numbers its
+/// jobs) in `PREFIX_bw.N.log`, `PREFIX_iops.N.log` and `PREFIX_lat.N.log`.
+pub fn for_run(run: &RunRecord, prefix: &str, avg_ms: u64) -> Vec<Wanted> {
+    run.tests
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            LogKind::ALL.into_iter().map(move |kind| Wanted {
+                test: t.name.clone(),
+                kind,
+                path: PathBuf::from(file_name(prefix, kind, Some(i as u32 + 1))),
+                avg_ms,
+            })
+        })
+        .collect()
+}
+
+/// The first of `wanted` whose path is taken (anything there, a dangling link too).
+pub fn taken(wanted: &[Wanted]) -> Option<&Wanted> {
+    wanted.iter().find(|w| w.path.symlink_metadata().is_ok())
+}
+
+/// What [`write`] did: the files written, and the logs it could not give with the reason.
+#[derive(Debug, Default)]
+pub struct Written {
+    pub files: Vec<PathBuf>,
+    pub skipped: Vec<String>,
+}
+
+/// Writes each of `wanted` from `run` (a test it does not hold, or a log its record cannot
+/// give, is skipped with the reason); fails on the first file that cannot be created or
+/// written.
+pub fn write(run: &RunRecord, wanted: &[Wanted]) -> Result<Written, String> {
+    if let Some(w) = taken(wanted) {
+        return Err(format!(
+            "{}: exists; iolab does not overwrite a log (remove it or give another name)",
+            w.path.display()
+        ));
+    }
+    let mut out = Written::default();
+    for w in wanted {
+        let Some(t) = run.tests.iter().find(|t| t.name == w.test) else {
+            out.skipped.push(format!(
+                "{}: the run has no test {}",
+                w.path.display(),
+                w.test
+            ));
+            continue;
+        };
+        let text = match fio_log(t, w.kind, w.avg_ms) {
+            Ok(text) => text,
+            Err(e) => {
+                out.skipped.push(format!("{}: {e}", w.path.display()));
+                continue;
+            }
+        };
+        let mut f = iolab_sys::files::create_new(&w.path)
+            .map_err(|e| format!("{}: {e}", w.path.display()))?;
+        f.write_all(text.as_bytes())
+            .map_err(|e| format!("{}: {e}", w.path.display()))?;
+        out.files.push(w.path.clone());
+    }
+    Ok(out)
+}
