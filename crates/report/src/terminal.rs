@@ -5,6 +5,7 @@
 //! [`crate::style::paint`]). Every line is at most [`crate::style::width`] characters:
 //! [`MAX_WIDTH`] in a pipe or a file, the terminal's width (up to that) on a terminal.
 
+use iolab_measure::workload::{view_of, View};
 use iolab_measure::{
     DirResult, MetricSummary, PassRecord, RunRecord, TestRecord, Warning, WarningCode,
 };
@@ -218,7 +219,7 @@ fn key_line(out: &mut Vec<String>, key: &str, value: &str) {
 
 fn header(run: &RunRecord, out: &mut Vec<String>) {
     let mut title = format!("iolab {} · preset {}", run.iolab_version, run.preset);
-    if run.workload != "block" && !run.workload.is_empty() {
+    if !iolab_measure::workload::of_run(run).is_some_and(|w| w.named_by_preset()) {
         title.push_str(&format!(" ({})", run.workload));
     }
     out.extend(wrap(&title, crate::style::width(), "", "  "));
@@ -247,7 +248,7 @@ fn header(run: &RunRecord, out: &mut Vec<String>) {
 /// For a cdm preset's run: how its headline relates to CrystalDiskMark's (the best of 5
 /// passes of 5 s), and the options that make it CrystalDiskMark's.
 fn against_crystaldiskmark(run: &RunRecord) -> Option<String> {
-    let is_cdm = run.preset == "cdm" || run.preset.starts_with("cdm-");
+    let is_cdm = view_of(run) == Some(View::CrystalDiskMark);
     if !is_cdm || run.tests.is_empty() {
         return None;
     }
@@ -445,12 +446,12 @@ fn group_tests(run: &RunRecord) -> Option<Vec<Group<'_>>> {
 }
 
 fn layout(run: &RunRecord) -> Layout<'_> {
-    let is_cdm = run.preset == "cdm" || run.preset.starts_with("cdm-");
-    if run.preset != "atto" && !is_cdm {
+    let view = view_of(run);
+    if view.is_none() {
         return Layout::PerTest;
     }
     match group_tests(run) {
-        Some(groups) if run.preset == "atto" => {
+        Some(groups) if view == Some(View::Atto) => {
             if groups.iter().all(|g| g.mixed.is_empty()) {
                 Layout::Atto(groups)
             } else {

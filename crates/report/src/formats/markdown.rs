@@ -97,7 +97,10 @@ fn cell(t: Option<&TestRecord>, m: Metric) -> String {
 /// A table row's name: ATTO's transfer sizes with their unit (`512 B`, `4 KiB`, `64 MiB`),
 /// other tests as named.
 fn row_label(set: &RunSet, row: &str) -> String {
-    let atto = set.runs().next().is_some() && set.runs().all(|r| r.preset == "atto");
+    let atto = set.runs().next().is_some()
+        && set.runs().all(|r| {
+            iolab_measure::workload::view_of(r) == Some(iolab_measure::workload::View::Atto)
+        });
     match atto
         .then(|| iolab_spec::parse_size("bs", row).ok())
         .flatten()

@@ -229,9 +229,9 @@ pub(super) fn comparison_bars(set: &RunSet, h: &mut String) {
 /// the baseline and the verdict. `None` for other presets or more than four
 /// configurations (the ratio table is their view).
 pub(super) fn cdm_compare_panel(set: &RunSet) -> Option<String> {
-    let cdm = set
-        .runs()
-        .all(|r| r.preset == "cdm" || r.preset.starts_with("cdm-"));
+    let cdm = set.runs().all(|r| {
+        iolab_measure::workload::view_of(r) == Some(iolab_measure::workload::View::CrystalDiskMark)
+    });
     if !cdm || !(2..=4).contains(&set.configs.len()) {
         return None;
     }

@@ -3,6 +3,7 @@
 //! environment.
 
 use super::*;
+use iolab_measure::workload::View;
 
 pub(super) fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
     let _ = writeln!(
@@ -19,12 +20,12 @@ pub(super) fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut Str
     let tests: Vec<&TestRecord> = r.tests.iter().filter(|t| !t.passes.is_empty()).collect();
     let (rows, kinds) = set::rows_and_kinds(&tests);
     let mut view = String::new();
-    if r.preset == "atto" {
-        atto_chart(r, &tests, &rows, &mut view);
-    } else if (r.preset == "cdm" || r.preset.starts_with("cdm-"))
-        && kinds.iter().any(|k| k == "Read" || k == "Write")
-    {
-        cdm_panel(r, &tests, &rows, &kinds, &mut view);
+    match iolab_measure::workload::view_of(r) {
+        Some(View::Atto) => atto_chart(r, &tests, &rows, &mut view),
+        Some(View::CrystalDiskMark) if kinds.iter().any(|k| k == "Read" || k == "Write") => {
+            cdm_panel(r, &tests, &rows, &kinds, &mut view)
+        }
+        _ => {}
     }
     let results = |h: &mut String| {
         if r.tests.is_empty() {
@@ -62,6 +63,7 @@ pub(super) fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut Str
     workload_details(r, h);
     latency_curves(&tests, &rows, &kinds, h);
     throughput_over_time(&tests, &rows, &kinds, h);
+    h.push_str(&crate::series_chart::run_section(&r.tests));
     errors(r, h);
     if !r.notes.is_empty() {
         h.push_str("<h3>Notes</h3><ul>");
@@ -130,7 +132,7 @@ pub(super) fn dir_median(t: &TestRecord, pick: PickDir) -> Option<[f64; 4]> {
 pub(super) fn results_table(r: &RunRecord, h: &mut String) {
     // Block presets describe a test by its I/O pattern; the other workloads by what they
     // did (a replay's clients, a probe's write size), never a block size they do not have.
-    let block = matches!(r.workload.as_str(), "" | "block" | "verify");
+    let block = iolab_measure::workload::of_run(r).is_some_and(|w| w.tests_are_io_patterns());
     let ops = facts::run_counts_operations(r);
     h.push_str("<div class=\"wide\"><table data-table=\"results\"><tr><th>Test</th>");
     if block {
