@@ -2,8 +2,9 @@
 //! series, CPU use) and the test and run records that carry passes to statistics, the
 //! store and the reports.
 //!
-//! Everything here is plain data with serde derives; the engine fills it, `iolab-stats`
-//! summarises it, `iolab-store` keeps it and `iolab-report` prints it.
+//! Mostly plain data with serde derives (the engine fills it, `iolab-stats` summarises it,
+//! `iolab-store` keeps it and `iolab-report` prints it); `activity` and `cpu` read /proc for
+//! the samples a pass takes, and `workload` holds the descriptors the binary installs.
 
 /// The trait impls of an enum that stands for a stable string (a warning code, a target
 /// kind): given its `as_str` and `parse` (which keeps an unknown string in a variant of

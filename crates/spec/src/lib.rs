@@ -1,6 +1,7 @@
 //! What to run: fio-style job shapes, size and duration parsing, and the built-in presets.
 //!
-//! Nothing in this crate touches a file. It turns user input (`--rw randread --bs 4k`,
+//! The only files it reads are fio job files and the files they include (through
+//! `iolab-sys`'s bounded reader); it writes none. It turns user input (`--rw randread --bs 4k`,
 //! `cdm`, `atto`) into a validated list of [`TestSpec`]s that the engine executes.
 
 pub mod fio;
