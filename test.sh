@@ -80,7 +80,11 @@ cargo test --workspace --no-fail-fast || FAILED+=("cargo test --workspace")
 # The optional `mpi` feature (docs/mpi.md): the default build above has none of it. Its
 # lint, the aggregation's unit tests and the real-mpirun tests.
 if command -v mpirun >/dev/null && pkg-config --exists ompi-c 2>/dev/null; then
-  cargo clippy -p iolab --all-targets --features mpi -- -D warnings || FAILED+=("mpi clippy")
+  # What the feature changes: the runner (every target) and the binary with its mpi test;
+  # the binary's other test files do not depend on the feature (linted above).
+  { cargo clippy -p iolab-runner --all-targets --features mpi -- -D warnings \
+      && cargo clippy -p iolab --bins --test mpi --features mpi -- -D warnings; } \
+    || FAILED+=("mpi clippy")
   cargo test -p iolab-runner --features mpi --lib mpi:: || FAILED+=("mpi unit tests")
   cargo test -p iolab --features mpi --test mpi --no-fail-fast || FAILED+=("mpi tests")
 else

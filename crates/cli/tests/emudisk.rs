@@ -215,7 +215,7 @@ fn probe(sb: &Sandbox, dir: &Path) -> Value {
             "--methods",
             "none,fdatasync",
             "--duration",
-            "1s",
+            "500ms",
             "--target",
             dir.to_str().unwrap(),
             "--no-store",
