@@ -174,6 +174,8 @@ impl Sidecar {
         tmp.push(SIDECAR_TMP_SUFFIX);
         let tmp = PathBuf::from(tmp);
         let err = |e: io::Error| format!("{}: cannot write: {e}", path.display());
+        // Made and renamed while a second signal's teardown waits (it removes both names).
+        let _making = iolab_sys::files::making();
         // Never through a symlink someone put there.
         let f = OpenOptions::new()
             .write(true)

@@ -62,6 +62,8 @@ pub fn install() -> std::io::Result<Arc<AtomicBool>> {
 
 /// The second signal: removes what the run recorded, says what, exits 130.
 fn teardown_and_exit() -> ! {
+    // No thread makes a recorded file again behind the removal (a verify run's sidecar).
+    iolab_sys::files::stop_making();
     let state = TEARDOWN.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let mut err = std::io::stderr().lock();
     let _ = writeln!(

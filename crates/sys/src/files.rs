@@ -29,6 +29,23 @@ fn cstring(bytes: &[u8]) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
+/// Held by a writer while it makes a file that a run records by name and replaces during
+/// the run (a sidecar's temporary file, made and renamed), so that a second signal's
+/// teardown, which takes the gate for good first ([`stop_making`]), never removes what the
+/// run recorded while another thread is making one of those files again behind it.
+static MAKING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// The gate a writer holds while it makes (and renames) a file a run records by name.
+pub fn making() -> std::sync::RwLockReadGuard<'static, ()> {
+    MAKING.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Waits for the files being made to be done, then lets no other be made until the process
+/// exits: the second signal's teardown, before it removes what the run recorded.
+pub fn stop_making() {
+    std::mem::forget(MAKING.write().unwrap_or_else(|p| p.into_inner()));
+}
+
 /// Creates the new file `path` for reading and writing (`O_CREAT|O_EXCL|O_NOFOLLOW`: an
 /// existing file or a link at `path`, even a dangling one, is an error), mode 0600 whatever
 /// the umask.
