@@ -50,6 +50,7 @@ fn shared_file_and_stonewall_outside_mpirun_are_refused() {
 mod with_mpi {
     use std::path::{Path, PathBuf};
     use std::process::{Child, Command, Output, Stdio};
+    use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
     use std::time::Duration;
 
     use iolab_testkit::{require_devices, require_root, require_tools, sh, skip, Cgroup, Loop};
@@ -76,8 +77,26 @@ mod with_mpi {
         c
     }
 
-    fn have_mpirun() -> bool {
-        require_tools(&["mpirun"])
+    /// Every test here starts four or more ranks on two cores, and Open MPI's ranks spin
+    /// while they wait. A test whose truth is a throttle's exact cap runs alone: a rank
+    /// starved of the CPU for longer than its queue lasts (8 x 128 KiB = 200 ms at 5 MiB/s)
+    /// leaves its throttle idle, and blk-throttle does not give idle time back (CI: one
+    /// rank read 76 of 80 I/Os in its 2 s window while the other mpirun tests ran beside).
+    static CPU: RwLock<()> = RwLock::new(());
+
+    /// A test that shares the CPU with the other mpirun tests (none of which runs alone).
+    fn shared() -> RwLockReadGuard<'static, ()> {
+        CPU.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A ground-truth test: no other mpirun test runs beside it.
+    fn alone() -> RwLockWriteGuard<'static, ()> {
+        CPU.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// mpirun is here, and the CPU is shared with the other tests that are not alone.
+    fn have_mpirun() -> Option<RwLockReadGuard<'static, ()>> {
+        require_tools(&["mpirun"]).then(shared)
     }
 
     fn text(o: &Output) -> String {
@@ -207,9 +226,9 @@ mod with_mpi {
 
     #[test]
     fn ranks_add_up_to_the_aggregate_and_leave_nothing() {
-        if !have_mpirun() {
+        let Some(_cpu) = have_mpirun() else {
             return;
-        }
+        };
         let sb = Sandbox::new();
         let doc = short_run(&sb, 3, &[]);
         check_sums(&doc, 3);
@@ -265,9 +284,9 @@ mod with_mpi {
 
     #[test]
     fn an_mpi_run_stores_into_a_postgresql_store() {
-        if !have_mpirun() {
+        let Some(_cpu) = have_mpirun() else {
             return;
-        }
+        };
         let Some(server) = iolab_testkit::require_postgres() else {
             return;
         };
@@ -305,9 +324,9 @@ mod with_mpi {
 
     #[test]
     fn a_rank_that_fails_ends_the_run_on_every_rank() {
-        if !have_mpirun() {
+        let Some(_cpu) = have_mpirun() else {
             return;
-        }
+        };
         let mut args = WRITE.to_vec();
         args.push("--quiet");
         let failure = without_target(2, &args);
@@ -401,7 +420,10 @@ mod with_mpi {
 
     #[test]
     fn a_rank_killed_mid_pass_ends_the_run_on_every_rank() {
-        if !have_mpirun() || !require_root("killing a rank of mpirun") {
+        let Some(_cpu) = have_mpirun() else {
+            return;
+        };
+        if !require_root("killing a rank of mpirun") {
             return;
         }
         let sb = Sandbox::new();
@@ -419,7 +441,10 @@ mod with_mpi {
     /// no note naming the rank that died.
     #[test]
     fn a_rank_killed_between_short_passes_is_named() {
-        if !have_mpirun() || !require_root("killing a rank of mpirun") {
+        let Some(_cpu) = have_mpirun() else {
+            return;
+        };
+        if !require_root("killing a rank of mpirun") {
             return;
         }
         let sb = Sandbox::new();
@@ -469,6 +494,7 @@ mod with_mpi {
         let Some(_lock) = require_devices(&["mkfs.ext4", "mpirun"]) else {
             return;
         };
+        let _alone = alone();
         if !Cgroup::blkio_available() {
             skip!("no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO);
         }
@@ -541,6 +567,7 @@ mod with_mpi {
         let Some(_lock) = require_devices(&["mkfs.ext4", "mpirun"]) else {
             return;
         };
+        let _alone = alone();
         if !Cgroup::blkio_available() {
             skip!("no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO);
         }
@@ -565,7 +592,7 @@ mod with_mpi {
             "--bs",
             "128k",
             "--iodepth",
-            "4",
+            "8",
             "--size",
             "8m",
             "--duration",
@@ -675,6 +702,7 @@ mod with_mpi {
         let Some(_lock) = require_devices(&["mkfs.ext4", "mpirun", "dd"]) else {
             return;
         };
+        let _cpu = shared();
         let dev = Loop::with_options(96 * MIB, &["--direct-io=on"]);
         sh("mkfs.ext4", &["-q", "-F", dev.s()]);
         let mnt = Mount::new(dev.s(), &[]);
@@ -723,9 +751,9 @@ mod with_mpi {
         use std::os::unix::fs::FileExt;
         use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         use std::sync::Arc;
-        if !have_mpirun() {
+        let Some(_cpu) = have_mpirun() else {
             return;
-        }
+        };
         let sb = Sandbox::new();
         let dir = sb.target.clone();
         // Another writer keeps zeroing blocks 16..24 of rank 1's file while the ranks run.
@@ -918,10 +946,10 @@ mod with_mpi {
 
     #[test]
     fn three_hosts_show_in_the_per_host_results() {
-        if !have_mpirun()
-            || !require_root("network namespaces")
-            || !require_tools(&["ip", "unshare"])
-        {
+        let Some(_cpu) = have_mpirun() else {
+            return;
+        };
+        if !require_root("network namespaces") || !require_tools(&["ip", "unshare"]) {
             return;
         }
         let hosts = Hosts::new();
@@ -973,9 +1001,9 @@ mod with_mpi {
 
     #[test]
     fn a_shared_file_gives_each_rank_its_own_region() {
-        if !have_mpirun() {
+        let Some(_cpu) = have_mpirun() else {
             return;
-        }
+        };
         let sb = Sandbox::new();
         let t = sb.target.to_str().unwrap();
         let mut args = WRITE.to_vec();
@@ -1011,6 +1039,7 @@ mod with_mpi {
     /// ranks 0 and 2 on one throttled to 4 MiB/s between them; rank 0's JSON document.
     fn uneven_reads(stonewall: bool) -> Option<Value> {
         let lock = require_devices(&["mkfs.ext4", "mpirun"])?;
+        let cpu = shared();
         if !Cgroup::blkio_available() {
             skip!(=> None, "no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO);
         }
@@ -1060,6 +1089,7 @@ mod with_mpi {
                 .all(|e| { e.unwrap().file_name() == "lost+found" }));
         }
         drop(mounts);
+        drop(cpu);
         drop(lock);
         Some(serde_json::from_slice(&out.stdout).unwrap())
     }
@@ -1122,9 +1152,9 @@ mod with_mpi {
 
     #[test]
     fn metadata_ranks_add_up_to_each_phase_and_leave_nothing() {
-        if !have_mpirun() {
+        let Some(_cpu) = have_mpirun() else {
             return;
-        }
+        };
         let sb = Sandbox::new();
         let t = sb.target.to_str().unwrap();
         let files = FILES.to_string();
@@ -1187,9 +1217,9 @@ mod with_mpi {
 
     #[test]
     fn dbench_ranks_add_up_to_each_replay_and_leave_nothing() {
-        if !have_mpirun() {
+        let Some(_cpu) = have_mpirun() else {
             return;
-        }
+        };
         let sb = Sandbox::new();
         let mut args = dbench_args(&sb, "500ms", "2");
         args.extend(["--target", sb.target.to_str().unwrap(), "--json", "-"].map(String::from));
@@ -1230,16 +1260,19 @@ mod with_mpi {
 
     #[test]
     fn a_metadata_rank_without_its_target_ends_the_run_on_every_rank() {
-        if !have_mpirun() {
+        let Some(_cpu) = have_mpirun() else {
             return;
-        }
+        };
         let failure = without_target(1, &["run", "metadata", "--files", "40", "--quiet"]);
         assert!(failure.contains("needs an existing directory"), "{failure}");
     }
 
     #[test]
     fn a_dbench_rank_killed_mid_replay_ends_the_run_on_every_rank() {
-        if !have_mpirun() || !require_root("killing a rank of mpirun") {
+        let Some(_cpu) = have_mpirun() else {
+            return;
+        };
+        if !require_root("killing a rank of mpirun") {
             return;
         }
         let sb = Sandbox::new();
