@@ -199,8 +199,11 @@ fn remove_cgroup(path: &Path) -> Removal {
         return gone();
     }
     let mut last = None;
-    // A process that just exited can keep the cgroup busy for a moment.
-    for _ in 0..20 {
+    // A process leaving the cgroup keeps it busy until the kernel has let go of it, and a
+    // study's run child told by its parent-death signal first stores what it finished: on
+    // a loaded machine that takes seconds, not a moment. Up to 10 s, then it is reported
+    // with the processes still in it (iolab does not move or kill them).
+    for _ in 0..200 {
         match fs::remove_dir(path) {
             Ok(()) => return gone(),
             Err(e) if e.kind() == ErrorKind::NotFound => return gone(),
