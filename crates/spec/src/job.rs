@@ -76,6 +76,12 @@ pub fn names<T: ValueEnum>() -> String {
         .filter_map(|v| v.to_possible_value())
         .map(|p| p.get_name().to_string())
         .collect();
+    or_list(&names)
+}
+
+/// Names as a message lists them: "a, b or c" ("a" alone, "" for none).
+pub fn or_list<S: AsRef<str>>(names: &[S]) -> String {
+    let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
     match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => names.concat(),
@@ -403,12 +409,15 @@ pub struct RunSettings {
     /// Unmeasured time at the start of every pass (fio's ramp_time).
     #[serde(default)]
     pub ramp: Duration,
-    pub engine: EngineKind,
+    /// The engine the tests run on; `None` (stored as null): the run used no engine
+    /// (metadata, dbench, copy...: their own system calls). Runs stored before 0.x say
+    /// "psync" there whether they used it or not.
+    pub engine: Option<EngineKind>,
     /// O_DIRECT (true) or through the page cache (false).
     pub direct: bool,
     pub data: DataPattern,
-    /// io_uring: register the job's buffers with the kernel.
-    pub fixedbufs: bool,
-    /// io_uring: register the job's file with the kernel.
-    pub registerfiles: bool,
+    /// The engines' own options as the run resolved them (io_uring's `fixedbufs`,
+    /// `registerfiles`), each stored as a key of its own beside the fields above.
+    #[serde(flatten)]
+    pub engine_opts: crate::engopt::EngineOpts,
 }
