@@ -290,6 +290,13 @@ mod tests {
                 let Some((name, default)) = o.fio else {
                     continue;
                 };
+                assert!(
+                    fiojob::options::row(name).is_none(),
+                    "{name} is {}'s: delete its row in fio's option table (iolab-spec's \
+                     fiojob/options.rs), which says what iolab does with the options no \
+                     engine declares",
+                    d.kind.as_str()
+                );
                 let (text, v) = match default {
                     Val::Flag(f) => (u8::from(!f).to_string(), Val::Flag(!f)),
                     Val::Count(n) => {
