@@ -410,7 +410,7 @@ pub struct RunSettings {
     #[serde(default)]
     pub ramp: Duration,
     /// The engine the tests run on; `None` (stored as null): the run used no engine
-    /// (metadata, dbench, copy...: their own system calls). Runs stored before 0.x say
+    /// (metadata, dbench, copy...: their own system calls). Runs stored before it did say
     /// "psync" there whether they used it or not.
     pub engine: Option<EngineKind>,
     /// O_DIRECT (true) or through the page cache (false).
