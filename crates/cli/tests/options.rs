@@ -298,3 +298,41 @@ fn engine_options_are_their_engines_and_a_run_without_one_records_none() {
         assert!(v.is_null(), "{v} in {doc}");
     }
 }
+
+/// `--rwmixread`, declared once (`iolab_spec::RWMIXREAD`): refused where no test is mixed
+/// and above 100, and written by export-fio for the mixed tests only.
+#[test]
+fn rwmixread_is_refused_without_a_mixed_test_and_exported_with_each() {
+    let sb = Sandbox::new();
+    refused(
+        &sb,
+        &["run", "cdm", "--rwmixread", "60"],
+        &["--rwmixread sets the read share of mixed tests, and cdm has none (add --mix)"],
+    );
+    refused(
+        &sb,
+        &["run", "custom", "--rw", "randrw", "--rwmixread", "101"],
+        &["--rwmixread", "101"],
+    );
+    let target = sb.target.to_str().unwrap();
+    let out = sb
+        .iolab(&[
+            "export-fio",
+            "cdm",
+            "--mix",
+            "--rwmixread",
+            "60",
+            "--target",
+            target,
+        ])
+        .ok();
+    let mixed =
+        out.stdout.matches("\nrw=rw\n").count() + out.stdout.matches("\nrw=randrw\n").count();
+    assert!(mixed > 0, "{out}");
+    assert_eq!(
+        out.stdout.matches("\nrwmixread=60\n").count(),
+        mixed,
+        "{out}"
+    );
+    assert_eq!(out.stdout.matches("rwmixread").count(), mixed, "{out}");
+}

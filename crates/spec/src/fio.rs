@@ -59,8 +59,10 @@ pub fn job_section(test: &TestSpec, seconds: f64) -> String {
         let _ = writeln!(s, "iodepth_batch_complete_max={}", j.iodepth);
     }
     let _ = writeln!(s, "numjobs={}", j.numjobs);
-    if j.rw.is_mixed() {
-        let _ = writeln!(s, "rwmixread={}", j.rwmixread);
+    for o in crate::JOB_OPTIONS {
+        if let Some(v) = (o.get)(j) {
+            let _ = writeln!(s, "{}={v}", o.name);
+        }
     }
     if j.fsync_every > 0 {
         let key = match j.sync_mode {

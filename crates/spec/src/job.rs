@@ -163,6 +163,90 @@ pub struct AccessLine {
     pub align: u64,
 }
 
+/// A general option of a job, declared once for what reads it generically: `iolab run`'s
+/// `--NAME N` ([`JobOptionArgs`]: help, range, the refusal where no test takes it),
+/// export-fio's job section (`NAME=N`) and the JSON document's test (`NAME`: the value, or
+/// null where it does not apply). fio's import, the CSV columns and the tables that split a
+/// test by it still name it.
+#[derive(Debug, Clone, Copy)]
+pub struct JobOption {
+    /// fio's option name, `iolab run`'s `--NAME` and the JSON key.
+    pub name: &'static str,
+    pub help: &'static str,
+    /// The largest value `--NAME` takes.
+    pub max: u64,
+    /// What it does, for the refusal when no test of the run takes it: "--NAME {does}, and
+    /// PRESET has none".
+    pub does: &'static str,
+    /// Its value in a job, `None` where it does not apply.
+    pub get: fn(&JobSpec) -> Option<u64>,
+    /// Sets it in a job (a value up to `max`).
+    pub set: fn(&mut JobSpec, u64),
+}
+
+/// `--rwmixread`: the read share of a mixed test, in percent.
+pub const RWMIXREAD: JobOption = JobOption {
+    name: "rwmixread",
+    help: "Percentage of reads in a mixed test (default 50; cdm's --mix uses 70)",
+    max: 100,
+    does: "sets the read share of mixed tests",
+    get: |j| j.rw.is_mixed().then_some(u64::from(j.rwmixread)),
+    set: |j, v| j.rwmixread = u8::try_from(v).unwrap_or(u8::MAX),
+};
+
+/// The general job options given to `iolab run` (`--NAME N` for each of [`JOB_OPTIONS`]).
+#[derive(Debug, Clone, Default)]
+pub struct JobOptionArgs(Vec<(&'static JobOption, u64)>);
+
+impl JobOptionArgs {
+    /// The options given, with their values.
+    pub fn given(&self) -> impl Iterator<Item = (&'static JobOption, u64)> + '_ {
+        self.0.iter().copied()
+    }
+}
+
+impl clap::FromArgMatches for JobOptionArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let value = |o: &JobOption| m.try_get_one::<u64>(o.name).ok().flatten().copied();
+        Ok(JobOptionArgs(
+            JOB_OPTIONS
+                .iter()
+                .filter_map(|o| value(o).map(|v| (o, v)))
+                .collect(),
+        ))
+    }
+
+    /// The options given in `m` replace the same ones given before.
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        let now = Self::from_arg_matches(m)?;
+        self.0
+            .retain(|(o, _)| !now.0.iter().any(|(n, _)| n.name == o.name));
+        self.0.extend(now.0);
+        Ok(())
+    }
+}
+
+impl clap::Args for JobOptionArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        JOB_OPTIONS.iter().fold(cmd, |cmd, o| {
+            cmd.arg(
+                clap::Arg::new(o.name)
+                    .long(o.name)
+                    .help(o.help)
+                    .value_name(o.name.to_uppercase())
+                    .value_parser(clap::value_parser!(u64).range(0..=o.max)),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// Every general job option declared as a [`JobOption`], in the order a job lists them.
+pub static JOB_OPTIONS: &[JobOption] = &[RWMIXREAD];
+
 /// The shape of one job: what fio calls a job section, minus the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {

@@ -85,14 +85,13 @@ fn warning(w: &Warning) -> Value {
 
 fn test(t: &TestRecord) -> Value {
     let j: &JobSpec = &t.job;
-    json!({
+    let mut v = json!({
         "name": t.name,
         "group": t.group,
         "rw": j.rw.as_str(),
         "bs": j.bs,
         "iodepth": j.iodepth,
         "numjobs": j.numjobs,
-        "rwmixread": if j.rw.is_mixed() { Some(j.rwmixread) } else { None },
         "fsync_every": j.fsync_every,
         "sync_mode": match j.sync_mode {
             SyncMode::Fsync => "fsync",
@@ -103,7 +102,13 @@ fn test(t: &TestRecord) -> Value {
         "passes": t.passes.iter().map(pass).collect::<Vec<_>>(),
         "summary": summary(&t.summary),
         "extra": t.extra,
-    })
+    });
+    // The general job options declared once (`rwmixread`: null where it does not apply).
+    let m = v.as_object_mut().expect("an object");
+    for o in iolab_spec::JOB_OPTIONS {
+        m.insert(o.name.to_string(), json!((o.get)(j)));
+    }
+    v
 }
 
 fn lat(l: &LatSummary) -> Value {
