@@ -304,16 +304,16 @@ fn engine_options_are_their_engines_and_a_run_without_one_records_none() {
 #[test]
 fn rwmixread_is_refused_without_a_mixed_test_and_exported_with_each() {
     let sb = Sandbox::new();
-    refused(
-        &sb,
-        &["run", "cdm", "--rwmixread", "60"],
-        &["--rwmixread sets the read share of mixed tests, and cdm has none (add --mix)"],
-    );
-    refused(
-        &sb,
-        &["run", "custom", "--rw", "randrw", "--rwmixread", "101"],
-        &["--rwmixread", "101"],
-    );
+    let none = "--rwmixread sets the read share of mixed tests, and cdm has none (add --mix)";
+    for (args, needle) in [
+        ("run cdm --rwmixread 60", none),
+        (
+            "run custom --rw randrw --rwmixread 101",
+            "101 is not in 0..=100",
+        ),
+    ] {
+        refused(&sb, &args.split(' ').collect::<Vec<_>>(), &[needle]);
+    }
     let target = sb.target.to_str().unwrap();
     let out = sb
         .iolab(&[
