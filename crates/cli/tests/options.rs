@@ -263,3 +263,76 @@ fn like_crystaldiskmark_is_its_schedule_and_only_for_cdm() {
         &["--score", "best"],
     );
 }
+
+/// An engine's own options (declared in its file) are refused with another engine, from
+/// the command line and from a job file, and a psync run's header names none of
+/// io_uring's; a workload that uses no engine records none (JSON null), nor its options.
+#[test]
+fn engine_options_are_their_engines_and_a_run_without_one_records_none() {
+    let sb = Sandbox::new();
+    refused(
+        &sb,
+        &["run", "custom", "--engine", "psync", "--no-fixedbufs"],
+        &["--no-fixedbufs is an io_uring option", "--engine psync"],
+    );
+    let job = sb.path("j.fio");
+    std::fs::write(&job, "[j]\nioengine=psync\nrw=read\nsize=1m\nfixedbufs=1\n").unwrap();
+    refused(
+        &sb,
+        &["run", "fio", job.to_str().unwrap()],
+        &["j.fio:5: fixedbufs: an io_uring option"],
+    );
+    let psync = "custom --engine psync --rw read --size 1MiB --duration 100ms --runs 1";
+    sb.run(&psync.split(' ').collect::<Vec<_>>()).ok();
+    let show = sb.iolab(&["show", "last"]).ok();
+    assert!(show.stdout.contains("Engine:   psync · "), "{show}");
+    let doc = sb
+        .run(&["metadata", "--files", "8", "--json", "-"])
+        .ok()
+        .json();
+    for v in [
+        &doc["engine"],
+        &doc["settings"]["engine"],
+        &doc["settings"]["fixedbufs"],
+    ] {
+        assert!(v.is_null(), "{v} in {doc}");
+    }
+}
+
+/// `--rwmixread`, declared once (`iolab_spec::RWMIXREAD`): refused where no test is mixed
+/// and above 100, and written by export-fio for the mixed tests only.
+#[test]
+fn rwmixread_is_refused_without_a_mixed_test_and_exported_with_each() {
+    let sb = Sandbox::new();
+    let none = "--rwmixread sets the read share of mixed tests, and cdm has none (add --mix)";
+    for (args, needle) in [
+        ("run cdm --rwmixread 60", none),
+        (
+            "run custom --rw randrw --rwmixread 101",
+            "101 is not in 0..=100",
+        ),
+    ] {
+        refused(&sb, &args.split(' ').collect::<Vec<_>>(), &[needle]);
+    }
+    let target = sb.target.to_str().unwrap();
+    let out = sb
+        .iolab(&[
+            "export-fio",
+            "cdm",
+            "--mix",
+            "--rwmixread",
+            "60",
+            "--target",
+            target,
+        ])
+        .ok();
+    let mixed =
+        out.stdout.matches("\nrw=rw\n").count() + out.stdout.matches("\nrw=randrw\n").count();
+    assert!(mixed > 0, "{out}");
+    assert_eq!(
+        out.stdout.matches("\nrwmixread=60\n").count(),
+        mixed,
+        "{out}"
+    );
+    assert_eq!(out.stdout.matches("rwmixread").count(), mixed, "{out}");
+}

@@ -100,7 +100,12 @@ pub fn run_pass_with_clock<C: Clock>(
     clock: &C,
 ) -> Result<PassOutcome, TargetError> {
     let job = &test.job;
-    let engine = settings.engine;
+    let Some(engine) = settings.engine else {
+        return Err(TargetError::Unsupported(
+            target.io_path.clone(),
+            "the run's settings name no engine to run a block test on".into(),
+        ));
+    };
     let numjobs = job.numjobs.max(1);
     let iodepth = effective_iodepth(engine, job.iodepth);
     let mem = job.bs * iodepth as u64 * numjobs as u64;

@@ -44,11 +44,13 @@ fn settings(engine: EngineKind, direct: bool, data: DataPattern) -> RunSettings 
         warmup_passes: 0,
         warmup_duration: LONG,
         ramp: Duration::ZERO,
-        engine,
+        engine: Some(engine),
         direct,
         data,
-        fixedbufs: true,
-        registerfiles: true,
+        engine_opts: iolab_spec::engopt::EngineOpts::of([
+            ("fixedbufs", iolab_spec::engopt::Val::Flag(true)),
+            ("registerfiles", iolab_spec::engopt::Val::Flag(true)),
+        ]),
     }
 }
 

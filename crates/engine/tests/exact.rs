@@ -43,11 +43,13 @@ fn settings() -> RunSettings {
         warmup_passes: 0,
         warmup_duration: Duration::ZERO,
         ramp: Duration::ZERO,
-        engine: EngineKind::Null,
+        engine: Some(EngineKind::Null),
         direct: false,
         data: DataPattern::Zeros,
-        fixedbufs: false,
-        registerfiles: false,
+        engine_opts: iolab_spec::engopt::EngineOpts::of([
+            ("fixedbufs", iolab_spec::engopt::Val::Flag(false)),
+            ("registerfiles", iolab_spec::engopt::Val::Flag(false)),
+        ]),
     }
 }
 

@@ -36,11 +36,13 @@ fn settings(engine: EngineKind, duration: Duration) -> RunSettings {
         warmup_passes: 0,
         warmup_duration: Duration::ZERO,
         ramp: Duration::ZERO,
-        engine,
+        engine: Some(engine),
         direct: false,
         data: DataPattern::Zeros,
-        fixedbufs: false,
-        registerfiles: false,
+        engine_opts: iolab_spec::engopt::EngineOpts::of([
+            ("fixedbufs", iolab_spec::engopt::Val::Flag(false)),
+            ("registerfiles", iolab_spec::engopt::Val::Flag(false)),
+        ]),
     }
 }
 

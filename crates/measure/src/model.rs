@@ -448,7 +448,8 @@ pub struct RunRecord {
     pub workload: String,
     pub target: TargetInfo,
     pub settings: RunSettings,
-    /// The engine actually used (after any fallback).
+    /// The engine actually used (after any fallback); empty when the run used none (JSON
+    /// null).
     pub engine: String,
     pub command_line: Vec<String>,
     pub label: Option<String>,

@@ -141,17 +141,22 @@ pub(crate) fn passes(run: &RunRecord) -> String {
 /// `io_uring, fixed buffers · direct (O_DIRECT) · data random (incompressible)`.
 pub(crate) fn io(run: &RunRecord) -> String {
     let s = &run.settings;
-    let mut engine = run.engine.clone();
-    if run.engine != s.engine.as_str() {
-        engine.push_str(&format!(" (asked for {})", s.engine.as_str()));
+    let mut engine = if run.engine.is_empty() {
+        "no engine".to_string()
+    } else {
+        run.engine.clone()
+    };
+    let asked = s.engine.map_or("", |e| e.as_str());
+    if run.engine != asked {
+        engine.push_str(&format!(
+            " (asked for {})",
+            s.engine.map_or("none", |e| e.as_str())
+        ));
     }
-    let mut extras = Vec::new();
-    if s.fixedbufs {
-        extras.push("fixed buffers");
-    }
-    if s.registerfiles {
-        extras.push("registered files");
-    }
+    let extras = s
+        .engine
+        .map(|e| iolab_spec::engopt::header(e, &s.engine_opts))
+        .unwrap_or_default();
     if !extras.is_empty() {
         engine.push_str(&format!(", {}", extras.join(", ")));
     }

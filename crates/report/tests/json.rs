@@ -185,10 +185,10 @@ fn assert_document(run: &RunRecord) {
     assert_eq!(vs["runs"], s.runs);
     assert_eq!(vs["warmup_passes"], s.warmup_passes);
     assert_eq!(f(&vs["warmup_duration_s"]), s.warmup_duration.as_secs_f64());
-    assert_eq!(vs["engine"], s.engine.as_str());
+    assert_eq!(vs["engine"], s.engine.unwrap().as_str());
     assert_eq!(vs["direct"], s.direct);
-    assert_eq!(vs["fixedbufs"], s.fixedbufs);
-    assert_eq!(vs["registerfiles"], s.registerfiles);
+    assert_eq!(vs["fixedbufs"], s.engine_opts.flag("fixedbufs"));
+    assert_eq!(vs["registerfiles"], s.engine_opts.flag("registerfiles"));
 
     let ws = v["warnings"].as_array().unwrap();
     assert_eq!(ws.len(), run.warnings.len());

@@ -310,7 +310,10 @@ impl RunContext {
             preset: start.preset,
             workload: start.workload,
             target: start.target,
-            engine: start.settings.engine.as_str().to_string(),
+            engine: start
+                .settings
+                .engine
+                .map_or_else(String::new, |e| e.as_str().to_string()),
             settings: start.settings,
             command_line: std::env::args().collect(),
             label: self.common.label.clone(),
@@ -660,7 +663,8 @@ pub fn target_dir(common: &CommonArgs, workload: &str) -> Result<PathBuf, RunErr
     Ok(p)
 }
 
-/// Run settings of a workload that has no block-engine settings of its own.
+/// Run settings of a workload that has no block-engine settings of its own: no engine and
+/// none of an engine's options.
 pub fn plain_settings(size: u64, duration: Duration, runs: u32, direct: bool) -> RunSettings {
     RunSettings {
         size,
@@ -669,11 +673,10 @@ pub fn plain_settings(size: u64, duration: Duration, runs: u32, direct: bool) ->
         warmup_passes: 0,
         warmup_duration: Duration::ZERO,
         ramp: Duration::ZERO,
-        engine: iolab_spec::EngineKind::Psync,
+        engine: None,
         direct,
         data: iolab_spec::DataPattern::Random,
-        fixedbufs: false,
-        registerfiles: false,
+        engine_opts: Default::default(),
     }
 }
 

@@ -22,11 +22,13 @@ fn plan(runs: u32, warmups: u32, until_stable: Option<UntilStable>) -> BlockPlan
         warmup_passes: warmups,
         warmup_duration: Duration::from_millis(100),
         ramp: Duration::ZERO,
-        engine: EngineKind::Null,
+        engine: Some(EngineKind::Null),
         direct: false,
         data: DataPattern::Random,
-        fixedbufs: false,
-        registerfiles: false,
+        engine_opts: iolab_spec::engopt::EngineOpts::of([
+            ("fixedbufs", iolab_spec::engopt::Val::Flag(false)),
+            ("registerfiles", iolab_spec::engopt::Val::Flag(false)),
+        ]),
     };
     let tests = vec![test("A", Rw::RandRead), test("B", Rw::Read)];
     let mut p = BlockPlan::new("custom", settings, tests);

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::job::{DataPattern, EngineKind, RunSettings, SyncMode, TestSpec};
+use crate::job::{DataPattern, RunSettings, SyncMode, TestSpec};
 
 /// fio's section name for a test: its iolab name with spaces and slashes replaced.
 pub fn section_name(test: &TestSpec) -> String {
@@ -22,15 +22,9 @@ pub fn section_name(test: &TestSpec) -> String {
 /// The `[global]` section shared by all tests of a run.
 pub fn global_section(settings: &RunSettings, filename: &str) -> String {
     let mut g = String::from("[global]\n");
-    let engine = settings.engine.as_str();
-    let _ = writeln!(g, "ioengine={engine}");
-    if settings.engine == EngineKind::IoUring {
-        if settings.fixedbufs {
-            g.push_str("fixedbufs=1\n");
-        }
-        if settings.registerfiles {
-            g.push_str("registerfiles=1\n");
-        }
+    if let Some(engine) = settings.engine {
+        let _ = writeln!(g, "ioengine={}", engine.as_str());
+        g.push_str(&crate::engopt::fio_lines(engine, &settings.engine_opts));
     }
     let _ = writeln!(g, "direct={}", u8::from(settings.direct));
     // iolab drops the region's cached pages before an O_DIRECT test (and never before a
@@ -65,8 +59,10 @@ pub fn job_section(test: &TestSpec, seconds: f64) -> String {
         let _ = writeln!(s, "iodepth_batch_complete_max={}", j.iodepth);
     }
     let _ = writeln!(s, "numjobs={}", j.numjobs);
-    if j.rw.is_mixed() {
-        let _ = writeln!(s, "rwmixread={}", j.rwmixread);
+    for o in crate::JOB_OPTIONS {
+        if let Some(v) = (o.get)(j) {
+            let _ = writeln!(s, "{}={v}", o.name);
+        }
     }
     if j.fsync_every > 0 {
         let key = match j.sync_mode {
@@ -105,6 +101,7 @@ pub fn job_file(tests: &[TestSpec], settings: &RunSettings, filename: &str) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job::EngineKind;
     use crate::presets::expand_preset;
     use std::time::Duration;
 
@@ -116,11 +113,10 @@ mod tests {
             warmup_passes: 1,
             warmup_duration: Duration::from_secs(5),
             ramp: Duration::ZERO,
-            engine: EngineKind::IoUring,
+            engine: Some(EngineKind::IoUring),
             direct: true,
             data: DataPattern::Random,
-            fixedbufs: true,
-            registerfiles: true,
+            engine_opts: Default::default(),
         }
     }
 

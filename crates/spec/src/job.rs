@@ -76,6 +76,12 @@ pub fn names<T: ValueEnum>() -> String {
         .filter_map(|v| v.to_possible_value())
         .map(|p| p.get_name().to_string())
         .collect();
+    or_list(&names)
+}
+
+/// Names as a message lists them: "a, b or c" ("a" alone, "" for none).
+pub fn or_list<S: AsRef<str>>(names: &[S]) -> String {
+    let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
     match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => names.concat(),
@@ -156,6 +162,90 @@ pub struct AccessLine {
     /// Offsets are multiples of this (bytes).
     pub align: u64,
 }
+
+/// A general option of a job, declared once for what reads it generically: `iolab run`'s
+/// `--NAME N` ([`JobOptionArgs`]: help, range, the refusal where no test takes it),
+/// export-fio's job section (`NAME=N`) and the JSON document's test (`NAME`: the value, or
+/// null where it does not apply). fio's import, the CSV columns and the tables that split a
+/// test by it still name it.
+#[derive(Debug, Clone, Copy)]
+pub struct JobOption {
+    /// fio's option name, `iolab run`'s `--NAME` and the JSON key.
+    pub name: &'static str,
+    pub help: &'static str,
+    /// The largest value `--NAME` takes.
+    pub max: u64,
+    /// What it does, for the refusal when no test of the run takes it: "--NAME {does}, and
+    /// PRESET has none".
+    pub does: &'static str,
+    /// Its value in a job, `None` where it does not apply.
+    pub get: fn(&JobSpec) -> Option<u64>,
+    /// Sets it in a job (a value up to `max`).
+    pub set: fn(&mut JobSpec, u64),
+}
+
+/// `--rwmixread`: the read share of a mixed test, in percent.
+pub const RWMIXREAD: JobOption = JobOption {
+    name: "rwmixread",
+    help: "Percentage of reads in a mixed test (default 50; cdm's --mix uses 70)",
+    max: 100,
+    does: "sets the read share of mixed tests",
+    get: |j| j.rw.is_mixed().then_some(u64::from(j.rwmixread)),
+    set: |j, v| j.rwmixread = u8::try_from(v).unwrap_or(u8::MAX),
+};
+
+/// The general job options given to `iolab run` (`--NAME N` for each of [`JOB_OPTIONS`]).
+#[derive(Debug, Clone, Default)]
+pub struct JobOptionArgs(Vec<(&'static JobOption, u64)>);
+
+impl JobOptionArgs {
+    /// The options given, with their values.
+    pub fn given(&self) -> impl Iterator<Item = (&'static JobOption, u64)> + '_ {
+        self.0.iter().copied()
+    }
+}
+
+impl clap::FromArgMatches for JobOptionArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let value = |o: &JobOption| m.try_get_one::<u64>(o.name).ok().flatten().copied();
+        Ok(JobOptionArgs(
+            JOB_OPTIONS
+                .iter()
+                .filter_map(|o| value(o).map(|v| (o, v)))
+                .collect(),
+        ))
+    }
+
+    /// The options given in `m` replace the same ones given before.
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        let now = Self::from_arg_matches(m)?;
+        self.0
+            .retain(|(o, _)| !now.0.iter().any(|(n, _)| n.name == o.name));
+        self.0.extend(now.0);
+        Ok(())
+    }
+}
+
+impl clap::Args for JobOptionArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        JOB_OPTIONS.iter().fold(cmd, |cmd, o| {
+            cmd.arg(
+                clap::Arg::new(o.name)
+                    .long(o.name)
+                    .help(o.help)
+                    .value_name(o.name.to_uppercase())
+                    .value_parser(clap::value_parser!(u64).range(0..=o.max)),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// Every general job option declared as a [`JobOption`], in the order a job lists them.
+pub static JOB_OPTIONS: &[JobOption] = &[RWMIXREAD];
 
 /// The shape of one job: what fio calls a job section, minus the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -403,12 +493,15 @@ pub struct RunSettings {
     /// Unmeasured time at the start of every pass (fio's ramp_time).
     #[serde(default)]
     pub ramp: Duration,
-    pub engine: EngineKind,
+    /// The engine the tests run on; `None` (stored as null): the run used no engine
+    /// (metadata, dbench, copy...: their own system calls). Runs stored before it did say
+    /// "psync" there whether they used it or not.
+    pub engine: Option<EngineKind>,
     /// O_DIRECT (true) or through the page cache (false).
     pub direct: bool,
     pub data: DataPattern,
-    /// io_uring: register the job's buffers with the kernel.
-    pub fixedbufs: bool,
-    /// io_uring: register the job's file with the kernel.
-    pub registerfiles: bool,
+    /// The engines' own options as the run resolved them (io_uring's `fixedbufs`,
+    /// `registerfiles`), each stored as a key of its own beside the fields above.
+    #[serde(flatten)]
+    pub engine_opts: crate::engopt::EngineOpts,
 }

@@ -4,6 +4,7 @@
 //! `iolab-sys`'s bounded reader); it writes none. It turns user input (`--rw randread --bs 4k`,
 //! `cdm`, `atto`) into a validated list of [`TestSpec`]s that the engine executes.
 
+pub mod engopt;
 pub mod fio;
 pub mod fiojob;
 pub mod icf;
@@ -14,10 +15,10 @@ pub mod tomlkey;
 pub mod trace;
 mod units;
 
-pub use job::{names as value_names, parse_value};
+pub use job::{names as value_names, or_list, parse_value};
 pub use job::{
-    AccessLine, DataPattern, EngineKind, IoDir, JobSpec, Pace, RunSettings, Rw, SyncMode, TestSpec,
-    Zone,
+    AccessLine, DataPattern, EngineKind, IoDir, JobOption, JobOptionArgs, JobSpec, Pace,
+    RunSettings, Rw, SyncMode, TestSpec, Zone, JOB_OPTIONS, RWMIXREAD,
 };
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{

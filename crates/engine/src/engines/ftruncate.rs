@@ -24,6 +24,7 @@ impl Engine for Ftruncate {
         cli: false,
         synchronous: true,
         touches_device: true,
+        options: &[],
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {

@@ -9,36 +9,35 @@ use std::io;
 use std::os::fd::RawFd;
 
 use io_uring::{opcode, squeue, types, IoUring};
+use iolab_spec::engopt::{EngineOption, Val};
 use iolab_spec::{EngineKind, IoDir};
 
 use super::{Completion, Desc, Engine, Open};
 use crate::buffers::BufferPool;
 
-/// The options only io_uring has, as `iolab run` takes them.
-#[derive(clap::Args, Debug, Clone, Default)]
-#[command(next_help_heading = "io_uring engine options")]
-pub struct Options {
-    /// io_uring: do not register buffers with the kernel.
-    #[arg(long)]
-    pub no_fixedbufs: bool,
-    /// io_uring: do not register the file with the kernel.
-    #[arg(long)]
-    pub no_registerfiles: bool,
-}
-
-impl Options {
-    /// The long names of the options given, for refusing them with another engine.
-    pub fn given(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        if self.no_fixedbufs {
-            out.push("no-fixedbufs");
-        }
-        if self.no_registerfiles {
-            out.push("no-registerfiles");
-        }
-        out
-    }
-}
+/// The options only io_uring has (fio's io_uring options of the same names): `iolab run`'s
+/// `--no-fixedbufs` and `--no-registerfiles`, the keys a run's settings store, fio's job-file
+/// options, and what a run's header says of them.
+const OPTIONS: &[EngineOption] = &[
+    EngineOption {
+        key: "fixedbufs",
+        cli: "no-fixedbufs",
+        help: "io_uring: do not register buffers with the kernel",
+        default: Val::Flag(true),
+        max: 0,
+        fio: Some(("fixedbufs", Val::Flag(false))),
+        header: "fixed buffers",
+    },
+    EngineOption {
+        key: "registerfiles",
+        cli: "no-registerfiles",
+        help: "io_uring: do not register the file with the kernel",
+        default: Val::Flag(true),
+        max: 0,
+        fio: Some(("registerfiles", Val::Flag(false))),
+        header: "registered files",
+    },
+];
 
 /// Whether this kernel lets us create a ring at all (io_uring_disabled, seccomp, old kernel).
 pub fn available() -> Result<(), io::Error> {
@@ -150,10 +149,12 @@ impl Engine for Uring {
         cli: true,
         synchronous: false,
         touches_device: true,
+        options: OPTIONS,
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
-        let (file, bufs) = (o.settings.registerfiles, o.settings.fixedbufs);
+        let opts = &o.settings.engine_opts;
+        let (file, bufs) = (opts.flag("registerfiles"), opts.flag("fixedbufs"));
         let mut ring = Uring::new(o.fd, o.iodepth, o.bufs, file, bufs)
             .map_err(|e| format!("io_uring setup failed: {e}"))?;
         // Random direct I/O cannot merge in the block layer: each I/O goes to the device as

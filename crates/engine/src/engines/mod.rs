@@ -11,6 +11,7 @@ pub mod psync;
 use std::io;
 use std::os::fd::RawFd;
 
+use iolab_spec::engopt::{EngineOption, EngineOpts, Val};
 use iolab_spec::{EngineKind, IoDir, RunSettings};
 
 use crate::buffers::BufferPool;
@@ -25,17 +26,87 @@ pub struct EngineArgs {
     #[arg(long, value_parser = names())]
     pub engine: Option<String>,
     #[command(flatten)]
-    pub io_uring: io_uring::Options,
+    pub options: Options,
 }
 
 /// The engine chosen and its settings, resolved from [`EngineArgs`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineChoice {
     pub kind: iolab_spec::EngineKind,
-    pub fixedbufs: bool,
-    pub registerfiles: bool,
+    /// Every engine's options: given, or their defaults (what the run records).
+    pub opts: EngineOpts,
     /// `--engine` was given: the run uses this engine or fails, never another.
     pub named: bool,
+}
+
+/// Every engine's own options on `iolab run`'s command line, built from the options each
+/// engine's [`Desc`] declares (one help heading an engine): the ones given, with their
+/// engine.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    given: Vec<(EngineKind, &'static EngineOption, Val)>,
+}
+
+impl Options {
+    /// Every engine option's clap argument id, with its engine and declaration.
+    fn all() -> impl Iterator<Item = (EngineKind, &'static EngineOption)> {
+        ENGINES
+            .iter()
+            .flat_map(|d| d.options.iter().map(move |o| (d.kind, o)))
+    }
+}
+
+impl clap::FromArgMatches for Options {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut o = Options::default();
+        o.update_from_arg_matches(m)?;
+        Ok(o)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for (kind, o) in Options::all() {
+            let v = match o.default {
+                Val::Flag(d) => m
+                    .try_get_one::<bool>(o.cli)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|f| *f)
+                    .then_some(Val::Flag(!d)),
+                Val::Count(_) => m
+                    .try_get_one::<u64>(o.cli)
+                    .ok()
+                    .flatten()
+                    .map(|n| Val::Count(*n)),
+            };
+            if let Some(v) = v {
+                self.given.retain(|(_, g, _)| g.key != o.key);
+                self.given.push((kind, o, v));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl clap::Args for Options {
+    fn augment_args(mut cmd: clap::Command) -> clap::Command {
+        for (kind, o) in Options::all() {
+            let arg = clap::Arg::new(o.cli)
+                .long(o.cli)
+                .help(o.help)
+                .help_heading(format!("{} engine options", kind.as_str()));
+            cmd = cmd.arg(match o.default {
+                Val::Flag(_) => arg.action(clap::ArgAction::SetTrue),
+                Val::Count(_) => arg
+                    .value_name("N")
+                    .value_parser(clap::value_parser!(u64).range(0..=o.max)),
+            });
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 /// What an engine is, declared once in its own file (fio's `ioengine_ops`: its names and
@@ -57,6 +128,9 @@ pub struct Desc {
     /// Its I/O reaches the target (false: it completes I/O without touching it, fio's
     /// FIO_DISKLESSIO: the figures are iolab's own overhead).
     pub touches_device: bool,
+    /// Its own options (fio's per-engine option table): `iolab run`'s options, the run's
+    /// record, fio job files and every report's header read them from here.
+    pub options: &'static [EngineOption],
 }
 
 impl Desc {
@@ -74,10 +148,7 @@ pub fn by_name(name: &str) -> Result<&'static Desc, iolab_spec::SpecError> {
             .filter(|d| d.cli)
             .map(|d| d.kind.as_str())
             .collect();
-        let list = match names.split_last() {
-            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-            _ => names.join(""),
-        };
+        let list = iolab_spec::or_list(&names);
         iolab_spec::SpecError::new("engine", name, format!("expected {list}"))
     })
 }
@@ -107,24 +178,33 @@ impl EngineArgs {
         let kind = by_name(self.engine.as_deref().unwrap_or("io_uring"))
             .map_err(|e| ("engine".to_string(), format!("--{e}")))?
             .kind;
-        if kind != iolab_spec::EngineKind::IoUring {
-            if let Some(o) = self.io_uring.given().first() {
-                return Err((
-                    o.to_string(),
-                    format!(
-                        "--{o} is an io_uring option and does not apply to --engine {}",
-                        kind.as_str()
-                    ),
-                ));
-            }
+        if let Some((owner, o, _)) = self.options.given.iter().find(|(k, _, _)| *k != kind) {
+            return Err((
+                o.cli.to_string(),
+                format!(
+                    "--{} is an {} option and does not apply to --engine {}",
+                    o.cli,
+                    owner.as_str(),
+                    kind.as_str()
+                ),
+            ));
+        }
+        let mut opts = EngineOpts::of(Options::all().map(|(_, o)| (o.key, o.default)));
+        for (_, o, v) in &self.options.given {
+            opts.set(o.key, *v);
         }
         Ok(EngineChoice {
             kind,
-            fixedbufs: !self.io_uring.no_fixedbufs,
-            registerfiles: !self.io_uring.no_registerfiles,
+            opts,
             named: self.engine.is_some(),
         })
     }
+}
+
+/// Every engine's options, for the code below this crate that cannot name an engine
+/// (fio job files, reports): `iolab_spec::engopt::install(engines::options())`.
+pub fn options() -> impl Iterator<Item = (EngineKind, &'static [EngineOption])> {
+    ENGINES.iter().map(|d| (d.kind, d.options))
 }
 
 /// The engine a run uses, with what the run should note: `kind` where it can run here;

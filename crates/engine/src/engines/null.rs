@@ -34,6 +34,7 @@ impl Engine for Null {
         cli: true,
         synchronous: false,
         touches_device: false,
+        options: &[],
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {

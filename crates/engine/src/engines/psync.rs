@@ -48,6 +48,7 @@ impl Engine for Psync {
         cli: true,
         synchronous: true,
         touches_device: true,
+        options: &[],
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {

@@ -35,7 +35,7 @@ pub fn run_document(run: &RunRecord) -> Value {
         "study": run.study,
         "config_label": run.config_label,
         "study_meta": run.study_meta,
-        "engine": run.engine,
+        "engine": (!run.engine.is_empty()).then_some(&run.engine),
         "settings": settings(&run.settings),
         "command_line": run.command_line,
         "notes": run.notes,
@@ -51,19 +51,27 @@ pub fn to_json_string(run: &RunRecord) -> String {
 }
 
 fn settings(s: &RunSettings) -> Value {
-    json!({
+    let mut v = json!({
         "size_bytes": s.size,
         "duration_s": s.duration.as_secs_f64(),
         "runs": s.runs,
         "warmup_passes": s.warmup_passes,
         "warmup_duration_s": s.warmup_duration.as_secs_f64(),
         "ramp_s": s.ramp.as_secs_f64(),
-        "engine": s.engine.as_str(),
+        "engine": s.engine.map(|e| e.as_str()),
         "direct": s.direct,
         "data": s.data,
-        "fixedbufs": s.fixedbufs,
-        "registerfiles": s.registerfiles,
-    })
+    });
+    // Every engine's options (io_uring's fixedbufs, registerfiles...), each under its key:
+    // as the run recorded it, else null.
+    let m = v.as_object_mut().expect("an object");
+    for (_, o) in iolab_spec::engopt::catalogue() {
+        m.insert(o.key.to_string(), Value::Null);
+    }
+    for (k, val) in s.engine_opts.iter() {
+        m.insert(k.to_string(), json!(val));
+    }
+    v
 }
 
 fn warning(w: &Warning) -> Value {
@@ -77,14 +85,13 @@ fn warning(w: &Warning) -> Value {
 
 fn test(t: &TestRecord) -> Value {
     let j: &JobSpec = &t.job;
-    json!({
+    let mut v = json!({
         "name": t.name,
         "group": t.group,
         "rw": j.rw.as_str(),
         "bs": j.bs,
         "iodepth": j.iodepth,
         "numjobs": j.numjobs,
-        "rwmixread": if j.rw.is_mixed() { Some(j.rwmixread) } else { None },
         "fsync_every": j.fsync_every,
         "sync_mode": match j.sync_mode {
             SyncMode::Fsync => "fsync",
@@ -95,7 +102,13 @@ fn test(t: &TestRecord) -> Value {
         "passes": t.passes.iter().map(pass).collect::<Vec<_>>(),
         "summary": summary(&t.summary),
         "extra": t.extra,
-    })
+    });
+    // The general job options declared once (`rwmixread`: null where it does not apply).
+    let m = v.as_object_mut().expect("an object");
+    for o in iolab_spec::JOB_OPTIONS {
+        m.insert(o.name.to_string(), json!((o.get)(j)));
+    }
+    v
 }
 
 fn lat(l: &LatSummary) -> Value {

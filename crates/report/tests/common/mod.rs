@@ -92,11 +92,13 @@ pub fn settings(runs: u32, warmups: u32, size: u64) -> RunSettings {
         warmup_passes: warmups,
         warmup_duration: Duration::from_secs(5),
         ramp: Duration::ZERO,
-        engine: EngineKind::IoUring,
+        engine: Some(EngineKind::IoUring),
         direct: true,
         data: DataPattern::Random,
-        fixedbufs: false,
-        registerfiles: false,
+        engine_opts: iolab_spec::engopt::EngineOpts::of([
+            ("fixedbufs", iolab_spec::engopt::Val::Flag(false)),
+            ("registerfiles", iolab_spec::engopt::Val::Flag(false)),
+        ]),
     }
 }
 
@@ -287,7 +289,7 @@ pub fn custom_run() -> RunRecord {
         Score::Best,
     );
     let mut s = settings(3, 0, 8 << 30);
-    s.engine = EngineKind::IoUring;
+    s.engine = Some(EngineKind::IoUring);
     s.direct = false;
     let mut run = run_record("custom", s, vec![mixed, reads]);
     run.engine = "psync".into();

@@ -12,6 +12,7 @@ use super::options::{self, Kind};
 use super::parse::{JobFile, RawOption, Section};
 use super::values;
 use super::FioError;
+use crate::engopt::{self, EngineOpts, Val};
 use crate::job::{AccessLine, DataPattern, EngineKind, JobSpec, Pace, Rw, SyncMode};
 use crate::units::{format_bytes, MAX_DURATION};
 
@@ -53,8 +54,8 @@ pub struct FioPlan {
     pub direct: bool,
     pub data: DataPattern,
     pub verify: bool,
-    pub fixedbufs: bool,
-    pub registerfiles: bool,
+    /// Every engine option fio names (`fixedbufs`...), as the jobs set it or fio's default.
+    pub engine_opts: EngineOpts,
     /// fio's `steadystate`: passes are rounds until the rule holds (one for the run).
     pub steady: Option<FioSteady>,
     /// What the run should say about the mapping.
@@ -220,8 +221,11 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
     let mut direct = Agree::new("direct", "");
     let mut data = Agree::new("zero_buffers", "");
     let mut verify = Agree::new("verify", "");
-    let mut fixedbufs = Agree::new("fixedbufs", "");
-    let mut registerfiles = Agree::new("registerfiles", "");
+    // Every engine's options a job file can name (`engopt`'s catalogue), each agreed on.
+    let mut engine_opts: Vec<_> = engopt::catalogue()
+        .filter_map(|(k, o)| o.fio.map(|(name, default)| (k, o, name, default)))
+        .map(|(k, o, name, default)| (k, o, name, default, Agree::new(name, "")))
+        .collect();
     let mut steady = Agree::new("steadystate", "");
     let mut notes: Vec<String> = Vec::new();
     let mut note = |n: String| {
@@ -856,18 +860,27 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         engine.put((kind, ename.clone()), sec, get("ioengine"), |(_, n)| {
             format!("ioengine={n}")
         })?;
-        for (k, agree) in [
-            ("fixedbufs", &mut fixedbufs),
-            ("registerfiles", &mut registerfiles),
-        ] {
-            let v = flag(k)?.unwrap_or(false);
-            if v && kind != EngineKind::IoUring {
+        for (owner, opt, k, default, agree) in &mut engine_opts {
+            let (owner, opt, k, default) = (*owner, *opt, *k, *default);
+            let v = match (get(k), opt.default) {
+                (None, _) => default,
+                (Some(_), Val::Flag(_)) => Val::Flag(flag(k)?.unwrap_or(false)),
+                (Some(o), Val::Count(_)) => Val::Count(int(o, 0, opt.max)?),
+            };
+            if v != default && kind != owner {
                 return Err(err(
                     get(k).expect("set"),
-                    "an io_uring option, and the job's ioengine is not io_uring",
+                    format!(
+                        "an {0} option, and the job's ioengine is not {0}",
+                        owner.as_str()
+                    ),
                 ));
             }
-            agree.put(v, sec, get(k), |v| format!("{k}={}", u8::from(*v)))?;
+            let show = |v: &Val| match v {
+                Val::Flag(f) => format!("{k}={}", u8::from(*f)),
+                Val::Count(n) => format!("{k}={n}"),
+            };
+            agree.put(v, sec, get(k), show)?;
         }
         // direct and buffered say the same thing; the later one wins.
         let d = match (get("direct"), get("buffered")) {
@@ -1218,8 +1231,11 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         direct,
         data: data.get().unwrap_or(DataPattern::Random),
         verify: verify.get().unwrap_or(false),
-        fixedbufs: fixedbufs.get().unwrap_or(false),
-        registerfiles: registerfiles.get().unwrap_or(false),
+        engine_opts: EngineOpts::of(
+            engine_opts
+                .into_iter()
+                .map(|(_, o, _, default, agree)| (o.key, agree.get().unwrap_or(default))),
+        ),
         steady: steady.get().flatten(),
         notes,
     })

@@ -1,7 +1,8 @@
 //! fio's options as one table, a row each ([`OPTIONS`]: the name, how its value is read,
 //! what iolab does with it: maps it onto a field, accepts it with a note, ignores it as
 //! report-only, or refuses it with a reason), their aliases, and the I/O engines iolab
-//! cannot emulate. An unknown name gets a "did you mean" from all of them.
+//! cannot emulate; an engine's own options come from its declaration (`crate::engopt`).
+//! An unknown name gets a "did you mean" from all of them.
 
 /// fio's aliases and the name iolab files them under.
 const ALIASES: &[(&str, &str)] = &[
@@ -202,8 +203,7 @@ pub const OPTIONS: &[Row] = &[
     maps("thinktime_spin", Time, "0 only", "0"),
     maps("kb_base", Int, "how sizes are read", "1000"),
     maps("invalidate", Flag, "JobSpec.invalidate", "1"),
-    maps("fixedbufs", Flag, "RunSettings.fixedbufs", "1"),
-    maps("registerfiles", Flag, "RunSettings.registerfiles", "1"),
+    // an engine's own options (io_uring's fixedbufs...) are its file's: `crate::engopt`
     // accepted with a note on what differs (docs/fio.md)
     notes(
         "norandommap",
@@ -572,6 +572,7 @@ pub fn kind(key: &str) -> Kind {
         Some(Does::Maps(_) | Does::Notes(_)) => Kind::Mapped,
         Some(Does::ReportOnly) => Kind::ReportOnly,
         Some(Does::Refused(why)) => Kind::Unsupported(why),
+        None if crate::engopt::by_fio_name(key).is_some() => Kind::Mapped,
         None => Kind::Unknown,
     }
 }
@@ -582,7 +583,8 @@ pub fn suggest(key: &str) -> Option<&'static str> {
     let all = OPTIONS
         .iter()
         .map(|r| r.name)
-        .chain(ALIASES.iter().map(|(a, _)| *a));
+        .chain(ALIASES.iter().map(|(a, _)| *a))
+        .chain(crate::engopt::catalogue().filter_map(|(_, o)| o.fio.map(|(n, _)| n)));
     let limit = (key.chars().count() / 3).clamp(1, 2);
     all.map(|c| (distance(key, c), c))
         .filter(|(d, _)| *d <= limit)

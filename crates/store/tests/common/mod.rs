@@ -164,11 +164,13 @@ pub fn run(uuid: &str) -> RunRecord {
             warmup_passes: 1,
             warmup_duration: Duration::from_secs(2),
             ramp: Duration::from_millis(250),
-            engine: EngineKind::IoUring,
+            engine: Some(EngineKind::IoUring),
             direct: true,
             data: DataPattern::Random,
-            fixedbufs: true,
-            registerfiles: false,
+            engine_opts: iolab_spec::engopt::EngineOpts::of([
+                ("fixedbufs", iolab_spec::engopt::Val::Flag(true)),
+                ("registerfiles", iolab_spec::engopt::Val::Flag(false)),
+            ]),
         },
         engine: "io_uring".into(),
         command_line: vec![

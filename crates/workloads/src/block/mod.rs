@@ -58,9 +58,8 @@ pub struct BlockArgs {
     /// Write data: random (incompressible, default) or zeros.
     #[arg(long, default_value = "random")]
     pub data: DataPattern,
-    /// Percentage of reads in a mixed test (default 50; cdm's --mix uses 70).
-    #[arg(long)]
-    pub rwmixread: Option<u8>,
+    #[command(flatten)]
+    pub job_opts: iolab_spec::JobOptionArgs,
     /// fsync after every N writes of each job.
     #[arg(long, value_name = "N", alias = "fsync-every")]
     pub fsync: Option<u32>,
@@ -357,8 +356,8 @@ fn custom_job(g: &Given) -> Result<JobSpec, UsageError> {
         g.queue.iodepth.unwrap_or(1),
         g.queue.numjobs.unwrap_or(1),
     );
-    if let Some(m) = g.block.rwmixread {
-        job.rwmixread = m;
+    for (o, v) in g.block.job_opts.given() {
+        (o.set)(&mut job, v);
     }
     if let Some(n) = iolab_runner::options::opt_size("io-size", &g.shape.io_size)? {
         if n < bs {
@@ -446,18 +445,20 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         ("custom", _) => expand_preset(preset, Some(&custom_job(g)?), g.mix, size)?,
         _ => expand_preset(preset, None, g.mix, size)?,
     };
-    if let Some(m) = a.rwmixread {
-        if !tests.iter().any(|t| t.job.rw.is_mixed()) {
+    for (o, v) in a.job_opts.given() {
+        if !tests.iter().any(|t| (o.get)(&t.job).is_some()) {
             return Err(UsageError::option(
-                "rwmixread",
+                o.name,
                 format!(
-                    "--rwmixread sets the read share of mixed tests, and {preset} has none{}",
+                    "--{} {}, and {preset} has none{}",
+                    o.name,
+                    o.does,
                     if is_cdm(preset) { " (add --mix)" } else { "" }
                 ),
             ));
         }
-        for t in tests.iter_mut().filter(|t| t.job.rw.is_mixed()) {
-            t.job.rwmixread = m;
+        for t in tests.iter_mut().filter(|t| (o.get)(&t.job).is_some()) {
+            (o.set)(&mut t.job, v);
         }
     }
     let sync_given = a.fsync.is_some() || a.fdatasync.is_some() || a.end_fsync.end_fsync;
@@ -569,11 +570,10 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
             warmup_passes,
             warmup_duration,
             ramp,
-            engine,
+            engine: Some(engine),
             direct: !a.buffered.buffered,
             data,
-            fixedbufs: choice.fixedbufs,
-            registerfiles: choice.registerfiles,
+            engine_opts: choice.opts,
         },
         tests,
         score,

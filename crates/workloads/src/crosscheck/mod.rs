@@ -331,7 +331,7 @@ impl Crosscheck {
         drop(target);
         let heading = format!(
             "iolab vs fio on {io_path} · {} · {} · {} pass(es) of {:.1} s each, alternating",
-            s.engine.as_str(),
+            s.engine.map_or("no engine", |e| e.as_str()),
             if s.direct { "O_DIRECT" } else { "buffered" },
             s.runs,
             s.duration.as_secs_f64()

@@ -109,11 +109,10 @@ pub fn plan_file(
         warmup_passes: 0,
         warmup_duration: fp.duration,
         ramp: fp.ramp,
-        engine,
+        engine: Some(engine),
         direct: fp.direct,
         data: fp.data,
-        fixedbufs: fp.fixedbufs,
-        registerfiles: fp.registerfiles,
+        engine_opts: fp.engine_opts.clone(),
     };
     let mut plan = BlockPlan::new("fio", settings, tests);
     plan.notes = notes;
@@ -266,5 +265,60 @@ mod tests {
         }
         // And no other fio name reaches an engine.
         assert!(engine_of("posixaio", "").is_err());
+    }
+
+    /// Each engine option a job file may name (the engine's `Desc.options`) is read onto
+    /// the run's settings on its engine, and refused on any other.
+    #[test]
+    fn every_engine_option_maps_on_its_engine_only() {
+        crate::install();
+        let plan = |text: &str| {
+            let src = Sources {
+                read: &|_, _| {
+                    Err(iolab_sys::input::InputError::Io(
+                        std::io::ErrorKind::NotFound.into(),
+                    ))
+                },
+                var: &|_| None,
+            };
+            let file = fiojob::parse("j.fio", text.as_bytes(), &src).map_err(|e| e.to_string())?;
+            fiojob::map_jobs(&file, Overrides::default()).map_err(|e| e.to_string())
+        };
+        use iolab_spec::engopt::Val;
+        for d in ENGINES {
+            for o in d.options {
+                let Some((name, default)) = o.fio else {
+                    continue;
+                };
+                assert!(
+                    fiojob::options::row(name).is_none(),
+                    "{name} is {}'s: delete its row in fio's option table (iolab-spec's \
+                     fiojob/options.rs), which says what iolab does with the options no \
+                     engine declares",
+                    d.kind.as_str()
+                );
+                let (text, v) = match default {
+                    Val::Flag(f) => (u8::from(!f).to_string(), Val::Flag(!f)),
+                    Val::Count(n) => {
+                        let m = if n < o.max { n + 1 } else { n - 1 };
+                        (m.to_string(), Val::Count(m))
+                    }
+                };
+                let job = format!("[j]\nrw=write\nsize=1m\ndirect=1\n{name}={text}\n");
+                let p = plan(&format!("{job}ioengine={}\n", d.fio[0]))
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(p.engine_opts.get(o.key), Some(v), "{name}");
+                for other in ENGINES
+                    .iter()
+                    .filter(|e| e.kind != d.kind && !e.fio.is_empty())
+                {
+                    let e = plan(&format!("{job}ioengine={}\n", other.fio[0])).unwrap_err();
+                    assert!(
+                        e.contains(&format!("{name}: an {}", d.kind.as_str())),
+                        "{e}"
+                    );
+                }
+            }
+        }
     }
 }
