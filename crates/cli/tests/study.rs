@@ -1019,14 +1019,15 @@ fn until_decided_stops_after_one_round_when_earlier_runs_measured_the_spread() {
         return;
     };
     let sb = Sandbox::new();
-    // Two throttled raw loop devices, one repeat in the file: the first invocation needs a
-    // second round (no spread yet); the second decides on its one round, against the
-    // spread of the first invocation's runs of the same configurations.
+    // Two throttled raw loop devices, three repeats in the file (the fixed schedule's, which
+    // the race replaces): the first invocation needs a second round (no spread yet) and no
+    // third; the second decides on its one round, against the spread of the first
+    // invocation's runs of the same configurations.
     let f = write(
         &sb,
         "again.toml",
         r#"name = "t-again"
-repeats = 1
+repeats = 3
 [testbed]
 kind = "loop"
 size = "64MiB"
@@ -1050,11 +1051,17 @@ warmup = 0
 "#,
     );
     let first = sb.iolab(&["study", &f, "--until-decided"]).ok();
+    let text = &first.stdout;
     assert!(
-        first.stdout.contains("until decided: 2 round(s)"),
-        "{}",
-        first.stdout
+        text.contains("1 repeat(s) (the file's repeats = 3 is the fixed schedule's): 2 runs"),
+        "{text}"
     );
+    assert!(text.contains("until decided: 2 round(s)"), "{text}");
+    assert!(
+        text.contains("until decided: the time went to 4 visit(s)"),
+        "{text}"
+    );
+    assert_eq!(sb.result_rows().len(), 4, "{}", sb.results());
     let again = sb.iolab(&["study", &f, "--until-decided"]).ok();
     let text = &again.stdout;
     assert!(text.contains("until decided: 1 round(s)"), "{text}");

@@ -941,6 +941,9 @@ pub struct Ranking {
     /// Per configuration: earlier repeats of it found in the store, used as its noise
     /// when it has a single repeat here.
     pub noise_repeats: Vec<usize>,
+    /// Per configuration: the sample standard deviation of ln of its own per-repeat
+    /// scores (`None` with fewer than two repeats): how much its repeats scatter.
+    pub spread: Vec<Option<f64>>,
     /// Every pair of scored configurations (i < j, input order) and the test of j's
     /// per-repeat score against i's.
     pub pairs: Vec<(usize, usize, Judgement)>,
@@ -1625,9 +1628,21 @@ impl RunSet {
                 }
             })
             .collect();
+        let spread = own
+            .iter()
+            .map(|v| {
+                let logs: Vec<f64> = v.iter().map(|x| x.ln()).collect();
+                (logs.len() >= 2).then(|| {
+                    let m = logs.iter().sum::<f64>() / logs.len() as f64;
+                    let ss: f64 = logs.iter().map(|x| (x - m).powi(2)).sum();
+                    (ss / (logs.len() - 1) as f64).sqrt()
+                })
+            })
+            .collect();
         Ranking {
             repeats: own.iter().map(Vec::len).collect(),
             noise_repeats,
+            spread,
             score,
             ranges,
             pairs,
