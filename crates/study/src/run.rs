@@ -265,23 +265,39 @@ impl Session<'_> {
             .count()
     }
 
-    /// The adjacent pairs of the ranking of the runs so far, decided (as the final
-    /// report decides them, with the store's noise), and the ranking.
-    fn judge(
-        &mut self,
-        margin_pct: f64,
-    ) -> Result<
-        (
-            Vec<iolab_report::set::AdjacentPair>,
-            iolab_report::set::Ranking,
-        ),
-        RunError,
-    > {
+    /// The ranking of the runs so far, its adjacent pairs decided as the final report
+    /// decides them (with the store's noise), in the study's configuration numbers (the
+    /// set numbers configurations in the order their runs came, which a failed build
+    /// changes).
+    fn judge(&mut self, margin_pct: f64) -> Result<Judged, RunError> {
         let judging = Instant::now();
-        let ranking = self.set()?.ranking();
-        let pairs = ranking.adjacent(margin_pct);
+        let set = self.set()?;
+        let ranking = set.ranking();
+        let configs = &self.study.configs;
+        let number = |i: usize| {
+            set.configs
+                .get(i)
+                .and_then(|c| configs.iter().position(|s| s.label == c.label))
+        };
+        let mut judged = Judged {
+            pairs: Vec::new(),
+            repeats: vec![0; configs.len()],
+            spread: vec![None; configs.len()],
+        };
+        for mut p in ranking.adjacent(margin_pct) {
+            if let (Some(better), Some(worse)) = (number(p.better), number(p.worse)) {
+                (p.better, p.worse) = (better, worse);
+                judged.pairs.push(p);
+            }
+        }
+        for i in 0..set.configs.len() {
+            if let Some(c) = number(i) {
+                judged.repeats[c] = ranking.repeats.get(i).copied().unwrap_or(0);
+                judged.spread[c] = ranking.spread.get(i).copied().flatten();
+            }
+        }
         self.time.judging += judging.elapsed();
-        Ok((pairs, ranking))
+        Ok(judged)
     }
 
     /// `--until-decided`: more rounds over the undecided configurations (see
@@ -311,11 +327,12 @@ impl Session<'_> {
         let mut round = first_rounds;
         let why_stopped;
         loop {
-            let (pairs, ranking) = self.judge(u.margin_pct)?;
-            let active = open(&pairs);
+            let judged = self.judge(u.margin_pct)?;
+            let pairs = &judged.pairs;
+            let active = open(pairs);
             if active.is_empty() {
                 why_stopped = "every adjacent pair of the ranking is decided".to_string();
-                print_race(study, &pairs, u.margin_pct, round, self.started.elapsed());
+                print_race(study, pairs, u.margin_pct, round, self.started.elapsed());
                 break;
             }
             let per_visit = self.started.elapsed().as_secs_f64() / self.time.visits.max(1) as f64;
@@ -337,7 +354,7 @@ impl Session<'_> {
                 } else {
                     format!("{} rounds reached", u.max_rounds)
                 };
-                print_race(study, &pairs, u.margin_pct, round, self.started.elapsed());
+                print_race(study, pairs, u.margin_pct, round, self.started.elapsed());
                 break;
             }
             println!(
@@ -353,13 +370,12 @@ impl Session<'_> {
             );
             self.rounds = round + 1;
             self.total += next;
-            let order = race_order(&active, &ranking, study.order, round);
+            let order = race_order(&active, &judged, study.order, round);
             for (k, &c) in order.iter().enumerate() {
                 if k > 0 {
                     // Judged again after every visit: a configuration whose pairs the
                     // visits before it decided is not measured again.
-                    let (pairs, _) = self.judge(u.margin_pct)?;
-                    let still = open(&pairs);
+                    let still = open(&self.judge(u.margin_pct)?.pairs);
                     if !still.contains(&c) {
                         println!(
                             "until decided: {} is decided{}, not visited in round {}",
@@ -395,13 +411,23 @@ impl Session<'_> {
     }
 }
 
+/// The ranking of the runs so far, in the study's configuration numbers.
+struct Judged {
+    /// The adjacent pairs of the ranking, best first, each decided.
+    pairs: Vec<iolab_report::set::AdjacentPair>,
+    /// Per configuration: its repeats with every scored test.
+    repeats: Vec<usize>,
+    /// Per configuration: the standard deviation of ln of its per-repeat scores.
+    spread: Vec<Option<f64>>,
+}
+
 /// The order a race round visits `active` in: rotated like the file's rounds with
 /// `order = "rotated"`; else the configurations with the fewest repeats first (one repeat
 /// has no spread of its own yet), then the most scattered (the repeat most likely to
 /// decide its pairs, and with them whether its neighbours need one), then as written.
 fn race_order(
     active: &[usize],
-    ranking: &iolab_report::set::Ranking,
+    judged: &Judged,
     order: crate::file::Order,
     round: u32,
 ) -> Vec<usize> {
@@ -412,8 +438,8 @@ fn race_order(
     }
     let mut v = active.to_vec();
     v.sort_by(|&a, &b| {
-        let reps = |c: usize| ranking.repeats.get(c).copied().unwrap_or(0);
-        let spread = |c: usize| ranking.spread.get(c).copied().flatten().unwrap_or(0.0);
+        let reps = |c: usize| judged.repeats.get(c).copied().unwrap_or(0);
+        let spread = |c: usize| judged.spread.get(c).copied().flatten().unwrap_or(0.0);
         reps(a)
             .cmp(&reps(b))
             .then(spread(b).total_cmp(&spread(a)))
