@@ -210,7 +210,7 @@ print(("ok:" if ok else "NOT the answer:"), "ranks", " ".join(f"{k} {v}" for k, 
       > "$WORK/$name.txt" 2> "$WORK/$name.err" || { cat "$WORK/$name.err"; die "study $name failed"; }
     end=$(date +%s.%N)
     echo "  $what: $(python3 -c "print(f'{$end - $start:.1f}')") s"
-    grep -E "^until decided: [0-9]+ round|^until decided: round|^until decided: the time" \
+    grep -E "^until decided: [0-9]+ round|^until decided: round|not visited|^until decided: the time" \
       "$WORK/$name.txt" | sed 's/^/    | /' || true
     echo "    $("$IOLAB" report --study "${name%-again}" --db "$DB" --json - | python3 -c "$ANSWER")"
   }
