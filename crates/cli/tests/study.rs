@@ -1056,15 +1056,19 @@ warmup = 0
         text.contains("1 repeat(s) (the file's repeats = 3 is the fixed schedule's): 2 runs"),
         "{text}"
     );
-    assert!(text.contains("until decided: 2 round(s)"), "{text}");
+    // Then a second round of both (a run held off the CPU by a busy machine can ask for
+    // more: one visit at a time, never the file's three rounds first), every visit stored.
     assert!(
-        text.contains("until decided: the time went to 4 visit(s)"),
+        text.contains("until decided: round 2 for fast, slow"),
         "{text}"
     );
-    assert_eq!(sb.result_rows().len(), 4, "{}", sb.results());
+    let at = text.find("the time went to ").expect("where the time went") + 17;
+    let made: usize = text[at..].split(' ').next().unwrap().parse().unwrap();
+    assert!(made >= 4, "{text}");
+    assert_eq!(sb.result_rows().len(), made, "{}", sb.results());
     let again = sb.iolab(&["study", &f, "--until-decided"]).ok();
     let text = &again.stdout;
     assert!(text.contains("until decided: 1 round(s)"), "{text}");
     assert!(text.contains("fast > slow: different"), "{text}");
-    assert_eq!(sb.result_rows().len(), 6, "{}", sb.results());
+    assert_eq!(sb.result_rows().len(), made + 2, "{}", sb.results());
 }
