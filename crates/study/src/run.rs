@@ -283,6 +283,7 @@ impl Session<'_> {
             pairs: Vec::new(),
             repeats: vec![0; configs.len()],
             spread: vec![None; configs.len()],
+            unlike_earlier: vec![false; configs.len()],
         };
         for mut p in ranking.adjacent(margin_pct) {
             if let (Some(better), Some(worse)) = (number(p.better), number(p.worse)) {
@@ -294,6 +295,7 @@ impl Session<'_> {
             if let Some(c) = number(i) {
                 judged.repeats[c] = ranking.repeats.get(i).copied().unwrap_or(0);
                 judged.spread[c] = ranking.spread.get(i).copied().flatten();
+                judged.unlike_earlier[c] = ranking.unlike_earlier.get(i).copied().unwrap_or(false);
             }
         }
         self.time.judging += judging.elapsed();
@@ -304,17 +306,25 @@ impl Session<'_> {
     /// [`UntilDecided`]), judged again after every visit; prints what it decided and what
     /// it could not.
     fn race(&mut self, u: UntilDecided, first_rounds: u32) -> Result<(), RunError> {
-        use iolab_report::set::{AdjacentPair, Call};
+        use iolab_report::set::Call;
         let study = self.study;
         let label = |c: usize| study.configs[c].label.as_str();
         let names = |cs: &[usize]| cs.iter().map(|&c| label(c)).collect::<Vec<_>>().join(", ");
-        // The configurations of the undecided pairs (every one while nothing is scored).
-        let open = |pairs: &[AdjacentPair]| -> Vec<usize> {
-            if pairs.is_empty() {
+        // The configurations of the undecided pairs (every one while nothing is scored),
+        // and those whose one repeat is unlike their earlier runs: a verdict on the earlier
+        // runs' spread would not hold for it, so it gets a spread of its own first.
+        let open = |j: &Judged| -> Vec<usize> {
+            if j.pairs.is_empty() {
                 return (0..study.configs.len()).collect();
             }
-            let mut cs: Vec<usize> = Vec::new();
-            for p in pairs.iter().filter(|p| p.decision.call == Call::Undecided) {
+            let mut cs: Vec<usize> = (0..study.configs.len())
+                .filter(|&c| j.unlike_earlier[c])
+                .collect();
+            for p in j
+                .pairs
+                .iter()
+                .filter(|p| p.decision.call == Call::Undecided)
+            {
                 for c in [p.better, p.worse] {
                     if !cs.contains(&c) {
                         cs.push(c);
@@ -329,7 +339,7 @@ impl Session<'_> {
         loop {
             let judged = self.judge(u.margin_pct)?;
             let pairs = &judged.pairs;
-            let active = open(pairs);
+            let active = open(&judged);
             if active.is_empty() {
                 why_stopped = "every adjacent pair of the ranking is decided".to_string();
                 print_race(study, pairs, u.margin_pct, round, self.started.elapsed());
@@ -365,6 +375,15 @@ impl Session<'_> {
                     .iter()
                     .filter(|p| p.decision.call == Call::Undecided)
                     .map(|p| format!("{} vs {}", label(p.better), label(p.worse)))
+                    .chain(
+                        active
+                            .iter()
+                            .filter(|&&c| judged.unlike_earlier[c])
+                            .map(|&c| format!(
+                                "{}'s one repeat, unlike its earlier runs",
+                                label(c)
+                            ))
+                    )
                     .collect::<Vec<_>>()
                     .join(", ")
             );
@@ -375,7 +394,7 @@ impl Session<'_> {
                 if k > 0 {
                     // Judged again after every visit: a configuration whose pairs the
                     // visits before it decided is not measured again.
-                    let still = open(&self.judge(u.margin_pct)?.pairs);
+                    let still = open(&self.judge(u.margin_pct)?);
                     if !still.contains(&c) {
                         println!(
                             "until decided: {} is decided{}, not visited in round {}",
@@ -419,6 +438,9 @@ struct Judged {
     repeats: Vec<usize>,
     /// Per configuration: the standard deviation of ln of its per-repeat scores.
     spread: Vec<Option<f64>>,
+    /// Per configuration: its one repeat is unlike its earlier runs (outside their 95%
+    /// prediction interval), so it needs a spread of its own before its pairs are decided.
+    unlike_earlier: Vec<bool>,
 }
 
 /// The order a race round visits `active` in: rotated like the file's rounds with
