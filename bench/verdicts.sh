@@ -13,24 +13,32 @@
 #   (c) Power (root, cgroup-v1 blkio): TRIALS times, 3 runs at 20 MiB/s, 3 at 24 MiB/s and
 #       3 at 20.4 MiB/s, interleaved, on a loop device over memory (/dev/shm); 20 vs 24
 #       should be *different*, 20 vs 20.4 with --margin 5 *same*.
-#   (d) A study of four throttled loop devices (26, 26, 22 and 20 MiB/s, 128 KiB reads):
-#       `--until-decided` from `repeats = 1`, twice (the second invocation has the
-#       first's runs as the configurations' spread), then the fixed schedule with
-#       `repeats = FIXED_REPEATS` in a new study; the ranks, the verdicts of adjacent pairs
-#       and the wall time of each.
+#   (d) A study of four throttled loop devices (26, 26, 22 and 20 MiB/s, 128 KiB reads,
+#       images under /var/tmp, or IMAGE_DIR), D_TRIALS times: `--until-decided` in a new
+#       study, twice (the second invocation has the first's runs as the configurations'
+#       spread), then the fixed schedule with each `repeats` of FIXED_REPEATS in new
+#       studies; the wall time, rounds, where the race's time went, and whether the
+#       report gave the answer (26a and 26b ranks 1-2 *same*, 22 rank 3, 20 rank 4);
+#       with D_LOAD=1, while a dd loop writes the disk the images are on. Passes of
+#       D_DURATION (500ms) after D_RAMP (200ms); the races with --budget D_BUDGET (10m).
 #   (e) `iolab ab` (root): AB_TRIALS times, `iolab ab` of the throttled workload of (c) on
 #       two loop devices over memory read at 20 and 24 MiB/s by one cgroup (A/B), and on
 #       the 20 MiB/s device against itself (A/A): the verdict, the pairs it took, the time.
 #
 # Usage: bench/verdicts.sh [DIR]. CDM_PAIRS (default 12), TRIALS (default 20),
-# FIXED_REPEATS (default 3), AB_TRIALS (default 10), PARTS (default "a b c d e"). IOLAB: the binary (default the
+# FIXED_REPEATS (default "1 2 3"), D_TRIALS (default 3), IMAGE_DIR, D_LOAD, D_DURATION, D_RAMP,
+# D_BUDGET, AB_TRIALS (default 10), PARTS (default "a b c d e"). IOLAB: the binary (default the
 # release build). Needs python3; (c) and (d) need root and /sys/fs/cgroup/blkio.
 # Everything it creates is removed on exit, error or Ctrl-C (bench/lib.sh).
 set -euo pipefail
 
 CDM_PAIRS=${CDM_PAIRS:-12}
 TRIALS=${TRIALS:-20}
-FIXED_REPEATS=${FIXED_REPEATS:-3}
+FIXED_REPEATS=${FIXED_REPEATS:-1 2 3}
+D_TRIALS=${D_TRIALS:-3}
+D_DURATION=${D_DURATION:-500ms}
+D_RAMP=${D_RAMP:-200ms}
+D_BUDGET=${D_BUDGET:-10m}
 AB_TRIALS=${AB_TRIALS:-10}
 PARTS=${PARTS:-a b c d e}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
@@ -143,16 +151,18 @@ if part c && need_blkio c; then
 fi
 
 if part d && need_blkio d; then
-  echo "(d) a study of four throttled loop devices: 26, 26, 22, 20 MiB/s"
+  echo "(d) a study of four throttled loop devices: 26, 26, 22, 20 MiB/s, $D_TRIALS trials"
+  # study NAME REPEATS: the study file (images in IMAGE_DIR when it is set).
   study() {
     cat <<EOF
-name = "race-$1"
+name = "$1"
 repeats = $2
 order = "interleaved"
 [testbed]
 kind = "loop"
 size = "64MiB"
 direct_io = true
+${IMAGE_DIR:+image_dir = \"$IMAGE_DIR\"}
 [[config]]
 label = "26a"
 testbed = { throttle = { read_bps = "26MiB" } }
@@ -172,29 +182,58 @@ bs = "128k"
 iodepth = 4
 size = "32MiB"
 runs = 3
-duration = "500ms"
-ramp = "200ms"
+duration = "$D_DURATION"
+ramp = "$D_RAMP"
 warmup = 0
 EOF
   }
-  # One repeat in the file: the first invocation needs a second round (no spread yet);
-  # the same study again decides on what it needs, with the first's runs as the spread.
-  study until 1 > "$WORK/until.toml"
-  for inv in first again; do
+  # The answer of a study's report: ok when 26a and 26b share ranks 1-2 as *same*, 22 is
+  # rank 3 and 20 rank 4 (adjacent pairs same, different, different); else what it said.
+  ANSWER='
+import json, sys
+d = json.load(sys.stdin)
+ranks = {r["label"]: r["rank_text"] for r in d["score"]["ranked"]}
+adj = [a["verdict"] for a in d["score"]["adjacent"]]
+runs = {c["label"]: len(c["run_ids"]) for c in d["configurations"]}
+ok = (ranks == {"26a": "1-2", "26b": "1-2", "22": "3", "20": "4"}
+      and adj == ["same", "different", "different"])
+print(("ok:" if ok else "NOT the answer:"), "ranks", " ".join(f"{k} {v}" for k, v in ranks.items()),
+      "; pairs", ", ".join(adj), "; runs", " ".join(f"{k} {v}" for k, v in runs.items()))'
+  # one NAME REPEATS WHAT [STUDY OPTIONS]: runs the study, prints its time and answer (and
+  # for a race, its rounds and where its time went).
+  one() {
+    local name=$1 what=$3 start end
+    study "${name%-again}" "$2" > "$WORK/$name.toml"
+    shift 3
     start=$(date +%s.%N)
-    IOLAB_STATE_DIR=$WORK/state "$IOLAB" study "$WORK/until.toml" --db "$DB" --until-decided \
-      --budget 20m > "$WORK/until.txt"
+    IOLAB_STATE_DIR=$WORK/state "$IOLAB" study "$WORK/$name.toml" --db "$DB" "$@" \
+      > "$WORK/$name.txt" 2> "$WORK/$name.err" || { cat "$WORK/$name.err"; die "study $name failed"; }
     end=$(date +%s.%N)
-    echo "  --until-decided ($inv invocation): $(python3 -c "print(round($end - $start))") s"
-    grep -E "^until decided|^  26|^  22|^  20|run\(s\) stored" "$WORK/until.txt" | sed 's/^/  | /'
-    grep -E "^\| [0-9-]+ \|" "$WORK/until.txt" | sed 's/^/  | /' || true
+    echo "  $what: $(python3 -c "print(f'{$end - $start:.1f}')") s"
+    grep -E "^until decided: [0-9]+ round|^until decided: round|not visited|^until decided: the time" \
+      "$WORK/$name.txt" | sed 's/^/    | /' || true
+    echo "    $("$IOLAB" report --study "${name%-again}" --db "$DB" --json - | python3 -c "$ANSWER")"
+  }
+  if [ -n "${D_LOAD:-}" ]; then
+    # The images' disk kept busy, as other work on the machine would: a run then waits for
+    # its image behind the writes now and then, and comes out off its cap.
+    echo "  with a dd oflag=direct write loop on the disk of the images (/var/tmp)"
+    ( while :; do dd if=/dev/zero of="$WORK/load" bs=1M count=256 oflag=direct status=none; done ) &
+    LOADER=$!
+  fi
+  echo "  load average $(cut -d' ' -f1 /proc/loadavg)"
+  for t in $(seq 1 "$D_TRIALS"); do
+    # A new study each trial: the first invocation has no earlier runs as the spread.
+    one "race-$t-until" 1 "trial $t --until-decided, first invocation" --until-decided \
+      --budget "$D_BUDGET"
+    one "race-$t-until-again" 1 "trial $t --until-decided, again (same store)" --until-decided \
+      --budget "$D_BUDGET"
+    for r in $FIXED_REPEATS; do
+      one "race-$t-fixed$r" "$r" "trial $t fixed repeats = $r"
+    done
   done
-  study fixed "$FIXED_REPEATS" > "$WORK/fixed.toml"
-  start=$(date +%s.%N)
-  IOLAB_STATE_DIR=$WORK/state "$IOLAB" study "$WORK/fixed.toml" --db "$DB" > "$WORK/fixed.txt"
-  end=$(date +%s.%N)
-  echo "  fixed repeats = $FIXED_REPEATS: $(python3 -c "print(round($end - $start))") s"
-  grep -E "run\(s\) stored|^\| [0-9-]+ \|" "$WORK/fixed.txt" | sed 's/^/  | /' || true
+  echo "  load average $(cut -d' ' -f1 /proc/loadavg)"
+  if [ -n "$LOADER" ]; then kill "$LOADER"; wait "$LOADER" 2>/dev/null || true; LOADER=""; fi
 fi
 
 if part e && need_blkio e; then

@@ -179,9 +179,10 @@ pub struct StudyArgs {
     /// Erase the signatures already on the devices before a device testbed builds.
     #[arg(long)]
     pub wipe: bool,
-    /// After the first rounds (at least 2, interleaved), add rounds only for the
-    /// configurations whose place in the ranking is undecided, until every adjacent pair
-    /// is different or the same within --margin (docs/statistics.md).
+    /// One round (interleaved; replaces the file's repeats), then one repeat at a time of
+    /// the configurations whose place in the ranking is undecided, judged after every
+    /// visit, until every adjacent pair is different or the same within --margin
+    /// (docs/statistics.md).
     #[arg(long, conflicts_with = "dry_run")]
     pub until_decided: bool,
     /// Rounds already alternate the configurations (order = "interleaved", the default);

@@ -1019,14 +1019,15 @@ fn until_decided_stops_after_one_round_when_earlier_runs_measured_the_spread() {
         return;
     };
     let sb = Sandbox::new();
-    // Two throttled raw loop devices, one repeat in the file: the first invocation needs a
-    // second round (no spread yet); the second decides on its one round, against the
-    // spread of the first invocation's runs of the same configurations.
+    // Two throttled raw loop devices, three repeats in the file (the fixed schedule's, which
+    // the race replaces): the first invocation needs a second round (no spread yet) and no
+    // third; the second decides on its one round, against the spread of the first
+    // invocation's runs of the same configurations.
     let f = write(
         &sb,
         "again.toml",
         r#"name = "t-again"
-repeats = 1
+repeats = 3
 [testbed]
 kind = "loop"
 size = "64MiB"
@@ -1050,14 +1051,24 @@ warmup = 0
 "#,
     );
     let first = sb.iolab(&["study", &f, "--until-decided"]).ok();
+    let text = &first.stdout;
     assert!(
-        first.stdout.contains("until decided: 2 round(s)"),
-        "{}",
-        first.stdout
+        text.contains("1 repeat(s) (the file's repeats = 3 is the fixed schedule's): 2 runs"),
+        "{text}"
     );
+    // Then a second round of both (a run held off the CPU by a busy machine can ask for
+    // more: one visit at a time, never the file's three rounds first), every visit stored.
+    assert!(
+        text.contains("until decided: round 2 for fast, slow"),
+        "{text}"
+    );
+    let at = text.find("the time went to ").expect("where the time went") + 17;
+    let made: usize = text[at..].split(' ').next().unwrap().parse().unwrap();
+    assert!(made >= 4, "{text}");
+    assert_eq!(sb.result_rows().len(), made, "{}", sb.results());
     let again = sb.iolab(&["study", &f, "--until-decided"]).ok();
     let text = &again.stdout;
     assert!(text.contains("until decided: 1 round(s)"), "{text}");
     assert!(text.contains("fast > slow: different"), "{text}");
-    assert_eq!(sb.result_rows().len(), 6, "{}", sb.results());
+    assert_eq!(sb.result_rows().len(), made + 2, "{}", sb.results());
 }

@@ -941,6 +941,14 @@ pub struct Ranking {
     /// Per configuration: earlier repeats of it found in the store, used as its noise
     /// when it has a single repeat here.
     pub noise_repeats: Vec<usize>,
+    /// Per configuration: the sample standard deviation of ln of its own per-repeat
+    /// scores (`None` with fewer than two repeats): how much its repeats scatter.
+    pub spread: Vec<Option<f64>>,
+    /// Per configuration: it has one repeat, judged against the spread of its earlier
+    /// repeats (`noise_repeats`), and that repeat lies outside the 95% prediction interval
+    /// of the earlier ones (`|x - m| > t(0.975, n-1) s sqrt(1 + 1/n)` on ln scores): the
+    /// earlier spread does not describe it, so a verdict resting on it is not sound.
+    pub unlike_earlier: Vec<bool>,
     /// Every pair of scored configurations (i < j, input order) and the test of j's
     /// per-repeat score against i's.
     pub pairs: Vec<(usize, usize, Judgement)>,
@@ -1625,9 +1633,36 @@ impl RunSet {
                 }
             })
             .collect();
+        let spread = own
+            .iter()
+            .map(|v| {
+                let logs: Vec<f64> = v.iter().map(|x| x.ln()).collect();
+                (logs.len() >= 2).then(|| {
+                    let m = logs.iter().sum::<f64>() / logs.len() as f64;
+                    let ss: f64 = logs.iter().map(|x| (x - m).powi(2)).sum();
+                    (ss / (logs.len() - 1) as f64).sqrt()
+                })
+            })
+            .collect();
+        let unlike_earlier = (0..n)
+            .map(|c| {
+                if own[c].len() != 1 || earlier[c].len() < 2 {
+                    return false;
+                }
+                let e: Vec<f64> = earlier[c].iter().map(|v| v.ln()).collect();
+                let k = e.len() as f64;
+                let m = e.iter().sum::<f64>() / k;
+                let s = (e.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
+                let half = iolab_stats::t_975(e.len() - 1) * s * (1.0 + 1.0 / k).sqrt();
+                // Equal I/O counts give equal scores: a tolerance for rounding only.
+                (own[c][0].ln() - m).abs() > half + 1e-9
+            })
+            .collect();
         Ranking {
             repeats: own.iter().map(Vec::len).collect(),
             noise_repeats,
+            spread,
+            unlike_earlier,
             score,
             ranges,
             pairs,

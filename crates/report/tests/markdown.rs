@@ -511,6 +511,42 @@ fn one_repeat_is_ranked_against_earlier_invocations() {
     );
 }
 
+#[test]
+fn a_repeat_unlike_its_earlier_runs_is_flagged() {
+    use std::collections::HashMap;
+    // Earlier: three repeats of each configuration that read exactly alike (spread 0, as a
+    // throttle's runs do). Now: one repeat each, two of them 1% off: outside the earlier
+    // runs' prediction interval, so their spread cannot judge those repeats.
+    let now: Vec<_> = common::study_runs_repeated()
+        .into_iter()
+        .filter(|r| r.study_meta["round"] == 2)
+        .collect();
+    let mut set = RunSet::study("strip size", now);
+    let fp = |label: &str| format!("fp-{label}");
+    let fingerprints: HashMap<i64, String> = set
+        .runs()
+        .map(|r| (r.id.unwrap(), fp(r.config_label.as_deref().unwrap())))
+        .collect();
+    let mut others = Vec::new();
+    for round in 1..=3 {
+        for mut r in common::study_runs() {
+            r.id = Some(r.id.unwrap() + 1000 * round);
+            r.study_meta = serde_json::json!({"invocation": "earlier", "round": round});
+            others.push((fp(r.config_label.as_deref().unwrap()), r));
+        }
+    }
+    set.set_noise(iolab_report::set::Noise {
+        fingerprints,
+        others,
+    });
+    let ranking = set.ranking();
+    let labels: Vec<&str> = set.configs.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(labels, ["16KB", "32KB", "64KB"]);
+    assert_eq!(ranking.noise_repeats, [3, 3, 3]);
+    // Round 2 scaled 16KB by 1.01 and 32KB by 0.99; 64KB read as before.
+    assert_eq!(ranking.unlike_earlier, [true, true, false]);
+}
+
 /// Warnings with `>` and `<` read as written in the Markdown, never as `&gt;`/`&lt;`.
 #[test]
 fn markdown_prints_no_entities() {

@@ -87,6 +87,29 @@ struct Session<'a> {
     total: usize,
     /// Rounds announced (the file's repeats, or more with `--until-decided`).
     rounds: u32,
+    /// Where the time went: visits made, and the time spent building and tearing down
+    /// testbeds, in the child runs, and judging the ranking (`--until-decided`).
+    time: Spent,
+    /// What judging the ranking after every visit keeps rather than reads again: the
+    /// runs of this invocation, each run's fingerprint, and the other stored runs of each
+    /// fingerprint (earlier runs: the ones this invocation adds are its own).
+    cache: JudgeCache,
+}
+
+#[derive(Default)]
+struct JudgeCache {
+    runs: std::collections::HashMap<i64, iolab_measure::RunRecord>,
+    fingerprints: std::collections::HashMap<i64, String>,
+    like: std::collections::HashMap<String, Vec<iolab_measure::RunRecord>>,
+}
+
+/// Where a study's time went (printed by `--until-decided`).
+#[derive(Default)]
+struct Spent {
+    visits: usize,
+    testbeds: Duration,
+    runs: Duration,
+    judging: Duration,
 }
 
 impl Session<'_> {
@@ -105,9 +128,13 @@ impl Session<'_> {
             self.rounds,
             cfg.label
         );
+        self.time.visits += 1;
+        let building = Instant::now();
         let state =
             StateFile::create(&self.state_dir).map_err(|e| RunError::Failed(e.to_string()))?;
-        let tb = match iolab_testbed::build(&cfg.testbed, &state, &self.stop) {
+        let built = iolab_testbed::build(&cfg.testbed, &state, &self.stop);
+        self.time.testbeds += building.elapsed();
+        let tb = match built {
             Ok(tb) => tb,
             Err(TestbedError::Interrupted) => {
                 self.out.interrupted = true;
@@ -141,7 +168,10 @@ impl Session<'_> {
             }
             self.done += 1;
             let (done, total) = (self.done, self.total);
-            match visit.run_workload(&tb, w, done, total) {
+            let running = Instant::now();
+            let ran = visit.run_workload(&tb, w, done, total);
+            self.time.runs += running.elapsed();
+            match ran {
                 Ok(Some(r)) => {
                     let run = self.store.load_run(r.id)?;
                     println!(
@@ -154,6 +184,7 @@ impl Session<'_> {
                         eta(self.started.elapsed(), done, total)
                     );
                     self.out.run_ids.push(r.id);
+                    self.cache.runs.insert(r.id, run);
                     if let Some(msg) = r.integrity {
                         eprintln!("iolab: {msg}");
                         self.out.failures.push(msg);
@@ -166,7 +197,10 @@ impl Session<'_> {
                 }
             }
         }
-        if let Err(e) = tb.teardown() {
+        let tearing = Instant::now();
+        let torn = tb.teardown();
+        self.time.testbeds += tearing.elapsed();
+        if let Err(e) = torn {
             let msg = format!(
                 "{}: teardown left something behind ({e}); run `iolab cleanup`",
                 cfg.label
@@ -180,16 +214,44 @@ impl Session<'_> {
     /// The runs stored so far, as the study's set (failed runs left out), with the noise
     /// the final report judges them with: earlier runs of the same configurations (earlier
     /// invocations of the study) measure a configuration that has one repeat so far.
-    fn set(&self) -> Result<RunSet, RunError> {
+    fn set(&mut self) -> Result<RunSet, RunError> {
         let mut runs = Vec::new();
         for id in &self.out.run_ids {
-            let r = self.store.load_run(*id)?;
+            let r = match self.cache.runs.get(id) {
+                Some(r) => r.clone(),
+                None => self.store.load_run(*id)?,
+            };
             if r.failure().is_none() {
                 runs.push(r);
             }
         }
         let mut set = RunSet::study(&self.study.name, runs);
-        set.set_noise(store_noise(self.store, &set)?);
+        // As `store_noise`, each fingerprint's other runs read once: the runs stored since
+        // are this invocation's own, which the noise leaves out anyway.
+        let store = self.store;
+        let (fps, like) = (&mut self.cache.fingerprints, &mut self.cache.like);
+        let noise = iolab_report::set::Noise::load(
+            &set.run_ids(),
+            |id| match fps.get(&id) {
+                Some(fp) => Ok(fp.clone()),
+                None => {
+                    let fp = store.fingerprint(id)?;
+                    fps.insert(id, fp.clone());
+                    Ok::<_, iolab_store::StoreError>(fp)
+                }
+            },
+            |fp, n| {
+                if let Some(runs) = like.get(fp) {
+                    return Ok(runs.clone());
+                }
+                let runs = store.runs_like(fp, n, &mut |id, e| {
+                    eprintln!("iolab: warning: run {id} left out of the noise: {e}")
+                })?;
+                like.insert(fp.to_string(), runs.clone());
+                Ok(runs)
+            },
+        )?;
+        set.set_noise(noise);
         Ok(set)
     }
 
@@ -203,98 +265,209 @@ impl Session<'_> {
             .count()
     }
 
+    /// The ranking of the runs so far, its adjacent pairs decided as the final report
+    /// decides them (with the store's noise), in the study's configuration numbers (the
+    /// set numbers configurations in the order their runs came, which a failed build
+    /// changes).
+    fn judge(&mut self, margin_pct: f64) -> Result<Judged, RunError> {
+        let judging = Instant::now();
+        let set = self.set()?;
+        let ranking = set.ranking();
+        let configs = &self.study.configs;
+        let number = |i: usize| {
+            set.configs
+                .get(i)
+                .and_then(|c| configs.iter().position(|s| s.label == c.label))
+        };
+        let mut judged = Judged {
+            pairs: Vec::new(),
+            repeats: vec![0; configs.len()],
+            spread: vec![None; configs.len()],
+            unlike_earlier: vec![false; configs.len()],
+        };
+        for mut p in ranking.adjacent(margin_pct) {
+            if let (Some(better), Some(worse)) = (number(p.better), number(p.worse)) {
+                (p.better, p.worse) = (better, worse);
+                judged.pairs.push(p);
+            }
+        }
+        for i in 0..set.configs.len() {
+            if let Some(c) = number(i) {
+                judged.repeats[c] = ranking.repeats.get(i).copied().unwrap_or(0);
+                judged.spread[c] = ranking.spread.get(i).copied().flatten();
+                judged.unlike_earlier[c] = ranking.unlike_earlier.get(i).copied().unwrap_or(false);
+            }
+        }
+        self.time.judging += judging.elapsed();
+        Ok(judged)
+    }
+
     /// `--until-decided`: more rounds over the undecided configurations (see
-    /// [`UntilDecided`]); prints what it decided and what it could not.
+    /// [`UntilDecided`]), judged again after every visit; prints what it decided and what
+    /// it could not.
     fn race(&mut self, u: UntilDecided, first_rounds: u32) -> Result<(), RunError> {
+        use iolab_report::set::Call;
         let study = self.study;
         let label = |c: usize| study.configs[c].label.as_str();
-        let mut round = first_rounds;
-        let mut visits = self.out.run_ids.len().max(1);
-        let why_stopped;
-        loop {
-            let set = self.set()?;
-            let ranking = set.ranking();
-            let pairs = ranking.adjacent(u.margin_pct);
-            let open: Vec<&iolab_report::set::AdjacentPair> = pairs
-                .iter()
-                .filter(|p| p.decision.call == iolab_report::set::Call::Undecided)
-                .collect();
-            if open.is_empty() && !pairs.is_empty() {
-                why_stopped = "every adjacent pair of the ranking is decided".to_string();
-                print_race(study, &pairs, u.margin_pct, round, self.started.elapsed());
-                break;
+        let names = |cs: &[usize]| cs.iter().map(|&c| label(c)).collect::<Vec<_>>().join(", ");
+        // The configurations of the undecided pairs (every one while nothing is scored),
+        // and those whose one repeat is unlike their earlier runs: a verdict on the earlier
+        // runs' spread would not hold for it, so it gets a spread of its own first.
+        let open = |j: &Judged| -> Vec<usize> {
+            if j.pairs.is_empty() {
+                return (0..study.configs.len()).collect();
             }
-            let mut active: Vec<usize> = Vec::new();
-            for p in &open {
+            let mut cs: Vec<usize> = (0..study.configs.len())
+                .filter(|&c| j.unlike_earlier[c])
+                .collect();
+            for p in j
+                .pairs
+                .iter()
+                .filter(|p| p.decision.call == Call::Undecided)
+            {
                 for c in [p.better, p.worse] {
-                    if !active.contains(&c) {
-                        active.push(c);
+                    if !cs.contains(&c) {
+                        cs.push(c);
                     }
                 }
             }
-            if pairs.is_empty() {
-                // Nothing scored (failed runs): every configuration is still open.
-                active = (0..study.configs.len()).collect();
+            cs.sort_unstable();
+            cs
+        };
+        let mut round = first_rounds;
+        let why_stopped;
+        loop {
+            let judged = self.judge(u.margin_pct)?;
+            let pairs = &judged.pairs;
+            let active = open(&judged);
+            if active.is_empty() {
+                why_stopped = "every adjacent pair of the ranking is decided".to_string();
+                print_race(study, pairs, u.margin_pct, round, self.started.elapsed());
+                break;
             }
-            active.sort_unstable();
-            let per_visit = self.started.elapsed().as_secs_f64() / visits as f64;
+            let per_visit = self.started.elapsed().as_secs_f64() / self.time.visits.max(1) as f64;
             let next: usize = active.iter().map(|&c| self.runs_per_visit(c)).sum();
             // Two rounds are the least that measure a spread of a configuration's own: the
             // budget never stops the second (one round decides only with earlier runs).
             let over_budget = round >= 2
                 && u.budget.is_some_and(|b| {
-                    self.started.elapsed().as_secs_f64() + per_visit * next as f64 > b.as_secs_f64()
+                    self.started.elapsed().as_secs_f64() + per_visit * active.len() as f64
+                        > b.as_secs_f64()
                 });
             if round >= u.max_rounds || over_budget {
                 why_stopped = if over_budget {
                     format!(
                         "the budget ends (another round of {} would take about {:.0} s more)",
-                        active
-                            .iter()
-                            .map(|&c| label(c))
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        per_visit * next as f64
+                        names(&active),
+                        per_visit * active.len() as f64
                     )
                 } else {
                     format!("{} rounds reached", u.max_rounds)
                 };
-                print_race(study, &pairs, u.margin_pct, round, self.started.elapsed());
+                print_race(study, pairs, u.margin_pct, round, self.started.elapsed());
                 break;
             }
             println!(
                 "until decided: round {} for {} (undecided: {})",
                 round + 1,
-                active
+                names(&active),
+                pairs
                     .iter()
-                    .map(|&c| label(c))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                open.iter()
+                    .filter(|p| p.decision.call == Call::Undecided)
                     .map(|p| format!("{} vs {}", label(p.better), label(p.worse)))
+                    .chain(
+                        active
+                            .iter()
+                            .filter(|&&c| judged.unlike_earlier[c])
+                            .map(|&c| format!(
+                                "{}'s one repeat, unlike its earlier runs",
+                                label(c)
+                            ))
+                    )
                     .collect::<Vec<_>>()
                     .join(", ")
             );
             self.rounds = round + 1;
             self.total += next;
-            let order: Vec<usize> = if study.order == crate::file::Order::Rotated {
-                schedule::rotated(active.len(), round)
-                    .map(|i| active[i])
-                    .collect()
-            } else {
-                active.clone()
-            };
-            for c in order {
+            let order = race_order(&active, &judged, study.order, round);
+            for (k, &c) in order.iter().enumerate() {
+                if k > 0 {
+                    // Judged again after every visit: a configuration whose pairs the
+                    // visits before it decided is not measured again.
+                    let still = open(&self.judge(u.margin_pct)?);
+                    if !still.contains(&c) {
+                        println!(
+                            "until decided: {} is decided{}, not visited in round {}",
+                            label(c),
+                            if still.is_empty() {
+                                " (every pair is)".to_string()
+                            } else {
+                                String::new()
+                            },
+                            round + 1
+                        );
+                        self.total -= self.runs_per_visit(c);
+                        continue;
+                    }
+                }
                 if !self.visit(schedule::Step { round, config: c })? {
                     return Ok(());
                 }
             }
-            visits += next;
             round += 1;
         }
         println!("until decided: stopped because {why_stopped}");
+        let t = &self.time;
+        println!(
+            "until decided: the time went to {} visit(s): building and tearing down the \
+             testbeds {:.1} s, the runs {:.1} s, judging the ranking {:.1} s",
+            t.visits,
+            t.testbeds.as_secs_f64(),
+            t.runs.as_secs_f64(),
+            t.judging.as_secs_f64()
+        );
         Ok(())
     }
+}
+
+/// The ranking of the runs so far, in the study's configuration numbers.
+struct Judged {
+    /// The adjacent pairs of the ranking, best first, each decided.
+    pairs: Vec<iolab_report::set::AdjacentPair>,
+    /// Per configuration: its repeats with every scored test.
+    repeats: Vec<usize>,
+    /// Per configuration: the standard deviation of ln of its per-repeat scores.
+    spread: Vec<Option<f64>>,
+    /// Per configuration: its one repeat is unlike its earlier runs (outside their 95%
+    /// prediction interval), so it needs a spread of its own before its pairs are decided.
+    unlike_earlier: Vec<bool>,
+}
+
+/// The order a race round visits `active` in: rotated like the file's rounds with
+/// `order = "rotated"`; else the configurations with the fewest repeats first (one repeat
+/// has no spread of its own yet), then the most scattered (the repeat most likely to
+/// decide its pairs, and with them whether its neighbours need one), then as written.
+fn race_order(
+    active: &[usize],
+    judged: &Judged,
+    order: crate::file::Order,
+    round: u32,
+) -> Vec<usize> {
+    if order == crate::file::Order::Rotated {
+        return schedule::rotated(active.len(), round)
+            .map(|i| active[i])
+            .collect();
+    }
+    let mut v = active.to_vec();
+    v.sort_by(|&a, &b| {
+        let reps = |c: usize| judged.repeats.get(c).copied().unwrap_or(0);
+        let spread = |c: usize| judged.spread.get(c).copied().flatten().unwrap_or(0.0);
+        reps(a)
+            .cmp(&reps(b))
+            .then(spread(b).total_cmp(&spread(a)))
+            .then(a.cmp(&b))
+    });
+    v
 }
 
 /// The racing's result: each adjacent pair's verdict, and for undecided ones what more
@@ -347,24 +520,36 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<(), RunError> {
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Failed(format!("cannot find the iolab binary: {e}")))?;
     let invocation = uuid::Uuid::new_v4().to_string();
-    // Until decided: the file's rounds, interleaved, then as many as the ranking needs.
-    // One round decides only where earlier invocations of the study measured the
-    // configurations' spread; otherwise every pair is undecided after it and every
-    // configuration gets a second round (a spread of its own).
+    // Until decided: one round, interleaved, then one repeat at a time of the
+    // configurations the ranking still needs (the file's `repeats` is the fixed schedule's
+    // count, which the race replaces). One round decides only where earlier invocations
+    // of the study measured the configurations' spread; otherwise every pair is undecided
+    // after it and every configuration gets a second round (a spread of its own).
     let mut first = study.clone();
-    if opts.until_decided.is_some() && first.order == crate::file::Order::Grouped {
-        first.order = crate::file::Order::Interleaved;
+    if opts.until_decided.is_some() {
+        first.repeats = 1;
+        if first.order == crate::file::Order::Grouped {
+            first.order = crate::file::Order::Interleaved;
+        }
     }
     let steps = schedule(&first);
     let total = first.run_count();
     println!(
-        "Study {} ({}): {} configuration(s), {} workload(s), {} repeat(s): {total} runs, \
+        "Study {} ({}): {} configuration(s), {} workload(s), {} repeat(s){}: {total} runs, \
          {} order{}",
         study.name,
         study.file,
         study.configs.len(),
         study.workloads.len(),
         first.repeats,
+        if first.repeats != study.repeats {
+            format!(
+                " (the file's repeats = {} is the fixed schedule's)",
+                study.repeats
+            )
+        } else {
+            String::new()
+        },
         first.order.as_str(),
         match &opts.until_decided {
             Some(u) => format!(
@@ -395,6 +580,8 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<(), RunError> {
         done: 0,
         total,
         rounds: first.repeats,
+        time: Spent::default(),
+        cache: JudgeCache::default(),
     };
     for step in &steps {
         if !session.visit(*step)? {
