@@ -198,6 +198,45 @@ pub struct JobSpec {
     /// of the random I/Os, uniform within it; empty: uniform over the region.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub zones: Vec<Zone>,
+    /// I/O buffers from ordinary 4 KiB pages (fio's default `mem=malloc`), rather than
+    /// iolab's 2 MiB-aligned pool with transparent huge pages: a large direct I/O is then
+    /// many segments and adjacent ones merge into fewer, smaller requests, as under fio.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub page_buffers: bool,
+    /// I/O priorities: the job thread's and per I/O (fio's prioclass/prio, cmdprio_*).
+    #[serde(default, skip_serializing_if = "Prio::is_none")]
+    pub prio: Prio,
+}
+
+/// I/O priorities of a job, as Linux ioprio values (class << 13 | level).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prio {
+    /// The job thread's priority (ioprio_set), which its requests take unless one is set
+    /// per I/O; None: the default.
+    pub thread: Option<u16>,
+    /// Per-I/O priorities, for reads and for writes: the rules that apply to an I/O (its
+    /// size, or any size) share 0..100 in order; an I/O that draws none keeps the thread's.
+    pub per_io: [Vec<CmdPrio>; 2],
+}
+
+impl Prio {
+    pub fn is_none(&self) -> bool {
+        self.thread.is_none() && self.per_io.iter().all(Vec::is_empty)
+    }
+
+    /// ioprio of class (1 realtime, 2 best effort, 3 idle) and level (0..7).
+    pub fn value(class: u8, level: u8) -> u16 {
+        ((class as u16) << 13) | level as u16
+    }
+}
+
+/// One per-I/O priority rule: `pct`% of a direction's I/Os (of `size` bytes, or of any
+/// size) are issued with `ioprio`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CmdPrio {
+    pub size: Option<u64>,
+    pub pct: u8,
+    pub ioprio: u16,
 }
 
 /// One zone of a zoned random distribution (percentages of I/Os and of the region).
@@ -226,6 +265,10 @@ pub struct Pace {
     /// gap (fio's `rate_process=poisson`), rather than even.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub poisson: bool,
+    /// A mixed job's limits per direction, [reads, writes] as (bytes/s, IOPS), 0: none
+    /// (fio's `rate=r,w` and `rate_iops=r,w`); `rate_bytes` and `rate_iops` are then 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir_rates: Option<[(u64, u64); 2]>,
 }
 
 impl Pace {
@@ -252,6 +295,8 @@ impl JobSpec {
             zipf: None,
             invalidate: false,
             zones: Vec::new(),
+            page_buffers: false,
+            prio: Prio::default(),
         }
     }
 

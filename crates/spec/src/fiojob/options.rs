@@ -204,6 +204,14 @@ pub const OPTIONS: &[Row] = &[
     maps("invalidate", Flag, "JobSpec.invalidate", "1"),
     maps("fixedbufs", Flag, "RunSettings.fixedbufs", "1"),
     maps("registerfiles", Flag, "RunSettings.registerfiles", "1"),
+    maps("mem", Text, "JobSpec.page_buffers", "malloc"),
+    maps("prio", Int, "Prio.thread (ioprio_set)", "4"),
+    maps("prioclass", Int, "Prio.thread (ioprio_set)", "2"),
+    maps("cmdprio_percentage", Text, "Prio.per_io", "20"),
+    maps("cmdprio_bssplit", Text, "Prio.per_io", "64k/50:1m/0"),
+    maps("cmdprio_class", Text, "Prio.per_io (the class)", "1"),
+    maps("cmdprio", Text, "Prio.per_io (the level)", "0"),
+    notes("log_prio", Flag, "the logs' priority column is 0", "1"),
     // accepted with a note on what differs (docs/fio.md)
     notes(
         "norandommap",
@@ -356,11 +364,9 @@ pub const OPTIONS: &[Row] = &[
     refused("log_hist_msec", LOGS),
     refused("log_max_value", LOGS),
     refused("log_offset", LOGS),
-    refused("log_prio", LOGS),
     refused("log_unix_epoch", LOGS),
     refused("max_latency", NOT_TAKEN),
     refused("max_open_zones", NOT_TAKEN),
-    refused("mem", NOT_TAKEN),
     refused("nice", NOT_TAKEN),
     refused(
         "numa_cpu_nodes",
@@ -385,14 +391,6 @@ pub const OPTIONS: &[Row] = &[
         "0",
     ),
     refused("pre_read", NOT_TAKEN),
-    refused(
-        "prio",
-        "iolab does not set the I/O priority of its job threads",
-    ),
-    refused(
-        "prioclass",
-        "iolab does not set the I/O priority class of its job threads",
-    ),
     refused("profile", NOT_TAKEN),
     refused("randseed", NOT_TAKEN),
     refused("rate_cycle", NOT_TAKEN),
@@ -459,22 +457,6 @@ pub const OPTIONS: &[Row] = &[
     refused("uncached", NOT_TAKEN),
     refused("nowait", NOT_TAKEN),
     refused("force_async", NOT_TAKEN),
-    refused(
-        "cmdprio",
-        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
-    ),
-    refused(
-        "cmdprio_class",
-        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
-    ),
-    refused(
-        "cmdprio_percentage",
-        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
-    ),
-    refused(
-        "cmdprio_bssplit",
-        "per-I/O priority classes (ioprio on each request) are not issued by iolab's engines",
-    ),
     refused("userspace_reap", NOT_TAKEN),
     refused("cmd_type", NOT_TAKEN),
     refused("hostname", NOT_TAKEN),
