@@ -176,6 +176,57 @@ fn cmd_prio(rules: &[iolab_spec::CmdPrio], len: u64, u: u8) -> u16 {
     0
 }
 
+/// The working set's key when jobs share it (fio's `dedupe_global`).
+const SHARED_WORKING_SET: u64 = 0x10_1AB5_EED5;
+
+/// What a job's writes of fio's compressible and duplicate contents remember: the seed of
+/// the last unique buffer (`dedupe_mode=repeat`) and the key of its working set.
+struct ContentState {
+    prev: Option<u64>,
+    own_key: u64,
+}
+
+impl ContentState {
+    fn new(seed: u64) -> Self {
+        ContentState {
+            prev: None,
+            own_key: seed ^ 0xDED0_0000,
+        }
+    }
+
+    /// Fills a write buffer as fio's `fill_io_buffer` does: a buffer is either a repeat
+    /// (`dedupe_pct`% of writes: the previous unique one's contents, or a working-set
+    /// block's) or new; its contents come from one seed, each `chunk` bytes being
+    /// `100 - compress_pct`% random bytes and then zeros.
+    fn fill(&mut self, buf: &mut [u8], c: &iolab_spec::Content, rng: &mut fastrand::Rng) {
+        let dup = rng.u8(0..100) < c.dedupe_pct;
+        let seed = match (dup, c.working_set, self.prev) {
+            (true, Some(n), _) => {
+                let key = if c.global {
+                    SHARED_WORKING_SET
+                } else {
+                    self.own_key
+                };
+                // A block of the working set: the same seed for the same index.
+                fastrand::Rng::with_seed(key ^ rng.u64(0..n.max(1))).u64(..)
+            }
+            (true, None, Some(p)) => p,
+            _ => {
+                let s = rng.u64(..);
+                self.prev = Some(s);
+                s
+            }
+        };
+        let mut r = fastrand::Rng::with_seed(seed);
+        let chunk = (c.chunk as usize).max(1);
+        for part in buf.chunks_mut(chunk) {
+            let random = (chunk * (100 - c.compress_pct as usize) / 100).min(part.len());
+            crate::buffers::fill_random(&mut part[..random], &mut r);
+            part[random..].fill(0);
+        }
+    }
+}
+
 /// fio's `rate_process=poisson`: the gap before the next I/O, exponentially distributed
 /// with the rate's mean gap (the slower of the IOPS and the byte rate for an I/O of
 /// `len` bytes); `u` uniform in [0, 1).
@@ -330,6 +381,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     let mut dir_issued = [0u64; 2];
     let mut dir_ios = [0u64; 2];
     let mut forced_dir: Option<IoDir> = None;
+    let mut content = ContentState::new(p.seed);
     // Pacing: I/Os issued so far (rate_iops, thinktime) and when the next one may go.
     let mut issued_ios: u64 = 0;
     let mut think_count = 0u32;
@@ -470,8 +522,13 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                     busy = true;
                     break;
                 }
-                if !VERIFY && dir == IoDir::Write && stamp_writes {
-                    stamp(&mut bufs.slot_mut(slot as usize)[..len as usize], &mut rng);
+                if !VERIFY && dir == IoDir::Write {
+                    let buf = &mut bufs.slot_mut(slot as usize)[..len as usize];
+                    if let Some(c) = &job.content {
+                        content.fill(buf, c, &mut rng);
+                    } else if stamp_writes {
+                        stamp(buf, &mut rng);
+                    }
                 }
                 if prio_per_io {
                     let rules = &job.prio.per_io[usize::from(dir == IoDir::Write)];
@@ -657,7 +714,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
 
 #[cfg(test)]
 mod poisson_tests {
-    use super::{cmd_prio, poisson_gap, rate_dir};
+    use super::{cmd_prio, poisson_gap, rate_dir, ContentState};
 
     /// fio's rate_ddir: the drawn direction if it is behind its rate, else the other one
     /// if it is and the mix has it, else a wait for the sooner one.
@@ -684,6 +741,61 @@ mod poisson_tests {
             rate_dir(Read, [at(15), None], false, now),
             Err((t0 + Duration::from_millis(15), Read))
         );
+    }
+
+    /// dedupe-global.fio's buffers: half of every 512-byte chunk zeros, and of 400 writes
+    /// about half new and the rest copies of 8 working-set blocks, shared between jobs.
+    #[test]
+    fn buffers_compress_and_deduplicate_as_fio_makes_them() {
+        use std::collections::HashSet;
+        let c = iolab_spec::Content {
+            compress_pct: 50,
+            chunk: 512,
+            dedupe_pct: 50,
+            working_set: Some(8),
+            global: true,
+        };
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut distinct = |state: &mut ContentState, n: usize| {
+            let mut seen = HashSet::new();
+            let mut buf = vec![1u8; 4096];
+            for _ in 0..n {
+                state.fill(&mut buf, &c, &mut rng);
+                for part in buf.chunks(512) {
+                    assert!(part[256..].iter().all(|&b| b == 0));
+                    assert!(part[..256].iter().any(|&b| b != 0));
+                }
+                seen.insert(buf.clone());
+            }
+            seen
+        };
+        let a = distinct(&mut ContentState::new(1), 400);
+        // 400 writes: the new ones (about 200) and at most the 8 blocks of the working set.
+        assert!(a.len() > 100 && a.len() < 300, "{}", a.len());
+        // Another job (another seed) meets the same working set: dedupe_global.
+        let b = distinct(&mut ContentState::new(2), 400);
+        assert!(
+            a.intersection(&b).count() >= 4,
+            "{}",
+            a.intersection(&b).count()
+        );
+        // Repeat mode: a repeat is the previous new buffer.
+        let r = iolab_spec::Content {
+            working_set: None,
+            global: false,
+            ..c
+        };
+        let mut state = ContentState::new(3);
+        let mut last = vec![0u8; 4096];
+        let (mut buf, mut repeats) = (vec![0u8; 4096], 0);
+        for i in 0..200 {
+            state.fill(&mut buf, &r, &mut rng);
+            if i > 0 && buf == last {
+                repeats += 1;
+            }
+            last.copy_from_slice(&buf);
+        }
+        assert!((50..150).contains(&repeats), "{repeats}");
     }
 
     #[test]

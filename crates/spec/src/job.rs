@@ -206,6 +206,24 @@ pub struct JobSpec {
     /// I/O priorities: the job thread's and per I/O (fio's prioclass/prio, cmdprio_*).
     #[serde(default, skip_serializing_if = "Prio::is_none")]
     pub prio: Prio,
+    /// Written data partly compressible and partly duplicate, as fio makes it
+    /// (buffer_compress_percentage, dedupe_percentage); None: iolab's own data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
+}
+
+/// fio's write buffers with compression and deduplication: each chunk of `chunk` bytes is
+/// `100 - compress_pct`% random bytes then zeros; `dedupe_pct`% of writes repeat an earlier
+/// buffer's contents (the previous unique one, or one of `working_set` blocks' contents,
+/// shared by every job of the run when `global`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Content {
+    pub compress_pct: u8,
+    pub chunk: u32,
+    pub dedupe_pct: u8,
+    /// Blocks in the working set (fio's `dedupe_mode=working_set`); None: `repeat`.
+    pub working_set: Option<u64>,
+    pub global: bool,
 }
 
 /// I/O priorities of a job, as Linux ioprio values (class << 13 | level).
@@ -297,6 +315,7 @@ impl JobSpec {
             zones: Vec::new(),
             page_buffers: false,
             prio: Prio::default(),
+            content: None,
         }
     }
 

@@ -1021,15 +1021,78 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             );
         }
         let zero = flag("zero_buffers")?.unwrap_or(false);
+        // Partly compressible and duplicate write data, made as fio makes it.
+        let mut compress = 0u8;
         if let Some(o) = get("buffer_compress_percentage") {
-            let p = int(o, 0, 100)?;
-            if p != 0 && !(p == 100 && zero) {
+            compress = int(o, 0, 100)? as u8;
+            if zero && compress != 0 && compress != 100 {
                 return Err(err(
                     o,
-                    "iolab writes incompressible data (0) or zeros (zero_buffers); partly \
-                     compressible buffers are not supported",
+                    "zero_buffers writes zeros, which compress entirely; give one of them",
                 ));
             }
+        }
+        let chunk = match get("buffer_compress_chunk") {
+            Some(o) => {
+                let c = sz(o)?;
+                if c == 0 || c > job.bs {
+                    return Err(err(o, format!("{c} bytes: from 1 byte to the block size")));
+                }
+                c as u32
+            }
+            None => 512,
+        };
+        let dedupe = get("dedupe_percentage")
+            .map(|o| int(o, 0, 100))
+            .transpose()?
+            .unwrap_or(0) as u8;
+        let working = match get("dedupe_mode") {
+            None => false,
+            Some(o) => match val(o)? {
+                "repeat" => false,
+                "working_set" => true,
+                v => return Err(err(o, format!("'{v}': expected repeat or working_set"))),
+            },
+        };
+        let ws_pct = get("dedupe_working_set_percentage")
+            .map(|o| int(o, 0, 100))
+            .transpose()?
+            .unwrap_or(5);
+        let global = flag("dedupe_global")?.unwrap_or(false);
+        if global && !working {
+            return Err(err(
+                get("dedupe_global").expect("set"),
+                "dedupe_global shares a working set, and dedupe_mode is not working_set (as \
+                 fio requires)",
+            ));
+        }
+        if (compress != 0 && !(compress == 100 && zero)) || dedupe != 0 {
+            let min_bs = job.access.iter().map(|l| l.size).min().unwrap_or(job.bs);
+            let working_set = if working {
+                let blocks = region.unwrap_or(0) * ws_pct / 100 / min_bs;
+                Some(blocks.max(1))
+            } else {
+                None
+            };
+            job.content = Some(crate::job::Content {
+                compress_pct: compress,
+                chunk,
+                dedupe_pct: dedupe,
+                working_set,
+                global,
+            });
+            note(format!(
+                "job {}: each {chunk}-byte chunk of a write is {}% random bytes then zeros \
+                 (buffer_compress_percentage={compress}); {dedupe}% of writes repeat {} \
+                 (dedupe_percentage), as fio makes its buffers",
+                sec.name,
+                100 - compress as u32,
+                match working_set {
+                    Some(n) if global => format!("one of {n} blocks shared by every job"),
+                    Some(n) => format!("one of {n} blocks of the job's own"),
+                    None => "the previous unique write".into(),
+                }
+            ));
         }
         let refill = flag("refill_buffers")?.unwrap_or(false);
         if zero && refill {
@@ -1220,6 +1283,13 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         };
         let do_verify = flag("do_verify")?.unwrap_or(true);
         let v = v && do_verify;
+        if v && rw.writes() && job.content.is_some() {
+            return Err(err(
+                get("verify").expect("set"),
+                "iolab verifies its own self-describing blocks, so it cannot write fio's \
+                 compressible or duplicate buffers and check them",
+            ));
+        }
         if v && rw.writes() && kind == EngineKind::Ftruncate {
             return Err(err(
                 get("verify").expect("set"),
@@ -2106,6 +2176,57 @@ mod tests {
             (w.jobs[0].job.pace.rate_bytes, w.jobs[0].job.pace.dir_rates),
             (2 << 20, None)
         );
+    }
+
+    /// dedupe-global.fio: compressible, duplicate buffers from a working set every job
+    /// shares; with verify, or dedupe_global without a working set, refused.
+    #[test]
+    fn compressible_and_duplicate_buffers() {
+        let p = |x: &str| {
+            plan(
+                &format!("[j]\nrw=write\nsize=1m\n{x}\n"),
+                Overrides::default(),
+            )
+        };
+        let c = p(
+            "dedupe_mode=working_set\ndedupe_global=1\ndedupe_percentage=50\n\
+                   buffer_compress_percentage=50\ndedupe_working_set_percentage=50",
+        )
+        .unwrap()
+        .jobs[0]
+            .job
+            .content
+            .unwrap();
+        assert_eq!(
+            (
+                c.compress_pct,
+                c.chunk,
+                c.dedupe_pct,
+                c.working_set,
+                c.global
+            ),
+            (50, 512, 50, Some(128), true)
+        );
+        let r = p("dedupe_percentage=10").unwrap().jobs[0]
+            .job
+            .content
+            .unwrap();
+        assert_eq!((r.compress_pct, r.working_set), (0, None));
+        assert!(p("").unwrap().jobs[0].job.content.is_none());
+        assert!(p("zero_buffers\nbuffer_compress_percentage=100")
+            .unwrap()
+            .jobs[0]
+            .job
+            .content
+            .is_none());
+        assert!(p("dedupe_global=1\ndedupe_percentage=5")
+            .unwrap_err()
+            .message
+            .contains("working_set"));
+        assert!(p("dedupe_percentage=5\nverify=md5")
+            .unwrap_err()
+            .message
+            .contains("duplicate"));
     }
 
     #[test]
