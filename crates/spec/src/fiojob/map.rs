@@ -369,11 +369,9 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 return Err(err(o, "bssplit and bsrange both set; give one"));
             }
             let text = val(o)?;
-            match text.split_once(',') {
-                Some((r, w)) if rw.is_mixed() && !w.trim().is_empty() && r.trim() != w.trim() => {
-                    if w.contains(',') {
-                        return Err(err(o, format!("'{text}': at most read,write,trim values")));
-                    }
+            let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+            match parts.as_slice() {
+                [r, w] | [r, w, _] if rw.is_mixed() && !w.is_empty() && r != w => {
                     split = bssplit(o, r, kb_base)?;
                     wsplit = bssplit(o, w, kb_base)?;
                 }
@@ -524,7 +522,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 Some((a, _)) => a,
                 None => split.iter().map(|l| l.0).min().unwrap_or(bs),
             };
-            let align = align.min(wsplit.iter().map(|l| l.0).min().unwrap_or(align));
+            let align = match align_at {
+                Some(_) => align,
+                None => align.min(wsplit.iter().map(|l| l.0).min().unwrap_or(align)),
+            };
             if wsplit.is_empty() {
                 job.access = split
                     .iter()
@@ -2070,6 +2071,26 @@ mod tests {
         assert_eq!(
             lines,
             [(20, 64 << 10, 100), (30, 1 << 20, 100), (50, 1 << 20, 0)]
+        );
+        // A trim split after them changes nothing (iolab issues no trims).
+        let t = plan(
+            "[j]\nrw=randrw\nsize=4m\nbssplit=4k/50:8k/50,16k,4k\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        let lines: Vec<(u8, u64, u8, u64)> = t.jobs[0]
+            .job
+            .access
+            .iter()
+            .map(|l| (l.share, l.size, l.read_pct, l.align))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (25, 4096, 100, 4096),
+                (25, 8192, 100, 4096),
+                (50, 16384, 0, 4096)
+            ]
         );
         let rt0 = Prio::value(1, 0);
         assert_eq!(p.jobs[0].job.prio.thread, None);
