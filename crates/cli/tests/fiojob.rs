@@ -532,3 +532,28 @@ fn io_priorities_reach_each_request_and_the_job_thread() {
     run("idle-thread.fio", "prioclass=3", true).ok();
     assert!(sb.target_entries().is_empty());
 }
+
+/// numa_cpu_nodes and numa_mem_policy on a node the machine has: the job threads bind to
+/// its CPUs and memory and run (the refusal of a node it lacks is in the examples' table:
+/// numa.fio).
+#[test]
+fn numa_nodes_the_machine_has_bind_the_job_threads() {
+    let sb = Sandbox::new();
+    let node = std::fs::read_to_string("/sys/devices/system/node/online")
+        .ok()
+        .and_then(|t| {
+            t.trim()
+                .split([',', '-'])
+                .next()
+                .and_then(|n| n.parse::<u32>().ok())
+        })
+        .unwrap_or(0);
+    let text = format!(
+        "[j]\nrw=randread\nsize=1m\nnumber_ios=32\nnuma_cpu_nodes={node}\n\
+         numa_mem_policy=bind:{node}\n[k]\nrw=randread\nsize=1m\nnumber_ios=32\n\
+         numa_mem_policy=local\n"
+    );
+    let f = job_file(&sb, "numa.fio", text.as_bytes());
+    let out = sb.run(&["fio", &f, "--no-store", "--json", "-"]).ok();
+    assert_eq!(out.json()["tests"].as_array().unwrap().len(), 2, "{out}");
+}

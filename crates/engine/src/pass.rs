@@ -172,6 +172,11 @@ pub fn run_pass_with_clock<C: Clock>(
             handles.push(
                 s.spawn(move || -> Result<(JobResult, Vec<String>), String> {
                     let fd = file.as_raw_fd();
+                    if let Some(n) = &job.numa {
+                        place_thread(n).inspect_err(|_| {
+                            barrier.wait();
+                        })?;
+                    }
                     if let Some(p) = job.prio.thread {
                         set_thread_ioprio(p).inspect_err(|_| {
                             // The others and the pass wait for every job to be ready.
@@ -348,4 +353,18 @@ fn set_thread_ioprio(ioprio: u16) -> Result<(), String> {
             std::io::Error::last_os_error()
         ))
     }
+}
+
+/// Places the calling job thread as fio's numa_cpu_nodes and numa_mem_policy ask, before
+/// its buffers are mapped (so the policy places them).
+fn place_thread(n: &iolab_spec::Numa) -> Result<(), String> {
+    use iolab_sys::numa;
+    if !n.cpu_nodes.is_empty() {
+        numa::bind_thread_cpus(&n.cpu_nodes)?;
+    }
+    if let Some((mode, nodes)) = &n.mem_policy {
+        let m = numa::mem_mode(mode).ok_or_else(|| format!("memory policy '{mode}'"))?;
+        numa::set_mem_policy(m, nodes)?;
+    }
+    Ok(())
 }

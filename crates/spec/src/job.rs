@@ -210,6 +210,19 @@ pub struct JobSpec {
     /// (buffer_compress_percentage, dedupe_percentage); None: iolab's own data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Content>,
+    /// Where the job's threads run and their buffers live (fio's numa_cpu_nodes,
+    /// numa_mem_policy); None: wherever the kernel puts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<Numa>,
+}
+
+/// NUMA placement of a job's threads: the nodes whose CPUs they run on (empty: any), and
+/// the memory policy of their buffers (`default`, `prefer`, `bind`, `interleave`, `local`)
+/// over its nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Numa {
+    pub cpu_nodes: Vec<u32>,
+    pub mem_policy: Option<(String, Vec<u32>)>,
 }
 
 /// fio's write buffers with compression and deduplication: each chunk of `chunk` bytes is
@@ -316,6 +329,7 @@ impl JobSpec {
             page_buffers: false,
             prio: Prio::default(),
             content: None,
+            numa: None,
         }
     }
 

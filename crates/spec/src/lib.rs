@@ -16,8 +16,8 @@ mod units;
 
 pub use job::{names as value_names, parse_value};
 pub use job::{
-    AccessLine, CmdPrio, Content, DataPattern, EngineKind, IoDir, JobSpec, Pace, Prio, RunSettings,
-    Rw, SyncMode, TestSpec, Zone,
+    AccessLine, CmdPrio, Content, DataPattern, EngineKind, IoDir, JobSpec, Numa, Pace, Prio,
+    RunSettings, Rw, SyncMode, TestSpec, Zone,
 };
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{

@@ -1218,6 +1218,61 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 ));
             }
         }
+        // NUMA: the nodes' CPUs for the job's threads, a policy for their buffers; nodes
+        // this machine does not have are refused.
+        let nodes_of = |o: &RawOption, t: &str| -> Result<Vec<u32>, FioError> {
+            let nodes = iolab_sys::numa::parse_list(t).map_err(|e| err(o, e))?;
+            let online = iolab_sys::numa::online_nodes();
+            if let Some(n) = nodes.iter().find(|n| !online.contains(n)) {
+                return Err(err(
+                    o,
+                    format!(
+                        "NUMA node {n} does not exist on this machine (its nodes: {})",
+                        online
+                            .iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                ));
+            }
+            Ok(nodes)
+        };
+        let mut numa = crate::job::Numa::default();
+        if let Some(o) = get("numa_cpu_nodes") {
+            numa.cpu_nodes = nodes_of(o, val(o)?)?;
+        }
+        if let Some(o) = get("numa_mem_policy") {
+            let v = val(o)?;
+            let (mode, list) = match v.split_once(':') {
+                Some((m, l)) => (m.trim(), Some(l)),
+                None => (v.trim(), None),
+            };
+            if iolab_sys::numa::mem_mode(mode).is_none() {
+                return Err(err(
+                    o,
+                    format!("'{mode}': expected default, prefer, bind, interleave or local"),
+                ));
+            }
+            let nodes = match list {
+                Some(l) => nodes_of(o, l)?,
+                None => Vec::new(),
+            };
+            let needs = matches!(mode, "prefer" | "bind" | "interleave");
+            if needs == nodes.is_empty() || (mode == "prefer" && nodes.len() != 1) {
+                return Err(err(
+                    o,
+                    format!(
+                        "'{v}': prefer takes one node, bind and interleave a list, default \
+                         and local none"
+                    ),
+                ));
+            }
+            numa.mem_policy = Some((mode.to_string(), nodes));
+        }
+        if numa != crate::job::Numa::default() {
+            job.numa = Some(numa);
+        }
         // fio's buffers (mem=): malloc, its default, and the other plain kinds are ordinary
         // pages; the huge kinds are iolab's huge-page pool.
         job.page_buffers = match get("mem") {
@@ -2248,6 +2303,34 @@ mod tests {
             .unwrap_err()
             .message
             .contains("duplicate"));
+    }
+
+    /// numa.fio: a node this machine has binds; one it lacks is refused, named.
+    #[test]
+    fn numa_nodes_that_exist() {
+        let first = iolab_sys::numa::online_nodes()[0];
+        let p = plan(
+            &format!("[j]\nsize=1m\nnuma_cpu_nodes={first}\nnuma_mem_policy=bind:{first}\n"),
+            Overrides::default(),
+        )
+        .unwrap();
+        let n = p.jobs[0].job.numa.clone().unwrap();
+        assert_eq!(
+            (n.cpu_nodes, n.mem_policy),
+            (vec![first], Some(("bind".into(), vec![first])))
+        );
+        let e = plan(
+            "[j]\nsize=1m\nnuma_cpu_nodes=0-1023\n",
+            Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("does not exist on this machine"), "{e}");
+        let e = plan(
+            "[j]\nsize=1m\nnuma_mem_policy=prefer\n",
+            Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("prefer takes one node"), "{e}");
     }
 
     #[test]

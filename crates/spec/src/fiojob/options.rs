@@ -215,6 +215,8 @@ pub const OPTIONS: &[Row] = &[
     maps("fixedbufs", Flag, "RunSettings.fixedbufs", "1"),
     maps("registerfiles", Flag, "RunSettings.registerfiles", "1"),
     maps("mem", Text, "JobSpec.page_buffers", "malloc"),
+    maps("numa_cpu_nodes", Text, "Numa.cpu_nodes", "0"),
+    maps("numa_mem_policy", Text, "Numa.mem_policy", "local"),
     maps("prio", Int, "Prio.thread (ioprio_set)", "4"),
     maps("prioclass", Int, "Prio.thread (ioprio_set)", "2"),
     maps("cmdprio_percentage", Text, "Prio.per_io", "20"),
@@ -367,14 +369,6 @@ pub const OPTIONS: &[Row] = &[
     refused("max_latency", NOT_TAKEN),
     refused("max_open_zones", NOT_TAKEN),
     refused("nice", NOT_TAKEN),
-    refused(
-        "numa_cpu_nodes",
-        "iolab does not bind job threads to NUMA nodes",
-    ),
-    refused(
-        "numa_mem_policy",
-        "iolab does not set a NUMA memory policy for its buffers",
-    ),
     refused("offset_align", NOT_TAKEN),
     refused(
         "offset_increment",
