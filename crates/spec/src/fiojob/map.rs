@@ -1070,7 +1070,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         if (compress != 0 && !(compress == 100 && zero)) || dedupe != 0 {
             let min_bs = job.access.iter().map(|l| l.size).min().unwrap_or(job.bs);
             let working_set = if working {
-                let blocks = region.unwrap_or(0) * ws_pct / 100 / min_bs;
+                let blocks = region.unwrap_or(0).saturating_mul(ws_pct) / 100 / min_bs;
                 Some(blocks.max(1))
             } else {
                 None
