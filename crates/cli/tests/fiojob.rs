@@ -20,7 +20,11 @@ const END: &str = "<!-- fio-examples: end -->\n";
 
 /// The verdict on one example: runs (its jobs and engine) or refused (line, option, why).
 fn verdict(sb: &Sandbox, file: &Path) -> Result<String, String> {
-    let out = sb.run(&[
+    // Logs a job file asks for go to the current directory, as fio writes them: a fresh
+    // one per example.
+    let cwd = tempfile::tempdir_in(sb.path("")).unwrap();
+    let args = [
+        "run",
         "fio",
         file.to_str().unwrap(),
         "--size",
@@ -30,7 +34,13 @@ fn verdict(sb: &Sandbox, file: &Path) -> Result<String, String> {
         "--no-store",
         "--json",
         "-",
-    ]);
+        "--target",
+        sb.target.to_str().unwrap(),
+        "--quiet",
+    ];
+    let t0 = std::time::Instant::now();
+    let output = sb.cmd(&args).current_dir(cwd.path()).output().unwrap();
+    let out = iolab_testkit::Out::new(&args, output, t0.elapsed());
     let name = file.display().to_string();
     match out.code {
         Some(0) => {
@@ -474,4 +484,76 @@ fn fio_logs_are_written_in_fios_format_and_exported_from_a_stored_run() {
     assert_eq!(out.stdout.lines().count(), 3, "{}", out.stdout);
     assert!(!read("ex_lat.1.log").is_empty());
     assert!(sb.target_entries().is_empty());
+}
+
+/// cmdprio_* and prioclass reach the kernel: a realtime priority needs CAP_SYS_ADMIN or
+/// CAP_SYS_NICE, so without them each request that carries one fails (EPERM) and the thread's
+/// ioprio_set is refused, while best effort runs; with them (root) both run.
+#[test]
+fn io_priorities_reach_each_request_and_the_job_thread() {
+    if !iolab_testkit::skip::require_root("dropping capabilities")
+        || !iolab_testkit::skip::require_tools(&["setpriv"])
+    {
+        return;
+    }
+    let sb = Sandbox::new();
+    let run = |name: &str, prio: &str, drop_caps: bool| {
+        let text = format!(
+            "[j]\nrw=randread\nsize=1m\nioengine=io_uring\ndirect=1\niodepth=2\nnumber_ios=64\n\
+             {prio}\n"
+        );
+        let f = job_file(&sb, name, text.as_bytes());
+        let target = sb.target.to_str().unwrap().to_string();
+        let cmd = sb.cmd(&["run", "fio", &f, "--target", &target, "--no-store", "-q"]);
+        let mut c = std::process::Command::new(tool("setpriv").unwrap());
+        if drop_caps {
+            c.args([
+                "--inh-caps=-sys_admin,-sys_nice",
+                "--bounding-set=-sys_admin,-sys_nice",
+            ]);
+        }
+        let out = c
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .output()
+            .unwrap();
+        iolab_testkit::Out::new(&["run", "fio", name], out, Default::default())
+    };
+    let rt_io = "cmdprio_percentage=100\ncmdprio_class=1";
+    let out = run("rt-io.fio", rt_io, true);
+    assert_ne!(out.code, Some(0), "{out}");
+    assert!(out.stdout.contains("Operation not permitted"), "{out}");
+    run("rt-io-root.fio", rt_io, false).ok();
+    run("be-io.fio", "cmdprio_percentage=100\ncmdprio_class=2", true).ok();
+    let out = run("rt-thread.fio", "prioclass=1", true);
+    assert_ne!(out.code, Some(0), "{out}");
+    assert!(out.to_string().contains("ioprio_set(class 1"), "{out}");
+    run("idle-thread.fio", "prioclass=3", true).ok();
+    assert!(sb.target_entries().is_empty());
+}
+
+/// numa_cpu_nodes and numa_mem_policy on a node the machine has: the job threads bind to
+/// its CPUs and memory and run (the refusal of a node it lacks is in the examples' table:
+/// numa.fio).
+#[test]
+fn numa_nodes_the_machine_has_bind_the_job_threads() {
+    let sb = Sandbox::new();
+    let node = std::fs::read_to_string("/sys/devices/system/node/online")
+        .ok()
+        .and_then(|t| {
+            t.trim()
+                .split([',', '-'])
+                .next()
+                .and_then(|n| n.parse::<u32>().ok())
+        })
+        .unwrap_or(0);
+    let text = format!(
+        "[j]\nrw=randread\nsize=1m\nnumber_ios=32\nnuma_cpu_nodes={node}\n\
+         numa_mem_policy=bind:{node}\n[k]\nrw=randread\nsize=1m\nnumber_ios=32\n\
+         numa_mem_policy=local\n"
+    );
+    let f = job_file(&sb, "numa.fio", text.as_bytes());
+    let out = sb.run(&["fio", &f, "--no-store", "--json", "-"]).ok();
+    assert_eq!(out.json()["tests"].as_array().unwrap().len(), 2, "{out}");
 }

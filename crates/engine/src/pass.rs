@@ -177,7 +177,22 @@ pub fn run_pass_with_clock<C: Clock>(
             handles.push(
                 s.spawn(move || -> Result<(JobResult, Vec<String>), String> {
                     let fd = file.as_raw_fd();
-                    let mut bufs = BufferPool::new(iodepth as usize, job.bs as usize);
+                    if let Some(n) = &job.numa {
+                        place_thread(n).inspect_err(|_| {
+                            barrier.wait();
+                        })?;
+                    }
+                    if let Some(p) = job.prio.thread {
+                        set_thread_ioprio(p).inspect_err(|_| {
+                            // The others and the pass wait for every job to be ready.
+                            barrier.wait();
+                        })?;
+                    }
+                    let mut bufs = BufferPool::with_pages(
+                        iodepth as usize,
+                        job.bs as usize,
+                        !job.page_buffers,
+                    );
                     if settings.data == DataPattern::Random {
                         bufs.fill_random(&mut fastrand::Rng::with_seed(params.seed ^ 0x5555));
                     }
@@ -318,4 +333,43 @@ fn merge(index: u32, results: &[JobResult], cpu0: CpuSample, cpu1: CpuSample) ->
     );
     record.errors = errors;
     record
+}
+
+/// Sets the calling thread's I/O priority (fio's prioclass and prio): `ioprio_set` of
+/// IOPRIO_WHO_PROCESS for itself; the I/Os it issues without a priority of their own take it.
+fn set_thread_ioprio(ioprio: u16) -> Result<(), String> {
+    const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+    // SAFETY: a system call with integer arguments only.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_ioprio_set,
+            IOPRIO_WHO_PROCESS,
+            0 as libc::c_long,
+            ioprio as libc::c_long,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "ioprio_set(class {}, level {}): {}",
+            ioprio >> 13,
+            ioprio & 7,
+            std::io::Error::last_os_error()
+        ))
+    }
+}
+
+/// Places the calling job thread as fio's numa_cpu_nodes and numa_mem_policy ask, before
+/// its buffers are mapped (so the policy places them).
+fn place_thread(n: &iolab_spec::Numa) -> Result<(), String> {
+    use iolab_sys::numa;
+    if !n.cpu_nodes.is_empty() {
+        numa::bind_thread_cpus(&n.cpu_nodes)?;
+    }
+    if let Some((mode, nodes)) = &n.mem_policy {
+        let m = numa::mem_mode(mode).ok_or_else(|| format!("memory policy '{mode}'"))?;
+        numa::set_mem_policy(m, nodes)?;
+    }
+    Ok(())
 }

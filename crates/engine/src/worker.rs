@@ -114,16 +114,117 @@ fn zoned(rng: &mut fastrand::Rng, zones: &[iolab_spec::Zone], units: u64) -> u64
 /// When a paced job may issue its next I/O, having issued `bytes` in `ios` I/Os since
 /// `start` (the later of its rate and its IOPS limit); None when neither limits it.
 fn pace_at(pace: &iolab_spec::Pace, start: Instant, bytes: u64, ios: u64) -> Option<Instant> {
+    rate_at((pace.rate_bytes, pace.rate_iops), start, bytes, ios)
+}
+
+/// [`pace_at`] for limits of (bytes/s, IOPS).
+fn rate_at(limits: (u64, u64), start: Instant, bytes: u64, ios: u64) -> Option<Instant> {
     let mut at: Option<Instant> = None;
-    if pace.rate_bytes > 0 {
-        let t = start + Duration::from_secs_f64(bytes as f64 / pace.rate_bytes as f64);
+    if limits.0 > 0 {
+        let t = start + Duration::from_secs_f64(bytes as f64 / limits.0 as f64);
         at = Some(t);
     }
-    if pace.rate_iops > 0 {
-        let t = start + Duration::from_secs_f64(ios as f64 / pace.rate_iops as f64);
+    if limits.1 > 0 {
+        let t = start + Duration::from_secs_f64(ios as f64 / limits.1 as f64);
         at = Some(at.map_or(t, |a| a.max(t)));
     }
     at
+}
+
+/// fio's `rate_ddir` for a mixed job limited per direction: the direction drawn goes when
+/// it is behind its rate; else the other one when it is (and the mix has it); else the job
+/// waits until the sooner of the two may go, and that one goes. `next` is when each
+/// direction ([read, write]) may go next (None: unlimited). The direction to issue now, or
+/// when to wait until and the direction then.
+fn rate_dir(
+    drawn: IoDir,
+    next: [Option<Instant>; 2],
+    other_in_mix: bool,
+    now: Instant,
+) -> Result<IoDir, (Instant, IoDir)> {
+    let idx = |d: IoDir| usize::from(d == IoDir::Write);
+    let other = if drawn == IoDir::Read {
+        IoDir::Write
+    } else {
+        IoDir::Read
+    };
+    let late = |d: IoDir| next[idx(d)].is_none_or(|t| t <= now);
+    if late(drawn) {
+        return Ok(drawn);
+    }
+    if other_in_mix && late(other) {
+        return Ok(other);
+    }
+    let mine = next[idx(drawn)].expect("not late, so limited");
+    match next[idx(other)] {
+        Some(t) if other_in_mix && t < mine => Err((t, other)),
+        _ => Err((mine, drawn)),
+    }
+}
+
+/// The ioprio of an I/O of `len` bytes under a direction's per-I/O rules (fio's
+/// cmdprio_percentage and cmdprio_bssplit), for a draw `u` in 0..100: the rules that apply
+/// to its size take their shares in order; 0 (the thread's priority) past them.
+fn cmd_prio(rules: &[iolab_spec::CmdPrio], len: u64, u: u8) -> u16 {
+    let mut acc = 0u32;
+    for r in rules.iter().filter(|r| r.size.is_none_or(|s| s == len)) {
+        acc += r.pct as u32;
+        if (u as u32) < acc {
+            return r.ioprio;
+        }
+    }
+    0
+}
+
+/// The working set's key when jobs share it (fio's `dedupe_global`).
+const SHARED_WORKING_SET: u64 = 0x10_1AB5_EED5;
+
+/// What a job's writes of fio's compressible and duplicate contents remember: the seed of
+/// the last unique buffer (`dedupe_mode=repeat`) and the key of its working set.
+struct ContentState {
+    prev: Option<u64>,
+    own_key: u64,
+}
+
+impl ContentState {
+    fn new(seed: u64) -> Self {
+        ContentState {
+            prev: None,
+            own_key: seed ^ 0xDED0_0000,
+        }
+    }
+
+    /// Fills a write buffer as fio's `fill_io_buffer` does: a buffer is either a repeat
+    /// (`dedupe_pct`% of writes: the previous unique one's contents, or a working-set
+    /// block's) or new; its contents come from one seed, each `chunk` bytes being
+    /// `100 - compress_pct`% random bytes and then zeros.
+    fn fill(&mut self, buf: &mut [u8], c: &iolab_spec::Content, rng: &mut fastrand::Rng) {
+        let dup = rng.u8(0..100) < c.dedupe_pct;
+        let seed = match (dup, c.working_set, self.prev) {
+            (true, Some(n), _) => {
+                let key = if c.global {
+                    SHARED_WORKING_SET
+                } else {
+                    self.own_key
+                };
+                // A block of the working set: the same seed for the same index.
+                fastrand::Rng::with_seed(key ^ rng.u64(0..n.max(1))).u64(..)
+            }
+            (true, None, Some(p)) => p,
+            _ => {
+                let s = rng.u64(..);
+                self.prev = Some(s);
+                s
+            }
+        };
+        let mut r = fastrand::Rng::with_seed(seed);
+        let chunk = (c.chunk as usize).max(1);
+        for part in buf.chunks_mut(chunk) {
+            let random = (chunk * (100 - c.compress_pct as usize) / 100).min(part.len());
+            crate::buffers::fill_random(&mut part[..random], &mut r);
+            part[random..].fill(0);
+        }
+    }
 }
 
 /// fio's `rate_process=poisson`: the gap before the next I/O, exponentially distributed
@@ -274,6 +375,13 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     let interval_ns = SERIES_INTERVAL.as_nanos() as u64;
     let pace = job.pace;
     let paced = !pace.is_none();
+    let prio_per_io = job.prio.per_io.iter().any(|r| !r.is_empty());
+    // A mixed job paced per direction: bytes and I/Os issued in each, and the direction
+    // that goes once the wait for it is over.
+    let mut dir_issued = [0u64; 2];
+    let mut dir_ios = [0u64; 2];
+    let mut forced_dir: Option<IoDir> = None;
+    let mut content = ContentState::new(p.seed);
     // Pacing: I/Os issued so far (rate_iops, thinktime) and when the next one may go.
     let mut issued_ios: u64 = 0;
     let mut think_count = 0u32;
@@ -330,6 +438,24 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                     };
                     (dir, l.size, line)
                 };
+                let mut dir = dir;
+                if let Some(rates) = pace.dir_rates {
+                    let next = [0, 1].map(|i| rate_at(rates[i], start, dir_issued[i], dir_ios[i]));
+                    let drawn = forced_dir.take().unwrap_or(dir);
+                    let other_in_mix = match drawn {
+                        IoDir::Read => job.rwmixread < 100,
+                        IoDir::Write => job.rwmixread > 0,
+                    };
+                    match rate_dir(drawn, next, other_in_mix, t_queue) {
+                        Ok(d) => dir = d,
+                        Err((at, d)) => {
+                            free.push(slot);
+                            hold_until = Some(at);
+                            forced_dir = Some(d);
+                            break;
+                        }
+                    }
+                }
                 let mut tries = 0u32;
                 let (off, gen) = loop {
                     let off = if access.is_empty() {
@@ -396,8 +522,17 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                     busy = true;
                     break;
                 }
-                if !VERIFY && dir == IoDir::Write && stamp_writes {
-                    stamp(&mut bufs.slot_mut(slot as usize)[..len as usize], &mut rng);
+                if !VERIFY && dir == IoDir::Write {
+                    let buf = &mut bufs.slot_mut(slot as usize)[..len as usize];
+                    if let Some(c) = &job.content {
+                        content.fill(buf, c, &mut rng);
+                    } else if stamp_writes {
+                        stamp(buf, &mut rng);
+                    }
+                }
+                if prio_per_io {
+                    let rules = &job.prio.per_io[usize::from(dir == IoDir::Write)];
+                    eng.set_prio(cmd_prio(rules, len, rng.u8(0..100)));
                 }
                 eng.queue(bufs, slot, dir, off, len as u32);
                 let s = slot as usize;
@@ -412,6 +547,8 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 inflight += 1;
                 issued += len;
                 issued_ios += 1;
+                dir_issued[usize::from(dir == IoDir::Write)] += len;
+                dir_ios[usize::from(dir == IoDir::Write)] += 1;
                 if pace.poisson {
                     arrival_s += poisson_gap(&pace, len, rng.f64());
                 }
@@ -577,7 +714,120 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
 
 #[cfg(test)]
 mod poisson_tests {
-    use super::poisson_gap;
+    use super::{cmd_prio, poisson_gap, rate_dir, ContentState};
+
+    /// fio's rate_ddir: the drawn direction if it is behind its rate, else the other one
+    /// if it is and the mix has it, else a wait for the sooner one.
+    #[test]
+    fn a_mixed_job_paced_per_direction_goes_where_the_rate_allows() {
+        use iolab_spec::IoDir::{Read, Write};
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        let at = |ms| Some(t0 + Duration::from_millis(ms));
+        let now = t0 + Duration::from_millis(10);
+        assert_eq!(rate_dir(Read, [at(5), at(20)], true, now), Ok(Read));
+        assert_eq!(rate_dir(Read, [at(15), at(5)], true, now), Ok(Write));
+        assert_eq!(rate_dir(Read, [at(15), None], true, now), Ok(Write));
+        assert_eq!(
+            rate_dir(Read, [at(30), at(20)], true, now),
+            Err((t0 + Duration::from_millis(20), Write))
+        );
+        assert_eq!(
+            rate_dir(Read, [at(20), at(30)], true, now),
+            Err((t0 + Duration::from_millis(20), Read))
+        );
+        // rwmixread=100: never a write.
+        assert_eq!(
+            rate_dir(Read, [at(15), None], false, now),
+            Err((t0 + Duration::from_millis(15), Read))
+        );
+    }
+
+    /// dedupe-global.fio's buffers: half of every 512-byte chunk zeros, and of 400 writes
+    /// about half new and the rest copies of 8 working-set blocks, shared between jobs.
+    #[test]
+    fn buffers_compress_and_deduplicate_as_fio_makes_them() {
+        use std::collections::HashSet;
+        let c = iolab_spec::Content {
+            compress_pct: 50,
+            chunk: 512,
+            dedupe_pct: 50,
+            working_set: Some(8),
+            global: true,
+        };
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut distinct = |state: &mut ContentState, n: usize| {
+            let mut seen = HashSet::new();
+            let mut buf = vec![1u8; 4096];
+            for _ in 0..n {
+                state.fill(&mut buf, &c, &mut rng);
+                for part in buf.chunks(512) {
+                    assert!(part[256..].iter().all(|&b| b == 0));
+                    assert!(part[..256].iter().any(|&b| b != 0));
+                }
+                seen.insert(buf.clone());
+            }
+            seen
+        };
+        let a = distinct(&mut ContentState::new(1), 400);
+        // 400 writes: the new ones (about 200) and at most the 8 blocks of the working set.
+        assert!(a.len() > 100 && a.len() < 300, "{}", a.len());
+        // Another job (another seed) meets the same working set: dedupe_global.
+        let b = distinct(&mut ContentState::new(2), 400);
+        assert!(
+            a.intersection(&b).count() >= 4,
+            "{}",
+            a.intersection(&b).count()
+        );
+        // Repeat mode: a repeat is the previous new buffer.
+        let r = iolab_spec::Content {
+            working_set: None,
+            global: false,
+            ..c
+        };
+        let mut state = ContentState::new(3);
+        let mut last = vec![0u8; 4096];
+        let (mut buf, mut repeats) = (vec![0u8; 4096], 0);
+        for i in 0..200 {
+            state.fill(&mut buf, &r, &mut rng);
+            if i > 0 && buf == last {
+                repeats += 1;
+            }
+            last.copy_from_slice(&buf);
+        }
+        assert!((50..150).contains(&repeats), "{repeats}");
+    }
+
+    #[test]
+    fn cmdprio_shares_go_to_the_sizes_they_name() {
+        use iolab_spec::CmdPrio;
+        let rt = |l: u16| (1u16 << 13) | l;
+        let rules = [
+            CmdPrio {
+                size: Some(65536),
+                pct: 25,
+                ioprio: rt(1),
+            },
+            CmdPrio {
+                size: Some(65536),
+                pct: 75,
+                ioprio: 3 << 13,
+            },
+            CmdPrio {
+                size: None,
+                pct: 10,
+                ioprio: rt(0),
+            },
+        ];
+        let count = |len: u64, p: u16| {
+            (0..100u8)
+                .filter(|&u| cmd_prio(&rules, len, u) == p)
+                .count()
+        };
+        assert_eq!((count(65536, rt(1)), count(65536, 3 << 13)), (25, 75));
+        // A size the split does not name: only the rule of any size, 10 of 100 draws.
+        assert_eq!((count(4096, rt(0)), count(4096, 0)), (10, 90));
+    }
 
     #[test]
     fn poisson_gaps_average_the_rates_mean_gap() {

@@ -288,6 +288,76 @@ pub struct JobSpec {
     /// of the random I/Os, uniform within it; empty: uniform over the region.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub zones: Vec<Zone>,
+    /// I/O buffers from ordinary 4 KiB pages (fio's default `mem=malloc`), rather than
+    /// iolab's 2 MiB-aligned pool with transparent huge pages: a large direct I/O is then
+    /// many segments and adjacent ones merge into fewer, smaller requests, as under fio.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub page_buffers: bool,
+    /// I/O priorities: the job thread's and per I/O (fio's prioclass/prio, cmdprio_*).
+    #[serde(default, skip_serializing_if = "Prio::is_none")]
+    pub prio: Prio,
+    /// Written data partly compressible and partly duplicate, as fio makes it
+    /// (buffer_compress_percentage, dedupe_percentage); None: iolab's own data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
+    /// Where the job's threads run and their buffers live (fio's numa_cpu_nodes,
+    /// numa_mem_policy); None: wherever the kernel puts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<Numa>,
+}
+
+/// NUMA placement of a job's threads: the nodes whose CPUs they run on (empty: any), and
+/// the memory policy of their buffers (`default`, `prefer`, `bind`, `interleave`, `local`)
+/// over its nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Numa {
+    pub cpu_nodes: Vec<u32>,
+    pub mem_policy: Option<(String, Vec<u32>)>,
+}
+
+/// fio's write buffers with compression and deduplication: each chunk of `chunk` bytes is
+/// `100 - compress_pct`% random bytes then zeros; `dedupe_pct`% of writes repeat an earlier
+/// buffer's contents (the previous unique one, or one of `working_set` blocks' contents,
+/// shared by every job of the run when `global`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Content {
+    pub compress_pct: u8,
+    pub chunk: u32,
+    pub dedupe_pct: u8,
+    /// Blocks in the working set (fio's `dedupe_mode=working_set`); None: `repeat`.
+    pub working_set: Option<u64>,
+    pub global: bool,
+}
+
+/// I/O priorities of a job, as Linux ioprio values (class << 13 | level).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prio {
+    /// The job thread's priority (ioprio_set), which its requests take unless one is set
+    /// per I/O; None: the default.
+    pub thread: Option<u16>,
+    /// Per-I/O priorities, for reads and for writes: the rules that apply to an I/O (its
+    /// size, or any size) share 0..100 in order; an I/O that draws none keeps the thread's.
+    pub per_io: [Vec<CmdPrio>; 2],
+}
+
+impl Prio {
+    pub fn is_none(&self) -> bool {
+        self.thread.is_none() && self.per_io.iter().all(Vec::is_empty)
+    }
+
+    /// ioprio of class (1 realtime, 2 best effort, 3 idle) and level (0..7).
+    pub fn value(class: u8, level: u8) -> u16 {
+        ((class as u16) << 13) | level as u16
+    }
+}
+
+/// One per-I/O priority rule: `pct`% of a direction's I/Os (of `size` bytes, or of any
+/// size) are issued with `ioprio`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CmdPrio {
+    pub size: Option<u64>,
+    pub pct: u8,
+    pub ioprio: u16,
 }
 
 /// One zone of a zoned random distribution (percentages of I/Os and of the region).
@@ -316,6 +386,10 @@ pub struct Pace {
     /// gap (fio's `rate_process=poisson`), rather than even.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub poisson: bool,
+    /// A mixed job's limits per direction, [reads, writes] as (bytes/s, IOPS), 0: none
+    /// (fio's `rate=r,w` and `rate_iops=r,w`); `rate_bytes` and `rate_iops` are then 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir_rates: Option<[(u64, u64); 2]>,
 }
 
 impl Pace {
@@ -342,6 +416,10 @@ impl JobSpec {
             zipf: None,
             invalidate: false,
             zones: Vec::new(),
+            page_buffers: false,
+            prio: Prio::default(),
+            content: None,
+            numa: None,
         }
     }
 

@@ -17,8 +17,8 @@ mod units;
 
 pub use job::{names as value_names, or_list, parse_value};
 pub use job::{
-    AccessLine, DataPattern, EngineKind, IoDir, JobOption, JobOptionArgs, JobSpec, Pace,
-    RunSettings, Rw, SyncMode, TestSpec, Zone, JOB_OPTIONS, RWMIXREAD,
+    AccessLine, CmdPrio, Content, DataPattern, EngineKind, IoDir, JobOption, JobOptionArgs,
+    JobSpec, Numa, Pace, Prio, RunSettings, Rw, SyncMode, TestSpec, Zone, JOB_OPTIONS, RWMIXREAD,
 };
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{

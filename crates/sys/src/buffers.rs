@@ -29,9 +29,16 @@ impl BufferPool {
     /// Allocates `count` zeroed slots of `slot_len` bytes each, every page touched (so no
     /// page fault lands in a timed pass).
     pub fn new(count: usize, slot_len: usize) -> Self {
+        Self::with_pages(count, slot_len, true)
+    }
+
+    /// As [`BufferPool::new`]; without `huge` the pool is ordinary pages whatever its size
+    /// (no huge-page alignment or advice), as a plain `malloc` gives: fio's default
+    /// `mem=malloc`.
+    pub fn with_pages(count: usize, slot_len: usize, huge: bool) -> Self {
         let stride = slot_len.div_ceil(BUF_ALIGN) * BUF_ALIGN;
         let size = (stride * count).max(BUF_ALIGN);
-        let huge = size >= HUGE / 2;
+        let huge = huge && size >= HUGE / 2;
         let mapped = if huge {
             size.div_ceil(HUGE) * HUGE
         } else {

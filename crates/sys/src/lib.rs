@@ -11,6 +11,7 @@ pub mod files;
 pub mod host;
 pub mod input;
 pub mod loopdev;
+pub mod numa;
 pub mod process;
 
 use std::ffi::{CStr, CString};

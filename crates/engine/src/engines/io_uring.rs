@@ -57,6 +57,8 @@ pub struct Uring {
     reg: Registration,
     /// Submit every I/O as soon as it is queued instead of the round's batch at once.
     each: bool,
+    /// The ioprio of the next I/Os (0: the submitting thread's).
+    prio: u16,
 }
 
 fn build_ring(entries: u32) -> io::Result<IoUring> {
@@ -109,6 +111,7 @@ impl Uring {
             fd,
             reg,
             each: false,
+            prio: 0,
         })
     }
 
@@ -118,16 +121,20 @@ impl Uring {
                 match (dir, self.reg.fixed_bufs) {
                     (IoDir::Read, true) => opcode::ReadFixed::new($target, ptr, len, slot as u16)
                         .offset(offset)
+                        .ioprio(self.prio)
                         .build(),
                     (IoDir::Write, true) => opcode::WriteFixed::new($target, ptr, len, slot as u16)
                         .offset(offset)
+                        .ioprio(self.prio)
                         .build(),
-                    (IoDir::Read, false) => {
-                        opcode::Read::new($target, ptr, len).offset(offset).build()
-                    }
-                    (IoDir::Write, false) => {
-                        opcode::Write::new($target, ptr, len).offset(offset).build()
-                    }
+                    (IoDir::Read, false) => opcode::Read::new($target, ptr, len)
+                        .offset(offset)
+                        .ioprio(self.prio)
+                        .build(),
+                    (IoDir::Write, false) => opcode::Write::new($target, ptr, len)
+                        .offset(offset)
+                        .ioprio(self.prio)
+                        .build(),
                 }
             };
         }
@@ -219,5 +226,9 @@ impl Engine for Uring {
 
     fn fd(&self) -> RawFd {
         self.fd
+    }
+
+    fn set_prio(&mut self, ioprio: u16) {
+        self.prio = ioprio;
     }
 }

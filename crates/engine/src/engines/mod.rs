@@ -293,6 +293,11 @@ pub trait Engine {
 
     /// The file descriptor, for synchronous flushes.
     fn fd(&self) -> RawFd;
+
+    /// The I/O priority (Linux ioprio) of the I/Os queued from now on; 0: the thread's.
+    /// Only engines that put a priority in each request take one (the fio mapping refuses
+    /// per-I/O priorities on the others).
+    fn set_prio(&mut self, _ioprio: u16) {}
 }
 
 /// Work on a job's engine whatever its type (the job loop, generic over [`Engine`]).
