@@ -473,5 +473,22 @@ fn fio_logs_are_written_in_fios_format_and_exported_from_a_stored_run() {
         .ok();
     assert_eq!(out.stdout.lines().count(), 3, "{}", out.stdout);
     assert!(!read("ex_lat.1.log").is_empty());
+    // A prefix among the device nodes (or naming one) is refused before anything is made.
+    for prefix in ["/dev/null", "/dev/iolab-log", "/proc/self/iolab"] {
+        sb.iolab(&["show", "last", "--series", "--fio-log", prefix])
+            .code(2)
+            .stderr_has(&[&format!("--fio-log {prefix}:"), "not a directory for files"]);
+        assert!(std::fs::symlink_metadata(format!("{prefix}_bw.1.log")).is_err());
+    }
+    let dev = job_file(
+        &sb,
+        "dev.fio",
+        b"[w]\nrw=write\nsize=2m\nwrite_bw_log=/dev/null\n",
+    );
+    run(&dev).code(2).stderr_has(&[
+        "dev.fio:4: write_bw_log",
+        "/dev/null_bw.1.log",
+        "the kernel's",
+    ]);
     assert!(sb.target_entries().is_empty());
 }

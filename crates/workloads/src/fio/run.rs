@@ -173,15 +173,25 @@ fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>,
         ));
     }
     let logs = super::logs::from_plan(&log_plan);
-    if let Some(w) = super::logs::taken(&logs) {
-        let at = log_plan
+    let at = |w: &super::logs::Wanted| {
+        log_plan
             .jobs
             .iter()
             .flat_map(|j| &j.files)
             .find(|f| f.path == w.path)
-            .map_or(String::new(), |f| f.at.clone());
+            .map_or(String::new(), |f| f.at.clone())
+    };
+    if let Some((w, why)) = super::logs::unfit(&logs) {
         return Err(UsageError::general(format!(
-            "{at}: {} exists; iolab does not overwrite a log (remove it or give another name)",
+            "{}: {}: {why}",
+            at(w),
+            w.path.display()
+        )));
+    }
+    if let Some(w) = super::logs::taken(&logs) {
+        return Err(UsageError::general(format!(
+            "{}: {} exists; iolab does not overwrite a log (remove it or give another name)",
+            at(w),
             w.path.display()
         )));
     }
