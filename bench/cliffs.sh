@@ -20,6 +20,10 @@
 #   (f) false positives of RATE_DECLINE, which judges 3 s of series or more (cdm's 2 x 1 s
 #       passes are too short for it): RUNS runs of one 4 s pass of 4K QD8 random writes on
 #       (a)'s device; not in the default PARTS.
+#   (g) a scheduling hiccup on purpose: (f)'s pass with `stress-ng --cpu 2` started 2.5 s
+#       after the run (about 2 s into the pass) for 3 s, on (a)'s device, whose I/O is
+#       CPU-bound (a tmpfs beneath): the rate falls for want of CPU, which RATE_CLIFF must
+#       not read as a cache; not in the default PARTS.
 #
 # Prints, per part, how many runs raised RATE_CLIFF (and STALLED_INTERVALS), with the
 # messages. Usage: bench/cliffs.sh   RUNS (default 20), SSD_RUNS (default 3), PARTS
@@ -80,7 +84,13 @@ for w in d["warnings"]:
 false_positives() {
   local name=$1 dev=$2 cg=$3 cliffs=0 stalls=0 declines=0 i out
   for i in $(seq "$RUNS"); do
+    hog=""
+    if [ -n "${HOG:-}" ]; then
+      (sleep 2.5 && exec timeout 3 stress-ng --cpu 2 --quiet) &
+      hog=$!
+    fi
     out=$(warnings "$cg" "${CDM[@]}" --target "$dev")
+    [ -n "$hog" ] && wait "$hog"
     if grep -q '^RATE_CLIFF' <<<"$out"; then
       cliffs=$((cliffs + 1))
       grep '^RATE_CLIFF' <<<"$out" | sed 's/^/    /'
@@ -94,7 +104,7 @@ false_positives() {
   echo "$name: RATE_CLIFF in $cliffs of $RUNS runs, RATE_DECLINE in $declines, STALLED_INTERVALS in $stalls"
 }
 
-if part a || part b || part f; then
+if part a || part b || part f || part g; then
   TMPFS=$WORK/tmpfs
   mkdir "$TMPFS"
   mount -t tmpfs -o size=80m tmpfs "$TMPFS"
@@ -112,6 +122,14 @@ if part f; then
   CDM=(custom --rw randwrite --bs 4k --iodepth 8 --size 64MiB --runs 1 --duration 4s
        --warmup 0 --allow-destroy-device --no-store --quiet --json -)
   false_positives "(f) plain loop device (over tmpfs), one 4 s pass of 4K QD8 random writes" "$lo" -
+  CDM=("${saved[@]}")
+fi
+
+if part g; then
+  saved=("${CDM[@]}")
+  CDM=(custom --rw randwrite --bs 4k --iodepth 8 --size 64MiB --runs 1 --duration 4s
+       --warmup 0 --allow-destroy-device --no-store --quiet --json -)
+  HOG=1 false_positives "(g) as (f), with a CPU hog started about 2 s into the pass" "$lo" -
   CDM=("${saved[@]}")
 fi
 

@@ -198,6 +198,10 @@ pub struct JobSpec {
     /// of the random I/Os, uniform within it; empty: uniform over the region.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub zones: Vec<Zone>,
+    /// Each of the `numjobs` threads' series is kept as well as their sum (fio's per-job
+    /// logs of a `numjobs` job: `TimeSeries::threads`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub thread_series: bool,
 }
 
 /// One zone of a zoned random distribution (percentages of I/Os and of the region).
@@ -252,6 +256,7 @@ impl JobSpec {
             zipf: None,
             invalidate: false,
             zones: Vec::new(),
+            thread_series: false,
         }
     }
 

@@ -25,6 +25,11 @@ pub const CLIFF_STRAY: f64 = 0.2;
 /// A cliff: the drop is at least this many robust standard deviations (1.4826 × MAD) of
 /// the noisier side.
 pub const CLIFF_SIGMAS: f64 = 2.0;
+/// A cliff: not one when the share of each interval the pass lost of the CPU (its threads'
+/// wait for one, and the hypervisor's steal) is this much higher after the drop than
+/// before it on average: the rate fell because iolab (or the machine) ran less, which a
+/// busy machine's other work does at any moment, not because the device slowed.
+pub const CLIFF_CPU_LOSS: f64 = 0.15;
 /// A stall: an empty interval counts only in a pass that completed at least this many I/Os
 /// per interval on average (fewer, and an empty interval is just the gap between I/Os).
 pub const STALL_MIN_IOS_PER_INTERVAL: f64 = 10.0;
@@ -37,6 +42,9 @@ pub struct Sample {
     pub bytes: u64,
     /// Its length in seconds (a full interval, or a pass's partial last one).
     pub seconds: f64,
+    /// Seconds of CPU the pass lost in it (its threads' wait for a CPU plus the machine's
+    /// stolen time: `TimeSeries::cpu_wait_ms` and `steal_ms`), where recorded.
+    pub cpu_lost_s: Option<f64>,
 }
 
 impl Sample {
@@ -63,10 +71,16 @@ pub fn pass_samples(p: &PassRecord) -> Vec<Sample> {
         if len < iv / 2.0 {
             continue;
         }
+        let lost = |v: &[u32]| v.get(i).map(|&ms| f64::from(ms) / 1000.0);
+        let cpu_lost_s = match (lost(&ts.cpu_wait_ms), lost(&ts.steal_ms)) {
+            (None, None) => None,
+            (w, st) => Some(w.unwrap_or(0.0) + st.unwrap_or(0.0)),
+        };
         out.push(Sample {
             pass: p.index,
             bytes: b,
             seconds: len,
+            cpu_lost_s,
         });
     }
     out
@@ -105,13 +119,21 @@ fn robust_sd(v: &[f64]) -> f64 {
     1.4826 * median(&dev)
 }
 
+/// The share of `v`'s time the pass lost of the CPU, where every interval recorded it.
+fn cpu_lost(v: &[Sample]) -> Option<f64> {
+    let lost = v.iter().map(|s| s.cpu_lost_s).sum::<Option<f64>>()?;
+    let secs: f64 = v.iter().map(|s| s.seconds).sum();
+    (secs > 0.0).then(|| lost / secs)
+}
+
 /// The cliff in `samples`, if one is there: the split that best separates a higher level
 /// before from a lower one after (most between-segment variance), accepted only if
 /// [`CLIFF_MIN_SIDE`] intervals come before it and [`CLIFF_MIN_AFTER`] after, the median
 /// after is at most [`CLIFF_RATIO`] of the median before, at most one interval more than
 /// [`CLIFF_STRAY`] of each side lies on the other side of the midway rate (the series'
 /// first interval, the start-up, aside), the drop is [`CLIFF_SIGMAS`] robust deviations
-/// of the noisier side, and it lies inside a pass (not at a boundary between two).
+/// of the noisier side, it lies inside a pass (not at a boundary between two), and the
+/// pass did not lose [`CLIFF_CPU_LOSS`] more of the CPU after it than before.
 pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     let n = samples.len();
     if n < CLIFF_MIN_SIDE + CLIFF_MIN_AFTER {
@@ -159,6 +181,11 @@ pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     }
     if m1 - m2 < CLIFF_SIGMAS * robust_sd(hi).max(robust_sd(lo)) {
         return None;
+    }
+    if let (Some(before), Some(after)) = (cpu_lost(&samples[..k]), cpu_lost(&samples[k..])) {
+        if after - before >= CLIFF_CPU_LOSS {
+            return None;
+        }
     }
     // The rates: bytes over seconds of each side without the intervals next to the drop
     // (partly each, or the transition) and the series' first (start-up), so that a rate is
@@ -547,13 +574,30 @@ pub fn stalls(t: &TestRecord) -> Stalls {
 /// (a pass's last window at the pass's end); bandwidth in KiB/s and IOPS over the window's
 /// true length, latency the mean in nanoseconds, each truncated to an integer as fio does.
 /// A series stored without I/O counts (older runs) gives a bandwidth log for a test of one
-/// direction only; the rest is refused with the reason.
-pub fn fio_log(t: &TestRecord, kind: LogKind, avg_ms: u64) -> Result<String, String> {
+/// direction only; the rest is refused with the reason. `thread`: job thread N's own series
+/// (0-based; fio's per-job log of a `numjobs` job), which the test must have kept
+/// (`TimeSeries::threads`); `None`: the threads' sum.
+pub fn fio_log(
+    t: &TestRecord,
+    kind: LogKind,
+    avg_ms: u64,
+    thread: Option<usize>,
+) -> Result<String, String> {
     use std::fmt::Write as _;
     let mut out = String::new();
     let mut offset_ms = 0.0;
     for p in &t.passes {
-        let ts = &p.timeseries;
+        let ts = match thread {
+            None => &p.timeseries,
+            Some(i) => p.timeseries.threads.get(i).ok_or_else(|| {
+                format!(
+                    "test {} pass {} kept no series of its thread {} (only the threads' sum)",
+                    t.name,
+                    p.index,
+                    i + 1
+                )
+            })?,
+        };
         let stored = ts.interval_ms as u64;
         let pass_ms = p.seconds * 1000.0;
         if stored == 0 || ts.bytes.is_empty() {
@@ -632,6 +676,7 @@ mod tests {
                 pass: 1,
                 bytes: (r * MB * 0.1) as u64,
                 seconds: 0.1,
+                cpu_lost_s: None,
             })
             .collect()
     }
@@ -694,6 +739,37 @@ mod tests {
             find_cliff(&samples(&[100.0, 100.0, 100.0, 10.0, 10.0])),
             None
         );
+    }
+
+    #[test]
+    fn a_drop_while_the_pass_lost_the_cpu_is_not_a_cliff() {
+        // 833 MB/s for 2.9 s, then under half for 1.1 s (bench/cliffs.sh's false positive on a
+        // CPU-bound loop device), with the pass's threads waiting for a CPU 10% of the
+        // time before and 40% after: the machine's other work, not a cache.
+        let mut r = vec![833.0; 29];
+        r.extend([410.0; 11]);
+        let mut v = samples(&r);
+        assert!(
+            find_cliff(&v).is_some(),
+            "without the CPU's record, a cliff"
+        );
+        for (i, s) in v.iter_mut().enumerate() {
+            s.cpu_lost_s = Some(if i < 29 { 0.01 } else { 0.04 });
+        }
+        assert_eq!(find_cliff(&v), None);
+        // The same loss on both sides (a busy machine throughout): the cliff stands.
+        for s in &mut v {
+            s.cpu_lost_s = Some(0.04);
+        }
+        assert!(find_cliff(&v).is_some());
+        // Stolen time counts as lost: a pass's intervals read back with it.
+        let mut t = test_of(r.iter().map(|&x| (x * 1e5) as u64).collect());
+        let ts = &mut t.passes[0].timeseries;
+        ts.cpu_wait_ms = vec![1; 40];
+        ts.steal_ms = (0..40).map(|i| if i < 29 { 0 } else { 30 }).collect();
+        assert_eq!(test_cliff(&t), None);
+        t.passes[0].timeseries.steal_ms = vec![30; 40];
+        assert!(test_cliff(&t).is_some());
     }
 
     #[test]

@@ -153,7 +153,7 @@ fn error(e: &IoErrorRecord) -> Value {
 }
 
 fn pass(p: &PassRecord) -> Value {
-    json!({
+    let mut v = json!({
         "index": p.index,
         "bytes": p.bytes,
         "ios": p.ios,
@@ -172,7 +172,14 @@ fn pass(p: &PassRecord) -> Value {
         },
         "errors": p.errors.iter().map(error).collect::<Vec<_>>(),
         "context": serde_json::to_value(&p.context).unwrap_or(Value::Null),
-    })
+    });
+    let ts = &p.timeseries;
+    for (key, ms) in [("cpu_wait_ms", &ts.cpu_wait_ms), ("steal_ms", &ts.steal_ms)] {
+        if !ms.is_empty() {
+            v["timeseries"][key] = json!(ms);
+        }
+    }
+    v
 }
 
 fn metric(m: &MetricSummary) -> Value {

@@ -18,6 +18,8 @@ pub struct Wanted {
     pub kind: LogKind,
     pub path: PathBuf,
     pub avg_ms: u64,
+    /// One job thread's own log (0-based), or `None`: the threads' sum.
+    pub thread: Option<u32>,
 }
 
 /// The logs a job file's plan asks for.
@@ -30,6 +32,7 @@ pub fn from_plan(plan: &LogPlan) -> Vec<Wanted> {
                 kind: f.kind,
                 path: f.path.clone(),
                 avg_ms: j.avg_ms,
+                thread: f.thread,
             })
         })
         .collect()
@@ -47,6 +50,7 @@ pub fn for_run(run: &RunRecord, prefix: &str, avg_ms: u64) -> Vec<Wanted> {
                 kind,
                 path: PathBuf::from(file_name(prefix, kind, Some(i as u32 + 1))),
                 avg_ms,
+                thread: None,
             })
         })
         .collect()
@@ -135,7 +139,7 @@ pub fn write(run: &RunRecord, wanted: &[Wanted]) -> Result<Written, String> {
             ));
             continue;
         };
-        let text = match fio_log(t, w.kind, w.avg_ms) {
+        let text = match fio_log(t, w.kind, w.avg_ms, w.thread.map(|n| n as usize)) {
             Ok(text) => text,
             Err(e) => {
                 out.skipped.push(format!("{}: {e}", w.path.display()));

@@ -9,7 +9,7 @@ use iolab_runner::block::BlockPlan;
 use iolab_runner::options::{DurationArg, RunsArg, SafetyArgs, SizeArg};
 use iolab_runner::{CommonArgs, Def, Job, RunContext, RunError, UsageError};
 use iolab_spec::fiojob::{self, FioError, Overrides};
-use iolab_spec::{format_bytes, RunSettings, TestSpec};
+use iolab_spec::{format_bytes, JobSpec, RunSettings, TestSpec};
 
 /// The workload's entry in the registry.
 pub static WORKLOAD: Def<FioOptions> = Def::new(
@@ -99,7 +99,14 @@ pub fn plan_file(
         .map(|j| TestSpec {
             name: j.name.clone(),
             group: j.name.clone(),
-            job: j.job.clone(),
+            job: JobSpec {
+                // fio's per-job logs of a numjobs job: each thread's series kept.
+                thread_series: log_plan
+                    .jobs
+                    .iter()
+                    .any(|l| l.test == j.name && l.files.iter().any(|f| f.thread.is_some())),
+                ..j.job.clone()
+            },
         })
         .collect();
     let settings = RunSettings {
