@@ -26,7 +26,8 @@
 #       not read as a cache; not in the default PARTS.
 #
 # Prints, per part, how many runs raised RATE_CLIFF (and STALLED_INTERVALS), with the
-# messages. Usage: bench/cliffs.sh   RUNS (default 20), SSD_RUNS (default 3), PARTS
+# messages (KEEP=DIR: each such run's JSON document is copied there, with its per-interval
+# cpu_wait_ms and steal_ms). Usage: bench/cliffs.sh   RUNS (default 20), SSD_RUNS (default 3), PARTS
 # (default "a b c"). Root (loop devices, cgroups, /dev/fuse); uses target/release/iolab when
 # built, else target/debug/iolab (IOLAB overrides). Everything it creates is removed on
 # exit, error or Ctrl-C.
@@ -66,23 +67,49 @@ CDM=(cdm --size 64MiB --runs 2 --duration 1s --warmup 0 --allow-destroy-device -
      --quiet --json -)
 
 # Runs `iolab run ARGS` (in cgroup $1 unless it is "-") and prints its warnings' codes and
-# messages, one a line.
+# messages, one a line; the run is stored in $DB (for without_cpu).
+DB=$WORK/runs.db
 warnings() {
   local cg=$1; shift
-  local cmd=("$IOLAB" run "$@")
+  local a args=()
+  for a in "$@"; do [ "$a" = --no-store ] || args+=("$a"); done
+  local cmd=("$IOLAB" run "${args[@]}" --db "$DB")
   if [ "$cg" != "-" ]; then
     cmd=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "${cmd[@]}")
   fi
-  "${cmd[@]}" 2>/dev/null |
-    python3 -c 'import json,sys
-d=json.load(sys.stdin)
+  "${cmd[@]}" 2>/dev/null >"$WORK/run.json" || true
+  python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
 for w in d["warnings"]:
-    print(w["code"], (w.get("test") or "") + ":", w["message"])'
+    print(w["code"], (w.get("test") or "") + ":", w["message"])' "$WORK/run.json"
 }
+
+# How many of the runs stored in $DB since run $1 the rule before the CPU record would have
+# called a cliff: the same runs with each pass's cpu_wait_ms and steal_ms removed (as a run
+# stored before them reads), judged again by `show --series --json`.
+without_cpu() {
+  local from=$1 copy=$WORK/nocpu.db n=0 id
+  rm -f "$copy"
+  sqlite3 "$DB" ".backup '$copy'"
+  sqlite3 "$copy" "UPDATE passes SET timeseries_json =
+    json_remove(timeseries_json, '\$.cpu_wait_ms', '\$.steal_ms')"
+  for id in $(sqlite3 "$copy" "SELECT id FROM runs WHERE id > $from"); do
+    if "$IOLAB" show "$id" --series --json --db "$copy" 2>/dev/null |
+      python3 -c 'import json,sys
+sys.exit(0 if any(t.get("cliff") for t in json.load(sys.stdin)["tests"]) else 1)'; then
+      n=$((n + 1))
+    fi
+  done
+  echo "$n"
+}
+
+# The last run's id in $DB (0 before the first).
+last_id() { [ -e "$DB" ] && sqlite3 "$DB" "SELECT COALESCE(MAX(id), 0) FROM runs" || echo 0; }
 
 # RUNS runs of the short cdm on DEVICE (in cgroup CG or "-"): how many raised each code.
 false_positives() {
-  local name=$1 dev=$2 cg=$3 cliffs=0 stalls=0 declines=0 i out
+  local name=$1 dev=$2 cg=$3 cliffs=0 stalls=0 declines=0 i out from
+  from=$(last_id)
   for i in $(seq "$RUNS"); do
     hog=""
     if [ -n "${HOG:-}" ]; then
@@ -90,9 +117,10 @@ false_positives() {
       hog=$!
     fi
     out=$(warnings "$cg" "${CDM[@]}" --target "$dev")
-    [ -n "$hog" ] && wait "$hog"
+    if [ -n "$hog" ]; then wait "$hog" || true; fi
     if grep -q '^RATE_CLIFF' <<<"$out"; then
       cliffs=$((cliffs + 1))
+      if [ -n "${KEEP:-}" ]; then cp "$WORK/run.json" "$KEEP/cliff-$(date +%s)-$i.json"; fi
       grep '^RATE_CLIFF' <<<"$out" | sed 's/^/    /'
     fi
     if grep -q '^RATE_DECLINE' <<<"$out"; then
@@ -101,7 +129,8 @@ false_positives() {
     fi
     grep -q '^STALLED_INTERVALS' <<<"$out" && stalls=$((stalls + 1))
   done
-  echo "$name: RATE_CLIFF in $cliffs of $RUNS runs, RATE_DECLINE in $declines, STALLED_INTERVALS in $stalls"
+  echo "$name: RATE_CLIFF in $cliffs of $RUNS runs, RATE_DECLINE in $declines, STALLED_INTERVALS in $stalls;" \
+    "a cliff without the CPU record (the rule before it) in $(without_cpu "$from")"
 }
 
 if part a || part b || part f || part g; then

@@ -25,6 +25,14 @@ pub const CLIFF_STRAY: f64 = 0.2;
 /// A cliff: the drop is at least this many robust standard deviations (1.4826 × MAD) of
 /// the noisier side.
 pub const CLIFF_SIGMAS: f64 = 2.0;
+/// A cliff: not one if the rate comes back after it, [`CLIFF_BACK_RUN`] intervals in a row
+/// at this share of the median before or more (a full cache under load stays full; a busy
+/// machine's slow spell ends).
+pub const CLIFF_BACK: f64 = 0.75;
+/// A cliff: the intervals in a row that make a return (three: an emulated or real SSD that
+/// got a moment idle while the host stalled regains a little cache, a fraction of a second
+/// of it at the burst rate, not 300 ms).
+pub const CLIFF_BACK_RUN: usize = 3;
 /// A cliff: not one when the share of each interval the pass lost of the CPU (its threads'
 /// wait for one, and the hypervisor's steal) is this much higher after the drop than
 /// before it on average: the rate fell because iolab (or the machine) ran less, which a
@@ -132,8 +140,10 @@ fn cpu_lost(v: &[Sample]) -> Option<f64> {
 /// after is at most [`CLIFF_RATIO`] of the median before, at most one interval more than
 /// [`CLIFF_STRAY`] of each side lies on the other side of the midway rate (the series'
 /// first interval, the start-up, aside), the drop is [`CLIFF_SIGMAS`] robust deviations
-/// of the noisier side, it lies inside a pass (not at a boundary between two), and the
-/// pass did not lose [`CLIFF_CPU_LOSS`] more of the CPU after it than before.
+/// of the noisier side, it lies inside a pass (not at a boundary between two), the rate
+/// does not come back after it ([`CLIFF_BACK_RUN`] intervals at [`CLIFF_BACK`] of the rate
+/// before), and the pass did not lose [`CLIFF_CPU_LOSS`] more of the CPU after it than
+/// before.
 pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     let n = samples.len();
     if n < CLIFF_MIN_SIDE + CLIFF_MIN_AFTER {
@@ -180,6 +190,12 @@ pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
         return None;
     }
     if m1 - m2 < CLIFF_SIGMAS * robust_sd(hi).max(robust_sd(lo)) {
+        return None;
+    }
+    if lo
+        .windows(CLIFF_BACK_RUN)
+        .any(|w| w.iter().all(|&x| x >= CLIFF_BACK * m1))
+    {
         return None;
     }
     if let (Some(before), Some(after)) = (cpu_lost(&samples[..k]), cpu_lost(&samples[k..])) {
@@ -721,6 +737,15 @@ mod tests {
         let mut small = vec![100.0; 10];
         small.extend([60.0; 10]);
         assert_eq!(find_cliff(&samples(&small)), None);
+        // A drop that comes back for 300 ms at the rate before (bench/cliffs.sh's (f): 166
+        // MB/s for 1 s, then 73 with three intervals at 186-255 among them): a slow spell.
+        let mut back = vec![166.0; 10];
+        back.extend([73.0; 12]);
+        back.extend([186.0, 255.0, 243.0]);
+        back.extend([73.0; 8]);
+        assert_eq!(find_cliff(&samples(&back)), None);
+        back[23] = 100.0;
+        assert!(find_cliff(&samples(&back)).is_some(), "two intervals back");
         // Alternating levels (a bursty throttle): no side is consistent.
         let alt: Vec<f64> = (0..30)
             .map(|i| if i % 2 == 0 { 100.0 } else { 30.0 })
