@@ -79,6 +79,11 @@ pub struct TimeSeries {
     /// mean steal time); empty in older records.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steal_ms: Vec<u32>,
+    /// Milliseconds of CPU time the machine's other work used in each interval, over all
+    /// its CPUs (its busy time less iolab's own: 200 is two CPUs busy with it throughout);
+    /// empty in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others_cpu_ms: Vec<u32>,
     /// Each job thread's own series (bytes, `read`, `write`), in thread order, where the
     /// job asked for them (`JobSpec::thread_series`: fio's per-job logs); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

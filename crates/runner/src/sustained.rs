@@ -377,6 +377,7 @@ fn from_ticks(ticks: &[(f64, u64)]) -> Vec<Sample> {
             bytes: (at - prev).max(0.0).round() as u64,
             seconds: iv,
             cpu_lost_s: None,
+            others_cpu_s: None,
         });
         prev = prev.max(at);
     }
@@ -432,6 +433,8 @@ mod tests {
                 bytes: (r * 1e5) as u64,
                 seconds: 0.1,
                 cpu_lost_s: None,
+                others_cpu_s: None,
+                others_cpu_s: None,
             })
             .collect()
     }

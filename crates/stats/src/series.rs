@@ -38,6 +38,10 @@ pub const CLIFF_BACK_RUN: usize = 3;
 /// before it on average: the rate fell because iolab (or the machine) ran less, which a
 /// busy machine's other work does at any moment, not because the device slowed.
 pub const CLIFF_CPU_LOSS: f64 = 0.15;
+/// A cliff: not one when the machine's other work used this many CPUs more after the drop
+/// than before it on average (a program that started on a machine whose I/O is CPU-bound,
+/// such as a loop device over a tmpfs file, whose kernel threads are not iolab's).
+pub const CLIFF_OTHERS_CPU: f64 = 0.5;
 /// A stall: an empty interval counts only in a pass that completed at least this many I/Os
 /// per interval on average (fewer, and an empty interval is just the gap between I/Os).
 pub const STALL_MIN_IOS_PER_INTERVAL: f64 = 10.0;
@@ -53,6 +57,9 @@ pub struct Sample {
     /// Seconds of CPU the pass lost in it (its threads' wait for a CPU plus the machine's
     /// stolen time: `TimeSeries::cpu_wait_ms` and `steal_ms`), where recorded.
     pub cpu_lost_s: Option<f64>,
+    /// CPU seconds the machine's other work used in it, over all CPUs
+    /// (`TimeSeries::others_cpu_ms`), where recorded.
+    pub others_cpu_s: Option<f64>,
 }
 
 impl Sample {
@@ -89,6 +96,7 @@ pub fn pass_samples(p: &PassRecord) -> Vec<Sample> {
             bytes: b,
             seconds: len,
             cpu_lost_s,
+            others_cpu_s: lost(&ts.others_cpu_ms),
         });
     }
     out
@@ -127,11 +135,12 @@ fn robust_sd(v: &[f64]) -> f64 {
     1.4826 * median(&dev)
 }
 
-/// The share of `v`'s time the pass lost of the CPU, where every interval recorded it.
-fn cpu_lost(v: &[Sample]) -> Option<f64> {
-    let lost = v.iter().map(|s| s.cpu_lost_s).sum::<Option<f64>>()?;
+/// CPU seconds per second over `v` (of what `f` gives each interval: CPU the pass lost, or
+/// the other work's), where every interval recorded it.
+fn share(v: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
+    let sum = v.iter().map(f).sum::<Option<f64>>()?;
     let secs: f64 = v.iter().map(|s| s.seconds).sum();
-    (secs > 0.0).then(|| lost / secs)
+    (secs > 0.0).then(|| sum / secs)
 }
 
 /// The cliff in `samples`, if one is there: the split that best separates a higher level
@@ -142,8 +151,8 @@ fn cpu_lost(v: &[Sample]) -> Option<f64> {
 /// first interval, the start-up, aside), the drop is [`CLIFF_SIGMAS`] robust deviations
 /// of the noisier side, it lies inside a pass (not at a boundary between two), the rate
 /// does not come back after it ([`CLIFF_BACK_RUN`] intervals at [`CLIFF_BACK`] of the rate
-/// before), and the pass did not lose [`CLIFF_CPU_LOSS`] more of the CPU after it than
-/// before.
+/// before), the pass did not lose [`CLIFF_CPU_LOSS`] more of the CPU after it than
+/// before, and the machine's other work did not take [`CLIFF_OTHERS_CPU`] more CPUs.
 pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     let n = samples.len();
     if n < CLIFF_MIN_SIDE + CLIFF_MIN_AFTER {
@@ -198,8 +207,17 @@ pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     {
         return None;
     }
-    if let (Some(before), Some(after)) = (cpu_lost(&samples[..k]), cpu_lost(&samples[k..])) {
+    let (hi_s, lo_s) = (&samples[..k], &samples[k..]);
+    if let (Some(before), Some(after)) =
+        (share(hi_s, |s| s.cpu_lost_s), share(lo_s, |s| s.cpu_lost_s))
+    {
         if after - before >= CLIFF_CPU_LOSS {
+            return None;
+        }
+    }
+    let others = |v| share(v, |s: &Sample| s.others_cpu_s);
+    if let (Some(before), Some(after)) = (others(hi_s), others(lo_s)) {
+        if after - before >= CLIFF_OTHERS_CPU {
             return None;
         }
     }
@@ -693,6 +711,7 @@ mod tests {
                 bytes: (r * MB * 0.1) as u64,
                 seconds: 0.1,
                 cpu_lost_s: None,
+                others_cpu_s: None,
             })
             .collect()
     }
@@ -794,6 +813,13 @@ mod tests {
         ts.steal_ms = (0..40).map(|i| if i < 29 { 0 } else { 30 }).collect();
         assert_eq!(test_cliff(&t), None);
         t.passes[0].timeseries.steal_ms = vec![30; 40];
+        assert!(test_cliff(&t).is_some());
+        // Another program that took a CPU at the drop (the loop device's kernel threads
+        // starved, not iolab's own): 40 ms of other work an interval, then 100.
+        t.passes[0].timeseries.others_cpu_ms =
+            (0..40).map(|i| if i < 29 { 40 } else { 100 }).collect();
+        assert_eq!(test_cliff(&t), None);
+        t.passes[0].timeseries.others_cpu_ms = vec![100; 40];
         assert!(test_cliff(&t).is_some());
     }
 

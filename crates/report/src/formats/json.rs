@@ -174,7 +174,11 @@ fn pass(p: &PassRecord) -> Value {
         "context": serde_json::to_value(&p.context).unwrap_or(Value::Null),
     });
     let ts = &p.timeseries;
-    for (key, ms) in [("cpu_wait_ms", &ts.cpu_wait_ms), ("steal_ms", &ts.steal_ms)] {
+    for (key, ms) in [
+        ("cpu_wait_ms", &ts.cpu_wait_ms),
+        ("steal_ms", &ts.steal_ms),
+        ("others_cpu_ms", &ts.others_cpu_ms),
+    ] {
         if !ms.is_empty() {
             v["timeseries"][key] = json!(ms);
         }
