@@ -97,7 +97,8 @@ without_cpu() {
   rm -f "$copy"
   sqlite3 "$DB" ".backup '$copy'"
   sqlite3 "$copy" "UPDATE passes SET timeseries_json =
-    json_remove(timeseries_json, '\$.cpu_wait_ms', '\$.steal_ms', '\$.others_cpu_ms')"
+    json_remove(timeseries_json, '\$.cpu_wait_ms', '\$.steal_ms', '\$.others_cpu_ms',
+    '\$.idle_cpu_ms')"
   for id in $(sqlite3 "$copy" "SELECT id FROM runs WHERE id > $from"); do
     if "$IOLAB" show "$id" --series --json --db "$copy" 2>/dev/null |
       python3 -c 'import json,sys

@@ -233,7 +233,12 @@ pub fn run_pass_with_clock<C: Clock>(
     }
     let mut record = merge(index, &results, cpu_start, cpu_end, job.thread_series);
     let ts = &mut record.timeseries;
-    [ts.cpu_wait_ms, ts.steal_ms, ts.others_cpu_ms] = lost.finish(ts.bytes.len());
+    [
+        ts.cpu_wait_ms,
+        ts.steal_ms,
+        ts.others_cpu_ms,
+        ts.idle_cpu_ms,
+    ] = lost.finish(ts.bytes.len());
     let mut access_ios = vec![0u64; job.access.len()];
     for r in &results {
         for (total, n) in access_ios.iter_mut().zip(&r.access_ios) {

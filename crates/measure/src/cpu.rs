@@ -114,15 +114,18 @@ fn run_and_delay_ns() -> Option<(u64, u64)> {
 }
 
 /// /proc/stat's "cpu" line over all CPUs: (steal, busy: user, nice, system, irq and
-/// softirq, total) jiffies.
-fn stat_jiffies() -> Option<(u64, u64, u64)> {
+/// softirq, idle: idle and iowait, total) jiffies.
+fn stat_jiffies() -> Option<(u64, u64, u64, u64)> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
     let mut it = text.lines().next()?.split_whitespace();
     if it.next()? != "cpu" {
         return None;
     }
     let v: Vec<u64> = it.take(8).filter_map(|x| x.parse().ok()).collect();
-    (v.len() == 8).then(|| (v[7], v[0] + v[1] + v[2] + v[5] + v[6], v.iter().sum()))
+    (v.len() == 8).then(|| {
+        let busy = v[0] + v[1] + v[2] + v[5] + v[6];
+        (v[7], busy, v[3] + v[4], v.iter().sum())
+    })
 }
 
 /// The machine's CPUs (online), at least one.
@@ -139,13 +142,14 @@ pub struct CpuLossSampler {
     interval: Duration,
     /// This process's threads' (run, delay) ns at the last tick.
     own: Option<(u64, u64)>,
-    /// /proc/stat's (steal, busy, total) at the last tick.
-    stat: Option<(u64, u64, u64)>,
+    /// /proc/stat's (steal, busy, idle, total) at the last tick.
+    stat: Option<(u64, u64, u64, u64)>,
     /// The last tick, after the start.
     at: Duration,
     wait_ns: Vec<u64>,
     steal_ms: Vec<f64>,
     others_ms: Vec<f64>,
+    idle_ms: Vec<f64>,
 }
 
 impl CpuLossSampler {
@@ -159,6 +163,7 @@ impl CpuLossSampler {
             wait_ns: Vec::new(),
             steal_ms: Vec::new(),
             others_ms: Vec::new(),
+            idle_ms: Vec::new(),
         }
     }
 
@@ -169,6 +174,7 @@ impl CpuLossSampler {
             self.wait_ns.resize(i + 1, 0);
             self.steal_ms.resize(i + 1, 0.0);
             self.others_ms.resize(i + 1, 0.0);
+            self.idle_ms.resize(i + 1, 0.0);
         }
         let own = run_and_delay_ns();
         let mut own_run_ms = 0.0;
@@ -178,7 +184,7 @@ impl CpuLossSampler {
         }
         self.own = own;
         let stat = stat_jiffies();
-        if let (Some((s0, b0, t0)), Some((s1, b1, t1))) = (self.stat, stat) {
+        if let (Some((s0, b0, i0, t0)), Some((s1, b1, i1, t1))) = (self.stat, stat) {
             // Shares of the CPUs' time since the last tick, over the time since it.
             if t1 > t0 {
                 let since = elapsed.saturating_sub(self.at).as_secs_f64() * 1000.0;
@@ -187,18 +193,20 @@ impl CpuLossSampler {
                 // The whole machine's busy CPU time (all CPUs) less iolab's own.
                 let busy_ms = share(b0, b1) * since * cpus();
                 self.others_ms[i] += (busy_ms - own_run_ms).max(0.0);
+                self.idle_ms[i] += share(i0, i1) * since * cpus();
             }
         }
         self.stat = stat;
         self.at = elapsed;
     }
 
-    /// The series' `intervals` entries: (wait ms, steal ms, other work's CPU ms), each
-    /// empty where the kernel did not give it.
-    pub fn finish(mut self, intervals: usize) -> [Vec<u32>; 3] {
+    /// The series' `intervals` entries: wait ms, steal ms, other work's CPU ms and idle
+    /// CPU ms, each empty where the kernel did not give it.
+    pub fn finish(mut self, intervals: usize) -> [Vec<u32>; 4] {
         self.wait_ns.resize(intervals, 0);
         self.steal_ms.resize(intervals, 0.0);
         self.others_ms.resize(intervals, 0.0);
+        self.idle_ms.resize(intervals, 0.0);
         let ms = |v: &[f64]| v.iter().map(|ms| ms.round() as u32).collect();
         let wait = match self.own {
             Some(_) => self
@@ -209,8 +217,13 @@ impl CpuLossSampler {
             None => Vec::new(),
         };
         match self.stat {
-            Some(_) => [wait, ms(&self.steal_ms), ms(&self.others_ms)],
-            None => [wait, Vec::new(), Vec::new()],
+            Some(_) => [
+                wait,
+                ms(&self.steal_ms),
+                ms(&self.others_ms),
+                ms(&self.idle_ms),
+            ],
+            None => [wait, Vec::new(), Vec::new(), Vec::new()],
         }
     }
 }

@@ -84,6 +84,10 @@ pub struct TimeSeries {
     /// empty in older records.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub others_cpu_ms: Vec<u32>,
+    /// Milliseconds of CPU time left idle in each interval (idle and iowait), over all
+    /// CPUs; empty in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle_cpu_ms: Vec<u32>,
     /// Each job thread's own series (bytes, `read`, `write`), in thread order, where the
     /// job asked for them (`JobSpec::thread_series`: fio's per-job logs); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -378,6 +378,7 @@ fn from_ticks(ticks: &[(f64, u64)]) -> Vec<Sample> {
             seconds: iv,
             cpu_lost_s: None,
             others_cpu_s: None,
+            idle_cpu_s: None,
         });
         prev = prev.max(at);
     }
@@ -434,7 +435,11 @@ mod tests {
                 seconds: 0.1,
                 cpu_lost_s: None,
                 others_cpu_s: None,
+                idle_cpu_s: None,
+                idle_cpu_s: None,
                 others_cpu_s: None,
+                idle_cpu_s: None,
+                idle_cpu_s: None,
             })
             .collect()
     }

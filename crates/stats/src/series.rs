@@ -39,9 +39,11 @@ pub const CLIFF_BACK_RUN: usize = 3;
 /// busy machine's other work does at any moment, not because the device slowed.
 pub const CLIFF_CPU_LOSS: f64 = 0.15;
 /// A cliff: not one when the machine's other work used this many CPUs more after the drop
-/// than before it on average (a program that started on a machine whose I/O is CPU-bound,
-/// such as a loop device over a tmpfs file, whose kernel threads are not iolab's).
-pub const CLIFF_OTHERS_CPU: f64 = 0.5;
+/// than before it on average, and more than the machine left idle after it: the other
+/// work took CPU the I/O needed (a program that started on a machine whose I/O is
+/// CPU-bound, such as a loop device over a tmpfs file, whose kernel threads are not
+/// iolab's, so their wait is not in `cpu_wait_ms`).
+pub const CLIFF_OTHERS_CPU: f64 = 0.2;
 /// A stall: an empty interval counts only in a pass that completed at least this many I/Os
 /// per interval on average (fewer, and an empty interval is just the gap between I/Os).
 pub const STALL_MIN_IOS_PER_INTERVAL: f64 = 10.0;
@@ -60,6 +62,8 @@ pub struct Sample {
     /// CPU seconds the machine's other work used in it, over all CPUs
     /// (`TimeSeries::others_cpu_ms`), where recorded.
     pub others_cpu_s: Option<f64>,
+    /// CPU seconds left idle in it, over all CPUs (`TimeSeries::idle_cpu_ms`).
+    pub idle_cpu_s: Option<f64>,
 }
 
 impl Sample {
@@ -97,6 +101,7 @@ pub fn pass_samples(p: &PassRecord) -> Vec<Sample> {
             seconds: len,
             cpu_lost_s,
             others_cpu_s: lost(&ts.others_cpu_ms),
+            idle_cpu_s: lost(&ts.idle_cpu_ms),
         });
     }
     out
@@ -152,7 +157,8 @@ fn share(v: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
 /// of the noisier side, it lies inside a pass (not at a boundary between two), the rate
 /// does not come back after it ([`CLIFF_BACK_RUN`] intervals at [`CLIFF_BACK`] of the rate
 /// before), the pass did not lose [`CLIFF_CPU_LOSS`] more of the CPU after it than
-/// before, and the machine's other work did not take [`CLIFF_OTHERS_CPU`] more CPUs.
+/// before, and the machine's other work did not take [`CLIFF_OTHERS_CPU`] more CPUs than
+/// before, and more than it left idle after.
 pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     let n = samples.len();
     if n < CLIFF_MIN_SIDE + CLIFF_MIN_AFTER {
@@ -217,7 +223,9 @@ pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     }
     let others = |v| share(v, |s: &Sample| s.others_cpu_s);
     if let (Some(before), Some(after)) = (others(hi_s), others(lo_s)) {
-        if after - before >= CLIFF_OTHERS_CPU {
+        let idle_after = share(lo_s, |s| s.idle_cpu_s).unwrap_or(0.0);
+        let rise = after - before;
+        if rise >= CLIFF_OTHERS_CPU && idle_after < rise {
             return None;
         }
     }
@@ -712,6 +720,7 @@ mod tests {
                 seconds: 0.1,
                 cpu_lost_s: None,
                 others_cpu_s: None,
+                idle_cpu_s: None,
             })
             .collect()
     }
@@ -818,6 +827,11 @@ mod tests {
         // starved, not iolab's own): 40 ms of other work an interval, then 100.
         t.passes[0].timeseries.others_cpu_ms =
             (0..40).map(|i| if i < 29 { 40 } else { 100 }).collect();
+        assert_eq!(test_cliff(&t), None);
+        // ... unless the CPU it took was idle before (30 ms of each interval left idle).
+        t.passes[0].timeseries.idle_cpu_ms = vec![70; 40];
+        assert!(test_cliff(&t).is_some());
+        t.passes[0].timeseries.idle_cpu_ms = vec![30; 40];
         assert_eq!(test_cliff(&t), None);
         t.passes[0].timeseries.others_cpu_ms = vec![100; 40];
         assert!(test_cliff(&t).is_some());

@@ -178,6 +178,7 @@ fn pass(p: &PassRecord) -> Value {
         ("cpu_wait_ms", &ts.cpu_wait_ms),
         ("steal_ms", &ts.steal_ms),
         ("others_cpu_ms", &ts.others_cpu_ms),
+        ("idle_cpu_ms", &ts.idle_cpu_ms),
     ] {
         if !ms.is_empty() {
             v["timeseries"][key] = json!(ms);
