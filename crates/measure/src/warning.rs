@@ -191,7 +191,15 @@ warning_codes! {
                (1 s) come before the drop and 10 after it, and the drop is at least 2 \
                robust standard deviations (1.4826 × MAD) of the noisier side, and it lies \
                inside a pass, two intervals or more after its start (a drop between two \
-               passes is a slower pass: HIGH_VARIATION). The message \
+               passes is a slower pass: HIGH_VARIATION). Not raised for a drop that does \
+               not stay (3 intervals in a row after it at 75% of the rate before or more), \
+               nor for one the machine's CPU explains (block passes recorded since \
+               per-interval CPU figures were kept, docs/json.md's `timeseries`): iolab's \
+               threads waiting for a CPU or the hypervisor's steal 15% more of each \
+               interval after the drop than before, or the machine's other work taking a \
+               fifth of a CPU more after it, and more than was left idle (its I/O, or a \
+               loop device's kernel threads, got less CPU: a busy machine, not a cache). \
+               The message \
                gives the bytes and seconds of the series before the drop (where the lines of \
                the cumulative bytes before and after it meet; what preparation, warm-ups and \
                ramps wrote before is not counted), the rates before and after (bytes over \
