@@ -223,7 +223,9 @@ warning_codes! {
                intervals, 3 s), has a least-squares line through its MB/s that falls by 30% \
                or more of its starting value and explains at least 60% of the rate's \
                variance (R²), and fits better than any step between two levels: a decline, not a \
-               step. The message gives the line's rates at \
+               step; not raised where the machine's CPU explains the fall between the \
+               series' first half and its second, by RATE_CLIFF's rule. The message gives \
+               the line's rates at \
                the start and the end and the seconds judged. A device slowing as it fills \
                (garbage collection, an SMR disk's zones, a cache draining more slowly than it \
                fills), a file getting fragmented, or a machine getting busier: the headline \

@@ -140,6 +140,27 @@ fn robust_sd(v: &[f64]) -> f64 {
     1.4826 * median(&dev)
 }
 
+/// Whether the CPU explains a fall of the rate from `before` to `after` (where every
+/// interval recorded it): the pass lost [`CLIFF_CPU_LOSS`] more of each interval to
+/// waiting for a CPU and to steal, or the machine's other work took [`CLIFF_OTHERS_CPU`]
+/// more CPUs, and more than it left idle after.
+fn cpu_explains(before: &[Sample], after: &[Sample]) -> bool {
+    let lost = |v| share(v, |s: &Sample| s.cpu_lost_s);
+    if let (Some(b), Some(a)) = (lost(before), lost(after)) {
+        if a - b >= CLIFF_CPU_LOSS {
+            return true;
+        }
+    }
+    let others = |v| share(v, |s: &Sample| s.others_cpu_s);
+    if let (Some(b), Some(a)) = (others(before), others(after)) {
+        let idle_after = share(after, |s| s.idle_cpu_s).unwrap_or(0.0);
+        if a - b >= CLIFF_OTHERS_CPU && idle_after < a - b {
+            return true;
+        }
+    }
+    false
+}
+
 /// CPU seconds per second over `v` (of what `f` gives each interval: CPU the pass lost, or
 /// the other work's), where every interval recorded it.
 fn share(v: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
@@ -213,21 +234,8 @@ pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     {
         return None;
     }
-    let (hi_s, lo_s) = (&samples[..k], &samples[k..]);
-    if let (Some(before), Some(after)) =
-        (share(hi_s, |s| s.cpu_lost_s), share(lo_s, |s| s.cpu_lost_s))
-    {
-        if after - before >= CLIFF_CPU_LOSS {
-            return None;
-        }
-    }
-    let others = |v| share(v, |s: &Sample| s.others_cpu_s);
-    if let (Some(before), Some(after)) = (others(hi_s), others(lo_s)) {
-        let idle_after = share(lo_s, |s| s.idle_cpu_s).unwrap_or(0.0);
-        let rise = after - before;
-        if rise >= CLIFF_OTHERS_CPU && idle_after < rise {
-            return None;
-        }
+    if cpu_explains(&samples[..k], &samples[k..]) {
+        return None;
     }
     // The rates: bytes over seconds of each side without the intervals next to the drop
     // (partly each, or the transition) and the series' first (start-up), so that a rate is
@@ -509,9 +517,15 @@ fn best_step_sse(ys: &[f64]) -> f64 {
 /// start-up, aside), at least [`DECLINE_MIN_INTERVALS`], a least-squares line through MB/s
 /// over time that falls by [`DECLINE_MIN_FALL`] or more of its starting value and explains
 /// [`DECLINE_MIN_R2`] or more of the variance, and fits better than any step between two
-/// levels; none where the test has a cliff.
+/// levels; none where the test has a cliff, or where the CPU explains the fall between the
+/// series' first half and its second (as it does a cliff's).
 pub fn test_decline(t: &TestRecord) -> Option<Decline> {
     if test_cliff(t).is_some() {
+        return None;
+    }
+    // A fall the CPU explains (its first half against its second): a busy machine.
+    let all = test_samples(t);
+    if cpu_explains(&all[..all.len() / 2], &all[all.len() / 2..]) {
         return None;
     }
     let mut pts: Vec<(f64, f64)> = Vec::new();
@@ -884,11 +898,15 @@ mod tests {
                 ((100.0 - 60.0 * i as f64 / 49.0) * wob * 100_000.0) as u64
             })
             .collect();
-        let d = test_decline(&test_of(fall)).expect("a decline");
+        let mut t = test_of(fall);
+        let d = test_decline(&t).expect("a decline");
         assert!(
             (d.from_mb_s - 100.0).abs() < 8.0 && (d.to_mb_s - 40.0).abs() < 8.0,
             "{d:?}"
         );
+        // The same fall while other work took a CPU more as it went: a busy machine.
+        t.passes[0].timeseries.others_cpu_ms = (0..50).map(|i| 2 * i).collect();
+        assert!(test_decline(&t).is_none());
         // A step is a cliff, or a level shift, not a decline.
         let mut step = vec![10_000_000u64; 25];
         step.extend(vec![2_000_000u64; 25]);
