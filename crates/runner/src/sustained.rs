@@ -436,10 +436,6 @@ mod tests {
                 cpu_lost_s: None,
                 others_cpu_s: None,
                 idle_cpu_s: None,
-                idle_cpu_s: None,
-                others_cpu_s: None,
-                idle_cpu_s: None,
-                idle_cpu_s: None,
             })
             .collect()
     }
