@@ -192,7 +192,9 @@ warning_codes! {
                robust standard deviations (1.4826 × MAD) of the noisier side, and it lies \
                inside a pass, two intervals or more after its start (a drop between two \
                passes is a slower pass: HIGH_VARIATION). Not raised for a drop that does \
-               not stay (3 intervals in a row after it at 75% of the rate before or more), \
+               not stay (3 intervals in a row after it at 75% of the rate before or more, \
+               a later pass's first half second aside: a device idle between passes may \
+               regain some cache), \
                nor for one the machine's CPU explains (block passes recorded since \
                per-interval CPU figures were kept, docs/json.md's `timeseries`): iolab's \
                threads waiting for a CPU or the hypervisor's steal 15% more of each \

@@ -33,6 +33,9 @@ pub const CLIFF_BACK: f64 = 0.75;
 /// got a moment idle while the host stalled regains a little cache, a fraction of a second
 /// of it at the burst rate, not 300 ms).
 pub const CLIFF_BACK_RUN: usize = 3;
+/// A cliff's return: the intervals at the start of each later pass that do not count (the
+/// device was idle while iolab set the pass up).
+pub const CLIFF_PASS_START: usize = 5;
 /// A cliff: not one when the share of each interval the pass lost of the CPU (its threads'
 /// wait for one, and the hypervisor's steal) is this much higher after the drop than
 /// before it on average: the rate fell because iolab (or the machine) ran less, which a
@@ -228,10 +231,22 @@ pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     if m1 - m2 < CLIFF_SIGMAS * robust_sd(hi).max(robust_sd(lo)) {
         return None;
     }
-    if lo
-        .windows(CLIFF_BACK_RUN)
-        .any(|w| w.iter().all(|&x| x >= CLIFF_BACK * m1))
-    {
+    // Not counted: a later pass's first half second, after the gap between passes in
+    // which a device that recovers when idle (an SSD's cache) really did regain some.
+    let mut since_start = 0usize;
+    let fresh: Vec<bool> = samples[k..]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            if i > 0 && s.pass != samples[k + i - 1].pass {
+                since_start = 0;
+            }
+            since_start += 1;
+            s.pass != p && since_start <= CLIFF_PASS_START
+        })
+        .collect();
+    let back = |i: usize| !fresh[i] && lo[i] >= CLIFF_BACK * m1;
+    if (0..lo.len().saturating_sub(CLIFF_BACK_RUN - 1)).any(|i| (i..i + CLIFF_BACK_RUN).all(back)) {
         return None;
     }
     if cpu_explains(&samples[..k], &samples[k..]) {
@@ -788,6 +803,16 @@ mod tests {
         assert_eq!(find_cliff(&samples(&back)), None);
         back[23] = 100.0;
         assert!(find_cliff(&samples(&back)).is_some(), "two intervals back");
+        // Back at the start of a later pass (a device that regained cache while idle
+        // between passes, as --steady-state's rounds are): still the cliff.
+        let mut rounds = samples(&[166.0; 10]);
+        rounds.extend(samples(&[73.0; 10]));
+        for pass in 2..=4 {
+            let mut r = vec![166.0; 3];
+            r.extend([73.0; 7]);
+            rounds.extend(samples(&r).into_iter().map(|s| Sample { pass, ..s }));
+        }
+        assert!(find_cliff(&rounds).is_some());
         // Alternating levels (a bursty throttle): no side is consistent.
         let alt: Vec<f64> = (0..30)
             .map(|i| if i % 2 == 0 { 100.0 } else { 30.0 })
