@@ -103,6 +103,9 @@ fn show(args: ShowArgs) -> Result<(), RunError> {
 fn write_fio_logs(run: &iolab_measure::RunRecord, prefix: &str, ms: u64) -> Result<(), RunError> {
     use iolab_workloads::fio::logs;
     let wanted = logs::for_run(run, prefix, ms);
+    if let Some(why) = logs::unfit_prefix(prefix, &wanted) {
+        return Err(RunError::usage(format!("--fio-log {prefix}: {why}")));
+    }
     let w = logs::write(run, &wanted).map_err(RunError::usage)?;
     for f in &w.files {
         println!("{}", f.display());

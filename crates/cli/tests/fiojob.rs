@@ -483,6 +483,60 @@ fn fio_logs_are_written_in_fios_format_and_exported_from_a_stored_run() {
         .ok();
     assert_eq!(out.stdout.lines().count(), 3, "{}", out.stdout);
     assert!(!read("ex_lat.1.log").is_empty());
+    // A prefix among the device nodes (or naming one) is refused before anything is made.
+    for prefix in ["/dev/null", "/dev/iolab-log", "/proc/self/iolab"] {
+        sb.iolab(&["show", "last", "--series", "--fio-log", prefix])
+            .code(2)
+            .stderr_has(&[&format!("--fio-log {prefix}:"), "not a directory for files"]);
+        assert!(std::fs::symlink_metadata(format!("{prefix}_bw.1.log")).is_err());
+    }
+    let dev = job_file(
+        &sb,
+        "dev.fio",
+        b"[w]\nrw=write\nsize=2m\nwrite_bw_log=/dev/null\n",
+    );
+    run(&dev).code(2).stderr_has(&[
+        "dev.fio:4: write_bw_log",
+        "/dev/null_bw.1.log",
+        "the kernel's",
+    ]);
+
+    // numjobs=2 (ssd-steadystate.fio's case): fio's per-job logs, a file for each thread
+    // numbered on from the job before, the threads' I/Os adding up to the test's.
+    let th = sb.path("th");
+    let th = th.to_str().unwrap();
+    let text = format!(
+        "[one]\nrw=write\nbs=64k\nsize=2m\n[two]\nstonewall\nrw=write\nbs=64k\nsize=2m\n\
+         numjobs=2\ntime_based\nlog_avg_msec=100\nwrite_iops_log={th}\n"
+    );
+    run(&job_file(&sb, "threads.fio", text.as_bytes())).ok();
+    let csv = sb
+        .iolab(&["show", "last", "--series", "--interval", "100ms", "--csv"])
+        .ok();
+    let mut want = std::collections::BTreeMap::new();
+    for r in csv.stdout.lines().skip(1) {
+        let r: Vec<&str> = r.split(',').collect();
+        if r[0] == "two" && r[6] != "0" {
+            let end = (r[2].parse::<f64>().unwrap() + r[3].parse::<f64>().unwrap()) * 1e3;
+            let iops = r[6].parse::<f64>().unwrap() / r[3].parse::<f64>().unwrap();
+            want.insert(end.round() as u64, iops);
+        }
+    }
+    let mut got = std::collections::BTreeMap::new();
+    for n in [2, 3] {
+        for line in read(&format!("th_iops.{n}.log")) {
+            *got.entry(line[0]).or_insert(0.0) += line[1] as f64;
+        }
+    }
+    assert!(!want.is_empty(), "{}", csv.stdout);
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (t, w) in &want {
+        assert!((got[t] - w).abs() <= 2.0, "at {t} ms: {} vs {w}", got[t]);
+    }
+    assert!(std::fs::symlink_metadata(sb.path("th_iops.1.log")).is_err());
     assert!(sb.target_entries().is_empty());
 }
 

@@ -8,8 +8,8 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use iolab_measure::{
-    CpuSample, DirResult, DirSeries, IoErrorRecord, LatencyHistogram, PassRecord, SyncStats,
-    TimeSeries,
+    CpuLossSampler, CpuSample, DirResult, DirSeries, IoErrorRecord, LatencyHistogram, PassRecord,
+    SyncStats, TimeSeries,
 };
 use iolab_spec::{format_bytes, DataPattern, RunSettings, TestSpec};
 
@@ -155,7 +155,7 @@ pub fn run_pass_with_clock<C: Clock>(
     let random = job.rw.is_random() || job.access.iter().any(|l| l.random_pct > 0);
     let seed_base = fastrand::u64(..);
 
-    let (results, notes, cpu_start, cpu_end) = std::thread::scope(|s| {
+    let (results, notes, cpu_start, cpu_end, lost) = std::thread::scope(|s| {
         let mut handles = Vec::new();
         for (j, file) in files.iter().enumerate() {
             let params = JobParams {
@@ -222,10 +222,12 @@ pub fn run_pass_with_clock<C: Clock>(
         }
         let cpu_start = CpuSample::now();
         let t0 = Instant::now();
+        let mut lost = CpuLossSampler::start(SERIES_INTERVAL);
         while !handles.iter().all(|h| h.is_finished()) {
             std::thread::sleep(Duration::from_millis(50));
             let bytes: u64 = progress.iter().map(|p| p.load(Ordering::Relaxed)).sum();
             observer.tick(bytes, t0.elapsed());
+            lost.tick(t0.elapsed());
         }
         let cpu_end = CpuSample::now();
         let mut results = Vec::new();
@@ -240,7 +242,7 @@ pub fn run_pass_with_clock<C: Clock>(
                 Err(_) => notes.push("a job thread panicked".into()),
             }
         }
-        (results, notes, cpu_start, cpu_end)
+        (results, notes, cpu_start, cpu_end, lost)
     });
 
     if results.len() != numjobs as usize {
@@ -249,7 +251,14 @@ pub fn run_pass_with_clock<C: Clock>(
             notes.join("; "),
         ));
     }
-    let record = merge(index, &results, cpu_start, cpu_end);
+    let mut record = merge(index, &results, cpu_start, cpu_end, job.thread_series);
+    let ts = &mut record.timeseries;
+    [
+        ts.cpu_wait_ms,
+        ts.steal_ms,
+        ts.others_cpu_ms,
+        ts.idle_cpu_ms,
+    ] = lost.finish(ts.bytes.len());
     let mut access_ios = vec![0u64; job.access.len()];
     for r in &results {
         for (total, n) in access_ios.iter_mut().zip(&r.access_ios) {
@@ -272,7 +281,15 @@ pub fn run_pass_with_clock<C: Clock>(
     })
 }
 
-fn merge(index: u32, results: &[JobResult], cpu0: CpuSample, cpu1: CpuSample) -> PassRecord {
+/// The pass's record from its job threads' results (`threads`: each thread's series kept
+/// too, in `TimeSeries::threads`).
+fn merge(
+    index: u32,
+    results: &[JobResult],
+    cpu0: CpuSample,
+    cpu1: CpuSample,
+    threads: bool,
+) -> PassRecord {
     let start = results
         .iter()
         .map(|r| r.start)
@@ -291,6 +308,7 @@ fn merge(index: u32, results: &[JobResult], cpu0: CpuSample, cpu1: CpuSample) ->
     let mut series: Vec<u64> = Vec::new();
     let mut dirs = [DirSeries::default(), DirSeries::default()];
     let mut errors: Vec<IoErrorRecord> = Vec::new();
+    let mut own: Vec<TimeSeries> = Vec::new();
     for r in results {
         rh.merge(&r.read_hist);
         wh.merge(&r.write_hist);
@@ -307,6 +325,22 @@ fn merge(index: u32, results: &[JobResult], cpu0: CpuSample, cpu1: CpuSample) ->
         }
         for (d, rd) in dirs.iter_mut().zip(&r.dir_series) {
             d.merge_at(rd, shift);
+        }
+        if threads && results.len() > 1 {
+            let mut bytes = vec![0; shift];
+            bytes.extend_from_slice(&r.series);
+            let dir = |i: usize| {
+                let mut d = DirSeries::default();
+                d.merge_at(&r.dir_series[i], shift);
+                d.non_empty()
+            };
+            own.push(TimeSeries {
+                interval_ms: SERIES_INTERVAL.as_millis() as u32,
+                bytes,
+                read: dir(0),
+                write: dir(1),
+                ..TimeSeries::default()
+            });
         }
         errors.extend(r.errors.iter().cloned());
     }
@@ -329,6 +363,8 @@ fn merge(index: u32, results: &[JobResult], cpu0: CpuSample, cpu1: CpuSample) ->
             bytes: series,
             read: std::mem::take(&mut dirs[0]).non_empty(),
             write: std::mem::take(&mut dirs[1]).non_empty(),
+            threads: own,
+            ..TimeSeries::default()
         },
     );
     record.errors = errors;

@@ -67,7 +67,7 @@ mod warning;
 pub mod workload;
 
 pub use activity::{count_as_ours, Activity, ActivitySample, DeviceIo, ProcessCpu};
-pub use cpu::{CpuSample, CpuUsage};
+pub use cpu::{CpuLossSampler, CpuSample, CpuUsage};
 pub use histogram::LatencyHistogram;
 pub use model::{
     DirResult, DirSeries, IoErrorRecord, LatSummary, MetricSummary, PassContext, PassRecord,

@@ -70,6 +70,28 @@ pub struct TimeSeries {
     /// Writes per interval; absent in older records and in passes without writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write: Option<DirSeries>,
+    /// Milliseconds the pass's threads waited for a CPU in each interval (the scheduler's
+    /// run delay, summed over its threads); empty in older records and where the kernel
+    /// does not keep it. A rate that falls while this rises fell for want of CPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_wait_ms: Vec<u32>,
+    /// Milliseconds of each interval the hypervisor took from the machine's CPUs (their
+    /// mean steal time); empty in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steal_ms: Vec<u32>,
+    /// Milliseconds of CPU time the machine's other work used in each interval, over all
+    /// its CPUs (its busy time less iolab's own: 200 is two CPUs busy with it throughout);
+    /// empty in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others_cpu_ms: Vec<u32>,
+    /// Milliseconds of CPU time left idle in each interval (idle and iowait), over all
+    /// CPUs; empty in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle_cpu_ms: Vec<u32>,
+    /// Each job thread's own series (bytes, `read`, `write`), in thread order, where the
+    /// job asked for them (`JobSpec::thread_series`: fio's per-job logs); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<TimeSeries>,
 }
 
 /// One direction's completions per interval: bytes, I/Os, their latencies summed (for the

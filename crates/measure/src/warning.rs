@@ -191,7 +191,17 @@ warning_codes! {
                (1 s) come before the drop and 10 after it, and the drop is at least 2 \
                robust standard deviations (1.4826 × MAD) of the noisier side, and it lies \
                inside a pass, two intervals or more after its start (a drop between two \
-               passes is a slower pass: HIGH_VARIATION). The message \
+               passes is a slower pass: HIGH_VARIATION). Not raised for a drop that does \
+               not stay (3 intervals in a row after it at 75% of the rate before or more, \
+               a later pass's first half second aside: a device idle between passes may \
+               regain some cache), \
+               nor for one the machine's CPU explains (block passes recorded since \
+               per-interval CPU figures were kept, docs/json.md's `timeseries`): iolab's \
+               threads waiting for a CPU or the hypervisor's steal 15% more of each \
+               interval after the drop than before, or the machine's other work taking a \
+               fifth of a CPU more after it, and more than was left idle (its I/O, or a \
+               loop device's kernel threads, got less CPU: a busy machine, not a cache). \
+               The message \
                gives the bytes and seconds of the series before the drop (where the lines of \
                the cumulative bytes before and after it meet; what preparation, warm-ups and \
                ramps wrote before is not counted), the rates before and after (bytes over \
@@ -215,7 +225,9 @@ warning_codes! {
                intervals, 3 s), has a least-squares line through its MB/s that falls by 30% \
                or more of its starting value and explains at least 60% of the rate's \
                variance (R²), and fits better than any step between two levels: a decline, not a \
-               step. The message gives the line's rates at \
+               step; not raised where the machine's CPU explains the fall between the \
+               series' first half and its second, by RATE_CLIFF's rule. The message gives \
+               the line's rates at \
                the start and the end and the seconds judged. A device slowing as it fills \
                (garbage collection, an SMR disk's zones, a cache draining more slowly than it \
                fills), a file getting fragmented, or a machine getting busier: the headline \

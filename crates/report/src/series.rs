@@ -320,15 +320,18 @@ pub(crate) mod tests {
         assert_eq!(r[0].io.unwrap().lat_max_us, Some(5000.0));
 
         // fio's windowed logs: 200 ms windows, the last ending at the pass's end (250 ms).
-        assert_eq!(fio_log(&t, LogKind::Bw, 200).unwrap(), "200, 60, 1, 0, 0\n");
         assert_eq!(
-            fio_log(&t, LogKind::Iops, 100).unwrap(),
+            fio_log(&t, LogKind::Bw, 200, None).unwrap(),
+            "200, 60, 1, 0, 0\n"
+        );
+        assert_eq!(
+            fio_log(&t, LogKind::Iops, 100, None).unwrap(),
             "100, 20, 1, 0, 0\n200, 10, 1, 0, 0\n"
         );
         assert_eq!(
-            fio_log(&t, LogKind::Lat, 200).unwrap(),
+            fio_log(&t, LogKind::Lat, 200, None).unwrap(),
             "200, 3000000, 1, 0, 0\n"
         );
-        assert!(fio_log(&t, LogKind::Bw, 150).is_err());
+        assert!(fio_log(&t, LogKind::Bw, 150, None).is_err());
     }
 }

@@ -376,6 +376,9 @@ fn from_ticks(ticks: &[(f64, u64)]) -> Vec<Sample> {
             pass: 1,
             bytes: (at - prev).max(0.0).round() as u64,
             seconds: iv,
+            cpu_lost_s: None,
+            others_cpu_s: None,
+            idle_cpu_s: None,
         });
         prev = prev.max(at);
     }
@@ -430,6 +433,9 @@ mod tests {
                 pass: 1,
                 bytes: (r * 1e5) as u64,
                 seconds: 0.1,
+                cpu_lost_s: None,
+                others_cpu_s: None,
+                idle_cpu_s: None,
             })
             .collect()
     }

@@ -304,6 +304,10 @@ pub struct JobSpec {
     /// numa_mem_policy); None: wherever the kernel puts them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa: Option<Numa>,
+    /// Each of the `numjobs` threads' series is kept as well as their sum (fio's per-job
+    /// logs of a `numjobs` job: `TimeSeries::threads`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub thread_series: bool,
 }
 
 /// NUMA placement of a job's threads: the nodes whose CPUs they run on (empty: any), and
@@ -420,6 +424,7 @@ impl JobSpec {
             prio: Prio::default(),
             content: None,
             numa: None,
+            thread_series: false,
         }
     }
 

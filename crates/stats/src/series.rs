@@ -25,6 +25,28 @@ pub const CLIFF_STRAY: f64 = 0.2;
 /// A cliff: the drop is at least this many robust standard deviations (1.4826 × MAD) of
 /// the noisier side.
 pub const CLIFF_SIGMAS: f64 = 2.0;
+/// A cliff: not one if the rate comes back after it, [`CLIFF_BACK_RUN`] intervals in a row
+/// at this share of the median before or more (a full cache under load stays full; a busy
+/// machine's slow spell ends).
+pub const CLIFF_BACK: f64 = 0.75;
+/// A cliff: the intervals in a row that make a return (three: an emulated or real SSD that
+/// got a moment idle while the host stalled regains a little cache, a fraction of a second
+/// of it at the burst rate, not 300 ms).
+pub const CLIFF_BACK_RUN: usize = 3;
+/// A cliff's return: the intervals at the start of each later pass that do not count (the
+/// device was idle while iolab set the pass up).
+pub const CLIFF_PASS_START: usize = 5;
+/// A cliff: not one when the share of each interval the pass lost of the CPU (its threads'
+/// wait for one, and the hypervisor's steal) is this much higher after the drop than
+/// before it on average: the rate fell because iolab (or the machine) ran less, which a
+/// busy machine's other work does at any moment, not because the device slowed.
+pub const CLIFF_CPU_LOSS: f64 = 0.15;
+/// A cliff: not one when the machine's other work used this many CPUs more after the drop
+/// than before it on average, and more than the machine left idle after it: the other
+/// work took CPU the I/O needed (a program that started on a machine whose I/O is
+/// CPU-bound, such as a loop device over a tmpfs file, whose kernel threads are not
+/// iolab's, so their wait is not in `cpu_wait_ms`).
+pub const CLIFF_OTHERS_CPU: f64 = 0.2;
 /// A stall: an empty interval counts only in a pass that completed at least this many I/Os
 /// per interval on average (fewer, and an empty interval is just the gap between I/Os).
 pub const STALL_MIN_IOS_PER_INTERVAL: f64 = 10.0;
@@ -37,6 +59,14 @@ pub struct Sample {
     pub bytes: u64,
     /// Its length in seconds (a full interval, or a pass's partial last one).
     pub seconds: f64,
+    /// Seconds of CPU the pass lost in it (its threads' wait for a CPU plus the machine's
+    /// stolen time: `TimeSeries::cpu_wait_ms` and `steal_ms`), where recorded.
+    pub cpu_lost_s: Option<f64>,
+    /// CPU seconds the machine's other work used in it, over all CPUs
+    /// (`TimeSeries::others_cpu_ms`), where recorded.
+    pub others_cpu_s: Option<f64>,
+    /// CPU seconds left idle in it, over all CPUs (`TimeSeries::idle_cpu_ms`).
+    pub idle_cpu_s: Option<f64>,
 }
 
 impl Sample {
@@ -63,10 +93,18 @@ pub fn pass_samples(p: &PassRecord) -> Vec<Sample> {
         if len < iv / 2.0 {
             continue;
         }
+        let lost = |v: &[u32]| v.get(i).map(|&ms| f64::from(ms) / 1000.0);
+        let cpu_lost_s = match (lost(&ts.cpu_wait_ms), lost(&ts.steal_ms)) {
+            (None, None) => None,
+            (w, st) => Some(w.unwrap_or(0.0) + st.unwrap_or(0.0)),
+        };
         out.push(Sample {
             pass: p.index,
             bytes: b,
             seconds: len,
+            cpu_lost_s,
+            others_cpu_s: lost(&ts.others_cpu_ms),
+            idle_cpu_s: lost(&ts.idle_cpu_ms),
         });
     }
     out
@@ -105,13 +143,46 @@ fn robust_sd(v: &[f64]) -> f64 {
     1.4826 * median(&dev)
 }
 
+/// Whether the CPU explains a fall of the rate from `before` to `after` (where every
+/// interval recorded it): the pass lost [`CLIFF_CPU_LOSS`] more of each interval to
+/// waiting for a CPU and to steal, or the machine's other work took [`CLIFF_OTHERS_CPU`]
+/// more CPUs, and more than it left idle after.
+fn cpu_explains(before: &[Sample], after: &[Sample]) -> bool {
+    let lost = |v| share(v, |s: &Sample| s.cpu_lost_s);
+    if let (Some(b), Some(a)) = (lost(before), lost(after)) {
+        if a - b >= CLIFF_CPU_LOSS {
+            return true;
+        }
+    }
+    let others = |v| share(v, |s: &Sample| s.others_cpu_s);
+    if let (Some(b), Some(a)) = (others(before), others(after)) {
+        let idle_after = share(after, |s| s.idle_cpu_s).unwrap_or(0.0);
+        if a - b >= CLIFF_OTHERS_CPU && idle_after < a - b {
+            return true;
+        }
+    }
+    false
+}
+
+/// CPU seconds per second over `v` (of what `f` gives each interval: CPU the pass lost, or
+/// the other work's), where every interval recorded it.
+fn share(v: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
+    let sum = v.iter().map(f).sum::<Option<f64>>()?;
+    let secs: f64 = v.iter().map(|s| s.seconds).sum();
+    (secs > 0.0).then(|| sum / secs)
+}
+
 /// The cliff in `samples`, if one is there: the split that best separates a higher level
 /// before from a lower one after (most between-segment variance), accepted only if
 /// [`CLIFF_MIN_SIDE`] intervals come before it and [`CLIFF_MIN_AFTER`] after, the median
 /// after is at most [`CLIFF_RATIO`] of the median before, at most one interval more than
 /// [`CLIFF_STRAY`] of each side lies on the other side of the midway rate (the series'
 /// first interval, the start-up, aside), the drop is [`CLIFF_SIGMAS`] robust deviations
-/// of the noisier side, and it lies inside a pass (not at a boundary between two).
+/// of the noisier side, it lies inside a pass (not at a boundary between two), the rate
+/// does not come back after it ([`CLIFF_BACK_RUN`] intervals at [`CLIFF_BACK`] of the rate
+/// before), the pass did not lose [`CLIFF_CPU_LOSS`] more of the CPU after it than
+/// before, and the machine's other work did not take [`CLIFF_OTHERS_CPU`] more CPUs than
+/// before, and more than it left idle after.
 pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
     let n = samples.len();
     if n < CLIFF_MIN_SIDE + CLIFF_MIN_AFTER {
@@ -158,6 +229,27 @@ pub fn find_cliff(samples: &[Sample]) -> Option<Cliff> {
         return None;
     }
     if m1 - m2 < CLIFF_SIGMAS * robust_sd(hi).max(robust_sd(lo)) {
+        return None;
+    }
+    // Not counted: a later pass's first half second, after the gap between passes in
+    // which a device that recovers when idle (an SSD's cache) really did regain some.
+    let mut since_start = 0usize;
+    let fresh: Vec<bool> = samples[k..]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            if i > 0 && s.pass != samples[k + i - 1].pass {
+                since_start = 0;
+            }
+            since_start += 1;
+            s.pass != p && since_start <= CLIFF_PASS_START
+        })
+        .collect();
+    let back = |i: usize| !fresh[i] && lo[i] >= CLIFF_BACK * m1;
+    if (0..lo.len().saturating_sub(CLIFF_BACK_RUN - 1)).any(|i| (i..i + CLIFF_BACK_RUN).all(back)) {
+        return None;
+    }
+    if cpu_explains(&samples[..k], &samples[k..]) {
         return None;
     }
     // The rates: bytes over seconds of each side without the intervals next to the drop
@@ -440,9 +532,15 @@ fn best_step_sse(ys: &[f64]) -> f64 {
 /// start-up, aside), at least [`DECLINE_MIN_INTERVALS`], a least-squares line through MB/s
 /// over time that falls by [`DECLINE_MIN_FALL`] or more of its starting value and explains
 /// [`DECLINE_MIN_R2`] or more of the variance, and fits better than any step between two
-/// levels; none where the test has a cliff.
+/// levels; none where the test has a cliff, or where the CPU explains the fall between the
+/// series' first half and its second (as it does a cliff's).
 pub fn test_decline(t: &TestRecord) -> Option<Decline> {
     if test_cliff(t).is_some() {
+        return None;
+    }
+    // A fall the CPU explains (its first half against its second): a busy machine.
+    let all = test_samples(t);
+    if cpu_explains(&all[..all.len() / 2], &all[all.len() / 2..]) {
         return None;
     }
     let mut pts: Vec<(f64, f64)> = Vec::new();
@@ -547,13 +645,30 @@ pub fn stalls(t: &TestRecord) -> Stalls {
 /// (a pass's last window at the pass's end); bandwidth in KiB/s and IOPS over the window's
 /// true length, latency the mean in nanoseconds, each truncated to an integer as fio does.
 /// A series stored without I/O counts (older runs) gives a bandwidth log for a test of one
-/// direction only; the rest is refused with the reason.
-pub fn fio_log(t: &TestRecord, kind: LogKind, avg_ms: u64) -> Result<String, String> {
+/// direction only; the rest is refused with the reason. `thread`: job thread N's own series
+/// (0-based; fio's per-job log of a `numjobs` job), which the test must have kept
+/// (`TimeSeries::threads`); `None`: the threads' sum.
+pub fn fio_log(
+    t: &TestRecord,
+    kind: LogKind,
+    avg_ms: u64,
+    thread: Option<usize>,
+) -> Result<String, String> {
     use std::fmt::Write as _;
     let mut out = String::new();
     let mut offset_ms = 0.0;
     for p in &t.passes {
-        let ts = &p.timeseries;
+        let ts = match thread {
+            None => &p.timeseries,
+            Some(i) => p.timeseries.threads.get(i).ok_or_else(|| {
+                format!(
+                    "test {} pass {} kept no series of its thread {} (only the threads' sum)",
+                    t.name,
+                    p.index,
+                    i + 1
+                )
+            })?,
+        };
         let stored = ts.interval_ms as u64;
         let pass_ms = p.seconds * 1000.0;
         if stored == 0 || ts.bytes.is_empty() {
@@ -632,6 +747,9 @@ mod tests {
                 pass: 1,
                 bytes: (r * MB * 0.1) as u64,
                 seconds: 0.1,
+                cpu_lost_s: None,
+                others_cpu_s: None,
+                idle_cpu_s: None,
             })
             .collect()
     }
@@ -676,6 +794,25 @@ mod tests {
         let mut small = vec![100.0; 10];
         small.extend([60.0; 10]);
         assert_eq!(find_cliff(&samples(&small)), None);
+        // A drop that comes back for 300 ms at the rate before (bench/cliffs.sh's (f): 166
+        // MB/s for 1 s, then 73 with three intervals at 186-255 among them): a slow spell.
+        let mut back = vec![166.0; 10];
+        back.extend([73.0; 12]);
+        back.extend([186.0, 255.0, 243.0]);
+        back.extend([73.0; 8]);
+        assert_eq!(find_cliff(&samples(&back)), None);
+        back[23] = 100.0;
+        assert!(find_cliff(&samples(&back)).is_some(), "two intervals back");
+        // Back at the start of a later pass (a device that regained cache while idle
+        // between passes, as --steady-state's rounds are): still the cliff.
+        let mut rounds = samples(&[166.0; 10]);
+        rounds.extend(samples(&[73.0; 10]));
+        for pass in 2..=4 {
+            let mut r = vec![166.0; 3];
+            r.extend([73.0; 7]);
+            rounds.extend(samples(&r).into_iter().map(|s| Sample { pass, ..s }));
+        }
+        assert!(find_cliff(&rounds).is_some());
         // Alternating levels (a bursty throttle): no side is consistent.
         let alt: Vec<f64> = (0..30)
             .map(|i| if i % 2 == 0 { 100.0 } else { 30.0 })
@@ -694,6 +831,49 @@ mod tests {
             find_cliff(&samples(&[100.0, 100.0, 100.0, 10.0, 10.0])),
             None
         );
+    }
+
+    #[test]
+    fn a_drop_while_the_pass_lost_the_cpu_is_not_a_cliff() {
+        // 833 MB/s for 2.9 s, then under half for 1.1 s (bench/cliffs.sh's false positive on a
+        // CPU-bound loop device), with the pass's threads waiting for a CPU 10% of the
+        // time before and 40% after: the machine's other work, not a cache.
+        let mut r = vec![833.0; 29];
+        r.extend([410.0; 11]);
+        let mut v = samples(&r);
+        assert!(
+            find_cliff(&v).is_some(),
+            "without the CPU's record, a cliff"
+        );
+        for (i, s) in v.iter_mut().enumerate() {
+            s.cpu_lost_s = Some(if i < 29 { 0.01 } else { 0.04 });
+        }
+        assert_eq!(find_cliff(&v), None);
+        // The same loss on both sides (a busy machine throughout): the cliff stands.
+        for s in &mut v {
+            s.cpu_lost_s = Some(0.04);
+        }
+        assert!(find_cliff(&v).is_some());
+        // Stolen time counts as lost: a pass's intervals read back with it.
+        let mut t = test_of(r.iter().map(|&x| (x * 1e5) as u64).collect());
+        let ts = &mut t.passes[0].timeseries;
+        ts.cpu_wait_ms = vec![1; 40];
+        ts.steal_ms = (0..40).map(|i| if i < 29 { 0 } else { 30 }).collect();
+        assert_eq!(test_cliff(&t), None);
+        t.passes[0].timeseries.steal_ms = vec![30; 40];
+        assert!(test_cliff(&t).is_some());
+        // Another program that took a CPU at the drop (the loop device's kernel threads
+        // starved, not iolab's own): 40 ms of other work an interval, then 100.
+        t.passes[0].timeseries.others_cpu_ms =
+            (0..40).map(|i| if i < 29 { 40 } else { 100 }).collect();
+        assert_eq!(test_cliff(&t), None);
+        // ... unless the CPU it took was idle before (30 ms of each interval left idle).
+        t.passes[0].timeseries.idle_cpu_ms = vec![70; 40];
+        assert!(test_cliff(&t).is_some());
+        t.passes[0].timeseries.idle_cpu_ms = vec![30; 40];
+        assert_eq!(test_cliff(&t), None);
+        t.passes[0].timeseries.others_cpu_ms = vec![100; 40];
+        assert!(test_cliff(&t).is_some());
     }
 
     #[test]
@@ -743,11 +923,15 @@ mod tests {
                 ((100.0 - 60.0 * i as f64 / 49.0) * wob * 100_000.0) as u64
             })
             .collect();
-        let d = test_decline(&test_of(fall)).expect("a decline");
+        let mut t = test_of(fall);
+        let d = test_decline(&t).expect("a decline");
         assert!(
             (d.from_mb_s - 100.0).abs() < 8.0 && (d.to_mb_s - 40.0).abs() < 8.0,
             "{d:?}"
         );
+        // The same fall while other work took a CPU more as it went: a busy machine.
+        t.passes[0].timeseries.others_cpu_ms = (0..50).map(|i| 2 * i).collect();
+        assert!(test_decline(&t).is_none());
         // A step is a cliff, or a level shift, not a decline.
         let mut step = vec![10_000_000u64; 25];
         step.extend(vec![2_000_000u64; 25]);

@@ -166,7 +166,7 @@ fn error(e: &IoErrorRecord) -> Value {
 }
 
 fn pass(p: &PassRecord) -> Value {
-    json!({
+    let mut v = json!({
         "index": p.index,
         "bytes": p.bytes,
         "ios": p.ios,
@@ -185,7 +185,19 @@ fn pass(p: &PassRecord) -> Value {
         },
         "errors": p.errors.iter().map(error).collect::<Vec<_>>(),
         "context": serde_json::to_value(&p.context).unwrap_or(Value::Null),
-    })
+    });
+    let ts = &p.timeseries;
+    for (key, ms) in [
+        ("cpu_wait_ms", &ts.cpu_wait_ms),
+        ("steal_ms", &ts.steal_ms),
+        ("others_cpu_ms", &ts.others_cpu_ms),
+        ("idle_cpu_ms", &ts.idle_cpu_ms),
+    ] {
+        if !ms.is_empty() {
+            v["timeseries"][key] = json!(ms);
+        }
+    }
+    v
 }
 
 fn metric(m: &MetricSummary) -> Value {

@@ -658,6 +658,7 @@ fn sum_series(records: &[&PassRecord]) -> TimeSeries {
         bytes,
         read: dir(|t| &t.read),
         write: dir(|t| &t.write),
+        ..TimeSeries::default()
     }
 }
 

@@ -8,8 +8,9 @@
 //! each I/O, so without `log_avg_msec` it logs 1000 ms windows where fio logs every I/O; a
 //! window is a multiple of the 100 ms the series is kept in; `write_lat_log` gives the total
 //! latency (`_lat`) only, as iolab does not time submission and completion apart (no `_slat`
-//! or `_clat`); the threads of a `numjobs` job are logged as their sum, so with more than
-//! one `per_job_logs=0` is required.
+//! or `_clat`). A `numjobs` job's threads each get their file (fio's per-job logs: the
+//! job's tests keep each thread's series, `JobSpec::thread_series`), or with
+//! `per_job_logs=0` one of their sum.
 
 use std::path::PathBuf;
 
@@ -80,6 +81,9 @@ pub struct LogFile {
     pub path: PathBuf,
     /// `FILE:LINE: OPTION` of the option that asks for it.
     pub at: String,
+    /// fio's per-job log of one thread of a `numjobs` job (0-based within the job), or
+    /// `None`: the job's (its threads' sum, or its one thread).
+    pub thread: Option<u32>,
 }
 
 /// The logs of one job (one test of the run, by name).
@@ -143,17 +147,8 @@ pub fn plan(file: &JobFile, plan: &FioPlan) -> Result<LogPlan, FioError> {
             None => true,
             Some(o) => values::boolean(o.value.as_deref()).map_err(|e| err(o, e))?,
         };
-        let Some((_, first_asked)) = asked.first() else {
+        if asked.is_empty() {
             continue;
-        };
-        if numjobs > 1 && per_job {
-            return Err(err(
-                first_asked,
-                format!(
-                    "numjobs={numjobs}: iolab logs a job's threads as their sum, not one file \
-                     each; set per_job_logs=0 for one log of the {numjobs} together"
-                ),
-            ));
         }
         if avg.is_none() {
             let n = format!(
@@ -171,27 +166,42 @@ pub fn plan(file: &JobFile, plan: &FioPlan) -> Result<LogPlan, FioError> {
                 Some(p) if !p.is_empty() => p.to_string(),
                 _ => sec.name.clone(),
             };
-            let num = per_job.then_some(first);
-            let path = PathBuf::from(file_name(&prefix, kind, num));
-            let at = format!("{}:{}: {}", o.file, o.line, kind.option());
-            let clash = out
-                .jobs
-                .iter()
-                .flat_map(|j| &j.files)
-                .chain(&files)
-                .find(|f: &&LogFile| f.path == path);
-            if let Some(c) = clash {
-                return Err(err(
-                    o,
-                    format!(
-                        "{} is also written by {}: fio appends the jobs to one file, iolab \
-                         writes a file per job's log; give the jobs different names",
-                        path.display(),
-                        c.at
-                    ),
-                ));
+            // fio's per-job logs: a file for each thread (clone) of the job, numbered
+            // by the thread; with per_job_logs=0 one of their sum.
+            let threads: Vec<Option<u32>> = match (per_job, numjobs) {
+                (false, _) => vec![None],
+                (true, 1) => vec![Some(0)],
+                (true, n) => (0..n).map(Some).collect(),
+            };
+            for thread in threads {
+                let num = thread.map(|i| first + i);
+                let path = PathBuf::from(file_name(&prefix, kind, num));
+                let at = format!("{}:{}: {}", o.file, o.line, kind.option());
+                let clash = out
+                    .jobs
+                    .iter()
+                    .flat_map(|j| &j.files)
+                    .chain(&files)
+                    .find(|f: &&LogFile| f.path == path);
+                if let Some(c) = clash {
+                    return Err(err(
+                        o,
+                        format!(
+                            "{} is also written by {}: fio appends the jobs to one file, \
+                             iolab writes a file per job's log; give the jobs different names",
+                            path.display(),
+                            c.at
+                        ),
+                    ));
+                }
+                let thread = thread.filter(|_| numjobs > 1);
+                files.push(LogFile {
+                    kind,
+                    path,
+                    at,
+                    thread,
+                });
             }
-            files.push(LogFile { kind, path, at });
         }
         if files.iter().any(|f| f.kind == LogKind::Lat) {
             let n = "write_lat_log: iolab writes the total latency (_lat) only; it does not \
@@ -272,9 +282,20 @@ mod tests {
         assert!(p.notes[0].contains("1000 ms averages"), "{:?}", p.notes);
         let e = logs("[a]\nsize=1m\nlog_avg_msec=250\nwrite_bw_log=a\n").unwrap_err();
         assert_eq!((e.line, e.option.as_str()), (3, "log_avg_msec"));
-        let e = logs("[a]\nsize=1m\nnumjobs=2\nwrite_bw_log=a\n").unwrap_err();
-        assert_eq!((e.line, e.option.as_str()), (4, "write_bw_log"));
-        assert!(e.message.contains("per_job_logs=0"), "{e}");
+        // numjobs=2: a file for each thread, numbered on from the jobs before.
+        let p = logs("[s]\nsize=1m\n[a]\nsize=1m\nnumjobs=2\nwrite_bw_log=a\n").unwrap();
+        let files: Vec<(String, Option<u32>)> = p.jobs[0]
+            .files
+            .iter()
+            .map(|f| (f.path.display().to_string(), f.thread))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                ("a_bw.2.log".into(), Some(0)),
+                ("a_bw.3.log".into(), Some(1))
+            ]
+        );
         let e = logs("[global]\nsize=1m\n[a]\nper_job_logs=0\nwrite_bw_log=s\n[b]\nwrite_bw_log=s\nper_job_logs=0\n")
             .unwrap_err();
         assert!(

@@ -5,7 +5,7 @@
 //! refused before anything is written.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use iolab_measure::RunRecord;
 use iolab_spec::fiojob::logs::{file_name, LogKind, LogPlan};
@@ -18,6 +18,8 @@ pub struct Wanted {
     pub kind: LogKind,
     pub path: PathBuf,
     pub avg_ms: u64,
+    /// One job thread's own log (0-based), or `None`: the threads' sum.
+    pub thread: Option<u32>,
 }
 
 /// The logs a job file's plan asks for.
@@ -30,6 +32,7 @@ pub fn from_plan(plan: &LogPlan) -> Vec<Wanted> {
                 kind: f.kind,
                 path: f.path.clone(),
                 avg_ms: j.avg_ms,
+                thread: f.thread,
             })
         })
         .collect()
@@ -47,6 +50,7 @@ pub fn for_run(run: &RunRecord, prefix: &str, avg_ms: u64) -> Vec<Wanted> {
                 kind,
                 path: PathBuf::from(file_name(prefix, kind, Some(i as u32 + 1))),
                 avg_ms,
+                thread: None,
             })
         })
         .collect()
@@ -55,6 +59,54 @@ pub fn for_run(run: &RunRecord, prefix: &str, avg_ms: u64) -> Vec<Wanted> {
 /// The first of `wanted` whose path is taken (anything there, a dangling link too).
 pub fn taken(wanted: &[Wanted]) -> Option<&Wanted> {
     wanted.iter().find(|w| w.path.symlink_metadata().is_ok())
+}
+
+/// Why a log may not go at `path` (a file named from a prefix), if so: its directory is
+/// not a directory, or is one of the kernel's (`/dev`, `/proc`, `/sys` or beneath: a
+/// prefix such as `/dev/null` would put files among the device nodes).
+pub fn unfit_place(path: &Path) -> Option<String> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let real = match std::fs::canonicalize(dir) {
+        Ok(r) if r.is_dir() => r,
+        Ok(_) => return Some(format!("{} is not a directory", dir.display())),
+        Err(e) => return Some(format!("{}: {e}", dir.display())),
+    };
+    ["/dev", "/proc", "/sys"]
+        .into_iter()
+        .find(|k| real.starts_with(k))
+        .map(|k| {
+            format!(
+                "the logs would go in {} ({k} is the kernel's, not a directory for files): give \
+                 a prefix in a directory of your own",
+                real.display()
+            )
+        })
+}
+
+/// The first of `wanted` that may not go where it is named, with the reason.
+pub fn unfit(wanted: &[Wanted]) -> Option<(&Wanted, String)> {
+    wanted
+        .iter()
+        .find_map(|w| unfit_place(&w.path).map(|why| (w, why)))
+}
+
+/// Why `prefix` (of `show --series --fio-log`) is refused, if it is: it names something
+/// other than a regular file or a directory (a device node, a FIFO, a socket), or the
+/// logs named from it may not go where they would.
+pub fn unfit_prefix(prefix: &str, wanted: &[Wanted]) -> Option<String> {
+    if let Some((_, why)) = unfit(wanted) {
+        return Some(why);
+    }
+    let m = std::fs::metadata(prefix).ok()?;
+    (!m.is_file() && !m.is_dir()).then(|| {
+        format!(
+            "{prefix} is a device node, FIFO or socket, not a directory for files: the prefix \
+             names the log files (PREFIX_bw.1.log ...), give one in a directory of your own"
+        )
+    })
 }
 
 /// What [`write`] did: the files written, and the logs it could not give with the reason.
@@ -68,6 +120,9 @@ pub struct Written {
 /// give, is skipped with the reason); fails on the first file that cannot be created or
 /// written.
 pub fn write(run: &RunRecord, wanted: &[Wanted]) -> Result<Written, String> {
+    if let Some((w, why)) = unfit(wanted) {
+        return Err(format!("{}: {why}", w.path.display()));
+    }
     if let Some(w) = taken(wanted) {
         return Err(format!(
             "{}: exists; iolab does not overwrite a log (remove it or give another name)",
@@ -84,7 +139,7 @@ pub fn write(run: &RunRecord, wanted: &[Wanted]) -> Result<Written, String> {
             ));
             continue;
         };
-        let text = match fio_log(t, w.kind, w.avg_ms) {
+        let text = match fio_log(t, w.kind, w.avg_ms, w.thread.map(|n| n as usize)) {
             Ok(text) => text,
             Err(e) => {
                 out.skipped.push(format!("{}: {e}", w.path.display()));

@@ -9,7 +9,7 @@ use iolab_runner::block::BlockPlan;
 use iolab_runner::options::{DurationArg, RunsArg, SafetyArgs, SizeArg};
 use iolab_runner::{CommonArgs, Def, Job, RunContext, RunError, UsageError};
 use iolab_spec::fiojob::{self, FioError, Overrides};
-use iolab_spec::{format_bytes, RunSettings, TestSpec};
+use iolab_spec::{format_bytes, JobSpec, RunSettings, TestSpec};
 
 /// The workload's entry in the registry.
 pub static WORKLOAD: Def<FioOptions> = Def::new(
@@ -99,7 +99,14 @@ pub fn plan_file(
         .map(|j| TestSpec {
             name: j.name.clone(),
             group: j.name.clone(),
-            job: j.job.clone(),
+            job: JobSpec {
+                // fio's per-job logs of a numjobs job: each thread's series kept.
+                thread_series: log_plan
+                    .jobs
+                    .iter()
+                    .any(|l| l.test == j.name && l.files.iter().any(|f| f.thread.is_some())),
+                ..j.job.clone()
+            },
         })
         .collect();
     let settings = RunSettings {
@@ -172,15 +179,25 @@ fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>,
         ));
     }
     let logs = super::logs::from_plan(&log_plan);
-    if let Some(w) = super::logs::taken(&logs) {
-        let at = log_plan
+    let at = |w: &super::logs::Wanted| {
+        log_plan
             .jobs
             .iter()
             .flat_map(|j| &j.files)
             .find(|f| f.path == w.path)
-            .map_or(String::new(), |f| f.at.clone());
+            .map_or(String::new(), |f| f.at.clone())
+    };
+    if let Some((w, why)) = super::logs::unfit(&logs) {
         return Err(UsageError::general(format!(
-            "{at}: {} exists; iolab does not overwrite a log (remove it or give another name)",
+            "{}: {}: {why}",
+            at(w),
+            w.path.display()
+        )));
+    }
+    if let Some(w) = super::logs::taken(&logs) {
+        return Err(UsageError::general(format!(
+            "{}: {} exists; iolab does not overwrite a log (remove it or give another name)",
+            at(w),
             w.path.display()
         )));
     }
