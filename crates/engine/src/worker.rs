@@ -522,7 +522,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                     busy = true;
                     break;
                 }
-                if !VERIFY && dir == IoDir::Write {
+                if !VERIFY && dir == IoDir::Write && (job.content.is_some() || stamp_writes) {
                     let buf = &mut bufs.slot_mut(slot as usize)[..len as usize];
                     if let Some(c) = &job.content {
                         content.fill(buf, c, &mut rng);
