@@ -56,9 +56,10 @@ pub fn render_warnings(run: &RunRecord) -> String {
     s
 }
 
-/// The lines a run's summary report aims to fit (a 100 x 40 terminal): notes are shown whole
-/// when the report fits in them, else cut to one line each (whole with `--verbose`).
-const SCREEN_LINES: usize = 40;
+/// The lines a run's summary report aims to fit: a 100 x 40 terminal, less the line `iolab
+/// run` prints under it (`stored as run N in ...`). Notes are shown whole when the report
+/// fits in them, else cut to one line each (whole with `--verbose`).
+const SCREEN_LINES: usize = 39;
 
 /// The terminal report of one run with its warnings as `detail` asks.
 pub fn render_run_with(run: &RunRecord, detail: Detail) -> String {
