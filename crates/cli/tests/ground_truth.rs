@@ -6,7 +6,8 @@
 use std::process::Command;
 
 use iolab_testkit::{
-    require_devices, skip, warning_codes, Cgroup, CpuWait, Loop, QueueSetting, Sandbox, MIB,
+    require_devices, skip, throttle_bound, warning_codes, Cgroup, CpuWait, Loop, QueueSetting,
+    Sandbox, MIB,
 };
 use serde_json::Value;
 
@@ -66,14 +67,8 @@ fn check(doc: &Value, metric: &str, truth: f64) {
     let got = test["summary"][metric].as_f64().unwrap();
     let passes = test["passes"].as_array().unwrap();
     let rates: Vec<f64> = passes.iter().map(|p| p[metric].as_f64().unwrap()).collect();
-    // The cap is judged over the passes' work and time together. The throttle hands out
-    // its budget per slice (100 ms, the kernel's slice for a rotational queue), counted
-    // from the slice's start: a process kept off the CPU leaves budget unspent, which it
-    // may spend at once when it runs again, so a pass can hold up to one slice's worth
-    // more than the cap when the machine was busy (+5% in one pass beside stress-ng), and
-    // less when the process waited for a CPU longer than its queue lasted. Both are bounded
-    // by the CPU wait measured during the run ([`CpuWait`]): on a quiet machine the bound
-    // is the 2% the throttle gives, under load it widens exactly as far as the load did.
+    // The cap is judged over the passes' work and time together, within the bound the
+    // CPU wait measured during the run allows ([`throttle_bound`]).
     let total = |key: &str| passes.iter().map(|p| p[key].as_f64().unwrap()).sum::<f64>();
     let seconds = total("seconds");
     let pooled = match metric {
@@ -81,8 +76,7 @@ fn check(doc: &Value, metric: &str, truth: f64) {
         _ => total("ios") / seconds,
     };
     let wait_s = doc["cpu_wait_us"].as_f64().unwrap_or(0.0) / 1e6;
-    let above = 0.02 + wait_s.min(0.1 * passes.len() as f64) / seconds;
-    let below = 0.02 + wait_s.min(seconds) / seconds;
+    let (below, above) = throttle_bound(wait_s, seconds, passes.len());
     let err = (pooled - truth) / truth;
     println!(
         "{}: {metric} over the passes {pooled:.3} vs cap {truth:.3} ({:+.2}%; allowed \

@@ -7,7 +7,7 @@
 //! - [`skip`]: [`skip()`](skip::skip), [`skip!`], [`skip_allowed!`], [`require_root`],
 //!   [`require_tools`], [`optional_tools`], [`require_devices`].
 //! - [`sys`]: [`is_root`], [`tool`], [`have`], [`sh`], [`try_sh`], [`shell`], [`CpuWait`] (the
-//!   scheduling delay a ground-truth test adds to its bound).
+//!   scheduling delay a ground-truth test adds to its bound), [`throttle_bound`].
 //! - [`dev`]: [`Loop`], [`Mount`], [`Cgroup`], [`QueueSetting`], [`device_lock`].
 //! - [`emudisk`]: [`EmuDisk`], an emulated disk (`iolab emudisk serve`) with a loop device.
 //! - [`scratch`]: [`scratch_dir`] (on the build directory's filesystem, not a tmpfs).
@@ -39,4 +39,4 @@ pub use skip::{
     optional_tools, require_devices, require_emudisk, require_root, require_tools, skip,
     skip_allowed, skips, REQUIRE_VAR,
 };
-pub use sys::{have, is_root, sh, shell, shm_is_tmpfs, tool, try_sh, CpuWait};
+pub use sys::{have, is_root, sh, shell, shm_is_tmpfs, throttle_bound, tool, try_sh, CpuWait};

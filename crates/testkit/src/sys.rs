@@ -104,6 +104,24 @@ impl CpuWait {
     }
 }
 
+/// How far a rate measured under a blkio throttle may lie from its cap, as fractions
+/// `(below, above)`, for `seconds` of measured passes (`passes` of them) during which the
+/// machine's tasks waited `cpu_wait_s` for a CPU ([`CpuWait`]).
+///
+/// The throttle hands out its budget per slice (100 ms, the kernel's slice for a
+/// rotational queue), counted from the slice's start. A process kept off the CPU leaves
+/// budget unspent, which it may spend at once when it runs again, so a pass can hold up to
+/// one slice's worth more than the cap when the machine was busy, and less when the process
+/// waited for a CPU longer than its queue lasted. Both are bounded by the CPU wait measured
+/// meanwhile: on a quiet machine the bound is the 2% the throttle gives, under load it
+/// widens exactly as far as the load did.
+pub fn throttle_bound(cpu_wait_s: f64, seconds: f64, passes: usize) -> (f64, f64) {
+    let seconds = seconds.max(1e-9);
+    let above = 0.02 + cpu_wait_s.min(0.1 * passes as f64) / seconds;
+    let below = 0.02 + cpu_wait_s.min(seconds) / seconds;
+    (below, above)
+}
+
 fn cpu_some_total_us() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
     let line = text.lines().find(|l| l.starts_with("some "))?;
