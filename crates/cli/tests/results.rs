@@ -738,6 +738,138 @@ fn every_command_works_on_a_postgresql_store_given_by_db_or_iolab_db() {
     assert!(!sb.dir.path().join("postgresql:").exists());
 }
 
+/// The schema of the PostgreSQL database at `url` as `psql` sees it, in one query: its
+/// version (none without `iolab_schema`), its tables' columns and its indexes.
+fn pg_schema(server: &iolab_testkit::PgServer, url: &str) -> String {
+    server.psql(
+        url,
+        "SELECT concat_ws(' | ',
+             CASE WHEN to_regclass('iolab_schema') IS NOT NULL
+                  THEN query_to_xml('SELECT version FROM iolab_schema', false, false, '')
+             END,
+             (SELECT string_agg(table_name || '.' || column_name, ' '
+                                ORDER BY table_name, column_name)
+                FROM information_schema.columns WHERE table_schema = 'public'),
+             (SELECT string_agg(indexname, ' ' ORDER BY indexname)
+                FROM pg_indexes WHERE schemaname = 'public'))",
+    )
+}
+
+/// Every command that only reads, given a PostgreSQL store that it cannot read as it is (an
+/// empty database, a store of an older schema): each is refused (exit 2) saying `says`,
+/// and the database is left as it was, neither created nor upgraded.
+fn readers_refuse_and_change_nothing(
+    server: &iolab_testkit::PgServer,
+    sb: &Sandbox,
+    url: &str,
+    says: &[&str],
+) {
+    let before = pg_schema(server, url);
+    let db = std::path::Path::new(url);
+    let local = sb.dir.path().join("pushed.db");
+    let local = local.to_str().unwrap();
+    for args in [
+        vec!["results"],
+        vec!["show", "1"],
+        vec!["report", "1"],
+        vec!["compare", "1", "2"],
+        vec!["history", "--host", "h"],
+        vec!["push", "--all", "--to", local],
+    ] {
+        with_db(sb, db, &args).code(2).stderr_has(says);
+        assert_eq!(pg_schema(server, url), before, "iolab {args:?} changed it");
+    }
+    // serve checks the store before it listens: refused, it ends without a line on stdout.
+    let mut child = Command::new(iolab_testkit::iolab::iolab_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--db", url])
+        .env("HOME", sb.dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    if !first.is_empty() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    let out = iolab_testkit::Out::new(&["serve"], out, std::time::Duration::ZERO);
+    assert!(first.is_empty(), "serve served: {first}");
+    out.code(2).stderr_has(says);
+    assert_eq!(pg_schema(server, url), before, "iolab serve changed it");
+    assert!(!std::path::Path::new(local).exists(), "push wrote {local}");
+}
+
+/// The commands that only read never create or upgrade a PostgreSQL store (its role may
+/// lack the right to): an empty database stays empty and a store of schema 5 stays at
+/// version 5, each command refused saying which commands would create or upgrade it; a
+/// writing command then upgrades it and the readers read it.
+#[test]
+fn reading_commands_neither_create_nor_upgrade_a_postgresql_store() {
+    let Some(server) = iolab_testkit::require_postgres() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let url = server.database();
+    assert_eq!(pg_schema(server, &url), "");
+    readers_refuse_and_change_nothing(
+        server,
+        &sb,
+        &url,
+        &[
+            "holds no iolab result store yet",
+            "a reader creates nothing",
+            &format!("iolab push --to {url} RUN..."),
+        ],
+    );
+    assert_eq!(pg_schema(server, &url), "");
+
+    // A store as iolab's schema 5 left it (before the host columns), holding one run.
+    small_run(&sb, "v5");
+    sb.iolab(&["push", "--all", "--to", &url]).ok();
+    let current = pg_schema(server, &url);
+    server.psql(
+        &url,
+        "DROP INDEX runs_host; DROP INDEX runs_machine_id;
+         ALTER TABLE runs DROP COLUMN host, DROP COLUMN machine_id;
+         UPDATE iolab_schema SET version = 5",
+    );
+    let v5 = pg_schema(server, &url);
+    assert!(
+        v5.contains("<version>5</version>") && !v5.contains("machine_id"),
+        "{v5}"
+    );
+    readers_refuse_and_change_nothing(
+        server,
+        &sb,
+        &url,
+        &[
+            "its schema is version 5, older than this iolab's",
+            "a reader does not upgrade it",
+            "a command that writes upgrades it",
+        ],
+    );
+    assert_eq!(pg_schema(server, &url), v5);
+
+    // A command that writes (here a prune that deletes nothing) upgrades it; then it reads.
+    with_db(
+        &sb,
+        std::path::Path::new(&url),
+        &["prune", "--older-than", "10000d", "--yes"],
+    )
+    .ok();
+    assert_eq!(pg_schema(server, &url), current);
+    let listed = with_db(&sb, std::path::Path::new(&url), &["results", "--json"])
+        .ok()
+        .json();
+    assert_eq!(listed[0]["label"], "v5", "{listed}");
+}
+
 #[test]
 fn push_copies_each_run_once_and_concurrent_runs_all_land() {
     let Some(server) = iolab_testkit::require_postgres() else {

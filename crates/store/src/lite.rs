@@ -11,7 +11,7 @@ use rusqlite::{
 
 use crate::dbfile::{self, DbFile};
 use crate::error::{AtPath, StoreError};
-use crate::sql::{Cells, Db, Dialect, Tx, Val};
+use crate::sql::{Cells, Db, Dialect, Tx, Val, Work};
 use crate::store::BUSY_TIMEOUT;
 use crate::{health, schema};
 
@@ -168,11 +168,7 @@ impl Lite {
     /// `f` in one transaction, committed; any error rolls back. A write transaction is
     /// `BEGIN IMMEDIATE` (it waits its turn for the file, up to [`BUSY_TIMEOUT`]); a
     /// snapshot a deferred one, whose reads see one state of the file.
-    pub(crate) fn transaction<T>(
-        &self,
-        kind: Tx,
-        f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+    pub(crate) fn transaction<T>(&self, kind: Tx, f: impl Work<T>) -> Result<T, StoreError> {
         let path = &self.path;
         let behavior = match kind {
             Tx::Write => TransactionBehavior::Immediate,

@@ -23,7 +23,7 @@ use postgres::{Client, Config, GenericClient, IsolationLevel, Statement};
 
 use crate::error::{AtPath, StoreError};
 use crate::schema;
-use crate::sql::{Cells, Db, Dialect, Tx, Val};
+use crate::sql::{Cells, Db, Dialect, Tx, Val, Work};
 
 mod tls;
 
@@ -161,10 +161,7 @@ impl Pg {
     }
 
     /// `f` on the connection, outside any transaction (each statement commits alone).
-    pub(crate) fn autocommit<T>(
-        &self,
-        f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+    pub(crate) fn autocommit<T>(&self, f: impl Work<T>) -> Result<T, StoreError> {
         let mut conn = self.conn();
         let PgConn { client, statements } = &mut *conn;
         f(&mut PgDb::new(client, statements, &self.path))
@@ -172,11 +169,7 @@ impl Pg {
 
     /// `f` in one transaction, committed; any error rolls back. A snapshot is a read-only
     /// `REPEATABLE READ` transaction: its reads share one snapshot.
-    pub(crate) fn transaction<T>(
-        &self,
-        kind: Tx,
-        f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+    pub(crate) fn transaction<T>(&self, kind: Tx, f: impl Work<T>) -> Result<T, StoreError> {
         let path = &self.path;
         let mut conn = self.conn();
         let PgConn { client, statements } = &mut *conn;

@@ -140,6 +140,12 @@ pub(crate) enum Tx {
     Snapshot,
 }
 
+/// What the store runs on a [`Db`] (in a transaction or not): its statements, the result
+/// or the first error.
+pub(crate) trait Work<T>: FnOnce(&mut dyn Db) -> Result<T, StoreError> {}
+
+impl<T, F: FnOnce(&mut dyn Db) -> Result<T, StoreError>> Work<T> for F {}
+
 /// A constraint a write broke, as either backend reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Violation {

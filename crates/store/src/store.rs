@@ -13,7 +13,7 @@ use crate::error::StoreError;
 use crate::fingerprint;
 use crate::lite::Lite;
 use crate::pg::{self, Pg};
-use crate::sql::{int, vals, Cells, Db, Dialect, Tx, Violation};
+use crate::sql::{int, vals, Cells, Db, Dialect, Tx, Violation, Work};
 
 /// How long a write waits for another connection (another iolab) to finish its transaction
 /// before giving up with "database is locked".
@@ -363,19 +363,13 @@ impl Store {
     }
 
     /// `f` in one write transaction, committed; any error rolls back.
-    fn write<T>(
-        &mut self,
-        f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+    fn write<T>(&mut self, f: impl Work<T>) -> Result<T, StoreError> {
         each!(&self.backend, b => b.transaction(Tx::Write, f))
     }
 
     /// `f`, one statement that writes: in SQLite's `BEGIN IMMEDIATE` transaction (which
     /// waits its turn), on PostgreSQL's connection as it is (one round trip).
-    fn write_one<T>(
-        &mut self,
-        f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+    fn write_one<T>(&mut self, f: impl Work<T>) -> Result<T, StoreError> {
         match &self.backend {
             Backend::Sqlite(b) => b.transaction(Tx::Write, f),
             Backend::Pg(b) => b.autocommit(f),
@@ -383,10 +377,7 @@ impl Store {
     }
 
     /// `f`, reads outside any transaction.
-    fn read<T>(
-        &self,
-        f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+    fn read<T>(&self, f: impl Work<T>) -> Result<T, StoreError> {
         match &self.backend {
             Backend::Sqlite(b) => f(&mut b.db()),
             Backend::Pg(b) => b.autocommit(f),
@@ -394,10 +385,7 @@ impl Store {
     }
 
     /// `f`, reads that see one state of the store.
-    fn snapshot<T>(
-        &self,
-        f: impl FnOnce(&mut dyn Db) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+    fn snapshot<T>(&self, f: impl Work<T>) -> Result<T, StoreError> {
         each!(&self.backend, b => b.transaction(Tx::Snapshot, f))
     }
 }

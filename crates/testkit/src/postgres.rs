@@ -463,6 +463,33 @@ impl PgServer {
         );
         self.url(&name)
     }
+
+    /// What `psql` prints for the SQL `sql` run on the database at `url` (one of this
+    /// server's [`PgServer::database`] URLs): unaligned, without headers, trimmed. Panics
+    /// with psql's error when the SQL fails.
+    pub fn psql(&self, url: &str, sql: &str) -> String {
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+                url,
+                "-c",
+                sql,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "psql {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
 }
 
 impl Drop for PgServer {
