@@ -226,6 +226,48 @@ fn store(sb: &Sandbox) -> (i64, Vec<i64>) {
     (base_id, html_ids)
 }
 
+/// The same browser over a PostgreSQL store: the sandbox's runs pushed into a throwaway
+/// server's database, served from there, every page answered and nothing written.
+#[test]
+fn serve_reads_a_postgresql_store_over_http() {
+    let Some(server) = iolab_testkit::require_postgres() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    store(&sb);
+    let url = server.database();
+    sb.iolab(&["push", "--to", &url, "--all", "--quiet"]).ok();
+    let mut pg = Sandbox::new();
+    pg.db = std::path::PathBuf::from(&url);
+    let snapshot = "select count(*), sum(id), max(finished_at) from runs";
+    let before = server.psql(&url, snapshot);
+    let (_p, addr, printed) = serve(&pg, "127.0.0.1:0", &[]);
+    assert!(printed.contains("postgresql://"), "{printed}");
+    let get = |path: &str| {
+        let r = http(&addr, "GET", path, &[], "");
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        r
+    };
+    let runs = get("/runs");
+    assert!(runs.body.contains("data-total=\"11\""), "{}", runs.body);
+    let first = runs.body.split("href=\"/run/").nth(1).expect("a run link");
+    let id = first.split('"').next().unwrap();
+    let run = get(&format!("/run/{id}"));
+    assert!(run.body.contains("base"), "{}", run.body);
+    let label_q = "%3Cscript%3Ealert(1)%3C%2Fscript%3E%3Cb%3Ebold%3C%2Fb%3E";
+    let cmp = get(&format!("/compare?label=base&label={label_q}"));
+    assert!(cmp.body.contains("different, better"), "{}", cmp.body);
+    assert!(!cmp.body.contains("<script"), "a script element");
+    let study = get("/study?name=stripes");
+    assert!(study.body.contains("stripe &lt;i&gt;16k&lt;/i&gt;"));
+    get("/history?preset=custom");
+    assert_eq!(
+        server.psql(&url, snapshot),
+        before,
+        "the store changed while served"
+    );
+}
+
 fn db_bytes(sb: &Sandbox) -> Vec<u8> {
     std::fs::read(&sb.db).unwrap()
 }
