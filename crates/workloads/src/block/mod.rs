@@ -603,6 +603,11 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         },
         preconditioned: None,
     };
+    if let iolab_runner::steady::Steady::All(sp) = &plan.steady {
+        // One pass a test, of at most its rounds' time (the run's settings say so).
+        plan.settings.duration = sp.limit;
+        plan.settings.runs = 1;
+    }
     let default_budget = plan.default_budget();
     if let Some(u) = &mut plan.until_stable {
         u.budget.get_or_insert(default_budget);
