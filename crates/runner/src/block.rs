@@ -485,6 +485,14 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     if plan.precondition.is_some() {
         crate::precondition::refuse(plan.verify, ctx.coordinator().is_some())?;
     }
+    if plan.steady.any() && ctx.coordinator().is_some() {
+        // Each rank's pass would end at its own round, judged on its own share.
+        return Err(RunError::Usage(UsageError::option(
+            "steady-state",
+            "--steady-state is not judged in an MPI run (each rank would end its pass on its \
+             own rounds)",
+        )));
+    }
     let (path, shared) = match ctx.coordinator().is_some() {
         true => agree_with_ranks(&mut plan, ctx)?,
         false => {
