@@ -216,14 +216,18 @@ fn at(ticks: &[[f64; 4]], t: f64) -> [f64; 3] {
     [1, 2, 3].map(|k| lo[k] + (hi[k] - lo[k]) * f)
 }
 
-/// The rounds whose end the ticks have passed.
-fn tick_rounds(plan: &SteadyPlan, ticks: &[[f64; 4]]) -> Vec<Round> {
-    let Some(last) = ticks.last() else {
-        return Vec::new();
-    };
+/// How many rounds the ticks have passed the end of.
+fn rounds_done(plan: &SteadyPlan, ticks: &[[f64; 4]]) -> usize {
     let (skip, round) = (plan.skip.as_secs_f64(), plan.round.as_secs_f64());
-    let n = ((last[0] - skip) / round).floor().max(0.0) as usize;
-    (0..n)
+    ticks.last().map_or(0, |last| {
+        ((last[0] - skip) / round).floor().max(0.0) as usize
+    })
+}
+
+/// Rounds `from..to` (0-based) from the ticks.
+fn tick_rounds(plan: &SteadyPlan, ticks: &[[f64; 4]], from: usize, to: usize) -> Vec<Round> {
+    let (skip, round) = (plan.skip.as_secs_f64(), plan.round.as_secs_f64());
+    (from..to)
         .map(|k| {
             let a = at(ticks, skip + k as f64 * round);
             let b = at(ticks, skip + (k + 1) as f64 * round);
@@ -250,14 +254,30 @@ impl iolab_engine::PassObserver for Watch<'_> {
             ios as f64,
             lat_ns as f64,
         ]);
-        let rounds = tick_rounds(&self.plan, &t.0);
-        if rounds.len() <= t.1 {
+        // Judged once a round ends: the window of the last rounds (the earlier windows
+        // were judged when their last round ended).
+        let n = rounds_done(&self.plan, &t.0);
+        if n <= t.1 {
             return;
         }
-        t.1 = rounds.len();
-        if self.plan.first(&rounds).is_some() {
+        t.1 = n;
+        let w = self.plan.window as usize;
+        if n >= w
+            && self
+                .plan
+                .first(&tick_rounds(&self.plan, &t.0, n - w, n))
+                .is_some()
+        {
             self.pass_stop
                 .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        // The next window starts a round later: the ticks before it are not needed again
+        // (the last one before it is, to interpolate at its start).
+        let (skip, round) = (self.plan.skip.as_secs_f64(), self.plan.round.as_secs_f64());
+        let keep = skip + (n + 1).saturating_sub(w) as f64 * round;
+        let i = t.0.partition_point(|x| x[0] < keep);
+        if i > 1 {
+            t.0.drain(..i - 1);
         }
     }
 }
@@ -283,6 +303,8 @@ pub(crate) fn handed_on(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iolab_engine::PassObserver;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     #[test]
     fn ticks_become_rounds_by_interpolation() {
@@ -301,7 +323,8 @@ mod tests {
                 [t, t * 10e6, t * 1000.0, t * 1000.0 * 100_000.0]
             })
             .collect();
-        let r = tick_rounds(&plan, &ticks);
+        assert_eq!(rounds_done(&plan, &ticks), 2);
+        let r = tick_rounds(&plan, &ticks, 0, 2);
         assert_eq!(r.len(), 2, "{r:?}");
         for x in r {
             assert!((x.mb_s - 10.0).abs() < 1e-6, "{x:?}");
@@ -309,6 +332,38 @@ mod tests {
             assert!((x.lat_us - 100.0).abs() < 1e-6, "{x:?}");
         }
         assert_eq!(plan.max_rounds(), 9);
+
+        // The watch: 100 MB/s for 0.8 s, then 20: the window of two 0.5 s rounds holds
+        // first in rounds 3-4 (1 s to 2 s: round 2 holds the drop), so the pass is ended
+        // at the first tick past 2 s, not before; old ticks are let go.
+        let plan = SteadyPlan {
+            round: Duration::from_millis(500),
+            skip: Duration::ZERO,
+            ..plan
+        };
+        let (signal, stop) = (AtomicBool::new(false), AtomicBool::new(false));
+        let w = Watch::new(&(), plan, &signal, &stop);
+        let mut stopped_at = None;
+        for i in 1..=80 {
+            let t = i as f64 * 0.05;
+            let bytes = if t <= 0.8 {
+                t * 100e6
+            } else {
+                80e6 + (t - 0.8) * 20e6
+            };
+            w.tick_ios(bytes as u64, 0, 0, Duration::from_secs_f64(t));
+            if stop.load(Ordering::Relaxed) {
+                stopped_at = Some(t);
+                break;
+            }
+        }
+        let at = stopped_at.expect("the window held");
+        assert!((2.0..2.06).contains(&at), "{at}");
+        assert!(w.ticks.lock().unwrap().0.len() < 30);
+        // A signal ends the pass at the next tick.
+        let (signal, stop) = (AtomicBool::new(true), AtomicBool::new(false));
+        Watch::new(&(), plan, &signal, &stop).tick_ios(1, 1, 1, Duration::from_millis(50));
+        assert!(stop.load(Ordering::Relaxed));
         assert!(whole_intervals(Duration::from_millis(300), false));
         assert!(!whole_intervals(Duration::from_millis(250), false));
         assert!(!whole_intervals(Duration::ZERO, false) && whole_intervals(Duration::ZERO, true));
