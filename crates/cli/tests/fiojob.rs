@@ -147,8 +147,10 @@ fn fio_examples_run_or_are_refused_by_name() {
     }
 }
 
-/// fio's steadystate runs as iolab's --steady-state: rounds of ss_interval, a window of
-/// ss_dur, ss_ramp as one warm-up pass; the test's `extra.steady_state` says how it went.
+/// fio's steadystate runs as iolab's --steady-state: each job one pass judged in rounds of
+/// ss_interval after its ss_ramp, a window of ss_dur, by the job's own rule (jobs with
+/// different rules run one after another, as steadystate.fio's); each test's
+/// `extra.steady_state` says how it went.
 #[test]
 fn steadystate_options_run_as_rounds() {
     let sb = Sandbox::new();
@@ -156,21 +158,22 @@ fn steadystate_options_run_as_rounds() {
         &sb,
         "ss.fio",
         b"[global]\nioengine=null\ntime_based\nruntime=1\nsize=1m\n[ss]\nrw=randread\n\
-          ss=iops:100%\nss_dur=200ms\nss_interval=100ms\nss_ramp=100ms\n",
+          ss=iops:100%\nss_dur=200ms\nss_interval=100ms\nss_ramp=100ms\n\
+          [bw]\nstonewall\nrw=read\nss=bw_slope:100%\nss_dur=300ms\nss_interval=100ms\n",
     );
     let out = sb.run(&["fio", &f, "--no-store", "--json", "-"]).ok();
     let doc = out.json();
-    let t = &doc["tests"][0];
-    let ss = &t["extra"]["steady_state"];
-    assert_eq!(ss["rule"], "iops:100%", "{out}");
-    assert_eq!(ss["window_rounds"], 2, "{out}");
-    let rounds = ss["rounds"].as_u64().unwrap();
-    assert!((2..=10).contains(&rounds), "{out}");
-    assert_eq!(
-        t["passes"].as_array().unwrap().len() as u64,
-        rounds,
-        "{out}"
-    );
+    for (t, rule, window, skip) in [(0, "iops:100%", 2, 0.1), (1, "bw_slope:100%", 3, 0.0)] {
+        let t = &doc["tests"][t];
+        let ss = &t["extra"]["steady_state"];
+        assert_eq!(ss["rule"], rule, "{out}");
+        assert_eq!(ss["window_rounds"], window, "{out}");
+        assert_eq!(ss["skip_s"], skip, "{out}");
+        assert_eq!(ss["attained"], true, "{out}");
+        let rounds = ss["rounds"].as_u64().unwrap();
+        assert!((window..=9).contains(&rounds), "{out}");
+        assert_eq!(t["passes"].as_array().unwrap().len(), 1, "{out}");
+    }
     let notes = doc["notes"].to_string();
     assert!(notes.contains("rounds of 0.1s"), "{notes}");
     // --runs would fight the rule over the number of passes.

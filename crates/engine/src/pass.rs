@@ -44,6 +44,13 @@ pub const MAX_BUFFER_BYTES: u64 = 4 << 30;
 pub trait PassObserver: Sync {
     /// Called about every 100 ms with the bytes completed so far in this pass.
     fn tick(&self, bytes: u64, elapsed: Duration);
+
+    /// [`tick`](Self::tick) with the I/Os completed so far and their latencies summed (ns);
+    /// what the pass calls. An observer that judges more than bytes takes this one.
+    fn tick_ios(&self, bytes: u64, ios: u64, lat_ns: u64, elapsed: Duration) {
+        let _ = (ios, lat_ns);
+        self.tick(bytes, elapsed);
+    }
 }
 
 impl PassObserver for () {
@@ -149,7 +156,7 @@ pub fn run_pass_with_clock<C: Clock>(
             .div_ceil(job.bs)
             .saturating_mul(job.bs)
     });
-    let progress: Vec<AtomicU64> = (0..numjobs).map(|_| AtomicU64::new(0)).collect();
+    let progress: Vec<crate::worker::Progress> = (0..numjobs).map(|_| Default::default()).collect();
     let barrier = Barrier::new(numjobs as usize + 1);
     // Random offsets (an access specification's random lines included) never merge.
     let random = job.rw.is_random() || job.access.iter().any(|l| l.random_pct > 0);
@@ -225,8 +232,15 @@ pub fn run_pass_with_clock<C: Clock>(
         let mut lost = CpuLossSampler::start(SERIES_INTERVAL);
         while !handles.iter().all(|h| h.is_finished()) {
             std::thread::sleep(Duration::from_millis(50));
-            let bytes: u64 = progress.iter().map(|p| p.load(Ordering::Relaxed)).sum();
-            observer.tick(bytes, t0.elapsed());
+            let sum = |f: fn(&crate::worker::Progress) -> &AtomicU64| -> u64 {
+                progress.iter().map(|p| f(p).load(Ordering::Relaxed)).sum()
+            };
+            observer.tick_ios(
+                sum(|p| &p.bytes),
+                sum(|p| &p.ios),
+                sum(|p| &p.lat_ns),
+                t0.elapsed(),
+            );
             lost.tick(t0.elapsed());
         }
         let cpu_end = CpuSample::now();

@@ -34,10 +34,20 @@ pub struct JobParams<'a> {
     pub data: DataPattern,
     pub seed: u64,
     pub stop: &'a AtomicBool,
-    /// Bytes completed so far, for the progress display.
-    pub progress: &'a AtomicU64,
+    /// What the job completed so far (counted I/O only), for the progress display and a
+    /// pass's observer.
+    pub progress: &'a Progress,
     /// `--verify`: the region's shared write state (writes are stamped and claimed).
     pub written: Option<&'a Written>,
+}
+
+/// A job thread's counted completions so far, updated as it reaps them.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub bytes: AtomicU64,
+    pub ios: AtomicU64,
+    /// Their latencies summed, in ns.
+    pub lat_ns: AtomicU64,
 }
 
 /// What one job thread measured in one pass.
@@ -616,6 +626,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
         // for much longer than they took to issue.
         let ramping = t_done < measure_from || (cut_at_deadline && t_done > deadline);
         let mut batch_bytes = 0u64;
+        let (mut batch_ios, mut batch_lat) = (0u64, 0u64);
         let mut lats = LatRun {
             dir: IoDir::Read,
             ns: 0,
@@ -658,6 +669,8 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 continue;
             }
             batch_bytes += len;
+            batch_ios += 1;
+            batch_lat += lat;
             res.dir_series[(dir == IoDir::Write) as usize].add(bucket, len, lat);
             if !access.is_empty() {
                 res.access_ios[slot_line[s]] += 1;
@@ -686,7 +699,9 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 res.series.resize(bucket + 1, 0);
             }
             res.series[bucket] += batch_bytes;
-            p.progress.fetch_add(batch_bytes, Ordering::Relaxed);
+            p.progress.bytes.fetch_add(batch_bytes, Ordering::Relaxed);
+            p.progress.ios.fetch_add(batch_ios, Ordering::Relaxed);
+            p.progress.lat_ns.fetch_add(batch_lat, Ordering::Relaxed);
         }
         if t_done >= deadline {
             stopping = true;

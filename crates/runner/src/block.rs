@@ -75,8 +75,9 @@ pub struct BlockPlan {
     pub mpi: crate::coord::MpiMode,
     /// `run sustained`: rounds until steady after a cliff, and the recovery after a pause.
     pub sustained: Option<crate::sustained::SustainedPlan>,
-    /// `--steady-state`: passes (rounds) until a window of them holds the rule.
-    pub steady: Option<SteadyPlan>,
+    /// `--steady-state`: each such test is one pass, judged in rounds until a window of
+    /// them holds its rule.
+    pub steady: crate::steady::Steady,
     /// A sweep of block sizes (ATTO): tests that do not fit the region or the device's
     /// logical block are skipped with a note rather than refused.
     pub skip_unfit: bool,
@@ -89,80 +90,7 @@ pub struct BlockPlan {
     pub preconditioned: Option<serde_json::Value>,
 }
 
-/// `--steady-state`: a test's passes are rounds; it stops once its last `window` rounds
-/// hold `rule`, or after `max_rounds` (steady state not attained).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SteadyPlan {
-    pub rule: iolab_stats::series::SteadyRule,
-    pub window: u32,
-    pub max_rounds: u32,
-}
-
-/// A pass's mean latency over its reads and writes together, in µs (0 without I/O).
-fn mean_lat_us(p: &iolab_measure::PassRecord) -> f64 {
-    let (n, sum) = [&p.read, &p.write]
-        .into_iter()
-        .flatten()
-        .fold((0u64, 0.0), |(n, s), d| {
-            (n + d.ios, s + d.lat_us.mean * d.ios as f64)
-        });
-    if n == 0 {
-        0.0
-    } else {
-        sum / n as f64
-    }
-}
-
-/// SNIA PTS: rounds in the measurement window, and most rounds.
-pub const STEADY_WINDOW: u32 = 5;
-pub const STEADY_MAX_ROUNDS: u32 = 25;
-
-impl SteadyPlan {
-    /// The window of the last `window` passes, if they hold the rule.
-    fn holds(
-        &self,
-        passes: &[iolab_measure::PassRecord],
-        round: Duration,
-    ) -> Option<iolab_stats::series::Window> {
-        let w = self.window as usize;
-        let last = passes.get(passes.len().checked_sub(w)?..)?;
-        let mb: Vec<f64> = last.iter().map(|p| p.mb_s).collect();
-        let iops: Vec<f64> = last.iter().map(|p| p.iops).collect();
-        let lat: Vec<f64> = last.iter().map(mean_lat_us).collect();
-        let rounds = iolab_stats::series::Rounds {
-            mb_s: &mb,
-            iops: &iops,
-            lat_us: &lat,
-        };
-        self.rule.holds(rounds, round.as_secs_f64())
-    }
-
-    /// `extra.steady_state` of a test.
-    fn extra(&self, passes: &[iolab_measure::PassRecord], round: Duration) -> serde_json::Value {
-        let n = passes.len();
-        let held = self.holds(passes, round);
-        let w = (self.window as usize).min(n);
-        let last = &passes[n - w..];
-        let mean = |f: fn(&iolab_measure::PassRecord) -> f64| {
-            last.iter().map(f).sum::<f64>() / w.max(1) as f64
-        };
-        let window =
-            iolab_stats::series::Window::of(&last.iter().map(|p| p.mb_s).collect::<Vec<_>>());
-        serde_json::json!({
-            "rule": self.rule.text(),
-            "attained": held.is_some(),
-            "round": held.map(|_| n + 1 - w),
-            "rounds": n,
-            "window_rounds": self.window,
-            "max_rounds": self.max_rounds,
-            "window_mean_mb_s": mean(|p| p.mb_s),
-            "window_mean_iops": mean(|p| p.iops),
-            "window_mean_lat_us": mean(mean_lat_us),
-            "window_range": window.map(|x| x.range),
-            "window_excursion": window.map(|x| x.excursion),
-        })
-    }
-}
+pub use crate::steady::{SteadyPlan, STEADY_MAX_ROUNDS, STEADY_WINDOW};
 
 impl BlockPlan {
     /// A plan of `tests` with fixed passes, the median score, no notes, no `--verify`, the
@@ -182,7 +110,7 @@ impl BlockPlan {
             allow_overwrite_file: false,
             mpi: crate::coord::MpiMode::default(),
             sustained: None,
-            steady: None,
+            steady: crate::steady::Steady::Off,
             skip_unfit: false,
             bs_given: false,
             precondition: None,
@@ -557,6 +485,14 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     if plan.precondition.is_some() {
         crate::precondition::refuse(plan.verify, ctx.coordinator().is_some())?;
     }
+    if plan.steady.any() && ctx.coordinator().is_some() {
+        // Each rank's pass would end at its own round, judged on its own share.
+        return Err(RunError::Usage(UsageError::option(
+            "steady-state",
+            "--steady-state is not judged in an MPI run (each rank would end its pass on its \
+             own rounds)",
+        )));
+    }
     let (path, shared) = match ctx.coordinator().is_some() {
         true => agree_with_ranks(&mut plan, ctx)?,
         false => {
@@ -866,6 +802,8 @@ struct TestRun<'p> {
     wall: Duration,
     visits: u32,
     stopped: Option<Stopped>,
+    /// `--steady-state`: its rule and rounds.
+    steady: Option<SteadyPlan>,
     /// `run sustained`: why its writes ended, and the first burst of its pair.
     sustained_end: Option<crate::sustained::End>,
     sustained_state: crate::sustained::State,
@@ -896,6 +834,7 @@ impl<'p> TestRun<'p> {
             wall: Duration::ZERO,
             visits: 0,
             stopped: None,
+            steady: None,
             sustained_end: None,
             sustained_state: Default::default(),
             published: None,
@@ -951,7 +890,12 @@ impl Passes for OnTarget<'_> {
         let s = &self.plan.settings;
         let test = t.spec;
         let measured = t.record.passes.len() as u32;
-        let dur = if warm { s.warmup_duration } else { s.duration };
+        let steady = t.steady.filter(|_| !warm);
+        let dur = match steady {
+            _ if warm => s.warmup_duration,
+            Some(sp) => sp.limit,
+            None => s.duration,
+        };
         let k = self
             .plan
             .tests
@@ -976,6 +920,8 @@ impl Passes for OnTarget<'_> {
             } else {
                 format!("{} {}", test.name, measured + 1)
             }
+        } else if let Some(sp) = steady {
+            format!("{} steady state ({})", test.name, sp.rule.text())
         } else {
             format!("{} {}/{}", test.name, measured + 1, s.runs)
         };
@@ -1038,6 +984,17 @@ impl Passes for OnTarget<'_> {
                     let out = run(&walled, &watch);
                     t.sustained_state.ended = Some(Instant::now());
                     t.sustained_end = Some(watch.ended().unwrap_or(crate::sustained::End::MaxTime));
+                    out.map(|mut o| {
+                        o.interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
+                        o
+                    })
+                }
+                None if steady.is_some() => {
+                    let plan = steady.expect("steady");
+                    let out = run(
+                        &walled,
+                        &crate::steady::Watch::new(&obs, plan, &stop, &walled),
+                    );
                     out.map(|mut o| {
                         o.interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
                         o
@@ -1251,14 +1208,8 @@ impl Schedule<'_> {
             }
             let measured = t.record.passes.len() as u32;
             let stop = match self.plan.until_stable {
-                None if self.plan.steady.is_some() => {
-                    let sp = self.plan.steady.expect("steady");
-                    if sp.holds(&t.record.passes, s.duration).is_some() {
-                        Some(Stopped::Stable)
-                    } else {
-                        (measured >= sp.max_rounds).then_some(Stopped::MaxRuns)
-                    }
-                }
+                // Steady state: one pass, which its rounds end (or its limit).
+                None if t.steady.is_some() => (measured >= 1).then_some(Stopped::Runs),
                 None => (measured >= s.runs).then_some(Stopped::Runs),
                 Some(u) => {
                     let mbs: Vec<f64> = t.record.passes.iter().map(|p| p.mb_s).collect();
@@ -1306,12 +1257,11 @@ impl Schedule<'_> {
             }
             t.record.extra["precondition"] = v.clone();
         }
-        if let Some(sp) = self.plan.steady {
+        if let Some(sp) = t.steady {
             if !t.record.extra.is_object() {
                 t.record.extra = serde_json::json!({});
             }
-            t.record.extra["steady_state"] =
-                sp.extra(&t.record.passes, self.plan.settings.duration);
+            t.record.extra["steady_state"] = sp.extra(t.record.passes.last());
         }
         if let Some(sp) = self.plan.sustained {
             let (key, v) = sp.extra(&t.record, t.sustained_end, &mut t.sustained_state);
@@ -1366,29 +1316,7 @@ impl Schedule<'_> {
             return Ok(());
         }
         if let Some(ss) = t.record.extra.get("steady_state") {
-            let f = |k: &str| ss.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
-            let line = match ss.get("round").and_then(|v| v.as_u64()) {
-                Some(r) => format!(
-                    "{}: steady state ({}) attained in rounds {r}-{}: {:.1} MB/s, {:.0} IOPS \
-                     (range {:.1}%, excursion {:.1}% of the mean)",
-                    t.record.name,
-                    ss["rule"].as_str().unwrap_or(""),
-                    f("rounds") as u64,
-                    f("window_mean_mb_s"),
-                    f("window_mean_iops"),
-                    f("window_range") * 100.0,
-                    f("window_excursion") * 100.0
-                ),
-                None => format!(
-                    "{}: steady state ({}) not attained in {} rounds; the last {} ran at {:.1} \
-                     MB/s",
-                    t.record.name,
-                    ss["rule"].as_str().unwrap_or(""),
-                    f("rounds") as u64,
-                    f("window_rounds") as u64,
-                    f("window_mean_mb_s")
-                ),
-            };
+            let line = SteadyPlan::note(&t.record.name, ss);
             ctx.progress.println(&line);
             ctx.note(line);
         }
@@ -1439,6 +1367,7 @@ fn execute(plan: &BlockPlan, src: &mut impl Passes, ctx: &mut RunContext) -> Res
             return Ok(());
         }
         let mut t = TestRun::new(spec, None, src.written(spec, None));
+        t.steady = plan.steady.of(ti);
         t.id = ctx.begin_test(ti as u32, &t.record)?;
         let allowed = sched.left().map(|left| left / (n - ti) as u32);
         sched.visit(src, &mut t, allowed, ctx)?;

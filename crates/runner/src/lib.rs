@@ -15,6 +15,7 @@ pub mod repeat;
 pub mod signals;
 pub mod space;
 pub mod status;
+pub mod steady;
 pub mod sustained;
 pub mod verify;
 pub mod workload;

@@ -388,9 +388,7 @@ fn from_ticks(ticks: &[(f64, u64)]) -> Vec<Sample> {
 impl iolab_engine::PassObserver for Watch<'_> {
     fn tick(&self, bytes: u64, elapsed: Duration) {
         use std::sync::atomic::Ordering::Relaxed;
-        self.inner.tick(bytes, elapsed);
-        if self.signal.load(Relaxed) {
-            self.pass_stop.store(true, Relaxed);
+        if crate::steady::handed_on(self.inner, self.signal, self.pass_stop, bytes, elapsed) {
             return;
         }
         let Ok(mut t) = self.ticks.lock() else {

@@ -483,6 +483,90 @@ impl SteadyRule {
     }
 }
 
+/// One steady-state round: a stretch of one pass's series, its rate, IOPS and mean
+/// latency (µs; 0 without I/O).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Round {
+    pub mb_s: f64,
+    pub iops: f64,
+    pub lat_us: f64,
+}
+
+impl Round {
+    /// A round of `seconds` in which `bytes` and `ios` completed with latencies summing
+    /// to `lat_ns`.
+    pub fn of(bytes: f64, ios: f64, lat_ns: f64, seconds: f64) -> Round {
+        let s = seconds.max(1e-9);
+        Round {
+            mb_s: bytes / MB / s,
+            iops: ios / s,
+            lat_us: if ios > 0.0 {
+                lat_ns / ios / 1000.0
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+/// A pass's series in rounds of `per` intervals after its first `skip` (fio's `ss_ramp`),
+/// one after another; a round the pass did not finish (its series ends, or the pass did,
+/// within it) is left out.
+pub fn pass_rounds(p: &PassRecord, skip: usize, per: usize) -> Vec<Round> {
+    let ts = &p.timeseries;
+    if ts.interval_ms == 0 || per == 0 {
+        return Vec::new();
+    }
+    let iv = f64::from(ts.interval_ms) / 1000.0;
+    // Intervals the pass ran to their end.
+    let whole = ((p.seconds / iv) + 1e-6).floor() as usize;
+    let n = whole.min(ts.bytes.len());
+    let sum = |v: &[u64], a: usize, b: usize| v.get(a..b).map_or(0, |x| x.iter().sum::<u64>());
+    let dirs: Vec<&DirSeries> = [&ts.read, &ts.write].into_iter().flatten().collect();
+    let mut out = Vec::new();
+    let mut a = skip;
+    while a + per <= n {
+        let b = a + per;
+        let bytes = sum(&ts.bytes, a, b);
+        let ios: u64 = dirs.iter().map(|d| sum(&d.ios, a, b)).sum();
+        let lat: u64 = dirs.iter().map(|d| sum(&d.lat_sum_ns, a, b)).sum();
+        out.push(Round::of(
+            bytes as f64,
+            ios as f64,
+            lat as f64,
+            per as f64 * iv,
+        ));
+        a = b;
+    }
+    out
+}
+
+impl SteadyRule {
+    /// The first window of `window` rounds in a row (of `round_s` seconds each) that holds
+    /// the rule: the index of its first round, with its window.
+    pub fn first_window(
+        &self,
+        rounds: &[Round],
+        window: usize,
+        round_s: f64,
+    ) -> Option<(usize, Window)> {
+        if window < 2 {
+            return None;
+        }
+        rounds.windows(window).enumerate().find_map(|(i, w)| {
+            let mb: Vec<f64> = w.iter().map(|r| r.mb_s).collect();
+            let iops: Vec<f64> = w.iter().map(|r| r.iops).collect();
+            let lat: Vec<f64> = w.iter().map(|r| r.lat_us).collect();
+            let on = Rounds {
+                mb_s: &mb,
+                iops: &iops,
+                lat_us: &lat,
+            };
+            self.holds(on, round_s).map(|x| (i, x))
+        })
+    }
+}
+
 /// A decline: the least-squares line through the rate falls by at least this share of its
 /// starting value over the test.
 pub const DECLINE_MIN_FALL: f64 = 0.3;
@@ -986,6 +1070,37 @@ mod tests {
         for bad in ["iops", "iops:10", "lat", "xyz:5%", "bw:0%"] {
             assert!(SteadyRule::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn one_pass_in_rounds_and_the_first_window_after_a_cliff() {
+        // 100 MB/s for 1 s, then 20 MB/s for 3.45 s (a partial last interval), 1000
+        // writes a second at 50 µs each.
+        let mut bytes = vec![10_000_000u64; 10];
+        bytes.extend([2_000_000u64; 35]);
+        let mut t = test_of(bytes);
+        let p = &mut t.passes[0];
+        p.seconds = 4.45;
+        let n = p.timeseries.bytes.len();
+        p.timeseries.write = Some(DirSeries {
+            bytes: p.timeseries.bytes.clone(),
+            ios: vec![100; n],
+            lat_sum_ns: vec![100 * 50_000; n],
+            lat_max_ns: vec![50_000; n],
+        });
+        // Rounds of 0.5 s after the first 0.2 s: 8 whole ones (the pass ends in the 9th).
+        let r = pass_rounds(p, 2, 5);
+        assert_eq!(r.len(), 8);
+        assert!((r[0].mb_s - 100.0).abs() < 1e-9 && (r[1].mb_s - 68.0).abs() < 1e-9);
+        assert!((r[2].mb_s - 20.0).abs() < 1e-9, "{r:?}");
+        assert!(r
+            .iter()
+            .all(|x| (x.iops - 1000.0).abs() < 1e-9 && (x.lat_us - 50.0).abs() < 1e-9));
+        // The SNIA window of 3 holds first from the third round, after the drop.
+        let (i, w) = SteadyRule::Snia.first_window(&r, 3, 0.5).unwrap();
+        assert_eq!(i, 2);
+        assert!((w.mean - 20.0).abs() < 1e-9 && w.range.abs() < 1e-9);
+        assert!(SteadyRule::Snia.first_window(&r[..4], 3, 0.5).is_none());
     }
 
     #[test]

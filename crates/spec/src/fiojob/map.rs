@@ -32,6 +32,8 @@ pub struct FioJob {
     pub file: String,
     pub line: usize,
     pub job: JobSpec,
+    /// fio's `steadystate`: the job's pass is judged in rounds until its rule holds.
+    pub steady: Option<FioSteady>,
 }
 
 /// A job file resolved for one run.
@@ -57,15 +59,15 @@ pub struct FioPlan {
     pub verify: bool,
     /// Every engine option fio names (`fixedbufs`...), as the jobs set it or fio's default.
     pub engine_opts: EngineOpts,
-    /// fio's `steadystate`: passes are rounds until the rule holds (one for the run).
-    pub steady: Option<FioSteady>,
     /// What the run should say about the mapping.
     pub notes: Vec<String>,
 }
 
-/// fio's steady-state detection as iolab's `--steady-state`: rounds of `round` (fio's
-/// `ss_interval`, 1 s by default) until the last `window` of them (`ss_dur` / `round`) hold
-/// `rule` (fio's criterion, e.g. `iops:10%`), at most `max_rounds` (the runtime's rounds).
+/// fio's steady-state detection as iolab's `--steady-state`: the job's one pass, after its
+/// first `skip` (fio's `ss_ramp`), in rounds of `round` (fio's `ss_interval`, 1 s by
+/// default) until the last `window` of them (`ss_dur` / `round`) hold `rule` (fio's
+/// criterion, e.g. `iops:10%`), at most `max_rounds` (those the runtime holds after
+/// `skip`; fewer than the window: never attained, as in fio).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FioSteady {
     pub rule: String,
@@ -73,7 +75,7 @@ pub struct FioSteady {
     pub window: u32,
     pub max_rounds: u32,
     /// fio's `ss_ramp`: run this long, unjudged, before the first round.
-    pub warmup: Duration,
+    pub skip: Duration,
 }
 
 fn err(o: &RawOption, msg: impl Into<String>) -> FioError {
@@ -237,7 +239,6 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         .filter_map(|(k, o)| o.fio.map(|(name, default)| (k, o, name, default)))
         .map(|(k, o, name, default)| (k, o, name, default, Agree::new(name, "")))
         .collect();
-    let mut steady = Agree::new("steadystate", "");
     let mut engine_names: Vec<String> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut note = |n: String| {
@@ -858,10 +859,20 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             (Some(o), Some(dur)) if !dur.is_zero() => {
                 let rule = steady_rule(o, val(o)?)?;
                 let at = ss_dur.expect("set");
-                if round < Duration::from_millis(100) {
+                // Rounds are whole 100 ms intervals of the pass's series.
+                let whole = |d: Duration| d.as_nanos().is_multiple_of(100_000_000);
+                if round < Duration::from_millis(100) || !whole(round) {
                     return Err(err(
                         ss_interval.unwrap_or(at),
-                        "a round (ss_interval) lasts at least 100ms in iolab",
+                        "a round (ss_interval) is a multiple of 100ms in iolab (its series' \
+                         interval)",
+                    ));
+                }
+                if !whole(ss_ramp_v) {
+                    return Err(err(
+                        ss_ramp.expect("set"),
+                        "iolab starts the rounds on its series' 100 ms intervals: give a \
+                         multiple of 100ms",
                     ));
                 }
                 let window = (dur.as_secs_f64() / round.as_secs_f64()).round() as u64;
@@ -872,7 +883,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                          --duration",
                     ));
                 };
-                let max_rounds = (limit.as_secs_f64() / round.as_secs_f64()).floor() as u64;
+                let judged = limit.saturating_sub(ss_ramp_v).as_secs_f64();
+                let max_rounds = (judged / round.as_secs_f64() + 1e-9).floor() as u64;
                 if !(2..=1000).contains(&window) {
                     return Err(err(
                         at,
@@ -884,22 +896,22 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     ));
                 }
                 if max_rounds < window {
-                    return Err(err(
-                        at,
-                        format!(
-                            "the runtime ({}s) is shorter than the steady-state window ({}s): fio \
-                             could never attain it, and iolab runs at least the window",
-                            limit.as_secs_f64(),
-                            dur.as_secs_f64()
-                        ),
+                    note(format!(
+                        "steadystate (job {}): the runtime ({}s) holds {max_rounds} round(s) \
+                         of {}s after ss_ramp, fewer than the window's {window}: steady state \
+                         cannot be attained (fio runs such a job for its runtime and reports \
+                         it not attained; so does iolab)",
+                        sec.name,
+                        limit.as_secs_f64(),
+                        round.as_secs_f64()
                     ));
                 }
                 Some(FioSteady {
                     rule,
                     round,
                     window: window as u32,
-                    max_rounds: max_rounds.min(1000) as u32,
-                    warmup: ss_ramp_v,
+                    max_rounds: max_rounds.min(1_000_000) as u32,
+                    skip: ss_ramp_v,
                 })
             }
             (Some(_), _) => {
@@ -912,15 +924,6 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             }
             (None, _) => None,
         };
-        steady.put(job_steady, sec, ss, |v| match v {
-            Some(s) => format!(
-                "ss={} over {} rounds after {}s",
-                s.rule,
-                s.window,
-                s.warmup.as_secs_f64()
-            ),
-            None => "no steadystate".into(),
-        })?;
         if let Some(o) = get("ramp_time") {
             ramp.put(secs(o, 1_000_000)?, sec, Some(o), |d| {
                 format!("ramp_time={}s", d.as_secs_f64())
@@ -1564,6 +1567,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             file: sec.file.clone(),
             line: sec.line,
             job,
+            steady: job_steady,
         });
     }
     if !concurrent.is_empty() {
@@ -1614,7 +1618,6 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 .into_iter()
                 .map(|(_, o, _, default, agree)| (o.key, agree.get().unwrap_or(default))),
         ),
-        steady: steady.get().flatten(),
         notes,
     })
 }
@@ -2353,19 +2356,19 @@ mod tests {
     fn steady_state_poisson_and_ftruncate() {
         let p = plan(
             "[j]\nrw=write\nsize=1m\ntime_based\nruntime=3\nss=bw_slope:1%\nss_dur=1s\n\
-             ss_interval=250ms\nss_ramp=500ms\nioengine=ftruncate\nrate_iops=50\n\
+             ss_interval=200ms\nss_ramp=600ms\nioengine=ftruncate\nrate_iops=50\n\
              rate_process=poisson\n",
             Overrides::default(),
         )
         .unwrap();
         assert_eq!(
-            p.steady,
+            p.jobs[0].steady,
             Some(FioSteady {
                 rule: "bw_slope:1%".into(),
-                round: Duration::from_millis(250),
-                window: 4,
+                round: Duration::from_millis(200),
+                window: 5,
                 max_rounds: 12,
-                warmup: Duration::from_millis(500),
+                skip: Duration::from_millis(600),
             })
         );
         assert_eq!(p.engine, EngineKind::Ftruncate);
@@ -2374,13 +2377,35 @@ mod tests {
         let base = "[j]\nrw=write\nsize=1m\ntime_based\nruntime=3\n";
         assert!(e(&format!("{base}ss=iops:5\nss_dur=1s\n")).contains("absolute limit"));
         assert!(e(&format!("{base}ss=lat:5%\nss_dur=1s\n")).contains("latency"));
-        assert!(e(&format!("{base}ss=iops:5%\nss_dur=10s\n")).contains("shorter than"));
+        assert!(e(&format!("{base}ss=iops:5%\nss_dur=1s\nss_interval=250ms\n")).contains("100ms"));
+        assert!(e(&format!("{base}ss=iops:5%\nss_dur=1s\nss_ramp=50ms\n")).contains("100ms"));
+        // A window longer than the runtime: run, never attained (as fio), and noted; jobs
+        // with different rules each keep their own.
+        let p = plan(
+            "[global]\nsize=1m\ntime_based\nruntime=3\n[j]\nrw=write\nss=iops:5%\nss_dur=10s\n\
+             [k]\nrw=read\nss=bw_slope:1%\nss_dur=2s\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            p.jobs[0].steady.as_ref().map(|s| (s.window, s.max_rounds)),
+            Some((10, 3))
+        );
+        assert_eq!(
+            p.jobs[1].steady.as_ref().map(|s| s.rule.as_str()),
+            Some("bw_slope:1%")
+        );
+        assert!(
+            p.notes.iter().any(|n| n.contains("cannot be attained")),
+            "{:?}",
+            p.notes
+        );
         assert!(e("[j]\nrw=randrw\nsize=1m\nioengine=ftruncate\n").contains("fails reads"));
         assert!(e(&format!("{base}ioengine=ftruncate\nverify=md5\n")).contains("nothing to verify"));
         assert!(e(&format!("{base}rate_process=normal\n")).contains("linear or poisson"));
         // Without ss_dur fio does not detect steady state: noted, not applied.
         let p = plan(&format!("{base}ss=iops:5%\n"), Overrides::default()).unwrap();
-        assert!(p.steady.is_none() && p.notes.iter().any(|n| n.contains("ss_dur")));
+        assert!(p.jobs[0].steady.is_none() && p.notes.iter().any(|n| n.contains("ss_dur")));
     }
 
     #[test]

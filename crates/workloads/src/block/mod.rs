@@ -70,7 +70,8 @@ pub struct BlockArgs {
     pub end_fsync: EndFsyncArg,
     #[command(flatten, next_help_heading = "Passes and headline")]
     pub stable: StableArgs,
-    /// Passes are rounds until the last --ss-window of them are steady: the SNIA PTS rule
+    /// One pass per test, cut into rounds of --duration, until the last --ss-window of them
+    /// are steady: the SNIA PTS rule
     /// (default: range within 20%, best-fit excursion within 10% of their mean MB/s), or
     /// fio's iops:P%, bw:P%, lat:P%, iops_slope:P%, bw_slope:P%, lat_slope:P%
     /// (see docs/workloads.md).
@@ -529,7 +530,7 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
     };
     // Adaptive passes: asked for, or the preset's default when --runs does not fix them.
     let steady = match &a.steady_state {
-        None => None,
+        None => iolab_runner::steady::Steady::Off,
         Some(rule) => {
             let rule = iolab_stats::series::SteadyRule::parse(rule)
                 .map_err(|m| UsageError::option("steady-state", format!("--steady-state {m}")))?;
@@ -545,16 +546,24 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
                 window,
                 MAX_PASSES,
             )?;
-            Some(pass_loop::SteadyPlan {
-                rule,
-                window,
-                max_rounds,
-            })
+            if !iolab_runner::steady::whole_intervals(duration, false) {
+                return Err(UsageError::option(
+                    "duration",
+                    format!(
+                        "--steady-state cuts the pass's 100 ms series into rounds of --duration: \
+                         give a multiple of 100ms (not {} ms)",
+                        duration.as_secs_f64() * 1000.0
+                    ),
+                ));
+            }
+            iolab_runner::steady::Steady::All(pass_loop::SteadyPlan::rounds(
+                rule, window, duration, max_rounds,
+            ))
         }
     };
     let stable = a
         .stable
-        .get(d.adaptive && a.runs.runs.is_none() && steady.is_none())?;
+        .get(d.adaptive && a.runs.runs.is_none() && !steady.any())?;
     let mut plan = BlockPlan {
         preset: preset.to_string(),
         until_stable: stable.map(|c| UntilStable {
@@ -594,6 +603,11 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         },
         preconditioned: None,
     };
+    if let iolab_runner::steady::Steady::All(sp) = &plan.steady {
+        // One pass a test, of at most its rounds' time (the run's settings say so).
+        plan.settings.duration = sp.limit;
+        plan.settings.runs = 1;
+    }
     let default_budget = plan.default_budget();
     if let Some(u) = &mut plan.until_stable {
         u.budget.get_or_insert(default_budget);

@@ -126,30 +126,38 @@ pub fn plan_file(
     plan.verify = fp.verify;
     plan.size_given = fp.size.is_some();
     plan.size_at = fp.size_at.clone();
-    if let Some(ss) = &fp.steady {
-        // fio's steadystate: each round is one pass of ss_interval; the runner's
-        // --steady-state judges the rounds (docs/fio.md).
-        let rule = iolab_stats::series::SteadyRule::parse(&ss.rule).map_err(UsageError::general)?;
-        plan.steady = Some(iolab_runner::block::SteadyPlan {
-            rule,
-            window: ss.window,
-            max_rounds: ss.max_rounds,
-        });
-        plan.settings.duration = ss.round;
-        if !ss.warmup.is_zero() {
-            // ss_ramp: once, before the rounds (a warm-up pass), not at each round's start.
-            plan.settings.warmup_passes = 1;
-            plan.settings.warmup_duration = ss.warmup;
+    if fp.jobs.iter().any(|j| j.steady.is_some()) {
+        // fio's steadystate: each such job's one pass is judged in rounds of ss_interval,
+        // by its own rule (docs/fio.md).
+        let mut each = Vec::with_capacity(fp.jobs.len());
+        for j in &fp.jobs {
+            let Some(ss) = &j.steady else {
+                each.push(None);
+                continue;
+            };
+            let rule =
+                iolab_stats::series::SteadyRule::parse(&ss.rule).map_err(UsageError::general)?;
+            each.push(Some(iolab_runner::block::SteadyPlan {
+                rule,
+                window: ss.window,
+                round: ss.round,
+                skip: ss.skip,
+                limit: fp.duration,
+            }));
+            plan.notes.push(format!(
+                "steadystate={} (job {}): its pass is judged in rounds of {}s (fio's \
+                 ss_interval) after its first {}s (ss_ramp), until the last {} (ss_dur) hold \
+                 it, at most {} (the runtime); fio judges a rolling window of per-interval \
+                 samples the same way",
+                ss.rule,
+                j.name,
+                ss.round.as_secs_f64(),
+                ss.skip.as_secs_f64(),
+                ss.window,
+                ss.max_rounds
+            ));
         }
-        plan.notes.push(format!(
-            "steadystate={}: passes are rounds of {}s (fio's ss_interval) until the last {} \
-             (ss_dur) hold it, at most {} (the runtime); fio judges a rolling window of \
-             per-interval samples the same way",
-            ss.rule,
-            ss.round.as_secs_f64(),
-            ss.window,
-            ss.max_rounds
-        ));
+        plan.steady = iolab_runner::steady::Steady::Each(each);
     }
     if plan.verify {
         plan.check_verify()?;
@@ -171,10 +179,10 @@ fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>,
         }
     }
     let (mut plan, log_plan) = plan_file(&a.jobfile, ov, common.target.is_dir())?;
-    if plan.steady.is_some() && a.runs.runs.is_some() {
+    if plan.steady.any() && a.runs.runs.is_some() {
         return Err(UsageError::option(
             "runs",
-            "the job file's steadystate decides the number of passes (rounds); leave --runs \
+            "the job file's steadystate makes a job one pass judged in rounds; leave --runs \
              out",
         ));
     }
