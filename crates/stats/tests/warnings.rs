@@ -1401,6 +1401,26 @@ fn series_run(rates: &[f64]) -> RunRecord {
     run_of(vec![record("SEQ", Rw::Write, vec![p])])
 }
 
+/// `run sustained` measures the cliff itself (its tests' `extra.sustained` or
+/// `extra.recovery`, which its workload's descriptor reads): no RATE_CLIFF repeats it.
+#[test]
+fn no_rate_cliff_where_the_workload_reports_its_own() {
+    let f = TargetFacts::default();
+    let mut r = vec![1204.0; 24];
+    r.extend([212.0; 30]);
+    for key in ["sustained", "recovery"] {
+        let mut run = series_run(&r);
+        run.preset = "sustained".into();
+        run.tests[0].extra = serde_json::json!({ key: { "stopped": "max_time" } });
+        let ws = analyze(&run, &f);
+        assert!(
+            !codes(&ws).contains(&"RATE_CLIFF"),
+            "{key}: {:?}",
+            codes(&ws)
+        );
+    }
+}
+
 #[test]
 fn rate_cliff_when_the_rate_drops_and_stays_down() {
     let f = TargetFacts::default();
