@@ -110,7 +110,7 @@ fn run_of(tests: Vec<TestRecord>) -> RunRecord {
                 ("registerfiles", iolab_spec::engopt::Val::Flag(true)),
             ]),
         },
-        engine: "io_uring".into(),
+        engine: Some(EngineKind::IoUring),
         command_line: vec!["iolab".into(), "run".into()],
         label: None,
         started_at: "2025-01-01T00:00:00Z".into(),
