@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::EnvError;
 use crate::mounts::MountEntry;
 use crate::util::{block_name, dev_string, parse_dev};
 use crate::Throttle;
@@ -192,9 +193,12 @@ pub(crate) struct OwnCgroup {
 }
 
 /// This process's cgroup for `controller` ("blkio", "memory"), or why it cannot be found.
-pub(crate) fn own_cgroup(mounts: &[MountEntry], controller: &str) -> Result<OwnCgroup, String> {
-    let text = std::fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
+pub(crate) fn own_cgroup(mounts: &[MountEntry], controller: &str) -> Result<OwnCgroup, EnvError> {
+    const PROC_CGROUP: &str = "/proc/self/cgroup";
+    let text = std::fs::read_to_string(PROC_CGROUP).map_err(|source| EnvError::Read {
+        path: PROC_CGROUP.into(),
+        source,
+    })?;
     let member = parse_proc_cgroup(&text);
     let has_opt = |m: &MountEntry, opt: &str| m.super_options.split(',').any(|o| o == opt);
     let (c, mount, v1) = if let Some(c) = member
@@ -205,19 +209,26 @@ pub(crate) fn own_cgroup(mounts: &[MountEntry], controller: &str) -> Result<OwnC
             .iter()
             .find(|m| m.fs_type == "cgroup" && has_opt(m, controller))
             .ok_or_else(|| {
-                format!("this process is in a {controller} cgroup, but no {controller} hierarchy is mounted")
+                EnvError::Missing(format!(
+                    "this process is in a {controller} cgroup, but no {controller} hierarchy \
+                     is mounted"
+                ))
             })?;
         (c, mount, true)
     } else if let Some(c) = member.iter().find(|c| c.hierarchy_id == 0) {
         let mount = mounts
             .iter()
             .find(|m| m.fs_type == "cgroup2")
-            .ok_or("this process is in a cgroup v2, but no cgroup2 hierarchy is mounted")?;
+            .ok_or_else(|| {
+                EnvError::Missing(
+                    "this process is in a cgroup v2, but no cgroup2 hierarchy is mounted".into(),
+                )
+            })?;
         (c, mount, false)
     } else {
-        return Err(format!(
-            "no {controller} (v1) or unified (v2) cgroup in /proc/self/cgroup"
-        ));
+        return Err(EnvError::Missing(format!(
+            "no {controller} (v1) or unified (v2) cgroup in {PROC_CGROUP}"
+        )));
     };
     Ok(OwnCgroup {
         path: c.path.clone(),
@@ -228,27 +239,25 @@ pub(crate) fn own_cgroup(mounts: &[MountEntry], controller: &str) -> Result<OwnC
 }
 
 /// The throttles that apply to this process, or why they cannot be known.
-pub(crate) fn capture_throttles(mounts: &[MountEntry]) -> Result<Vec<Throttle>, String> {
+pub(crate) fn capture_throttles(mounts: &[MountEntry]) -> Result<Vec<Throttle>, EnvError> {
     let own = own_cgroup(mounts, "blkio")?;
-    throttles_along(&own.mount_point, &own.rel).map_err(|e| {
-        format!(
-            "{} cgroup {}: {e}",
-            if own.v1 { "blkio" } else { "v2" },
-            own.path
-        )
+    throttles_along(&own.mount_point, &own.rel).map_err(|source| EnvError::Throttles {
+        hierarchy: if own.v1 { "blkio" } else { "v2" },
+        cgroup: own.path,
+        source,
     })
 }
 
 /// A cgroup path relative to a mount of its hierarchy whose root is `mount_root`.
-fn relative<'a>(path: &'a str, mount_root: &str) -> Result<&'a str, String> {
+fn relative<'a>(path: &'a str, mount_root: &str) -> Result<&'a str, EnvError> {
     if mount_root == "/" {
         return Ok(path);
     }
     match path.strip_prefix(mount_root) {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => Ok(rest),
-        _ => Err(format!(
+        _ => Err(EnvError::Missing(format!(
             "cgroup {path} is outside the mounted part {mount_root}"
-        )),
+        ))),
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::error::EnvError;
 use crate::mounts::MountEntry;
 use crate::util::{block_name, read_trim, run};
 
@@ -90,7 +91,7 @@ fn btrfs_profiles(dir: &Path) -> Vec<String> {
 
 /// The fsid (the `/sys/fs/btrfs/<fsid>` directory) of a mounted btrfs: found through the
 /// mount source's device among the members sysfs lists, else from `btrfs filesystem show`.
-pub(crate) fn btrfs_fsid(m: &MountEntry) -> Result<String, String> {
+pub(crate) fn btrfs_fsid(m: &MountEntry) -> Result<String, EnvError> {
     if let Ok(meta) = std::fs::metadata(&m.source) {
         use std::os::unix::fs::MetadataExt;
         let rdev = meta.rdev();
@@ -113,11 +114,13 @@ pub(crate) fn btrfs_fsid(m: &MountEntry) -> Result<String, String> {
     let uuid = out
         .lines()
         .find_map(|l| l.split("uuid:").nth(1).map(|u| u.trim().to_string()))
-        .ok_or_else(|| "`btrfs filesystem show` printed no uuid".to_string())?;
+        .ok_or_else(|| EnvError::Missing("`btrfs filesystem show` printed no uuid".into()))?;
     if Path::new(BTRFS_SYSFS).join(&uuid).is_dir() {
         Ok(uuid)
     } else {
-        Err(format!("{BTRFS_SYSFS}/{uuid} does not exist"))
+        Err(EnvError::Missing(format!(
+            "{BTRFS_SYSFS}/{uuid} does not exist"
+        )))
     }
 }
 
@@ -137,7 +140,7 @@ pub(crate) fn btrfs_member_names(fsid: &str) -> Vec<String> {
 
 /// Selected properties of a ZFS dataset, via `zfs get -H -o property,value all DATASET`
 /// (asking for "all" works with old `zfs` builds that lack some properties, e.g. `sync`).
-fn zfs_properties(dataset: &str) -> Result<BTreeMap<String, String>, String> {
+fn zfs_properties(dataset: &str) -> Result<BTreeMap<String, String>, EnvError> {
     let out = run(
         "zfs",
         &["get", "-H", "-o", "property,value", "all", dataset],
@@ -156,12 +159,14 @@ pub(crate) fn parse_zfs_get(out: &str) -> BTreeMap<String, String> {
 
 /// The leaf vdevs of a pool, each with the group it sits in ("mirror-0", "logs", ...), from
 /// `zpool status -P` (full paths), or plain `zpool status` where `-P` is not supported.
-pub(crate) fn zpool_vdevs(pool: &str) -> Result<Vec<(Option<String>, String)>, String> {
+pub(crate) fn zpool_vdevs(pool: &str) -> Result<Vec<(Option<String>, String)>, EnvError> {
     let out = run("zpool", &["status", "-P", pool], COMMAND_LIMIT)
         .or_else(|_| run("zpool", &["status", pool], COMMAND_LIMIT))?;
     let vdevs = parse_zpool_status(&out);
     if vdevs.is_empty() {
-        Err("no config section in `zpool status`".into())
+        Err(EnvError::Missing(
+            "no config section in `zpool status`".into(),
+        ))
     } else {
         Ok(vdevs)
     }

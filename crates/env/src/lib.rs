@@ -11,16 +11,20 @@
 //! Modules: `host` (kernel, CPU, memory), `reclaim` (DAMON pageout, memory-cgroup limit),
 //! `mounts` (`/proc/self/mountinfo`), `blockdev` (sysfs
 //! device facts and the chain walk), `fsinfo` (btrfs and ZFS specifics), `cgroup` (blkio and
-//! io.max throttles), `render` (text).
+//! io.max throttles), `render` (text), `error` (`EnvError`: why a fact is unknown, with its
+//! source).
 
 mod blockdev;
 mod cgroup;
+mod error;
 mod fsinfo;
 mod host;
 mod mounts;
 mod reclaim;
 mod render;
 mod util;
+
+pub use error::EnvError;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cgroup::own_cgroup;
+use crate::error::EnvError;
 use crate::mounts::MountEntry;
 use crate::render::size;
 use crate::util::read_trim;
@@ -82,7 +83,7 @@ fn seconds(us: u64) -> String {
 /// "lru_deprio"), read from DAMON's sysfs admin directory `admin`, plus DAMON_RECLAIM when
 /// its module parameters at `reclaim_params` say it is enabled. `Ok(vec![])` when neither
 /// exists or nothing is running; `Err` when the admin directory exists but cannot be read.
-pub fn damon_reclaimers(admin: &Path, reclaim_params: &Path) -> Result<Vec<Reclaimer>, String> {
+pub fn damon_reclaimers(admin: &Path, reclaim_params: &Path) -> Result<Vec<Reclaimer>, EnvError> {
     let mut out = Vec::new();
     let kdamonds = admin.join("kdamonds");
     if kdamonds.exists() {
@@ -142,11 +143,16 @@ pub fn damon_reclaimers(admin: &Path, reclaim_params: &Path) -> Result<Vec<Recla
 
 /// The entries of `dir` named by numbers ("0", "1", ...), in numeric order; none when the
 /// directory does not exist.
-fn numbered(dir: &Path) -> Result<Vec<String>, String> {
+fn numbered(dir: &Path) -> Result<Vec<String>, EnvError> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
+        Err(source) => {
+            return Err(EnvError::Read {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
     };
     let mut n: Vec<u64> = rd
         .flatten()
@@ -226,7 +232,7 @@ pub fn memory_limit_along(root: &Path, path: &str, v1: bool) -> MemoryLimit {
 }
 
 /// iolab's memory limit from `/proc/self/cgroup` and the mounted hierarchies.
-pub(crate) fn capture_memory_limit(mounts: &[MountEntry]) -> Result<MemoryLimit, String> {
+pub(crate) fn capture_memory_limit(mounts: &[MountEntry]) -> Result<MemoryLimit, EnvError> {
     let own = own_cgroup(mounts, "memory")?;
     let mut lim = memory_limit_along(&own.mount_point, &own.rel, own.v1);
     lim.cgroup = own.path;
@@ -286,6 +292,34 @@ mod tests {
         assert!(damon_reclaimers(&admin, &none).unwrap().is_empty());
         // No DAMON at all: nothing, and no error.
         assert!(damon_reclaimers(&none, &none).unwrap().is_empty());
+    }
+
+    /// An admin directory that cannot be read is an error that says which and keeps the
+    /// I/O error it came from (`EnvError::Read`), displayed as the note a run records.
+    #[test]
+    fn an_unreadable_admin_directory_is_an_error_with_its_source() {
+        let t = tempfile::tempdir().unwrap();
+        let admin = t.path().join("admin");
+        // `kdamonds` exists but is a file: reading it as a directory fails (ENOTDIR).
+        put(&admin, "kdamonds", "0");
+        let e = damon_reclaimers(&admin, &t.path().join("none")).unwrap_err();
+        let kdamonds = admin.join("kdamonds");
+        let EnvError::Read { path, source } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(path, &kdamonds);
+        assert_eq!(source.raw_os_error(), Some(libc_enotdir()));
+        let inner = std::error::Error::source(&e).expect("the I/O error is kept");
+        assert_eq!(
+            e.to_string(),
+            format!("{}: {inner}", kdamonds.display()),
+            "the note's text is the path and the I/O error"
+        );
+    }
+
+    /// ENOTDIR without a libc dependency for one constant.
+    fn libc_enotdir() -> i32 {
+        rustix::io::Errno::NOTDIR.raw_os_error()
     }
 
     #[test]

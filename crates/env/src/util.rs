@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::error::EnvError;
+
 /// A file's content with surrounding whitespace trimmed; `None` when unreadable or empty.
 pub(crate) fn read_trim(path: impl AsRef<Path>) -> Option<String> {
     let s = std::fs::read_to_string(path).ok()?;
@@ -53,14 +55,17 @@ pub(crate) fn sys_block(name: &str) -> PathBuf {
 
 /// Runs a command with a time limit and returns its stdout when it exits 0. `Err` says why
 /// not (missing program, failure, timeout), for a note.
-pub(crate) fn run(program: &str, args: &[&str], limit: Duration) -> Result<String, String> {
+pub(crate) fn run(program: &str, args: &[&str], limit: Duration) -> Result<String, EnvError> {
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("`{program}` could not be started: {e}"))?;
+        .map_err(|source| EnvError::Spawn {
+            program: program.to_string(),
+            source,
+        })?;
     // Read stdout on a thread so a chatty command cannot block on a full pipe.
     let mut stdout = child.stdout.take();
     let reader = std::thread::spawn(move || {
@@ -78,9 +83,16 @@ pub(crate) fn run(program: &str, args: &[&str], limit: Duration) -> Result<Strin
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("`{program} {}` timed out", args.join(" ")));
+                return Err(EnvError::TimedOut {
+                    command: format!("{program} {}", args.join(" ")),
+                });
             }
-            Err(e) => return Err(format!("`{program}`: {e}")),
+            Err(source) => {
+                return Err(EnvError::Wait {
+                    program: program.to_string(),
+                    source,
+                })
+            }
         }
     };
     let out = reader.join().unwrap_or_default();
@@ -91,10 +103,10 @@ pub(crate) fn run(program: &str, args: &[&str], limit: Duration) -> Result<Strin
         if let Some(mut e) = child.stderr.take() {
             let _ = e.read_to_string(&mut err);
         }
-        let first = err.lines().next().unwrap_or("").trim().to_string();
-        Err(format!(
-            "`{program} {}` failed ({status}): {first}",
-            args.join(" ")
-        ))
+        Err(EnvError::Failed {
+            command: format!("{program} {}", args.join(" ")),
+            status,
+            first_line: err.lines().next().unwrap_or("").trim().to_string(),
+        })
     }
 }

@@ -70,8 +70,8 @@ pub use activity::{count_as_ours, Activity, ActivitySample, DeviceIo, ProcessCpu
 pub use cpu::{CpuLossSampler, CpuSample, CpuUsage};
 pub use histogram::LatencyHistogram;
 pub use model::{
-    DirResult, DirSeries, IoErrorRecord, LatSummary, MetricSummary, PassContext, PassRecord,
-    RunRecord, Score, SyncStats, TargetInfo, TargetKind, TestRecord, TestSummary, TimeSeries,
-    FAILED_NOTE, MB,
+    engine_of_text, DirResult, DirSeries, IoErrorRecord, LatSummary, MetricSummary, PassContext,
+    PassRecord, RunRecord, Score, SyncStats, TargetInfo, TargetKind, TestRecord, TestSummary,
+    TimeSeries, FAILED_NOTE, MB,
 };
 pub use warning::{Caveat, CodeDoc, Warning, WarningCode, Weight, DOCS_BEGIN, DOCS_END};

@@ -1,6 +1,6 @@
 //! Passes, tests and runs: the records every workload produces and every consumer reads.
 
-use iolab_spec::{IoDir, JobSpec, RunSettings};
+use iolab_spec::{EngineKind, IoDir, JobSpec, RunSettings};
 use serde::{Deserialize, Serialize};
 
 use crate::activity::Activity;
@@ -359,6 +359,37 @@ mod score_text {
     }
 }
 
+/// `RunRecord::engine` as its stored text: the engine's name, or "" for a run that used
+/// none.
+mod engine_text {
+    use super::EngineKind;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(engine: &Option<EngineKind>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(engine.map_or("", EngineKind::as_str))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<EngineKind>, D::Error> {
+        super::engine_of_text(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The engine a run stored as `text` used: `None` for "" (no engine), an error naming
+/// the text for a name this version does not know.
+pub fn engine_of_text(text: &str) -> Result<Option<EngineKind>, serde_json::Error> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_value(serde_json::Value::String(text.to_string())).map(Some)
+}
+
+impl RunRecord {
+    /// The engine the run used as stored and shown: its name, or "" for none.
+    pub fn engine_text(&self) -> &'static str {
+        self.engine.map_or("", EngineKind::as_str)
+    }
+}
+
 /// A test's headline numbers over its passes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TestSummary {
@@ -470,9 +501,10 @@ pub struct RunRecord {
     pub workload: String,
     pub target: TargetInfo,
     pub settings: RunSettings,
-    /// The engine actually used (after any fallback); empty when the run used none (JSON
-    /// null).
-    pub engine: String,
+    /// The engine actually used (after any fallback); `None` when the run used none (JSON
+    /// null; stored as "").
+    #[serde(with = "engine_text")]
+    pub engine: Option<EngineKind>,
     pub command_line: Vec<String>,
     pub label: Option<String>,
     /// RFC 3339 UTC.

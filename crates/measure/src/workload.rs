@@ -165,6 +165,13 @@ pub trait WorkloadInfo: Sync {
         None
     }
 
+    /// Whether a test of this workload measured its own rate cliff and reports it (`run
+    /// sustained`: its burst and sustained rates, its recovery), so that the generic
+    /// `RATE_CLIFF` warning would only repeat it.
+    fn reports_own_cliff(&self, _t: &TestRecord) -> bool {
+        false
+    }
+
     /// Whether a test's `extra` holds a scrub test's verdict (its `problems` and
     /// `miscounts` lists).
     fn scrub_verdict(&self, _t: &TestRecord) -> bool {

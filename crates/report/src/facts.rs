@@ -141,13 +141,10 @@ pub(crate) fn passes(run: &RunRecord) -> String {
 /// `io_uring, fixed buffers · direct (O_DIRECT) · data random (incompressible)`.
 pub(crate) fn io(run: &RunRecord) -> String {
     let s = &run.settings;
-    let mut engine = if run.engine.is_empty() {
-        "no engine".to_string()
-    } else {
-        run.engine.clone()
-    };
-    let asked = s.engine.map_or("", |e| e.as_str());
-    if run.engine != asked {
+    let mut engine = run
+        .engine
+        .map_or_else(|| "no engine".to_string(), |e| e.as_str().to_string());
+    if run.engine != s.engine {
         engine.push_str(&format!(
             " (asked for {})",
             s.engine.map_or("none", |e| e.as_str())

@@ -156,7 +156,7 @@ fn assert_document(run: &RunRecord) {
     assert_eq!(v["finished_at"], json!(run.finished_at));
     assert_eq!(v["complete"], run.complete);
     assert_eq!(v["label"], json!(run.label));
-    assert_eq!(v["engine"], run.engine);
+    assert_eq!(v["engine"], run.engine_text());
     assert_eq!(v["command_line"], json!(run.command_line));
     assert_eq!(v["notes"], json!(run.notes));
     assert_eq!(v["env"], run.env);

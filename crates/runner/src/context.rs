@@ -310,10 +310,7 @@ impl RunContext {
             preset: start.preset,
             workload: start.workload,
             target: start.target,
-            engine: start
-                .settings
-                .engine
-                .map_or_else(String::new, |e| e.as_str().to_string()),
+            engine: start.settings.engine,
             settings: start.settings,
             command_line: std::env::args().collect(),
             label: self.common.label.clone(),

@@ -816,7 +816,7 @@ fn per_test(
             Some(t),
         ));
     }
-    rate_cliff_and_stalls(out, t);
+    rate_cliff_and_stalls(out, run, t);
     if t.summary.converged == Some(false) {
         // The block pass loop says in `extra.adaptive` what it aimed for and what stopped it.
         let adaptive = t.extra.get("adaptive");
@@ -916,14 +916,15 @@ fn per_test(
 }
 
 /// `RATE_CLIFF` and `STALLED_INTERVALS` from a test's per-interval series.
-fn rate_cliff_and_stalls(out: &mut Vec<Warning>, t: &TestRecord) {
+fn rate_cliff_and_stalls(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord) {
     let what = match (t.job.rw.reads(), t.job.rw.writes()) {
         (true, false) => "reads",
         (false, true) => "writes",
         _ => "I/O",
     };
-    // `run sustained` measures the cliff itself and reports it (extra.sustained).
-    let measured_here = t.extra.get("sustained").is_some() || t.extra.get("recovery").is_some();
+    // A workload that measures the cliff itself (`run sustained`) reports it.
+    let measured_here =
+        iolab_measure::workload::of_run(run).is_some_and(|w| w.reports_own_cliff(t));
     if let Some(c) = crate::series::test_cliff(t).filter(|_| !measured_here) {
         let cause = if what == "reads" {
             "a cache ran out"

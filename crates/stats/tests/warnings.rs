@@ -110,7 +110,7 @@ fn run_of(tests: Vec<TestRecord>) -> RunRecord {
                 ("registerfiles", iolab_spec::engopt::Val::Flag(true)),
             ]),
         },
-        engine: "io_uring".into(),
+        engine: Some(EngineKind::IoUring),
         command_line: vec!["iolab".into(), "run".into()],
         label: None,
         started_at: "2025-01-01T00:00:00Z".into(),
@@ -1399,6 +1399,26 @@ fn series_run(rates: &[f64]) -> RunRecord {
     );
     p.index = 1;
     run_of(vec![record("SEQ", Rw::Write, vec![p])])
+}
+
+/// `run sustained` measures the cliff itself (its tests' `extra.sustained` or
+/// `extra.recovery`, which its workload's descriptor reads): no RATE_CLIFF repeats it.
+#[test]
+fn no_rate_cliff_where_the_workload_reports_its_own() {
+    let f = TargetFacts::default();
+    let mut r = vec![1204.0; 24];
+    r.extend([212.0; 30]);
+    for key in ["sustained", "recovery"] {
+        let mut run = series_run(&r);
+        run.preset = "sustained".into();
+        run.tests[0].extra = serde_json::json!({ key: { "stopped": "max_time" } });
+        let ws = analyze(&run, &f);
+        assert!(
+            !codes(&ws).contains(&"RATE_CLIFF"),
+            "{key}: {:?}",
+            codes(&ws)
+        );
+    }
 }
 
 #[test]

@@ -124,7 +124,7 @@ pub(crate) fn of_run(run: &RunRecord, settings_json: &str) -> String {
         config_label: run.config_label.as_deref(),
         study: run.study.as_deref(),
         host: run.env["hostname"].as_str(),
-        engine: &run.engine,
+        engine: run.engine_text(),
         settings_json,
         command_line: &run.command_line,
     })

@@ -482,7 +482,7 @@ fn insert_run(db: &mut dyn Db, run: &RunRecord) -> Result<i64, StoreError> {
             &run.label,
             &command_line,
             &run.iolab_version,
-            &run.engine,
+            run.engine_text(),
             &settings,
             &notes,
             &warnings,
@@ -987,7 +987,13 @@ pub(crate) fn decode_run(path: &Path, row: &dyn Cells, id: i64) -> Result<RunRec
             size: row.unsigned("size")?,
         },
         settings: d.json("settings_json")?,
-        engine: row.text("engine")?,
+        engine: iolab_measure::engine_of_text(&row.text("engine")?).map_err(|source| {
+            StoreError::Json {
+                path: path.to_path_buf(),
+                what: format!("engine of run {id}"),
+                source,
+            }
+        })?,
         command_line: d.json("command_line")?,
         label: row.opt_text("label")?,
         started_at: row.text("started_at")?,

@@ -484,6 +484,29 @@ fn corrupt_json_names_the_column_and_row() {
     );
 }
 
+/// `RunRecord::engine` is stored as text: "" for a run that used none (loaded back as
+/// `None`), and a name this version does not know is an error naming the column and row.
+#[test]
+fn a_run_without_an_engine_loads_as_none_and_an_unknown_engine_is_named() {
+    let dir = TempDir::new().unwrap();
+    let path = db(&dir);
+    let mut run = common::run("no-engine");
+    run.engine = None;
+    let mut store = Store::open(&path).unwrap();
+    let id = store.save_run(&run).unwrap();
+    assert_eq!(store.load_run(id).unwrap().engine, None);
+    drop(store);
+    Connection::open(&path)
+        .unwrap()
+        .execute("UPDATE runs SET engine = 'warp' WHERE id = ?1", [id])
+        .unwrap();
+    let err = Store::open(&path).unwrap().load_run(id).unwrap_err();
+    assert!(matches!(err, StoreError::Json { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains(&format!("engine of run {id}")), "{text}");
+    assert!(text.contains("warp"), "{text}");
+}
+
 #[test]
 fn version_1_database_is_migrated_and_old_passes_load() {
     let dir = TempDir::new().unwrap();

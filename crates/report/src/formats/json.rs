@@ -35,7 +35,7 @@ pub fn run_document(run: &RunRecord) -> Value {
         "study": run.study,
         "config_label": run.config_label,
         "study_meta": run.study_meta,
-        "engine": (!run.engine.is_empty()).then_some(&run.engine),
+        "engine": run.engine.map(|e| e.as_str()),
         "settings": settings(&run.settings),
         "command_line": run.command_line,
         "notes": run.notes,

@@ -118,7 +118,7 @@ pub fn run_record(preset: &str, settings: RunSettings, tests: Vec<TestRecord>) -
             size: settings.size,
         },
         settings,
-        engine: "io_uring".to_string(),
+        engine: Some(EngineKind::IoUring),
         command_line: vec!["iolab".into(), "run".into(), preset.into()],
         label: Some("nightly".to_string()),
         started_at: "2025-03-01T10:00:00Z".to_string(),
@@ -292,7 +292,7 @@ pub fn custom_run() -> RunRecord {
     s.engine = Some(EngineKind::IoUring);
     s.direct = false;
     let mut run = run_record("custom", s, vec![mixed, reads]);
-    run.engine = "psync".into();
+    run.engine = Some(EngineKind::Psync);
     run.id = None;
     run.complete = false;
     run.finished_at = None;

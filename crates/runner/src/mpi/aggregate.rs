@@ -293,7 +293,7 @@ impl Ranks {
 enum Unit {
     Mb,
     Ops,
-    Dbench,
+    Replay,
 }
 
 impl Unit {
@@ -302,7 +302,7 @@ impl Unit {
         use iolab_measure::workload::{named, MpiPass};
         match named(workload).and_then(|w| w.mpi()) {
             Some(MpiPass::Phase) => Unit::Ops,
-            Some(MpiPass::Replay) => Unit::Dbench,
+            Some(MpiPass::Replay) => Unit::Replay,
             Some(MpiPass::Pass) | None => Unit::Mb,
         }
     }
@@ -319,7 +319,7 @@ impl Unit {
         match self {
             Unit::Mb => "each pass's MB/s is all ranks' bytes / (last end − first start)",
             Unit::Ops => "each phase's ops/s is all ranks' operations / (last end − first start)",
-            Unit::Dbench => {
+            Unit::Replay => {
                 "each replay's MB/s is all ranks' bytes of the measured part / (last end − \
                  first start)"
             }
@@ -331,7 +331,7 @@ impl Unit {
         match self {
             Unit::Mb => "pass",
             Unit::Ops => "phase",
-            Unit::Dbench => "replay",
+            Unit::Replay => "replay",
         }
     }
 }

@@ -172,7 +172,7 @@ pub fn run(uuid: &str) -> RunRecord {
                 ("registerfiles", iolab_spec::engopt::Val::Flag(false)),
             ]),
         },
-        engine: "io_uring".into(),
+        engine: Some(EngineKind::IoUring),
         command_line: vec![
             "iolab".into(),
             "run".into(),

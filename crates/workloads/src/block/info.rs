@@ -6,7 +6,7 @@
 //! (region, passes, engine).
 
 use iolab_measure::workload::{About, Counts, FixContext, MpiPass, View, WorkloadInfo};
-use iolab_measure::{RunRecord, WarningCode};
+use iolab_measure::{RunRecord, TestRecord, WarningCode};
 
 /// The block presets, described.
 pub struct Info;
@@ -62,6 +62,12 @@ impl WorkloadInfo for Info {
 
     fn io_limit_ends_passes(&self) -> bool {
         true
+    }
+
+    /// `run sustained`'s tests carry their burst and sustained rates (`extra.sustained`)
+    /// or their recovery (`extra.recovery`).
+    fn reports_own_cliff(&self, t: &TestRecord) -> bool {
+        t.extra.get("sustained").is_some() || t.extra.get("recovery").is_some()
     }
 
     fn fix(&self, code: WarningCode, run: &RunRecord, ctx: &FixContext) -> Option<String> {
