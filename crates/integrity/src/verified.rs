@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use iolab_sys::buffers::BufferPool;
+use iolab_sys::loopdev::FileId;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::block::{self, Verdict};
@@ -176,18 +177,19 @@ impl Sidecar {
         let err = |e: io::Error| format!("{}: cannot write: {e}", path.display());
         // Made and renamed while a second signal's teardown waits (it removes both names).
         let _making = iolab_sys::files::making();
-        // Never through a symlink someone put there.
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)
-            .map_err(err)?;
-        f.write_all_at(text.as_bytes(), 0)
+        // A new file (O_EXCL|O_NOFOLLOW, mode 0600 whatever the umask): never one someone
+        // put there, through a link or a hard link to their file, which would be truncated.
+        let f = iolab_sys::files::create_new(&tmp).map_err(err)?;
+        let made = f.metadata().map(|m| FileId::from_meta(&m)).map_err(err)?;
+        let written = f
+            .write_all_at(text.as_bytes(), 0)
             .and_then(|_| f.sync_all())
-            .and_then(|_| std::fs::rename(&tmp, path))
-            .map_err(err)?;
+            .and_then(|_| std::fs::rename(&tmp, path));
+        if let Err(e) = written {
+            // Ours (just made): removed while it still is.
+            let _ = iolab_sys::files::remove_one_if_same(&tmp, made);
+            return Err(err(e));
+        }
         match path.parent() {
             Some(dir) => File::open(dir).and_then(|d| d.sync_all()).map_err(err),
             None => Ok(()),
@@ -956,6 +958,43 @@ impl Stamper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sidecar() -> Sidecar {
+        Sidecar {
+            format: "t".into(),
+            run_id: 7,
+            block_size: 4096,
+            size: 1 << 20,
+            rw: "write".into(),
+            passes_planned: 1,
+            generation_done: 0,
+            generation_writing: 1,
+            complete: false,
+            journal: None,
+        }
+    }
+
+    #[test]
+    fn a_sidecar_is_written_new_with_a_fixed_mode_and_never_into_a_planted_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let side = dir.path().join("data.iolab-verify");
+        sidecar().write(&side).unwrap();
+        let mode = std::fs::metadata(&side).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(Sidecar::read(&side).is_ok());
+        // A hard link to someone's file planted at the temporary name: refused, the file
+        // keeps its bytes, the sidecar stays the last good one.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep me").unwrap();
+        let mut tmp = side.clone().into_os_string();
+        tmp.push(SIDECAR_TMP_SUFFIX);
+        std::fs::hard_link(&victim, &tmp).unwrap();
+        let e = sidecar().write(&side).unwrap_err();
+        assert!(e.contains("cannot write"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+        assert!(Sidecar::read(&side).is_ok());
+    }
 
     #[test]
     fn expected_text_reads_well_at_the_ends_of_the_range() {
