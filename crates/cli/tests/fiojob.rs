@@ -357,6 +357,84 @@ fn a_job_files_values_are_its_own_refusals() {
     assert!(sb.target_entries().is_empty());
 }
 
+/// fio's verify_pattern (surface-scan.fio): a writing job writes the pattern (with each
+/// I/O's offset at %o), read back here from the file; a job that verifies and reads checks
+/// every byte, and a byte changed on disk fails the run naming its offset. Bad patterns
+/// are refused at their line (exit 2).
+#[test]
+fn verify_pattern_is_written_and_a_wrong_byte_is_named() {
+    let sb = Sandbox::new();
+    let data = sb.path("pattern.dat");
+    std::fs::write(&data, vec![0u8; 256 << 10]).unwrap();
+    let data = data.to_str().unwrap();
+    let common = "bs=64k\nsize=256k\nverify=meta\nverify_pattern=0xaa555aa5%o\"ab\"\n";
+    let w = job_file(
+        &sb,
+        "w.fio",
+        format!("[w]\nrw=write\ndo_verify=0\n{common}").as_bytes(),
+    );
+    let r = job_file(&sb, "r.fio", format!("[r]\nrw=read\n{common}").as_bytes());
+    let run = |f: &str| {
+        sb.iolab(&[
+            "run",
+            "fio",
+            f,
+            "--target",
+            data,
+            "--allow-overwrite-file",
+            "--no-store",
+            "-q",
+        ])
+    };
+    run(&w).ok();
+    let bytes = std::fs::read(data).unwrap();
+    for (i, block) in bytes.chunks(64 << 10).enumerate() {
+        let mut unit = vec![0xaa, 0x55, 0x5a, 0xa5];
+        unit.extend_from_slice(&((i as u64) << 16).to_le_bytes());
+        unit.extend_from_slice(b"ab");
+        for (j, b) in block.iter().enumerate() {
+            assert_eq!(*b, unit[j % unit.len()], "byte {j} of block {i}");
+        }
+    }
+    let out = run(&r).ok();
+    assert!(
+        out.stdout
+            .contains("every read is checked against verify_pattern"),
+        "{out}"
+    );
+    // One byte changed: the read that finds it fails the run (exit 1), naming it.
+    let f = std::fs::OpenOptions::new().write(true).open(data).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[0xff], 200_005).unwrap();
+    drop(f);
+    let out = run(&r).code(1);
+    out.stderr_has(&["the byte at offset 200005 is 0xff, expected 0x00"]);
+    let long = format!("0x{}", "ab".repeat(600));
+    for (name, value, why) in [
+        ("hex.fio", "0xzz", "hex digits"),
+        ("quote.fio", "\"abc", "closing quote"),
+        ("dec.fio", "99999999999", "a decimal is"),
+        ("long.fio", long.as_str(), "512 bytes"),
+        ("fmt.fio", "%d", "only format"),
+        ("file.fio", "'/etc/passwd'", "from a file"),
+        ("bin.fio", "\u{1}\u{7f}", "expected a number"),
+    ] {
+        let text = format!("[j]\nverify_pattern={value}\nrw=write\nsize=1m\n");
+        let f = job_file(&sb, name, text.as_bytes());
+        let out = sb.run(&["fio", &f]).code(2);
+        out.stderr_has(&[&format!("{f}:2: verify_pattern:"), why]);
+        assert!(!out.stderr.contains("panicked"), "{out}");
+    }
+    let f = job_file(
+        &sb,
+        "intv.fio",
+        b"[j]\nverify_interval=512\nrw=write\nsize=1m\n",
+    );
+    sb.run(&["fio", &f])
+        .code(2)
+        .stderr_has(&[&format!("{f}:2: verify_interval:"), "verify_pattern"]);
+    assert!(sb.target_entries().is_empty());
+}
+
 #[test]
 fn crosscheck_job_runs_both_tools_per_job() {
     if tool("fio").is_none() {

@@ -227,6 +227,66 @@ impl ContentState {
     }
 }
 
+/// What a job's writes carry, chosen once per job before its loop (under `--verify` the
+/// write state stamps them instead).
+enum Fill<'a> {
+    /// The buffers as they are (`--data zeros`).
+    Keep,
+    /// iolab's data: unique per write, incompressible.
+    Stamp,
+    /// fio's compressible and duplicate buffers.
+    Content(&'a iolab_spec::Content, ContentState),
+    /// fio's `verify_pattern`, with the I/O's offset where it says `%o`.
+    Pattern(&'a iolab_spec::Pattern),
+}
+
+impl<'a> Fill<'a> {
+    fn of(job: &'a JobSpec, data: DataPattern, seed: u64) -> Fill<'a> {
+        match (&job.pattern, &job.content) {
+            (Some(p), _) => Fill::Pattern(p),
+            (None, Some(c)) => Fill::Content(c, ContentState::new(seed)),
+            (None, None) if data == DataPattern::Random => Fill::Stamp,
+            (None, None) => Fill::Keep,
+        }
+    }
+
+    /// Fills the first `len` bytes of buffer `slot`, the data of a write at `offset`.
+    #[inline]
+    fn write(
+        &mut self,
+        bufs: &mut BufferPool,
+        slot: u32,
+        len: u64,
+        offset: u64,
+        rng: &mut fastrand::Rng,
+    ) {
+        if let Fill::Keep = self {
+            return;
+        }
+        let buf = &mut bufs.slot_mut(slot as usize)[..len as usize];
+        match self {
+            Fill::Keep => {}
+            Fill::Stamp => stamp(buf, rng),
+            Fill::Content(c, state) => state.fill(buf, c, rng),
+            Fill::Pattern(p) => p.fill(buf, offset),
+        }
+    }
+}
+
+/// A read's data that is not the job's pattern, as an error naming the byte.
+fn pattern_error(pattern: &iolab_spec::Pattern, buf: &[u8], offset: u64) -> Option<IoErrorRecord> {
+    let m = pattern.mismatch(buf, offset)?;
+    let mut rec = errno_record(libc::EILSEQ, IoDir::Read, offset, buf.len() as u64);
+    rec.message = format!(
+        "verify_pattern {}: the byte at offset {} is 0x{:02x}, expected 0x{:02x}",
+        pattern.text,
+        offset + m.at as u64,
+        m.found,
+        m.expected
+    );
+    Some(rec)
+}
+
 /// fio's `rate_process=poisson`: the gap before the next I/O, exponentially distributed
 /// with the rate's mean gap (the slower of the IOPS and the byte rate for an I/O of
 /// `len` bytes); `u` uniform in [0, 1).
@@ -326,7 +386,8 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     } else {
         IoDir::Read
     };
-    let stamp_writes = p.data == DataPattern::Random;
+    let mut fill = Fill::of(job, p.data, p.seed);
+    let check_reads = job.pattern.as_ref().filter(|p| p.check_reads);
 
     let mut free: Vec<u32> = (0..qd as u32).rev().collect();
     let mut slot_dir = vec![IoDir::Read; qd];
@@ -381,7 +442,6 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     let mut dir_issued = [0u64; 2];
     let mut dir_ios = [0u64; 2];
     let mut forced_dir: Option<IoDir> = None;
-    let mut content = ContentState::new(p.seed);
     // Pacing: I/Os issued so far (rate_iops, thinktime) and when the next one may go.
     let mut issued_ios: u64 = 0;
     let mut think_count = 0u32;
@@ -522,13 +582,8 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                     busy = true;
                     break;
                 }
-                if !VERIFY && dir == IoDir::Write && (job.content.is_some() || stamp_writes) {
-                    let buf = &mut bufs.slot_mut(slot as usize)[..len as usize];
-                    if let Some(c) = &job.content {
-                        content.fill(buf, c, &mut rng);
-                    } else if stamp_writes {
-                        stamp(buf, &mut rng);
-                    }
+                if !VERIFY && dir == IoDir::Write {
+                    fill.write(bufs, slot, len, off, &mut rng);
                 }
                 if prio_per_io {
                     let rules = &job.prio.per_io[usize::from(dir == IoDir::Write)];
@@ -652,6 +707,13 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 res.errors.push(rec);
                 stopping = true;
                 continue;
+            }
+            if let (IoDir::Read, Some(pat)) = (dir, check_reads) {
+                if let Some(rec) = pattern_error(pat, &bufs.slot(s)[..len as usize], slot_off[s]) {
+                    res.errors.push(rec);
+                    stopping = true;
+                    continue;
+                }
             }
             if ramping {
                 res.uncounted_bytes[(dir == IoDir::Write) as usize] += len;

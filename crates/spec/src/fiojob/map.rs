@@ -14,6 +14,7 @@ use super::values;
 use super::FioError;
 use crate::engopt::{self, EngineOpts, Val};
 use crate::job::{AccessLine, DataPattern, EngineKind, JobSpec, Pace, Rw, SyncMode};
+use crate::pattern::Pattern;
 use crate::units::{format_bytes, MAX_DURATION};
 
 /// What the command line replaces in every job.
@@ -1341,6 +1342,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                             | "meta"
                             | "1"
                     )
+                    && !(v == "pattern" && get("verify_pattern").is_some())
                 {
                     return Err(err(
                         o,
@@ -1350,7 +1352,92 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 on
             }
         };
+        // fio's verify_pattern: writes carry it (with verify set; alone it sets
+        // verify=pattern, as in fio), and a job that verifies and only reads checks each
+        // read against it.
+        let pattern = get("verify_pattern")
+            .map(|o| {
+                Pattern::parse(val(o)?)
+                    .map_err(|e| err(o, e))
+                    .map(|p| (p, o))
+            })
+            .transpose()?;
+        let pattern = match (pattern, get("verify")) {
+            (Some((_, o)), Some(vo)) if !v => {
+                note(format!(
+                    "verify_pattern (job {}): not applied with verify={}, as in fio",
+                    sec.name,
+                    vo.value.as_deref().unwrap_or("")
+                ));
+                let _ = o;
+                None
+            }
+            (p, _) => p,
+        };
+        let v = v || pattern.is_some();
         let do_verify = flag("do_verify")?.unwrap_or(true);
+        if let Some((mut pat, o)) = pattern {
+            if job.content.is_some() {
+                return Err(err(
+                    o,
+                    "fio fills a verifying job's buffers with the pattern, so compressible or                      duplicate buffers cannot be written as well",
+                ));
+            }
+            if kind == EngineKind::Ftruncate {
+                return Err(err(
+                    o,
+                    "ioengine=ftruncate writes no data, so there is no pattern to write",
+                ));
+            }
+            if !pat.offsets.is_empty() && !job.access.is_empty() && rw.writes() && do_verify {
+                return Err(err(
+                    o,
+                    "%o with bssplit or bsrange: iolab reads a writing job's region back in \
+                     blocks of the smallest size, so the offset it would find is each block's, \
+                     not each I/O's as fio writes it",
+                ));
+            }
+            let method = get("verify").and_then(|o| o.value.clone());
+            if let Some(m) = method.filter(|m| m != "pattern") {
+                note(format!(
+                    "verify={m} with verify_pattern: fio also writes its verify header (offset, \
+                     time, checksum) every verify_interval bytes; iolab writes the pattern alone \
+                     and checks every byte of it, as fio's verify=pattern"
+                ));
+            }
+            if do_verify && rw.reads() && !rw.writes() {
+                pat.check_reads = true;
+                note(format!(
+                    "job {}: every read is checked against verify_pattern {} (fio's verify of a \
+                     job that reads); the first byte that differs ends the job, naming its offset",
+                    sec.name, pat.text
+                ));
+            }
+            if rw.writes() || pat.check_reads {
+                job.pattern = Some(pat);
+            }
+        }
+        if let Some(o) = get("verify_interval") {
+            let n = sz(o)?;
+            if job.pattern.is_none() {
+                return Err(err(
+                    o,
+                    "iolab checks whole blocks of the job's block size; a smaller verify unit is \
+                     not supported (with verify_pattern every byte is checked)",
+                ));
+            }
+            if n == 0 || n > job.bs {
+                return Err(err(
+                    o,
+                    format!("{n} bytes: a verify interval is 1 byte up to the block size"),
+                ));
+            }
+            note(format!(
+                "verify_interval={n} (job {}): fio puts a verify header every {n} bytes; iolab \
+                 writes no header with verify_pattern and checks every byte",
+                sec.name
+            ));
+        }
         let v = v && do_verify;
         if v && rw.writes() && job.content.is_some() {
             return Err(err(
@@ -1365,7 +1452,16 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 "ioengine=ftruncate writes no data, so there is nothing to verify",
             ));
         }
-        if v && rw.writes() {
+        if v && rw.writes() && job.pattern.is_some() {
+            note(format!(
+                "job {}: iolab reads the region back after every pass (its --verify) and \
+                 checks every block written against verify_pattern",
+                sec.name
+            ));
+            verify.put(true, sec, get("verify"), |v| {
+                format!("verify={}", u8::from(*v))
+            })?;
+        } else if v && rw.writes() {
             note(format!(
                 "verify={}: iolab writes self-describing blocks and reads the region back after \
                  every pass (its --verify), in place of fio's checksums",
@@ -1376,7 +1472,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             verify.put(true, sec, get("verify"), |v| {
                 format!("verify={}", u8::from(*v))
             })?;
-        } else if v {
+        } else if v && job.pattern.is_none() {
             note(format!(
                 "job {}: verify checks what a job writes, and the job only reads",
                 sec.name
@@ -1464,6 +1560,27 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     ))
                 }
             }
+        }
+        if flag("fill_device")?.unwrap_or(false) {
+            note(format!(
+                "fill_device (job {}): fio writes until the device or filesystem is full; \
+                 iolab writes its region (size or --size) and stops at its end",
+                sec.name
+            ));
+        }
+        if get("create_serialize").is_some() {
+            note(
+                "create_serialize: iolab lays out its one test file before the first job, so \
+                 there is no creation to serialize"
+                    .into(),
+            );
+        }
+        if flag("verify_dump")?.unwrap_or(false) {
+            note(
+                "verify_dump: fio writes a failed block's data to files; iolab records each \
+                 failure's offset, and what was expected and found, in the run"
+                    .into(),
+            );
         }
         if get("verify_backlog").is_some() || get("verify_backlog_batch").is_some() {
             note(
@@ -2037,7 +2154,7 @@ mod tests {
                 "random_distribution",
                 "two zones",
             ),
-            ("verify_pattern=0xaa", "verify_pattern", "fixed pattern"),
+            ("verify_pattern=0xzz", "verify_pattern", "hex digits"),
             (
                 "io_submit_mode=later",
                 "io_submit_mode",

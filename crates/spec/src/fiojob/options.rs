@@ -278,6 +278,16 @@ pub const OPTIONS: &[Row] = &[
     notes("rate_iops_min", Int, "a job runs to its end", "10"),
     notes("rate_min", Size, "a job runs to its end", "1k"),
     notes("verify_backlog", Int, "read back after the pass", "16"),
+    maps("verify_pattern", Text, "JobSpec.pattern", "0xaa"),
+    maps(
+        "verify_interval",
+        Size,
+        "with verify_pattern only (every byte checked)",
+        "512",
+    ),
+    notes("fill_device", Flag, "the region is written to its end", "1"),
+    notes("create_serialize", Flag, "one file, laid out before", "0"),
+    notes("verify_dump", Flag, "failures are recorded in the run", "1"),
     notes(
         "verify_backlog_batch",
         Int,
@@ -320,7 +330,6 @@ pub const OPTIONS: &[Row] = &[
     refused("create_fsync", NOT_TAKEN),
     refused("create_on_open", NOT_TAKEN),
     refused("create_only", NOT_TAKEN),
-    refused("create_serialize", NOT_TAKEN),
     refused("disk_util", NOT_TAKEN),
     refused("exec_postrun", NOT_TAKEN),
     refused("exec_prerun", NOT_TAKEN),
@@ -335,10 +344,6 @@ pub const OPTIONS: &[Row] = &[
     refused("file_append", NOT_TAKEN),
     refused("file_service_type", NOT_TAKEN),
     refused("filename_format", NOT_TAKEN),
-    refused(
-        "fill_device",
-        "iolab writes its region (--size), not until the device is full",
-    ),
     refused("fsync_on_close", NOT_TAKEN),
     refused("gid", NOT_TAKEN),
     refused("gtod_cpu", NOT_TAKEN),
@@ -405,20 +410,9 @@ pub const OPTIONS: &[Row] = &[
     refused("unlink", NOT_TAKEN),
     refused("unlink_each_loop", NOT_TAKEN),
     refused("verify_async", NOT_TAKEN),
-    refused("verify_dump", NOT_TAKEN),
     refused("verify_fatal", NOT_TAKEN),
-    refused(
-        "verify_interval",
-        "iolab checks whole blocks of the job's block size; a smaller verify unit is not \
-         supported",
-    ),
     refused("verify_offset", NOT_TAKEN),
     refused("verify_only", NOT_TAKEN),
-    refused(
-        "verify_pattern",
-        "iolab verifies with its own self-describing blocks (offset, generation, checksum), \
-         so it cannot write or check a fixed pattern",
-    ),
     refused("verify_state_load", NOT_TAKEN),
     refused("verify_state_save", NOT_TAKEN),
     refused("write_barrier", NOT_TAKEN),
@@ -597,7 +591,7 @@ mod tests {
         assert_eq!(suggest("blocksze"), Some("blocksize"));
         assert_eq!(suggest("zzzzzzzz"), None);
         assert_eq!(canonical("readwrite"), "rw");
-        assert!(matches!(kind("verify_pattern"), Kind::Unsupported(w) if w.contains("pattern")));
+        assert_eq!(kind("verify_pattern"), Kind::Mapped);
         assert_eq!(kind("bs"), Kind::Mapped);
     }
 }
