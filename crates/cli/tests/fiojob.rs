@@ -435,6 +435,70 @@ fn verify_pattern_is_written_and_a_wrong_byte_is_named() {
     assert!(sb.target_entries().is_empty());
 }
 
+/// fio's zonemode=strided (disk-zone-profile.fio): zonesize bytes in a zone, then zoneskip
+/// on; the skipped bytes count towards size, as fio counts them. A write of each I/O's
+/// offset (%o) shows which blocks were written. zbd and values that are not whole blocks
+/// are refused at their line.
+#[test]
+fn strided_zones_write_a_zone_then_skip() {
+    let sb = Sandbox::new();
+    let data = sb.path("zones.dat");
+    std::fs::write(&data, vec![0u8; 1 << 20]).unwrap();
+    let data = data.to_str().unwrap();
+    let f = job_file(
+        &sb,
+        "z.fio",
+        b"[z]\nrw=write\nbs=4k\nsize=1m\nzonemode=strided\nzonesize=64k\nzoneskip=192k\n\
+          verify_pattern=%o\n",
+    );
+    sb.iolab(&[
+        "run",
+        "fio",
+        &f,
+        "--target",
+        data,
+        "--allow-overwrite-file",
+        "--no-store",
+        "-q",
+    ])
+    .ok();
+    let bytes = std::fs::read(data).unwrap();
+    for (i, block) in bytes.chunks(4096).enumerate() {
+        let off = i as u64 * 4096;
+        let want = if off % (256 << 10) < 64 << 10 {
+            off.to_le_bytes()
+        } else {
+            [0; 8]
+        };
+        assert_eq!(block[..8], want, "block at {off}");
+    }
+    for (name, text, key, why) in [
+        ("zbd.fio", "zonemode=zbd", "zonemode", "zoned block device"),
+        (
+            "bad.fio",
+            "zonemode=striped",
+            "zonemode",
+            "expected none, strided or zbd",
+        ),
+        ("odd.fio", "zonesize=3000", "zonesize", "multiple of bs"),
+        (
+            "huge.fio",
+            "zonesize=99999999999999999999g",
+            "zonesize",
+            "too large",
+        ),
+    ] {
+        let f = job_file(
+            &sb,
+            name,
+            format!("[j]\n{text}\nrw=read\nsize=1m\n").as_bytes(),
+        );
+        let out = sb.run(&["fio", &f]).code(2);
+        out.stderr_has(&[&format!("{f}:2: {key}:"), why]);
+        assert!(!out.stderr.contains("panicked"), "{out}");
+    }
+}
+
 #[test]
 fn crosscheck_job_runs_both_tools_per_job() {
     if tool("fio").is_none() {

@@ -227,6 +227,66 @@ impl ContentState {
     }
 }
 
+/// fio's `zonemode=strided` over a region of `nblocks` blocks: I/O stays in a zone of
+/// `range` blocks (sequential from its start, wrapping within it, or random in it) until
+/// `size` bytes have been issued there, then moves `range + skip` blocks on (back to the
+/// first zone past the region's end); the bytes skipped count towards the job's bytes, as
+/// fio counts them.
+struct Strided {
+    size: u64,
+    range: u64,
+    step: u64,
+    skip_bytes: u64,
+    nblocks: u64,
+    zone: u64,
+    pos: u64,
+    bytes: u64,
+    skipped: u64,
+}
+
+impl Strided {
+    fn new(z: &iolab_spec::Strided, bs: u64, nblocks: u64) -> Strided {
+        let range = (z.range / bs).max(1);
+        Strided {
+            size: z.size,
+            range,
+            step: range + z.skip / bs,
+            skip_bytes: z.skip,
+            nblocks,
+            zone: 0,
+            pos: 0,
+            bytes: 0,
+            skipped: 0,
+        }
+    }
+
+    /// The block of the next I/O of `bs` bytes; once the zone has had its bytes, the next
+    /// zone (so that the job's byte limit sees the skip before its next I/O).
+    fn block(&mut self, random: bool, rng: &mut fastrand::Rng, bs: u64) -> u64 {
+        let len = self.range.min(self.nblocks - self.zone).max(1);
+        if self.pos >= self.zone + len {
+            self.pos = self.zone;
+        }
+        let b = if random {
+            self.zone + rng.u64(0..len)
+        } else {
+            self.pos += 1;
+            self.pos - 1
+        };
+        self.bytes += bs;
+        if self.bytes >= self.size {
+            self.bytes = 0;
+            self.zone += self.step;
+            if self.zone >= self.nblocks {
+                self.zone = 0;
+            }
+            self.pos = self.zone;
+            self.skipped += self.skip_bytes;
+        }
+        b
+    }
+}
+
 /// What a job's writes carry, chosen once per job before its loop (under `--verify` the
 /// write state stamps them instead).
 enum Fill<'a> {
@@ -387,6 +447,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
         IoDir::Read
     };
     let mut fill = Fill::of(job, p.data, p.seed);
+    let mut strided = job.strided.map(|z| Strided::new(&z, bs, nblocks));
     let check_reads = job.pattern.as_ref().filter(|p| p.check_reads);
 
     let mut free: Vec<u32> = (0..qd as u32).rev().collect();
@@ -470,7 +531,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                     }
                 }
                 if let Some(limit) = p.byte_limit {
-                    if issued >= limit {
+                    if issued + strided.as_ref().map_or(0, |z| z.skipped) >= limit {
                         free.push(slot);
                         stopping = true;
                         break;
@@ -519,7 +580,9 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 let mut tries = 0u32;
                 let (off, gen) = loop {
                     let off = if access.is_empty() {
-                        let block = if random {
+                        let block = if let Some(z) = strided.as_mut() {
+                            z.block(random, &mut rng, bs)
+                        } else if random {
                             match &zipf {
                                 Some(z) => z.block(&mut rng),
                                 None if !job.zones.is_empty() => {

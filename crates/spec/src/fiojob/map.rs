@@ -585,6 +585,86 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 .unwrap_or(bs);
         }
 
+        // fio's strided zones: zonesize bytes in a zone of zonerange, then zoneskip on.
+        let zone_keys = ["zonesize", "zonerange", "zoneskip"].map(|k| get(k));
+        let strided =
+            match get("zonemode") {
+                None => zone_keys[0].is_some(),
+                Some(o) => match val(o)? {
+                    "strided" => true,
+                    "none" => {
+                        if let Some(z) = zone_keys[0] {
+                            return Err(err(
+                                z,
+                                "zonemode=none and zonesize do not go together (fio \
+                                           refuses them too)",
+                            ));
+                        }
+                        false
+                    }
+                    "zbd" => return Err(err(
+                        o,
+                        "zonemode=zbd drives a zoned block device's zones (write pointers, zone \
+                         resets), which iolab's engine does not issue; zonemode=strided runs",
+                    )),
+                    v => return Err(err(o, format!("'{v}': expected none, strided or zbd"))),
+                },
+            };
+        if strided {
+            let mut v = [0u64; 3];
+            for (i, o) in zone_keys.iter().enumerate() {
+                if let Some(o) = o {
+                    v[i] = sz(o)?;
+                    if !v[i].is_multiple_of(job.bs) || (i < 2 && v[i] == 0) {
+                        return Err(err(
+                            o,
+                            format!(
+                                "{}: iolab moves through zones in whole blocks, so this is a \
+                                 multiple of bs ({}){}",
+                                format_bytes(v[i]),
+                                format_bytes(job.bs),
+                                if i < 2 { ", not 0" } else { "" }
+                            ),
+                        ));
+                    }
+                }
+            }
+            let Some(at) = zone_keys[0] else {
+                let o = get("zonemode").expect("strided is set by zonemode or zonesize");
+                return Err(err(
+                    o,
+                    "zonemode=strided needs zonesize (the bytes done in a zone)",
+                ));
+            };
+            let blocker = [
+                (
+                    !job.access.is_empty(),
+                    "bssplit, bsrange, blockalign or percentage_random",
+                ),
+                (
+                    job.zipf.is_some() || !job.zones.is_empty(),
+                    "random_distribution",
+                ),
+                (job.seq_skip != 0, "a sequential skip (rw=...:N)"),
+            ];
+            if let Some((_, what)) = blocker.iter().find(|b| b.0) {
+                return Err(err(
+                    at,
+                    format!("strided zones with {what} are not supported"),
+                ));
+            }
+            job.strided = Some(crate::job::Strided {
+                size: v[0],
+                range: if v[1] == 0 { v[0] } else { v[1] },
+                skip: v[2],
+            });
+        } else if let Some(o) = zone_keys.iter().flatten().next() {
+            note(format!(
+                "{} (job {}): not applied without zonemode=strided, as in fio",
+                o.key, sec.name
+            ));
+        }
+
         // Syncs.
         let fsync = get("fsync")
             .map(|o| int(o, 0, u32::MAX as u64))

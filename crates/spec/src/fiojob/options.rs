@@ -280,6 +280,15 @@ pub const OPTIONS: &[Row] = &[
     notes("verify_backlog", Int, "read back after the pass", "16"),
     maps("verify_pattern", Text, "JobSpec.pattern", "0xaa"),
     maps(
+        "zonemode",
+        Text,
+        "JobSpec.strided (strided only)",
+        "strided",
+    ),
+    maps("zonesize", Size, "Strided.size", "64k"),
+    maps("zonerange", Size, "Strided.range", "128k"),
+    maps("zoneskip", Size, "Strided.skip", "64k"),
+    maps(
         "verify_interval",
         Size,
         "with verify_pattern only (every byte checked)",
@@ -369,7 +378,6 @@ pub const OPTIONS: &[Row] = &[
     refused("log_entries", LOGS),
     refused("log_hist_msec", LOGS),
     refused("log_max_value", LOGS),
-    refused("log_offset", LOGS),
     refused("log_unix_epoch", LOGS),
     refused("max_latency", NOT_TAKEN),
     refused("max_open_zones", NOT_TAKEN),
@@ -427,16 +435,8 @@ pub const OPTIONS: &[Row] = &[
         "iops",
     ),
     maps("write_lat_log", Text, "LogPlan.lat (fiojob::logs)", "lat"),
+    maps("log_offset", Flag, "JobLogs.offset (fiojob::logs)", "1"),
     refused("zonecapacity", NOT_TAKEN),
-    refused(
-        "zonemode",
-        "fio's zone modes (strided I/O over zonesize/zoneskip, or a zoned block device's \
-         zones) are not run by iolab's engine, which writes a zoned device's zones out of \
-         order",
-    ),
-    refused("zonerange", NOT_TAKEN),
-    refused("zonesize", NOT_TAKEN),
-    refused("zoneskip", NOT_TAKEN),
     refused("hipri", NOT_TAKEN),
     refused("sqthread_poll", NOT_TAKEN),
     refused("sqthread_poll_cpu", NOT_TAKEN),
