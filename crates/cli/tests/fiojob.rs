@@ -499,6 +499,70 @@ fn strided_zones_write_a_zone_then_skip() {
     }
 }
 
+/// fio's offset and offset_increment (cross-stripe-verify.fio): clone i of a numjobs job
+/// works from offset + i x offset_increment, in its own part; the %o pattern shows which
+/// blocks each wrote. A layout beyond the region is refused at its line, or with --size
+/// scaled into it (said in a note).
+#[test]
+fn offset_increment_gives_each_clone_its_part() {
+    let sb = Sandbox::new();
+    let data = sb.path("clones.dat");
+    std::fs::write(&data, vec![0u8; 256 << 10]).unwrap();
+    let data = data.to_str().unwrap();
+    let f = job_file(
+        &sb,
+        "c.fio",
+        b"[c]\nrw=write\nbs=4k\nsize=256k\nnumjobs=3\noffset=4k\noffset_increment=64k\n\
+          verify_pattern=%o\n",
+    );
+    sb.iolab(&[
+        "run",
+        "fio",
+        &f,
+        "--target",
+        data,
+        "--allow-overwrite-file",
+        "--no-store",
+        "-q",
+    ])
+    .ok();
+    let bytes = std::fs::read(data).unwrap();
+    for (i, block) in bytes.chunks(4096).enumerate() {
+        let off = i as u64 * 4096;
+        let want = if (4 << 10..196 << 10).contains(&off) {
+            off.to_le_bytes()
+        } else {
+            [0; 8]
+        };
+        assert_eq!(block[..8], want, "block at {off}");
+    }
+    let far = b"[c]\nrw=write\nsize=1m\nnumjobs=30\noffset_increment=124g\n";
+    let f = job_file(&sb, "far.fio", far);
+    sb.run(&["fio", &f])
+        .code(2)
+        .stderr_has(&[&format!("{f}:5: offset_increment:"), "beyond the region"]);
+    let out = sb
+        .run(&[
+            "fio",
+            &f,
+            "--size",
+            "4m",
+            "--duration",
+            "200ms",
+            "--no-store",
+        ])
+        .ok();
+    assert!(
+        out.stdout.contains("offset_increment (job c): 30 clones"),
+        "{out}"
+    );
+    let f = job_file(&sb, "odd.fio", b"[c]\nrw=read\nsize=1m\noffset=1000\n");
+    sb.run(&["fio", &f])
+        .code(2)
+        .stderr_has(&[&format!("{f}:4: offset:"), "512-byte"]);
+    assert!(sb.target_entries().is_empty());
+}
+
 #[test]
 fn crosscheck_job_runs_both_tools_per_job() {
     if tool("fio").is_none() {

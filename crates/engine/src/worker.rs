@@ -437,7 +437,12 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     assert!(bs as usize <= bufs.slot_len() && qd <= bufs.count());
     let nblocks = (p.region_len / bs).max(1);
     let mut rng = fastrand::Rng::with_seed(p.seed);
-    let mut seq_block = nblocks * p.index as u64 / job.numjobs.max(1) as u64;
+    // Clones in a shared region start their sequential runs spread over it; a clone in
+    // its own part (fio's offset_increment) starts at the part's start.
+    let mut seq_block = match job.clones {
+        Some(_) => 0,
+        None => nblocks * p.index as u64 / job.numjobs.max(1) as u64,
+    };
     let random = job.rw.is_random();
     let zipf = job.zipf.map(|theta| crate::zipf::Zipf::new(nblocks, theta));
     let mixed = job.rw.is_mixed();

@@ -44,13 +44,17 @@ pub fn granule_of(job: &iolab_spec::JobSpec) -> u64 {
             gcd(b, a % b)
         }
     }
+    // Clones placed by fio's offset and offset_increment start where those say.
+    let placed = |g: u64| job.clones.map_or(g, |c| gcd(gcd(g, c.offset), c.increment));
     if job.access.is_empty() {
-        return job.bs;
+        return placed(job.bs);
     }
-    job.access
-        .iter()
-        .filter(|l| l.read_pct < 100)
-        .fold(0, |g, l| gcd(gcd(g, l.size), l.align))
+    placed(
+        job.access
+            .iter()
+            .filter(|l| l.read_pct < 100)
+            .fold(0, |g, l| gcd(gcd(g, l.size), l.align)),
+    )
 }
 
 impl Written {

@@ -844,10 +844,28 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             Some(b) => format!("size={}", format_bytes(*b)),
             None => "no size".into(),
         })?;
-        if let Some(o) = get("offset") {
-            if sz(o)? != 0 {
-                return Err(err(o, "jobs start at offset 0 of their region in iolab"));
+        // offset, offset_increment: clone i works from offset + i x offset_increment.
+        let at_offset = get("offset").map(|o| sz(o).map(|v| (v, o))).transpose()?;
+        let step = get("offset_increment")
+            .map(|o| sz(o).map(|v| (v, o)))
+            .transpose()?;
+        if let Some(c) = clone_layout(at_offset, step, region, numjobs, &job, ov.size.is_some())? {
+            if c.increment != step.map_or(0, |s| s.0) {
+                note(format!(
+                    "offset_increment (job {}): {} clones {} apart from {} do not fit in the \
+                     region ({}, --size); each clone gets {} of it, from {} + i x {} (aligned as \
+                     the job file's increment)",
+                    sec.name,
+                    numjobs,
+                    format_bytes(step.map_or(0, |s| s.0)),
+                    format_bytes(c.offset),
+                    format_bytes(region.unwrap_or(0)),
+                    format_bytes(c.len),
+                    format_bytes(c.offset),
+                    format_bytes(c.increment)
+                ));
             }
+            job.clones = Some(c);
         }
         if let Some(o) = get("nrfiles") {
             if int(o, 1, u32::MAX as u64)? != 1 {
@@ -1814,6 +1832,83 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         steady: steady.get().flatten(),
         notes,
     })
+}
+
+/// Where each clone of a job works (fio's `offset` and `offset_increment`): clone i from
+/// `offset + i x increment`, `increment` bytes long (without one, to the region's end);
+/// None when both are 0. A layout that does not fit in the region is refused, or, when
+/// `--size` replaced the region (`scaled`), its increment is made the region's share per
+/// clone, rounded down to the largest power of two dividing the job file's increment.
+fn clone_layout(
+    offset: Option<(u64, &RawOption)>,
+    step: Option<(u64, &RawOption)>,
+    region: Option<u64>,
+    numjobs: u32,
+    job: &JobSpec,
+    scaled: bool,
+) -> Result<Option<crate::job::Clones>, FioError> {
+    let (start, inc) = (offset.map_or(0, |o| o.0), step.map_or(0, |s| s.0));
+    let Some((_, o)) = step.filter(|s| s.0 > 0).or(offset.filter(|o| o.0 > 0)) else {
+        return Ok(None);
+    };
+    for (v, at) in [offset, step].into_iter().flatten() {
+        if !v.is_multiple_of(512) {
+            return Err(err(
+                at,
+                format!(
+                    "{v} bytes: iolab places clones on 512-byte boundaries (its verify blocks \
+                     and O_DIRECT need them)"
+                ),
+            ));
+        }
+    }
+    let Some(r) = region else {
+        return Err(err(
+            o,
+            "an offset needs the region's size to place the job in: give size or --size",
+        ));
+    };
+    let n = numjobs as u64;
+    let fits = |inc: u64| {
+        inc.checked_mul(n - 1)
+            .and_then(|x| x.checked_add(start))
+            .and_then(|x| x.checked_add(job.bs))
+            .is_some_and(|end| end <= r)
+    };
+    let mut inc2 = inc;
+    if !fits(inc) {
+        let per = r / n;
+        if scaled && inc > 0 && per > 0 {
+            let mut unit = 1u64 << (63 - per.leading_zeros());
+            while unit > 512 && !inc.is_multiple_of(unit) {
+                unit >>= 1;
+            }
+            inc2 = per / unit * unit;
+        }
+        if !scaled || inc2 < job.bs || !fits(inc2) {
+            let last = start.saturating_add(inc.saturating_mul(n - 1));
+            return Err(err(
+                o,
+                format!(
+                    "clone {n} of {n} would work from {} with blocks of {}, beyond the region \
+                     of {}: give a larger size{}",
+                    format_bytes(last),
+                    format_bytes(job.bs),
+                    format_bytes(r),
+                    if scaled {
+                        ""
+                    } else {
+                        " (or --size, which scales the clones into it)"
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(Some(crate::job::Clones {
+        offset: start,
+        increment: inc2,
+        len: if inc2 > 0 { inc2 } else { r - start },
+    }))
 }
 
 /// fio's `steadystate` criterion as iolab's rule text: `iops`, `bw`, `iops_slope` or

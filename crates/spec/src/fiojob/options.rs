@@ -126,7 +126,7 @@ pub const OPTIONS: &[Row] = &[
     maps("size", Size, "RunSettings.size, JobSpec.io_limit", "1m"),
     maps("filesize", Size, "RunSettings.size (equal to size)", "1m"),
     maps("io_size", Size, "JobSpec.io_limit", "1m"),
-    maps("offset", Size, "0 only", "0"),
+    maps("offset", Size, "JobSpec.clones (where clone 0 starts)", "0"),
     maps("filename", Text, "replaced by --target", "f"),
     maps("directory", Text, "replaced by --target", "d"),
     maps("nrfiles", Int, "1 only", "1"),
@@ -280,6 +280,12 @@ pub const OPTIONS: &[Row] = &[
     notes("verify_backlog", Int, "read back after the pass", "16"),
     maps("verify_pattern", Text, "JobSpec.pattern", "0xaa"),
     maps(
+        "offset_increment",
+        Size,
+        "JobSpec.clones (each clone's step)",
+        "64k",
+    ),
+    maps(
         "zonemode",
         Text,
         "JobSpec.strided (strided only)",
@@ -383,10 +389,6 @@ pub const OPTIONS: &[Row] = &[
     refused("max_open_zones", NOT_TAKEN),
     refused("nice", NOT_TAKEN),
     refused("offset_align", NOT_TAKEN),
-    refused(
-        "offset_increment",
-        "iolab's clones share one region from offset 0; per-clone offsets are not supported",
-    ),
     refused("opendir", NOT_TAKEN),
     refused("openfiles", NOT_TAKEN),
     refused("overwrite", NOT_TAKEN),
