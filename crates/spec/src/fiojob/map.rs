@@ -289,7 +289,15 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     None => (v, None),
                 };
                 if base.contains("trim") {
-                    return Err(err(o, format!("rw={base}: iolab does not issue trims")));
+                    return Err(err(
+                        o,
+                        format!(
+                            "rw={base}: trims (on a file, fio punches holes with \
+                             fallocate(PUNCH_HOLE)) are not issued by iolab's engines, which \
+                             read and write; and a file's jobs run one after another, so a race \
+                             of writes against trims cannot be set up"
+                        ),
+                    ));
                 }
                 let rw: Rw = base
                     .parse()
@@ -1666,6 +1674,45 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 sec.name
             ));
         }
+        if let Some(o) = get("fallocate") {
+            match val(o)? {
+                "none" | "posix" | "keep" | "native" | "truncate" | "0" | "1" => note(format!(
+                    "fallocate={}: fio lays out a file it creates this way (with none, the \
+                     first writes allocate its blocks); iolab writes its whole test file before \
+                     the first test, so every write overwrites allocated blocks",
+                    val(o)?
+                )),
+                v => {
+                    return Err(err(
+                        o,
+                        format!("'{v}': expected none, posix, keep, native, truncate, 0 or 1"),
+                    ))
+                }
+            }
+        }
+        if flag("create_on_open")?.unwrap_or(false) {
+            note(
+                "create_on_open: iolab creates and opens its test file before the first test"
+                    .into(),
+            );
+        }
+        if flag("verify_fatal")?.unwrap_or(false) {
+            note(
+                "verify_fatal: fio ends a job at its first bad block; iolab's read-back checks \
+                 every block and counts them all (a job checking verify_pattern on reads ends at \
+                 the first)"
+                    .into(),
+            );
+        }
+        if let Some(o) = get("verify_async") {
+            if int(o, 0, 1024)? > 0 {
+                note(
+                    "verify_async: fio checks in helper threads while the job runs; iolab reads \
+                     the region back after the pass"
+                        .into(),
+                );
+            }
+        }
         if get("create_serialize").is_some() {
             note(
                 "create_serialize: iolab lays out its one test file before the first job, so \
@@ -2330,6 +2377,8 @@ mod tests {
                 "two zones",
             ),
             ("verify_pattern=0xzz", "verify_pattern", "hex digits"),
+            ("fallocate=sparse", "fallocate", "expected none, posix"),
+            ("zonemode=zbd", "zonemode", "zoned block device"),
             (
                 "io_submit_mode=later",
                 "io_submit_mode",
