@@ -189,6 +189,12 @@ fn check_known(file: &JobFile) -> Result<Vec<String>, FioError> {
             }
         }
     }
+    // So is a zoned device's mode, before the options only it takes.
+    for o in file.sections.iter().flat_map(|s| &s.options) {
+        if o.key == "zonemode" && o.value.as_deref().map(str::trim) == Some("zbd") {
+            return Err(err(o, options::ZBD));
+        }
+    }
     if let Some(e) = &file.unset {
         return Err(e.clone());
     }
@@ -595,29 +601,24 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
 
         // fio's strided zones: zonesize bytes in a zone of zonerange, then zoneskip on.
         let zone_keys = ["zonesize", "zonerange", "zoneskip"].map(|k| get(k));
-        let strided =
-            match get("zonemode") {
-                None => zone_keys[0].is_some(),
-                Some(o) => match val(o)? {
-                    "strided" => true,
-                    "none" => {
-                        if let Some(z) = zone_keys[0] {
-                            return Err(err(
-                                z,
-                                "zonemode=none and zonesize do not go together (fio \
+        let strided = match get("zonemode") {
+            None => zone_keys[0].is_some(),
+            Some(o) => match val(o)? {
+                "strided" => true,
+                "none" => {
+                    if let Some(z) = zone_keys[0] {
+                        return Err(err(
+                            z,
+                            "zonemode=none and zonesize do not go together (fio \
                                            refuses them too)",
-                            ));
-                        }
-                        false
+                        ));
                     }
-                    "zbd" => return Err(err(
-                        o,
-                        "zonemode=zbd drives a zoned block device's zones (write pointers, zone \
-                         resets), which iolab's engine does not issue; zonemode=strided runs",
-                    )),
-                    v => return Err(err(o, format!("'{v}': expected none, strided or zbd"))),
-                },
-            };
+                    false
+                }
+                "zbd" => return Err(err(o, options::ZBD)),
+                v => return Err(err(o, format!("'{v}': expected none, strided or zbd"))),
+            },
+        };
         if strided {
             let mut v = [0u64; 3];
             for (i, o) in zone_keys.iter().enumerate() {

@@ -112,6 +112,11 @@ const LOGS: &str = "per-interval logs: iolab writes fio's bw, iops and lat logs 
                     100 ms series (write_bw_log, write_iops_log, write_lat_log, \
                     log_avg_msec, per_job_logs: docs/fio.md), not this variant of them";
 
+/// Why fio's zoned block device mode and its options are refused.
+pub const ZBD: &str = "zonemode=zbd drives a zoned block device's zones (write pointers, zone \
+                       resets, open-zone limits), which iolab's engine does not issue; \
+                       zonemode=strided runs";
+
 use Value::{Flag, Int, Size, Text, Time};
 
 /// Every fio option iolab knows (fio 3.33, `fio --cmdhelp=all`, and common engine
@@ -364,13 +369,13 @@ pub const OPTIONS: &[Row] = &[
     refused("fsync_on_close", NOT_TAKEN),
     refused("gid", NOT_TAKEN),
     refused("gtod_cpu", NOT_TAKEN),
-    refused("ignore_zone_limits", NOT_TAKEN),
+    refused("ignore_zone_limits", ZBD),
     refused("iodepth_batch", NOT_TAKEN),
     refused("iodepth_batch_complete_max", NOT_TAKEN),
     refused("iodepth_batch_complete_min", NOT_TAKEN),
     refused("iodepth_low", NOT_TAKEN),
     refused("ioscheduler", NOT_TAKEN),
-    refused("job_max_open_zones", NOT_TAKEN),
+    refused("job_max_open_zones", ZBD),
     refused("latency_percentile", NOT_TAKEN),
     refused("latency_run", NOT_TAKEN),
     refused(
@@ -388,7 +393,7 @@ pub const OPTIONS: &[Row] = &[
     refused("log_max_value", LOGS),
     refused("log_unix_epoch", LOGS),
     refused("max_latency", NOT_TAKEN),
-    refused("max_open_zones", NOT_TAKEN),
+    refused("max_open_zones", ZBD),
     refused("nice", NOT_TAKEN),
     refused("offset_align", NOT_TAKEN),
     refused("opendir", NOT_TAKEN),
@@ -405,7 +410,7 @@ pub const OPTIONS: &[Row] = &[
     refused("randseed", NOT_TAKEN),
     refused("rate_cycle", NOT_TAKEN),
     refused("rate_ignore_thinktime", NOT_TAKEN),
-    refused("read_beyond_wp", NOT_TAKEN),
+    refused("read_beyond_wp", ZBD),
     refused("read_iolog", NOT_TAKEN),
     refused("replay_no_stall", NOT_TAKEN),
     refused("replay_redirect", NOT_TAKEN),
@@ -438,7 +443,7 @@ pub const OPTIONS: &[Row] = &[
     ),
     maps("write_lat_log", Text, "LogPlan.lat (fiojob::logs)", "lat"),
     maps("log_offset", Flag, "JobLogs.offset (fiojob::logs)", "1"),
-    refused("zonecapacity", NOT_TAKEN),
+    refused("zonecapacity", ZBD),
     refused("hipri", NOT_TAKEN),
     refused("sqthread_poll", NOT_TAKEN),
     refused("sqthread_poll_cpu", NOT_TAKEN),
