@@ -600,6 +600,32 @@ fn crosscheck_job_runs_both_tools_per_job() {
     }
     assert!(!Path::new("/dev/never-touched").exists());
     assert!(sb.target_entries().is_empty());
+    // Clones placed by offset_increment for a larger device: fio gets the parts iolab
+    // scaled into --size, so it stays in the file (a job file's 1g apart would grow it).
+    let data = sb.path("cc.dat");
+    std::fs::write(&data, vec![0u8; 1 << 20]).unwrap();
+    let f = job_file(
+        &sb,
+        "c.fio",
+        b"[c]\nrw=write\nbs=4k\nnumjobs=2\noffset_increment=1g\nioengine=psync\n",
+    );
+    sb.iolab(&[
+        "crosscheck",
+        "--job",
+        &f,
+        "--target",
+        data.to_str().unwrap(),
+        "--allow-overwrite-file",
+        "--size",
+        "1m",
+        "--duration",
+        "200ms",
+        "--runs",
+        "1",
+        "-q",
+    ])
+    .ok();
+    assert_eq!(std::fs::metadata(&data).unwrap().len(), 1 << 20);
 }
 
 /// fio's write_bw_log/write_iops_log/write_lat_log with log_avg_msec: fio's file names and
