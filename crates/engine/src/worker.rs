@@ -260,19 +260,23 @@ impl Strided {
         }
     }
 
-    /// The block of the next I/O of `bs` bytes; once the zone has had its bytes, the next
-    /// zone (so that the job's byte limit sees the skip before its next I/O).
-    fn block(&mut self, random: bool, rng: &mut fastrand::Rng, bs: u64) -> u64 {
+    /// The block of the next I/O in the zone.
+    fn block(&mut self, random: bool, rng: &mut fastrand::Rng) -> u64 {
         let len = self.range.min(self.nblocks - self.zone).max(1);
         if self.pos >= self.zone + len {
             self.pos = self.zone;
         }
-        let b = if random {
+        if random {
             self.zone + rng.u64(0..len)
         } else {
             self.pos += 1;
             self.pos - 1
-        };
+        }
+    }
+
+    /// An I/O of `bs` bytes went; once the zone has had its bytes, the next zone (so that
+    /// the job's byte limit sees the skip before its next I/O).
+    fn issued(&mut self, bs: u64) {
         self.bytes += bs;
         if self.bytes >= self.size {
             self.bytes = 0;
@@ -283,7 +287,6 @@ impl Strided {
             self.pos = self.zone;
             self.skipped += self.skip_bytes;
         }
-        b
     }
 }
 
@@ -586,7 +589,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 let (off, gen) = loop {
                     let off = if access.is_empty() {
                         let block = if let Some(z) = strided.as_mut() {
-                            z.block(random, &mut rng, bs)
+                            z.block(random, &mut rng)
                         } else if random {
                             match &zipf {
                                 Some(z) => z.block(&mut rng),
@@ -669,6 +672,9 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 slot_t[s] = t_queue;
                 inflight += 1;
                 issued += len;
+                if let Some(z) = strided.as_mut() {
+                    z.issued(len);
+                }
                 issued_ios += 1;
                 dir_issued[usize::from(dir == IoDir::Write)] += len;
                 dir_ios[usize::from(dir == IoDir::Write)] += 1;

@@ -600,7 +600,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         }
 
         // fio's strided zones: zonesize bytes in a zone of zonerange, then zoneskip on.
-        let zone_keys = ["zonesize", "zonerange", "zoneskip"].map(|k| get(k));
+        let zone_keys = ["zonesize", "zonerange", "zoneskip"].map(&get);
         let strided = match get("zonemode") {
             None => zone_keys[0].is_some(),
             Some(o) => match val(o)? {
