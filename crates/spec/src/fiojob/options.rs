@@ -112,6 +112,12 @@ const LOGS: &str = "per-interval logs: iolab writes fio's bw, iops and lat logs 
                     100 ms series (write_bw_log, write_iops_log, write_lat_log, \
                     log_avg_msec, per_job_logs: docs/fio.md), not this variant of them";
 
+/// Why fio's latency-target search and its options are refused.
+const LATENCY_TARGET: &str = "fio searches for the queue depth that meets a latency target \
+                              (latency_target, latency_window, latency_percentile, latency_run); \
+                              iolab runs the queue depth given (a --qd-ladder or an iodepth sweep \
+                              shows the same curve)";
+
 /// Why fio's zoned block device mode and its options are refused.
 pub const ZBD: &str = "zonemode=zbd drives a zoned block device's zones (write pointers, zone \
                        resets, open-zone limits), which iolab's engine does not issue; \
@@ -376,14 +382,10 @@ pub const OPTIONS: &[Row] = &[
     refused("iodepth_low", NOT_TAKEN),
     refused("ioscheduler", NOT_TAKEN),
     refused("job_max_open_zones", ZBD),
-    refused("latency_percentile", NOT_TAKEN),
-    refused("latency_run", NOT_TAKEN),
-    refused(
-        "latency_target",
-        "fio searches for the queue depth that meets a latency target; iolab runs the \
-         queue depth given (a --qd-ladder or an iodepth sweep shows the same curve)",
-    ),
-    refused("latency_window", NOT_TAKEN),
+    refused("latency_percentile", LATENCY_TARGET),
+    refused("latency_run", LATENCY_TARGET),
+    refused("latency_target", LATENCY_TARGET),
+    refused("latency_window", LATENCY_TARGET),
     refused("lockfile", NOT_TAKEN),
     refused("lockmem", NOT_TAKEN),
     maps("log_avg_msec", Int, "LogPlan.window (fiojob::logs)", "1000"),
