@@ -408,6 +408,42 @@ fn verify_pattern_is_written_and_a_wrong_byte_is_named() {
     drop(f);
     let out = run(&r).code(1);
     out.stderr_has(&["the byte at offset 200005 is 0xff, expected 0x00"]);
+    // A writing job that verifies: the pattern in place of iolab's blocks, every block
+    // written compared byte by byte when the region is read back.
+    let f = job_file(
+        &sb,
+        "wv.fio",
+        b"[wv]\nrw=randwrite\nbs=4k\nsize=256k\nverify=crc32c\nverify_pattern=%o\"x\"\n\
+          number_ios=64\n",
+    );
+    let fresh = sb.path("fresh.dat");
+    std::fs::write(&fresh, vec![0u8; 256 << 10]).unwrap();
+    let out = sb
+        .iolab(&[
+            "run",
+            "fio",
+            &f,
+            "--target",
+            fresh.to_str().unwrap(),
+            "--allow-overwrite-file",
+            "--no-store",
+            "--json",
+            "-",
+        ])
+        .ok();
+    let v = &out.json()["tests"][0]["extra"]["verify"];
+    assert!(v["checked"].as_u64().unwrap() > 0, "{out}");
+    assert_eq!(v["failures"], 0, "{out}");
+    let bytes = std::fs::read(&fresh).unwrap();
+    let mut written = 0;
+    for (i, block) in bytes.chunks(4096).enumerate() {
+        if block.iter().any(|&b| b != 0) {
+            written += 1;
+            assert_eq!(block[..8], (i as u64 * 4096).to_le_bytes(), "block {i}");
+            assert_eq!(block[8], b'x', "block {i}");
+        }
+    }
+    assert!(written > 0);
     let long = format!("0x{}", "ab".repeat(600));
     for (name, value, why) in [
         ("hex.fio", "0xzz", "hex digits"),

@@ -1470,13 +1470,12 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             })
             .transpose()?;
         let pattern = match (pattern, get("verify")) {
-            (Some((_, o)), Some(vo)) if !v => {
+            (Some(_), Some(vo)) if !v => {
                 note(format!(
                     "verify_pattern (job {}): not applied with verify={}, as in fio",
                     sec.name,
                     vo.value.as_deref().unwrap_or("")
                 ));
-                let _ = o;
                 None
             }
             (p, _) => p,
