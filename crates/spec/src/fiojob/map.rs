@@ -2397,6 +2397,52 @@ mod tests {
         }
     }
 
+    /// verify_pattern alone is fio's verify=pattern, and not applied with verify=0;
+    /// zonesize alone is strided zones (zonerange defaulting to it); cross-stripe-verify's
+    /// 30 clones 124 GiB apart are scaled into a 4 MiB --size on 128 KiB boundaries.
+    #[test]
+    fn patterns_strided_zones_and_clone_parts() {
+        let p = |t: &str| plan(&format!("[j]\nsize=1m\n{t}\n"), Overrides::default());
+        let f = p("rw=write\nverify_pattern=0xff").unwrap();
+        assert_eq!(f.jobs[0].job.pattern.as_ref().unwrap().bytes, [0xff]);
+        let f = p("rw=write\nverify=0\nverify_pattern=0xff").unwrap();
+        assert!(f.jobs[0].job.pattern.is_none());
+        assert!(f
+            .notes
+            .iter()
+            .any(|n| n.contains("not applied with verify=0")));
+        let f = p("rw=read\nbs=4k\nzonesize=64k\nzoneskip=4k").unwrap();
+        assert_eq!(
+            f.jobs[0].job.strided,
+            Some(crate::job::Strided {
+                size: 64 << 10,
+                range: 64 << 10,
+                skip: 4 << 10
+            })
+        );
+        let e = p("rw=read\nzonemode=none\nzonesize=64k").unwrap_err();
+        assert_eq!(e.option, "zonesize", "{e}");
+        let text =
+            "[j]\nrw=write\nbs=16k\nnumjobs=30\noffset=120k\noffset_increment=124g\nsize=1m\n";
+        let scaled = Overrides {
+            size: Some(4 << 20),
+            duration: None,
+        };
+        let f = plan(text, scaled).unwrap();
+        assert_eq!(
+            f.jobs[0].job.clones,
+            Some(crate::job::Clones {
+                offset: 120 << 10,
+                increment: 128 << 10,
+                len: 128 << 10
+            })
+        );
+        assert_eq!(
+            plan(text, Overrides::default()).unwrap_err().option,
+            "offset_increment"
+        );
+    }
+
     /// Every row of the table that maps an option or accepts it with a note is read by
     /// the mapping: set to its sample, in a job and in a [global], it is never reported as
     /// unread (the check `map_jobs` makes after each job).
