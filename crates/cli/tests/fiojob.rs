@@ -643,9 +643,12 @@ fn crosscheck_job_runs_both_tools_per_job() {
     let f = job_file(
         &sb,
         "c.fio",
-        b"[c]\nrw=write\nbs=4k\nnumjobs=2\noffset_increment=1g\nioengine=psync\n",
+        b"[c]\nrw=write\nbs=4k\nnumjobs=2\noffset_increment=1g\nioengine=psync\n\
+          verify=crc32c\n",
     );
-    sb.iolab(&[
+    // (and fio leaves no verify state files in the current directory)
+    let cwd = tempfile::tempdir_in(sb.path("")).unwrap();
+    let args = [
         "crosscheck",
         "--job",
         &f,
@@ -659,9 +662,12 @@ fn crosscheck_job_runs_both_tools_per_job() {
         "--runs",
         "1",
         "-q",
-    ])
-    .ok();
+    ];
+    let output = sb.cmd(&args).current_dir(cwd.path()).output().unwrap();
+    iolab_testkit::Out::new(&args, output, Default::default()).ok();
     assert_eq!(std::fs::metadata(&data).unwrap().len(), 1 << 20);
+    let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// fio's write_bw_log/write_iops_log/write_lat_log with log_avg_msec: fio's file names and
