@@ -360,6 +360,248 @@ fn a_job_files_values_are_its_own_refusals() {
     assert!(sb.target_entries().is_empty());
 }
 
+/// fio's verify_pattern (surface-scan.fio): a writing job writes the pattern (with each
+/// I/O's offset at %o), read back here from the file; a job that verifies and reads checks
+/// every byte, and a byte changed on disk fails the run naming its offset. Bad patterns
+/// are refused at their line (exit 2).
+#[test]
+fn verify_pattern_is_written_and_a_wrong_byte_is_named() {
+    let sb = Sandbox::new();
+    let data = sb.path("pattern.dat");
+    std::fs::write(&data, vec![0u8; 256 << 10]).unwrap();
+    let data = data.to_str().unwrap();
+    let common = "bs=64k\nsize=256k\nverify=meta\nverify_pattern=0xaa555aa5%o\"ab\"\n";
+    let w = job_file(
+        &sb,
+        "w.fio",
+        format!("[w]\nrw=write\ndo_verify=0\n{common}").as_bytes(),
+    );
+    let r = job_file(&sb, "r.fio", format!("[r]\nrw=read\n{common}").as_bytes());
+    let run = |f: &str| {
+        sb.iolab(&[
+            "run",
+            "fio",
+            f,
+            "--target",
+            data,
+            "--allow-overwrite-file",
+            "--no-store",
+            "-q",
+        ])
+    };
+    run(&w).ok();
+    let bytes = std::fs::read(data).unwrap();
+    for (i, block) in bytes.chunks(64 << 10).enumerate() {
+        let mut unit = vec![0xaa, 0x55, 0x5a, 0xa5];
+        unit.extend_from_slice(&((i as u64) << 16).to_le_bytes());
+        unit.extend_from_slice(b"ab");
+        for (j, b) in block.iter().enumerate() {
+            assert_eq!(*b, unit[j % unit.len()], "byte {j} of block {i}");
+        }
+    }
+    let out = run(&r).ok();
+    assert!(
+        out.stdout
+            .contains("every read is checked against verify_pattern"),
+        "{out}"
+    );
+    // One byte changed: the read that finds it fails the run (exit 1), naming it.
+    let f = std::fs::OpenOptions::new().write(true).open(data).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[0xff], 200_005).unwrap();
+    drop(f);
+    let out = run(&r).code(1);
+    out.stderr_has(&["the byte at offset 200005 is 0xff, expected 0x00"]);
+    // A writing job that verifies: the pattern in place of iolab's blocks, every block
+    // written compared byte by byte when the region is read back.
+    let f = job_file(
+        &sb,
+        "wv.fio",
+        b"[wv]\nrw=randwrite\nbs=4k\nsize=256k\nverify=crc32c\nverify_pattern=%o\"x\"\n\
+          number_ios=64\n",
+    );
+    let fresh = sb.path("fresh.dat");
+    std::fs::write(&fresh, vec![0u8; 256 << 10]).unwrap();
+    let out = sb
+        .iolab(&[
+            "run",
+            "fio",
+            &f,
+            "--target",
+            fresh.to_str().unwrap(),
+            "--allow-overwrite-file",
+            "--no-store",
+            "--json",
+            "-",
+        ])
+        .ok();
+    let v = &out.json()["tests"][0]["extra"]["verify"];
+    assert!(v["checked"].as_u64().unwrap() > 0, "{out}");
+    assert_eq!(v["failures"], 0, "{out}");
+    let bytes = std::fs::read(&fresh).unwrap();
+    let mut written = 0;
+    for (i, block) in bytes.chunks(4096).enumerate() {
+        if block.iter().any(|&b| b != 0) {
+            written += 1;
+            assert_eq!(block[..8], (i as u64 * 4096).to_le_bytes(), "block {i}");
+            assert_eq!(block[8], b'x', "block {i}");
+        }
+    }
+    assert!(written > 0);
+    let long = format!("0x{}", "ab".repeat(600));
+    for (name, value, why) in [
+        ("hex.fio", "0xzz", "hex digits"),
+        ("quote.fio", "\"abc", "closing quote"),
+        ("dec.fio", "99999999999", "a decimal is"),
+        ("long.fio", long.as_str(), "512 bytes"),
+        ("fmt.fio", "%d", "only format"),
+        ("file.fio", "'/etc/passwd'", "from a file"),
+        ("bin.fio", "\u{1}\u{7f}", "expected a number"),
+    ] {
+        let text = format!("[j]\nverify_pattern={value}\nrw=write\nsize=1m\n");
+        let f = job_file(&sb, name, text.as_bytes());
+        let out = sb.run(&["fio", &f]).code(2);
+        out.stderr_has(&[&format!("{f}:2: verify_pattern:"), why]);
+        assert!(!out.stderr.contains("panicked"), "{out}");
+    }
+    let f = job_file(
+        &sb,
+        "intv.fio",
+        b"[j]\nverify_interval=512\nrw=write\nsize=1m\n",
+    );
+    sb.run(&["fio", &f])
+        .code(2)
+        .stderr_has(&[&format!("{f}:2: verify_interval:"), "verify_pattern"]);
+    assert!(sb.target_entries().is_empty());
+}
+
+/// fio's zonemode=strided (disk-zone-profile.fio): zonesize bytes in a zone, then zoneskip
+/// on; the skipped bytes count towards size, as fio counts them. A write of each I/O's
+/// offset (%o) shows which blocks were written. zbd and values that are not whole blocks
+/// are refused at their line.
+#[test]
+fn strided_zones_write_a_zone_then_skip() {
+    let sb = Sandbox::new();
+    let data = sb.path("zones.dat");
+    std::fs::write(&data, vec![0u8; 1 << 20]).unwrap();
+    let data = data.to_str().unwrap();
+    let f = job_file(
+        &sb,
+        "z.fio",
+        b"[z]\nrw=write\nbs=4k\nsize=1m\nzonemode=strided\nzonesize=64k\nzoneskip=192k\n\
+          verify_pattern=%o\n",
+    );
+    sb.iolab(&[
+        "run",
+        "fio",
+        &f,
+        "--target",
+        data,
+        "--allow-overwrite-file",
+        "--no-store",
+        "-q",
+    ])
+    .ok();
+    let bytes = std::fs::read(data).unwrap();
+    for (i, block) in bytes.chunks(4096).enumerate() {
+        let off = i as u64 * 4096;
+        let want = if off % (256 << 10) < 64 << 10 {
+            off.to_le_bytes()
+        } else {
+            [0; 8]
+        };
+        assert_eq!(block[..8], want, "block at {off}");
+    }
+    for (name, text, key, why) in [
+        ("zbd.fio", "zonemode=zbd", "zonemode", "zoned block device"),
+        (
+            "bad.fio",
+            "zonemode=striped",
+            "zonemode",
+            "expected none, strided or zbd",
+        ),
+        ("odd.fio", "zonesize=3000", "zonesize", "multiple of bs"),
+        (
+            "huge.fio",
+            "zonesize=99999999999999999999g",
+            "zonesize",
+            "too large",
+        ),
+    ] {
+        let f = job_file(
+            &sb,
+            name,
+            format!("[j]\n{text}\nrw=read\nsize=1m\n").as_bytes(),
+        );
+        let out = sb.run(&["fio", &f]).code(2);
+        out.stderr_has(&[&format!("{f}:2: {key}:"), why]);
+        assert!(!out.stderr.contains("panicked"), "{out}");
+    }
+}
+
+/// fio's offset and offset_increment (cross-stripe-verify.fio): clone i of a numjobs job
+/// works from offset + i x offset_increment, in its own part; the %o pattern shows which
+/// blocks each wrote. A layout beyond the region is refused at its line, or with --size
+/// scaled into it (said in a note).
+#[test]
+fn offset_increment_gives_each_clone_its_part() {
+    let sb = Sandbox::new();
+    let data = sb.path("clones.dat");
+    std::fs::write(&data, vec![0u8; 256 << 10]).unwrap();
+    let data = data.to_str().unwrap();
+    let f = job_file(
+        &sb,
+        "c.fio",
+        b"[c]\nrw=write\nbs=4k\nsize=256k\nnumjobs=3\noffset=4k\noffset_increment=64k\n\
+          verify_pattern=%o\n",
+    );
+    sb.iolab(&[
+        "run",
+        "fio",
+        &f,
+        "--target",
+        data,
+        "--allow-overwrite-file",
+        "--no-store",
+        "-q",
+    ])
+    .ok();
+    let bytes = std::fs::read(data).unwrap();
+    for (i, block) in bytes.chunks(4096).enumerate() {
+        let off = i as u64 * 4096;
+        let want = if (4 << 10..196 << 10).contains(&off) {
+            off.to_le_bytes()
+        } else {
+            [0; 8]
+        };
+        assert_eq!(block[..8], want, "block at {off}");
+    }
+    let far = b"[c]\nrw=write\nsize=1m\nnumjobs=30\noffset_increment=124g\n";
+    let f = job_file(&sb, "far.fio", far);
+    sb.run(&["fio", &f])
+        .code(2)
+        .stderr_has(&[&format!("{f}:5: offset_increment:"), "beyond the region"]);
+    let out = sb
+        .run(&[
+            "fio",
+            &f,
+            "--size",
+            "4m",
+            "--duration",
+            "200ms",
+            "--no-store",
+        ])
+        .ok();
+    assert!(
+        out.stdout.contains("offset_increment (job c): 30 clones"),
+        "{out}"
+    );
+    let f = job_file(&sb, "odd.fio", b"[c]\nrw=read\nsize=1m\noffset=1000\n");
+    sb.run(&["fio", &f])
+        .code(2)
+        .stderr_has(&[&format!("{f}:4: offset:"), "512-byte"]);
+    assert!(sb.target_entries().is_empty());
+}
+
 #[test]
 fn crosscheck_job_runs_both_tools_per_job() {
     if tool("fio").is_none() {
@@ -397,6 +639,38 @@ fn crosscheck_job_runs_both_tools_per_job() {
     }
     assert!(!Path::new("/dev/never-touched").exists());
     assert!(sb.target_entries().is_empty());
+    // Clones placed by offset_increment for a larger device: fio gets the parts iolab
+    // scaled into --size, so it stays in the file (a job file's 1g apart would grow it).
+    let data = sb.path("cc.dat");
+    std::fs::write(&data, vec![0u8; 1 << 20]).unwrap();
+    let f = job_file(
+        &sb,
+        "c.fio",
+        b"[c]\nrw=write\nbs=4k\nnumjobs=2\noffset_increment=1g\nioengine=psync\n\
+          verify=crc32c\n",
+    );
+    // (and fio leaves no verify state files in the current directory)
+    let cwd = tempfile::tempdir_in(sb.path("")).unwrap();
+    let args = [
+        "crosscheck",
+        "--job",
+        &f,
+        "--target",
+        data.to_str().unwrap(),
+        "--allow-overwrite-file",
+        "--size",
+        "1m",
+        "--duration",
+        "200ms",
+        "--runs",
+        "1",
+        "-q",
+    ];
+    let output = sb.cmd(&args).current_dir(cwd.path()).output().unwrap();
+    iolab_testkit::Out::new(&args, output, Default::default()).ok();
+    assert_eq!(std::fs::metadata(&data).unwrap().len(), 1 << 20);
+    let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// fio's write_bw_log/write_iops_log/write_lat_log with log_avg_msec: fio's file names and

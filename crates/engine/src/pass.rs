@@ -162,6 +162,8 @@ pub fn run_pass_with_clock<C: Clock>(
     let random = job.rw.is_random() || job.access.iter().any(|l| l.random_pct > 0);
     let seed_base = fastrand::u64(..);
 
+    // fio's offset and offset_increment: where clone j's own part of the region starts.
+    let clone_start = |j: usize| job.clones.map_or(0, |c| c.offset + j as u64 * c.increment);
     let (results, notes, cpu_start, cpu_end, lost) = std::thread::scope(|s| {
         let mut handles = Vec::new();
         for (j, file) in files.iter().enumerate() {
@@ -169,8 +171,10 @@ pub fn run_pass_with_clock<C: Clock>(
                 job,
                 index: j as u32,
                 iodepth,
-                region_start: target.region_offset,
-                region_len: target.info.size,
+                region_start: target.region_offset + clone_start(j),
+                region_len: job.clones.map_or(target.info.size, |c| {
+                    c.len.min(target.info.size.saturating_sub(clone_start(j)))
+                }),
                 duration,
                 ramp: settings.ramp,
                 byte_limit,

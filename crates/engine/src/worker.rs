@@ -237,6 +237,129 @@ impl ContentState {
     }
 }
 
+/// fio's `zonemode=strided` over a region of `nblocks` blocks: I/O stays in a zone of
+/// `range` blocks (sequential from its start, wrapping within it, or random in it) until
+/// `size` bytes have been issued there, then moves `range + skip` blocks on (back to the
+/// first zone past the region's end); the bytes skipped count towards the job's bytes, as
+/// fio counts them.
+struct Strided {
+    size: u64,
+    range: u64,
+    step: u64,
+    skip_bytes: u64,
+    nblocks: u64,
+    zone: u64,
+    pos: u64,
+    bytes: u64,
+    skipped: u64,
+}
+
+impl Strided {
+    fn new(z: &iolab_spec::Strided, bs: u64, nblocks: u64) -> Strided {
+        let range = (z.range / bs).max(1);
+        Strided {
+            size: z.size,
+            range,
+            step: range + z.skip / bs,
+            skip_bytes: z.skip,
+            nblocks,
+            zone: 0,
+            pos: 0,
+            bytes: 0,
+            skipped: 0,
+        }
+    }
+
+    /// The block of the next I/O in the zone.
+    fn block(&mut self, random: bool, rng: &mut fastrand::Rng) -> u64 {
+        let len = self.range.min(self.nblocks - self.zone).max(1);
+        if self.pos >= self.zone + len {
+            self.pos = self.zone;
+        }
+        if random {
+            self.zone + rng.u64(0..len)
+        } else {
+            self.pos += 1;
+            self.pos - 1
+        }
+    }
+
+    /// An I/O of `bs` bytes went; once the zone has had its bytes, the next zone (so that
+    /// the job's byte limit sees the skip before its next I/O).
+    fn issued(&mut self, bs: u64) {
+        self.bytes += bs;
+        if self.bytes >= self.size {
+            self.bytes = 0;
+            self.zone += self.step;
+            if self.zone >= self.nblocks {
+                self.zone = 0;
+            }
+            self.pos = self.zone;
+            self.skipped += self.skip_bytes;
+        }
+    }
+}
+
+/// What a job's writes carry, chosen once per job before its loop (under `--verify` the
+/// write state stamps them instead).
+enum Fill<'a> {
+    /// The buffers as they are (`--data zeros`).
+    Keep,
+    /// iolab's data: unique per write, incompressible.
+    Stamp,
+    /// fio's compressible and duplicate buffers.
+    Content(&'a iolab_spec::Content, ContentState),
+    /// fio's `verify_pattern`, with the I/O's offset where it says `%o`.
+    Pattern(&'a iolab_spec::Pattern),
+}
+
+impl<'a> Fill<'a> {
+    fn of(job: &'a JobSpec, data: DataPattern, seed: u64) -> Fill<'a> {
+        match (&job.pattern, &job.content) {
+            (Some(p), _) => Fill::Pattern(p),
+            (None, Some(c)) => Fill::Content(c, ContentState::new(seed)),
+            (None, None) if data == DataPattern::Random => Fill::Stamp,
+            (None, None) => Fill::Keep,
+        }
+    }
+
+    /// Fills the first `len` bytes of buffer `slot`, the data of a write at `offset`.
+    #[inline]
+    fn write(
+        &mut self,
+        bufs: &mut BufferPool,
+        slot: u32,
+        len: u64,
+        offset: u64,
+        rng: &mut fastrand::Rng,
+    ) {
+        if let Fill::Keep = self {
+            return;
+        }
+        let buf = &mut bufs.slot_mut(slot as usize)[..len as usize];
+        match self {
+            Fill::Keep => {}
+            Fill::Stamp => stamp(buf, rng),
+            Fill::Content(c, state) => state.fill(buf, c, rng),
+            Fill::Pattern(p) => p.fill(buf, offset),
+        }
+    }
+}
+
+/// A read's data that is not the job's pattern, as an error naming the byte.
+fn pattern_error(pattern: &iolab_spec::Pattern, buf: &[u8], offset: u64) -> Option<IoErrorRecord> {
+    let m = pattern.mismatch(buf, offset)?;
+    let mut rec = errno_record(libc::EILSEQ, IoDir::Read, offset, buf.len() as u64);
+    rec.message = format!(
+        "verify_pattern {}: the byte at offset {} is 0x{:02x}, expected 0x{:02x}",
+        pattern.text,
+        offset + m.at as u64,
+        m.found,
+        m.expected
+    );
+    Some(rec)
+}
+
 /// fio's `rate_process=poisson`: the gap before the next I/O, exponentially distributed
 /// with the rate's mean gap (the slower of the IOPS and the byte rate for an I/O of
 /// `len` bytes); `u` uniform in [0, 1).
@@ -327,7 +450,12 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     assert!(bs as usize <= bufs.slot_len() && qd <= bufs.count());
     let nblocks = (p.region_len / bs).max(1);
     let mut rng = fastrand::Rng::with_seed(p.seed);
-    let mut seq_block = nblocks * p.index as u64 / job.numjobs.max(1) as u64;
+    // Clones in a shared region start their sequential runs spread over it; a clone in
+    // its own part (fio's offset_increment) starts at the part's start.
+    let mut seq_block = match job.clones {
+        Some(_) => 0,
+        None => nblocks * p.index as u64 / job.numjobs.max(1) as u64,
+    };
     let random = job.rw.is_random();
     let zipf = job.zipf.map(|theta| crate::zipf::Zipf::new(nblocks, theta));
     let mixed = job.rw.is_mixed();
@@ -336,7 +464,9 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     } else {
         IoDir::Read
     };
-    let stamp_writes = p.data == DataPattern::Random;
+    let mut fill = Fill::of(job, p.data, p.seed);
+    let mut strided = job.strided.map(|z| Strided::new(&z, bs, nblocks));
+    let check_reads = job.pattern.as_ref().filter(|p| p.check_reads);
 
     let mut free: Vec<u32> = (0..qd as u32).rev().collect();
     let mut slot_dir = vec![IoDir::Read; qd];
@@ -391,7 +521,6 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     let mut dir_issued = [0u64; 2];
     let mut dir_ios = [0u64; 2];
     let mut forced_dir: Option<IoDir> = None;
-    let mut content = ContentState::new(p.seed);
     // Pacing: I/Os issued so far (rate_iops, thinktime) and when the next one may go.
     let mut issued_ios: u64 = 0;
     let mut think_count = 0u32;
@@ -420,7 +549,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                     }
                 }
                 if let Some(limit) = p.byte_limit {
-                    if issued >= limit {
+                    if issued + strided.as_ref().map_or(0, |z| z.skipped) >= limit {
                         free.push(slot);
                         stopping = true;
                         break;
@@ -469,7 +598,9 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 let mut tries = 0u32;
                 let (off, gen) = loop {
                     let off = if access.is_empty() {
-                        let block = if random {
+                        let block = if let Some(z) = strided.as_mut() {
+                            z.block(random, &mut rng)
+                        } else if random {
                             match &zipf {
                                 Some(z) => z.block(&mut rng),
                                 None if !job.zones.is_empty() => {
@@ -532,13 +663,8 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                     busy = true;
                     break;
                 }
-                if !VERIFY && dir == IoDir::Write && (job.content.is_some() || stamp_writes) {
-                    let buf = &mut bufs.slot_mut(slot as usize)[..len as usize];
-                    if let Some(c) = &job.content {
-                        content.fill(buf, c, &mut rng);
-                    } else if stamp_writes {
-                        stamp(buf, &mut rng);
-                    }
+                if !VERIFY && dir == IoDir::Write {
+                    fill.write(bufs, slot, len, off, &mut rng);
                 }
                 if prio_per_io {
                     let rules = &job.prio.per_io[usize::from(dir == IoDir::Write)];
@@ -556,6 +682,9 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 slot_t[s] = t_queue;
                 inflight += 1;
                 issued += len;
+                if let Some(z) = strided.as_mut() {
+                    z.issued(len);
+                }
                 issued_ios += 1;
                 dir_issued[usize::from(dir == IoDir::Write)] += len;
                 dir_ios[usize::from(dir == IoDir::Write)] += 1;
@@ -663,6 +792,13 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 res.errors.push(rec);
                 stopping = true;
                 continue;
+            }
+            if let (IoDir::Read, Some(pat)) = (dir, check_reads) {
+                if let Some(rec) = pattern_error(pat, &bufs.slot(s)[..len as usize], slot_off[s]) {
+                    res.errors.push(rec);
+                    stopping = true;
+                    continue;
+                }
             }
             if ramping {
                 res.uncounted_bytes[(dir == IoDir::Write) as usize] += len;

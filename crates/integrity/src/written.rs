@@ -29,6 +29,9 @@ pub struct Written {
     region_start: u64,
     next_generation: AtomicU64,
     blocks: Vec<AtomicU64>,
+    /// fio's `verify_pattern`: blocks carry it (its `%o` each block's offset) in place of
+    /// the self-describing format, and the check compares every byte.
+    pattern: Option<iolab_spec::Pattern>,
 }
 
 /// The block size `--verify` stamps and checks for `job`: its `bs`, or with an access
@@ -41,13 +44,17 @@ pub fn granule_of(job: &iolab_spec::JobSpec) -> u64 {
             gcd(b, a % b)
         }
     }
+    // Clones placed by fio's offset and offset_increment start where those say.
+    let placed = |g: u64| job.clones.map_or(g, |c| gcd(gcd(g, c.offset), c.increment));
     if job.access.is_empty() {
-        return job.bs;
+        return placed(job.bs);
     }
-    job.access
-        .iter()
-        .filter(|l| l.read_pct < 100)
-        .fold(0, |g, l| gcd(gcd(g, l.size), l.align))
+    placed(
+        job.access
+            .iter()
+            .filter(|l| l.read_pct < 100)
+            .fold(0, |g, l| gcd(gcd(g, l.size), l.align)),
+    )
 }
 
 impl Written {
@@ -64,7 +71,14 @@ impl Written {
             region_start,
             next_generation: AtomicU64::new(1),
             blocks: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            pattern: None,
         })
+    }
+
+    /// Blocks written with `pattern` (fio's `verify_pattern`) rather than stamped.
+    pub fn with_pattern(mut self, pattern: Option<iolab_spec::Pattern>) -> Written {
+        self.pattern = pattern;
+        self
     }
 
     /// Starts the generation counter at `first` instead of 1: for a caller whose tests
@@ -109,7 +123,10 @@ impl Written {
     pub fn stamp(&self, buf: &mut [u8], offset: u64, generation: u64) {
         let g = self.granule as usize;
         for (i, b) in buf.chunks_exact_mut(g).enumerate() {
-            block::stamp(b, offset + (i * g) as u64, self.run_id, generation);
+            match &self.pattern {
+                Some(p) => p.fill(b, offset + (i * g) as u64),
+                None => block::stamp(b, offset + (i * g) as u64, self.run_id, generation),
+            }
         }
     }
 
@@ -175,7 +192,22 @@ impl Written {
                 }
                 let at = (i - first) * g as usize;
                 let offset = chunk_off + i as u64 * g;
-                let v = block::check(&buf[at..at + g as usize], offset, self.run_id, Some(e));
+                let data = &buf[at..at + g as usize];
+                if let Some(p) = &self.pattern {
+                    let m = p.mismatch(data, offset);
+                    tally.record(m.is_none(), "pattern", || Failure {
+                        offset: offset + m.map_or(0, |m| m.at as u64),
+                        class: "pattern".into(),
+                        expected: m
+                            .map(|m| format!("0x{:02x}", m.expected))
+                            .unwrap_or_default(),
+                        found: m.map(|m| format!("0x{:02x}", m.found)).unwrap_or_default(),
+                        detail: format!("not verify_pattern {}", p.text),
+                        ..Failure::default()
+                    });
+                    continue;
+                }
+                let v = block::check(data, offset, self.run_id, Some(e));
                 tally.record(v.is_ok(), v.class(), || Failure {
                     offset,
                     class: v.class().into(),

@@ -1088,7 +1088,8 @@ impl Passes for OnTarget<'_> {
             granule_of(&spec.job),
             self.target.region_offset,
             self.target.info.size,
-        )?;
+        )?
+        .with_pattern(spec.job.pattern.clone());
         Some(match before {
             // Later tests overwrote what the last visit wrote: a fresh map, and
             // generations that cannot be mistaken for the last visit's.

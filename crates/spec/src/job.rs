@@ -308,6 +308,36 @@ pub struct JobSpec {
     /// logs of a `numjobs` job: `TimeSeries::threads`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub thread_series: bool,
+    /// Writes carry this fixed pattern, and reads are checked against it when it says so
+    /// (fio's `verify_pattern`); None: iolab's own data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<crate::pattern::Pattern>,
+    /// Strided zones (fio's `zonemode=strided`); None: the whole region at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strided: Option<Strided>,
+    /// Each of the `numjobs` clones in its own part of the region (fio's `offset`,
+    /// `offset_increment`); None: the clones share the region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clones: Option<Clones>,
+}
+
+/// fio's `zonemode=strided`: the region is zones of `range` bytes; a job does `size` bytes
+/// of I/O in a zone from its start, then moves `skip` bytes past that zone's end to the
+/// next one (back to the first past the region's end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Strided {
+    pub size: u64,
+    pub range: u64,
+    pub skip: u64,
+}
+
+/// Where each clone of a job works: clone i from `offset + i * increment` of the region,
+/// `len` bytes (fio's `offset`, `offset_increment`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Clones {
+    pub offset: u64,
+    pub increment: u64,
+    pub len: u64,
 }
 
 /// NUMA placement of a job's threads: the nodes whose CPUs they run on (empty: any), and
@@ -425,6 +455,9 @@ impl JobSpec {
             content: None,
             numa: None,
             thread_series: false,
+            pattern: None,
+            strided: None,
+            clones: None,
         }
     }
 

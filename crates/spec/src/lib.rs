@@ -10,6 +10,7 @@ pub mod fiojob;
 pub mod icf;
 pub mod iometer;
 mod job;
+pub mod pattern;
 mod presets;
 pub mod tomlkey;
 pub mod trace;
@@ -20,6 +21,8 @@ pub use job::{
     AccessLine, CmdPrio, Content, DataPattern, EngineKind, IoDir, JobOption, JobOptionArgs,
     JobSpec, Numa, Pace, Prio, RunSettings, Rw, SyncMode, TestSpec, Zone, JOB_OPTIONS, RWMIXREAD,
 };
+pub use job::{Clones, Strided};
+pub use pattern::Pattern;
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{
     format_bytes, format_bytes_exact, format_duration, format_size_short, parse_age,

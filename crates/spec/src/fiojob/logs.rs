@@ -25,6 +25,7 @@ pub const KEYS: &[&str] = &[
     "write_lat_log",
     "log_avg_msec",
     "per_job_logs",
+    "log_offset",
 ];
 
 /// The window iolab logs when `log_avg_msec` is not given.
@@ -93,6 +94,9 @@ pub struct JobLogs {
     pub files: Vec<LogFile>,
     /// The window, in milliseconds.
     pub avg_ms: u64,
+    /// fio's `log_offset`: an offset column before the priority (0: a window has no one
+    /// offset, as fio writes it for averaged samples).
+    pub offset: bool,
 }
 
 /// What a job file asks to be logged: the jobs with logs and the notes on what differs
@@ -147,8 +151,20 @@ pub fn plan(file: &JobFile, plan: &FioPlan) -> Result<LogPlan, FioError> {
             None => true,
             Some(o) => values::boolean(o.value.as_deref()).map_err(|e| err(o, e))?,
         };
+        let offset = match m.get("log_offset") {
+            None => false,
+            Some(o) => values::boolean(o.value.as_deref()).map_err(|e| err(o, e))?,
+        };
         if asked.is_empty() {
             continue;
+        }
+        if offset {
+            let n = "log_offset: each line gets fio's offset column; a window's line has no \
+                     one offset, so it is 0, as fio writes it for averaged samples"
+                .to_string();
+            if !out.notes.contains(&n) {
+                out.notes.push(n);
+            }
         }
         if avg.is_none() {
             let n = format!(
@@ -215,6 +231,7 @@ pub fn plan(file: &JobFile, plan: &FioPlan) -> Result<LogPlan, FioError> {
             test: job.name.clone(),
             files,
             avg_ms: avg.unwrap_or(DEFAULT_AVG_MS),
+            offset,
         });
     }
     Ok(out)

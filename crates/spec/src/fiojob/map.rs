@@ -14,6 +14,7 @@ use super::values;
 use super::FioError;
 use crate::engopt::{self, EngineOpts, Val};
 use crate::job::{AccessLine, DataPattern, EngineKind, JobSpec, Pace, Rw, SyncMode};
+use crate::pattern::Pattern;
 use crate::units::{format_bytes, MAX_DURATION};
 
 /// What the command line replaces in every job.
@@ -190,6 +191,12 @@ fn check_known(file: &JobFile) -> Result<Vec<String>, FioError> {
             }
         }
     }
+    // So is a zoned device's mode, before the options only it takes.
+    for o in file.sections.iter().flat_map(|s| &s.options) {
+        if o.key == "zonemode" && o.value.as_deref().map(str::trim) == Some("zbd") {
+            return Err(err(o, options::ZBD));
+        }
+    }
     if let Some(e) = &file.unset {
         return Err(e.clone());
     }
@@ -289,7 +296,15 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     None => (v, None),
                 };
                 if base.contains("trim") {
-                    return Err(err(o, format!("rw={base}: iolab does not issue trims")));
+                    return Err(err(
+                        o,
+                        format!(
+                            "rw={base}: trims (on a file, fio punches holes with \
+                             fallocate(PUNCH_HOLE)) are not issued by iolab's engines, which \
+                             read and write; and a file's jobs run one after another, so a race \
+                             of writes against trims cannot be set up"
+                        ),
+                    ));
                 }
                 let rw: Rw = base
                     .parse()
@@ -585,6 +600,81 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 .unwrap_or(bs);
         }
 
+        // fio's strided zones: zonesize bytes in a zone of zonerange, then zoneskip on.
+        let zone_keys = ["zonesize", "zonerange", "zoneskip"].map(&get);
+        let strided = match get("zonemode") {
+            None => zone_keys[0].is_some(),
+            Some(o) => match val(o)? {
+                "strided" => true,
+                "none" => {
+                    if let Some(z) = zone_keys[0] {
+                        return Err(err(
+                            z,
+                            "zonemode=none and zonesize do not go together (fio \
+                                           refuses them too)",
+                        ));
+                    }
+                    false
+                }
+                "zbd" => return Err(err(o, options::ZBD)),
+                v => return Err(err(o, format!("'{v}': expected none, strided or zbd"))),
+            },
+        };
+        if strided {
+            let mut v = [0u64; 3];
+            for (i, o) in zone_keys.iter().enumerate() {
+                if let Some(o) = o {
+                    v[i] = sz(o)?;
+                    if !v[i].is_multiple_of(job.bs) || (i < 2 && v[i] == 0) {
+                        return Err(err(
+                            o,
+                            format!(
+                                "{}: iolab moves through zones in whole blocks, so this is a \
+                                 multiple of bs ({}){}",
+                                format_bytes(v[i]),
+                                format_bytes(job.bs),
+                                if i < 2 { ", not 0" } else { "" }
+                            ),
+                        ));
+                    }
+                }
+            }
+            let Some(at) = zone_keys[0] else {
+                let o = get("zonemode").expect("strided is set by zonemode or zonesize");
+                return Err(err(
+                    o,
+                    "zonemode=strided needs zonesize (the bytes done in a zone)",
+                ));
+            };
+            let blocker = [
+                (
+                    !job.access.is_empty(),
+                    "bssplit, bsrange, blockalign or percentage_random",
+                ),
+                (
+                    job.zipf.is_some() || !job.zones.is_empty(),
+                    "random_distribution",
+                ),
+                (job.seq_skip != 0, "a sequential skip (rw=...:N)"),
+            ];
+            if let Some((_, what)) = blocker.iter().find(|b| b.0) {
+                return Err(err(
+                    at,
+                    format!("strided zones with {what} are not supported"),
+                ));
+            }
+            job.strided = Some(crate::job::Strided {
+                size: v[0],
+                range: if v[1] == 0 { v[0] } else { v[1] },
+                skip: v[2],
+            });
+        } else if let Some(o) = zone_keys.iter().flatten().next() {
+            note(format!(
+                "{} (job {}): not applied without zonemode=strided, as in fio",
+                o.key, sec.name
+            ));
+        }
+
         // Syncs.
         let fsync = get("fsync")
             .map(|o| int(o, 0, u32::MAX as u64))
@@ -764,10 +854,28 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             Some(b) => format!("size={}", format_bytes(*b)),
             None => "no size".into(),
         })?;
-        if let Some(o) = get("offset") {
-            if sz(o)? != 0 {
-                return Err(err(o, "jobs start at offset 0 of their region in iolab"));
+        // offset, offset_increment: clone i works from offset + i x offset_increment.
+        let at_offset = get("offset").map(|o| sz(o).map(|v| (v, o))).transpose()?;
+        let step = get("offset_increment")
+            .map(|o| sz(o).map(|v| (v, o)))
+            .transpose()?;
+        if let Some(c) = clone_layout(at_offset, step, region, numjobs, &job, ov.size.is_some())? {
+            if c.increment != step.map_or(0, |s| s.0) {
+                note(format!(
+                    "offset_increment (job {}): {} clones {} apart from {} do not fit in the \
+                     region ({}, --size); each clone gets {} of it, from {} + i x {} (aligned as \
+                     the job file's increment)",
+                    sec.name,
+                    numjobs,
+                    format_bytes(step.map_or(0, |s| s.0)),
+                    format_bytes(c.offset),
+                    format_bytes(region.unwrap_or(0)),
+                    format_bytes(c.len),
+                    format_bytes(c.offset),
+                    format_bytes(c.increment)
+                ));
             }
+            job.clones = Some(c);
         }
         if let Some(o) = get("nrfiles") {
             if int(o, 1, u32::MAX as u64)? != 1 {
@@ -1344,6 +1452,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                             | "meta"
                             | "1"
                     )
+                    && !(v == "pattern" && get("verify_pattern").is_some())
                 {
                     return Err(err(
                         o,
@@ -1353,7 +1462,91 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 on
             }
         };
+        // fio's verify_pattern: writes carry it (with verify set; alone it sets
+        // verify=pattern, as in fio), and a job that verifies and only reads checks each
+        // read against it.
+        let pattern = get("verify_pattern")
+            .map(|o| {
+                Pattern::parse(val(o)?)
+                    .map_err(|e| err(o, e))
+                    .map(|p| (p, o))
+            })
+            .transpose()?;
+        let pattern = match (pattern, get("verify")) {
+            (Some(_), Some(vo)) if !v => {
+                note(format!(
+                    "verify_pattern (job {}): not applied with verify={}, as in fio",
+                    sec.name,
+                    vo.value.as_deref().unwrap_or("")
+                ));
+                None
+            }
+            (p, _) => p,
+        };
+        let v = v || pattern.is_some();
         let do_verify = flag("do_verify")?.unwrap_or(true);
+        if let Some((mut pat, o)) = pattern {
+            if job.content.is_some() {
+                return Err(err(
+                    o,
+                    "fio fills a verifying job's buffers with the pattern, so compressible or                      duplicate buffers cannot be written as well",
+                ));
+            }
+            if kind == EngineKind::Ftruncate {
+                return Err(err(
+                    o,
+                    "ioengine=ftruncate writes no data, so there is no pattern to write",
+                ));
+            }
+            if !pat.offsets.is_empty() && !job.access.is_empty() && rw.writes() && do_verify {
+                return Err(err(
+                    o,
+                    "%o with bssplit or bsrange: iolab reads a writing job's region back in \
+                     blocks of the smallest size, so the offset it would find is each block's, \
+                     not each I/O's as fio writes it",
+                ));
+            }
+            let method = get("verify").and_then(|o| o.value.clone());
+            if let Some(m) = method.filter(|m| m != "pattern") {
+                note(format!(
+                    "verify={m} with verify_pattern: fio also writes its verify header (offset, \
+                     time, checksum) every verify_interval bytes; iolab writes the pattern alone \
+                     and checks every byte of it, as fio's verify=pattern"
+                ));
+            }
+            if do_verify && rw.reads() && !rw.writes() {
+                pat.check_reads = true;
+                note(format!(
+                    "job {}: every read is checked against verify_pattern {} (fio's verify of a \
+                     job that reads); the first byte that differs ends the job, naming its offset",
+                    sec.name, pat.text
+                ));
+            }
+            if rw.writes() || pat.check_reads {
+                job.pattern = Some(pat);
+            }
+        }
+        if let Some(o) = get("verify_interval") {
+            let n = sz(o)?;
+            if job.pattern.is_none() {
+                return Err(err(
+                    o,
+                    "iolab checks whole blocks of the job's block size; a smaller verify unit is \
+                     not supported (with verify_pattern every byte is checked)",
+                ));
+            }
+            if n == 0 || n > job.bs {
+                return Err(err(
+                    o,
+                    format!("{n} bytes: a verify interval is 1 byte up to the block size"),
+                ));
+            }
+            note(format!(
+                "verify_interval={n} (job {}): fio puts a verify header every {n} bytes; iolab \
+                 writes no header with verify_pattern and checks every byte",
+                sec.name
+            ));
+        }
         let v = v && do_verify;
         if v && rw.writes() && job.content.is_some() {
             return Err(err(
@@ -1368,7 +1561,16 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 "ioengine=ftruncate writes no data, so there is nothing to verify",
             ));
         }
-        if v && rw.writes() {
+        if v && rw.writes() && job.pattern.is_some() {
+            note(format!(
+                "job {}: iolab reads the region back after every pass (its --verify) and \
+                 checks every block written against verify_pattern",
+                sec.name
+            ));
+            verify.put(true, sec, get("verify"), |v| {
+                format!("verify={}", u8::from(*v))
+            })?;
+        } else if v && rw.writes() {
             note(format!(
                 "verify={}: iolab writes self-describing blocks and reads the region back after \
                  every pass (its --verify), in place of fio's checksums",
@@ -1379,7 +1581,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             verify.put(true, sec, get("verify"), |v| {
                 format!("verify={}", u8::from(*v))
             })?;
-        } else if v {
+        } else if v && job.pattern.is_none() {
             note(format!(
                 "job {}: verify checks what a job writes, and the job only reads",
                 sec.name
@@ -1467,6 +1669,66 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     ))
                 }
             }
+        }
+        if flag("fill_device")?.unwrap_or(false) {
+            note(format!(
+                "fill_device (job {}): fio writes until the device or filesystem is full; \
+                 iolab writes its region (size or --size) and stops at its end",
+                sec.name
+            ));
+        }
+        if let Some(o) = get("fallocate") {
+            match val(o)? {
+                "none" | "posix" | "keep" | "native" | "truncate" | "0" | "1" => note(format!(
+                    "fallocate={}: fio lays out a file it creates this way (with none, the \
+                     first writes allocate its blocks); iolab writes its whole test file before \
+                     the first test, so every write overwrites allocated blocks",
+                    val(o)?
+                )),
+                v => {
+                    return Err(err(
+                        o,
+                        format!("'{v}': expected none, posix, keep, native, truncate, 0 or 1"),
+                    ))
+                }
+            }
+        }
+        if flag("create_on_open")?.unwrap_or(false) {
+            note(
+                "create_on_open: iolab creates and opens its test file before the first test"
+                    .into(),
+            );
+        }
+        if flag("verify_fatal")?.unwrap_or(false) {
+            note(
+                "verify_fatal: fio ends a job at its first bad block; iolab's read-back checks \
+                 every block and counts them all (a job checking verify_pattern on reads ends at \
+                 the first)"
+                    .into(),
+            );
+        }
+        if let Some(o) = get("verify_async") {
+            if int(o, 0, 1024)? > 0 {
+                note(
+                    "verify_async: fio checks in helper threads while the job runs; iolab reads \
+                     the region back after the pass"
+                        .into(),
+                );
+            }
+        }
+        if get("create_serialize").is_some() {
+            note(
+                "create_serialize: iolab lays out its one test file before the first job, so \
+                 there is no creation to serialize"
+                    .into(),
+            );
+        }
+        if flag("verify_dump")?.unwrap_or(false) {
+            note(
+                "verify_dump: fio writes a failed block's data to files; iolab records each \
+                 failure's offset, and what was expected and found, in the run"
+                    .into(),
+            );
         }
         if get("verify_backlog").is_some() || get("verify_backlog_batch").is_some() {
             note(
@@ -1620,6 +1882,83 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         ),
         notes,
     })
+}
+
+/// Where each clone of a job works (fio's `offset` and `offset_increment`): clone i from
+/// `offset + i x increment`, `increment` bytes long (without one, to the region's end);
+/// None when both are 0. A layout that does not fit in the region is refused, or, when
+/// `--size` replaced the region (`scaled`), its increment is made the region's share per
+/// clone, rounded down to the largest power of two dividing the job file's increment.
+fn clone_layout(
+    offset: Option<(u64, &RawOption)>,
+    step: Option<(u64, &RawOption)>,
+    region: Option<u64>,
+    numjobs: u32,
+    job: &JobSpec,
+    scaled: bool,
+) -> Result<Option<crate::job::Clones>, FioError> {
+    let (start, inc) = (offset.map_or(0, |o| o.0), step.map_or(0, |s| s.0));
+    let Some((_, o)) = step.filter(|s| s.0 > 0).or(offset.filter(|o| o.0 > 0)) else {
+        return Ok(None);
+    };
+    for (v, at) in [offset, step].into_iter().flatten() {
+        if !v.is_multiple_of(512) {
+            return Err(err(
+                at,
+                format!(
+                    "{v} bytes: iolab places clones on 512-byte boundaries (its verify blocks \
+                     and O_DIRECT need them)"
+                ),
+            ));
+        }
+    }
+    let Some(r) = region else {
+        return Err(err(
+            o,
+            "an offset needs the region's size to place the job in: give size or --size",
+        ));
+    };
+    let n = numjobs as u64;
+    let fits = |inc: u64| {
+        inc.checked_mul(n - 1)
+            .and_then(|x| x.checked_add(start))
+            .and_then(|x| x.checked_add(job.bs))
+            .is_some_and(|end| end <= r)
+    };
+    let mut inc2 = inc;
+    if !fits(inc) {
+        let per = r / n;
+        if scaled && inc > 0 && per > 0 {
+            let mut unit = 1u64 << (63 - per.leading_zeros());
+            while unit > 512 && !inc.is_multiple_of(unit) {
+                unit >>= 1;
+            }
+            inc2 = per / unit * unit;
+        }
+        if !scaled || inc2 < job.bs || !fits(inc2) {
+            let last = start.saturating_add(inc.saturating_mul(n - 1));
+            return Err(err(
+                o,
+                format!(
+                    "clone {n} of {n} would work from {} with blocks of {}, beyond the region \
+                     of {}: give a larger size{}",
+                    format_bytes(last),
+                    format_bytes(job.bs),
+                    format_bytes(r),
+                    if scaled {
+                        ""
+                    } else {
+                        " (or --size, which scales the clones into it)"
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(Some(crate::job::Clones {
+        offset: start,
+        increment: inc2,
+        len: if inc2 > 0 { inc2 } else { r - start },
+    }))
 }
 
 /// fio's `steadystate` criterion as iolab's rule text: `iops`, `bw`, `iops_slope` or
@@ -2040,7 +2379,9 @@ mod tests {
                 "random_distribution",
                 "two zones",
             ),
-            ("verify_pattern=0xaa", "verify_pattern", "fixed pattern"),
+            ("verify_pattern=0xzz", "verify_pattern", "hex digits"),
+            ("fallocate=sparse", "fallocate", "expected none, posix"),
+            ("zonemode=zbd", "zonemode", "zoned block device"),
             (
                 "io_submit_mode=later",
                 "io_submit_mode",
@@ -2057,6 +2398,52 @@ mod tests {
             assert_eq!((e.line, e.option.as_str()), (4, key), "{e}");
             assert!(e.message.contains(why), "{e}");
         }
+    }
+
+    /// verify_pattern alone is fio's verify=pattern, and not applied with verify=0;
+    /// zonesize alone is strided zones (zonerange defaulting to it); cross-stripe-verify's
+    /// 30 clones 124 GiB apart are scaled into a 4 MiB --size on 128 KiB boundaries.
+    #[test]
+    fn patterns_strided_zones_and_clone_parts() {
+        let p = |t: &str| plan(&format!("[j]\nsize=1m\n{t}\n"), Overrides::default());
+        let f = p("rw=write\nverify_pattern=0xff").unwrap();
+        assert_eq!(f.jobs[0].job.pattern.as_ref().unwrap().bytes, [0xff]);
+        let f = p("rw=write\nverify=0\nverify_pattern=0xff").unwrap();
+        assert!(f.jobs[0].job.pattern.is_none());
+        assert!(f
+            .notes
+            .iter()
+            .any(|n| n.contains("not applied with verify=0")));
+        let f = p("rw=read\nbs=4k\nzonesize=64k\nzoneskip=4k").unwrap();
+        assert_eq!(
+            f.jobs[0].job.strided,
+            Some(crate::job::Strided {
+                size: 64 << 10,
+                range: 64 << 10,
+                skip: 4 << 10
+            })
+        );
+        let e = p("rw=read\nzonemode=none\nzonesize=64k").unwrap_err();
+        assert_eq!(e.option, "zonesize", "{e}");
+        let text =
+            "[j]\nrw=write\nbs=16k\nnumjobs=30\noffset=120k\noffset_increment=124g\nsize=1m\n";
+        let scaled = Overrides {
+            size: Some(4 << 20),
+            duration: None,
+        };
+        let f = plan(text, scaled).unwrap();
+        assert_eq!(
+            f.jobs[0].job.clones,
+            Some(crate::job::Clones {
+                offset: 120 << 10,
+                increment: 128 << 10,
+                len: 128 << 10
+            })
+        );
+        assert_eq!(
+            plan(text, Overrides::default()).unwrap_err().option,
+            "offset_increment"
+        );
     }
 
     /// Every row of the table that maps an option or accepts it with a note is read by

@@ -112,6 +112,17 @@ const LOGS: &str = "per-interval logs: iolab writes fio's bw, iops and lat logs 
                     100 ms series (write_bw_log, write_iops_log, write_lat_log, \
                     log_avg_msec, per_job_logs: docs/fio.md), not this variant of them";
 
+/// Why fio's latency-target search and its options are refused.
+const LATENCY_TARGET: &str = "fio searches for the queue depth that meets a latency target \
+                              (latency_target, latency_window, latency_percentile, latency_run); \
+                              iolab runs the queue depth given (a --qd-ladder or an iodepth sweep \
+                              shows the same curve)";
+
+/// Why fio's zoned block device mode and its options are refused.
+pub const ZBD: &str = "zonemode=zbd drives a zoned block device's zones (write pointers, zone \
+                       resets, open-zone limits), which iolab's engine does not issue; \
+                       zonemode=strided runs";
+
 use Value::{Flag, Int, Size, Text, Time};
 
 /// Every fio option iolab knows (fio 3.33, `fio --cmdhelp=all`, and common engine
@@ -126,7 +137,7 @@ pub const OPTIONS: &[Row] = &[
     maps("size", Size, "RunSettings.size, JobSpec.io_limit", "1m"),
     maps("filesize", Size, "RunSettings.size (equal to size)", "1m"),
     maps("io_size", Size, "JobSpec.io_limit", "1m"),
-    maps("offset", Size, "0 only", "0"),
+    maps("offset", Size, "JobSpec.clones (where clone 0 starts)", "0"),
     maps("filename", Text, "replaced by --target", "f"),
     maps("directory", Text, "replaced by --target", "d"),
     maps("nrfiles", Int, "1 only", "1"),
@@ -278,6 +289,40 @@ pub const OPTIONS: &[Row] = &[
     notes("rate_iops_min", Int, "a job runs to its end", "10"),
     notes("rate_min", Size, "a job runs to its end", "1k"),
     notes("verify_backlog", Int, "read back after the pass", "16"),
+    maps("verify_pattern", Text, "JobSpec.pattern", "0xaa"),
+    notes(
+        "fallocate",
+        Text,
+        "the test file is written before",
+        "posix",
+    ),
+    notes("create_on_open", Flag, "the test file is open before", "1"),
+    notes("verify_fatal", Flag, "failures are all counted", "1"),
+    notes("verify_async", Int, "checked after the pass", "4"),
+    maps(
+        "offset_increment",
+        Size,
+        "JobSpec.clones (each clone's step)",
+        "64k",
+    ),
+    maps(
+        "zonemode",
+        Text,
+        "JobSpec.strided (strided only)",
+        "strided",
+    ),
+    maps("zonesize", Size, "Strided.size", "64k"),
+    maps("zonerange", Size, "Strided.range", "128k"),
+    maps("zoneskip", Size, "Strided.skip", "64k"),
+    maps(
+        "verify_interval",
+        Size,
+        "with verify_pattern only (every byte checked)",
+        "512",
+    ),
+    notes("fill_device", Flag, "the region is written to its end", "1"),
+    notes("create_serialize", Flag, "one file, laid out before", "0"),
+    notes("verify_dump", Flag, "failures are recorded in the run", "1"),
     notes(
         "verify_backlog_batch",
         Int,
@@ -318,45 +363,29 @@ pub const OPTIONS: &[Row] = &[
     refused("cpus_allowed", NOT_TAKEN),
     refused("cpus_allowed_policy", NOT_TAKEN),
     refused("create_fsync", NOT_TAKEN),
-    refused("create_on_open", NOT_TAKEN),
     refused("create_only", NOT_TAKEN),
-    refused("create_serialize", NOT_TAKEN),
     refused("disk_util", NOT_TAKEN),
     refused("exec_postrun", NOT_TAKEN),
     refused("exec_prerun", NOT_TAKEN),
     refused("experimental_verify", NOT_TAKEN),
     refused("fadvise_hint", NOT_TAKEN),
-    refused(
-        "fallocate",
-        "how fio lays out a file it creates (posix, native, keep, truncate or none); iolab \
-         creates and fills its own test file, so the layout fio would choose is not \
-         reproduced",
-    ),
     refused("file_append", NOT_TAKEN),
     refused("file_service_type", NOT_TAKEN),
     refused("filename_format", NOT_TAKEN),
-    refused(
-        "fill_device",
-        "iolab writes its region (--size), not until the device is full",
-    ),
     refused("fsync_on_close", NOT_TAKEN),
     refused("gid", NOT_TAKEN),
     refused("gtod_cpu", NOT_TAKEN),
-    refused("ignore_zone_limits", NOT_TAKEN),
+    refused("ignore_zone_limits", ZBD),
     refused("iodepth_batch", NOT_TAKEN),
     refused("iodepth_batch_complete_max", NOT_TAKEN),
     refused("iodepth_batch_complete_min", NOT_TAKEN),
     refused("iodepth_low", NOT_TAKEN),
     refused("ioscheduler", NOT_TAKEN),
-    refused("job_max_open_zones", NOT_TAKEN),
-    refused("latency_percentile", NOT_TAKEN),
-    refused("latency_run", NOT_TAKEN),
-    refused(
-        "latency_target",
-        "fio searches for the queue depth that meets a latency target; iolab runs the \
-         queue depth given (a --qd-ladder or an iodepth sweep shows the same curve)",
-    ),
-    refused("latency_window", NOT_TAKEN),
+    refused("job_max_open_zones", ZBD),
+    refused("latency_percentile", LATENCY_TARGET),
+    refused("latency_run", LATENCY_TARGET),
+    refused("latency_target", LATENCY_TARGET),
+    refused("latency_window", LATENCY_TARGET),
     refused("lockfile", NOT_TAKEN),
     refused("lockmem", NOT_TAKEN),
     maps("log_avg_msec", Int, "LogPlan.window (fiojob::logs)", "1000"),
@@ -364,16 +393,11 @@ pub const OPTIONS: &[Row] = &[
     refused("log_entries", LOGS),
     refused("log_hist_msec", LOGS),
     refused("log_max_value", LOGS),
-    refused("log_offset", LOGS),
     refused("log_unix_epoch", LOGS),
     refused("max_latency", NOT_TAKEN),
-    refused("max_open_zones", NOT_TAKEN),
+    refused("max_open_zones", ZBD),
     refused("nice", NOT_TAKEN),
     refused("offset_align", NOT_TAKEN),
-    refused(
-        "offset_increment",
-        "iolab's clones share one region from offset 0; per-clone offsets are not supported",
-    ),
     refused("opendir", NOT_TAKEN),
     refused("openfiles", NOT_TAKEN),
     refused("overwrite", NOT_TAKEN),
@@ -388,7 +412,7 @@ pub const OPTIONS: &[Row] = &[
     refused("randseed", NOT_TAKEN),
     refused("rate_cycle", NOT_TAKEN),
     refused("rate_ignore_thinktime", NOT_TAKEN),
-    refused("read_beyond_wp", NOT_TAKEN),
+    refused("read_beyond_wp", ZBD),
     refused("read_iolog", NOT_TAKEN),
     refused("replay_no_stall", NOT_TAKEN),
     refused("replay_redirect", NOT_TAKEN),
@@ -404,21 +428,8 @@ pub const OPTIONS: &[Row] = &[
     refused("unit_base", NOT_TAKEN),
     refused("unlink", NOT_TAKEN),
     refused("unlink_each_loop", NOT_TAKEN),
-    refused("verify_async", NOT_TAKEN),
-    refused("verify_dump", NOT_TAKEN),
-    refused("verify_fatal", NOT_TAKEN),
-    refused(
-        "verify_interval",
-        "iolab checks whole blocks of the job's block size; a smaller verify unit is not \
-         supported",
-    ),
     refused("verify_offset", NOT_TAKEN),
     refused("verify_only", NOT_TAKEN),
-    refused(
-        "verify_pattern",
-        "iolab verifies with its own self-describing blocks (offset, generation, checksum), \
-         so it cannot write or check a fixed pattern",
-    ),
     refused("verify_state_load", NOT_TAKEN),
     refused("verify_state_save", NOT_TAKEN),
     refused("write_barrier", NOT_TAKEN),
@@ -433,16 +444,8 @@ pub const OPTIONS: &[Row] = &[
         "iops",
     ),
     maps("write_lat_log", Text, "LogPlan.lat (fiojob::logs)", "lat"),
-    refused("zonecapacity", NOT_TAKEN),
-    refused(
-        "zonemode",
-        "fio's zone modes (strided I/O over zonesize/zoneskip, or a zoned block device's \
-         zones) are not run by iolab's engine, which writes a zoned device's zones out of \
-         order",
-    ),
-    refused("zonerange", NOT_TAKEN),
-    refused("zonesize", NOT_TAKEN),
-    refused("zoneskip", NOT_TAKEN),
+    maps("log_offset", Flag, "JobLogs.offset (fiojob::logs)", "1"),
+    refused("zonecapacity", ZBD),
     refused("hipri", NOT_TAKEN),
     refused("sqthread_poll", NOT_TAKEN),
     refused("sqthread_poll_cpu", NOT_TAKEN),
@@ -597,7 +600,7 @@ mod tests {
         assert_eq!(suggest("blocksze"), Some("blocksize"));
         assert_eq!(suggest("zzzzzzzz"), None);
         assert_eq!(canonical("readwrite"), "rw");
-        assert!(matches!(kind("verify_pattern"), Kind::Unsupported(w) if w.contains("pattern")));
+        assert_eq!(kind("verify_pattern"), Kind::Mapped);
         assert_eq!(kind("bs"), Kind::Mapped);
     }
 }

@@ -218,6 +218,21 @@ impl Crosscheck {
             if timed {
                 extra.push(format!("runtime={}ms", (secs * 1000.0).round() as u64));
             }
+            // The clones' parts iolab used (offset_increment scaled into --size), so that
+            // fio stays in the region too.
+            if let Some(c) = test.job.clones {
+                extra[1] = format!("size={}", c.len);
+                extra.push(format!("offset={}", c.offset));
+                extra.push(format!("offset_increment={}", c.increment));
+            }
+            // fio's verify=pattern writes the pattern alone, as iolab does, so that each
+            // tool's reads check what the other wrote.
+            if test.job.pattern.is_some() {
+                extra.push("verify=pattern".into());
+            }
+            // fio saves a verifying job's state in the current directory when it ends: not
+            // wanted from a crosscheck's passes.
+            extra.push("verify_state_save=0".into());
             fiojob::map::single_job_file(&parsed, &test.name, &extra)
                 .expect("the plan's tests are the file's jobs")
         };

@@ -20,6 +20,8 @@ pub struct Wanted {
     pub avg_ms: u64,
     /// One job thread's own log (0-based), or `None`: the threads' sum.
     pub thread: Option<u32>,
+    /// fio's `log_offset`: a 0 offset column before the priority.
+    pub offset: bool,
 }
 
 /// The logs a job file's plan asks for.
@@ -33,6 +35,7 @@ pub fn from_plan(plan: &LogPlan) -> Vec<Wanted> {
                 path: f.path.clone(),
                 avg_ms: j.avg_ms,
                 thread: f.thread,
+                offset: j.offset,
             })
         })
         .collect()
@@ -51,6 +54,7 @@ pub fn for_run(run: &RunRecord, prefix: &str, avg_ms: u64) -> Vec<Wanted> {
                 path: PathBuf::from(file_name(prefix, kind, Some(i as u32 + 1))),
                 avg_ms,
                 thread: None,
+                offset: false,
             })
         })
         .collect()
@@ -140,6 +144,9 @@ pub fn write(run: &RunRecord, wanted: &[Wanted]) -> Result<Written, String> {
             continue;
         };
         let text = match fio_log(t, w.kind, w.avg_ms, w.thread.map(|n| n as usize)) {
+            // time, value, ddir, bs, then the offset (0 for a window) before the priority,
+            // which is 0 too: the line gains a ", 0".
+            Ok(text) if w.offset => text.lines().map(|l| format!("{l}, 0\n")).collect(),
             Ok(text) => text,
             Err(e) => {
                 out.skipped.push(format!("{}: {e}", w.path.display()));
