@@ -611,3 +611,119 @@ fn numa_nodes_the_machine_has_bind_the_job_threads() {
     let out = sb.run(&["fio", &f, "--no-store", "--json", "-"]).ok();
     assert_eq!(out.json()["tests"].as_array().unwrap().len(), 2, "{out}");
 }
+
+/// fio's file engines: each I/O is one create (filecreate), stat (filestat) or unlink
+/// (filedelete) of one of the job's `nrfiles` files, as strace sees the calls; the pass
+/// counts one I/O of the block size a file, as fio does; nothing is left on the target. Bad
+/// values are refused at their line.
+#[test]
+fn file_engines_create_stat_and_delete_one_file_an_io() {
+    if !iolab_testkit::skip::require_tools(&["strace"]) {
+        return;
+    }
+    let sb = Sandbox::new();
+    let target = sb.target.to_str().unwrap().to_string();
+    // Calls on a file `fN` of the set, relative to the engine's directory descriptor
+    // (removing what is left when the pass ends goes through another descriptor).
+    let calls = |log: &str, call: &str, flags: &str| -> Vec<(u32, u32)> {
+        log.lines()
+            .filter_map(|l| {
+                let (_, a) = l.split_once(&format!("{call}("))?;
+                let (dirfd, rest) = a.split_once(", \"f")?;
+                let n = rest.split('"').next()?.parse().ok()?;
+                rest.contains(flags).then_some((dirfd.parse().ok()?, n))
+            })
+            .collect()
+    };
+    for (engine, extra) in [
+        (
+            "filecreate",
+            "create_on_open=1\nopenfiles=1\nfallocate=none\n",
+        ),
+        ("filestat", "stat_type=stat\n"),
+        ("filedelete", "unlink=0\n"),
+    ] {
+        let text = format!("[global]\nioengine={engine}\nnrfiles=37\nfilesize=4k\n{extra}[t]\n");
+        let f = job_file(&sb, &format!("{engine}.fio"), text.as_bytes());
+        let log = sb.path(&format!("{engine}.strace"));
+        let cmd = sb.cmd(&["run", "fio", &f, "--target", &target, "--no-store", "-q"]);
+        let out = std::process::Command::new(tool("strace").unwrap())
+            .args(["-f", "-qq", "-e", "trace=openat,newfstatat,unlinkat", "-o"])
+            .arg(&log)
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .args(["--json", "-"])
+            .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .output()
+            .unwrap();
+        let doc = iolab_testkit::Out::new(&["run", "fio", engine], out, Default::default())
+            .ok()
+            .json();
+        assert_eq!(doc["engine"], engine);
+        let pass = &doc["tests"][0]["passes"][0];
+        assert_eq!(
+            (&pass["ios"], &pass["bytes"]),
+            (&37.into(), &(37 * 4096).into())
+        );
+        let log = std::fs::read_to_string(&log).unwrap();
+        let created = calls(&log, "openat", "O_CREAT|O_EXCL");
+        let dirfd = created.first().map(|c| c.0);
+        let on_set = |call: &str, flags: &str| {
+            let c = calls(&log, call, flags);
+            let n: std::collections::BTreeSet<u32> = c.iter().map(|c| c.1).collect();
+            assert_eq!(n.len(), c.len(), "{engine}: a file met twice by {call}");
+            c.iter().filter(|c| Some(c.0) == dirfd).count()
+        };
+        // filestat and filedelete lay their files out before the pass, as fio does.
+        assert_eq!(created.len(), 37, "{engine}: files made");
+        let (stats, unlinks) = (on_set("newfstatat", ""), on_set("unlinkat", ""));
+        match engine {
+            "filestat" => assert_eq!((stats, unlinks), (37, 0)),
+            "filedelete" => assert_eq!((stats, unlinks), (0, 37)),
+            _ => assert_eq!((stats, unlinks), (0, 0)),
+        }
+        assert!(sb.target_entries().is_empty(), "{engine} left files");
+    }
+    for (text, at, why) in [
+        (
+            "ioengine=filecreate\nnrfiles=0\n",
+            ":3: nrfiles:",
+            "between 1 and",
+        ),
+        (
+            "ioengine=filestat\nnrfiles=3\nfilesize=8k\n",
+            ":4: filesize:",
+            "bs=8192",
+        ),
+        (
+            "ioengine=filestat\nstat_type=statx\n",
+            ":3: stat_type:",
+            "stat(2)",
+        ),
+        (
+            "ioengine=psync\nstat_type=stat\n",
+            ":3: stat_type:",
+            "filestat option",
+        ),
+        (
+            "ioengine=filedelete\ntime_based=1\n",
+            ":3: time_based:",
+            "ENOENT",
+        ),
+        (
+            "ioengine=filestat\nnrfiles=4\nsize=1m\n",
+            ":4: size:",
+            "nrfiles x bs",
+        ),
+        (
+            "ioengine=psync\nsize=1m\nfallocate=none\n",
+            ":4: fallocate:",
+            "lays out",
+        ),
+    ] {
+        let f = job_file(&sb, "bad.fio", format!("[j]\n{text}").as_bytes());
+        let out = sb.run(&["fio", &f]).code(2);
+        out.stderr_has(&[&format!("{f}{at}"), why]);
+    }
+    assert!(sb.result_rows().is_empty());
+}

@@ -107,15 +107,33 @@ pub enum EngineKind {
     Null,
     /// Each write sets the file's length to its offset (fio's ftruncate ioengine).
     Ftruncate,
+    /// Each I/O creates (opens) one file of a set (fio's filecreate ioengine).
+    Filecreate,
+    /// Each I/O stats one file of a set (fio's filestat ioengine).
+    Filestat,
+    /// Each I/O unlinks one file of a set (fio's filedelete ioengine).
+    Filedelete,
 }
 
 impl EngineKind {
+    /// Whether its writes are writes of the job's buffers (false: each makes another call,
+    /// ftruncate, a file's create...: there is no data to verify).
+    pub fn moves_data(self) -> bool {
+        matches!(
+            self,
+            EngineKind::IoUring | EngineKind::Psync | EngineKind::Null
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             EngineKind::IoUring => "io_uring",
             EngineKind::Psync => "psync",
             EngineKind::Null => "null",
             EngineKind::Ftruncate => "ftruncate",
+            EngineKind::Filecreate => "filecreate",
+            EngineKind::Filestat => "filestat",
+            EngineKind::Filedelete => "filedelete",
         }
     }
 }

@@ -3,6 +3,10 @@
 //! [`Engine`], so the per-I/O path has no dynamic dispatch; the registry at the end of this
 //! file (one line an engine) picks the concrete engine for a run's [`EngineKind`].
 
+pub mod filecreate;
+pub mod filedelete;
+pub mod fileset;
+pub mod filestat;
 pub mod ftruncate;
 pub mod io_uring;
 pub mod null;
@@ -262,6 +266,8 @@ pub struct Completion {
 pub struct Open<'a> {
     /// The job's file descriptor.
     pub fd: RawFd,
+    /// The job's file (engines that work on other files beside it: filecreate...).
+    pub path: &'a std::path::Path,
     /// The job's queue depth (after [`Engine::depth`]).
     pub iodepth: u32,
     /// The job's buffers (the engine may register them; it must not keep a reference).
@@ -311,9 +317,11 @@ macro_rules! registry {
     ($($kind:ident => $engine:ty),* $(,)?) => {
         /// Opens the engine of `kind` for one job and runs `work` on it; the engine's notes
         /// beside the output. The engine is closed before `bufs` can be dropped.
+        #[allow(clippy::too_many_arguments)]
         pub fn open_and_run<W: WithEngine>(
             kind: EngineKind,
             fd: RawFd,
+            path: &std::path::Path,
             iodepth: u32,
             bufs: &mut BufferPool,
             settings: &RunSettings,
@@ -322,7 +330,7 @@ macro_rules! registry {
         ) -> Result<(W::Output, Vec<String>), String> {
             match kind {
                 $(EngineKind::$kind => {
-                    let o = Open { fd, iodepth, bufs: &*bufs, settings, random };
+                    let o = Open { fd, path, iodepth, bufs: &*bufs, settings, random };
                     let (mut engine, notes) = <$engine>::open(&o)?;
                     Ok((work.run(&mut engine, bufs), notes))
                 })*
@@ -341,4 +349,7 @@ registry! {
     Psync => psync::Psync,
     Null => null::Null,
     Ftruncate => ftruncate::Ftruncate,
+    Filecreate => filecreate::Filecreate,
+    Filestat => filestat::Filestat,
+    Filedelete => filedelete::Filedelete,
 }

@@ -318,7 +318,7 @@ pub const OPTIONS: &[Row] = &[
     refused("cpus_allowed", NOT_TAKEN),
     refused("cpus_allowed_policy", NOT_TAKEN),
     refused("create_fsync", NOT_TAKEN),
-    refused("create_on_open", NOT_TAKEN),
+    maps("create_on_open", Flag, "noted (fiojob::filejobs)", "1"),
     refused("create_only", NOT_TAKEN),
     refused("create_serialize", NOT_TAKEN),
     refused("disk_util", NOT_TAKEN),
@@ -326,11 +326,11 @@ pub const OPTIONS: &[Row] = &[
     refused("exec_prerun", NOT_TAKEN),
     refused("experimental_verify", NOT_TAKEN),
     refused("fadvise_hint", NOT_TAKEN),
-    refused(
+    maps(
         "fallocate",
-        "how fio lays out a file it creates (posix, native, keep, truncate or none); iolab \
-         creates and fills its own test file, so the layout fio would choose is not \
-         reproduced",
+        Text,
+        "none with a file engine (fiojob::filejobs)",
+        "none",
     ),
     refused("file_append", NOT_TAKEN),
     refused("file_service_type", NOT_TAKEN),
@@ -375,7 +375,12 @@ pub const OPTIONS: &[Row] = &[
         "iolab's clones share one region from offset 0; per-clone offsets are not supported",
     ),
     refused("opendir", NOT_TAKEN),
-    refused("openfiles", NOT_TAKEN),
+    maps(
+        "openfiles",
+        Int,
+        "1, or any with a file engine (fiojob::filejobs)",
+        "1",
+    ),
     refused("overwrite", NOT_TAKEN),
     maps(
         "per_job_logs",
@@ -402,7 +407,13 @@ pub const OPTIONS: &[Row] = &[
     refused("uid", NOT_TAKEN),
     refused("unique_filename", NOT_TAKEN),
     refused("unit_base", NOT_TAKEN),
-    refused("unlink", NOT_TAKEN),
+    maps("unlink", Flag, "noted (fiojob::filejobs)", "0"),
+    maps(
+        "stat_type",
+        Text,
+        "filestat: stat (fiojob::filejobs)",
+        "stat",
+    ),
     refused("unlink_each_loop", NOT_TAKEN),
     refused("verify_async", NOT_TAKEN),
     refused("verify_dump", NOT_TAKEN),
@@ -499,9 +510,6 @@ pub const UNEMULABLE_ENGINES: &[&str] = &[
     "io_uring_cmd",
     "cpuio",
     "exec",
-    "filecreate",
-    "filedelete",
-    "filestat",
     "dircreate",
     "dirdelete",
     "dirstat",
