@@ -726,4 +726,17 @@ fn file_engines_create_stat_and_delete_one_file_an_io() {
         out.stderr_has(&[&format!("{f}{at}"), why]);
     }
     assert!(sb.result_rows().is_empty());
+    // The crosscheck gives fio a directory of its own and reads its timed calls: fio's
+    // filedelete deletes its own files, not iolab's test file.
+    if tool("fio").is_some() {
+        let f = job_file(&sb, "del.fio", b"[d]\nioengine=filedelete\nnrfiles=16\n");
+        let args = ["crosscheck", "--job", &f, "--target", &target, "--runs", "1"];
+        let doc = sb.iolab(&[&args[..], &["-q", "--json", "-"]].concat()).ok().json();
+        let r = &doc[0];
+        for tool in ["iolab", "fio"] {
+            assert!(r[tool]["iops"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r[tool]["lat_mean_us"].as_f64().unwrap() > 0.0, "{r}");
+        }
+        assert!(sb.target_entries().is_empty());
+    }
 }

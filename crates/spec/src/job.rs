@@ -125,6 +125,15 @@ impl EngineKind {
         )
     }
 
+    /// Whether each I/O is a call on one file of a set in a directory (fio's filecreate,
+    /// filestat, filedelete).
+    pub fn file_set(self) -> bool {
+        matches!(
+            self,
+            EngineKind::Filecreate | EngineKind::Filestat | EngineKind::Filedelete
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             EngineKind::IoUring => "io_uring",

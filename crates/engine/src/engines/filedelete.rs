@@ -1,7 +1,7 @@
 //! filedelete: each I/O unlinks one file of the job's set (`unlinkat` in the set's
 //! directory), from the job's thread, one at a time; no data moves. fio's
 //! `ioengine=filedelete`, which times one unlink per file and lays the files out before the
-//! job starts: iolab makes them (empty, one block long) when the engine opens, file
+//! job starts: iolab makes them (a block of zeros each, synced) when the engine opens, file
 //! `offset / bs` of the region ([`super::fileset`]). A file met again (a second loop) is
 //! gone, and the I/O fails with ENOENT as fio's does; the mapping refuses what would loop.
 

@@ -103,8 +103,8 @@ pub struct FileSet {
 
 impl FileSet {
     /// Makes the private directory for the engine `word` beside the job's file, with
-    /// `populate`: the region's files made first (empty, sized to one block, as fio lays
-    /// out a job's files before it starts). Refused on a device (the files need a
+    /// `populate`: the region's files made first (one block of zeros each, synced to disk, as
+    /// fio lays out a job's files before it starts). Refused on a device (the files need a
     /// directory) and for more than [`MAX_FILES`] files.
     pub fn open(o: &Open<'_>, word: &str, populate: bool) -> Result<FileSet, String> {
         // SAFETY: the job's descriptor outlives the engine being opened.
@@ -155,11 +155,15 @@ impl FileSet {
             ));
         }
         if populate {
+            // fio writes each file's blocks and fsyncs it (create_fsync=1, its default):
+            // here a block of zeros each, then one syncfs for them all.
+            let block = vec![0u8; bs as usize];
             for i in 0..count {
                 let (_, dir, name) = set.at(i * bs).expect("within the region");
-                let f = files::create_in(dir, name).map_err(|e| fail("cannot fill", e))?;
-                f.set_len(bs).map_err(|e| fail("cannot fill", e))?;
+                let mut f = files::create_in(dir, name).map_err(|e| fail("cannot fill", e))?;
+                f.write_all(&block).map_err(|e| fail("cannot fill", e))?;
             }
+            rustix::fs::syncfs(&set.dir).map_err(|e| fail("cannot sync", e.into()))?;
         }
         Ok(set)
     }

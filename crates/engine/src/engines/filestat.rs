@@ -1,8 +1,8 @@
 //! filestat: each I/O is one `stat` of a file of the job's set (`fstatat` in the set's
 //! directory, following links as stat(2) does), from the job's thread, one at a time; no
 //! data moves. fio's `ioengine=filestat` with its default `stat_type=stat`, which times one
-//! stat per file and lays the files out before the job starts: iolab makes them (empty,
-//! one block long) when the engine opens, file `offset / bs` of the region
+//! stat per file and lays the files out before the job starts: iolab makes them (a
+//! block of zeros each, synced) when the engine opens, file `offset / bs` of the region
 //! ([`super::fileset`]).
 
 use std::ffi::CStr;

@@ -190,15 +190,15 @@ pub fn set_options(engine: &str, get: Get<'_, '_>) -> Result<Vec<String>, FioErr
         }
         match v {
             "none" | "0" => notes.push(format!(
-                "fallocate={v}: iolab's {engine} makes its files empty (filestat, filedelete: \
-                 sized by ftruncate), allocating nothing"
+                "fallocate={v}: iolab's {engine} makes its files without preallocating them \
+                 (filestat, filedelete write one block into each)"
             )),
             _ => {
                 return Err(err(
                     o,
                     format!(
-                        "'{v}': iolab's {engine} makes its files without allocating blocks \
-                         (fallocate=none)"
+                        "'{v}': iolab's {engine} makes its files without preallocating them \
+                         (fallocate=none only)"
                     ),
                 ))
             }
