@@ -730,8 +730,19 @@ fn file_engines_create_stat_and_delete_one_file_an_io() {
     // filedelete deletes its own files, not iolab's test file.
     if tool("fio").is_some() {
         let f = job_file(&sb, "del.fio", b"[d]\nioengine=filedelete\nnrfiles=16\n");
-        let args = ["crosscheck", "--job", &f, "--target", &target, "--runs", "1"];
-        let doc = sb.iolab(&[&args[..], &["-q", "--json", "-"]].concat()).ok().json();
+        let args = [
+            "crosscheck",
+            "--job",
+            &f,
+            "--target",
+            &target,
+            "--runs",
+            "1",
+        ];
+        let doc = sb
+            .iolab(&[&args[..], &["-q", "--json", "-"]].concat())
+            .ok()
+            .json();
         let r = &doc[0];
         for tool in ["iolab", "fio"] {
             assert!(r[tool]["iops"].as_f64().unwrap() > 0.0, "{r}");
@@ -739,4 +750,51 @@ fn file_engines_create_stat_and_delete_one_file_an_io() {
         }
         assert!(sb.target_entries().is_empty());
     }
+}
+
+/// fio's falloc engine: each write is one fallocate of its range, so a sparse file of 1 MiB
+/// written in 64 KiB I/Os ends with its whole range allocated and 16 I/Os counted; a
+/// reading falloc job is refused at its ioengine line.
+#[test]
+fn falloc_allocates_each_writes_range() {
+    let sb = Sandbox::new();
+    let file = sb.path("sparse");
+    std::fs::File::create(&file)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let blocks = |p: &Path| std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(p).unwrap());
+    assert_eq!(blocks(&file), 0);
+    let f = job_file(
+        &sb,
+        "fa.fio",
+        b"[f]\nioengine=falloc\nrw=write\nbs=64k\nsize=1m\n",
+    );
+    let args = ["run", "fio", &f, "--target", file.to_str().unwrap()];
+    let more = ["--allow-overwrite-file", "--no-store", "-q", "--json", "-"];
+    let doc = sb.iolab(&[&args[..], &more[..]].concat()).ok().json();
+    assert_eq!(doc["engine"], "falloc");
+    let pass = &doc["tests"][0]["passes"][0];
+    assert_eq!(
+        (&pass["ios"], &pass["bytes"]),
+        (&16.into(), &(1 << 20).into())
+    );
+    // As many blocks as the filesystem gives a file of 1 MiB fallocated by fio's calls: 16
+    // of 64 KiB in order (the extents' own blocks included).
+    let reference = sb.path("reference");
+    let r = std::fs::File::create(&reference).unwrap();
+    for i in 0..16 {
+        let mode = rustix::fs::FallocateFlags::empty();
+        rustix::fs::fallocate(&r, mode, i << 16, 1 << 16).unwrap();
+    }
+    assert!(blocks(&reference) >= 2048);
+    assert_eq!(
+        blocks(&file),
+        blocks(&reference),
+        "the whole range allocated"
+    );
+    let f = job_file(&sb, "far.fio", b"[r]\nrw=read\nsize=1m\nioengine=falloc\n");
+    sb.run(&["fio", &f])
+        .code(2)
+        .stderr_has(&[&format!("{f}:4: ioengine:"), "KEEP_SIZE"]);
 }

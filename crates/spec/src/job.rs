@@ -113,6 +113,8 @@ pub enum EngineKind {
     Filestat,
     /// Each I/O unlinks one file of a set (fio's filedelete ioengine).
     Filedelete,
+    /// Each I/O is one fallocate of its range (fio's falloc ioengine).
+    Falloc,
 }
 
 impl EngineKind {
@@ -143,6 +145,7 @@ impl EngineKind {
             EngineKind::Filecreate => "filecreate",
             EngineKind::Filestat => "filestat",
             EngineKind::Filedelete => "filedelete",
+            EngineKind::Falloc => "falloc",
         }
     }
 }

@@ -3,6 +3,7 @@
 //! [`Engine`], so the per-I/O path has no dynamic dispatch; the registry at the end of this
 //! file (one line an engine) picks the concrete engine for a run's [`EngineKind`].
 
+pub mod falloc;
 pub mod filecreate;
 pub mod filedelete;
 pub mod fileset;
@@ -352,4 +353,5 @@ registry! {
     Filecreate => filecreate::Filecreate,
     Filestat => filestat::Filestat,
     Filedelete => filedelete::Filedelete,
+    Falloc => falloc::Falloc,
 }

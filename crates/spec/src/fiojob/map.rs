@@ -973,6 +973,19 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     "filecreate" => EngineKind::Filecreate,
                     "filestat" => EngineKind::Filestat,
                     "filedelete" => EngineKind::Filedelete,
+                    "falloc" if rw.reads() => {
+                        return Err(err(
+                            o,
+                            format!(
+                                "ioengine=falloc turns a read into fallocate(KEEP_SIZE), which \
+                                 allocates blocks; iolab allows reads where it may not write, so \
+                                 a falloc job that reads is refused (job {}: rw={})",
+                                sec.name,
+                                rw.as_str()
+                            ),
+                        ))
+                    }
+                    "falloc" => EngineKind::Falloc,
                     _ if unemulable(v) => return Err(err(o, refuse_engine(v))),
                     _ => {
                         return Err(err(
@@ -980,7 +993,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                             format!(
                                 "'{v}': not an ioengine iolab knows (io_uring, libaio, psync, \
                                  sync, pvsync, pvsync2, vsync, null, cpp_null, ftruncate, \
-                                 filecreate, filestat, filedelete)"
+                                 filecreate, filestat, filedelete, falloc)"
                             ),
                         ))
                     }
@@ -1698,15 +1711,10 @@ fn refuse_engine(engine: &str) -> String {
              directories are not"
         );
     }
-    if matches!(engine, "falloc" | "e4defrag") {
-        return format!(
-            "ioengine={engine} turns each I/O into a {} call, which iolab's engines do not \
-             issue",
-            match engine {
-                "falloc" => "fallocate",
-                _ => "defragmentation (EXT4_IOC_MOVE_EXT)",
-            }
-        );
+    if engine == "e4defrag" {
+        return "ioengine=e4defrag turns each I/O into a defragmentation (EXT4_IOC_MOVE_EXT) \
+                call, which iolab's engines do not issue"
+            .into();
     }
     let why = match engine {
         "rdma" | "net" | "netsplice" | "http" | "nbd" | "nfs" | "libiscsi" | "rados" | "rbd"
@@ -1739,7 +1747,7 @@ fn refuse_engine(engine: &str) -> String {
     format!(
         "ioengine={engine}: {why} (iolab runs io_uring, libaio as io_uring, psync, sync, \
          pvsync, pvsync2, vsync as psync, null, cpp_null as null, ftruncate, filecreate, \
-         filestat and filedelete)"
+         filestat, filedelete and falloc)"
     )
 }
 

@@ -514,7 +514,6 @@ pub const UNEMULABLE_ENGINES: &[&str] = &[
     "dirdelete",
     "dirstat",
     "e4defrag",
-    "falloc",
     "splice",
     "mmap",
     "posixaio",
