@@ -115,6 +115,8 @@ pub enum EngineKind {
     Filedelete,
     /// Each I/O is one fallocate of its range (fio's falloc ioengine).
     Falloc,
+    /// Each write moves its range's extents with a donor file's (fio's e4defrag ioengine).
+    E4defrag,
 }
 
 impl EngineKind {
@@ -146,6 +148,7 @@ impl EngineKind {
             EngineKind::Filestat => "filestat",
             EngineKind::Filedelete => "filedelete",
             EngineKind::Falloc => "falloc",
+            EngineKind::E4defrag => "e4defrag",
         }
     }
 }

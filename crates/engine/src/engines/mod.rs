@@ -3,6 +3,7 @@
 //! [`Engine`], so the per-I/O path has no dynamic dispatch; the registry at the end of this
 //! file (one line an engine) picks the concrete engine for a run's [`EngineKind`].
 
+pub mod e4defrag;
 pub mod falloc;
 pub mod filecreate;
 pub mod filedelete;
@@ -354,4 +355,5 @@ registry! {
     Filestat => filestat::Filestat,
     Filedelete => filedelete::Filedelete,
     Falloc => falloc::Falloc,
+    E4defrag => e4defrag::E4defrag,
 }

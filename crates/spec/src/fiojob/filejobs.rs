@@ -178,6 +178,26 @@ pub fn set_options(engine: &str, get: Get<'_, '_>) -> Result<Vec<String>, FioErr
             v => return Err(err(o, format!("'{v}': expected stat, lstat or statx"))),
         }
     }
+    match get("donorname") {
+        Some(o) if engine != "e4defrag" => {
+            return Err(err(
+                o,
+                format!("an e4defrag option, and the job's ioengine is {engine}"),
+            ))
+        }
+        Some(o) => notes.push(format!(
+            "donorname={}: iolab's e4defrag moves extents with a donor file of its own, new \
+             beside the test file and removed after the pass, never a file the job names",
+            val(o)?
+        )),
+        None if engine == "e4defrag" => {
+            return Err(err(
+                get("ioengine").expect("named"),
+                "ioengine=e4defrag needs donorname (fio refuses the job without it)",
+            ))
+        }
+        None => {}
+    }
     if let Some(o) = get("fallocate") {
         let v = val(o)?;
         if !file_engine {

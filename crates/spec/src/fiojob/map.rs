@@ -724,11 +724,11 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         // A value is checked even when --size or --duration replaces it: a job file
         // iolab accepts is one it could run as written.
         // fio's file engines: nrfiles files, one I/O each (fiojob::filejobs).
-        let file_engine = get("ioengine")
+        let ioengine = get("ioengine")
             .and_then(|o| o.value.as_deref())
-            .map(str::trim)
-            .filter(|v| super::filejobs::is_file_engine(v));
-        for n in super::filejobs::set_options(file_engine.unwrap_or(""), &get)? {
+            .map_or("psync", str::trim);
+        let file_engine = Some(ioengine).filter(|v| super::filejobs::is_file_engine(v));
+        for n in super::filejobs::set_options(ioengine, &get)? {
             note(n);
         }
         let file_set = match file_engine {
@@ -986,6 +986,18 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                         ))
                     }
                     "falloc" => EngineKind::Falloc,
+                    "e4defrag" if rw.reads() => {
+                        return Err(err(
+                            o,
+                            format!(
+                                "ioengine=e4defrag moves extents on writes only and fails \
+                                 reads (EINVAL), as fio's does, and job {} reads (rw={})",
+                                sec.name,
+                                rw.as_str()
+                            ),
+                        ))
+                    }
+                    "e4defrag" => EngineKind::E4defrag,
                     _ if unemulable(v) => return Err(err(o, refuse_engine(v))),
                     _ => {
                         return Err(err(
@@ -993,7 +1005,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                             format!(
                                 "'{v}': not an ioengine iolab knows (io_uring, libaio, psync, \
                                  sync, pvsync, pvsync2, vsync, null, cpp_null, ftruncate, \
-                                 filecreate, filestat, filedelete, falloc)"
+                                 filecreate, filestat, filedelete, falloc, e4defrag)"
                             ),
                         ))
                     }
@@ -1711,11 +1723,6 @@ fn refuse_engine(engine: &str) -> String {
              directories are not"
         );
     }
-    if engine == "e4defrag" {
-        return "ioengine=e4defrag turns each I/O into a defragmentation (EXT4_IOC_MOVE_EXT) \
-                call, which iolab's engines do not issue"
-            .into();
-    }
     let why = match engine {
         "rdma" | "net" | "netsplice" | "http" | "nbd" | "nfs" | "libiscsi" | "rados" | "rbd"
         | "gfapi" | "gfapi_async" | "libhdfs" | "dfs" => {
@@ -1747,7 +1754,7 @@ fn refuse_engine(engine: &str) -> String {
     format!(
         "ioengine={engine}: {why} (iolab runs io_uring, libaio as io_uring, psync, sync, \
          pvsync, pvsync2, vsync as psync, null, cpp_null as null, ftruncate, filecreate, \
-         filestat, filedelete and falloc)"
+         filestat, filedelete, falloc and e4defrag)"
     )
 }
 

@@ -266,10 +266,13 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
-    /// What a job of 1 MiB on `engine` needs besides: a file engine's 256 files of 4 KiB.
+    /// What a job of 1 MiB on `engine` needs besides: a file engine's 256 files of 4 KiB,
+    /// e4defrag's donor.
     fn files_of(engine: &str) -> &'static str {
         if fiojob::filejobs::is_file_engine(engine) {
             "nrfiles=256\n"
+        } else if engine == "e4defrag" {
+            "donorname=d\n"
         } else {
             ""
         }
