@@ -60,6 +60,13 @@ impl Options {
             .iter()
             .flat_map(|d| d.options.iter().map(move |o| (d.kind, o)))
     }
+
+    /// The options of the engines `--engine` offers: `iolab run`'s, and the ones its runs
+    /// record (the others' options, such as e4defrag's `inplace`, come from fio job files
+    /// only; a key more in every run's settings would change every run's fingerprint).
+    fn offered() -> impl Iterator<Item = (EngineKind, &'static EngineOption)> {
+        Options::all().filter(|(k, _)| desc(*k).cli)
+    }
 }
 
 impl clap::FromArgMatches for Options {
@@ -70,7 +77,7 @@ impl clap::FromArgMatches for Options {
     }
 
     fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
-        for (kind, o) in Options::all() {
+        for (kind, o) in Options::offered() {
             let v = match o.default {
                 Val::Flag(d) => m
                     .try_get_one::<bool>(o.cli)
@@ -95,7 +102,7 @@ impl clap::FromArgMatches for Options {
 
 impl clap::Args for Options {
     fn augment_args(mut cmd: clap::Command) -> clap::Command {
-        for (kind, o) in Options::all() {
+        for (kind, o) in Options::offered() {
             let arg = clap::Arg::new(o.cli)
                 .long(o.cli)
                 .help(o.help)
@@ -195,7 +202,7 @@ impl EngineArgs {
                 ),
             ));
         }
-        let mut opts = EngineOpts::of(Options::all().map(|(_, o)| (o.key, o.default)));
+        let mut opts = EngineOpts::of(Options::offered().map(|(_, o)| (o.key, o.default)));
         for (_, o, v) in &self.options.given {
             opts.set(o.key, *v);
         }
