@@ -22,6 +22,7 @@ pub struct Delete;
 impl FileOp for Delete {
     const DESC: Desc = desc(EngineKind::Filedelete, &["filedelete"]);
     const LAID_OUT: bool = true;
+    const SYNCED: bool = true;
 
     /// Every name in the set's private directory (0700, held open) is one this engine
     /// made with `O_EXCL`; the directory is checked by device and inode when it goes.

@@ -7,7 +7,7 @@
 
 use std::ffi::CStr;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
 
 use iolab_spec::{EngineKind, IoDir};
@@ -37,6 +37,9 @@ pub trait FileOp: Default {
     const DESC: Desc;
     /// Its files are laid out before the pass (filestat, filedelete), as fio does.
     const LAID_OUT: bool;
+    /// And their blocks synced to disk, as fio's `create_fsync=1` does: filedelete, whose
+    /// unlink costs what it frees (a stat does not depend on it).
+    const SYNCED: bool = false;
     /// Set up for the job's set.
     fn prepare(&mut self, _set: &FileSet) -> Result<(), String> {
         Ok(())
@@ -57,7 +60,7 @@ impl<O: FileOp> Engine for FileEngine<O> {
     const DESC: Desc = O::DESC;
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
-        let set = FileSet::open(o, O::DESC.kind.as_str(), O::LAID_OUT)?;
+        let set = FileSet::open(o, O::DESC.kind.as_str(), O::LAID_OUT, O::SYNCED)?;
         let mut op = O::default();
         op.prepare(&set)?;
         let done = Psync::new(o.fd);
@@ -103,10 +106,10 @@ pub struct FileSet {
 
 impl FileSet {
     /// Makes the private directory for the engine `word` beside the job's file, with
-    /// `populate`: the region's files made first (one block of zeros each, synced to disk, as
-    /// fio lays out a job's files before it starts). Refused on a device (the files need a
+    /// `populate`: the region's files made first (one block of zeros each, as fio lays out a
+    /// job's files before it starts; with `sync` synced to disk, as fio's `create_fsync=1`). Refused on a device (the files need a
     /// directory) and for more than [`MAX_FILES`] files.
-    pub fn open(o: &Open<'_>, word: &str, populate: bool) -> Result<FileSet, String> {
+    pub fn open(o: &Open<'_>, word: &str, populate: bool, sync: bool) -> Result<FileSet, String> {
         // SAFETY: the job's descriptor outlives the engine being opened.
         let st = rustix::fs::fstat(unsafe { std::os::fd::BorrowedFd::borrow_raw(o.fd) })
             .map_err(|e| format!("{word}: {}", io::Error::from(e)))?;
@@ -156,14 +159,28 @@ impl FileSet {
         }
         if populate {
             // fio writes each file's blocks and fsyncs it (create_fsync=1, its default):
-            // here a block of zeros each, then one syncfs for them all.
+            // here a block of zeros each, its writeback started at once, then each file
+            // fdatasync'ed (the first commit takes the others' allocations with it; a
+            // syncfs would wait for everything else written to the filesystem).
             let block = vec![0u8; bs as usize];
             for i in 0..count {
                 let (_, dir, name) = set.at(i * bs).expect("within the region");
                 let mut f = files::create_in(dir, name).map_err(|e| fail("cannot fill", e))?;
                 f.write_all(&block).map_err(|e| fail("cannot fill", e))?;
+                if sync {
+                    // SAFETY: a plain system call on a descriptor held for it.
+                    unsafe {
+                        libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE)
+                    };
+                }
             }
-            rustix::fs::syncfs(&set.dir).map_err(|e| fail("cannot sync", e.into()))?;
+            for i in (0..count).filter(|_| sync) {
+                let (_, dir, name) = set.at(i * bs).expect("within the region");
+                let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                let f = rustix::fs::openat(dir, name, flags, Mode::empty())
+                    .map_err(|e| fail("cannot sync", e.into()))?;
+                rustix::fs::fdatasync(&f).map_err(|e| fail("cannot sync", e.into()))?;
+            }
         }
         Ok(set)
     }

@@ -2,7 +2,7 @@
 //! directory, following links as stat(2) does), from the job's thread, one at a time; no
 //! data moves. fio's `ioengine=filestat` with its default `stat_type=stat`, which times one
 //! stat per file and lays the files out before the job starts: iolab makes them (a
-//! block of zeros each, synced) when the engine opens, file `offset / bs` of the region
+//! block of zeros each, not synced: a stat does not depend on it) when the engine opens, file `offset / bs` of the region
 //! ([`super::fileset`]).
 
 use std::ffi::CStr;
