@@ -888,3 +888,260 @@ fn numa_nodes_the_machine_has_bind_the_job_threads() {
     let out = sb.run(&["fio", &f, "--no-store", "--json", "-"]).ok();
     assert_eq!(out.json()["tests"].as_array().unwrap().len(), 2, "{out}");
 }
+
+/// `iolab run fio JOBFILE --target TARGET` under strace tracing `calls`: its JSON document
+/// and strace's log of the calls.
+fn run_traced(sb: &Sandbox, job: &str, target: &str, calls: &str) -> (serde_json::Value, String) {
+    let name = Path::new(job).file_name().unwrap().to_string_lossy();
+    let log = sb.path(&format!("{name}.strace"));
+    let cmd = sb.cmd(&["run", "fio", job, "--target", target, "--no-store", "-q"]);
+    let out = std::process::Command::new(tool("strace").unwrap())
+        .args(["-f", "-qq", "-e", &format!("trace={calls}"), "-o"])
+        .arg(&log)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .args(["--json", "-"])
+        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .output()
+        .unwrap();
+    let doc = iolab_testkit::Out::new(&["run", "fio", job], out, Default::default())
+        .ok()
+        .json();
+    (doc, std::fs::read_to_string(&log).unwrap())
+}
+
+/// fio's file engines: each I/O is one create (filecreate), stat (filestat) or unlink
+/// (filedelete) of one of the job's `nrfiles` files, as strace sees the calls; the pass
+/// counts one I/O of the block size a file, as fio does; nothing is left on the target. Bad
+/// values are refused at their line.
+#[test]
+fn file_engines_create_stat_and_delete_one_file_an_io() {
+    if !iolab_testkit::skip::require_tools(&["strace"]) {
+        return;
+    }
+    let sb = Sandbox::new();
+    let target = sb.target.to_str().unwrap().to_string();
+    // Calls on a file `fN` of the set, relative to the engine's directory descriptor
+    // (removing what is left when the pass ends goes through another descriptor).
+    let calls = |log: &str, call: &str, flags: &str| -> Vec<(u32, u32)> {
+        log.lines()
+            .filter_map(|l| {
+                let (_, a) = l.split_once(&format!("{call}("))?;
+                let (dirfd, rest) = a.split_once(", \"f")?;
+                let n = rest.split('"').next()?.parse().ok()?;
+                rest.contains(flags).then_some((dirfd.parse().ok()?, n))
+            })
+            .collect()
+    };
+    for (engine, extra) in [
+        (
+            "filecreate",
+            "create_on_open=1\nopenfiles=1\nfallocate=none\n",
+        ),
+        ("filestat", "stat_type=stat\n"),
+        ("filedelete", "unlink=0\n"),
+    ] {
+        let text = format!("[global]\nioengine={engine}\nnrfiles=37\nfilesize=4k\n{extra}[t]\n");
+        let f = job_file(&sb, &format!("{engine}.fio"), text.as_bytes());
+        let (doc, log) = run_traced(&sb, &f, &target, "openat,newfstatat,unlinkat");
+        assert_eq!(doc["engine"], engine);
+        let pass = &doc["tests"][0]["passes"][0];
+        assert_eq!(
+            (&pass["ios"], &pass["bytes"]),
+            (&37.into(), &(37 * 4096).into())
+        );
+        let created = calls(&log, "openat", "O_CREAT|O_EXCL");
+        let dirfd = created.first().map(|c| c.0);
+        let on_set = |call: &str, flags: &str| {
+            let c = calls(&log, call, flags);
+            let n: std::collections::BTreeSet<u32> = c.iter().map(|c| c.1).collect();
+            assert_eq!(n.len(), c.len(), "{engine}: a file met twice by {call}");
+            c.iter().filter(|c| Some(c.0) == dirfd).count()
+        };
+        // filestat and filedelete lay their files out before the pass, as fio does.
+        assert_eq!(created.len(), 37, "{engine}: files made");
+        let (stats, unlinks) = (on_set("newfstatat", ""), on_set("unlinkat", ""));
+        match engine {
+            "filestat" => assert_eq!((stats, unlinks), (37, 0)),
+            "filedelete" => assert_eq!((stats, unlinks), (0, 37)),
+            _ => assert_eq!((stats, unlinks), (0, 0)),
+        }
+        assert!(sb.target_entries().is_empty(), "{engine} left files");
+    }
+    for (text, at, why) in [
+        (
+            "ioengine=filecreate\nnrfiles=0\n",
+            ":3: nrfiles:",
+            "between 1 and",
+        ),
+        (
+            "ioengine=filestat\nnrfiles=3\nfilesize=8k\n",
+            ":4: filesize:",
+            "bs=8192",
+        ),
+        (
+            "ioengine=filestat\nstat_type=statx\n",
+            ":3: stat_type:",
+            "stat(2)",
+        ),
+        (
+            "ioengine=psync\nstat_type=stat\n",
+            ":3: stat_type:",
+            "filestat option",
+        ),
+        (
+            "ioengine=filedelete\ntime_based=1\n",
+            ":3: time_based:",
+            "ENOENT",
+        ),
+        (
+            "ioengine=filestat\nnrfiles=4\nsize=1m\n",
+            ":4: size:",
+            "nrfiles x bs",
+        ),
+        (
+            "ioengine=psync\nsize=1m\nfallocate=none\n",
+            ":4: fallocate:",
+            "lays out",
+        ),
+    ] {
+        let f = job_file(&sb, "bad.fio", format!("[j]\n{text}").as_bytes());
+        let out = sb.run(&["fio", &f]).code(2);
+        out.stderr_has(&[&format!("{f}{at}"), why]);
+    }
+    assert!(sb.result_rows().is_empty());
+    // The crosscheck gives fio a directory of its own and reads its timed calls: fio's
+    // filedelete deletes its own files, not iolab's test file.
+    if tool("fio").is_some() {
+        let f = job_file(&sb, "del.fio", b"[d]\nioengine=filedelete\nnrfiles=16\n");
+        let args = [
+            "crosscheck",
+            "--job",
+            &f,
+            "--target",
+            &target,
+            "--runs",
+            "1",
+        ];
+        let doc = sb
+            .iolab(&[&args[..], &["-q", "--json", "-"]].concat())
+            .ok()
+            .json();
+        let r = &doc[0];
+        for tool in ["iolab", "fio"] {
+            assert!(r[tool]["iops"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r[tool]["lat_mean_us"].as_f64().unwrap() > 0.0, "{r}");
+        }
+        assert!(sb.target_entries().is_empty());
+    }
+}
+
+/// fio's falloc engine: each write is one fallocate of its range, so 12 I/Os of 64 KiB on a
+/// sparse file of 1 MiB (tmpfs) allocate exactly 768 KiB and count 12 I/Os; a
+/// reading falloc job is refused at its ioengine line.
+#[test]
+fn falloc_allocates_each_writes_range() {
+    // On tmpfs a file's blocks are its allocated pages and nothing else (no extent tree
+    // whose size depends on how the filesystem placed them).
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        skip!("no /dev/shm (tmpfs) to count a file's allocated pages on");
+    }
+    let sb = Sandbox::new();
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let file = dir.path().join("sparse");
+    std::fs::File::create(&file)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let blocks = |p: &Path| std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(p).unwrap());
+    assert_eq!(blocks(&file), 0);
+    // 12 I/Os of 64 KiB: 768 KiB of the 1 MiB allocated, 1536 sectors.
+    let f = job_file(
+        &sb,
+        "fa.fio",
+        b"[f]\nioengine=falloc\nrw=write\nbs=64k\nsize=1m\nnumber_ios=12\n",
+    );
+    let args = ["run", "fio", &f, "--target", file.to_str().unwrap()];
+    let more = ["--allow-overwrite-file", "--no-store", "-q", "--json", "-"];
+    let doc = sb.iolab(&[&args[..], &more[..]].concat()).ok().json();
+    assert_eq!(doc["engine"], "falloc");
+    let pass = &doc["tests"][0]["passes"][0];
+    assert_eq!(
+        (&pass["ios"], &pass["bytes"]),
+        (&12.into(), &(12 << 16).into())
+    );
+    assert_eq!(
+        blocks(&file),
+        12 * 128,
+        "each I/O's 64 KiB allocated, nothing else"
+    );
+    let f = job_file(&sb, "far.fio", b"[r]\nrw=read\nsize=1m\nioengine=falloc\n");
+    sb.run(&["fio", &f])
+        .code(2)
+        .stderr_has(&[&format!("{f}:4: ioengine:"), "KEEP_SIZE"]);
+}
+
+/// fio's e4defrag engine on ext4 (a loop device): each write is one EXT4_IOC_MOVE_EXT of
+/// its range with iolab's own donor, as strace sees the calls, counted one I/O of its
+/// length; on tmpfs the pass fails naming the filesystem; reads and a job without
+/// donorname are refused at their line.
+#[test]
+fn e4defrag_moves_each_writes_extents_on_ext4_only() {
+    let Some(_lock) = iolab_testkit::skip::require_devices(&["mkfs.ext4", "strace"]) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let lo = iolab_testkit::Loop::in_memory(32 << 20, &[]);
+    iolab_testkit::sh("mkfs.ext4", &["-q", "-F", lo.s()]);
+    let ext4 = iolab_testkit::Mount::new(&lo.dev, &[]);
+    let text = b"[global]\nioengine=e4defrag\ndonorname=file.def\nbs=32k\nsize=1m\n[d]\nrw=write\n";
+    let f = job_file(&sb, "e4.fio", text);
+    let target = ext4.path().to_str().unwrap().to_string();
+    let (doc, log) = run_traced(&sb, &f, &target, "ioctl");
+    assert_eq!(doc["engine"], "e4defrag");
+    let pass = &doc["tests"][0]["passes"][0];
+    assert_eq!(
+        (&pass["ios"], &pass["bytes"]),
+        (&32.into(), &(1 << 20).into())
+    );
+    // strace names the request, or shows it as _IOWR('f', 15, 40 bytes).
+    let moves = log
+        .lines()
+        .filter(|l| l.contains("EXT4_IOC_MOVE_EXT") || l.contains("0x66, 0xf, 0x28)"))
+        .count();
+    assert_eq!(moves, 32, "{log}");
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        1,
+        "lost+found only"
+    );
+    // Not ext4: the pass fails naming the filesystem.
+    let tmpfs = iolab_testkit::Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=8m"]);
+    let on = tmpfs.path().to_str().unwrap().to_string();
+    let out = sb.iolab(&["run", "fio", &f, "--target", &on, "--no-store", "-q"]);
+    assert_ne!(out.code, Some(0), "{out}");
+    out.stderr_has(&["EXT4_IOC_MOVE_EXT", "is on tmpfs"]);
+    for (text, at, why) in [
+        (
+            "ioengine=e4defrag\nsize=1m\n",
+            ":2: ioengine:",
+            "needs donorname",
+        ),
+        (
+            "ioengine=e4defrag\ndonorname=d\nrw=read\nsize=1m\n",
+            ":2: ioengine:",
+            "fails reads",
+        ),
+        (
+            "ioengine=psync\ndonorname=d\nsize=1m\n",
+            ":3: donorname:",
+            "an e4defrag option",
+        ),
+    ] {
+        let f = job_file(&sb, "bad.fio", format!("[j]\n{text}").as_bytes());
+        sb.run(&["fio", &f])
+            .code(2)
+            .stderr_has(&[&format!("{f}{at}"), why]);
+    }
+}

@@ -212,11 +212,20 @@ pub fn run_pass_with_clock<C: Clock>(
                         clock,
                         barrier,
                     };
-                    open_and_run(engine, fd, iodepth, &mut bufs, settings, random, work)
-                        .inspect_err(|_| {
-                            // The others and the pass wait for every job to be ready.
-                            barrier.wait();
-                        })
+                    open_and_run(
+                        engine,
+                        fd,
+                        &target.io_path,
+                        iodepth,
+                        &mut bufs,
+                        settings,
+                        random,
+                        work,
+                    )
+                    .inspect_err(|_| {
+                        // The others and the pass wait for every job to be ready.
+                        barrier.wait();
+                    })
                 }),
             );
         }

@@ -107,15 +107,48 @@ pub enum EngineKind {
     Null,
     /// Each write sets the file's length to its offset (fio's ftruncate ioengine).
     Ftruncate,
+    /// Each I/O creates (opens) one file of a set (fio's filecreate ioengine).
+    Filecreate,
+    /// Each I/O stats one file of a set (fio's filestat ioengine).
+    Filestat,
+    /// Each I/O unlinks one file of a set (fio's filedelete ioengine).
+    Filedelete,
+    /// Each I/O is one fallocate of its range (fio's falloc ioengine).
+    Falloc,
+    /// Each write moves its range's extents with a donor file's (fio's e4defrag ioengine).
+    E4defrag,
 }
 
 impl EngineKind {
+    /// Whether its writes are writes of the job's buffers (false: each makes another call,
+    /// ftruncate, a file's create...: there is no data to verify).
+    pub fn moves_data(self) -> bool {
+        matches!(
+            self,
+            EngineKind::IoUring | EngineKind::Psync | EngineKind::Null
+        )
+    }
+
+    /// Whether each I/O is a call on one file of a set in a directory (fio's filecreate,
+    /// filestat, filedelete).
+    pub fn file_set(self) -> bool {
+        matches!(
+            self,
+            EngineKind::Filecreate | EngineKind::Filestat | EngineKind::Filedelete
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             EngineKind::IoUring => "io_uring",
             EngineKind::Psync => "psync",
             EngineKind::Null => "null",
             EngineKind::Ftruncate => "ftruncate",
+            EngineKind::Filecreate => "filecreate",
+            EngineKind::Filestat => "filestat",
+            EngineKind::Filedelete => "filedelete",
+            EngineKind::Falloc => "falloc",
+            EngineKind::E4defrag => "e4defrag",
         }
     }
 }

@@ -184,6 +184,13 @@ fn create_at(dir: impl AsFd, name: &CString) -> io::Result<File> {
     Ok(f)
 }
 
+/// Creates the new file `name` in the directory `dir` (`O_CREAT|O_EXCL|O_NOFOLLOW`, write
+/// only), mode 0600 whatever the umask: a file among many iolab makes in a private directory
+/// it holds open (fio's file engines' file sets).
+pub fn create_in(dir: impl AsFd, name: &std::ffi::CStr) -> io::Result<File> {
+    create_at(dir, &CString::from(name))
+}
+
 /// Removes `path` (a file, or a directory with everything in it, links not followed) if it
 /// is still `id`; Ok(false) when it is gone or is something else now (then left alone).
 pub fn remove_if_same(path: &Path, id: FileId) -> io::Result<bool> {

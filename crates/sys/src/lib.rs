@@ -7,6 +7,7 @@
 //! which process is which across pid reuse ([`process`]). Depends on no iolab crate.
 
 pub mod buffers;
+pub mod ext4;
 pub mod files;
 pub mod host;
 pub mod input;

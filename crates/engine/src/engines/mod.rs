@@ -3,6 +3,12 @@
 //! [`Engine`], so the per-I/O path has no dynamic dispatch; the registry at the end of this
 //! file (one line an engine) picks the concrete engine for a run's [`EngineKind`].
 
+pub mod e4defrag;
+pub mod falloc;
+pub mod filecreate;
+pub mod filedelete;
+pub mod fileset;
+pub mod filestat;
 pub mod ftruncate;
 pub mod io_uring;
 pub mod null;
@@ -54,6 +60,13 @@ impl Options {
             .iter()
             .flat_map(|d| d.options.iter().map(move |o| (d.kind, o)))
     }
+
+    /// The options of the engines `--engine` offers: `iolab run`'s, and the ones its runs
+    /// record (the others' options, such as e4defrag's `inplace`, come from fio job files
+    /// only; a key more in every run's settings would change every run's fingerprint).
+    fn offered() -> impl Iterator<Item = (EngineKind, &'static EngineOption)> {
+        Options::all().filter(|(k, _)| desc(*k).cli)
+    }
 }
 
 impl clap::FromArgMatches for Options {
@@ -64,7 +77,7 @@ impl clap::FromArgMatches for Options {
     }
 
     fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
-        for (kind, o) in Options::all() {
+        for (kind, o) in Options::offered() {
             let v = match o.default {
                 Val::Flag(d) => m
                     .try_get_one::<bool>(o.cli)
@@ -89,7 +102,7 @@ impl clap::FromArgMatches for Options {
 
 impl clap::Args for Options {
     fn augment_args(mut cmd: clap::Command) -> clap::Command {
-        for (kind, o) in Options::all() {
+        for (kind, o) in Options::offered() {
             let arg = clap::Arg::new(o.cli)
                 .long(o.cli)
                 .help(o.help)
@@ -189,7 +202,7 @@ impl EngineArgs {
                 ),
             ));
         }
-        let mut opts = EngineOpts::of(Options::all().map(|(_, o)| (o.key, o.default)));
+        let mut opts = EngineOpts::of(Options::offered().map(|(_, o)| (o.key, o.default)));
         for (_, o, v) in &self.options.given {
             opts.set(o.key, *v);
         }
@@ -262,6 +275,8 @@ pub struct Completion {
 pub struct Open<'a> {
     /// The job's file descriptor.
     pub fd: RawFd,
+    /// The job's file (engines that work on other files beside it: filecreate...).
+    pub path: &'a std::path::Path,
     /// The job's queue depth (after [`Engine::depth`]).
     pub iodepth: u32,
     /// The job's buffers (the engine may register them; it must not keep a reference).
@@ -311,9 +326,11 @@ macro_rules! registry {
     ($($kind:ident => $engine:ty),* $(,)?) => {
         /// Opens the engine of `kind` for one job and runs `work` on it; the engine's notes
         /// beside the output. The engine is closed before `bufs` can be dropped.
+        #[allow(clippy::too_many_arguments)]
         pub fn open_and_run<W: WithEngine>(
             kind: EngineKind,
             fd: RawFd,
+            path: &std::path::Path,
             iodepth: u32,
             bufs: &mut BufferPool,
             settings: &RunSettings,
@@ -322,7 +339,7 @@ macro_rules! registry {
         ) -> Result<(W::Output, Vec<String>), String> {
             match kind {
                 $(EngineKind::$kind => {
-                    let o = Open { fd, iodepth, bufs: &*bufs, settings, random };
+                    let o = Open { fd, path, iodepth, bufs: &*bufs, settings, random };
                     let (mut engine, notes) = <$engine>::open(&o)?;
                     Ok((work.run(&mut engine, bufs), notes))
                 })*
@@ -341,4 +358,9 @@ registry! {
     Psync => psync::Psync,
     Null => null::Null,
     Ftruncate => ftruncate::Ftruncate,
+    Filecreate => filecreate::Filecreate,
+    Filestat => filestat::Filestat,
+    Filedelete => filedelete::Filedelete,
+    Falloc => falloc::Falloc,
+    E4defrag => e4defrag::E4defrag,
 }

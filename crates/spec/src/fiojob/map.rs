@@ -79,11 +79,11 @@ pub struct FioSteady {
     pub skip: Duration,
 }
 
-fn err(o: &RawOption, msg: impl Into<String>) -> FioError {
+pub(super) fn err(o: &RawOption, msg: impl Into<String>) -> FioError {
     FioError::new(&o.file, o.line, o.key.clone(), msg)
 }
 
-fn val(o: &RawOption) -> Result<&str, FioError> {
+pub(super) fn val(o: &RawOption) -> Result<&str, FioError> {
     match o.value.as_deref() {
         Some(v) if !v.is_empty() => Ok(v),
         _ => Err(err(o, "needs a value (key=value)")),
@@ -814,7 +814,25 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         // Region and how long: size, filesize, io_size, loops, runtime, time_based.
         // A value is checked even when --size or --duration replaces it: a job file
         // iolab accepts is one it could run as written.
+        // fio's file engines: nrfiles files, one I/O each (fiojob::filejobs).
+        let ioengine = get("ioengine")
+            .and_then(|o| o.value.as_deref())
+            .map_or("psync", str::trim);
+        let file_engine = Some(ioengine).filter(|v| super::filejobs::is_file_engine(v));
+        for n in super::filejobs::set_options(ioengine, &get)? {
+            note(n);
+        }
+        let file_set = match file_engine {
+            Some(e) => {
+                let mixed = !split.is_empty() || !wsplit.is_empty();
+                let (r, n) = super::filejobs::region(e, &get, kb_base, bs, mixed, rw)?;
+                n.into_iter().for_each(&mut note);
+                Some(r)
+            }
+            None => None,
+        };
         let job_size = match get("size").or(get("filesize")) {
+            _ if file_set.is_some() => file_set,
             Some(o) => {
                 let v = val(o)?;
                 let replaced = ov.size.is_some();
@@ -837,7 +855,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             }
             None => None,
         };
-        if let (Some(s), Some(f)) = (get("size"), get("filesize")) {
+        if let (Some(s), Some(f), None) = (get("size"), get("filesize"), file_engine) {
             if ov.size.is_none() && sz(s)? != sz(f)? {
                 return Err(err(
                     f,
@@ -877,7 +895,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             }
             job.clones = Some(c);
         }
-        if let Some(o) = get("nrfiles") {
+        if let Some(o) = get("nrfiles").filter(|_| file_engine.is_none()) {
             if int(o, 1, u32::MAX as u64)? != 1 {
                 return Err(err(o, "iolab runs a job on one file (nrfiles=1)"));
             }
@@ -1063,13 +1081,42 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                         ))
                     }
                     "ftruncate" => EngineKind::Ftruncate,
+                    "filecreate" => EngineKind::Filecreate,
+                    "filestat" => EngineKind::Filestat,
+                    "filedelete" => EngineKind::Filedelete,
+                    "falloc" if rw.reads() => {
+                        return Err(err(
+                            o,
+                            format!(
+                                "ioengine=falloc turns a read into fallocate(KEEP_SIZE), which \
+                                 allocates blocks; iolab allows reads where it may not write, so \
+                                 a falloc job that reads is refused (job {}: rw={})",
+                                sec.name,
+                                rw.as_str()
+                            ),
+                        ))
+                    }
+                    "falloc" => EngineKind::Falloc,
+                    "e4defrag" if rw.reads() => {
+                        return Err(err(
+                            o,
+                            format!(
+                                "ioengine=e4defrag moves extents on writes only and fails \
+                                 reads (EINVAL), as fio's does, and job {} reads (rw={})",
+                                sec.name,
+                                rw.as_str()
+                            ),
+                        ))
+                    }
+                    "e4defrag" => EngineKind::E4defrag,
                     _ if unemulable(v) => return Err(err(o, refuse_engine(v))),
                     _ => {
                         return Err(err(
                             o,
                             format!(
                                 "'{v}': not an ioengine iolab knows (io_uring, libaio, psync, \
-                                 sync, pvsync, pvsync2, vsync, null, cpp_null, ftruncate)"
+                                 sync, pvsync, pvsync2, vsync, null, cpp_null, ftruncate, \
+                                 filecreate, filestat, filedelete, falloc, e4defrag)"
                             ),
                         ))
                     }
@@ -1137,7 +1184,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             engine_names.push(ename.clone());
         }
         let invalidate = flag("invalidate")?.unwrap_or(true);
-        job.invalidate = !d.0 && invalidate;
+        // fio's file engines open no file to invalidate.
+        job.invalidate = !d.0 && invalidate && file_engine.is_none();
         if job.invalidate {
             note(
                 "buffered jobs start by dropping the file's clean cached pages, as fio does \
@@ -1555,10 +1603,13 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                  compressible or duplicate buffers and check them",
             ));
         }
-        if v && rw.writes() && kind == EngineKind::Ftruncate {
+        if v && rw.writes() && !kind.moves_data() {
             return Err(err(
                 get("verify").expect("set"),
-                "ioengine=ftruncate writes no data, so there is nothing to verify",
+                format!(
+                    "ioengine={} writes no data, so there is nothing to verify",
+                    kind.as_str()
+                ),
             ));
         }
         if v && rw.writes() && job.pattern.is_some() {
@@ -1677,7 +1728,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 sec.name
             ));
         }
-        if let Some(o) = get("fallocate") {
+        // A file engine's own files take these in fiojob::filejobs.
+        if let Some(o) = get("fallocate").filter(|_| file_engine.is_none()) {
             match val(o)? {
                 "none" | "posix" | "keep" | "native" | "truncate" | "0" | "1" => note(format!(
                     "fallocate={}: fio lays out a file it creates this way (with none, the \
@@ -1693,7 +1745,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 }
             }
         }
-        if flag("create_on_open")?.unwrap_or(false) {
+        if file_engine.is_none() && flag("create_on_open")?.unwrap_or(false) {
             note(
                 "create_on_open: iolab creates and opens its test file before the first test"
                     .into(),
@@ -2006,24 +2058,12 @@ fn unemulable(engine: &str) -> bool {
 }
 
 fn refuse_engine(engine: &str) -> String {
-    if matches!(
-        engine,
-        "filecreate" | "filestat" | "filedelete" | "dircreate" | "dirstat" | "dirdelete"
-    ) {
+    if matches!(engine, "dircreate" | "dirstat" | "dirdelete") {
         return format!(
-            "ioengine={engine} times one metadata operation per file; iolab's `run metadata` \
-             workload does that work (create, stat, delete in phases), but a job file of it \
-             is not translated"
-        );
-    }
-    if matches!(engine, "falloc" | "e4defrag") {
-        return format!(
-            "ioengine={engine} turns each I/O into a {} call, which iolab's engines do not \
-             issue",
-            match engine {
-                "falloc" => "fallocate",
-                _ => "defragmentation (EXT4_IOC_MOVE_EXT)",
-            }
+            "ioengine={engine} times one operation per directory; iolab's `run metadata` \
+             workload does that work on files (create, stat, delete in phases), and its \
+             filecreate, filestat and filedelete engines run fio's file engines, but \
+             directories are not"
         );
     }
     let why = match engine {
@@ -2056,7 +2096,8 @@ fn refuse_engine(engine: &str) -> String {
     };
     format!(
         "ioengine={engine}: {why} (iolab runs io_uring, libaio as io_uring, psync, sync, \
-         pvsync, pvsync2, vsync as psync, null, cpp_null as null, and ftruncate)"
+         pvsync, pvsync2, vsync as psync, null, cpp_null as null, ftruncate, filecreate, \
+         filestat, filedelete, falloc and e4defrag)"
     )
 }
 

@@ -3,6 +3,7 @@
 //! booleans) and the mapping of each job onto a [`JobSpec`](crate::JobSpec) with the run's
 //! shared settings ([`map`]). Every refusal is a [`FioError`] naming `FILE:LINE: OPTION`.
 
+pub mod filejobs;
 pub mod logs;
 pub mod map;
 pub mod options;

@@ -53,6 +53,21 @@ pub fn parse(text: &str, bs: u64) -> Result<ToolSample, RunError> {
     let mut ios = 0.0;
     for dir in ["read", "write"] {
         let d = &job[dir];
+        let n = d["total_ios"].as_f64().unwrap_or(0.0);
+        // fio's file engines (filecreate, filestat, filedelete) time their call on each file
+        // apart from the I/O, which does nothing: only `clat_ns` holds those times (no
+        // `lat_ns` samples), and the job's bandwidth leaves them out. One call at a time
+        // from the job's thread: its rate is one over their mean.
+        let clat = &d["clat_ns"];
+        if d["lat_ns"]["N"].as_f64() == Some(0.0) && clat["N"].as_f64().unwrap_or(0.0) > 0.0 {
+            let us = clat["mean"].as_f64().unwrap_or(0.0) / 1000.0;
+            let iops = if us > 0.0 { 1e6 / us } else { 0.0 };
+            s.iops += iops;
+            s.mb_s += iops * bs as f64 / 1e6;
+            lat_sum += us * n;
+            ios += n;
+            continue;
+        }
         let bw = d["bw_bytes"].as_f64().unwrap_or(0.0);
         s.mb_s += bw / 1e6;
         s.iops += if bs > 0 {
@@ -60,7 +75,6 @@ pub fn parse(text: &str, bs: u64) -> Result<ToolSample, RunError> {
         } else {
             d["iops"].as_f64().unwrap_or(0.0)
         };
-        let n = d["total_ios"].as_f64().unwrap_or(0.0);
         lat_sum += d["lat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0 * n;
         ios += n;
     }
@@ -93,6 +107,19 @@ mod tests {
 "read":{"bw_bytes":4096000,"iops":1000,"total_ios":2000,"lat_ns":{"mean":2000}}}]}"#;
         let s = parse(text, 4096).unwrap();
         assert_eq!(s.cpu_us_per_io, Some(400.0));
+    }
+
+    /// filestat-ioengine.fio's job under fio 3.33: the stats in `clat_ns` only, the bandwidth
+    /// over the no-op I/Os (200 of them in 1 ms).
+    #[test]
+    fn a_file_engines_rate_is_from_its_timed_calls() {
+        let text = r#"{"jobs":[{"read":{"bw_bytes":819200000,"iops":200000.0,"total_ios":200,
+"lat_ns":{"N":0,"mean":0.0},"clat_ns":{"N":200,"mean":2000.0}},
+"write":{"bw_bytes":0,"iops":0.0,"total_ios":0,"lat_ns":{"N":0,"mean":0.0},
+"clat_ns":{"N":0,"mean":0.0}}}]}"#;
+        let s = parse(text, 4096).unwrap();
+        assert_eq!((s.iops, s.lat_mean_us), (500_000.0, 2.0));
+        assert_eq!(s.mb_s, 2048.0);
     }
 
     #[test]

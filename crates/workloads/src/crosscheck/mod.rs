@@ -177,6 +177,21 @@ fn export_filename(c: &CommonArgs) -> String {
 /// How fio's job is written for one test, pass length (seconds), file and region size.
 type FioJobText = Box<dyn Fn(&TestSpec, f64, &str, u64) -> String>;
 
+/// The directory fio's file engines work in during a crosscheck, removed (while it is still
+/// the one made) when the crosscheck ends, however it ends.
+struct FioDir(Option<iolab_sys::files::Made>);
+
+impl Drop for FioDir {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.take() {
+            let path = d.path().to_path_buf();
+            if let Err(e) = d.remove() {
+                eprintln!("iolab: cannot remove {}: {e}", path.display());
+            }
+        }
+    }
+}
+
 /// A crosscheck ready to run: iolab's plan, the common options and, for a job file, how
 /// fio's text is cut from the file (a preset's is written by `iolab_spec::fio`).
 pub struct Crosscheck {
@@ -210,11 +225,23 @@ impl Crosscheck {
         let parsed = fiojob::parse_file(Path::new(file))
             .map_err(|e| ParseError::Usage(UsageError::general(e.to_string())))?;
         let timed = plan.settings.duration < iolab_spec::MAX_DURATION;
+        let files = plan.settings.engine.is_some_and(|k| k.file_set());
         let text = move |test: &TestSpec, secs: f64, io_path: &str, region: u64| {
-            let mut extra = vec![
-                format!("filename={}", io_path.replace(':', "\\:")),
-                format!("size={region}"),
-            ];
+            let at = io_path.replace(':', "\\:");
+            let mut extra = if files {
+                // fio's file engines: the same number of one-block files as iolab's, in
+                // their own directory, removed by fio after each pass (unlink=1).
+                let bs = test.job.bs.max(1);
+                vec![
+                    format!("directory={at}"),
+                    format!("nrfiles={}", region / bs),
+                    format!("filesize={bs}"),
+                    format!("size={}", region / bs * bs),
+                    "unlink=1".to_string(),
+                ]
+            } else {
+                vec![format!("filename={at}"), format!("size={region}")]
+            };
             if timed {
                 extra.push(format!("runtime={}ms", (secs * 1000.0).round() as u64));
             }
@@ -276,11 +303,26 @@ impl Crosscheck {
                 _ => crate::common::device_of(Path::new(&io_path)),
             }
         };
+        // fio's file engines make their files in a directory: a private one beside the test
+        // file for the crosscheck, removed at its end.
+        let fio_dir = match s.engine {
+            Some(k) if k.file_set() => {
+                let p = Path::new(&io_path).with_file_name(iolab_sys::files::unique_name("fio"));
+                let made = iolab_sys::files::Made::private_dir(&p)
+                    .map_err(|e| RunError::Failed(format!("cannot make {}: {e}", p.display())))?;
+                Some(FioDir(Some(made)))
+            }
+            _ => None,
+        };
+        let fio_at = match &fio_dir {
+            Some(FioDir(Some(d))) => d.path().display().to_string(),
+            _ => io_path.clone(),
+        };
         let mut rows = Vec::new();
         let mut elapsed = Duration::ZERO;
         for test in &self.plan.tests {
             let job_text = |secs: f64| match &self.fio_text {
-                Some(f) => f(test, secs, &io_path, s.size),
+                Some(f) => f(test, secs, &fio_at, s.size),
                 None => format!(
                     "{}\n{}",
                     fio::global_section(&s, &io_path),

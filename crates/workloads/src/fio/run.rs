@@ -264,11 +264,26 @@ mod tests {
             },
             var: &|_| None,
         };
-        let text = format!("[j]\nrw=write\nsize=1m\nioengine={name}\n{extra}");
+        let text = format!(
+            "[j]\nrw=write\nsize=1m\nioengine={name}\n{extra}{}",
+            files_of(name)
+        );
         let file = fiojob::parse("j.fio", text.as_bytes(), &src).map_err(|e| e.to_string())?;
         fiojob::map_jobs(&file, Overrides::default())
             .map(|p| p.engine)
             .map_err(|e| e.to_string())
+    }
+
+    /// What a job of 1 MiB on `engine` needs besides: a file engine's 256 files of 4 KiB,
+    /// e4defrag's donor.
+    fn files_of(engine: &str) -> &'static str {
+        if fiojob::filejobs::is_file_engine(engine) {
+            "nrfiles=256\n"
+        } else if engine == "e4defrag" {
+            "donorname=d\n"
+        } else {
+            ""
+        }
     }
 
     /// Each engine declares the fio names it runs (its `Desc`); the job-file mapping in
@@ -330,14 +345,23 @@ mod tests {
                     }
                 };
                 let job = format!("[j]\nrw=write\nsize=1m\ndirect=1\n{name}={text}\n");
-                let p = plan(&format!("{job}ioengine={}\n", d.fio[0]))
-                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                let p = plan(&format!(
+                    "{job}ioengine={}\n{}",
+                    d.fio[0],
+                    files_of(d.fio[0])
+                ))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
                 assert_eq!(p.engine_opts.get(o.key), Some(v), "{name}");
                 for other in ENGINES
                     .iter()
                     .filter(|e| e.kind != d.kind && !e.fio.is_empty())
                 {
-                    let e = plan(&format!("{job}ioengine={}\n", other.fio[0])).unwrap_err();
+                    let e = plan(&format!(
+                        "{job}ioengine={}\n{}",
+                        other.fio[0],
+                        files_of(other.fio[0])
+                    ))
+                    .unwrap_err();
                     assert!(
                         e.contains(&format!("{name}: an {}", d.kind.as_str())),
                         "{e}"
