@@ -1000,9 +1000,14 @@ fn file_engines_create_stat_and_delete_one_file_an_io() {
             "nrfiles x bs",
         ),
         (
-            "ioengine=psync\nsize=1m\nfallocate=none\n",
+            "ioengine=filestat\nfallocate=posix\n",
+            ":3: fallocate:",
+            "fallocate=none only",
+        ),
+        (
+            "ioengine=psync\nsize=1m\nfallocate=sparse\n",
             ":4: fallocate:",
-            "lays out",
+            "expected none, posix",
         ),
     ] {
         let f = job_file(&sb, "bad.fio", format!("[j]\n{text}").as_bytes());
