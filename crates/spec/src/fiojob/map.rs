@@ -2033,11 +2033,16 @@ fn steady_rule(o: &RawOption, v: &str) -> Result<String, FioError> {
         ));
     }
     let pct = limit.trim().strip_suffix('%').ok_or_else(|| {
+        let what = if limit.trim().parse::<f64>().is_ok() {
+            "an absolute limit"
+        } else {
+            "not a limit"
+        };
         err(
             o,
             format!(
-                "'{v}': an absolute limit; iolab's --steady-state takes a percentage of the \
-                 mean (e.g. {name}:10%)"
+                "'{v}': {what}; iolab's --steady-state takes a percentage of the mean (e.g. \
+                 {name}:10%)"
             ),
         )
     })?;
@@ -2804,6 +2809,7 @@ mod tests {
         let e = |t: &str| plan(t, Overrides::default()).unwrap_err().to_string();
         let base = "[j]\nrw=write\nsize=1m\ntime_based\nruntime=3\n";
         assert!(e(&format!("{base}ss=iops:5\nss_dur=1s\n")).contains("absolute limit"));
+        assert!(e(&format!("{base}ss=iops:abc\nss_dur=1s\n")).contains("not a limit"));
         assert!(e(&format!("{base}ss=lat:5%\nss_dur=1s\n")).contains("latency"));
         assert!(e(&format!("{base}ss=iops:5%\nss_dur=1s\nss_interval=250ms\n")).contains("100ms"));
         assert!(e(&format!("{base}ss=iops:5%\nss_dur=1s\nss_ramp=50ms\n")).contains("100ms"));
