@@ -474,22 +474,20 @@ fn verify_pattern_is_written_and_a_wrong_byte_is_named() {
     assert!(sb.target_entries().is_empty());
 }
 
-/// fio's zonemode=strided (disk-zone-profile.fio): zonesize bytes in a zone, then zoneskip
-/// on; the skipped bytes count towards size, as fio counts them. A write of each I/O's
-/// offset (%o) shows which blocks were written. zbd and values that are not whole blocks
-/// are refused at their line.
-#[test]
-fn strided_zones_write_a_zone_then_skip() {
-    let sb = Sandbox::new();
-    let data = sb.path("zones.dat");
-    std::fs::write(&data, vec![0u8; 1 << 20]).unwrap();
+/// Runs the job file `job` (which writes `verify_pattern=%o`, each block stamped with its
+/// offset) on a zeroed file of `size` bytes, then checks every 4 KiB block: stamped where
+/// `written(offset)`, still zeros elsewhere.
+fn stamped_blocks_are(
+    sb: &Sandbox,
+    name: &str,
+    size: usize,
+    job: &[u8],
+    written: impl Fn(u64) -> bool,
+) {
+    let data = sb.path(&format!("{name}.dat"));
+    std::fs::write(&data, vec![0u8; size]).unwrap();
     let data = data.to_str().unwrap();
-    let f = job_file(
-        &sb,
-        "z.fio",
-        b"[z]\nrw=write\nbs=4k\nsize=1m\nzonemode=strided\nzonesize=64k\nzoneskip=192k\n\
-          verify_pattern=%o\n",
-    );
+    let f = job_file(sb, &format!("{name}.fio"), job);
     sb.iolab(&[
         "run",
         "fio",
@@ -504,13 +502,28 @@ fn strided_zones_write_a_zone_then_skip() {
     let bytes = std::fs::read(data).unwrap();
     for (i, block) in bytes.chunks(4096).enumerate() {
         let off = i as u64 * 4096;
-        let want = if off % (256 << 10) < 64 << 10 {
+        let want = if written(off) {
             off.to_le_bytes()
         } else {
             [0; 8]
         };
         assert_eq!(block[..8], want, "block at {off}");
     }
+}
+
+/// fio's zonemode=strided (disk-zone-profile.fio): zonesize bytes in a zone, then zoneskip
+/// on; the skipped bytes count towards size, as fio counts them. A write of each I/O's
+/// offset (%o) shows which blocks were written. zbd and values that are not whole blocks
+/// are refused at their line.
+#[test]
+fn strided_zones_write_a_zone_then_skip() {
+    let sb = Sandbox::new();
+    let job = b"[z]\nrw=write\nbs=4k\nsize=1m\nzonemode=strided\nzonesize=64k\nzoneskip=192k\n\
+          verify_pattern=%o\n";
+    // The first 64 KiB of every 256 KiB written, the rest skipped.
+    stamped_blocks_are(&sb, "zones", 1 << 20, job, |off| {
+        off % (256 << 10) < 64 << 10
+    });
     for (name, text, key, why) in [
         ("zbd.fio", "zonemode=zbd", "zonemode", "zoned block device"),
         (
@@ -545,36 +558,12 @@ fn strided_zones_write_a_zone_then_skip() {
 #[test]
 fn offset_increment_gives_each_clone_its_part() {
     let sb = Sandbox::new();
-    let data = sb.path("clones.dat");
-    std::fs::write(&data, vec![0u8; 256 << 10]).unwrap();
-    let data = data.to_str().unwrap();
-    let f = job_file(
-        &sb,
-        "c.fio",
-        b"[c]\nrw=write\nbs=4k\nsize=256k\nnumjobs=3\noffset=4k\noffset_increment=64k\n\
-          verify_pattern=%o\n",
-    );
-    sb.iolab(&[
-        "run",
-        "fio",
-        &f,
-        "--target",
-        data,
-        "--allow-overwrite-file",
-        "--no-store",
-        "-q",
-    ])
-    .ok();
-    let bytes = std::fs::read(data).unwrap();
-    for (i, block) in bytes.chunks(4096).enumerate() {
-        let off = i as u64 * 4096;
-        let want = if (4 << 10..196 << 10).contains(&off) {
-            off.to_le_bytes()
-        } else {
-            [0; 8]
-        };
-        assert_eq!(block[..8], want, "block at {off}");
-    }
+    let job = b"[c]\nrw=write\nbs=4k\nsize=256k\nnumjobs=3\noffset=4k\noffset_increment=64k\n\
+          verify_pattern=%o\n";
+    // Three clones of 64 KiB from 4 KiB on: 4 KiB to 196 KiB written, nothing else.
+    stamped_blocks_are(&sb, "clones", 256 << 10, job, |off| {
+        (4 << 10..196 << 10).contains(&off)
+    });
     let far = b"[c]\nrw=write\nsize=1m\nnumjobs=30\noffset_increment=124g\n";
     let f = job_file(&sb, "far.fio", far);
     sb.run(&["fio", &f])
