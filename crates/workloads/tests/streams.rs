@@ -241,13 +241,16 @@ fn stop_during_stagger_returns_quickly_and_cleans_up() {
     cfg.file_size = 1 << 20;
     let stop = AtomicBool::new(false);
     let started = Instant::now();
-    let tests = streams::run(&cfg, &stop, &mut |l, _| {
-        if l == "streams" && started.elapsed() > Duration::from_millis(500) {
+    // Stopped once stream 1 has read its whole file (the streams' byte count), however
+    // long preparing the file and reading it took: stream 2 is then 30 s away.
+    let tests = streams::run(&cfg, &stop, &mut |l, bytes| {
+        if l == "streams" && bytes >= cfg.file_size {
             stop.store(true, Ordering::Relaxed);
         }
     })
     .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // It did not wait out the stagger for stream 2.
+    assert!(started.elapsed() < cfg.stagger, "{:?}", started.elapsed());
     // Stream 1 finished its 1 MiB; stream 2 never started; no aggregate.
     let names: Vec<&str> = tests.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["stream 1"]);
