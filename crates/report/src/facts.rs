@@ -98,6 +98,16 @@ pub(crate) fn passes(run: &RunRecord) -> String {
     let mut out = if s.duration.is_zero() {
         // Workloads that run to completion (copy, streams, metadata) have no pass length.
         format!("{n} pass{}{per_test}", if hi == 1 { "" } else { "es" })
+    } else if run
+        .tests
+        .iter()
+        .any(|t| t.extra.get("steady_state").is_some())
+    {
+        // A steady-state pass runs up to its rounds' most and ends when the window holds.
+        format!(
+            "{n} × up to {} measured{per_test}, ended once steady state holds",
+            text::duration(s.duration)
+        )
     } else {
         format!("{n} × {} measured{per_test}", text::duration(s.duration))
     };
