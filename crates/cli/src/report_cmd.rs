@@ -257,7 +257,9 @@ pub fn compare(a: CompareArgs) -> Result<(), RunError> {
             iolab_report::style::paint(&cmp::render_opts(&c, detail, a.all || a.verbose))
         );
         for (letter, cmd) in &c.ab_commands {
-            println!("\nTo run A and {letter} interleaved until decided:\n  {cmd}");
+            // Laid out at the terminal's width, continued with ` \` so it still pastes.
+            let cmd = iolab_report::shell_lines(cmd, iolab_report::style::width(), "  ", "  ");
+            println!("\nTo run A and {letter} interleaved until decided:\n{cmd}");
         }
     }
     Ok(())

@@ -348,7 +348,25 @@ fn compare_of_two_batches_names_the_ab_command_that_interleaves_them() {
          read --size 4MiB --runs 2 --duration 100ms --ramp 20ms --warmup 0 --target {target}",
         sb.db.display()
     );
-    assert!(out.stdout.contains(&want), "{want}\n{}", out.stdout);
+    // Printed within the terminal's width, continued with ` \`: joined back, the command.
+    let (_, printed) = out
+        .stdout
+        .split_once("interleaved until decided:\n")
+        .unwrap_or_else(|| panic!("no suggestion:\n{}", out.stdout));
+    let mut joined = Vec::new();
+    for l in printed.lines() {
+        assert!(l.chars().count() <= 100, "wider than 100 columns: {l}");
+        let (text, more) = match l.strip_suffix(" \\") {
+            Some(t) => (t, true),
+            None => (l, false),
+        };
+        joined.push(text.trim());
+        if !more {
+            break;
+        }
+    }
+    assert!(joined.len() > 1, "a long command is continued:\n{printed}");
+    assert_eq!(joined.join(" "), want, "{}", out.stdout);
     let doc = sb
         .iolab(&["compare", "--label", "before", "--label", "after", "--json"])
         .ok()

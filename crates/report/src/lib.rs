@@ -38,3 +38,4 @@ pub use json::{run_document, to_json_string, SCHEMA};
 pub use terminal::{
     render_list, render_run, render_run_with, render_warnings, Detail, ListRow, MAX_WIDTH,
 };
+pub use text::shell_lines;

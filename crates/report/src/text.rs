@@ -128,6 +128,52 @@ pub(crate) fn truncate_start(s: &str, w: usize) -> String {
     out
 }
 
+/// A shell command laid out in lines of at most `max` columns, each but the last ended by
+/// ` \\` so that the whole still pastes as one command; lines after the first start with
+/// `indent` more spaces. Words are split at spaces outside single quotes only (the quoting
+/// `iolab ab`'s suggestion uses), so a quoted path stays one word; a word longer
+/// than a line gets a line of its own.
+pub fn shell_lines(cmd: &str, max: usize, first: &str, indent: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in clean(cmd).chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                cur.push(c);
+            }
+            ' ' if !quoted => {
+                if !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                }
+            }
+            _ => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    let rest = format!("{first}{indent}");
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = first.to_string();
+    let mut has_word = false;
+    for w in words {
+        // Room for " WORD" and the continuation " \\" (2 columns).
+        if has_word && width(&line) + 1 + width(&w) + 2 > max {
+            lines.push(std::mem::replace(&mut line, rest.clone()));
+            has_word = false;
+        }
+        if has_word {
+            line.push(' ');
+        }
+        line.push_str(&w);
+        has_word = true;
+    }
+    lines.push(line);
+    lines.join(" \\\n")
+}
+
 /// Wraps `text` into lines of at most `max` columns. The first line starts with `first`,
 /// the following ones with `rest`; words longer than a line are split.
 pub(crate) fn wrap(text: &str, max: usize, first: &str, rest: &str) -> Vec<String> {
@@ -525,6 +571,30 @@ mod tests {
         assert_eq!(duration(Duration::from_secs(120)), "2m");
         assert_eq!(duration(Duration::from_secs(90)), "90s");
         assert_eq!(duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn a_shell_command_wraps_at_spaces_outside_quotes_and_stays_one_command() {
+        let cmd = "iolab ab --label-a before-ab cdm --target '/mnt/my disk/x' --size 8MiB -- \
+                   cdm --target '/mnt/my disk/x' --size 8MiB";
+        let out = shell_lines(cmd, 30, "  ", "  ");
+        for l in out.lines() {
+            assert!(width(l) <= 30, "{l}");
+        }
+        // Joined back (continuations removed) it is the same command, quotes intact.
+        let joined: Vec<&str> = out
+            .lines()
+            .map(|l| l.trim().trim_end_matches('\\').trim_end())
+            .collect();
+        assert_eq!(joined.join(" "), cmd);
+        assert!(out.contains("'/mnt/my disk/x'"));
+        assert!(out.lines().next().unwrap().starts_with("  iolab ab"));
+        assert!(out.lines().nth(1).unwrap().starts_with("    "));
+        // A short command is one line, no continuation.
+        assert_eq!(
+            shell_lines("iolab ab a -- b", 80, "", "  "),
+            "iolab ab a -- b"
+        );
     }
 
     #[test]
