@@ -224,6 +224,24 @@ fn rounds_done(plan: &SteadyPlan, ticks: &[[f64; 4]]) -> usize {
     })
 }
 
+/// Whether every boundary of rounds `from..to` lies between two ticks at most 0.6 of a
+/// round apart (the pass's start counts as a tick of nothing): between sparse ticks (a
+/// loaded machine delays the ticking thread by hundreds of milliseconds) interpolation
+/// makes the rounds look evener than the pass's own series shows, so such a window is not
+/// judged live; the recorded series judges it after the pass.
+fn bracketed(plan: &SteadyPlan, ticks: &[[f64; 4]], from: usize, to: usize) -> bool {
+    let (skip, round) = (plan.skip.as_secs_f64(), plan.round.as_secs_f64());
+    (from..=to).all(|k| {
+        let t = skip + k as f64 * round;
+        let i = ticks.partition_point(|x| x[0] < t);
+        let Some(hi) = ticks.get(i) else {
+            return false;
+        };
+        let lo = if i == 0 { 0.0 } else { ticks[i - 1][0] };
+        hi[0] - lo <= 0.6 * round
+    })
+}
+
 /// Rounds `from..to` (0-based) from the ticks.
 fn tick_rounds(plan: &SteadyPlan, ticks: &[[f64; 4]], from: usize, to: usize) -> Vec<Round> {
     let (skip, round) = (plan.skip.as_secs_f64(), plan.round.as_secs_f64());
@@ -263,6 +281,7 @@ impl iolab_engine::PassObserver for Watch<'_> {
         t.1 = n;
         let w = self.plan.window as usize;
         if n >= w
+            && bracketed(&self.plan, &t.0, n - w, n)
             && self
                 .plan
                 .first(&tick_rounds(&self.plan, &t.0, n - w, n))
@@ -360,6 +379,25 @@ mod tests {
         let at = stopped_at.expect("the window held");
         assert!((2.0..2.06).contains(&at), "{at}");
         assert!(w.ticks.lock().unwrap().0.len() < 30);
+        // Ticks 300 ms apart (a loaded machine) around 100 ms rounds: an even rate by
+        // interpolation, but not judged live; ticks 50 ms apart are.
+        let plan = SteadyPlan {
+            round: Duration::from_millis(100),
+            ..plan
+        };
+        let sparse: Vec<[f64; 4]> = (1..=3).map(|i| [i as f64 * 0.3, 1.0, 0.0, 0.0]).collect();
+        assert!(!bracketed(&plan, &sparse, 0, 3));
+        let dense: Vec<[f64; 4]> = (1..=8).map(|i| [i as f64 * 0.05, 1.0, 0.0, 0.0]).collect();
+        assert!(bracketed(&plan, &dense, 0, 3));
+        let (signal, stop) = (AtomicBool::new(false), AtomicBool::new(false));
+        let w = Watch::new(&(), plan, &signal, &stop);
+        for t in [0.3, 0.6, 0.9, 1.2] {
+            w.tick_ios((t * 1e8) as u64, 0, 0, Duration::from_secs_f64(t));
+        }
+        assert!(
+            !stop.load(Ordering::Relaxed),
+            "judged between ticks 300 ms apart"
+        );
         // A signal ends the pass at the next tick.
         let (signal, stop) = (AtomicBool::new(true), AtomicBool::new(false));
         Watch::new(&(), plan, &signal, &stop).tick_ios(1, 1, 1, Duration::from_millis(50));
