@@ -418,15 +418,14 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 align_at = Some((a, o));
             }
         }
-        let iodepth = get("iodepth")
-            .map(|o| int(o, 1, 256))
-            .transpose()?
-            .unwrap_or(1) as u32;
-        let numjobs = get("numjobs")
-            .map(|o| int(o, 1, 64))
-            .transpose()?
-            .unwrap_or(1) as u32;
-        let mut job = JobSpec::new(rw, bs, iodepth, numjobs);
+        let mut job = JobSpec::new(rw, bs, 1, 1);
+        // The general job options (`crate::JOB_OPTIONS`), each read by its declaration.
+        for jo in crate::JOB_OPTIONS {
+            if let Some(o) = get(jo.name) {
+                (jo.set)(&mut job, int(o, jo.min, jo.max)?);
+            }
+        }
+        let numjobs = job.numjobs;
 
         // rw suffix: sequential skip, or random offsets per N I/Os (only N=1 is fio's default).
         if let Some((s, o)) = rw_suffix {
@@ -460,23 +459,13 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             }
         }
 
-        // Mixes.
-        if let Some(o) = get("rwmixwrite").or(get("rwmixread")) {
-            let mr = get("rwmixread");
-            let mw = get("rwmixwrite");
-            // The one written later wins, as in fio.
-            let last = match (mr, mw) {
-                (Some(r), Some(w)) if (&w.file, w.line) > (&r.file, r.line) => w,
-                (Some(r), _) => r,
-                (None, Some(w)) => w,
-                (None, None) => o,
-            };
-            let p = int(last, 0, 100)? as u8;
-            job.rwmixread = if options::canonical(&last.key) == "rwmixread" {
-                p
-            } else {
-                100 - p
-            };
+        // Mixes: rwmixwrite is the other side of the read share (a job option, read above);
+        // the one written later wins, as in fio.
+        if let Some(w) = get("rwmixwrite") {
+            let r = get(crate::RWMIXREAD.name);
+            if r.is_none_or(|r| (&w.file, w.line) > (&r.file, r.line)) {
+                (crate::RWMIXREAD.set)(&mut job, 100 - int(w, 0, 100)?);
+            }
         }
         let mut random_pct = if rw.is_random() { 100 } else { 0 };
         if let Some(o) = get("percentage_random") {
