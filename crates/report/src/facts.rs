@@ -345,7 +345,7 @@ pub(crate) fn run_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
         .flat_map(|o| o.header_words(run.tests.iter().map(|t| &t.job)))
         .collect();
     if !options.is_empty() {
-        v.push(("Job options", options.join(", ")));
+        v.push(("Options", options.join(", ")));
     }
     for t in throttles(run) {
         v.push(("Throttle", t));

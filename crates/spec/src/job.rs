@@ -823,4 +823,28 @@ mod tests {
             assert_eq!((o.get)(&plan.jobs[0].job), Some(v), "{}", o.name);
         }
     }
+
+    /// A run's header shows an option with header words once per value other than its
+    /// default, over the tests where it applies.
+    #[test]
+    fn header_words_name_each_value_other_than_the_default() {
+        let o = JobOption {
+            header: Some(|v| format!("{v}% reads")),
+            ..RWMIXREAD
+        };
+        let job = |rw, mix| {
+            let mut j = JobSpec::new(rw, 4096, 1, 1);
+            (o.set)(&mut j, mix);
+            j
+        };
+        let jobs = [
+            job(Rw::RandRw, 70),
+            job(Rw::Rw, 50),
+            job(Rw::Read, 10),
+            job(Rw::Rw, 70),
+            job(Rw::RandRw, 30),
+        ];
+        assert_eq!(o.header_words(&jobs), ["70% reads", "30% reads"]);
+        assert!(RWMIXREAD.header_words(&jobs).is_empty());
+    }
 }
