@@ -2487,7 +2487,8 @@ mod tests {
     /// row, and each general job option (`JOB_OPTIONS`), set in a job changes what runs
     /// (the plan, its notes or its logs), or, for a row that only checks a value, a value
     /// it does not take is refused at its line; a row listed as mapped whose value is
-    /// ignored (as `group_reporting` and `scramble_buffers` once were) fails here.
+    /// ignored (as `group_reporting` and `scramble_buffers` once were) fails here. A
+    /// refusal row is refused at its line, a report-only row named in a note.
     #[test]
     fn every_mapped_row_is_read() {
         use super::options::{Does, OPTIONS};
@@ -2568,6 +2569,26 @@ mod tests {
             }
         }
         assert!(ignored.is_empty(), "{}", ignored.join("\n"));
+        // The other rows: a refusal is refused at its line, a report-only option is named
+        // in a note.
+        for r in OPTIONS {
+            let p = plan(
+                &format!("[j]\nrw=read\nsize=1m\n{}=1\n", r.name),
+                Overrides::default(),
+            );
+            match r.does {
+                Does::Refused(why) => {
+                    let e = p.expect_err(r.name);
+                    assert_eq!((e.line, e.option.as_str()), (4, r.name), "{e}");
+                    assert!(e.message.contains(why), "{e}");
+                }
+                Does::ReportOnly => {
+                    let p = p.unwrap_or_else(|e| panic!("{}: {e}", r.name));
+                    assert!(p.notes.iter().any(|n| n.contains(r.name)), "{}", r.name);
+                }
+                Does::Maps(_) | Does::Notes(_) => {}
+            }
+        }
         // An option in force but unread is refused, not ignored: the check itself.
         for k in [
             "group_reporting",
