@@ -197,7 +197,7 @@ pub struct AccessLine {
 }
 
 /// A general option of a job, declared once for everything that reads it: `iolab run`'s
-/// `--NAME N` ([`JobOptionArgs`]: help, range, the refusal where no test takes it; help,
+/// `--NAME N` (`-` for fio's `_`) ([`JobOptionArgs`]: help, range, the refusal where no test takes it; help,
 /// man page and completions come from clap), export-fio's job section (`NAME=N`), fio's
 /// job files (`NAME=N` read onto the job: `fiojob`), the JSON document's test (`NAME`: the
 /// value, or null where it does not apply), the CSV column `NAME` and, for an option with
@@ -300,12 +300,24 @@ impl JobOption {
         seen.into_iter().map(words).collect()
     }
 
+    /// `iolab run`'s option: fio's name with `-` for `_` (`--fsync-on-close` for
+    /// `fsync_on_close`), as iolab's options are spelt.
+    pub fn flag(&self) -> String {
+        self.name.replace('_', "-")
+    }
+
     fn arg(&self) -> clap::Arg {
-        clap::Arg::new(self.name)
-            .long(self.name)
+        let arg = clap::Arg::new(self.name)
+            .long(self.flag())
             .help(self.help)
             .value_name(self.name.to_uppercase())
-            .value_parser(clap::value_parser!(u64).range(self.min..=self.max))
+            .value_parser(clap::value_parser!(u64).range(self.min..=self.max));
+        if self.flag() == self.name {
+            arg
+        } else {
+            // fio's spelling works too.
+            arg.alias(self.name)
+        }
     }
 }
 
@@ -348,7 +360,7 @@ impl JobOptionArgs {
         JOB_OPTIONS
             .iter()
             .filter(|o| o.scope == Scope::Shape)
-            .map(|o| format!("--{}", o.name))
+            .map(|o| format!("--{}", o.flag()))
     }
 }
 
@@ -783,7 +795,7 @@ mod tests {
             } else {
                 o.default - 1
             };
-            let flag = format!("--{}", o.name);
+            let flag = format!("--{}", o.flag());
             let m = cmd()
                 .try_get_matches_from(["t", flag.as_str(), &v.to_string()])
                 .unwrap_or_else(|e| panic!("{}: {e}", o.name));
@@ -822,6 +834,25 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{}: {e}", o.name));
             assert_eq!((o.get)(&plan.jobs[0].job), Some(v), "{}", o.name);
         }
+    }
+
+    /// An option fio spells with `_` is `iolab run`'s with `-`; fio's spelling works too.
+    #[test]
+    fn underscores_are_dashes_on_the_command_line() {
+        use clap::FromArgMatches;
+        static O: JobOption = JobOption {
+            name: "x_y",
+            ..RWMIXREAD
+        };
+        assert_eq!(O.flag(), "x-y");
+        let cmd = || clap::Command::new("t").arg(O.arg());
+        for flag in ["--x-y", "--x_y"] {
+            let m = cmd().try_get_matches_from(["t", flag, "3"]).unwrap();
+            assert_eq!(m.get_one::<u64>("x_y"), Some(&3), "{flag}");
+        }
+        let help = cmd().render_long_help().to_string();
+        assert!(help.contains("--x-y") && !help.contains("--x_y"), "{help}");
+        let _ = JobOptionArgs::from_arg_matches(&cmd().get_matches_from(["t"])).unwrap();
     }
 
     /// A run's header shows an option with header words once per value other than its

@@ -457,10 +457,10 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
     {
         if !tests.iter().any(|t| (o.get)(&t.job).is_some()) {
             return Err(UsageError::option(
-                o.name,
+                &o.flag(),
                 format!(
                     "--{} {}, and {preset} has none{}",
-                    o.name,
+                    o.flag(),
                     o.does,
                     if is_cdm(preset) { " (add --mix)" } else { "" }
                 ),
