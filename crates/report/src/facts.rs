@@ -338,6 +338,15 @@ pub(crate) fn run_facts(run: &RunRecord) -> Vec<(&'static str, String)> {
         v.push(("I/O on", run.target.io_path.clone()));
     }
     v.extend(workload_facts(run));
+    // The general job options whose declaration has header words, where a test has a
+    // value other than the default.
+    let options: Vec<String> = iolab_spec::JOB_OPTIONS
+        .iter()
+        .flat_map(|o| o.header_words(run.tests.iter().map(|t| &t.job)))
+        .collect();
+    if !options.is_empty() {
+        v.push(("Options", options.join(", ")));
+    }
     for t in throttles(run) {
         v.push(("Throttle", t));
     }

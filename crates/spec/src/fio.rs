@@ -53,16 +53,14 @@ pub fn job_section(test: &TestSpec, seconds: f64) -> String {
     s.push_str("stonewall\n");
     let _ = writeln!(s, "rw={}", j.rw.as_str());
     let _ = writeln!(s, "bs={}", j.bs);
-    let _ = writeln!(s, "iodepth={}", j.iodepth);
-    if j.iodepth > 1 {
-        let _ = writeln!(s, "iodepth_batch_submit={}", j.iodepth);
-        let _ = writeln!(s, "iodepth_batch_complete_max={}", j.iodepth);
-    }
-    let _ = writeln!(s, "numjobs={}", j.numjobs);
     for o in crate::JOB_OPTIONS {
         if let Some(v) = (o.get)(j) {
             let _ = writeln!(s, "{}={v}", o.name);
         }
+    }
+    if j.iodepth > 1 {
+        let _ = writeln!(s, "iodepth_batch_submit={}", j.iodepth);
+        let _ = writeln!(s, "iodepth_batch_complete_max={}", j.iodepth);
     }
     if j.fsync_every > 0 {
         let key = match j.sync_mode {

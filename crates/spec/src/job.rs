@@ -196,36 +196,130 @@ pub struct AccessLine {
     pub align: u64,
 }
 
-/// A general option of a job, declared once for what reads it generically: `iolab run`'s
-/// `--NAME N` ([`JobOptionArgs`]: help, range, the refusal where no test takes it),
-/// export-fio's job section (`NAME=N`) and the JSON document's test (`NAME`: the value, or
-/// null where it does not apply). fio's import, the CSV columns and the tables that split a
-/// test by it still name it.
+/// A general option of a job, declared once for everything that reads it: `iolab run`'s
+/// `--NAME N` (`-` for fio's `_`) ([`JobOptionArgs`]: help, range, the refusal where no test takes it; help,
+/// man page and completions come from clap), export-fio's job section (`NAME=N`), fio's
+/// job files (`NAME=N` read onto the job: `fiojob`), the JSON document's test (`NAME`: the
+/// value, or null where it does not apply), the CSV column `NAME` and, for an option with
+/// `header` words, every format's header when a test has a value other than `default`.
 #[derive(Debug, Clone, Copy)]
 pub struct JobOption {
-    /// fio's option name, `iolab run`'s `--NAME` and the JSON key.
+    /// fio's option name, `iolab run`'s `--NAME`, the JSON key and the CSV column.
     pub name: &'static str,
     pub help: &'static str,
-    /// The largest value `--NAME` takes.
+    /// The smallest and largest value `--NAME` and a job file take.
+    pub min: u64,
     pub max: u64,
+    /// A job's value when the option is not given.
+    pub default: u64,
+    /// Which block presets take `--NAME`.
+    pub scope: Scope,
     /// What it does, for the refusal when no test of the run takes it: "--NAME {does}, and
     /// PRESET has none".
     pub does: &'static str,
+    /// The words a run's header shows for a value other than `default` (None: the header
+    /// does not show it; the tests' own lines do).
+    pub header: Option<fn(u64) -> String>,
     /// Its value in a job, `None` where it does not apply.
     pub get: fn(&JobSpec) -> Option<u64>,
-    /// Sets it in a job (a value up to `max`).
+    /// Sets it in a job (a value within `min..=max`).
     pub set: fn(&mut JobSpec, u64),
 }
+
+/// Which block presets take a [`JobOption`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every block preset: set on each of its tests where the option applies (refused when
+    /// none does).
+    Tests,
+    /// Part of the job's shape, which only the presets that take one build their tests
+    /// from (`custom`, `iometer`); the others refuse it with them named.
+    Shape,
+}
+
+/// `--iodepth`: I/Os in flight per job.
+pub const IODEPTH: JobOption = JobOption {
+    name: "iodepth",
+    help: "I/Os in flight per job (iometer: outstanding I/Os per worker)",
+    min: 1,
+    max: 256,
+    default: 1,
+    scope: Scope::Shape,
+    does: "sets the I/Os in flight per job",
+    header: None,
+    get: |j| Some(u64::from(j.iodepth)),
+    set: |j, v| j.iodepth = u32::try_from(v).unwrap_or(u32::MAX),
+};
+
+/// `--numjobs`: parallel jobs, each with its own thread.
+pub const NUMJOBS: JobOption = JobOption {
+    name: "numjobs",
+    help: "Parallel jobs, each with its own thread and ring (iometer: workers)",
+    min: 1,
+    max: 64,
+    default: 1,
+    scope: Scope::Shape,
+    does: "sets the parallel jobs",
+    header: None,
+    get: |j| Some(u64::from(j.numjobs)),
+    set: |j, v| j.numjobs = u32::try_from(v).unwrap_or(u32::MAX),
+};
 
 /// `--rwmixread`: the read share of a mixed test, in percent.
 pub const RWMIXREAD: JobOption = JobOption {
     name: "rwmixread",
     help: "Percentage of reads in a mixed test (default 50; cdm's --mix uses 70)",
+    min: 0,
     max: 100,
+    default: 50,
+    scope: Scope::Tests,
     does: "sets the read share of mixed tests",
+    header: None,
     get: |j| j.rw.is_mixed().then_some(u64::from(j.rwmixread)),
     set: |j, v| j.rwmixread = u8::try_from(v).unwrap_or(u8::MAX),
 };
+
+impl JobOption {
+    /// The option named `name` (fio's name), if it is one.
+    pub fn named(name: &str) -> Option<&'static JobOption> {
+        JOB_OPTIONS.iter().find(|o| o.name == name)
+    }
+
+    /// The header's words for this option over `jobs`: each value other than the default
+    /// once, in the order met (empty for an option without header words).
+    pub fn header_words<'a>(&self, jobs: impl IntoIterator<Item = &'a JobSpec>) -> Vec<String> {
+        let Some(words) = self.header else {
+            return Vec::new();
+        };
+        let mut seen = Vec::new();
+        for v in jobs.into_iter().filter_map(self.get) {
+            if v != self.default && !seen.contains(&v) {
+                seen.push(v);
+            }
+        }
+        seen.into_iter().map(words).collect()
+    }
+
+    /// `iolab run`'s option: fio's name with `-` for `_` (`--fsync-on-close` for
+    /// `fsync_on_close`), as iolab's options are spelt.
+    pub fn flag(&self) -> String {
+        self.name.replace('_', "-")
+    }
+
+    fn arg(&self) -> clap::Arg {
+        let arg = clap::Arg::new(self.name)
+            .long(self.flag())
+            .help(self.help)
+            .value_name(self.name.to_uppercase())
+            .value_parser(clap::value_parser!(u64).range(self.min..=self.max));
+        if self.flag() == self.name {
+            arg
+        } else {
+            // fio's spelling works too.
+            arg.alias(self.name)
+        }
+    }
+}
 
 /// The general job options given to `iolab run` (`--NAME N` for each of [`JOB_OPTIONS`]).
 #[derive(Debug, Clone, Default)]
@@ -235,6 +329,38 @@ impl JobOptionArgs {
     /// The options given, with their values.
     pub fn given(&self) -> impl Iterator<Item = (&'static JobOption, u64)> + '_ {
         self.0.iter().copied()
+    }
+
+    /// The value given for `o`, if it was.
+    pub fn value(&self, o: &JobOption) -> Option<u64> {
+        self.0
+            .iter()
+            .find(|(g, _)| g.name == o.name)
+            .map(|(_, v)| *v)
+    }
+
+    /// These options with `o` given as `v` (replacing a value given before).
+    pub fn with(mut self, o: &'static JobOption, v: u64) -> Self {
+        self.0.retain(|(g, _)| g.name != o.name);
+        self.0.push((o, v));
+        self
+    }
+
+    /// Adds the options of [`Scope::Shape`] to `cmd` (the presets that take a job's shape);
+    /// flattening `JobOptionArgs` adds those of [`Scope::Tests`], and reads both.
+    pub fn augment_shape(cmd: clap::Command) -> clap::Command {
+        JOB_OPTIONS
+            .iter()
+            .filter(|o| o.scope == Scope::Shape)
+            .fold(cmd, |cmd, o| cmd.arg(o.arg()))
+    }
+
+    /// `--NAME` of each option of [`Scope::Shape`].
+    pub fn shape_flags() -> impl Iterator<Item = String> {
+        JOB_OPTIONS
+            .iter()
+            .filter(|o| o.scope == Scope::Shape)
+            .map(|o| format!("--{}", o.flag()))
     }
 }
 
@@ -261,15 +387,10 @@ impl clap::FromArgMatches for JobOptionArgs {
 
 impl clap::Args for JobOptionArgs {
     fn augment_args(cmd: clap::Command) -> clap::Command {
-        JOB_OPTIONS.iter().fold(cmd, |cmd, o| {
-            cmd.arg(
-                clap::Arg::new(o.name)
-                    .long(o.name)
-                    .help(o.help)
-                    .value_name(o.name.to_uppercase())
-                    .value_parser(clap::value_parser!(u64).range(0..=o.max)),
-            )
-        })
+        JOB_OPTIONS
+            .iter()
+            .filter(|o| o.scope == Scope::Tests)
+            .fold(cmd, |cmd, o| cmd.arg(o.arg()))
     }
 
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
@@ -277,8 +398,9 @@ impl clap::Args for JobOptionArgs {
     }
 }
 
-/// Every general job option declared as a [`JobOption`], in the order a job lists them.
-pub static JOB_OPTIONS: &[JobOption] = &[RWMIXREAD];
+/// Every general job option declared as a [`JobOption`], in the order a job lists them
+/// (export-fio's lines, the CSV columns).
+pub const JOB_OPTIONS: &[JobOption] = &[IODEPTH, NUMJOBS, RWMIXREAD];
 
 /// The shape of one job: what fio calls a job section, minus the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -653,4 +775,107 @@ pub struct RunSettings {
     /// `registerfiles`), each stored as a key of its own beside the fields above.
     #[serde(flatten)]
     pub engine_opts: crate::engopt::EngineOpts,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each general job option's row alone gives `iolab run`'s `--NAME` (its range checked),
+    /// export-fio's `NAME=V` and fio's job-file option read onto the job.
+    #[test]
+    fn every_job_option_reaches_the_command_line_export_and_job_files() {
+        use clap::{Args, FromArgMatches};
+        let cmd =
+            || JobOptionArgs::augment_args(JobOptionArgs::augment_shape(clap::Command::new("t")));
+        for o in JOB_OPTIONS {
+            assert_eq!(JobOption::named(o.name).map(|n| n.name), Some(o.name));
+            let v = if o.default < o.max {
+                o.default + 1
+            } else {
+                o.default - 1
+            };
+            let flag = format!("--{}", o.flag());
+            let m = cmd()
+                .try_get_matches_from(["t", flag.as_str(), &v.to_string()])
+                .unwrap_or_else(|e| panic!("{}: {e}", o.name));
+            let given = JobOptionArgs::from_arg_matches(&m).unwrap();
+            assert_eq!(given.value(o), Some(v), "{}", o.name);
+            let over = (o.max + 1).to_string();
+            assert!(cmd()
+                .try_get_matches_from(["t", flag.as_str(), over.as_str()])
+                .is_err());
+            // export-fio writes it for a job where it applies.
+            let mut job = JobSpec::new(Rw::RandRw, 4096, 1, 1);
+            (o.set)(&mut job, v);
+            assert_eq!((o.get)(&job), Some(v), "{}", o.name);
+            let test = TestSpec {
+                name: "t".into(),
+                group: "t".into(),
+                job,
+            };
+            let section = crate::fio::job_section(&test, 1.0);
+            assert!(
+                section.contains(&format!("\n{}={v}\n", o.name)),
+                "{section}"
+            );
+            // A job file's NAME=V maps onto it.
+            let src = crate::fiojob::parse::Sources {
+                read: &|_, _| {
+                    Err(iolab_sys::input::InputError::Io(
+                        std::io::ErrorKind::NotFound.into(),
+                    ))
+                },
+                var: &|_| None,
+            };
+            let text = format!("[j]\nrw=randrw\nsize=1m\n{}={v}\n", o.name);
+            let file = crate::fiojob::parse("j.fio", text.as_bytes(), &src).unwrap();
+            let plan = crate::fiojob::map_jobs(&file, Default::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", o.name));
+            assert_eq!((o.get)(&plan.jobs[0].job), Some(v), "{}", o.name);
+        }
+    }
+
+    /// An option fio spells with `_` is `iolab run`'s with `-`; fio's spelling works too.
+    #[test]
+    fn underscores_are_dashes_on_the_command_line() {
+        use clap::FromArgMatches;
+        static O: JobOption = JobOption {
+            name: "x_y",
+            ..RWMIXREAD
+        };
+        assert_eq!(O.flag(), "x-y");
+        let cmd = || clap::Command::new("t").arg(O.arg());
+        for flag in ["--x-y", "--x_y"] {
+            let m = cmd().try_get_matches_from(["t", flag, "3"]).unwrap();
+            assert_eq!(m.get_one::<u64>("x_y"), Some(&3), "{flag}");
+        }
+        let help = cmd().render_long_help().to_string();
+        assert!(help.contains("--x-y") && !help.contains("--x_y"), "{help}");
+        let _ = JobOptionArgs::from_arg_matches(&cmd().get_matches_from(["t"])).unwrap();
+    }
+
+    /// A run's header shows an option with header words once per value other than its
+    /// default, over the tests where it applies.
+    #[test]
+    fn header_words_name_each_value_other_than_the_default() {
+        let o = JobOption {
+            header: Some(|v| format!("{v}% reads")),
+            ..RWMIXREAD
+        };
+        let job = |rw, mix| {
+            let mut j = JobSpec::new(rw, 4096, 1, 1);
+            (o.set)(&mut j, mix);
+            j
+        };
+        let jobs = [
+            job(Rw::RandRw, 70),
+            job(Rw::Rw, 50),
+            job(Rw::Read, 10),
+            job(Rw::Rw, 70),
+            job(Rw::RandRw, 30),
+        ];
+        assert_eq!(o.header_words(&jobs), ["70% reads", "30% reads"]);
+        assert!(RWMIXREAD.header_words(&jobs).is_empty());
+    }
 }

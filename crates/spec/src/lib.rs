@@ -19,7 +19,8 @@ mod units;
 pub use job::{names as value_names, or_list, parse_value};
 pub use job::{
     AccessLine, CmdPrio, Content, DataPattern, EngineKind, IoDir, JobOption, JobOptionArgs,
-    JobSpec, Numa, Pace, Prio, RunSettings, Rw, SyncMode, TestSpec, Zone, JOB_OPTIONS, RWMIXREAD,
+    JobSpec, Numa, Pace, Prio, RunSettings, Rw, Scope, SyncMode, TestSpec, Zone, IODEPTH,
+    JOB_OPTIONS, NUMJOBS, RWMIXREAD,
 };
 pub use job::{Clones, Strided};
 pub use pattern::Pattern;

@@ -6,11 +6,12 @@
 //! an empty cell.
 
 use iolab_measure::{DirResult, PassRecord, RunRecord, TestRecord};
+use iolab_spec::JOB_OPTIONS;
 
 use crate::set::RunSet;
 
-/// The header row, in order.
-pub const COLUMNS: &[&str] = &[
+/// The columns before the general job options.
+const HEAD: &[&str] = &[
     "run_id",
     "run_uuid",
     "study",
@@ -26,9 +27,10 @@ pub const COLUMNS: &[&str] = &[
     "group",
     "rw",
     "bs",
-    "iodepth",
-    "numjobs",
-    "rwmixread",
+];
+
+/// The columns after them.
+const TAIL: &[&str] = &[
     "pass",
     "seconds",
     "bytes",
@@ -56,6 +58,34 @@ pub const COLUMNS: &[&str] = &[
     "cpu_sys_pct",
     "errors",
 ];
+
+const N: usize = HEAD.len() + JOB_OPTIONS.len() + TAIL.len();
+
+/// The header row, in order: [`HEAD`], a column for each general job option (its name, in
+/// `JOB_OPTIONS`' order), [`TAIL`].
+pub const COLUMNS: &[&str] = &columns();
+
+const fn columns() -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < HEAD.len() {
+        out[i] = HEAD[i];
+        i += 1;
+    }
+    let mut k = 0;
+    while k < JOB_OPTIONS.len() {
+        out[i] = JOB_OPTIONS[k].name;
+        i += 1;
+        k += 1;
+    }
+    k = 0;
+    while k < TAIL.len() {
+        out[i] = TAIL[k];
+        i += 1;
+        k += 1;
+    }
+    out
+}
 
 fn f(x: f64) -> String {
     if x.is_finite() {
@@ -90,13 +120,14 @@ fn row(run: &RunRecord, config: &str, t: &TestRecord, p: &PassRecord) -> Vec<Str
         t.group.clone(),
         j.rw.as_str().to_string(),
         j.bs.to_string(),
-        j.iodepth.to_string(),
-        j.numjobs.to_string(),
-        if j.rw.is_mixed() {
-            j.rwmixread.to_string()
-        } else {
-            String::new()
-        },
+    ];
+    // The general job options: the value, empty where it does not apply.
+    r.extend(
+        JOB_OPTIONS
+            .iter()
+            .map(|o| (o.get)(j).map(|v| v.to_string()).unwrap_or_default()),
+    );
+    r.extend([
         p.index.to_string(),
         f(p.seconds),
         p.bytes.to_string(),
@@ -110,7 +141,7 @@ fn row(run: &RunRecord, config: &str, t: &TestRecord, p: &PassRecord) -> Vec<Str
         f(p.lat_us.p99),
         f(p.lat_us.p999),
         f(p.lat_us.max),
-    ];
+    ]);
     r.extend(dir_cells(p.read.as_ref()));
     r.extend(dir_cells(p.write.as_ref()));
     match &p.sync {

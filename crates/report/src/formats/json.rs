@@ -90,8 +90,6 @@ fn test(t: &TestRecord) -> Value {
         "group": t.group,
         "rw": j.rw.as_str(),
         "bs": j.bs,
-        "iodepth": j.iodepth,
-        "numjobs": j.numjobs,
         "fsync_every": j.fsync_every,
         "sync_mode": match j.sync_mode {
             SyncMode::Fsync => "fsync",
@@ -103,7 +101,8 @@ fn test(t: &TestRecord) -> Value {
         "summary": summary(&t.summary),
         "extra": t.extra,
     });
-    // The general job options declared once (`rwmixread`: null where it does not apply).
+    // The general job options declared once (`iodepth`, `numjobs`, `rwmixread`: null
+    // where it does not apply).
     let m = v.as_object_mut().expect("an object");
     for o in iolab_spec::JOB_OPTIONS {
         m.insert(o.name.to_string(), json!((o.get)(j)));

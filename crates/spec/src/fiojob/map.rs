@@ -418,15 +418,14 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 align_at = Some((a, o));
             }
         }
-        let iodepth = get("iodepth")
-            .map(|o| int(o, 1, 256))
-            .transpose()?
-            .unwrap_or(1) as u32;
-        let numjobs = get("numjobs")
-            .map(|o| int(o, 1, 64))
-            .transpose()?
-            .unwrap_or(1) as u32;
-        let mut job = JobSpec::new(rw, bs, iodepth, numjobs);
+        let mut job = JobSpec::new(rw, bs, 1, 1);
+        // The general job options (`crate::JOB_OPTIONS`), each read by its declaration.
+        for jo in crate::JOB_OPTIONS {
+            if let Some(o) = get(jo.name) {
+                (jo.set)(&mut job, int(o, jo.min, jo.max)?);
+            }
+        }
+        let numjobs = job.numjobs;
 
         // rw suffix: sequential skip, or random offsets per N I/Os (only N=1 is fio's default).
         if let Some((s, o)) = rw_suffix {
@@ -460,23 +459,13 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             }
         }
 
-        // Mixes.
-        if let Some(o) = get("rwmixwrite").or(get("rwmixread")) {
-            let mr = get("rwmixread");
-            let mw = get("rwmixwrite");
-            // The one written later wins, as in fio.
-            let last = match (mr, mw) {
-                (Some(r), Some(w)) if (&w.file, w.line) > (&r.file, r.line) => w,
-                (Some(r), _) => r,
-                (None, Some(w)) => w,
-                (None, None) => o,
-            };
-            let p = int(last, 0, 100)? as u8;
-            job.rwmixread = if options::canonical(&last.key) == "rwmixread" {
-                p
-            } else {
-                100 - p
-            };
+        // Mixes: rwmixwrite is the other side of the read share (a job option, read above);
+        // the one written later wins, as in fio.
+        if let Some(w) = get("rwmixwrite") {
+            let r = get(crate::RWMIXREAD.name);
+            if r.is_none_or(|r| (&w.file, w.line) > (&r.file, r.line)) {
+                (crate::RWMIXREAD.set)(&mut job, 100 - int(w, 0, 100)?);
+            }
         }
         let mut random_pct = if rw.is_random() { 100 } else { 0 };
         if let Some(o) = get("percentage_random") {
@@ -2494,7 +2483,12 @@ mod tests {
 
     /// Every row of the table that maps an option or accepts it with a note is read by
     /// the mapping: set to its sample, in a job and in a [global], it is never reported as
-    /// unread (the check `map_jobs` makes after each job).
+    /// unread (the check `map_jobs` makes after each job). And read means used: each such
+    /// row, and each general job option (`JOB_OPTIONS`), set in a job changes what runs
+    /// (the plan, its notes or its logs), or, for a row that only checks a value, a value
+    /// it does not take is refused at its line; a row listed as mapped whose value is
+    /// ignored (as `group_reporting` and `scramble_buffers` once were) fails here. A
+    /// refusal row is refused at its line, a report-only row named in a note.
     #[test]
     fn every_mapped_row_is_read() {
         use super::options::{Does, OPTIONS};
@@ -2517,6 +2511,84 @@ mod tests {
                 }
             }
         }
+        // Read and used: the row's effect.
+        let mut mapped: Vec<(&str, String)> = OPTIONS
+            .iter()
+            .filter(|r| matches!(r.does, Does::Maps(_) | Does::Notes(_)))
+            .map(|r| (r.name, r.sample.to_string()))
+            .collect();
+        for o in crate::JOB_OPTIONS {
+            assert!(
+                super::options::row(o.name).is_none(),
+                "{} is a general job option (`crate::JOB_OPTIONS`): delete its row in fio's \
+                 option table (fiojob/options.rs)",
+                o.name
+            );
+        }
+        mapped.extend(crate::JOB_OPTIONS.iter().map(|o| {
+            let v = if o.default < o.max {
+                o.default + 1
+            } else {
+                o.default - 1
+            };
+            (o.name, v.to_string())
+        }));
+        let mut ignored = Vec::new();
+        for (name, sample) in mapped {
+            let (context, value, refused) = EFFECTS
+                .iter()
+                .find(|e| e.0 == name)
+                .map_or(("size=1m\nrw=randrw\n", sample.as_str(), false), |e| {
+                    (e.1, e.2, e.3)
+                });
+            let base = format!("[j]\n{context}");
+            let outcome = |text: &str| {
+                let src = Sources {
+                    read: &|_, _| {
+                        Err(iolab_sys::input::InputError::Io(
+                            std::io::ErrorKind::NotFound.into(),
+                        ))
+                    },
+                    var: &|_| None,
+                };
+                let file = parse("j.fio", text.as_bytes(), &src)?;
+                let p = map_jobs(&file, Overrides::default())?;
+                let logs = super::super::logs::plan(&file, &p)?;
+                Ok::<_, FioError>((p, logs))
+            };
+            let without = outcome(&base).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let with = outcome(&format!("{base}{name}={value}\n"));
+            match (refused, with) {
+                (true, Err(e)) if e.option == name => {}
+                (false, Ok(with)) if with != without => {}
+                (_, Ok(_)) => ignored.push(format!(
+                    "{name}={value} after {context:?} changed nothing: listed as mapped, but \
+                     ignored"
+                )),
+                (_, Err(e)) => ignored.push(format!("{name}={value} after {context:?}: {e}")),
+            }
+        }
+        assert!(ignored.is_empty(), "{}", ignored.join("\n"));
+        // The other rows: a refusal is refused at its line, a report-only option is named
+        // in a note.
+        for r in OPTIONS {
+            let p = plan(
+                &format!("[j]\nrw=read\nsize=1m\n{}=1\n", r.name),
+                Overrides::default(),
+            );
+            match r.does {
+                Does::Refused(why) => {
+                    let e = p.expect_err(r.name);
+                    assert_eq!((e.line, e.option.as_str()), (4, r.name), "{e}");
+                    assert!(e.message.contains(why), "{e}");
+                }
+                Does::ReportOnly => {
+                    let p = p.unwrap_or_else(|e| panic!("{}: {e}", r.name));
+                    assert!(p.notes.iter().any(|n| n.contains(r.name)), "{}", r.name);
+                }
+                Does::Maps(_) | Does::Notes(_) => {}
+            }
+        }
         // An option in force but unread is refused, not ignored: the check itself.
         for k in [
             "group_reporting",
@@ -2531,6 +2603,129 @@ mod tests {
             assert!(p.is_ok(), "{k}: {p:?}");
         }
     }
+
+    /// Where a row's sample alone changes nothing (it needs another option, or it is the
+    /// default a row checks for): the job's other lines, the value set, and whether that
+    /// value is refused (a row that only checks) rather than changing what runs.
+    const STEADY: &str =
+        "size=1m\nrw=read\nruntime=10s\ntime_based=1\nsteadystate=iops:10%\nss_dur=2s\n";
+    const EFFECTS: &[(&str, &str, &str, bool)] = &[
+        ("size", "size=1m\nrw=read\n", "2m", false),
+        ("filesize", "size=1m\nrw=read\n", "2m", true),
+        ("io_size", "size=1m\nrw=read\n", "512k", false),
+        ("offset", "size=1m\nrw=read\nnumjobs=2\n", "64k", false),
+        ("nrfiles", "size=1m\nrw=read\n", "2", true),
+        ("ioengine", "size=1m\nrw=read\n", "null", false),
+        ("time_based", "size=1m\nrw=read\nruntime=1s\n", "1", false),
+        ("sync", "size=1m\nrw=write\n", "1", true),
+        (
+            "stonewall",
+            "size=1m\nrw=read\n[k]\nrw=read\nsize=1m\n",
+            "1",
+            false,
+        ),
+        (
+            "new_group",
+            "size=1m\nrw=read\n[k]\nrw=read\nsize=1m\n",
+            "1",
+            false,
+        ),
+        (
+            "wait_for",
+            "size=1m\nrw=read\n[k]\nrw=read\nsize=1m\n",
+            "j",
+            false,
+        ),
+        (
+            "refill_buffers",
+            "size=1m\nrw=write\nzero_buffers=1\n",
+            "1",
+            true,
+        ),
+        (
+            "buffer_compress_chunk",
+            "size=1m\nrw=write\nbuffer_compress_percentage=50\n",
+            "4k",
+            false,
+        ),
+        (
+            "dedupe_mode",
+            "size=1m\nrw=write\ndedupe_percentage=50\n",
+            "working_set",
+            false,
+        ),
+        (
+            "dedupe_working_set_percentage",
+            "size=1m\nrw=write\ndedupe_percentage=50\ndedupe_mode=working_set\n",
+            "10",
+            false,
+        ),
+        (
+            "dedupe_global",
+            "size=1m\nrw=write\ndedupe_percentage=50\ndedupe_mode=working_set\n",
+            "1",
+            false,
+        ),
+        ("do_verify", "size=1m\nrw=write\nverify=md5\n", "0", false),
+        ("steadystate_duration", STEADY, "3s", false),
+        ("steadystate_ramp_time", STEADY, "1s", false),
+        ("steadystate_check_interval", STEADY, "500ms", false),
+        (
+            "thinktime_blocks",
+            "size=1m\nrw=read\nthinktime=1ms\n",
+            "2",
+            false,
+        ),
+        (
+            "thinktime_spin",
+            "size=1m\nrw=read\nthinktime=1ms\n",
+            "1ms",
+            true,
+        ),
+        ("invalidate", "size=1m\nrw=read\n", "0", false),
+        ("mem", "size=1m\nrw=read\n", "mmaphuge", false),
+        (
+            "cmdprio_percentage",
+            "size=1m\nrw=read\nioengine=io_uring\n",
+            "20",
+            false,
+        ),
+        (
+            "cmdprio_bssplit",
+            "size=1m\nrw=read\nioengine=io_uring\n",
+            "64k/50:1m/0",
+            false,
+        ),
+        (
+            "group_reporting",
+            "size=1m\nrw=read\nnumjobs=2\n",
+            "1",
+            false,
+        ),
+        ("zonemode", "size=1m\nrw=read\nzonesize=64k\n", "zbd", true),
+        ("verify_interval", "size=1m\nrw=write\n", "512", true),
+        (
+            "log_avg_msec",
+            "size=1m\nrw=read\nwrite_bw_log=bw\n",
+            "500",
+            false,
+        ),
+        ("openfiles", "size=1m\nrw=read\n", "2", true),
+        (
+            "per_job_logs",
+            "size=1m\nrw=read\nnumjobs=2\nwrite_bw_log=bw\n",
+            "0",
+            false,
+        ),
+        ("stat_type", "rw=read\nioengine=filestat\n", "lstat", true),
+        ("donorname", "size=1m\nrw=write\n", "x.def", true),
+        (
+            "log_offset",
+            "size=1m\nrw=read\nwrite_bw_log=bw\n",
+            "1",
+            false,
+        ),
+    ];
 
     /// fio's buffers are malloc'd ordinary pages unless `mem=` asks for huge ones; iolab's
     /// are then the same kind (a 256 KiB direct read from huge pages merged into 4x fewer

@@ -1,7 +1,8 @@
 //! fio's options as one table, a row each ([`OPTIONS`]: the name, how its value is read,
 //! what iolab does with it: maps it onto a field, accepts it with a note, ignores it as
 //! report-only, or refuses it with a reason), their aliases, and the I/O engines iolab
-//! cannot emulate; an engine's own options come from its declaration (`crate::engopt`).
+//! cannot emulate; an engine's own options come from its declaration (`crate::engopt`),
+//! the general job options from theirs (`crate::JOB_OPTIONS`).
 //! An unknown name gets a "did you mean" from all of them.
 
 /// fio's aliases and the name iolab files them under.
@@ -128,7 +129,8 @@ use Value::{Flag, Int, Size, Text, Time};
 /// Every fio option iolab knows (fio 3.33, `fio --cmdhelp=all`, and common engine
 /// options), one row each.
 pub const OPTIONS: &[Row] = &[
-    // mapped onto iolab's engine (docs/fio.md says how)
+    // mapped onto iolab's engine (docs/fio.md says how); the general job options
+    // (iodepth, numjobs, rwmixread...) are their declaration's: `crate::JOB_OPTIONS`
     maps("rw", Text, "JobSpec.rw, seq_skip", "randread"),
     maps("bs", Size, "JobSpec.bs", "8k"),
     maps("bsrange", Text, "JobSpec.access (equal shares)", "4k-16k"),
@@ -141,8 +143,6 @@ pub const OPTIONS: &[Row] = &[
     maps("filename", Text, "replaced by --target", "f"),
     maps("directory", Text, "replaced by --target", "d"),
     maps("nrfiles", Int, "1 only", "1"),
-    maps("iodepth", Int, "JobSpec.iodepth", "4"),
-    maps("numjobs", Int, "JobSpec.numjobs", "2"),
     maps("direct", Flag, "RunSettings.direct", "1"),
     maps("buffered", Flag, "RunSettings.direct", "0"),
     maps("ioengine", Text, "RunSettings.engine", "psync"),
@@ -150,7 +150,6 @@ pub const OPTIONS: &[Row] = &[
     maps("time_based", Flag, "a timed pass", "1"),
     maps("ramp_time", Time, "RunSettings.ramp", "1s"),
     maps("loops", Int, "JobSpec.io_limit", "2"),
-    maps("rwmixread", Int, "JobSpec.rwmixread", "70"),
     maps("rwmixwrite", Int, "JobSpec.rwmixread", "30"),
     maps("percentage_random", Int, "AccessLine.random_pct", "50"),
     maps(
@@ -563,6 +562,7 @@ pub fn kind(key: &str) -> Kind {
         Some(Does::ReportOnly) => Kind::ReportOnly,
         Some(Does::Refused(why)) => Kind::Unsupported(why),
         None if crate::engopt::by_fio_name(key).is_some() => Kind::Mapped,
+        None if crate::JobOption::named(key).is_some() => Kind::Mapped,
         None => Kind::Unknown,
     }
 }
@@ -574,7 +574,8 @@ pub fn suggest(key: &str) -> Option<&'static str> {
         .iter()
         .map(|r| r.name)
         .chain(ALIASES.iter().map(|(a, _)| *a))
-        .chain(crate::engopt::catalogue().filter_map(|(_, o)| o.fio.map(|(n, _)| n)));
+        .chain(crate::engopt::catalogue().filter_map(|(_, o)| o.fio.map(|(n, _)| n)))
+        .chain(crate::JOB_OPTIONS.iter().map(|o| o.name));
     let limit = (key.chars().count() / 3).clamp(1, 2);
     all.map(|c| (distance(key, c), c))
         .filter(|(d, _)| *d <= limit)

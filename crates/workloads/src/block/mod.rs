@@ -112,17 +112,6 @@ pub struct BlockArgs {
     pub mpi: MpiArgs,
 }
 
-/// I/Os in flight and jobs: `custom` and `iometer`.
-#[derive(Args, Debug, Clone, Default)]
-pub struct QueueArgs {
-    /// I/Os in flight per job (iometer: outstanding I/Os per worker).
-    #[arg(long)]
-    pub iodepth: Option<u32>,
-    /// Parallel jobs, each with its own thread and ring (iometer: workers).
-    #[arg(long)]
-    pub numjobs: Option<u32>,
-}
-
 /// The job shape of `custom`.
 #[derive(Args, Debug, Clone, Default)]
 pub struct ShapeArgs {
@@ -196,7 +185,8 @@ impl Workload for Block {
             cmd = ShapeArgs::augment_args(cmd);
         }
         if matches!(name, "custom" | "iometer") {
-            cmd = QueueArgs::augment_args(cmd);
+            // The options of a job's shape (`iolab_spec::Scope::Shape`: --iodepth, --numjobs).
+            cmd = iolab_spec::JobOptionArgs::augment_shape(cmd);
         }
         if name == "iometer" {
             cmd = IometerArgs::augment_args(cmd);
@@ -221,11 +211,6 @@ impl Workload for Block {
             } else {
                 ShapeArgs::default()
             },
-            queue: if matches!(name, "custom" | "iometer") {
-                QueueArgs::from_arg_matches(m).map_err(parse)?
-            } else {
-                QueueArgs::default()
-            },
             iometer: if name == "iometer" {
                 IometerArgs::from_arg_matches(m).map_err(parse)?
             } else {
@@ -242,9 +227,30 @@ impl Workload for Block {
 pub struct Given {
     pub block: BlockArgs,
     pub shape: ShapeArgs,
-    pub queue: QueueArgs,
     pub iometer: IometerArgs,
     pub mix: bool,
+}
+
+/// The queue depth and jobs given (`--iodepth`, `--numjobs`: rows of the job's shape in
+/// `iolab_spec::JOB_OPTIONS`), which `iometer` builds its tests from.
+struct Queue {
+    iodepth: Option<u32>,
+    numjobs: Option<u32>,
+}
+
+impl Given {
+    fn queue(&self) -> Queue {
+        let v = |o| {
+            self.block
+                .job_opts
+                .value(o)
+                .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+        };
+        Queue {
+            iodepth: v(&iolab_spec::IODEPTH),
+            numjobs: v(&iolab_spec::NUMJOBS),
+        }
+    }
 }
 
 /// A planned block run.
@@ -278,7 +284,7 @@ fn read_icf(path: &std::path::Path) -> Result<iolab_spec::icf::Icf, UsageError> 
 /// unless --numjobs/--iodepth replace them.
 fn icf_tests(
     icf: &iolab_spec::icf::Icf,
-    q: &QueueArgs,
+    q: &Queue,
 ) -> Result<(Vec<TestSpec>, Vec<String>), UsageError> {
     let mut notes = icf.notes.clone();
     let workers = q.numjobs.unwrap_or(icf.workers);
@@ -335,11 +341,12 @@ fn iometer_tests(g: &Given) -> Result<Vec<TestSpec>, UsageError> {
             (name.to_string(), lines)
         }
     };
+    let q = g.queue();
     let tests = iometer::tests(
         &name,
         &lines,
-        g.queue.numjobs.unwrap_or(1),
-        g.queue.iodepth.unwrap_or(1),
+        q.numjobs.unwrap_or(1),
+        q.iodepth.unwrap_or(1),
         a.qd_ladder,
     );
     for t in &tests {
@@ -351,12 +358,7 @@ fn iometer_tests(g: &Given) -> Result<Vec<TestSpec>, UsageError> {
 fn custom_job(g: &Given) -> Result<JobSpec, UsageError> {
     let rw = g.shape.rw.unwrap_or(Rw::Read);
     let bs = g.shape.bs.get()?.unwrap_or(4096);
-    let mut job = JobSpec::new(
-        rw,
-        bs,
-        g.queue.iodepth.unwrap_or(1),
-        g.queue.numjobs.unwrap_or(1),
-    );
+    let mut job = JobSpec::new(rw, bs, 1, 1);
     for (o, v) in g.block.job_opts.given() {
         (o.set)(&mut job, v);
     }
@@ -438,7 +440,7 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
     let mut notes = Vec::new();
     let mut tests = match (preset, &icf) {
         ("iometer", Some(icf)) => {
-            let (tests, n) = icf_tests(icf, &g.queue)?;
+            let (tests, n) = icf_tests(icf, &g.queue())?;
             notes = n;
             tests
         }
@@ -446,13 +448,19 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
         ("custom", _) => expand_preset(preset, Some(&custom_job(g)?), g.mix, size)?,
         _ => expand_preset(preset, None, g.mix, size)?,
     };
-    for (o, v) in a.job_opts.given() {
+    // The options of a job's shape were built into the tests above; the others apply to
+    // every test that has them.
+    for (o, v) in a
+        .job_opts
+        .given()
+        .filter(|(o, _)| o.scope == iolab_spec::Scope::Tests)
+    {
         if !tests.iter().any(|t| (o.get)(&t.job).is_some()) {
             return Err(UsageError::option(
-                o.name,
+                &o.flag(),
                 format!(
                     "--{} {}, and {preset} has none{}",
-                    o.name,
+                    o.flag(),
                     o.does,
                     if is_cdm(preset) { " (add --mix)" } else { "" }
                 ),
@@ -622,7 +630,11 @@ pub fn plan(preset: &str, g: &Given) -> Result<BlockPlan, UsageError> {
 /// The workload `iolab run` runs when none is named: `custom` when a job shape is given,
 /// else `cdm`.
 pub fn default_name(args: &[String]) -> &'static str {
-    let shape = ["--rw", "--bs", "--iodepth", "--numjobs"];
+    let shape: Vec<String> = ["--rw", "--bs"]
+        .into_iter()
+        .map(String::from)
+        .chain(iolab_spec::JobOptionArgs::shape_flags())
+        .collect();
     if args.iter().any(|a| {
         shape
             .iter()

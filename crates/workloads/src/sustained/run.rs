@@ -12,7 +12,7 @@ use iolab_runner::sustained::{SustainedPlan, AFTER_IDLE};
 use iolab_runner::{CommonArgs, Def, Job, RunContext, RunError, UsageError};
 use iolab_spec::Rw;
 
-use crate::block::{BlockArgs, Given, IometerArgs, QueueArgs, ShapeArgs};
+use crate::block::{BlockArgs, Given, IometerArgs, ShapeArgs};
 
 /// `run sustained`'s entry in the registry.
 pub static WORKLOAD: Def<SustainedOptions> = Def::new(
@@ -104,6 +104,9 @@ fn plan(_name: &str, a: SustainedOptions, _c: &CommonArgs) -> Result<Box<dyn Job
     let idle = opt_duration("idle", &a.idle)?.unwrap_or(DEFAULT_IDLE);
     let min_write = opt_size("min-write", &a.min_write)?.unwrap_or(0);
     let mut block = block_defaults()?;
+    block.job_opts = block
+        .job_opts
+        .with(&iolab_spec::IODEPTH, u64::from(a.iodepth.unwrap_or(32)));
     block.size = a.size.clone();
     block.engine = a.engine.clone();
     block.buffered = a.buffered.clone();
@@ -125,10 +128,6 @@ fn plan(_name: &str, a: SustainedOptions, _c: &CommonArgs) -> Result<Box<dyn Job
                     bs: Some(a.bs.clone().unwrap_or_else(|| bs.to_string())),
                 },
                 io_size: None,
-            },
-            queue: QueueArgs {
-                iodepth: Some(a.iodepth.unwrap_or(32)),
-                numjobs: None,
             },
             iometer: IometerArgs::default(),
             mix: false,
