@@ -61,6 +61,7 @@ macro_rules! string_enum_impls {
 mod activity;
 mod cpu;
 pub mod crosscheck;
+pub mod extra;
 mod histogram;
 mod model;
 mod warning;

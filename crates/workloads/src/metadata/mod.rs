@@ -19,7 +19,7 @@ use std::time::Instant;
 use iolab_engine::buffers::fill_random;
 use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord};
 use iolab_spec::{format_bytes, JobSpec, Rw};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::common::WorkloadError;
 use crate::common::{
@@ -520,14 +520,32 @@ struct PhaseExtra {
     verify: Option<Tally>,
 }
 
+/// The keys of [`PhaseExtra`] its descriptor reads back (`info.rs`): the operation series
+/// and the create phase's space.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PhaseRead {
+    pub ops_interval_ms: Option<u64>,
+    pub ops_series: Option<Vec<f64>>,
+    pub space: Option<SpaceExtra>,
+}
+
+impl PhaseRead {
+    /// A test's `extra`, when it reads as a phase's.
+    pub(crate) fn of(t: &TestRecord) -> Option<PhaseRead> {
+        PhaseRead::deserialize(&t.extra).ok()
+    }
+}
+
 /// The create phase's `extra.space`: statvfs before and after creating the files, per
-/// file (crates/report reads it for the space table).
-#[derive(Debug, Serialize)]
-struct SpaceExtra {
+/// file (the reports' space table, through the descriptor); a key left out reads back as
+/// its default.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct SpaceExtra {
     statvfs_used_before: u64,
     statvfs_used_after: u64,
     #[serde(serialize_with = "ser_round6")]
-    bytes_per_file: f64,
+    pub bytes_per_file: f64,
     /// `bytes_per_file` over the file size; null for empty files.
     #[serde(serialize_with = "ser_round6_opt")]
     overhead_ratio: Option<f64>,
@@ -535,7 +553,7 @@ struct SpaceExtra {
     inodes_per_file: f64,
     /// st_blocks over the files, from the stat phase; null when it did not finish.
     #[serde(serialize_with = "ser_round6_opt")]
-    allocated_bytes_per_file: Option<f64>,
+    pub allocated_bytes_per_file: Option<f64>,
     f_bsize: u64,
     f_frsize: u64,
 }

@@ -17,7 +17,7 @@ use iolab_runner::{
 };
 use iolab_spec::trace::Trace;
 use iolab_testbed::runstate::RunResource;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{OpStats, ReplayResult, Speed};
 
@@ -36,6 +36,26 @@ impl iolab_measure::workload::WorkloadInfo for Info {
             counts: iolab_measure::workload::Counts::Bytes,
             mpi: None,
         }
+    }
+
+    fn op_table(&self, t: &TestRecord) -> Option<iolab_measure::workload::OpTable> {
+        let x = ReplayOps::deserialize(&t.extra).ok()?;
+        Some(iolab_measure::workload::OpTable {
+            mismatch_key: "mismatches",
+            rows: x
+                .ops
+                .into_iter()
+                .map(|o| iolab_measure::workload::OpRow {
+                    op: o.op,
+                    count: o.count,
+                    recorded: Some(o.recorded),
+                    avg_ms: o.avg_ms,
+                    max_ms: o.max_ms,
+                    p99_ms: o.p99_ms,
+                    mismatches: o.mismatches,
+                })
+                .collect(),
+        })
     }
 }
 
@@ -144,6 +164,24 @@ struct ReplayExtra {
     mismatch_samples: Vec<super::Mismatch>,
     notes: Vec<String>,
     ops: Vec<OpStats>,
+}
+
+/// The operation table of [`ReplayExtra`] (its `ops`, rows of [`OpStats`]), read back.
+#[derive(Debug, Deserialize)]
+struct ReplayOps {
+    ops: Vec<ReplayOp>,
+}
+
+/// One row of [`ReplayOps`].
+#[derive(Debug, Deserialize)]
+struct ReplayOp {
+    op: String,
+    count: u64,
+    recorded: u64,
+    avg_ms: f64,
+    max_ms: f64,
+    p99_ms: f64,
+    mismatches: u64,
 }
 
 fn hist(r: &ReplayResult, names: &[&str]) -> LatencyHistogram {
