@@ -1687,8 +1687,10 @@ impl RunSet {
     /// small file takes (metadata) and what a scrub test injected and the scrub found.
     pub fn fact_tables(&self) -> Vec<FactTable> {
         let mut out = Vec::new();
+        /// A configuration's test, with its workload's descriptor.
+        type Described<'a> = (&'a TestRecord, Option<&'static dyn WorkloadInfo>);
         // Each configuration's test of that name, with its workload's descriptor.
-        let aligned = |name: &str| -> Vec<Option<(&TestRecord, Option<&dyn WorkloadInfo>)>> {
+        let aligned = |name: &str| -> Vec<Option<Described>> {
             self.configs
                 .iter()
                 .map(|c| {
@@ -1704,17 +1706,14 @@ impl RunSet {
                 })
                 .collect()
         };
-        let space =
-            |x: &(&TestRecord, Option<&dyn WorkloadInfo>)| x.1.and_then(|w| w.space_per_file(x.0));
-        let injection =
-            |x: &(&TestRecord, Option<&dyn WorkloadInfo>)| x.1.and_then(|w| w.injection(x.0));
-        let names =
-            |has: &dyn Fn(&(&TestRecord, Option<&dyn WorkloadInfo>)) -> bool| -> Vec<String> {
-                self.test_names()
-                    .into_iter()
-                    .filter(|n| aligned(n).iter().flatten().any(has))
-                    .collect()
-            };
+        let space = |x: &Described| x.1.and_then(|w| w.space_per_file(x.0));
+        let injection = |x: &Described| x.1.and_then(|w| w.injection(x.0));
+        let names = |has: &dyn Fn(&Described) -> bool| -> Vec<String> {
+            self.test_names()
+                .into_iter()
+                .filter(|n| aligned(n).iter().flatten().any(has))
+                .collect()
+        };
         let space_rows: Vec<(String, Vec<String>)> = names(&|x| space(x).is_some())
             .into_iter()
             .map(|name| {
@@ -1764,7 +1763,8 @@ impl RunSet {
                 )
             };
             let mut rows = vec![row("injected", &|e| e.injected.to_string())];
-            let counts: [(&str, fn(&ScrubCounts) -> Option<u64>); 5] = [
+            type Count = fn(&ScrubCounts) -> Option<u64>;
+            let counts: [(&str, Count); 5] = [
                 ("detected", |c| c.detected),
                 ("repaired", |c| c.repaired),
                 ("repaired bytes", |c| c.repaired_bytes),
