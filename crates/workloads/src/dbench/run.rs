@@ -517,3 +517,54 @@ fn verify_text(v: &Tally) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use iolab_measure::workload::{OpRow as Row, WorkloadInfo};
+    use iolab_spec::{JobSpec, Rw};
+
+    use super::*;
+
+    #[test]
+    fn the_descriptor_reads_back_what_a_test_writes() {
+        let extra = DbenchExtra {
+            clients: 2,
+            status_mismatches: 3,
+            ops: vec![OpRow {
+                op: "ReadX".into(),
+                count: 10,
+                avg_ms: 0.5,
+                max_ms: 2.0,
+                p99_ms: 1.5,
+                status_mismatches: 3,
+            }],
+            ..Default::default()
+        };
+        let t = TestRecord {
+            name: "dbench 2 clients".into(),
+            group: "dbench".into(),
+            job: JobSpec::new(Rw::Rw, 4096, 1, 2),
+            passes: Vec::new(),
+            summary: Default::default(),
+            extra: serde_json::to_value(&extra).unwrap(),
+        };
+        let info = &super::super::info::INFO;
+        // Its extra names no workload: its status count is what tells it apart.
+        assert!(info.owns_extra(&t.extra));
+        assert_eq!(info.status_mismatches(&t), Some(3));
+        let table = info.op_table(&t).unwrap();
+        assert_eq!(table.mismatch_key, "status_mismatches");
+        assert_eq!(
+            table.rows,
+            [Row {
+                op: "ReadX".into(),
+                count: 10,
+                recorded: None,
+                avg_ms: 0.5,
+                max_ms: 2.0,
+                p99_ms: 1.5,
+                mismatches: 3
+            }]
+        );
+    }
+}

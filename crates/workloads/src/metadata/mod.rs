@@ -993,6 +993,47 @@ mod tests {
     }
 
     #[test]
+    fn the_descriptor_reads_back_what_a_phase_writes() {
+        use iolab_measure::workload::{OpSeries, SpacePerFile, WorkloadInfo};
+        let mut create = phase_extra(Phase::Create);
+        create.space = Some(SpaceExtra {
+            bytes_per_file: 4096.5,
+            allocated_bytes_per_file: Some(8192.0),
+            ..Default::default()
+        });
+        let t = TestRecord {
+            name: "create".into(),
+            group: "create".into(),
+            job: JobSpec::new(Rw::Write, 4096, 1, 4),
+            passes: Vec::new(),
+            summary: Default::default(),
+            extra: serde_json::to_value(create).unwrap(),
+        };
+        let info = &super::info::INFO;
+        assert!(info.owns_extra(&t.extra));
+        assert_eq!(
+            info.op_series(&t),
+            Some(OpSeries {
+                interval_ms: 100,
+                ops: vec![300.0, 400.0, 300.0]
+            })
+        );
+        assert_eq!(
+            info.space_per_file(&t),
+            Some(SpacePerFile {
+                used: 4096.5,
+                allocated: Some(8192.0)
+            })
+        );
+        // A phase without space has none.
+        let stat = TestRecord {
+            extra: serde_json::to_value(phase_extra(Phase::Stat)).unwrap(),
+            ..t
+        };
+        assert_eq!(info.space_per_file(&stat), None);
+    }
+
+    #[test]
     fn space_is_kept_only_when_the_filesystem_comes_back_to_its_start() {
         let mib = 1u64 << 20;
         // Quiet: grew by the files, back to the start (within a few blocks) at the end.

@@ -826,7 +826,7 @@ struct ScrubExtra<'a> {
     members_created_by_iolab: bool,
     all_copies: bool,
     corrupt_size: u64,
-    /// Injections (crates/report looks for this key to find scrub tests).
+    /// Injections (the reports find scrub tests by it, through the descriptor: `ScrubRead`).
     injected: usize,
     /// Per class name: injections.
     injected_per_class: BTreeMap<&'static str, u64>,
