@@ -957,6 +957,23 @@ mod tests {
     }
 
     #[test]
+    fn the_descriptor_reads_back_the_verdict_judge_writes() {
+        use iolab_measure::workload::WorkloadInfo;
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 15_000, 60, Some(50)),
+        ];
+        judge(&mut tests, &disk(Some(true)));
+        let j = super::info::INFO.durability(&tests[1]).unwrap();
+        assert_eq!(j.verdict, Durability::CacheAnswered);
+        assert_eq!(j.evidence, verdict(&tests[1]).1);
+        assert_eq!(
+            j.flush_us,
+            tests[1].extra["durability"]["flush_us"].as_f64()
+        );
+    }
+
+    #[test]
     fn a_free_flush_or_a_dropped_one_is_not_durable() {
         // fdatasync at 60% of the plain rate: the flush did nothing measurable.
         let mut tests = vec![

@@ -406,3 +406,47 @@ fn differ_why(r: &super::ReplayResult, skipped: &[(String, u64)], verify: bool) 
     }
     line
 }
+
+#[cfg(test)]
+mod tests {
+    use iolab_measure::workload::{OpRow, WorkloadInfo};
+    use iolab_spec::{JobSpec, Rw};
+
+    use super::*;
+
+    #[test]
+    fn the_descriptor_reads_back_the_operation_table() {
+        let row = OpStats {
+            op: "pread",
+            count: 7,
+            recorded: 9,
+            avg_ms: 0.25,
+            max_ms: 1.0,
+            p99_ms: 0.75,
+            mismatches: 2,
+            histogram: LatencyHistogram::new(),
+        };
+        let t = TestRecord {
+            name: "replay".into(),
+            group: "replay".into(),
+            job: JobSpec::new(Rw::Read, 4096, 1, 1),
+            passes: Vec::new(),
+            summary: Default::default(),
+            extra: serde_json::json!({ "ops": [row], "mismatches": 2 }),
+        };
+        let table = INFO.op_table(&t).unwrap();
+        assert_eq!(table.mismatch_key, "mismatches");
+        assert_eq!(
+            table.rows,
+            [OpRow {
+                op: "pread".into(),
+                count: 7,
+                recorded: Some(9),
+                avg_ms: 0.25,
+                max_ms: 1.0,
+                p99_ms: 0.75,
+                mismatches: 2
+            }]
+        );
+    }
+}

@@ -1146,6 +1146,29 @@ mod tests {
     }
 
     #[test]
+    fn the_descriptor_reads_back_the_scrub_tests_verdict_and_counts() {
+        use iolab_measure::workload::WorkloadInfo;
+        let tests = report().tests();
+        let info = &super::super::run::INFO;
+        let s = &tests[1];
+        let x = &s.extra;
+        assert!(info.owns_extra(x));
+        let i = info.injection(s).unwrap();
+        assert_eq!(Some(i.injected), x["injected"].as_u64());
+        assert_eq!(Some(i.passed), x["passed"].as_bool());
+        assert_eq!(i.reported.detected, x["reported"]["detected"].as_u64());
+        assert_eq!(i.expected.repaired, x["expected"]["repaired"].as_u64());
+        let v = info.scrub_verdict(s).unwrap();
+        let list = |k: &str| -> Vec<String> { serde_json::from_value(x[k].clone()).unwrap() };
+        assert_eq!(
+            (v.problems, v.miscounts),
+            (list("problems"), list("miscounts"))
+        );
+        // The other tests carry no injection.
+        assert!(info.injection(&tests[0]).is_none());
+    }
+
+    #[test]
     fn extras_keep_the_keys_of_the_json_document() {
         let tests = report().tests();
         assert_eq!(tests.len(), 6);
