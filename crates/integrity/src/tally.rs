@@ -136,7 +136,8 @@ pub const PRINTED_FAILURES: usize = 20;
 
 /// The counts of one or more checks. Serialized, this is `extra.verify`: `unit`,
 /// `checked`, `ok`, `failures`, `classes` (count per class, `ok` included) and
-/// `failure_samples`, then the timing and the optional fields that are set.
+/// `failure_samples`, then the timing and the optional fields that are set. A count left
+/// out reads back as none (0, empty).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tally {
     #[serde(default)]
@@ -144,12 +145,17 @@ pub struct Tally {
     /// The run id stamped into the data, as 16 hex digits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    #[serde(default)]
     pub checked: u64,
+    #[serde(default)]
     pub ok: u64,
+    #[serde(default)]
     pub failures: u64,
+    #[serde(default)]
     pub classes: BTreeMap<String, u64>,
     /// The first failures (small files: those of the lowest indexes), at most
     /// `sample_limit`.
+    #[serde(default)]
     pub failure_samples: Vec<Failure>,
     /// Checking time outside every measured operation (read-backs, comparisons after the
     /// operations).

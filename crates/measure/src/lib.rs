@@ -4,7 +4,8 @@
 //!
 //! Mostly plain data with serde derives (the engine fills it, `iolab-stats` summarises it,
 //! `iolab-store` keeps it and `iolab-report` prints it); `activity` and `cpu` read /proc for
-//! the samples a pass takes, and `workload` holds the descriptors the binary installs.
+//! the samples a pass takes, `workload` holds the descriptors the binary installs, and `extra`
+//! the typed keys the runner writes into a test's `extra`.
 
 /// The trait impls of an enum that stands for a stable string (a warning code, a target
 /// kind): given its `as_str` and `parse` (which keeps an unknown string in a variant of
@@ -61,6 +62,7 @@ macro_rules! string_enum_impls {
 mod activity;
 mod cpu;
 pub mod crosscheck;
+pub mod extra;
 mod histogram;
 mod model;
 mod warning;

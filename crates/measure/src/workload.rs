@@ -11,8 +11,10 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::extra::Tally;
 use crate::{RunRecord, TestRecord, WarningCode};
 
 /// What a workload's rate counts: bytes (MB/s is the headline) or operations (ops/s is;
@@ -107,7 +109,7 @@ pub trait WorkloadInfo: Sync {
     /// Whether a test's `extra` is this workload's: it names the workload (or, for tests
     /// stored before their `extra` did, has the workload's keys).
     fn owns_extra(&self, extra: &Value) -> bool {
-        extra.get("workload").and_then(Value::as_str) == Some(self.name())
+        crate::extra::workload_name(extra) == Some(self.name())
     }
 
     /// The header's lines of what the run measured, in order; `None`: the block-shaped
@@ -161,7 +163,39 @@ pub trait WorkloadInfo: Sync {
 
     /// The verification counts a test of this workload carries at the top of its `extra`
     /// (rather than in `extra.verify`, as a workload run with `--verify` does).
-    fn verify_counts<'a>(&self, _t: &'a TestRecord) -> Option<&'a Value> {
+    fn verify_counts(&self, _t: &TestRecord) -> Option<Tally> {
+        None
+    }
+
+    /// How many of a test's operations ended with another status than the workload
+    /// expected of them (a replayed loadfile's), which `STATUS_MISMATCH` reports.
+    fn status_mismatches(&self, _t: &TestRecord) -> Option<u64> {
+        None
+    }
+
+    /// A test's table of operations, one row per kind (dbench's, a replay's).
+    fn op_table(&self, _t: &TestRecord) -> Option<OpTable> {
+        None
+    }
+
+    /// A test's operations per interval, for a test that counts operations and keeps its
+    /// own series rather than the pass's bytes.
+    fn op_series(&self, _t: &TestRecord) -> Option<OpSeries> {
+        None
+    }
+
+    /// A test's durability verdict with its evidence (the sync-method probe's).
+    fn durability(&self, _t: &TestRecord) -> Option<Judgement> {
+        None
+    }
+
+    /// The space each small file a test created takes.
+    fn space_per_file(&self, _t: &TestRecord) -> Option<SpacePerFile> {
+        None
+    }
+
+    /// What a test injected into a redundant filesystem and what its scrub reported.
+    fn injection(&self, _t: &TestRecord) -> Option<Injection> {
         None
     }
 
@@ -172,11 +206,116 @@ pub trait WorkloadInfo: Sync {
         false
     }
 
-    /// Whether a test's `extra` holds a scrub test's verdict (its `problems` and
-    /// `miscounts` lists).
-    fn scrub_verdict(&self, _t: &TestRecord) -> bool {
-        false
+    /// A scrub test's verdict (its `problems` and `miscounts` lists), when a test's
+    /// `extra` holds one.
+    fn scrub_verdict(&self, _t: &TestRecord) -> Option<ScrubVerdict> {
+        None
     }
+}
+
+/// A test's operations by kind ([`WorkloadInfo::op_table`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpTable {
+    /// The mismatch column's key, as the workload's JSON names it (`status_mismatches`).
+    pub mismatch_key: &'static str,
+    pub rows: Vec<OpRow>,
+}
+
+/// One kind of operation of an [`OpTable`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpRow {
+    pub op: String,
+    pub count: u64,
+    /// Operations of this kind recorded (a replay's trace); `None`: nothing was recorded.
+    pub recorded: Option<u64>,
+    pub avg_ms: f64,
+    pub max_ms: f64,
+    pub p99_ms: f64,
+    /// Operations that ended otherwise than expected.
+    pub mismatches: u64,
+}
+
+/// A test's operations per interval ([`WorkloadInfo::op_series`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpSeries {
+    pub interval_ms: u64,
+    pub ops: Vec<f64>,
+}
+
+/// How far a sync method's writes can be trusted to be on stable storage, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Never flushed, flushes dropped on the way, or flushes that cost nothing.
+    NotDurable,
+    /// Flushes answered faster than the device's medium can take them: a volatile cache.
+    CacheAnswered,
+    /// Each write waited for a flush that costs what reaching a medium costs, and nothing
+    /// known on the path drops flushes. Timing cannot prove more.
+    AsFarAsTimingShows,
+}
+
+impl Durability {
+    /// Words for people: "not durable", ...
+    pub fn text(self) -> &'static str {
+        match self {
+            Durability::NotDurable => "not durable",
+            Durability::CacheAnswered => "not shown durable (a volatile cache answered)",
+            Durability::AsFarAsTimingShows => "durable as far as timing shows",
+        }
+    }
+}
+
+/// The verdict on one test (a sync method at one write size) with its evidence
+/// ([`WorkloadInfo::durability`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judgement {
+    pub verdict: Durability,
+    /// What a flush added to a write (µs): the flush call's median time for fdatasync/fsync
+    /// (a typical flush: a busy machine's scheduling delays stretch a few calls, which would
+    /// move a mean, not this), else the write's time beyond a plain write of the same size (or the
+    /// whole write's without one); none for plain writes.
+    #[serde(default)]
+    pub flush_us: Option<f64>,
+    /// The evidence, one sentence with its numbers (empty: none recorded).
+    #[serde(default)]
+    pub evidence: String,
+}
+
+/// The space each small file takes ([`WorkloadInfo::space_per_file`]), bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpacePerFile {
+    /// Filesystem space used (statvfs before and after creating them) per file.
+    pub used: f64,
+    /// Blocks allocated to each (st_blocks), when known.
+    pub allocated: Option<f64>,
+}
+
+/// What a scrub test injected and what the scrub reported ([`WorkloadInfo::injection`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Injection {
+    pub injected: u64,
+    pub passed: bool,
+    pub expected: ScrubCounts,
+    pub reported: ScrubCounts,
+}
+
+/// A scrub's counts, as reported or expected; `None`: not reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ScrubCounts {
+    pub detected: Option<u64>,
+    pub repaired: Option<u64>,
+    pub repaired_bytes: Option<u64>,
+    pub uncorrectable: Option<u64>,
+    pub restored_on_member: Option<u64>,
+}
+
+/// A scrub test's verdict ([`WorkloadInfo::scrub_verdict`]): what it left unrepaired or
+/// wrong, and what it repaired but counted otherwise.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScrubVerdict {
+    pub problems: Vec<String>,
+    pub miscounts: Vec<String>,
 }
 
 static CATALOGUE: OnceLock<Vec<&'static dyn WorkloadInfo>> = OnceLock::new();
@@ -205,6 +344,11 @@ pub fn of_run(run: &RunRecord) -> Option<&'static dyn WorkloadInfo> {
 /// The workload whose `extra` a test carries.
 pub fn of_test(t: &TestRecord) -> Option<&'static dyn WorkloadInfo> {
     catalogue().iter().copied().find(|w| w.owns_extra(&t.extra))
+}
+
+/// The workload of a test of `run`: the one its `extra` names, else the run's.
+pub fn of_test_in(run: &RunRecord, t: &TestRecord) -> Option<&'static dyn WorkloadInfo> {
+    of_test(t).or_else(|| of_run(run))
 }
 
 /// Whether a test's rate counts operations (see [`Counts`]).

@@ -101,7 +101,7 @@ pub(crate) fn passes(run: &RunRecord) -> String {
     } else if run
         .tests
         .iter()
-        .any(|t| t.extra.get("steady_state").is_some())
+        .any(|t| t.runner_extra().steady_state.is_some())
     {
         // A steady-state pass runs up to its rounds' most and ends when the window holds.
         format!(
@@ -277,20 +277,15 @@ pub(crate) fn throttles(run: &RunRecord) -> Vec<String> {
 /// EVIDENCE`, from the weakest verdict over the method's write sizes (each test's
 /// `extra.durability`). Empty for other runs.
 pub(crate) fn durability(run: &RunRecord) -> Vec<String> {
-    let rank = |v: &str| match v {
-        "not_durable" => 0,
-        "cache_answered" => 1,
-        _ => 2,
-    };
-    let mut methods: Vec<(&str, &Value)> = Vec::new();
+    let mut methods: Vec<(&str, workload::Judgement)> = Vec::new();
     for t in &run.tests {
-        let d = &t.extra["durability"];
-        let Some(v) = d["verdict"].as_str() else {
+        let Some(d) = workload::of_test_in(run, t).and_then(|w| w.durability(t)) else {
             continue;
         };
         match methods.iter_mut().find(|(m, _)| *m == t.group) {
+            // The weakest verdict over the method's sizes.
             Some((_, best)) => {
-                if rank(v) < rank(best["verdict"].as_str().unwrap_or("")) {
+                if d.verdict < best.verdict {
                     *best = d;
                 }
             }
@@ -300,16 +295,12 @@ pub(crate) fn durability(run: &RunRecord) -> Vec<String> {
     methods
         .iter()
         .map(|(m, d)| {
-            let words = match d["verdict"].as_str().unwrap_or("") {
-                "not_durable" => "not durable",
-                "cache_answered" => "not shown durable (a volatile cache answered)",
-                "as_far_as_timing_shows" => "durable as far as timing shows",
-                other => other,
+            let evidence = if d.evidence.is_empty() {
+                "no evidence recorded"
+            } else {
+                &d.evidence
             };
-            format!(
-                "{m}: {words} — {}",
-                d["evidence"].as_str().unwrap_or("no evidence recorded")
-            )
+            format!("{m}: {} — {evidence}", d.verdict.text())
         })
         .collect()
 }

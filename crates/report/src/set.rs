@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 
+use iolab_measure::workload::{self, Injection, ScrubCounts, SpacePerFile, WorkloadInfo};
 use iolab_measure::{
     Caveat, MetricSummary, PassRecord, RunRecord, TestRecord, TestSummary, Warning, WarningCode,
 };
@@ -1686,28 +1687,44 @@ impl RunSet {
     /// small file takes (metadata) and what a scrub test injected and the scrub found.
     pub fn fact_tables(&self) -> Vec<FactTable> {
         let mut out = Vec::new();
-        let space = |t: &TestRecord| {
-            let s = &t.extra["space"];
-            Some((
-                s["bytes_per_file"].as_f64()?,
-                s["allocated_bytes_per_file"].as_f64(),
-            ))
-        };
-        let names = |has: &dyn Fn(&TestRecord) -> bool| -> Vec<String> {
-            self.test_names()
-                .into_iter()
-                .filter(|n| self.aligned(n).iter().flatten().any(|t| has(t)))
+        /// A configuration's test, with its workload's descriptor.
+        type Described<'a> = (&'a TestRecord, Option<&'static dyn WorkloadInfo>);
+        // Each configuration's test of that name, with its workload's descriptor.
+        let aligned = |name: &str| -> Vec<Option<Described>> {
+            self.configs
+                .iter()
+                .map(|c| {
+                    let t = c.test(name)?;
+                    let run = c
+                        .runs
+                        .iter()
+                        .find(|r| r.tests.iter().any(|x| x.name == name));
+                    Some((
+                        t,
+                        workload::of_test(t).or_else(|| run.and_then(workload::of_run)),
+                    ))
+                })
                 .collect()
         };
-        let space_rows: Vec<(String, Vec<String>)> = names(&|t| space(t).is_some())
+        let space = |x: &Described| x.1.and_then(|w| w.space_per_file(x.0));
+        let injection = |x: &Described| x.1.and_then(|w| w.injection(x.0));
+        let names = |has: &dyn Fn(&Described) -> bool| -> Vec<String> {
+            self.test_names()
+                .into_iter()
+                .filter(|n| aligned(n).iter().flatten().any(has))
+                .collect()
+        };
+        let space_rows: Vec<(String, Vec<String>)> = names(&|x| space(x).is_some())
             .into_iter()
             .map(|name| {
-                let cells = self
-                    .aligned(&name)
+                let cells = aligned(&name)
                     .iter()
-                    .map(|t| match t.and_then(&space) {
-                        Some((used, Some(alloc))) => format!("{} / {}", num(used), num(alloc)),
-                        Some((used, None)) => num(used),
+                    .map(|x| match x.as_ref().and_then(space) {
+                        Some(SpacePerFile {
+                            used,
+                            allocated: Some(alloc),
+                        }) => format!("{} / {}", num(used), num(alloc)),
+                        Some(SpacePerFile { used, .. }) => num(used),
                         None => "-".into(),
                     })
                     .collect();
@@ -1723,41 +1740,42 @@ impl RunSet {
                 rows: space_rows,
             });
         }
-        for name in names(&|t| t.extra["injected"].as_u64().is_some()) {
-            let extras: Vec<Option<&serde_json::Value>> = self
-                .aligned(&name)
+        for name in names(&|x| injection(x).is_some()) {
+            let found: Vec<Option<Injection>> = aligned(&name)
                 .iter()
-                .map(|t| t.map(|t| &t.extra).filter(|e| e["injected"].is_u64()))
+                .map(|x| x.as_ref().and_then(injection))
                 .collect();
-            let count = |e: &serde_json::Value, key: &str| -> String {
-                match (e["reported"][key].as_u64(), e["expected"][key].as_u64()) {
+            let count = |r: Option<u64>, x: Option<u64>| -> String {
+                match (r, x) {
                     (Some(r), Some(x)) if r != x => format!("{r} ({x})"),
                     (Some(r), _) => r.to_string(),
                     (None, Some(x)) => format!("? ({x})"),
                     (None, None) => "-".into(),
                 }
             };
-            let row = |label: &str, f: &dyn Fn(&serde_json::Value) -> String| {
+            let row = |label: &str, f: &dyn Fn(&Injection) -> String| {
                 (
                     label.to_string(),
-                    extras
+                    found
                         .iter()
-                        .map(|e| e.map_or("-".to_string(), f))
+                        .map(|e| e.as_ref().map_or("-".to_string(), f))
                         .collect::<Vec<_>>(),
                 )
             };
-            let mut rows = vec![row("injected", &|e| e["injected"].to_string())];
-            for key in [
-                "detected",
-                "repaired",
-                "repaired_bytes",
-                "uncorrectable",
-                "restored_on_member",
-            ] {
-                rows.push(row(&key.replace('_', " "), &|e| count(e, key)));
+            let mut rows = vec![row("injected", &|e| e.injected.to_string())];
+            type Count = fn(&ScrubCounts) -> Option<u64>;
+            let counts: [(&str, Count); 5] = [
+                ("detected", |c| c.detected),
+                ("repaired", |c| c.repaired),
+                ("repaired bytes", |c| c.repaired_bytes),
+                ("uncorrectable", |c| c.uncorrectable),
+                ("restored on member", |c| c.restored_on_member),
+            ];
+            for (label, get) in counts {
+                rows.push(row(label, &|e| count(get(&e.reported), get(&e.expected))));
             }
             rows.push(row("verdict", &|e| {
-                if e["passed"].as_bool() == Some(true) {
+                if e.passed {
                     "pass".into()
                 } else {
                     "⚠ FAIL".into()

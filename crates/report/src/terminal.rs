@@ -5,7 +5,7 @@
 //! [`crate::style::paint`]). Every line is at most [`crate::style::width`] characters:
 //! [`MAX_WIDTH`] in a pipe or a file, the terminal's width (up to that) on a terminal.
 
-use iolab_measure::workload::{view_of, View};
+use iolab_measure::workload::{self, view_of, View};
 use iolab_measure::{
     DirResult, MetricSummary, PassRecord, RunRecord, TestRecord, Warning, WarningCode,
 };
@@ -649,10 +649,10 @@ fn per_host(run: &RunRecord, out: &mut Vec<String>) {
 /// P99Lat in ms, status mismatches), from the last measured pass.
 fn op_tables(run: &RunRecord, out: &mut Vec<String>) {
     for t in &run.tests {
-        let Some(ops) = t.extra.get("ops").and_then(|v| v.as_array()) else {
+        let Some(ops) = workload::of_test_in(run, t).and_then(|w| w.op_table(t)) else {
             continue;
         };
-        if ops.is_empty() {
+        if ops.rows.is_empty() {
             continue;
         }
         section(out, &format!("{}: operations (latencies in ms)", t.name));
@@ -664,22 +664,15 @@ fn op_tables(run: &RunRecord, out: &mut Vec<String>) {
             Column::right("P99Lat"),
             Column::right("Mismatch"),
         ]);
-        let num = |o: &serde_json::Value, k: &str| o.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
-        for o in ops {
+        for o in &ops.rows {
             table.row(vec![
-                o.get("op")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("?")
-                    .to_string(),
-                format!("{:.0}", num(o, "count")),
-                format!("{:.3}", num(o, "avg_ms")),
-                format!("{:.3}", num(o, "max_ms")),
-                format!("{:.3}", num(o, "p99_ms")),
+                o.op.clone(),
+                o.count.to_string(),
+                format!("{:.3}", o.avg_ms),
+                format!("{:.3}", o.max_ms),
+                format!("{:.3}", o.p99_ms),
                 // dbench: expected statuses; replay: outcomes unlike the recording's.
-                format!(
-                    "{:.0}",
-                    num(o, "status_mismatches").max(num(o, "mismatches"))
-                ),
+                o.mismatches.to_string(),
             ]);
         }
         out.extend(table.render(crate::style::width()));

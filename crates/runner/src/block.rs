@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use iolab_engine::{prepare_with, run_pass, PassObserver, Target, TargetError, TargetRequest};
 use iolab_integrity::written::{granule_of, Written};
 use iolab_integrity::Tally;
+use iolab_measure::extra::{Adaptive, RunnerExtra, Stopped};
 use iolab_measure::{Activity, ActivitySample, PassContext, TestRecord, TestSummary};
 use iolab_spec::{RunSettings, TestSpec};
 use iolab_stats::{summarize, Score};
@@ -87,7 +88,7 @@ pub struct BlockPlan {
     /// `--precondition`: the region written before the first test.
     pub precondition: Option<crate::precondition::Precondition>,
     /// What preconditioning did (`extra.precondition` of every test), once it has.
-    pub preconditioned: Option<serde_json::Value>,
+    pub preconditioned: Option<iolab_measure::extra::Precondition>,
 }
 
 pub use crate::steady::{SteadyPlan, STEADY_MAX_ROUNDS, STEADY_WINDOW};
@@ -251,69 +252,31 @@ fn fmt_secs(d: Duration) -> String {
 }
 
 /// What a block test carries in `extra`: an Iometer access specification's lines and the
-/// I/Os each one got, the `--verify` counts, and how adaptive passes ended.
+/// I/Os each one got, and the runner's keys (the `--verify` counts, how adaptive passes
+/// ended, preconditioning, steady state, `run sustained`'s burst or recovery).
 #[derive(Debug, serde::Serialize)]
 struct BlockExtra {
     #[serde(skip_serializing_if = "Option::is_none")]
     access: Option<Vec<iolab_spec::AccessLine>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     access_ios: Option<Vec<u64>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    verify: Option<Tally>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    adaptive: Option<AdaptiveExtra>,
-}
-
-/// `extra.adaptive` of a test run with adaptive passes.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-struct AdaptiveExtra {
-    /// The CI half-width aimed for, % of the mean.
-    target_pct: f64,
-    /// Why its passes ended.
-    stopped: Stopped,
-    /// How many times the run came to the test (more than 1: it got time other tests left).
-    visits: u32,
-    /// Wall time of its passes, warm-ups and read-backs included, in seconds.
-    seconds: f64,
-}
-
-/// Why a test's passes ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-enum Stopped {
-    /// Its fixed number of passes ran.
-    Runs,
-    /// Adaptive: the interval reached its target.
-    Stable,
-    /// Adaptive: `--max-runs` passes ran first.
-    MaxRuns,
-    /// Adaptive: `--max-time` of measured passes went by first.
-    MaxTime,
-    /// Adaptive: its share of the run's budget was used first.
-    Budget,
-    /// A stop request (Ctrl-C, SIGTERM, SIGHUP).
-    Interrupted,
+    #[serde(flatten)]
+    runner: RunnerExtra,
 }
 
 impl BlockExtra {
-    fn new(
-        test: &TestSpec,
-        access_ios: Vec<u64>,
-        verify: Option<Tally>,
-        adaptive: Option<AdaptiveExtra>,
-    ) -> BlockExtra {
+    fn new(test: &TestSpec, access_ios: Vec<u64>, runner: RunnerExtra) -> BlockExtra {
         let counted = !access_ios.is_empty();
         BlockExtra {
             access: counted.then(|| test.job.access.clone()),
             access_ios: counted.then_some(access_ios),
-            verify,
-            adaptive,
+            runner,
         }
     }
 
     /// The JSON of `extra`: null when there is nothing to carry.
     fn to_value(&self) -> serde_json::Value {
-        if self.access.is_none() && self.verify.is_none() && self.adaptive.is_none() {
+        if self.access.is_none() && self.runner.is_empty() {
             return serde_json::Value::Null;
         }
         serde_json::to_value(self).unwrap_or_default()
@@ -526,7 +489,7 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     if let Some(pc) = plan.precondition {
         let done = crate::precondition::run(pc, &target, &plan.settings, ctx);
         match done {
-            Ok(d) => plan.preconditioned = d.map(|d| serde_json::to_value(d).unwrap_or_default()),
+            Ok(d) => plan.preconditioned = d,
             Err(e) => {
                 remove_target(target, ctx);
                 return Err(e);
@@ -1244,37 +1207,31 @@ impl Schedule<'_> {
     /// store: when a visit ends (again after a later visit), or on an I/O error.
     fn publish(&self, t: &mut TestRun, ctx: &mut RunContext, store: bool) -> Result<(), RunError> {
         let checked = t.written.is_some().then_some(t.tally.clone());
-        let adaptive = self.plan.until_stable.map(|u| AdaptiveExtra {
-            target_pct: u.pct,
-            stopped: t.stopped.unwrap_or(Stopped::Interrupted),
-            visits: t.visits,
-            seconds: t.wall.as_secs_f64(),
-        });
-        t.record.extra =
-            BlockExtra::new(t.spec, t.access_ios.clone(), checked, adaptive).to_value();
-        if let Some(v) = &self.plan.preconditioned {
-            if !t.record.extra.is_object() {
-                t.record.extra = serde_json::json!({});
-            }
-            t.record.extra["precondition"] = v.clone();
-        }
-        if let Some(sp) = t.steady {
-            if !t.record.extra.is_object() {
-                t.record.extra = serde_json::json!({});
-            }
-            t.record.extra["steady_state"] = sp.extra(t.record.passes.last());
-        }
+        let mut runner = RunnerExtra {
+            verify: checked,
+            adaptive: self.plan.until_stable.map(|u| Adaptive {
+                target_pct: u.pct,
+                stopped: t.stopped.unwrap_or(Stopped::Interrupted),
+                visits: t.visits,
+                seconds: t.wall.as_secs_f64(),
+            }),
+            precondition: self.plan.preconditioned.clone(),
+            steady_state: t.steady.map(|sp| sp.extra(t.record.passes.last())),
+            ..Default::default()
+        };
         if let Some(sp) = self.plan.sustained {
-            let (key, v) = sp.extra(&t.record, t.sustained_end, &mut t.sustained_state);
+            sp.extra(
+                &t.record,
+                t.sustained_end,
+                &mut t.sustained_state,
+                &mut runner,
+            );
             if !crate::sustained::is_recovery(&t.record.name) {
                 // What the second test of the pair measures against.
                 *self.sustained.borrow_mut() = t.sustained_state.clone();
             }
-            if !t.record.extra.is_object() {
-                t.record.extra = serde_json::json!({});
-            }
-            t.record.extra[key] = v;
         }
+        t.record.extra = BlockExtra::new(t.spec, t.access_ios.clone(), runner).to_value();
         t.record.summary = summarize(&t.record.passes, self.plan.score);
         t.record.summary.converged = match (self.plan.until_stable, t.stopped) {
             (Some(_), Some(stopped)) if stopped != Stopped::Interrupted => {
@@ -1316,15 +1273,14 @@ impl Schedule<'_> {
         if t.record.passes.is_empty() {
             return Ok(());
         }
-        if let Some(ss) = t.record.extra.get("steady_state") {
+        let runner = t.record.runner_extra();
+        if let Some(ss) = &runner.steady_state {
             let line = SteadyPlan::note(&t.record.name, ss);
             ctx.progress.println(&line);
             ctx.note(line);
         }
         if self.plan.sustained.is_some() {
-            if let Some(line) =
-                crate::sustained::SustainedPlan::note(&t.record.name, &t.record.extra)
-            {
+            if let Some(line) = crate::sustained::SustainedPlan::note(&t.record.name, &runner) {
                 ctx.progress.println(&line);
                 ctx.note(line);
             }

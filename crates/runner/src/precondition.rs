@@ -68,16 +68,7 @@ impl Precondition {
 }
 
 /// What preconditioning did: `extra.precondition` of every test after it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Done {
-    /// As asked (`2x`, `4 GiB`).
-    pub asked: String,
-    pub bytes: u64,
-    pub region_bytes: u64,
-    pub block_bytes: u64,
-    pub seconds: f64,
-    pub mb_s: f64,
-}
+pub use iolab_measure::extra::Precondition as Done;
 
 /// Writes the region as `pc` says, before the first test; `None` when stopped.
 pub fn run(

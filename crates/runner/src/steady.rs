@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use iolab_measure::extra::SteadyState;
 use iolab_measure::PassRecord;
 use iolab_stats::series::{pass_rounds, Round, SteadyRule, Window};
 
@@ -103,7 +104,7 @@ impl SteadyPlan {
     }
 
     /// `extra.steady_state` of a test from its pass (none: it was stopped before one).
-    pub fn extra(&self, pass: Option<&PassRecord>) -> serde_json::Value {
+    pub fn extra(&self, pass: Option<&PassRecord>) -> SteadyState {
         let rounds = pass.map_or_else(Vec::new, |p| pass_rounds(p, self.skipped(), self.per()));
         let n = rounds.len();
         let w = self.window as usize;
@@ -121,52 +122,47 @@ impl SteadyPlan {
         let window = Window::of(&last.iter().map(|r| r.mb_s).collect::<Vec<_>>());
         let round_s = self.round.as_secs_f64();
         let start = self.skip.as_secs_f64() + from as f64 * round_s;
-        serde_json::json!({
-            "rule": self.rule.text(),
-            "attained": held.is_some(),
-            "round": held.map(|h| h.0 + 1),
-            "rounds": held.map_or(n, |h| h.0 + w),
-            "window_rounds": self.window,
-            "max_rounds": self.max_rounds(),
-            "round_s": round_s,
-            "skip_s": self.skip.as_secs_f64(),
-            "window_start_s": (!last.is_empty()).then_some(start),
-            "window_mean_mb_s": mean(|r| r.mb_s),
-            "window_mean_iops": mean(|r| r.iops),
-            "window_mean_lat_us": mean(|r| r.lat_us),
-            "window_range": window.map(|x| x.range),
-            "window_excursion": window.map(|x| x.excursion),
-        })
+        SteadyState {
+            rule: self.rule.text(),
+            attained: held.is_some(),
+            round: held.map(|h| h.0 + 1),
+            rounds: held.map_or(n, |h| h.0 + w),
+            window_rounds: self.window,
+            max_rounds: self.max_rounds(),
+            round_s,
+            skip_s: self.skip.as_secs_f64(),
+            window_start_s: (!last.is_empty()).then_some(start),
+            window_mean_mb_s: mean(|r| r.mb_s),
+            window_mean_iops: mean(|r| r.iops),
+            window_mean_lat_us: mean(|r| r.lat_us),
+            window_range: window.map(|x| x.range),
+            window_excursion: window.map(|x| x.excursion),
+        }
     }
 
     /// The run note of a test's `extra.steady_state`.
-    pub fn note(name: &str, ss: &serde_json::Value) -> String {
-        let f = |k: &str| ss.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
-        let rule = ss["rule"].as_str().unwrap_or("");
-        match ss.get("round").and_then(|v| v.as_u64()) {
+    pub fn note(name: &str, ss: &SteadyState) -> String {
+        let rule = &ss.rule;
+        match ss.round {
             Some(r) => format!(
                 "{name}: steady state ({rule}) attained in rounds {r}-{} (from {:.1} s into the \
                  pass): {:.1} MB/s, {:.0} IOPS (range {:.1}%, excursion {:.1}% of the mean)",
-                f("rounds") as u64,
-                f("window_start_s"),
-                f("window_mean_mb_s"),
-                f("window_mean_iops"),
-                f("window_range") * 100.0,
-                f("window_excursion") * 100.0
+                ss.rounds,
+                ss.window_start_s.unwrap_or(0.0),
+                ss.window_mean_mb_s,
+                ss.window_mean_iops,
+                ss.window_range.unwrap_or(0.0) * 100.0,
+                ss.window_excursion.unwrap_or(0.0) * 100.0
             ),
-            None if f("rounds") < f("window_rounds") => format!(
+            None if ss.rounds < ss.window_rounds as usize => format!(
                 "{name}: steady state ({rule}) not attained: the pass held {} round(s) of {} s, \
                  fewer than the window's {}",
-                f("rounds") as u64,
-                f("round_s"),
-                f("window_rounds") as u64
+                ss.rounds, ss.round_s, ss.window_rounds
             ),
             None => format!(
                 "{name}: steady state ({rule}) not attained in {} rounds; the last {} ran at \
                  {:.1} MB/s",
-                f("rounds") as u64,
-                f("window_rounds") as u64,
-                f("window_mean_mb_s")
+                ss.rounds, ss.window_rounds, ss.window_mean_mb_s
             ),
         }
     }

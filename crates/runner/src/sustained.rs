@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use iolab_measure::TestRecord;
 use iolab_stats::series::{find_cliff, test_samples, Cliff, Sample, Window};
-use serde::Serialize;
 
 /// The name suffix of a pair's second test.
 pub const AFTER_IDLE: &str = "after idle";
@@ -56,16 +55,7 @@ pub fn is_recovery(name: &str) -> bool {
 }
 
 /// Why a sustained test's rounds ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum End {
-    /// First test: steady after any cliff. Second: the cliff came again.
-    Steady,
-    /// Second test: 1.5 × the first burst's bytes with no cliff: the burst came back whole.
-    Recovered,
-    /// `max_time` of rounds went by first.
-    MaxTime,
-}
+pub use iolab_measure::extra::SustainedEnd as End;
 
 /// The series in rounds of `ROUND` intervals (1 s), each round's MB/s and its start
 /// (seconds into the series); a last partial round is left out.
@@ -172,9 +162,15 @@ impl SustainedPlan {
             .then_some(End::Steady)
     }
 
-    /// `extra.sustained` of a pair's first test, or `extra.recovery` of its second (the
-    /// key and the value), and what the second needs from the first in `state`.
-    pub fn extra(&self, t: &TestRecord, end: Option<End>, state: &mut State) -> (&str, Value) {
+    /// `extra.sustained` of a pair's first test, or `extra.recovery` of its second, set in
+    /// `out`, and what the second needs from the first in `state`.
+    pub fn extra(
+        &self,
+        t: &TestRecord,
+        end: Option<End>,
+        state: &mut State,
+        out: &mut RunnerExtra,
+    ) {
         let samples = test_samples(t);
         let cliff = find_cliff(&samples);
         let mb = iolab_measure::MB;
@@ -207,7 +203,8 @@ impl SustainedPlan {
                 recovery_mb_s: regained.map(|r| r as f64 / mb / idle.max(1e-9)),
                 stopped: end,
             };
-            return ("recovery", serde_json::to_value(v).unwrap_or_default());
+            out.recovery = Some(v);
+            return;
         }
         let steady = steady_window(self, &samples, cliff.as_ref());
         let window = steady.map(|s| s.1).or_else(|| {
@@ -236,46 +233,42 @@ impl SustainedPlan {
             bytes: t.passes.iter().map(|p| p.bytes).sum(),
             stopped: end,
         };
-        ("sustained", serde_json::to_value(v).unwrap_or_default())
+        out.sustained = Some(v);
     }
 
     /// One line for the run's notes from a test's `extra`.
-    pub fn note(name: &str, extra: &Value) -> Option<String> {
-        let f = |o: &Value, k: &str| o.get(k).and_then(Value::as_f64);
-        if let Some(s) = extra.get("sustained") {
-            let sustained = f(s, "sustained_mb_s")?;
-            let steady = if s.get("steady").and_then(Value::as_bool) == Some(true) {
+    pub fn note(name: &str, extra: &RunnerExtra) -> Option<String> {
+        if let Some(s) = &extra.sustained {
+            let sustained = s.sustained_mb_s?;
+            let steady = if s.steady {
                 "steady"
             } else {
                 "not steady before --max-time"
             };
-            return Some(match (f(s, "burst_mb_s"), f(s, "burst_bytes")) {
+            return Some(match (s.burst_mb_s, s.burst_bytes) {
                 (Some(b), Some(bytes)) => format!(
                     "{name}: burst {b:.1} MB/s for the first {} ({:.1} s), then sustained \
                      {sustained:.1} MB/s ({steady})",
-                    iolab_spec::format_bytes(bytes as u64),
-                    f(s, "burst_seconds").unwrap_or(0.0)
+                    iolab_spec::format_bytes(bytes),
+                    s.burst_seconds.unwrap_or(0.0)
                 ),
                 _ => format!("{name}: no cliff; {sustained:.1} MB/s throughout ({steady})"),
             });
         }
-        let r = extra.get("recovery")?;
-        let idle = f(r, "idle_s")?;
-        if r.get("first_burst_bytes").is_none_or(Value::is_null) {
+        let r = extra.recovery.as_ref()?;
+        let idle = r.idle_s;
+        if r.first_burst_bytes.is_none() {
             return Some(format!(
                 "{name}: no cliff in the writes before it: no burst to come back"
             ));
         }
-        let back = match f(r, "burst_bytes") {
-            Some(b) => format!(
-                "the burst came back for {}",
-                iolab_spec::format_bytes(b as u64)
-            ),
+        let back = match r.burst_bytes {
+            Some(b) => format!("the burst came back for {}", iolab_spec::format_bytes(b)),
             None => "no burst came back".into(),
         };
-        let verdict = if r.get("recovered_within_idle").and_then(Value::as_bool) == Some(true) {
+        let verdict = if r.recovered_within_idle {
             format!("the cache recovered wholly within {idle:.1} s idle")
-        } else if let Some(t) = f(r, "recovery_s") {
+        } else if let Some(t) = r.recovery_s {
             format!("at that rate the cache recovers wholly in {t:.1} s idle")
         } else {
             "the recovery time is unknown".into()
@@ -284,38 +277,7 @@ impl SustainedPlan {
     }
 }
 
-use serde_json::Value;
-
-/// `extra.sustained`.
-#[derive(Debug, Serialize)]
-struct Sustained {
-    burst_mb_s: Option<f64>,
-    burst_bytes: Option<u64>,
-    burst_seconds: Option<f64>,
-    sustained_mb_s: Option<f64>,
-    steady: bool,
-    steady_from_round: Option<usize>,
-    window_rounds: usize,
-    window_mean_mb_s: Option<f64>,
-    window_range: Option<f64>,
-    window_excursion: Option<f64>,
-    bytes: u64,
-    stopped: Option<End>,
-}
-
-/// `extra.recovery`.
-#[derive(Debug, Serialize)]
-struct Recovery {
-    first_burst_bytes: Option<u64>,
-    idle_s: f64,
-    burst_bytes: Option<u64>,
-    burst_seconds: Option<f64>,
-    share: Option<f64>,
-    recovered_within_idle: bool,
-    recovery_s: Option<f64>,
-    recovery_mb_s: Option<f64>,
-    stopped: Option<End>,
-}
+use iolab_measure::extra::{Recovery, RunnerExtra, Sustained};
 
 /// Waits `d` unless `stop` is set first.
 pub fn idle(d: Duration, stop: &std::sync::atomic::AtomicBool) {

@@ -5,8 +5,7 @@ use iolab_measure::{RunRecord, TestRecord};
 
 /// The run's note about a test whose `extra.verify` holds the counts of a check.
 pub fn note(t: &TestRecord) -> Option<String> {
-    let v = t.extra.get("verify").filter(|v| v.is_object())?;
-    let tally: iolab_integrity::Tally = serde_json::from_value(v.clone()).ok()?;
+    let tally = t.runner_extra().verify?;
     Some(tally.summary_line(&t.name))
 }
 
@@ -15,10 +14,9 @@ pub fn failures(run: &RunRecord) -> Option<String> {
     let mut n = 0u64;
     let mut unit = "block";
     for t in &run.tests {
-        let v = &t.extra["verify"];
-        if let Some(f) = v["failures"].as_u64() {
-            n += f;
-            if f > 0 && v["unit"].as_str() == Some("files") {
+        if let Some(v) = t.runner_extra().verify {
+            n += v.failures;
+            if v.failures > 0 && v.unit == iolab_integrity::Unit::Files {
                 unit = "file";
             }
         }

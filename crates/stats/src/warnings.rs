@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use iolab_measure::extra::Stopped;
 use iolab_measure::workload::{self, FixContext, WorkloadInfo};
 use iolab_measure::{RunRecord, TargetKind, TestRecord, Warning, WarningCode};
 use iolab_spec::{format_bytes, DataPattern, Rw};
@@ -691,7 +692,8 @@ fn per_test(
 ) {
     // A replay (dbench) whose operations did not end with the status the loadfile expects
     // is not the workload it claims to be.
-    if let Some(n) = t.extra.get("status_mismatches").and_then(|v| v.as_u64()) {
+    let info = workload::of_test_in(run, t);
+    if let Some(n) = info.and_then(|w| w.status_mismatches(t)) {
         if n > 0 {
             out.push(w(
                 WarningCode::StatusMismatch,
@@ -707,26 +709,22 @@ fn per_test(
     // Verified writes (iolab-integrity: `run verify`, or `extra.verify` of a workload run with
     // --verify) that read back as something else: the speed is that of a target that does
     // not keep data.
-    let counts = workload::of_test(t)
+    let counts = info
         .and_then(|w| w.verify_counts(t))
-        .or_else(|| t.extra.get("verify").filter(|v| v.is_object()));
+        .or_else(|| t.runner_extra().verify);
     if let Some(c) = counts {
-        let n = c.get("failures").and_then(|v| v.as_u64()).unwrap_or(0);
+        let n = c.failures;
         if n > 0 {
             let classes = c
-                .get("classes")
-                .and_then(|c| c.as_object())
-                .map(|c| {
-                    c.iter()
-                        .filter(|(k, _)| k.as_str() != "ok")
-                        .map(|(k, v)| format!("{k} {v}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                })
-                .unwrap_or_default();
-            let checked = c.get("checked").and_then(|v| v.as_u64()).unwrap_or(0);
+                .classes
+                .iter()
+                .filter(|(k, _)| k.as_str() != "ok")
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let checked = c.checked;
             // What was counted: blocks unless the check says otherwise (metadata: files).
-            let unit = c.get("unit").and_then(|v| v.as_str()).unwrap_or("blocks");
+            let unit = c.unit.as_str();
             out.push(w(
                 WarningCode::DataMismatch,
                 format!(
@@ -741,19 +739,8 @@ fn per_test(
     }
     // The scrub test (a workload whose tests carry a scrub verdict): the filesystem left data unrepaired or wrong, or
     // repaired it but counted something else.
-    if workload::of_test(t).is_some_and(|w| w.scrub_verdict(t)) {
-        let list = |key: &str| -> Vec<String> {
-            t.extra
-                .get(key)
-                .and_then(|v| v.as_array())
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let (problems, miscounts) = (list("problems"), list("miscounts"));
+    if let Some(v) = workload::of_test(t).and_then(|w| w.scrub_verdict(t)) {
+        let (problems, miscounts) = (v.problems, v.miscounts);
         if let Some(first) = problems.first() {
             out.push(w(
                 WarningCode::ScrubNotRepaired,
@@ -819,18 +806,14 @@ fn per_test(
     rate_cliff_and_stalls(out, run, t);
     if t.summary.converged == Some(false) {
         // The block pass loop says in `extra.adaptive` what it aimed for and what stopped it.
-        let adaptive = t.extra.get("adaptive");
+        let adaptive = t.runner_extra().adaptive;
         let target = adaptive
-            .and_then(|a| a.get("target_pct"))
-            .and_then(|v| v.as_f64())
+            .map(|a| a.target_pct)
             .map_or(String::new(), |p| format!(", above the ±{p}% aimed for"));
-        let why = match adaptive
-            .and_then(|a| a.get("stopped"))
-            .and_then(|v| v.as_str())
-        {
-            Some("max-runs") => "--max-runs passes ran first",
-            Some("max-time") => "--max-time of passes went by first",
-            Some("budget") => "the run's --budget was used first",
+        let why = match adaptive.map(|a| a.stopped) {
+            Some(Stopped::MaxRuns) => "--max-runs passes ran first",
+            Some(Stopped::MaxTime) => "--max-time of passes went by first",
+            Some(Stopped::Budget) => "the run's --budget was used first",
             _ => "its limits came first",
         };
         out.push(w(

@@ -97,7 +97,21 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), infos.len(), "two descriptors share a name");
-        // What docs/mpi.md and the reports say of them.
+        // What docs/mpi.md and the reports say of them (a workload added later says its own:
+        // adding one leaves this test as it is).
+        let known = [
+            "block",
+            "copy",
+            "dbench",
+            "fsync",
+            "metadata",
+            "replay",
+            "scrub-test",
+            "streams",
+            "verify",
+        ];
+        assert!(known.iter().all(|n| names.contains(n)), "{names:?}");
+        names.retain(|n| known.contains(n));
         let of = |n: &str| workload::named(n).unwrap();
         let ops: Vec<&str> = names
             .iter()
@@ -275,5 +289,71 @@ mod tests {
         assert!(!branches_on("plural(n, \"copy\", \"copies\")", "copy"));
         let test_only = "fn a() {}\n#[cfg(test)]\nmod tests {\n    x == \"copy\";\n}\n";
         assert_eq!(code_lines(test_only).len(), 1);
+    }
+
+    /// The modules below this crate that declare the typed keys of a test's `extra`.
+    const EXTRA_TYPED: [&str; 1] = ["measure/src/extra.rs"];
+
+    /// Where non-test code reads a test's `extra` by a string key: `extra` followed
+    /// (across line breaks) by `["KEY"]`, `.get("KEY")` or `.pointer("KEY")`, as line
+    /// numbers.
+    fn extra_key_reads(code: &[(usize, &str)]) -> Vec<usize> {
+        let text: String = code.iter().map(|(_, l)| format!("{l}\n")).collect();
+        let line_at = |at: usize| code[text[..at].matches('\n').count()].0;
+        let ident = |c: char| c.is_alphanumeric() || c == '_';
+        let mut out = Vec::new();
+        for (at, _) in text.match_indices("extra") {
+            let before = text[..at].chars().next_back();
+            let rest = &text[at + "extra".len()..];
+            if before.is_some_and(ident) || rest.chars().next().is_some_and(ident) {
+                continue;
+            }
+            let rest = rest.trim_start();
+            let keyed = ["[", ".get(", ".pointer("]
+                .iter()
+                .find_map(|open| rest.strip_prefix(open))
+                .is_some_and(|arg| arg.trim_start().starts_with('"'));
+            if keyed {
+                out.push(line_at(at));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn no_crate_below_reads_extra_by_key() {
+        let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut sites = Vec::new();
+        for c in BELOW.iter().chain(&["measure", "serve"]) {
+            let mut files = Vec::new();
+            rust_files(&crates.join(c).join("src"), &mut files);
+            for f in files {
+                let rel = f.strip_prefix(&crates).unwrap().display().to_string();
+                if EXTRA_TYPED.contains(&rel.as_str()) {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&f).unwrap();
+                let code = code_lines(&text);
+                for n in extra_key_reads(&code) {
+                    let line = code.iter().find(|(m, _)| *m == n).map_or("", |l| l.1);
+                    sites.push(format!("{rel}:{n}: {}", line.trim()));
+                }
+            }
+        }
+        assert!(
+            sites.is_empty(),
+            "code below iolab-workloads reads a test's `extra` by a string key; read the \
+             runner's keys through `TestRecord::runner_extra` (iolab_measure::extra) and a \
+             workload's through its descriptor (iolab_measure::workload):\n{}",
+            sites.join("\n")
+        );
+        // The rule itself finds what it is meant to, across lines, and nothing else.
+        let reads = |src: &str| extra_key_reads(&code_lines(src));
+        assert_eq!(reads("let d = &t.extra[\"durability\"];"), [1]);
+        assert_eq!(reads("a\nt.extra\n    .get(\"ops\")\n"), [2]);
+        assert_eq!(reads("x.extra.get( \"adaptive\")"), [1]);
+        assert!(reads("t.fs_extra.get(\"sync\")").is_empty());
+        assert!(reads("t.extra.get(k)").is_empty());
+        assert!(reads("let extra = json!({\"a\": 1});").is_empty());
     }
 }

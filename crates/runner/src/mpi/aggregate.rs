@@ -374,10 +374,13 @@ impl Ranks {
                         theirs.unit.as_str()
                     ));
                 }
-                let mut ours: Tally =
-                    serde_json::from_value(t.extra["verify"].clone()).unwrap_or_default();
+                let mut ours: Tally = t.runner_extra().verify.unwrap_or_default();
                 ours.merge(theirs);
-                t.extra["verify"] = serde_json::to_value(&ours).expect("a tally serialises");
+                iolab_measure::extra::RunnerExtra {
+                    verify: Some(ours),
+                    ..Default::default()
+                }
+                .put(&mut t.extra);
             }
         }
     }

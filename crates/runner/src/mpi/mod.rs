@@ -823,7 +823,9 @@ impl CloneError for RunError {
 fn verify_counts(run: &RunRecord) -> Vec<(String, serde_json::Value)> {
     run.tests
         .iter()
-        .filter(|t| t.extra["verify"].is_object())
-        .map(|t| (t.name.clone(), t.extra["verify"].clone()))
+        .filter_map(|t| {
+            let v = serde_json::to_value(t.runner_extra().verify?).ok()?;
+            Some((t.name.clone(), v))
+        })
         .collect()
 }

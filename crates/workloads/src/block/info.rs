@@ -67,7 +67,8 @@ impl WorkloadInfo for Info {
     /// `run sustained`'s tests carry their burst and sustained rates (`extra.sustained`)
     /// or their recovery (`extra.recovery`).
     fn reports_own_cliff(&self, t: &TestRecord) -> bool {
-        t.extra.get("sustained").is_some() || t.extra.get("recovery").is_some()
+        let r = t.runner_extra();
+        r.sustained.is_some() || r.recovery.is_some()
     }
 
     fn fix(&self, code: WarningCode, run: &RunRecord, ctx: &FixContext) -> Option<String> {

@@ -2,7 +2,9 @@
 //! (`iolab_measure::workload`): bytes, its ranks time replays under MPI, its
 //! loadfile and clients in the header, fixes through `--warmup`, `--runs` and `--duration`.
 
-use iolab_measure::workload::{About, Counts, FixContext, HeaderParts, MpiPass, WorkloadInfo};
+use iolab_measure::workload::{
+    About, Counts, FixContext, HeaderParts, MpiPass, OpTable, WorkloadInfo,
+};
 use iolab_measure::{RunRecord, TestRecord, WarningCode};
 use iolab_spec::format_duration;
 use serde_json::Value;
@@ -22,6 +24,23 @@ impl WorkloadInfo for Info {
             counts: Counts::Bytes,
             mpi: Some(MpiPass::Replay),
         }
+    }
+
+    /// A dbench test's `extra` names no workload: it is the one with a
+    /// `status_mismatches` count.
+    fn owns_extra(&self, extra: &Value) -> bool {
+        match iolab_measure::extra::workload_name(extra) {
+            Some(w) => w == self.name(),
+            None => extra.get("status_mismatches").is_some(),
+        }
+    }
+
+    fn status_mismatches(&self, t: &TestRecord) -> Option<u64> {
+        super::run::DbenchExtra::of(t).map(|x| x.status_mismatches)
+    }
+
+    fn op_table(&self, t: &TestRecord) -> Option<OpTable> {
+        super::run::DbenchExtra::of(t).map(|x| x.op_table())
     }
 
     fn facts(&self, run: &RunRecord, header: &HeaderParts) -> Option<Vec<(&'static str, String)>> {

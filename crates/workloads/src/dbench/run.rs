@@ -342,22 +342,51 @@ fn replays(
     }])
 }
 
-/// What a dbench test carries in `extra` (docs/dbench.md).
-#[derive(Debug, Serialize)]
-struct DbenchExtra {
+/// What a dbench test carries in `extra` (docs/dbench.md); read back by its descriptor
+/// (`super::info`), a key left out as its default.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(super) struct DbenchExtra {
     loadfile: PathBuf,
     clients: u32,
     /// dbench's own figure: bytes of the last replay over its measured time.
     throughput_mb_s: f64,
     warmup_seconds: f64,
     loops_completed: u64,
-    status_mismatches: u64,
+    pub(super) status_mismatches: u64,
     mismatch_samples: Vec<MismatchSample>,
     short_reads: u64,
     notes: Vec<String>,
-    ops: Vec<OpRow>,
+    pub(super) ops: Vec<OpRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     verify: Option<Tally>,
+}
+
+impl DbenchExtra {
+    /// A test's `extra`, when it reads as dbench's.
+    pub(super) fn of(t: &TestRecord) -> Option<DbenchExtra> {
+        DbenchExtra::deserialize(&t.extra).ok()
+    }
+
+    /// Its operation table, as the reports show it.
+    pub(super) fn op_table(&self) -> iolab_measure::workload::OpTable {
+        iolab_measure::workload::OpTable {
+            mismatch_key: "status_mismatches",
+            rows: self
+                .ops
+                .iter()
+                .map(|o| iolab_measure::workload::OpRow {
+                    op: o.op.clone(),
+                    count: o.count,
+                    recorded: None,
+                    avg_ms: o.avg_ms,
+                    max_ms: o.max_ms,
+                    p99_ms: o.p99_ms,
+                    mismatches: o.status_mismatches,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One replay's operation table as a rank sends it to rank 0: the latency histograms
@@ -442,7 +471,7 @@ impl RankTable {
             .map(|o| {
                 let (avg_ms, p99_ms) = super::latency_ms(&o.histogram);
                 OpRow {
-                    op: o.op.name(),
+                    op: o.op.name().to_string(),
                     count: o.histogram.count(),
                     avg_ms,
                     max_ms: o.max_ms,
@@ -455,9 +484,10 @@ impl RankTable {
 }
 
 /// One row of dbench's operation table.
-#[derive(Debug, Serialize)]
-struct OpRow {
-    op: &'static str,
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(super) struct OpRow {
+    op: String,
     count: u64,
     avg_ms: f64,
     max_ms: f64,
@@ -486,4 +516,55 @@ fn verify_text(v: &Tally) -> String {
         out.push_str("  (stopped: the files were not read back)\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use iolab_measure::workload::{OpRow as Row, WorkloadInfo};
+    use iolab_spec::{JobSpec, Rw};
+
+    use super::*;
+
+    #[test]
+    fn the_descriptor_reads_back_what_a_test_writes() {
+        let extra = DbenchExtra {
+            clients: 2,
+            status_mismatches: 3,
+            ops: vec![OpRow {
+                op: "ReadX".into(),
+                count: 10,
+                avg_ms: 0.5,
+                max_ms: 2.0,
+                p99_ms: 1.5,
+                status_mismatches: 3,
+            }],
+            ..Default::default()
+        };
+        let t = TestRecord {
+            name: "dbench 2 clients".into(),
+            group: "dbench".into(),
+            job: JobSpec::new(Rw::Rw, 4096, 1, 2),
+            passes: Vec::new(),
+            summary: Default::default(),
+            extra: serde_json::to_value(&extra).unwrap(),
+        };
+        let info = &super::super::info::INFO;
+        // Its extra names no workload: its status count is what tells it apart.
+        assert!(info.owns_extra(&t.extra));
+        assert_eq!(info.status_mismatches(&t), Some(3));
+        let table = info.op_table(&t).unwrap();
+        assert_eq!(table.mismatch_key, "status_mismatches");
+        assert_eq!(
+            table.rows,
+            [Row {
+                op: "ReadX".into(),
+                count: 10,
+                recorded: None,
+                avg_ms: 0.5,
+                max_ms: 2.0,
+                p99_ms: 1.5,
+                mismatches: 3
+            }]
+        );
+    }
 }

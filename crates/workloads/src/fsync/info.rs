@@ -2,7 +2,7 @@
 //! (`iolab_measure::workload`): durable writes (operations), no MPI, its
 //! methods and sizes in the header, fixes through `--duration` and `--runs`.
 
-use iolab_measure::workload::{About, Counts, FixContext, HeaderParts, WorkloadInfo};
+use iolab_measure::workload::{About, Counts, FixContext, HeaderParts, Judgement, WorkloadInfo};
 use iolab_measure::{RunRecord, TestRecord, WarningCode};
 use iolab_spec::{format_bytes, format_size_short};
 use serde_json::Value;
@@ -28,6 +28,10 @@ impl WorkloadInfo for Info {
             // Tests stored before their extra named the workload.
             None => extra.get("open_flags").is_some() && extra.get("method").is_some(),
         }
+    }
+
+    fn durability(&self, t: &TestRecord) -> Option<Judgement> {
+        super::FsyncRead::of(t)?.durability
     }
 
     fn facts(&self, run: &RunRecord, header: &HeaderParts) -> Option<Vec<(&'static str, String)>> {

@@ -592,41 +592,22 @@ fn flush(fd: i32, method: SyncMethod) -> io::Result<()> {
 /// measurable: its flush cannot have reached a medium.
 pub const FREE_FLUSH_RATIO: f64 = 0.5;
 
-/// How far a sync method's writes can be trusted to be on stable storage, weakest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Durability {
-    /// Never flushed, flushes dropped on the way, or flushes that cost nothing.
-    NotDurable,
-    /// Flushes answered faster than the device's medium can take them: a volatile cache.
-    CacheAnswered,
-    /// Each write waited for a flush that costs what reaching a medium costs, and nothing
-    /// known on the path drops flushes. Timing cannot prove more.
-    AsFarAsTimingShows,
+/// How far a sync method's writes can be trusted ([`Durability`]) and the verdict on one
+/// test with its evidence ([`Judgement`]): `extra.durability`, which the reports read
+/// through the descriptor (`info.rs`).
+pub use iolab_measure::workload::{Durability, Judgement};
+
+/// The key of [`FsyncExtra`] its descriptor reads back.
+#[derive(Debug, Deserialize)]
+pub(crate) struct FsyncRead {
+    pub durability: Option<Judgement>,
 }
 
-impl Durability {
-    /// Words for people: "not durable", ...
-    pub fn text(self) -> &'static str {
-        match self {
-            Durability::NotDurable => "not durable",
-            Durability::CacheAnswered => "not shown durable (a volatile cache answered)",
-            Durability::AsFarAsTimingShows => "durable as far as timing shows",
-        }
+impl FsyncRead {
+    /// A test's `extra`, when it reads as a probe test's.
+    pub(crate) fn of(t: &TestRecord) -> Option<FsyncRead> {
+        FsyncRead::deserialize(&t.extra).ok()
     }
-}
-
-/// The verdict on one test (a method at one write size) with its evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Judgement {
-    pub verdict: Durability,
-    /// What a flush added to a write (µs): the flush call's median time for fdatasync/fsync
-    /// (a typical flush: a busy machine's scheduling delays stretch a few calls, which would
-    /// move a mean, not this), else the write's time beyond a plain write of the same size (or the
-    /// whole write's without one); none for plain writes.
-    pub flush_us: Option<f64>,
-    /// The evidence, one sentence with its numbers.
-    pub evidence: String,
 }
 
 /// What the environment says about flushes, for [`judge`] (from the run's warning facts).
@@ -973,6 +954,23 @@ mod tests {
         assert_eq!(v, "cache_answered", "{why}");
         assert!(why.contains("write+fdatasync 4K"), "{why}");
         assert_eq!(tests[2].extra["durability"]["flush_us"], 2990.0);
+    }
+
+    #[test]
+    fn the_descriptor_reads_back_the_verdict_judge_writes() {
+        use iolab_measure::workload::WorkloadInfo;
+        let mut tests = vec![
+            probe(SyncMethod::None, 4096, 80_000, 10, None),
+            probe(SyncMethod::Fdatasync, 4096, 15_000, 60, Some(50)),
+        ];
+        judge(&mut tests, &disk(Some(true)));
+        let j = super::info::INFO.durability(&tests[1]).unwrap();
+        assert_eq!(j.verdict, Durability::CacheAnswered);
+        assert_eq!(j.evidence, verdict(&tests[1]).1);
+        assert_eq!(
+            j.flush_us,
+            tests[1].extra["durability"]["flush_us"].as_f64()
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! (`iolab_measure::workload`): operations, its ranks time phases under
 //! MPI, its files and phases in the header, fixes through `--files`.
 
-use iolab_measure::workload::{About, Counts, FixContext, HeaderParts, MpiPass, WorkloadInfo};
+use iolab_measure::workload::{
+    About, Counts, FixContext, HeaderParts, MpiPass, OpSeries, SpacePerFile, WorkloadInfo,
+};
 use iolab_measure::{RunRecord, TestRecord, WarningCode};
 use iolab_spec::format_bytes_exact;
 use serde_json::Value;
@@ -22,6 +24,22 @@ impl WorkloadInfo for Info {
             counts: Counts::Operations,
             mpi: Some(MpiPass::Phase),
         }
+    }
+
+    fn op_series(&self, t: &TestRecord) -> Option<OpSeries> {
+        let x = super::PhaseRead::of(t)?;
+        Some(OpSeries {
+            interval_ms: x.ops_interval_ms?,
+            ops: x.ops_series?,
+        })
+    }
+
+    fn space_per_file(&self, t: &TestRecord) -> Option<SpacePerFile> {
+        let s = super::PhaseRead::of(t)?.space?;
+        Some(SpacePerFile {
+            used: s.bytes_per_file,
+            allocated: s.allocated_bytes_per_file,
+        })
     }
 
     fn facts(&self, run: &RunRecord, header: &HeaderParts) -> Option<Vec<(&'static str, String)>> {

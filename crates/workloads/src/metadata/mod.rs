@@ -19,7 +19,7 @@ use std::time::Instant;
 use iolab_engine::buffers::fill_random;
 use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord};
 use iolab_spec::{format_bytes, JobSpec, Rw};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::common::WorkloadError;
 use crate::common::{
@@ -520,14 +520,32 @@ struct PhaseExtra {
     verify: Option<Tally>,
 }
 
+/// The keys of [`PhaseExtra`] its descriptor reads back (`info.rs`): the operation series
+/// and the create phase's space.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PhaseRead {
+    pub ops_interval_ms: Option<u64>,
+    pub ops_series: Option<Vec<f64>>,
+    pub space: Option<SpaceExtra>,
+}
+
+impl PhaseRead {
+    /// A test's `extra`, when it reads as a phase's.
+    pub(crate) fn of(t: &TestRecord) -> Option<PhaseRead> {
+        PhaseRead::deserialize(&t.extra).ok()
+    }
+}
+
 /// The create phase's `extra.space`: statvfs before and after creating the files, per
-/// file (crates/report reads it for the space table).
-#[derive(Debug, Serialize)]
-struct SpaceExtra {
+/// file (the reports' space table, through the descriptor); a key left out reads back as
+/// its default.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct SpaceExtra {
     statvfs_used_before: u64,
     statvfs_used_after: u64,
     #[serde(serialize_with = "ser_round6")]
-    bytes_per_file: f64,
+    pub bytes_per_file: f64,
     /// `bytes_per_file` over the file size; null for empty files.
     #[serde(serialize_with = "ser_round6_opt")]
     overhead_ratio: Option<f64>,
@@ -535,7 +553,7 @@ struct SpaceExtra {
     inodes_per_file: f64,
     /// st_blocks over the files, from the stat phase; null when it did not finish.
     #[serde(serialize_with = "ser_round6_opt")]
-    allocated_bytes_per_file: Option<f64>,
+    pub allocated_bytes_per_file: Option<f64>,
     f_bsize: u64,
     f_frsize: u64,
 }
@@ -972,6 +990,47 @@ mod tests {
             space_unmeasured: None,
             verify: None,
         }
+    }
+
+    #[test]
+    fn the_descriptor_reads_back_what_a_phase_writes() {
+        use iolab_measure::workload::{OpSeries, SpacePerFile, WorkloadInfo};
+        let mut create = phase_extra(Phase::Create);
+        create.space = Some(SpaceExtra {
+            bytes_per_file: 4096.5,
+            allocated_bytes_per_file: Some(8192.0),
+            ..Default::default()
+        });
+        let t = TestRecord {
+            name: "create".into(),
+            group: "create".into(),
+            job: JobSpec::new(Rw::Write, 4096, 1, 4),
+            passes: Vec::new(),
+            summary: Default::default(),
+            extra: serde_json::to_value(create).unwrap(),
+        };
+        let info = &super::info::INFO;
+        assert!(info.owns_extra(&t.extra));
+        assert_eq!(
+            info.op_series(&t),
+            Some(OpSeries {
+                interval_ms: 100,
+                ops: vec![300.0, 400.0, 300.0]
+            })
+        );
+        assert_eq!(
+            info.space_per_file(&t),
+            Some(SpacePerFile {
+                used: 4096.5,
+                allocated: Some(8192.0)
+            })
+        );
+        // A phase without space has none.
+        let stat = TestRecord {
+            extra: serde_json::to_value(phase_extra(Phase::Stat)).unwrap(),
+            ..t
+        };
+        assert_eq!(info.space_per_file(&stat), None);
     }
 
     #[test]

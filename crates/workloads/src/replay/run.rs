@@ -17,7 +17,7 @@ use iolab_runner::{
 };
 use iolab_spec::trace::Trace;
 use iolab_testbed::runstate::RunResource;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{OpStats, ReplayResult, Speed};
 
@@ -36,6 +36,26 @@ impl iolab_measure::workload::WorkloadInfo for Info {
             counts: iolab_measure::workload::Counts::Bytes,
             mpi: None,
         }
+    }
+
+    fn op_table(&self, t: &TestRecord) -> Option<iolab_measure::workload::OpTable> {
+        let x = ReplayOps::deserialize(&t.extra).ok()?;
+        Some(iolab_measure::workload::OpTable {
+            mismatch_key: "mismatches",
+            rows: x
+                .ops
+                .into_iter()
+                .map(|o| iolab_measure::workload::OpRow {
+                    op: o.op,
+                    count: o.count,
+                    recorded: Some(o.recorded),
+                    avg_ms: o.avg_ms,
+                    max_ms: o.max_ms,
+                    p99_ms: o.p99_ms,
+                    mismatches: o.mismatches,
+                })
+                .collect(),
+        })
     }
 }
 
@@ -144,6 +164,24 @@ struct ReplayExtra {
     mismatch_samples: Vec<super::Mismatch>,
     notes: Vec<String>,
     ops: Vec<OpStats>,
+}
+
+/// The operation table of [`ReplayExtra`] (its `ops`, rows of [`OpStats`]), read back.
+#[derive(Debug, Deserialize)]
+struct ReplayOps {
+    ops: Vec<ReplayOp>,
+}
+
+/// One row of [`ReplayOps`].
+#[derive(Debug, Deserialize)]
+struct ReplayOp {
+    op: String,
+    count: u64,
+    recorded: u64,
+    avg_ms: f64,
+    max_ms: f64,
+    p99_ms: f64,
+    mismatches: u64,
 }
 
 fn hist(r: &ReplayResult, names: &[&str]) -> LatencyHistogram {
@@ -367,4 +405,48 @@ fn differ_why(r: &super::ReplayResult, skipped: &[(String, u64)], verify: bool) 
         );
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use iolab_measure::workload::{OpRow, WorkloadInfo};
+    use iolab_spec::{JobSpec, Rw};
+
+    use super::*;
+
+    #[test]
+    fn the_descriptor_reads_back_the_operation_table() {
+        let row = OpStats {
+            op: "pread",
+            count: 7,
+            recorded: 9,
+            avg_ms: 0.25,
+            max_ms: 1.0,
+            p99_ms: 0.75,
+            mismatches: 2,
+            histogram: LatencyHistogram::new(),
+        };
+        let t = TestRecord {
+            name: "replay".into(),
+            group: "replay".into(),
+            job: JobSpec::new(Rw::Read, 4096, 1, 1),
+            passes: Vec::new(),
+            summary: Default::default(),
+            extra: serde_json::json!({ "ops": [row], "mismatches": 2 }),
+        };
+        let table = INFO.op_table(&t).unwrap();
+        assert_eq!(table.mismatch_key, "mismatches");
+        assert_eq!(
+            table.rows,
+            [OpRow {
+                op: "pread".into(),
+                count: 7,
+                recorded: Some(9),
+                avg_ms: 0.25,
+                max_ms: 1.0,
+                p99_ms: 0.75,
+                mismatches: 2
+            }]
+        );
+    }
 }

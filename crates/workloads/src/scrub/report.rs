@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use iolab_measure::{CpuUsage, DirResult, LatencyHistogram, PassRecord, TestRecord, TimeSeries};
 use iolab_spec::{format_bytes, JobSpec, Rw};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::dataset::{Class, DataFile, ReadOutcome, VerifyOutcome, WriteOutcome};
 use super::{FsKind, Injection, Redundancy, ScrubConfig, ScrubRun, ScrubTarget, BLOCK};
@@ -826,7 +826,7 @@ struct ScrubExtra<'a> {
     members_created_by_iolab: bool,
     all_copies: bool,
     corrupt_size: u64,
-    /// Injections (crates/report looks for this key to find scrub tests).
+    /// Injections (the reports find scrub tests by it, through the descriptor: `ScrubRead`).
     injected: usize,
     /// Per class name: injections.
     injected_per_class: BTreeMap<&'static str, u64>,
@@ -882,14 +882,51 @@ struct OverwriteExtra<'a> {
     content_checked: bool,
 }
 
-/// [`Counts`] as the extra names them.
-#[derive(Debug, Serialize)]
-struct CountsExtra {
+/// The keys of [`ScrubExtra`] its descriptor reads back (`run.rs`): what was injected, the
+/// counts and the verdict.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ScrubRead {
+    pub injected: Option<u64>,
+    #[serde(default)]
+    pub passed: bool,
+    #[serde(default)]
+    pub expected: CountsExtra,
+    #[serde(default)]
+    pub reported: CountsExtra,
+    #[serde(default)]
+    pub problems: Vec<String>,
+    #[serde(default)]
+    pub miscounts: Vec<String>,
+}
+
+impl ScrubRead {
+    /// A test's `extra`, when it reads as the scrub test's.
+    pub(crate) fn of(t: &TestRecord) -> Option<ScrubRead> {
+        ScrubRead::deserialize(&t.extra).ok()
+    }
+}
+
+/// [`Counts`] as the extra names them (a count left out reads back as none).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct CountsExtra {
     detected: Option<u64>,
     repaired: Option<u64>,
     uncorrectable: Option<u64>,
     repaired_bytes: Option<u64>,
     restored_on_member: Option<u64>,
+}
+
+impl From<CountsExtra> for iolab_measure::workload::ScrubCounts {
+    fn from(c: CountsExtra) -> Self {
+        iolab_measure::workload::ScrubCounts {
+            detected: c.detected,
+            repaired: c.repaired,
+            repaired_bytes: c.repaired_bytes,
+            uncorrectable: c.uncorrectable,
+            restored_on_member: c.restored_on_member,
+        }
+    }
 }
 
 impl From<&Counts> for CountsExtra {
@@ -1106,6 +1143,29 @@ mod tests {
             miscounts: Vec::new(),
             notes: vec!["a note".into()],
         }
+    }
+
+    #[test]
+    fn the_descriptor_reads_back_the_scrub_tests_verdict_and_counts() {
+        use iolab_measure::workload::WorkloadInfo;
+        let tests = report().tests();
+        let info = &super::super::run::INFO;
+        let s = &tests[1];
+        let x = &s.extra;
+        assert!(info.owns_extra(x));
+        let i = info.injection(s).unwrap();
+        assert_eq!(Some(i.injected), x["injected"].as_u64());
+        assert_eq!(Some(i.passed), x["passed"].as_bool());
+        assert_eq!(i.reported.detected, x["reported"]["detected"].as_u64());
+        assert_eq!(i.expected.repaired, x["expected"]["repaired"].as_u64());
+        let v = info.scrub_verdict(s).unwrap();
+        let list = |k: &str| -> Vec<String> { serde_json::from_value(x[k].clone()).unwrap() };
+        assert_eq!(
+            (v.problems, v.miscounts),
+            (list("problems"), list("miscounts"))
+        );
+        // The other tests carry no injection.
+        assert!(info.injection(&tests[0]).is_none());
     }
 
     #[test]

@@ -33,8 +33,28 @@ impl iolab_measure::workload::WorkloadInfo for Info {
         }
     }
 
-    fn scrub_verdict(&self, _t: &iolab_measure::TestRecord) -> bool {
-        true
+    fn scrub_verdict(
+        &self,
+        t: &iolab_measure::TestRecord,
+    ) -> Option<iolab_measure::workload::ScrubVerdict> {
+        let x = super::report::ScrubRead::of(t)?;
+        Some(iolab_measure::workload::ScrubVerdict {
+            problems: x.problems,
+            miscounts: x.miscounts,
+        })
+    }
+
+    fn injection(
+        &self,
+        t: &iolab_measure::TestRecord,
+    ) -> Option<iolab_measure::workload::Injection> {
+        let x = super::report::ScrubRead::of(t)?;
+        Some(iolab_measure::workload::Injection {
+            injected: x.injected?,
+            passed: x.passed,
+            expected: x.expected.into(),
+            reported: x.reported.into(),
+        })
     }
 }
 

@@ -3,10 +3,11 @@
 //! counts at the top of their `extra`, fixes through `--buffered`, `--runs`, `--size` and
 //! `--bs`.
 
+use iolab_integrity::Tally;
 use iolab_measure::workload::{About, Counts, FixContext, WorkloadInfo};
 use iolab_measure::TestRecord;
 use iolab_measure::{RunRecord, WarningCode};
-use serde_json::Value;
+use serde::Deserialize;
 
 use crate::block::info::{IDLE_RECLAIM_FIX, PAGE_CACHE_FIX};
 
@@ -29,8 +30,8 @@ impl WorkloadInfo for Info {
         true
     }
 
-    fn verify_counts<'a>(&self, t: &'a TestRecord) -> Option<&'a Value> {
-        Some(&t.extra)
+    fn verify_counts(&self, t: &TestRecord) -> Option<Tally> {
+        Tally::deserialize(&t.extra).ok()
     }
 
     fn fix(&self, code: WarningCode, _run: &RunRecord, ctx: &FixContext) -> Option<String> {

@@ -2,6 +2,7 @@
 //! colour and chart titles, and throughput over time for every pass.
 
 use super::*;
+use iolab_measure::workload::{self, OpSeries};
 
 pub(super) fn cdm_panel(
     r: &RunRecord,
@@ -143,10 +144,11 @@ pub(super) fn figure_grid(h: &mut String, intro: &str, figs: &[String]) {
 /// operations are its bytes over its write size).
 pub(super) fn rate_series(t: &TestRecord, p: &PassRecord) -> Option<(f64, Vec<f64>)> {
     if facts::counts_operations(t) {
-        if let (Some(series), Some(iv)) = (
-            t.extra.get("ops_series").and_then(Value::as_array),
-            t.extra.get("ops_interval_ms").and_then(Value::as_u64),
-        ) {
+        if let Some(OpSeries {
+            interval_ms: iv,
+            ops: series,
+        }) = workload::of_test(t).and_then(|w| w.op_series(t))
+        {
             if iv == 0 || series.is_empty() {
                 return None;
             }
@@ -161,7 +163,7 @@ pub(super) fn rate_series(t: &TestRecord, p: &PassRecord) -> Option<(f64, Vec<f6
                     } else {
                         s
                     };
-                    v.as_f64().unwrap_or(0.0) / len
+                    v / len
                 })
                 .collect();
             return Some((s, rates));

@@ -3,7 +3,7 @@
 //! environment.
 
 use super::*;
-use iolab_measure::workload::View;
+use iolab_measure::workload::{self, View};
 
 pub(super) fn run_section(r: &RunRecord, in_set: bool, config: &str, h: &mut String) {
     let _ = writeln!(
@@ -367,49 +367,57 @@ pub(super) fn mpi_hosts(r: &RunRecord, h: &mut String) {
     table(h, "mpi-hosts", &Table::mpi_hosts(&p), "");
 }
 
-/// Tables found in a test's `extra.ops` (an array of objects, such as dbench's operation
-/// table), rendered generically.
+/// The tables of operations a workload keeps for its tests (dbench's, a replay's): the
+/// operation and its count first, the other columns in the order of their keys.
 pub(super) fn ops_tables(r: &RunRecord, h: &mut String) {
+    /// A cell: a number (milliseconds with three decimals, as dbench prints its table),
+    /// or none.
+    enum Cell {
+        Count(u64),
+        Ms(f64),
+        Text(String),
+        None,
+    }
     for t in &r.tests {
-        let Some(ops) = t.extra.get("ops").and_then(Value::as_array) else {
+        let Some(ops) = workload::of_test_in(r, t).and_then(|w| w.op_table(t)) else {
             continue;
         };
-        if ops.is_empty() || !ops.iter().all(Value::is_object) {
+        if ops.rows.is_empty() {
             continue;
         }
-        // The operation's name and count first (JSON objects may come with sorted keys),
-        // the other columns in order of appearance.
-        let mut keys: Vec<&str> = Vec::new();
-        for first in ["op", "operation", "name", "count"] {
-            if ops.iter().any(|o| o.get(first).is_some()) {
-                keys.push(first);
-            }
+        type Get = Box<dyn Fn(&workload::OpRow) -> Cell>;
+        let mut cols: Vec<(&str, Get)> = vec![
+            ("avg_ms", Box::new(|o| Cell::Ms(o.avg_ms))),
+            ("max_ms", Box::new(|o| Cell::Ms(o.max_ms))),
+            ("p99_ms", Box::new(|o| Cell::Ms(o.p99_ms))),
+            (ops.mismatch_key, Box::new(|o| Cell::Count(o.mismatches))),
+        ];
+        if ops.rows.iter().any(|o| o.recorded.is_some()) {
+            cols.push((
+                "recorded",
+                Box::new(|o| o.recorded.map_or(Cell::None, Cell::Count)),
+            ));
         }
-        for o in ops {
-            for k in o.as_object().expect("checked").keys() {
-                if !keys.contains(&k.as_str()) {
-                    keys.push(k);
-                }
-            }
-        }
+        cols.sort_by_key(|c| c.0);
+        cols.insert(0, ("count", Box::new(|o| Cell::Count(o.count))));
+        cols.insert(0, ("op", Box::new(|o| Cell::Text(o.op.clone()))));
         let _ = write!(
             h,
             "<h3>Operations: {}</h3><div class=\"wide\"><table data-table=\"ops\"><tr>",
             esc(&t.name)
         );
-        for k in &keys {
+        for (k, _) in &cols {
             let _ = write!(h, "<th>{}</th>", esc(&pretty_key(k)));
         }
         h.push_str("</tr>\n");
-        for o in ops {
+        for o in &ops.rows {
             h.push_str("<tr>");
-            for k in &keys {
-                let v = o.get(*k).unwrap_or(&Value::Null);
-                let class = if v.is_number() { " class=\"n\"" } else { "" };
-                // Milliseconds with three decimals, as dbench prints its table.
-                let text = match v.as_f64() {
-                    Some(ms) if k.ends_with("_ms") => format!("{ms:.3}"),
-                    _ => scalar(v),
+            for (_, get) in &cols {
+                let (class, text) = match get(o) {
+                    Cell::Count(n) => (" class=\"n\"", n.to_string()),
+                    Cell::Ms(ms) => (" class=\"n\"", format!("{ms:.3}")),
+                    Cell::Text(s) => ("", esc(&s)),
+                    Cell::None => ("", "-".into()),
                 };
                 let _ = write!(h, "<td{class}>{text}</td>");
             }
