@@ -43,7 +43,14 @@ impl fmt::Display for InputError {
     }
 }
 
-impl std::error::Error for InputError {}
+impl std::error::Error for InputError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InputError::Io(e) => Some(e),
+            InputError::NotRegular(_) | InputError::TooLarge { .. } => None,
+        }
+    }
+}
 
 impl From<io::Error> for InputError {
     /// A read error, or the refusal [`Bounded`] returned through `io::Read`.
