@@ -41,12 +41,12 @@ fn emudisk(cmd: crate::args::EmudiskCommand) -> Result<(), RunError> {
     match cmd {
         EmudiskCommand::Serve { dir, backing, spec } => {
             let args = iolab_emudisk::ServeArgs { dir, backing, spec };
-            iolab_emudisk::serve(&args).map_err(RunError::Failed)?;
+            iolab_emudisk::serve(&args).map_err(RunError::from_error)?;
             Ok(())
         }
         EmudiskCommand::Ctl { dir, request } => {
             let answer = iolab_emudisk::ctl::request(&dir.join("ctl.sock"), &request.join(" "))
-                .map_err(RunError::Failed)?;
+                .map_err(RunError::from_error)?;
             if !answer.is_empty() {
                 println!("{answer}");
             }
