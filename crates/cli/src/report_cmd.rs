@@ -74,7 +74,7 @@ fn write_outputs(outputs: Vec<Output<'_>>) -> Result<(), RunError> {
             print!("{}", o.text);
         } else {
             std::fs::write(o.dest, &o.text)
-                .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", o.dest)))?;
+                .map_err(|e| RunError::caused(format!("cannot write {}", o.dest), e))?;
             eprintln!("wrote {}", o.dest);
         }
     }

@@ -107,8 +107,7 @@ impl RunContext {
     /// Installs the signal handlers and opens the store (unless `--no-store`) before
     /// anything is touched.
     pub fn new(common: CommonArgs) -> Result<RunContext, RunError> {
-        let stop =
-            crate::signals::install().map_err(|e| RunError::Failed(format!("signals: {e}")))?;
+        let stop = crate::signals::install().map_err(|e| RunError::caused("signals", e))?;
         RunContext::with_stop(common, stop)
     }
 
