@@ -128,7 +128,7 @@ fn show_series(args: &ShowArgs, run: &iolab_measure::RunRecord) -> Result<(), Ru
     let interval = iolab_spec::parse_duration("interval", text)
         .map_err(|e| RunError::usage(format!("--interval {text}: {e}")))?;
     let ms = interval.as_millis() as u64;
-    iolab_report::series::check_interval(run, ms).map_err(RunError::usage)?;
+    iolab_report::series::check_interval(run, ms).map_err(|e| RunError::usage(e.to_string()))?;
     use iolab_report::series;
     if let Some(prefix) = &args.fio_log {
         return write_fio_logs(run, prefix, ms);

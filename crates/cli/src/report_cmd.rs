@@ -135,7 +135,8 @@ pub fn report(a: ReportArgs) -> Result<(), RunError> {
         set.margin_pct = m;
     }
     if let Some(b) = &a.baseline {
-        set.set_baseline(b).map_err(RunError::usage)?;
+        set.set_baseline(b)
+            .map_err(|e| RunError::usage(e.to_string()))?;
     }
     set.set_noise(load_noise(&store, &set.run_ids())?);
     write_outputs(render_all(&chosen, &View::Runs(&set)))?;

@@ -328,8 +328,7 @@ fn trace_command(
         .collect();
     // Orphans of the traced command come back to iolab, to be found and stopped with the
     // rest; strace itself dies with iolab (a kill -9 included).
-    // SAFETY: prctl with these arguments only sets a flag of this process.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::Pid::INIT));
     let parent = std::process::id() as i32;
     let mut cmd = Command::new(strace);
     cmd.args(["-f", "-ttt", "-T", "-y", "-s", "0", "-qq", "-o"])
@@ -338,7 +337,8 @@ fn trace_command(
         .arg("--")
         .args(&cfg.command);
     // SAFETY: the closure runs in the child between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid).
+    // async-signal-safe functions (prctl, getppid); pre_exec itself is unsafe, so rustix's
+    // wrappers would not remove the block.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -450,12 +450,15 @@ fn descendants() -> Vec<i32> {
 fn stop_descendants() {
     for _ in 0..500 {
         let left = descendants();
-        for &p in &left {
-            // SAFETY: kill has no memory preconditions; a pid gone since is ESRCH.
-            unsafe { libc::kill(p, libc::SIGKILL) };
+        for pid in left
+            .iter()
+            .filter_map(|&p| rustix::process::Pid::from_raw(p))
+        {
+            // A pid gone since is ESRCH.
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
-        // SAFETY: reaps this process's ended children; status is not needed.
-        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+        // Reaps this process's ended children; their status is not needed.
+        while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
         if left.is_empty() {
             return;
         }
