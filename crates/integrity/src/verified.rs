@@ -1016,6 +1016,19 @@ mod tests {
     }
 
     #[test]
+    fn a_sidecar_that_cannot_be_read_keeps_the_io_error_as_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Sidecar::read(&dir.path().join("none")).unwrap_err();
+        assert!(e.to_string().contains("No such file"), "{e}");
+        let input = std::error::Error::source(&e).expect("the input error");
+        let io = input.source().expect("the I/O error");
+        assert_eq!(
+            io.downcast_ref::<io::Error>().map(io::Error::kind),
+            Some(io::ErrorKind::NotFound)
+        );
+    }
+
+    #[test]
     fn expected_text_reads_well_at_the_ends_of_the_range() {
         assert_eq!(expected_text(1, u64::MAX), "any generation of the run");
         assert_eq!(expected_text(0, 0), "unwritten (zeros)");
