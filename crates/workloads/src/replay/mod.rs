@@ -818,7 +818,7 @@ fn execute(sh: &Shared<'_>, op: &Op, rbuf: &mut Vec<u8>) -> io::Result<u64> {
             len,
         } => {
             let f = file(*handle)?;
-            let mode = rustix::fs::FallocateFlags::from_bits_retain(*mode as u32);
+            let mode = rustix::fs::FallocateFlags::from_bits_retain(*mode);
             rustix::fs::fallocate(f, mode, *offset, *len)
                 .map(|()| 0)
                 .map_err(io::Error::from)
