@@ -60,6 +60,12 @@ pub enum RecordError {
     /// Bad arguments: exit 2.
     Usage(String),
     Failed(String),
+    /// A system call or a read failed: what was being done (`FILE`, `cannot run strace`),
+    /// and the error, kept: exit 1.
+    Io {
+        context: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Stopped by SIGINT, SIGTERM or SIGHUP: the command and strace are stopped, nothing
     /// is written (exit 130).
     Interrupted,
@@ -69,7 +75,29 @@ impl fmt::Display for RecordError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RecordError::Usage(m) | RecordError::Failed(m) => f.write_str(m),
+            RecordError::Io { context, source } => write!(f, "{context}: {source}"),
             RecordError::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+impl std::error::Error for RecordError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecordError::Io { source, .. } => Some(source.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl RecordError {
+    fn io(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        RecordError::Io {
+            context: context.into(),
+            source: source.into(),
         }
     }
 }
@@ -115,7 +143,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded, RecordError> {
     if roots.is_empty() {
         let c = std::env::current_dir()
             .and_then(std::fs::canonicalize)
-            .map_err(|e| RecordError::Failed(format!("the current directory: {e}")))?;
+            .map_err(|e| RecordError::io("the current directory", e))?;
         roots.push(c);
     }
     if let Some(parent) = cfg.output.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -135,7 +163,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded, RecordError> {
         RecordError::Failed("record needs strace (Debian: apt-get install strace)".into())
     })?;
     let stop = iolab_runner::signals::install()
-        .map_err(|e| RecordError::Failed(format!("cannot install signal handlers: {e}")))?;
+        .map_err(|e| RecordError::io("cannot install signal handlers", e))?;
     let state = Made::open();
     let r = record_with(cfg, &roots, out, &strace, &stop, &state);
     state.finish();
@@ -156,7 +184,7 @@ fn record_with(
         return Err(RecordError::Interrupted);
     }
     let tmp_base = std::path::absolute(std::env::temp_dir())
-        .map_err(|e| RecordError::Failed(format!("the temporary directory: {e}")))?;
+        .map_err(|e| RecordError::io("the temporary directory", e))?;
     let tmp = state.dir(&tmp_base.join(unique_name("record")))?;
     let result = trace_command(cfg, strace, &tmp, stop).map(|(status, seconds, text)| {
         let cwd = std::env::current_dir().unwrap_or_default();
@@ -262,8 +290,7 @@ impl Made {
         let id = self.intent(RunResource::Tree {
             path: path.to_path_buf(),
         });
-        let made = create_dir(path)
-            .map_err(|e| RecordError::Failed(format!("{}: {e}", path.display())))?;
+        let made = create_dir(path).map_err(|e| RecordError::io(path.display().to_string(), e))?;
         self.created(id);
         Ok(Resource {
             path: path.to_path_buf(),
@@ -321,7 +348,7 @@ fn trace_command(
     stop: &AtomicBool,
 ) -> Result<(std::process::ExitStatus, f64, Vec<u8>), RecordError> {
     let raw = tmp.path.join("strace.out");
-    create_new(&raw).map_err(|e| RecordError::Failed(format!("{}: {e}", raw.display())))?;
+    create_new(&raw).map_err(|e| RecordError::io(raw.display().to_string(), e))?;
     let filter: Vec<String> = SYSCALLS
         .split_whitespace()
         .map(|s| format!("?{s}"))
@@ -354,7 +381,7 @@ fn trace_command(
     let t0 = std::time::Instant::now();
     let mut child = cmd
         .spawn()
-        .map_err(|e| RecordError::Failed(format!("cannot run {}: {e}", strace.display())))?;
+        .map_err(|e| RecordError::io(format!("cannot run {}", strace.display()), e))?;
     let status = loop {
         match child.try_wait() {
             Ok(Some(st)) => break Some(st),
@@ -383,7 +410,7 @@ fn trace_command(
     })?;
     let len = f
         .metadata()
-        .map_err(|e| RecordError::Failed(format!("{}: {e}", raw.display())))?
+        .map_err(|e| RecordError::io(raw.display().to_string(), e))?
         .len();
     if len > MAX_STRACE_OUTPUT {
         return Err(RecordError::Failed(format!(
@@ -394,7 +421,7 @@ fn trace_command(
     let mut text = Vec::new();
     f.take(MAX_STRACE_OUTPUT + 1)
         .read_to_end(&mut text)
-        .map_err(|e| RecordError::Failed(format!("{}: {e}", raw.display())))?;
+        .map_err(|e| RecordError::io(raw.display().to_string(), e))?;
     if stop.load(Ordering::SeqCst) {
         return Err(RecordError::Interrupted);
     }

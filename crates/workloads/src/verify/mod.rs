@@ -106,13 +106,14 @@ pub enum PrepareError {
     /// fit): exit 2.
     Refused(String),
     /// Creating the data file failed (a read-only or full filesystem): exit 1.
-    Failed(String),
+    Failed(IntegrityError),
 }
 
 impl std::fmt::Display for PrepareError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PrepareError::Refused(m) | PrepareError::Failed(m) => f.write_str(m),
+            PrepareError::Refused(m) => f.write_str(m),
+            PrepareError::Failed(e) => e.fmt(f),
         }
     }
 }
@@ -171,7 +172,12 @@ impl DataTarget {
                 .write(true)
                 .create_new(true)
                 .open(&p)
-                .map_err(|e| PrepareError::Failed(format!("cannot create {}: {e}", p.display())))?;
+                .map_err(|e| {
+                    PrepareError::Failed(IntegrityError::io(
+                        format!("cannot create {}", p.display()),
+                        e,
+                    ))
+                })?;
             let made = iolab_sys::files::Made::of_file(&p, &file).ok();
             Ok(DataTarget {
                 path: p,

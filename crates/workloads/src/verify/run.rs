@@ -217,7 +217,7 @@ impl Job for VerifyJob {
         )
         .map_err(|e| match e {
             PrepareError::Refused(m) => RunError::Usage(UsageError::option("target", m)),
-            PrepareError::Failed(m) => RunError::Failed(m),
+            PrepareError::Failed(e) => RunError::from_error(e),
         })?;
         // The run state names the data file exactly (device and inode): one put at its path
         // during the run is never taken for it.
