@@ -200,11 +200,25 @@ pub struct StudyArgs {
     pub margin: Option<f64>,
 }
 
+/// A `--budget` or `--margin` value clap's parser refuses (its message after clap's
+/// "invalid value 'V' for '--OPTION'").
+#[derive(Debug, thiserror::Error)]
+pub enum ValueError {
+    #[error(transparent)]
+    Duration(#[from] iolab_spec::SpecError),
+    #[error("'{0}': the budget must be above 0")]
+    ZeroBudget(String),
+    #[error("'{0}' is not a percentage (for example 5 or 2.5)")]
+    NotPercent(String),
+    #[error("'{0}': the margin is a percentage above 0 and below 100")]
+    Margin(String),
+}
+
 /// `--budget TIME`: a duration, above 0.
-pub fn parse_budget(s: &str) -> Result<std::time::Duration, String> {
-    let d = iolab_spec::parse_duration("--budget", s).map_err(|e| e.to_string())?;
+pub fn parse_budget(s: &str) -> Result<std::time::Duration, ValueError> {
+    let d = iolab_spec::parse_duration("--budget", s)?;
     if d.is_zero() {
-        return Err(format!("'{s}': the budget must be above 0"));
+        return Err(ValueError::ZeroBudget(s.to_string()));
     }
     Ok(d)
 }
@@ -396,17 +410,15 @@ pub struct CompareArgs {
 }
 
 /// `--margin PCT`: a percentage above 0 and below 100.
-pub fn parse_margin(s: &str) -> Result<f64, String> {
+pub fn parse_margin(s: &str) -> Result<f64, ValueError> {
     let v: f64 = s
         .trim_end_matches('%')
         .parse()
-        .map_err(|_| format!("'{s}' is not a percentage (for example 5 or 2.5)"))?;
+        .map_err(|_| ValueError::NotPercent(s.to_string()))?;
     if v.is_finite() && v > 0.0 && v < 100.0 {
         Ok(v)
     } else {
-        Err(format!(
-            "'{s}': the margin is a percentage above 0 and below 100"
-        ))
+        Err(ValueError::Margin(s.to_string()))
     }
 }
 

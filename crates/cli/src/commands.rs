@@ -41,12 +41,12 @@ fn emudisk(cmd: crate::args::EmudiskCommand) -> Result<(), RunError> {
     match cmd {
         EmudiskCommand::Serve { dir, backing, spec } => {
             let args = iolab_emudisk::ServeArgs { dir, backing, spec };
-            iolab_emudisk::serve(&args).map_err(RunError::Failed)?;
+            iolab_emudisk::serve(&args).map_err(RunError::from_error)?;
             Ok(())
         }
         EmudiskCommand::Ctl { dir, request } => {
             let answer = iolab_emudisk::ctl::request(&dir.join("ctl.sock"), &request.join(" "))
-                .map_err(RunError::Failed)?;
+                .map_err(RunError::from_error)?;
             if !answer.is_empty() {
                 println!("{answer}");
             }
@@ -128,7 +128,7 @@ fn show_series(args: &ShowArgs, run: &iolab_measure::RunRecord) -> Result<(), Ru
     let interval = iolab_spec::parse_duration("interval", text)
         .map_err(|e| RunError::usage(format!("--interval {text}: {e}")))?;
     let ms = interval.as_millis() as u64;
-    iolab_report::series::check_interval(run, ms).map_err(RunError::usage)?;
+    iolab_report::series::check_interval(run, ms).map_err(|e| RunError::usage(e.to_string()))?;
     use iolab_report::series;
     if let Some(prefix) = &args.fio_log {
         return write_fio_logs(run, prefix, ms);

@@ -78,7 +78,7 @@ pub fn crosscheck(args: &[String]) -> ExitStatus {
             Some(path) => {
                 print!("{text}");
                 std::fs::write(path, doc)
-                    .map_err(|e| RunError::Failed(format!("cannot write {path}: {e}")))?;
+                    .map_err(|e| RunError::caused(format!("cannot write {path}"), e))?;
             }
             None => print!("{text}"),
         }

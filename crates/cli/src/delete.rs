@@ -120,7 +120,7 @@ fn remove(
         std::io::stdin()
             .lock()
             .read_line(&mut answer)
-            .map_err(|e| RunError::Failed(format!("cannot read the answer: {e}")))?;
+            .map_err(|e| RunError::caused("cannot read the answer", e))?;
         if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
             println!("Nothing deleted.");
             return Ok(());

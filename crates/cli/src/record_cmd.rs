@@ -15,6 +15,7 @@ pub fn record(a: RecordArgs) -> Result<(), RunError> {
     let r = run_record(&cfg).map_err(|e| match e {
         RecordError::Usage(m) => RunError::usage(m),
         RecordError::Failed(m) => RunError::Failed(m),
+        e @ RecordError::Io { .. } => RunError::from_error(e),
         RecordError::Interrupted => RunError::Interrupted,
     })?;
     let t = &r.trace;

@@ -74,7 +74,7 @@ fn write_outputs(outputs: Vec<Output<'_>>) -> Result<(), RunError> {
             print!("{}", o.text);
         } else {
             std::fs::write(o.dest, &o.text)
-                .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", o.dest)))?;
+                .map_err(|e| RunError::caused(format!("cannot write {}", o.dest), e))?;
             eprintln!("wrote {}", o.dest);
         }
     }
@@ -135,7 +135,8 @@ pub fn report(a: ReportArgs) -> Result<(), RunError> {
         set.margin_pct = m;
     }
     if let Some(b) = &a.baseline {
-        set.set_baseline(b).map_err(RunError::usage)?;
+        set.set_baseline(b)
+            .map_err(|e| RunError::usage(e.to_string()))?;
     }
     set.set_noise(load_noise(&store, &set.run_ids())?);
     write_outputs(render_all(&chosen, &View::Runs(&set)))?;

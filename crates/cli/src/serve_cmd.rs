@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use iolab_runner::RunError;
 use iolab_serve::auth;
+use iolab_store::Store;
 
 use crate::args::ServeArgs;
 use crate::error::open_store;
@@ -14,7 +15,7 @@ use crate::error::open_store;
 pub fn serve(a: ServeArgs) -> Result<(), RunError> {
     let (token, generated) = match a.token {
         Some(t) => {
-            auth::check_token(&t).map_err(RunError::usage)?;
+            auth::check_token(&t).map_err(|e| RunError::usage(e.to_string()))?;
             (Some(t), false)
         }
         None if !iolab_serve::is_loopback(&a.listen) => (Some(auth::generate()), true),
@@ -25,10 +26,10 @@ pub fn serve(a: ServeArgs) -> Result<(), RunError> {
     let (path, runs) = (store.path().display().to_string(), store.count_runs()?);
     drop(store);
     let listener = TcpListener::bind(a.listen)
-        .map_err(|e| RunError::Failed(format!("cannot listen on {}: {e}", a.listen)))?;
+        .map_err(|e| RunError::caused(format!("cannot listen on {}", a.listen), e))?;
     let addr = listener
         .local_addr()
-        .map_err(|e| RunError::Failed(format!("cannot listen on {}: {e}", a.listen)))?;
+        .map_err(|e| RunError::caused(format!("cannot listen on {}", a.listen), e))?;
     println!(
         "iolab serve: {runs} run{} in {path} (read-only)",
         if runs == 1 { "" } else { "s" }
@@ -46,9 +47,8 @@ pub fn serve(a: ServeArgs) -> Result<(), RunError> {
         None => println!("open http://{addr}/runs (loopback only)"),
     }
     let _ = std::io::stdout().flush();
-    let db = a.db.clone();
-    let open: Arc<iolab_serve::Opener> =
-        Arc::new(move || open_store(&db).map_err(|e| e.to_string()));
+    let db = a.db.db.clone().unwrap_or_else(iolab_store::default_db_path);
+    let open: Arc<iolab_serve::Opener> = Arc::new(move || Store::open_read_only(&db));
     let e = iolab_serve::serve(listener, token, open);
-    Err(RunError::Failed(format!("iolab serve stopped: {e}")))
+    Err(RunError::caused("iolab serve stopped", e))
 }

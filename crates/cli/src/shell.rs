@@ -48,7 +48,7 @@ fn page(cmd: &Command, name: &str) -> Result<Vec<u8>, RunError> {
         .source(format!("iolab {}", env!("CARGO_PKG_VERSION")))
         .manual("iolab manual")
         .render(&mut out)
-        .map_err(|e| RunError::Failed(format!("cannot render the man page {name}: {e}")))?;
+        .map_err(|e| RunError::caused(format!("cannot render the man page {name}"), e))?;
     Ok(out)
 }
 
@@ -121,7 +121,7 @@ fn make_dir(dir: &Path) -> Result<(), RunError> {
 
 fn write_file(path: &Path, text: &[u8]) -> Result<(), RunError> {
     std::fs::write(path, text)
-        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))
+        .map_err(|e| RunError::caused(format!("cannot write {}", path.display()), e))
 }
 
 /// Prints `bytes` (UTF-8: clap writes text); a closed pipe ends the process as it ends

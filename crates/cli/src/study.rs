@@ -147,7 +147,7 @@ pub fn study(args: StudyArgs) -> Result<(), RunError> {
 pub fn cleanup(args: CleanupArgs) -> Result<(), RunError> {
     let dir = match args.state_dir {
         Some(d) => d,
-        None => StateFile::default_dir().map_err(|e| RunError::Failed(e.to_string()))?,
+        None => StateFile::default_dir().map_err(RunError::from_error)?,
     };
     if !dir.exists() {
         println!("nothing to clean up: {} does not exist", dir.display());

@@ -17,24 +17,27 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::device::Device;
+use crate::error::EmudiskError;
 use crate::spec::{parse_sectors, Fault, FaultOp};
 
 /// Sends one request and returns the answer after `ok ` (an `err` answer is an error).
-pub fn request(sock: &Path, line: &str) -> Result<String, String> {
-    let mut s = UnixStream::connect(sock).map_err(|e| format!("{}: {e}", sock.display()))?;
+pub fn request(sock: &Path, line: &str) -> Result<String, EmudiskError> {
+    let at = |e| EmudiskError::file(sock.display().to_string(), e);
+    let mut s = UnixStream::connect(sock).map_err(at)?;
     s.set_read_timeout(Some(Duration::from_secs(60))).ok();
-    writeln!(s, "{line}").map_err(|e| format!("{}: {e}", sock.display()))?;
+    writeln!(s, "{line}").map_err(at)?;
     let mut answer = String::new();
-    BufReader::new(s)
-        .read_line(&mut answer)
-        .map_err(|e| format!("{}: {e}", sock.display()))?;
+    BufReader::new(s).read_line(&mut answer).map_err(at)?;
     let answer = answer.trim_end();
     if let Some(rest) = answer.strip_prefix("ok") {
         Ok(rest.trim_start().to_string())
     } else if let Some(msg) = answer.strip_prefix("err ") {
-        Err(msg.to_string())
+        Err(EmudiskError::Refused(msg.to_string()))
     } else {
-        Err(format!("no answer from {} ({answer:?})", sock.display()))
+        Err(EmudiskError::NoAnswer {
+            sock: sock.to_path_buf(),
+            answer: answer.to_string(),
+        })
     }
 }
 
@@ -85,7 +88,7 @@ pub fn handle(dev: &Device, line: &str) -> (String, After) {
                 dev.add_fault(f);
                 ok(String::new())
             }
-            Err(e) => err(e),
+            Err(e) => err(e.to_string()),
         },
         ["stop"] => ("ok".into(), After::Stop),
         _ => err(format!(
@@ -95,29 +98,36 @@ pub fn handle(dev: &Device, line: &str) -> (String, After) {
     }
 }
 
-fn parse_fault(op: &str, rest: &[&str]) -> Result<Fault, String> {
-    let op = FaultOp::parse(op).ok_or_else(|| format!("op {op:?}: read, write, flush or any"))?;
+fn parse_fault(op: &str, rest: &[&str]) -> Result<Fault, EmudiskError> {
+    let bad = |m: String| EmudiskError::Refused(m);
+    let op =
+        FaultOp::parse(op).ok_or_else(|| bad(format!("op {op:?}: read, write, flush or any")))?;
     let mut range = None;
     let mut probability = None;
     let mut it = rest.iter();
     while let Some(k) = it.next() {
-        let v = it.next().ok_or_else(|| format!("{k}: missing value"))?;
+        let v = it
+            .next()
+            .ok_or_else(|| bad(format!("{k}: missing value")))?;
         match *k {
             "sectors" => {
-                range = Some(parse_sectors(v).ok_or_else(|| format!("sectors {v:?}: START-END"))?)
+                range =
+                    Some(parse_sectors(v).ok_or_else(|| bad(format!("sectors {v:?}: START-END")))?)
             }
             "prob" => {
-                let p: f64 = v.parse().map_err(|_| format!("prob {v:?}: a number"))?;
+                let p: f64 = v
+                    .parse()
+                    .map_err(|_| bad(format!("prob {v:?}: a number")))?;
                 if !(p > 0.0 && p <= 1.0) {
-                    return Err(format!("prob {p}: above 0, at most 1"));
+                    return Err(bad(format!("prob {p}: above 0, at most 1")));
                 }
                 probability = Some(p);
             }
-            other => return Err(format!("{other}: sectors or prob")),
+            other => return Err(bad(format!("{other}: sectors or prob"))),
         }
     }
     if range.is_none() && probability.is_none() {
-        return Err("give sectors START-END, prob P or both".into());
+        return Err(bad("give sectors START-END, prob P or both".into()));
     }
     Ok(Fault {
         op,

@@ -11,12 +11,14 @@
 
 pub mod ctl;
 mod device;
+mod error;
 mod fs;
 mod model;
 mod serve;
 mod spec;
 
 pub use device::{Device, PowerLoss, Stats};
+pub use error::EmudiskError;
 pub use serve::{serve, ServeArgs};
 pub use spec::{validate, EmuSpec, ErrorRule, ModelKind, Params, SpecIssue, WriteCacheMode};
 

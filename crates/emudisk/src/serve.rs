@@ -15,6 +15,7 @@ use fuser::{Config, MountOption, Session};
 
 use crate::ctl::{handle, After};
 use crate::device::Device;
+use crate::error::EmudiskError;
 use crate::fs::ImageFs;
 use crate::spec::{validate, EmuSpec};
 use crate::{FS_SUBTYPE, IMAGE_NAME};
@@ -40,36 +41,37 @@ fn write_stats(dir: &Path, dev: &Device) {
 /// The daemon's directory must be private: its control socket takes `power-loss`, and its
 /// files are written as the daemon's user. Refused when it is a link, not owned by this
 /// user, or writable by anyone else.
-fn check_dir(dir: &Path) -> Result<(), String> {
+fn check_dir(dir: &Path) -> Result<(), EmudiskError> {
     use std::os::unix::fs::MetadataExt;
-    let m = fs::symlink_metadata(dir).map_err(|e| format!("--dir {}: {e}", dir.display()))?;
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let m = fs::symlink_metadata(dir)
+        .map_err(|e| EmudiskError::file(format!("--dir {}", dir.display()), e))?;
+    let me = rustix::process::geteuid().as_raw();
     if !m.is_dir() || m.uid() != me || files::writable_by_others(m.mode()) {
-        return Err(format!(
+        return Err(EmudiskError::Refused(format!(
             "--dir {}: must be a directory of this user that no one else can write to \
              (mode {:o}, owner {}); the control socket and stats are kept there",
             dir.display(),
             m.mode() & 0o7777,
             m.uid()
-        ));
+        )));
     }
     Ok(())
 }
 
 /// Binds the control socket with mode 0600 whatever the umask: the umask is narrowed around
 /// bind(2) (the socket file takes its mode from it), and the mode is checked after.
-fn bind_private(path: &Path) -> Result<UnixListener, String> {
+fn bind_private(path: &Path) -> Result<UnixListener, EmudiskError> {
+    use rustix::fs::Mode;
     use std::os::unix::fs::PermissionsExt;
-    // SAFETY: umask cannot fail; the old mask is restored right after bind.
-    let old = unsafe { libc::umask(0o177) };
+    let at = |e| EmudiskError::file(path.display().to_string(), e);
+    // The old mask is restored right after bind.
+    let old = rustix::process::umask(Mode::from_raw_mode(0o177));
     let bound = UnixListener::bind(path);
-    unsafe { libc::umask(old) };
-    let listener = bound.map_err(|e| format!("{}: {e}", path.display()))?;
-    let m = fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    rustix::process::umask(old);
+    let listener = bound.map_err(at)?;
+    let m = fs::symlink_metadata(path).map_err(at)?;
     if m.permissions().mode() & 0o777 != files::FILE_MODE {
-        fs::set_permissions(path, fs::Permissions::from_mode(files::FILE_MODE))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        fs::set_permissions(path, fs::Permissions::from_mode(files::FILE_MODE)).map_err(at)?;
     }
     Ok(listener)
 }
@@ -80,36 +82,38 @@ fn bind_private(path: &Path) -> Result<UnixListener, String> {
 /// file's `realtime` says which).
 fn realtime() -> bool {
     let param = libc::sched_param { sched_priority: 1 };
-    // SAFETY: plain syscall on this process with a valid parameter.
+    // SAFETY: sched_setscheduler(2) on this process (pid 0) reads only `param`, a valid
+    // sched_param that outlives the call; rustix has no safe wrapper for it.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_RR, &param) == 0 }
 }
 
 /// Runs the daemon until it is told to stop. Errors before the mount answers are returned
 /// (the caller prints them and exits non-zero).
-pub fn serve(args: &ServeArgs) -> Result<(), String> {
-    let spec: EmuSpec = serde_json::from_str(&args.spec).map_err(|e| format!("--spec: {e}"))?;
-    let params = validate(&spec).map_err(|e| format!("--spec: {e}"))?;
+pub fn serve(args: &ServeArgs) -> Result<(), EmudiskError> {
+    let spec: EmuSpec = serde_json::from_str(&args.spec).map_err(EmudiskError::SpecJson)?;
+    let params = validate(&spec).map_err(EmudiskError::Spec)?;
     let backing = OpenOptions::new()
         .read(true)
         .write(true)
         .open(&args.backing)
-        .map_err(|e| format!("--backing {}: {e}", args.backing.display()))?;
+        .map_err(|e| EmudiskError::file(format!("--backing {}", args.backing.display()), e))?;
     let threads = params.parallelism as usize + 2;
     realtime();
-    let dev = Arc::new(Device::new(backing, params).map_err(|e| format!("--backing: {e}"))?);
+    let dev =
+        Arc::new(Device::new(backing, params).map_err(|e| EmudiskError::file("--backing", e))?);
     let mnt = args.dir.join("mnt");
     let sock_path = args.dir.join("ctl.sock");
     check_dir(&args.dir)?;
     let listener = bind_private(&sock_path)?;
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    listener.set_nonblocking(true)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
     let fs = ImageFs {
         dev: Arc::clone(&dev),
-        uid: unsafe { libc::geteuid() },
-        gid: unsafe { libc::getegid() },
+        uid: rustix::process::geteuid().as_raw(),
+        gid: rustix::process::getegid().as_raw(),
         started: SystemTime::now(),
         parallel: threads > 3,
     };
@@ -121,17 +125,17 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     ];
     config.n_threads = Some(threads);
     let session = Session::new(fs, &mnt, &config)
-        .map_err(|e| format!("mounting FUSE on {}: {e}", mnt.display()))?;
-    let bg = session.spawn().map_err(|e| e.to_string())?;
+        .map_err(|e| EmudiskError::file(format!("mounting FUSE on {}", mnt.display()), e))?;
+    let bg = session.spawn()?;
     let image = mnt.join(IMAGE_NAME);
-    fs::metadata(&image).map_err(|e| format!("{}: {e}", image.display()))?;
+    fs::metadata(&image).map_err(|e| EmudiskError::file(image.display().to_string(), e))?;
     write_stats(&args.dir, &dev);
     files::replace_file(
         &args.dir,
         "ready",
         format!("{}\n", std::process::id()).as_bytes(),
     )
-    .map_err(|e| format!("{}: {e}", args.dir.join("ready").display()))?;
+    .map_err(|e| EmudiskError::file(args.dir.join("ready").display().to_string(), e))?;
     let mut last = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {

@@ -22,6 +22,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::IntegrityError;
+
 /// Bytes per record.
 pub const RECORD_LEN: usize = 32;
 /// The largest journal `iolab verify` reads (a regular file only).
@@ -160,13 +162,18 @@ fn mount_device(path: &Path) -> Option<u64> {
 
 /// Refuses a journal on the filesystem that holds the target: it must outlive what the
 /// target loses. Both paths may be files that do not exist yet.
-pub fn check_separate_filesystems(journal: &Path, target: &Path) -> Result<(), String> {
-    let jd = device_of_path(journal)
-        .map_err(|e| format!("--journal {}: cannot inspect: {e}", journal.display()))?;
-    let td = device_of_path(target)
-        .map_err(|e| format!("--target {}: cannot inspect: {e}", target.display()))?;
+pub fn check_separate_filesystems(journal: &Path, target: &Path) -> Result<(), IntegrityError> {
+    let jd = device_of_path(journal).map_err(|e| {
+        IntegrityError::io(
+            format!("--journal {}: cannot inspect", journal.display()),
+            e,
+        )
+    })?;
+    let td = device_of_path(target).map_err(|e| {
+        IntegrityError::io(format!("--target {}: cannot inspect", target.display()), e)
+    })?;
     if jd == td {
-        return Err(format!(
+        return Err(IntegrityError::Invalid(format!(
             "--journal {}: on the same filesystem as the target {} (device {}:{}); a journal \
              must survive what the target loses: put it on another filesystem (e.g. /dev/shm \
              for process kills, another disk for power cuts)",
@@ -174,7 +181,7 @@ pub fn check_separate_filesystems(journal: &Path, target: &Path) -> Result<(), S
             target.display(),
             libc::major(jd),
             libc::minor(jd)
-        ));
+        )));
     }
     Ok(())
 }
@@ -325,10 +332,15 @@ impl Journal {
     /// Reads and replays the journal at `path`. A damaged record before the last one is an
     /// error; a damaged or partial last record is what a crash during an append leaves, and
     /// is ignored (counted in `torn_tail`).
-    pub fn read(path: &Path) -> Result<Journal, String> {
-        let fail = |what: String| format!("--journal {}: {what}", path.display());
-        let data = iolab_sys::input::read_input(path, MAX_JOURNAL_BYTES)
-            .map_err(|e| fail(e.to_string()))?;
+    pub fn read(path: &Path) -> Result<Journal, IntegrityError> {
+        let fail =
+            |what: String| IntegrityError::Invalid(format!("--journal {}: {what}", path.display()));
+        let data = iolab_sys::input::read_input(path, MAX_JOURNAL_BYTES).map_err(|source| {
+            IntegrityError::Input {
+                context: format!("--journal {}", path.display()),
+                source,
+            }
+        })?;
         let chunks: Vec<&[u8]> = data.chunks(RECORD_LEN).collect();
         let mut records = Vec::with_capacity(chunks.len());
         let mut torn_tail = 0;
@@ -352,7 +364,7 @@ impl Journal {
                 }
             }
         }
-        let header = |k: Kind, i: usize| -> Result<Record, String> {
+        let header = |k: Kind, i: usize| -> Result<Record, IntegrityError> {
             records
                 .get(i)
                 .filter(|r| r.kind == k)
@@ -500,7 +512,10 @@ mod tests {
             .encode(),
         )
         .unwrap();
-        assert!(Journal::read(&p).unwrap_err().contains("damaged"));
+        assert!(Journal::read(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("damaged"));
     }
 
     #[test]
@@ -515,15 +530,16 @@ mod tests {
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[3 * RECORD_LEN + 9] ^= 4;
         std::fs::write(&p, &bytes).unwrap();
-        let e = Journal::read(&p).unwrap_err();
+        let e = Journal::read(&p).unwrap_err().to_string();
         assert!(e.contains("record 3") && e.contains("damaged"), "{e}");
     }
 
     #[test]
     fn same_filesystem_is_refused_naming_the_option() {
         let dir = tempfile::tempdir().unwrap();
-        let e =
-            check_separate_filesystems(&dir.path().join("j"), &dir.path().join("t")).unwrap_err();
+        let e = check_separate_filesystems(&dir.path().join("j"), &dir.path().join("t"))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("--journal") && e.contains("same filesystem"),
             "{e}"

@@ -7,10 +7,12 @@
 
 pub mod block;
 pub mod dbench;
+pub mod error;
 pub mod filecheck;
 pub mod journal;
 pub mod tally;
 pub mod verified;
 pub mod written;
 
+pub use error::IntegrityError;
 pub use tally::{Failure, ReplayCounts, Tally, Unit};

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::block::{self, Verdict};
 use crate::journal::Journal;
 use crate::tally::{Failure, Tally};
+use crate::IntegrityError;
 
 /// Suffix of the sidecar that describes a kept data file.
 pub const SIDECAR_SUFFIX: &str = ".iolab-verify.json";
@@ -129,52 +130,61 @@ mod hex_id {
 }
 
 impl Sidecar {
-    pub fn read(path: &Path) -> Result<Sidecar, String> {
+    pub fn read(path: &Path) -> Result<Sidecar, IntegrityError> {
         // A sidecar is a few hundred bytes of JSON.
-        let text = iolab_sys::input::read_input(path, 64 << 10)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let s: Sidecar = serde_json::from_slice(&text)
-            .map_err(|e| format!("{}: not a sidecar: {e}", path.display()))?;
-        s.check()
-            .map_err(|m| format!("{}: not a usable sidecar: {m}", path.display()))?;
+        let text = iolab_sys::input::read_input(path, 64 << 10).map_err(|source| {
+            IntegrityError::Input {
+                context: path.display().to_string(),
+                source,
+            }
+        })?;
+        let s: Sidecar = serde_json::from_slice(&text).map_err(|source| IntegrityError::Json {
+            context: format!("{}: not a sidecar", path.display()),
+            source,
+        })?;
+        s.check().map_err(|m| {
+            IntegrityError::Invalid(format!("{}: not a usable sidecar: {m}", path.display()))
+        })?;
         Ok(s)
     }
 
     /// What a sidecar says must make sense before anything is read by it: a block size
     /// iolab writes, and a region of whole blocks that is not empty.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), IntegrityError> {
         let bs = self.block_size;
         if bs < block::SECTOR as u64 || !bs.is_multiple_of(block::SECTOR as u64) || bs > 64 << 20 {
-            return Err(format!(
+            return Err(IntegrityError::Invalid(format!(
                 "block_size {bs}: verified blocks are a multiple of 512 bytes, 512 B .. 64 MiB"
-            ));
+            )));
         }
         if self.size == 0 {
-            return Err("size 0: the sidecar describes no data, so nothing can be checked".into());
+            return Err(IntegrityError::Invalid(
+                "size 0: the sidecar describes no data, so nothing can be checked".into(),
+            ));
         }
         if !self.size.is_multiple_of(bs) {
-            return Err(format!(
+            return Err(IntegrityError::Invalid(format!(
                 "size {}: not a whole number of its {bs}-byte blocks",
                 self.size
-            ));
+            )));
         }
         if self.generation_writing < self.generation_done {
-            return Err(format!(
+            return Err(IntegrityError::Invalid(format!(
                 "generation_writing {} is before generation_done {}",
                 self.generation_writing, self.generation_done
-            ));
+            )));
         }
         Ok(())
     }
 
     /// Replaces the sidecar atomically (a new file, fsynced, renamed over the old one), so
     /// a crash leaves the old or the new one, never a torn one.
-    pub fn write(&self, path: &Path) -> Result<(), String> {
+    pub fn write(&self, path: &Path) -> Result<(), IntegrityError> {
         let text = serde_json::to_string_pretty(self).expect("sidecar serializes");
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(SIDECAR_TMP_SUFFIX);
         let tmp = PathBuf::from(tmp);
-        let err = |e: io::Error| format!("{}: cannot write: {e}", path.display());
+        let err = |e: io::Error| IntegrityError::io(format!("{}: cannot write", path.display()), e);
         // Made and renamed while a second signal's teardown waits (it removes both names).
         let _making = iolab_sys::files::making();
         // A new file (O_EXCL|O_NOFOLLOW, mode 0600 whatever the umask): never one someone
@@ -231,7 +241,7 @@ pub fn open(
     write: bool,
     direct: bool,
     fallback: bool,
-) -> Result<(File, bool), String> {
+) -> Result<(File, bool), IntegrityError> {
     let attempt = |direct: bool| {
         let mut o = OpenOptions::new();
         o.read(true).write(write);
@@ -244,12 +254,17 @@ pub fn open(
         Ok(f) => Ok((f, direct)),
         Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) && fallback => attempt(false)
             .map(|f| (f, false))
-            .map_err(|e| format!("{}: cannot open: {e}", path.display())),
-        Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => Err(format!(
-            "{}: the filesystem refuses O_DIRECT ({e}); use --buffered",
-            path.display()
+            .map_err(|e| IntegrityError::io(format!("{}: cannot open", path.display()), e)),
+        Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+            Err(IntegrityError::Invalid(format!(
+                "{}: the filesystem refuses O_DIRECT ({e}); use --buffered",
+                path.display()
+            )))
+        }
+        Err(e) => Err(IntegrityError::io(
+            format!("{}: cannot open", path.display()),
+            e,
         )),
-        Err(e) => Err(format!("{}: cannot open: {e}", path.display())),
     }
 }
 
@@ -269,16 +284,16 @@ pub fn scan(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64),
     each: &mut dyn FnMut(u64, BlockRead<'_>),
-) -> Result<bool, String> {
+) -> Result<bool, IntegrityError> {
     let chunk = (SCAN_CHUNK / bs).max(1) * bs;
     let mut pool = BufferPool::new(1, chunk);
     let mut off = 0u64;
     let mut last = Instant::now();
     let invalid = |at: u64, e: &io::Error| {
-        format!(
+        IntegrityError::Invalid(format!(
             "{}: reading {bs} bytes at offset {at} is refused ({e}): the {bs}-byte blocks do              not fit what the device accepts for direct I/O (a larger logical sector?)",
             path.display()
-        )
+        ))
     };
     while off < size {
         if stop.load(Ordering::Relaxed) {
@@ -344,7 +359,7 @@ pub struct Given {
 
 /// Decides what `path` must hold: its sidecar, else the header of its first block (any
 /// generation is then accepted), checked against and narrowed by what was `given`.
-pub fn expectation(path: &Path, given: Given) -> Result<Expectation, String> {
+pub fn expectation(path: &Path, given: Given) -> Result<Expectation, IntegrityError> {
     let Given {
         run_id,
         bs,
@@ -401,29 +416,29 @@ pub fn expectation(path: &Path, given: Given) -> Result<Expectation, String> {
                 source: "--run-id and --bs".into(),
             },
             (None, _, _) => {
-                return Err(format!(
+                return Err(IntegrityError::Invalid(format!(
                     "--target {}: no sidecar {} and the first block is not an iolab block; \
                      give --run-id and --bs, or --journal",
                     path.display(),
                     side.display()
-                ))
+                )))
             }
         }
     };
     if let Some(r) = run_id {
         if r != e.run_id {
-            return Err(format!(
+            return Err(IntegrityError::Invalid(format!(
                 "--run-id {r:016x}: {} says the data is run {:016x}",
                 e.source, e.run_id
-            ));
+            )));
         }
     }
     if let Some(b) = bs {
         if b != e.block_size {
-            return Err(format!(
+            return Err(IntegrityError::Invalid(format!(
                 "--bs {b}: {} says blocks of {} bytes",
                 e.source, e.block_size
-            ));
+            )));
         }
     }
     if let Some(g) = generation {
@@ -431,40 +446,40 @@ pub fn expectation(path: &Path, given: Given) -> Result<Expectation, String> {
     }
     if let Some(r) = region {
         if r == 0 || !r.is_multiple_of(e.block_size) {
-            return Err(format!(
+            return Err(IntegrityError::Invalid(format!(
                 "--size {r}: not a positive multiple of the {}-byte blocks",
                 e.block_size
-            ));
+            )));
         }
         if from_sidecar && r > e.size {
-            return Err(format!(
+            return Err(IntegrityError::Invalid(format!(
                 "--size {r}: {} says the data is {} bytes",
                 e.source, e.size
-            ));
+            )));
         }
         e.size = r;
     }
     // A region the sidecar describes that the target no longer holds is a finding of the
     // check (missing blocks), not a usage error; a region asked for with --size is.
     if e.size > size && !(from_sidecar && region.is_none()) {
-        return Err(format!(
+        return Err(IntegrityError::Invalid(format!(
             "--target {}: holds {size} bytes, fewer than the {} to check",
             path.display(),
             e.size
-        ));
+        )));
     }
     if e.size == 0 {
-        return Err(format!(
+        return Err(IntegrityError::Invalid(format!(
             "--target {}: holds {size} bytes, not one whole {}-byte block: nothing to check",
             path.display(),
             e.block_size
-        ));
+        )));
     }
     if e.block_size < block::SECTOR as u64 || !e.block_size.is_multiple_of(block::SECTOR as u64) {
-        return Err(format!(
+        return Err(IntegrityError::Invalid(format!(
             "block size {} is not a multiple of 512",
             e.block_size
-        ));
+        )));
     }
     Ok(e)
 }
@@ -492,48 +507,45 @@ pub fn logical_sector(path: &Path) -> Option<u64> {
 
 /// Refuses direct I/O in `bs`-byte blocks on a device whose logical sector does not divide
 /// them (the kernel would answer every read or write with EINVAL).
-pub fn check_direct_block_size(path: &Path, bs: u64) -> Result<(), String> {
+pub fn check_direct_block_size(path: &Path, bs: u64) -> Result<(), IntegrityError> {
     match logical_sector(path) {
-        Some(sector) if sector > 0 && !bs.is_multiple_of(sector) => Err(format!(
-            "blocks of {bs} bytes: {} is on a device with {sector}-byte logical sectors, and \
+        Some(sector) if sector > 0 && !bs.is_multiple_of(sector) => {
+            Err(IntegrityError::Invalid(format!(
+                "blocks of {bs} bytes: {} is on a device with {sector}-byte logical sectors, and \
              direct I/O comes in whole sectors; use a block size that is a multiple of \
              {sector}",
-            path.display()
-        )),
+                path.display()
+            )))
+        }
         _ => Ok(()),
     }
 }
 
 /// Size of a regular file or block device.
-fn data_size(path: &Path) -> Result<u64, String> {
-    let m = std::fs::metadata(path).map_err(|e| format!("--target {}: {e}", path.display()))?;
+fn data_size(path: &Path) -> Result<u64, IntegrityError> {
+    let m = std::fs::metadata(path)
+        .map_err(|e| IntegrityError::io(format!("--target {}", path.display()), e))?;
     if m.file_type().is_block_device() {
         iolab_sys::device_size(path)
-            .map_err(|e| format!("--target {}: cannot size: {e}", path.display()))
+            .map_err(|e| IntegrityError::io(format!("--target {}: cannot size", path.display()), e))
     } else if m.is_file() {
         Ok(m.len())
     } else {
-        Err(format!(
+        Err(IntegrityError::Invalid(format!(
             "--target {}: not a regular file or block device",
             path.display()
-        ))
+        )))
     }
 }
 
 /// Why a later check could not give a verdict: bad input (what to check against does not
 /// fit the target) or an I/O error while reading the target.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    Input(String),
-    Io(String),
-}
-
-impl std::fmt::Display for CheckError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CheckError::Input(m) | CheckError::Io(m) => f.write_str(m),
-        }
-    }
+    #[error(transparent)]
+    Input(IntegrityError),
+    #[error(transparent)]
+    Io(IntegrityError),
 }
 
 /// The result of a later check.
@@ -693,8 +705,9 @@ pub fn check_file(
 ) -> Result<CheckReport, CheckError> {
     let (file, direct) = open(path, false, true, true).map_err(CheckError::Input)?;
     if direct {
-        check_direct_block_size(path, e.block_size)
-            .map_err(|m| CheckError::Input(format!("{m} ({})", e.source)))?;
+        check_direct_block_size(path, e.block_size).map_err(|m| {
+            CheckError::Input(IntegrityError::Invalid(format!("{m} ({})", e.source)))
+        })?;
     }
     let (lo, hi) = e.generations.unwrap_or((1, u64::MAX));
     let bs = e.block_size as usize;
@@ -746,8 +759,12 @@ pub fn check_with_journal(
     progress: &mut dyn FnMut(u64),
 ) -> Result<CheckReport, CheckError> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path)
-        .map_err(|e| CheckError::Input(format!("--target {}: {e}", path.display())))?;
+    let m = std::fs::metadata(path).map_err(|e| {
+        CheckError::Input(IntegrityError::io(
+            format!("--target {}", path.display()),
+            e,
+        ))
+    })?;
     let mut note = None;
     if (m.dev(), m.ino()) != (j.target_dev, j.target_ino) {
         // Device numbers are not stable across a reboot or a re-attached disk (loop devices
@@ -770,7 +787,7 @@ pub fn check_with_journal(
         }
     }
     if (m.dev(), m.ino()) != (j.target_dev, j.target_ino) && note.is_none() {
-        return Err(CheckError::Input(format!(
+        return Err(CheckError::Input(IntegrityError::Invalid(format!(
             "--journal {}: written for another file (device {}:{} inode {}), not --target {} \
              (device {}:{} inode {})",
             j.path.display(),
@@ -781,15 +798,15 @@ pub fn check_with_journal(
             libc::major(m.dev()),
             libc::minor(m.dev()),
             m.ino()
-        )));
+        ))));
     }
     let size = data_size(path).map_err(CheckError::Input)?;
     if size < j.region {
-        return Err(CheckError::Input(format!(
+        return Err(CheckError::Input(IntegrityError::Invalid(format!(
             "--target {}: holds {size} bytes, the journal describes {}",
             path.display(),
             j.region
-        )));
+        ))));
     }
     let (file, direct) = open(path, false, true, true).map_err(CheckError::Input)?;
     let bs = j.block_size as usize;
@@ -933,7 +950,7 @@ impl Stamper {
 
     /// Checks what was written to `path` (its length, down to a whole block): the counts,
     /// classes and first failures, with the run id, block size, bytes read and time.
-    pub fn check(&self, path: &Path) -> Result<Tally, String> {
+    pub fn check(&self, path: &Path) -> Result<Tally, IntegrityError> {
         let len = data_size(path)?;
         let e = Expectation {
             run_id: self.run_id,
@@ -944,8 +961,10 @@ impl Stamper {
             present: len,
             whole: false,
         };
-        let r = check_file(path, &e, &AtomicBool::new(false), &mut |_| {})
-            .map_err(|e| e.to_string())?;
+        let r =
+            check_file(path, &e, &AtomicBool::new(false), &mut |_| {}).map_err(|e| match e {
+                CheckError::Input(e) | CheckError::Io(e) => e,
+            })?;
         let mut t = r.tally.with_run_id(self.run_id);
         t.block_size = Some(self.granule as u64);
         t.bytes = Some(r.bytes);
@@ -990,10 +1009,23 @@ mod tests {
         let mut tmp = side.clone().into_os_string();
         tmp.push(SIDECAR_TMP_SUFFIX);
         std::fs::hard_link(&victim, &tmp).unwrap();
-        let e = sidecar().write(&side).unwrap_err();
+        let e = sidecar().write(&side).unwrap_err().to_string();
         assert!(e.contains("cannot write"), "{e}");
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
         assert!(Sidecar::read(&side).is_ok());
+    }
+
+    #[test]
+    fn a_sidecar_that_cannot_be_read_keeps_the_io_error_as_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Sidecar::read(&dir.path().join("none")).unwrap_err();
+        assert!(e.to_string().contains("No such file"), "{e}");
+        let input = std::error::Error::source(&e).expect("the input error");
+        let io = input.source().expect("the I/O error");
+        assert_eq!(
+            io.downcast_ref::<io::Error>().map(io::Error::kind),
+            Some(io::ErrorKind::NotFound)
+        );
     }
 
     #[test]

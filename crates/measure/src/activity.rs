@@ -205,9 +205,9 @@ impl ActivitySample {
                 });
             }
         }
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        // SAFETY: as above.
+        let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
+        // SAFETY: sysconf has no preconditions (rustix has no call for the CPUs online;
+        // std's available_parallelism counts this process's allowed CPUs instead).
         let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
         let ticks = end.procs.iter().map(|(pid, (name, t1))| {
             // A process missing from the first sample started during the pass: all its
@@ -304,9 +304,8 @@ mod tests {
     }
 
     fn hz_and_cpus() -> (f64, f64) {
+        let hz = rustix::param::clock_ticks_per_second() as f64;
         // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        // SAFETY: as above.
         let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as f64;
         (hz, ncpu)
     }

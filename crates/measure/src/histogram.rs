@@ -111,20 +111,31 @@ impl LatencyHistogram {
         )
     }
 
-    pub fn decode(text: &str) -> Result<Self, String> {
-        let (sum, b64) = text
-            .split_once(':')
-            .ok_or_else(|| "histogram: missing sum".to_string())?;
-        let sum_ns: u128 = sum.parse().map_err(|_| "histogram: bad sum".to_string())?;
+    pub fn decode(text: &str) -> Result<Self, HistogramError> {
+        let (sum, b64) = text.split_once(':').ok_or(HistogramError::MissingSum)?;
+        let sum_ns: u128 = sum.parse().map_err(HistogramError::BadSum)?;
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(b64)
-            .map_err(|e| format!("histogram: {e}"))?;
+            .map_err(HistogramError::Base64)?;
         let mut hist: Histogram<u64> = Deserializer::new()
             .deserialize(&mut bytes.as_slice())
-            .map_err(|e| format!("histogram: {e:?}"))?;
+            .map_err(HistogramError::Decode)?;
         hist.auto(true);
         Ok(LatencyHistogram { hist, sum_ns })
     }
+}
+
+/// Why a stored histogram (`SUM:BASE64`) does not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum HistogramError {
+    #[error("histogram: missing sum")]
+    MissingSum,
+    #[error("histogram: bad sum")]
+    BadSum(#[source] std::num::ParseIntError),
+    #[error("histogram: {0}")]
+    Base64(#[source] base64::DecodeError),
+    #[error("histogram: {0:?}")]
+    Decode(#[source] hdrhistogram::serialization::DeserializeError),
 }
 
 impl Serialize for LatencyHistogram {

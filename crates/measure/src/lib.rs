@@ -70,7 +70,7 @@ pub mod workload;
 
 pub use activity::{count_as_ours, Activity, ActivitySample, DeviceIo, ProcessCpu};
 pub use cpu::{CpuLossSampler, CpuSample, CpuUsage};
-pub use histogram::LatencyHistogram;
+pub use histogram::{HistogramError, LatencyHistogram};
 pub use model::{
     engine_of_text, DirResult, DirSeries, IoErrorRecord, LatSummary, MetricSummary, PassContext,
     PassRecord, RunRecord, Score, SyncStats, TargetInfo, TargetKind, TestRecord, TestSummary,

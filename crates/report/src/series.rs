@@ -38,8 +38,20 @@ pub struct IoFigures {
     pub lat_max_us: Option<f64>,
 }
 
+/// An `--interval` the stored series cannot be cut into.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--interval {interval_ms}ms: the series of test {test} is stored in {stored_ms} ms \
+     intervals; give a multiple of {stored_ms}ms"
+)]
+pub struct IntervalError {
+    pub interval_ms: u64,
+    pub test: String,
+    pub stored_ms: u64,
+}
+
 /// Why a series cannot be cut into intervals of the length asked for.
-pub fn check_interval(run: &RunRecord, interval_ms: u64) -> Result<(), String> {
+pub fn check_interval(run: &RunRecord, interval_ms: u64) -> Result<(), IntervalError> {
     for t in &run.tests {
         for p in &t.passes {
             let stored = p.timeseries.interval_ms as u64;
@@ -47,11 +59,11 @@ pub fn check_interval(run: &RunRecord, interval_ms: u64) -> Result<(), String> {
                 continue;
             }
             if interval_ms == 0 || !interval_ms.is_multiple_of(stored) {
-                return Err(format!(
-                    "--interval {interval_ms}ms: the series of test {} is stored in {stored} ms \
-                     intervals; give a multiple of {stored}ms",
-                    t.name
-                ));
+                return Err(IntervalError {
+                    interval_ms,
+                    test: t.name.clone(),
+                    stored_ms: stored,
+                });
             }
         }
     }

@@ -1092,6 +1092,15 @@ pub fn run_label(run: &RunRecord) -> String {
         })
 }
 
+/// A `--baseline` that names no configuration of the set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no configuration labelled '{label}' (have: {have})")]
+pub struct NoSuchConfig {
+    pub label: String,
+    /// The labels there are, comma-separated.
+    pub have: String,
+}
+
 impl RunSet {
     /// Each run its own configuration, labelled by [`run_label`] (made unique with `#id`).
     pub fn per_run(runs: Vec<RunRecord>) -> RunSet {
@@ -1441,20 +1450,21 @@ impl RunSet {
     }
 
     /// Makes the configuration labelled `label` the baseline.
-    pub fn set_baseline(&mut self, label: &str) -> Result<(), String> {
+    pub fn set_baseline(&mut self, label: &str) -> Result<(), NoSuchConfig> {
         match self.configs.iter().position(|c| c.label == label) {
             Some(i) => {
                 self.baseline = i;
                 Ok(())
             }
-            None => Err(format!(
-                "no configuration labelled '{label}' (have: {})",
-                self.configs
+            None => Err(NoSuchConfig {
+                label: label.to_string(),
+                have: self
+                    .configs
                     .iter()
                     .map(|c| c.label.as_str())
                     .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+                    .join(", "),
+            }),
         }
     }
 

@@ -293,7 +293,7 @@ pub fn target_error(e: TargetError) -> RunError {
         | TargetError::TooSmall { .. } => {
             RunError::Usage(UsageError::option("target", e.to_string()))
         }
-        other => RunError::Failed(other.to_string()),
+        other => RunError::from_error(other),
     }
 }
 
@@ -571,7 +571,7 @@ fn agree_with_ranks(
         "shared": shared_name,
     });
     let agreed = c.agree(mine, &stop)?;
-    let bad = |e: serde_json::Error| RunError::Failed(format!("rank 0's plan: {e}"));
+    let bad = |e: serde_json::Error| RunError::caused("rank 0's plan", e);
     plan.settings = serde_json::from_value(agreed["settings"].clone()).map_err(bad)?;
     plan.tests = serde_json::from_value(agreed["tests"].clone()).map_err(bad)?;
     plan.mpi = serde_json::from_value(agreed["mpi"].clone()).map_err(bad)?;

@@ -107,8 +107,7 @@ impl RunContext {
     /// Installs the signal handlers and opens the store (unless `--no-store`) before
     /// anything is touched.
     pub fn new(common: CommonArgs) -> Result<RunContext, RunError> {
-        let stop =
-            crate::signals::install().map_err(|e| RunError::Failed(format!("signals: {e}")))?;
+        let stop = crate::signals::install().map_err(|e| RunError::caused("signals", e))?;
         RunContext::with_stop(common, stop)
     }
 
@@ -510,14 +509,14 @@ impl RunContext {
         let mut found = iolab_stats::warnings::analyze(&run, &facts);
         run.warnings.append(&mut found);
         let mut error = outcome.err();
-        if let Some(RunError::Failed(m)) = &error {
+        if let Some(e) = error.as_ref().filter(|e| e.is_failure()) {
             // Stored as failed: its figures (if any) are not results, and studies and
             // reports do not rank them.
-            run.notes.push(format!("{}{m}", iolab_measure::FAILED_NOTE));
+            run.notes.push(format!("{}{e}", iolab_measure::FAILED_NOTE));
         }
         if let (Some(s), Some(id)) = (&mut self.store, run.id) {
             if let Err(e) = s.finish_run(id, &run) {
-                error.get_or_insert(RunError::Failed(e.to_string()));
+                error.get_or_insert(RunError::from(e));
             }
         }
         let integrity = crate::verify::failures(&run);

@@ -88,7 +88,7 @@ pub fn run(
         Ok(s) => s,
         Err(e) => {
             out.status = ExitStatus::Failed;
-            out.error = Some(RunError::Failed(format!("signals: {e}")));
+            out.error = Some(RunError::caused("signals", e));
             return out;
         }
     };

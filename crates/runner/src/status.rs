@@ -115,8 +115,15 @@ pub enum RunError {
     Usage(UsageError),
     /// Stopped by a signal: exit 130.
     Interrupted,
-    /// Anything else: exit 1.
+    /// Anything else, said in words (no error underneath): exit 1.
     Failed(String),
+    /// Anything else, with the error it came from: exit 1. Shown as `context: source`
+    /// (the source alone when there is no context), then each deeper cause the text does
+    /// not already say (`: caused by ...`).
+    Caused {
+        context: String,
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
 }
 
 impl RunError {
@@ -124,12 +131,36 @@ impl RunError {
         RunError::Usage(UsageError::general(message))
     }
 
+    /// A failure (exit 1) while doing `context` ("cannot write FILE"), keeping the error
+    /// underneath; shown as `context: source`.
+    pub fn caused(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        RunError::Caused {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
+    /// A failure (exit 1) whose error says all there is to say: shown as it displays.
+    pub fn from_error(
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        RunError::caused(String::new(), source)
+    }
+
     pub fn status(&self) -> ExitStatus {
         match self {
             RunError::Usage(_) => ExitStatus::Usage,
             RunError::Interrupted => ExitStatus::Interrupted,
-            RunError::Failed(_) => ExitStatus::Failed,
+            RunError::Failed(_) | RunError::Caused { .. } => ExitStatus::Failed,
         }
+    }
+
+    /// Whether the command failed (exit 1), as opposed to refused or interrupted.
+    pub fn is_failure(&self) -> bool {
+        matches!(self, RunError::Failed(_) | RunError::Caused { .. })
     }
 }
 
@@ -138,7 +169,35 @@ impl fmt::Display for RunError {
         match self {
             RunError::Usage(u) => u.fmt(f),
             RunError::Failed(m) => f.write_str(m),
+            RunError::Caused { context, source } => {
+                let mut text = if context.is_empty() {
+                    source.to_string()
+                } else {
+                    format!("{context}: {source}")
+                };
+                // The deeper causes, each only where the text so far does not say it
+                // (most errors already end with their source's words).
+                let mut cause = source.source();
+                while let Some(c) = cause {
+                    let words = c.to_string();
+                    if !words.is_empty() && !text.contains(&words) {
+                        text.push_str(": caused by ");
+                        text.push_str(&words);
+                    }
+                    cause = c.source();
+                }
+                f.write_str(&text)
+            }
             RunError::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RunError::Caused { source, .. } => Some(source.as_ref()),
+            _ => None,
         }
     }
 }
@@ -161,7 +220,7 @@ impl From<iolab_store::StoreError> for RunError {
             // Refused untouched, before the run started: another --db is the remedy.
             return RunError::Usage(UsageError::option("db", e.to_string()));
         }
-        RunError::Failed(e.to_string())
+        RunError::from_error(e)
     }
 }
 
@@ -198,6 +257,31 @@ mod tests {
             ExitStatus::Integrity.worst(ExitStatus::Miscounted),
             ExitStatus::Integrity
         );
+    }
+
+    #[test]
+    fn a_failure_keeps_its_source_and_adds_only_causes_not_yet_said() {
+        let e = RunError::caused("cannot write x", std::io::Error::other("disk on fire"));
+        assert_eq!(e.to_string(), "cannot write x: disk on fire");
+        assert_eq!(e.status(), ExitStatus::Failed);
+        assert!(e.is_failure());
+        let source = std::error::Error::source(&e).expect("kept");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        // An error whose text does not say its source's: the source follows as a cause.
+        #[derive(Debug)]
+        struct Quiet(std::io::Error);
+        impl fmt::Display for Quiet {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("the store failed")
+            }
+        }
+        impl std::error::Error for Quiet {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = RunError::from_error(Quiet(std::io::Error::other("EIO")));
+        assert_eq!(e.to_string(), "the store failed: caused by EIO");
     }
 
     #[test]

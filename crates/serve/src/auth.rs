@@ -29,22 +29,26 @@ pub fn generate() -> String {
     )
 }
 
+/// A `--token` that may not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("--token must be 16 to 256 characters (it is {0})")]
+    Length(usize),
+    #[error("--token may not contain {0:?}: use letters, digits and -._~")]
+    Character(char),
+}
+
 /// Whether a token may be used: printable ASCII without spaces, quotes, `;` or `,` (it
 /// goes in a cookie and a URL), 16 to 256 characters.
-pub fn check_token(t: &str) -> Result<(), String> {
+pub fn check_token(t: &str) -> Result<(), TokenError> {
     if t.len() < 16 || t.len() > 256 {
-        return Err(format!(
-            "--token must be 16 to 256 characters (it is {})",
-            t.len()
-        ));
+        return Err(TokenError::Length(t.len()));
     }
     if let Some(c) = t
         .chars()
         .find(|c| !c.is_ascii_graphic() || matches!(c, '"' | ';' | ',' | '\\' | '%' | '&' | '+'))
     {
-        return Err(format!(
-            "--token may not contain {c:?}: use letters, digits and -._~"
-        ));
+        return Err(TokenError::Character(c));
     }
     Ok(())
 }

@@ -41,7 +41,7 @@ pub const WORKERS: usize = 4;
 pub const QUEUE: usize = 64;
 
 /// Opens a read-only handle on the store (called once per worker); Err is the message.
-pub type Opener = dyn Fn() -> Result<Store, String> + Send + Sync;
+pub type Opener = dyn Fn() -> Result<Store, iolab_store::StoreError> + Send + Sync;
 
 /// Whether `addr` is a loopback address (where no token is needed).
 pub fn is_loopback(addr: &SocketAddr) -> bool {
@@ -123,7 +123,7 @@ fn worker(rx: &Mutex<Receiver<TcpStream>>, open: &Opener, token: Option<&str>, l
 /// The response to one request: method, token (or loopback host), then the page.
 fn answer(
     req: &http::Request,
-    store: &Result<Store, String>,
+    store: &Result<Store, iolab_store::StoreError>,
     token: Option<&str>,
     listen: SocketAddr,
 ) -> Response {
@@ -146,7 +146,10 @@ fn answer(
         Err(e) => {
             return Response::html(
                 500,
-                layout::message_page("The store could not be opened", &iolab_report::html::esc(e)),
+                layout::message_page(
+                    "The store could not be opened",
+                    &iolab_report::html::esc(&e.to_string()),
+                ),
             )
         }
     };

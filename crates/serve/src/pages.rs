@@ -15,7 +15,7 @@ use iolab_store::{RunFilter, RunListing, Store, StoreError};
 
 use crate::http::{Request, Response};
 use crate::layout::{message_page, page, with_nav};
-use crate::query::{encode, Query};
+use crate::query::{encode, Query, QueryError};
 
 /// Runs a page of the runs list shows unless `per` says otherwise.
 pub const PER_PAGE: u64 = 50;
@@ -36,9 +36,9 @@ pub enum PageError {
     Store(StoreError),
 }
 
-impl From<String> for PageError {
-    fn from(s: String) -> PageError {
-        PageError::Bad(s)
+impl From<QueryError> for PageError {
+    fn from(e: QueryError) -> PageError {
+        PageError::Bad(e.to_string())
     }
 }
 
@@ -81,7 +81,7 @@ pub fn route(store: &Store, req: &Request) -> Response {
     }
 }
 
-fn no_params(q: &str) -> Result<(), String> {
+fn no_params(q: &str) -> Result<(), QueryError> {
     Query::parse(q, &[]).map(|_| ())
 }
 
@@ -138,9 +138,12 @@ fn in_dates(runs: &mut Vec<RunListing>, from: &Option<String>, to: &Option<Strin
     });
 }
 
-fn check_dates(from: &Option<String>, to: &Option<String>) -> Result<(), String> {
+fn check_dates(from: &Option<String>, to: &Option<String>) -> Result<(), QueryError> {
     match (from, to) {
-        (Some(f), Some(t)) if f > t => Err(format!("'from' ({f}) is after 'to' ({t})")),
+        (Some(f), Some(t)) if f > t => Err(QueryError::Dates {
+            from: f.clone(),
+            to: t.clone(),
+        }),
         _ => Ok(()),
     }
 }
@@ -358,12 +361,9 @@ fn compare(store: &Store, q: &str) -> Page {
     let mut ids = Vec::new();
     for v in q.all("run") {
         for part in v.split([' ', ',']).filter(|p| !p.is_empty()) {
-            ids.push(
-                part.parse::<i64>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| format!("'run' must be run ids (numbers), not '{part}'"))?,
-            );
+            ids.push(part.parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                PageError::Bad(format!("'run' must be run ids (numbers), not '{part}'"))
+            })?);
         }
     }
     let labels = q.all("label");

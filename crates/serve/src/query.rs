@@ -2,9 +2,47 @@
 //! keys taken with their types, and anything else refused with a message (400): a key a
 //! page does not take, a value that does not parse, bad percent-encoding.
 
+/// A query the page cannot use (400, with this message).
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// A truncated or non-hex `%XX` escape.
+    #[error("bad percent-encoding in '{0}'")]
+    Escape(String),
+    /// Bytes that are not UTF-8 once decoded.
+    #[error("'{text}' is not UTF-8 once decoded")]
+    NotUtf8 {
+        text: String,
+        #[source]
+        source: std::string::FromUtf8Error,
+    },
+    /// A key the page does not take, and those it takes.
+    #[error("unknown parameter '{key}' (this page takes: {takes})")]
+    Unknown { key: String, takes: String },
+    /// A key that may be given once, given more often.
+    #[error("'{0}' is given more than once")]
+    Repeated(String),
+    /// A value that is not a whole number in the range.
+    #[error("'{key}' must be a whole number from {lo} to {hi}, not '{value}'")]
+    Number {
+        key: String,
+        lo: u64,
+        hi: u64,
+        value: String,
+    },
+    /// A value that is not a date `YYYY-MM-DD`.
+    #[error("'{key}' must be a date YYYY-MM-DD, not '{value}'")]
+    Date { key: String, value: String },
+    /// A value that is not a run id.
+    #[error("'{key}' must be a run id (a number), not '{value}'")]
+    RunId { key: String, value: String },
+    /// `from` after `to`.
+    #[error("'from' ({from}) is after 'to' ({to})")]
+    Dates { from: String, to: String },
+}
+
 /// Decodes `%XX` and `+` (a space); Err on a truncated or non-hex escape or bytes that
 /// are not UTF-8.
-pub fn decode(s: &str) -> Result<String, String> {
+pub fn decode(s: &str) -> Result<String, QueryError> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -16,7 +54,7 @@ pub fn decode(s: &str) -> Result<String, String> {
                     .get(i + 1..i + 3)
                     .and_then(|h| std::str::from_utf8(h).ok())
                     .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| format!("bad percent-encoding in '{s}'"))?;
+                    .ok_or_else(|| QueryError::Escape(s.to_string()))?;
                 out.push(hex);
                 i += 2;
             }
@@ -24,7 +62,10 @@ pub fn decode(s: &str) -> Result<String, String> {
         }
         i += 1;
     }
-    String::from_utf8(out).map_err(|_| format!("'{s}' is not UTF-8 once decoded"))
+    String::from_utf8(out).map_err(|source| QueryError::NotUtf8 {
+        text: s.to_string(),
+        source,
+    })
 }
 
 /// Encodes a value for a URL's query.
@@ -61,7 +102,7 @@ pub struct Query {
 impl Query {
     /// Parses `query`, refusing keys outside `allowed` (`token` is always allowed: it is
     /// the server's, not the page's). Empty values count as absent (a form's blank field).
-    pub fn parse(query: &str, allowed: &[&str]) -> Result<Query, String> {
+    pub fn parse(query: &str, allowed: &[&str]) -> Result<Query, QueryError> {
         let mut pairs = Vec::new();
         for p in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
@@ -70,10 +111,10 @@ impl Query {
                 continue;
             }
             if !allowed.contains(&k.as_str()) {
-                return Err(format!(
-                    "unknown parameter '{k}' (this page takes: {})",
-                    allowed.join(", ")
-                ));
+                return Err(QueryError::Unknown {
+                    key: k,
+                    takes: allowed.join(", "),
+                });
             }
             let v = v.trim().to_string();
             if !v.is_empty() {
@@ -93,29 +134,32 @@ impl Query {
     }
 
     /// The one value of `key`; Err when it is given twice.
-    pub fn one(&self, key: &str) -> Result<Option<String>, String> {
+    pub fn one(&self, key: &str) -> Result<Option<String>, QueryError> {
         match self.all(key).as_slice() {
             [] => Ok(None),
             [v] => Ok(Some(v.clone())),
-            _ => Err(format!("'{key}' is given more than once")),
+            _ => Err(QueryError::Repeated(key.to_string())),
         }
     }
 
     /// The one value of `key` as a whole number in `lo..=hi`.
-    pub fn number(&self, key: &str, lo: u64, hi: u64) -> Result<Option<u64>, String> {
+    pub fn number(&self, key: &str, lo: u64, hi: u64) -> Result<Option<u64>, QueryError> {
         let Some(v) = self.one(key)? else {
             return Ok(None);
         };
         match v.parse::<u64>() {
             Ok(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
-            _ => Err(format!(
-                "'{key}' must be a whole number from {lo} to {hi}, not '{v}'"
-            )),
+            _ => Err(QueryError::Number {
+                key: key.to_string(),
+                lo,
+                hi,
+                value: v,
+            }),
         }
     }
 
     /// The one value of `key` as a date `YYYY-MM-DD`.
-    pub fn date(&self, key: &str) -> Result<Option<String>, String> {
+    pub fn date(&self, key: &str) -> Result<Option<String>, QueryError> {
         let Some(v) = self.one(key)? else {
             return Ok(None);
         };
@@ -132,19 +176,25 @@ impl Query {
         if ok {
             Ok(Some(v))
         } else {
-            Err(format!("'{key}' must be a date YYYY-MM-DD, not '{v}'"))
+            Err(QueryError::Date {
+                key: key.to_string(),
+                value: v,
+            })
         }
     }
 
     /// Every value of `key` as a run id.
-    pub fn ids(&self, key: &str) -> Result<Vec<i64>, String> {
+    pub fn ids(&self, key: &str) -> Result<Vec<i64>, QueryError> {
         self.all(key)
             .iter()
             .map(|v| {
                 v.parse::<i64>()
                     .ok()
                     .filter(|n| *n > 0)
-                    .ok_or_else(|| format!("'{key}' must be a run id (a number), not '{v}'"))
+                    .ok_or_else(|| QueryError::RunId {
+                        key: key.to_string(),
+                        value: v.clone(),
+                    })
             })
             .collect()
     }
@@ -160,7 +210,12 @@ mod tests {
         assert_eq!(decode("%E2%9C%93").unwrap(), "✓");
         assert!(decode("%4").is_err());
         assert!(decode("%zz").is_err());
-        assert!(decode("%FF").is_err());
+        let e = decode("%FF").unwrap_err();
+        assert!(matches!(e, QueryError::NotUtf8 { .. }), "{e}");
+        assert!(
+            std::error::Error::source(&e).is_some(),
+            "the UTF-8 error is kept"
+        );
         assert_eq!(decode(&encode("<b> & ✓")).unwrap(), "<b> & ✓");
     }
 
@@ -176,7 +231,9 @@ mod tests {
         assert_eq!(q.number("page", 1, 100).unwrap(), Some(3));
         assert_eq!(q.date("from").unwrap().as_deref(), Some("2026-01-31"));
         assert_eq!(q.one("host").unwrap(), None, "a blank field is absent");
-        let e = Query::parse("colour=red", &["label"]).unwrap_err();
+        let e = Query::parse("colour=red", &["label"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown parameter 'colour'"), "{e}");
         let q = Query::parse("page=0&from=2026-13-01&run=x", &["page", "from", "run"]).unwrap();
         assert!(q.number("page", 1, 100).is_err());

@@ -399,20 +399,38 @@ pub struct Rounds<'a> {
     pub lat_us: &'a [f64],
 }
 
+/// A `--steady-state` (fio's `steadystate`) rule that does not parse.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SteadyRuleError {
+    #[error(
+        "'{0}': give snia, or iops, bw, lat, iops_slope, bw_slope or lat_slope with :P% \
+         (e.g. iops:20%)"
+    )]
+    Form(String),
+    #[error("'{text}': unknown criterion '{criterion}'")]
+    Criterion { text: String, criterion: String },
+    #[error("'{text}': the limit is a percentage of the mean, e.g. {name}:10%")]
+    Limit { text: String, name: String },
+}
+
+/// For the callers that report it as text (a job file's option, `--steady-state`).
+impl From<SteadyRuleError> for String {
+    fn from(e: SteadyRuleError) -> String {
+        e.to_string()
+    }
+}
+
 impl SteadyRule {
     /// `snia`, or fio's `iops:P%`, `bw:P%`, `lat:P%`, `iops_slope:P%`, `bw_slope:P%`,
     /// `lat_slope:P%`.
-    pub fn parse(text: &str) -> Result<SteadyRule, String> {
+    pub fn parse(text: &str) -> Result<SteadyRule, SteadyRuleError> {
         let t = text.trim();
         if t.eq_ignore_ascii_case("snia") {
             return Ok(SteadyRule::Snia);
         }
-        let (name, limit) = t.split_once(':').ok_or_else(|| {
-            format!(
-                "'{text}': give snia, or iops, bw, lat, iops_slope, bw_slope or lat_slope with \
-                 :P% (e.g. iops:20%)"
-            )
-        })?;
+        let (name, limit) = t
+            .split_once(':')
+            .ok_or_else(|| SteadyRuleError::Form(text.to_string()))?;
         let (metric, slope) = match name.trim() {
             "iops" => (SteadyMetric::Iops, false),
             "bw" => (SteadyMetric::Bw, false),
@@ -420,15 +438,21 @@ impl SteadyRule {
             "iops_slope" => (SteadyMetric::Iops, true),
             "bw_slope" => (SteadyMetric::Bw, true),
             "lat_slope" => (SteadyMetric::Lat, true),
-            other => return Err(format!("'{text}': unknown criterion '{other}'")),
+            other => {
+                return Err(SteadyRuleError::Criterion {
+                    text: text.to_string(),
+                    criterion: other.to_string(),
+                })
+            }
         };
         let pct = limit
             .trim()
             .strip_suffix('%')
             .and_then(|p| p.trim().parse::<f64>().ok())
             .filter(|p| p.is_finite() && *p > 0.0 && *p <= 100.0)
-            .ok_or_else(|| {
-                format!("'{text}': the limit is a percentage of the mean, e.g. {name}:10%")
+            .ok_or_else(|| SteadyRuleError::Limit {
+                text: text.to_string(),
+                name: name.to_string(),
             })?;
         Ok(SteadyRule::Fio {
             metric,

@@ -23,7 +23,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -216,25 +216,16 @@ fn check_sidecars(path: &Path, real: &Path, owner: u32) -> Result<(), StoreError
 
 /// `open(path, O_PATH | O_CLOEXEC)`.
 fn open_path(path: &Path) -> io::Result<OwnedFd> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "the path contains a NUL byte"))?;
-    // SAFETY: `c` is NUL-terminated; the descriptor returned is ours to own.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just opened and is owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    use rustix::fs::{Mode, OFlags};
+    Ok(rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
 }
 
-fn fstat(fd: &impl AsRawFd) -> io::Result<libc::stat> {
-    // SAFETY: a zeroed stat is a valid out-parameter; fstat writes at most one.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(st)
+fn fstat(fd: impl AsFd) -> io::Result<rustix::fs::Stat> {
+    Ok(rustix::fs::fstat(fd)?)
 }
 
 /// Creates a new, empty database file at `path` (and the directories it needs, 0700), mode
@@ -265,8 +256,7 @@ pub(crate) fn create(path: &Path) -> Result<(), StoreError> {
         },
     })?;
     // SQLite's files next to it are checked before the database is made, too.
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    check_sidecars(path, path, unsafe { libc::geteuid() })?;
+    check_sidecars(path, path, rustix::process::geteuid().as_raw())?;
     let made = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -330,7 +320,10 @@ pub(crate) fn verify_opened(
             "cannot tell which file SQLite opened (not SQLite's unix VFS)",
         )
     })?;
-    let ok = fstat(&Raw(fd)).is_ok_and(|st| {
+    // SAFETY: `fd` is the descriptor SQLite holds open for the connection's main file; it
+    // stays open while `conn` is borrowed, and is only looked at (fstat), never closed.
+    let sqlite_file = unsafe { BorrowedFd::borrow_raw(fd) };
+    let ok = fstat(sqlite_file).is_ok_and(|st| {
         st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_dev == file.dev && st.st_ino == file.ino
     });
     if !ok {
@@ -341,14 +334,6 @@ pub(crate) fn verify_opened(
         ));
     }
     Ok(())
-}
-
-struct Raw(i32);
-
-impl AsRawFd for Raw {
-    fn as_raw_fd(&self) -> i32 {
-        self.0
-    }
 }
 
 /// The descriptor of the main database file of `conn`, from SQLite's unix VFS.

@@ -51,6 +51,12 @@ pub enum StoreError {
     /// be written (for a writer), or a file that changed while it was being opened. Nothing
     /// was opened for writing.
     Refused { path: PathBuf, detail: String },
+    /// A PostgreSQL URL whose TLS parameters cannot be used (`sslmode`, `sslrootcert`,
+    /// `sslcert`, `sslkey`): refused as `Refused` is, with the error underneath.
+    Tls {
+        path: PathBuf,
+        source: crate::TlsError,
+    },
     /// A run that is still being written: the process writing it (`pid`) is alive.
     RunBeingWritten { path: PathBuf, id: i64, pid: u32 },
     /// The PostgreSQL server refused an operation or could not be reached (the path is the
@@ -83,6 +89,7 @@ impl StoreError {
             | StoreError::TestNotFound { path, .. }
             | StoreError::DuplicateRun { path, .. }
             | StoreError::Refused { path, .. }
+            | StoreError::Tls { path, .. }
             | StoreError::RunBeingWritten { path, .. }
             | StoreError::Postgres { path, .. }
             | StoreError::Json { path, .. } => path,
@@ -111,6 +118,7 @@ impl StoreError {
                 | StoreError::Damaged { .. }
                 | StoreError::OldReadOnly { .. }
                 | StoreError::Refused { .. }
+                | StoreError::Tls { .. }
                 | StoreError::RunBeingWritten { .. }
                 | StoreError::RunNotFound { .. }
                 | StoreError::TestNotFound { .. }
@@ -286,6 +294,11 @@ impl fmt::Display for StoreError {
                 "result database {} refused: {detail} (nothing was written to it)",
                 path.display()
             ),
+            StoreError::Tls { path, source } => write!(
+                f,
+                "result database {} refused: {source} (nothing was written to it)",
+                path.display()
+            ),
             StoreError::RunBeingWritten { path, id, pid } => write!(
                 f,
                 "run {id} in result database {} is still being written by process {pid}; \
@@ -303,6 +316,7 @@ impl std::error::Error for StoreError {
             StoreError::Sqlite { source, .. } => Some(source),
             StoreError::Json { source, .. } => Some(source),
             StoreError::Postgres { source, .. } => Some(source),
+            StoreError::Tls { source, .. } => Some(source),
             StoreError::TooNew { .. }
             | StoreError::NotIolab { .. }
             | StoreError::BadVersion { .. }

@@ -36,6 +36,7 @@ use std::path::PathBuf;
 
 pub use error::StoreError;
 pub use health::FULL_CHECK_MAX;
+pub use pg::tls::TlsError;
 pub use schema::SCHEMA_VERSION;
 pub use store::{RunFilter, RunListing, Store, BUSY_TIMEOUT};
 

@@ -25,7 +25,7 @@ use crate::error::{AtPath, StoreError};
 use crate::schema;
 use crate::sql::{Cells, Db, Dialect, Tx, Val, Work};
 
-mod tls;
+pub(crate) mod tls;
 
 /// Whether `path` is a PostgreSQL URL rather than a file.
 pub fn is_url(path: &Path) -> bool {
@@ -86,6 +86,13 @@ impl std::fmt::Debug for Pg {
     }
 }
 
+fn refused_tls(path: &Path, source: tls::TlsError) -> StoreError {
+    StoreError::Tls {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 fn refused(path: &Path, detail: impl Into<String>) -> StoreError {
     StoreError::Refused {
         path: path.to_path_buf(),
@@ -104,7 +111,7 @@ impl Pg {
             .ok_or_else(|| refused(url, "the URL is not UTF-8"))?;
         let path = PathBuf::from(redacted(text));
         // sslmode and sslrootcert as libpq reads them; the rest as the `postgres` crate does.
-        let (rest, tls) = tls::split(text).map_err(|e| refused(&path, e))?;
+        let (rest, tls) = tls::split(text).map_err(|e| refused_tls(&path, e))?;
         let mut config = Config::from_str(&rest).map_err(|e| {
             // "invalid connection string" alone does not say which part.
             let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
@@ -121,7 +128,7 @@ impl Pg {
             ));
         }
         let (ssl_mode, connector) =
-            tls::connector(&tls, config.get_hosts()).map_err(|e| refused(&path, e))?;
+            tls::connector(&tls, config.get_hosts()).map_err(|e| refused_tls(&path, e))?;
         config.ssl_mode(ssl_mode);
         if config.get_password().is_none() {
             if let Some(pw) = std::env::var_os("PGPASSWORD") {

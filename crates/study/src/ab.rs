@@ -207,8 +207,8 @@ pub fn execute(o: &AbOptions) -> Result<(), RunError> {
     }
     let stop = crate::run::install_signals()?;
     let store = Store::open(&o.db)?;
-    let exe = std::env::current_exe()
-        .map_err(|e| RunError::Failed(format!("cannot find the iolab binary: {e}")))?;
+    let exe =
+        std::env::current_exe().map_err(|e| RunError::caused("cannot find the iolab binary", e))?;
     let to_stdout = o.json.as_deref() == Some("-");
     // With the document on standard output, the progress goes to standard error.
     let say = |s: &str| {
@@ -304,8 +304,8 @@ pub fn execute(o: &AbOptions) -> Result<(), RunError> {
                 interrupted = true;
                 break "interrupted".into();
             }
-            Err(msg) => {
-                failure = Some(msg);
+            Err(e) => {
+                failure = Some(e.to_string());
                 break "a run failed".into();
             }
         }
@@ -410,7 +410,7 @@ pub fn execute(o: &AbOptions) -> Result<(), RunError> {
             use std::io::Write;
             iolab_sys::files::create_new(std::path::Path::new(d))
                 .and_then(|mut f| f.write_all(text.as_bytes()))
-                .map_err(|e| RunError::Failed(format!("cannot write {d}: {e}")))?;
+                .map_err(|e| RunError::caused(format!("cannot write {d}"), e))?;
         }
     }
     if !to_stdout {

@@ -719,7 +719,7 @@ fn configurations(src: &Source<'_>, raw: &Raw) -> Result<Vec<Config>, StudyError
                         matrix_span.as_ref().expect("axes come from [matrix]"),
                         k,
                         &format!("matrix.{k}"),
-                        m,
+                        m.to_string(),
                     )
                 })?;
                 matrix.push((k.clone(), value_text(v)));

@@ -15,9 +15,19 @@ pub fn merge_tables(base: &mut Table, over: &Table) {
     }
 }
 
+/// A dotted key whose intermediate part holds something other than a table.
+#[derive(Debug, thiserror::Error)]
+#[error("'{path}' is not a table, so '{key}' cannot be set")]
+pub struct NotATable {
+    /// The intermediate key (`throttle`).
+    pub path: String,
+    /// The whole key (`throttle.read_iops`).
+    pub key: String,
+}
+
 /// Sets `key` (dotted: `throttle.read_iops`) in `table`, creating intermediate tables.
 /// Fails when an intermediate key holds something other than a table.
-pub fn set_dotted(table: &mut Table, key: &str, value: Value) -> Result<(), String> {
+pub fn set_dotted(table: &mut Table, key: &str, value: Value) -> Result<(), NotATable> {
     let mut parts: Vec<&str> = key.split('.').collect();
     let last = parts.pop().unwrap_or(key);
     let mut t = table;
@@ -32,7 +42,12 @@ pub fn set_dotted(table: &mut Table, key: &str, value: Value) -> Result<(), Stri
             .or_insert_with(|| Value::Table(Table::new()));
         t = match entry {
             Value::Table(inner) => inner,
-            _ => return Err(format!("'{path}' is not a table, so '{key}' cannot be set")),
+            _ => {
+                return Err(NotATable {
+                    path,
+                    key: key.to_string(),
+                })
+            }
         };
     }
     t.insert(last.to_string(), value);

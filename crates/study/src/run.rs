@@ -60,7 +60,7 @@ pub(crate) fn install_signals() -> Result<Arc<AtomicBool>, RunError> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     for sig in [SIGINT, SIGTERM, SIGHUP] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| RunError::Failed(format!("signals: {e}")))?;
+            .map_err(|e| RunError::caused("signals", e))?;
     }
     Ok(stop)
 }
@@ -130,8 +130,7 @@ impl Session<'_> {
         );
         self.time.visits += 1;
         let building = Instant::now();
-        let state =
-            StateFile::create(&self.state_dir).map_err(|e| RunError::Failed(e.to_string()))?;
+        let state = StateFile::create(&self.state_dir).map_err(RunError::from_error)?;
         let built = iolab_testbed::build(&cfg.testbed, &state, &self.stop);
         self.time.testbeds += building.elapsed();
         let tb = match built {
@@ -191,9 +190,9 @@ impl Session<'_> {
                     }
                 }
                 Ok(None) => self.out.interrupted = true,
-                Err(msg) => {
-                    eprintln!("iolab: {msg}");
-                    self.out.failures.push(msg);
+                Err(e) => {
+                    eprintln!("iolab: {e}");
+                    self.out.failures.push(e.to_string());
                 }
             }
         }
@@ -516,9 +515,9 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<(), RunError> {
     // names itself without it.
     let db_path = opts.db.clone();
     let db_shown = store.path().display().to_string();
-    let state_dir = StateFile::default_dir().map_err(|e| RunError::Failed(e.to_string()))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| RunError::Failed(format!("cannot find the iolab binary: {e}")))?;
+    let state_dir = StateFile::default_dir().map_err(RunError::from_error)?;
+    let exe =
+        std::env::current_exe().map_err(|e| RunError::caused("cannot find the iolab binary", e))?;
     let invocation = uuid::Uuid::new_v4().to_string();
     // Until decided: one round, interleaved, then one repeat at a time of the
     // configurations the ranking still needs (the file's `repeats` is the fixed schedule's
@@ -626,7 +625,7 @@ pub fn execute(study: &Study, opts: &RunOptions) -> Result<(), RunError> {
         print!("{}", iolab_report::style::paint(&render(formats::SCREEN)));
         for (f, path) in &opts.reports {
             std::fs::write(path, render(*f))
-                .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))?;
+                .map_err(|e| RunError::caused(format!("cannot write {}", path.display()), e))?;
             println!("{} report written to {}", f.title(), path.display());
         }
         println!(
@@ -730,19 +729,23 @@ impl Visit<'_> {
         w: &Workload,
         n: usize,
         total: usize,
-    ) -> Result<Option<Stored>, String> {
+    ) -> Result<Option<Stored>, ChildError> {
         let cfg = &self.study.configs[self.config];
         let who = format!("{} · {}", cfg.label, w.label);
         let (target, extra): (PathBuf, Vec<&str>) = match tb.work_dir() {
             Some(d) => (d.to_path_buf(), vec![]),
             None => match tb.devices().first() {
                 Some(d) => (d.path.clone(), vec!["--allow-destroy-device"]),
-                None => return Err(format!("{who}: the testbed has no directory or device")),
+                None => {
+                    return Err(ChildError::Failed(format!(
+                        "{who}: the testbed has no directory or device"
+                    )))
+                }
             },
         };
         if self.study.drop_caches {
             iolab_sys::drop_caches()
-                .map_err(|e| format!("{who}: cannot drop the page cache: {e}"))?;
+                .map_err(|e| ChildError::io(&who, "cannot drop the page cache", e))?;
         }
         // The description goes through the child's standard input: no file to leave behind
         // if the study is killed.
@@ -764,7 +767,7 @@ impl Visit<'_> {
                 std::fs::OpenOptions::new()
                     .write(true)
                     .open(dir.join("cgroup.procs"))
-                    .map_err(|e| format!("{who}: cannot open the throttle cgroup: {e}"))?,
+                    .map_err(|e| ChildError::io(&who, "cannot open the throttle cgroup", e))?,
             ),
             None => None,
         };
@@ -793,7 +796,7 @@ pub(crate) fn run_child(
     who: &str,
     kind: &str,
     (n, total): (usize, usize),
-) -> Result<Option<Stored>, String> {
+) -> Result<Option<Stored>, ChildError> {
     cmd.arg("--json")
         .arg("-")
         .arg("--quiet")
@@ -823,9 +826,10 @@ pub(crate) fn run_child(
     }
     let t0 = Instant::now();
     let child = cmd.spawn().map_err(|e| {
-        format!(
-            "{who}: cannot start {}: {e}",
-            cmd.get_program().to_string_lossy()
+        ChildError::io(
+            who,
+            format!("cannot start {}", cmd.get_program().to_string_lossy()),
+            e,
         )
     });
     drop(procs);
@@ -855,7 +859,11 @@ pub(crate) fn run_child(
                     integrity: None,
                 })
             })
-            .ok_or_else(|| format!("{who}: the run finished but did not say where it was stored")),
+            .ok_or_else(|| {
+                ChildError::Failed(format!(
+                    "{who}: the run finished but did not say where it was stored"
+                ))
+            }),
         // An integrity failure is a result: the run is stored and compared, and the
         // study reports the failure.
         Some(code @ (3 | 4)) if run_id.is_some() => Ok(Some(Stored {
@@ -871,11 +879,11 @@ pub(crate) fn run_child(
             println!("  [{n}/{total}] {who}: interrupted");
             Ok(None)
         }
-        _ => Err(format!(
+        _ => Err(ChildError::Failed(format!(
             "{who}: `iolab run {}` {}",
             kind,
             child_failure(status, &stderr)
-        )),
+        ))),
     }
 }
 
@@ -911,9 +919,39 @@ pub(crate) fn run_summary(run: &iolab_measure::RunRecord) -> String {
 
 type ChildOutput = (ExitStatus, String, String);
 
+/// Why a child `iolab run` did not give a stored run: a system call around it failed (the
+/// error kept), or the run itself failed (its exit status and the end of its stderr).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ChildError {
+    #[error("{who}: {what}: {source}")]
+    Io {
+        /// The configuration and workload (`ext4 · seqread`), or the side of an ab.
+        who: String,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ChildError {
+    fn io(who: &str, what: impl Into<String>, source: std::io::Error) -> Self {
+        ChildError::Io {
+            who: who.to_string(),
+            what: what.into(),
+            source,
+        }
+    }
+}
+
 /// Waits for the child, collecting its output; when the stop flag rises, sends it one
 /// SIGTERM (it then stores what it finished and exits 130).
-fn wait_forwarding(mut child: Child, stop: &AtomicBool, who: &str) -> Result<ChildOutput, String> {
+fn wait_forwarding(
+    mut child: Child,
+    stop: &AtomicBool,
+    who: &str,
+) -> Result<ChildOutput, ChildError> {
     let collect = |r: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -940,7 +978,7 @@ fn wait_forwarding(mut child: Child, stop: &AtomicBool, who: &str) -> Result<Chi
         match child.try_wait() {
             Ok(Some(s)) => break s,
             Ok(None) => {}
-            Err(e) => return Err(format!("{who}: waiting for the run: {e}")),
+            Err(e) => return Err(ChildError::io(who, "waiting for the run", e)),
         }
         if stop.load(Ordering::Relaxed) && !forwarded {
             forwarded = true;

@@ -43,7 +43,14 @@ impl fmt::Display for InputError {
     }
 }
 
-impl std::error::Error for InputError {}
+impl std::error::Error for InputError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InputError::Io(e) => Some(e),
+            InputError::NotRegular(_) | InputError::TooLarge { .. } => None,
+        }
+    }
+}
 
 impl From<io::Error> for InputError {
     /// A read error, or the refusal [`Bounded`] returned through `io::Read`.
@@ -200,9 +207,12 @@ mod tests {
     fn devices_fifos_and_directories_are_refused_unopened() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: c is NUL-terminated.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
         // No writer: an open that blocked would hang this test.
         assert!(matches!(
             read_input(&fifo, 100),

@@ -2,9 +2,43 @@
 //! and memory to some of them (fio's `numa_cpu_nodes`, `numa_mem_policy`).
 
 use std::fs;
+use std::io;
+
+/// Why a node list does not parse, or a thread could not be placed on its nodes.
+#[derive(Debug, thiserror::Error)]
+pub enum NumaError {
+    /// Not node numbers (the whole list as given).
+    #[error("'{0}': expected node numbers such as 0, 0-1 or 0,2")]
+    NotNodes(String),
+    /// A range such as `3-1`.
+    #[error("'{0}': a range runs upwards")]
+    Downwards(String),
+    #[error("NUMA nodes {0:?} have no CPUs")]
+    NoCpus(Vec<u32>),
+    #[error("sched_setaffinity to NUMA nodes {nodes:?}: {source}")]
+    Affinity {
+        nodes: Vec<u32>,
+        #[source]
+        source: io::Error,
+    },
+    #[error("set_mempolicy({mode}, nodes {nodes:?}): {source}")]
+    MemPolicy {
+        mode: i32,
+        nodes: Vec<u32>,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// For the callers that still report errors as text (a job file's option, a job thread).
+impl From<NumaError> for String {
+    fn from(e: NumaError) -> String {
+        e.to_string()
+    }
+}
 
 /// A node list as Linux and fio write one: `0`, `0-3`, `0,2-3` (at most 1024 nodes).
-pub fn parse_list(s: &str) -> Result<Vec<u32>, String> {
+pub fn parse_list(s: &str) -> Result<Vec<u32>, NumaError> {
     let mut out = Vec::new();
     for part in s.trim().split(',').map(str::trim) {
         let (lo, hi) = part.split_once('-').unwrap_or((part, part));
@@ -13,11 +47,11 @@ pub fn parse_list(s: &str) -> Result<Vec<u32>, String> {
                 .parse::<u32>()
                 .ok()
                 .filter(|v| *v < 1024)
-                .ok_or_else(|| format!("'{s}': expected node numbers such as 0, 0-1 or 0,2"))
+                .ok_or_else(|| NumaError::NotNodes(s.to_string()))
         };
         let (lo, hi) = (n(lo)?, n(hi)?);
         if hi < lo {
-            return Err(format!("'{part}': a range runs upwards"));
+            return Err(NumaError::Downwards(part.to_string()));
         }
         out.extend(lo..=hi);
     }
@@ -50,28 +84,20 @@ fn cpus_of(nodes: &[u32]) -> Vec<u32> {
 }
 
 /// Runs the calling thread only on the CPUs of `nodes` (sched_setaffinity).
-pub fn bind_thread_cpus(nodes: &[u32]) -> Result<(), String> {
+pub fn bind_thread_cpus(nodes: &[u32]) -> Result<(), NumaError> {
     let cpus = cpus_of(nodes);
     if cpus.is_empty() {
-        return Err(format!("NUMA nodes {nodes:?} have no CPUs"));
+        return Err(NumaError::NoCpus(nodes.to_vec()));
     }
-    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays within it (CPUs < 1024
-    // as parsed) and sched_setaffinity reads it.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for c in cpus {
-            libc::CPU_SET(c as usize, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(format!(
-            "sched_setaffinity to NUMA nodes {nodes:?}: {}",
-            std::io::Error::last_os_error()
-        ))
+    // CPUs < 1024 as parsed: within the set.
+    let mut set = rustix::thread::CpuSet::new();
+    for c in cpus {
+        set.set(c as usize);
     }
+    rustix::thread::sched_setaffinity(None, &set).map_err(|e| NumaError::Affinity {
+        nodes: nodes.to_vec(),
+        source: e.into(),
+    })
 }
 
 /// Linux's memory policies (set_mempolicy's modes) as fio names them.
@@ -88,7 +114,7 @@ pub fn mem_mode(name: &str) -> Option<i32> {
 
 /// Sets the calling thread's memory policy (set_mempolicy) to `mode` over `nodes`; memory
 /// it maps afterwards is placed by it.
-pub fn set_mem_policy(mode: i32, nodes: &[u32]) -> Result<(), String> {
+pub fn set_mem_policy(mode: i32, nodes: &[u32]) -> Result<(), NumaError> {
     let mut mask = [0u64; 16];
     for &n in nodes {
         mask[n as usize / 64] |= 1 << (n % 64);
@@ -98,15 +124,17 @@ pub fn set_mem_policy(mode: i32, nodes: &[u32]) -> Result<(), String> {
     } else {
         (mask.as_ptr(), 1024 + 1)
     };
-    // SAFETY: the mask outlives the call and holds maxnode - 1 bits.
+    // SAFETY: set_mempolicy(2) reads maxnode - 1 bits of `mask`, which holds them and
+    // outlives the call (a null mask with maxnode 0 for no nodes); rustix has no wrapper.
     let rc = unsafe { libc::syscall(libc::SYS_set_mempolicy, mode, ptr, maxnode as libc::c_ulong) };
     if rc == 0 {
         Ok(())
     } else {
-        Err(format!(
-            "set_mempolicy({mode}, nodes {nodes:?}): {}",
-            std::io::Error::last_os_error()
-        ))
+        Err(NumaError::MemPolicy {
+            mode,
+            nodes: nodes.to_vec(),
+            source: io::Error::last_os_error(),
+        })
     }
 }
 

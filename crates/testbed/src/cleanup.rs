@@ -88,7 +88,9 @@ pub fn cleanup_all(state_dir: &Path) -> Report {
         return report;
     }
     if let Err(why) = trust::check_dir(state_dir) {
-        report.untrusted.push((state_dir.to_path_buf(), why));
+        report
+            .untrusted
+            .push((state_dir.to_path_buf(), why.to_string()));
         return report;
     }
     let Ok(dir) = fs::read_dir(state_dir) else {

@@ -196,7 +196,7 @@ pub(crate) struct Format<'a> {
     /// The file's owner from its text.
     pub owner: &'a dyn Fn(&str) -> Owner,
     /// The checks of the open file (its metadata, from the descriptor) before it is read.
-    pub trust: &'a dyn Fn(&Path, &fs::Metadata) -> Result<(), String>,
+    pub trust: &'a dyn Fn(&Path, &fs::Metadata) -> Result<(), crate::trust::TrustError>,
 }
 
 /// A dead owner's journal, opened and locked, and its text read under the lock.
@@ -210,7 +210,7 @@ pub(crate) fn open_foreign(path: &Path, format: &Format) -> Result<(File, String
     let meta = file
         .metadata()
         .map_err(|e| Skip::Unreadable(e.to_string()))?;
-    (format.trust)(path, &meta).map_err(Skip::Untrusted)?;
+    (format.trust)(path, &meta).map_err(|e| Skip::Untrusted(e.to_string()))?;
     let text = read_all(&file).map_err(|e| Skip::Unreadable(e.to_string()))?;
     let Owner {
         version,

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 
 use crate::journal::{self, now_unix, Header, Skip, Writer};
+use crate::trust::TrustError;
 
 /// Version of the run-state format.
 pub const RUN_STATE_VERSION: u32 = 1;
@@ -516,12 +517,16 @@ fn open_foreign(path: &Path) -> Result<Foreign, (bool, Option<i32>, String)> {
 
 /// The state file (`meta`, from its descriptor) and its directory must be this user's and
 /// writable by no one else.
-fn trusted(path: &Path, meta: &fs::Metadata) -> Result<(), String> {
-    crate::trust::check_file(meta)
-        .map_err(|e| format!("state file {}: {e}; left alone", path.display()))?;
+fn trusted(path: &Path, meta: &fs::Metadata) -> Result<(), TrustError> {
+    crate::trust::check_file(meta).map_err(|e| TrustError::StateFile {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    })?;
     if let Some(d) = path.parent() {
-        crate::trust::check_dir(d)
-            .map_err(|e| format!("state directory {}: {e}; left alone", d.display()))?;
+        crate::trust::check_dir(d).map_err(|e| TrustError::StateDir {
+            path: d.to_path_buf(),
+            source: Box::new(e),
+        })?;
     }
     Ok(())
 }

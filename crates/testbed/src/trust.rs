@@ -16,7 +16,42 @@
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
+
+/// Why a state file, its directory or one of its records is not believed.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// The state directory could not be looked at.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("owned by uid {owner}, not by the user running iolab (uid {me})")]
+    Owner { owner: u32, me: u32 },
+    #[error("writable by others (mode {0:o})")]
+    Writable(u32),
+    #[error("not a directory (a symbolic link is not followed)")]
+    NotDir,
+    #[error("not a regular file")]
+    NotFile,
+    #[error("has {0} hard links")]
+    Links(u64),
+    /// A record that names something iolab did not make, or no longer what it made.
+    #[error("{0}")]
+    Record(String),
+    /// A run's state file that is not believed, and why.
+    #[error("state file {}: {source}; left alone", path.display())]
+    StateFile {
+        path: PathBuf,
+        #[source]
+        source: Box<TrustError>,
+    },
+    /// The directory of a run's state file that is not believed, and why.
+    #[error("state directory {}: {source}; left alone", path.display())]
+    StateDir {
+        path: PathBuf,
+        #[source]
+        source: Box<TrustError>,
+    },
+}
 
 use serde::{Deserialize, Serialize};
 
@@ -58,36 +93,35 @@ fn me() -> u32 {
 }
 
 /// Whether `m` is owned by the invoking user and writable by nobody else.
-fn owned_and_private(m: &fs::Metadata) -> Result<(), String> {
+fn owned_and_private(m: &fs::Metadata) -> Result<(), TrustError> {
     if m.uid() != me() {
-        return Err(format!(
-            "owned by uid {}, not by the user running iolab (uid {})",
-            m.uid(),
-            me()
-        ));
+        return Err(TrustError::Owner {
+            owner: m.uid(),
+            me: me(),
+        });
     }
     if m.mode() & 0o022 != 0 {
-        return Err(format!("writable by others (mode {:o})", m.mode() & 0o7777));
+        return Err(TrustError::Writable(m.mode() & 0o7777));
     }
     Ok(())
 }
 
 /// Whether state files in `dir` may be believed (see the module docs).
-pub(crate) fn check_dir(dir: &Path) -> Result<(), String> {
-    let m = fs::symlink_metadata(dir).map_err(|e| e.to_string())?;
+pub(crate) fn check_dir(dir: &Path) -> Result<(), TrustError> {
+    let m = fs::symlink_metadata(dir)?;
     if !m.file_type().is_dir() {
-        return Err("not a directory (a symbolic link is not followed)".into());
+        return Err(TrustError::NotDir);
     }
     owned_and_private(&m)
 }
 
 /// Whether the opened state file `m` may be believed.
-pub(crate) fn check_file(m: &fs::Metadata) -> Result<(), String> {
+pub(crate) fn check_file(m: &fs::Metadata) -> Result<(), TrustError> {
     if !m.file_type().is_file() {
-        return Err("not a regular file".into());
+        return Err(TrustError::NotFile);
     }
     if m.nlink() != 1 {
-        return Err(format!("has {} hard links", m.nlink()));
+        return Err(TrustError::Links(m.nlink()));
     }
     owned_and_private(m)
 }
@@ -107,34 +141,34 @@ pub(crate) fn iolab_named(path: &Path) -> bool {
 
 /// Why `res` is not acted on, if it is not what iolab recorded (see the module docs);
 /// `observed` is what its `done` record saw.
-pub(crate) fn check_record(res: &Resource, observed: Option<&Observed>) -> Result<(), String> {
+pub(crate) fn check_record(res: &Resource, observed: Option<&Observed>) -> Result<(), TrustError> {
     let named = |p: &Path, what: &str| {
         if iolab_named(p) {
             Ok(())
         } else {
-            Err(format!(
+            Err(TrustError::Record(format!(
                 "{what} {} is not under a directory of iolab's (iolab-…)",
                 p.display()
-            ))
+            )))
         }
     };
     match res {
         Resource::Dir { path } | Resource::File { path } => match observed {
             Some(Observed::Inode { dev, ino }) => match fs::symlink_metadata(path) {
-                Ok(m) if (m.dev(), m.ino()) != (*dev, *ino) => Err(format!(
+                Ok(m) if (m.dev(), m.ino()) != (*dev, *ino) => Err(TrustError::Record(format!(
                     "{} is no longer the one iolab made (another file now has its name)",
                     path.display()
-                )),
+                ))),
                 _ => Ok(()),
             },
             _ => named(path, "path"),
         },
         Resource::LoopDevice { image, .. } => match observed {
             Some(Observed::Inode { dev, ino }) => match fs::metadata(image) {
-                Ok(m) if (m.dev(), m.ino()) != (*dev, *ino) => Err(format!(
+                Ok(m) if (m.dev(), m.ino()) != (*dev, *ino) => Err(TrustError::Record(format!(
                     "image {} is no longer the one iolab made",
                     image.display()
-                )),
+                ))),
                 _ => Ok(()),
             },
             _ => named(image, "image"),
@@ -146,10 +180,10 @@ pub(crate) fn check_record(res: &Resource, observed: Option<&Observed>) -> Resul
             if device.starts_with("/dev/") && crate::device::is_device(device, rdev) {
                 Ok(())
             } else {
-                Err(format!(
+                Err(TrustError::Record(format!(
                     "{} is no longer the block device {rdev} iolab recorded",
                     device.display()
-                ))
+                )))
             }
         }
         Resource::BtrfsDevices { images, .. } => images.iter().try_for_each(|i| named(i, "image")),
@@ -160,7 +194,9 @@ pub(crate) fn check_record(res: &Resource, observed: Option<&Observed>) -> Resul
             if name.starts_with("iolab-") {
                 Ok(())
             } else {
-                Err(format!("zfs {name} is not iolab's (iolab-…)"))
+                Err(TrustError::Record(format!(
+                    "zfs {name} is not iolab's (iolab-…)"
+                )))
             }
         }
         Resource::Mount { target, source } => {
@@ -176,14 +212,14 @@ pub(crate) fn check_record(res: &Resource, observed: Option<&Observed>) -> Resul
                 _ => (source.as_str(), None),
             };
             if now.source != want_source || want_type.is_some_and(|t| *t != now.fstype) {
-                return Err(format!(
+                return Err(TrustError::Record(format!(
                     "the mount on {} is of {} ({}), not the {}{} iolab mounted",
                     target.display(),
                     now.source,
                     now.fstype,
                     want_source,
                     want_type.map(|t| format!(" ({t})")).unwrap_or_default()
-                ));
+                )));
             }
             Ok(())
         }
@@ -225,12 +261,16 @@ mod tests {
         let seen = observe(&res).unwrap();
         assert!(check_record(&res, Some(&seen)).is_ok());
         // Without an observation, a path outside iolab's directories is not believed.
-        assert!(check_record(&res, None).unwrap_err().contains("not under"));
+        assert!(check_record(&res, None)
+            .unwrap_err()
+            .to_string()
+            .contains("not under"));
         // Another file put in its place (made while the first exists: another inode).
         fs::write(d.path().join("other"), "y").unwrap();
         fs::rename(d.path().join("other"), &p).unwrap();
         assert!(check_record(&res, Some(&seen))
             .unwrap_err()
+            .to_string()
             .contains("no longer the one"));
     }
 
@@ -242,6 +282,7 @@ mod tests {
         fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
         assert!(check_dir(d.path())
             .unwrap_err()
+            .to_string()
             .contains("writable by others"));
         let link = d.path().join("link");
         std::os::unix::fs::symlink("/", &link).unwrap();

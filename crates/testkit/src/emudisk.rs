@@ -147,6 +147,7 @@ impl Drop for EmuDisk {
         }
         drop(self.lo.take());
         // SIGTERM: the daemon unmounts and exits.
+        // SAFETY: kill(2) has no memory preconditions; a child gone since is ESRCH.
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }

@@ -107,9 +107,42 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// Why the URL's TLS parameters cannot be used (the store refuses the URL: exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A parameter, or a pair of them, that cannot be used as given.
+    #[error("{0}")]
+    Param(String),
+    /// A file a parameter names could not be read (`sslrootcert=FILE: ...`).
+    #[error("{name}: {source}")]
+    Read {
+        name: String,
+        #[source]
+        source: iolab_sys::input::InputError,
+    },
+    /// A file a parameter names could not be looked at.
+    #[error("{name}: {source}")]
+    Io {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `native-tls` refused a certificate, a key or the connector.
+    #[error("{context}: {source}")]
+    Native {
+        context: String,
+        #[source]
+        source: native_tls::Error,
+    },
+}
+
+fn bad_param(message: impl Into<String>) -> TlsError {
+    TlsError::Param(message.into())
+}
+
 /// Takes `sslmode` and `sslrootcert` out of `url`: the URL for the `postgres` crate and the
 /// TLS parameters, or what is wrong with them (naming the parameter).
-pub(crate) fn split(url: &str) -> Result<(String, Tls), String> {
+pub(crate) fn split(url: &str) -> Result<(String, Tls), TlsError> {
     let mut tls = Tls::default();
     let Some((base, query)) = url.split_once('?') else {
         return Ok((url.to_string(), tls));
@@ -118,8 +151,9 @@ pub(crate) fn split(url: &str) -> Result<(String, Tls), String> {
     for param in query.split('&') {
         let (key, value) = param.split_once('=').unwrap_or((param, ""));
         let decoded = || {
-            percent_decode(value)
-                .ok_or_else(|| format!("{key}={value}: not a valid percent-encoded value"))
+            percent_decode(value).ok_or_else(|| {
+                bad_param(format!("{key}={value}: not a valid percent-encoded value"))
+            })
         };
         match key {
             "sslmode" => {
@@ -130,15 +164,15 @@ pub(crate) fn split(url: &str) -> Result<(String, Tls), String> {
                     } else {
                         "not an sslmode"
                     };
-                    format!(
+                    bad_param(format!(
                         "sslmode={v}: {why} (disable, prefer, require, verify-ca or verify-full)"
-                    )
+                    ))
                 })?;
             }
             "sslrootcert" => {
                 let v = decoded()?;
                 if v.is_empty() {
-                    return Err("sslrootcert= names no file".to_string());
+                    return Err(bad_param("sslrootcert= names no file"));
                 }
                 tls.roots = Some(if v == "system" {
                     Roots::System
@@ -149,7 +183,7 @@ pub(crate) fn split(url: &str) -> Result<(String, Tls), String> {
             "sslcert" | "sslkey" => {
                 let v = decoded()?;
                 if v.is_empty() {
-                    return Err(format!("{key}= names no file"));
+                    return Err(bad_param(format!("{key}= names no file")));
                 }
                 let slot = match key {
                     "sslcert" => &mut tls.cert,
@@ -158,28 +192,25 @@ pub(crate) fn split(url: &str) -> Result<(String, Tls), String> {
                 *slot = Some(PathBuf::from(v));
             }
             "sslpassword" => {
-                return Err(
+                return Err(bad_param(
                     "sslpassword: iolab reads unencrypted client keys only; decrypt the key \
                      into a file only you may read (`openssl pkcs8 -topk8 -nocrypt -in KEY \
-                     -out KEY.plain`, then chmod 600) and name that with sslkey="
-                        .to_string(),
-                )
+                     -out KEY.plain`, then chmod 600) and name that with sslkey=",
+                ))
             }
             _ => rest.push(param),
         }
     }
     match (&tls.cert, &tls.key) {
         (Some(_), None) => {
-            return Err(
-                "sslcert without sslkey: name the certificate's private key too (sslkey=FILE)"
-                    .to_string(),
-            )
+            return Err(bad_param(
+                "sslcert without sslkey: name the certificate's private key too (sslkey=FILE)",
+            ))
         }
         (None, Some(_)) => {
-            return Err(
-                "sslkey without sslcert: name the client certificate too (sslcert=FILE)"
-                    .to_string(),
-            )
+            return Err(bad_param(
+                "sslkey without sslcert: name the client certificate too (sslcert=FILE)",
+            ))
         }
         _ => {}
     }
@@ -193,20 +224,22 @@ pub(crate) fn split(url: &str) -> Result<(String, Tls), String> {
 
 /// The `postgres` crate's mode for `tls`, the connector that does what the mode says, or
 /// why not (exit 2: an argument to change).
-pub(crate) fn connector(tls: &Tls, hosts: &[Host]) -> Result<(SslMode, MakeTlsConnector), String> {
+pub(crate) fn connector(
+    tls: &Tls,
+    hosts: &[Host],
+) -> Result<(SslMode, MakeTlsConnector), TlsError> {
     if tls.roots.is_some() && matches!(tls.mode, Mode::Disable | Mode::Prefer) {
-        return Err(format!(
+        return Err(bad_param(format!(
             "sslrootcert with sslmode={}: this mode checks no certificate; give \
              sslmode=verify-full (or verify-ca) for the certificate to be checked",
             tls.mode.name()
-        ));
+        )));
     }
     if tls.cert.is_some() && tls.mode == Mode::Disable {
-        return Err(
+        return Err(bad_param(
             "sslcert with sslmode=disable: without TLS no client certificate is sent; drop \
-             sslmode=disable (or give sslmode=verify-full)"
-                .to_string(),
-        );
+             sslmode=disable (or give sslmode=verify-full)",
+        ));
     }
     let mode = match tls.mode {
         // libpq: `require` with a root certificate checks the chain.
@@ -215,12 +248,12 @@ pub(crate) fn connector(tls: &Tls, hosts: &[Host]) -> Result<(SslMode, MakeTlsCo
     };
     if mode != Mode::Disable && mode != Mode::Prefer {
         if let Some(Host::Unix(dir)) = hosts.iter().find(|h| matches!(h, Host::Unix(_))) {
-            return Err(format!(
+            return Err(bad_param(format!(
                 "sslmode={}: PostgreSQL has no TLS on a unix socket ({}); connect over TCP \
                  (host=NAME) for TLS, or drop sslmode (a unix socket does not leave this machine)",
                 tls.mode.name(),
                 dir.display()
-            ));
+            )));
         }
     }
     let mut builder = TlsConnector::builder();
@@ -243,9 +276,10 @@ pub(crate) fn connector(tls: &Tls, hosts: &[Host]) -> Result<(SslMode, MakeTlsCo
     if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
         builder.identity(client_identity(cert, key)?);
     }
-    let connector = builder
-        .build()
-        .map_err(|e| format!("sslmode={}: TLS cannot be set up: {e}", tls.mode.name()))?;
+    let connector = builder.build().map_err(|source| TlsError::Native {
+        context: format!("sslmode={}: TLS cannot be set up", tls.mode.name()),
+        source,
+    })?;
     let ssl_mode = match mode {
         Mode::Disable => SslMode::Disable,
         Mode::Prefer => SslMode::Prefer,
@@ -255,14 +289,19 @@ pub(crate) fn connector(tls: &Tls, hosts: &[Host]) -> Result<(SslMode, MakeTlsCo
 }
 
 /// The PEM certificates of an `sslrootcert` file (read bounded, a regular file only).
-fn root_certificates(file: &Path) -> Result<Vec<Certificate>, String> {
+fn root_certificates(file: &Path) -> Result<Vec<Certificate>, TlsError> {
     let name = format!("sslrootcert={}", file.display());
     let pem =
-        iolab_sys::input::read_input(file, ROOTCERT_LIMIT).map_err(|e| format!("{name}: {e}"))?;
-    let certs = Certificate::stack_from_pem(&pem)
-        .map_err(|e| format!("{name}: not PEM certificates: {e}"))?;
+        iolab_sys::input::read_input(file, ROOTCERT_LIMIT).map_err(|source| TlsError::Read {
+            name: name.clone(),
+            source,
+        })?;
+    let certs = Certificate::stack_from_pem(&pem).map_err(|source| TlsError::Native {
+        context: format!("{name}: not PEM certificates"),
+        source,
+    })?;
     if certs.is_empty() {
-        return Err(format!("{name}: holds no PEM certificate"));
+        return Err(bad_param(format!("{name}: holds no PEM certificate")));
     }
     Ok(certs)
 }
@@ -274,49 +313,57 @@ const CLIENT_FILE_LIMIT: u64 = 1 << 20;
 /// checks it: a regular file (read bounded) that its owner alone may read (0600 or less),
 /// or, owned by root, root and its group (0640 or less); an encrypted key or one not in
 /// PKCS#8 PEM is refused with the command that converts it.
-fn client_identity(cert: &Path, key: &Path) -> Result<Identity, String> {
+fn client_identity(cert: &Path, key: &Path) -> Result<Identity, TlsError> {
     use std::os::unix::fs::MetadataExt;
     let cert_name = format!("sslcert={}", cert.display());
     let key_name = format!("sslkey={}", key.display());
-    let cert_pem = iolab_sys::input::read_input(cert, CLIENT_FILE_LIMIT)
-        .map_err(|e| format!("{cert_name}: {e}"))?;
-    let (file, _) = iolab_sys::input::open_input(key, CLIENT_FILE_LIMIT)
-        .map_err(|e| format!("{key_name}: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("{key_name}: {e}"))?;
+    let read = |name: &str| {
+        let name = name.to_string();
+        move |source| TlsError::Read { name, source }
+    };
+    let cert_pem =
+        iolab_sys::input::read_input(cert, CLIENT_FILE_LIMIT).map_err(read(&cert_name))?;
+    let (file, _) =
+        iolab_sys::input::open_input(key, CLIENT_FILE_LIMIT).map_err(read(&key_name))?;
+    let meta = file.metadata().map_err(|source| TlsError::Io {
+        name: key_name.clone(),
+        source,
+    })?;
     let mode = meta.mode() & 0o777;
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
+    let euid = rustix::process::geteuid().as_raw();
     let too_open = if meta.uid() == 0 && euid != 0 {
         mode & 0o037 != 0
     } else {
         mode & 0o077 != 0
     };
     if too_open {
-        return Err(format!(
+        return Err(bad_param(format!(
             "{key_name}: the private key may be read or written by others (mode {mode:04o}); \
              it must be 0600 or less (0640 or less if root owns it): chmod 600 {}",
             key.display()
-        ));
+        )));
     }
-    let key_pem = iolab_sys::input::read_bounded(file, CLIENT_FILE_LIMIT)
-        .map_err(|e| format!("{key_name}: {e}"))?;
+    let key_pem =
+        iolab_sys::input::read_bounded(file, CLIENT_FILE_LIMIT).map_err(read(&key_name))?;
     let text = String::from_utf8_lossy(&key_pem);
     if text.contains("ENCRYPTED") {
-        return Err(format!(
+        return Err(bad_param(format!(
             "{key_name}: the private key is encrypted, and iolab reads unencrypted keys only: \
              `openssl pkcs8 -topk8 -nocrypt -in {} -out KEY.plain`, chmod 600, and name that",
             key.display()
-        ));
+        )));
     }
     if !text.trim_start().starts_with("-----BEGIN PRIVATE KEY-----") {
-        return Err(format!(
+        return Err(bad_param(format!(
             "{key_name}: not a PKCS#8 PEM private key (-----BEGIN PRIVATE KEY-----): convert \
              it with `openssl pkcs8 -topk8 -nocrypt -in {} -out KEY.pk8`",
             key.display()
-        ));
+        )));
     }
-    Identity::from_pkcs8(&cert_pem, &key_pem)
-        .map_err(|e| format!("{cert_name} with {key_name}: not a PEM certificate and its key: {e}"))
+    Identity::from_pkcs8(&cert_pem, &key_pem).map_err(|source| TlsError::Native {
+        context: format!("{cert_name} with {key_name}: not a PEM certificate and its key"),
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -363,7 +410,7 @@ mod tests {
                 "sslpassword: iolab reads unencrypted",
             ),
         ] {
-            let e = split(url).unwrap_err();
+            let e = split(url).unwrap_err().to_string();
             assert!(e.starts_with(want), "{url}: {e}");
         }
         use std::os::unix::fs::PermissionsExt;
@@ -380,7 +427,7 @@ mod tests {
         let check = |text: &str, mode: u32| {
             std::fs::write(&key, text).unwrap();
             std::fs::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
-            connector(&tls, &tcp).err().unwrap()
+            connector(&tls, &tcp).err().unwrap().to_string()
         };
         let name = format!("sslkey={}: ", key.display());
         let e = check("-----BEGIN PRIVATE KEY-----\n", 0o640);
@@ -399,7 +446,8 @@ mod tests {
             &tcp,
         )
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
         assert!(e.starts_with("sslcert with sslmode=disable"), "{e}");
     }
 
@@ -420,7 +468,7 @@ mod tests {
             ),
             ("postgresql://h/d?sslmode=%zz", "sslmode=%zz: not a valid"),
         ] {
-            let e = split(url).unwrap_err();
+            let e = split(url).unwrap_err().to_string();
             assert!(e.starts_with(want), "{url}: {e}");
         }
     }
@@ -435,16 +483,16 @@ mod tests {
             ..Tls::default()
         };
         let missing = dir.path().join("missing.pem");
-        let e = connector(&tls(&missing), &tcp).err().unwrap();
+        let e = connector(&tls(&missing), &tcp).err().unwrap().to_string();
         assert!(
             e.starts_with(&format!("sslrootcert={}: ", missing.display())),
             "{e}"
         );
-        let e = connector(&tls(dir.path()), &tcp).err().unwrap();
+        let e = connector(&tls(dir.path()), &tcp).err().unwrap().to_string();
         assert!(e.contains("a directory"), "{e}");
         let junk = dir.path().join("junk.pem");
         std::fs::write(&junk, "not a certificate\n").unwrap();
-        let e = connector(&tls(&junk), &tcp).err().unwrap();
+        let e = connector(&tls(&junk), &tcp).err().unwrap().to_string();
         assert!(
             e.starts_with(&format!("sslrootcert={}: ", junk.display())),
             "{e}"
@@ -455,7 +503,7 @@ mod tests {
             mode: Mode::Require,
             ..Tls::default()
         };
-        let e = connector(&t, &unix).err().unwrap();
+        let e = connector(&t, &unix).err().unwrap().to_string();
         assert!(e.contains("no TLS on a unix socket"), "{e}");
         assert!(connector(&Tls::default(), &unix).is_ok());
         // A root certificate where nothing checks it.
@@ -463,7 +511,7 @@ mod tests {
             roots: Some(Roots::System),
             ..Tls::default()
         };
-        let e = connector(&t, &tcp).err().unwrap();
+        let e = connector(&t, &tcp).err().unwrap().to_string();
         assert!(e.starts_with("sslrootcert with sslmode=prefer"), "{e}");
     }
 }

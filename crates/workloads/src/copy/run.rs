@@ -100,7 +100,7 @@ impl Job for CopyJob {
                 &mut |label, n| progress.phase(label, iolab_spec::format_bytes(n)),
                 &mut adopt,
             )
-            .map_err(|e| RunError::Failed(e.to_string()))?
+            .map_err(RunError::from_error)?
         };
         let verdicts: Vec<String> = tests.iter().filter_map(verdict).collect();
         ctx.add_tests(tests)?;

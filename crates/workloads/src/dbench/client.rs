@@ -738,6 +738,7 @@ impl Client<'_, '_> {
                 let file = self.handles.remove(&fnum).ok_or(Fail::NoHandle(fnum))?;
                 self.handle_paths.remove(&fnum);
                 // SAFETY: the descriptor was just taken out of its File and is closed once.
+                // Not rustix: its close is unsafe too and drops the error, which counts here.
                 if unsafe { libc::close(file.into_raw_fd()) } != 0 {
                     return Err(io::Error::last_os_error().into());
                 }
@@ -981,28 +982,16 @@ pub(crate) fn dos_match(pat: &[u8], name: &[u8]) -> bool {
 /// SET_FILE_INFORMATION as dbench does it: read the times and set them back a little
 /// (access 10 s, modification 12 s earlier).
 fn set_times_back(f: &File) -> io::Result<()> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: fd is open; st is a buffer of the right type.
-    if unsafe { libc::fstat(f.as_raw_fd(), st.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fstat succeeded and filled it.
-    let st = unsafe { st.assume_init() };
-    let times = [
-        libc::timespec {
-            tv_sec: st.st_atime - 10,
-            tv_nsec: st.st_atime_nsec,
-        },
-        libc::timespec {
-            tv_sec: st.st_mtime - 12,
-            tv_nsec: st.st_mtime_nsec,
-        },
-    ];
-    // SAFETY: fd is open; times points to two timespecs.
-    if unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    let m = f.metadata()?;
+    let earlier =
+        |t: SystemTime, s: u64| t.checked_sub(Duration::from_secs(s)).unwrap_or(UNIX_EPOCH);
+    // futimens(2) through std: both times set on the open file.
+    f.set_times(
+        std::fs::FileTimes::new()
+            .set_accessed(earlier(m.accessed()?, 10))
+            .set_modified(earlier(m.modified()?, 12)),
+    )
 }
 
 /// A POSIX byte-range lock or unlock (fcntl F_SETLK; not the waiting F_SETLKW, so a lock
@@ -1014,7 +1003,8 @@ fn byte_lock(f: &File, kind: i32, offset: u64, size: u64) -> io::Result<()> {
     fl.l_whence = libc::SEEK_SET as libc::c_short;
     fl.l_start = offset as libc::off_t;
     fl.l_len = size as libc::off_t;
-    // SAFETY: fd is open and fl is a valid flock.
+    // SAFETY: fd is open and fl is a valid flock that outlives the call. Not rustix: its
+    // fcntl_lock locks whole files, dbench locks byte ranges.
     if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &fl) } != 0 {
         return Err(io::Error::last_os_error());
     }

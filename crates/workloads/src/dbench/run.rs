@@ -217,7 +217,7 @@ fn replays(
             match r {
                 Ok(r) => r,
                 Err(super::DbenchError::Ranks(e)) => return Err(e),
-                Err(e) => return Err(RunError::Failed(e.to_string())),
+                Err(e) => return Err(RunError::from_error(e)),
             }
         };
         for n in &r.notes {

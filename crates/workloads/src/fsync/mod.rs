@@ -13,7 +13,7 @@ pub mod run;
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -454,7 +454,7 @@ fn measure(
         .write(true)
         .custom_flags(method.open_flags())
         .open(path)?;
-    let fd = file.as_raw_fd();
+    let fd = file.as_fd();
     let mut pool = BufferPool::new(1, size as usize);
     let mut rng = fastrand::Rng::new();
     pool.fill_random(&mut rng);
@@ -559,14 +559,10 @@ fn measure(
 }
 
 /// One `pwrite` of `buf` at `off`; a short write is an error.
-fn write_at(fd: i32, buf: &[u8], off: u64) -> io::Result<()> {
-    // SAFETY: `buf` is `buf.len()` readable bytes for the whole call.
-    let rc = unsafe { libc::pwrite64(fd, buf.as_ptr().cast(), buf.len(), off as i64) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+fn write_at(fd: BorrowedFd<'_>, buf: &[u8], off: u64) -> io::Result<()> {
+    let rc = rustix::io::pwrite(fd, buf, off)?;
     let size = buf.len();
-    if rc as usize != size {
+    if rc != size {
         return Err(io::Error::other(format!(
             "short write: {rc} of {size} bytes"
         )));
@@ -575,15 +571,11 @@ fn write_at(fd: i32, buf: &[u8], off: u64) -> io::Result<()> {
 }
 
 /// The flush `method` makes after each write (none for the others).
-fn flush(fd: i32, method: SyncMethod) -> io::Result<()> {
-    let rc = match method {
-        // SAFETY: plain syscalls on our descriptor.
-        SyncMethod::Fdatasync => unsafe { libc::fdatasync(fd) },
-        SyncMethod::Fsync => unsafe { libc::fsync(fd) },
-        _ => 0,
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
+fn flush(fd: BorrowedFd<'_>, method: SyncMethod) -> io::Result<()> {
+    match method {
+        SyncMethod::Fdatasync => rustix::fs::fdatasync(fd)?,
+        SyncMethod::Fsync => rustix::fs::fsync(fd)?,
+        _ => {}
     }
     Ok(())
 }

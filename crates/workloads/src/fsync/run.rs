@@ -176,7 +176,7 @@ impl Job for FsyncJob {
                 },
                 &mut adopt,
             )
-            .map_err(|e| RunError::Failed(e.to_string()))?
+            .map_err(RunError::from_error)?
         };
         let mut tests = report.tests;
         let path = flush_path(ctx);

@@ -111,7 +111,7 @@ impl Job for MetadataJob {
             match tests {
                 Ok(t) => (t, many),
                 Err(WorkloadError::Ranks(e)) => return Err(e),
-                Err(e) => return Err(RunError::Failed(e.to_string())),
+                Err(e) => return Err(RunError::from_error(e)),
             }
         };
         if tests.1 {

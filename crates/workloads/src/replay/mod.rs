@@ -790,7 +790,8 @@ fn execute(sh: &Shared<'_>, op: &Op, rbuf: &mut Vec<u8>) -> io::Result<u64> {
         } => {
             let f = file(*handle)?;
             use std::os::fd::AsRawFd;
-            // SAFETY: a plain syscall on a descriptor this function holds open.
+            // SAFETY: a plain syscall on a descriptor this function holds open (rustix has
+            // no sync_file_range).
             let r = unsafe {
                 libc::sync_file_range(
                     f.as_raw_fd(),
@@ -817,16 +818,10 @@ fn execute(sh: &Shared<'_>, op: &Op, rbuf: &mut Vec<u8>) -> io::Result<u64> {
             len,
         } => {
             let f = file(*handle)?;
-            use std::os::fd::AsRawFd;
-            // SAFETY: a plain syscall on a descriptor this function holds open.
-            let r = unsafe {
-                libc::fallocate(f.as_raw_fd(), *mode as i32, *offset as i64, *len as i64)
-            };
-            if r < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(0)
-            }
+            let mode = rustix::fs::FallocateFlags::from_bits_retain(*mode);
+            rustix::fs::fallocate(f, mode, *offset, *len)
+                .map(|()| 0)
+                .map_err(io::Error::from)
         }
         Op::Rename {
             from,

@@ -60,6 +60,12 @@ pub enum RecordError {
     /// Bad arguments: exit 2.
     Usage(String),
     Failed(String),
+    /// A system call or a read failed: what was being done (`FILE`, `cannot run strace`),
+    /// and the error, kept: exit 1.
+    Io {
+        context: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Stopped by SIGINT, SIGTERM or SIGHUP: the command and strace are stopped, nothing
     /// is written (exit 130).
     Interrupted,
@@ -69,7 +75,29 @@ impl fmt::Display for RecordError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RecordError::Usage(m) | RecordError::Failed(m) => f.write_str(m),
+            RecordError::Io { context, source } => write!(f, "{context}: {source}"),
             RecordError::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+impl std::error::Error for RecordError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecordError::Io { source, .. } => Some(source.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl RecordError {
+    fn io(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        RecordError::Io {
+            context: context.into(),
+            source: source.into(),
         }
     }
 }
@@ -115,7 +143,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded, RecordError> {
     if roots.is_empty() {
         let c = std::env::current_dir()
             .and_then(std::fs::canonicalize)
-            .map_err(|e| RecordError::Failed(format!("the current directory: {e}")))?;
+            .map_err(|e| RecordError::io("the current directory", e))?;
         roots.push(c);
     }
     if let Some(parent) = cfg.output.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -135,7 +163,7 @@ pub fn record(cfg: &RecordConfig) -> Result<Recorded, RecordError> {
         RecordError::Failed("record needs strace (Debian: apt-get install strace)".into())
     })?;
     let stop = iolab_runner::signals::install()
-        .map_err(|e| RecordError::Failed(format!("cannot install signal handlers: {e}")))?;
+        .map_err(|e| RecordError::io("cannot install signal handlers", e))?;
     let state = Made::open();
     let r = record_with(cfg, &roots, out, &strace, &stop, &state);
     state.finish();
@@ -156,7 +184,7 @@ fn record_with(
         return Err(RecordError::Interrupted);
     }
     let tmp_base = std::path::absolute(std::env::temp_dir())
-        .map_err(|e| RecordError::Failed(format!("the temporary directory: {e}")))?;
+        .map_err(|e| RecordError::io("the temporary directory", e))?;
     let tmp = state.dir(&tmp_base.join(unique_name("record")))?;
     let result = trace_command(cfg, strace, &tmp, stop).map(|(status, seconds, text)| {
         let cwd = std::env::current_dir().unwrap_or_default();
@@ -262,8 +290,7 @@ impl Made {
         let id = self.intent(RunResource::Tree {
             path: path.to_path_buf(),
         });
-        let made = create_dir(path)
-            .map_err(|e| RecordError::Failed(format!("{}: {e}", path.display())))?;
+        let made = create_dir(path).map_err(|e| RecordError::io(path.display().to_string(), e))?;
         self.created(id);
         Ok(Resource {
             path: path.to_path_buf(),
@@ -321,15 +348,14 @@ fn trace_command(
     stop: &AtomicBool,
 ) -> Result<(std::process::ExitStatus, f64, Vec<u8>), RecordError> {
     let raw = tmp.path.join("strace.out");
-    create_new(&raw).map_err(|e| RecordError::Failed(format!("{}: {e}", raw.display())))?;
+    create_new(&raw).map_err(|e| RecordError::io(raw.display().to_string(), e))?;
     let filter: Vec<String> = SYSCALLS
         .split_whitespace()
         .map(|s| format!("?{s}"))
         .collect();
     // Orphans of the traced command come back to iolab, to be found and stopped with the
     // rest; strace itself dies with iolab (a kill -9 included).
-    // SAFETY: prctl with these arguments only sets a flag of this process.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::Pid::INIT));
     let parent = std::process::id() as i32;
     let mut cmd = Command::new(strace);
     cmd.args(["-f", "-ttt", "-T", "-y", "-s", "0", "-qq", "-o"])
@@ -338,7 +364,8 @@ fn trace_command(
         .arg("--")
         .args(&cfg.command);
     // SAFETY: the closure runs in the child between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid).
+    // async-signal-safe functions (prctl, getppid); pre_exec itself is unsafe, so rustix's
+    // wrappers would not remove the block.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
@@ -354,7 +381,7 @@ fn trace_command(
     let t0 = std::time::Instant::now();
     let mut child = cmd
         .spawn()
-        .map_err(|e| RecordError::Failed(format!("cannot run {}: {e}", strace.display())))?;
+        .map_err(|e| RecordError::io(format!("cannot run {}", strace.display()), e))?;
     let status = loop {
         match child.try_wait() {
             Ok(Some(st)) => break Some(st),
@@ -383,7 +410,7 @@ fn trace_command(
     })?;
     let len = f
         .metadata()
-        .map_err(|e| RecordError::Failed(format!("{}: {e}", raw.display())))?
+        .map_err(|e| RecordError::io(raw.display().to_string(), e))?
         .len();
     if len > MAX_STRACE_OUTPUT {
         return Err(RecordError::Failed(format!(
@@ -394,7 +421,7 @@ fn trace_command(
     let mut text = Vec::new();
     f.take(MAX_STRACE_OUTPUT + 1)
         .read_to_end(&mut text)
-        .map_err(|e| RecordError::Failed(format!("{}: {e}", raw.display())))?;
+        .map_err(|e| RecordError::io(raw.display().to_string(), e))?;
     if stop.load(Ordering::SeqCst) {
         return Err(RecordError::Interrupted);
     }
@@ -450,12 +477,15 @@ fn descendants() -> Vec<i32> {
 fn stop_descendants() {
     for _ in 0..500 {
         let left = descendants();
-        for &p in &left {
-            // SAFETY: kill has no memory preconditions; a pid gone since is ESRCH.
-            unsafe { libc::kill(p, libc::SIGKILL) };
+        for pid in left
+            .iter()
+            .filter_map(|&p| rustix::process::Pid::from_raw(p))
+        {
+            // A pid gone since is ESRCH.
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
-        // SAFETY: reaps this process's ended children; status is not needed.
-        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+        // Reaps this process's ended children; their status is not needed.
+        while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
         if left.is_empty() {
             return;
         }

@@ -6,7 +6,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -168,10 +167,10 @@ pub(crate) fn write_plain(path: &Path, size: u64) -> Result<(), ScrubError> {
     file.sync_all().map_err(io_err(path, "fsync"))
 }
 
-fn fadvise(file: &File, advice: libc::c_int) {
-    // SAFETY: advice on our own descriptor; len 0 means "to the end". Failure only costs
-    // accuracy (the caller's reads may then be served from the cache).
-    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, advice) };
+fn fadvise(file: &File, advice: rustix::fs::Advice) {
+    // Len 0 (None) means "to the end". Failure only costs accuracy (the caller's reads may
+    // then be served from the cache).
+    let _ = rustix::fs::fadvise(file, 0, None, advice);
 }
 
 /// Sequential reads of one file.
@@ -203,7 +202,7 @@ pub(crate) fn read_sequential(
     let mut out = ReadOutcome::default();
     let start = Instant::now();
     'passes: loop {
-        fadvise(&file, libc::POSIX_FADV_DONTNEED);
+        fadvise(&file, rustix::fs::Advice::DontNeed);
         let mut at = 0u64;
         while at < size {
             if done() {
@@ -283,7 +282,7 @@ pub(crate) fn verify(
                     out.bytes += n as u64;
                 }
                 Err(_) => {
-                    fadvise(&file, libc::POSIX_FADV_RANDOM);
+                    fadvise(&file, rustix::fs::Advice::Random);
                     for i in 0..n / BLOCK {
                         let off = at + (i * BLOCK) as u64;
                         let blk = &mut buf[..BLOCK];
@@ -302,7 +301,7 @@ pub(crate) fn verify(
                             }
                         }
                     }
-                    fadvise(&file, libc::POSIX_FADV_NORMAL);
+                    fadvise(&file, rustix::fs::Advice::Normal);
                 }
             }
             at += n as u64;

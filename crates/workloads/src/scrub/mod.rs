@@ -106,7 +106,14 @@ impl fmt::Display for ScrubError {
     }
 }
 
-impl std::error::Error for ScrubError {}
+impl std::error::Error for ScrubError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ScrubError::Testbed(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// One corruption: a range of the dataset and where it was overwritten.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -174,7 +174,7 @@ fn scrub_error(e: ScrubError) -> RunError {
     match e {
         ScrubError::Invalid(_) => RunError::usage(e.to_string()),
         ScrubError::Interrupted => RunError::Interrupted,
-        other => RunError::Failed(other.to_string()),
+        other => RunError::from_error(other),
     }
 }
 
@@ -245,7 +245,7 @@ fn run_on(cfg: &ScrubConfig, target: &ScrubTarget, ctx: &mut RunContext) -> Resu
             Ok(r) => r,
             // Stored as an incomplete run: the conclusion exits 130.
             Err(ScrubError::Interrupted) => return Ok(()),
-            Err(e) => return Err(RunError::Failed(e.to_string())),
+            Err(e) => return Err(RunError::from_error(e)),
         }
     };
     let table = report.render();

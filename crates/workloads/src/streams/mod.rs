@@ -74,7 +74,8 @@ pub struct StreamsConfig {
 /// Fills the buffer of the write that goes to the given file offset.
 pub type FillFn = dyn Fn(&mut [u8], u64) + Send + Sync;
 /// Checks a file after the streams ended: its tally, or why it could not be read.
-pub type CheckFn = dyn Fn(&Path) -> Result<iolab_integrity::Tally, String> + Send + Sync;
+pub type CheckFn =
+    dyn Fn(&Path) -> Result<iolab_integrity::Tally, iolab_integrity::IntegrityError> + Send + Sync;
 
 /// How write streams write verifiable data and check it (supplied by the caller, e.g.
 /// iolab-integrity's self-describing blocks, `verified::Stamper`).
@@ -522,7 +523,7 @@ pub fn run(
     let mut checks: Vec<Option<iolab_integrity::Tally>> = vec![None; n];
     if let (Some(v), false) = (&cfg.verify, reading) {
         for (i, f) in files.iter().enumerate() {
-            checks[i] = Some((v.check)(f).map_err(|e| WorkloadError::mismatch(f, e))?);
+            checks[i] = Some((v.check)(f).map_err(|e| WorkloadError::mismatch(f, e.to_string()))?);
         }
     }
     created.remove_all()?;

@@ -117,7 +117,7 @@ impl Job for StreamsJob {
             super::run(&cfg, &ctx.stop, &mut |label, n| {
                 progress.phase(label, iolab_spec::format_bytes(n))
             })
-            .map_err(|e| RunError::Failed(e.to_string()))?
+            .map_err(RunError::from_error)?
         };
         let note = overlap(&tests, cfg.stagger.as_secs_f64());
         ctx.add_tests(tests)?;

@@ -62,8 +62,8 @@ fn usage(option: &str, message: String) -> RunError {
 /// Bad input is a usage error (exit 2), a read error of the target a failure (exit 1).
 fn check_error(e: CheckError) -> RunError {
     match e {
-        CheckError::Input(m) => RunError::usage(m),
-        CheckError::Io(m) => RunError::Failed(m),
+        CheckError::Input(e) => RunError::usage(e.to_string()),
+        CheckError::Io(e) => RunError::from_error(e),
     }
 }
 
@@ -113,7 +113,7 @@ pub fn check(args: &LaterArgs) -> Result<Checked, RunError> {
                     ));
                 }
             }
-            let j = Journal::read(jp).map_err(RunError::usage)?;
+            let j = Journal::read(jp).map_err(|e| RunError::usage(e.to_string()))?;
             if let Some(r) = run_id.filter(|r| *r != j.run_id) {
                 return Err(usage(
                     "run-id",
@@ -151,7 +151,7 @@ pub fn check(args: &LaterArgs) -> Result<Checked, RunError> {
                 generation: args.generation,
                 size,
             };
-            let e = expectation(&path, given).map_err(RunError::usage)?;
+            let e = expectation(&path, given).map_err(|e| RunError::usage(e.to_string()))?;
             text.push_str(&format!(
                 "Expected: run {:016x}, {} blocks, {} (from {})\n",
                 e.run_id,

@@ -22,7 +22,7 @@ use iolab_integrity::journal::{JournalWriter, Kind};
 use iolab_integrity::verified::{
     block_tally, judge_into, judge_read_into, open, scan, sidecar_path, Sidecar, SIDECAR_TMP_SUFFIX,
 };
-use iolab_integrity::{Failure, Tally};
+use iolab_integrity::{Failure, IntegrityError, Tally};
 use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord};
 use iolab_spec::{format_size_short, JobSpec, Rw, SyncMode};
 use serde::Serialize;
@@ -106,13 +106,14 @@ pub enum PrepareError {
     /// fit): exit 2.
     Refused(String),
     /// Creating the data file failed (a read-only or full filesystem): exit 1.
-    Failed(String),
+    Failed(IntegrityError),
 }
 
 impl std::fmt::Display for PrepareError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PrepareError::Refused(m) | PrepareError::Failed(m) => f.write_str(m),
+            PrepareError::Refused(m) => f.write_str(m),
+            PrepareError::Failed(e) => e.fmt(f),
         }
     }
 }
@@ -171,7 +172,12 @@ impl DataTarget {
                 .write(true)
                 .create_new(true)
                 .open(&p)
-                .map_err(|e| PrepareError::Failed(format!("cannot create {}: {e}", p.display())))?;
+                .map_err(|e| {
+                    PrepareError::Failed(IntegrityError::io(
+                        format!("cannot create {}", p.display()),
+                        e,
+                    ))
+                })?;
             let made = iolab_sys::files::Made::of_file(&p, &file).ok();
             Ok(DataTarget {
                 path: p,
@@ -353,16 +359,17 @@ pub fn run(
     target: &DataTarget,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&str, u64),
-) -> Result<WorkloadOutput, String> {
+) -> Result<WorkloadOutput, IntegrityError> {
     let bs = cfg.bs;
     let (file, _) = open(&target.path, true, cfg.direct, false)?;
     if target.created {
-        file.set_len(cfg.size)
-            .map_err(|e| format!("{}: cannot size: {e}", target.path.display()))?;
+        file.set_len(cfg.size).map_err(|e| {
+            IntegrityError::io(format!("{}: cannot size", target.path.display()), e)
+        })?;
     }
     let meta = file
         .metadata()
-        .map_err(|e| format!("{}: {e}", target.path.display()))?;
+        .map_err(|e| IntegrityError::io(target.path.display().to_string(), e))?;
     let blocks = cfg.size / bs as u64;
     let fsync_every = if cfg.fsync_every > 0 {
         cfg.fsync_every
@@ -371,8 +378,9 @@ pub fn run(
     };
     let mut journal = match &cfg.journal {
         Some(p) => Some(
-            JournalWriter::create(p, cfg.run_id, bs as u64, cfg.size, fsync_every, &meta)
-                .map_err(|e| format!("--journal {}: cannot create: {e}", p.display()))?,
+            JournalWriter::create(p, cfg.run_id, bs as u64, cfg.size, fsync_every, &meta).map_err(
+                |e| IntegrityError::io(format!("--journal {}: cannot create", p.display()), e),
+            )?,
         ),
         None => None,
     };
@@ -399,9 +407,9 @@ pub fn run(
     let mut journal_seconds = 0.0;
     let mut interrupted = false;
     let io_err = |what: &str, off: u64, e: io::Error| {
-        format!(
-            "{}: cannot {what} at offset {off}: {e}",
-            target.path.display()
+        IntegrityError::io(
+            format!("{}: cannot {what} at offset {off}", target.path.display()),
+            e,
         )
     };
     for pass in 1..=cfg.passes {
@@ -432,8 +440,9 @@ pub fn run(
                 for &b in batch {
                     j.push(Kind::Intent, b * bs as u64, generation);
                 }
-                j.commit()
-                    .map_err(|e| format!("--journal {}: {e}", j.path().display()))?;
+                j.commit().map_err(|e| {
+                    IntegrityError::io(format!("--journal {}", j.path().display()), e)
+                })?;
             }
             for &b in batch {
                 let off = b * bs as u64;
@@ -466,15 +475,17 @@ pub fn run(
                 }
             }
             let t = Instant::now();
-            file.sync_data()
-                .map_err(|e| format!("{}: cannot fdatasync: {e}", target.path.display()))?;
+            file.sync_data().map_err(|e| {
+                IntegrityError::io(format!("{}: cannot fdatasync", target.path.display()), e)
+            })?;
             sync_hist.record(t.elapsed().as_nanos() as u64);
             if let Some(j) = &mut journal {
                 for &b in batch {
                     j.push(Kind::Ack, b * bs as u64, generation);
                 }
-                j.commit()
-                    .map_err(|e| format!("--journal {}: {e}", j.path().display()))?;
+                j.commit().map_err(|e| {
+                    IntegrityError::io(format!("--journal {}", j.path().display()), e)
+                })?;
             }
         }
         let end = Instant::now();
@@ -547,7 +558,7 @@ pub fn run(
         if !interrupted {
             j.push(Kind::End, passes.len() as u64, 0);
             j.commit()
-                .map_err(|e| format!("--journal {}: {e}", j.path().display()))?;
+                .map_err(|e| IntegrityError::io(format!("--journal {}", j.path().display()), e))?;
         }
     }
     if !interrupted {

@@ -189,7 +189,7 @@ impl Job for VerifyJob {
         let target_path = ctx.common.target.clone();
         if let Some(j) = &cfg.journal {
             check_separate_filesystems(j, &target_path)
-                .map_err(|m| RunError::Usage(UsageError::option("journal", m)))?;
+                .map_err(|m| RunError::Usage(UsageError::option("journal", m.to_string())))?;
         }
         // Blocks are written sparse-file first: without this a --size beyond the free space
         // would fill the filesystem before failing with ENOSPC.
@@ -217,7 +217,7 @@ impl Job for VerifyJob {
         )
         .map_err(|e| match e {
             PrepareError::Refused(m) => RunError::Usage(UsageError::option("target", m)),
-            PrepareError::Failed(m) => RunError::Failed(m),
+            PrepareError::Failed(e) => RunError::from_error(e),
         })?;
         // The run state names the data file exactly (device and inode): one put at its path
         // during the run is never taken for it.
@@ -299,7 +299,7 @@ fn measure(
         super::run(cfg, target, &ctx.stop, &mut |label, n| {
             progress.phase(label, format_bytes(n))
         })
-        .map_err(RunError::Failed)?
+        .map_err(RunError::from_error)?
     };
     let tally = out.tally;
     // Stopped before a pass finished: nothing was measured.
