@@ -80,13 +80,18 @@ cargo test --workspace --no-fail-fast || FAILED+=("cargo test --workspace")
 # The optional `mpi` feature (docs/mpi.md): the default build above has none of it. Its
 # lint, the aggregation's unit tests and the real-mpirun tests.
 if command -v mpirun >/dev/null && pkg-config --exists ompi-c 2>/dev/null; then
-  # What the feature changes: the runner (every target) and the binary with its mpi test;
-  # the binary's other test files do not depend on the feature (linted above).
-  { cargo clippy -p iolab-runner --all-targets --features mpi -- -D warnings \
-      && cargo clippy -p iolab --bins --test mpi --features mpi -- -D warnings; } \
+  # What the feature changes: the runner (its library, also as its unit tests, and its test
+  # file pass_loop: name a new one here) and the binary with its mpi test; the binary's
+  # other test files do not depend on the feature (linted above). Every step
+  # names both packages: the same selection resolves the dependencies' features as the
+  # workspace build did, so the crates below the runner that no MPI dependency changes
+  # (sys, spec, measure, env, integrity, engine, stats, report) are not built again.
+  MPI=(-p iolab-runner -p iolab --features iolab/mpi)
+  { cargo clippy "${MPI[@]}" --lib --bins --test mpi --test pass_loop -- -D warnings \
+      && cargo clippy "${MPI[@]}" --lib --profile test -- -D warnings; } \
     || FAILED+=("mpi clippy")
-  cargo test -p iolab-runner --features mpi --lib mpi:: || FAILED+=("mpi unit tests")
-  cargo test -p iolab --features mpi --test mpi --no-fail-fast || FAILED+=("mpi tests")
+  # The runner's unit tests (its mpi:: aggregation among them) and the real-mpirun tests.
+  cargo test "${MPI[@]}" --lib --test mpi --no-fail-fast || FAILED+=("mpi tests")
 else
   echo "test.sh: no MPI (libopenmpi-dev, openmpi-bin): the mpi feature's tests did not run" \
     | tee -a "$IOLAB_SKIP_LOG"

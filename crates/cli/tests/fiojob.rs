@@ -30,7 +30,7 @@ fn verdict(sb: &Sandbox, file: &Path) -> Result<String, String> {
         "--size",
         "4m",
         "--duration",
-        "200ms",
+        "100ms",
         "--no-store",
         "--json",
         "-",
