@@ -107,6 +107,8 @@ pub fn run_pass_with_clock<C: Clock>(
     clock: &C,
 ) -> Result<PassOutcome, TargetError> {
     let job = &test.job;
+    // The test's own engine and direct where it has them.
+    let settings = &settings.for_job(job);
     let Some(engine) = settings.engine else {
         return Err(TargetError::Unsupported(
             target.io_path.clone(),

@@ -439,11 +439,13 @@ fn fit_region(plan: &mut BlockPlan, target: Target) -> Result<Target, RunError> 
     }
 
     // O_DIRECT needs block-aligned I/O: skip (ATTO) or refuse (others) what cannot work.
-    if plan.settings.direct {
+    {
         let lb = target.logical_block;
+        let direct = |t: &TestSpec| plan.settings.for_job(&t.job).direct;
         let too_small: Vec<String> = plan
             .tests
             .iter()
+            .filter(|t| direct(t))
             .filter(|t| {
                 t.job.bs % lb != 0
                     || t.job
@@ -887,8 +889,9 @@ impl Passes for OnTarget<'_> {
         warm: bool,
         ctx: &mut RunContext,
     ) -> Result<PassEnd, RunError> {
-        let s = &self.plan.settings;
         let test = t.spec;
+        // The test's own engine and direct where it has them (a fio job file's jobs).
+        let s = &self.plan.settings.for_job(&test.job);
         let measured = t.record.passes.len() as u32;
         let steady = t.steady.filter(|_| !warm);
         let dur = match steady {
@@ -1082,7 +1085,9 @@ impl Passes for OnTarget<'_> {
     }
 
     fn written(&self, spec: &TestSpec, before: Option<&Written>) -> Option<Written> {
-        let id = self.verify.filter(|_| spec.job.rw.writes())?;
+        let id = self
+            .verify
+            .filter(|_| spec.job.rw.writes() && !spec.job.unverified)?;
         let w = Written::new(
             id,
             granule_of(&spec.job),

@@ -352,6 +352,25 @@ pub struct JobSpec {
     /// `offset_increment`); None: the clones share the region.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clones: Option<Clones>,
+    /// The test's own engine, its options and direct/buffered, where the tests of a run
+    /// differ (a fio job file's jobs); None: the run's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<TestIo>,
+    /// A writing test of a `--verify` run that is not read back (a fio job without
+    /// `verify` beside jobs with it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified: bool,
+}
+
+/// A test's own engine and direct/buffered, in place of the run's (stored in the test's
+/// job as `io`: `{"engine": "libaio", "direct": true, ...its engine's options}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestIo {
+    pub engine: EngineKind,
+    pub direct: bool,
+    /// The options of `engine` as the test resolved them, each under its key.
+    #[serde(flatten)]
+    pub engine_opts: crate::engopt::EngineOpts,
 }
 
 /// fio's `zonemode=strided`: the region is zones of `range` bytes; a job does `size` bytes
@@ -491,6 +510,8 @@ impl JobSpec {
             pattern: None,
             strided: None,
             clones: None,
+            io: None,
+            unverified: false,
         }
     }
 
@@ -653,4 +674,20 @@ pub struct RunSettings {
     /// `registerfiles`), each stored as a key of its own beside the fields above.
     #[serde(flatten)]
     pub engine_opts: crate::engopt::EngineOpts,
+}
+
+impl RunSettings {
+    /// The settings `job` runs with: its own engine, options and direct where it has them
+    /// ([`JobSpec::io`]), else the run's.
+    pub fn for_job(&self, job: &JobSpec) -> RunSettings {
+        match &job.io {
+            None => self.clone(),
+            Some(io) => RunSettings {
+                engine: Some(io.engine),
+                direct: io.direct,
+                engine_opts: io.engine_opts.clone(),
+                ..self.clone()
+            },
+        }
+    }
 }

@@ -64,8 +64,9 @@ pub fn plan_file(
             "the job file sets no size, and the target is a directory; give size or --size",
         )));
     }
+    let engine_of = |j: &fiojob::FioJob| j.job.io.as_ref().map_or(fp.engine, |io| io.engine);
     for j in &fp.jobs {
-        let depth = iolab_engine::effective_iodepth(fp.engine, j.job.iodepth) as u64;
+        let depth = iolab_engine::effective_iodepth(engine_of(j), j.job.iodepth) as u64;
         let pinned = j.job.bs * depth * j.job.numjobs as u64;
         if pinned > MAX_BUFFER_BYTES {
             return Err(usage(FioError::new(
@@ -83,18 +84,45 @@ pub fn plan_file(
     }
     let mut notes = fp.notes.clone();
     notes.extend(log_plan.notes.iter().cloned());
-    let (engine, engine_notes) =
-        iolab_engine::engines::usable(fp.engine, false, fp.jobs.iter().map(|j| j.job.iodepth))
-            .map_err(UsageError::general)?;
+    let (engine, engine_notes) = iolab_engine::engines::usable(
+        fp.engine,
+        false,
+        fp.jobs
+            .iter()
+            .filter(|j| engine_of(j) == fp.engine)
+            .map(|j| j.job.iodepth),
+    )
+    .map_err(UsageError::general)?;
     notes.extend(engine_notes);
+    // Jobs on engines of their own: each one usable here (io_uring may fall back to psync).
+    let mut jobs = fp.jobs.clone();
+    for j in &mut jobs {
+        if let Some(io) = &mut j.job.io {
+            let (k, n) = iolab_engine::engines::usable(io.engine, false, [])
+                .map_err(UsageError::general)?;
+            io.engine = k;
+            for n in n {
+                if !notes.contains(&n) {
+                    notes.push(n);
+                }
+            }
+            if iolab_engine::effective_iodepth(k, j.job.iodepth) < j.job.iodepth {
+                notes.push(format!(
+                    "job {}: {} is synchronous: it ran at queue depth 1 (iodepth={})",
+                    j.name,
+                    k.as_str(),
+                    j.job.iodepth
+                ));
+            }
+        }
+    }
     if !fp.timed {
         notes.push("no runtime: each job's pass ends when it has done its bytes".into());
     }
     for (name, text) in &file.sources {
         notes.push(format!("{JOB_FILE_NOTE}{name}:\n{text}"));
     }
-    let tests = fp
-        .jobs
+    let tests = jobs
         .iter()
         .map(|j| TestSpec {
             name: j.name.clone(),
@@ -116,10 +144,17 @@ pub fn plan_file(
         warmup_passes: 0,
         warmup_duration: fp.duration,
         ramp: fp.ramp,
-        engine: Some(engine),
-        direct: fp.direct,
+        // Tests on engines of their own: the run names none, and is direct only if all are.
+        engine: (!fp.per_test).then_some(engine),
+        direct: match fp.per_test {
+            false => fp.direct,
+            true => jobs.iter().all(|j| j.job.io.as_ref().is_some_and(|io| io.direct)),
+        },
         data: fp.data,
-        engine_opts: fp.engine_opts.clone(),
+        engine_opts: match fp.per_test {
+            false => fp.engine_opts.clone(),
+            true => Default::default(),
+        },
     };
     let mut plan = BlockPlan::new("fio", settings, tests);
     plan.notes = notes;
