@@ -130,7 +130,11 @@ fn fio_examples_run_or_are_refused_by_name() {
     for f in &files {
         let text = std::fs::read(f).unwrap_or_default();
         let on_ext4 = String::from_utf8_lossy(&text).contains("ioengine=e4defrag");
-        let target = if on_ext4 { ext4.path() } else { sb.target.clone() };
+        let target = if on_ext4 {
+            ext4.path()
+        } else {
+            sb.target.clone()
+        };
         match verdict(&sb, f, &target) {
             Ok(v) => {
                 if v.starts_with("runs") {
@@ -904,9 +908,22 @@ fn numa_nodes_the_machine_has_bind_the_job_threads() {
 /// `iolab run fio JOBFILE --target TARGET` under strace tracing `calls`: its JSON document
 /// and strace's log of the calls.
 fn run_traced(sb: &Sandbox, job: &str, target: &str, calls: &str) -> (serde_json::Value, String) {
+    run_traced_with(sb, job, target, calls, &[])
+}
+
+/// [`run_traced`] with more options for `iolab run fio`.
+fn run_traced_with(
+    sb: &Sandbox,
+    job: &str,
+    target: &str,
+    calls: &str,
+    more: &[&str],
+) -> (serde_json::Value, String) {
     let name = Path::new(job).file_name().unwrap().to_string_lossy();
     let log = sb.path(&format!("{name}.strace"));
-    let cmd = sb.cmd(&["run", "fio", job, "--target", target, "--no-store", "-q"]);
+    let mut args = vec!["run", "fio", job, "--target", target, "--no-store", "-q"];
+    args.extend_from_slice(more);
+    let cmd = sb.cmd(&args);
     let out = std::process::Command::new(tool("strace").unwrap())
         .args(["-f", "-qq", "-e", &format!("trace={calls}"), "-o"])
         .arg(&log)
@@ -1179,7 +1196,9 @@ fn jobs_keep_their_own_engine_and_direct() {
           [b]\nstonewall\ndirect=1\niodepth=4\nrw=randread\n\
           [c]\nstonewall\nioengine=libaio\ndirect=1\nfixedbufs=0\nrw=write\nverify=crc32c\n",
     );
-    let out = sb.run(&["fio", &f, "--duration", "200ms", "--json", "-"]).ok();
+    let out = sb
+        .run(&["fio", &f, "--duration", "200ms", "--json", "-"])
+        .ok();
     let doc = out.json();
     assert_eq!(doc["engine"], serde_json::Value::Null, "{out}");
     assert_eq!(doc["settings"]["engine"], serde_json::Value::Null);
@@ -1201,9 +1220,24 @@ fn jobs_keep_their_own_engine_and_direct() {
     assert_eq!(
         each,
         [
-            ("a".into(), v("psync".into()), v(false.into()), v(serde_json::Value::Null)),
-            ("b".into(), v("io_uring".into()), v(true.into()), v(true.into())),
-            ("c".into(), v("io_uring".into()), v(true.into()), v(false.into())),
+            (
+                "a".into(),
+                v("psync".into()),
+                v(false.into()),
+                v(serde_json::Value::Null)
+            ),
+            (
+                "b".into(),
+                v("io_uring".into()),
+                v(true.into()),
+                v(true.into())
+            ),
+            (
+                "c".into(),
+                v("io_uring".into()),
+                v(true.into()),
+                v(false.into())
+            ),
         ]
     );
     let notes = doc["notes"].to_string();
@@ -1216,10 +1250,108 @@ fn jobs_keep_their_own_engine_and_direct() {
                     direct (c)";
     let shown = sb.iolab(&["show", "last"]).ok();
     assert!(
-        shown.stdout.split_whitespace().collect::<Vec<_>>().join(" ").contains(per_test),
+        shown
+            .stdout
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains(per_test),
         "{shown}"
     );
     let md = sb.iolab(&["report", "last", "--markdown"]).ok();
     assert!(md.stdout.contains(per_test), "{md}");
     assert!(sb.target_entries().is_empty());
+}
+
+/// fio's trims: `rw=trim` on a file is one `fallocate(PUNCH_HOLE|KEEP_SIZE)` an I/O over
+/// its range (strace), the file keeps its size and has no blocks left (st_blocks), and the
+/// pass counts them as trims, not writes; on a block device each is one BLKDISCARD. A trim
+/// job that verifies, `trimwrite` and an engine that cannot trim are refused at their line.
+#[test]
+fn trims_punch_holes_and_count_as_trims() {
+    if !iolab_testkit::skip::require_tools(&["strace"]) {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let sb = Sandbox::new();
+    let data = sb.target.join("t.dat");
+    std::fs::write(&data, vec![0x5a; 1 << 20]).unwrap();
+    std::fs::File::open(&data).unwrap().sync_all().unwrap();
+    assert!(std::fs::metadata(&data).unwrap().blocks() >= 2048);
+    let f = job_file(
+        &sb,
+        "trim.fio",
+        b"[t]\nioengine=libaio\nrw=trim\nbs=64k\nsize=1m\n",
+    );
+    let (doc, log) = run_traced_with(
+        &sb,
+        &f,
+        data.to_str().unwrap(),
+        "fallocate",
+        &["--allow-overwrite-file"],
+    );
+    let t = &doc["tests"][0];
+    assert_eq!(t["rw"], "trim");
+    assert_eq!(t["engine"], "psync", "fio's libaio trims synchronously");
+    let pass = &t["passes"][0];
+    assert_eq!(pass["trim"]["ios"], 16, "{pass}");
+    assert_eq!(pass["trim"]["bytes"], 1 << 20);
+    assert_eq!(pass["write"], serde_json::Value::Null);
+    assert_eq!(pass["ios"], 16);
+    let punches = log
+        .lines()
+        .filter(|l| l.contains("FALLOC_FL_KEEP_SIZE|FALLOC_FL_PUNCH_HOLE"))
+        .count();
+    assert_eq!(punches, 16, "{log}");
+    let m = std::fs::metadata(&data).unwrap();
+    assert_eq!(
+        (m.len(), m.blocks()),
+        (1 << 20, 0),
+        "size kept, every block punched"
+    );
+    for (text, at, why) in [
+        (
+            "rw=trimwrite\n",
+            ":2: rw:",
+            "trims each block and then writes it",
+        ),
+        (
+            "rw=trim\nverify=crc32c\n",
+            ":3: verify:",
+            "nothing to verify",
+        ),
+        (
+            "rw=randtrim\nioengine=ftruncate\n",
+            ":2: rw:",
+            "does not trim",
+        ),
+        (
+            "rw=trim\nioengine=e4defrag\ndonorname=d\n",
+            ":2: rw:",
+            "does not trim",
+        ),
+    ] {
+        let f = job_file(&sb, "bad.fio", format!("[j]\n{text}size=1m\n").as_bytes());
+        sb.run(&["fio", &f])
+            .code(2)
+            .stderr_has(&[&format!("{f}{at}"), why]);
+    }
+    // A block device: one BLKDISCARD a trim, on a device iolab may write.
+    let Some(_lock) = iolab_testkit::skip::require_devices(&[]) else {
+        return;
+    };
+    let lo = iolab_testkit::Loop::in_memory(4 << 20, &[]);
+    let f = job_file(&sb, "dev.fio", b"[t]\nrw=randtrim\nbs=64k\nsize=1m\n");
+    // The same safety as writes: refused without --allow-destroy-device.
+    sb.iolab(&["run", "fio", &f, "--target", lo.s(), "--no-store"])
+        .code(2)
+        .stderr_has(&["--allow-destroy-device"]);
+    let (doc, log) = run_traced_with(&sb, &f, lo.s(), "ioctl", &["--allow-destroy-device"]);
+    let pass = &doc["tests"][0]["passes"][0];
+    assert_eq!(pass["trim"]["ios"], 16, "{pass}");
+    let discards = log
+        .lines()
+        .filter(|l| l.contains("BLKDISCARD") || l.contains("0x1277"))
+        .count();
+    assert_eq!(discards, 16, "{log}");
 }

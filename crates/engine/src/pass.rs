@@ -222,6 +222,7 @@ pub fn run_pass_with_clock<C: Clock>(
                         &mut bufs,
                         settings,
                         random,
+                        job.trim,
                         work,
                     )
                     .inspect_err(|_| {
@@ -301,6 +302,12 @@ pub fn run_pass_with_clock<C: Clock>(
     let mut notes = notes;
     notes.sort();
     notes.dedup();
+    if job.trim {
+        // The job's writes were trims: fio's third direction, counted under its name (its
+        // series is the pass's total; the per-direction ones are reads' and writes').
+        record.trim = record.write.take();
+        record.timeseries.write = None;
+    }
     Ok(PassOutcome {
         record,
         notes,

@@ -188,7 +188,9 @@ fn per_test_io(run: &RunRecord) -> String {
     let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
     for t in &run.tests {
         let s = run.settings.for_job(&t.job);
-        let mut what = s.engine.map_or_else(|| "no engine".into(), |e| e.as_str().to_string());
+        let mut what = s
+            .engine
+            .map_or_else(|| "no engine".into(), |e| e.as_str().to_string());
         what.push_str(if s.direct { " direct" } else { " buffered" });
         if let Some(e) = s.engine {
             for x in iolab_spec::engopt::header(e, &s.engine_opts) {
@@ -258,7 +260,7 @@ pub(crate) fn test_what(run: &RunRecord, t: &TestRecord) -> String {
         .unwrap_or_else(|| {
             format!(
                 "{} {} Q{}T{}",
-                t.job.rw.as_str(),
+                t.job.rw_name(),
                 format_size_short(t.job.bs),
                 t.job.iodepth,
                 t.job.numjobs

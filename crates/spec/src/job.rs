@@ -360,6 +360,11 @@ pub struct JobSpec {
     /// `verify` beside jobs with it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unverified: bool,
+    /// Each write of the test is a trim instead (fio's `rw=trim`, `randtrim`): a hole
+    /// punched in a file (`fallocate(PUNCH_HOLE|KEEP_SIZE)`), a discard on a block device
+    /// (`BLKDISCARD`); no data moves, and its passes count them under `trim`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trim: bool,
 }
 
 /// A test's own engine and direct/buffered, in place of the run's (stored in the test's
@@ -512,6 +517,7 @@ impl JobSpec {
             clones: None,
             io: None,
             unverified: false,
+            trim: false,
         }
     }
 
@@ -622,6 +628,16 @@ impl JobSpec {
             ));
         }
         Ok(())
+    }
+
+    /// The job's pattern as fio names it: `rw`'s name, or `trim`/`randtrim` for a job
+    /// whose writes are trims.
+    pub fn rw_name(&self) -> &'static str {
+        match (self.trim, self.rw.is_random()) {
+            (false, _) => self.rw.as_str(),
+            (true, false) => "trim",
+            (true, true) => "randtrim",
+        }
     }
 
     /// CrystalDiskMark-style short name: `SEQ1M Q8T1`, `RND4K Q32T16`.

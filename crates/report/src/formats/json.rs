@@ -56,11 +56,7 @@ fn settings(run: &RunRecord) -> Value {
     let direct = match run.tests.iter().any(|t| t.job.io.is_some()) {
         false => Some(s.direct),
         true => {
-            let d: Vec<bool> = run
-                .tests
-                .iter()
-                .map(|t| s.for_job(&t.job).direct)
-                .collect();
+            let d: Vec<bool> = run.tests.iter().map(|t| s.for_job(&t.job).direct).collect();
             d.first().copied().filter(|f| d.iter().all(|x| x == f))
         }
     };
@@ -112,7 +108,7 @@ fn test(t: &TestRecord, run: &RunSettings) -> Value {
         "engine_options": engine_options,
         "name": t.name,
         "group": t.group,
-        "rw": j.rw.as_str(),
+        "rw": j.rw_name(),
         "bs": j.bs,
         "iodepth": j.iodepth,
         "numjobs": j.numjobs,
@@ -200,6 +196,7 @@ fn pass(p: &PassRecord) -> Value {
         "lat_us": lat(&p.lat_us),
         "read": p.read.as_ref().map(dir),
         "write": p.write.as_ref().map(dir),
+        "trim": p.trim.as_ref().map(dir),
         "sync": p.sync.as_ref().map(sync),
         "cpu": cpu(&p.cpu),
         "timeseries": {
@@ -460,7 +457,7 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
             json!({
                 "name": name,
                 "group": first.map(|t| t.group.clone()),
-                "rw": first.map(|t| t.job.rw.as_str()),
+                "rw": first.map(|t| t.job.rw_name()),
                 "access": first.map(|t| set::access(t).as_str()),
                 "metric": m.key(),
                 "values": values,

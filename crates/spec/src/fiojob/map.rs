@@ -326,6 +326,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             |o: &RawOption, unit_us: u64| values::time(val(o)?, unit_us).map_err(|e| err(o, e));
 
         // Access pattern.
+        let trim = get("rw")
+            .and_then(|o| o.value.as_deref())
+            .map(|v| v.split(':').next().unwrap_or("").trim())
+            .is_some_and(|b| b == "trim" || b == "randtrim");
         let (rw, rw_suffix) = match get("rw") {
             None => (Rw::Read, None),
             Some(o) => {
@@ -334,20 +338,24 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     Some((b, s)) => (b.trim(), Some(s.trim())),
                     None => (v, None),
                 };
-                if base.contains("trim") {
-                    return Err(err(
-                        o,
-                        format!(
-                            "rw={base}: trims (on a file, fio punches holes with \
-                             fallocate(PUNCH_HOLE)) are not issued by iolab's engines, which \
-                             read and write; and a file's jobs run one after another, so a race \
-                             of writes against trims cannot be set up"
-                        ),
-                    ));
-                }
-                let rw: Rw = base
-                    .parse()
-                    .map_err(|e: crate::SpecError| err(o, format!("'{base}': {}", e.reason)))?;
+                // Trims: the job's writes are trims (JobSpec::trim).
+                let rw: Rw = match base {
+                    "trim" => Rw::Write,
+                    "randtrim" => Rw::RandWrite,
+                    "trimwrite" | "randtrimwrite" => {
+                        return Err(err(
+                            o,
+                            format!(
+                                "rw={base}: fio trims each block and then writes it, two kinds \
+                                 of I/O at one offset; iolab's trim jobs only trim (rw=trim, \
+                                 randtrim)"
+                            ),
+                        ))
+                    }
+                    _ => base
+                        .parse()
+                        .map_err(|e: crate::SpecError| err(o, format!("'{base}': {}", e.reason)))?,
+                };
                 (rw, suffix.map(|s| (s, o)))
             }
         };
@@ -364,6 +372,11 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 Some(w) if !w.is_empty() => *w,
                 Some(_) => "",
                 None => r,
+            };
+            // A trim job's size is the third value, else the write one.
+            let w = match parts.get(2) {
+                Some(t) if trim && !t.is_empty() => *t,
+                _ => w,
             };
             match (rw.reads(), rw.writes()) {
                 (true, true) if r != w => Err(err(
@@ -466,6 +479,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             .transpose()?
             .unwrap_or(1) as u32;
         let mut job = JobSpec::new(rw, bs, iodepth, numjobs);
+        job.trim = trim;
 
         // rw suffix: sequential skip, or random offsets per N I/Os (only N=1 is fio's default).
         if let Some((s, o)) = rw_suffix {
@@ -1199,6 +1213,38 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         } else {
             kind
         };
+        // Trims: fio's io_uring and libaio engines issue each one synchronously (its
+        // do_io_u_trim), as its sync engines do; falloc punches a hole; null does nothing.
+        let kind = match kind {
+            _ if !trim => kind,
+            EngineKind::Psync | EngineKind::Falloc | EngineKind::Null => kind,
+            EngineKind::IoUring => {
+                note(format!(
+                    "job {} trims: fio's {ename} engine issues a trim synchronously, one at a \
+                     time, so the job runs on iolab's psync engine",
+                    sec.name
+                ));
+                EngineKind::Psync
+            }
+            other => {
+                return Err(err(
+                    get("rw").expect("a trim job names rw"),
+                    format!(
+                        "ioengine={ename} (iolab's {}) does not trim; fio's trims run on psync, \
+                         sync, libaio, io_uring, falloc or null",
+                        other.as_str()
+                    ),
+                ))
+            }
+        };
+        if trim {
+            note(format!(
+                "job {}: each I/O is a trim, as fio's: on a file a hole punched with \
+                 fallocate(PUNCH_HOLE|KEEP_SIZE), on a block device BLKDISCARD (a device iolab \
+                 may write only), counted as trims (the passes' `trim`)",
+                sec.name
+            ));
+        }
         per_job.push(PerJob {
             engine: kind,
             direct: d.0,
@@ -1638,6 +1684,12 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 get("verify").expect("set"),
                 "iolab verifies its own self-describing blocks, so it cannot write fio's \
                  compressible or duplicate buffers and check them",
+            ));
+        }
+        if v && trim {
+            return Err(err(
+                get("verify").expect("set"),
+                "a trim job writes no data, so there is nothing to verify",
             ));
         }
         if v && rw.writes() && !kind.moves_data() {

@@ -98,8 +98,8 @@ pub fn plan_file(
     let mut jobs = fp.jobs.clone();
     for j in &mut jobs {
         if let Some(io) = &mut j.job.io {
-            let (k, n) = iolab_engine::engines::usable(io.engine, false, [])
-                .map_err(UsageError::general)?;
+            let (k, n) =
+                iolab_engine::engines::usable(io.engine, false, []).map_err(UsageError::general)?;
             io.engine = k;
             for n in n {
                 if !notes.contains(&n) {
@@ -148,7 +148,9 @@ pub fn plan_file(
         engine: (!fp.per_test).then_some(engine),
         direct: match fp.per_test {
             false => fp.direct,
-            true => jobs.iter().all(|j| j.job.io.as_ref().is_some_and(|io| io.direct)),
+            true => jobs
+                .iter()
+                .all(|j| j.job.io.as_ref().is_some_and(|io| io.direct)),
         },
         data: fp.data,
         engine_opts: match fp.per_test {
