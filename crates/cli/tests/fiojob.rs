@@ -1330,6 +1330,14 @@ fn trims_punch_holes_and_count_as_trims() {
             ":2: rw:",
             "does not trim",
         ),
+        ("rw=trim\nbs=4k,4k,zz\n", ":3: bs:", "'zz'"),
+        (
+            "rw=trim\nbs=1,1,99999999999999999999999\n",
+            ":3: bs:",
+            "too large",
+        ),
+        ("rw=randtrim\nbs=\n", ":3: bs:", "needs a value"),
+        ("rw=trim\n\u{1}\u{7f}\n", ":3: JOBFILE:", "not an option"),
     ] {
         let f = job_file(&sb, "bad.fio", format!("[j]\n{text}size=1m\n").as_bytes());
         sb.run(&["fio", &f])
