@@ -1263,10 +1263,12 @@ fn jobs_keep_their_own_engine_and_direct() {
     assert!(sb.target_entries().is_empty());
 }
 
-/// fio's trims: `rw=trim` on a file is one `fallocate(PUNCH_HOLE|KEEP_SIZE)` an I/O over
-/// its range (strace), the file keeps its size and has no blocks left (st_blocks), and the
-/// pass counts them as trims, not writes; on a block device each is one BLKDISCARD. A trim
-/// job that verifies, `trimwrite` and an engine that cannot trim are refused at their line.
+/// fio's trims: with ioengine=falloc `rw=trim` on a file is one
+/// `fallocate(PUNCH_HOLE|KEEP_SIZE)` an I/O over its range (strace), the file keeps its size
+/// and has no blocks left (st_blocks), and the pass counts them as trims, not writes; fio's
+/// other engines trim with BLKDISCARD: refused on a file (fio fails it, ENOTTY), one ioctl
+/// an I/O on a block device. A trim job that verifies, `trimwrite`, an engine that cannot
+/// trim and bad values are refused at their line.
 #[test]
 fn trims_punch_holes_and_count_as_trims() {
     if !iolab_testkit::skip::require_tools(&["strace"]) {
@@ -1281,7 +1283,7 @@ fn trims_punch_holes_and_count_as_trims() {
     let f = job_file(
         &sb,
         "trim.fio",
-        b"[t]\nioengine=libaio\nrw=trim\nbs=64k\nsize=1m\n",
+        b"[t]\nioengine=falloc\nrw=trim\nbs=64k\nsize=1m\n",
     );
     let (doc, log) = run_traced_with(
         &sb,
@@ -1292,7 +1294,7 @@ fn trims_punch_holes_and_count_as_trims() {
     );
     let t = &doc["tests"][0];
     assert_eq!(t["rw"], "trim");
-    assert_eq!(t["engine"], "psync", "fio's libaio trims synchronously");
+    assert_eq!(t["engine"], "falloc");
     let pass = &t["passes"][0];
     assert_eq!(pass["trim"]["ios"], 16, "{pass}");
     assert_eq!(pass["trim"]["bytes"], 1 << 20);
@@ -1309,6 +1311,13 @@ fn trims_punch_holes_and_count_as_trims() {
         (1 << 20, 0),
         "size kept, every block punched"
     );
+    // fio's libaio trims with BLKDISCARD, which a file refuses: so does iolab, before the run.
+    let f = job_file(&sb, "aio.fio", b"[t]\nioengine=libaio\nrw=trim\nsize=1m\n");
+    sb.run(&["fio", &f]).code(2).stderr_has(&[
+        &format!("{f}:3: rw:"),
+        "only a block device",
+        "ENOTTY",
+    ]);
     for (text, at, why) in [
         (
             "rw=trimwrite\n",
@@ -1349,12 +1358,20 @@ fn trims_punch_holes_and_count_as_trims() {
         return;
     };
     let lo = iolab_testkit::Loop::in_memory(4 << 20, &[]);
-    let f = job_file(&sb, "dev.fio", b"[t]\nrw=randtrim\nbs=64k\nsize=1m\n");
+    let f = job_file(
+        &sb,
+        "dev.fio",
+        b"[t]\nioengine=libaio\nrw=randtrim\nbs=64k\nsize=1m\n",
+    );
     // The same safety as writes: refused without --allow-destroy-device.
     sb.iolab(&["run", "fio", &f, "--target", lo.s(), "--no-store"])
         .code(2)
         .stderr_has(&["--allow-destroy-device"]);
     let (doc, log) = run_traced_with(&sb, &f, lo.s(), "ioctl", &["--allow-destroy-device"]);
+    assert_eq!(
+        doc["tests"][0]["engine"], "psync",
+        "fio's libaio trims synchronously"
+    );
     let pass = &doc["tests"][0]["passes"][0];
     assert_eq!(pass["trim"]["ios"], 16, "{pass}");
     let discards = log

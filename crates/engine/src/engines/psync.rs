@@ -1,5 +1,6 @@
 //! psync: pread/pwrite from the job's thread, one I/O at a time (queue depth 1); a trim
-//! job's writes are trims ([`TrimKind`]), one at a time, as fio's engines issue them.
+//! job's writes are discards of a block device, one at a time, as fio's engines issue
+//! them.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -12,67 +13,26 @@ use crate::buffers::BufferPool;
 pub struct Psync {
     fd: RawFd,
     done: Vec<Completion>,
-    /// A trim job's: how its writes trim.
-    trim: Option<TrimKind>,
-}
-
-/// How a trim reaches the job's file, as fio's `os_trim` does it on Linux: a hole punched
-/// in a regular file, a discard of the range on a block device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TrimKind {
-    /// `fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)` over the range.
-    Punch,
-    /// `ioctl(BLKDISCARD, [offset, len])`.
-    Discard,
+    /// A trim job's: its writes are discards.
+    trim: bool,
 }
 
 /// `_IO(0x12, 119)`: discard a range of a block device (linux/fs.h).
 const BLKDISCARD: libc::c_ulong = 0x1277;
 
-impl TrimKind {
-    /// The kind for the job's file `fd`: a discard on a block device, else a punch.
-    pub(crate) fn of(fd: RawFd) -> Result<TrimKind, String> {
-        // SAFETY: the job's descriptor outlives the engine.
-        let f = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        let st = rustix::fs::fstat(f).map_err(|e| format!("fstat: {e}"))?;
-        Ok(
-            match rustix::fs::FileType::from_raw_mode(st.st_mode)
-                == rustix::fs::FileType::BlockDevice
-            {
-                true => TrimKind::Discard,
-                false => TrimKind::Punch,
-            },
-        )
-    }
-
-    /// Trims `len` bytes at `offset` of `fd`: `len` (fio counts a trim as an I/O of its
-    /// length), or -errno.
-    pub(crate) fn trim(self, fd: RawFd, offset: u64, len: u32) -> i32 {
-        let rc = match self {
-            TrimKind::Punch => {
-                // SAFETY: the job's descriptor outlives the engine.
-                let f = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-                let mode =
-                    rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
-                match rustix::fs::fallocate(f, mode, offset, len as u64) {
-                    Ok(()) => return len as i32,
-                    Err(e) => return -e.raw_os_error(),
-                }
-            }
-            TrimKind::Discard => {
-                let range: [u64; 2] = [offset, len as u64];
-                // SAFETY: BLKDISCARD reads two u64s from the pointer, which lives for the
-                // call.
-                unsafe { libc::ioctl(fd, BLKDISCARD as _, range.as_ptr()) }
-            }
-        };
-        if rc < 0 {
-            -io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO)
-        } else {
-            len as i32
-        }
+/// Discards `len` bytes at `offset` of the block device `fd`, as fio's `os_trim` does on
+/// Linux (`ioctl(BLKDISCARD, [offset, len])`): `len` (fio counts a trim as an I/O of its
+/// length), or -errno.
+fn discard(fd: RawFd, offset: u64, len: u32) -> i32 {
+    let range: [u64; 2] = [offset, len as u64];
+    // SAFETY: BLKDISCARD reads two u64s from the pointer, which lives for the call.
+    let rc = unsafe { libc::ioctl(fd, BLKDISCARD as _, range.as_ptr()) };
+    if rc < 0 {
+        -io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    } else {
+        len as i32
     }
 }
 
@@ -81,7 +41,7 @@ impl Psync {
         Psync {
             fd,
             done: Vec::with_capacity(1),
-            trim: None,
+            trim: false,
         }
     }
 
@@ -118,15 +78,27 @@ impl Engine for Psync {
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
         let mut p = Psync::new(o.fd);
         if o.trim {
-            p.trim = Some(TrimKind::of(o.fd)?);
+            // fio's trim is BLKDISCARD, which only a block device takes (a regular file
+            // fails it with ENOTTY; the fio mapping refuses such a job before the run).
+            // SAFETY: the job's descriptor outlives the engine.
+            let f = unsafe { std::os::fd::BorrowedFd::borrow_raw(o.fd) };
+            let st = rustix::fs::fstat(f).map_err(|e| format!("fstat: {e}"))?;
+            if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::BlockDevice
+            {
+                return Err(format!(
+                    "{}: a trim (BLKDISCARD) needs a block device",
+                    o.path.display()
+                ));
+            }
+            p.trim = true;
         }
         Ok((p, Vec::new()))
     }
 
     #[inline]
     fn queue(&mut self, bufs: &BufferPool, slot: u32, dir: IoDir, offset: u64, len: u32) {
-        if let (IoDir::Write, Some(t)) = (dir, self.trim) {
-            let result = t.trim(self.fd, offset, len);
+        if dir == IoDir::Write && self.trim {
+            let result = discard(self.fd, offset, len);
             self.complete_with(slot, result);
             return;
         }

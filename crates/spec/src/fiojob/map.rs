@@ -36,6 +36,8 @@ pub struct FioJob {
     pub job: JobSpec,
     /// fio's `steadystate`: the job's pass is judged in rounds until its rule holds.
     pub steady: Option<FioSteady>,
+    /// A trim job's `rw` option (its file and line), for a refusal that needs the target.
+    pub trim_at: Option<(String, usize)>,
 }
 
 /// A job file resolved for one run.
@@ -1214,7 +1216,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             kind
         };
         // Trims: fio's io_uring and libaio engines issue each one synchronously (its
-        // do_io_u_trim), as its sync engines do; falloc punches a hole; null does nothing.
+        // do_io_u_trim, BLKDISCARD), as its sync engines do; falloc punches a hole; null
+        // does nothing.
         let kind = match kind {
             _ if !trim => kind,
             EngineKind::Psync | EngineKind::Falloc | EngineKind::Null => kind,
@@ -1239,9 +1242,9 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         };
         if trim {
             note(format!(
-                "job {}: each I/O is a trim, as fio's: on a file a hole punched with \
-                 fallocate(PUNCH_HOLE|KEEP_SIZE), on a block device BLKDISCARD (a device iolab \
-                 may write only), counted as trims (the passes' `trim`)",
+                "job {}: each I/O is a trim, as fio's: with ioengine=falloc a hole punched \
+                 with fallocate(PUNCH_HOLE|KEEP_SIZE), else BLKDISCARD on a block device (a \
+                 device iolab may write only), counted as trims (the passes' `trim`)",
                 sec.name
             ));
         }
@@ -1935,6 +1938,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 note("random offsets differ from run to run (fio's randrepeat=0)".into());
             }
         }
+        let trim_at = get("rw").filter(|_| trim).map(|o| (o.file.clone(), o.line));
         // A row of the table that maps or notes an option is read by the code above: one
         // in force that it did not look at would be silently ignored.
         // The log options are read by `logs::plan` over the same effective options.
@@ -1965,6 +1969,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             line: sec.line,
             job,
             steady: job_steady,
+            trim_at,
         });
     }
     if !concurrent.is_empty() {

@@ -216,6 +216,7 @@ fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>,
         }
     }
     let (mut plan, log_plan) = plan_file(&a.jobfile, ov, common.target.is_dir())?;
+    refuse_file_trims(&a.jobfile, ov, &plan, &common.target)?;
     if plan.steady.any() && a.runs.runs.is_some() {
         return Err(UsageError::option(
             "runs",
@@ -250,6 +251,46 @@ fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>,
     plan.allow_destroy_device = a.safety.allow_destroy_device;
     plan.allow_overwrite_file = a.safety.allow_overwrite_file;
     Ok(Box::new(FioJob(plan, logs)))
+}
+
+/// fio's trims on its sync, libaio and io_uring engines are `BLKDISCARD` (its `os_trim` on
+/// Linux), which only a block device takes: on a regular file fio fails the job (ENOTTY).
+/// Such a job is refused at its `rw` unless the target is a block device; falloc's trims
+/// punch holes and null's do nothing, on any target.
+fn refuse_file_trims(
+    jobfile: &std::path::Path,
+    ov: Overrides,
+    plan: &BlockPlan,
+    target: &std::path::Path,
+) -> Result<(), UsageError> {
+    use std::os::unix::fs::FileTypeExt;
+    let device = std::fs::metadata(target).is_ok_and(|m| m.file_type().is_block_device());
+    if device {
+        return Ok(());
+    }
+    let file = fiojob::parse_file(jobfile).map_err(usage)?;
+    let fp = fiojob::map_jobs(&file, ov).map_err(usage)?;
+    for (t, j) in plan.tests.iter().zip(&fp.jobs) {
+        let engine = plan.settings.for_job(&t.job).engine;
+        let Some((f, line)) = j.trim_at.as_ref().filter(|_| t.job.trim) else {
+            continue;
+        };
+        if engine == Some(iolab_spec::EngineKind::Psync) {
+            return Err(usage(FioError::new(
+                f,
+                *line,
+                "rw",
+                format!(
+                    "job {}: fio trims with BLKDISCARD (its os_trim), which only a block device \
+                     takes: on a file or directory target fio fails the job (ENOTTY); give a \
+                     block device as --target, or ioengine=falloc, whose trims punch holes in \
+                     a file",
+                    j.name,
+                ),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A planned job-file run and the fio logs to write after it.
