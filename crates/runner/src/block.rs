@@ -487,6 +487,14 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     if plan.precondition.is_some() {
         crate::precondition::refuse(plan.verify, ctx.coordinator().is_some())?;
     }
+    if ctx.coordinator().is_some() && plan.tests.iter().any(|t| t.job.trim) {
+        // The ranks' aggregate pass adds up reads and writes only.
+        return Err(RunError::Usage(UsageError::option(
+            "rw",
+            "trims (a job file's rw=trim, randtrim) are not added up across the ranks of an \
+             MPI run; run the job file without mpirun",
+        )));
+    }
     if plan.steady.any() && ctx.coordinator().is_some() {
         // Each rank's pass would end at its own round, judged on its own share.
         return Err(RunError::Usage(UsageError::option(
