@@ -147,8 +147,14 @@ fn fio_examples_run_or_are_refused_by_name() {
             }
             Err(e) => failures.push(e),
         }
-        // Nothing is left on the target.
+        // Nothing is left on the target (ext4's lost+found only on the e4defrag examples').
         assert!(sb.target_entries().is_empty(), "{} left files", f.display());
+        assert_eq!(
+            std::fs::read_dir(ext4.path()).unwrap().count(),
+            1,
+            "{} left files on ext4",
+            f.display()
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     table.push_str(&format!(
