@@ -1386,3 +1386,53 @@ fn trims_punch_holes_and_count_as_trims() {
         .count();
     assert_eq!(discards, 16, "{log}");
 }
+
+/// fio's latency-target search: with a target every I/O meets, the depth in flight goes
+/// 1, 2, 4, 8 and settles at iodepth, one more window runs there and the job ends by
+/// itself (the note gives the depth); bad values are refused at their line.
+#[test]
+fn latency_target_searches_the_depth_as_fio_does() {
+    let sb = Sandbox::new();
+    let f = job_file(
+        &sb,
+        "lt.fio",
+        b"[j]\nioengine=null\nrw=randread\nbs=4k\niodepth=8\nsize=1m\ntime_based\n\
+          latency_target=10s\nlatency_window=20ms\nlatency_percentile=99.9\n",
+    );
+    let out = sb
+        .run(&["fio", &f, "--duration", "20s", "--no-store", "--json", "-"])
+        .ok();
+    let doc = out.json();
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains("j: latency_target: the search ended at queue depth 8 (of iodepth=8)"),
+        "{notes}"
+    );
+    // Ended by the search (five windows of 20 ms), not by the 20 s runtime.
+    let secs = doc["tests"][0]["passes"][0]["seconds"].as_f64().unwrap();
+    assert!(secs < 19.0, "{secs}");
+    for (text, at, why) in [
+        ("latency_target=0\n", ":2: latency_target:", "from 1us"),
+        ("latency_target=zz\n", ":2: latency_target:", "zz"),
+        (
+            "latency_target=1ms\nlatency_percentile=101\n",
+            ":3: latency_percentile:",
+            "'101'",
+        ),
+        (
+            "latency_target=1ms\nlatency_percentile=\n",
+            ":3: latency_percentile:",
+            "needs a value",
+        ),
+        (
+            "latency_target=1ms\nlatency_window=5us\n",
+            ":3: latency_window:",
+            "from 1ms",
+        ),
+    ] {
+        let f = job_file(&sb, "bad.fio", format!("[j]\n{text}size=1m\n").as_bytes());
+        sb.run(&["fio", &f])
+            .code(2)
+            .stderr_has(&[&format!("{f}{at}"), why]);
+    }
+}

@@ -300,6 +300,19 @@ pub fn run_pass_with_clock<C: Clock>(
     });
     let interrupted = stop.load(Ordering::Relaxed);
     let mut notes = notes;
+    let depths: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.lat_depth)
+        .map(|d| d.to_string())
+        .collect();
+    if !depths.is_empty() {
+        notes.push(format!(
+            "{}: latency_target: the search ended at queue depth {} (of iodepth={})",
+            test.name,
+            depths.join(", "),
+            job.iodepth
+        ));
+    }
     notes.sort();
     notes.dedup();
     if job.trim {

@@ -365,6 +365,24 @@ pub struct JobSpec {
     /// (`BLKDISCARD`); no data moves, and its passes count them under `trim`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub trim: bool,
+    /// fio's latency-target search (`latency_target`...): the depth in flight is searched
+    /// from 1 up to `iodepth` as fio does it; None: `iodepth` throughout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lat_target: Option<LatTarget>,
+}
+
+/// fio's `latency_target`, `latency_window`, `latency_percentile` and `latency_run`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatTarget {
+    /// An I/O slower than this (µs) misses the target.
+    pub target_us: u64,
+    /// Each depth is judged over a window this long (µs).
+    pub window_us: u64,
+    /// The share of a window's I/Os (%) that must meet the target.
+    pub pct: f64,
+    /// Keep adjusting the depth after it settled, to the end of the pass (fio's
+    /// `latency_run=1`); else the job ends after one window at the depth found.
+    pub run: bool,
 }
 
 /// A test's own engine and direct/buffered, in place of the run's (stored in the test's
@@ -518,6 +536,7 @@ impl JobSpec {
             io: None,
             unverified: false,
             trim: false,
+            lat_target: None,
         }
     }
 

@@ -21,7 +21,7 @@ pub use job::{
     AccessLine, CmdPrio, Content, DataPattern, EngineKind, IoDir, JobOption, JobOptionArgs,
     JobSpec, Numa, Pace, Prio, RunSettings, Rw, SyncMode, TestSpec, Zone, JOB_OPTIONS, RWMIXREAD,
 };
-pub use job::{Clones, Strided, TestIo};
+pub use job::{Clones, LatTarget, Strided, TestIo};
 pub use pattern::Pattern;
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{

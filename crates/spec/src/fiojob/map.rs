@@ -1730,6 +1730,68 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         }
 
         // Options accepted with what differs said (docs/fio.md).
+        // fio's latency-target search for the depth (engine's worker, as fio's io_u.c).
+        if let Some(o) = get("latency_target") {
+            let target = secs(o, 1)?;
+            let us = |d: Duration| d.as_micros().min(u64::MAX as u128) as u64;
+            if target.is_zero() || target > MAX_DURATION {
+                return Err(err(o, "from 1us up to a week"));
+            }
+            let window = match get("latency_window") {
+                Some(w) => {
+                    let d = secs(w, 1)?;
+                    if d < Duration::from_millis(1) || d > MAX_DURATION {
+                        return Err(err(w, "from 1ms up to a week"));
+                    }
+                    d
+                }
+                // fio's default window is 0: each depth judged at its first check.
+                None => Duration::from_millis(1),
+            };
+            let pct = match get("latency_percentile") {
+                Some(p) => {
+                    let t = val(p)?;
+                    match t.parse::<f64>() {
+                        Ok(v) if v > 0.0 && v <= 100.0 => v,
+                        _ => return Err(err(p, format!("'{t}': a percentage above 0, up to 100"))),
+                    }
+                }
+                None => 100.0,
+            };
+            let run = flag("latency_run")?.unwrap_or(false);
+            job.lat_target = Some(crate::job::LatTarget {
+                target_us: us(target),
+                window_us: us(window),
+                pct,
+                run,
+            });
+            note(format!(
+                "latency_target (job {}): the depth in flight is searched as fio does it: from 1, \
+                 doubled while {pct}% of a {}us window's I/Os take at most {}us, bisected \
+                 between the last depth that met it and the first that did not, up to \
+                 iodepth={}; {}; the pass's figures include the search (fio reports the last \
+                 window only) and a note gives the depth found",
+                sec.name,
+                us(window),
+                us(target),
+                job.iodepth,
+                if run {
+                    "with latency_run the depth keeps adjusting to the pass's end"
+                } else {
+                    "the job ends after one window at the depth found"
+                }
+            ));
+        } else {
+            for k in ["latency_window", "latency_percentile", "latency_run"] {
+                if let Some(o) = get(k) {
+                    note(format!(
+                        "{k} (line {}): without latency_target fio searches for no depth; not \
+                         applied",
+                        o.line
+                    ));
+                }
+            }
+        }
         if let Some(o) = get("number_ios") {
             let n = int(o, 1, u64::MAX)?;
             if !job.access.is_empty() && job.access.iter().any(|l| l.size != job.bs) {
