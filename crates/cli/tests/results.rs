@@ -837,6 +837,7 @@ fn reading_commands_neither_create_nor_upgrade_a_postgresql_store() {
         &url,
         "DROP INDEX runs_host; DROP INDEX runs_machine_id;
          ALTER TABLE runs DROP COLUMN host, DROP COLUMN machine_id;
+         ALTER TABLE passes DROP COLUMN trim_json;
          UPDATE iolab_schema SET version = 5",
     );
     let v5 = pg_schema(server, &url);

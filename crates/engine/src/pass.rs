@@ -107,6 +107,8 @@ pub fn run_pass_with_clock<C: Clock>(
     clock: &C,
 ) -> Result<PassOutcome, TargetError> {
     let job = &test.job;
+    // The test's own engine and direct where it has them.
+    let settings = &settings.for_job(job);
     let Some(engine) = settings.engine else {
         return Err(TargetError::Unsupported(
             target.io_path.clone(),
@@ -220,6 +222,7 @@ pub fn run_pass_with_clock<C: Clock>(
                         &mut bufs,
                         settings,
                         random,
+                        job.trim,
                         work,
                     )
                     .inspect_err(|_| {
@@ -297,8 +300,27 @@ pub fn run_pass_with_clock<C: Clock>(
     });
     let interrupted = stop.load(Ordering::Relaxed);
     let mut notes = notes;
+    let depths: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.lat_depth)
+        .map(|d| d.to_string())
+        .collect();
+    if !depths.is_empty() {
+        notes.push(format!(
+            "{}: latency_target: the search ended at queue depth {} (of iodepth={})",
+            test.name,
+            depths.join(", "),
+            job.iodepth
+        ));
+    }
     notes.sort();
     notes.dedup();
+    if job.trim {
+        // The job's writes were trims: fio's third direction, counted under its name (its
+        // series is the pass's total; the per-direction ones are reads' and writes').
+        record.trim = record.write.take();
+        record.timeseries.write = None;
+    }
     Ok(PassOutcome {
         record,
         notes,

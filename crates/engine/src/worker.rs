@@ -68,6 +68,121 @@ pub struct JobResult {
     pub errors: Vec<IoErrorRecord>,
     /// Bytes read and written that completed outside the counted window (ramp, drain).
     pub uncounted_bytes: [u64; 2],
+    /// fio's latency-target search: the depth in flight it ended at.
+    pub lat_depth: Option<u32>,
+}
+
+/// fio's latency-target search (its io_u.c `lat_target_*`): the depth in flight starts at
+/// 1; after each window whose share of I/Os within the target meets the percentile it is
+/// doubled (or, once a depth has failed, bisected toward that one), after one that fails
+/// it is bisected down toward the last that met it; a depth that stays the same gets one
+/// more window, and then the search is done. A 100% percentile judges each I/O at once.
+struct LatSearch {
+    t: iolab_spec::LatTarget,
+    max: u32,
+    qd: u32,
+    low: u32,
+    high: u32,
+    since: Instant,
+    ios: u64,
+    failed: u64,
+    end_run: bool,
+}
+
+/// What a completion or a window's end did to the search.
+#[derive(PartialEq)]
+enum LatStep {
+    Go,
+    /// Settled and judged once more: the job ends (fio's `done`).
+    Done,
+    /// A 100% target missed at depth 1: fio ends the job with an error.
+    Fatal,
+}
+
+impl LatSearch {
+    fn new(t: iolab_spec::LatTarget, max: u32, now: Instant) -> Self {
+        LatSearch {
+            t,
+            max,
+            qd: 1,
+            low: 1,
+            high: max,
+            since: now,
+            ios: 0,
+            failed: 0,
+            end_run: false,
+        }
+    }
+
+    fn new_cycle(&mut self, now: Instant) {
+        self.since = now;
+        self.ios = 0;
+        self.failed = 0;
+    }
+
+    fn failed(&mut self, now: Instant) -> LatStep {
+        if self.qd == 1 {
+            return LatStep::Fatal;
+        }
+        self.high = self.qd;
+        if self.qd == self.low {
+            self.low -= 1;
+        }
+        self.qd = (self.qd + self.low) / 2;
+        self.new_cycle(now);
+        LatStep::Go
+    }
+
+    fn success(&mut self, now: Instant) -> LatStep {
+        let was = self.qd;
+        self.low = self.qd;
+        self.qd = if self.high != self.max {
+            (self.qd + self.high) / 2
+        } else {
+            self.qd.saturating_mul(2)
+        }
+        .min(self.max);
+        let mut step = LatStep::Go;
+        if self.qd == was {
+            if self.end_run && !self.t.run {
+                step = LatStep::Done;
+            }
+            self.end_run = true;
+        }
+        self.new_cycle(now);
+        step
+    }
+
+    /// One completion of `lat_ns`.
+    fn complete(&mut self, lat_ns: u64, now: Instant) -> LatStep {
+        self.ios += 1;
+        if lat_ns > self.t.target_us.saturating_mul(1000) {
+            if self.t.pct >= 100.0 {
+                return self.failed(now);
+            }
+            self.failed += 1;
+        }
+        LatStep::Go
+    }
+
+    /// The end of a window, if it is over.
+    fn check(&mut self, now: Instant) -> LatStep {
+        if now.saturating_duration_since(self.since) < Duration::from_micros(self.t.window_us)
+            || self.ios == 0
+        {
+            return LatStep::Go;
+        }
+        let ok = (self.ios - self.failed) as f64 / self.ios as f64 * 100.0;
+        if ok >= self.t.pct {
+            self.success(now)
+        } else {
+            // At depth 1 fio goes on there (the window's failure is not fatal).
+            if self.failed(now) == LatStep::Fatal {
+                self.new_cycle(now);
+            }
+            LatStep::Go
+        }
+    }
 }
 
 fn errno_record(errno: i32, dir: IoDir, offset: u64, len: u64) -> IoErrorRecord {
@@ -506,7 +621,9 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
         access_ios: vec![0; job.access.len()],
         errors: Vec::new(),
         uncounted_bytes: [0, 0],
+        lat_depth: None,
     };
+    let mut search = job.lat_target.map(|t| LatSearch::new(t, qd as u32, start));
     let mut inflight = 0usize;
     let mut issued: u64 = 0;
     let mut stopping = false;
@@ -534,6 +651,10 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
         if !stopping && !need_sync && !thinking && !free.is_empty() {
             let t_queue = clock.now();
             while let Some(slot) = free.pop() {
+                if search.as_ref().is_some_and(|l| inflight >= l.qd as usize) {
+                    free.push(slot);
+                    break;
+                }
                 if paced {
                     let at = if pace.poisson {
                         Some(start + Duration::from_secs_f64(arrival_s))
@@ -793,6 +914,20 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
                 stopping = true;
                 continue;
             }
+            if let Some(l) = search.as_mut() {
+                if l.complete(lat, t_done) == LatStep::Fatal {
+                    let mut rec = errno_record(libc::ETIMEDOUT, dir, slot_off[s], len);
+                    rec.message = format!(
+                        "latency of {} us exceeds latency_target={} us at queue depth 1 (fio \
+                         ends the job so)",
+                        lat / 1000,
+                        l.t.target_us
+                    );
+                    res.errors.push(rec);
+                    stopping = true;
+                    continue;
+                }
+            }
             if let (IoDir::Read, Some(pat)) = (dir, check_reads) {
                 if let Some(rec) = pattern_error(pat, &bufs.slot(s)[..len as usize], slot_off[s]) {
                     res.errors.push(rec);
@@ -830,6 +965,11 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
             }
         }
         lats.flush(&mut res);
+        if let Some(l) = search.as_mut() {
+            if l.check(t_done) == LatStep::Done {
+                stopping = true;
+            }
+        }
         if batch_bytes > 0 {
             if res.series.len() <= bucket {
                 res.series.resize(bucket + 1, 0);
@@ -860,6 +1000,7 @@ fn run_job_with<E: Engine, C: Clock, const VERIFY: bool>(
     } else {
         clock.now()
     };
+    res.lat_depth = search.map(|l| l.qd);
     res
 }
 

@@ -239,6 +239,10 @@ pub struct PassRecord {
     pub lat_us: LatSummary,
     pub read: Option<DirResult>,
     pub write: Option<DirResult>,
+    /// Trims (fio's third direction: a job file's `rw=trim`, `randtrim`): holes punched or
+    /// ranges discarded, counted in `bytes`, `ios` and `lat_us` with the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trim: Option<DirResult>,
     pub sync: Option<SyncStats>,
     pub cpu: CpuUsage,
     pub timeseries: TimeSeries,
@@ -289,6 +293,7 @@ impl PassRecord {
             lat_us: all.summary_us(),
             read,
             write,
+            trim: None,
             sync,
             cpu,
             timeseries,

@@ -151,6 +151,9 @@ pub(crate) fn passes(run: &RunRecord) -> String {
 /// `io_uring, fixed buffers · direct (O_DIRECT) · data random (incompressible)`.
 pub(crate) fn io(run: &RunRecord) -> String {
     let s = &run.settings;
+    if run.tests.iter().any(|t| t.job.io.is_some()) {
+        return per_test_io(run);
+    }
     let mut engine = run
         .engine
         .map_or_else(|| "no engine".to_string(), |e| e.as_str().to_string());
@@ -177,6 +180,37 @@ pub(crate) fn io(run: &RunRecord) -> String {
         DataPattern::Zeros => "data zeros (all 0x00)",
     };
     format!("{engine} · {direct} · {data}")
+}
+
+/// A run whose tests ran each on its own engine or direct/buffered (a fio job file's
+/// jobs): `per test: e4defrag buffered (a, b); io_uring direct (c) · data random ...`.
+fn per_test_io(run: &RunRecord) -> String {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for t in &run.tests {
+        let s = run.settings.for_job(&t.job);
+        let mut what = s
+            .engine
+            .map_or_else(|| "no engine".into(), |e| e.as_str().to_string());
+        what.push_str(if s.direct { " direct" } else { " buffered" });
+        if let Some(e) = s.engine {
+            for x in iolab_spec::engopt::header(e, &s.engine_opts) {
+                what.push_str(&format!(", {x}"));
+            }
+        }
+        match groups.iter_mut().find(|g| g.0 == what) {
+            Some(g) => g.1.push(&t.name),
+            None => groups.push((what, vec![&t.name])),
+        }
+    }
+    let each: Vec<String> = groups
+        .iter()
+        .map(|(what, names)| format!("{what} ({})", names.join(", ")))
+        .collect();
+    let data = match run.settings.data {
+        DataPattern::Random => "data random (incompressible)",
+        DataPattern::Zeros => "data zeros (all 0x00)",
+    };
+    format!("per test: {} · {data}", each.join("; "))
 }
 
 /// `/mnt/x (dir, ext4)`.
@@ -226,7 +260,7 @@ pub(crate) fn test_what(run: &RunRecord, t: &TestRecord) -> String {
         .unwrap_or_else(|| {
             format!(
                 "{} {} Q{}T{}",
-                t.job.rw.as_str(),
+                t.job.rw_name(),
                 format_size_short(t.job.bs),
                 t.job.iodepth,
                 t.job.numjobs

@@ -543,7 +543,7 @@ fn test_table(run: &RunRecord) -> Table {
     let rw_in_names = run
         .tests
         .iter()
-        .all(|t| t.name.split_whitespace().any(|w| w == t.job.rw.as_str()));
+        .all(|t| t.name.split_whitespace().any(|w| w == t.job.rw_name()));
     let rw = Column::left("rw");
     let rw = if rw_in_names {
         rw.droppable_early()
@@ -580,7 +580,7 @@ fn test_table(run: &RunRecord) -> Table {
             (Some(u), Some(s)) => format!("{}/{}", pct1(u), pct1(s)),
             _ => DASH.into(),
         };
-        let rw = (!ops).then(|| t.job.rw.as_str());
+        let rw = (!ops).then(|| t.job.rw_name());
         table.row(test_cells(&t.name, rw, Head::of_test(t), cpu));
         if t.job.rw.is_mixed() && !ops {
             let mix = t.job.rwmixread.min(100);

@@ -49,6 +49,9 @@ const TEST_KEYS: &[&str] = &[
     "passes",
     "summary",
     "extra",
+    "engine",
+    "direct",
+    "engine_options",
 ];
 const PASS_KEYS: &[&str] = &[
     "index",
@@ -60,6 +63,7 @@ const PASS_KEYS: &[&str] = &[
     "lat_us",
     "read",
     "write",
+    "trim",
     "sync",
     "cpu",
     "timeseries",

@@ -402,11 +402,13 @@ fn fit_region(plan: &mut BlockPlan, target: Target) -> Result<Target, RunError> 
     }
 
     // O_DIRECT needs block-aligned I/O: skip (ATTO) or refuse (others) what cannot work.
-    if plan.settings.direct {
+    {
         let lb = target.logical_block;
+        let direct = |t: &TestSpec| plan.settings.for_job(&t.job).direct;
         let too_small: Vec<String> = plan
             .tests
             .iter()
+            .filter(|t| direct(t))
             .filter(|t| {
                 t.job.bs % lb != 0
                     || t.job
@@ -447,6 +449,14 @@ pub fn run(mut plan: BlockPlan, ctx: &mut RunContext) -> Result<(), RunError> {
     ctx.progress.set_total(plan.planned());
     if plan.precondition.is_some() {
         crate::precondition::refuse(plan.verify, ctx.coordinator().is_some())?;
+    }
+    if ctx.coordinator().is_some() && plan.tests.iter().any(|t| t.job.trim) {
+        // The ranks' aggregate pass adds up reads and writes only.
+        return Err(RunError::Usage(UsageError::option(
+            "rw",
+            "trims (a job file's rw=trim, randtrim) are not added up across the ranks of an \
+             MPI run; run the job file without mpirun",
+        )));
     }
     if plan.steady.any() && ctx.coordinator().is_some() {
         // Each rank's pass would end at its own round, judged on its own share.
@@ -850,8 +860,9 @@ impl Passes for OnTarget<'_> {
         warm: bool,
         ctx: &mut RunContext,
     ) -> Result<PassEnd, RunError> {
-        let s = &self.plan.settings;
         let test = t.spec;
+        // The test's own engine and direct where it has them (a fio job file's jobs).
+        let s = &self.plan.settings.for_job(&test.job);
         let measured = t.record.passes.len() as u32;
         let steady = t.steady.filter(|_| !warm);
         let dur = match steady {
@@ -1045,7 +1056,9 @@ impl Passes for OnTarget<'_> {
     }
 
     fn written(&self, spec: &TestSpec, before: Option<&Written>) -> Option<Written> {
-        let id = self.verify.filter(|_| spec.job.rw.writes())?;
+        let id = self
+            .verify
+            .filter(|_| spec.job.rw.writes() && !spec.job.unverified)?;
         let w = Written::new(
             id,
             granule_of(&spec.job),

@@ -53,6 +53,14 @@ pub fn job_section(test: &TestSpec, seconds: f64) -> String {
     s.push_str("stonewall\n");
     let _ = writeln!(s, "rw={}", j.rw.as_str());
     let _ = writeln!(s, "bs={}", j.bs);
+    // A test on an engine of its own (a job file's job): its engine, options and direct
+    // in place of the [global] section's.
+    if let Some(io) = &j.io {
+        let _ = writeln!(s, "ioengine={}", io.engine.as_str());
+        s.push_str(&crate::engopt::fio_lines(io.engine, &io.engine_opts));
+        let _ = writeln!(s, "direct={}", u8::from(io.direct));
+        let _ = writeln!(s, "invalidate={}", u8::from(io.direct));
+    }
     for o in crate::JOB_OPTIONS {
         if let Some(v) = (o.get)(j) {
             let _ = writeln!(s, "{}={v}", o.name);

@@ -474,6 +474,48 @@ pub struct JobSpec {
     /// `offset_increment`); None: the clones share the region.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clones: Option<Clones>,
+    /// The test's own engine, its options and direct/buffered, where the tests of a run
+    /// differ (a fio job file's jobs); None: the run's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<TestIo>,
+    /// A writing test of a `--verify` run that is not read back (a fio job without
+    /// `verify` beside jobs with it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified: bool,
+    /// Each write of the test is a trim instead (fio's `rw=trim`, `randtrim`): a hole
+    /// punched in a file (`fallocate(PUNCH_HOLE|KEEP_SIZE)`), a discard on a block device
+    /// (`BLKDISCARD`); no data moves, and its passes count them under `trim`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trim: bool,
+    /// fio's latency-target search (`latency_target`...): the depth in flight is searched
+    /// from 1 up to `iodepth` as fio does it; None: `iodepth` throughout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lat_target: Option<LatTarget>,
+}
+
+/// fio's `latency_target`, `latency_window`, `latency_percentile` and `latency_run`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatTarget {
+    /// An I/O slower than this (µs) misses the target.
+    pub target_us: u64,
+    /// Each depth is judged over a window this long (µs).
+    pub window_us: u64,
+    /// The share of a window's I/Os (%) that must meet the target.
+    pub pct: f64,
+    /// Keep adjusting the depth after it settled, to the end of the pass (fio's
+    /// `latency_run=1`); else the job ends after one window at the depth found.
+    pub run: bool,
+}
+
+/// A test's own engine and direct/buffered, in place of the run's (stored in the test's
+/// job as `io`: `{"engine": "libaio", "direct": true, ...its engine's options}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestIo {
+    pub engine: EngineKind,
+    pub direct: bool,
+    /// The options of `engine` as the test resolved them, each under its key.
+    #[serde(flatten)]
+    pub engine_opts: crate::engopt::EngineOpts,
 }
 
 /// fio's `zonemode=strided`: the region is zones of `range` bytes; a job does `size` bytes
@@ -613,6 +655,10 @@ impl JobSpec {
             pattern: None,
             strided: None,
             clones: None,
+            io: None,
+            unverified: false,
+            trim: false,
+            lat_target: None,
         }
     }
 
@@ -725,6 +771,16 @@ impl JobSpec {
         Ok(())
     }
 
+    /// The job's pattern as fio names it: `rw`'s name, or `trim`/`randtrim` for a job
+    /// whose writes are trims.
+    pub fn rw_name(&self) -> &'static str {
+        match (self.trim, self.rw.is_random()) {
+            (false, _) => self.rw.as_str(),
+            (true, false) => "trim",
+            (true, true) => "randtrim",
+        }
+    }
+
     /// CrystalDiskMark-style short name: `SEQ1M Q8T1`, `RND4K Q32T16`.
     pub fn cdm_name(&self) -> String {
         let kind = if self.rw.is_random() { "RND" } else { "SEQ" };
@@ -775,6 +831,22 @@ pub struct RunSettings {
     /// `registerfiles`), each stored as a key of its own beside the fields above.
     #[serde(flatten)]
     pub engine_opts: crate::engopt::EngineOpts,
+}
+
+impl RunSettings {
+    /// The settings `job` runs with: its own engine, options and direct where it has them
+    /// ([`JobSpec::io`]), else the run's.
+    pub fn for_job(&self, job: &JobSpec) -> RunSettings {
+        match &job.io {
+            None => self.clone(),
+            Some(io) => RunSettings {
+                engine: Some(io.engine),
+                direct: io.direct,
+                engine_opts: io.engine_opts.clone(),
+                ..self.clone()
+            },
+        }
+    }
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ pub use job::{
     JobSpec, Numa, Pace, Prio, RunSettings, Rw, Scope, SyncMode, TestSpec, Zone, IODEPTH,
     JOB_OPTIONS, NUMJOBS, RWMIXREAD,
 };
-pub use job::{Clones, Strided};
+pub use job::{Clones, LatTarget, Strided, TestIo};
 pub use pattern::Pattern;
 pub use presets::{expand_preset, preset_info, preset_names, PresetDefaults, PresetInfo, PRESETS};
 pub use units::{

@@ -622,8 +622,9 @@ fn writes_faster_than_reads(out: &mut Vec<Warning>, run: &RunRecord, f: &TargetF
         return;
     }
     let shape = |t: &TestRecord| (t.job.bs, t.job.iodepth, t.job.numjobs, t.job.rw.is_random());
+    // A trim test (rw=trim: its writes are trims) is no write to compare.
     let plain = |t: &TestRecord, rws: [Rw; 2]| {
-        rws.contains(&t.job.rw) && t.job.access.is_empty() && !t.passes.is_empty()
+        rws.contains(&t.job.rw) && t.job.access.is_empty() && !t.passes.is_empty() && !t.job.trim
     };
     let mut hits: Vec<(&TestRecord, &TestRecord, f64)> = Vec::new();
     for wt in run
@@ -901,6 +902,7 @@ fn per_test(
 /// `RATE_CLIFF` and `STALLED_INTERVALS` from a test's per-interval series.
 fn rate_cliff_and_stalls(out: &mut Vec<Warning>, run: &RunRecord, t: &TestRecord) {
     let what = match (t.job.rw.reads(), t.job.rw.writes()) {
+        _ if t.job.trim => "trims",
         (true, false) => "reads",
         (false, true) => "writes",
         _ => "I/O",

@@ -111,6 +111,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_host ON runs (host, started_at);
     CREATE INDEX runs_machine_id ON runs (machine_id, started_at);
     ",
+    // v7: a pass's trims (fio's third direction: a job file's `rw=trim`, `randtrim`).
+    "
+    ALTER TABLE passes ADD COLUMN trim_json TEXT;
+    ",
 ];
 
 /// The version whose step adds `runs.fingerprint`; the step also fills it in for the runs

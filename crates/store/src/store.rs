@@ -402,7 +402,7 @@ const TEST_COLUMNS: &str = "SELECT id, name, grp, job_json, summary_json, extra_
      FROM tests WHERE run_id = ?1 ORDER BY idx";
 
 const PASS_COLUMNS: &str = "SELECT id, idx, bytes, ios, seconds, mb_s, iops, lat_json, read_json,
-        write_json, sync_json, cpu_json, timeseries_json, errors_json, context_json
+        write_json, sync_json, cpu_json, timeseries_json, errors_json, context_json, trim_json
      FROM passes WHERE test_id = ?1 ORDER BY id";
 
 /// The query behind [`Store::runs_like`] (its plan is checked in the tests: it must use
@@ -538,6 +538,7 @@ fn insert_pass(db: &mut dyn Db, test_id: i64, pass: &PassRecord) -> Result<i64, 
     let lat = encode(path, "passes.lat_json", &pass.lat_us)?;
     let read = encode_opt(path, "passes.read_json", pass.read.as_ref())?;
     let write = encode_opt(path, "passes.write_json", pass.write.as_ref())?;
+    let trim = encode_opt(path, "passes.trim_json", pass.trim.as_ref())?;
     let sync = encode_opt(path, "passes.sync_json", pass.sync.as_ref())?;
     let cpu = encode(path, "passes.cpu_json", &pass.cpu)?;
     let timeseries = encode(path, "passes.timeseries_json", &pass.timeseries)?;
@@ -550,8 +551,8 @@ fn insert_pass(db: &mut dyn Db, test_id: i64, pass: &PassRecord) -> Result<i64, 
     db.insert(
         "INSERT INTO passes (test_id, idx, bytes, ios, seconds, mb_s, iops, lat_json,
              read_json, write_json, sync_json, cpu_json, timeseries_json, errors_json,
-             context_json)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+             context_json, trim_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
          RETURNING id",
         vals![
             test_id,
@@ -569,6 +570,7 @@ fn insert_pass(db: &mut dyn Db, test_id: i64, pass: &PassRecord) -> Result<i64, 
             &timeseries,
             &errors,
             &context,
+            &trim,
         ],
         |v| (v == Violation::ForeignKey).then(|| test_not_found(path, test_id)),
     )
@@ -1052,6 +1054,8 @@ pub(crate) fn decode_pass(path: &Path, row: &dyn Cells) -> Result<PassRecord, St
         lat_us: d.json("lat_json")?,
         read: d.json_opt("read_json")?,
         write: d.json_opt("write_json")?,
+        // Passes stored before schema v7 have no trims.
+        trim: d.json_opt("trim_json")?,
         sync: d.json_opt("sync_json")?,
         cpu: d.json("cpu_json")?,
         timeseries: d.json("timeseries_json")?,

@@ -517,7 +517,7 @@ fn version_1_database_is_migrated_and_old_passes_load() {
         // Turn the file back into what iolab 0.1 with schema v1 wrote.
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "ALTER TABLE passes DROP COLUMN context_json; \
+            "ALTER TABLE passes DROP COLUMN context_json; ALTER TABLE passes DROP COLUMN trim_json; \
              ALTER TABLE runs DROP COLUMN study_json; DROP INDEX runs_fingerprint; \
              ALTER TABLE runs DROP COLUMN fingerprint; ALTER TABLE runs DROP COLUMN writer_pid; \
              ALTER TABLE runs DROP COLUMN writer_start; ALTER TABLE runs DROP COLUMN writer_boot; \
@@ -662,6 +662,7 @@ fn version_3_database_gets_fingerprints_on_open() {
              ALTER TABLE runs DROP COLUMN writer_boot; \
              DROP INDEX runs_host; DROP INDEX runs_machine_id; \
              ALTER TABLE runs DROP COLUMN host; ALTER TABLE runs DROP COLUMN machine_id; \
+             ALTER TABLE passes DROP COLUMN trim_json; \
              PRAGMA user_version = 3;",
         )
         .unwrap();
@@ -903,6 +904,7 @@ fn a_reader_of_a_postgresql_store_creates_and_upgrades_nothing() {
         path,
         "DROP INDEX runs_host; DROP INDEX runs_machine_id;
          ALTER TABLE runs DROP COLUMN host, DROP COLUMN machine_id;
+         ALTER TABLE passes DROP COLUMN trim_json;
          UPDATE iolab_schema SET version = 5;",
     );
     let version = || -> i64 { pg_one(path, "SELECT version FROM iolab_schema") };

@@ -1,9 +1,9 @@
 //! falloc: every I/O is one `fallocate(fd, mode, offset, len)` on the job's file, from the
 //! job's thread, one at a time; no data moves. fio's `ioengine=falloc`: a write allocates
 //! the range (mode 0, extending the file). fio's reads (`FALLOC_FL_KEEP_SIZE`, which also
-//! allocates) and trims (punched holes) are refused by the mapping: iolab opens a reading
-//! job's file read-only, and its engines issue no trims; a read here is `KEEP_SIZE` as in
-//! fio, should one come.
+//! allocates) are refused by the mapping (iolab opens a reading job's file read-only; a
+//! read here is `KEEP_SIZE` as in fio, should one come); a trim job's writes are fio's
+//! trims, `PUNCH_HOLE | KEEP_SIZE`.
 
 use std::io;
 use std::os::fd::{BorrowedFd, RawFd};
@@ -15,8 +15,9 @@ use super::psync::Psync;
 use super::{Completion, Desc, Engine, Open};
 use crate::buffers::BufferPool;
 
-/// psync's completions, with fallocate in place of pread/pwrite.
-pub struct Falloc(Psync);
+/// psync's completions, with fallocate in place of pread/pwrite; whether the job's writes
+/// are trims.
+pub struct Falloc(Psync, bool);
 
 impl Engine for Falloc {
     const DESC: Desc = Desc {
@@ -31,13 +32,15 @@ impl Engine for Falloc {
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
-        Ok((Falloc(Psync::new(o.fd)), Vec::new()))
+        Ok((Falloc(Psync::new(o.fd), o.trim), Vec::new()))
     }
 
     #[inline]
     fn queue(&mut self, _bufs: &BufferPool, slot: u32, dir: IoDir, offset: u64, len: u32) {
         let mode = match dir {
             IoDir::Read => FallocateFlags::KEEP_SIZE,
+            // A trim job's writes are fio's falloc trims: punched holes.
+            IoDir::Write if self.1 => FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
             IoDir::Write => FallocateFlags::empty(),
         };
         // SAFETY: the job's descriptor outlives the engine.

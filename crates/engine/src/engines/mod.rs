@@ -284,6 +284,9 @@ pub struct Open<'a> {
     pub settings: &'a RunSettings,
     /// The job's offsets are random (they cannot merge into larger requests).
     pub random: bool,
+    /// The job's writes are trims ([`iolab_spec::JobSpec::trim`]): only psync, falloc and
+    /// null take such a job (the fio mapping runs it on them).
+    pub trim: bool,
 }
 
 /// One job's I/O engine, bound to one file descriptor and one buffer pool.
@@ -335,11 +338,12 @@ macro_rules! registry {
             bufs: &mut BufferPool,
             settings: &RunSettings,
             random: bool,
+            trim: bool,
             work: W,
         ) -> Result<(W::Output, Vec<String>), String> {
             match kind {
                 $(EngineKind::$kind => {
-                    let o = Open { fd, path, iodepth, bufs: &*bufs, settings, random };
+                    let o = Open { fd, path, iodepth, bufs: &*bufs, settings, random, trim };
                     let (mut engine, notes) = <$engine>::open(&o)?;
                     Ok((work.run(&mut engine, bufs), notes))
                 })*

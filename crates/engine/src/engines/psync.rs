@@ -1,4 +1,6 @@
-//! psync: pread/pwrite from the job's thread, one I/O at a time (queue depth 1).
+//! psync: pread/pwrite from the job's thread, one I/O at a time (queue depth 1); a trim
+//! job's writes are discards of a block device, one at a time, as fio's engines issue
+//! them.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -11,6 +13,27 @@ use crate::buffers::BufferPool;
 pub struct Psync {
     fd: RawFd,
     done: Vec<Completion>,
+    /// A trim job's: its writes are discards.
+    trim: bool,
+}
+
+/// `_IO(0x12, 119)`: discard a range of a block device (linux/fs.h).
+const BLKDISCARD: libc::c_ulong = 0x1277;
+
+/// Discards `len` bytes at `offset` of the block device `fd`, as fio's `os_trim` does on
+/// Linux (`ioctl(BLKDISCARD, [offset, len])`): `len` (fio counts a trim as an I/O of its
+/// length), or -errno.
+fn discard(fd: RawFd, offset: u64, len: u32) -> i32 {
+    let range: [u64; 2] = [offset, len as u64];
+    // SAFETY: BLKDISCARD reads two u64s from the pointer, which lives for the call.
+    let rc = unsafe { libc::ioctl(fd, BLKDISCARD as _, range.as_ptr()) };
+    if rc < 0 {
+        -io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    } else {
+        len as i32
+    }
 }
 
 impl Psync {
@@ -18,6 +41,7 @@ impl Psync {
         Psync {
             fd,
             done: Vec::with_capacity(1),
+            trim: false,
         }
     }
 
@@ -52,11 +76,32 @@ impl Engine for Psync {
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
-        Ok((Psync::new(o.fd), Vec::new()))
+        let mut p = Psync::new(o.fd);
+        if o.trim {
+            // fio's trim is BLKDISCARD, which only a block device takes (a regular file
+            // fails it with ENOTTY; the fio mapping refuses such a job before the run).
+            // SAFETY: the job's descriptor outlives the engine.
+            let f = unsafe { std::os::fd::BorrowedFd::borrow_raw(o.fd) };
+            let st = rustix::fs::fstat(f).map_err(|e| format!("fstat: {e}"))?;
+            if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::BlockDevice
+            {
+                return Err(format!(
+                    "{}: a trim (BLKDISCARD) needs a block device",
+                    o.path.display()
+                ));
+            }
+            p.trim = true;
+        }
+        Ok((p, Vec::new()))
     }
 
     #[inline]
     fn queue(&mut self, bufs: &BufferPool, slot: u32, dir: IoDir, offset: u64, len: u32) {
+        if dir == IoDir::Write && self.trim {
+            let result = discard(self.fd, offset, len);
+            self.complete_with(slot, result);
+            return;
+        }
         let ptr = bufs.slot_ptr(slot as usize);
         // SAFETY: the slot holds at least `len` bytes (len <= slot_len, checked by the
         // worker) and stays alive for the duration of the call.

@@ -118,7 +118,7 @@ fn row(run: &RunRecord, config: &str, t: &TestRecord, p: &PassRecord) -> Vec<Str
         run.complete.to_string(),
         t.name.clone(),
         t.group.clone(),
-        j.rw.as_str().to_string(),
+        j.rw_name().to_string(),
         j.bs.to_string(),
     ];
     // The general job options: the value, empty where it does not apply.

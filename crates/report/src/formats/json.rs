@@ -36,12 +36,12 @@ pub fn run_document(run: &RunRecord) -> Value {
         "config_label": run.config_label,
         "study_meta": run.study_meta,
         "engine": run.engine.map(|e| e.as_str()),
-        "settings": settings(&run.settings),
+        "settings": settings(run),
         "command_line": run.command_line,
         "notes": run.notes,
         "warnings": run.warnings.iter().map(warning).collect::<Vec<_>>(),
         "env": run.env,
-        "tests": run.tests.iter().map(test).collect::<Vec<_>>(),
+        "tests": run.tests.iter().map(|t| test(t, &run.settings)).collect::<Vec<_>>(),
     })
 }
 
@@ -50,7 +50,16 @@ pub fn to_json_string(run: &RunRecord) -> String {
     serde_json::to_string_pretty(&run_document(run)).expect("a serde_json::Value always serialises")
 }
 
-fn settings(s: &RunSettings) -> Value {
+fn settings(run: &RunRecord) -> Value {
+    let s = &run.settings;
+    // Tests on engines of their own: direct is null unless they all agree.
+    let direct = match run.tests.iter().any(|t| t.job.io.is_some()) {
+        false => Some(s.direct),
+        true => {
+            let d: Vec<bool> = run.tests.iter().map(|t| s.for_job(&t.job).direct).collect();
+            d.first().copied().filter(|f| d.iter().all(|x| x == f))
+        }
+    };
     let mut v = json!({
         "size_bytes": s.size,
         "duration_s": s.duration.as_secs_f64(),
@@ -59,7 +68,7 @@ fn settings(s: &RunSettings) -> Value {
         "warmup_duration_s": s.warmup_duration.as_secs_f64(),
         "ramp_s": s.ramp.as_secs_f64(),
         "engine": s.engine.map(|e| e.as_str()),
-        "direct": s.direct,
+        "direct": direct,
         "data": s.data,
     });
     // Every engine's options (io_uring's fixedbufs, registerfiles...), each under its key:
@@ -83,12 +92,23 @@ fn warning(w: &Warning) -> Value {
     })
 }
 
-fn test(t: &TestRecord) -> Value {
+fn test(t: &TestRecord, run: &RunSettings) -> Value {
     let j: &JobSpec = &t.job;
+    // The engine, its options and direct this test ran with (its own, or the run's).
+    let own = run.for_job(j);
+    let engine_options: serde_json::Map<String, Value> = own
+        .engine
+        .into_iter()
+        .flat_map(iolab_spec::engopt::of)
+        .filter_map(|o| Some((o.key.to_string(), json!(own.engine_opts.get(o.key)?))))
+        .collect();
     let mut v = json!({
+        "engine": own.engine.map(|e| e.as_str()),
+        "direct": own.direct,
+        "engine_options": engine_options,
         "name": t.name,
         "group": t.group,
-        "rw": j.rw.as_str(),
+        "rw": j.rw_name(),
         "bs": j.bs,
         "fsync_every": j.fsync_every,
         "sync_mode": match j.sync_mode {
@@ -175,6 +195,7 @@ fn pass(p: &PassRecord) -> Value {
         "lat_us": lat(&p.lat_us),
         "read": p.read.as_ref().map(dir),
         "write": p.write.as_ref().map(dir),
+        "trim": p.trim.as_ref().map(dir),
         "sync": p.sync.as_ref().map(sync),
         "cpu": cpu(&p.cpu),
         "timeseries": {
@@ -435,7 +456,7 @@ pub fn study_document(set: &crate::set::RunSet) -> Value {
             json!({
                 "name": name,
                 "group": first.map(|t| t.group.clone()),
-                "rw": first.map(|t| t.job.rw.as_str()),
+                "rw": first.map(|t| t.job.rw_name()),
                 "access": first.map(|t| set::access(t).as_str()),
                 "metric": m.key(),
                 "values": values,

@@ -1,7 +1,8 @@
 //! A parsed job file onto iolab's engine: each job section becomes one test (its
-//! [`JobSpec`]), and what iolab keeps once per run (region size, runtime, ramp, engine,
-//! direct, write data, verify) must agree between jobs unless `--size`/`--duration`
-//! replace it. Every option is either mapped, accepted as report-only (listed in a note),
+//! [`JobSpec`]), and what iolab keeps once per run (region size, runtime, ramp, write
+//! data) must agree between jobs unless `--size`/`--duration` replace it; jobs that differ
+//! in engine, its options or direct run each on its own (`JobSpec::io`), and only the
+//! jobs that set verify are read back. Every option is either mapped, accepted as report-only (listed in a note),
 //! or refused by name at its line; nothing is dropped unsaid.
 
 use std::cell::RefCell;
@@ -35,6 +36,8 @@ pub struct FioJob {
     pub job: JobSpec,
     /// fio's `steadystate`: the job's pass is judged in rounds until its rule holds.
     pub steady: Option<FioSteady>,
+    /// A trim job's `rw` option (its file and line), for a refusal that needs the target.
+    pub trim_at: Option<(String, usize)>,
 }
 
 /// A job file resolved for one run.
@@ -58,8 +61,12 @@ pub struct FioPlan {
     pub direct: bool,
     pub data: DataPattern,
     pub verify: bool,
-    /// Every engine option fio names (`fixedbufs`...), as the jobs set it or fio's default.
+    /// Every engine option fio names (`fixedbufs`...), as the first job sets it or fio's
+    /// default.
     pub engine_opts: EngineOpts,
+    /// The jobs differ in engine, its options or direct: each test carries its own
+    /// (`JobSpec::io`), and `engine`, `direct` and `engine_opts` above are the first job's.
+    pub per_test: bool,
     /// What the run should say about the mapping.
     pub notes: Vec<String>,
 }
@@ -90,14 +97,23 @@ pub(super) fn val(o: &RawOption) -> Result<&str, FioError> {
     }
 }
 
-/// The engine a job runs on and the ioengine it names: jobs agree on the first.
-#[derive(Debug, Clone)]
-struct RunsAs(EngineKind, String);
-
-impl PartialEq for RunsAs {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
+/// The engine whose option fio's `key` is (io_uring's `fixedbufs`, e4defrag's `donorname`).
+fn engine_of_option(key: &str) -> Option<EngineKind> {
+    match key {
+        "donorname" => Some(EngineKind::E4defrag),
+        "stat_type" => Some(EngineKind::Filestat),
+        k => engopt::by_fio_name(k).map(|(owner, _)| owner),
     }
+}
+
+/// What one job runs with: its engine (after libaio's buffered fallback), direct, every
+/// engine option (its owner, key and value, fio's default where the job sets none) and
+/// verify (None: the job does not write).
+struct PerJob {
+    engine: EngineKind,
+    direct: bool,
+    opts: Vec<(EngineKind, &'static str, Val)>,
+    verify: Option<bool>,
 }
 
 /// Where a value was first set: the value, its job, and the option's file and line.
@@ -237,14 +253,13 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
     let mut size_at: Option<String> = None;
     let mut runtime = Agree::new("runtime", ": make them equal or give --duration");
     let mut ramp = Agree::new("ramp_time", "");
-    let mut engine = Agree::new("ioengine", "");
-    let mut direct = Agree::new("direct", "");
+    // Each job's engine, direct, engine options and verify: one run-wide setting when the
+    // jobs agree, else each test's own (`JobSpec::io`).
+    let mut per_job: Vec<PerJob> = Vec::new();
     let mut data = Agree::new("zero_buffers", "");
-    let mut verify = Agree::new("verify", "");
-    // Every engine's options a job file can name (`engopt`'s catalogue), each agreed on.
-    let mut engine_opts: Vec<_> = engopt::catalogue()
+    // Every engine's options a job file can name (`engopt`'s catalogue).
+    let engine_opts: Vec<_> = engopt::catalogue()
         .filter_map(|(k, o)| o.fio.map(|(name, default)| (k, o, name, default)))
-        .map(|(k, o, name, default)| (k, o, name, default, Agree::new(name, "")))
         .collect();
     let mut engine_names: Vec<String> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
@@ -260,7 +275,33 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         if sec.is_global() {
             continue;
         }
-        let m = effective(&file.sections, idx);
+        let mut m = effective(&file.sections, idx);
+        // An engine's option from a [global] section does not reach a job that loads
+        // another engine: fio frees the old engine's options when a job changes ioengine.
+        let ioengine_name = m
+            .get("ioengine")
+            .and_then(|o| o.value.as_deref())
+            .map_or("psync", str::trim)
+            .to_string();
+        let foreign: Vec<&str> = m
+            .iter()
+            .filter(|(_, o)| !sec.options.iter().any(|x| std::ptr::eq(x, **o)))
+            .filter(|(k, _)| {
+                engine_of_option(k).is_some_and(|owner| owner.as_str() != ioengine_name)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in foreign {
+            let o = m.remove(k).expect("listed");
+            note(format!(
+                "{k} ({}:{}) is an {} option, and job {}'s ioengine is {ioengine_name}: not \
+                 applied to it, as fio drops an engine's options when a job loads another",
+                o.file,
+                o.line,
+                engine_of_option(k).expect("listed").as_str(),
+                sec.name
+            ));
+        }
         // Every option the mapping looks at, so that none in force goes unread (below).
         let read: RefCell<HashSet<&str>> = RefCell::default();
         let get = |k: &'static str| {
@@ -287,6 +328,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             |o: &RawOption, unit_us: u64| values::time(val(o)?, unit_us).map_err(|e| err(o, e));
 
         // Access pattern.
+        let trim = get("rw")
+            .and_then(|o| o.value.as_deref())
+            .map(|v| v.split(':').next().unwrap_or("").trim())
+            .is_some_and(|b| b == "trim" || b == "randtrim");
         let (rw, rw_suffix) = match get("rw") {
             None => (Rw::Read, None),
             Some(o) => {
@@ -295,20 +340,24 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     Some((b, s)) => (b.trim(), Some(s.trim())),
                     None => (v, None),
                 };
-                if base.contains("trim") {
-                    return Err(err(
-                        o,
-                        format!(
-                            "rw={base}: trims (on a file, fio punches holes with \
-                             fallocate(PUNCH_HOLE)) are not issued by iolab's engines, which \
-                             read and write; and a file's jobs run one after another, so a race \
-                             of writes against trims cannot be set up"
-                        ),
-                    ));
-                }
-                let rw: Rw = base
-                    .parse()
-                    .map_err(|e: crate::SpecError| err(o, format!("'{base}': {}", e.reason)))?;
+                // Trims: the job's writes are trims (JobSpec::trim).
+                let rw: Rw = match base {
+                    "trim" => Rw::Write,
+                    "randtrim" => Rw::RandWrite,
+                    "trimwrite" | "randtrimwrite" => {
+                        return Err(err(
+                            o,
+                            format!(
+                                "rw={base}: fio trims each block and then writes it, two kinds \
+                                 of I/O at one offset; iolab's trim jobs only trim (rw=trim, \
+                                 randtrim)"
+                            ),
+                        ))
+                    }
+                    _ => base
+                        .parse()
+                        .map_err(|e: crate::SpecError| err(o, format!("'{base}': {}", e.reason)))?,
+                };
                 (rw, suffix.map(|s| (s, o)))
             }
         };
@@ -325,6 +374,11 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 Some(w) if !w.is_empty() => *w,
                 Some(_) => "",
                 None => r,
+            };
+            // A trim job's size is the third value, else the write one.
+            let w = match parts.get(2) {
+                Some(t) if trim && !t.is_empty() => *t,
+                _ => w,
             };
             match (rw.reads(), rw.writes()) {
                 (true, true) if r != w => Err(err(
@@ -426,6 +480,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             }
         }
         let numjobs = job.numjobs;
+        job.trim = trim;
 
         // rw suffix: sequential skip, or random offsets per N I/Os (only N=1 is fio's default).
         if let Some((s, o)) = rw_suffix {
@@ -1113,8 +1168,8 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 (k, v.to_string())
             }
         };
-        for (owner, opt, k, default, agree) in &mut engine_opts {
-            let (owner, opt, k, default) = (*owner, *opt, *k, *default);
+        let mut opts = Vec::with_capacity(engine_opts.len());
+        for &(owner, opt, k, default) in &engine_opts {
             let v = match (get(k), opt.default) {
                 (None, _) => default,
                 (Some(_), Val::Flag(_)) => Val::Flag(flag(k)?.unwrap_or(false)),
@@ -1129,11 +1184,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     ),
                 ));
             }
-            let show = |v: &Val| match v {
-                Val::Flag(f) => format!("{k}={}", u8::from(*f)),
-                Val::Count(n) => format!("{k}={n}"),
-            };
-            agree.put(v, sec, get(k), show)?;
+            opts.push((owner, opt.key, v));
         }
         // direct and buffered say the same thing; the later one wins.
         let d = match (get("direct"), get("buffered")) {
@@ -1144,7 +1195,6 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             (None, Some(b)) => (!flag("buffered")?.unwrap_or(true), Some(b)),
             (None, None) => (false, None),
         };
-        direct.put(d.0, sec, d.1, |v| format!("direct={}", u8::from(*v)))?;
         // Jobs may name different engines that run as the same one of iolab's (libaio
         // without direct=1 runs as psync: Linux AIO completes buffered requests inside
         // io_submit, one at a time).
@@ -1154,9 +1204,45 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         } else {
             kind
         };
-        engine.put(RunsAs(kind, ename.clone()), sec, get("ioengine"), |e| {
-            format!("ioengine={} (iolab's {})", e.1, e.0.as_str())
-        })?;
+        // Trims: fio's io_uring and libaio engines issue each one synchronously (its
+        // do_io_u_trim, BLKDISCARD), as its sync engines do; falloc punches a hole; null
+        // does nothing.
+        let kind = match kind {
+            _ if !trim => kind,
+            EngineKind::Psync | EngineKind::Falloc | EngineKind::Null => kind,
+            EngineKind::IoUring => {
+                note(format!(
+                    "job {} trims: fio's {ename} engine issues a trim synchronously, one at a \
+                     time, so the job runs on iolab's psync engine",
+                    sec.name
+                ));
+                EngineKind::Psync
+            }
+            other => {
+                return Err(err(
+                    get("rw").expect("a trim job names rw"),
+                    format!(
+                        "ioengine={ename} (iolab's {}) does not trim; fio's trims run on psync, \
+                         sync, libaio, io_uring, falloc or null",
+                        other.as_str()
+                    ),
+                ))
+            }
+        };
+        if trim {
+            note(format!(
+                "job {}: each I/O is a trim, as fio's: with ioengine=falloc a hole punched \
+                 with fallocate(PUNCH_HOLE|KEEP_SIZE), else BLKDISCARD on a block device (a \
+                 device iolab may write only), counted as trims (the passes' `trim`)",
+                sec.name
+            ));
+        }
+        per_job.push(PerJob {
+            engine: kind,
+            direct: d.0,
+            opts,
+            verify: None,
+        });
         if buffered_aio {
             note(
                 "ioengine=libaio without direct=1: Linux AIO completes buffered requests inside \
@@ -1592,6 +1678,12 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                  compressible or duplicate buffers and check them",
             ));
         }
+        if v && trim {
+            return Err(err(
+                get("verify").expect("set"),
+                "a trim job writes no data, so there is nothing to verify",
+            ));
+        }
         if v && rw.writes() && !kind.moves_data() {
             return Err(err(
                 get("verify").expect("set"),
@@ -1607,9 +1699,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                  checks every block written against verify_pattern",
                 sec.name
             ));
-            verify.put(true, sec, get("verify"), |v| {
-                format!("verify={}", u8::from(*v))
-            })?;
+            per_job.last_mut().expect("this job's").verify = Some(true);
         } else if v && rw.writes() {
             note(format!(
                 "verify={}: iolab writes self-describing blocks and reads the region back after \
@@ -1618,21 +1708,79 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     .and_then(|o| o.value.clone())
                     .unwrap_or_default()
             ));
-            verify.put(true, sec, get("verify"), |v| {
-                format!("verify={}", u8::from(*v))
-            })?;
+            per_job.last_mut().expect("this job's").verify = Some(true);
         } else if v && job.pattern.is_none() {
             note(format!(
                 "job {}: verify checks what a job writes, and the job only reads",
                 sec.name
             ));
         } else if rw.writes() {
-            verify.put(false, sec, get("verify"), |v| {
-                format!("verify={}", u8::from(*v))
-            })?;
+            per_job.last_mut().expect("this job's").verify = Some(false);
         }
 
         // Options accepted with what differs said (docs/fio.md).
+        // fio's latency-target search for the depth (engine's worker, as fio's io_u.c).
+        if let Some(o) = get("latency_target") {
+            let target = secs(o, 1)?;
+            let us = |d: Duration| d.as_micros().min(u64::MAX as u128) as u64;
+            if target.is_zero() || target > MAX_DURATION {
+                return Err(err(o, "from 1us up to a week"));
+            }
+            let window = match get("latency_window") {
+                Some(w) => {
+                    let d = secs(w, 1)?;
+                    if d < Duration::from_millis(1) || d > MAX_DURATION {
+                        return Err(err(w, "from 1ms up to a week"));
+                    }
+                    d
+                }
+                // fio's default window is 0: each depth judged at its first check.
+                None => Duration::from_millis(1),
+            };
+            let pct = match get("latency_percentile") {
+                Some(p) => {
+                    let t = val(p)?;
+                    match t.parse::<f64>() {
+                        Ok(v) if v > 0.0 && v <= 100.0 => v,
+                        _ => return Err(err(p, format!("'{t}': a percentage above 0, up to 100"))),
+                    }
+                }
+                None => 100.0,
+            };
+            let run = flag("latency_run")?.unwrap_or(false);
+            job.lat_target = Some(crate::job::LatTarget {
+                target_us: us(target),
+                window_us: us(window),
+                pct,
+                run,
+            });
+            note(format!(
+                "latency_target (job {}): the depth in flight is searched as fio does it: from 1, \
+                 doubled while {pct}% of a {}us window's I/Os take at most {}us, bisected \
+                 between the last depth that met it and the first that did not, up to \
+                 iodepth={}; {}; the pass's figures include the search (fio reports the last \
+                 window only) and a note gives the depth found",
+                sec.name,
+                us(window),
+                us(target),
+                job.iodepth,
+                if run {
+                    "with latency_run the depth keeps adjusting to the pass's end"
+                } else {
+                    "the job ends after one window at the depth found"
+                }
+            ));
+        } else {
+            for k in ["latency_window", "latency_percentile", "latency_run"] {
+                if let Some(o) = get(k) {
+                    note(format!(
+                        "{k} (line {}): without latency_target fio searches for no depth; not \
+                         applied",
+                        o.line
+                    ));
+                }
+            }
+        }
         if let Some(o) = get("number_ios") {
             let n = int(o, 1, u64::MAX)?;
             if !job.access.is_empty() && job.access.iter().any(|l| l.size != job.bs) {
@@ -1841,6 +1989,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 note("random offsets differ from run to run (fio's randrepeat=0)".into());
             }
         }
+        let trim_at = get("rw").filter(|_| trim).map(|o| (o.file.clone(), o.line));
         // A row of the table that maps or notes an option is read by the code above: one
         // in force that it did not look at would be silently ignored.
         // The log options are read by `logs::plan` over the same effective options.
@@ -1871,6 +2020,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             line: sec.line,
             job,
             steady: job_steady,
+            trim_at,
         });
     }
     if !concurrent.is_empty() {
@@ -1892,7 +2042,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             report_only.join(", ")
         ));
     }
-    let Some(RunsAs(engine, _)) = engine.get() else {
+    let Some(first) = per_job.first() else {
         let name = file.sources.first().map_or("JOBFILE", |(n, _)| n.as_str());
         return Err(FioError::new(
             name,
@@ -1901,7 +2051,52 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             "no job section: nothing to run",
         ));
     };
-    let direct = direct.get().unwrap_or(false);
+    let (engine, direct) = (first.engine, first.direct);
+    let verify = per_job.iter().any(|p| p.verify == Some(true));
+    let per_test = per_job
+        .iter()
+        .any(|p| (p.engine, p.direct, &p.opts) != (engine, direct, &first.opts));
+    let run_opts = EngineOpts::of(first.opts.iter().map(|&(_, k, v)| (k, v)));
+    for (j, p) in jobs.iter_mut().zip(&per_job) {
+        // A writing job without verify in a run that verifies is not read back.
+        j.job.unverified = verify && p.verify == Some(false);
+        if per_test {
+            j.job.io = Some(crate::job::TestIo {
+                engine: p.engine,
+                direct: p.direct,
+                engine_opts: EngineOpts::of(
+                    p.opts
+                        .iter()
+                        .filter(|(owner, _, _)| *owner == p.engine)
+                        .map(|&(_, k, v)| (k, v)),
+                ),
+            });
+        }
+    }
+    if per_test {
+        let each: Vec<String> = jobs
+            .iter()
+            .zip(&per_job)
+            .map(|(j, p)| {
+                format!(
+                    "{} {} {}",
+                    j.name,
+                    p.engine.as_str(),
+                    if p.direct { "direct" } else { "buffered" }
+                )
+            })
+            .collect();
+        note(format!(
+            "the jobs differ in engine or direct: each test runs on its own ({})",
+            each.join(", ")
+        ));
+    }
+    if verify && per_job.iter().any(|p| p.verify == Some(false)) {
+        note(
+            "verify: only the jobs that set it are read back; the other writing jobs are not"
+                .into(),
+        );
+    }
     let engine_name = engine_names.join(", ");
     let run_for = runtime.get().flatten();
     Ok(FioPlan {
@@ -1915,12 +2110,9 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         engine_name,
         direct,
         data: data.get().unwrap_or(DataPattern::Random),
-        verify: verify.get().unwrap_or(false),
-        engine_opts: EngineOpts::of(
-            engine_opts
-                .into_iter()
-                .map(|(_, o, _, default, agree)| (o.key, agree.get().unwrap_or(default))),
-        ),
+        verify,
+        engine_opts: run_opts,
+        per_test,
         notes,
     })
 }

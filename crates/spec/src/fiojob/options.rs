@@ -113,12 +113,6 @@ const LOGS: &str = "per-interval logs: iolab writes fio's bw, iops and lat logs 
                     100 ms series (write_bw_log, write_iops_log, write_lat_log, \
                     log_avg_msec, per_job_logs: docs/fio.md), not this variant of them";
 
-/// Why fio's latency-target search and its options are refused.
-const LATENCY_TARGET: &str = "fio searches for the queue depth that meets a latency target \
-                              (latency_target, latency_window, latency_percentile, latency_run); \
-                              iolab runs the queue depth given (a --qd-ladder or an iodepth sweep \
-                              shows the same curve)";
-
 /// Why fio's zoned block device mode and its options are refused.
 pub const ZBD: &str = "zonemode=zbd drives a zoned block device's zones (write pointers, zone \
                        resets, open-zone limits), which iolab's engine does not issue; \
@@ -381,10 +375,10 @@ pub const OPTIONS: &[Row] = &[
     refused("iodepth_low", NOT_TAKEN),
     refused("ioscheduler", NOT_TAKEN),
     refused("job_max_open_zones", ZBD),
-    refused("latency_percentile", LATENCY_TARGET),
-    refused("latency_run", LATENCY_TARGET),
-    refused("latency_target", LATENCY_TARGET),
-    refused("latency_window", LATENCY_TARGET),
+    maps("latency_percentile", Text, "LatTarget.pct", "99.9"),
+    maps("latency_run", Flag, "LatTarget.run", "1"),
+    maps("latency_target", Time, "LatTarget.target_us", "500000"),
+    maps("latency_window", Time, "LatTarget.window_us", "5000000"),
     refused("lockfile", NOT_TAKEN),
     refused("lockmem", NOT_TAKEN),
     maps("log_avg_msec", Int, "LogPlan.window (fiojob::logs)", "1000"),

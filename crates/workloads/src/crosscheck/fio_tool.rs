@@ -51,7 +51,7 @@ pub fn parse(text: &str, bs: u64) -> Result<ToolSample, RunError> {
     let mut s = ToolSample::default();
     let mut lat_sum = 0.0;
     let mut ios = 0.0;
-    for dir in ["read", "write"] {
+    for dir in ["read", "write", "trim"] {
         let d = &job[dir];
         let n = d["total_ios"].as_f64().unwrap_or(0.0);
         // fio's file engines (filecreate, filestat, filedelete) time their call on each file

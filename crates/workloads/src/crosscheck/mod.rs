@@ -225,9 +225,14 @@ impl Crosscheck {
         let parsed = fiojob::parse_file(Path::new(file))
             .map_err(|e| ParseError::Usage(UsageError::general(e.to_string())))?;
         let timed = plan.settings.duration < iolab_spec::MAX_DURATION;
-        let files = plan.settings.engine.is_some_and(|k| k.file_set());
+        let settings = plan.settings.clone();
         let text = move |test: &TestSpec, secs: f64, io_path: &str, region: u64| {
             let at = io_path.replace(':', "\\:");
+            // The test's own engine where it has one.
+            let files = settings
+                .for_job(&test.job)
+                .engine
+                .is_some_and(|k| k.file_set());
             let mut extra = if files {
                 // fio's file engines: the same number of one-block files as iolab's, in
                 // their own directory, removed by fio after each pass (unlink=1).
@@ -305,14 +310,19 @@ impl Crosscheck {
         };
         // fio's file engines make their files in a directory: a private one beside the test
         // file for the crosscheck, removed at its end.
-        let fio_dir = match s.engine {
-            Some(k) if k.file_set() => {
+        let file_set = self
+            .plan
+            .tests
+            .iter()
+            .any(|t| s.for_job(&t.job).engine.is_some_and(|k| k.file_set()));
+        let fio_dir = match file_set {
+            true => {
                 let p = Path::new(&io_path).with_file_name(iolab_sys::files::unique_name("fio"));
                 let made = iolab_sys::files::Made::private_dir(&p)
                     .map_err(|e| RunError::Failed(format!("cannot make {}: {e}", p.display())))?;
                 Some(FioDir(Some(made)))
             }
-            _ => None,
+            false => None,
         };
         let fio_at = match &fio_dir {
             Some(FioDir(Some(d))) => d.path().display().to_string(),
@@ -321,8 +331,12 @@ impl Crosscheck {
         let mut rows = Vec::new();
         let mut elapsed = Duration::ZERO;
         for test in &self.plan.tests {
+            let at = match s.for_job(&test.job).engine.is_some_and(|k| k.file_set()) {
+                true => &fio_at,
+                false => &io_path,
+            };
             let job_text = |secs: f64| match &self.fio_text {
-                Some(f) => f(test, secs, &fio_at, s.size),
+                Some(f) => f(test, secs, at, s.size),
                 None => format!(
                     "{}\n{}",
                     fio::global_section(&s, &io_path),
@@ -388,8 +402,18 @@ impl Crosscheck {
         drop(target);
         let heading = format!(
             "iolab vs fio on {io_path} · {} · {} · {} pass(es) of {:.1} s each, alternating",
-            s.engine.map_or("no engine", |e| e.as_str()),
-            if s.direct { "O_DIRECT" } else { "buffered" },
+            match s.engine {
+                Some(e) => e.as_str(),
+                None if self.plan.tests.iter().any(|t| t.job.io.is_some()) => {
+                    "engine per test"
+                }
+                None => "no engine",
+            },
+            match self.plan.tests.iter().any(|t| t.job.io.is_some()) {
+                true => "O_DIRECT or buffered per test",
+                false if s.direct => "O_DIRECT",
+                false => "buffered",
+            },
             s.runs,
             s.duration.as_secs_f64()
         );

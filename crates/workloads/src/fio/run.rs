@@ -64,8 +64,9 @@ pub fn plan_file(
             "the job file sets no size, and the target is a directory; give size or --size",
         )));
     }
+    let engine_of = |j: &fiojob::FioJob| j.job.io.as_ref().map_or(fp.engine, |io| io.engine);
     for j in &fp.jobs {
-        let depth = iolab_engine::effective_iodepth(fp.engine, j.job.iodepth) as u64;
+        let depth = iolab_engine::effective_iodepth(engine_of(j), j.job.iodepth) as u64;
         let pinned = j.job.bs * depth * j.job.numjobs as u64;
         if pinned > MAX_BUFFER_BYTES {
             return Err(usage(FioError::new(
@@ -83,18 +84,45 @@ pub fn plan_file(
     }
     let mut notes = fp.notes.clone();
     notes.extend(log_plan.notes.iter().cloned());
-    let (engine, engine_notes) =
-        iolab_engine::engines::usable(fp.engine, false, fp.jobs.iter().map(|j| j.job.iodepth))
-            .map_err(UsageError::general)?;
+    let (engine, engine_notes) = iolab_engine::engines::usable(
+        fp.engine,
+        false,
+        fp.jobs
+            .iter()
+            .filter(|j| engine_of(j) == fp.engine)
+            .map(|j| j.job.iodepth),
+    )
+    .map_err(UsageError::general)?;
     notes.extend(engine_notes);
+    // Jobs on engines of their own: each one usable here (io_uring may fall back to psync).
+    let mut jobs = fp.jobs.clone();
+    for j in &mut jobs {
+        if let Some(io) = &mut j.job.io {
+            let (k, n) =
+                iolab_engine::engines::usable(io.engine, false, []).map_err(UsageError::general)?;
+            io.engine = k;
+            for n in n {
+                if !notes.contains(&n) {
+                    notes.push(n);
+                }
+            }
+            if iolab_engine::effective_iodepth(k, j.job.iodepth) < j.job.iodepth {
+                notes.push(format!(
+                    "job {}: {} is synchronous: it ran at queue depth 1 (iodepth={})",
+                    j.name,
+                    k.as_str(),
+                    j.job.iodepth
+                ));
+            }
+        }
+    }
     if !fp.timed {
         notes.push("no runtime: each job's pass ends when it has done its bytes".into());
     }
     for (name, text) in &file.sources {
         notes.push(format!("{JOB_FILE_NOTE}{name}:\n{text}"));
     }
-    let tests = fp
-        .jobs
+    let tests = jobs
         .iter()
         .map(|j| TestSpec {
             name: j.name.clone(),
@@ -116,10 +144,19 @@ pub fn plan_file(
         warmup_passes: 0,
         warmup_duration: fp.duration,
         ramp: fp.ramp,
-        engine: Some(engine),
-        direct: fp.direct,
+        // Tests on engines of their own: the run names none, and is direct only if all are.
+        engine: (!fp.per_test).then_some(engine),
+        direct: match fp.per_test {
+            false => fp.direct,
+            true => jobs
+                .iter()
+                .all(|j| j.job.io.as_ref().is_some_and(|io| io.direct)),
+        },
         data: fp.data,
-        engine_opts: fp.engine_opts.clone(),
+        engine_opts: match fp.per_test {
+            false => fp.engine_opts.clone(),
+            true => Default::default(),
+        },
     };
     let mut plan = BlockPlan::new("fio", settings, tests);
     plan.notes = notes;
@@ -179,6 +216,7 @@ fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>,
         }
     }
     let (mut plan, log_plan) = plan_file(&a.jobfile, ov, common.target.is_dir())?;
+    refuse_file_trims(&a.jobfile, ov, &plan, &common.target)?;
     if plan.steady.any() && a.runs.runs.is_some() {
         return Err(UsageError::option(
             "runs",
@@ -213,6 +251,46 @@ fn plan(_name: &str, a: FioOptions, common: &CommonArgs) -> Result<Box<dyn Job>,
     plan.allow_destroy_device = a.safety.allow_destroy_device;
     plan.allow_overwrite_file = a.safety.allow_overwrite_file;
     Ok(Box::new(FioJob(plan, logs)))
+}
+
+/// fio's trims on its sync, libaio and io_uring engines are `BLKDISCARD` (its `os_trim` on
+/// Linux), which only a block device takes: on a regular file fio fails the job (ENOTTY).
+/// Such a job is refused at its `rw` unless the target is a block device; falloc's trims
+/// punch holes and null's do nothing, on any target.
+fn refuse_file_trims(
+    jobfile: &std::path::Path,
+    ov: Overrides,
+    plan: &BlockPlan,
+    target: &std::path::Path,
+) -> Result<(), UsageError> {
+    use std::os::unix::fs::FileTypeExt;
+    let device = std::fs::metadata(target).is_ok_and(|m| m.file_type().is_block_device());
+    if device {
+        return Ok(());
+    }
+    let file = fiojob::parse_file(jobfile).map_err(usage)?;
+    let fp = fiojob::map_jobs(&file, ov).map_err(usage)?;
+    for (t, j) in plan.tests.iter().zip(&fp.jobs) {
+        let engine = plan.settings.for_job(&t.job).engine;
+        let Some((f, line)) = j.trim_at.as_ref().filter(|_| t.job.trim) else {
+            continue;
+        };
+        if engine == Some(iolab_spec::EngineKind::Psync) {
+            return Err(usage(FioError::new(
+                f,
+                *line,
+                "rw",
+                format!(
+                    "job {}: fio trims with BLKDISCARD (its os_trim), which only a block device \
+                     takes: on a file or directory target fio fails the job (ENOTTY); give a \
+                     block device as --target, or ioengine=falloc, whose trims punch holes in \
+                     a file",
+                    j.name,
+                ),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A planned job-file run and the fio logs to write after it.

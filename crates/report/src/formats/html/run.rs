@@ -164,7 +164,7 @@ pub(super) fn results_table(r: &RunRecord, h: &mut String) {
             let _ = write!(
                 h,
                 "<td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}×{}</td>",
-                esc(j.rw.as_str()),
+                esc(j.rw_name()),
                 esc(&format_size_short(j.bs)),
                 j.iodepth,
                 j.numjobs
