@@ -1173,7 +1173,7 @@ mod lat_search_tests {
         };
         let mut depths = vec![s.qd];
         for miss in [false, false, false, true, false, false] {
-            assert_eq!(window(&mut s, miss) == LatStep::Done, false);
+            assert!(window(&mut s, miss) == LatStep::Go);
             depths.push(s.qd);
         }
         // 1 -> 2 -> 4 -> 8 (met), 8 misses -> (8 + 4) / 2 = 6, met -> (6 + 8) / 2 = 7,
