@@ -1324,41 +1324,39 @@ fn trims_punch_holes_and_count_as_trims() {
         "only a block device",
         "ENOTTY",
     ]);
-    for (text, at, why) in [
-        (
-            "rw=trimwrite\n",
-            ":2: rw:",
-            "trims each block and then writes it",
-        ),
-        (
-            "rw=trim\nverify=crc32c\n",
-            ":3: verify:",
-            "nothing to verify",
-        ),
-        (
-            "rw=randtrim\nioengine=ftruncate\n",
-            ":2: rw:",
-            "does not trim",
-        ),
-        (
-            "rw=trim\nioengine=e4defrag\ndonorname=d\n",
-            ":2: rw:",
-            "does not trim",
-        ),
-        ("rw=trim\nbs=4k,4k,zz\n", ":3: bs:", "'zz'"),
-        (
-            "rw=trim\nbs=1,1,99999999999999999999999\n",
-            ":3: bs:",
-            "too large",
-        ),
-        ("rw=randtrim\nbs=\n", ":3: bs:", "needs a value"),
-        ("rw=trim\n\u{1}\u{7f}\n", ":3: JOBFILE:", "not an option"),
-    ] {
-        let f = job_file(&sb, "bad.fio", format!("[j]\n{text}size=1m\n").as_bytes());
-        sb.run(&["fio", &f])
-            .code(2)
-            .stderr_has(&[&format!("{f}{at}"), why]);
-    }
+    refused_each(
+        &sb,
+        &[
+            (
+                "rw=trimwrite\n",
+                ":2: rw:",
+                "trims each block and then writes it",
+            ),
+            (
+                "rw=trim\nverify=crc32c\n",
+                ":3: verify:",
+                "nothing to verify",
+            ),
+            (
+                "rw=randtrim\nioengine=ftruncate\n",
+                ":2: rw:",
+                "does not trim",
+            ),
+            (
+                "rw=trim\nioengine=e4defrag\ndonorname=d\n",
+                ":2: rw:",
+                "does not trim",
+            ),
+            ("rw=trim\nbs=4k,4k,zz\n", ":3: bs:", "'zz'"),
+            (
+                "rw=trim\nbs=1,1,99999999999999999999999\n",
+                ":3: bs:",
+                "too large",
+            ),
+            ("rw=randtrim\nbs=\n", ":3: bs:", "needs a value"),
+            ("rw=trim\n\u{1}\u{7f}\n", ":3: JOBFILE:", "not an option"),
+        ],
+    );
     // A block device: one BLKDISCARD a trim, on a device iolab may write.
     let Some(_lock) = iolab_testkit::skip::require_devices(&[]) else {
         return;
@@ -1411,26 +1409,35 @@ fn latency_target_searches_the_depth_as_fio_does() {
     // Ended by the search (five windows of 20 ms), not by the 20 s runtime.
     let secs = doc["tests"][0]["passes"][0]["seconds"].as_f64().unwrap();
     assert!(secs < 19.0, "{secs}");
-    for (text, at, why) in [
-        ("latency_target=0\n", ":2: latency_target:", "from 1us"),
-        ("latency_target=zz\n", ":2: latency_target:", "zz"),
-        (
-            "latency_target=1ms\nlatency_percentile=101\n",
-            ":3: latency_percentile:",
-            "'101'",
-        ),
-        (
-            "latency_target=1ms\nlatency_percentile=\n",
-            ":3: latency_percentile:",
-            "needs a value",
-        ),
-        (
-            "latency_target=1ms\nlatency_window=5us\n",
-            ":3: latency_window:",
-            "from 1ms",
-        ),
-    ] {
-        let f = job_file(&sb, "bad.fio", format!("[j]\n{text}size=1m\n").as_bytes());
+    refused_each(
+        &sb,
+        &[
+            ("latency_target=0\n", ":2: latency_target:", "from 1us"),
+            ("latency_target=zz\n", ":2: latency_target:", "zz"),
+            (
+                "latency_target=1ms\nlatency_percentile=101\n",
+                ":3: latency_percentile:",
+                "'101'",
+            ),
+            (
+                "latency_target=1ms\nlatency_percentile=\n",
+                ":3: latency_percentile:",
+                "needs a value",
+            ),
+            (
+                "latency_target=1ms\nlatency_window=5us\n",
+                ":3: latency_window:",
+                "from 1ms",
+            ),
+        ],
+    );
+}
+
+/// Each one-job file `[j]` + `text` + `size=1m` is refused (exit 2) at `at` (`:LINE:
+/// OPTION:`), naming `why`.
+fn refused_each(sb: &Sandbox, cases: &[(&str, &str, &str)]) {
+    for (text, at, why) in cases {
+        let f = job_file(sb, "bad.fio", format!("[j]\n{text}size=1m\n").as_bytes());
         sb.run(&["fio", &f])
             .code(2)
             .stderr_has(&[&format!("{f}{at}"), why]);

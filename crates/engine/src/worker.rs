@@ -1144,3 +1144,45 @@ mod poisson_tests {
         assert!((big - 0.08).abs() < 0.002, "{big}");
     }
 }
+
+#[cfg(test)]
+mod lat_search_tests {
+    use super::{LatSearch, LatStep};
+    use std::time::{Duration, Instant};
+
+    /// fio's steps: doubled while windows meet the target, bisected down after one that
+    /// misses and up toward it after the next that meets it, then one more window at the
+    /// depth that stays, and done; a 100% target missed at depth 1 is fatal.
+    #[test]
+    fn depth_doubles_bisects_and_settles_as_fios() {
+        let t = iolab_spec::LatTarget {
+            target_us: 100,
+            window_us: 1000,
+            pct: 90.0,
+            run: false,
+        };
+        let mut now = Instant::now();
+        let mut s = LatSearch::new(t, 16, now);
+        // One window at the current depth: I/Os under the target, or (`miss`) all over it.
+        let mut window = |s: &mut LatSearch, miss: bool| {
+            for _ in 0..10 {
+                s.complete(if miss { 200_000 } else { 50_000 }, now);
+            }
+            now += Duration::from_millis(2);
+            s.check(now)
+        };
+        let mut depths = vec![s.qd];
+        for miss in [false, false, false, true, false, false] {
+            assert!(window(&mut s, miss) == LatStep::Go);
+            depths.push(s.qd);
+        }
+        // 1 -> 2 -> 4 -> 8 (met), 8 misses -> (8 + 4) / 2 = 6, met -> (6 + 8) / 2 = 7,
+        // met -> (7 + 8) / 2 = 7: the same depth, one more window.
+        assert_eq!(depths, [1, 2, 4, 8, 6, 7, 7]);
+        assert!(window(&mut s, false) == LatStep::Done);
+        // A 100% target: one I/O over it at depth 1 ends the job.
+        let mut s = LatSearch::new(iolab_spec::LatTarget { pct: 100.0, ..t }, 16, now);
+        assert!(s.complete(50_000, now) == LatStep::Go);
+        assert!(s.complete(200_000, now) == LatStep::Fatal);
+    }
+}
