@@ -1317,6 +1317,13 @@ fn trims_punch_holes_and_count_as_trims() {
         (1 << 20, 0),
         "size kept, every block punched"
     );
+    // Stored, the trim test's latencies are charted like a read's or a write's.
+    sb.run(&["fio", &f]).ok();
+    let html = sb.iolab(&["report", "last", "--html", "-"]).ok().stdout;
+    assert!(
+        html.contains("t: latency percentiles"),
+        "no trim latency chart"
+    );
     // fio's libaio trims with BLKDISCARD, which a file refuses: so does iolab, before the run.
     let f = job_file(&sb, "aio.fio", b"[t]\nioengine=libaio\nrw=trim\nsize=1m\n");
     sb.run(&["fio", &f]).code(2).stderr_has(&[

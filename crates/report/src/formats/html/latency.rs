@@ -46,9 +46,10 @@ pub(super) fn row_latencies(
         } else {
             k.clone()
         };
-        let picks: [(&str, PickDir); 2] = [
+        let picks: [(&str, PickDir); 3] = [
             ("read", |p| p.read.as_ref()),
             ("write", |p| p.write.as_ref()),
+            ("trim", |p| p.trim.as_ref()),
         ];
         let mixed = t.job.rw.is_mixed();
         for (di, (dname, pick)) in picks.into_iter().enumerate() {
