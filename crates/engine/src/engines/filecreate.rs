@@ -25,7 +25,7 @@ pub struct Create {
 }
 
 impl FileOp for Create {
-    const DESC: Desc = desc(EngineKind::Filecreate, &["filecreate"]);
+    const DESC: Desc = desc(EngineKind::declare("filecreate"), &["filecreate"]);
     const LAID_OUT: bool = false;
 
     fn prepare(&mut self, set: &FileSet) -> Result<(), String> {

@@ -20,7 +20,7 @@ pub type Filedelete = FileEngine<Delete>;
 pub struct Delete;
 
 impl FileOp for Delete {
-    const DESC: Desc = desc(EngineKind::Filedelete, &["filedelete"]);
+    const DESC: Desc = desc(EngineKind::declare("filedelete"), &["filedelete"]);
     const LAID_OUT: bool = true;
     const SYNCED: bool = true;
 

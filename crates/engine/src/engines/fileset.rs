@@ -22,13 +22,12 @@ use crate::buffers::BufferPool;
 /// the job's thread, one I/O at a time, on the target's filesystem.
 pub const fn desc(kind: EngineKind, fio: &'static [&'static str]) -> Desc {
     Desc {
-        kind,
-        aliases: &[],
         fio,
         cli: false,
         synchronous: true,
-        touches_device: true,
-        options: &[],
+        moves_data: false,
+        file_set: true,
+        ..Desc::of(kind)
     }
 }
 

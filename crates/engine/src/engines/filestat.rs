@@ -20,7 +20,10 @@ pub type Filestat = FileEngine<Stat>;
 pub struct Stat;
 
 impl FileOp for Stat {
-    const DESC: Desc = desc(EngineKind::Filestat, &["filestat"]);
+    const DESC: Desc = Desc {
+        fio_options: &["stat_type"],
+        ..desc(EngineKind::declare("filestat"), &["filestat"])
+    };
     const LAID_OUT: bool = true;
 
     #[inline]

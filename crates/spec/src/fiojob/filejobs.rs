@@ -7,15 +7,25 @@ use super::map::{err, val};
 use super::parse::RawOption;
 use super::values;
 use super::FioError;
+use crate::engopt;
 use crate::job::Rw;
 
 /// The most files a job's set may have (as iolab's engines take: `iolab_engine`'s
 /// `fileset::MAX_FILES`).
 pub const MAX_FILES: u64 = 10_000_000;
 
-/// The engines that work on a set of files, one file an I/O.
+/// The engines that work on a set of files, one file an I/O (their `EngineDesc::file_set`).
 pub fn is_file_engine(name: &str) -> bool {
-    matches!(name, "filecreate" | "filestat" | "filedelete")
+    engopt::by_fio(name).is_some_and(|d| d.file_set)
+}
+
+/// The engine (its name) whose own fio option `key` is (`EngineDesc::fio_options`), unless
+/// it is the job's `engine` (a fio name).
+fn foreign_owner(engine: &str, key: &str) -> Option<&'static str> {
+    let owner = engopt::engines()
+        .iter()
+        .find(|d| d.fio_options.contains(&key))?;
+    (!owner.fio.contains(&engine)).then(|| owner.kind.as_str())
 }
 
 /// A job's lookup of its options in force (it records what the mapping read).
@@ -160,11 +170,12 @@ pub fn set_options(engine: &str, get: Get<'_, '_>) -> Result<Vec<String>, FioErr
     }
     if let Some(o) = get("stat_type") {
         match val(o)? {
-            _ if engine != "filestat" => {
+            _ if foreign_owner(engine, "stat_type").is_some() => {
+                let owner = foreign_owner(engine, "stat_type").unwrap_or_default();
                 return Err(err(
                     o,
-                    format!("a filestat option, and the job's ioengine is {engine}"),
-                ))
+                    format!("a {owner} option, and the job's ioengine is {engine}"),
+                ));
             }
             "stat" => {}
             v @ ("lstat" | "statx") => {
@@ -179,22 +190,24 @@ pub fn set_options(engine: &str, get: Get<'_, '_>) -> Result<Vec<String>, FioErr
             v => return Err(err(o, format!("'{v}': expected stat, lstat or statx"))),
         }
     }
+    let donor = engopt::by_fio(engine).is_some_and(|d| d.donor);
     match get("donorname") {
-        Some(o) if engine != "e4defrag" => {
+        Some(o) if foreign_owner(engine, "donorname").is_some() => {
+            let owner = foreign_owner(engine, "donorname").unwrap_or_default();
             return Err(err(
                 o,
-                format!("an e4defrag option, and the job's ioengine is {engine}"),
-            ))
+                format!("an {owner} option, and the job's ioengine is {engine}"),
+            ));
         }
         Some(o) => notes.push(format!(
             "donorname={}: iolab's e4defrag moves extents with a donor file of its own, new \
              beside the test file and removed after the pass, never a file the job names",
             val(o)?
         )),
-        None if engine == "e4defrag" => {
+        None if donor => {
             return Err(err(
                 get("ioengine").expect("named"),
-                "ioengine=e4defrag needs donorname (fio refuses the job without it)",
+                format!("ioengine={engine} needs donorname (fio refuses the job without it)"),
             ))
         }
         None => {}
