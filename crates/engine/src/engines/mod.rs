@@ -348,7 +348,8 @@ macro_rules! registry {
     };
 }
 
-// Every engine, one line each (its `Desc`, with its name, is in its file).
+// Every engine, one line each (its `Desc`, with its name, is in its file; its `pub mod` is
+// at the top of this file, outside the macro so that rustfmt formats its file).
 registry! {
     io_uring::Uring,
     psync::Psync,
