@@ -117,6 +117,19 @@ pub enum Trims {
     Own,
 }
 
+/// How an engine that makes each I/O one call on one file of a set works on its files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Files {
+    /// Its files are made (of `filesize`) before the pass, as fio does (filestat,
+    /// filedelete); false: each I/O makes its own file (filecreate).
+    pub laid_out: bool,
+    /// Each I/O removes its file, so a file is met once: a time-based or random job would
+    /// meet a removed one (fio fails it with ENOENT) and is refused.
+    pub once: bool,
+    /// The call each I/O makes on its file, as the run's notes say it ("stat", "unlink").
+    pub call: &'static str,
+}
+
 /// What an engine is, declared once in its own file (iolab-engine's `engines/`, fio's
 /// `ioengine_ops`: its names, capability flags and options); everything that cannot name
 /// an engine reads these from the installed catalogue ([`engines`]).
@@ -140,8 +153,8 @@ pub struct EngineDesc {
     /// ftruncate, a file's create...: there is no data to verify or pattern to write).
     pub moves_data: bool,
     /// Each I/O is a call on one file of a set in a directory (fio's filecreate, filestat,
-    /// filedelete: a job file gives `nrfiles`).
-    pub file_set: bool,
+    /// filedelete: a job file gives `nrfiles`), and how; `None`: it works on the job's file.
+    pub file_set: Option<Files>,
     /// Why fio's engine of this name fails reads (a job file's reading job is refused with
     /// it), or `None`: it reads.
     pub refuses_reads: Option<&'static str>,
@@ -179,7 +192,7 @@ impl EngineDesc {
             synchronous: false,
             touches_device: true,
             moves_data: true,
-            file_set: false,
+            file_set: None,
             refuses_reads: None,
             trims: Trims::No,
             fallback: None,
@@ -269,16 +282,16 @@ pub fn fio_lines(engine: EngineKind, opts: &EngineOpts) -> String {
 /// not be here).
 #[doc(hidden)]
 pub mod testing {
-    use super::{EngineDesc, Trims};
+    use super::{EngineDesc, Files, Trims};
     use crate::EngineKind;
 
-    const fn file_set(name: &'static str, fio: &'static [&'static str]) -> EngineDesc {
+    const fn file_set(name: &'static str, fio: &'static [&'static str], f: Files) -> EngineDesc {
         EngineDesc {
             fio,
             cli: false,
             synchronous: true,
             moves_data: false,
-            file_set: true,
+            file_set: Some(f),
             ..EngineDesc::of(EngineKind::declare(name))
         }
     }
@@ -317,12 +330,36 @@ pub mod testing {
             ),
             ..EngineDesc::of(EngineKind::declare("ftruncate"))
         },
-        file_set("filecreate", &["filecreate"]),
+        file_set(
+            "filecreate",
+            &["filecreate"],
+            Files {
+                laid_out: false,
+                once: false,
+                call: "create",
+            },
+        ),
         EngineDesc {
             fio_options: &["stat_type"],
-            ..file_set("filestat", &["filestat"])
+            ..file_set(
+                "filestat",
+                &["filestat"],
+                Files {
+                    laid_out: true,
+                    once: false,
+                    call: "stat",
+                },
+            )
         },
-        file_set("filedelete", &["filedelete"]),
+        file_set(
+            "filedelete",
+            &["filedelete"],
+            Files {
+                laid_out: true,
+                once: true,
+                call: "unlink",
+            },
+        ),
         EngineDesc {
             fio: &["falloc"],
             cli: false,

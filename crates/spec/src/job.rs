@@ -137,7 +137,7 @@ impl EngineKind {
     /// Whether each I/O is a call on one file of a set in a directory (fio's filecreate,
     /// filestat, filedelete).
     pub fn file_set(self) -> bool {
-        self.desc().file_set
+        self.desc().file_set.is_some()
     }
 
     pub fn as_str(self) -> &'static str {

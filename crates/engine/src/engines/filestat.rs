@@ -8,6 +8,7 @@
 use std::ffi::CStr;
 use std::os::fd::BorrowedFd;
 
+use iolab_spec::engopt::Files;
 use iolab_spec::EngineKind;
 use rustix::fs::AtFlags;
 
@@ -22,9 +23,16 @@ pub struct Stat;
 impl FileOp for Stat {
     const DESC: Desc = Desc {
         fio_options: &["stat_type"],
-        ..desc(EngineKind::declare("filestat"), &["filestat"])
+        ..desc(
+            EngineKind::declare("filestat"),
+            &["filestat"],
+            Files {
+                laid_out: true,
+                once: false,
+                call: "stat",
+            },
+        )
     };
-    const LAID_OUT: bool = true;
 
     #[inline]
     fn call(&mut self, _: u64, dir: BorrowedFd<'_>, name: &CStr) -> rustix::io::Result<()> {
