@@ -130,6 +130,31 @@ pub struct Files {
     pub call: &'static str,
 }
 
+impl Files {
+    /// Files made before the pass, each I/O one `call` on its file.
+    pub const fn laid_out(call: &'static str) -> Files {
+        Files {
+            laid_out: true,
+            once: false,
+            call,
+        }
+    }
+
+    /// Each I/O makes its file with `call`.
+    pub const fn made(call: &'static str) -> Files {
+        Files {
+            laid_out: false,
+            once: false,
+            call,
+        }
+    }
+
+    /// And each I/O removes its file: a file is met once.
+    pub const fn once(self) -> Files {
+        Files { once: true, ..self }
+    }
+}
+
 /// What an engine is, declared once in its own file (iolab-engine's `engines/`, fio's
 /// `ioengine_ops`: its names, capability flags and options); everything that cannot name
 /// an engine reads these from the installed catalogue ([`engines`]).
@@ -330,35 +355,15 @@ pub mod testing {
             ),
             ..EngineDesc::of(EngineKind::declare("ftruncate"))
         },
-        file_set(
-            "filecreate",
-            &["filecreate"],
-            Files {
-                laid_out: false,
-                once: false,
-                call: "create",
-            },
-        ),
+        file_set("filecreate", &["filecreate"], Files::made("create")),
         EngineDesc {
             fio_options: &["stat_type"],
-            ..file_set(
-                "filestat",
-                &["filestat"],
-                Files {
-                    laid_out: true,
-                    once: false,
-                    call: "stat",
-                },
-            )
+            ..file_set("filestat", &["filestat"], Files::laid_out("stat"))
         },
         file_set(
             "filedelete",
             &["filedelete"],
-            Files {
-                laid_out: true,
-                once: true,
-                call: "unlink",
-            },
+            Files::laid_out("unlink").once(),
         ),
         EngineDesc {
             fio: &["falloc"],

@@ -29,11 +29,7 @@ impl FileOp for Create {
     const DESC: Desc = desc(
         EngineKind::declare("filecreate"),
         &["filecreate"],
-        Files {
-            laid_out: false,
-            once: false,
-            call: "create",
-        },
+        Files::made("create"),
     );
 
     fn prepare(&mut self, set: &FileSet) -> Result<(), String> {

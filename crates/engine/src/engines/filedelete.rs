@@ -24,11 +24,7 @@ impl FileOp for Delete {
     const DESC: Desc = desc(
         EngineKind::declare("filedelete"),
         &["filedelete"],
-        Files {
-            laid_out: true,
-            once: true,
-            call: "unlink",
-        },
+        Files::laid_out("unlink").once(),
     );
     const SYNCED: bool = true;
 

@@ -26,11 +26,7 @@ impl FileOp for Stat {
         ..desc(
             EngineKind::declare("filestat"),
             &["filestat"],
-            Files {
-                laid_out: true,
-                once: false,
-                call: "stat",
-            },
+            Files::laid_out("stat"),
         )
     };
 
