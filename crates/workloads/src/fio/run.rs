@@ -359,7 +359,7 @@ mod tests {
     fn files_of(engine: &str) -> &'static str {
         if fiojob::filejobs::is_file_engine(engine) {
             "nrfiles=256\n"
-        } else if engine == "e4defrag" {
+        } else if iolab_spec::engopt::by_fio(engine).is_some_and(|d| d.donor) {
             "donorname=d\n"
         } else {
             ""
