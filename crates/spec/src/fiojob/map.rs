@@ -2212,11 +2212,14 @@ fn steady_rule(o: &RawOption, v: &str) -> Result<String, FioError> {
     }
 }
 
-/// An engine that does something else than file or block I/O on this machine.
+/// An engine that does something else than file or block I/O on this machine, or that
+/// iolab does not emulate (unless an installed engine runs that fio name: an engine's file
+/// is all it takes to add one).
 fn unemulable(engine: &str) -> bool {
-    options::UNEMULABLE_ENGINES.contains(&engine)
-        || engine.starts_with("external")
-        || engine.contains('/')
+    engopt::by_fio(engine).is_none()
+        && (options::UNEMULABLE_ENGINES.contains(&engine)
+            || engine.starts_with("external")
+            || engine.contains('/'))
 }
 
 fn refuse_engine(engine: &str) -> String {
