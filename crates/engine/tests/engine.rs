@@ -26,12 +26,12 @@ const LONG: Duration = Duration::from_secs(20);
 /// The engines to test: psync always, io_uring when this kernel allows it.
 fn engines() -> Vec<EngineKind> {
     match io_uring_available() {
-        Ok(()) => vec![EngineKind::IoUring, EngineKind::Psync],
+        Ok(()) => vec![Uring::DESC.kind, Psync::DESC.kind],
         Err(e) => {
             skip(format!(
                 "the io_uring part: io_uring is not available ({e})"
             ));
-            vec![EngineKind::Psync]
+            vec![Psync::DESC.kind]
         }
     }
 }
@@ -560,7 +560,7 @@ fn created_test_file_is_removed_on_drop_and_existing_files_never_are() {
     // Also after a pass ran on it (the files it opened are closed by then).
     let target = prep(&request(dir.path(), MIB, true, true, DataPattern::Random));
     let io_path = target.io_path.clone();
-    let s = settings(EngineKind::Psync, true, DataPattern::Random);
+    let s = settings(Psync::DESC.kind, true, DataPattern::Random);
     pass(&target, &test_spec(Rw::Write, 64 * KIB, 1, 1, MIB), &s);
     drop(target);
     assert!(!io_path.exists());
@@ -579,7 +579,7 @@ fn created_test_file_is_removed_on_drop_and_existing_files_never_are() {
     write_file(&existing, &content);
     let target = prep(&request(&existing, MIB, false, true, DataPattern::Random));
     assert!(!target.created());
-    let s = settings(EngineKind::Psync, true, DataPattern::Random);
+    let s = settings(Psync::DESC.kind, true, DataPattern::Random);
     pass(&target, &test_spec(Rw::Read, 64 * KIB, 1, 1, MIB), &s);
     drop(target);
     assert_eq!(fs::read(&existing).unwrap(), content);
@@ -649,4 +649,39 @@ fn sequential_writes_wrap_inside_the_region() {
             "{engine:?}"
         );
     }
+}
+
+/// The engines iolab-spec's tests install (`engopt::testing`: those crates cannot install
+/// this registry) are the engines as their files declare them, options aside; and an engine
+/// is found by its name once the registry is installed.
+#[test]
+fn spec_test_catalogue_agrees_with_the_engines() {
+    use iolab_engine::engines::ENGINES;
+    for t in iolab_spec::engopt::testing::ENGINES {
+        let d = ENGINES
+            .iter()
+            .find(|d| d.kind == t.kind)
+            .unwrap_or_else(|| panic!("{} is not in the registry", t.kind));
+        assert_eq!(
+            iolab_spec::engopt::EngineDesc { options: &[], ..*d },
+            *t,
+            "engopt::testing's {} differs from its engine's DESC",
+            t.kind
+        );
+    }
+    iolab_engine::engines::install();
+    for d in ENGINES {
+        assert_eq!(EngineKind::named(d.kind.as_str()), Some(d.kind));
+    }
+    assert_eq!(
+        EngineKind::named("libaio"),
+        None,
+        "a fio name is not an engine's name"
+    );
+    let e = serde_json::from_str::<EngineKind>("\"nosuch\"").expect_err("unknown");
+    assert!(e.to_string().contains("unknown engine 'nosuch'"), "{e}");
+    assert_eq!(
+        serde_json::to_string(&Psync::DESC.kind).expect("serialises"),
+        "\"psync\""
+    );
 }

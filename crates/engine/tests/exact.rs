@@ -11,9 +11,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use iolab_engine::clock::StepClock;
+use iolab_engine::engines::{null::Null, Engine};
 use iolab_engine::{prepare, run_pass_with_clock, Target, TargetRequest};
 use iolab_measure::PassRecord;
-use iolab_spec::{DataPattern, EngineKind, JobSpec, RunSettings, Rw, TestSpec};
+use iolab_spec::{DataPattern, JobSpec, RunSettings, Rw, TestSpec};
 use iolab_testkit::{scratch_dir, KIB, MIB};
 use tempfile::TempDir;
 
@@ -43,7 +44,7 @@ fn settings() -> RunSettings {
         warmup_passes: 0,
         warmup_duration: Duration::ZERO,
         ramp: Duration::ZERO,
-        engine: Some(EngineKind::Null),
+        engine: Some(Null::DESC.kind),
         direct: false,
         data: DataPattern::Zeros,
         engine_opts: iolab_spec::engopt::EngineOpts::of([

@@ -6,6 +6,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use iolab_engine::engines::{null::Null, psync::Psync, Engine};
 use iolab_engine::{prepare, run_pass, Target, TargetRequest};
 use iolab_spec::{DataPattern, EngineKind, JobSpec, Pace, RunSettings, Rw, TestSpec};
 use iolab_testkit::{scratch_dir, KIB, MIB};
@@ -64,7 +65,7 @@ fn paced_ios(pace: Pace, iodepth: u32, d: Duration) -> u64 {
     let out = run_pass(
         &t,
         &spec(job),
-        &settings(EngineKind::Null, d),
+        &settings(Null::DESC.kind, d),
         1,
         d,
         &stop,
@@ -132,7 +133,7 @@ fn write_zeros(size: u64, job: JobSpec) -> (TempDir, Target) {
     let out = run_pass(
         &t,
         &spec(job),
-        &settings(EngineKind::Psync, long),
+        &settings(Psync::DESC.kind, long),
         1,
         long,
         &stop,
@@ -236,7 +237,7 @@ fn invalidate_drops_the_cached_file_before_a_buffered_pass() {
     run_pass(
         &t,
         &spec(job),
-        &settings(EngineKind::Null, d),
+        &settings(Null::DESC.kind, d),
         1,
         d,
         &stop,

@@ -5,9 +5,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use iolab_engine::engines::{null::Null, Engine};
 use iolab_runner::block::{self, BlockPlan, UntilStable};
 use iolab_runner::{CommonArgs, ExitStatus, RunContext};
-use iolab_spec::{DataPattern, EngineKind, JobSpec, RunSettings, Rw, TestSpec};
+use iolab_spec::{DataPattern, JobSpec, RunSettings, Rw, TestSpec};
 
 fn plan(runs: u32, warmups: u32, until_stable: Option<UntilStable>) -> BlockPlan {
     let test = |name: &str, rw| TestSpec {
@@ -22,7 +23,7 @@ fn plan(runs: u32, warmups: u32, until_stable: Option<UntilStable>) -> BlockPlan
         warmup_passes: warmups,
         warmup_duration: Duration::from_millis(100),
         ramp: Duration::ZERO,
-        engine: Some(EngineKind::Null),
+        engine: Some(Null::DESC.kind),
         direct: false,
         data: DataPattern::Random,
         engine_opts: iolab_spec::engopt::EngineOpts::of([

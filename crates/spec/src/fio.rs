@@ -107,7 +107,6 @@ pub fn job_file(tests: &[TestSpec], settings: &RunSettings, filename: &str) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::EngineKind;
     use crate::presets::expand_preset;
     use std::time::Duration;
 
@@ -119,7 +118,7 @@ mod tests {
             warmup_passes: 1,
             warmup_duration: Duration::from_secs(5),
             ramp: Duration::ZERO,
-            engine: Some(EngineKind::IoUring),
+            engine: Some(crate::engopt::testing::kind("io_uring")),
             direct: true,
             data: DataPattern::Random,
             engine_opts: Default::default(),

@@ -97,59 +97,76 @@ pub enum IoDir {
     Write,
 }
 
-/// Which engine issues the I/O.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EngineKind {
-    IoUring,
-    Psync,
-    /// Completes every I/O at once without touching the target (fio's null ioengine).
-    Null,
-    /// Each write sets the file's length to its offset (fio's ftruncate ioengine).
-    Ftruncate,
-    /// Each I/O creates (opens) one file of a set (fio's filecreate ioengine).
-    Filecreate,
-    /// Each I/O stats one file of a set (fio's filestat ioengine).
-    Filestat,
-    /// Each I/O unlinks one file of a set (fio's filedelete ioengine).
-    Filedelete,
-    /// Each I/O is one fallocate of its range (fio's falloc ioengine).
-    Falloc,
-    /// Each write moves its range's extents with a donor file's (fio's e4defrag ioengine).
-    E4defrag,
-}
+/// Which engine issues the I/O: its name, as runs store it. Each engine declares its own
+/// ([`EngineKind::declare`], in its description in its own file, iolab-engine's
+/// `engines/`); everything else gets one by looking a name up in the installed catalogue
+/// ([`EngineKind::named`], [`crate::engopt::install`]), and asks the engine's description
+/// ([`EngineKind::desc`]) what it does. Serialised as its name; an unknown name does not
+/// deserialise (the error names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EngineKind(&'static str);
 
 impl EngineKind {
+    /// An engine's name, for its description only (`DESC.kind` in its file).
+    pub const fn declare(name: &'static str) -> EngineKind {
+        EngineKind(name)
+    }
+
+    /// The installed engine of this name (not an alias: the name runs store).
+    pub fn named(name: &str) -> Option<EngineKind> {
+        crate::engopt::engines()
+            .iter()
+            .find(|d| d.kind.0 == name)
+            .map(|d| d.kind)
+    }
+
+    /// What the engine is and does, as its file declares it.
+    pub fn desc(self) -> &'static crate::engopt::EngineDesc {
+        crate::engopt::engines()
+            .iter()
+            .find(|d| d.kind == self)
+            .expect("an EngineKind is an installed engine's")
+    }
+
     /// Whether its writes are writes of the job's buffers (false: each makes another call,
     /// ftruncate, a file's create...: there is no data to verify).
     pub fn moves_data(self) -> bool {
-        matches!(
-            self,
-            EngineKind::IoUring | EngineKind::Psync | EngineKind::Null
-        )
+        self.desc().moves_data
     }
 
     /// Whether each I/O is a call on one file of a set in a directory (fio's filecreate,
     /// filestat, filedelete).
     pub fn file_set(self) -> bool {
-        matches!(
-            self,
-            EngineKind::Filecreate | EngineKind::Filestat | EngineKind::Filedelete
-        )
+        self.desc().file_set.is_some()
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::IoUring => "io_uring",
-            EngineKind::Psync => "psync",
-            EngineKind::Null => "null",
-            EngineKind::Ftruncate => "ftruncate",
-            EngineKind::Filecreate => "filecreate",
-            EngineKind::Filestat => "filestat",
-            EngineKind::Filedelete => "filedelete",
-            EngineKind::Falloc => "falloc",
-            EngineKind::E4defrag => "e4defrag",
-        }
+        self.0
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl Serialize for EngineKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for EngineKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        EngineKind::named(&name).ok_or_else(|| {
+            let known: Vec<&str> = crate::engopt::engines().iter().map(|d| d.kind.0).collect();
+            serde::de::Error::custom(format!(
+                "unknown engine '{name}' (this iolab knows {})",
+                crate::or_list(&known)
+            ))
+        })
     }
 }
 

@@ -33,6 +33,8 @@ fn check_error(e: &FioError, text: &str) -> Result<(), String> {
 
 #[test]
 fn job_files() {
+    // The engines job files name (the binary installs iolab-engine's registry).
+    iolab_spec::engopt::testing::install();
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/fiojob");
     let f = Fuzz {
         name: "fiojob",

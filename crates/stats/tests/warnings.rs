@@ -102,7 +102,7 @@ fn run_of(tests: Vec<TestRecord>) -> RunRecord {
             warmup_passes: 0,
             warmup_duration: Duration::from_secs(1),
             ramp: Duration::ZERO,
-            engine: Some(EngineKind::IoUring),
+            engine: Some(engine("io_uring")),
             direct: true,
             data: DataPattern::Random,
             engine_opts: iolab_spec::engopt::EngineOpts::of([
@@ -110,7 +110,7 @@ fn run_of(tests: Vec<TestRecord>) -> RunRecord {
                 ("registerfiles", iolab_spec::engopt::Val::Flag(true)),
             ]),
         },
-        engine: Some(EngineKind::IoUring),
+        engine: Some(engine("io_uring")),
         command_line: vec!["iolab".into(), "run".into()],
         label: None,
         started_at: "2025-01-01T00:00:00Z".into(),
@@ -1517,4 +1517,10 @@ fn stalled_intervals_counted_in_busy_passes_only() {
     let p = &mut run.tests[0].passes[0];
     p.ios = 19;
     quiet(&analyze(&run, &f), "STALLED_INTERVALS");
+}
+
+/// The installed engine of this name (the registry's, through `iolab_workloads::install`).
+fn engine(name: &str) -> EngineKind {
+    iolab_workloads::install();
+    EngineKind::named(name).expect("a registered engine")
 }

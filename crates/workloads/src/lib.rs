@@ -40,11 +40,11 @@ pub static WORKLOADS: &[&dyn iolab_runner::Workload] = &[
 ];
 
 /// Installs what every workload says of itself (`iolab_measure::workload`), and every
-/// engine's options (`iolab_spec::engopt`), for the crates below this one: reports, warnings, the runner. The binary calls it first; so does every
+/// engine's description (`iolab_spec::engopt`), for the crates below this one: reports, warnings, the runner. The binary calls it first; so does every
 /// test that reports or warns on runs in process.
 pub fn install() {
     iolab_measure::workload::install(infos());
-    iolab_spec::engopt::install(iolab_engine::engines::options());
+    iolab_engine::engines::install();
 }
 
 /// Every workload's descriptor once, in the registry's order (fio and sustained run

@@ -45,14 +45,16 @@ pub struct E4defrag {
 
 impl Engine for E4defrag {
     const DESC: Desc = Desc {
-        kind: EngineKind::E4defrag,
-        aliases: &[],
         fio: &["e4defrag"],
         // Only a job file that asks for it: it writes no data.
         cli: false,
         synchronous: true,
-        touches_device: true,
+        moves_data: false,
+        refuses_reads: Some("moves extents on writes only and fails reads (EINVAL), as fio's does"),
+        donor: true,
+        fio_options: &["donorname"],
         options: OPTIONS,
+        ..Desc::of(EngineKind::declare("e4defrag"))
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {

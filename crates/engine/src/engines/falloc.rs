@@ -8,6 +8,7 @@
 use std::io;
 use std::os::fd::{BorrowedFd, RawFd};
 
+use iolab_spec::engopt::Trims;
 use iolab_spec::{EngineKind, IoDir};
 use rustix::fs::FallocateFlags;
 
@@ -21,14 +22,17 @@ pub struct Falloc(Psync, bool);
 
 impl Engine for Falloc {
     const DESC: Desc = Desc {
-        kind: EngineKind::Falloc,
-        aliases: &[],
         fio: &["falloc"],
         // Only a job file that asks for it: it writes no data.
         cli: false,
         synchronous: true,
-        touches_device: true,
-        options: &[],
+        moves_data: false,
+        refuses_reads: Some(
+            "turns a read into fallocate(KEEP_SIZE), which allocates blocks; iolab allows \
+             reads where it may not write, so a falloc job that reads is refused",
+        ),
+        trims: Trims::Own,
+        ..Desc::of(EngineKind::declare("falloc"))
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {

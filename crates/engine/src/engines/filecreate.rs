@@ -8,6 +8,7 @@
 use std::ffi::CStr;
 use std::os::fd::BorrowedFd;
 
+use iolab_spec::engopt::Files;
 use iolab_spec::EngineKind;
 use rustix::fs::{Mode, OFlags};
 
@@ -25,8 +26,11 @@ pub struct Create {
 }
 
 impl FileOp for Create {
-    const DESC: Desc = desc(EngineKind::Filecreate, &["filecreate"]);
-    const LAID_OUT: bool = false;
+    const DESC: Desc = desc(
+        EngineKind::declare("filecreate"),
+        &["filecreate"],
+        Files::made("create"),
+    );
 
     fn prepare(&mut self, set: &FileSet) -> Result<(), String> {
         self.chmod = !set

@@ -8,6 +8,7 @@
 use std::ffi::CStr;
 use std::os::fd::BorrowedFd;
 
+use iolab_spec::engopt::Files;
 use iolab_spec::EngineKind;
 use rustix::fs::AtFlags;
 
@@ -20,8 +21,11 @@ pub type Filedelete = FileEngine<Delete>;
 pub struct Delete;
 
 impl FileOp for Delete {
-    const DESC: Desc = desc(EngineKind::Filedelete, &["filedelete"]);
-    const LAID_OUT: bool = true;
+    const DESC: Desc = desc(
+        EngineKind::declare("filedelete"),
+        &["filedelete"],
+        Files::laid_out("unlink").once(),
+    );
     const SYNCED: bool = true;
 
     /// Every name in the set's private directory (0700, held open) is one this engine

@@ -10,6 +10,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
 
+use iolab_spec::engopt::Files;
 use iolab_spec::{EngineKind, IoDir};
 use iolab_sys::files::{self, Made};
 use rustix::fs::{Mode, OFlags};
@@ -20,23 +21,22 @@ use crate::buffers::BufferPool;
 
 /// A file engine's description: only a job file asks for one (it moves no data), from
 /// the job's thread, one I/O at a time, on the target's filesystem.
-pub const fn desc(kind: EngineKind, fio: &'static [&'static str]) -> Desc {
+pub const fn desc(kind: EngineKind, fio: &'static [&'static str], files: Files) -> Desc {
     Desc {
-        kind,
-        aliases: &[],
         fio,
         cli: false,
         synchronous: true,
-        touches_device: true,
-        options: &[],
+        moves_data: false,
+        file_set: Some(files),
+        ..Desc::of(kind)
     }
 }
 
 /// What one of the file engines does to the file of an I/O.
 pub trait FileOp: Default {
+    /// Its description, with how it works on its files (`Files`: laid out before the pass
+    /// or made by its I/O...).
     const DESC: Desc;
-    /// Its files are laid out before the pass (filestat, filedelete), as fio does.
-    const LAID_OUT: bool;
     /// And their blocks synced to disk, as fio's `create_fsync=1` does: filedelete, whose
     /// unlink costs what it frees (a stat does not depend on it).
     const SYNCED: bool = false;
@@ -60,7 +60,8 @@ impl<O: FileOp> Engine for FileEngine<O> {
     const DESC: Desc = O::DESC;
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
-        let set = FileSet::open(o, O::DESC.kind.as_str(), O::LAID_OUT, O::SYNCED)?;
+        let laid_out = O::DESC.file_set.is_some_and(|f| f.laid_out);
+        let set = FileSet::open(o, O::DESC.kind.as_str(), laid_out, O::SYNCED)?;
         let mut op = O::default();
         op.prepare(&set)?;
         let done = Psync::new(o.fd);

@@ -8,6 +8,7 @@
 use std::ffi::CStr;
 use std::os::fd::BorrowedFd;
 
+use iolab_spec::engopt::Files;
 use iolab_spec::EngineKind;
 use rustix::fs::AtFlags;
 
@@ -20,8 +21,14 @@ pub type Filestat = FileEngine<Stat>;
 pub struct Stat;
 
 impl FileOp for Stat {
-    const DESC: Desc = desc(EngineKind::Filestat, &["filestat"]);
-    const LAID_OUT: bool = true;
+    const DESC: Desc = Desc {
+        fio_options: &["stat_type"],
+        ..desc(
+            EngineKind::declare("filestat"),
+            &["filestat"],
+            Files::laid_out("stat"),
+        )
+    };
 
     #[inline]
     fn call(&mut self, _: u64, dir: BorrowedFd<'_>, name: &CStr) -> rustix::io::Result<()> {

@@ -17,14 +17,15 @@ pub struct Ftruncate(Psync);
 
 impl Engine for Ftruncate {
     const DESC: Desc = Desc {
-        kind: EngineKind::Ftruncate,
-        aliases: &[],
         fio: &["ftruncate"],
         // Only a job file that asks for it: it writes no data.
         cli: false,
         synchronous: true,
-        touches_device: true,
-        options: &[],
+        moves_data: false,
+        refuses_reads: Some(
+            "turns each write into ftruncate(offset) and fails reads (EINVAL), as fio's does",
+        ),
+        ..Desc::of(EngineKind::declare("ftruncate"))
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {

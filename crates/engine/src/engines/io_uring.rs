@@ -12,6 +12,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 use iolab_spec::engopt::{EngineOption, Val};
 use iolab_spec::{EngineKind, IoDir};
 
+use super::psync::Psync;
 use super::{Completion, Desc, Engine, Open};
 use crate::buffers::BufferPool;
 
@@ -149,14 +150,17 @@ impl Uring {
 
 impl Engine for Uring {
     const DESC: Desc = Desc {
-        kind: EngineKind::IoUring,
         aliases: &["iouring", "uring"],
-        // libaio: as io_uring with direct=1 (the mapping runs buffered libaio on psync).
+        // libaio: as io_uring with direct=1 (buffered, Linux AIO completes each request
+        // inside io_submit: the mapping runs it on psync).
         fio: &["io_uring", "libaio"],
-        cli: true,
-        synchronous: false,
-        touches_device: true,
+        // fio's io_uring and libaio engines issue a trim synchronously (do_io_u_trim), as
+        // its sync engines do; so does a kernel without io_uring.
+        fallback: Some(Psync::DESC.kind),
+        buffered_fallback: &["libaio"],
+        per_io_prio: true,
         options: OPTIONS,
+        ..Desc::of(EngineKind::declare("io_uring"))
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {
@@ -226,6 +230,10 @@ impl Engine for Uring {
 
     fn fd(&self) -> RawFd {
         self.fd
+    }
+
+    fn available() -> Result<(), String> {
+        available().map_err(|e| e.to_string())
     }
 
     fn set_prio(&mut self, ioprio: u16) {

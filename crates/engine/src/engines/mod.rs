@@ -1,7 +1,10 @@
 //! The I/O engines, one file each, behind one small interface: open for a job, queue I/Os
 //! into slots, then submit and reap completions. The job loop in `worker.rs` is generic over
 //! [`Engine`], so the per-I/O path has no dynamic dispatch; the registry at the end of this
-//! file (one line an engine) picks the concrete engine for a run's [`EngineKind`].
+//! file (one line an engine) picks the concrete engine for a run's [`EngineKind`]. Each
+//! engine's [`Desc`] (its name, fio names, capabilities and options) is in its own file;
+//! [`install`] hands them all to iolab-spec's catalogue for the crates that cannot name an
+//! engine.
 
 pub mod e4defrag;
 pub mod falloc;
@@ -122,36 +125,9 @@ impl clap::Args for Options {
     }
 }
 
-/// What an engine is, declared once in its own file (fio's `ioengine_ops`: its names and
-/// flags); the registry at the end of this file lists them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Desc {
-    /// The engine (its name, `EngineKind::as_str`, is what runs store).
-    pub kind: EngineKind,
-    /// Other names `--engine` takes for it.
-    pub aliases: &'static [&'static str],
-    /// fio's `ioengine=` names a job file runs on it (iolab-spec's job-file mapping reads
-    /// them; a test in iolab-workloads checks that the two agree).
-    pub fio: &'static [&'static str],
-    /// Offered by `--engine` (false: only a fio job file chooses it).
-    pub cli: bool,
-    /// One I/O at a time from the job's thread: any queue depth runs at 1 (fio's
-    /// FIO_SYNCIO).
-    pub synchronous: bool,
-    /// Its I/O reaches the target (false: it completes I/O without touching it, fio's
-    /// FIO_DISKLESSIO: the figures are iolab's own overhead).
-    pub touches_device: bool,
-    /// Its own options (fio's per-engine option table): `iolab run`'s options, the run's
-    /// record, fio job files and every report's header read them from here.
-    pub options: &'static [EngineOption],
-}
-
-impl Desc {
-    /// Whether `--engine NAME` names this engine.
-    pub fn is_named(&self, name: &str) -> bool {
-        self.cli && (self.kind.as_str() == name || self.aliases.contains(&name))
-    }
-}
+/// What an engine is, declared once in its own file (fio's `ioengine_ops`: its names,
+/// flags and options); the registry at the end of this file lists them.
+pub use iolab_spec::engopt::EngineDesc as Desc;
 
 /// The engine `--engine NAME` names, or the refusal naming those it takes.
 pub fn by_name(name: &str) -> Result<&'static Desc, iolab_spec::SpecError> {
@@ -182,7 +158,7 @@ pub fn desc(kind: EngineKind) -> &'static Desc {
     ENGINES
         .iter()
         .find(|d| d.kind == kind)
-        .expect("every EngineKind has its line in the registry")
+        .expect("an EngineKind is a registered engine's")
 }
 
 impl EngineArgs {
@@ -214,10 +190,11 @@ impl EngineArgs {
     }
 }
 
-/// Every engine's options, for the code below this crate that cannot name an engine
-/// (fio job files, reports): `iolab_spec::engopt::install(engines::options())`.
-pub fn options() -> impl Iterator<Item = (EngineKind, &'static [EngineOption])> {
-    ENGINES.iter().map(|d| (d.kind, d.options))
+/// Installs every engine's description in iolab-spec's catalogue, for the code below this
+/// crate that cannot name an engine (`EngineKind::named`, fio job files, reports). The
+/// binary does first (`iolab_workloads::install`); so may any test.
+pub fn install() {
+    iolab_spec::engopt::install(ENGINES);
 }
 
 /// The engine a run uses, with what the run should note: `kind` where it can run here;
@@ -232,19 +209,18 @@ pub fn usable(
 ) -> Result<(EngineKind, Vec<String>), String> {
     let mut notes = Vec::new();
     let mut engine = kind;
-    if engine == EngineKind::IoUring {
-        if let Err(e) = io_uring::available() {
-            if named {
-                return Err(format!(
-                    "--engine io_uring: io_uring is not available here ({e}); use --engine \
-                     psync, or leave --engine out to fall back to psync"
-                ));
-            }
-            notes.push(format!(
-                "io_uring is not available here ({e}); fell back to psync (queue depth 1)"
+    if let (Err(e), Some(fallback)) = (open_check(kind), desc(kind).fallback) {
+        let (k, f) = (kind.as_str(), fallback.as_str());
+        if named {
+            return Err(format!(
+                "--engine {k}: {k} is not available here ({e}); use --engine {f}, or leave \
+                 --engine out to fall back to {f}"
             ));
-            engine = EngineKind::Psync;
         }
+        notes.push(format!(
+            "{k} is not available here ({e}); fell back to {f} (queue depth 1)"
+        ));
+        engine = fallback;
     }
     if desc(engine).synchronous && depths.into_iter().any(|d| d > 1) {
         notes.push(format!(
@@ -312,6 +288,15 @@ pub trait Engine {
     /// The file descriptor, for synchronous flushes.
     fn fd(&self) -> RawFd;
 
+    /// Whether the engine can run here at all (io_uring: a kernel that refuses it); where
+    /// it cannot, a run that did not name it runs on its `Desc.fallback`.
+    fn available() -> Result<(), String>
+    where
+        Self: Sized,
+    {
+        Ok(())
+    }
+
     /// The I/O priority (Linux ioprio) of the I/Os queued from now on; 0: the thread's.
     /// Only engines that put a priority in each request take one (the fio mapping refuses
     /// per-I/O priorities on the others).
@@ -324,9 +309,9 @@ pub trait WithEngine {
     fn run<E: Engine>(self, engine: &mut E, bufs: &mut BufferPool) -> Self::Output;
 }
 
-/// The registry of engines: `EngineKind` variant => engine type.
+/// The registry of engines: one engine type a line; its `Desc` (in its file) says the rest.
 macro_rules! registry {
-    ($($kind:ident => $engine:ty),* $(,)?) => {
+    ($($engine:ty),* $(,)?) => {
         /// Opens the engine of `kind` for one job and runs `work` on it; the engine's notes
         /// beside the output. The engine is closed before `bufs` can be dropped.
         #[allow(clippy::too_many_arguments)]
@@ -341,13 +326,21 @@ macro_rules! registry {
             trim: bool,
             work: W,
         ) -> Result<(W::Output, Vec<String>), String> {
-            match kind {
-                $(EngineKind::$kind => {
-                    let o = Open { fd, path, iodepth, bufs: &*bufs, settings, random, trim };
-                    let (mut engine, notes) = <$engine>::open(&o)?;
-                    Ok((work.run(&mut engine, bufs), notes))
-                })*
-            }
+            let o = Open { fd, path, iodepth, bufs: &*bufs, settings, random, trim };
+            $(if kind == <$engine as Engine>::DESC.kind {
+                let (mut engine, notes) = <$engine>::open(&o)?;
+                return Ok((work.run(&mut engine, bufs), notes));
+            })*
+            Err(format!("engine {kind} is not in this iolab's registry"))
+        }
+
+        /// Whether the engine of `kind` can run here (io_uring: whether the kernel gives
+        /// one); an engine that always can says nothing ([`Engine::available`]).
+        fn open_check(kind: EngineKind) -> Result<(), String> {
+            $(if kind == <$engine as Engine>::DESC.kind {
+                return <$engine as Engine>::available();
+            })*
+            Ok(())
         }
 
         /// Every engine's description, in the registry's order.
@@ -355,16 +348,16 @@ macro_rules! registry {
     };
 }
 
-// Every engine, one line each (its `Desc` is in its file; its name is `EngineKind`'s, in
-// iolab-spec).
+// Every engine, one line each (its `Desc`, with its name, is in its file; its `pub mod` is
+// at the top of this file, outside the macro so that rustfmt formats its file).
 registry! {
-    IoUring => io_uring::Uring,
-    Psync => psync::Psync,
-    Null => null::Null,
-    Ftruncate => ftruncate::Ftruncate,
-    Filecreate => filecreate::Filecreate,
-    Filestat => filestat::Filestat,
-    Filedelete => filedelete::Filedelete,
-    Falloc => falloc::Falloc,
-    E4defrag => e4defrag::E4defrag,
+    io_uring::Uring,
+    psync::Psync,
+    null::Null,
+    ftruncate::Ftruncate,
+    filecreate::Filecreate,
+    filestat::Filestat,
+    filedelete::Filedelete,
+    falloc::Falloc,
+    e4defrag::E4defrag,
 }

@@ -5,6 +5,7 @@
 use std::io;
 use std::os::fd::RawFd;
 
+use iolab_spec::engopt::Trims;
 use iolab_spec::{EngineKind, IoDir};
 
 use super::{Completion, Desc, Engine, Open};
@@ -28,13 +29,11 @@ impl Null {
 
 impl Engine for Null {
     const DESC: Desc = Desc {
-        kind: EngineKind::Null,
-        aliases: &[],
+        // cpp_null: fio's example of an engine written in C++, a null engine.
         fio: &["null", "cpp_null"],
-        cli: true,
-        synchronous: false,
         touches_device: false,
-        options: &[],
+        trims: Trims::Own,
+        ..Desc::of(EngineKind::declare("null"))
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {

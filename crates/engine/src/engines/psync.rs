@@ -5,6 +5,7 @@
 use std::io;
 use std::os::fd::RawFd;
 
+use iolab_spec::engopt::Trims;
 use iolab_spec::{EngineKind, IoDir};
 
 use super::{Completion, Desc, Engine, Open};
@@ -66,13 +67,11 @@ impl Psync {
 
 impl Engine for Psync {
     const DESC: Desc = Desc {
-        kind: EngineKind::Psync,
         aliases: &["sync"],
         fio: &["psync", "sync", "pvsync", "pvsync2", "vsync"],
-        cli: true,
         synchronous: true,
-        touches_device: true,
-        options: &[],
+        trims: Trims::Discard,
+        ..Desc::of(EngineKind::declare("psync"))
     };
 
     fn open(o: &Open<'_>) -> Result<(Self, Vec<String>), String> {

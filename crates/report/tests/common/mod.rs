@@ -92,7 +92,7 @@ pub fn settings(runs: u32, warmups: u32, size: u64) -> RunSettings {
         warmup_passes: warmups,
         warmup_duration: Duration::from_secs(5),
         ramp: Duration::ZERO,
-        engine: Some(EngineKind::IoUring),
+        engine: Some(engine("io_uring")),
         direct: true,
         data: DataPattern::Random,
         engine_opts: iolab_spec::engopt::EngineOpts::of([
@@ -118,7 +118,7 @@ pub fn run_record(preset: &str, settings: RunSettings, tests: Vec<TestRecord>) -
             size: settings.size,
         },
         settings,
-        engine: Some(EngineKind::IoUring),
+        engine: Some(engine("io_uring")),
         command_line: vec!["iolab".into(), "run".into(), preset.into()],
         label: Some("nightly".to_string()),
         started_at: "2025-03-01T10:00:00Z".to_string(),
@@ -289,10 +289,10 @@ pub fn custom_run() -> RunRecord {
         Score::Best,
     );
     let mut s = settings(3, 0, 8 << 30);
-    s.engine = Some(EngineKind::IoUring);
+    s.engine = Some(engine("io_uring"));
     s.direct = false;
     let mut run = run_record("custom", s, vec![mixed, reads]);
-    run.engine = Some(EngineKind::Psync);
+    run.engine = Some(engine("psync"));
     run.id = None;
     run.complete = false;
     run.finished_at = None;
@@ -552,4 +552,10 @@ pub fn scrub_study_runs() -> Vec<RunRecord> {
             r
         })
         .collect()
+}
+
+/// The installed engine of this name (the registry's, through `iolab_workloads::install`).
+pub fn engine(name: &str) -> EngineKind {
+    iolab_workloads::install();
+    EngineKind::named(name).expect("a registered engine")
 }

@@ -789,6 +789,7 @@ mod tests {
     fn run_of_workload(ranks: &Ranks, members: &[Member], workload: &str) -> RunRecord {
         static PHASES: Phases = Phases;
         iolab_measure::workload::install([&PHASES as &dyn iolab_measure::workload::WorkloadInfo]);
+        iolab_engine::engines::install();
         let mut run: RunRecord = serde_json::from_value(serde_json::json!({
             "id": null, "uuid": "u", "iolab_version": "0", "preset": "custom",
             "workload": workload,

@@ -7,15 +7,30 @@ use super::map::{err, val};
 use super::parse::RawOption;
 use super::values;
 use super::FioError;
+use crate::engopt;
 use crate::job::Rw;
 
 /// The most files a job's set may have (as iolab's engines take: `iolab_engine`'s
 /// `fileset::MAX_FILES`).
 pub const MAX_FILES: u64 = 10_000_000;
 
-/// The engines that work on a set of files, one file an I/O.
+/// The engines that work on a set of files, one file an I/O (their `EngineDesc::file_set`).
 pub fn is_file_engine(name: &str) -> bool {
-    matches!(name, "filecreate" | "filestat" | "filedelete")
+    files(name).is_some()
+}
+
+/// How the engine fio's `ioengine=name` runs on works on its set of files.
+fn files(name: &str) -> Option<engopt::Files> {
+    engopt::by_fio(name).and_then(|d| d.file_set)
+}
+
+/// The engine (its name) whose own fio option `key` is (`EngineDesc::fio_options`), unless
+/// it is the job's `engine` (a fio name).
+fn foreign_owner(engine: &str, key: &str) -> Option<&'static str> {
+    let owner = engopt::engines()
+        .iter()
+        .find(|d| d.fio_options.contains(&key))?;
+    (!owner.fio.contains(&engine)).then(|| owner.kind.as_str())
 }
 
 /// A job's lookup of its options in force (it records what the mapping read).
@@ -35,6 +50,7 @@ pub fn region<'a>(
 ) -> Result<((u64, &'a RawOption), Vec<String>), FioError> {
     let mut notes = Vec::new();
     let at = get("ioengine").expect("a file engine is named");
+    let set = files(engine).expect("a file engine");
     for k in ["bssplit", "bsrange"] {
         if let Some(o) = get(k).filter(|_| mixed_sizes) {
             return Err(err(
@@ -53,10 +69,10 @@ pub fn region<'a>(
     let sz = |o: &RawOption| values::size(val(o)?, kb_base).map_err(|e| err(o, e));
     if let Some(o) = get("filesize") {
         let f = sz(o)?;
-        if engine == "filecreate" {
+        if !set.laid_out {
             notes.push(format!(
-                "ioengine=filecreate: each file is one I/O of the block size ({bs} bytes), as \
-                 fio's filecreate sizes its files whatever filesize says ({f} bytes); the \
+                "ioengine={engine}: each file is one I/O of the block size ({bs} bytes), as \
+                 fio's {engine} sizes its files whatever filesize says ({f} bytes); the \
                  files are created empty"
             ));
         } else if f != bs {
@@ -65,11 +81,7 @@ pub fn region<'a>(
                 format!(
                     "{f} bytes: fio's {engine} does filesize/bs I/Os a file and one {} of it; \
                      iolab's engine runs one I/O a file, so give bs={f} (here bs is {bs})",
-                    if engine == "filestat" {
-                        "stat"
-                    } else {
-                        "unlink"
-                    }
+                    set.call
                 ),
             ));
         }
@@ -90,15 +102,17 @@ pub fn region<'a>(
         Some(o) => values::boolean(o.value.as_deref()).map_err(|e| err(o, e))?,
         None => false,
     };
-    if engine == "filedelete" && (timed || rw.is_random()) {
+    if set.once && (timed || rw.is_random()) {
         let o = get("time_based")
             .filter(|_| timed)
             .or(get("rw"))
             .unwrap_or(at);
         return Err(err(
             o,
-            "ioengine=filedelete deletes each file once; a time-based or random job would \
-             meet a deleted file again (fio fails that I/O with ENOENT)",
+            format!(
+                "ioengine={engine} deletes each file once; a time-based or random job would \
+                 meet a deleted file again (fio fails that I/O with ENOENT)"
+            ),
         ));
     }
     let o = get("nrfiles")
@@ -113,26 +127,28 @@ pub fn region<'a>(
 pub fn set_options(engine: &str, get: Get<'_, '_>) -> Result<Vec<String>, FioError> {
     let mut notes = Vec::new();
     let file_engine = is_file_engine(engine);
+    // The engine makes each file at its I/O (filecreate).
+    let creates = files(engine).is_some_and(|f| !f.laid_out);
     let flag = |o: &RawOption| values::boolean(o.value.as_deref()).map_err(|e| err(o, e));
     // Other engines' create_on_open is noted with the job's other options (fiojob::map).
     if let Some(o) = get("create_on_open").filter(|_| file_engine) {
         if flag(o)? {
-            notes.push(if engine == "filecreate" {
-                "create_on_open=1: iolab's filecreate creates each file at its I/O, timed, as \
-                 fio does with it"
-                    .into()
+            notes.push(if creates {
+                format!(
+                    "create_on_open=1: iolab's {engine} creates each file at its I/O, timed, as \
+                     fio does with it"
+                )
             } else {
                 format!(
                     "create_on_open=1 (ioengine={engine}): iolab makes a job's files before \
                      the pass starts, outside the measurement"
                 )
             });
-        } else if engine == "filecreate" {
-            notes.push(
-                "create_on_open=0: fio creates a filecreate job's files when the job opens them \
+        } else if creates {
+            notes.push(format!(
+                "create_on_open=0: fio creates a {engine} job's files when the job opens them \
                  at its start (each create still timed); iolab creates each at its I/O"
-                    .into(),
-            );
+            ));
         }
     }
     if let Some(o) = get("openfiles") {
@@ -160,11 +176,12 @@ pub fn set_options(engine: &str, get: Get<'_, '_>) -> Result<Vec<String>, FioErr
     }
     if let Some(o) = get("stat_type") {
         match val(o)? {
-            _ if engine != "filestat" => {
+            _ if foreign_owner(engine, "stat_type").is_some() => {
+                let owner = foreign_owner(engine, "stat_type").unwrap_or_default();
                 return Err(err(
                     o,
-                    format!("a filestat option, and the job's ioengine is {engine}"),
-                ))
+                    format!("a {owner} option, and the job's ioengine is {engine}"),
+                ));
             }
             "stat" => {}
             v @ ("lstat" | "statx") => {
@@ -179,22 +196,24 @@ pub fn set_options(engine: &str, get: Get<'_, '_>) -> Result<Vec<String>, FioErr
             v => return Err(err(o, format!("'{v}': expected stat, lstat or statx"))),
         }
     }
+    let donor = engopt::by_fio(engine).is_some_and(|d| d.donor);
     match get("donorname") {
-        Some(o) if engine != "e4defrag" => {
+        Some(o) if foreign_owner(engine, "donorname").is_some() => {
+            let owner = foreign_owner(engine, "donorname").unwrap_or_default();
             return Err(err(
                 o,
-                format!("an e4defrag option, and the job's ioengine is {engine}"),
-            ))
+                format!("an {owner} option, and the job's ioengine is {engine}"),
+            ));
         }
         Some(o) => notes.push(format!(
             "donorname={}: iolab's e4defrag moves extents with a donor file of its own, new \
              beside the test file and removed after the pass, never a file the job names",
             val(o)?
         )),
-        None if engine == "e4defrag" => {
+        None if donor => {
             return Err(err(
                 get("ioengine").expect("named"),
-                "ioengine=e4defrag needs donorname (fio refuses the job without it)",
+                format!("ioengine={engine} needs donorname (fio refuses the job without it)"),
             ))
         }
         None => {}

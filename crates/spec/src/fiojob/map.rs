@@ -13,7 +13,7 @@ use super::options::{self, Kind};
 use super::parse::{JobFile, RawOption, Section};
 use super::values;
 use super::FioError;
-use crate::engopt::{self, EngineOpts, Val};
+use crate::engopt::{self, EngineOpts, Trims, Val};
 use crate::job::{AccessLine, DataPattern, EngineKind, JobSpec, Pace, Rw, SyncMode};
 use crate::pattern::Pattern;
 use crate::units::{format_bytes, MAX_DURATION};
@@ -97,13 +97,16 @@ pub(super) fn val(o: &RawOption) -> Result<&str, FioError> {
     }
 }
 
+/// fio's ioengine when a job names none.
+const FIO_DEFAULT_ENGINE: &str = "psync";
+
 /// The engine whose option fio's `key` is (io_uring's `fixedbufs`, e4defrag's `donorname`).
 fn engine_of_option(key: &str) -> Option<EngineKind> {
-    match key {
-        "donorname" => Some(EngineKind::E4defrag),
-        "stat_type" => Some(EngineKind::Filestat),
-        k => engopt::by_fio_name(k).map(|(owner, _)| owner),
-    }
+    engopt::engines()
+        .iter()
+        .find(|d| d.fio_options.contains(&key))
+        .map(|d| d.kind)
+        .or_else(|| engopt::by_fio_name(key).map(|(owner, _)| owner))
 }
 
 /// What one job runs with: its engine (after libaio's buffered fallback), direct, every
@@ -281,7 +284,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         let ioengine_name = m
             .get("ioengine")
             .and_then(|o| o.value.as_deref())
-            .map_or("psync", str::trim)
+            .map_or(FIO_DEFAULT_ENGINE, str::trim)
             .to_string();
         let foreign: Vec<&str> = m
             .iter()
@@ -861,7 +864,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         // fio's file engines: nrfiles files, one I/O each (fiojob::filejobs).
         let ioengine = get("ioengine")
             .and_then(|o| o.value.as_deref())
-            .map_or("psync", str::trim);
+            .map_or(FIO_DEFAULT_ENGINE, str::trim);
         let file_engine = Some(ioengine).filter(|v| super::filejobs::is_file_engine(v));
         for n in super::filejobs::set_options(ioengine, &get)? {
             note(n);
@@ -1102,71 +1105,38 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             ramp.put(Duration::ZERO, sec, None, |_| "no ramp_time".into())?;
         }
 
-        // Engine and buffers.
-        let (kind, ename) = match get("ioengine") {
-            None => (EngineKind::Psync, "psync".to_string()),
-            Some(o) => {
-                let v = val(o)?;
-                let k = match v {
-                    "io_uring" => EngineKind::IoUring,
-                    "libaio" => EngineKind::IoUring,
-                    "psync" | "sync" | "pvsync" | "pvsync2" | "vsync" => EngineKind::Psync,
-                    // cpp_null: fio's example of an engine written in C++, a null engine
-                    "null" | "cpp_null" => EngineKind::Null,
-                    "ftruncate" if rw.reads() => {
-                        return Err(err(
-                            o,
-                            format!(
-                                "ioengine=ftruncate turns each write into ftruncate(offset) and \
-                                 fails reads (EINVAL), and job {} reads (rw={})",
-                                sec.name,
-                                rw.as_str()
-                            ),
-                        ))
-                    }
-                    "ftruncate" => EngineKind::Ftruncate,
-                    "filecreate" => EngineKind::Filecreate,
-                    "filestat" => EngineKind::Filestat,
-                    "filedelete" => EngineKind::Filedelete,
-                    "falloc" if rw.reads() => {
-                        return Err(err(
-                            o,
-                            format!(
-                                "ioengine=falloc turns a read into fallocate(KEEP_SIZE), which \
-                                 allocates blocks; iolab allows reads where it may not write, so \
-                                 a falloc job that reads is refused (job {}: rw={})",
-                                sec.name,
-                                rw.as_str()
-                            ),
-                        ))
-                    }
-                    "falloc" => EngineKind::Falloc,
-                    "e4defrag" if rw.reads() => {
-                        return Err(err(
-                            o,
-                            format!(
-                                "ioengine=e4defrag moves extents on writes only and fails \
-                                 reads (EINVAL), as fio's does, and job {} reads (rw={})",
-                                sec.name,
-                                rw.as_str()
-                            ),
-                        ))
-                    }
-                    "e4defrag" => EngineKind::E4defrag,
-                    _ if unemulable(v) => return Err(err(o, refuse_engine(v))),
-                    _ => {
-                        return Err(err(
-                            o,
-                            format!(
-                                "'{v}': not an ioengine iolab knows (io_uring, libaio, psync, \
-                                 sync, pvsync, pvsync2, vsync, null, cpp_null, ftruncate, \
-                                 filecreate, filestat, filedelete, falloc, e4defrag)"
-                            ),
-                        ))
-                    }
-                };
-                (k, v.to_string())
+        // Engine and buffers: the installed engine that runs fio's name (its description,
+        // in its own file, says what it takes).
+        let (kind, ename) = {
+            let (v, at) = match get("ioengine") {
+                None => (FIO_DEFAULT_ENGINE, None),
+                Some(o) => (val(o)?, Some(o)),
+            };
+            let refuse = |msg: String| match at {
+                Some(o) => err(o, msg),
+                None => FioError::new(&sec.file, sec.line, "ioengine", msg),
+            };
+            let Some(d) = engopt::by_fio(v) else {
+                if unemulable(v) {
+                    return Err(refuse(refuse_engine(v)));
+                }
+                let known: Vec<&str> = engopt::engines()
+                    .iter()
+                    .flat_map(|d| d.fio.iter().copied())
+                    .collect();
+                return Err(refuse(format!(
+                    "'{v}': not an ioengine iolab knows ({})",
+                    known.join(", ")
+                )));
+            };
+            if let Some(why) = d.refuses_reads.filter(|_| rw.reads()) {
+                return Err(refuse(format!(
+                    "ioengine={v} {why}, and job {} reads (rw={})",
+                    sec.name,
+                    rw.as_str()
+                )));
             }
+            (d.kind, v.to_string())
         };
         let mut opts = Vec::with_capacity(engine_opts.len());
         for &(owner, opt, k, default) in &engine_opts {
@@ -1198,35 +1168,42 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
         // Jobs may name different engines that run as the same one of iolab's (libaio
         // without direct=1 runs as psync: Linux AIO completes buffered requests inside
         // io_submit, one at a time).
-        let buffered_aio = ename == "libaio" && !d.0;
-        let kind = if buffered_aio {
-            EngineKind::Psync
-        } else {
-            kind
+        let desc = kind.desc();
+        let buffered_aio = desc.buffered_fallback.contains(&ename.as_str()) && !d.0;
+        let kind = match desc.fallback {
+            Some(f) if buffered_aio => f,
+            _ => kind,
         };
         // Trims: fio's io_uring and libaio engines issue each one synchronously (its
-        // do_io_u_trim, BLKDISCARD), as its sync engines do; falloc punches a hole; null
-        // does nothing.
-        let kind = match kind {
+        // do_io_u_trim, BLKDISCARD), as its sync engines do (the engine's `fallback`);
+        // falloc punches a hole; null does nothing.
+        let kind = match (kind.desc().trims, kind.desc().fallback) {
             _ if !trim => kind,
-            EngineKind::Psync | EngineKind::Falloc | EngineKind::Null => kind,
-            EngineKind::IoUring => {
+            (Trims::Discard | Trims::Own, _) => kind,
+            (Trims::No, Some(f)) if f.desc().trims != Trims::No => {
                 note(format!(
                     "job {} trims: fio's {ename} engine issues a trim synchronously, one at a \
-                     time, so the job runs on iolab's psync engine",
+                     time, so the job runs on iolab's {f} engine",
                     sec.name
                 ));
-                EngineKind::Psync
+                f
             }
-            other => {
+            (Trims::No, _) => {
+                let trimming: Vec<&str> = engopt::engines()
+                    .iter()
+                    .filter(|d| {
+                        d.trims != Trims::No
+                            || d.fallback.is_some_and(|f| f.desc().trims != Trims::No)
+                    })
+                    .flat_map(|d| d.fio.iter().copied())
+                    .collect();
                 return Err(err(
                     get("rw").expect("a trim job names rw"),
                     format!(
-                        "ioengine={ename} (iolab's {}) does not trim; fio's trims run on psync, \
-                         sync, libaio, io_uring, falloc or null",
-                        other.as_str()
+                        "ioengine={ename} (iolab's {kind}) does not trim; fio's trims run on {}",
+                        crate::or_list(&trimming)
                     ),
-                ))
+                ));
             }
         };
         if trim {
@@ -1244,11 +1221,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
             verify: None,
         });
         if buffered_aio {
-            note(
-                "ioengine=libaio without direct=1: Linux AIO completes buffered requests inside \
-                 io_submit, one at a time, so the job runs on iolab's psync engine"
-                    .into(),
-            );
+            note(format!(
+                "ioengine={ename} without direct=1: Linux AIO completes buffered requests \
+                 inside io_submit, one at a time, so the job runs on iolab's {kind} engine"
+            ));
         } else if ename != kind.as_str() {
             note(format!(
                 "ioengine={ename} runs as iolab's {} engine",
@@ -1404,7 +1380,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     "cmdprio_percentage and cmdprio_bssplit both set; give one",
                 ));
             }
-            if kind != EngineKind::IoUring {
+            if !kind.desc().per_io_prio {
                 return Err(err(
                     o,
                     format!(
@@ -1615,10 +1591,10 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                     "fio fills a verifying job's buffers with the pattern, so compressible or                      duplicate buffers cannot be written as well",
                 ));
             }
-            if kind == EngineKind::Ftruncate {
+            if !kind.moves_data() {
                 return Err(err(
                     o,
-                    "ioengine=ftruncate writes no data, so there is no pattern to write",
+                    format!("ioengine={kind} writes no data, so there is no pattern to write"),
                 ));
             }
             if !pat.offsets.is_empty() && !job.access.is_empty() && rw.writes() && do_verify {
@@ -2236,11 +2212,14 @@ fn steady_rule(o: &RawOption, v: &str) -> Result<String, FioError> {
     }
 }
 
-/// An engine that does something else than file or block I/O on this machine.
+/// An engine that does something else than file or block I/O on this machine, or that
+/// iolab does not emulate (unless an installed engine runs that fio name: an engine's file
+/// is all it takes to add one).
 fn unemulable(engine: &str) -> bool {
-    options::UNEMULABLE_ENGINES.contains(&engine)
-        || engine.starts_with("external")
-        || engine.contains('/')
+    engopt::by_fio(engine).is_none()
+        && (options::UNEMULABLE_ENGINES.contains(&engine)
+            || engine.starts_with("external")
+            || engine.contains('/'))
 }
 
 fn refuse_engine(engine: &str) -> String {
@@ -2520,7 +2499,10 @@ mod tests {
     use super::*;
     use crate::fiojob::parse::{parse, Sources};
 
+    use crate::engopt::testing::kind;
+
     fn plan(text: &str, ov: Overrides) -> Result<FioPlan, FioError> {
+        crate::engopt::testing::install();
         let src = Sources {
             read: &|_, _| {
                 Err(iolab_sys::input::InputError::Io(
@@ -2586,14 +2568,14 @@ mod tests {
         // libaio is asynchronous only with O_DIRECT.
         let aio = "[j]\nrw=randread\nsize=1m\nioengine=libaio\niodepth=16\n";
         let p = plan(aio, Overrides::default()).unwrap();
-        assert_eq!(p.engine, EngineKind::Psync);
+        assert_eq!(p.engine, kind("psync"));
         assert!(
             p.notes.iter().any(|n| n.contains("Linux AIO")),
             "{:?}",
             p.notes
         );
         let p = plan(&format!("{aio}direct=1\n"), Overrides::default()).unwrap();
-        assert_eq!(p.engine, EngineKind::IoUring);
+        assert_eq!(p.engine, kind("io_uring"));
         // Refusals name the option and why.
         for (text, key, why) in [
             (
@@ -3191,7 +3173,7 @@ mod tests {
                 skip: Duration::from_millis(600),
             })
         );
-        assert_eq!(p.engine, EngineKind::Ftruncate);
+        assert_eq!(p.engine, kind("ftruncate"));
         assert!(p.jobs[0].job.pace.poisson);
         let e = |t: &str| plan(t, Overrides::default()).unwrap_err().to_string();
         let base = "[j]\nrw=write\nsize=1m\ntime_based\nruntime=3\n";
@@ -3275,7 +3257,7 @@ mod tests {
         );
         assert_eq!(
             (p.engine, p.duration),
-            (EngineKind::IoUring, Duration::from_secs(2))
+            (kind("io_uring"), Duration::from_secs(2))
         );
         assert!(p
             .notes

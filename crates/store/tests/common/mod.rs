@@ -9,7 +9,7 @@ use iolab_measure::{
     PassContext, PassRecord, ProcessCpu, RunRecord, SyncStats, TargetInfo, TestRecord, TestSummary,
     TimeSeries, Warning,
 };
-use iolab_spec::{DataPattern, EngineKind, IoDir, JobSpec, RunSettings, Rw, SyncMode};
+use iolab_spec::{DataPattern, IoDir, JobSpec, RunSettings, Rw, SyncMode};
 use serde_json::json;
 
 /// A histogram of `n` pseudo-random latencies around `base_ns`.
@@ -164,7 +164,7 @@ pub fn run(uuid: &str) -> RunRecord {
             warmup_passes: 1,
             warmup_duration: Duration::from_secs(2),
             ramp: Duration::from_millis(250),
-            engine: Some(EngineKind::IoUring),
+            engine: Some(iolab_spec::engopt::testing::kind("io_uring")),
             direct: true,
             data: DataPattern::Random,
             engine_opts: iolab_spec::engopt::EngineOpts::of([
@@ -172,7 +172,7 @@ pub fn run(uuid: &str) -> RunRecord {
                 ("registerfiles", iolab_spec::engopt::Val::Flag(false)),
             ]),
         },
-        engine: Some(EngineKind::IoUring),
+        engine: Some(iolab_spec::engopt::testing::kind("io_uring")),
         command_line: vec![
             "iolab".into(),
             "run".into(),

@@ -8,6 +8,7 @@ use iolab_engine::pass::MAX_BUFFER_BYTES;
 use iolab_runner::block::BlockPlan;
 use iolab_runner::options::{DurationArg, RunsArg, SafetyArgs, SizeArg};
 use iolab_runner::{CommonArgs, Def, Job, RunContext, RunError, UsageError};
+use iolab_spec::engopt::Trims;
 use iolab_spec::fiojob::{self, FioError, Overrides};
 use iolab_spec::{format_bytes, JobSpec, RunSettings, TestSpec};
 
@@ -275,7 +276,8 @@ fn refuse_file_trims(
         let Some((f, line)) = j.trim_at.as_ref().filter(|_| t.job.trim) else {
             continue;
         };
-        if engine == Some(iolab_spec::EngineKind::Psync) {
+        let discards = |k: iolab_spec::EngineKind| k.desc().trims == Trims::Discard;
+        if engine.is_some_and(discards) {
             return Err(usage(FioError::new(
                 f,
                 *line,
@@ -357,7 +359,7 @@ mod tests {
     fn files_of(engine: &str) -> &'static str {
         if fiojob::filejobs::is_file_engine(engine) {
             "nrfiles=256\n"
-        } else if engine == "e4defrag" {
+        } else if iolab_spec::engopt::by_fio(engine).is_some_and(|d| d.donor) {
             "donorname=d\n"
         } else {
             ""
@@ -369,6 +371,7 @@ mod tests {
     /// without the other.
     #[test]
     fn every_engines_fio_names_run_on_it() {
+        crate::install();
         for d in ENGINES {
             for name in d.fio {
                 // libaio is asynchronous only with O_DIRECT (buffered it runs on psync).
