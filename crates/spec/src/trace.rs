@@ -1528,4 +1528,25 @@ mod tests {
             .to_string()
             .contains("trim"));
     }
+
+    /// A reason keeps the error it came from: a number's parse error, beneath the same text.
+    #[test]
+    fn a_reason_keeps_the_error_it_came_from() {
+        let e = parse("t", "iolab-trace 1\nroot 0 /x\nx 0.0 0.0 fsync h1 = 0\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t:3: thread id \"x\" is not a number in range"
+        );
+        let reason = std::error::Error::source(&e).expect("the reason");
+        let number = reason.source().expect("the number's error");
+        assert!(number.is::<std::num::ParseIntError>(), "{number:?}");
+        // A path's refusal keeps why the path is refused.
+        let e = parse("t", "iolab-trace 1\nroot 0 /x\nfile 0:a/../b 1\n").unwrap_err();
+        let rel = std::error::Error::source(&e).and_then(|r| r.source());
+        assert_eq!(
+            rel.and_then(|r| r.downcast_ref::<RelError>()),
+            Some(&RelError::Dots("..".into())),
+            "{e}"
+        );
+    }
 }

@@ -891,3 +891,30 @@ impl ReplayResult {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trace that cannot be read keeps the I/O error beneath its message.
+    #[test]
+    fn a_trace_not_read_keeps_the_io_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("none.trace");
+        let e = read_trace(&path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: cannot read: No such file or directory (os error 2)",
+                path.display()
+            )
+        );
+        let mut cause: Option<&dyn std::error::Error> = Some(&e);
+        let mut io = None;
+        while let Some(c) = cause {
+            io = io.or(c.downcast_ref::<io::Error>());
+            cause = c.source();
+        }
+        assert_eq!(io.map(io::Error::kind), Some(io::ErrorKind::NotFound));
+    }
+}
