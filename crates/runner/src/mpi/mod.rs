@@ -306,9 +306,8 @@ impl Rank {
             let bytes = serde_json::to_vec(&up).expect("a message always serialises");
             send(&world.process_at_rank(0), bytes, TAG_UP, Until::Stop(stop))?;
             let bytes = receive(&world.process_at_rank(0), TAG_DOWN, Until::Stop(stop))?;
-            serde_json::from_slice(&bytes).map_err(|e| {
-                RunError::Failed(format!("rank 0 answered what this build cannot read: {e}"))
-            })?
+            serde_json::from_slice(&bytes)
+                .map_err(|e| RunError::caused("rank 0 answered what this build cannot read", e))?
         };
         self.released = Instant::now();
         if let Down::Abort { rank, host, why } = &down {
