@@ -1158,4 +1158,19 @@ mod tests {
         let c = find_cliff(&samples(&r)).expect("a cliff");
         assert!((c.seconds_before - 1.5).abs() < 0.05, "{c:?}");
     }
+
+    /// The refusal of a log an older record cannot give reads as one sentence (it had a run
+    /// of spaces in the middle).
+    #[test]
+    fn a_log_without_counts_is_refused_in_one_sentence() {
+        let e = FioLogError::NoCounts {
+            test: "seq".into(),
+            mixed: true,
+        };
+        assert_eq!(
+            e.to_string(),
+            "test seq was stored without per-interval I/O counts and mixes reads and writes: \
+             only the bandwidth log of a test of one direction can be written from it"
+        );
+    }
 }
