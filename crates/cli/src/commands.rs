@@ -106,7 +106,7 @@ fn write_fio_logs(run: &iolab_measure::RunRecord, prefix: &str, ms: u64) -> Resu
     if let Some(why) = logs::unfit_prefix(prefix, &wanted) {
         return Err(RunError::usage(format!("--fio-log {prefix}: {why}")));
     }
-    let w = logs::write(run, &wanted).map_err(RunError::usage)?;
+    let w = logs::write(run, &wanted).map_err(|e| RunError::usage(e.to_string()))?;
     for f in &w.files {
         println!("{}", f.display());
     }

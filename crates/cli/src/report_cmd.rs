@@ -116,8 +116,8 @@ pub fn report(a: ReportArgs) -> Result<(), RunError> {
                     store.path().display()
                 )));
             }
-            let (set, failed) =
-                RunSet::stored_study(study, runs, a.all_invocations).map_err(RunError::Failed)?;
+            let (set, failed) = RunSet::stored_study(study, runs, a.all_invocations)
+                .map_err(RunError::from_error)?;
             for r in &failed {
                 eprintln!(
                     "iolab: run {} ({}) is left out: it failed: {}",

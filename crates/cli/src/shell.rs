@@ -112,10 +112,10 @@ fn make_dir(dir: &Path) -> Result<(), RunError> {
     match iolab_sys::files::create_dir_with_mode(dir, 0o755) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(e) => Err(RunError::Failed(format!(
-            "cannot create the directory {}: {e}",
-            dir.display()
-        ))),
+        Err(e) => Err(RunError::caused(
+            format!("cannot create the directory {}", dir.display()),
+            e,
+        )),
     }
 }
 

@@ -59,7 +59,7 @@ pub fn study(args: StudyArgs) -> Result<(), RunError> {
     };
     study
         .use_devices(&args.device, &consent, !args.dry_run)
-        .map_err(RunError::usage)?;
+        .map_err(|e| RunError::usage(e.to_string()))?;
     if args.dry_run {
         print!("{}", iolab_study::plan::dry_run_text(&study));
         print!(

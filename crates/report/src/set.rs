@@ -1101,6 +1101,11 @@ pub struct NoSuchConfig {
     pub have: String,
 }
 
+/// A study none of whose stored runs can be compared ([`RunSet::stored_study`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("study '{0}': every stored run of it failed; nothing to compare")]
+pub struct AllFailed(pub String);
+
 impl RunSet {
     /// Each run its own configuration, labelled by [`run_label`] (made unique with `#id`).
     pub fn per_run(runs: Vec<RunRecord>) -> RunSet {
@@ -1137,7 +1142,7 @@ impl RunSet {
         name: &str,
         runs: Vec<RunRecord>,
         all_invocations: bool,
-    ) -> Result<(RunSet, Vec<RunRecord>), String> {
+    ) -> Result<(RunSet, Vec<RunRecord>), AllFailed> {
         let runs = if all_invocations {
             runs
         } else {
@@ -1146,9 +1151,7 @@ impl RunSet {
         let (failed, runs): (Vec<RunRecord>, Vec<RunRecord>) =
             runs.into_iter().partition(|r| r.failure().is_some());
         if runs.is_empty() {
-            return Err(format!(
-                "study '{name}': every stored run of it failed; nothing to compare"
-            ));
+            return Err(AllFailed(name.to_string()));
         }
         let baseline = runs
             .last()

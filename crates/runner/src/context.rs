@@ -676,8 +676,22 @@ pub fn plain_settings(size: u64, duration: Duration, runs: u32, direct: bool) ->
     }
 }
 
+/// Why a run's state file could not be made: the state directory is not known, or the file
+/// could not be created in it (the error kept as the source).
+#[derive(Debug, thiserror::Error)]
+enum RunStateError {
+    #[error("{0}")]
+    Dir(#[source] iolab_testbed::TestbedError),
+    #[error("{}: {source}", dir.display())]
+    Create {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// The run state of this run, in the directory testbeds record theirs in.
-fn open_run_state() -> Result<RunState, String> {
-    let dir = iolab_testbed::StateFile::default_dir().map_err(|e| e.to_string())?;
-    RunState::create(&dir).map_err(|e| format!("{}: {e}", dir.display()))
+fn open_run_state() -> Result<RunState, RunStateError> {
+    let dir = iolab_testbed::StateFile::default_dir().map_err(RunStateError::Dir)?;
+    RunState::create(&dir).map_err(|source| RunStateError::Create { dir, source })
 }

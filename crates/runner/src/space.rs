@@ -18,7 +18,7 @@ use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use iolab_spec::format_bytes;
 
@@ -97,9 +97,52 @@ pub fn margin(total: u64, bytes: u64) -> u64 {
     (total / 20).min(KEEP_FREE_MAX) + bytes / 64
 }
 
-/// Whether `need` fits in `room` with the margin; the refusal's text otherwise. `place`
-/// names the filesystem in the message.
-pub fn fits(room: &Room, need: &Need, place: &Path) -> Result<(), String> {
+/// Why a run does not fit on a filesystem ([`fits`]): what the refusal is about (`--size`
+/// or a job file's place), what the run needs, what the filesystem has and iolab keeps, and
+/// what to make smaller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoRoom {
+    #[error(
+        "{about}: the run needs {} on the filesystem of {}{already}: {limit}, and iolab keeps \
+         {} of it free (the lesser of 5% of the filesystem and 1 GiB for other processes, plus \
+         1/64 of what it writes for the filesystem's own metadata); give a smaller {smaller} \
+         or a --target on another filesystem",
+        format_bytes(*needs),
+        place.display(),
+        format_bytes(*margin)
+    )]
+    Bytes {
+        about: String,
+        needs: u64,
+        place: PathBuf,
+        /// ` (N of it already allocated there, so M more)`, or empty.
+        already: String,
+        /// What the filesystem (or the quota) has.
+        limit: String,
+        margin: u64,
+        smaller: String,
+    },
+    #[error(
+        "{about}: the run needs {files} files and directories on the filesystem of {}: it has \
+         {free} free inodes{}, and iolab leaves {keep} of them free; give a smaller {smaller} \
+         or a --target on another filesystem",
+        place.display(),
+        if *quota { " (counting your inode quota)" } else { "" }
+    )]
+    Inodes {
+        about: String,
+        files: u64,
+        place: PathBuf,
+        free: u64,
+        quota: bool,
+        keep: u64,
+        smaller: String,
+    },
+}
+
+/// Whether `need` fits in `room` with the margin; why not otherwise. `place` names the
+/// filesystem in the message.
+pub fn fits(room: &Room, need: &Need, place: &Path) -> Result<(), Box<NoRoom>> {
     let opt = need.option;
     // What the refusal is about, and what to make smaller.
     let (about, smaller) = match need.at {
@@ -124,15 +167,15 @@ pub fn fits(room: &Room, need: &Need, place: &Path) -> Result<(), String> {
         } else {
             String::new()
         };
-        return Err(format!(
-            "{about}: the run needs {} on the filesystem of {}{already}: {limit}, and iolab \
-             keeps {} of it free (the lesser of 5% of the filesystem and 1 GiB for other \
-             processes, plus 1/64 of what it writes for the filesystem's own metadata); give \
-             a smaller {smaller} or a --target on another filesystem",
-            format_bytes(need.bytes),
-            place.display(),
-            format_bytes(margin)
-        ));
+        return Err(Box::new(NoRoom::Bytes {
+            about,
+            needs: need.bytes,
+            place: place.to_path_buf(),
+            already,
+            limit,
+            margin,
+            smaller,
+        }));
     }
     let files_free = match (room.files_free, room.quota_files) {
         (Some(f), Some(q)) => Some(f.min(q)),
@@ -142,18 +185,15 @@ pub fn fits(room: &Room, need: &Need, place: &Path) -> Result<(), String> {
         // The same share of inodes is left for everyone else.
         let keep = (free / 20).min(10_000);
         if need.files.saturating_add(keep) > free {
-            return Err(format!(
-                "{about}: the run needs {} files and directories on the filesystem of {}: it \
-                 has {free} free inodes{}, and iolab leaves {keep} of them free; give a smaller \
-                 {smaller} or a --target on another filesystem",
-                need.files,
-                place.display(),
-                if room.quota_files.is_some() {
-                    " (counting your inode quota)"
-                } else {
-                    ""
-                }
-            ));
+            return Err(Box::new(NoRoom::Inodes {
+                about,
+                files: need.files,
+                place: place.to_path_buf(),
+                free,
+                quota: room.quota_files.is_some(),
+                keep,
+                smaller,
+            }));
         }
     }
     Ok(())
@@ -166,8 +206,8 @@ pub fn check(dir: &Path, need: Need) -> Result<(), UsageError> {
     let place = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     match Room::of(dir) {
         Ok(room) => fits(&room, &need, &place).map_err(|m| match need.at {
-            Some(_) => UsageError::general(m),
-            None => UsageError::option(need.option, m),
+            Some(_) => UsageError::general(m.to_string()),
+            None => UsageError::option(need.option, m.to_string()),
         }),
         Err(_) => Ok(()),
     }
@@ -344,7 +384,9 @@ mod tests {
         let p = Path::new("/mnt");
         let r = room(100 * MIB, 50 * MIB);
         assert!(fits(&r, &Need::new("size", 40 * MIB, 1), p).is_ok());
-        let e = fits(&r, &Need::new("size", 48 * MIB, 1), p).unwrap_err();
+        let e = fits(&r, &Need::new("size", 48 * MIB, 1), p)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("--size: the run needs 48 MiB on the filesystem of /mnt"),
             "{e}"
@@ -369,7 +411,9 @@ mod tests {
             ..room(GIB, 500 * MIB)
         };
         assert_eq!(r.usable(), 8 * MIB);
-        let e = fits(&r, &Need::new("size", 16 * MIB, 1), p).unwrap_err();
+        let e = fits(&r, &Need::new("size", 16 * MIB, 1), p)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("your disk quota there allows 8 MiB"), "{e}");
     }
 
@@ -380,7 +424,9 @@ mod tests {
             files_free: Some(1000),
             ..room(GIB, GIB)
         };
-        let e = fits(&r, &Need::new("files", 0, 990), p).unwrap_err();
+        let e = fits(&r, &Need::new("files", 0, 990), p)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("--files: the run needs 990 files and directories"),
             "{e}"

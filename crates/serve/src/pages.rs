@@ -803,7 +803,8 @@ fn study(store: &Store, q: &str) -> Page {
         .iter()
         .map(|l| store.load_run(l.id))
         .collect::<Result<Vec<_>, _>>()?;
-    let (mut set, failed) = RunSet::stored_study(&name, runs, false).map_err(PageError::Bad)?;
+    let (mut set, failed) =
+        RunSet::stored_study(&name, runs, false).map_err(|e| PageError::Bad(e.to_string()))?;
     set.set_noise(noise(store, &set.run_ids())?);
     let mut links = String::from(
         "<p style=\"margin:10px 24px 0;font-size:13px\"><a href=\"/studies\">all studies</a>",

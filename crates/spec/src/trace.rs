@@ -23,6 +23,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::num::ParseIntError;
+use std::string::FromUtf8Error;
+
+use iolab_sys::input::InputError;
 
 /// The first line of a trace of this version.
 pub const MAGIC: &str = "iolab-trace 1";
@@ -39,13 +43,96 @@ pub const MAX_TEXT: u64 = 256 << 20;
 pub const MAX_EVENTS: usize = 4_000_000;
 
 /// Refuses one more event than [`MAX_EVENTS`].
-fn room_for_one_more(t: &Trace) -> Result<(), String> {
+fn room_for_one_more(t: &Trace) -> Result<(), TraceReason> {
     if t.events.len() >= MAX_EVENTS {
-        return Err(format!(
-            "more than {MAX_EVENTS} calls: a replay holds at most {MAX_EVENTS}"
-        ));
+        return Err(TraceReason::TooManyCalls);
     }
     Ok(())
+}
+
+/// Why a relative path is refused ([`check_rel`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RelError {
+    #[error("an empty path or one with a NUL byte")]
+    Empty,
+    #[error("an absolute path or an empty component")]
+    EmptyComponent,
+    #[error("a `{0}` component (paths stay beneath their root)")]
+    Dots(String),
+}
+
+/// Why a trace (or one of its lines) cannot be read: the reason of a [`TraceError`], with
+/// the error underneath kept as its source where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceReason {
+    /// Said in words (no error underneath).
+    #[error("{0}")]
+    Said(String),
+    #[error("{what} {text:?} is not a number in range")]
+    Number {
+        what: &'static str,
+        text: String,
+        #[source]
+        source: ParseIntError,
+    },
+    #[error("{what} {text:?} is not seconds with up to 6 decimals")]
+    Seconds { what: &'static str, text: String },
+    #[error("{what} {text:?} is too large")]
+    SecondsTooLarge { what: &'static str, text: String },
+    #[error("{what} {value} is more than {MAX_IO} bytes")]
+    IoSize { what: &'static str, value: u64 },
+    #[error("{what} {value} is beyond {MAX_FILE} bytes")]
+    Offset { what: &'static str, value: i128 },
+    #[error("handle {0:?} (expected hN)")]
+    Handle(String),
+    #[error("mode {0:?} (octal, at most 7777)")]
+    Mode(String),
+    #[error("open mode {0:?} (r, w or rw)")]
+    OpenMode(String),
+    #[error("open flag {0:?}")]
+    OpenFlag(String),
+    #[error("bad %XX escape in {0:?}")]
+    Escape(String),
+    #[error("path {0:?} (expected ROOT:RELATIVE)")]
+    PathForm(String),
+    #[error("path {path:?} names root {root}, not declared")]
+    Undeclared { path: String, root: u32 },
+    #[error("path {path:?}: {source}")]
+    Path {
+        path: String,
+        #[source]
+        source: RelError,
+    },
+    /// A file name of fio's iolog.
+    #[error("file {name:?}: {source}")]
+    File {
+        name: String,
+        #[source]
+        source: RelError,
+    },
+    #[error("more than {MAX_EVENTS} calls: a replay holds at most {MAX_EVENTS}")]
+    TooManyCalls,
+    /// The file could not be read (the caller's reading, [`TraceError`] names it).
+    #[error("{0}")]
+    Input(#[source] InputError),
+    #[error("more than {MAX_TEXT} bytes of text once gunzipped")]
+    GunzippedTooLarge,
+    #[error("cannot gunzip: {0}")]
+    Gunzip(#[source] InputError),
+    #[error("not UTF-8 text (a trace is text: paths are %XX-escaped)")]
+    NotUtf8(#[source] FromUtf8Error),
+}
+
+impl From<String> for TraceReason {
+    fn from(s: String) -> Self {
+        TraceReason::Said(s)
+    }
+}
+
+impl From<&str> for TraceReason {
+    fn from(s: &str) -> Self {
+        TraceReason::Said(s.to_string())
+    }
 }
 
 /// A path beneath one of the recorded roots: the root's index and the path below it
@@ -94,7 +181,7 @@ pub fn escape(bytes: &[u8]) -> String {
     s
 }
 
-fn unescape(s: &str) -> Result<Vec<u8>, String> {
+fn unescape(s: &str) -> Result<Vec<u8>, TraceReason> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -103,7 +190,7 @@ fn unescape(s: &str) -> Result<Vec<u8>, String> {
             let hex = s
                 .get(i + 1..i + 3)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("bad %XX escape in {s:?}"))?;
+                .ok_or_else(|| TraceReason::Escape(s.to_string()))?;
             out.push(hex);
             i += 3;
         } else {
@@ -116,22 +203,17 @@ fn unescape(s: &str) -> Result<Vec<u8>, String> {
 
 /// Checks a relative path: no leading `/`, no `.`/`..`/empty component, no NUL. `.` alone
 /// is the root.
-pub fn check_rel(rel: &[u8]) -> Result<Vec<u8>, String> {
+pub fn check_rel(rel: &[u8]) -> Result<Vec<u8>, RelError> {
     if rel == b"." {
         return Ok(Vec::new());
     }
     if rel.is_empty() || rel.contains(&0) {
-        return Err("an empty path or one with a NUL byte".into());
+        return Err(RelError::Empty);
     }
     for c in rel.split(|&b| b == b'/') {
         match c {
-            b"" => return Err("an absolute path or an empty component".into()),
-            b"." | b".." => {
-                return Err(format!(
-                    "a `{}` component (paths stay beneath their root)",
-                    String::from_utf8_lossy(c)
-                ))
-            }
+            b"" => return Err(RelError::EmptyComponent),
+            b"." | b".." => return Err(RelError::Dots(String::from_utf8_lossy(c).into_owned())),
             _ => {}
         }
     }
@@ -176,14 +258,14 @@ impl OpenFlags {
         ]
     }
 
-    fn parse(s: &str) -> Result<OpenFlags, String> {
+    fn parse(s: &str) -> Result<OpenFlags, TraceReason> {
         let mut parts = s.split('+');
         let mut f = OpenFlags::default();
         match parts.next().unwrap_or("") {
             "r" => f.read = true,
             "w" => f.write = true,
             "rw" => (f.read, f.write) = (true, true),
-            other => return Err(format!("open mode {other:?} (r, w or rw)")),
+            other => return Err(TraceReason::OpenMode(other.to_string())),
         }
         for p in parts {
             match p {
@@ -195,7 +277,7 @@ impl OpenFlags {
                 "dsync" => f.dsync = true,
                 "direct" => f.direct = true,
                 "directory" => f.directory = true,
-                other => return Err(format!("open flag {other:?}")),
+                other => return Err(TraceReason::OpenFlag(other.to_string())),
             }
         }
         Ok(f)
@@ -622,12 +704,12 @@ pub struct Trace {
 }
 
 /// A trace that cannot be read: FILE:LINE: reason.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct TraceError {
     pub file: String,
     /// 1-based; None when the file as a whole is at fault.
     pub line: Option<u32>,
-    pub reason: String,
+    pub reason: TraceReason,
 }
 
 impl fmt::Display for TraceError {
@@ -639,7 +721,11 @@ impl fmt::Display for TraceError {
     }
 }
 
-impl std::error::Error for TraceError {}
+impl std::error::Error for TraceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.reason)
+    }
+}
 
 impl Trace {
     /// The trace as text (the format [`parse`] reads).
@@ -718,15 +804,24 @@ struct Parser<'f> {
     line: u32,
 }
 
-fn num<T: std::str::FromStr>(s: &str, what: &str) -> Result<T, String> {
-    s.parse()
-        .map_err(|_| format!("{what} {s:?} is not a number in range"))
+fn num<T: std::str::FromStr<Err = ParseIntError>>(
+    s: &str,
+    what: &'static str,
+) -> Result<T, TraceReason> {
+    s.parse().map_err(|source| TraceReason::Number {
+        what,
+        text: s.to_string(),
+        source,
+    })
 }
 
-fn micros(s: &str, what: &str) -> Result<u64, String> {
+fn micros(s: &str, what: &'static str) -> Result<u64, TraceReason> {
     let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
     if frac.len() > 6 || !frac.bytes().all(|b| b.is_ascii_digit()) || whole.starts_with('+') {
-        return Err(format!("{what} {s:?} is not seconds with up to 6 decimals"));
+        return Err(TraceReason::Seconds {
+            what,
+            text: s.to_string(),
+        });
     }
     let w: u64 = num(whole, what)?;
     let f: u64 = if frac.is_empty() {
@@ -736,36 +831,42 @@ fn micros(s: &str, what: &str) -> Result<u64, String> {
     };
     w.checked_mul(1_000_000)
         .and_then(|x| x.checked_add(f))
-        .ok_or_else(|| format!("{what} {s:?} is too large"))
+        .ok_or_else(|| TraceReason::SecondsTooLarge {
+            what,
+            text: s.to_string(),
+        })
 }
 
-fn size(s: &str, what: &str) -> Result<u64, String> {
+fn size(s: &str, what: &'static str) -> Result<u64, TraceReason> {
     let v: u64 = num(s, what)?;
     if v > MAX_IO {
-        return Err(format!("{what} {v} is more than {MAX_IO} bytes"));
+        return Err(TraceReason::IoSize { what, value: v });
     }
     Ok(v)
 }
 
-fn offset(s: &str, what: &str) -> Result<u64, String> {
+fn offset(s: &str, what: &'static str) -> Result<u64, TraceReason> {
     let v: u64 = num(s, what)?;
     if v > MAX_FILE {
-        return Err(format!("{what} {v} is beyond {MAX_FILE} bytes"));
+        return Err(TraceReason::Offset {
+            what,
+            value: v.into(),
+        });
     }
     Ok(v)
 }
 
-fn handle(s: &str) -> Result<u32, String> {
+fn handle(s: &str) -> Result<u32, TraceReason> {
     s.strip_prefix('h')
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| format!("handle {s:?} (expected hN)"))
+        .ok_or_else(|| TraceReason::Handle(s.to_string()))
 }
 
-fn mode(s: &str) -> Result<u32, String> {
+fn mode(s: &str) -> Result<u32, TraceReason> {
     u32::from_str_radix(s, 8)
         .ok()
         .filter(|m| *m <= 0o7777)
-        .ok_or_else(|| format!("mode {s:?} (octal, at most 7777)"))
+        .ok_or_else(|| TraceReason::Mode(s.to_string()))
 }
 
 impl<'f> Parser<'f> {
@@ -773,7 +874,7 @@ impl<'f> Parser<'f> {
         Parser { file, line: 0 }
     }
 
-    fn err(&self, reason: impl Into<String>) -> TraceError {
+    fn err(&self, reason: impl Into<TraceReason>) -> TraceError {
         TraceError {
             file: self.file.to_string(),
             line: Some(self.line.max(1)),
@@ -781,15 +882,21 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn path(&self, s: &str, roots: usize) -> Result<TracePath, String> {
+    fn path(&self, s: &str, roots: usize) -> Result<TracePath, TraceReason> {
         let (r, rel) = s
             .split_once(':')
-            .ok_or_else(|| format!("path {s:?} (expected ROOT:RELATIVE)"))?;
+            .ok_or_else(|| TraceReason::PathForm(s.to_string()))?;
         let root: u32 = num(r, "root")?;
         if root as usize >= roots {
-            return Err(format!("path {s:?} names root {root}, not declared"));
+            return Err(TraceReason::Undeclared {
+                path: s.to_string(),
+                root,
+            });
         }
-        let rel = check_rel(&unescape(rel)?).map_err(|e| format!("path {s:?}: {e}"))?;
+        let rel = check_rel(&unescape(rel)?).map_err(|source| TraceReason::Path {
+            path: s.to_string(),
+            source,
+        })?;
         Ok(TracePath { root, rel })
     }
 
@@ -964,12 +1071,13 @@ impl<'f> Parser<'f> {
         Ok(t)
     }
 
-    fn event(&self, w: &[&str], roots: usize) -> Result<Event, String> {
+    fn event(&self, w: &[&str], roots: usize) -> Result<Event, TraceReason> {
         if w.len() < 6 || w[w.len() - 2] != "=" {
             return Err(format!(
                 "{:?}: expected `TID START DUR OP ARGS... = RESULT` or a header line",
                 w[0]
-            ));
+            )
+            .into());
         }
         let tid: u32 = num(w[0], "thread id")?;
         let start_us = micros(w[1], "start")?;
@@ -984,11 +1092,11 @@ impl<'f> Parser<'f> {
         {
             Outcome::Err(r.to_string())
         } else {
-            return Err(format!("result {r:?} (a number or an errno name)"));
+            return Err(format!("result {r:?} (a number or an errno name)").into());
         };
         let a = &w[4..w.len() - 2];
         let name = w[3];
-        let want = |n: usize| -> Result<(), String> {
+        let want = |n: usize| -> Result<(), TraceReason> {
             if a.len() == n {
                 Ok(())
             } else {
@@ -996,7 +1104,8 @@ impl<'f> Parser<'f> {
                     "{name} takes {n} argument{}, not {}",
                     if n == 1 { "" } else { "s" },
                     a.len()
-                ))
+                )
+                .into())
             }
         };
         let p = |s: &str| self.path(s, roots);
@@ -1039,7 +1148,10 @@ impl<'f> Parser<'f> {
                 want(3)?;
                 let offset: i64 = num(a[1], "offset")?;
                 if offset.unsigned_abs() > MAX_FILE {
-                    return Err(format!("offset {offset} is beyond {MAX_FILE} bytes"));
+                    return Err(TraceReason::Offset {
+                        what: "offset",
+                        value: offset.into(),
+                    });
                 }
                 Op::Lseek {
                     handle: handle(a[0])?,
@@ -1048,7 +1160,7 @@ impl<'f> Parser<'f> {
                         "set" => Whence::Set,
                         "cur" => Whence::Cur,
                         "end" => Whence::End,
-                        o => return Err(format!("whence {o:?} (set, cur or end)")),
+                        o => return Err(format!("whence {o:?} (set, cur or end)").into()),
                     },
                 }
             }
@@ -1084,7 +1196,7 @@ impl<'f> Parser<'f> {
                 }
             }
             "rename" if a.len() == 3 && a[2] != "noreplace" => {
-                return Err(format!("rename flag {:?} (only noreplace)", a[2]))
+                return Err(format!("rename flag {:?} (only noreplace)", a[2]).into())
             }
             "rename" | "link" => {
                 let noreplace = name == "rename" && a.len() == 3;
@@ -1138,7 +1250,8 @@ impl<'f> Parser<'f> {
                 return Err(format!(
                     "unknown operation {other:?} (one of: {})",
                     OP_NAMES.join(", ")
-                ))
+                )
+                .into())
             }
         };
         if let (Some(_), Outcome::Ok(n)) = (op.transfer(), &result) {
@@ -1150,7 +1263,7 @@ impl<'f> Parser<'f> {
                 _ => 0,
             };
             if *n > asked {
-                return Err(format!("result {n} is more than the {asked} bytes asked"));
+                return Err(format!("result {n} is more than the {asked} bytes asked").into());
             }
         }
         Ok(Event {
@@ -1169,11 +1282,12 @@ impl<'f> Parser<'f> {
 /// becomes a path beneath root 0 (a leading `/` dropped; `..` refused), created at the size
 /// its highest transfer reaches.
 fn parse_iolog(file: &str, text: &str, v3: bool) -> Result<Trace, TraceError> {
-    let err = |line: u32, reason: String| TraceError {
+    let err = |line: u32, reason: TraceReason| TraceError {
         file: file.into(),
         line: Some(line),
         reason,
     };
+    use TraceReason::Said;
     let mut t = Trace {
         roots: vec!["(fio iolog)".into()],
         format: format!("fio iolog v{}", if v3 { 3 } else { 2 }),
@@ -1192,10 +1306,7 @@ fn parse_iolog(file: &str, text: &str, v3: bool) -> Result<Trace, TraceError> {
         }
         // An open and a call at most per line.
         if t.events.len() + 2 > MAX_EVENTS {
-            return Err(err(
-                line,
-                format!("more than {MAX_EVENTS} calls: a replay holds at most {MAX_EVENTS}"),
-            ));
+            return Err(err(line, TraceReason::TooManyCalls));
         }
         let mut w: Vec<&str> = l.split_whitespace().collect();
         let mut at = last;
@@ -1205,7 +1316,7 @@ fn parse_iolog(file: &str, text: &str, v3: bool) -> Result<Trace, TraceError> {
             w.remove(0);
         }
         if at < last {
-            return Err(err(line, format!("timestamp {at} goes back")));
+            return Err(err(line, Said(format!("timestamp {at} goes back"))));
         }
         if w.len() != 2 && w.len() != 4 {
             return Err(err(
@@ -1217,10 +1328,17 @@ fn parse_iolog(file: &str, text: &str, v3: bool) -> Result<Trace, TraceError> {
         }
         last = at;
         let name = w[0].trim_start_matches('/');
-        let rel =
-            check_rel(name.as_bytes()).map_err(|e| err(line, format!("file {name:?}: {e}")))?;
+        let rel = check_rel(name.as_bytes()).map_err(|source| {
+            err(
+                line,
+                TraceReason::File {
+                    name: name.to_string(),
+                    source,
+                },
+            )
+        })?;
         if rel.is_empty() {
-            return Err(err(line, format!("file {:?} names no file", w[0])));
+            return Err(err(line, Said(format!("file {:?} names no file", w[0]))));
         }
         let path = TracePath { root: 0, rel };
         if !files.contains_key(&path) {
@@ -1240,7 +1358,7 @@ fn parse_iolog(file: &str, text: &str, v3: bool) -> Result<Trace, TraceError> {
             ("add", 2) => {}
             ("open", 2) => {
                 if entry.0.is_some() {
-                    return Err(err(line, format!("{} opened twice", w[0])));
+                    return Err(err(line, Said(format!("{} opened twice", w[0]))));
                 }
                 entry.0 = Some(next_handle);
                 t.events.push(ev(Op::Open {
@@ -1259,13 +1377,13 @@ fn parse_iolog(file: &str, text: &str, v3: bool) -> Result<Trace, TraceError> {
                 let h = entry
                     .0
                     .take()
-                    .ok_or_else(|| err(line, format!("{} closed but not open", w[0])))?;
+                    .ok_or_else(|| err(line, Said(format!("{} closed but not open", w[0]))))?;
                 t.events.push(ev(Op::Close { handle: h }));
             }
             (act @ ("read" | "write" | "sync" | "datasync"), 4) => {
                 let h = entry
                     .0
-                    .ok_or_else(|| err(line, format!("{} {act} before its open", w[0])))?;
+                    .ok_or_else(|| err(line, Said(format!("{} {act} before its open", w[0]))))?;
                 let off = offset(w[2], "offset").map_err(|e| err(line, e))?;
                 let len = size(w[3], "length").map_err(|e| err(line, e))?;
                 entry.1 = entry.1.max(off + len);
@@ -1282,11 +1400,11 @@ fn parse_iolog(file: &str, text: &str, v3: bool) -> Result<Trace, TraceError> {
             (act, _) => {
                 return Err(err(
                     line,
-                    format!(
+                    Said(format!(
                         "action {act:?} with {} fields (iolab replays add, open, close, read, \
                          write, sync, datasync; trim and wait are not replayed)",
                         w.len()
-                    ),
+                    )),
                 ))
             }
         }
@@ -1404,6 +1522,31 @@ mod tests {
         let bad = "fio version 2 iolog\n../x open\n";
         assert_eq!(parse("l", bad).unwrap_err().line, Some(2));
         let trim = "fio version 2 iolog\nf open\nf trim 0 4096\n";
-        assert!(parse("l", trim).unwrap_err().reason.contains("trim"));
+        assert!(parse("l", trim)
+            .unwrap_err()
+            .reason
+            .to_string()
+            .contains("trim"));
+    }
+
+    /// A reason keeps the error it came from: a number's parse error, beneath the same text.
+    #[test]
+    fn a_reason_keeps_the_error_it_came_from() {
+        let e = parse("t", "iolab-trace 1\nroot 0 /x\nx 0.0 0.0 fsync h1 = 0\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t:3: thread id \"x\" is not a number in range"
+        );
+        let reason = std::error::Error::source(&e).expect("the reason");
+        let number = reason.source().expect("the number's error");
+        assert!(number.is::<std::num::ParseIntError>(), "{number:?}");
+        // A path's refusal keeps why the path is refused.
+        let e = parse("t", "iolab-trace 1\nroot 0 /x\nfile 0:a/../b 1\n").unwrap_err();
+        let rel = std::error::Error::source(&e).and_then(|r| r.source());
+        assert_eq!(
+            rel.and_then(|r| r.downcast_ref::<RelError>()),
+            Some(&RelError::Dots("..".into())),
+            "{e}"
+        );
     }
 }

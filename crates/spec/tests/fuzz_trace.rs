@@ -75,7 +75,7 @@ fn traces() {
             }
             _ => {}
         }
-        if e.reason.is_empty() {
+        if e.reason.to_string().is_empty() {
             return Err("an empty reason".into());
         }
         Ok(())

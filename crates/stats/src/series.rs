@@ -413,13 +413,6 @@ pub enum SteadyRuleError {
     Limit { text: String, name: String },
 }
 
-/// For the callers that report it as text (a job file's option, `--steady-state`).
-impl From<SteadyRuleError> for String {
-    fn from(e: SteadyRuleError) -> String {
-        e.to_string()
-    }
-}
-
 impl SteadyRule {
     /// `snia`, or fio's `iops:P%`, `bw:P%`, `lat:P%`, `iops_slope:P%`, `bw_slope:P%`,
     /// `lat_slope:P%`.
@@ -746,6 +739,31 @@ pub fn stalls(t: &TestRecord) -> Stalls {
     s
 }
 
+/// Why [`fio_log`] cannot give a log of a test.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FioLogError {
+    #[error(
+        "test {test} pass {pass} kept no series of its thread {thread} (only the threads' sum)"
+    )]
+    NoThread {
+        test: String,
+        pass: u32,
+        thread: usize,
+    },
+    #[error("test {test}: a window of {avg_ms} ms is not a multiple of its {stored} ms intervals")]
+    Window {
+        test: String,
+        avg_ms: u64,
+        stored: u64,
+    },
+    #[error(
+        "test {test} was stored without per-interval I/O counts{}: only the bandwidth log of a \
+         test of one direction can be written from it",
+        if *mixed { " and mixes reads and writes" } else { "" }
+    )]
+    NoCounts { test: String, mixed: bool },
+}
+
 /// fio's log of `kind` for test `t` (`time_ms, value, ddir, 0, 0` lines, as fio writes
 /// windowed logs: `log_avg_msec` = `avg_ms`, a multiple of the stored interval), its passes
 /// one after another (a later pass's times continue from the end of the one before). Each
@@ -761,21 +779,22 @@ pub fn fio_log(
     kind: LogKind,
     avg_ms: u64,
     thread: Option<usize>,
-) -> Result<String, String> {
+) -> Result<String, FioLogError> {
     use std::fmt::Write as _;
     let mut out = String::new();
     let mut offset_ms = 0.0;
     for p in &t.passes {
         let ts = match thread {
             None => &p.timeseries,
-            Some(i) => p.timeseries.threads.get(i).ok_or_else(|| {
-                format!(
-                    "test {} pass {} kept no series of its thread {} (only the threads' sum)",
-                    t.name,
-                    p.index,
-                    i + 1
-                )
-            })?,
+            Some(i) => p
+                .timeseries
+                .threads
+                .get(i)
+                .ok_or_else(|| FioLogError::NoThread {
+                    test: t.name.clone(),
+                    pass: p.index,
+                    thread: i + 1,
+                })?,
         };
         let stored = ts.interval_ms as u64;
         let pass_ms = p.seconds * 1000.0;
@@ -784,10 +803,11 @@ pub fn fio_log(
             continue;
         }
         if avg_ms == 0 || !avg_ms.is_multiple_of(stored) {
-            return Err(format!(
-                "test {}: a window of {avg_ms} ms is not a multiple of its {stored} ms intervals",
-                t.name
-            ));
+            return Err(FioLogError::Window {
+                test: t.name.clone(),
+                avg_ms,
+                stored,
+            });
         }
         // Each direction's series; an older record's bytes stand for the one direction of
         // a test that does only one.
@@ -795,11 +815,10 @@ pub fn fio_log(
         let dirs: [Option<&DirSeries>; 2] = if ts.read.is_none() && ts.write.is_none() {
             let (r, w) = (t.job.rw.reads(), t.job.rw.writes());
             if kind != LogKind::Bw || (r && w) {
-                return Err(format!(
-                    "test {} was stored without per-interval I/O counts{}: only the bandwidth                      log of a test of one direction can be written from it",
-                    t.name,
-                    if r && w { " and mixes reads and writes" } else { "" }
-                ));
+                return Err(FioLogError::NoCounts {
+                    test: t.name.clone(),
+                    mixed: r && w,
+                });
             }
             bytes_only = DirSeries {
                 bytes: ts.bytes.clone(),
@@ -1138,5 +1157,20 @@ mod tests {
             .collect();
         let c = find_cliff(&samples(&r)).expect("a cliff");
         assert!((c.seconds_before - 1.5).abs() < 0.05, "{c:?}");
+    }
+
+    /// The refusal of a log an older record cannot give reads as one sentence (it had a run
+    /// of spaces in the middle).
+    #[test]
+    fn a_log_without_counts_is_refused_in_one_sentence() {
+        let e = FioLogError::NoCounts {
+            test: "seq".into(),
+            mixed: true,
+        };
+        assert_eq!(
+            e.to_string(),
+            "test seq was stored without per-interval I/O counts and mixes reads and writes: \
+             only the bandwidth log of a test of one direction can be written from it"
+        );
     }
 }

@@ -119,7 +119,7 @@ impl Study {
         devices: &[PathBuf],
         consent: &DeviceConsent,
         require: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), DeviceChoiceError> {
         let any = self.configs.iter().any(|c| c.testbed.kind == Kind::Device);
         if !any {
             for (given, opt) in [
@@ -128,11 +128,10 @@ impl Study {
                 (consent.wipe, "--wipe"),
             ] {
                 if given {
-                    return Err(format!(
-                        "{opt}: {} has no kind = \"device\" testbed (it builds its own \
-                         devices)",
-                        self.file
-                    ));
+                    return Err(DeviceChoiceError::NotWanted {
+                        option: opt,
+                        file: self.file.clone(),
+                    });
                 }
             }
             return Ok(());
@@ -152,26 +151,21 @@ impl Study {
                 Some(Devices::Count(n)) => {
                     let n = *n as usize;
                     if devices.len() < n {
-                        return Err(format!(
-                            "{who}: devices = {n} takes the first {n} devices of --device, \
-                             and {} were given",
-                            devices.len()
-                        ));
+                        return Err(DeviceChoiceError::TooFew {
+                            who,
+                            wanted: n,
+                            given: devices.len(),
+                        });
                     }
                     devices[..n].to_vec()
                 }
                 Some(Devices::Paths(p)) if devices.is_empty() => p.clone(),
-                _ if devices.is_empty() => {
-                    return Err(format!(
-                        "{who}: names no device; give --device DEV (once per device) or \
-                         devices = [\"/dev/sdX\"] in the file"
-                    ))
-                }
+                _ if devices.is_empty() => return Err(DeviceChoiceError::None { who }),
                 _ => devices.to_vec(),
             };
             t.devices = Some(Devices::Paths(chosen));
             t.consent = consent.clone();
-            validate(t).map_err(|e| format!("{who}: {e}"))?;
+            validate(t).map_err(|source| DeviceChoiceError::Invalid { who, source })?;
         }
         if let Some(unused) = devices.iter().find(|d| {
             !self
@@ -179,12 +173,10 @@ impl Study {
                 .iter()
                 .any(|c| c.testbed.device_paths().contains(d))
         }) {
-            return Err(format!(
-                "--device {}: no configuration of {} uses it (each takes the first `devices = \
-                 N` of them)",
-                unused.display(),
-                self.file
-            ));
+            return Err(DeviceChoiceError::Unused {
+                device: unused.clone(),
+                file: self.file.clone(),
+            });
         }
         Ok(())
     }
@@ -1026,6 +1018,41 @@ fn workloads(
     Ok(out)
 }
 
+/// Why a study's devices cannot be chosen ([`Study::use_devices`]): `who` is `FILE:
+/// configuration 'LABEL'`; a testbed the devices do not make valid keeps its
+/// [`TestbedError`] as the source.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceChoiceError {
+    #[error("{option}: {file} has no kind = \"device\" testbed (it builds its own devices)")]
+    NotWanted { option: &'static str, file: String },
+    #[error(
+        "{who}: devices = {wanted} takes the first {wanted} devices of --device, and {given} \
+         were given"
+    )]
+    TooFew {
+        who: String,
+        wanted: usize,
+        given: usize,
+    },
+    #[error(
+        "{who}: names no device; give --device DEV (once per device) or devices = \
+         [\"/dev/sdX\"] in the file"
+    )]
+    None { who: String },
+    #[error("{who}: {source}")]
+    Invalid {
+        who: String,
+        #[source]
+        source: TestbedError,
+    },
+    #[error(
+        "--device {}: no configuration of {file} uses it (each takes the first `devices = N` \
+         of them)",
+        device.display()
+    )]
+    Unused { device: PathBuf, file: String },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1060,21 +1087,24 @@ mod tests {
         // One device is too few for raid1; none at all names the configuration.
         let e = parse_ok(text)
             .use_devices(&devs[..1], &consent, true)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("configuration 'raid1'") && e.contains("`raid`"),
             "{e}"
         );
         let e = parse_ok(text)
             .use_devices(&[], &DeviceConsent::default(), true)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("devices = 1 takes the first 1"), "{e}");
         // Only ext4 on one device: a second --device would be ignored.
         let one = "name = \"d\"\n[testbed]\nkind = \"device\"\ndevices = 1\nfs = \"ext4\"\n\
                    [[workload]]\nkind = \"custom\"\n";
         let e = parse_ok(one)
             .use_devices(&devs, &consent, true)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--device /dev/sdy9: no configuration"), "{e}");
         // A dry run may leave them out.
         parse_ok(text)
@@ -1083,7 +1113,8 @@ mod tests {
         // --device for a study that builds its own devices.
         let e = parse_ok(BARRIERS)
             .use_devices(&devs, &DeviceConsent::default(), true)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("--device: s.toml has no kind = \"device\""),
             "{e}"

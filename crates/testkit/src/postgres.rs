@@ -20,7 +20,38 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use crate::sys::is_root;
+use crate::sys::{is_root, CmdError};
+
+/// Why a PostgreSQL server for the tests could not be had: the command or I/O error kept
+/// as the source.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    /// Said in words (a program not installed, a server of the wrong kind).
+    #[error("{0}")]
+    Said(&'static str),
+    #[error(transparent)]
+    Command(#[from] CmdError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Os(std::io::Error),
+    /// `pg_ctl start` failed: its error, then the server's log.
+    #[error("{source}\n{log}")]
+    Start {
+        #[source]
+        source: Box<PgError>,
+        log: String,
+    },
+}
+
+/// An I/O error while doing `what` (`chmod PATH`).
+fn io(what: String) -> impl FnOnce(std::io::Error) -> PgError {
+    move |source| PgError::Io { what, source }
+}
 
 /// The unprivileged user the server runs as when the tests run as root.
 const PG_UID: u32 = 65534;
@@ -76,9 +107,10 @@ fn bin_dir() -> Option<PathBuf> {
 }
 
 /// `prog args`, as the server's user; Err with its output when it fails.
-fn run_as_server(prog: &Path, args: &[&str]) -> Result<(), String> {
+fn run_as_server(prog: &Path, args: &[&str]) -> Result<(), PgError> {
     let mut cmd = if is_root() {
-        let mut c = Command::new(crate::tool("setpriv").ok_or("setpriv is not installed")?);
+        let setpriv = crate::tool("setpriv").ok_or_else(|| CmdError::Missing("setpriv".into()))?;
+        let mut c = Command::new(setpriv);
         c.args([
             format!("--reuid={PG_UID}"),
             format!("--regid={PG_UID}"),
@@ -94,25 +126,30 @@ fn run_as_server(prog: &Path, args: &[&str]) -> Result<(), String> {
         .current_dir("/")
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("{}: {e}", prog.display()))?;
+        .map_err(|source| CmdError::Spawn {
+            name: prog.display().to_string(),
+            source,
+        })?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{} {}: {}{}",
-            prog.display(),
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
+        Err(CmdError::Failed {
+            command: format!("{} {}", prog.display(), args.join(" ")),
+            output: format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        }
+        .into())
     }
 }
 
 impl PgServer {
     /// The server of this test binary, started on first use; `None` (with the reason) where
     /// PostgreSQL is not installed or does not start.
-    pub fn shared() -> Result<&'static PgServer, String> {
-        static SHARED: OnceLock<Result<PgServer, String>> = OnceLock::new();
+    pub fn shared() -> Result<&'static PgServer, &'static PgError> {
+        static SHARED: OnceLock<Result<PgServer, PgError>> = OnceLock::new();
         SHARED
             .get_or_init(|| {
                 let mut s = PgServer::start()?;
@@ -121,18 +158,17 @@ impl PgServer {
                 Ok(s)
             })
             .as_ref()
-            .map_err(Clone::clone)
     }
 
     /// Starts a new server, stopped and removed on drop.
-    pub fn start() -> Result<PgServer, String> {
+    pub fn start() -> Result<PgServer, PgError> {
         Self::start_with(Listen::SocketOnly)
     }
 
     /// Starts a new server that also listens on 127.0.0.1 ([`PgServer::port`]): with `ssl`,
     /// `ssl=on` and a self-signed certificate ([`PgServer::cert`]) whose names are
     /// `localhost` and `127.0.0.1`; without, `ssl=off`. Stopped and removed on drop.
-    pub fn start_tcp(ssl: bool) -> Result<PgServer, String> {
+    pub fn start_tcp(ssl: bool) -> Result<PgServer, PgError> {
         Self::start_tcp_with(Listen::Tcp {
             ssl,
             client_certs: false,
@@ -143,14 +179,14 @@ impl PgServer {
     /// certificate for their user signed by the server's client CA (`ssl_ca_file`;
     /// `hostssl all all 127.0.0.1/32 trust clientcert=verify-full`): see
     /// [`PgServer::client_cert`]. The unix socket still trusts everyone.
-    pub fn start_tcp_client_certs() -> Result<PgServer, String> {
+    pub fn start_tcp_client_certs() -> Result<PgServer, PgError> {
         Self::start_tcp_with(Listen::Tcp {
             ssl: true,
             client_certs: true,
         })
     }
 
-    fn start_tcp_with(listen: Listen) -> Result<PgServer, String> {
+    fn start_tcp_with(listen: Listen) -> Result<PgServer, PgError> {
         if crate::tool("openssl").is_none()
             && listen
                 != (Listen::Tcp {
@@ -158,17 +194,19 @@ impl PgServer {
                     client_certs: false,
                 })
         {
-            return Err("the openssl command is not installed (Debian: openssl)".into());
+            return Err(PgError::Said(
+                "the openssl command is not installed (Debian: openssl)",
+            ));
         }
         // A port free now may be taken before the server binds it: try a few.
-        let mut last = String::new();
-        for _ in 0..3 {
+        let mut tries = 1;
+        loop {
             match Self::start_with(listen) {
                 Ok(s) => return Ok(s),
-                Err(e) => last = e,
+                Err(e) if tries == 3 => return Err(e),
+                Err(_) => tries += 1,
             }
         }
-        Err(last)
     }
 
     /// A client certificate for the database user `user`, signed by the client CA of a
@@ -179,11 +217,11 @@ impl PgServer {
         dir: &Path,
         name: &str,
         user: &str,
-    ) -> Result<(PathBuf, PathBuf), String> {
+    ) -> Result<(PathBuf, PathBuf), PgError> {
         let (ca_cert, ca_key) = self
             .client_ca
             .as_ref()
-            .ok_or("not a server from start_tcp_client_certs")?;
+            .ok_or(PgError::Said("not a server from start_tcp_client_certs"))?;
         let (cert, key, csr) = (
             dir.join(format!("{name}.crt")),
             dir.join(format!("{name}.key")),
@@ -203,18 +241,18 @@ impl PgServer {
         ))?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| format!("chmod {}: {e}", key.display()))?;
+            .map_err(io(format!("chmod {}", key.display())))?;
         Ok((cert, key))
     }
 
-    fn start_with(listen: Listen) -> Result<PgServer, String> {
-        let bin = bin_dir().ok_or(
+    fn start_with(listen: Listen) -> Result<PgServer, PgError> {
+        let bin = bin_dir().ok_or(PgError::Said(
             "PostgreSQL's server programs (initdb, pg_ctl) are not installed (Debian: postgresql)",
-        )?;
+        ))?;
         let dir = tempfile::Builder::new()
             .prefix("iolab-pg-")
             .tempdir_in("/tmp")
-            .map_err(|e| format!("temporary directory: {e}"))?
+            .map_err(io("temporary directory".into()))?
             .keep();
         let mut server = PgServer {
             dir,
@@ -229,11 +267,10 @@ impl PgServer {
             let c = std::ffi::CString::new(server.dir.as_os_str().as_encoded_bytes()).unwrap();
             // SAFETY: `c` is a valid NUL-terminated path.
             if unsafe { libc::chown(c.as_ptr(), PG_UID, PG_UID) } != 0 {
-                return Err(format!(
-                    "chown {}: {}",
-                    server.dir.display(),
-                    std::io::Error::last_os_error()
-                ));
+                return Err(PgError::Io {
+                    what: format!("chown {}", server.dir.display()),
+                    source: std::io::Error::last_os_error(),
+                });
             }
         }
         let data = server.dir.join("data");
@@ -282,10 +319,10 @@ impl PgServer {
                             "local all all trust\n\
                              hostssl all all 127.0.0.1/32 trust clientcert=verify-full\n",
                         )
-                        .map_err(|e| format!("{}: {e}", hba.display()))?;
+                        .map_err(io(hba.display().to_string()))?;
                         if is_root() {
                             std::os::unix::fs::chown(&hba, Some(PG_UID), Some(PG_UID))
-                                .map_err(|e| format!("chown {}: {e}", hba.display()))?;
+                                .map_err(io(format!("chown {}", hba.display())))?;
                         }
                     }
                 } else {
@@ -307,16 +344,16 @@ impl PgServer {
                 "start",
             ],
         )
-        .map_err(|e| {
-            let log = std::fs::read_to_string(&log).unwrap_or_default();
-            format!("{e}\n{log}")
+        .map_err(|e| PgError::Start {
+            source: Box::new(e),
+            log: std::fs::read_to_string(&log).unwrap_or_default(),
         })?;
         Ok(server)
     }
 
     /// A watcher that stops the server and removes its directory once this process exits
     /// (a static is never dropped).
-    fn watch(&self) -> Result<(), String> {
+    fn watch(&self) -> Result<(), PgError> {
         let script = format!(
             "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop}; rm -rf -- '{dir}'",
             pid = std::process::id(),
@@ -330,7 +367,7 @@ impl PgServer {
             .stderr(Stdio::null())
             .spawn()
             .map(drop)
-            .map_err(|e| format!("setsid: {e}"))
+            .map_err(io("setsid".into()))
     }
 
     fn stop_command(&self) -> String {
@@ -350,7 +387,7 @@ impl PgServer {
 
     /// A self-signed certificate for `localhost` and `127.0.0.1` and its key (0600, the
     /// server's user's: PostgreSQL refuses a key others may read), in the server's directory.
-    fn make_certificate(&self) -> Result<(PathBuf, PathBuf), String> {
+    fn make_certificate(&self) -> Result<(PathBuf, PathBuf), PgError> {
         let (cert, key) = (self.dir.join("server.crt"), self.dir.join("server.key"));
         openssl(&format!(
             "req -x509 {NEW_KEY} -days 2 -subj /CN=localhost \
@@ -360,11 +397,11 @@ impl PgServer {
         ))?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| format!("chmod {}: {e}", key.display()))?;
+            .map_err(io(format!("chmod {}", key.display())))?;
         if is_root() {
             for f in [&cert, &key] {
                 std::os::unix::fs::chown(f, Some(PG_UID), Some(PG_UID))
-                    .map_err(|e| format!("chown {}: {e}", f.display()))?;
+                    .map_err(io(format!("chown {}", f.display())))?;
             }
         }
         Ok((cert, key))
@@ -372,7 +409,7 @@ impl PgServer {
 
     /// The CA that signs the client certificates (`client_ca.crt`, readable by the server)
     /// and its key, in the server's directory: the CA's certificate.
-    fn make_client_ca(&mut self) -> Result<PathBuf, String> {
+    fn make_client_ca(&mut self) -> Result<PathBuf, PgError> {
         let (cert, key) = (
             self.dir.join("client_ca.crt"),
             self.dir.join("client_ca.key"),
@@ -384,7 +421,7 @@ impl PgServer {
         ))?;
         if is_root() {
             std::os::unix::fs::chown(&cert, Some(PG_UID), Some(PG_UID))
-                .map_err(|e| format!("chown {}: {e}", cert.display()))?;
+                .map_err(io(format!("chown {}", cert.display())))?;
         }
         self.client_ca = Some((cert.clone(), key));
         Ok(cert)
@@ -513,27 +550,31 @@ fn path(p: &Path) -> &str {
 }
 
 /// `openssl ARGS`; Err with its output when it fails.
-fn openssl(args: &str) -> Result<(), String> {
+fn openssl(args: &str) -> Result<(), PgError> {
     let args: Vec<&str> = args.split_whitespace().collect();
-    let out = Command::new(crate::tool("openssl").ok_or("openssl is not installed")?)
+    let openssl = crate::tool("openssl").ok_or_else(|| CmdError::Missing("openssl".into()))?;
+    let out = Command::new(openssl)
         .args(&args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("openssl: {e}"))?;
+        .map_err(|source| CmdError::Spawn {
+            name: "openssl".into(),
+            source,
+        })?;
     if !out.status.success() {
-        return Err(format!(
-            "openssl {}: {}",
-            args.first().unwrap_or(&""),
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(CmdError::Failed {
+            command: format!("openssl {}", args.first().unwrap_or(&"")),
+            output: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+        .into());
     }
     Ok(())
 }
 
 /// A TCP port on 127.0.0.1 that nothing listens on now.
-fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+fn free_port() -> Result<u16, PgError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(io("bind".into()))?;
+    Ok(l.local_addr().map_err(PgError::Os)?.port())
 }
 
 /// The shared server of this test binary, or a skip (the reason printed and counted) and

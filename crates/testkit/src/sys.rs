@@ -36,22 +36,40 @@ pub fn have(name: &str) -> bool {
     tool(name).is_some()
 }
 
+/// Why a command a test runs gave nothing: not installed, not started (the error kept),
+/// or failed (the command line and what it said).
+#[derive(Debug, thiserror::Error)]
+pub enum CmdError {
+    #[error("{0} is not installed")]
+    Missing(String),
+    #[error("{name}: {source}")]
+    Spawn {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{command}: {output}")]
+    Failed { command: String, output: String },
+}
+
 /// Runs `name args` and returns its trimmed stdout, or an error naming the command and
 /// carrying its stderr.
-pub fn try_sh(name: &str, args: &[&str]) -> Result<String, String> {
-    let prog = tool(name).ok_or_else(|| format!("{name} is not installed"))?;
+pub fn try_sh(name: &str, args: &[&str]) -> Result<String, CmdError> {
+    let prog = tool(name).ok_or_else(|| CmdError::Missing(name.to_string()))?;
     let out = Command::new(&prog)
         .args(args)
         .output()
-        .map_err(|e| format!("{name}: {e}"))?;
+        .map_err(|source| CmdError::Spawn {
+            name: name.to_string(),
+            source,
+        })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {
-        Err(format!(
-            "{name} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(CmdError::Failed {
+            command: format!("{name} {}", args.join(" ")),
+            output: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
 }
 

@@ -140,12 +140,25 @@ pub struct Rank {
     stop_sent: bool,
 }
 
+/// Why a rank could not join the run ([`Rank::init`]): the exchange's error kept as the
+/// source.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error("MPI was initialised already")]
+    Again,
+    /// Rank 0's answer to the hello, as it reads (`Debug`).
+    #[error("unexpected answer from rank 0: {0}")]
+    Unexpected(String),
+    #[error("{0}")]
+    Exchange(#[source] RunError),
+}
+
 impl Rank {
     /// Initialises MPI and learns where every rank runs.
-    pub fn init() -> Result<Rank, String> {
+    pub fn init() -> Result<Rank, InitError> {
         let universe = mpi::initialize_with_threading(mpi::Threading::Funneled)
             .map(|(u, _)| u)
-            .ok_or("MPI was initialised already")?;
+            .ok_or(InitError::Again)?;
         let world = universe.world();
         let me = Member {
             rank: world.rank() as u32,
@@ -178,8 +191,8 @@ impl Rank {
         let never = AtomicBool::new(false);
         match r.exchange(Up::Hello(me), &never) {
             Ok(Down::Members(m)) => r.members = m,
-            Ok(other) => return Err(format!("unexpected answer from rank 0: {other:?}")),
-            Err(e) => return Err(e.to_string()),
+            Ok(other) => return Err(InitError::Unexpected(format!("{other:?}"))),
+            Err(e) => return Err(InitError::Exchange(e)),
         }
         // The other ranks on this kernel are the run, not other processes competing for
         // the CPU (BUSY_CPU).
@@ -293,9 +306,8 @@ impl Rank {
             let bytes = serde_json::to_vec(&up).expect("a message always serialises");
             send(&world.process_at_rank(0), bytes, TAG_UP, Until::Stop(stop))?;
             let bytes = receive(&world.process_at_rank(0), TAG_DOWN, Until::Stop(stop))?;
-            serde_json::from_slice(&bytes).map_err(|e| {
-                RunError::Failed(format!("rank 0 answered what this build cannot read: {e}"))
-            })?
+            serde_json::from_slice(&bytes)
+                .map_err(|e| RunError::caused("rank 0 answered what this build cannot read", e))?
         };
         self.released = Instant::now();
         if let Down::Abort { rank, host, why } = &down {

@@ -17,16 +17,16 @@ pub fn installed() -> bool {
 pub fn run(job_file: &str, bs: u64) -> Result<ToolSample, RunError> {
     let dir = std::env::temp_dir().join(format!("iolab-crosscheck-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
-        .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+        .map_err(|e| RunError::caused(format!("cannot create {}", dir.display()), e))?;
     let path = dir.join("job.fio");
     let out = std::fs::write(&path, job_file)
-        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))
+        .map_err(|e| RunError::caused(format!("cannot write {}", path.display()), e))
         .and_then(|()| {
             Command::new("fio")
                 .arg("--output-format=json")
                 .arg(&path)
                 .output()
-                .map_err(|e| RunError::Failed(format!("cannot run fio: {e}")))
+                .map_err(|e| RunError::caused("cannot run fio", e))
         });
     let _ = std::fs::remove_dir_all(&dir);
     let out = out?;
@@ -43,7 +43,7 @@ pub fn run(job_file: &str, bs: u64) -> Result<ToolSample, RunError> {
 pub fn parse(text: &str, bs: u64) -> Result<ToolSample, RunError> {
     let start = text.find('{').unwrap_or(0);
     let doc: serde_json::Value = serde_json::from_str(&text[start..])
-        .map_err(|e| RunError::Failed(format!("cannot parse fio's JSON: {e}")))?;
+        .map_err(|e| RunError::caused("cannot parse fio's JSON", e))?;
     let job = &doc["jobs"][0];
     if job.is_null() {
         return Err(RunError::Failed("fio's JSON has no job".into()));

@@ -287,8 +287,7 @@ impl Crosscheck {
                 "fio is not installed (Debian: apt-get install fio)".into(),
             ));
         }
-        let stop = iolab_runner::signals::install()
-            .map_err(|e| RunError::Failed(format!("signals: {e}")))?;
+        let stop = iolab_runner::signals::install().map_err(|e| RunError::caused("signals", e))?;
         let progress = Progress::new(self.plan.planned() * 2, self.common.quiet);
         let target = prepare_target(
             &mut self.plan,
@@ -319,7 +318,7 @@ impl Crosscheck {
             true => {
                 let p = Path::new(&io_path).with_file_name(iolab_sys::files::unique_name("fio"));
                 let made = iolab_sys::files::Made::private_dir(&p)
-                    .map_err(|e| RunError::Failed(format!("cannot make {}: {e}", p.display())))?;
+                    .map_err(|e| RunError::caused(format!("cannot make {}", p.display()), e))?;
                 Some(FioDir(Some(made)))
             }
             false => None,

@@ -1011,32 +1011,52 @@ fn byte_lock(f: &File, kind: i32, offset: u64, size: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// Why a client directory (or `clients/`) is in the way: what it holds, or the I/O error
+/// that kept it from being looked at (kept as the source).
+#[derive(Debug, thiserror::Error)]
+pub enum Occupation {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{} exists and is not a directory", .0.display())]
+    NotDir(PathBuf),
+    /// `clients/` itself.
+    #[error("it is not a directory")]
+    ClientsNotDir,
+    #[error("{} holds {}, which iolab did not create", dir.display(), name.display())]
+    Foreign { dir: PathBuf, name: PathBuf },
+}
+
 /// Checks that an existing client directory holds nothing but directories (what dbench 4.0
 /// leaves behind), so replacing it destroys nothing of anyone's.
-pub(crate) fn only_directories(p: &Path) -> Result<(), String> {
+pub(crate) fn only_directories(p: &Path) -> Result<(), Occupation> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Occupation::Io { path, source }
+    };
     let m = match fs::symlink_metadata(p) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("{}: {e}", p.display())),
+        Err(e) => return Err(io(p)(e)),
     };
     if !m.is_dir() {
-        return Err(format!("{} exists and is not a directory", p.display()));
+        return Err(Occupation::NotDir(p.to_path_buf()));
     }
-    let rd = fs::read_dir(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let rd = fs::read_dir(p).map_err(io(p))?;
     for d in rd {
-        let d = d.map_err(|e| format!("{}: {e}", p.display()))?;
+        let d = d.map_err(io(p))?;
         let child = d.path();
-        let ft = d
-            .file_type()
-            .map_err(|e| format!("{}: {e}", child.display()))?;
+        let ft = d.file_type().map_err(io(&child))?;
         if ft.is_dir() {
             only_directories(&child)?;
         } else {
-            return Err(format!(
-                "{} holds {}, which iolab did not create",
-                p.display(),
-                Path::new(OsStr::from_bytes(d.file_name().as_bytes())).display()
-            ));
+            return Err(Occupation::Foreign {
+                dir: p.to_path_buf(),
+                name: Path::new(OsStr::from_bytes(d.file_name().as_bytes())).to_path_buf(),
+            });
         }
     }
     Ok(())

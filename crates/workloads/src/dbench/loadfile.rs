@@ -911,21 +911,29 @@ fn parse_number(t: &str) -> Option<u64> {
     t.parse().ok()
 }
 
+/// A loadfile path refused ([`parse_path`]), as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum PathError {
+    #[error("path \"{0}\" must start with \\ (\\clients\\client1\\...)")]
+    Relative(String),
+    #[error("path \"{0}\" contains . or ..")]
+    Dots(String),
+    #[error("path \"{0}\" is outside \\clients\\client1 (the client's own directory)")]
+    Outside(String),
+}
+
 /// Validates a loadfile path: `\clients` or inside `\clients\client1`, no `.`/`..`. For a
 /// Find pattern the last component is the pattern and may sit directly in `\clients`.
-fn parse_path(tok: &str, pattern: bool) -> Result<LPath, String> {
+fn parse_path(tok: &str, pattern: bool) -> Result<LPath, PathError> {
     let norm = tok.replace('\\', "/");
     if !norm.starts_with('/') {
-        return Err(format!(
-            "path \"{tok}\" must start with \\ (\\clients\\client1\\...)"
-        ));
+        return Err(PathError::Relative(tok.to_string()));
     }
     let comps: Vec<&str> = norm.split('/').filter(|c| !c.is_empty()).collect();
     if comps.iter().any(|c| *c == "." || *c == "..") {
-        return Err(format!("path \"{tok}\" contains . or .."));
+        return Err(PathError::Dots(tok.to_string()));
     }
-    let outside =
-        || format!("path \"{tok}\" is outside \\clients\\client1 (the client's own directory)");
+    let outside = || PathError::Outside(tok.to_string());
     if comps.first() != Some(&"clients") {
         return Err(outside());
     }

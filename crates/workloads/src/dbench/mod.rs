@@ -280,7 +280,10 @@ pub enum DbenchError {
     /// The directory cannot be used.
     Dir { path: PathBuf, source: io::Error },
     /// `clients/` or a client's directory holds something iolab did not create.
-    Occupied { path: PathBuf, reason: String },
+    Occupied {
+        path: PathBuf,
+        reason: client::Occupation,
+    },
     /// A client thread could not be started or panicked.
     Client(String),
     /// The other ranks of an MPI run: one of them failed (which, and why).
@@ -307,6 +310,7 @@ impl std::error::Error for DbenchError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             DbenchError::Dir { source, .. } => Some(source),
+            DbenchError::Occupied { reason, .. } => Some(reason),
             _ => None,
         }
     }
@@ -854,7 +858,7 @@ pub(crate) fn check_clients_dir(clients_dir: &Path, clients: u32) -> Result<bool
         }),
         Ok(m) if !m.is_dir() => Err(DbenchError::Occupied {
             path: clients_dir.to_path_buf(),
-            reason: "it is not a directory".into(),
+            reason: client::Occupation::ClientsNotDir,
         }),
         Ok(_) => {
             for id in 0..clients {

@@ -130,7 +130,7 @@ impl Job for DbenchJob {
         }
         let id = ctx.will_create(RunResource::Tree { path: mine.clone() });
         std::fs::create_dir(&mine)
-            .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", mine.display())))?;
+            .map_err(|e| RunError::caused(format!("cannot create {}", mine.display()), e))?;
         ctx.created(id);
         cfg.dir = mine.clone();
         let outcome = replays(cfg, &target, &parsed, runs, verify, ctx);
@@ -440,9 +440,10 @@ impl RankTable {
         };
         for (rank, v) in tables.into_iter().enumerate() {
             let t: RankTable = serde_json::from_value(v).map_err(|e| {
-                RunError::Failed(format!(
-                    "dbench: rank {rank}'s operation table cannot be read: {e}"
-                ))
+                RunError::caused(
+                    format!("dbench: rank {rank}'s operation table cannot be read"),
+                    e,
+                )
             })?;
             out.loops += t.loops;
             out.status_mismatches += t.status_mismatches;

@@ -120,18 +120,36 @@ pub struct Written {
     pub skipped: Vec<String>,
 }
 
+/// Why [`write`] wrote no more logs: the path named, and the I/O error kept as the source.
+#[derive(Debug, thiserror::Error)]
+pub enum LogsError {
+    #[error("{}: {why}", path.display())]
+    Unfit { path: PathBuf, why: String },
+    #[error(
+        "{}: exists; iolab does not overwrite a log (remove it or give another name)",
+        .0.display()
+    )]
+    Exists(PathBuf),
+    #[error("{}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Writes each of `wanted` from `run` (a test it does not hold, or a log its record cannot
 /// give, is skipped with the reason); fails on the first file that cannot be created or
 /// written.
-pub fn write(run: &RunRecord, wanted: &[Wanted]) -> Result<Written, String> {
+pub fn write(run: &RunRecord, wanted: &[Wanted]) -> Result<Written, LogsError> {
     if let Some((w, why)) = unfit(wanted) {
-        return Err(format!("{}: {why}", w.path.display()));
+        return Err(LogsError::Unfit {
+            path: w.path.clone(),
+            why,
+        });
     }
     if let Some(w) = taken(wanted) {
-        return Err(format!(
-            "{}: exists; iolab does not overwrite a log (remove it or give another name)",
-            w.path.display()
-        ));
+        return Err(LogsError::Exists(w.path.clone()));
     }
     let mut out = Written::default();
     for w in wanted {
@@ -153,10 +171,12 @@ pub fn write(run: &RunRecord, wanted: &[Wanted]) -> Result<Written, String> {
                 continue;
             }
         };
-        let mut f = iolab_sys::files::create_new(&w.path)
-            .map_err(|e| format!("{}: {e}", w.path.display()))?;
-        f.write_all(text.as_bytes())
-            .map_err(|e| format!("{}: {e}", w.path.display()))?;
+        let failed = |source| LogsError::Write {
+            path: w.path.clone(),
+            source,
+        };
+        let mut f = iolab_sys::files::create_new(&w.path).map_err(failed)?;
+        f.write_all(text.as_bytes()).map_err(failed)?;
         out.files.push(w.path.clone());
     }
     Ok(out)

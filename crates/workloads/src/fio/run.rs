@@ -173,8 +173,8 @@ pub fn plan_file(
                 each.push(None);
                 continue;
             };
-            let rule =
-                iolab_stats::series::SteadyRule::parse(&ss.rule).map_err(UsageError::general)?;
+            let rule = iolab_stats::series::SteadyRule::parse(&ss.rule)
+                .map_err(|e| UsageError::general(e.to_string()))?;
             each.push(Some(iolab_runner::block::SteadyPlan {
                 rule,
                 window: ss.window,
@@ -335,7 +335,7 @@ mod tests {
     use iolab_spec::fiojob::{self, parse::Sources, Overrides};
 
     /// The engine a one-job file with `ioengine=NAME` (and `extra`) runs on, or the refusal.
-    fn engine_of(name: &str, extra: &str) -> Result<iolab_spec::EngineKind, String> {
+    fn engine_of(name: &str, extra: &str) -> Result<iolab_spec::EngineKind, fiojob::FioError> {
         let src = Sources {
             read: &|_, _| {
                 Err(iolab_sys::input::InputError::Io(
@@ -348,10 +348,8 @@ mod tests {
             "[j]\nrw=write\nsize=1m\nioengine={name}\n{extra}{}",
             files_of(name)
         );
-        let file = fiojob::parse("j.fio", text.as_bytes(), &src).map_err(|e| e.to_string())?;
-        fiojob::map_jobs(&file, Overrides::default())
-            .map(|p| p.engine)
-            .map_err(|e| e.to_string())
+        let file = fiojob::parse("j.fio", text.as_bytes(), &src)?;
+        fiojob::map_jobs(&file, Overrides::default()).map(|p| p.engine)
     }
 
     /// What a job of 1 MiB on `engine` needs besides: a file engine's 256 files of 4 KiB,

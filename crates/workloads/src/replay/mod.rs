@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use iolab_measure::{LatencyHistogram, MB};
 use iolab_spec::trace::{
-    Initial, Op, Outcome, Trace, TraceError, TracePath, Whence, MAX_TEXT, OP_NAMES,
+    Initial, Op, Outcome, Trace, TraceError, TracePath, TraceReason, Whence, MAX_TEXT, OP_NAMES,
 };
 use iolab_sys::input::{read_bounded, read_input, InputError};
 use rustix::fs::OFlags;
@@ -44,19 +44,17 @@ pub enum Speed {
 /// Reads a trace file (plain or gzipped; iolab's format or fio's iolog): a regular file of
 /// at most [`MAX_TEXT`] bytes, unpacking to at most as many.
 pub fn read_trace(path: &Path) -> Result<Trace, TraceError> {
-    let whole = |reason: String| TraceError {
+    let whole = |reason: TraceReason| TraceError {
         file: path.display().to_string(),
         line: None,
         reason,
     };
-    let raw = read_input(path, MAX_TEXT).map_err(|e| whole(e.to_string()))?;
+    let raw = read_input(path, MAX_TEXT).map_err(|e| whole(TraceReason::Input(e)))?;
     let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
         read_bounded(flate2::read::MultiGzDecoder::new(&raw[..]), MAX_TEXT).map_err(|e| {
             whole(match e {
-                InputError::TooLarge { .. } => {
-                    format!("more than {MAX_TEXT} bytes of text once gunzipped")
-                }
-                e => format!("cannot gunzip: {e}"),
+                InputError::TooLarge { .. } => TraceReason::GunzippedTooLarge,
+                e => TraceReason::Gunzip(e),
             })
         })?
     } else {
@@ -70,7 +68,7 @@ pub fn read_trace(path: &Path) -> Result<Trace, TraceError> {
         TraceError {
             file: path.display().to_string(),
             line: Some(line as u32),
-            reason: "not UTF-8 text (a trace is text: paths are %XX-escaped)".into(),
+            reason: TraceReason::NotUtf8(e),
         }
     })?;
     iolab_spec::trace::parse(&path.display().to_string(), &text)
@@ -106,13 +104,41 @@ pub const MAX_THREADS: usize = 4096;
 /// largest read).
 pub const MAX_READ_BUFFERS: u64 = 2 << 30;
 
+/// Why a replay cannot run a trace ([`check_bounds`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BoundsError {
+    #[error("the trace has {0} threads; a replay runs at most {MAX_THREADS}")]
+    Threads(usize),
+    #[error(
+        "the trace's threads read up to {0} bytes at once in all (each its largest read); a \
+         replay allocates at most {MAX_READ_BUFFERS}"
+    )]
+    ReadBuffers(u64),
+}
+
+/// Why a replay could not run: its directory or the trace's files could not be made (the
+/// error kept as the source).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("{}: {source}", path.display())]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{}: preparing the trace's files: {source}", dir.display())]
+    Prepare {
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
 /// Whether the replay can run `t`: its thread count and its read buffers within bounds.
-pub fn check_bounds(t: &Trace) -> Result<(), String> {
+pub fn check_bounds(t: &Trace) -> Result<(), BoundsError> {
     let threads = t.threads().len();
     if threads > MAX_THREADS {
-        return Err(format!(
-            "the trace has {threads} threads; a replay runs at most {MAX_THREADS}"
-        ));
+        return Err(BoundsError::Threads(threads));
     }
     let mut largest: HashMap<u32, u64> = HashMap::new();
     for e in &t.events {
@@ -123,10 +149,7 @@ pub fn check_bounds(t: &Trace) -> Result<(), String> {
     }
     let total: u64 = largest.values().sum();
     if total > MAX_READ_BUFFERS {
-        return Err(format!(
-            "the trace's threads read up to {total} bytes at once in all (each its largest \
-             read); a replay allocates at most {MAX_READ_BUFFERS}"
-        ));
+        return Err(BoundsError::ReadBuffers(total));
     }
     Ok(())
 }
@@ -370,16 +393,19 @@ pub fn replay(
     speed: Speed,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(f64, u64),
-) -> Result<ReplayResult, String> {
-    let top = Beneath::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+) -> Result<ReplayResult, ReplayError> {
+    let in_dir = |path: PathBuf| move |source| ReplayError::Dir { path, source };
+    let top = Beneath::open(dir).map_err(in_dir(dir.to_path_buf()))?;
     top.mkdir(Path::new(name), 0o755)
-        .map_err(|e| format!("{}/{name}: {e}", dir.display()))?;
+        .map_err(in_dir(PathBuf::from(format!("{}/{name}", dir.display()))))?;
     let run_dir = dir.join(name);
     let res = (|| {
-        let b = Beneath::open(&run_dir).map_err(|e| format!("{}: {e}", run_dir.display()))?;
-        prepare(&b, trace)
-            .map_err(|e| format!("{}: preparing the trace's files: {e}", run_dir.display()))?;
-        Ok::<_, String>(run_prepared(trace, b, speed, stop, progress))
+        let b = Beneath::open(&run_dir).map_err(in_dir(run_dir.clone()))?;
+        prepare(&b, trace).map_err(|source| ReplayError::Prepare {
+            dir: run_dir.clone(),
+            source,
+        })?;
+        Ok::<_, ReplayError>(run_prepared(trace, b, speed, stop, progress))
     })();
     let cleanup = top.remove_tree(Path::new(name));
     let mut r = res?;
@@ -863,5 +889,32 @@ impl ReplayResult {
             ));
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trace that cannot be read keeps the I/O error beneath its message.
+    #[test]
+    fn a_trace_not_read_keeps_the_io_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("none.trace");
+        let e = read_trace(&path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: cannot read: No such file or directory (os error 2)",
+                path.display()
+            )
+        );
+        let mut cause: Option<&dyn std::error::Error> = Some(&e);
+        let mut io = None;
+        while let Some(c) = cause {
+            io = io.or(c.downcast_ref::<io::Error>());
+            cause = c.source();
+        }
+        assert_eq!(io.map(io::Error::kind), Some(io::ErrorKind::NotFound));
     }
 }

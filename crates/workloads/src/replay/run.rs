@@ -97,8 +97,13 @@ struct ReplayJob {
     verify: bool,
 }
 
+/// A `--speed` value that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--speed {0:?}: recorded, max or xN (N between 0.001 and 1000000)")]
+pub struct SpeedError(pub String);
+
 /// `--speed` → Speed.
-pub fn parse_speed(s: &str) -> Result<Speed, String> {
+pub fn parse_speed(s: &str) -> Result<Speed, SpeedError> {
     match s {
         "max" => Ok(Speed::Max),
         "recorded" => Ok(Speed::Scaled(1.0)),
@@ -107,9 +112,7 @@ pub fn parse_speed(s: &str) -> Result<Speed, String> {
                 .strip_prefix('x')
                 .and_then(|n| n.parse().ok())
                 .filter(|f: &f64| f.is_finite() && *f >= 0.001 && *f <= 1e6)
-                .ok_or_else(|| {
-                    format!("--speed {s:?}: recorded, max or xN (N between 0.001 and 1000000)")
-                })?;
+                .ok_or_else(|| SpeedError(s.to_string()))?;
             Ok(Speed::Scaled(f))
         }
     }
@@ -121,7 +124,7 @@ fn plan(_name: &str, a: ReplayOptions, _c: &CommonArgs) -> Result<Box<dyn Job>, 
         .clone()
         .ok_or_else(|| UsageError::option("trace", "replay needs --trace FILE"))?;
     let speed_text = a.speed.clone().unwrap_or_else(|| "max".into());
-    let speed = parse_speed(&speed_text).map_err(|e| UsageError::option("speed", e))?;
+    let speed = parse_speed(&speed_text).map_err(|e| UsageError::option("speed", e.to_string()))?;
     let trace = super::read_trace(&path).map_err(|e| UsageError::option("trace", e.to_string()))?;
     if trace.events.is_empty() {
         return Err(UsageError::option(
@@ -234,7 +237,7 @@ impl Job for ReplayJob {
                         )
                     },
                 )
-                .map_err(RunError::Failed)?
+                .map_err(RunError::from_error)?
             };
             for n in &r.notes {
                 if let Some(what) = n.strip_prefix("cleanup: ") {

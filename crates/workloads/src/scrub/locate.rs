@@ -92,6 +92,29 @@ pub(crate) fn logical_of(extents: &[Extent], offset: u64, len: u64) -> Option<u6
     (e.flags & FIEMAP_EXTENT_NOT_PLAIN == 0).then(|| e.physical + (offset - e.logical))
 }
 
+/// Why `btrfs-map-logical` gave no locations: it could not be run (the error kept), or it
+/// failed (its status and what it said).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MapError {
+    #[error(transparent)]
+    Run(ScrubError),
+    #[error("{command}: {status}{}", said(why))]
+    Failed {
+        command: String,
+        status: std::process::ExitStatus,
+        why: String,
+    },
+}
+
+/// What a failed tool said, as `: WORDS`, or that it said nothing.
+fn said(why: &str) -> String {
+    if why.is_empty() {
+        " (no output)".to_string()
+    } else {
+        format!(": {why}")
+    }
+}
+
 /// Every copy of btrfs logical range `[logical, logical+len)`: one location per mirror
 /// number; `Ok(None)` when the range is split (crosses a stripe); `Err` with the tool's
 /// message when `btrfs-map-logical` fails.
@@ -103,30 +126,26 @@ pub(crate) fn btrfs_copies(
     logical: u64,
     len: u64,
     members: &[PathBuf],
-) -> Result<Option<Vec<MirrorLocation>>, String> {
+) -> Result<Option<Vec<MirrorLocation>>, MapError> {
     for m in members {
         flush_buffers(m);
     }
     let l = logical.to_string();
     let b = len.to_string();
     let dev = members[0].to_string_lossy();
-    let out = tools::output(&["btrfs-map-logical", "-l", &l, "-b", &b, &dev])
-        .map_err(|e| e.to_string())?;
+    let out =
+        tools::output(&["btrfs-map-logical", "-l", &l, "-b", &b, &dev]).map_err(MapError::Run)?;
     let text = String::from_utf8_lossy(&out.stdout);
     let locs = tools::parse_map_logical(&text);
     if !out.status.success() || locs.is_empty() {
         let why = String::from_utf8_lossy(&out.stderr);
         let why = why.trim();
         let why = if why.is_empty() { text.trim() } else { why };
-        return Err(format!(
-            "btrfs-map-logical -l {l} -b {b} {dev}: {}{}",
-            out.status,
-            if why.is_empty() {
-                " (no output)".to_string()
-            } else {
-                format!(": {why}")
-            }
-        ));
+        return Err(MapError::Failed {
+            command: format!("btrfs-map-logical -l {l} -b {b} {dev}"),
+            status: out.status,
+            why: why.to_string(),
+        });
     }
     let mut mirrors: Vec<u32> = locs.iter().map(|m| m.mirror).collect();
     mirrors.sort_unstable();

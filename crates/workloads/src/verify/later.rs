@@ -92,8 +92,7 @@ pub fn check(args: &LaterArgs) -> Result<Checked, RunError> {
         .as_deref()
         .map(|b| block_size("bs", b))
         .transpose()?;
-    let stop =
-        iolab_runner::signals::install().map_err(|e| RunError::Failed(format!("signals: {e}")))?;
+    let stop = iolab_runner::signals::install().map_err(|e| RunError::caused("signals", e))?;
     let progress = Progress::new(Duration::ZERO, args.quiet || args.json);
     let mut on_progress = |n: u64| progress.phase("verify", format_bytes(n));
     let mut text = format!("iolab verify · {}\n", path.display());
