@@ -5,7 +5,7 @@
 //! A format is a [`Format`]: its name (the option), its file extension, which views it
 //! renders ([`Kind`]: a set of runs, a comparison, a history) with the option's help for
 //! each, and `render`. Adding one is its file here and one line in [`FORMATS`] (see "How to
-//! add a format" in ARCHITECTURE.md). The terminal tables are not a format: they are what
+//! add" in ARCHITECTURE.md). The terminal tables are not a format: they are what
 //! `compare`, `history` and `show` print when no format is asked for, with their own
 //! options (`--verbose`, `--all`).
 
