@@ -133,6 +133,9 @@ fn fastrand_u32() -> u32 {
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
+        // Runs are read back from the store below: their engines are looked up in the
+        // catalogue the binary installs first thing.
+        iolab_workloads::install();
         // One fixed directory, replaced on every test run, rather than a temporary one a
         // static would never remove.
         let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reports-fixture");

@@ -163,12 +163,14 @@ fn btrfs_raid1_detects_and_repairs_exactly_the_injected_blocks() {
         "{:?}",
         r.scrub.bytes
     );
-    // The reader without a scrub ran as long as the one during it.
+    // The reader without a scrub ran at least as long as the one during it, on its own
+    // clock (how far past that its last read took it depends on the machine's load: a
+    // loaded run took 1.58 s for 1.08 s, so no upper bound is asserted).
     let (b, d) = (r.baseline.as_ref().unwrap(), r.during.as_ref().unwrap());
     let (bs, ds) = (b.seconds, d.seconds);
     assert!(b.mb_s > 0.0 && d.bytes > 0, "{bs} s, {ds} s");
-    assert!((bs - ds).abs() < 0.3 + ds / 10.0, "{bs} s vs {ds} s");
-    // The scrub rewrote every corrupted copy: iolab reads them back intact from the member.
+    assert!(bs + 1e-6 >= ds, "{bs} s vs {ds} s"); // 1 µs: seconds to Duration and back
+                                                  // The scrub rewrote every corrupted copy: iolab reads them back intact from the member.
     assert_eq!(r.reported.restored, Some(16));
     assert!(r.passed(), "{}", r.render());
     let tests = r.tests();

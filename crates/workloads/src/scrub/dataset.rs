@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use iolab_measure::LatencyHistogram;
 
@@ -190,11 +190,13 @@ impl ReadOutcome {
 }
 
 /// Reads `path` sequentially in 1 MiB reads, starting over from the beginning (after
-/// evicting the file from the page cache) at its end, until `done` returns true. The file
-/// was written by iolab, so evicting it touches no one else's data.
+/// evicting the file from the page cache) at its end, until `done` returns true; `done` is
+/// handed the time read so far on the clock `seconds` is measured with, so a reader told to
+/// stop at a time never reports less. The file was written by iolab, so evicting it touches
+/// no one else's data.
 pub(crate) fn read_sequential(
     path: &Path,
-    done: &dyn Fn() -> bool,
+    done: &dyn Fn(Duration) -> bool,
 ) -> Result<ReadOutcome, ScrubError> {
     let file = File::open(path).map_err(io_err(path, "open"))?;
     let size = file.metadata().map_err(io_err(path, "stat"))?.len();
@@ -205,7 +207,7 @@ pub(crate) fn read_sequential(
         fadvise(&file, rustix::fs::Advice::DontNeed);
         let mut at = 0u64;
         while at < size {
-            if done() {
+            if done(start.elapsed()) {
                 break 'passes;
             }
             let t = Instant::now();
@@ -218,7 +220,7 @@ pub(crate) fn read_sequential(
             out.bytes += n as u64;
         }
         out.passes += 1;
-        if done() {
+        if done(start.elapsed()) {
             break;
         }
     }

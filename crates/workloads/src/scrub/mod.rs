@@ -382,7 +382,7 @@ fn run_in(
             r
         });
         let during = cfg.foreground.map(|_| {
-            dataset::read_sequential(fg_path, &|| {
+            dataset::read_sequential(fg_path, &|_| {
                 scrub_done.load(Ordering::SeqCst) || stop.load(Ordering::Relaxed)
             })
         });
@@ -405,9 +405,8 @@ fn run_in(
             progress("foreground read (no scrub)", fg_path.display().to_string());
             tools::drop_caches()?;
             let limit = Duration::from_secs_f64(d.seconds);
-            let start = Instant::now();
-            Some(dataset::read_sequential(fg_path, &|| {
-                start.elapsed() >= limit || stop.load(Ordering::Relaxed)
+            Some(dataset::read_sequential(fg_path, &|read| {
+                read >= limit || stop.load(Ordering::Relaxed)
             })?)
         }
         None => None,
