@@ -407,11 +407,22 @@ fn turns_read_only(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool) -> Out {
     assert!(shown.stdout.contains("left behind"), "{shown}");
     // Repaired and mounted again: cleanup removes what the run recorded.
     drop(m);
-    // e2fsck exits 1 when it corrected something: not a failure here.
-    let fsck = std::process::Command::new("e2fsck")
-        .args(["-fy", lo.s()])
-        .output()
-        .unwrap();
+    // e2fsck exits 1 when it corrected something: not a failure here. It needs the device
+    // to itself, and just after the unmount another process may still have it open for a
+    // moment (udev probing it; on a loaded machine e2fsck once found "/dev/loop2 is in
+    // use"): it runs again while that is what it says, up to a limit only a hang reaches.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let fsck = loop {
+        let fsck = std::process::Command::new("e2fsck")
+            .args(["-fy", lo.s()])
+            .output()
+            .unwrap();
+        let busy = String::from_utf8_lossy(&fsck.stdout).contains("is in use");
+        if !busy || Instant::now() > deadline {
+            break fsck;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(fsck.status.code().is_some_and(|c| c <= 1), "{fsck:?}");
     let _m = Mount::at(&lo.dev, &mnt, &[]);
     sb.iolab(&["cleanup"]).ok();
