@@ -971,10 +971,10 @@ const SMALL_CACHE_SSD: &str = r#"{"model":"ssd","parallelism":4,"transfer_rate":
 /// `--steady-state` on an SSD whose cache fills (issue 27): the rounds are stretches of one
 /// continuous pass, so the device never idles between two of them and regains no cache;
 /// the window holds only after the cache filled (the bytes before it are more than the
-/// cache), and its mean is the model's sustained rate within 5%. A host kept off the CPU
-/// leaves the lanes idle: that lowers the rate by at most the share of the run the machine's
-/// tasks waited for a CPU ([`CpuWait`]), and can keep the window from holding at all, which
-/// the test then accepts only from a machine busy a quarter of the run or more. Rounds of
+/// cache), and its mean is the model's sustained rate within 5%, on a machine whose tasks
+/// waited for a CPU less than a quarter of the run ([`CpuWait`]); on a busier one the host
+/// leaves the lanes idle and the cache recovers meanwhile, so only the rounds' own report
+/// is checked. Rounds of
 /// separate passes read 27-57% high here (docs/benchmarks.md, "Steady state").
 #[test]
 fn steady_state_on_a_fast_cache_reads_the_rate_after_the_cliff() {
@@ -1001,37 +1001,42 @@ fn steady_state_on_a_fast_cache_reads_the_rate_after_the_cliff() {
     let passes = test["passes"].as_array().unwrap();
     assert_eq!(passes.len(), 1, "one continuous pass: {ss:#}");
     let series = &passes[0]["timeseries"];
-    if ss["attained"] != true {
-        // Two loaded suites side by side left the device's rate drifting down from 13 to
-        // 8 MB/s with the machine's tasks waiting for a CPU most of the time; on a quiet
-        // machine the window must hold.
-        assert!(
-            busy >= 0.25,
-            "not attained although the machine's tasks waited for a CPU only {:.0}% of the \
-             run: {ss:#} {}",
+    // On a machine whose tasks waited for a CPU a quarter of the run or more, the model's
+    // rate is not what the host saw: idle lanes lower it, and the cache, recovering while
+    // the lanes idle, then lifts it (beside a disk hog and another suite: windows at 1.08
+    // and 1.14 of the model, or none that held). Only what the rounds report is checked.
+    if busy >= 0.25 {
+        println!(
+            "the machine busy {:.0}% of the run: attained {}, window mean {} MB/s",
+            busy * 100.0,
+            ss["attained"],
+            ss["window_mean_mb_s"]
+        );
+        if ss["attained"] != true {
+            return;
+        }
+    } else {
+        assert_eq!(
+            ss["attained"],
+            true,
+            "not attained on a machine busy only {:.0}% of the run: {ss:#} {}",
             busy * 100.0,
             series["mb_s"]
         );
-        println!(
-            "not attained, the machine busy {:.0}% of the run",
+        // The window starts after the cache filled: more than 8 MiB went before it.
+        let start = ss["window_start_s"].as_f64().unwrap();
+        let before: u64 = series["bytes"].as_array().unwrap()[..(start / 0.1).round() as usize]
+            .iter()
+            .map(|b| b.as_u64().unwrap())
+            .sum();
+        assert!(before > 8 * MIB, "{before} bytes before the window: {ss:#}");
+        let mean = ss["window_mean_mb_s"].as_f64().unwrap() / SSD_SUSTAINED_MB_S;
+        assert!(
+            (0.95..=1.05).contains(&mean),
+            "{mean} of the model's rate (the machine busy {:.0}% of the run): {ss:#}",
             busy * 100.0
         );
-        return;
     }
-    // The window starts after the cache filled: more than 8 MiB went before it.
-    let start = ss["window_start_s"].as_f64().unwrap();
-    let before: u64 = series["bytes"].as_array().unwrap()[..(start / 0.1).round() as usize]
-        .iter()
-        .map(|b| b.as_u64().unwrap())
-        .sum();
-    assert!(before > 8 * MIB, "{before} bytes before the window: {ss:#}");
-    // A busy host can only lower the rate (idle lanes), by at most its share of waiting.
-    let mean = ss["window_mean_mb_s"].as_f64().unwrap() / SSD_SUSTAINED_MB_S;
-    assert!(
-        (0.95 - busy.min(0.9)..=1.05).contains(&mean),
-        "{mean} of the model's rate (the machine busy {:.0}% of the run): {ss:#}",
-        busy * 100.0
-    );
     let round = ss["round"].as_u64().unwrap();
     let notes = doc["notes"].to_string();
     assert!(

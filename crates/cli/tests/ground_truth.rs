@@ -236,17 +236,38 @@ fn a_1_mib_io_split_under_a_throttle_is_flagged_and_a_whole_one_gets_the_cap() {
     if !thp_on() {
         skip!("transparent huge pages are off: iolab's 1 MiB buffers are 256 pages, split here");
     }
+    let fallbacks = thp_fault_fallbacks();
     let doc = run(&cg);
+    let fell_back = thp_fault_fallbacks() - fallbacks;
     let per_io = requests_per_io(&doc);
     println!(
-        "max_sectors_kb 1280: {per_io:.2} requests per I/O, warnings {:?}",
+        "max_sectors_kb 1280: {per_io:.2} requests per I/O, warnings {:?}, huge-page faults \
+         that fell back to small pages meanwhile: {fell_back}",
         warning_codes(&doc)
     );
-    assert!(per_io < 1.25, "{per_io} requests per I/O");
-    assert!(
-        !warning_codes(&doc).iter().any(|c| c == "THROTTLE_SPLIT"),
-        "{:?}",
-        warning_codes(&doc)
-    );
+    let split = warning_codes(&doc).iter().any(|c| c == "THROTTLE_SPLIT");
+    if per_io >= 1.25 {
+        // The kernel had no huge page to give (memory fragmented by a busy machine: beside
+        // a disk hog the buffer came out split, 1.57 requests an I/O): then the split is
+        // real, and it must be flagged.
+        assert!(
+            fell_back > 0,
+            "{per_io} requests per I/O though no huge-page fault fell back"
+        );
+        assert!(split, "split but not flagged: {:?}", warning_codes(&doc));
+    } else {
+        assert!(!split, "{:?}", warning_codes(&doc));
+    }
     check(&doc, "mb_s", BPS / 1e6);
+}
+
+/// Page faults that wanted a transparent huge page and got small pages, machine-wide
+/// (/proc/vmstat `thp_fault_fallback`).
+fn thp_fault_fallbacks() -> u64 {
+    std::fs::read_to_string("/proc/vmstat")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("thp_fault_fallback "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }

@@ -417,16 +417,27 @@ fn loop_dio(dev: &Loop) -> String {
 
 /// Whether anything is left of a loop device and its mount.
 #[track_caller]
-fn assert_released(name: &str, mount_point: &Path) {
+fn assert_released(name: &str, image: &str, mount_point: &Path) {
     assert!(
         !Mount::is_mounted(mount_point),
         "{} still mounted",
         mount_point.display()
     );
+    // By its image, not its name: once detached, another test binary (the suite runs two
+    // side by side) may attach the same loop device to an image of its own.
+    let now = fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"));
     assert!(
-        !Path::new(&format!("/sys/block/{name}/loop/backing_file")).exists(),
-        "{name} still attached"
+        now.ok().as_deref().map(str::trim) != Some(image),
+        "{name} still attached to {image}"
     );
+}
+
+/// The image a loop device reads and writes.
+fn backing_file(name: &str) -> String {
+    fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
+        .unwrap()
+        .trim()
+        .to_string()
 }
 
 #[test]
@@ -439,6 +450,7 @@ fn loop_device_settings_under_ext4() {
     // host's page cache.
     let lo = Loop::new(64 * MIB);
     let name = lo.name();
+    let image = backing_file(&name);
     let cache = QueueSetting::of(&lo.name(), "write_cache");
     let rotational = QueueSetting::of(&lo.name(), "rotational");
     cache.set("write back");
@@ -531,7 +543,7 @@ fn loop_device_settings_under_ext4() {
     drop(cache);
     drop(mnt);
     drop(lo);
-    assert_released(&name, &dir);
+    assert_released(&name, &image, &dir);
 }
 
 #[test]
@@ -542,6 +554,7 @@ fn zeros_on_a_compressing_btrfs_are_flagged() {
     let sb = Sandbox::new();
     let lo = Loop::with_options(256 * MIB, &["--direct-io=on"]);
     let name = lo.name();
+    let image = backing_file(&name);
     sh("mkfs.btrfs", &["-q", "-f", lo.s()]);
     let mnt = Mount::new(&lo.dev, &["-o", "compress=zstd"]);
     let dir = mnt.path();
@@ -572,7 +585,7 @@ fn zeros_on_a_compressing_btrfs_are_flagged() {
     assert_eq!(w["test"], test_name(&doc), "{w}");
     drop(mnt);
     drop(lo);
-    assert_released(&name, &dir);
+    assert_released(&name, &image, &dir);
 }
 
 #[test]
