@@ -102,9 +102,14 @@ fn crosscheck_runs_iolab_and_fio_on_the_same_file() {
         ))
         .exists()
     };
+    // fio counts its CPU time in whole milliseconds: a pass of a few I/Os (a disk hog
+    // beside it: 6 in 300 ms) spent less than it resolves, and has no figure, never 0.
     for tool in ["iolab", "fio"] {
         for p in r[tool]["passes"].as_array().unwrap() {
-            assert!(p["cpu_us_per_io"].as_f64().unwrap() > 0.0, "{tool}: {p}");
+            let cpu = &p["cpu_us_per_io"];
+            if tool == "iolab" || !cpu.is_null() {
+                assert!(cpu.as_f64().unwrap() > 0.0, "{tool}: {p}");
+            }
             if on_device {
                 assert!(p["requests_per_io"].as_f64().unwrap() > 0.0, "{tool}: {p}");
                 assert!(p["merges_per_io"].as_f64().is_some(), "{tool}: {p}");

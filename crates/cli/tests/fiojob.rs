@@ -20,9 +20,6 @@ const END: &str = "<!-- fio-examples: end -->\n";
 
 /// The verdict on one example: runs (its jobs and engine) or refused (line, option, why).
 fn verdict(sb: &Sandbox, file: &Path, target: &Path) -> Result<String, String> {
-    // Logs a job file asks for go to the current directory, as fio writes them: a fresh
-    // one per example.
-    let cwd = tempfile::tempdir_in(sb.path("")).unwrap();
     // 100 ms a job, iolab's least `--duration`. A pass in which not one I/O completed is no
     // verdict on the example but on the machine (beside a disk hog, fio-seq-read.fio's
     // 100 ms pass completed none): the example runs again with passes four times as long.
@@ -43,6 +40,10 @@ fn verdict(sb: &Sandbox, file: &Path, target: &Path) -> Result<String, String> {
             target.to_str().unwrap(),
             "--quiet",
         ];
+        // Logs a job file asks for go to the current directory, as fio writes them: a fresh
+        // one per attempt (iolab never overwrites a log, and a pass that completed nothing
+        // may still have written one: ssd-steadystate.fio's bandwidth log).
+        let cwd = tempfile::tempdir_in(sb.path("")).unwrap();
         let t0 = std::time::Instant::now();
         let output = sb.cmd(&args).current_dir(cwd.path()).output().unwrap();
         let o = iolab_testkit::Out::new(&args, output, t0.elapsed());
@@ -196,10 +197,15 @@ fn fio_examples_run_or_are_refused_by_name() {
 /// fio's steadystate runs as iolab's --steady-state: each job one pass judged in rounds of
 /// ss_interval after its ss_ramp, a window of ss_dur, by the job's own rule (jobs with
 /// different rules run one after another, as steadystate.fio's); each test's
-/// `extra.steady_state` says how it went.
+/// `extra.steady_state` says how it went. The null engine's rate is the CPU's: on a machine
+/// whose tasks waited for a CPU a quarter of the run or more ([`CpuWait`]) a rule may not
+/// hold in the runtime (beside five suites and stress-ng, rounds of 22 to 132 MB); its
+/// rule, window, ramp and rounds are checked all the same.
 #[test]
 fn steadystate_options_run_as_rounds() {
     let sb = Sandbox::new();
+    let wait = iolab_testkit::CpuWait::start();
+    let started = std::time::Instant::now();
     let f = job_file(
         &sb,
         "ss.fio",
@@ -208,16 +214,30 @@ fn steadystate_options_run_as_rounds() {
           [bw]\nstonewall\nrw=read\nss=bw_slope:100%\nss_dur=300ms\nss_interval=100ms\n",
     );
     let out = sb.run(&["fio", &f, "--no-store", "--json", "-"]).ok();
+    let busy = wait.us() / 1e6 / started.elapsed().as_secs_f64();
     let doc = out.json();
-    for (t, rule, window, skip) in [(0, "iops:100%", 2, 0.1), (1, "bw_slope:100%", 3, 0.0)] {
+    for (t, rule, window, skip, most) in [
+        (0, "iops:100%", 2, 0.1, 9),
+        (1, "bw_slope:100%", 3, 0.0, 10),
+    ] {
         let t = &doc["tests"][t];
         let ss = &t["extra"]["steady_state"];
         assert_eq!(ss["rule"], rule, "{out}");
         assert_eq!(ss["window_rounds"], window, "{out}");
         assert_eq!(ss["skip_s"], skip, "{out}");
-        assert_eq!(ss["attained"], true, "{out}");
         let rounds = ss["rounds"].as_u64().unwrap();
-        assert!((window..=9).contains(&rounds), "{out}");
+        assert!((window..=most).contains(&rounds), "{out}");
+        if ss["attained"] != true {
+            assert!(
+                busy >= 0.25,
+                "{rule} not attained on a machine busy only {:.0}% of the run: {ss:#}",
+                busy * 100.0
+            );
+            eprintln!(
+                "{rule}: not attained in {rounds} rounds, the machine busy {:.0}% of the run",
+                busy * 100.0
+            );
+        }
         assert_eq!(t["passes"].as_array().unwrap().len(), 1, "{out}");
     }
     let notes = doc["notes"].to_string();
@@ -404,6 +424,35 @@ fn a_job_files_values_are_its_own_refusals() {
         .stderr_has(&[&format!("{f}:3: size:")]);
     assert!(sb.result_rows().is_empty());
     assert!(sb.target_entries().is_empty());
+}
+
+/// surface-scan.fio cut short: its write-phase wrote 2 of the region's 16 blocks (as a
+/// runtime cuts it on a busy machine) and its verify-phase reads all 16 and checks every
+/// byte. The test file iolab made is laid out with the pattern (each 64 KiB block's own
+/// `%o`), so the 14 blocks no writer reached hold what this run wrote there: the run passes
+/// with the whole region checked. With the random layout it failed at the first byte
+/// after the writer's last block ("the byte at offset 131072 is 0xd4, expected 0xaa").
+#[test]
+fn a_verifying_reader_after_a_writer_cut_short_checks_what_the_layout_wrote() {
+    let sb = Sandbox::new();
+    let f = job_file(
+        &sb,
+        "scan.fio",
+        b"[global]\nbs=64k\nsize=1m\ndirect=1\nioengine=psync\nverify=meta\n\
+          verify_pattern=0xaa555aa5%o\n[write-phase]\nrw=write\ndo_verify=0\nnumber_ios=2\n\
+          [verify-phase]\nstonewall\nrw=read\ndo_verify=1\n",
+    );
+    let out = sb.run(&["fio", &f, "--no-store", "--json", "-"]).ok();
+    let doc = out.json();
+    let (w, r) = (&doc["tests"][0], &doc["tests"][1]);
+    assert_eq!(w["name"], "write-phase", "{out}");
+    assert_eq!(w["passes"][0]["write"]["bytes"], 128 << 10, "{out}");
+    assert_eq!(r["name"], "verify-phase", "{out}");
+    assert_eq!(r["passes"][0]["read"]["bytes"], 1 << 20, "{out}");
+    assert!(out.stdout.contains("laid out with the pattern"), "{out}");
+    for t in [w, r] {
+        assert_eq!(t["passes"][0]["errors"], serde_json::json!([]), "{out}");
+    }
 }
 
 /// fio's verify_pattern (surface-scan.fio): a writing job writes the pattern (with each

@@ -106,7 +106,9 @@ fn a_throttles_start_up_burst_is_not_counted_without_any_ramp_option() {
         &t.dev,
         &["read", "128k", "3", "3s", "--no-store", "--json", "-"],
     );
+    let wait = CpuWait::start();
     let out = t.command(&sb, &args).output().unwrap();
+    let wait_s = wait.us() / 1e6;
     let out = Out::new(&args, out, Duration::ZERO).ok();
     let doc = out.json();
     // The default ramp is a tenth of the pass, recorded with the settings (and shown in
@@ -115,14 +117,27 @@ fn a_throttles_start_up_burst_is_not_counted_without_any_ramp_option() {
     let test = &arr(&doc, "tests")[0];
     let passes: Vec<f64> = arr(test, "passes").iter().map(|p| num(p, "mb_s")).collect();
     let got = num(get(test, "summary"), "mb_s");
-    let err = (got - CAP_MB_S) / CAP_MB_S;
+    // The cap is judged over the passes' bytes and time together, within the bound the CPU
+    // wait measured meanwhile allows (testkit's `throttle_bound`, as ground_truth judges
+    // its caps): 2% on a quiet machine; beside five suites and stress-ng one pass read
+    // 19.40 against 20.97.
+    let total = |key: &str| arr(test, "passes").iter().map(|p| num(p, key)).sum::<f64>();
+    let seconds = total("seconds");
+    let pooled = total("bytes") / 1e6 / seconds;
+    let (below, above) = throttle_bound(wait_s, seconds, passes.len());
+    let err = (pooled - CAP_MB_S) / CAP_MB_S;
     println!(
-        "median {got:.3} MB/s vs cap {CAP_MB_S:.3} ({:+.2}%), passes {passes:?}",
-        err * 100.0
+        "over the passes {pooled:.3} MB/s vs cap {CAP_MB_S:.3} ({:+.2}%; allowed -{:.1}% to \
+         +{:.1}% after a CPU wait of {wait_s:.3} s), median {got:.3}, passes {passes:?}",
+        err * 100.0,
+        below * 100.0,
+        above * 100.0
     );
     assert!(
-        err.abs() <= 0.02,
-        "{got} MB/s is not within 2% of {CAP_MB_S}"
+        err <= above && -err <= below,
+        "{pooled} MB/s is not within -{:.1}%/+{:.1}% of {CAP_MB_S}",
+        below * 100.0,
+        above * 100.0
     );
     let codes = warning_codes(&doc);
     assert!(codes.contains(&"BLKIO_THROTTLE".to_string()), "{codes:?}");

@@ -447,9 +447,13 @@ runs = 1
 warmup = 0
 "#,
     );
+    let wait = CpuWait::start();
+    let started = Instant::now();
     let child = spawn_study(&sb, &f);
     let pid = child.id();
     let out = child.wait_with_output().unwrap();
+    // The share of the study the machine's tasks spent waiting for a CPU.
+    let busy = wait.us() / 1e6 / started.elapsed().as_secs_f64();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -481,12 +485,17 @@ warmup = 0
         // share the throttle's slice, so on a busy machine the budget a descheduled ramp left
         // unspent is spent at the pass's start (22.3 MB/s, 1.06x, measured beside four
         // compilers). Below the cap only when the CPU is short (19.4 MB/s with three
-        // compilers beside the test, lower at a load of 4.7 on 2 cores).
+        // compilers beside the test, lower at a load of 4.7 on 2 cores, 1.3 MB/s beside five
+        // suites and stress-ng): below half of it only on a machine busy a quarter of the
+        // study or more (the same rule as the until-decided test below).
         let mb_s = doc["tests"][0]["summary"]["mb_s"].as_f64().unwrap();
         let ratio = mb_s / CAP_MB_S;
+        let least = if busy >= 0.25 { 0.0 } else { 0.5 };
         assert!(
-            (0.5..1.25).contains(&ratio),
-            "run {id}: {mb_s} MB/s, the throttle allows {CAP_MB_S}"
+            ratio > least && ratio < 1.25,
+            "run {id}: {mb_s} MB/s, the throttle allows {CAP_MB_S} (the machine busy {:.0}% of \
+             the study)",
+            busy * 100.0
         );
     }
     assert_eq!(

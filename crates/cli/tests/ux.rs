@@ -160,9 +160,13 @@ fn two_runs(sb: &Sandbox) {
     small_run(sb, "--size 4MiB").ok();
 }
 
-/// `iolab run custom` reading 64k blocks for one 100 ms pass, with `extra` options.
+/// `iolab run custom` reading 64k blocks for one pass that ends after 1 MiB (a 100 ms pass
+/// beside a disk hog once completed no read, and the run rightly failed), with `extra`
+/// options.
 fn small_run(sb: &Sandbox, extra: &str) -> Out {
-    let line = format!("custom --rw read --bs 64k --runs 1 --duration 100ms --warmup 0 {extra}");
+    let line = format!(
+        "custom --rw read --bs 64k --runs 1 --io-size 1MiB --duration 60s --warmup 0 {extra}"
+    );
     let args: Vec<&str> = line.split_whitespace().collect();
     sb.run(&args)
 }

@@ -388,11 +388,13 @@ fn sigkill_mid_run_loses_no_acknowledged_write() {
         .spawn()
         .unwrap();
     // Kill it once it is well into its second pass (4096 blocks per pass, two records each).
+    // How long that takes is the machine's business (beside five suites and a disk hog it
+    // took more than 30 s): the bound only keeps a writer that hangs from hanging the suite.
     let t = Instant::now();
     while journal_file_len(&journal) < 32 * 3 * 4096 {
         assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "the writer made no progress"
+            t.elapsed() < Duration::from_secs(600),
+            "the writer made no progress in 10 minutes"
         );
         assert!(
             child.try_wait().unwrap().is_none(),

@@ -457,16 +457,7 @@ fn loop_device_settings_under_ext4() {
     rotational.set("1");
     assert_eq!(loop_dio(&lo), "0");
     // Initialise everything now, so no background writes run into the passes.
-    sh(
-        "mkfs.ext4",
-        &[
-            "-q",
-            "-F",
-            "-E",
-            "lazy_itable_init=0,lazy_journal_init=0",
-            lo.s(),
-        ],
-    );
+    iolab_testkit::mkfs_ext4_initialised(lo.s());
     let mnt = Mount::new(&lo.dev, &[]);
     let dir = mnt.path();
     // fdatasync of overwritten, allocated blocks is the device flush alone.

@@ -29,6 +29,11 @@ pub struct TargetRequest {
     pub writes: bool,
     pub direct: bool,
     pub data: DataPattern,
+    /// fio's `verify_pattern` of a job that checks its reads: a file iolab creates is laid
+    /// out with it, in blocks of the given size (each block's `%o` its own offset), so a
+    /// reader that checks every byte finds what this run wrote wherever no writing job
+    /// reached (a writer cut short by its runtime), not the random layout.
+    pub layout_pattern: Option<(iolab_spec::Pattern, u64)>,
     pub allow_destroy_device: bool,
     pub allow_overwrite_file: bool,
 }
@@ -300,20 +305,26 @@ fn logical_block_size(path: &Path, is_device: bool) -> u64 {
         .unwrap_or(512)
 }
 
-/// Writes `size` bytes of test data to a new file, sequentially in 1 MiB blocks, then
-/// flushes it. Checks `stop` between blocks; `progress` gets the bytes written so far.
+/// Writes `size` bytes of test data (`req`'s data, or its layout pattern) to a new file,
+/// sequentially in 1 MiB blocks, then flushes it. Checks `stop` between blocks; `progress`
+/// gets the bytes written so far.
 fn fill_file(
     file: &File,
     path: &Path,
     size: u64,
-    direct: bool,
-    data: DataPattern,
+    req: &TargetRequest,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(), TargetError> {
     const CHUNK: usize = 1 << 20;
+    let (direct, pattern) = (req.direct, req.layout_pattern.as_ref());
     let mut pool = BufferPool::new(1, CHUNK);
     let mut rng = fastrand::Rng::new();
+    let data = if pattern.is_some() {
+        DataPattern::Zeros
+    } else {
+        req.data
+    };
     if data == DataPattern::Random {
         fill_random(pool.slot_mut(0), &mut rng);
     }
@@ -327,6 +338,12 @@ fn fill_file(
         // we get here, so the last, shorter chunk is still a whole number of blocks.
         if data == DataPattern::Random {
             stamp(pool.slot_mut(0), &mut rng);
+        }
+        if let Some((p, block)) = pattern {
+            let block = (*block).clamp(1, CHUNK as u64) as usize;
+            for (i, b) in pool.slot_mut(0)[..len].chunks_mut(block).enumerate() {
+                p.fill(b, off + (i * block) as u64);
+            }
         }
         let buf = &pool.slot(0)[..len];
         let mut done = 0;
@@ -390,7 +407,7 @@ fn create_and_fill(
     // is never taken for this file (by the run state either, told right away).
     let own = iolab_sys::files::Made::of_file(path, &file).map_err(io_err(path, "inspect"))?;
     created(path, (own.id().dev, own.id().ino));
-    let res = fill_file(&file, path, size, req.direct, req.data, stop, progress);
+    let res = fill_file(&file, path, size, req, stop, progress);
     if let Err(e) = res {
         // Only while the path still holds the file just made (it may have been replaced).
         let _ = own.remove();

@@ -73,6 +73,7 @@ fn request(path: &Path, size: u64, writes: bool, direct: bool, data: DataPattern
         writes,
         direct,
         data,
+        layout_pattern: None,
         allow_destroy_device: false,
         allow_overwrite_file: false,
     }

@@ -28,6 +28,7 @@ fn target() -> (TempDir, Target) {
         writes: true,
         direct: false,
         data: DataPattern::Zeros,
+        layout_pattern: None,
         allow_destroy_device: false,
         allow_overwrite_file: false,
     };

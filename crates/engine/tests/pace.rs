@@ -21,6 +21,7 @@ fn target(size: u64, fill: DataPattern) -> (TempDir, Target) {
         writes: true,
         direct: false,
         data: fill,
+        layout_pattern: None,
         allow_destroy_device: false,
         allow_overwrite_file: false,
     };

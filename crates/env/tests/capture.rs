@@ -611,6 +611,8 @@ fn zfs_fuse_pool_on_files() {
     if !(require_root("zfs_fuse_pool_on_files") && optional_tools(&["zfs-fuse", "zfs", "zpool"])) {
         return;
     }
+    // Another suite beside this one may run a daemon of its own meanwhile.
+    let _zfs = iolab_testkit::zfs_machine_lock();
     let dir = tempfile::tempdir().unwrap();
     // Use a running daemon, or start one (and stop it again) for this test.
     let mut daemon = ZfsDaemon { pid: None };

@@ -297,6 +297,22 @@ pub fn target_error(e: TargetError) -> RunError {
     }
 }
 
+/// The pattern a created test file is laid out with: that of the tests that check their
+/// reads against fio's `verify_pattern`, in blocks of their block size, when they all
+/// agree on both (else the usual layout, and a byte no writer reached fails such a read).
+fn layout_pattern(tests: &[TestSpec]) -> Option<(iolab_spec::Pattern, u64)> {
+    let mut readers = tests.iter().filter_map(|t| {
+        let p = t.job.pattern.as_ref().filter(|p| p.check_reads)?;
+        Some((p, t.job.bs))
+    });
+    let (first, bs) = readers.next()?;
+    if readers.all(|(p, b)| p.bytes == first.bytes && p.offsets == first.offsets && b == bs) {
+        Some((first.clone(), bs))
+    } else {
+        None
+    }
+}
+
 /// Prepares the target for a plan and drops the tests it cannot run (ATTO sizes that do
 /// not fit the region or the device's logical block), or refuses the plan.
 pub fn prepare_target(
@@ -315,6 +331,7 @@ pub fn prepare_target(
         writes,
         direct: plan.settings.direct,
         data: plan.settings.data,
+        layout_pattern: layout_pattern(&plan.tests),
         allow_destroy_device: plan.allow_destroy_device,
         allow_overwrite_file: plan.allow_overwrite_file,
     };

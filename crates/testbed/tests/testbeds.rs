@@ -19,7 +19,7 @@ use iolab_testbed::{
     TestbedSpec, Throttle, Vdevs, WriteCache, ZfsDaemonSpec,
 };
 use iolab_testkit::{
-    device_lock, optional_tools, require_root, require_tools, shell, skip_allowed,
+    device_lock, optional_tools, require_root, require_tools, shell, skip_allowed, zfs_machine_lock,
 };
 
 fn no_stop() -> AtomicBool {
@@ -279,21 +279,24 @@ fn zfs_daemons() -> usize {
         .unwrap()
 }
 
-/// Waits (a little) for a zfs-fuse daemon of someone else to go; false (after an allowed
-/// skip) if it stays or zfs-fuse, an optional package, is not installed.
-fn zfs_usable(test: &str) -> bool {
+/// Takes the machine's zfs-fuse lock (another suite beside this one may build a zfs
+/// testbed) and waits (a little) for a zfs-fuse daemon of someone else to go; the lock, or
+/// `None` (after an allowed skip) if a daemon stays or zfs-fuse, an optional package, is
+/// not installed.
+fn zfs_usable(test: &str) -> Option<std::fs::File> {
     if !optional_tools(&["zfs-fuse", "zpool", "zfs"]) {
-        return false;
+        return None;
     }
+    let lock = zfs_machine_lock();
     let start = Instant::now();
     loop {
         if zfs_daemons() == 0 {
-            return true;
+            return Some(lock);
         }
         if start.elapsed() > Duration::from_secs(15) {
             // zfs-fuse allows one daemon per machine; another test binary's may hold it.
             skip_allowed(format!("{test}: another zfs-fuse daemon is running"));
-            return false;
+            return None;
         }
         std::thread::sleep(Duration::from_millis(250));
     }
@@ -318,9 +321,9 @@ fn zfs_mirror_over_files_with_16k_records() {
         return;
     }
     let _g = device_lock();
-    if !zfs_usable(test) {
+    let Some(_zfs) = zfs_usable(test) else {
         return;
-    }
+    };
     let mut spec = TestbedSpec::loop_devices(2, "128MiB", Fs::Zfs);
     spec.raid = Some(Raid::Mirror);
     spec.vdevs = Some(Vdevs::Files);
@@ -396,9 +399,9 @@ fn zfs_raidz_over_throttled_loop_devices() {
         return;
     }
     let _g = device_lock();
-    if !zfs_usable(test) {
+    let Some(_zfs) = zfs_usable(test) else {
         return;
-    }
+    };
     let mut spec = TestbedSpec::loop_devices(3, "96MiB", Fs::Zfs);
     spec.raid = Some(Raid::Raidz);
     spec.pool_properties
@@ -784,7 +787,7 @@ fn sigkill_during_or_after_build_then_cleanup_all() {
         );
     }
     // The zfs-fuse daemon outlives its killed owner; cleanup_all stops it by its recorded pid.
-    if zfs_usable("sigkill_during_or_after_build_then_cleanup_all (zfs round)") {
+    if let Some(_zfs) = zfs_usable("sigkill_during_or_after_build_then_cleanup_all (zfs round)") {
         let state_dir = KillDir::new();
         let child = spawn_kill9_child("zfs", state_dir.path(), true);
         let prefix = format!("iolab-testbed-{}-", child.id());

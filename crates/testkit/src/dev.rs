@@ -20,6 +20,54 @@ pub fn device_lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// `mkfs.ext4` on `dev` with its inode tables and journal written now: with lazy init the
+/// kernel's ext4lazyinit thread writes them after the mount, and on a busy machine during
+/// a test's passes, as I/O on the device that is not the test's.
+pub fn mkfs_ext4_initialised(dev: &str) {
+    sh(
+        "mkfs.ext4",
+        &[
+            "-q",
+            "-F",
+            "-E",
+            "lazy_itable_init=0,lazy_journal_init=0",
+            dev,
+        ],
+    );
+}
+
+/// zfs-fuse allows one daemon per machine, and test suites may run side by side (two
+/// clones' `.ci/run`, as bench/flaky.sh runs them): a test that starts a zfs-fuse daemon
+/// holds this machine-wide lock (an exclusive `flock` on a file in /run/lock, released
+/// when the returned file is dropped or the process dies) from before it looks for another
+/// daemon until its own is gone. Take it after [`device_lock`].
+pub fn zfs_machine_lock() -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = if Path::new("/run/lock").is_dir() {
+        "/run/lock"
+    } else {
+        "/tmp"
+    };
+    let path = format!("{dir}/iolab-tests-zfs-fuse.lock");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return f;
+        }
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.raw_os_error(), Some(libc::EINTR), "flock {path}: {e}");
+    }
+}
+
 /// A loop device, detached on drop (retrying while it is busy, then waiting until the
 /// kernel has let go of its backing file).
 pub struct Loop {

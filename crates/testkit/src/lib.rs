@@ -29,7 +29,9 @@ pub mod skip;
 pub mod sys;
 
 pub use data::{median, random_bytes, DBENCH_TINY_LOADFILE, KIB, MIB};
-pub use dev::{device_lock, Cgroup, Loop, Mount, QueueSetting};
+pub use dev::{
+    device_lock, mkfs_ext4_initialised, zfs_machine_lock, Cgroup, Loop, Mount, QueueSetting,
+};
 pub use emudisk::EmuDisk;
 pub use iolab::{table_part, Out, Sandbox};
 pub use json::{arr, get, num, read_json, string, uint, warning_codes};

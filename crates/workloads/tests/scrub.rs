@@ -90,6 +90,9 @@ fn run_on(test: &str, layout: Layout, cfg: &ScrubConfig) -> Option<ScrubReport> 
         return None;
     }
     let _g = device_lock();
+    // Another suite beside this one may build a zfs testbed meanwhile.
+    let _zfs = matches!(layout, Layout::ZfsMirror | Layout::ZfsRaidz)
+        .then(iolab_testkit::zfs_machine_lock);
     let stop = AtomicBool::new(false);
     let mut tries = 0;
     let (tb, target) = loop {
@@ -187,9 +190,14 @@ fn btrfs_raid1_detects_and_repairs_exactly_the_injected_blocks() {
         ]
     );
     assert_eq!(tests[1].extra["reported"]["repaired"], 16);
-    // The second scrub, alone, read as much and found nothing left to repair.
+    // The second scrub, alone, read as much data and found nothing left to repair. Its
+    // tree bytes may differ: btrfs commits its metadata between the two (on a busy machine
+    // the second read 128 KiB of tree less).
     let alone = r.scrub_alone.as_ref().unwrap();
-    assert_eq!(alone.bytes, r.scrub.bytes);
+    assert_eq!(
+        alone.btrfs["data_bytes_scrubbed"],
+        r.scrub.btrfs["data_bytes_scrubbed"]
+    );
     assert_eq!(alone.btrfs["csum_errors"], 0);
 }
 

@@ -39,6 +39,12 @@ pub fn run(job_file: &str, bs: u64) -> Result<ToolSample, RunError> {
     parse(&String::from_utf8_lossy(&out.stdout), bs)
 }
 
+/// The least CPU time (ms) of a fio job whose CPU per I/O is kept: fio counts user and
+/// system time in whole milliseconds each, so at 10 ms the truncation (up to 2 ms) is at
+/// most a fifth of the figure, well inside the half that crosscheck needs before it says
+/// one tool spent more CPU per I/O.
+const FIO_CPU_MS_LEAST: f64 = 10.0;
+
 /// The figures of fio's first job in its JSON output (which fio may precede with notes).
 pub fn parse(text: &str, bs: u64) -> Result<ToolSample, RunError> {
     let start = text.find('{').unwrap_or(0);
@@ -79,11 +85,15 @@ pub fn parse(text: &str, bs: u64) -> Result<ToolSample, RunError> {
         ios += n;
     }
     s.lat_mean_us = if ios > 0.0 { lat_sum / ios } else { 0.0 };
-    // fio's usr_cpu/sys_cpu are percent of one CPU over the job's runtime.
+    // fio's usr_cpu/sys_cpu are percent of one CPU over the job's runtime, from user and
+    // system times fio counts in whole milliseconds (each truncated). Below
+    // FIO_CPU_MS_LEAST of them the truncation may be more than a fifth of the figure (a
+    // job of a few I/Os reads 0): no figure then, rather than a wrong one.
     let cpu_pct = job["usr_cpu"].as_f64().unwrap_or(0.0) + job["sys_cpu"].as_f64().unwrap_or(0.0);
     let runtime_s = job["job_runtime"].as_f64().unwrap_or(0.0) / 1000.0;
-    if ios > 0.0 && runtime_s > 0.0 && job["usr_cpu"].is_number() {
-        s.cpu_us_per_io = Some(cpu_pct / 100.0 * runtime_s * 1e6 / ios);
+    let cpu_ms = cpu_pct / 100.0 * runtime_s * 1e3;
+    if ios > 0.0 && cpu_ms >= FIO_CPU_MS_LEAST && job["usr_cpu"].is_number() {
+        s.cpu_us_per_io = Some(cpu_ms * 1e3 / ios);
     }
     Ok(s)
 }
@@ -107,6 +117,15 @@ mod tests {
 "read":{"bw_bytes":4096000,"iops":1000,"total_ios":2000,"lat_ns":{"mean":2000}}}]}"#;
         let s = parse(text, 4096).unwrap();
         assert_eq!(s.cpu_us_per_io, Some(400.0));
+        // A 300 ms job of 6 I/Os: fio's whole milliseconds read 0, and 3% (9 ms) is
+        // below what they resolve well: no figure.
+        for (usr, sys) in [(0.0, 0.0), (1.0, 2.0)] {
+            let text = format!(
+                r#"{{"jobs":[{{"usr_cpu":{usr},"sys_cpu":{sys},"job_runtime":300,
+"read":{{"bw_bytes":89043,"iops":21.7,"total_ios":6,"lat_ns":{{"mean":196035458}}}}}}]}}"#
+            );
+            assert_eq!(parse(&text, 4096).unwrap().cpu_us_per_io, None, "{text}");
+        }
     }
 
     /// filestat-ioengine.fio's job under fio 3.33: the stats in `clat_ns` only, the bandwidth
