@@ -640,10 +640,18 @@ fn client_txt_with_verify_two_clients() {
     let stop = AtomicBool::new(false);
     let r = run(&cfg, &lf, &stop, &mut |_| {}).unwrap();
     assert_eq!(r.status_mismatches, 0, "{:#?}", r.mismatches);
+    let readx = count(&r, OpKind::ReadX);
     let v = r.verify.expect("a verify tally");
     assert_eq!(v.failures, 0, "{:#?}", v.failure_samples);
     let rc = v.replay.as_ref().expect("replay counts");
-    assert!(rc.reads_checked > 0 && rc.writes_stamped > 0, "{v:?}");
+    assert!(rc.writes_stamped > 0, "{v:?}");
+    // Every ReadX the replay reached was checked. On a busy machine it may reach none in
+    // its 2.5 s (beside five suites and stress-ng: 652 writes and no read); the read-back
+    // below still checks every file it wrote.
+    assert!(
+        rc.reads_checked > 0 || readx == 0,
+        "{readx} ReadX, none checked: {v:?}"
+    );
     assert_eq!(rc.reads_unchecked, 0, "{v:?}");
     assert!(v.checked > 0 && v.ok == v.checked);
     assert!(rc.read_back_files > 0, "{v:?}");
