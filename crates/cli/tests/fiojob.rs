@@ -435,23 +435,38 @@ fn a_job_files_values_are_its_own_refusals() {
 #[test]
 fn a_verifying_reader_after_a_writer_cut_short_checks_what_the_layout_wrote() {
     let sb = Sandbox::new();
-    let f = job_file(
-        &sb,
-        "scan.fio",
-        b"[global]\nbs=64k\nsize=1m\ndirect=1\nioengine=psync\nverify=meta\n\
-          verify_pattern=0xaa555aa5%o\n[write-phase]\nrw=write\ndo_verify=0\nnumber_ios=2\n\
-          [verify-phase]\nstonewall\nrw=read\ndo_verify=1\n",
-    );
-    let out = sb.run(&["fio", &f, "--no-store", "--json", "-"]).ok();
-    let doc = out.json();
-    let (w, r) = (&doc["tests"][0], &doc["tests"][1]);
-    assert_eq!(w["name"], "write-phase", "{out}");
-    assert_eq!(w["passes"][0]["write"]["bytes"], 128 << 10, "{out}");
-    assert_eq!(r["name"], "verify-phase", "{out}");
-    assert_eq!(r["passes"][0]["read"]["bytes"], 1 << 20, "{out}");
-    assert!(out.stdout.contains("laid out with the pattern"), "{out}");
-    for t in [w, r] {
-        assert_eq!(t["passes"][0]["errors"], serde_json::json!([]), "{out}");
+    // 64 KiB blocks with each block's offset in the pattern, and 4 KiB blocks of a 3-byte
+    // pattern (a block that did not start it afresh would be out of phase).
+    for (bs, pattern) in [(64u64 << 10, "0xaa555aa5%o"), (4 << 10, "\"abc\"")] {
+        let f = job_file(
+            &sb,
+            "scan.fio",
+            format!(
+                "[global]\nbs={bs}\nsize=1m\ndirect=1\nioengine=psync\nverify=meta\n\
+                 verify_pattern={pattern}\n[write-phase]\nrw=write\ndo_verify=0\nnumber_ios=2\n\
+                 [verify-phase]\nstonewall\nrw=read\ndo_verify=1\n"
+            )
+            .as_bytes(),
+        );
+        let out = sb.run(&["fio", &f, "--no-store", "--json", "-"]).ok();
+        let doc = out.json();
+        let (w, r) = (&doc["tests"][0], &doc["tests"][1]);
+        assert_eq!(w["name"], "write-phase", "{out}");
+        assert_eq!(w["passes"][0]["write"]["bytes"], 2 * bs, "{out}");
+        assert_eq!(r["name"], "verify-phase", "{out}");
+        assert_eq!(r["passes"][0]["read"]["bytes"], 1 << 20, "{out}");
+        let said = format!("laid out with verify_pattern {pattern} in blocks");
+        assert!(
+            doc["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n.as_str().unwrap().contains(&said)),
+            "{out}"
+        );
+        for t in [w, r] {
+            assert_eq!(t["passes"][0]["errors"], serde_json::json!([]), "{out}");
+        }
     }
 }
 

@@ -30,7 +30,8 @@ pub struct TargetRequest {
     pub direct: bool,
     pub data: DataPattern,
     /// fio's `verify_pattern` of a job that checks its reads: a file iolab creates is laid
-    /// out with it, in blocks of the given size (each block's `%o` its own offset), so a
+    /// out with it, in blocks of the given size (a divisor of 1 MiB; each block starts the
+    /// pattern afresh, its `%o` the block's own offset), so a
     /// reader that checks every byte finds what this run wrote wherever no writing job
     /// reached (a writer cut short by its runtime), not the random layout.
     pub layout_pattern: Option<(iolab_spec::Pattern, u64)>,

@@ -299,13 +299,19 @@ pub fn target_error(e: TargetError) -> RunError {
 
 /// The pattern a created test file is laid out with: that of the tests that check their
 /// reads against fio's `verify_pattern`, in blocks of their block size, when they all
-/// agree on both (else the usual layout, and a byte no writer reached fails such a read).
+/// agree on both and the block divides the layout's 1 MiB writes (each block then starts
+/// the pattern afresh, as a read of it expects); else the usual layout, and a byte no
+/// writer reached fails such a read.
 fn layout_pattern(tests: &[TestSpec]) -> Option<(iolab_spec::Pattern, u64)> {
+    const LAYOUT_CHUNK: u64 = 1 << 20;
     let mut readers = tests.iter().filter_map(|t| {
         let p = t.job.pattern.as_ref().filter(|p| p.check_reads)?;
         Some((p, t.job.bs))
     });
     let (first, bs) = readers.next()?;
+    if bs == 0 || !LAYOUT_CHUNK.is_multiple_of(bs) {
+        return None;
+    }
     if readers.all(|(p, b)| p.bytes == first.bytes && p.offsets == first.offsets && b == bs) {
         Some((first.clone(), bs))
     } else {
@@ -355,6 +361,15 @@ pub fn prepare_target(
             (e, _) => e,
         },
     )?;
+    if let (Some((p, bs)), true) = (&req.layout_pattern, target.created()) {
+        plan.notes.push(format!(
+            "the test file was laid out with verify_pattern {} in blocks of {}, not random \
+             data: bytes no writing job reached (one cut short by its runtime) hold what this \
+             run wrote there, and the reads that verify check them against it",
+            p.text,
+            iolab_spec::format_bytes(*bs)
+        ));
+    }
     fit_region(plan, target)
 }
 

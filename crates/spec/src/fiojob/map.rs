@@ -1617,10 +1617,7 @@ pub fn map_jobs(file: &JobFile, ov: Overrides) -> Result<FioPlan, FioError> {
                 pat.check_reads = true;
                 note(format!(
                     "job {}: every read is checked against verify_pattern {} (fio's verify of a \
-                     job that reads); the first byte that differs ends the job, naming its \
-                     offset. A test file iolab creates is laid out with the pattern, so bytes \
-                     no writing job reached (one cut short by its runtime) are checked against \
-                     what the layout wrote",
+                     job that reads); the first byte that differs ends the job, naming its offset",
                     sec.name, pat.text
                 ));
             }
