@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use iolab_testkit::{require_emudisk, warning_codes, CpuWait, EmuDisk, Sandbox, MIB};
+use iolab_testkit::{require_emudisk, warning_codes, CpuWait, EmuDisk, Sandbox, BUSY, MIB};
 use serde_json::Value;
 
 /// `iolab run ARGS --no-store --quiet --json -` and its document (any exit status).
@@ -947,7 +947,7 @@ fn a_fast_cache_shows_a_cliff_a_sustained_rate_and_its_recovery() {
     // The share of the runs the machine's tasks waited for a CPU: a starved host leaves
     // the device idle while its cache recovers, so the rates come out off the model's
     // either way (beside five suites and stress-ng: 9.70 MB/s sustained, 1.155 of it).
-    let busy = wait.us() / 1e6 / started.elapsed().as_secs_f64();
+    let busy = wait.busy_since(started);
     let tests = doc["tests"].as_array().unwrap();
     assert_eq!(tests.len(), 2, "{doc:#}");
     let s = &tests[0]["extra"]["sustained"];
@@ -957,7 +957,7 @@ fn a_fast_cache_shows_a_cliff_a_sustained_rate_and_its_recovery() {
     assert!((0.8..1.25).contains(&bytes), "burst bytes: {s:#}");
     let burst = num(s, "burst_mb_s") / SSD_BURST_MB_S;
     let sustained = num(s, "sustained_mb_s") / SSD_SUSTAINED_MB_S;
-    if busy < 0.25 {
+    if busy < BUSY {
         assert!((0.6..1.1).contains(&burst), "burst rate: {s:#}");
         assert!((0.85..1.15).contains(&sustained), "sustained rate: {s:#}");
     } else {
@@ -1008,7 +1008,7 @@ fn steady_state_on_a_fast_cache_reads_the_rate_after_the_cliff() {
     // The share of the run the machine's tasks spent waiting for a CPU: the device's rate is
     // the model's only while the host keeps 32 writes queued on it, and a host held off the
     // CPU leaves its lanes idle (the device cannot see that: nothing has arrived).
-    let busy = wait.us() / 1e6 / started.elapsed().as_secs_f64();
+    let busy = wait.busy_since(started);
     assert_eq!(code, 0, "{err}");
     let test = &doc["tests"][0];
     let ss = &test["extra"]["steady_state"];
@@ -1019,7 +1019,7 @@ fn steady_state_on_a_fast_cache_reads_the_rate_after_the_cliff() {
     // rate is not what the host saw: idle lanes lower it, and the cache, recovering while
     // the lanes idle, then lifts it (beside a disk hog and another suite: windows at 1.08
     // and 1.14 of the model, or none that held). Only what the rounds report is checked.
-    if busy >= 0.25 {
+    if busy >= BUSY {
         println!(
             "the machine busy {:.0}% of the run: attained {}, window mean {} MB/s",
             busy * 100.0,

@@ -29,8 +29,10 @@ fn env_describes_the_target_and_runs_keep_it() {
         "randread",
         "--size",
         "4MiB",
+        "--io-size",
+        "1MiB",
         "--duration",
-        "100ms",
+        "60s",
         "--runs",
         "1",
     ])

@@ -214,7 +214,7 @@ fn steadystate_options_run_as_rounds() {
           [bw]\nstonewall\nrw=read\nss=bw_slope:100%\nss_dur=300ms\nss_interval=100ms\n",
     );
     let out = sb.run(&["fio", &f, "--no-store", "--json", "-"]).ok();
-    let busy = wait.us() / 1e6 / started.elapsed().as_secs_f64();
+    let busy = wait.busy_since(started);
     let doc = out.json();
     for (t, rule, window, skip, most) in [
         (0, "iops:100%", 2, 0.1, 9),
@@ -229,7 +229,7 @@ fn steadystate_options_run_as_rounds() {
         assert!((window..=most).contains(&rounds), "{out}");
         if ss["attained"] != true {
             assert!(
-                busy >= 0.25,
+                busy >= iolab_testkit::BUSY,
                 "{rule} not attained on a machine busy only {:.0}% of the run: {ss:#}",
                 busy * 100.0
             );

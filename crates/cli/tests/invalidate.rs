@@ -73,10 +73,18 @@ fn a_buffered_run_keeps_the_cache_and_says_nothing() {
     let _ = std::fs::read(&file).unwrap();
     let doc = randread(&sb, &file, &["--buffered"]);
     assert!(!notes(&doc).iter().any(|n| n.starts_with(NOTE)), "{doc:#}");
-    // Reclaim may take pages at any moment, but a buffered random reader keeps what it
-    // reads: some of the file is cached before the second pass whatever happened before.
-    let second = resident_before(&doc)[1].expect("residency of a buffered pass");
-    assert!(second > 0.0, "{doc:#}");
+    // Nothing of iolab's drops the pages, but the kernel may: this VM runs a DAMON
+    // pageout scheme (the run's `env.page_cache_reclaim`) that has taken all 8 MiB of the
+    // file within one 100 ms pass on a loaded machine. So one pass or the other starts with
+    // some of it cached: the first, from the read above, or the second, from the first
+    // pass's reads. A run that dropped the cache before every pass has neither.
+    let before = resident_before(&doc);
+    let first = before[0].expect("residency of a buffered pass");
+    let second = before[1].expect("residency of a buffered pass");
+    assert!(
+        first > 0.0 || second > 0.0,
+        "no pass started with any of the file cached: {doc:#}"
+    );
 }
 
 #[test]

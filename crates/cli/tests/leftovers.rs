@@ -392,12 +392,18 @@ fn turns_read_only(args: &[&str], ready: impl Fn(&[PathBuf]) -> bool) -> Out {
     let out = finish(child, args[0]);
     assert_eq!(out.code, Some(1), "{out}");
     out.stderr_has(&["Read-only file system"]);
-    // Whatever is left is named on stderr (and in the stored run) and stays recorded.
-    let left = top_level(&dir);
+    // The run met the read-only filesystem when it cleaned up, and said so.
     assert!(
-        !left.is_empty(),
+        out.stderr.contains("left behind: could not remove"),
         "a read-only filesystem let it remove all: {out}"
     );
+    // Whatever a listing shows is named on stderr (and in the stored run) and stays
+    // recorded. The listing may show less than the run made: after the journal's abort the
+    // directory blocks of the aborted transaction are clean pages in memory, never written,
+    // and once the kernel drops them (this VM's DAMON pageout did, under load) the listing
+    // reads the block from the device, without the new entry (its dentry may still be
+    // cached: the run's unlink found the file and got EROFS).
+    let left = top_level(&dir);
     for p in &left {
         out.stderr_has(&["left behind: could not remove", &p.to_string_lossy()]);
     }

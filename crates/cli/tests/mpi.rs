@@ -1051,6 +1051,11 @@ mod with_mpi {
         let sb = Sandbox::new();
         let t = sb.target.to_str().unwrap();
         let mut args = WRITE.to_vec();
+        // Each pass ends after 1 MiB of each rank's 4 (a minute is a bound never reached):
+        // every rank must move bytes in every pass, and beside a disk hog a rank's 300 ms
+        // pass once completed no 128 KiB write.
+        args[9] = "60s";
+        args.extend(["--io-size", "1m"]);
         // --verify: every rank stamps its writes and reads its region back after every
         // pass; a rank writing outside its region spoils another's read-back (and any
         // rank's failed check fails the run).

@@ -282,7 +282,8 @@ fn engine_options_are_their_engines_and_a_run_without_one_records_none() {
         &["run", "fio", job.to_str().unwrap()],
         &["j.fio:5: fixedbufs: an io_uring option"],
     );
-    let psync = "custom --engine psync --rw read --size 1MiB --duration 100ms --runs 1";
+    let psync =
+        "custom --engine psync --rw read --size 1MiB --io-size 1MiB --duration 60s --runs 1";
     sb.run(&psync.split(' ').collect::<Vec<_>>()).ok();
     let show = sb.iolab(&["show", "last"]).ok();
     assert!(show.stdout.contains("Engine:   psync · "), "{show}");

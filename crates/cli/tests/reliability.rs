@@ -7,10 +7,21 @@ use std::process::Stdio;
 
 use iolab_testkit::*;
 
-/// `args` with one short measured pass and no warm-up.
+/// `args` with one short measured pass and no warm-up: it ends after 1 MiB (a minute is a
+/// bound never reached), so it always measures something, even where a 100 ms pass beside
+/// a disk hog completed no I/O (and the run rightly failed).
 fn short(args: &[&'static str]) -> Vec<&'static str> {
     let mut v = args.to_vec();
-    v.extend_from_slice(&["--duration", "100ms", "--runs", "1", "--warmup", "0"]);
+    v.extend_from_slice(&[
+        "--io-size",
+        "1MiB",
+        "--duration",
+        "60s",
+        "--runs",
+        "1",
+        "--warmup",
+        "0",
+    ]);
     v
 }
 

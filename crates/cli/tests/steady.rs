@@ -566,7 +566,8 @@ fn steady_state_on_a_throttle_is_attained_in_the_first_window() {
 #[test]
 fn precondition_writes_the_region_first_or_is_refused_by_name() {
     let sb = Sandbox::new();
-    let base = "custom --rw read --bs 64k --size 2MiB --runs 1 --duration 100ms --warmup 0";
+    let base =
+        "custom --rw read --bs 64k --size 2MiB --runs 1 --io-size 2MiB --duration 60s --warmup 0";
     let line = format!("{base} --precondition 2x");
     let doc = run_json(&sb, &line.split_whitespace().collect::<Vec<_>>());
     let pre = &doc["tests"][0]["extra"]["precondition"];

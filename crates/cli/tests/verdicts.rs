@@ -343,8 +343,10 @@ fn history_says_why_every_change_is_unknown() {
             "4MiB",
             "--runs",
             "1",
+            "--io-size",
+            "1MiB",
             "--duration",
-            "100ms",
+            "60s",
         ])
         .ok();
     }

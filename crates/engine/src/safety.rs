@@ -25,6 +25,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use iolab_sys::loopdev::{self, FileId};
 
@@ -245,7 +246,7 @@ pub fn file_holders(meta: &fs::Metadata) -> Vec<String> {
         .map(|l| format!("it backs loop device {}", l.dev_path().display()))
         .collect();
     holders.extend(swap_files(id));
-    holders.extend(writers(id));
+    holders.extend(lasting_writers(id));
     holders
 }
 
@@ -264,9 +265,29 @@ fn swap_files(id: FileId) -> Vec<String> {
 }
 
 /// The processes other than this one that have the block device (or file) at `path` open
-/// for writing, each said as a reason; empty when none does or `path` cannot be read.
+/// for writing, and keep it open ([`lasting_writers`]), each said as a reason; empty when
+/// none does or `path` cannot be read.
 pub fn device_writers(path: &Path) -> Vec<String> {
-    FileId::of(path).map(writers).unwrap_or_default()
+    FileId::of(path).map(lasting_writers).unwrap_or_default()
+}
+
+/// How long [`lasting_writers`] keeps looking, and how often.
+const WRITER_LOOKS: (Duration, Duration) = (Duration::from_secs(2), Duration::from_millis(100));
+
+/// The writers of `id` ([`writers`]) that are there at every look until none is, or for
+/// [`WRITER_LOOKS`]: a program that opens every device for a moment (`losetup` looking for
+/// a free loop device, udev's probe after a change) holds none of them in use, and one
+/// look can catch it there. A process that holds the file all along is named.
+fn lasting_writers(id: FileId) -> Vec<String> {
+    let (window, every) = WRITER_LOOKS;
+    let start = std::time::Instant::now();
+    let mut seen = writers(id);
+    while !seen.is_empty() && start.elapsed() < window {
+        std::thread::sleep(every);
+        let now = writers(id);
+        seen.retain(|w| now.contains(w));
+    }
+    seen
 }
 
 /// The processes other than this one that have the file `id` open for writing.

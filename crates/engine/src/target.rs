@@ -30,7 +30,8 @@ pub struct TargetRequest {
     pub direct: bool,
     pub data: DataPattern,
     /// fio's `verify_pattern` of a job that checks its reads: a file iolab creates is laid
-    /// out with it, in blocks of the given size (a divisor of 1 MiB; each block starts the
+    /// out with it, in blocks of the given size (a divisor of [`LAYOUT_CHUNK`], else the
+    /// target is refused as unsupported; each block starts the
     /// pattern afresh, its `%o` the block's own offset), so a
     /// reader that checks every byte finds what this run wrote wherever no writing job
     /// reached (a writer cut short by its runtime), not the random layout.
@@ -306,8 +307,18 @@ fn logical_block_size(path: &Path, is_device: bool) -> u64 {
         .unwrap_or(512)
 }
 
+/// The size of the writes that lay out a test file iolab creates: a layout pattern's block
+/// must divide it ([`layout_block_fits`]), so that every block starts the pattern afresh.
+pub const LAYOUT_CHUNK: u64 = 1 << 20;
+
+/// Whether a test file can be laid out with a pattern in blocks of `block` bytes: a
+/// non-zero size that divides [`LAYOUT_CHUNK`].
+pub fn layout_block_fits(block: u64) -> bool {
+    block != 0 && LAYOUT_CHUNK.is_multiple_of(block)
+}
+
 /// Writes `size` bytes of test data (`req`'s data, or its layout pattern) to a new file,
-/// sequentially in 1 MiB blocks, then flushes it. Checks `stop` between blocks; `progress`
+/// sequentially in [`LAYOUT_CHUNK`] blocks, then flushes it. Checks `stop` between blocks; `progress`
 /// gets the bytes written so far.
 fn fill_file(
     file: &File,
@@ -317,7 +328,7 @@ fn fill_file(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(), TargetError> {
-    const CHUNK: usize = 1 << 20;
+    const CHUNK: usize = LAYOUT_CHUNK as usize;
     let (direct, pattern) = (req.direct, req.layout_pattern.as_ref());
     let mut pool = BufferPool::new(1, CHUNK);
     let mut rng = fastrand::Rng::new();
@@ -341,7 +352,16 @@ fn fill_file(
             stamp(pool.slot_mut(0), &mut rng);
         }
         if let Some((p, block)) = pattern {
-            let block = (*block).clamp(1, CHUNK as u64) as usize;
+            if !layout_block_fits(*block) {
+                return Err(TargetError::Unsupported(
+                    path.to_path_buf(),
+                    format!(
+                        "a layout pattern in blocks of {block} bytes, which do not divide the \
+                         layout's {LAYOUT_CHUNK}-byte writes"
+                    ),
+                ));
+            }
+            let block = *block as usize;
             for (i, b) in pool.slot_mut(0)[..len].chunks_mut(block).enumerate() {
                 p.fill(b, off + (i * block) as u64);
             }

@@ -303,13 +303,12 @@ pub fn target_error(e: TargetError) -> RunError {
 /// the pattern afresh, as a read of it expects); else the usual layout, and a byte no
 /// writer reached fails such a read.
 fn layout_pattern(tests: &[TestSpec]) -> Option<(iolab_spec::Pattern, u64)> {
-    const LAYOUT_CHUNK: u64 = 1 << 20;
     let mut readers = tests.iter().filter_map(|t| {
         let p = t.job.pattern.as_ref().filter(|p| p.check_reads)?;
         Some((p, t.job.bs))
     });
     let (first, bs) = readers.next()?;
-    if bs == 0 || !LAYOUT_CHUNK.is_multiple_of(bs) {
+    if !iolab_engine::target::layout_block_fits(bs) {
         return None;
     }
     if readers.all(|(p, b)| p.bytes == first.bytes && p.offsets == first.offsets && b == bs) {

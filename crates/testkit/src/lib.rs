@@ -41,4 +41,6 @@ pub use skip::{
     optional_tools, require_devices, require_emudisk, require_root, require_tools, skip,
     skip_allowed, skips, REQUIRE_VAR,
 };
-pub use sys::{have, is_root, sh, shell, shm_is_tmpfs, throttle_bound, tool, try_sh, CpuWait};
+pub use sys::{
+    have, is_root, sh, shell, shm_is_tmpfs, throttle_bound, tool, try_sh, CpuWait, BUSY,
+};

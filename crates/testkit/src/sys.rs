@@ -101,6 +101,11 @@ pub struct CpuWait {
     start: Option<u64>,
 }
 
+/// A machine whose tasks waited for a CPU a quarter of a test's time or more
+/// ([`CpuWait::busy_since`]) is too busy for the test to hold a model's rates against it: a
+/// starved host leaves an emulated cache recovering and a throttle's budget unspent.
+pub const BUSY: f64 = 0.25;
+
 impl CpuWait {
     pub fn start() -> CpuWait {
         let start = cpu_some_total_us();
@@ -108,6 +113,13 @@ impl CpuWait {
             eprintln!("testkit: no /proc/pressure/cpu: scheduling delay taken as 0");
         }
         CpuWait { start }
+    }
+
+    /// The share of the time since `started` that the machine's tasks spent waiting for a
+    /// CPU ([`Self::us`] over the elapsed time): at [`BUSY`] or more a model's rates are
+    /// no longer the host's to keep, and only what the run reported of itself is checked.
+    pub fn busy_since(&self, started: std::time::Instant) -> f64 {
+        self.us() / 1e6 / started.elapsed().as_secs_f64()
     }
 
     /// Microseconds of waiting for a CPU since `start`, over all CPUs.
