@@ -858,6 +858,31 @@ fn a_device_study_refuses_what_it_must_not_format() {
     );
     assert!(e.contains(&da), "{e}");
     refused(&f, &[], "names no device");
+    // A process that holds the device open for writing all along is named, however long
+    // iolab looks (it counts only writers there at every look, so a probe is not one).
+    let mut holder = std::process::Command::new("sh")
+        .args(["-c", &format!("exec 3>{da}; echo held; exec sleep 600")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "held\n");
+    let e = refused(
+        &f,
+        &["--device", &da, "--allow-destroy-device", &da],
+        &format!(
+            "is in use: process {} (sleep) has it open for writing",
+            holder.id()
+        ),
+    );
+    assert!(e.contains(&da), "{e}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
     refused(
         &f,
         &["--device", &da, "--allow-destroy-device", "/dev/sdx9"],
