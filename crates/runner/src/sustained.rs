@@ -137,6 +137,28 @@ fn steady_window(
         .map(|w| (from + 1, w))
 }
 
+/// The steady window a first test is reported with: that of its whole series, or, when it
+/// ended as steady ([`SustainedPlan::judge`]) and the rounds the pass still ran while it
+/// stopped (on a busy host, a round or more) moved its last window out of steadiness, the
+/// latest window that was steady: the one the test ended on. Never a window for a test
+/// that did not end as steady and is not steady at its end.
+fn judged_window(
+    plan: &SustainedPlan,
+    samples: &[Sample],
+    cliff: Option<&Cliff>,
+    end: Option<End>,
+) -> Option<(usize, Window)> {
+    steady_window(plan, samples, cliff).or_else(|| {
+        if end != Some(End::Steady) {
+            return None;
+        }
+        let n = rounds(samples).len();
+        (plan.window..n)
+            .rev()
+            .find_map(|k| steady_window(plan, &samples[..k * ROUND], cliff))
+    })
+}
+
 impl SustainedPlan {
     /// Whether a test's writes may end with the series so far (the pass's own length,
     /// `max_time`, ends them otherwise).
@@ -206,7 +228,7 @@ impl SustainedPlan {
             out.recovery = Some(v);
             return;
         }
-        let steady = steady_window(self, &samples, cliff.as_ref());
+        let steady = judged_window(self, &samples, cliff.as_ref(), end);
         let window = steady.map(|s| s.1).or_else(|| {
             let r: Vec<f64> = rounds(&samples).iter().map(|x| x.1).collect();
             Window::of(&r[r.len().saturating_sub(self.window)..])
@@ -414,6 +436,32 @@ mod tests {
         let mut dip = vec![400.0; 12];
         dip[4] = 90.0;
         assert_eq!(regained(&series(&dip), (400e6, 100e6)), None);
+    }
+
+    #[test]
+    fn a_test_that_ended_steady_is_reported_with_the_window_it_ended_on() {
+        let plan = SustainedPlan {
+            window: 3,
+            max_time: Duration::from_secs(60),
+            idle: Duration::from_secs(1),
+            min_write: 0,
+        };
+        // Steady at 100 MB/s for 4 rounds, then a round at 60 while the pass stopped.
+        let mut r = vec![100.0; 40];
+        r.extend([60.0; 10]);
+        let s = series(&r);
+        assert_eq!(judged_window(&plan, &s, None, None), None);
+        let (from, w) = judged_window(&plan, &s, None, Some(End::Steady)).unwrap();
+        assert_eq!(from, 2);
+        assert!((w.mean - 100.0).abs() < 1e-6, "{w:?}");
+        // Not steady anywhere: no window, however it ended.
+        let ragged: Vec<f64> = (0..50)
+            .map(|i| if i / 10 % 2 == 0 { 100.0 } else { 50.0 })
+            .collect();
+        assert_eq!(
+            judged_window(&plan, &series(&ragged), None, Some(End::Steady)),
+            None
+        );
     }
 
     #[test]
