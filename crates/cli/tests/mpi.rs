@@ -684,35 +684,69 @@ mod with_mpi {
         );
     }
 
+    /// ext4 on a direct-I/O loop device of 96 MiB, initialised now (ext4lazyinit once
+    /// wrote 15.5 MiB the ranks did not move during a pass, beside five suites and
+    /// stress-ng, and BUSY_DEVICE said so), with an empty directory `t` in it.
+    struct DirectExt4 {
+        // Dropped in this order: unmounted before the loop device is detached.
+        _mnt: Mount,
+        dev: Loop,
+        dir: PathBuf,
+    }
+
+    impl DirectExt4 {
+        fn new() -> DirectExt4 {
+            let dev = Loop::with_options(96 * MIB, &["--direct-io=on"]);
+            iolab_testkit::mkfs_ext4_initialised(dev.s());
+            let mnt = Mount::new(dev.s(), &[]);
+            let dir = mnt.path().join("t");
+            std::fs::create_dir(&dir).unwrap();
+            DirectExt4 {
+                _mnt: mnt,
+                dev,
+                dir,
+            }
+        }
+    }
+
     /// The BUSY_DEVICE / BUSY_CPU warnings of a 2-rank direct read on `dir`.
     fn busy_warnings(sb: &Sandbox, dir: &Path) -> Vec<(String, String)> {
-        let cmd = mpirun(
-            sb,
-            2,
-            &["--bind-to", "none"],
-            &[
-                "run",
-                "custom",
-                "--rw",
-                "randread",
-                "--bs",
-                "128k",
-                "--iodepth",
-                "4",
-                "--size",
-                "16m",
-                "--duration",
-                "1s",
-                "--runs",
-                "2",
-                "--target",
-                dir.to_str().unwrap(),
-                "--quiet",
-                "--json",
-                "-",
-            ],
-        );
-        let out = cmd_output(cmd);
+        busy_warnings_through(sb, dir, None)
+    }
+
+    /// [`busy_warnings`], each rank started through the shell `script` (see
+    /// [`through_sh`]) when there is one.
+    fn busy_warnings_through(
+        sb: &Sandbox,
+        dir: &Path,
+        script: Option<&str>,
+    ) -> Vec<(String, String)> {
+        let iolab = sb.cmd(&[
+            "run",
+            "custom",
+            "--rw",
+            "randread",
+            "--bs",
+            "128k",
+            "--iodepth",
+            "4",
+            "--size",
+            "16m",
+            "--duration",
+            "1s",
+            "--runs",
+            "2",
+            "--target",
+            dir.to_str().unwrap(),
+            "--quiet",
+            "--json",
+            "-",
+        ]);
+        let cmd = match script {
+            Some(script) => through_sh(script, &iolab),
+            None => iolab,
+        };
+        let out = cmd_output(mpirun_cmd(2, &["--bind-to", "none"], &cmd));
         let doc: Value = serde_json::from_slice(&out).unwrap();
         assert!(
             doc["notes"].to_string().contains("judged per machine"),
@@ -745,13 +779,8 @@ mod with_mpi {
             return;
         };
         let _cpu = shared();
-        let dev = Loop::with_options(96 * MIB, &["--direct-io=on"]);
-        // Written through now: ext4lazyinit once wrote 15.5 MiB the ranks did not move
-        // during a pass (beside five suites and stress-ng), and BUSY_DEVICE said so.
-        iolab_testkit::mkfs_ext4_initialised(dev.s());
-        let mnt = Mount::new(dev.s(), &[]);
-        let dir = mnt.path().join("t");
-        std::fs::create_dir(&dir).unwrap();
+        let fs = DirectExt4::new();
+        let (dev, dir) = (&fs.dev, &fs.dir);
         let sb = Sandbox::new();
         let host = rustix::system::uname()
             .nodename()
@@ -760,7 +789,7 @@ mod with_mpi {
         // Alone on the device: two ranks' reads are the run's own, not a shared device.
         // (BUSY_CPU may fire on a busy machine: other tests' processes are other processes;
         // that the ranks are not each other's load is measure's tests/ours.rs.)
-        let quiet = busy_warnings(&sb, &dir);
+        let quiet = busy_warnings(&sb, dir);
         println!("alone: {quiet:?}");
         assert!(quiet.iter().all(|(c, _)| c != "BUSY_DEVICE"), "{quiet:?}");
         // With someone else reading the same device, the warning names this host.
@@ -772,7 +801,7 @@ mod with_mpi {
             ))
             .spawn()
             .unwrap();
-        let shared = busy_warnings(&sb, &dir);
+        let shared = busy_warnings(&sb, dir);
         let _ = Command::new("pkill")
             .args(["-P", &reader.id().to_string()])
             .status();
@@ -786,6 +815,46 @@ mod with_mpi {
                 .any(|(c, m)| c == "BUSY_DEVICE"
                     && m.starts_with(&format!("on {host}: {name} moved"))),
             "{shared:?}"
+        );
+        assert!(std::fs::read_dir(dir).unwrap().next().is_none());
+    }
+
+    #[test]
+    fn a_rank_still_laying_out_is_not_someone_else_on_the_device() {
+        let Some(_lock) = require_devices(&["mkfs.ext4", "mpirun"]) else {
+            return;
+        };
+        let _cpu = shared();
+        if !Cgroup::blkio_available() {
+            skip!("no cgroup-v1 blkio hierarchy at {}", Cgroup::BLKIO);
+        }
+        let fs = DirectExt4::new();
+        let (dev, dir) = (&fs.dev, &fs.dir);
+        // Both ranks read at 4 MiB/s, so a pass moves a known few MiB; rank 1 also writes
+        // at 4 MiB/s, so its 16 MiB layout lasts 4 s after rank 0's is done. Rank 0 waits
+        // for it at the first pass's barrier: those 16 MiB are the run's own, in no pass.
+        let pid = std::process::id();
+        let cgs = [
+            Cgroup::blkio(&format!("iolab-mpi-layout-{pid}-0")),
+            Cgroup::blkio(&format!("iolab-mpi-layout-{pid}-1")),
+        ];
+        let rate = format!("{} {}", dev.majmin(), 4 * MIB);
+        for cg in &cgs {
+            cg.set("blkio.throttle.read_bps_device", &rate);
+        }
+        cgs[1].set("blkio.throttle.write_bps_device", &rate);
+        let script = format!(
+            "case $OMPI_COMM_WORLD_RANK in 0) echo $$ > {}/cgroup.procs ;; \
+             1) echo $$ > {}/cgroup.procs ;; *) exit 9 ;; esac; exec \"$0\" \"$@\"",
+            cgs[0].dir.display(),
+            cgs[1].dir.display()
+        );
+        let sb = Sandbox::new();
+        let warnings = busy_warnings_through(&sb, dir, Some(&script));
+        println!("rank 1 laying out slowly: {warnings:?}");
+        assert!(
+            warnings.iter().all(|(c, _)| c != "BUSY_DEVICE"),
+            "{warnings:?}"
         );
         assert!(std::fs::read_dir(dir).unwrap().next().is_none());
     }

@@ -185,6 +185,15 @@ impl ActivitySample {
         }
     }
 
+    /// Reads the device counters again, keeping the CPU sample: a rank of an MPI run
+    /// starts its device window once every rank has passed the barrier, so that another
+    /// rank's I/O before it (its layout, the tail of its last pass), which is in no rank's
+    /// pass, is not read as someone else's. /proc/diskstats is one read, unlike the
+    /// processes' CPU times, which stay before the barrier.
+    pub fn devices_from_now(&mut self) {
+        self.disks = read_diskstats();
+    }
+
     /// Whether the process `pid` is among the others this sample read (the run's own
     /// processes, and those named by [`count_as_ours`], never are).
     pub fn counts_as_other(&self, pid: u32) -> bool {

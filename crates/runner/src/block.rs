@@ -944,11 +944,14 @@ impl Passes for OnTarget<'_> {
         };
         let stop = std::sync::Arc::clone(&ctx.stop);
         let t0 = Instant::now();
-        let before = ActivitySample::now();
+        let mut before = ActivitySample::now();
         if let Some(c) = ctx.coordinator() {
             // As late as can be: what each rank does between the barrier and its pass
             // (sampling /proc takes milliseconds on a busy host) delays its start.
             c.before_pass(&stop)?;
+            // Every rank is done with its layout and last pass: their bytes before now are
+            // in no pass's count, and must not read as another process's.
+            before.devices_from_now();
         }
         let started = Instant::now();
         let stonewall = self.plan.mpi.stonewall;

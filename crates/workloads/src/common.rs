@@ -179,6 +179,12 @@ impl Watch {
         }
     }
 
+    /// Starts the device window again, after the other ranks' barrier (see
+    /// [`ActivitySample::devices_from_now`]).
+    pub fn devices_from_now(&mut self) {
+        self.activity.devices_from_now();
+    }
+
     /// CPU use for a pass of `ios` operations, and what else the machine did meanwhile.
     pub fn finish(&self, ios: u64) -> (CpuUsage, Activity) {
         let cpu = self.cpu.usage_until(&CpuSample::now(), ios);

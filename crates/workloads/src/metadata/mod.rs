@@ -594,12 +594,15 @@ fn run_phase(
     let abort = AtomicBool::new(false);
     let counters: Vec<Counter> = (0..threads).map(|_| Counter::default()).collect();
     progress(phase.name(), 0);
-    let watch = Watch::start(devices);
+    let mut watch = Watch::start(devices);
     // The other ranks' barrier as late as can be: what a rank does between it and its
     // threads' start delays its start.
     match phases.before() {
         Err(RunError::Interrupted) => return Ok(None),
         r => r.map_err(WorkloadError::Ranks)?,
+    }
+    if phases.ranks() > 1 {
+        watch.devices_from_now();
     }
     let results: Vec<Result<ThreadResult, WorkloadError>> = run_workers(
         threads as usize,
