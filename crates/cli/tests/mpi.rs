@@ -202,11 +202,22 @@ mod with_mpi {
         "2",
     ];
 
-    /// `np` ranks write for 2 passes of 300 ms, each its own 4 MiB file in the sandbox's
-    /// target; rank 0's JSON document (its stdout carries nothing else).
+    /// [`WRITE`] with each pass ending after 1 MiB of each rank's 4 (a minute is a bound
+    /// never reached), for a test that checks every rank moved bytes in every pass
+    /// ([`check_sums`]): beside a disk hog a rank's 300 ms pass once completed no 128 KiB
+    /// write.
+    fn sized_write() -> Vec<&'static str> {
+        let mut args = WRITE.to_vec();
+        args[9] = "60s";
+        args.extend(["--io-size", "1m"]);
+        args
+    }
+
+    /// `np` ranks write 2 passes of 1 MiB each ([`sized_write`]), each its own 4 MiB file in
+    /// the sandbox's target; rank 0's JSON document (its stdout carries nothing else).
     fn short_run(sb: &Sandbox, np: u32, mpi_args: &[&str]) -> Value {
         let t = sb.target.to_str().unwrap();
-        let mut args = WRITE.to_vec();
+        let mut args = sized_write();
         args.extend(["--target", t, "--quiet", "--json", "-"]);
         let out = mpirun(sb, np, mpi_args, &args).output().unwrap();
         assert!(out.status.success(), "{}", text(&out));
@@ -294,7 +305,7 @@ mod with_mpi {
         let sb = Sandbox::new();
         let url = server.database();
         let mut cmd = Command::new(iolab_testkit::iolab::iolab_bin());
-        cmd.args(WRITE)
+        cmd.args(sized_write())
             .args([
                 "--target",
                 sb.target.to_str().unwrap(),
@@ -1119,12 +1130,7 @@ mod with_mpi {
         };
         let sb = Sandbox::new();
         let t = sb.target.to_str().unwrap();
-        let mut args = WRITE.to_vec();
-        // Each pass ends after 1 MiB of each rank's 4 (a minute is a bound never reached):
-        // every rank must move bytes in every pass, and beside a disk hog a rank's 300 ms
-        // pass once completed no 128 KiB write.
-        args[9] = "60s";
-        args.extend(["--io-size", "1m"]);
+        let mut args = sized_write();
         // --verify: every rank stamps its writes and reads its region back after every
         // pass; a rank writing outside its region spoils another's read-back (and any
         // rank's failed check fails the run).

@@ -90,6 +90,10 @@ fn realtime() -> bool {
 /// Runs the daemon until it is told to stop. Errors before the mount answers are returned
 /// (the caller prints them and exits non-zero).
 pub fn serve(args: &ServeArgs) -> Result<(), EmudiskError> {
+    // The process's name in /proc/PID/stat: a run on this disk counts the daemon's CPU as
+    // the device's work, not as another process busy beside it (BUSY_CPU); the threads it
+    // starts take the name too. A name that does not take only leaves the daemon "iolab".
+    let _ = rustix::thread::set_name(iolab_measure::EMUDISK_DAEMON);
     let spec: EmuSpec = serde_json::from_str(&args.spec).map_err(EmudiskError::SpecJson)?;
     let params = validate(&spec).map_err(EmudiskError::Spec)?;
     let backing = OpenOptions::new()

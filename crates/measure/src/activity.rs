@@ -106,9 +106,13 @@ fn parse_diskstats(text: &str) -> HashMap<String, DiskCounters> {
 /// PF_KTHREAD in /proc/PID/stat's flags field.
 const PF_KTHREAD: u64 = 0x0020_0000;
 
-/// User-space filesystems whose CPU time is the I/O being measured (a zfs-fuse daemon does
-/// the checksums and the device I/O of a run on zfs), not competition for the CPU.
-const STORAGE_DAEMONS: &[&str] = &["zfs-fuse"];
+/// The name iolab's emulated disk daemon (`iolab emudisk serve`) gives itself.
+pub const EMUDISK_DAEMON: &std::ffi::CStr = c"iolab-emudisk";
+
+/// User-space storage whose CPU time is the I/O being measured (a zfs-fuse daemon does the
+/// checksums and the device I/O of a run on zfs; iolab's emulated disk runs its model), not
+/// competition for the CPU.
+const STORAGE_DAEMONS: &[&str] = &["zfs-fuse", "iolab-emudisk"];
 
 /// Other processes whose CPU time is the run's own: the other ranks of a multi-process
 /// run on this machine (set once by the runner, see [`count_as_ours`]).

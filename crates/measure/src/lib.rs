@@ -68,7 +68,7 @@ mod model;
 mod warning;
 pub mod workload;
 
-pub use activity::{count_as_ours, Activity, ActivitySample, DeviceIo, ProcessCpu};
+pub use activity::{count_as_ours, Activity, ActivitySample, DeviceIo, ProcessCpu, EMUDISK_DAEMON};
 pub use cpu::{CpuLossSampler, CpuSample, CpuUsage};
 pub use histogram::{HistogramError, LatencyHistogram};
 pub use model::{

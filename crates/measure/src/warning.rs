@@ -277,7 +277,11 @@ warning_codes! {
                (the median, so that a busy machine's scheduling delays, which stretch a few \
                calls, neither hide a cache nor make one; one warning per run, naming the tests; virtio disks report rotational, so it fires \
                on VMs whose host cache answers flushes). `run fsync` judges every sync method \
-               by the same floor in its durability verdict",
+               by the same floor in its durability verdict. On a machine busy most of the time \
+               even the median call waits for a CPU, and a flush a cache answered can take \
+               milliseconds: `BUSY_CPU` on the same test says so, and timing then cannot tell \
+               a cache from a platter (beside five test suites, flushes the disk ignored took \
+               7.6 ms)",
         fix: "turn the volatile write cache off (`hdparm -W 0`; on a VM a host disk cache \
               mode that honours flushes, such as `cache=none`) and check the mount's \
               barriers",
@@ -336,8 +340,9 @@ warning_codes! {
         caveat: None,
         title: "Other processes busy on the CPU",
         when: "other user-space processes used more than 25% of a CPU during a pass \
-               (/proc/PID/stat; kernel threads and the zfs-fuse daemon, which does the run's \
-               own I/O, excluded); the busiest are named. The figure counts clock ticks \
+               (/proc/PID/stat; kernel threads, the zfs-fuse daemon, which does the run's \
+               own I/O, and iolab's emulated disk (`iolab-emudisk`), which runs the device's \
+               model, excluded); the busiest are named. The figure counts clock ticks \
                over the pass and the sampling around it, is at most the machine's CPUs times \
                100%, and is not taken (0 in the record, `cpu_resolution_pct` above 5) when \
                the pass was too short for one tick to be within 5% of a CPU",

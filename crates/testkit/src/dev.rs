@@ -370,3 +370,56 @@ impl Drop for QueueSetting {
         }
     }
 }
+
+/// A directory on a filesystem nothing else writes to, so that a statvfs space figure is
+/// the run's alone: as root a tmpfs of its own; else a directory in /dev/shm (or the
+/// scratch directory), which other processes may write to (another suite's in-memory loop
+/// images did): there a run may rightly withhold the figure, which [`QuietDir::shared`]
+/// says.
+pub struct QuietDir {
+    dir: PathBuf,
+    shared: bool,
+    // Dropped after the directory's users: the mount (or the temporary directory) last.
+    _mount: Option<Mount>,
+    _tmp: Option<TempDir>,
+}
+
+impl QuietDir {
+    pub fn new() -> QuietDir {
+        if crate::sys::is_root() {
+            let m = Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=256m"]);
+            return QuietDir {
+                dir: m.path(),
+                shared: false,
+                _mount: Some(m),
+                _tmp: None,
+            };
+        }
+        let t = if crate::sys::shm_is_tmpfs() {
+            tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| scratch_dir())
+        } else {
+            scratch_dir()
+        };
+        QuietDir {
+            dir: t.path().to_path_buf(),
+            shared: true,
+            _mount: None,
+            _tmp: Some(t),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Other processes may write to its filesystem (not root: no mount of its own).
+    pub fn shared(&self) -> bool {
+        self.shared
+    }
+}
+
+impl Default for QuietDir {
+    fn default() -> Self {
+        QuietDir::new()
+    }
+}

@@ -75,6 +75,11 @@ impl EmuDisk {
     }
 
     /// The loop device on the disk.
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn dev(&self) -> &Path {
         &self.lo.as_ref().expect("attached").dev
     }

@@ -31,6 +31,7 @@ pub mod sys;
 pub use data::{median, random_bytes, DBENCH_TINY_LOADFILE, KIB, MIB};
 pub use dev::{
     device_lock, mkfs_ext4_initialised, zfs_machine_lock, Cgroup, Loop, Mount, QueueSetting,
+    QuietDir,
 };
 pub use emudisk::EmuDisk;
 pub use iolab::{table_part, Out, Sandbox};

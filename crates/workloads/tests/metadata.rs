@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use iolab_spec::Rw;
-use iolab_testkit::scratch_dir;
+use iolab_testkit::{scratch_dir, QuietDir};
 use iolab_workloads::metadata::{self, MetadataConfig, WorkloadError};
 
 /// The space figure compares the filesystem's usage before and after the create phase:
@@ -20,50 +20,10 @@ fn is_empty(dir: &Path) -> bool {
     std::fs::read_dir(dir).unwrap().next().is_none()
 }
 
-/// A directory whose filesystem nothing else writes to, so that the statvfs space figure
-/// is the run's alone: as root a tmpfs of the test's own; else /dev/shm, which other
-/// processes may write to (another suite's in-memory loop images did): there the figure
-/// may rightly be withheld (`space_unmeasured`), which [`Quiet::shared`] says.
-struct Quiet {
-    dir: std::path::PathBuf,
-    shared: bool,
-    _mount: Option<iolab_testkit::Mount>,
-    _tmp: Option<tempfile::TempDir>,
-}
-
-impl Quiet {
-    fn path(&self) -> &Path {
-        &self.dir
-    }
-}
-
-fn quiet_dir() -> Quiet {
-    if iolab_testkit::is_root() {
-        let m = iolab_testkit::Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=256m"]);
-        return Quiet {
-            dir: m.path(),
-            shared: false,
-            _mount: Some(m),
-            _tmp: None,
-        };
-    }
-    let t = if iolab_testkit::shm_is_tmpfs() {
-        tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| scratch_dir())
-    } else {
-        scratch_dir()
-    };
-    Quiet {
-        dir: t.path().to_path_buf(),
-        shared: true,
-        _mount: None,
-        _tmp: Some(t),
-    }
-}
-
 #[test]
 fn every_phase_counts_exactly_and_space_is_measured() {
     let _serial = serial();
-    let t = quiet_dir();
+    let t = QuietDir::new();
     let mut cfg = MetadataConfig::new(t.path().to_path_buf());
     cfg.files = 2000;
     cfg.dirs = 7;
@@ -112,7 +72,7 @@ fn every_phase_counts_exactly_and_space_is_measured() {
     assert!(tests[0].passes[0].sync.is_none());
 
     let space = &tests[0].extra["space"];
-    if t.shared && space.is_null() {
+    if t.shared() && space.is_null() {
         let why = &tests[0].extra["space_unmeasured"];
         assert!(
             why.as_str().is_some_and(|w| w.contains("other processes")),

@@ -24,12 +24,12 @@ use iolab_engine::buffers::{fill_random, stamp, BufferPool};
 use iolab_integrity::block::SECTOR;
 use iolab_integrity::written::Written;
 use iolab_integrity::Tally;
-use iolab_measure::{
-    CpuSample, DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, TimeSeries,
-};
+use iolab_measure::{DirResult, LatencyHistogram, PassRecord, SyncStats, TestRecord, TimeSeries};
 use iolab_spec::{format_size_short, JobSpec, Rw, SyncMode};
 use iolab_stats::{summarize, Score};
 use serde::{Deserialize, Serialize};
+
+use crate::common::Watch;
 
 /// How a write is made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -459,6 +459,9 @@ fn measure(
     let mut rng = fastrand::Rng::new();
     pool.fill_random(&mut rng);
     let slots = (cfg.file_size / size).max(1);
+    // The device under the probe file, whose traffic each pass records beside the other
+    // processes' CPU: a flush timed on a busy machine says so (BUSY_CPU).
+    let devices: Vec<String> = crate::common::device_of(path).into_iter().collect();
     let mut passes = Vec::new();
     let mut slot = 0u64;
     for index in 1..=cfg.runs {
@@ -468,7 +471,7 @@ fn measure(
         let mut op_hist = LatencyHistogram::new();
         let mut sync_hist = LatencyHistogram::new();
         let mut series: Vec<u64> = Vec::new();
-        let cpu0 = CpuSample::now();
+        let watch = Watch::start(&devices);
         let start = Instant::now();
         let deadline = start + cfg.duration;
         let mut bytes = 0u64;
@@ -524,12 +527,12 @@ fn measure(
         }
         let seconds = (start.elapsed() - untimed).as_secs_f64();
         let ops = op_hist.count();
-        let cpu = cpu0.usage_until(&CpuSample::now(), ops);
+        let (cpu, activity) = watch.finish(ops);
         let sync = (!sync_hist.is_empty()).then(|| SyncStats {
             count: sync_hist.count(),
             lat_us: sync_hist.summary_us(),
         });
-        passes.push(PassRecord::new(
+        let mut pass = PassRecord::new(
             index,
             seconds,
             None,
@@ -541,7 +544,9 @@ fn measure(
                 bytes: series,
                 ..Default::default()
             },
-        ));
+        );
+        pass.context.activity = activity;
+        passes.push(pass);
         // After the pass's clock stopped: the read-back is not part of it.
         if let Some(hook) = &cfg.after_pass {
             (hook.0)(path);
