@@ -469,14 +469,26 @@ impl RunContext {
                     self.note(note);
                 }
             }
-            (f.left, path)
+            (f.left, f.unsure, path)
         });
-        if let Some((left, path)) = left.filter(|(l, _)| !l.is_empty()) {
-            self.left_behind(format!(
-                "{} (recorded in {}; `iolab cleanup` removes it once it can)",
-                left.join(", "),
-                path.display()
-            ));
+        if let Some((left, unsure, path)) = left {
+            if !left.is_empty() {
+                self.left_behind(format!(
+                    "{} (recorded in {}; `iolab cleanup` removes it once it can)",
+                    left.join(", "),
+                    path.display()
+                ));
+            }
+            if !unsure.is_empty() {
+                self.left_behind(format!(
+                    "maybe {}: not there now, but the filesystem turned read-only during the \
+                     run, so removing or renaming it may not have reached the disk (recorded \
+                     in {}; `iolab cleanup` removes it once the filesystem is repaired, if it \
+                     is back)",
+                    unsure.join(", "),
+                    path.display()
+                ));
+            }
         }
         if let (Some(n), Some(_)) = (self.state_note.take(), &self.run) {
             self.note(n);

@@ -124,6 +124,32 @@ struct Entry {
     resource: RunResource,
     at_unix: u64,
     identity: Option<(u64, u64)>,
+    /// Whether the filesystem it goes on took writes when the intent was recorded (known
+    /// only in the process that recorded it).
+    writable_at_intent: Option<bool>,
+}
+
+/// Whether the filesystem that holds `path` (or, for a path not there, its nearest
+/// existing ancestor) is mounted read-only now; `None` when that cannot be told.
+fn read_only(path: &Path) -> Option<bool> {
+    let mut at = Some(path);
+    while let Some(p) = at {
+        if fs::symlink_metadata(p).is_ok() {
+            return iolab_sys::statvfs(p).ok().map(|s| s.read_only);
+        }
+        at = p.parent();
+    }
+    None
+}
+
+impl RunResource {
+    /// Where it lives: the path itself, or the directory holding the named files.
+    fn location(&self) -> &Path {
+        match self {
+            RunResource::File { path } | RunResource::Tree { path } => path,
+            RunResource::Named { dir, .. } => dir,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -156,6 +182,7 @@ impl Journal {
                             resource,
                             at_unix,
                             identity: None,
+                            writable_at_intent: None,
                         },
                     );
                 }
@@ -220,6 +247,7 @@ impl RunState {
     /// Records that `resource` is about to be created; its id for [`Self::created`] and
     /// [`Self::removed`].
     pub fn intent(&self, resource: RunResource) -> io::Result<u64> {
+        let writable_at_intent = read_only(resource.location()).map(|ro| !ro);
         let mut i = self.lock();
         let id = i.next_id;
         let at_unix = now_unix();
@@ -238,6 +266,7 @@ impl RunState {
                 resource,
                 at_unix,
                 identity: None,
+                writable_at_intent,
             },
         );
         Ok(id)
@@ -306,6 +335,12 @@ impl RunState {
     /// is one whose path now holds another file (replaced during the run: not the run's to
     /// remove); the file is deleted when nothing recorded is left, else it stays for `iolab
     /// cleanup`. Returns what is left and the paths found replaced.
+    ///
+    /// A resource that is not there on a filesystem that turned read-only during the run
+    /// stays recorded: the filesystem stopped writing when it did (ext4 aborts its journal
+    /// on an error with `errors=remount-ro`), so a removal or rename the run saw may never
+    /// have reached the disk, and the name comes back once the filesystem is repaired and
+    /// mounted again (a sidecar's temporary file did).
     pub fn finish(&self) -> Finish {
         let mut i = self.lock();
         let ids: Vec<u64> = i.open.keys().copied().collect();
@@ -319,6 +354,13 @@ impl RunState {
                 }
                 _ => false,
             };
+            let turned_read_only = present.is_empty()
+                && e.writable_at_intent == Some(true)
+                && read_only(e.resource.location()) == Some(true);
+            if turned_read_only {
+                out.unsure.push(e.resource.location().display().to_string());
+                continue;
+            }
             if present.is_empty() || replaced {
                 if replaced {
                     out.replaced.extend(present);
@@ -380,6 +422,9 @@ pub struct Finish {
     /// Paths of things the run created that hold another file now (moved away and
     /// replaced during the run): left alone, no longer recorded.
     pub replaced: Vec<PathBuf>,
+    /// What is not there now on a filesystem that turned read-only during the run: its
+    /// removal may not have reached the disk, so it stays recorded for `iolab cleanup`.
+    pub unsure: Vec<String>,
 }
 
 /// The note for a file iolab created that was replaced during the run.

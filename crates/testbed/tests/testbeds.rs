@@ -800,3 +800,54 @@ fn sigkill_during_or_after_build_then_cleanup_all() {
         kill_and_clean(child, state_dir.path(), "zfs, killed after the build");
     }
 }
+
+/// A run's file removed (or renamed away) on a filesystem that then turns read-only stays
+/// recorded: ext4 with errors=remount-ro stops writing when it aborts, so the removal may
+/// never reach the disk and the name come back after the repair (a verify sidecar's
+/// temporary file did, once, after the e2fsck in the leftovers test). A filesystem that was
+/// read-only before the run recorded anything is not one that turned: nothing made there
+/// stays recorded.
+#[test]
+fn what_is_gone_on_a_filesystem_that_turned_read_only_stays_recorded() {
+    use iolab_testbed::runstate::{RunResource, RunState};
+    if !require_root("what_is_gone_on_a_filesystem_that_turned_read_only_stays_recorded") {
+        return;
+    }
+    let state_dir = tempfile::tempdir().unwrap();
+    let m = iolab_testkit::Mount::new("tmpfs", &["-t", "tmpfs", "-o", "size=4m"]);
+    let file = m.path().join("iolab-side.json.new");
+    let st = RunState::create(state_dir.path()).unwrap();
+    st.intent(RunResource::File { path: file.clone() }).unwrap();
+    // Made, then renamed away as the run saw it; then the filesystem turns read-only.
+    fs::write(&file, "x").unwrap();
+    fs::rename(&file, m.path().join("other")).unwrap();
+    m.remount("ro");
+    let f = st.finish();
+    assert_eq!(f.unsure, vec![file.display().to_string()], "{f:?}");
+    assert!(f.left.is_empty(), "{f:?}");
+    assert!(st.path().exists(), "the run state was deleted");
+    // Back after the repair: the recorded name is removed (made after the intent).
+    m.remount("rw");
+    fs::write(&file, "x").unwrap();
+    let (removed, failed) = st.remove_all();
+    assert_eq!(removed, vec![file.display().to_string()]);
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(!file.exists());
+    let path = st.path();
+    drop(st);
+    assert!(
+        !path.exists(),
+        "the run state stayed once everything was removed"
+    );
+
+    // Read-only from the start: the run made nothing there, nothing stays recorded.
+    m.remount("ro");
+    let st = RunState::create(state_dir.path()).unwrap();
+    st.intent(RunResource::File { path: file.clone() }).unwrap();
+    let f = st.finish();
+    assert!(f.unsure.is_empty() && f.left.is_empty(), "{f:?}");
+    assert!(
+        !st.path().exists(),
+        "a run state stayed for a read-only filesystem"
+    );
+}
