@@ -722,7 +722,8 @@ fn dbench_refuses_what_is_in_the_way_before_the_run() {
 }
 
 /// A test file replaced while it is still being filled, the run then killed (kill -9): the
-/// run state already names the file the run created (device and inode), so `iolab cleanup`
+/// run state already names the file the run created (device and inode: the file has no name
+/// before that, see the test before this one), so `iolab cleanup`
 /// leaves the replacement alone (and says so) instead of removing whatever has iolab's
 /// name for the process in the directory.
 #[test]
@@ -789,6 +790,87 @@ fn a_test_file_replaced_while_filled_is_left_alone_by_cleanup_after_a_kill() {
         fs::remove_file(&moved).unwrap();
         break;
     }
+}
+
+/// The test file has no name until the run state records it exactly: it is made unnamed
+/// (O_TMPFILE), its device and inode are written to the run-state file, and only then is
+/// it linked at its path. A process stopped or killed at any moment therefore never leaves
+/// a file at iolab's name for it that `iolab cleanup` would take by name (a run stopped
+/// between a named create and its record once let cleanup remove a replacement, in the
+/// test after this one). Checked in the order of the system calls, under strace.
+#[test]
+fn the_test_file_is_named_only_once_the_run_state_records_it() {
+    if !require_root("the run state of a root run") || !iolab_testkit::require_tools(&["strace"]) {
+        return;
+    }
+    let sb = Sandbox::new();
+    let log = sb.path("strace.log");
+    let target = sb.target.display().to_string();
+    let line = format!(
+        "run custom --rw randread --bs 4k --size 1MiB --runs 1 --duration 60s --io-size 64k \
+         --target {target} --quiet"
+    );
+    let run = sb.cmd(&line.split_whitespace().collect::<Vec<_>>());
+    let mut traced = std::process::Command::new("strace");
+    traced
+        .args([
+            "-f",
+            "-qq",
+            "-s",
+            "4096",
+            "-e",
+            "trace=openat,open,linkat,write",
+            "-o",
+        ])
+        .arg(&log)
+        .arg(run.get_program())
+        .args(run.get_args());
+    for (k, v) in run.get_envs() {
+        match v {
+            Some(v) => traced.env(k, v),
+            None => traced.env_remove(k),
+        };
+    }
+    let out = traced.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = |what: &str, f: &dyn Fn(&str) -> bool| {
+        lines
+            .iter()
+            .position(|l| f(l))
+            .unwrap_or_else(|| panic!("no {what} in the trace:\n{text}"))
+    };
+    let dir = target;
+    let link = at("link of the test file", &|l| {
+        l.contains("linkat(") && l.contains(&format!("\"{dir}/iolab-")) && l.ends_with("= 0")
+    });
+    let name = lines[link]
+        .split('"')
+        .find(|f| f.starts_with(&format!("{dir}/iolab-")))
+        .unwrap()
+        .to_string();
+    // The record of that exact path with its identity comes first.
+    let intent = at("the record of the test file", &|l| {
+        l.contains("write(") && l.contains("intent") && l.contains(&name)
+    });
+    let done = intent
+        + lines[intent..]
+            .iter()
+            .position(|l| l.contains("write(") && l.contains("done") && l.contains("ino"))
+            .unwrap_or_else(|| panic!("no identity recorded:\n{text}"));
+    assert!(
+        done < link,
+        "linked before its identity was recorded:\n{text}"
+    );
+    // Never created by name.
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("O_CREAT") && l.contains(&name)),
+        "the test file was created by name:\n{text}"
+    );
+    assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
 }
 
 /// What a run made, moved away during the run and replaced by someone else's directory:

@@ -238,8 +238,11 @@ fn colour_on_a_terminal_honours_no_color_and_the_color_flag() {
     let out = c.env("NO_COLOR", "1").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("\x1b[33m[PAGE_CACHE]"));
     // Taken after a workload's options too, where the registry parses the rest.
-    let run = small_run(&sb, "--size 1MiB --buffered --color=always");
-    assert!(run.ok().stdout.contains("\x1b[33m[PAGE_CACHE]"));
+    // Its file was just laid out, so PAGE_CACHE, or PAGE_CACHE_POSSIBLE when the kernel took
+    // the pages back before the pass (this VM's DAMON pageout did, beside other suites).
+    let run = small_run(&sb, "--size 1MiB --buffered --color=always").ok();
+    let coloured = ["\x1b[33m[PAGE_CACHE]", "\x1b[33m[PAGE_CACHE_POSSIBLE]"];
+    assert!(coloured.iter().any(|c| run.stdout.contains(c)), "{run}");
     sb.iolab(&["results", "--color", "sometimes"])
         .code(2)
         .stderr_has(&["--color"]);

@@ -62,6 +62,56 @@ pub fn create_new(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// Makes a regular file for `path` that has no name yet (`O_TMPFILE` in its directory,
+/// write only, with `O_DIRECT` when `direct`), mode 0600 whatever the umask: its identity is
+/// known, and can be recorded, before anyone can see or replace it at `path`; a process
+/// killed before [`link_unnamed`] leaves nothing behind. `Ok(None)` when the filesystem
+/// cannot make unnamed files, or not with these flags (the caller creates it by name).
+pub fn create_unnamed(path: &Path, direct: bool) -> io::Result<Option<File>> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
+    if direct {
+        flags |= OFlags::DIRECT;
+    }
+    let mode = Mode::from_raw_mode(FILE_MODE as _);
+    let fd = match rustix::fs::open(dir, flags, mode) {
+        Ok(fd) => fd,
+        // No O_TMPFILE on this filesystem (EOPNOTSUPP; EISDIR from a kernel that predates
+        // it), or not with O_DIRECT (EINVAL): the named way tells which.
+        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::ISDIR | rustix::io::Errno::INVAL) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    rustix::fs::fchmod(&fd, mode)?;
+    Ok(Some(File::from(fd)))
+}
+
+/// Gives the unnamed file `file` ([`create_unnamed`]) the name `path` and holds it there
+/// ([`Made`], which can tell where it went if it is moved); fails when anything, even a
+/// dangling link, is at `path` already (link(2) never replaces an entry or follows a link at
+/// its new name).
+pub fn link_unnamed(file: &File, path: &Path) -> io::Result<Made> {
+    let from = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let to = cstring(path.as_os_str().as_bytes())?;
+    rustix::fs::linkat(
+        rustix::fs::CWD,
+        from.as_str(),
+        rustix::fs::CWD,
+        &to,
+        AtFlags::SYMLINK_FOLLOW,
+    )?;
+    // The descriptor of the unnamed file keeps its anonymous entry: the name is held anew.
+    let made = Made::hold(path)?;
+    if made.id != fd_identity(file)? {
+        return Err(io::Error::other("replaced as it was named"));
+    }
+    Ok(made)
+}
+
 /// Creates the new directory `path` (an existing one or a link there is an error), mode 0700
 /// whatever the umask, and returns what it is (for a record that removes it later only while
 /// it is still this one). The mode is set through a descriptor of the directory just made,
@@ -446,6 +496,44 @@ mod tests {
             let s = std::fs::metadata(sub.join("stats.json")).unwrap();
             assert_eq!(s.mode() & 0o7777, 0o600);
         }
+    }
+
+    #[test]
+    fn an_unnamed_file_is_seen_only_once_linked_and_never_over_anything() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f.dat");
+        let names = || std::fs::read_dir(d.path()).unwrap().count();
+        let f = with_umask(0, || create_unnamed(&p, false))
+            .unwrap()
+            .expect("the test's filesystem makes unnamed files");
+        let id = fd_identity(&f).unwrap();
+        assert_eq!(names(), 0, "an unnamed file has a name");
+        let made = link_unnamed(&f, &p).unwrap();
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!(FileId::from_meta(&m), id);
+        assert_eq!(made.id(), id);
+        assert_eq!(m.mode() & 0o7777, 0o600);
+        // Moved away, it can be found.
+        let q = d.path().join("moved.dat");
+        std::fs::rename(&p, &q).unwrap();
+        assert_eq!(made.moved_to(), Some(q.clone()));
+        std::fs::rename(&q, &p).unwrap();
+        // Nothing is replaced: not a file, not a dangling link (its target is not made).
+        let e = link_unnamed(&f, &p).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EEXIST), "{e}");
+        let g = create_unnamed(&d.path().join("x"), false).unwrap().unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(d.path().join("target"), &link).unwrap();
+        assert!(link_unnamed(&g, &link).is_err());
+        assert!(!d.path().join("target").exists());
+        // One dropped without a name leaves nothing.
+        drop(create_unnamed(&d.path().join("y"), false).unwrap().unwrap());
+        assert_eq!(
+            names(),
+            2,
+            "{:?}",
+            std::fs::read_dir(d.path()).unwrap().collect::<Vec<_>>()
+        );
     }
 
     #[test]
