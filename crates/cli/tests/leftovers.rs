@@ -792,24 +792,32 @@ fn a_test_file_replaced_while_filled_is_left_alone_by_cleanup_after_a_kill() {
     }
 }
 
-/// The test file has no name until the run state records it exactly: it is made unnamed
-/// (O_TMPFILE), its device and inode are written to the run-state file, and only then is
-/// it linked at its path. A process stopped or killed at any moment therefore never leaves
-/// a file at iolab's name for it that `iolab cleanup` would take by name (a run stopped
-/// between a named create and its record once let cleanup remove a replacement, in the
-/// test after this one). Checked in the order of the system calls, under strace.
+/// A block run's test file and the fsync probe's file have no name until the run state
+/// records them exactly: each is made unnamed (O_TMPFILE), its device and inode are written
+/// to the run-state file, and only then is it linked at its path. A process stopped or
+/// killed at any moment therefore never leaves a file at iolab's name for it that `iolab
+/// cleanup` would take by name (a run stopped between a named create and its record once
+/// let cleanup remove a replacement, in the test after this one). Checked in the order of
+/// the system calls, under strace.
 #[test]
-fn the_test_file_is_named_only_once_the_run_state_records_it() {
+fn files_are_named_only_once_the_run_state_records_them() {
     if !require_root("the run state of a root run") || !iolab_testkit::require_tools(&["strace"]) {
         return;
     }
+    for args in [
+        "custom --rw randread --bs 4k --size 1MiB --runs 1 --duration 60s --io-size 64k",
+        "fsync --sizes 4k --methods fdatasync --duration 100ms",
+    ] {
+        named_once_recorded(args);
+    }
+}
+
+/// Runs `iolab run ARGS` under strace and checks the order of its system calls.
+fn named_once_recorded(args: &str) {
     let sb = Sandbox::new();
     let log = sb.path("strace.log");
-    let target = sb.target.display().to_string();
-    let line = format!(
-        "run custom --rw randread --bs 4k --size 1MiB --runs 1 --duration 60s --io-size 64k \
-         --target {target} --quiet"
-    );
+    let dir = sb.target.display().to_string();
+    let line = format!("run {args} --target {dir} --quiet");
     let run = sb.cmd(&line.split_whitespace().collect::<Vec<_>>());
     let mut traced = std::process::Command::new("strace");
     traced
@@ -832,17 +840,16 @@ fn the_test_file_is_named_only_once_the_run_state_records_it() {
         };
     }
     let out = traced.output().unwrap();
-    assert!(out.status.success(), "{out:?}");
+    assert!(out.status.success(), "{args}: {out:?}");
     let text = fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let at = |what: &str, f: &dyn Fn(&str) -> bool| {
         lines
             .iter()
             .position(|l| f(l))
-            .unwrap_or_else(|| panic!("no {what} in the trace:\n{text}"))
+            .unwrap_or_else(|| panic!("{args}: no {what} in the trace:\n{text}"))
     };
-    let dir = target;
-    let link = at("link of the test file", &|l| {
+    let link = at("link of the file", &|l| {
         l.contains("linkat(") && l.contains(&format!("\"{dir}/iolab-")) && l.ends_with("= 0")
     });
     let name = lines[link]
@@ -851,26 +858,30 @@ fn the_test_file_is_named_only_once_the_run_state_records_it() {
         .unwrap()
         .to_string();
     // The record of that exact path with its identity comes first.
-    let intent = at("the record of the test file", &|l| {
+    let intent = at("record of the file", &|l| {
         l.contains("write(") && l.contains("intent") && l.contains(&name)
     });
     let done = intent
         + lines[intent..]
             .iter()
             .position(|l| l.contains("write(") && l.contains("done") && l.contains("ino"))
-            .unwrap_or_else(|| panic!("no identity recorded:\n{text}"));
+            .unwrap_or_else(|| panic!("{args}: no identity recorded:\n{text}"));
     assert!(
         done < link,
-        "linked before its identity was recorded:\n{text}"
+        "{args}: linked before its identity was recorded:\n{text}"
     );
     // Never created by name.
     assert!(
         !lines
             .iter()
             .any(|l| l.contains("O_CREAT") && l.contains(&name)),
-        "the test file was created by name:\n{text}"
+        "{args}: {name} was created by name:\n{text}"
     );
-    assert!(sb.target_entries().is_empty(), "{:?}", sb.target_entries());
+    assert!(
+        sb.target_entries().is_empty(),
+        "{args}: {:?}",
+        sb.target_entries()
+    );
 }
 
 /// What a run made, moved away during the run and replaced by someone else's directory:

@@ -409,53 +409,17 @@ fn create_and_fill(
     progress: &mut dyn FnMut(u64, u64),
     created: &mut dyn FnMut(&Path, (u64, u64)),
 ) -> Result<iolab_sys::files::Made, TargetError> {
-    // Made without a name where the filesystem can, and named once `created` has recorded
-    // what it is: nothing is ever at `path` that a record does not name exactly, even
-    // for a process stopped or killed right after making it.
-    let unnamed =
-        iolab_sys::files::create_unnamed(path, req.direct).map_err(io_err(path, "create"))?;
-    use std::os::unix::fs::MetadataExt;
-    let (file, own) = match unnamed {
-        Some(file) => {
-            let m = file.metadata().map_err(io_err(path, "inspect"))?;
-            created(path, (m.dev(), m.ino()));
-            let own =
-                iolab_sys::files::link_unnamed(&file, path).map_err(io_err(path, "create"))?;
-            (file, own)
+    // Named only once `created` has recorded what it is (made unnamed where the filesystem
+    // can): nothing is ever at `path` that a record does not name exactly.
+    let (file, own) = match iolab_sys::files::create_recorded(path, req.direct, created) {
+        Ok(made) => made,
+        Err(e) if req.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+            return Err(TargetError::DirectUnsupported {
+                path: path.to_path_buf(),
+                err: e,
+            })
         }
-        None => {
-            let mut flags = libc::O_NOFOLLOW | libc::O_CLOEXEC;
-            if req.direct {
-                flags |= libc::O_DIRECT;
-            }
-            let made = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(iolab_sys::files::FILE_MODE)
-                .custom_flags(flags)
-                .open(path);
-            let file = match made {
-                // The umask may have taken bits away: the mode is fixed on the descriptor.
-                Ok(f) => {
-                    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(
-                        iolab_sys::files::FILE_MODE,
-                    ))
-                    .map_err(io_err(path, "create"))?;
-                    f
-                }
-                Err(e) if req.direct && e.raw_os_error() == Some(libc::EINVAL) => {
-                    return Err(TargetError::DirectUnsupported {
-                        path: path.to_path_buf(),
-                        err: e,
-                    })
-                }
-                Err(e) => return Err(io_err(path, "create")(e)),
-            };
-            let own =
-                iolab_sys::files::Made::of_file(path, &file).map_err(io_err(path, "inspect"))?;
-            created(path, (own.id().dev, own.id().ino));
-            (file, own)
-        }
+        Err(e) => return Err(io_err(path, "create")(e)),
     };
     // Held from now on: the fill may take long, and whatever replaces the path meanwhile
     // is never taken for this file (by the run state either, told before it had a name).

@@ -112,6 +112,40 @@ pub fn link_unnamed(file: &File, path: &Path) -> io::Result<Made> {
     Ok(made)
 }
 
+/// Makes the new file `path` (write only; `O_DIRECT` when `direct`), mode 0600 whatever the
+/// umask, and tells `record` its identity (device, inode) before anyone can see it at
+/// `path`: made unnamed ([`create_unnamed`]) and linked after `record`, so nothing is ever at
+/// `path` that a record does not name exactly, even after a stop or kill -9 at any moment.
+/// On a filesystem without unnamed files it is created by name (`O_CREAT|O_EXCL|
+/// O_NOFOLLOW`) and recorded right after. An EINVAL is that filesystem refusing `O_DIRECT`.
+pub fn create_recorded(
+    path: &Path,
+    direct: bool,
+    record: &mut dyn FnMut(&Path, (u64, u64)),
+) -> io::Result<(File, Made)> {
+    if let Some(file) = create_unnamed(path, direct)? {
+        let id = fd_identity(&file)?;
+        record(path, (id.dev, id.ino));
+        let made = link_unnamed(&file, path)?;
+        return Ok((file, made));
+    }
+    let mut flags = libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    if direct {
+        flags |= libc::O_DIRECT;
+    }
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .custom_flags(flags)
+        .open(path)?;
+    // The umask may have taken bits away; a fixed mode is set on the descriptor.
+    file.set_permissions(Permissions::from_mode(FILE_MODE))?;
+    let made = Made::of_file(path, &file)?;
+    record(path, (made.id.dev, made.id.ino));
+    Ok((file, made))
+}
+
 /// Creates the new directory `path` (an existing one or a link there is an error), mode 0700
 /// whatever the umask, and returns what it is (for a record that removes it later only while
 /// it is still this one). The mode is set through a descriptor of the directory just made,

@@ -242,14 +242,9 @@ pub fn run_with(
         std::process::id(),
         fastrand::u32(..)
     ));
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
+    // Named only once `created` has recorded it (see `create_recorded`).
+    let (file, made) = iolab_sys::files::create_recorded(&path, false, created)
         .map_err(err(&path, "create the probe file"))?;
-    let made = iolab_sys::files::Made::of_file(&path, &file)
-        .map_err(err(&path, "inspect the probe file"))?;
-    created(&path, (made.id().dev, made.id().ino));
     let _guard = ProbeFile(Some(made));
     // Preallocate with real data so no write extends the file or fills a hole.
     let mut rng = fastrand::Rng::new();
