@@ -527,7 +527,9 @@ fn steady_state_on_a_throttle_is_attained_in_the_first_window() {
         "--json",
         "-",
     ];
+    let (wait, started) = (CpuWait::start(), Instant::now());
     let out = t.command(&sb, &args).output().unwrap();
+    let busy = wait.busy_since(started);
     let out = Out::new(&args, out, Duration::ZERO).ok();
     // The report's header gives the pass's most, not a length it did not run.
     assert!(
@@ -539,7 +541,31 @@ fn steady_state_on_a_throttle_is_attained_in_the_first_window() {
     let test = &arr(&doc, "tests")[0];
     let ss = get(get(test, "extra"), "steady_state");
     assert_eq!(ss["rule"], "snia", "{ss:#}");
-    assert_eq!(ss["attained"], true, "{ss:#}");
+    // A process held off the CPU leaves its throttle's budget unspent, so on a machine
+    // whose tasks waited for a CPU a quarter of the run or more the rounds may spread
+    // beyond the rule (a range of 18%, an excursion of 15% beside four other suites). Then
+    // "not attained" is the right answer, and it must agree with the window's own figures.
+    if ss["attained"] == false && busy >= BUSY {
+        let (range, excursion) = (num(ss, "window_range"), num(ss, "window_excursion"));
+        assert!(range > 0.20 || excursion > 0.10, "{ss:#}");
+        assert!(
+            doc["notes"]
+                .to_string()
+                .contains("steady state (snia) not attained"),
+            "{doc:#}"
+        );
+        println!(
+            "note: CPU wait {:.0}% of the run: steady state not attained ({ss})",
+            busy * 100.0
+        );
+        return;
+    }
+    assert_eq!(
+        ss["attained"],
+        true,
+        "CPU wait {:.0}%: {ss:#}",
+        busy * 100.0
+    );
     // One continuous pass, its first five 1 s rounds the window.
     assert_eq!(arr(test, "passes").len(), 1);
     let series = &arr(test, "passes")[0]["timeseries"];

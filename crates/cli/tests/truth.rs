@@ -192,14 +192,31 @@ fn direct_writes_a_cache_below_answered_are_flagged_with_their_numbers() {
     );
     assert!(hits[0]["fix"].as_str().unwrap().contains("--fsync 1"));
     drop(cached);
-    // With direct I/O both directions reach the capped medium: nothing to flag.
+    // With direct I/O both directions reach the capped medium: nothing to flag. Unless the
+    // reads were starved of CPU: beside four other suites a 500 ms read pass completed one
+    // 1 MiB read (2.1 MB/s against writes at the cap). The run then says the machine was
+    // busy for the read test, and only a machine whose tasks waited for a CPU a quarter of
+    // the run or more may give that.
     let direct = Loop::attach(&medium.dev, &["--direct-io=on"]);
+    let (wait, started) = (CpuWait::start(), std::time::Instant::now());
     let doc = run(&direct);
-    assert!(
-        warnings_of(&doc, "WRITES_FASTER_THAN_READS").is_empty(),
-        "{:#}",
-        doc["warnings"]
-    );
+    let busy = wait.busy_since(started);
+    if !warnings_of(&doc, "WRITES_FASTER_THAN_READS").is_empty() {
+        let starved = warnings_of(&doc, "BUSY_CPU")
+            .iter()
+            .any(|w| w["test"] == "SEQ1M Q1T1 Read");
+        assert!(
+            busy >= BUSY && starved,
+            "CPU wait {:.0}% of the run: {:#}",
+            busy * 100.0,
+            doc["warnings"]
+        );
+        println!(
+            "note: CPU wait {:.0}% of the run: the direct reads were starved: {:#}",
+            busy * 100.0,
+            doc["warnings"]
+        );
+    }
 }
 
 #[test]
