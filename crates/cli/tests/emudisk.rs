@@ -687,14 +687,63 @@ fn left_by(pid: u32) -> Vec<String> {
     out
 }
 
-fn until(what: &str, mut f: impl FnMut() -> bool) {
+fn until(what: &str, f: impl FnMut() -> bool) {
+    until_or(what, String::new, f)
+}
+
+/// [`until`], saying what `describe` finds when it times out.
+fn until_or(what: &str, describe: impl Fn() -> String, mut f: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !f() {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(60),
-            "timed out waiting for {what}"
-        );
+        if start.elapsed() >= std::time::Duration::from_secs(60) {
+            panic!("timed out waiting for {what}\n{}", describe());
+        }
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The state of the runs a study with pid `pid` started: each process's status (state,
+/// parent, signals pending, blocked and caught) and the kernel stack of every thread.
+fn described_runs(pid: u32) -> impl Fn() -> String {
+    let tag = format!("iolab-testbed-{pid}-");
+    move || {
+        let mut out = String::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if !cmd.contains(&tag) {
+                continue;
+            }
+            out.push_str(&format!("{}: {cmd}\n", e.path().display()));
+            let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+            for l in status.lines().filter(|l| {
+                [
+                    "State", "PPid", "SigQ", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt",
+                ]
+                .iter()
+                .any(|k| l.starts_with(&format!("{k}:")))
+            }) {
+                out.push_str(&format!("  {l}\n"));
+            }
+            for t in std::fs::read_dir(e.path().join("task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                let stack = std::fs::read_to_string(t.path().join("stack")).unwrap_or_default();
+                let first: Vec<&str> = stack.lines().take(6).collect();
+                out.push_str(&format!(
+                    "  task {} {}: {}\n",
+                    t.file_name().to_string_lossy(),
+                    comm.trim(),
+                    first.join(" < ")
+                ));
+            }
+        }
+        out
     }
 }
 
@@ -768,7 +817,7 @@ fn a_study_runs_on_an_emulated_disk_and_cleanup_removes_it_after_kill_9() {
     });
     child.kill().unwrap();
     child.wait().unwrap();
-    until("the run to exit", || {
+    until_or("the run to exit", described_runs(pid), || {
         !left_by(pid)
             .iter()
             .any(|l| l.starts_with("process") && l.contains(" run fsync "))
@@ -1018,6 +1067,12 @@ fn a_fast_cache_shows_a_cliff_a_sustained_rate_and_its_recovery() {
     }
     assert_eq!(s["steady"], true, "{s:#}");
     assert_eq!(s["stopped"], "steady", "{s:#}");
+    // The window the pass ended on, from its progress ticks, stands in for the stored
+    // series' only when late ticks can explain the difference: on a busy machine.
+    if s["judged_on_ticks"] == true {
+        assert!(busy >= BUSY, "CPU wait {:.0}%: {s:#}", busy * 100.0);
+        println!("note: the steady window comes from the pass's ticks: {s:#}");
+    }
     // 1.5 s idle brings back about half of the burst; at that rate the whole takes 3.05 s.
     let share = num(r, "share");
     assert!((0.25..0.9).contains(&share), "regained share: {r:#}");

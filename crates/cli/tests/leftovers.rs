@@ -812,25 +812,16 @@ fn files_are_named_only_once_the_run_state_records_them() {
     }
 }
 
-/// Runs `iolab run ARGS` under strace and checks the order of its system calls.
-fn named_once_recorded(args: &str) {
-    let sb = Sandbox::new();
-    let log = sb.path("strace.log");
-    let dir = sb.target.display().to_string();
-    let line = format!("run {args} --target {dir} --quiet");
+/// `iolab LINE` in `sb` (its arguments split at white space, its environment) under
+/// `strace -f -qq ARGS -o LOG`.
+fn under_strace(sb: &Sandbox, line: &str, args: &[&str], log: &Path) -> std::process::Command {
     let run = sb.cmd(&line.split_whitespace().collect::<Vec<_>>());
     let mut traced = std::process::Command::new("strace");
     traced
-        .args([
-            "-f",
-            "-qq",
-            "-s",
-            "4096",
-            "-e",
-            "trace=openat,open,linkat,write",
-            "-o",
-        ])
-        .arg(&log)
+        .args(["-f", "-qq"])
+        .args(args)
+        .arg("-o")
+        .arg(log)
         .arg(run.get_program())
         .args(run.get_args());
     for (k, v) in run.get_envs() {
@@ -839,7 +830,23 @@ fn named_once_recorded(args: &str) {
             None => traced.env_remove(k),
         };
     }
-    let out = traced.output().unwrap();
+    traced
+}
+
+/// Runs `iolab run ARGS` under strace and checks the order of its system calls.
+fn named_once_recorded(args: &str) {
+    let sb = Sandbox::new();
+    let log = sb.path("strace.log");
+    let dir = sb.target.display().to_string();
+    let line = format!("run {args} --target {dir} --quiet");
+    let out = under_strace(
+        &sb,
+        &line,
+        &["-s", "4096", "-e", "trace=openat,open,linkat,write"],
+        &log,
+    )
+    .output()
+    .unwrap();
     assert!(out.status.success(), "{args}: {out:?}");
     let text = fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -1056,4 +1063,96 @@ fn a_verify_data_file_replaced_during_the_run_is_left_alone() {
         "what this run created (it was replaced during the run): left alone; the run's own \
          was moved to",
     );
+}
+
+/// A signal that comes while the run is still installing its handlers stops it all the
+/// same. A study killed as its run starts sends the run SIGTERM at once (its parent-death
+/// signal); a signal that came after its handler was installed but before the handler's
+/// action was registered (inside signal-hook), or before the thread that set the stop flag
+/// listened, was dropped, and the run went on for its whole duration (beside four other
+/// suites, the emulated-disk study test waited a minute for it). Under strace every
+/// rt_sigaction is held 700 ms, and SIGTERM is sent as soon as the trace shows its handler
+/// installed, before the SIGHUP handler is: the run must stop (exit 130), long before its
+/// hour.
+#[test]
+fn a_signal_while_the_handlers_are_installed_stops_the_run() {
+    if !iolab_testkit::require_tools(&["strace"]) {
+        return;
+    }
+    let hup = |text: &str| text.contains("rt_sigaction(SIGHUP, {sa_handler=0x");
+    for attempt in 1..=3 {
+        let sb = Sandbox::new();
+        let log = sb.path("strace.log");
+        let dir = sb.target.display().to_string();
+        let line = format!(
+            "run fsync --sizes 4k --methods fdatasync --duration 1h --target {dir} --quiet"
+        );
+        let mut traced = under_strace(
+            &sb,
+            &line,
+            &[
+                "-e",
+                "trace=rt_sigaction",
+                "-e",
+                "inject=rt_sigaction:delay_exit=700000",
+            ],
+            &log,
+        );
+        traced
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let mut child = traced.spawn().unwrap();
+        let start = Instant::now();
+        let pid: i32 = loop {
+            let text = fs::read_to_string(&log).unwrap_or_default();
+            if let Some(l) = text
+                .lines()
+                .find(|l| l.contains("rt_sigaction(SIGTERM, {sa_handler=0x"))
+            {
+                break l.split_whitespace().next().unwrap().parse().unwrap();
+            }
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the run ended before its SIGTERM handler was installed:\n{text}"
+            );
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "no SIGTERM handler installed:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // SAFETY: kill(2) with a pid the trace named.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let in_time = !hup(&fs::read_to_string(&log).unwrap());
+        // The run's hour is the failure: it is stopped after two minutes and the test fails.
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if start.elapsed() > Duration::from_secs(120) {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let _ = child.wait();
+                panic!(
+                    "SIGTERM sent while the handlers were installed was lost: the run went \
+                     on:\n{}",
+                    fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let text = fs::read_to_string(&log).unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(130), "{err}\n{text}");
+        if in_time {
+            return;
+        }
+        assert!(
+            attempt < 3,
+            "the signal never came before the SIGHUP handler was installed:\n{text}"
+        );
+        println!("attempt {attempt}: the signal came after the handlers were in place: again");
+    }
 }

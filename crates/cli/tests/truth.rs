@@ -201,7 +201,9 @@ fn direct_writes_a_cache_below_answered_are_flagged_with_their_numbers() {
     let (wait, started) = (CpuWait::start(), std::time::Instant::now());
     let doc = run(&direct);
     let busy = wait.busy_since(started);
-    if !warnings_of(&doc, "WRITES_FASTER_THAN_READS").is_empty() {
+    let hits = warnings_of(&doc, "WRITES_FASTER_THAN_READS");
+    assert!(hits.len() <= 1, "{:#}", doc["warnings"]);
+    if let Some(hit) = hits.first() {
         let starved = warnings_of(&doc, "BUSY_CPU")
             .iter()
             .any(|w| w["test"] == "SEQ1M Q1T1 Read");
@@ -210,6 +212,12 @@ fn direct_writes_a_cache_below_answered_are_flagged_with_their_numbers() {
             "CPU wait {:.0}% of the run: {:#}",
             busy * 100.0,
             doc["warnings"]
+        );
+        // And the warning itself names the starved reads as the other explanation.
+        let msg = hit["message"].as_str().unwrap();
+        assert!(
+            msg.contains("held off the CPU") && msg.contains("during SEQ1M Q1T1 Read"),
+            "{msg}"
         );
         println!(
             "note: CPU wait {:.0}% of the run: the direct reads were starved: {:#}",

@@ -217,6 +217,10 @@ pub struct Sustained {
     /// Why its rounds ended (none: an end this version does not know).
     #[serde(deserialize_with = "lenient")]
     pub stopped: Option<SustainedEnd>,
+    /// The steady window is the one the pass was ended on, judged on its progress ticks:
+    /// the stored 100 ms series (each I/O in the interval it completed in) shows none.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub judged_on_ticks: bool,
 }
 
 /// `extra.recovery`: a pair's second test, after its idle time.

@@ -174,7 +174,10 @@ warning_codes! {
                it reads, a disk seeks alike both ways), so a write cache below the OS — the \
                device's own, or the host's under a VM — acknowledged the writes before they \
                reached the medium. Not raised when a blkio throttle holds reads lower than \
-               writes (the throttle explains the gap)",
+               writes (the throttle explains the gap). When other processes used more than a \
+               quarter of a CPU during the read test (BUSY_CPU's rule), the message names \
+               that as the other explanation (a reader held off the CPU is slow without any \
+               cache) and the fix asks for a rerun on a quiet machine first",
         fix: "`--fsync 1` (every write then waits for a flush to the medium), or turn the \
               volatile cache off (`hdparm -W 0` on a disk; on a VM a host disk cache mode that \
               honours flushes, such as `cache=none`); a cache with power-loss protection makes \

@@ -992,6 +992,7 @@ impl Passes for OnTarget<'_> {
                     let out = run(&walled, &watch);
                     t.sustained_state.ended = Some(Instant::now());
                     t.sustained_end = Some(watch.ended().unwrap_or(crate::sustained::End::MaxTime));
+                    t.sustained_state.ended_on = watch.ended_on();
                     out.map(|mut o| {
                         o.interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
                         o

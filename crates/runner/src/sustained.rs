@@ -47,6 +47,9 @@ pub struct State {
     /// The first test's burst and sustained rates (bytes per second): the levels the
     /// second test's writes are judged between.
     pub levels: Option<(f64, f64)>,
+    /// The steady window the pass was ended on, judged on its progress ticks (first round,
+    /// window), when a [`Watch`] ended it as steady.
+    pub ended_on: Option<(usize, Window)>,
 }
 
 /// Whether `name` is a pair's second test.
@@ -137,26 +140,34 @@ fn steady_window(
         .map(|w| (from + 1, w))
 }
 
-/// The steady window a first test is reported with: that of its whole series, or, when it
+/// The steady window a first test is reported with, and whether it comes from the pass's
+/// progress ticks rather than its stored series: that of its whole series; or, when it
 /// ended as steady ([`SustainedPlan::judge`]) and the rounds the pass still ran while it
 /// stopped (on a busy host, a round or more) moved its last window out of steadiness, the
-/// latest window that was steady: the one the test ended on. Never a window for a test
-/// that did not end as steady and is not steady at its end.
+/// latest window of the series that was steady; or, when the stored series shows none (its
+/// intervals hold each I/O by its completion time, the ticks the pass judged come late on
+/// a busy host and spread the bytes between them), `ended_on`: the window the pass was
+/// ended on. Never a window for a test that did not end as steady and is not steady at
+/// its end.
 fn judged_window(
     plan: &SustainedPlan,
     samples: &[Sample],
     cliff: Option<&Cliff>,
     end: Option<End>,
-) -> Option<(usize, Window)> {
-    steady_window(plan, samples, cliff).or_else(|| {
-        if end != Some(End::Steady) {
-            return None;
-        }
-        let n = rounds(samples).len();
-        (plan.window..n)
-            .rev()
-            .find_map(|k| steady_window(plan, &samples[..k * ROUND], cliff))
-    })
+    ended_on: Option<(usize, Window)>,
+) -> Option<((usize, Window), bool)> {
+    if let Some(w) = steady_window(plan, samples, cliff) {
+        return Some((w, false));
+    }
+    if end != Some(End::Steady) {
+        return None;
+    }
+    let n = rounds(samples).len();
+    (plan.window..n)
+        .rev()
+        .find_map(|k| steady_window(plan, &samples[..k * ROUND], cliff))
+        .map(|w| (w, false))
+        .or_else(|| ended_on.map(|w| (w, true)))
 }
 
 impl SustainedPlan {
@@ -228,7 +239,8 @@ impl SustainedPlan {
             out.recovery = Some(v);
             return;
         }
-        let steady = judged_window(self, &samples, cliff.as_ref(), end);
+        let judged = judged_window(self, &samples, cliff.as_ref(), end, state.ended_on);
+        let steady = judged.map(|j| j.0);
         let window = steady.map(|s| s.1).or_else(|| {
             let r: Vec<f64> = rounds(&samples).iter().map(|x| x.1).collect();
             Window::of(&r[r.len().saturating_sub(self.window)..])
@@ -254,6 +266,7 @@ impl SustainedPlan {
             window_excursion: window.map(|w| w.excursion),
             bytes: t.passes.iter().map(|p| p.bytes).sum(),
             stopped: end,
+            judged_on_ticks: judged.is_some_and(|j| j.1),
         };
         out.sustained = Some(v);
     }
@@ -262,7 +275,10 @@ impl SustainedPlan {
     pub fn note(name: &str, extra: &RunnerExtra) -> Option<String> {
         if let Some(s) = &extra.sustained {
             let sustained = s.sustained_mb_s?;
-            let steady = if s.steady {
+            let steady = if s.judged_on_ticks {
+                "steady as the pass saw it; its stored 100 ms series spreads more, on a busy \
+                 host"
+            } else if s.steady {
                 "steady"
             } else {
                 "not steady before --max-time"
@@ -323,12 +339,18 @@ pub struct Watch<'a> {
 }
 
 /// The ticks a [`Watch`] saw ((seconds, bytes so far) each), and why it ended the pass.
-pub type Ticks = (Vec<(f64, u64)>, Option<End>);
+/// With the steady window it ended on (see [`State::ended_on`]).
+pub type Ticks = (Vec<(f64, u64)>, Option<End>, Option<(usize, Window)>);
 
 impl Watch<'_> {
     /// Why it ended the pass, if it did.
     pub fn ended(&self) -> Option<End> {
         self.ticks.lock().ok().and_then(|t| t.1)
+    }
+
+    /// The steady window it ended the pass on, judged on the ticks.
+    pub fn ended_on(&self) -> Option<(usize, Window)> {
+        self.ticks.lock().ok().and_then(|t| t.2)
     }
 }
 
@@ -385,6 +407,9 @@ impl iolab_engine::PassObserver for Watch<'_> {
         }
         let samples = from_ticks(&t.0);
         if let Some(end) = self.plan.judge(&samples, self.recovery, &self.state) {
+            if end == End::Steady && !self.recovery {
+                t.2 = steady_window(&self.plan, &samples, find_cliff(&samples).as_ref());
+            }
             t.1 = Some(end);
             self.pass_stop.store(true, Relaxed);
         }
@@ -450,17 +475,35 @@ mod tests {
         let mut r = vec![100.0; 40];
         r.extend([60.0; 10]);
         let s = series(&r);
-        assert_eq!(judged_window(&plan, &s, None, None), None);
-        let (from, w) = judged_window(&plan, &s, None, Some(End::Steady)).unwrap();
+        assert_eq!(judged_window(&plan, &s, None, None, None), None);
+        let ((from, w), ticks) = judged_window(&plan, &s, None, Some(End::Steady), None).unwrap();
         assert_eq!(from, 2);
+        assert!(!ticks);
         assert!((w.mean - 100.0).abs() < 1e-6, "{w:?}");
         // Not steady anywhere: no window, however it ended.
         let ragged: Vec<f64> = (0..50)
             .map(|i| if i / 10 % 2 == 0 { 100.0 } else { 50.0 })
             .collect();
         assert_eq!(
-            judged_window(&plan, &series(&ragged), None, Some(End::Steady)),
+            judged_window(&plan, &series(&ragged), None, Some(End::Steady), None),
             None
+        );
+        // Unless the pass was ended on a window its ticks showed steady: that one, said to
+        // come from the ticks; a test that did not end as steady never takes it.
+        let live = (3, Window::of(&[80.0, 82.0, 81.0]).unwrap());
+        let ragged = series(&ragged);
+        assert_eq!(
+            judged_window(&plan, &ragged, None, Some(End::Steady), Some(live)),
+            Some((live, true))
+        );
+        assert_eq!(
+            judged_window(&plan, &ragged, None, Some(End::MaxTime), Some(live)),
+            None
+        );
+        // A stored series that is steady wins over the ticks.
+        assert_eq!(
+            judged_window(&plan, &s, None, Some(End::Steady), Some(live)).map(|j| j.1),
+            Some(false)
         );
     }
 

@@ -616,7 +616,8 @@ fn reads_throttled_harder(f: &TargetFacts) -> bool {
 }
 
 /// `WRITES_FASTER_THAN_READS`, once for the run: direct writes at least
-/// [`WRITE_READ_RATIO`] times faster than direct reads of the same shape.
+/// [`WRITE_READ_RATIO`] times faster than direct reads of the same shape. A read test that
+/// ran beside busy processes ([`BUSY_CPU_PCT`]) is named as the other explanation.
 fn writes_faster_than_reads(out: &mut Vec<Warning>, run: &RunRecord, f: &TargetFacts) {
     if !run.settings.direct || reads_throttled_harder(f) {
         return;
@@ -660,6 +661,19 @@ fn writes_faster_than_reads(out: &mut Vec<Warning>, run: &RunRecord, f: &TargetF
             )
         })
         .collect();
+    // A reader held off the CPU is slow without any cache: a read test that ran beside
+    // busy processes (BUSY_CPU's rule) is named as the other explanation.
+    let starved: Vec<String> = hits
+        .iter()
+        .filter_map(|(_, rt, _)| {
+            let busiest = rt
+                .passes
+                .iter()
+                .map(|p| p.context.activity.other_cpu_pct)
+                .fold(0.0, f64::max);
+            (busiest > BUSY_CPU_PCT).then(|| format!("{busiest:.0}% during {}", rt.name))
+        })
+        .collect();
     let flushed = hits.iter().any(|(wt, _, _)| wt.job.fsync_every > 0);
     let fix = if flushed {
         "turn the volatile write cache off (hdparm -W 0 on a disk; on a VM a host disk cache \
@@ -669,17 +683,36 @@ fn writes_faster_than_reads(out: &mut Vec<Warning>, run: &RunRecord, f: &TargetF
          turn the volatile write cache off (hdparm -W 0 on a disk; on a VM a host disk cache \
          mode such as cache=none)"
     };
+    let (message, fix) = if starved.is_empty() {
+        (
+            format!(
+                "direct writes ran at least {WRITE_READ_RATIO}× as fast as direct reads of \
+                 the same block size, queue depth and pattern ({}): no medium writes that \
+                 much faster than it reads, so a write cache below the OS (the device's own, \
+                 or the host's under a VM) acknowledged the writes before they reached the \
+                 medium, and unless it survives a power loss the write numbers are its speed",
+                evidence.join("; ")
+            ),
+            fix.to_string(),
+        )
+    } else {
+        (
+            format!(
+                "direct writes ran at least {WRITE_READ_RATIO}× as fast as direct reads of \
+                 the same block size, queue depth and pattern ({}): either a write cache \
+                 below the OS (the device's own, or the host's under a VM) acknowledged the \
+                 writes before they reached the medium, or the reads were held off the CPU: \
+                 other processes used {} of a CPU (BUSY_CPU)",
+                evidence.join("; "),
+                starved.join(", ")
+            ),
+            format!("rerun on a quiet machine to tell the two apart; if the gap stays, {fix}"),
+        )
+    };
     out.push(Warning {
         code: WarningCode::WritesFasterThanReads,
-        message: format!(
-            "direct writes ran at least {WRITE_READ_RATIO}× as fast as direct reads of the \
-             same block size, queue depth and pattern ({}): no medium writes that much faster \
-             than it reads, so a write cache below the OS (the device's own, or the host's \
-             under a VM) acknowledged the writes before they reached the medium, and unless \
-             it survives a power loss the write numbers are its speed",
-            evidence.join("; ")
-        ),
-        fix: fix.into(),
+        message,
+        fix,
         test: (hits.len() == 1).then(|| hits[0].0.name.clone()),
     });
 }

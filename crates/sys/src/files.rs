@@ -67,7 +67,7 @@ pub fn create_new(path: &Path) -> io::Result<File> {
 /// known, and can be recorded, before anyone can see or replace it at `path`; a process
 /// killed before [`link_unnamed`] leaves nothing behind. `Ok(None)` when the filesystem
 /// cannot make unnamed files, or not with these flags (the caller creates it by name).
-pub fn create_unnamed(path: &Path, direct: bool) -> io::Result<Option<File>> {
+fn create_unnamed(path: &Path, direct: bool) -> io::Result<Option<File>> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -94,7 +94,7 @@ pub fn create_unnamed(path: &Path, direct: bool) -> io::Result<Option<File>> {
 /// ([`Made`], which can tell where it went if it is moved); fails when anything, even a
 /// dangling link, is at `path` already (link(2) never replaces an entry or follows a link at
 /// its new name).
-pub fn link_unnamed(file: &File, path: &Path) -> io::Result<Made> {
+fn link_unnamed(file: &File, path: &Path) -> io::Result<Made> {
     let from = format!("/proc/self/fd/{}", file.as_raw_fd());
     let to = cstring(path.as_os_str().as_bytes())?;
     rustix::fs::linkat(
