@@ -291,12 +291,42 @@ fn ab_alternates_until_a_throttle_step_is_different_and_a_a_is_not() {
         args.extend(throttled_read(b));
         in_cgroup(&cg, &sb, &args).ok().json()
     };
-    let doc = ab(&["--max-runs", "4"], slow.s(), fast.s());
+    let doc = ab(&["--max-runs", "6"], slow.s(), fast.s());
     let cell = mb_s_cell(&doc);
     println!("ab 20 vs 24 MiB/s: {} {cell}", doc["ab"]);
     assert_eq!(cell["verdict"], "different", "{cell}");
     assert_eq!(cell["direction"], "better", "{cell}");
-    assert_eq!(doc["ab"]["decided"], true, "{}", doc["ab"]);
+    // ab stops at the first pair whose line is *different* under one machine state. Other
+    // processes' CPU (or I/O) measured twice as high on one side is a condition more
+    // alternated runs could balance, so ab goes on while it lasts: in the suite the other
+    // lane's tests come and go, and once fell on A's runs (other processes 53% of a CPU
+    // on A, 24% on B, over 4 runs a side), so ab rightly ended at --max-runs undecided.
+    // That, and only that, excuses the flag.
+    let load: Vec<&str> = cell["confounded_by"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["code"].as_str())
+        .filter(|c| ["BUSY_CPU", "BUSY_DEVICE"].contains(c))
+        .collect();
+    if doc["ab"]["decided"] == true {
+        assert!(load.is_empty(), "decided beside {load:?}: {cell}");
+    } else {
+        assert!(
+            !load.is_empty(),
+            "undecided with no load confound: {}",
+            doc["ab"]
+        );
+        assert!(
+            doc["ab"]["stopped"]
+                .as_str()
+                .unwrap()
+                .contains("6 runs a side reached"),
+            "{}",
+            doc["ab"]
+        );
+        println!("undecided beside {load:?}, as ab's rule says");
+    }
     // A B B A: every pair holds one run of each side, A first in the first pair.
     let ids = |s: &str| -> Vec<i64> {
         doc["ab"]["run_ids"][s]
