@@ -1073,11 +1073,38 @@ fn a_fast_cache_shows_a_cliff_a_sustained_rate_and_its_recovery() {
         assert!(busy >= BUSY, "CPU wait {:.0}%: {s:#}", busy * 100.0);
         println!("note: the steady window comes from the pass's ticks: {s:#}");
     }
+    // The recovery's figures follow from the bytes regained: a share of the first burst,
+    // over the idle time.
+    let (share, idle) = (num(r, "share"), num(r, "idle_s"));
+    assert_eq!(num(r, "first_burst_bytes"), num(s, "burst_bytes"), "{r:#}");
+    let regained = num(r, "burst_bytes");
+    assert!(
+        (share - regained / num(r, "first_burst_bytes")).abs() < 1e-9,
+        "{r:#}"
+    );
+    assert!(
+        (num(r, "recovery_mb_s") - regained / 1e6 / idle).abs() < 1e-6,
+        "{r:#}"
+    );
     // 1.5 s idle brings back about half of the burst; at that rate the whole takes 3.05 s.
-    let share = num(r, "share");
-    assert!((0.25..0.9).contains(&share), "regained share: {r:#}");
-    let recovery = num(r, "recovery_s") / SSD_RECOVERY_S;
-    assert!((0.6..1.5).contains(&recovery), "recovery time: {r:#}");
+    // The regained burst ends where the rate stays low for a second, which a starved host
+    // does too (beside five suites and stress-ng: 29% of the burst back, 5.28 s to
+    // recover), so its figures are the model's only on a machine that was not busy.
+    assert_eq!(r["recovered_within_idle"], share >= 0.9, "{r:#}");
+    if share < 0.9 {
+        assert!((num(r, "recovery_s") - idle / share).abs() < 1e-6, "{r:#}");
+    }
+    if busy < BUSY {
+        assert!((0.25..0.9).contains(&share), "regained share: {r:#}");
+        let recovery = num(r, "recovery_s") / SSD_RECOVERY_S;
+        assert!((0.6..1.5).contains(&recovery), "recovery time: {r:#}");
+    } else {
+        println!(
+            "the machine busy {:.0}% of the runs: {share:.2} of the burst regained ({r}), not \
+             checked against the model",
+            busy * 100.0
+        );
+    }
     let notes = doc["notes"].to_string();
     assert!(notes.contains("then sustained"), "{notes}");
     assert!(notes.contains("recovers wholly in"), "{notes}");
