@@ -64,9 +64,19 @@ mod with_mpi {
         mpirun_cmd(np, mpi_args, &sb.cmd(args))
     }
 
-    /// `mpirun -np N [mpi_args] CMD`, with CMD's environment.
+    /// `mpirun -np N [mpi_args] CMD`, with CMD's environment. Each mpirun gets a session
+    /// directory base of its own: two that start at once as the same user race to create
+    /// /tmp/ompi.HOST.UID, and the loser stops ("A call to mkdir was unable to create the
+    /// desired directory ... File exists", seen with five suites side by side). Open MPI
+    /// empties it at exit; the base stays in cargo's directory for tests' files.
     fn mpirun_cmd(np: u32, mpi_args: &[&str], cmd: &Command) -> Command {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("ompi-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
         let mut c = Command::new("mpirun");
+        c.env("OMPI_MCA_orte_tmpdir_base", &base);
         c.args(["--oversubscribe", "-np", &np.to_string()])
             .args(mpi_args)
             .arg(cmd.get_program())

@@ -276,11 +276,13 @@ warning_codes! {
     FsyncTooFast = "FSYNC_TOO_FAST" {
         caveat: None,
         title: "Flushes faster than a rotating disk",
-        when: "the median flush took under 1 ms on a device that reports itself rotational \
-               (the median, so that a busy machine's scheduling delays, which stretch a few \
-               calls, neither hide a cache nor make one; one warning per run, naming the tests; virtio disks report rotational, so it fires \
-               on VMs whose host cache answers flushes). `run fsync` judges every sync method \
-               by the same floor in its durability verdict. On a machine busy most of the time \
+        when: "a flush took under 1 ms on a device that reports itself rotational: the \
+               median flush call (the median, so that a busy machine's scheduling delays, which \
+               stretch a few calls, neither hide a cache nor make one), or for `run fsync` the \
+               figure its durability verdict judges (the same median, or an O_DSYNC write's time \
+               beyond a plain write's), so that the verdicts and the warning agree; one warning \
+               per run, naming the tests; virtio disks report rotational, so it fires on VMs \
+               whose host cache answers flushes. On a machine busy most of the time \
                even the median call waits for a CPU, and a flush a cache answered can take \
                milliseconds: `BUSY_CPU` on the same test says so, and timing then cannot tell \
                a cache from a platter (beside five test suites, flushes the disk ignored took \

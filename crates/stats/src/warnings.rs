@@ -386,19 +386,26 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
         }
         if f.rotational == Some(true) {
             // One warning for the run, naming every test whose flushes were too fast.
+            // A test's flush: what its workload's durability verdict judged (`run fsync`:
+            // the call's median, or a synchronous write's time beyond a plain one), so
+            // that the warning and the verdicts rest on one figure; else the median over
+            // passes of its flush calls' median.
             let mut fast: Vec<(String, f64)> = Vec::new();
             for t in &run.tests {
-                let syncs: Vec<f64> = t
-                    .passes
-                    .iter()
-                    .filter_map(|p| p.sync.as_ref())
-                    .map(|s| s.lat_us.p50)
-                    .collect();
-                if !syncs.is_empty() {
-                    let m = crate::median(&syncs);
-                    if m < FSYNC_FLOOR_ROTATIONAL_US {
-                        fast.push((t.name.clone(), m));
-                    }
+                let judged = workload::of_test_in(run, t)
+                    .and_then(|w| w.durability(t))
+                    .map(|j| j.flush_us);
+                let flush = judged.unwrap_or_else(|| {
+                    let syncs: Vec<f64> = t
+                        .passes
+                        .iter()
+                        .filter_map(|p| p.sync.as_ref())
+                        .map(|s| s.lat_us.p50)
+                        .collect();
+                    (!syncs.is_empty()).then(|| crate::median(&syncs))
+                });
+                if let Some(m) = flush.filter(|&m| m < FSYNC_FLOOR_ROTATIONAL_US) {
+                    fast.push((t.name.clone(), m));
                 }
             }
             if !fast.is_empty() {
@@ -413,9 +420,10 @@ pub fn analyze(run: &RunRecord, f: &TargetFacts) -> Vec<Warning> {
                 out.push(Warning {
                     code: WarningCode::FsyncTooFast,
                     message: format!(
-                        "the median flush took {range} on a device that reports itself \
-                         rotational; a disk cannot reach its platter that fast, so a volatile \
-                         cache answered (tests: {})",
+                        "a flush took {range} (the median call, or a synchronous write's time \
+                         beyond a plain one) on a device that reports itself rotational; a \
+                         disk cannot reach its platter that fast, so a volatile cache answered \
+                         (tests: {})",
                         names.join(", ")
                     ),
                     fix: "turn the volatile write cache off (hdparm -W 0 on a disk; on a VM a \

@@ -517,6 +517,44 @@ fn fsync_run(mean_us: u64) -> RunRecord {
     run
 }
 
+/// `run fsync` on a starved host: the fdatasync calls' median took 7.2 ms, while an
+/// O_DIRECT+O_DSYNC write took 913 µs beyond a plain one, which its durability verdict
+/// judged a volatile cache. The warning rests on the verdicts' figure, so it names that
+/// method and not fdatasync: the warning and the verdicts agree.
+#[test]
+fn fsync_too_fast_judges_the_figure_the_durability_verdict_judged() {
+    let judged = |us: f64| {
+        serde_json::json!({
+            "workload": "fsync",
+            "durability": {"verdict": "as_far_as_timing_shows", "flush_us": us, "evidence": ""}
+        })
+    };
+    let mut run = fsync_run(7225);
+    run.workload = "fsync".into();
+    run.tests[0].extra = judged(7225.0);
+    let mut dsync = run.tests[0].clone();
+    dsync.name = "O_DIRECT+O_DSYNC 4K".into();
+    for p in &mut dsync.passes {
+        p.sync = None;
+    }
+    dsync.extra = judged(913.0);
+    run.tests.push(dsync);
+    let rot = TargetFacts {
+        rotational: Some(true),
+        ..TargetFacts::default()
+    };
+    let ws = analyze(&run, &rot);
+    fired(
+        &ws,
+        "FSYNC_TOO_FAST",
+        Some("O_DIRECT+O_DSYNC 4K"),
+        &["913 µs"],
+    );
+    // Its flush calls alone would not have fired: without the verdict's figure, none.
+    run.tests.truncate(1);
+    none(&analyze(&run, &rot));
+}
+
 #[test]
 fn fsync_too_fast_only_on_rotational_devices() {
     let rot = |r: Option<bool>| TargetFacts {
